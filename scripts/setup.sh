@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Installs what Nowcast needs to build and test, only what is missing, so a second run is
+# quick. Everything comes from the package registries: npm packages, the wasm32 Rust target,
+# wasm-bindgen-cli pinned to the wasm-bindgen crate's version, and Debian packages for the
+# browser and network tests (only when running as root; otherwise those suites say what is
+# missing and skip).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+log() { printf '\033[1m[setup]\033[0m %s\n' "$*"; }
+
+# npm workspaces: reinstall when the lock file is newer than the installed tree.
+if [ ! -f node_modules/.package-lock.json ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
+  log "npm install"
+  if [ -f package-lock.json ]; then npm ci --no-audit --no-fund; else npm install --no-audit --no-fund; fi
+fi
+
+# Rust toolchain pieces for the WebAssembly build.
+if ! rustup target list --installed | grep -qx wasm32-unknown-unknown; then
+  log "rustup target add wasm32-unknown-unknown"
+  rustup target add wasm32-unknown-unknown
+fi
+wb_version=$(awk '/^name = "wasm-bindgen"$/{getline; gsub(/[" ]|version=/, ""); print; exit}' Cargo.lock)
+if [ -z "$wb_version" ]; then
+  echo "setup: cannot find the wasm-bindgen version in Cargo.lock" >&2
+  exit 1
+fi
+if ! wasm-bindgen --version 2>/dev/null | grep -qx "wasm-bindgen $wb_version"; then
+  log "cargo install wasm-bindgen-cli $wb_version"
+  cargo install wasm-bindgen-cli --version "$wb_version" --locked
+fi
+
+# Debian packages for the browser and emulated-link tests.
+debs=(chromium chromium-driver iperf3 sockperf irtt iproute2 nftables ethtool tcpdump)
+missing=()
+for p in "${debs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    log "apt-get install ${missing[*]}"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"
+  else
+    log "not root: Debian packages missing (${missing[*]}); browser and link tests will skip"
+  fi
+fi

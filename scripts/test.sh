@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# `npm test`: every suite of the project, from a fresh clone. Set-up first (only what is
+# missing), then formatting and lints, then Rust, TypeScript and browser tests.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
+start=$(date +%s)
+
+step "setup"
+bash scripts/setup.sh
+
+step "cargo fmt --check"
+cargo fmt --all -- --check
+
+step "cargo clippy -D warnings"
+cargo clippy --quiet --workspace --all-targets -- -D warnings
+cargo clippy --quiet -p wasm-forecast --lib --target wasm32-unknown-unknown -- -D warnings
+
+step "build wasm"
+bash scripts/build-wasm.sh
+
+step "cargo test"
+cargo test --quiet --workspace --release
+
+step "prettier --check"
+npx prettier --check .
+
+step "tsc (strict)"
+npx tsc -b
+
+step "vitest"
+npx vitest run
+
+printf '\nall suites passed in %ss\n' "$(( $(date +%s) - start ))"
