@@ -1,0 +1,1 @@
+//! Library behind the `nowcast` command.

@@ -1,0 +1,375 @@
+//! The NWS forecaster bank: primaries, sixteen selectors, and the reported MSE and MAE
+//! forecasts (algorithms.md §1; Wolski's NWS as used in JavaNws §2.1.2).
+
+use crate::errors::{Accum, ErrorTable, Kind};
+use crate::method::{describe, Rule, CANDIDATES, NWS_PRIMARIES};
+use crate::primary::{self, State, WINDOW_CAP};
+use crate::window::OrderWindow;
+use crate::ForecastError;
+use serde::{Deserialize, Serialize};
+
+/// Faithful reproduces the original library, quirks included; Improved is the default.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    Faithful,
+    #[default]
+    Improved,
+}
+
+impl std::str::FromStr for Mode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "faithful" => Ok(Mode::Faithful),
+            "improved" => Ok(Mode::Improved),
+            _ => Err(format!("unknown mode '{s}' (expected faithful or improved)")),
+        }
+    }
+}
+
+/// Selector windows; the original's 99-slot ring makes its "100" effectively 98.
+const FAITHFUL_WINDOWS: [usize; 7] = [1, 5, 10, 20, 30, 50, 98];
+const IMPROVED_WINDOWS: [usize; 7] = [1, 5, 10, 20, 30, 50, 100];
+/// Two whole-history selectors plus two per window.
+pub const SELECTORS: usize = 16;
+
+/// Largest accepted magnitude: squares of errors must stay finite over long runs.
+pub const MAX_MAGNITUDE: f64 = 1e100;
+
+/// Improved mode's additions to the 18 primaries (chosen by `examples/ablation.rs`).
+pub const IMPROVED_EXTRAS: [Rule; 1] = [Rule::LocalLevel];
+
+/// One of the two reported forecasts.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct Selected {
+    /// Forecast of the next value.
+    pub value: f64,
+    /// Index of the primary whose forecast this is.
+    pub method: usize,
+    /// Whole-history MSE (for the MSE forecast) or MAE (for the MAE forecast).
+    pub error: f64,
+}
+
+/// The bank's reported forecasts for the next value.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct Forecast {
+    pub mse: Selected,
+    pub mae: Selected,
+}
+
+/// One row of the per-forecaster table.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct PrimaryRow {
+    pub index: usize,
+    pub id: &'static str,
+    pub name: &'static str,
+    /// Its forecast for the next value, if it has one.
+    pub forecast: Option<f64>,
+    pub n: u64,
+    pub mse: f64,
+    pub mae: f64,
+}
+
+#[derive(Clone, Copy, Debug, Serialize, Deserialize)]
+struct Reported {
+    mse_value: f64,
+    mse_method: usize,
+    mae_value: f64,
+    mae_method: usize,
+}
+
+/// A bank of forecasters for one series.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Bank {
+    mode: Mode,
+    rules: Vec<Rule>,
+    states: Vec<State>,
+    window: OrderWindow,
+    n: u64,
+    /// Each primary's forecast for the next value, valid where `has`.
+    fc: Vec<f64>,
+    has: Vec<bool>,
+    errors: ErrorTable,
+    /// Each selector's choice of primary for the next value.
+    picks: [usize; SELECTORS],
+    sel_se: [f64; SELECTORS],
+    sel_ae: [f64; SELECTORS],
+    reported: Option<Reported>,
+    mse_acc: Accum,
+    mae_acc: Accum,
+    /// Faithful mode: the original charges its MAE forecast |0 − x₁| at the first value.
+    first_mae_charge: Option<f64>,
+    oracle: Accum,
+    #[serde(skip)]
+    scratch: Vec<f64>,
+}
+
+impl Bank {
+    /// A bank in `mode` with its standard forecasters.
+    pub fn new(mode: Mode) -> Self {
+        let mut rules: Vec<Rule> = NWS_PRIMARIES.iter().map(|(r, _, _)| *r).collect();
+        if mode == Mode::Improved {
+            rules.extend(IMPROVED_EXTRAS);
+        }
+        Self::with_rules(mode, rules)
+    }
+
+    /// A bank with an explicit list of forecasters (for ablation studies). The first 18
+    /// should be the NWS primaries so that method indices keep their meaning.
+    pub fn with_rules(mode: Mode, rules: Vec<Rule>) -> Self {
+        let faithful = mode == Mode::Faithful;
+        let p = rules.len();
+        let states = rules.iter().map(State::new).collect();
+        // The original's smoothers hold a forecast of 0 before any value (algorithms.md §1.1).
+        let has = rules
+            .iter()
+            .map(|r| faithful && matches!(r, Rule::ExpSmooth(_)))
+            .collect();
+        let windows = if faithful {
+            FAITHFUL_WINDOWS
+        } else {
+            IMPROVED_WINDOWS
+        };
+        Self {
+            mode,
+            states,
+            window: OrderWindow::new(WINDOW_CAP),
+            n: 0,
+            fc: vec![0.0; p],
+            has,
+            errors: ErrorTable::new(p, &windows),
+            picks: [0; SELECTORS],
+            sel_se: [0.0; SELECTORS],
+            sel_ae: [0.0; SELECTORS],
+            reported: None,
+            mse_acc: Accum::default(),
+            mae_acc: Accum::default(),
+            first_mae_charge: None,
+            oracle: Accum::default(),
+            scratch: vec![0.0; p],
+            rules,
+        }
+    }
+
+    pub fn mode(&self) -> Mode {
+        self.mode
+    }
+
+    /// Number of values seen.
+    pub fn len(&self) -> u64 {
+        self.n
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.n == 0
+    }
+
+    /// Number of primary forecasters.
+    pub fn primaries(&self) -> usize {
+        self.rules.len()
+    }
+
+    /// Checks that `x` can enter the bank.
+    pub fn check(x: f64) -> Result<(), ForecastError> {
+        if !x.is_finite() {
+            Err(ForecastError::NotFinite(x))
+        } else if x.abs() > MAX_MAGNITUDE {
+            Err(ForecastError::OutOfRange(x))
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Feeds one measurement, in the original's order (algorithms.md §1.3): score the
+    /// reported forecasts, the selectors and the primaries made before `x`, then append `x`
+    /// and update every primary, then let the selectors choose again.
+    pub fn update(&mut self, x: f64) -> Result<(), ForecastError> {
+        Self::check(x)?;
+        let faithful = self.mode == Mode::Faithful;
+
+        // 1. The reported forecasts.
+        match self.reported {
+            Some(r) => {
+                self.mse_acc.add(x - r.mse_value);
+                self.mae_acc.add(x - r.mae_value);
+            }
+            None if faithful => self.first_mae_charge = Some(x.abs()),
+            None => {}
+        }
+        // 2. The selectors (each forecast what its chosen primary forecast).
+        if self.reported.is_some() {
+            for s in 0..SELECTORS {
+                let e = x - self.fc[self.picks[s]];
+                self.sel_se[s] += e * e;
+                self.sel_ae[s] += e.abs();
+            }
+        }
+        // 3. The primaries that had a forecast, and the oracle (best primary this step).
+        let p = self.rules.len();
+        self.scratch.resize(p, 0.0);
+        let mut best = f64::INFINITY;
+        for j in 0..p {
+            let e = x - self.fc[j];
+            self.scratch[j] = e;
+            if self.has[j] && e.abs() < best.abs() {
+                best = e;
+            }
+        }
+        self.errors.record(&self.scratch, &self.has);
+        if best.is_finite() {
+            self.oracle.add(best);
+        }
+        // 4. Append to the history.
+        self.window.push(x);
+        self.n += 1;
+        // 5. Update every primary and take its next forecast.
+        for j in 0..p {
+            let (rule, state) = (&self.rules[j], &mut self.states[j]);
+            primary::observe(rule, state, x, self.n, &self.window, faithful);
+            match primary::forecast(rule, state, self.n, &self.window) {
+                Some(f) => {
+                    self.fc[j] = f;
+                    self.has[j] = true;
+                }
+                None => self.has[j] = false,
+            }
+        }
+        self.choose();
+        Ok(())
+    }
+
+    /// Feeds a batch of measurements; stops at the first invalid one, reporting its index.
+    pub fn update_all(&mut self, xs: &[f64]) -> Result<(), (usize, ForecastError)> {
+        for (i, &x) in xs.iter().enumerate() {
+            self.update(x).map_err(|e| (i, e))?;
+        }
+        Ok(())
+    }
+
+    /// Lets every selector pick a primary, then picks the reported forecasts among the
+    /// selectors by their own whole-history errors (ties to the lower index).
+    fn choose(&mut self) {
+        let has = &self.has;
+        self.picks[0] = self.errors.best(Kind::Squared, None, has).unwrap_or(0);
+        self.picks[1] = self.errors.best(Kind::Absolute, None, has).unwrap_or(0);
+        for wi in 0..self.errors.window_count() {
+            self.picks[2 + 2 * wi] = self.errors.best(Kind::Squared, Some(wi), has).unwrap_or(0);
+            self.picks[3 + 2 * wi] = self.errors.best(Kind::Absolute, Some(wi), has).unwrap_or(0);
+        }
+        let argmin = |v: &[f64; SELECTORS]| {
+            (1..SELECTORS).fold(0, |b, s| if v[s] < v[b] { s } else { b })
+        };
+        let (ms, as_) = (self.picks[argmin(&self.sel_se)], self.picks[argmin(&self.sel_ae)]);
+        self.reported = Some(Reported {
+            mse_value: self.fc[ms],
+            mse_method: ms,
+            mae_value: self.fc[as_],
+            mae_method: as_,
+        });
+    }
+
+    /// The reported forecasts for the next value; `None` before the first value.
+    pub fn forecast(&self) -> Option<Forecast> {
+        let r = self.reported?;
+        Some(Forecast {
+            mse: Selected {
+                value: r.mse_value,
+                method: r.mse_method,
+                error: self.mse_acc.mse(),
+            },
+            mae: Selected {
+                value: r.mae_value,
+                method: r.mae_method,
+                error: self.mae_error(),
+            },
+        })
+    }
+
+    fn mae_error(&self) -> f64 {
+        match self.first_mae_charge {
+            Some(c) => (self.mae_acc.sum_ae + c) / (self.mae_acc.n + 1) as f64,
+            None => self.mae_acc.mae(),
+        }
+    }
+
+    /// Errors of the reported MSE forecast over the values it forecast.
+    pub fn mse_accum(&self) -> Accum {
+        self.mse_acc
+    }
+
+    /// Errors of the reported MAE forecast over the values it forecast (without the
+    /// faithful first-value charge).
+    pub fn mae_accum(&self) -> Accum {
+        self.mae_acc
+    }
+
+    /// Errors of the oracle: the best primary at each step, a lower bound for any selector.
+    pub fn oracle_accum(&self) -> Accum {
+        self.oracle
+    }
+
+    /// Whole-history errors of primary `j`.
+    pub fn primary_accum(&self, j: usize) -> Accum {
+        self.errors.accum(j)
+    }
+
+    /// Each primary's current forecast, if it has one.
+    pub fn primary_forecast(&self, j: usize) -> Option<f64> {
+        self.has[j].then_some(self.fc[j])
+    }
+
+    /// The per-forecaster table: forecast, MSE and MAE of every primary.
+    pub fn table(&self) -> Vec<PrimaryRow> {
+        self.rules
+            .iter()
+            .enumerate()
+            .map(|(j, rule)| {
+                let (id, name) = describe(rule);
+                let acc = self.errors.accum(j);
+                PrimaryRow {
+                    index: j,
+                    id,
+                    name,
+                    forecast: self.primary_forecast(j),
+                    n: acc.n,
+                    mse: acc.mse(),
+                    mae: acc.mae(),
+                }
+            })
+            .collect()
+    }
+
+    /// Id and name of primary `j`.
+    pub fn method(&self, j: usize) -> (&'static str, &'static str) {
+        describe(&self.rules[j])
+    }
+
+    /// Checks the internal consistency of a restored bank, so that a damaged state is
+    /// refused instead of failing later.
+    pub(crate) fn validate(&self) -> Result<(), String> {
+        let p = self.rules.len();
+        if p == 0 || self.states.len() != p || self.fc.len() != p || self.has.len() != p {
+            return Err("forecaster lists have different lengths".into());
+        }
+        for (rule, state) in self.rules.iter().zip(&self.states) {
+            if std::mem::discriminant(state) != std::mem::discriminant(&State::new(rule)) {
+                return Err(format!("state does not match forecaster {rule:?}"));
+            }
+        }
+        self.errors.validate(p)?;
+        self.window.validate()?;
+        if self.picks.iter().any(|&k| k >= p) {
+            return Err("a selector points past the forecasters".into());
+        }
+        if self.window.count() != self.n {
+            return Err("history length disagrees with the value count".into());
+        }
+        Ok(())
+    }
+
+    /// Every candidate rule that improved mode may use (for ablation studies).
+    pub fn candidates() -> impl Iterator<Item = Rule> {
+        CANDIDATES.iter().map(|(r, _, _)| *r)
+    }
+}

@@ -1,0 +1,36 @@
+//! Forecasting core of Nowcast: the Network Weather Service forecaster bank, error
+//! statistics, adaptive timeouts and the IEPM-BW estimators, plus the measurement record
+//! format. Pure code (values and times in, numbers out); the same crate runs natively in
+//! the `nowcast` command and as WebAssembly in the page.
+
+pub mod bank;
+pub mod errors;
+pub mod iepm;
+pub mod method;
+pub mod primary;
+pub mod record;
+pub mod state;
+pub mod stats;
+pub mod timeout;
+pub mod window;
+
+#[cfg(target_arch = "wasm32")]
+pub mod wasm;
+
+pub use bank::{Bank, Forecast, Mode, PrimaryRow, Selected};
+pub use errors::Accum;
+
+/// Why a value, a series or a saved state was refused.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ForecastError {
+    #[error("value {0} is not a finite number")]
+    NotFinite(f64),
+    #[error("value {0:e} is outside the supported range of ±1e100")]
+    OutOfRange(f64),
+    #[error("the series is empty")]
+    Empty,
+    #[error("saved state: {0}")]
+    State(String),
+    #[error("{0}")]
+    Invalid(String),
+}

@@ -1,0 +1,82 @@
+//! Names and indices of the forecasters (algorithms.md §1.1).
+//!
+//! The index is the "method" a forecast reports, as in the original NWS library; the id is
+//! the one name used for a forecaster across Rust, TypeScript, the record schema and the UI.
+
+use serde::{Deserialize, Serialize};
+
+/// A forecaster of the bank: its reported index, stable id and display name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct MethodInfo {
+    /// Index reported as the forecast's method (0–17 are the original primaries).
+    pub index: usize,
+    /// Stable machine name, e.g. `median_31`.
+    pub id: &'static str,
+    /// Display name, e.g. `Median Window 31`.
+    pub name: &'static str,
+}
+
+/// Which rule a forecaster follows; the bank turns these into state.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub enum Rule {
+    LastValue,
+    RunningMean,
+    /// `pred = pred + gain·(x − pred)`.
+    ExpSmooth(f64),
+    /// Median of the last `w` values.
+    Median(usize),
+    /// Mean of the last `w` values.
+    SlidingMean(usize),
+    /// 30 % trimmed mean of the last `w` values.
+    TrimmedMean(usize),
+    /// Median over an adaptive window: (start, min, max, step).
+    AdaptiveMedian(usize, usize, usize, usize),
+    /// Local-level Kalman filter with noise variances estimated online (improved mode).
+    LocalLevel,
+    /// Quantile `q` of the last `w` values (improved mode; RTT series favour a low quantile).
+    Quantile(usize, f64),
+    /// Autoregression of order `p` fitted by recursive least squares (improved mode).
+    ArRls(usize),
+}
+
+/// The 18 primaries of the original library, in index order.
+pub const NWS_PRIMARIES: [(Rule, &str, &str); 18] = [
+    (Rule::LastValue, "last_value", "Last Value"),
+    (Rule::RunningMean, "running_mean", "Running Mean"),
+    (Rule::ExpSmooth(0.05), "exp_smooth_5", "Exp Smooth 5%"),
+    (Rule::ExpSmooth(0.10), "exp_smooth_10", "Exp Smooth 10%"),
+    (Rule::ExpSmooth(0.15), "exp_smooth_15", "Exp Smooth 15%"),
+    (Rule::ExpSmooth(0.20), "exp_smooth_20", "Exp Smooth 20%"),
+    (Rule::ExpSmooth(0.30), "exp_smooth_30", "Exp Smooth 30%"),
+    (Rule::ExpSmooth(0.40), "exp_smooth_40", "Exp Smooth 40%"),
+    (Rule::ExpSmooth(0.50), "exp_smooth_50", "Exp Smooth 50%"),
+    (Rule::ExpSmooth(0.75), "exp_smooth_75", "Exp Smooth 75%"),
+    (Rule::Median(31), "median_31", "Median Window 31"),
+    (Rule::Median(5), "median_5", "Median Window 5"),
+    (Rule::SlidingMean(31), "sliding_mean_31", "Sliding Mean Window 31"),
+    (Rule::SlidingMean(5), "sliding_mean_5", "Sliding Mean Window 5"),
+    (Rule::TrimmedMean(31), "trimmed_mean_31", "30% Trimmed Mean Window 31"),
+    (Rule::TrimmedMean(51), "trimmed_mean_51", "30% Trimmed Mean Window 51"),
+    (Rule::AdaptiveMedian(10, 5, 21, 1), "adaptive_median_5_21", "Adaptive Median 5-21"),
+    (Rule::AdaptiveMedian(30, 21, 51, 5), "adaptive_median_21_51", "Adaptive Median 21-51"),
+];
+
+/// Forecasters that improved mode may add to the 18 primaries. Which of them the default
+/// improved bank uses is decided by measurement (`examples/ablation.rs`, README "Accuracy").
+pub const CANDIDATES: [(Rule, &str, &str); 5] = [
+    (Rule::LocalLevel, "local_level", "Local-Level Kalman"),
+    (Rule::Quantile(31, 0.25), "quantile_25_31", "25% Quantile Window 31"),
+    (Rule::Quantile(5, 0.0), "min_5", "Minimum Window 5"),
+    (Rule::ArRls(2), "ar2_rls", "AR(2) by RLS"),
+    (Rule::ArRls(8), "ar8_rls", "AR(8) by RLS"),
+];
+
+/// Id and display name of a rule from the catalogues above.
+pub fn describe(rule: &Rule) -> (&'static str, &'static str) {
+    NWS_PRIMARIES
+        .iter()
+        .chain(CANDIDATES.iter())
+        .find(|(r, _, _)| r == rule)
+        .map(|&(_, id, name)| (id, name))
+        .unwrap_or(("custom", "Custom forecaster"))
+}
