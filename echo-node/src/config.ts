@@ -1,0 +1,390 @@
+/**
+ * Configuration: every setting has a flag and an environment variable, and `--help` is
+ * generated from the same table so the two can never disagree. Pure: argv and env in, a
+ * validated `Config` (or a `ConfigError` a user can act on) out.
+ */
+import { hostname } from "node:os";
+import { dirname, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+import { parseArgs } from "node:util";
+import { parseMirrorFlag, type Mirror } from "./mirrors.js";
+
+export interface Config {
+  /** TCP port; 0 picks an ephemeral one (tests). */
+  port: number;
+  /** Bind address; undefined means all interfaces (IPv6 and IPv4 where available). */
+  host: string | undefined;
+  /** Directory with the built page (Vite's `web/dist`, which includes `public/`). */
+  staticDir: string;
+  /** Shown in `/api/config` so a page can tell mirrors apart. */
+  name: string;
+  /** Path of a JSON mirrors file, if any (read by the caller, see mirrors.ts). */
+  mirrorsFile: string | undefined;
+  /** Mirrors given on the command line or in the environment. */
+  mirrors: Mirror[];
+  /** Extra origins allowed for WebSocket and CORS; `*` allows every origin. */
+  allowOrigins: string[];
+  /** Take the client address from X-Forwarded-For (rightmost entry). */
+  trustProxy: boolean;
+  /** Largest upload or download a single probe may ask for, in bytes. */
+  maxPayload: number;
+  /** Largest single WebSocket message a client may send, in bytes. */
+  maxMessage: number;
+  /** Probe bytes (in plus out) per client address per minute. */
+  bytesPerMinute: number;
+  /** Concurrent WebSockets plus in-flight HTTP probes per client address. */
+  maxConnectionsPerClient: number;
+  /** Concurrent WebSockets plus in-flight HTTP probes for the whole server. */
+  maxConnections: number;
+  /** A WebSocket with no message from the client and no transfer running is closed after this. */
+  idleTimeoutMs: number;
+  /** A client that has data waiting and reads none of it for this long is cut off. */
+  slowClientTimeoutMs: number;
+}
+
+export class ConfigError extends Error {
+  override name = "ConfigError";
+}
+
+type Kind = "int" | "bytes" | "ms" | "string" | "bool" | "list" | "mirrors";
+
+interface OptionSpec {
+  key: keyof Config;
+  flag: string;
+  env: string;
+  kind: Kind;
+  /** Default as shown in --help. */
+  shown: string;
+  help: string;
+}
+
+/** Repository root as seen from `echo-node/src` or `echo-node/dist` (both one level deep). */
+const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
+
+export const OPTIONS: readonly OptionSpec[] = [
+  {
+    key: "port",
+    flag: "port",
+    env: "PORT",
+    kind: "int",
+    shown: "8080",
+    help: "TCP port to listen on (0 = any free port)",
+  },
+  {
+    key: "host",
+    flag: "host",
+    env: "ECHO_NODE_HOST",
+    kind: "string",
+    shown: "all interfaces",
+    help: "address to bind, e.g. 127.0.0.1",
+  },
+  {
+    key: "staticDir",
+    flag: "static",
+    env: "ECHO_NODE_STATIC",
+    kind: "string",
+    shown: "<repo>/web/dist",
+    help: "directory of the built page (served at /)",
+  },
+  {
+    key: "name",
+    flag: "name",
+    env: "ECHO_NODE_NAME",
+    kind: "string",
+    shown: "the host name",
+    help: "server name reported in /api/config",
+  },
+  {
+    key: "mirrorsFile",
+    flag: "mirrors",
+    env: "ECHO_NODE_MIRRORS",
+    kind: "string",
+    shown: "none",
+    help: "JSON file listing mirrors (see README)",
+  },
+  {
+    key: "mirrors",
+    flag: "mirror",
+    env: "ECHO_NODE_MIRROR",
+    kind: "mirrors",
+    shown: "none",
+    help: "a mirror 'name|url|location'; flag repeatable, env entries separated by ';'",
+  },
+  {
+    key: "allowOrigins",
+    flag: "allow-origin",
+    env: "ECHO_NODE_ALLOW_ORIGIN",
+    kind: "list",
+    shown: "same origin + mirrors",
+    help: "extra allowed origins, comma-separated; '*' allows all",
+  },
+  {
+    key: "trustProxy",
+    flag: "trust-proxy",
+    env: "ECHO_NODE_TRUST_PROXY",
+    kind: "bool",
+    shown: "false",
+    help: "client address from X-Forwarded-For (behind a reverse proxy)",
+  },
+  {
+    key: "maxPayload",
+    flag: "max-payload",
+    env: "ECHO_NODE_MAX_PAYLOAD",
+    kind: "bytes",
+    shown: "64MiB",
+    help: "largest upload or download per probe",
+  },
+  {
+    key: "maxMessage",
+    flag: "max-message",
+    env: "ECHO_NODE_MAX_MESSAGE",
+    kind: "bytes",
+    shown: "1MiB",
+    help: "largest WebSocket message a client may send",
+  },
+  {
+    key: "bytesPerMinute",
+    flag: "bytes-per-minute",
+    env: "ECHO_NODE_BYTES_PER_MINUTE",
+    kind: "bytes",
+    shown: "512MiB",
+    help: "probe bytes per client address per minute (token bucket)",
+  },
+  {
+    key: "maxConnectionsPerClient",
+    flag: "max-connections-per-client",
+    env: "ECHO_NODE_MAX_CONNECTIONS_PER_CLIENT",
+    kind: "int",
+    shown: "8",
+    help: "concurrent connections per client address",
+  },
+  {
+    key: "maxConnections",
+    flag: "max-connections",
+    env: "ECHO_NODE_MAX_CONNECTIONS",
+    kind: "int",
+    shown: "10000",
+    help: "concurrent connections in total",
+  },
+  {
+    key: "idleTimeoutMs",
+    flag: "idle-timeout",
+    env: "ECHO_NODE_IDLE_TIMEOUT",
+    kind: "ms",
+    shown: "60s",
+    help: "close a WebSocket idle this long",
+  },
+  {
+    key: "slowClientTimeoutMs",
+    flag: "slow-client-timeout",
+    env: "ECHO_NODE_SLOW_CLIENT_TIMEOUT",
+    kind: "ms",
+    shown: "10s",
+    help: "cut off a client that reads nothing this long",
+  },
+];
+
+export function defaultConfig(): Config {
+  return {
+    port: 8080,
+    host: undefined,
+    staticDir: resolve(repoRoot, "web/dist"),
+    name: hostname(),
+    mirrorsFile: undefined,
+    mirrors: [],
+    allowOrigins: [],
+    trustProxy: false,
+    maxPayload: 64 * 1024 * 1024,
+    maxMessage: 1024 * 1024,
+    bytesPerMinute: 512 * 1024 * 1024,
+    maxConnectionsPerClient: 8,
+    maxConnections: 10_000,
+    idleTimeoutMs: 60_000,
+    slowClientTimeoutMs: 10_000,
+  };
+}
+
+const BYTE_UNITS: Record<string, number> = {
+  "": 1,
+  b: 1,
+  k: 1024,
+  kb: 1024,
+  kib: 1024,
+  m: 1024 ** 2,
+  mb: 1024 ** 2,
+  mib: 1024 ** 2,
+  g: 1024 ** 3,
+  gb: 1024 ** 3,
+  gib: 1024 ** 3,
+};
+
+/** "65536", "64k", "64KiB", "1.5MiB" → bytes. Units are binary: a probe size is a buffer size. */
+export function parseBytes(text: string): number | undefined {
+  const m = /^\s*(\d+(?:\.\d+)?)\s*([a-z]*)\s*$/i.exec(text);
+  if (!m) return undefined;
+  const unit = BYTE_UNITS[m[2]!.toLowerCase()];
+  if (unit === undefined) return undefined;
+  const value = Math.round(Number(m[1]) * unit);
+  return Number.isSafeInteger(value) ? value : undefined;
+}
+
+/** "500", "500ms", "10s", "2m" → milliseconds (a bare number is milliseconds). */
+export function parseDuration(text: string): number | undefined {
+  const m = /^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|)\s*$/i.exec(text);
+  if (!m) return undefined;
+  const scale = { "": 1, ms: 1, s: 1000, m: 60_000 }[m[2]!.toLowerCase() as "" | "ms" | "s" | "m"];
+  return Math.round(Number(m[1]) * scale);
+}
+
+function parseBool(text: string): boolean | undefined {
+  const t = text.trim().toLowerCase();
+  if (["1", "true", "yes", "on"].includes(t)) return true;
+  if (["0", "false", "no", "off", ""].includes(t)) return false;
+  return undefined;
+}
+
+function convert(spec: OptionSpec, raw: string, source: string): Config[keyof Config] {
+  const fail = (expected: string): never => {
+    throw new ConfigError(`invalid ${source} '${raw}': expected ${expected}`);
+  };
+  switch (spec.kind) {
+    case "int": {
+      const n = /^\s*\d+\s*$/.test(raw) ? Number(raw) : NaN;
+      return Number.isSafeInteger(n) ? n : fail("a whole number");
+    }
+    case "bytes":
+      return parseBytes(raw) ?? fail("a byte size like 65536, 64KiB or 64MiB");
+    case "ms":
+      return parseDuration(raw) ?? fail("a duration like 500ms, 10s or 2m");
+    case "bool":
+      return parseBool(raw) ?? fail("true or false");
+    case "string":
+      return raw;
+    case "list":
+      return raw
+        .split(",")
+        .map((s) => s.trim())
+        .filter((s) => s !== "");
+    case "mirrors":
+      return raw
+        .split(";")
+        .map((s) => s.trim())
+        .filter((s) => s !== "")
+        .map((s) => {
+          try {
+            return parseMirrorFlag(s);
+          } catch (e) {
+            throw new ConfigError(`invalid ${source}: ${(e as Error).message}`);
+          }
+        });
+  }
+}
+
+export type ParseResult =
+  { kind: "run"; config: Config } | { kind: "help"; text: string } | { kind: "version" };
+
+/**
+ * Flags override environment variables, which override defaults. Unknown flags and stray
+ * arguments are errors rather than being ignored: a typo in a limit must not silently leave a
+ * public server with the default.
+ */
+export function parseConfig(
+  argv: readonly string[],
+  env: Readonly<Record<string, string | undefined>>,
+): ParseResult {
+  const options: Record<string, { type: "string" | "boolean"; multiple?: boolean }> = {
+    help: { type: "boolean" },
+    version: { type: "boolean" },
+  };
+  for (const spec of OPTIONS) {
+    options[spec.flag] =
+      spec.kind === "bool"
+        ? { type: "boolean" }
+        : { type: "string", multiple: spec.kind === "mirrors" };
+  }
+  let parsed;
+  try {
+    parsed = parseArgs({ args: [...argv], options, strict: true, allowPositionals: false });
+  } catch (e) {
+    throw new ConfigError(`${(e as Error).message}; see --help`);
+  }
+  const values = parsed.values as Record<string, string | boolean | string[] | undefined>;
+  if (values.help) return { kind: "help", text: helpText() };
+  if (values.version) return { kind: "version" };
+
+  const config = defaultConfig() as unknown as Record<string, unknown>;
+  for (const spec of OPTIONS) {
+    const fromEnv = env[spec.env];
+    if (fromEnv !== undefined && fromEnv !== "") {
+      config[spec.key] = convert(spec, fromEnv, `environment variable ${spec.env}`);
+    }
+    const fromFlag = values[spec.flag];
+    if (fromFlag === undefined) continue;
+    if (typeof fromFlag === "boolean") config[spec.key] = fromFlag;
+    else if (Array.isArray(fromFlag)) {
+      config[spec.key] = fromFlag.flatMap(
+        (v) => convert(spec, v, `--${spec.flag}`) as unknown as Mirror[],
+      );
+    } else config[spec.key] = convert(spec, fromFlag, `--${spec.flag}`);
+  }
+  const result = config as unknown as Config;
+  validate(result);
+  return { kind: "run", config: result };
+}
+
+/** Cross-field rules: a configuration that cannot work is refused at start, not at 3 a.m. */
+export function validate(c: Config): void {
+  const positive: [keyof Config, string][] = [
+    ["maxMessage", "max-message"],
+    ["bytesPerMinute", "bytes-per-minute"],
+    ["maxConnectionsPerClient", "max-connections-per-client"],
+    ["maxConnections", "max-connections"],
+    ["idleTimeoutMs", "idle-timeout"],
+    ["slowClientTimeoutMs", "slow-client-timeout"],
+  ];
+  for (const [key, flag] of positive) {
+    if (!((c[key] as number) > 0)) throw new ConfigError(`--${flag} must be greater than 0`);
+  }
+  if (c.port > 65535) throw new ConfigError(`--port ${c.port} is not a TCP port (0-65535)`);
+  if (c.maxPayload > 0xffff_ffff) {
+    throw new ConfigError("--max-payload must be below 4GiB (sizes travel as 32-bit numbers)");
+  }
+  if (c.maxPayload > c.bytesPerMinute) {
+    throw new ConfigError(
+      `--max-payload (${c.maxPayload}) exceeds --bytes-per-minute (${c.bytesPerMinute}): ` +
+        "a probe of the maximum size could never be granted",
+    );
+  }
+  if (c.maxMessage < 64) throw new ConfigError("--max-message must be at least 64 bytes");
+  if (c.maxConnectionsPerClient > c.maxConnections) {
+    throw new ConfigError("--max-connections-per-client exceeds --max-connections");
+  }
+}
+
+export function helpText(): string {
+  const rows = OPTIONS.map((o) => {
+    const flag =
+      o.kind === "bool" ? `--${o.flag}` : `--${o.flag} <${o.kind === "mirrors" ? "m" : o.kind}>`;
+    return [flag, o.env, o.help, o.shown] as const;
+  });
+  const w0 = Math.max(...rows.map((r) => r[0].length));
+  const w1 = Math.max(...rows.map((r) => r[1].length));
+  const lines = rows.map(
+    ([flag, env, help, shown]) =>
+      `  ${flag.padEnd(w0)}  ${env.padEnd(w1)}  ${help} (default: ${shown})`,
+  );
+  return [
+    "echo-node: the Nowcast probe server. Serves the page, answers WebSocket and HTTP probes,",
+    "and enforces per-client limits so it can run on a public host.",
+    "",
+    "Usage: node echo-node/dist/main.js [options]",
+    "",
+    "Options (flag, environment variable; flags win over the environment):",
+    ...lines,
+    "  --help     print this help",
+    "  --version  print the protocol and server version",
+    "",
+    "Sizes take binary units (64KiB, 1MiB, 1GiB); durations take ms, s or m (a bare number is ms).",
+    "",
+  ].join("\n");
+}

@@ -1,0 +1,232 @@
+/**
+ * HTTP probes: a tiny ping, a download of exactly N random bytes, and an upload sink that
+ * reports the byte count and the server's receive times. Every probe response carries the
+ * headers a page on this or another mirror needs to time it (spec "echo-node").
+ */
+import type { IncomingMessage, OutgoingHttpHeaders, ServerResponse } from "node:http";
+import { performance } from "node:perf_hooks";
+import type { Config } from "./config.js";
+import type { ClientLimits, LimitName } from "./limits.js";
+import type { Metrics } from "./metrics.js";
+import type { RandomPool } from "./random-pool.js";
+
+/** Body writes are this large: big enough that per-write overhead vanishes, small enough
+ *  that a slow reader holds at most one of them beyond the socket's own buffer. */
+const HTTP_CHUNK = 1024 * 1024;
+
+export interface HttpProbeDeps {
+  config: Config;
+  limits: ClientLimits;
+  metrics: Metrics;
+  pool: RandomPool;
+}
+
+/**
+ * CORS and timing headers for any /api response. `origin` is the request's Origin when the
+ * allowlist accepted it. Timing-Allow-Origin is what lets Resource Timing report the phases
+ * of a cross-origin probe; without it the page would only see a total duration.
+ */
+export function apiHeaders(origin: string | undefined): OutgoingHttpHeaders {
+  const headers: OutgoingHttpHeaders = {
+    "Cache-Control": "no-store, no-transform",
+    "X-Content-Type-Options": "nosniff",
+    "Timing-Allow-Origin": origin ?? "*",
+  };
+  if (origin !== undefined) {
+    headers["Access-Control-Allow-Origin"] = origin;
+    headers["Access-Control-Expose-Headers"] = "Server-Timing, Retry-After";
+    headers["Vary"] = "Origin";
+  }
+  return headers;
+}
+
+/** `Server-Timing` metric in milliseconds with microsecond resolution. */
+export function serverTiming(name: string, ms: number): string {
+  return `${name};dur=${ms.toFixed(3)}`;
+}
+
+export function sendText(
+  res: ServerResponse,
+  status: number,
+  text: string,
+  headers: OutgoingHttpHeaders,
+): void {
+  const body = Buffer.from(text.endsWith("\n") ? text : text + "\n");
+  res.writeHead(status, {
+    ...headers,
+    "Content-Type": "text/plain; charset=utf-8",
+    "Content-Length": body.byteLength,
+  });
+  res.end(body);
+}
+
+/** 429 with Retry-After (also for the total-capacity limit: the client's remedy is the same). */
+export function sendLimited(
+  res: ServerResponse,
+  metrics: Metrics,
+  limit: LimitName,
+  retryAfterS: number,
+  message: string,
+  headers: OutgoingHttpHeaders,
+): void {
+  metrics.reject(limit);
+  sendText(res, 429, `${message}; retry after ${retryAfterS} s`, {
+    ...headers,
+    "Retry-After": String(retryAfterS),
+    // The request body, if any, is not read; closing is cheaper than draining it.
+    Connection: "close",
+  });
+}
+
+/** Parses `bytes=N` strictly: digits only, so "1e9", "0x10" or "-1" are errors, not sizes. */
+export function parseByteCount(text: string | null): number | undefined {
+  if (text === null || !/^\d{1,10}$/.test(text)) return undefined;
+  return Number(text);
+}
+
+export class HttpProbes {
+  constructor(private readonly deps: HttpProbeDeps) {}
+
+  ping(res: ServerResponse, started: number, headers: OutgoingHttpHeaders): void {
+    this.deps.metrics.probes.http_ping++;
+    res.writeHead(204, {
+      ...headers,
+      "Server-Timing": serverTiming("proc", performance.now() - started),
+    });
+    res.end();
+  }
+
+  download(
+    req: IncomingMessage,
+    res: ServerResponse,
+    url: URL,
+    address: string,
+    started: number,
+    headers: OutgoingHttpHeaders,
+  ): void {
+    const { config, limits, metrics, pool } = this.deps;
+    const bytes = parseByteCount(url.searchParams.get("bytes"));
+    if (bytes === undefined) {
+      sendText(res, 400, "bytes must be a whole number, e.g. /api/download?bytes=65536", headers);
+      return;
+    }
+    if (bytes > config.maxPayload) {
+      metrics.reject("payload_cap");
+      sendText(res, 400, `bytes ${bytes} exceeds the payload cap of ${config.maxPayload}`, headers);
+      return;
+    }
+    const grant = limits.takeBytes(address, bytes, performance.now());
+    if (!grant.ok) {
+      sendLimited(res, metrics, "byte_budget", grant.retryAfterS, "byte budget exceeded", headers);
+      return;
+    }
+    metrics.probes.http_download++;
+    this.guardSlowClient(res);
+    res.writeHead(200, {
+      ...headers,
+      "Content-Type": "application/octet-stream",
+      "Content-Length": bytes,
+      "Server-Timing": serverTiming("proc", performance.now() - started),
+    });
+    if (req.method === "HEAD") {
+      res.end();
+      return;
+    }
+    let sent = 0;
+    // Writes until the socket pushes back, then resumes on 'drain': at most one chunk waits
+    // in user space however slowly the client reads.
+    const write = (): void => {
+      while (sent < bytes && !res.destroyed) {
+        const n = Math.min(HTTP_CHUNK, bytes - sent);
+        sent += n;
+        metrics.bytesOut += n;
+        if (!res.write(pool.raw(n))) {
+          res.once("drain", write);
+          return;
+        }
+      }
+      if (!res.destroyed) res.end();
+    };
+    write();
+  }
+
+  upload(
+    req: IncomingMessage,
+    res: ServerResponse,
+    address: string,
+    started: number,
+    headers: OutgoingHttpHeaders,
+  ): void {
+    const { config, limits, metrics } = this.deps;
+    const declared = req.headers["content-length"];
+    if (declared === undefined || !/^\d{1,10}$/.test(declared)) {
+      sendText(res, 411, "upload needs a Content-Length (send an ArrayBuffer or Blob)", {
+        ...headers,
+        Connection: "close",
+      });
+      return;
+    }
+    const bytes = Number(declared);
+    if (bytes > config.maxPayload) {
+      metrics.reject("payload_cap");
+      sendText(
+        res,
+        413,
+        `upload of ${bytes} bytes exceeds the payload cap of ${config.maxPayload}`,
+        {
+          ...headers,
+          Connection: "close",
+        },
+      );
+      return;
+    }
+    const grant = limits.takeBytes(address, bytes, performance.now());
+    if (!grant.ok) {
+      sendLimited(res, metrics, "byte_budget", grant.retryAfterS, "byte budget exceeded", headers);
+      return;
+    }
+    metrics.probes.http_upload++;
+    this.guardSlowClient(res);
+    let received = 0;
+    let firstByteAt = NaN;
+    let lastByteAt = NaN;
+    req.on("data", (chunk: Buffer) => {
+      const now = performance.now();
+      if (received === 0) firstByteAt = now;
+      lastByteAt = now;
+      received += chunk.byteLength;
+      metrics.bytesIn += chunk.byteLength;
+    });
+    req.on("end", () => {
+      const now = performance.now();
+      if (received === 0) firstByteAt = lastByteAt = now;
+      const body = Buffer.from(
+        JSON.stringify({
+          bytes: received,
+          firstByteAt,
+          lastByteAt,
+          durationMs: lastByteAt - firstByteAt,
+        }),
+      );
+      res.writeHead(200, {
+        ...headers,
+        "Content-Type": "application/json; charset=utf-8",
+        "Content-Length": body.byteLength,
+        "Server-Timing": [
+          serverTiming("proc", now - started),
+          serverTiming("recv", lastByteAt - firstByteAt),
+        ].join(", "),
+      });
+      res.end(body);
+    });
+  }
+
+  /** A client that neither sends nor reads for the slow-client timeout loses its socket;
+   *  the timeout is reset by every successful read or write on it. */
+  private guardSlowClient(res: ServerResponse): void {
+    res.setTimeout(this.deps.config.slowClientTimeoutMs, () => {
+      this.deps.metrics.reject("slow_client");
+      res.destroy();
+    });
+  }
+}

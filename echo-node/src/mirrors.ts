@@ -1,0 +1,97 @@
+/**
+ * Mirrors: other echo-node sites the page may probe and rank (spec "Mirrors"). A mirrors file
+ * is JSON: either an array of entries or `{ "mirrors": [...] }`, each entry
+ * `{ "name": string, "url": "https://…", "location": string }`. Errors name the entry and the
+ * field so an operator can fix the file without guessing.
+ */
+import { readFile } from "node:fs/promises";
+
+export interface Mirror {
+  name: string;
+  /** Base URL of the mirror's echo-node (http or https), normalised by `new URL`. */
+  url: string;
+  /** Free text such as "Frankfurt, Germany". */
+  location: string;
+}
+
+export class MirrorsError extends Error {
+  override name = "MirrorsError";
+}
+
+function checkUrl(raw: string, where: string): string {
+  let url: URL;
+  try {
+    url = new URL(raw);
+  } catch {
+    throw new MirrorsError(`${where}: "url" '${raw}' is not an absolute URL`);
+  }
+  if (url.protocol !== "http:" && url.protocol !== "https:") {
+    throw new MirrorsError(`${where}: "url" must be http:// or https://, got '${url.protocol}'`);
+  }
+  return url.href;
+}
+
+/** Validates parsed JSON; `source` names the file in messages. */
+export function parseMirrors(data: unknown, source: string): Mirror[] {
+  const list = Array.isArray(data)
+    ? data
+    : data !== null &&
+        typeof data === "object" &&
+        Array.isArray((data as { mirrors?: unknown }).mirrors)
+      ? (data as { mirrors: unknown[] }).mirrors
+      : undefined;
+  if (list === undefined) {
+    throw new MirrorsError(`${source}: expected an array of mirrors or {"mirrors": [...]}`);
+  }
+  return list.map((entry, i) => {
+    const where = `${source}: mirror #${i + 1}`;
+    if (entry === null || typeof entry !== "object" || Array.isArray(entry)) {
+      throw new MirrorsError(`${where}: expected an object with name, url and location`);
+    }
+    const e = entry as Record<string, unknown>;
+    for (const field of ["name", "url"] as const) {
+      if (typeof e[field] !== "string" || (e[field] as string).trim() === "") {
+        throw new MirrorsError(`${where}: "${field}" must be a non-empty string`);
+      }
+    }
+    if (e.location !== undefined && typeof e.location !== "string") {
+      throw new MirrorsError(`${where}: "location" must be a string`);
+    }
+    return {
+      name: (e.name as string).trim(),
+      url: checkUrl(e.url as string, where),
+      location: ((e.location as string | undefined) ?? "").trim(),
+    };
+  });
+}
+
+export async function loadMirrorsFile(path: string): Promise<Mirror[]> {
+  let text: string;
+  try {
+    text = await readFile(path, "utf8");
+  } catch (e) {
+    throw new MirrorsError(`cannot read mirrors file ${path}: ${(e as Error).message}`);
+  }
+  let data: unknown;
+  try {
+    data = JSON.parse(text);
+  } catch (e) {
+    throw new MirrorsError(`mirrors file ${path} is not valid JSON: ${(e as Error).message}`);
+  }
+  return parseMirrors(data, path);
+}
+
+/** `name|url|location` from `--mirror` (location optional). */
+export function parseMirrorFlag(text: string): Mirror {
+  const [name, url, ...rest] = text.split("|");
+  if (name === undefined || url === undefined) {
+    throw new MirrorsError(`mirror '${text}' must look like 'name|https://host|location'`);
+  }
+  const [mirror] = parseMirrors([{ name, url, location: rest.join("|") }], `mirror '${text}'`);
+  return mirror!;
+}
+
+/** Origin of each mirror, for the CORS/WebSocket allowlist and the page's CSP. */
+export function mirrorOrigins(mirrors: readonly Mirror[]): string[] {
+  return [...new Set(mirrors.map((m) => new URL(m.url).origin))];
+}

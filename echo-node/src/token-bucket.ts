@@ -1,0 +1,51 @@
+/**
+ * A token bucket (one token = one byte). Pure: the caller passes the time, so tests can drive
+ * it with exact numbers and the server with `performance.now()`.
+ *
+ * Starts full, so a new client can run one maximum-size probe immediately; afterwards it may
+ * average `ratePerMs` with bursts up to `capacity`.
+ */
+export class TokenBucket {
+  private tokens: number;
+  private updatedAt: number;
+
+  constructor(
+    readonly capacity: number,
+    readonly ratePerMs: number,
+    now: number,
+  ) {
+    if (!(capacity > 0) || !(ratePerMs > 0)) {
+      throw new RangeError("token bucket capacity and rate must be positive");
+    }
+    this.tokens = capacity;
+    this.updatedAt = now;
+  }
+
+  private refill(now: number): void {
+    // A clock that goes backwards (it should not with a monotonic clock) must not drain tokens.
+    const elapsed = Math.max(0, now - this.updatedAt);
+    this.tokens = Math.min(this.capacity, this.tokens + elapsed * this.ratePerMs);
+    this.updatedAt = Math.max(now, this.updatedAt);
+  }
+
+  /**
+   * Takes `n` tokens if all are available and returns 0; otherwise takes nothing and returns
+   * the milliseconds until `n` would be available (Infinity if `n` exceeds the capacity).
+   * All-or-nothing, because a probe granted half its bytes would measure nothing useful.
+   */
+  take(n: number, now: number): number {
+    this.refill(now);
+    if (n <= this.tokens) {
+      this.tokens -= n;
+      return 0;
+    }
+    if (n > this.capacity) return Infinity;
+    return (n - this.tokens) / this.ratePerMs;
+  }
+
+  /** Tokens available at `now` (for tests and for dropping idle buckets). */
+  available(now: number): number {
+    this.refill(now);
+    return this.tokens;
+  }
+}

@@ -1,0 +1,371 @@
+/**
+ * One WebSocket probe connection: the I/O edge around protocol.ts. Implements echo, upload
+ * and download probes (PROTOCOL.md), charges bytes to the client's budget, and enforces the
+ * per-connection limits (payload cap, idle and slow-client timeouts, bounded send buffer).
+ */
+import type { Socket } from "node:net";
+import { performance } from "node:perf_hooks";
+import type { WebSocket } from "ws";
+import type { Config } from "./config.js";
+import type { ClientLimits } from "./limits.js";
+import type { Metrics } from "./metrics.js";
+import {
+  CLOSE,
+  DEFAULT_DOWNLOAD_CHUNK,
+  MAX_DOWNLOAD_CHUNK,
+  MIN_DOWNLOAD_CHUNK,
+  ProtocolError,
+  decodeClientMessage,
+  encodeDownloadEnd,
+  encodeEchoReply,
+  encodeHello,
+  encodeProgress,
+  encodeUploadAck,
+  type ClientMessage,
+} from "./protocol.js";
+import type { RandomPool } from "./random-pool.js";
+
+/**
+ * Bytes a download may have queued in user space (ws + socket buffers) before the server
+ * waits for the kernel to take them. Large enough to keep a fast loopback or LAN link busy
+ * between event-loop turns, small enough that thousands of connections stay within memory.
+ */
+export const SEND_WINDOW = 4 * 1024 * 1024;
+/** Queued bytes beyond which a connection is cut off at once as a slow reader: echo replies
+ *  and counters are sent without waiting, so this is their bound. */
+export const MAX_QUEUED = 2 * SEND_WINDOW;
+/** After close(), how long a client gets to complete the closing handshake before its socket
+ *  is destroyed. A client that is not reading would otherwise hold the socket for ws's 30 s. */
+const CLOSE_GRACE_MS = 1000;
+
+export interface SessionDeps {
+  config: Config;
+  limits: ClientLimits;
+  metrics: Metrics;
+  pool: RandomPool;
+}
+
+interface Upload {
+  probeId: number;
+  expected: number;
+  received: number;
+  /** Index of the socket read that carried UPLOAD_START. */
+  startRead: number;
+  /** Arrival time of the first socket read after UPLOAD_START, the earliest that can carry
+   *  only upload data. */
+  nextReadAt: number;
+  firstByteAt: number;
+  lastByteAt: number;
+  progress: NodeJS.Timeout | undefined;
+}
+
+interface Download {
+  probeId: number;
+  bytes: number;
+  chunk: number;
+  /** Payload bytes handed to ws. */
+  queued: number;
+  /** Payload bytes ws has written to the kernel (send callbacks). */
+  flushed: number;
+  progress: NodeJS.Timeout | undefined;
+}
+
+export class ProbeSession {
+  /** Last message from the client, or last moment a transfer was still running. */
+  private lastActivityAt = performance.now();
+  private lastSeq = -1;
+  private upload: Upload | undefined;
+  private download: Download | undefined;
+  /** Arrival time and index of the socket read being parsed (see onSocketData). */
+  private readAt = performance.now();
+  private readIndex = 0;
+  /** Incremented by every send callback: evidence that the client is reading. */
+  private flushes = 0;
+  private stall = { flushes: 0, since: performance.now() };
+  private closing = false;
+  private graceTimer: NodeJS.Timeout | undefined;
+
+  constructor(
+    private readonly ws: WebSocket,
+    socket: Socket,
+    private readonly address: string,
+    private readonly deps: SessionDeps,
+  ) {
+    // Prepended so it runs before ws parses the same chunk: while a message handler runs,
+    // readAt is the arrival time of the read that completed that message. This is what makes
+    // the upload receive times mean "when the bytes arrived", not "when we got round to them".
+    socket.prependListener("data", this.onSocketData);
+    ws.on("message", (data, isBinary) => this.onMessage(data as Buffer, isBinary));
+    ws.on("error", () => {
+      // ws reports frame-level violations (bad opcode, oversized message, invalid UTF-8) as
+      // errors and closes with the RFC 6455 code itself; we only count them.
+      deps.metrics.protocolErrors.malformed++;
+    });
+    ws.send(encodeHello(deps.config.maxPayload, deps.config.maxMessage));
+  }
+
+  private readonly onSocketData = (): void => {
+    this.readAt = performance.now();
+    this.readIndex++;
+    const up = this.upload;
+    if (up !== undefined && Number.isNaN(up.nextReadAt) && this.readIndex > up.startRead) {
+      up.nextReadAt = this.readAt;
+    }
+  };
+
+  private onMessage(data: Buffer, isBinary: boolean): void {
+    if (this.closing) return;
+    this.lastActivityAt = this.readAt;
+    this.deps.metrics.bytesIn += data.byteLength;
+    if (!isBinary) {
+      this.fail(new ProtocolError(CLOSE.MALFORMED, "text messages are not part of the protocol"));
+      return;
+    }
+    let message: ClientMessage;
+    try {
+      message = decodeClientMessage(data);
+    } catch (e) {
+      this.fail(e as ProtocolError);
+      return;
+    }
+    try {
+      this.handle(message, data);
+    } catch (e) {
+      if (e instanceof ProtocolError) this.fail(e);
+      else throw e;
+    }
+  }
+
+  private handle(m: ClientMessage, raw: Buffer): void {
+    switch (m.type) {
+      case "echo":
+        // Strictly increasing, so a client can tell a lost reply from a late one and the
+        // server can tell a replayed or confused client from a correct one.
+        if (m.seq <= this.lastSeq) {
+          throw new ProtocolError(
+            CLOSE.OUT_OF_ORDER,
+            `echo sequence ${m.seq} not above previous ${this.lastSeq}`,
+          );
+        }
+        this.lastSeq = m.seq;
+        if (!this.charge(raw.byteLength * 2)) return;
+        this.deps.metrics.probes.echo++;
+        this.send(encodeEchoReply(m.seq, m.payload));
+        return;
+      case "upload_start":
+        this.checkIdle("UPLOAD_START");
+        this.checkCap(m.bytes);
+        if (!this.charge(m.bytes)) return;
+        this.deps.metrics.probes.upload++;
+        this.upload = {
+          probeId: m.probeId,
+          expected: m.bytes,
+          received: 0,
+          startRead: this.readIndex,
+          nextReadAt: NaN,
+          firstByteAt: this.readAt,
+          lastByteAt: this.readAt,
+          progress: undefined,
+        };
+        if (m.bytes === 0) this.finishUpload();
+        else if (m.progressMs > 0) {
+          const up = this.upload;
+          up.progress = setInterval(
+            () => this.send(encodeProgress(up.probeId, up.received, performance.now())),
+            m.progressMs,
+          );
+        }
+        return;
+      case "upload_data":
+        this.onUploadData(m.bytes);
+        return;
+      case "download":
+        this.checkIdle("DOWNLOAD");
+        this.checkCap(m.bytes);
+        if (!this.charge(m.bytes)) return;
+        this.deps.metrics.probes.download++;
+        this.startDownload(m.probeId, m.bytes, m.chunk, m.progressMs);
+        return;
+    }
+  }
+
+  private checkIdle(what: string): void {
+    if (this.upload !== undefined || this.download !== undefined) {
+      throw new ProtocolError(CLOSE.OUT_OF_ORDER, `${what} while another transfer is running`);
+    }
+  }
+
+  private checkCap(bytes: number): void {
+    if (bytes > this.deps.config.maxPayload) {
+      this.deps.metrics.reject("payload_cap");
+      throw new ProtocolError(
+        CLOSE.PAYLOAD_CAP,
+        `${bytes} bytes requested, cap is ${this.deps.config.maxPayload}`,
+      );
+    }
+  }
+
+  /** Charges the client's byte budget; on refusal closes with the retry time and returns
+   *  false. */
+  private charge(bytes: number): boolean {
+    const grant = this.deps.limits.takeBytes(this.address, bytes, performance.now());
+    if (grant.ok) return true;
+    this.deps.metrics.reject("byte_budget");
+    this.close(
+      CLOSE.BYTE_BUDGET.code,
+      `${CLOSE.BYTE_BUDGET.reason}; retry-after=${grant.retryAfterS}`,
+    );
+    return false;
+  }
+
+  private onUploadData(bytes: number): void {
+    const up = this.upload;
+    if (up === undefined) {
+      throw new ProtocolError(CLOSE.OUT_OF_ORDER, "UPLOAD_DATA without UPLOAD_START");
+    }
+    if (up.received + bytes > up.expected) {
+      throw new ProtocolError(
+        CLOSE.OUT_OF_ORDER,
+        `UPLOAD_DATA beyond the declared ${up.expected} bytes`,
+      );
+    }
+    if (up.received === 0 && bytes > 0) {
+      // The data began either in the same read as UPLOAD_START or in the next one.
+      up.firstByteAt = this.readIndex === up.startRead ? up.firstByteAt : up.nextReadAt;
+    }
+    up.received += bytes;
+    up.lastByteAt = this.readAt;
+    if (up.received === up.expected) this.finishUpload();
+  }
+
+  private finishUpload(): void {
+    const up = this.upload!;
+    clearInterval(up.progress);
+    this.upload = undefined;
+    this.send(encodeUploadAck(up.probeId, up.received, up.firstByteAt, up.lastByteAt));
+  }
+
+  private startDownload(probeId: number, bytes: number, chunk: number, progressMs: number): void {
+    const size = chunk === 0 ? DEFAULT_DOWNLOAD_CHUNK : chunk;
+    const d: Download = {
+      probeId,
+      bytes,
+      chunk: Math.min(MAX_DOWNLOAD_CHUNK, Math.max(MIN_DOWNLOAD_CHUNK, size)),
+      queued: 0,
+      flushed: 0,
+      progress: undefined,
+    };
+    this.download = d;
+    if (progressMs > 0) {
+      d.progress = setInterval(
+        () => this.send(encodeProgress(d.probeId, d.flushed, performance.now())),
+        progressMs,
+      );
+    }
+    this.pump();
+  }
+
+  /**
+   * Queues download data while less than SEND_WINDOW is buffered, then waits for send
+   * callbacks. The window is what keeps memory flat with a slow reader: the server never
+   * holds more than SEND_WINDOW of a download, whatever the client's speed.
+   */
+  private readonly pump = (): void => {
+    const d = this.download;
+    if (d === undefined || this.closing) return;
+    const { pool, metrics } = this.deps;
+    while (d.queued < d.bytes && this.ws.bufferedAmount < SEND_WINDOW) {
+      const n = Math.min(d.chunk, d.bytes - d.queued);
+      d.queued += n;
+      metrics.bytesOut += n;
+      this.ws.send(pool.downloadMessage(n), (err) => {
+        this.flushes++;
+        if (err) return;
+        d.flushed += n;
+        this.pump();
+      });
+    }
+    if (d.queued === d.bytes) {
+      clearInterval(d.progress);
+      this.download = undefined;
+      this.send(encodeDownloadEnd(d.probeId, d.bytes));
+    }
+  };
+
+  /** Sends a small message, unless the client has stopped reading. */
+  private send(message: Buffer): void {
+    if (this.closing) return;
+    if (this.ws.bufferedAmount > MAX_QUEUED) {
+      this.cutOffSlowClient();
+      return;
+    }
+    this.deps.metrics.bytesOut += message.byteLength;
+    this.ws.send(message, this.onFlush);
+  }
+
+  private readonly onFlush = (): void => {
+    this.flushes++;
+  };
+
+  /** Called by the server's timer sweep. */
+  tick(now: number): void {
+    if (this.closing) return;
+    const { idleTimeoutMs, slowClientTimeoutMs } = this.deps.config;
+    // A download, or data still queued for the client, is activity even though the client
+    // sends nothing; a stalled one is the slow-client check's business.
+    if (this.download !== undefined || this.ws.bufferedAmount > 0) this.lastActivityAt = now;
+    else if (now - this.lastActivityAt > idleTimeoutMs) {
+      this.deps.metrics.reject("idle_timeout");
+      this.close(CLOSE.IDLE.code, CLOSE.IDLE.reason);
+      return;
+    }
+    if (this.ws.bufferedAmount === 0 || this.flushes !== this.stall.flushes) {
+      this.stall = { flushes: this.flushes, since: now };
+    } else if (now - this.stall.since > slowClientTimeoutMs) {
+      this.cutOffSlowClient();
+    }
+  }
+
+  private cutOffSlowClient(): void {
+    this.deps.metrics.reject("slow_client");
+    this.close(CLOSE.SLOW_CLIENT.code, CLOSE.SLOW_CLIENT.reason);
+  }
+
+  private fail(e: ProtocolError): void {
+    const kind = e.close === CLOSE.OUT_OF_ORDER ? "out_of_order" : "malformed";
+    if (e.close !== CLOSE.PAYLOAD_CAP) this.deps.metrics.protocolErrors[kind]++;
+    // The reason is limited to 123 bytes (RFC 6455 §5.5); the detail is worth sending when
+    // it fits because it is what a developer debugging a client will see.
+    const reason = `${e.close.reason}: ${e.message}`;
+    this.close(e.close.code, Buffer.byteLength(reason) <= 123 ? reason : e.close.reason);
+  }
+
+  /** Starts the closing handshake and makes sure the socket goes away even if the client
+   *  never answers it. */
+  close(code: number, reason: string): void {
+    if (this.closing) return;
+    this.closing = true;
+    this.stopTransfers();
+    this.ws.close(code, reason);
+    this.graceTimer = setTimeout(() => this.ws.terminate(), CLOSE_GRACE_MS);
+  }
+
+  private stopTransfers(): void {
+    clearInterval(this.upload?.progress);
+    clearInterval(this.download?.progress);
+    this.upload = undefined;
+    this.download = undefined;
+  }
+
+  /** Called once when the connection is gone, whatever the cause. */
+  dispose(): void {
+    this.closing = true;
+    this.stopTransfers();
+    clearTimeout(this.graceTimer);
+  }
+
+  /** For tests and metrics: bytes queued for this client in user space. */
+  get bufferedAmount(): number {
+    return this.ws.bufferedAmount;
+  }
+}
