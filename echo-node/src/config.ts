@@ -362,29 +362,25 @@ export function validate(c: Config): void {
 }
 
 export function helpText(): string {
-  const rows = OPTIONS.map((o) => {
-    const flag =
-      o.kind === "bool" ? `--${o.flag}` : `--${o.flag} <${o.kind === "mirrors" ? "m" : o.kind}>`;
-    return [flag, o.env, o.help, o.shown] as const;
+  const lines = OPTIONS.flatMap((o) => {
+    const value = o.kind === "bool" ? "" : ` <${o.kind === "mirrors" ? "mirror" : o.kind}>`;
+    return [`  --${o.flag}${value}   (env ${o.env})`, `      ${o.help}; default: ${o.shown}`];
   });
-  const w0 = Math.max(...rows.map((r) => r[0].length));
-  const w1 = Math.max(...rows.map((r) => r[1].length));
-  const lines = rows.map(
-    ([flag, env, help, shown]) =>
-      `  ${flag.padEnd(w0)}  ${env.padEnd(w1)}  ${help} (default: ${shown})`,
-  );
   return [
     "echo-node: the Nowcast probe server. Serves the page, answers WebSocket and HTTP probes,",
     "and enforces per-client limits so it can run on a public host.",
     "",
     "Usage: node echo-node/dist/main.js [options]",
     "",
-    "Options (flag, environment variable; flags win over the environment):",
+    "Options (flags win over environment variables):",
     ...lines,
-    "  --help     print this help",
-    "  --version  print the protocol and server version",
+    "  --help",
+    "      print this help",
+    "  --version",
+    "      print the server and protocol version",
     "",
-    "Sizes take binary units (64KiB, 1MiB, 1GiB); durations take ms, s or m (a bare number is ms).",
+    "Sizes take binary units (65536, 64KiB, 1MiB, 1GiB); durations take ms, s or m",
+    "(a bare number is milliseconds). Booleans in the environment: 1/0, true/false, yes/no.",
     "",
   ].join("\n");
 }

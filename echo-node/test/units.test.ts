@@ -1,0 +1,326 @@
+/**
+ * The pure modules: token bucket, limits, protocol codec, configuration, mirrors, addresses,
+ * origins and static-file rules. Table-driven where there is a table.
+ */
+import { randomBytes } from "node:crypto";
+import { describe, expect, it } from "vitest";
+import { clientAddress, OriginPolicy } from "../src/client-address.js";
+import {
+  ConfigError,
+  OPTIONS,
+  helpText,
+  parseBytes,
+  parseConfig,
+  parseDuration,
+} from "../src/config.js";
+import { ClientLimits } from "../src/limits.js";
+import { MirrorsError, parseMirrorFlag, parseMirrors } from "../src/mirrors.js";
+import {
+  CLOSE,
+  ProtocolError,
+  decodeClientMessage,
+  decodeServerMessage,
+  encodeDownload,
+  encodeEcho,
+  encodeEchoReply,
+  encodeUploadAck,
+  encodeUploadStart,
+} from "../src/protocol.js";
+import {
+  cacheControl,
+  contentSecurityPolicy,
+  contentType,
+  StaticFiles,
+} from "../src/static-files.js";
+import { TokenBucket } from "../src/token-bucket.js";
+
+describe("TokenBucket", () => {
+  it("starts full, refuses all-or-nothing, and refills at its rate", () => {
+    const b = new TokenBucket(1000, 1, 0); // 1 token per ms
+    expect(b.take(600, 0)).toBe(0);
+    expect(b.take(600, 0)).toBe(200); // 400 left: 200 ms until 600
+    expect(b.available(0)).toBe(400); // nothing was taken by the refusal
+    expect(b.take(600, 200)).toBe(0);
+    expect(b.take(2000, 10_000)).toBe(Infinity); // larger than the bucket
+    expect(b.available(1e9)).toBe(1000); // capped at capacity
+  });
+
+  it("ignores a clock that goes backwards", () => {
+    const b = new TokenBucket(100, 1, 50);
+    expect(b.take(100, 50)).toBe(0);
+    expect(b.available(10)).toBe(0);
+    expect(b.available(60)).toBe(10);
+  });
+});
+
+describe("ClientLimits", () => {
+  it("counts connections per address and in total, with idempotent release", () => {
+    const l = new ClientLimits({
+      maxConnectionsPerClient: 2,
+      maxConnections: 3,
+      bytesPerMinute: 60_000,
+    });
+    const a1 = l.admit("a");
+    const a2 = l.admit("a");
+    expect(a1.ok && a2.ok).toBe(true);
+    expect(l.admit("a")).toMatchObject({ ok: false, limit: "connections_per_client" });
+    const b1 = l.admit("b");
+    expect(b1.ok).toBe(true);
+    expect(l.admit("c")).toMatchObject({ ok: false, limit: "connections_total" });
+    if (a1.ok) {
+      a1.release();
+      a1.release();
+    }
+    expect(l.totalConnections).toBe(2);
+    expect(l.connectionsOf("a")).toBe(1);
+  });
+
+  it("charges bytes per address and reports when to retry", () => {
+    const l = new ClientLimits({
+      maxConnectionsPerClient: 1,
+      maxConnections: 1,
+      bytesPerMinute: 60_000,
+    });
+    expect(l.takeBytes("a", 60_000, 0)).toEqual({ ok: true });
+    expect(l.takeBytes("b", 1, 0)).toEqual({ ok: true }); // separate budget
+    expect(l.takeBytes("a", 30_000, 0)).toEqual({ ok: false, retryAfterS: 30 });
+    expect(l.takeBytes("a", 30_000, 30_000)).toEqual({ ok: true });
+    l.sweep(10_000_000);
+    expect(l.trackedAddresses).toBe(0);
+  });
+});
+
+describe("protocol codec", () => {
+  it("round-trips client messages", () => {
+    expect(decodeClientMessage(encodeEcho(7, new Uint8Array([1, 2])))).toEqual({
+      type: "echo",
+      seq: 7,
+      payload: new Uint8Array([1, 2]),
+    });
+    expect(decodeClientMessage(encodeUploadStart(3, 65536, 100))).toEqual({
+      type: "upload_start",
+      probeId: 3,
+      bytes: 65536,
+      progressMs: 100,
+    });
+    expect(decodeClientMessage(encodeDownload(4, 0xffffffff, 4096, 0))).toEqual({
+      type: "download",
+      probeId: 4,
+      bytes: 0xffffffff,
+      chunk: 4096,
+      progressMs: 0,
+    });
+    expect(decodeClientMessage(new Uint8Array([0x03, 9, 9, 9]))).toEqual({
+      type: "upload_data",
+      bytes: 3,
+    });
+  });
+
+  it("round-trips server messages with sub-millisecond times", () => {
+    expect(decodeServerMessage(encodeUploadAck(1, 2, 1234.5678, 1300.0001))).toEqual({
+      type: "upload_ack",
+      probeId: 1,
+      bytes: 2,
+      firstByteAt: 1234.5678,
+      lastByteAt: 1300.0001,
+    });
+    const reply = decodeServerMessage(encodeEchoReply(5, new Uint8Array([7])));
+    expect(reply.type === "echo_reply" && [reply.seq, [...reply.payload]]).toEqual([5, [7]]);
+  });
+
+  const malformed: [string, number[], RegExp][] = [
+    ["empty", [], /empty/],
+    ["unknown type", [0x7f], /unknown message type 0x7f/],
+    ["server type from client", [0x81, 0, 0, 0, 1], /unknown message type 0x81/],
+    ["short echo", [0x01, 0, 0], /sequence number/],
+    ["long echo", [0x01, 0, 0, 0, 1, ...new Array(121).fill(0)], /exceeds 120/],
+    ["short upload start", [0x02, 0, 0, 0, 1], /UPLOAD_START must be 11 bytes/],
+    ["long download", [0x04, ...new Array(15).fill(0)], /DOWNLOAD must be 15 bytes/],
+    ["tiny progress interval", [0x02, 0, 0, 0, 1, 0, 0, 0, 1, 0, 10], /below 50 ms/],
+  ];
+  it.each(malformed)("rejects %s", (_name, bytes, message) => {
+    expect(() => decodeClientMessage(new Uint8Array(bytes))).toThrow(message);
+    try {
+      decodeClientMessage(new Uint8Array(bytes));
+    } catch (e) {
+      expect(e).toBeInstanceOf(ProtocolError);
+      expect((e as ProtocolError).close).toBe(CLOSE.MALFORMED);
+    }
+  });
+
+  it("never throws anything but a ProtocolError on random input", () => {
+    for (let i = 0; i < 5000; i++) {
+      const data = randomBytes(i % 40);
+      try {
+        decodeClientMessage(data);
+      } catch (e) {
+        expect(e).toBeInstanceOf(ProtocolError);
+      }
+    }
+  });
+
+  it("keeps every close code in the private range with a reason under 123 bytes", () => {
+    const codes = Object.values(CLOSE).map((c) => c.code);
+    expect(new Set(codes).size).toBe(codes.length);
+    for (const c of Object.values(CLOSE)) {
+      expect(c.code).toBeGreaterThanOrEqual(4000);
+      expect(c.code).toBeLessThan(5000);
+      expect(Buffer.byteLength(c.reason + "; retry-after=3600")).toBeLessThanOrEqual(123);
+    }
+  });
+});
+
+describe("configuration", () => {
+  it("parses sizes and durations", () => {
+    expect(parseBytes("65536")).toBe(65536);
+    expect(parseBytes("64KiB")).toBe(65536);
+    expect(parseBytes("1.5m")).toBe(1.5 * 1024 * 1024);
+    expect(parseBytes("1GiB")).toBe(1024 ** 3);
+    expect(parseBytes("-1")).toBeUndefined();
+    expect(parseBytes("12x")).toBeUndefined();
+    expect(parseDuration("500")).toBe(500);
+    expect(parseDuration("10s")).toBe(10_000);
+    expect(parseDuration("2m")).toBe(120_000);
+    expect(parseDuration("soon")).toBeUndefined();
+  });
+
+  it("takes flags over environment over defaults", () => {
+    const r = parseConfig(["--port", "9000", "--max-payload", "1MiB", "--trust-proxy"], {
+      PORT: "7000",
+      ECHO_NODE_IDLE_TIMEOUT: "5s",
+      ECHO_NODE_MAX_PAYLOAD: "2MiB",
+      ECHO_NODE_ALLOW_ORIGIN: "https://a.example, https://b.example",
+      ECHO_NODE_MIRROR: "One|https://one.example|Lyon;Two|http://two.example:8080|",
+    });
+    expect(r.kind).toBe("run");
+    if (r.kind !== "run") return;
+    expect(r.config.port).toBe(9000);
+    expect(r.config.maxPayload).toBe(1024 * 1024);
+    expect(r.config.idleTimeoutMs).toBe(5000);
+    expect(r.config.trustProxy).toBe(true);
+    expect(r.config.allowOrigins).toEqual(["https://a.example", "https://b.example"]);
+    expect(r.config.mirrors.map((m) => m.name)).toEqual(["One", "Two"]);
+    expect(r.config.staticDir).toMatch(/web[/\\]dist$/);
+  });
+
+  const bad: [string[], Record<string, string>, RegExp][] = [
+    [["--max-payload", "12x"], {}, /invalid --max-payload '12x': expected a byte size/],
+    [[], { ECHO_NODE_IDLE_TIMEOUT: "soon" }, /environment variable ECHO_NODE_IDLE_TIMEOUT/],
+    [["--bogus"], {}, /Unknown option '--bogus'.*see --help/],
+    [["stray"], {}, /see --help/],
+    [["--port", "70000"], {}, /not a TCP port/],
+    [["--max-payload", "2GiB", "--bytes-per-minute", "1GiB"], {}, /could never be granted/],
+    [["--max-connections-per-client", "0"], {}, /must be greater than 0/],
+    [["--mirror", "nameonly"], {}, /name\|https:\/\/host\|location/],
+    [["--trust-proxy"], { ECHO_NODE_TRUST_PROXY: "maybe" }, /true or false/],
+  ];
+  it.each(bad)("refuses %j %j with a clear message", (argv, env, message) => {
+    expect(() => parseConfig(argv, env)).toThrow(ConfigError);
+    expect(() => parseConfig(argv, env)).toThrow(message);
+  });
+
+  it("lists every flag, its environment variable and default in --help", () => {
+    const r = parseConfig(["--help"], {});
+    expect(r.kind).toBe("help");
+    const text = helpText();
+    for (const o of OPTIONS) {
+      expect(text).toContain(`--${o.flag}`);
+      expect(text).toContain(o.env);
+      expect(text).toContain(`default: ${o.shown}`);
+    }
+  });
+});
+
+describe("mirrors", () => {
+  it("accepts an array or an object with a mirrors array", () => {
+    const m = { name: " Paris ", url: "https://paris.example/", location: "Paris, France" };
+    expect(parseMirrors([m], "f")).toEqual([
+      { name: "Paris", url: "https://paris.example/", location: "Paris, France" },
+    ]);
+    expect(
+      parseMirrors({ mirrors: [{ name: "x", url: "http://x.example:8080" }] }, "f")[0]?.location,
+    ).toBe("");
+    expect(parseMirrorFlag("A|https://a.example|Somewhere | else").location).toBe(
+      "Somewhere | else",
+    );
+  });
+
+  const bad: [unknown, RegExp][] = [
+    [{}, /f: expected an array of mirrors/],
+    [[1], /f: mirror #1: expected an object/],
+    [[{ url: "https://a" }], /mirror #1: "name" must be a non-empty string/],
+    [
+      [
+        { name: "a", url: "https://a" },
+        { name: "b", url: "not a url" },
+      ],
+      /mirror #2: "url" 'not a url' is not an absolute URL/,
+    ],
+    [[{ name: "a", url: "ftp://a" }], /must be http:\/\/ or https:\/\//],
+    [[{ name: "a", url: "https://a", location: 3 }], /"location" must be a string/],
+  ];
+  it.each(bad)("rejects %j", (data, message) => {
+    expect(() => parseMirrors(data, "f")).toThrow(MirrorsError);
+    expect(() => parseMirrors(data, "f")).toThrow(message);
+  });
+});
+
+describe("client address and origin", () => {
+  it("uses X-Forwarded-For only behind a trusted proxy, rightmost entry", () => {
+    expect(clientAddress("::ffff:10.0.0.1", "1.2.3.4", false)).toBe("10.0.0.1");
+    expect(clientAddress("10.0.0.1", "6.6.6.6, 1.2.3.4", true)).toBe("1.2.3.4");
+    expect(clientAddress("10.0.0.1", "garbage", true)).toBe("10.0.0.1");
+    expect(clientAddress("10.0.0.1", ["1.1.1.1", "2001:DB8::1"], true)).toBe("2001:db8::1");
+  });
+
+  it("allows same origin, listed origins and non-browser clients only", () => {
+    const p = new OriginPolicy(["https://mirror.example/"]);
+    expect(p.allows(undefined, "a:1")).toBe(true);
+    expect(p.allows("http://a:1", "a:1")).toBe(true);
+    expect(p.allows("https://a:1", "a:1")).toBe(true);
+    expect(p.allows("https://mirror.example", "a:1")).toBe(true);
+    expect(p.allows("https://evil.example", "a:1")).toBe(false);
+    expect(p.allows("null", "a:1")).toBe(false);
+    expect(new OriginPolicy(["*"]).allows("https://evil.example", "a")).toBe(true);
+  });
+});
+
+describe("static file rules", () => {
+  it("marks only hashed assets immutable", () => {
+    expect(cacheControl("/assets/index-BxYz12_-.js")).toBe("public, max-age=31536000, immutable");
+    expect(cacheControl("/assets/logo.svg")).toBe("no-cache");
+    expect(cacheControl("/index.html")).toBe("no-cache");
+    expect(cacheControl("/schema/record-v1.json")).toBe("no-cache");
+  });
+
+  it("maps content types", () => {
+    expect(contentType("a.wasm")).toBe("application/wasm");
+    expect(contentType("a.JS")).toBe("text/javascript; charset=utf-8");
+    expect(contentType("a.unknown")).toBe("application/octet-stream");
+  });
+
+  it("allows own scripts, WebAssembly and mirror connections, nothing else", () => {
+    const csp = contentSecurityPolicy(["https://m.example"]);
+    expect(csp).toContain("script-src 'self' 'wasm-unsafe-eval'");
+    expect(csp).toContain("connect-src 'self' https://m.example wss://m.example");
+    expect(csp).not.toContain("unsafe-inline");
+    expect(csp).not.toContain("'unsafe-eval'");
+    expect(csp).toContain("default-src 'self'");
+  });
+
+  it("never resolves outside the root", () => {
+    const s = new StaticFiles("/srv/page", "");
+    expect(s.resolvePath("/")).toBe("/srv/page/index.html");
+    expect(s.resolvePath("/assets/a.js")).toBe("/srv/page/assets/a.js");
+    for (const p of [
+      "/../etc/passwd",
+      "/%2e%2e/etc/passwd",
+      "/a/%2e%2e/%2e%2e/x",
+      "/a%00b",
+      "/%5c..%5cx",
+      "/%E0%A4%A",
+    ]) {
+      expect(s.resolvePath(p)).toBeUndefined();
+    }
+  });
+});
