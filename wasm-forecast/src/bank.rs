@@ -1,10 +1,10 @@
 //! The NWS forecaster bank: primaries, sixteen selectors, and the reported MSE and MAE
 //! forecasts (algorithms.md §1; Wolski's NWS as used in JavaNws §2.1.2).
 
-use crate::errors::{Accum, ErrorTable, Kind};
+use crate::errors::{argmin, Accum, ErrorTable, Kind};
 use crate::method::{describe, Rule, CANDIDATES, NWS_PRIMARIES};
-use crate::primary::{self, State, WINDOW_CAP};
-use crate::window::OrderWindow;
+use crate::primary::{self, State};
+use crate::window::Windows;
 use crate::ForecastError;
 use serde::{Deserialize, Serialize};
 
@@ -23,7 +23,9 @@ impl std::str::FromStr for Mode {
         match s {
             "faithful" => Ok(Mode::Faithful),
             "improved" => Ok(Mode::Improved),
-            _ => Err(format!("unknown mode '{s}' (expected faithful or improved)")),
+            _ => Err(format!(
+                "unknown mode '{s}' (expected faithful or improved)"
+            )),
         }
     }
 }
@@ -85,11 +87,12 @@ pub struct Bank {
     mode: Mode,
     rules: Vec<Rule>,
     states: Vec<State>,
-    window: OrderWindow,
+    windows: Windows,
     n: u64,
     /// Each primary's forecast for the next value, valid where `has`.
     fc: Vec<f64>,
     has: Vec<bool>,
+    all_have_forecasts: bool,
     errors: ErrorTable,
     /// Each selector's choice of primary for the next value.
     picks: [usize; SELECTORS],
@@ -120,7 +123,7 @@ impl Bank {
     pub fn with_rules(mode: Mode, rules: Vec<Rule>) -> Self {
         let faithful = mode == Mode::Faithful;
         let p = rules.len();
-        let states = rules.iter().map(State::new).collect();
+        let states = rules.iter().map(|r| State::new(r, faithful)).collect();
         // The original's smoothers hold a forecast of 0 before any value (algorithms.md §1.1).
         let has = rules
             .iter()
@@ -134,10 +137,11 @@ impl Bank {
         Self {
             mode,
             states,
-            window: OrderWindow::new(WINDOW_CAP),
+            windows: Windows::new(&primary::fixed_windows(&rules, faithful)),
             n: 0,
             fc: vec![0.0; p],
             has,
+            all_have_forecasts: false,
             errors: ErrorTable::new(p, &windows),
             picks: [0; SELECTORS],
             sel_se: [0.0; SELECTORS],
@@ -221,18 +225,22 @@ impl Bank {
             self.oracle.add(best);
         }
         // 4. Append to the history.
-        self.window.push(x);
+        self.windows.push(x);
         self.n += 1;
         // 5. Update every primary and take its next forecast.
+        self.all_have_forecasts = true;
         for j in 0..p {
             let (rule, state) = (&self.rules[j], &mut self.states[j]);
-            primary::observe(rule, state, x, self.n, &self.window, faithful);
-            match primary::forecast(rule, state, self.n, &self.window) {
+            primary::observe(rule, state, x, self.n, &self.windows, faithful);
+            match primary::forecast(rule, state, self.n, &self.windows) {
                 Some(f) => {
                     self.fc[j] = f;
                     self.has[j] = true;
                 }
-                None => self.has[j] = false,
+                None => {
+                    self.has[j] = false;
+                    self.all_have_forecasts = false;
+                }
             }
         }
         self.choose();
@@ -250,17 +258,29 @@ impl Bank {
     /// Lets every selector pick a primary, then picks the reported forecasts among the
     /// selectors by their own whole-history errors (ties to the lower index).
     fn choose(&mut self) {
-        let has = &self.has;
-        self.picks[0] = self.errors.best(Kind::Squared, None, has).unwrap_or(0);
-        self.picks[1] = self.errors.best(Kind::Absolute, None, has).unwrap_or(0);
-        for wi in 0..self.errors.window_count() {
-            self.picks[2 + 2 * wi] = self.errors.best(Kind::Squared, Some(wi), has).unwrap_or(0);
-            self.picks[3 + 2 * wi] = self.errors.best(Kind::Absolute, Some(wi), has).unwrap_or(0);
+        let windows = self.errors.window_count();
+        if self.all_have_forecasts && self.errors.steady() {
+            self.picks[0] = self.errors.best_steady(Kind::Squared, None);
+            self.picks[1] = self.errors.best_steady(Kind::Absolute, None);
+            for wi in 0..windows {
+                self.picks[2 + 2 * wi] = self.errors.best_steady(Kind::Squared, Some(wi));
+                self.picks[3 + 2 * wi] = self.errors.best_steady(Kind::Absolute, Some(wi));
+            }
+        } else {
+            let has = &self.has;
+            self.picks[0] = self.errors.best(Kind::Squared, None, has).unwrap_or(0);
+            self.picks[1] = self.errors.best(Kind::Absolute, None, has).unwrap_or(0);
+            for wi in 0..windows {
+                self.picks[2 + 2 * wi] =
+                    self.errors.best(Kind::Squared, Some(wi), has).unwrap_or(0);
+                self.picks[3 + 2 * wi] =
+                    self.errors.best(Kind::Absolute, Some(wi), has).unwrap_or(0);
+            }
         }
-        let argmin = |v: &[f64; SELECTORS]| {
-            (1..SELECTORS).fold(0, |b, s| if v[s] < v[b] { s } else { b })
-        };
-        let (ms, as_) = (self.picks[argmin(&self.sel_se)], self.picks[argmin(&self.sel_ae)]);
+        let (ms, as_) = (
+            self.picks[argmin(&self.sel_se)],
+            self.picks[argmin(&self.sel_ae)],
+        );
         self.reported = Some(Reported {
             mse_value: self.fc[ms],
             mse_method: ms,
@@ -352,17 +372,21 @@ impl Bank {
         if p == 0 || self.states.len() != p || self.fc.len() != p || self.has.len() != p {
             return Err("forecaster lists have different lengths".into());
         }
+        let faithful = self.mode == Mode::Faithful;
         for (rule, state) in self.rules.iter().zip(&self.states) {
-            if std::mem::discriminant(state) != std::mem::discriminant(&State::new(rule)) {
+            if std::mem::discriminant(state) != std::mem::discriminant(&State::new(rule, faithful))
+            {
                 return Err(format!("state does not match forecaster {rule:?}"));
             }
+            primary::validate(state, &self.windows)?;
         }
         self.errors.validate(p)?;
-        self.window.validate()?;
+        self.windows
+            .validate(&primary::fixed_windows(&self.rules, faithful))?;
         if self.picks.iter().any(|&k| k >= p) {
             return Err("a selector points past the forecasters".into());
         }
-        if self.window.count() != self.n {
+        if self.windows.hist.count() != self.n {
             return Err("history length disagrees with the value count".into());
         }
         Ok(())

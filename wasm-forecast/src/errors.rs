@@ -9,6 +9,10 @@ use serde::{Deserialize, Serialize};
 /// Steps of error history kept for windowed selectors.
 pub const RING: usize = 100;
 
+/// Most forecasters a table may hold.
+pub const MAX_FORECASTERS: usize = 64;
+const ZEROS: [f64; MAX_FORECASTERS] = [0.0; MAX_FORECASTERS];
+
 /// Which error a query ranks by.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Kind {
@@ -79,6 +83,10 @@ impl ErrorTable {
     /// A table for `p` forecasters with the given windows (each ≤ RING).
     pub fn new(p: usize, windows: &[usize]) -> Self {
         assert!(windows.iter().all(|&w| (1..=RING).contains(&w)));
+        assert!(
+            p <= MAX_FORECASTERS,
+            "at most {MAX_FORECASTERS} forecasters"
+        );
         Self {
             p,
             windows: windows.to_vec(),
@@ -116,14 +124,17 @@ impl ErrorTable {
         for (wi, &w) in self.windows.iter().enumerate() {
             // For w == RING the leaving slot is the one about to be overwritten.
             let old = ((self.pos + RING - w) % RING) * p;
-            let (sums_se, sums_ae) = (
-                &mut self.win_se[wi * p..(wi + 1) * p],
-                &mut self.win_ae[wi * p..(wi + 1) * p],
+            let rows = wi * p..(wi + 1) * p;
+            slide(
+                &mut self.win_se[rows.clone()],
+                &self.new_se,
+                &self.ring_se[old..old + p],
             );
-            for j in 0..p {
-                sums_se[j] += self.new_se[j] - self.ring_se[old + j];
-                sums_ae[j] += self.new_ae[j] - self.ring_ae[old + j];
-            }
+            slide(
+                &mut self.win_ae[rows],
+                &self.new_ae,
+                &self.ring_ae[old..old + p],
+            );
         }
         let row = self.pos * p;
         self.ring_se[row..row + p].copy_from_slice(&self.new_se);
@@ -136,17 +147,18 @@ impl ErrorTable {
     }
 
     fn rebuild_windows(&mut self) {
+        // Walk back from the newest step, accumulating; a window's sums are the running sums
+        // when the walk has covered it (windows are nested, so one walk serves them all).
         let p = self.p;
-        for (wi, &w) in self.windows.iter().enumerate() {
-            for j in 0..p {
-                let (mut se, mut ae) = (0.0, 0.0);
-                for back in 1..=w {
-                    let slot = ((self.pos + RING - back) % RING) * p + j;
-                    se += self.ring_se[slot];
-                    ae += self.ring_ae[slot];
-                }
-                self.win_se[wi * p + j] = se;
-                self.win_ae[wi * p + j] = ae;
+        self.new_se.iter_mut().for_each(|v| *v = 0.0);
+        self.new_ae.iter_mut().for_each(|v| *v = 0.0);
+        for back in 1..=RING {
+            let row = ((self.pos + RING - back) % RING) * p;
+            slide(&mut self.new_se, &self.ring_se[row..row + p], &ZEROS[..p]);
+            slide(&mut self.new_ae, &self.ring_ae[row..row + p], &ZEROS[..p]);
+            for (wi, _) in self.windows.iter().enumerate().filter(|(_, &w)| w == back) {
+                self.win_se[wi * p..(wi + 1) * p].copy_from_slice(&self.new_se);
+                self.win_ae[wi * p..(wi + 1) * p].copy_from_slice(&self.new_ae);
             }
         }
     }
@@ -167,6 +179,36 @@ impl ErrorTable {
             }
         }
         best.map(|(j, _)| j)
+    }
+
+    /// True once every forecaster has at least a full largest window of errors: from then
+    /// on windowed means compare as raw sums and [`best_steady`](Self::best_steady) applies.
+    pub fn steady(&self) -> bool {
+        let longest = self.windows.iter().copied().max().unwrap_or(0) as u64;
+        self.scored.iter().all(|&n| n >= longest)
+    }
+
+    /// [`best`](Self::best) for a table where every forecaster has a forecast and
+    /// [`steady`](Self::steady) holds: an arg-min over one contiguous row.
+    pub fn best_steady(&mut self, kind: Kind, window: Option<usize>) -> usize {
+        let p = self.p;
+        let row: &[f64] = match (window, kind) {
+            (None, _) => {
+                let cum = match kind {
+                    Kind::Squared => &self.cum_se,
+                    Kind::Absolute => &self.cum_ae,
+                };
+                self.new_se.resize(p, 0.0);
+                for j in 0..p {
+                    // Through i64: a signed conversion is one instruction, unsigned is not.
+                    self.new_se[j] = cum[j] / self.scored[j] as i64 as f64;
+                }
+                &self.new_se
+            }
+            (Some(wi), Kind::Squared) => &self.win_se[wi * p..(wi + 1) * p],
+            (Some(wi), Kind::Absolute) => &self.win_ae[wi * p..(wi + 1) * p],
+        };
+        argmin(row)
     }
 
     /// Mean error scaled by the window length (so a full window compares raw sums).
@@ -211,6 +253,7 @@ impl ErrorTable {
     pub fn validate(&self, p: usize) -> Result<(), String> {
         let w = self.windows.len();
         let ok = self.p == p
+            && p <= MAX_FORECASTERS
             && self.scored.len() == p
             && self.cum_se.len() == p
             && self.cum_ae.len() == p
@@ -231,6 +274,32 @@ impl ErrorTable {
     pub fn window_count(&self) -> usize {
         self.windows.len()
     }
+}
+
+/// Moves window sums: adds the entering errors and removes the leaving ones.
+fn slide(sums: &mut [f64], entering: &[f64], leaving: &[f64]) {
+    for ((s, &e), &l) in sums.iter_mut().zip(entering).zip(leaving) {
+        *s += e - l;
+    }
+}
+
+/// Index of the first smallest value (no NaN occurs: errors of finite values).
+pub(crate) fn argmin(row: &[f64]) -> usize {
+    // The minimum over four independent lanes (neighbouring comparisons do not wait on each
+    // other, and the loop vectorises), then the first position that holds it.
+    let mut lanes = [f64::INFINITY; 4];
+    let chunks = row.chunks_exact(4);
+    let rest = chunks.remainder();
+    for c in chunks {
+        for k in 0..4 {
+            lanes[k] = if c[k] < lanes[k] { c[k] } else { lanes[k] };
+        }
+    }
+    let min = lanes
+        .iter()
+        .chain(rest)
+        .fold(f64::INFINITY, |m, &v| if v < m { v } else { m });
+    row.iter().position(|&v| v == min).unwrap_or(0)
 }
 
 #[cfg(test)]

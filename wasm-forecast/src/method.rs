@@ -53,19 +53,47 @@ pub const NWS_PRIMARIES: [(Rule, &str, &str); 18] = [
     (Rule::ExpSmooth(0.75), "exp_smooth_75", "Exp Smooth 75%"),
     (Rule::Median(31), "median_31", "Median Window 31"),
     (Rule::Median(5), "median_5", "Median Window 5"),
-    (Rule::SlidingMean(31), "sliding_mean_31", "Sliding Mean Window 31"),
-    (Rule::SlidingMean(5), "sliding_mean_5", "Sliding Mean Window 5"),
-    (Rule::TrimmedMean(31), "trimmed_mean_31", "30% Trimmed Mean Window 31"),
-    (Rule::TrimmedMean(51), "trimmed_mean_51", "30% Trimmed Mean Window 51"),
-    (Rule::AdaptiveMedian(10, 5, 21, 1), "adaptive_median_5_21", "Adaptive Median 5-21"),
-    (Rule::AdaptiveMedian(30, 21, 51, 5), "adaptive_median_21_51", "Adaptive Median 21-51"),
+    (
+        Rule::SlidingMean(31),
+        "sliding_mean_31",
+        "Sliding Mean Window 31",
+    ),
+    (
+        Rule::SlidingMean(5),
+        "sliding_mean_5",
+        "Sliding Mean Window 5",
+    ),
+    (
+        Rule::TrimmedMean(31),
+        "trimmed_mean_31",
+        "30% Trimmed Mean Window 31",
+    ),
+    (
+        Rule::TrimmedMean(51),
+        "trimmed_mean_51",
+        "30% Trimmed Mean Window 51",
+    ),
+    (
+        Rule::AdaptiveMedian(10, 5, 21, 1),
+        "adaptive_median_5_21",
+        "Adaptive Median 5-21",
+    ),
+    (
+        Rule::AdaptiveMedian(30, 21, 51, 5),
+        "adaptive_median_21_51",
+        "Adaptive Median 21-51",
+    ),
 ];
 
 /// Forecasters that improved mode may add to the 18 primaries. Which of them the default
 /// improved bank uses is decided by measurement (`examples/ablation.rs`, README "Accuracy").
 pub const CANDIDATES: [(Rule, &str, &str); 5] = [
     (Rule::LocalLevel, "local_level", "Local-Level Kalman"),
-    (Rule::Quantile(31, 0.25), "quantile_25_31", "25% Quantile Window 31"),
+    (
+        Rule::Quantile(31, 0.25),
+        "quantile_25_31",
+        "25% Quantile Window 31",
+    ),
     (Rule::Quantile(5, 0.0), "min_5", "Minimum Window 5"),
     (Rule::ArRls(2), "ar2_rls", "AR(2) by RLS"),
     (Rule::ArRls(8), "ar8_rls", "AR(8) by RLS"),

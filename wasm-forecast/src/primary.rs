@@ -1,14 +1,24 @@
 //! State and update rules of the primary forecasters (algorithms.md §1.1).
 //!
-//! All primaries read one shared [`OrderWindow`] of the last 51 values, so the median and
-//! trimmed-mean forecasters cost one scan each instead of a sort.
+//! Window-based primaries read the shared [`Windows`] (history plus one sorted window per
+//! fixed length); adaptive medians keep sorted windows of their own, since theirs move.
 
 use crate::method::Rule;
-use crate::window::OrderWindow;
+use crate::window::{Sorted, Windows};
 use serde::{Deserialize, Serialize};
 
-/// Largest window any primary asks about (trimmed mean 51, adaptive median up to 51).
-pub const WINDOW_CAP: usize = 51;
+/// Fixed window lengths the rules ask the shared [`Windows`] for.
+pub fn fixed_windows(rules: &[Rule], faithful: bool) -> Vec<usize> {
+    rules
+        .iter()
+        .filter_map(|r| match *r {
+            Rule::Median(w) | Rule::TrimmedMean(w) | Rule::Quantile(w, _) => Some(w),
+            // Faithful adaptive medians compare against a window of size `step`.
+            Rule::AdaptiveMedian(_, _, _, step) if faithful && step > 1 => Some(step),
+            _ => None,
+        })
+        .collect()
+}
 
 /// Per-forecaster state that does not live in the shared window.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -24,13 +34,13 @@ pub enum State {
 }
 
 impl State {
-    pub fn new(rule: &Rule) -> Self {
+    pub fn new(rule: &Rule, faithful: bool) -> Self {
         match *rule {
             Rule::RunningMean => State::Sum(0.0),
             // The original starts every smoother at 0 (algorithms.md §1.1, faithful quirk).
             Rule::ExpSmooth(_) => State::Smooth(0.0),
             Rule::AdaptiveMedian(start, min, max, step) => {
-                State::Adaptive(AdaptiveMedian::new(start, min, max, step))
+                State::Adaptive(AdaptiveMedian::new(start, min, max, step, faithful))
             }
             Rule::LocalLevel => State::LocalLevel(LocalLevel::default()),
             Rule::ArRls(p) => State::Ar(ArRls::new(p)),
@@ -48,35 +58,33 @@ pub struct AdaptiveMedian {
     step: usize,
     /// Current window.
     pub win: usize,
+    /// Sorted windows of the current, smaller and larger lengths. Faithful mode has no
+    /// smaller or larger ones: the original asks for windows of size `step` instead of
+    /// win±step (and so never shrinks), which the shared fixed windows answer.
+    mid: Sorted,
+    lo: Option<Sorted>,
+    hi: Option<Sorted>,
     /// Forecasts the smaller, current and larger windows made for the next value.
     candidates: Option<[Option<f64>; 3]>,
 }
 
 impl AdaptiveMedian {
-    fn new(start: usize, min: usize, max: usize, step: usize) -> Self {
+    fn new(start: usize, min: usize, max: usize, step: usize, faithful: bool) -> Self {
+        let side = |len: usize| (!faithful).then(|| Sorted::new(len.max(1)));
         Self {
             min,
             max,
             step,
             win: start,
+            mid: Sorted::new(start),
+            lo: side(start - step),
+            hi: side(start + step),
             candidates: None,
         }
     }
 
-    /// Window sizes of the three candidates. Faithful: the original asks for windows of size
-    /// `step` instead of win±step (and so never shrinks).
-    fn candidate_windows(&self, faithful: bool) -> [Option<usize>; 3] {
-        if faithful {
-            [Some(self.step), Some(self.win), Some(self.step)]
-        } else {
-            let lo = self.win.checked_sub(self.step).filter(|&w| w >= self.min);
-            let hi = Some(self.win + self.step).filter(|&w| w <= self.max);
-            [lo, Some(self.win), hi]
-        }
-    }
-
     /// Moves the window towards the candidate that forecast `x` best.
-    fn observe(&mut self, x: f64, faithful: bool) {
+    fn decide(&mut self, x: f64, faithful: bool) {
         let Some(c) = self.candidates else { return };
         let err = |f: Option<f64>| f.map_or(f64::INFINITY, |f| (x - f) * (x - f));
         let (lo, mid, hi) = (err(c[0]), err(c[1]), err(c[2]));
@@ -91,18 +99,44 @@ impl AdaptiveMedian {
         }
     }
 
-    fn prepare(&mut self, window: &OrderWindow, faithful: bool) {
-        let [lo, mid, hi] = self.candidate_windows(faithful);
-        let median = |w: Option<usize>| w.and_then(|w| window.median_last(w));
-        let lo = median(lo);
-        // Faithful mode asks for the same window twice; ask the window once.
-        let hi = if faithful { lo } else { median(hi) };
-        self.candidates = Some([lo, median(mid), hi]);
+    fn observe(&mut self, x: f64, windows: &Windows, faithful: bool) {
+        let hist = &windows.hist;
+        for w in [Some(&mut self.mid), self.lo.as_mut(), self.hi.as_mut()]
+            .into_iter()
+            .flatten()
+        {
+            w.push(hist);
+        }
+        self.decide(x, faithful);
+        self.mid.resize(self.win, hist);
+        let lo = if let Some(lo) = &mut self.lo {
+            lo.resize(self.win.saturating_sub(self.step).max(1), hist);
+            // A candidate outside [min, max] would be clamped back to win: leave it out.
+            lo.median().filter(|_| self.win >= self.min + self.step)
+        } else if self.step == 1 {
+            hist.last()
+        } else {
+            windows.fixed(self.step).median()
+        };
+        let hi = match &mut self.hi {
+            Some(hi) => {
+                hi.resize(self.win + self.step, hist);
+                hi.median().filter(|_| self.win + self.step <= self.max)
+            }
+            None => lo,
+        };
+        self.candidates = Some([lo, self.mid.median(), hi]);
     }
 
     /// The median over the current window, computed when the last value arrived.
     fn current(&self) -> Option<f64> {
         self.candidates.and_then(|c| c[1])
+    }
+
+    fn windows(&self) -> impl Iterator<Item = &Sorted> {
+        [Some(&self.mid), self.lo.as_ref(), self.hi.as_ref()]
+            .into_iter()
+            .flatten()
     }
 }
 
@@ -255,18 +289,15 @@ impl ArRls {
     }
 }
 
-/// Updates `state` for rule `rule` with the new value `x`; `window` already holds `x` and
+/// Updates `state` for rule `rule` with the new value `x`; `windows` already hold `x` and
 /// `n` is the number of values including `x`.
-pub fn observe(rule: &Rule, state: &mut State, x: f64, n: u64, window: &OrderWindow, faithful: bool) {
+pub fn observe(rule: &Rule, state: &mut State, x: f64, n: u64, windows: &Windows, faithful: bool) {
     match (rule, state) {
         (Rule::RunningMean, State::Sum(s)) => *s += x,
         (Rule::ExpSmooth(g), State::Smooth(pred)) => {
             *pred = if n == 1 { x } else { *pred + g * (x - *pred) };
         }
-        (Rule::AdaptiveMedian(..), State::Adaptive(a)) => {
-            a.observe(x, faithful);
-            a.prepare(window, faithful);
-        }
+        (Rule::AdaptiveMedian(..), State::Adaptive(a)) => a.observe(x, windows, faithful),
         (Rule::LocalLevel, State::LocalLevel(l)) => l.observe(x),
         (Rule::ArRls(_), State::Ar(a)) => a.observe(x),
         _ => {}
@@ -274,18 +305,31 @@ pub fn observe(rule: &Rule, state: &mut State, x: f64, n: u64, window: &OrderWin
 }
 
 /// The forecast of `rule` for the next value, after at least one value was observed.
-pub fn forecast(rule: &Rule, state: &State, n: u64, window: &OrderWindow) -> Option<f64> {
+pub fn forecast(rule: &Rule, state: &State, n: u64, windows: &Windows) -> Option<f64> {
     match (rule, state) {
-        (Rule::LastValue, _) => window.last(),
+        (Rule::LastValue, _) => windows.hist.last(),
         (Rule::RunningMean, State::Sum(s)) => (n > 0).then(|| s / n as f64),
         (Rule::ExpSmooth(_), State::Smooth(p)) => (n > 0).then_some(*p),
-        (Rule::Median(w), _) => window.median_last(*w),
-        (Rule::SlidingMean(w), _) => window.mean_last(*w),
-        (Rule::TrimmedMean(w), _) => window.trimmed_mean_last(*w, 0.3),
+        (Rule::Median(w), _) => windows.fixed(*w).median(),
+        (Rule::SlidingMean(w), _) => windows.hist.mean_last(*w),
+        (Rule::TrimmedMean(w), _) => windows.fixed(*w).trimmed_mean(0.3),
         (Rule::AdaptiveMedian(..), State::Adaptive(a)) => a.current(),
         (Rule::LocalLevel, State::LocalLevel(l)) => (l.n > 0).then_some(l.level),
-        (Rule::Quantile(w, q), _) => window.quantile_last(*w, *q),
+        (Rule::Quantile(w, q), _) => windows.fixed(*w).quantile(*q),
         (Rule::ArRls(_), State::Ar(a)) => (a.n > 0).then(|| a.forecast()),
         _ => None,
     }
+}
+
+/// Checks a restored adaptive median's own windows against the history.
+pub(crate) fn validate(state: &State, windows: &Windows) -> Result<(), String> {
+    if let State::Adaptive(a) = state {
+        for w in a.windows() {
+            w.validate(&windows.hist)?;
+        }
+        if a.mid.len() != a.win || a.win > a.max || a.step == 0 {
+            return Err("adaptive median window is inconsistent".into());
+        }
+    }
+    Ok(())
 }

@@ -43,10 +43,13 @@ pub fn save(bank: &Bank) -> String {
 /// Restores a bank saved by [`save`], refusing another format or another version.
 pub fn restore(text: &str) -> Result<Bank, ForecastError> {
     let err = |m: String| ForecastError::State(m);
-    let header: Header =
-        serde_json::from_str(text).map_err(|e| err(format!("not a saved forecaster state: {e}")))?;
+    let header: Header = serde_json::from_str(text)
+        .map_err(|e| err(format!("not a saved forecaster state: {e}")))?;
     if header.format != FORMAT {
-        return Err(err(format!("format is '{}', expected '{FORMAT}'", header.format)));
+        return Err(err(format!(
+            "format is '{}', expected '{FORMAT}'",
+            header.format
+        )));
     }
     if header.version != VERSION {
         return Err(err(format!(

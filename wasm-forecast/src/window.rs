@@ -1,192 +1,203 @@
-//! Order statistics over the most recent values of a series.
+//! Recent values of a series, in arrival order and sorted.
 //!
-//! The NWS median and trimmed-mean forecasters (algorithms.md §1.1) all ask questions of the
-//! form "median / trimmed mean of the last `w` values" for several `w` ≤ 51. Sorting a copy for
-//! each question costs O(w log w) per update per forecaster; instead one sorted array of the
-//! last `cap` values is kept (insert and remove are a binary search and a memmove of at most
-//! `cap` entries), each entry tagged with its arrival number, and a question about the last
-//! `w` values is one scan that skips entries older than `w`.
+//! The NWS median and trimmed-mean forecasters (algorithms.md §1.1) ask for order statistics
+//! of the last `w` values for a few `w` ≤ 56. Sorting a copy for each question costs
+//! O(w log w) per update; instead each window length in use keeps its values sorted
+//! ([`Sorted`]): an update is a binary search and a memmove of at most `w` entries to drop
+//! the value that left, and the same to insert the new one. A median is then one index and
+//! a trimmed mean one short sum. The values in arrival order live once, in [`History`].
 
 use serde::{Deserialize, Serialize};
 
-/// The last `cap` values of a series, kept sorted, each with its arrival number.
+/// Values kept in arrival order: enough for the largest window plus an adaptive step.
+pub const HISTORY: usize = 64;
+
+/// The last [`HISTORY`] values in arrival order.
 #[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct OrderWindow {
-    cap: usize,
-    /// Values in ascending order (ties by arrival).
-    vals: Vec<f64>,
-    /// Arrival number of `vals[i]` (0 for the first value of the series).
-    seqs: Vec<u64>,
-    /// The same values in arrival order (a ring), to find the oldest value when it leaves.
+pub struct History {
     ring: Vec<f64>,
-    /// Number of values pushed so far.
     n: u64,
 }
 
-impl OrderWindow {
-    /// An empty window that remembers the last `cap` values (`cap` ≥ 1).
-    pub fn new(cap: usize) -> Self {
-        assert!(cap >= 1, "window capacity must be at least 1");
+impl Default for History {
+    fn default() -> Self {
         Self {
-            cap,
-            vals: Vec::with_capacity(cap + 1),
-            seqs: Vec::with_capacity(cap + 1),
-            ring: vec![0.0; cap],
+            ring: vec![0.0; HISTORY],
             n: 0,
         }
     }
+}
 
-    /// Number of values pushed since creation.
+impl History {
+    /// Appends `x` as the newest value.
+    pub fn push(&mut self, x: f64) {
+        self.ring[(self.n % HISTORY as u64) as usize] = x;
+        self.n += 1;
+    }
+
+    /// Number of values pushed so far.
     pub fn count(&self) -> u64 {
         self.n
     }
 
-    /// Capacity: the largest window that can be asked about.
-    pub fn capacity(&self) -> usize {
-        self.cap
+    /// Number of values held: min(count, HISTORY).
+    pub fn held(&self) -> usize {
+        (self.n as usize).min(HISTORY)
     }
 
-    /// Adds `x` (finite) as the newest value; the oldest leaves once `cap` are held.
-    /// Cost: two binary searches and two memmoves of at most `cap` entries.
-    pub fn push(&mut self, x: f64) {
-        let slot = (self.n % self.cap as u64) as usize;
-        if self.vals.len() == self.cap {
-            let old_val = self.ring[slot];
-            let old_seq = self.n - self.cap as u64;
-            let i = self.position(old_val, old_seq);
-            self.vals.remove(i);
-            self.seqs.remove(i);
-        }
-        let i = self.position(x, self.n);
-        self.vals.insert(i, x);
-        self.seqs.insert(i, self.n);
-        self.ring[slot] = x;
-        self.n += 1;
-    }
-
-    /// Index of (value, seq) in the sorted order: where it is, or where it would go.
-    fn position(&self, x: f64, seq: u64) -> usize {
-        let lo = self.vals.partition_point(|&v| v < x);
-        let hi = lo + self.vals[lo..].partition_point(|&v| v <= x);
-        lo + self.seqs[lo..hi].partition_point(|&s| s < seq)
-    }
-
-    /// The window actually used for a request of `w`: min(w, values seen, capacity).
-    fn effective(&self, w: usize) -> usize {
-        w.min(self.vals.len())
-    }
-
-    /// Median of the last min(w, n) values (mean of the two middle ones when even);
-    /// `None` before the first value or for `w == 0`.
-    pub fn median_last(&self, w: usize) -> Option<f64> {
-        let m = self.effective(w);
-        match m {
-            0 => return None,
-            1 => return self.last(),
-            _ => {}
-        }
-        let hi_rank = m / 2;
-        let lo_rank = if m % 2 == 0 { hi_rank - 1 } else { hi_rank };
-        let (lo, hi) = self.two_ranks(m, lo_rank, hi_rank);
-        Some(if lo_rank == hi_rank { lo } else { (lo + hi) / 2.0 })
-    }
-
-    /// Values of ranks `a` ≤ `b` (0-based, ascending) among the last `m` values.
-    fn two_ranks(&self, m: usize, a: usize, b: usize) -> (f64, f64) {
-        if m == self.vals.len() {
-            return (self.vals[a], self.vals[b]);
-        }
-        let oldest = self.n - m as u64;
-        let mut rank = 0;
-        let mut first = f64::NAN;
-        for (&v, &s) in self.vals.iter().zip(&self.seqs) {
-            if s >= oldest {
-                if rank == a {
-                    first = v;
-                }
-                if rank == b {
-                    return (first, v);
-                }
-                rank += 1;
-            }
-        }
-        unreachable!("rank {b} beyond the {m} values in the window")
-    }
-
-    /// Trimmed mean of the last m = min(w, n) values: sort them, drop ⌊frac·m⌋ from each end,
-    /// average the rest (algorithms.md §1.1, forecasters 14 and 15).
-    pub fn trimmed_mean_last(&self, w: usize, frac: f64) -> Option<f64> {
-        let m = self.effective(w);
-        if m == 0 {
-            return None;
-        }
-        let drop = (frac * m as f64).floor() as usize;
-        let keep = m - 2 * drop;
-        let mut sum = 0.0;
-        if m == self.vals.len() {
-            sum = self.vals[drop..drop + keep].iter().sum();
-        } else {
-            let oldest = self.n - m as u64;
-            let mut rank = 0;
-            for (&v, &s) in self.vals.iter().zip(&self.seqs) {
-                if s >= oldest {
-                    if rank >= drop + keep {
-                        break;
-                    }
-                    if rank >= drop {
-                        sum += v;
-                    }
-                    rank += 1;
-                }
-            }
-        }
-        Some(sum / keep as f64)
-    }
-
-    /// Value of quantile `q` (0..=1, nearest rank) of the last min(w, n) values.
-    pub fn quantile_last(&self, w: usize, q: f64) -> Option<f64> {
-        let m = self.effective(w);
-        if m == 0 {
-            return None;
-        }
-        let r = ((q * (m - 1) as f64).round() as usize).min(m - 1);
-        Some(self.two_ranks(m, r, r).0)
-    }
-
-    /// Mean of the last min(w, n) values, summed oldest to newest so that the result does
-    /// not depend on how the window was reached.
-    pub fn mean_last(&self, w: usize) -> Option<f64> {
-        let m = self.effective(w);
-        if m == 0 {
-            return None;
-        }
-        let cap = self.cap as u64;
-        let sum: f64 = (self.n - m as u64..self.n)
-            .map(|s| self.ring[(s % cap) as usize])
-            .sum();
-        Some(sum / m as f64)
-    }
-
-    /// Checks the invariants of a restored window.
-    pub fn validate(&self) -> Result<(), String> {
-        let held = (self.n as usize).min(self.cap);
-        let ok = self.cap >= 1
-            && self.ring.len() == self.cap
-            && self.vals.len() == held
-            && self.seqs.len() == held
-            && self.vals.windows(2).all(|p| p[0] <= p[1])
-            && self.seqs.iter().all(|&s| s < self.n && s + self.cap as u64 >= self.n)
-            && self.vals.iter().chain(&self.ring).all(|v| v.is_finite());
-        if ok {
-            Ok(())
-        } else {
-            Err("value window is inconsistent".into())
-        }
+    /// The value `k` steps before the newest (`ago(0)` is the newest); `k` < held().
+    pub fn ago(&self, k: usize) -> f64 {
+        debug_assert!(k < self.held());
+        self.ring[((self.n - 1 - k as u64) % HISTORY as u64) as usize]
     }
 
     /// The newest value.
     pub fn last(&self) -> Option<f64> {
-        (self.n > 0).then(|| self.ring[((self.n - 1) % self.cap as u64) as usize])
+        (self.n > 0).then(|| self.ago(0))
+    }
+
+    /// Mean of the last min(w, n) values, summed oldest to newest so that the result does
+    /// not depend on how the ring was filled.
+    pub fn mean_last(&self, w: usize) -> Option<f64> {
+        let m = w.min(self.held());
+        if m == 0 {
+            return None;
+        }
+        let end = (self.n % HISTORY as u64) as usize;
+        let sum: f64 = if m <= end {
+            self.ring[end - m..end].iter().sum()
+        } else {
+            let wrap = m - end;
+            self.ring[HISTORY - wrap..].iter().sum::<f64>() + self.ring[..end].iter().sum::<f64>()
+        };
+        Some(sum / m as f64)
+    }
+
+    pub(crate) fn validate(&self) -> Result<(), String> {
+        if self.ring.len() == HISTORY && self.ring.iter().all(|v| v.is_finite()) {
+            Ok(())
+        } else {
+            Err("value history is damaged".into())
+        }
+    }
+}
+
+/// The last `len` values of a series (fewer at its start), in ascending order.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Sorted {
+    len: usize,
+    vals: Vec<f64>,
+}
+
+impl Sorted {
+    /// An empty window of length `len` (1 ≤ len ≤ HISTORY).
+    pub fn new(len: usize) -> Self {
+        assert!(
+            (1..=HISTORY).contains(&len),
+            "window length {len} out of range"
+        );
+        Self {
+            len,
+            vals: Vec::with_capacity(len + 1),
+        }
+    }
+
+    /// The window's length.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Takes in the newest value of `hist` (already pushed there) and lets the value that
+    /// fell out of the window go. Equal values are interchangeable, so replacing any copy of
+    /// the leaving value is exact.
+    pub fn push(&mut self, hist: &History) {
+        let new = hist.ago(0);
+        if hist.count() <= self.len as u64 {
+            self.insert(new);
+            return;
+        }
+        // Replace in one move: shift only the entries between the leaving value's slot and
+        // the new value's slot, instead of closing one gap and opening another.
+        let old = hist.ago(self.len);
+        let i = rank(&self.vals, old);
+        let j = rank(&self.vals, new);
+        if j <= i {
+            self.vals.copy_within(j..i, j + 1);
+            self.vals[j] = new;
+        } else {
+            self.vals.copy_within(i + 1..j, i);
+            self.vals[j - 1] = new;
+        }
+    }
+
+    /// Changes the window's length, adding older values from `hist` or dropping the oldest.
+    pub fn resize(&mut self, len: usize, hist: &History) {
+        assert!(
+            (1..=HISTORY).contains(&len),
+            "window length {len} out of range"
+        );
+        let (have, want) = (self.vals.len(), len.min(hist.held()));
+        for k in have..want {
+            self.insert(hist.ago(k));
+        }
+        for k in (want..have).rev() {
+            self.remove(hist.ago(k));
+        }
+        self.len = len;
+    }
+
+    fn insert(&mut self, x: f64) {
+        self.vals.insert(rank(&self.vals, x), x);
+    }
+
+    fn remove(&mut self, x: f64) {
+        let i = rank(&self.vals, x);
+        debug_assert!(self.vals.get(i) == Some(&x), "leaving value not in window");
+        self.vals.remove(i);
+    }
+
+    /// Median (mean of the two middle values when even); `None` when empty.
+    pub fn median(&self) -> Option<f64> {
+        let m = self.vals.len();
+        match m {
+            0 => None,
+            _ if m % 2 == 1 => Some(self.vals[m / 2]),
+            _ => Some((self.vals[m / 2 - 1] + self.vals[m / 2]) / 2.0),
+        }
+    }
+
+    /// Sort the m values, drop ⌊frac·m⌋ from each end, average the rest (algorithms.md §1.1,
+    /// forecasters 14 and 15).
+    pub fn trimmed_mean(&self, frac: f64) -> Option<f64> {
+        let m = self.vals.len();
+        if m == 0 {
+            return None;
+        }
+        let drop = (frac * m as f64).floor() as usize;
+        let kept = &self.vals[drop..m - drop];
+        Some(kept.iter().sum::<f64>() / kept.len() as f64)
+    }
+
+    /// Quantile `q` in 0..=1 by nearest rank.
+    pub fn quantile(&self, q: f64) -> Option<f64> {
+        let m = self.vals.len();
+        if m == 0 {
+            return None;
+        }
+        let r = ((q * (m - 1) as f64).round() as usize).min(m - 1);
+        Some(self.vals[r])
+    }
+
+    pub(crate) fn validate(&self, hist: &History) -> Result<(), String> {
+        let ok = (1..=HISTORY).contains(&self.len)
+            && self.vals.len() == self.len.min(hist.held())
+            && self.vals.windows(2).all(|p| p[0] <= p[1])
+            && self.vals.iter().all(|v| v.is_finite());
+        if ok {
+            Ok(())
+        } else {
+            Err(format!("sorted window of {} is damaged", self.len))
+        }
     }
 }
 
@@ -214,47 +225,133 @@ mod tests {
     }
 
     #[test]
-    fn matches_naive_order_statistics_on_a_pseudo_random_series() {
-        let mut w = OrderWindow::new(51);
+    fn matches_naive_order_statistics_while_growing_and_shrinking() {
+        let mut hist = History::default();
+        let mut fixed: Vec<Sorted> = [1, 2, 5, 21, 31, 51].into_iter().map(Sorted::new).collect();
+        let mut moving = Sorted::new(10);
         let mut all = Vec::new();
         let mut s: u64 = 7;
-        for i in 0..400 {
-            s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-            // Many repeated values so that ties are exercised.
+        for i in 0..500 {
+            s = s
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            // Few distinct values so that ties are exercised.
             let x = ((s >> 40) % 23) as f64 + if i % 7 == 0 { 0.5 } else { 0.0 };
-            w.push(x);
+            hist.push(x);
             all.push(x);
-            for win in [1, 2, 5, 10, 21, 31, 50, 51, 80] {
-                let m = win.min(all.len()).min(51);
-                let tail = &all[all.len() - m..];
-                assert_eq!(w.median_last(win), Some(naive_median(tail)), "median w={win} i={i}");
-                let t = w.trimmed_mean_last(win, 0.3).unwrap();
-                assert!((t - naive_trimmed(tail, 0.3)).abs() < 1e-9, "trimmed w={win} i={i}");
-                let mean = tail.iter().sum::<f64>() / m as f64;
-                assert!((w.mean_last(win).unwrap() - mean).abs() < 1e-9);
+            for w in fixed.iter_mut().chain(std::iter::once(&mut moving)) {
+                w.push(&hist);
             }
-            assert_eq!(w.last(), Some(x));
+            // The moving window wanders between 1 and 56 as an adaptive median's would.
+            let target = 1 + ((s >> 20) % 56) as usize;
+            let step = if target > moving.len() { 5 } else { 1 };
+            let next = if target > moving.len() {
+                (moving.len() + step).min(56)
+            } else {
+                moving.len().saturating_sub(step).max(1)
+            };
+            moving.resize(next, &hist);
+            for w in fixed.iter().chain(std::iter::once(&moving)) {
+                let m = w.len().min(all.len());
+                let tail = &all[all.len() - m..];
+                assert_eq!(
+                    w.median(),
+                    Some(naive_median(tail)),
+                    "median w={} i={i}",
+                    w.len()
+                );
+                let t = w.trimmed_mean(0.3).unwrap();
+                assert!((t - naive_trimmed(tail, 0.3)).abs() < 1e-9);
+                w.validate(&hist).unwrap();
+            }
+            for w in [1, 5, 31, 64, 80] {
+                let m = w.min(all.len()).min(HISTORY);
+                let tail = &all[all.len() - m..];
+                let mean = tail.iter().sum::<f64>() / m as f64;
+                assert!((hist.mean_last(w).unwrap() - mean).abs() < 1e-9);
+            }
+            assert_eq!(hist.last(), Some(x));
         }
     }
 
     #[test]
-    fn empty_window_answers_none() {
-        let w = OrderWindow::new(5);
-        assert_eq!(w.median_last(5), None);
-        assert_eq!(w.trimmed_mean_last(5, 0.3), None);
-        assert_eq!(w.mean_last(5), None);
-        assert_eq!(w.last(), None);
+    fn empty_windows_answer_none() {
+        let w = Sorted::new(5);
+        assert_eq!(w.median(), None);
+        assert_eq!(w.trimmed_mean(0.3), None);
+        assert_eq!(w.quantile(0.5), None);
+        let h = History::default();
+        assert_eq!(h.mean_last(5), None);
+        assert_eq!(h.last(), None);
     }
 
     #[test]
     fn quantile_uses_nearest_rank() {
-        let mut w = OrderWindow::new(10);
+        let mut h = History::default();
+        let mut w = Sorted::new(5);
         for x in [5.0, 1.0, 4.0, 2.0, 3.0] {
-            w.push(x);
+            h.push(x);
+            w.push(&h);
         }
-        assert_eq!(w.quantile_last(5, 0.0), Some(1.0));
-        assert_eq!(w.quantile_last(5, 1.0), Some(5.0));
-        assert_eq!(w.quantile_last(5, 0.5), Some(3.0));
-        assert_eq!(w.quantile_last(2, 0.0), Some(2.0));
+        assert_eq!(w.quantile(0.0), Some(1.0));
+        assert_eq!(w.quantile(1.0), Some(5.0));
+        assert_eq!(w.quantile(0.5), Some(3.0));
+    }
+}
+
+/// Number of values below `x`: where `x` goes in sorted `vals`. A branch-free count
+/// (vectorised) beats a binary search, whose branches mispredict, at these lengths.
+fn rank(vals: &[f64], x: f64) -> usize {
+    vals.iter().map(|&v| (v < x) as usize).sum()
+}
+
+/// A series' history plus one sorted window per fixed length the forecasters ask about.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Windows {
+    pub hist: History,
+    fixed: Vec<Sorted>,
+}
+
+impl Windows {
+    /// Windows for the given lengths (duplicates are kept once).
+    pub fn new(lens: &[usize]) -> Self {
+        let mut lens = lens.to_vec();
+        lens.sort_unstable();
+        lens.dedup();
+        Self {
+            hist: History::default(),
+            fixed: lens.into_iter().map(Sorted::new).collect(),
+        }
+    }
+
+    /// Appends `x` to the history and to every fixed window.
+    pub fn push(&mut self, x: f64) {
+        self.hist.push(x);
+        for w in &mut self.fixed {
+            w.push(&self.hist);
+        }
+    }
+
+    /// The fixed window of length `len`, which must have been asked for in [`Windows::new`].
+    pub fn fixed(&self, len: usize) -> &Sorted {
+        self.fixed
+            .iter()
+            .find(|w| w.len() == len)
+            .expect("window length registered at construction")
+    }
+
+    pub(crate) fn validate(&self, needed: &[usize]) -> Result<(), String> {
+        self.hist.validate()?;
+        for w in &self.fixed {
+            w.validate(&self.hist)?;
+        }
+        if needed
+            .iter()
+            .all(|&l| self.fixed.iter().any(|w| w.len() == l))
+        {
+            Ok(())
+        } else {
+            Err("a forecaster's window is missing".into())
+        }
     }
 }

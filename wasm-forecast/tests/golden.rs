@@ -51,10 +51,26 @@ fn faithful_bank_reproduces_every_golden_number() {
         bank.update(series[row.k - 1]).unwrap();
         let f = bank.forecast().unwrap();
         let k = row.k;
-        assert!(close(f.mse.value, row.mse_forecast), "k={k} mse_forecast {}", f.mse.value);
-        assert!(close(f.mae.value, row.mae_forecast), "k={k} mae_forecast {}", f.mae.value);
-        assert!(close(f.mse.error, row.mse_error), "k={k} mse_error {}", f.mse.error);
-        assert!(close(f.mae.error, row.mae_error), "k={k} mae_error {}", f.mae.error);
+        assert!(
+            close(f.mse.value, row.mse_forecast),
+            "k={k} mse_forecast {}",
+            f.mse.value
+        );
+        assert!(
+            close(f.mae.value, row.mae_forecast),
+            "k={k} mae_forecast {}",
+            f.mae.value
+        );
+        assert!(
+            close(f.mse.error, row.mse_error),
+            "k={k} mse_error {}",
+            f.mse.error
+        );
+        assert!(
+            close(f.mae.error, row.mae_error),
+            "k={k} mae_error {}",
+            f.mae.error
+        );
         assert_eq!(f.mse.method, row.mse_method, "k={k} mse_method");
         assert_eq!(f.mae.method, row.mae_method, "k={k} mae_method");
     }
@@ -67,8 +83,17 @@ fn constant_series_charges_only_the_smoothers() {
         bank.update(100.0).unwrap();
     }
     for row in bank.table() {
-        let expected = if (2..=9).contains(&row.index) { 10000.0 / 6.0 } else { 0.0 };
-        assert!((row.mse - expected).abs() < 0.01, "{} mse {}", row.name, row.mse);
+        let expected = if (2..=9).contains(&row.index) {
+            10000.0 / 6.0
+        } else {
+            0.0
+        };
+        assert!(
+            (row.mse - expected).abs() < 0.01,
+            "{} mse {}",
+            row.name,
+            row.mse
+        );
     }
     let f = bank.forecast().unwrap();
     assert_eq!(f.mse.value, 100.0);

@@ -1,0 +1,57 @@
+//! Native speed of the forecaster bank: nanoseconds per update on a 1 M-point synthetic
+//! series (an AR(1) around a slow cycle with occasional spikes, like a bandwidth trace).
+//! Run with `cargo run --release -p wasm-forecast --example bench_bank [-- --json]`.
+
+use std::time::Instant;
+use wasm_forecast::{Bank, Mode};
+
+/// Deterministic test series shared with the WASM and TypeScript benchmarks (same
+/// generator in `web/bench/series.ts`).
+fn series(n: usize) -> Vec<f64> {
+    let mut s: u32 = 12345;
+    let mut next = || {
+        // xorshift32, so that TypeScript can produce the identical series
+        s ^= s << 13;
+        s ^= s >> 17;
+        s ^= s << 5;
+        s as f64 / 4294967296.0
+    };
+    let mut x = 50.0;
+    (0..n)
+        .map(|i| {
+            let u = next();
+            x = 0.9 * x + 0.1 * (50.0 + 20.0 * (i as f64 / 5000.0).sin()) + (u - 0.5) * 8.0;
+            if next() < 0.01 {
+                x * 3.0
+            } else {
+                x
+            }
+        })
+        .collect()
+}
+
+fn main() {
+    let json = std::env::args().any(|a| a == "--json");
+    let n: usize = std::env::var("BENCH_POINTS").map_or(1_000_000, |v| v.parse().unwrap());
+    let reps: usize = std::env::var("BENCH_RUNS").map_or(5, |v| v.parse().unwrap());
+    let xs = series(n);
+    for mode in [Mode::Faithful, Mode::Improved] {
+        let mut runs = Vec::new();
+        for _ in 0..reps {
+            let mut bank = Bank::new(mode);
+            let t = Instant::now();
+            bank.update_all(&xs).unwrap();
+            runs.push(t.elapsed().as_secs_f64() * 1e9 / n as f64);
+            std::hint::black_box(bank.forecast());
+        }
+        runs.sort_by(f64::total_cmp);
+        let (med, lo, hi) = (runs[reps / 2], runs[0], runs[reps - 1]);
+        if json {
+            println!(
+                "{{\"bench\":\"bank_native\",\"mode\":\"{mode:?}\",\"ns_per_update_median\":{med:.1},\"min\":{lo:.1},\"max\":{hi:.1},\"points\":{n}}}"
+            );
+        } else {
+            println!("native {mode:?}: {med:.1} ns/update (median of {reps}; {lo:.1}–{hi:.1})");
+        }
+    }
+}
