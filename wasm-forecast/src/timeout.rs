@@ -1,1 +1,258 @@
+//! Adaptive timeouts (algorithms.md §2): how long to wait for the next probe before giving
+//! up, learned from the forecasts and their errors, and how often each rule would have fired
+//! too early (the miss rate) against how long it makes a caller wait (the mean timeout).
+//!
+//! Values are in the series' own unit (e.g. ms for an RTT series, or seconds of probe time).
 
+use crate::bank::Forecast;
+use serde::{Deserialize, Serialize};
+
+/// A timeout rule.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "rule")]
+pub enum Rule {
+    /// NWS original: MAE forecast + 3·√(MSE error), whole-history error.
+    Nws,
+    /// Allen, Wolski and Plank: MSE forecast + k·√(MSE error), k = 1 or 2 (2 did best).
+    Allen { k: f64 },
+    /// RFC 6298 retransmission timer: SRTT + max(G, 4·RTTVAR), α = 1/8, β = 1/4.
+    Rfc6298 { granularity: f64 },
+    /// Improved: MSE forecast + k·√(mean squared error of the last `window` forecasts), so
+    /// that one early spike does not inflate every later timeout.
+    Windowed { k: f64, window: usize },
+}
+
+impl Rule {
+    /// Stable name of the rule, used in reports and records.
+    pub fn id(&self) -> String {
+        match self {
+            Rule::Nws => "nws".into(),
+            Rule::Allen { k } => format!("allen_k{k}"),
+            Rule::Rfc6298 { .. } => "rfc6298".into(),
+            Rule::Windowed { k, window } => format!("windowed_k{k}_w{window}"),
+        }
+    }
+
+    /// The rules every report compares.
+    pub fn standard() -> Vec<Rule> {
+        vec![
+            Rule::Nws,
+            Rule::Allen { k: 1.0 },
+            Rule::Allen { k: 2.0 },
+            Rule::Rfc6298 { granularity: 0.0 },
+            Rule::Windowed { k: 2.0, window: 20 },
+        ]
+    }
+}
+
+/// Floor, ceiling and the penalty added to a timed-out probe's duration.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Bounds {
+    pub floor: f64,
+    pub ceiling: f64,
+    pub penalty: f64,
+}
+
+impl Bounds {
+    /// No clamping (for evaluating rules on arbitrary series).
+    pub const UNBOUNDED: Bounds = Bounds {
+        floor: 0.0,
+        ceiling: f64::INFINITY,
+        penalty: 0.0,
+    };
+    /// The NWS defaults for probe durations in milliseconds: [5 s, 120 s], 5 s penalty.
+    pub const NWS_MS: Bounds = Bounds {
+        floor: 5_000.0,
+        ceiling: 120_000.0,
+        penalty: 5_000.0,
+    };
+
+    fn clamp(&self, t: f64) -> f64 {
+        t.max(self.floor).min(self.ceiling)
+    }
+
+    /// The value fed back for a probe that timed out after `elapsed`: its duration plus the
+    /// penalty (NWS), so that the forecasts learn that the path got slower.
+    pub fn timed_out_value(&self, elapsed: f64) -> f64 {
+        elapsed + self.penalty
+    }
+}
+
+/// One rule's running state and its record of misses.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Tracker {
+    pub rule: Rule,
+    /// RFC 6298 state: (SRTT, RTTVAR).
+    rfc: Option<(f64, f64)>,
+    /// Windowed rule: the last squared errors of the MSE forecast.
+    ring: Vec<f64>,
+    ring_pos: usize,
+    ring_sum: f64,
+    /// Whole-history squared error of the MSE forecast.
+    se_sum: f64,
+    se_n: u64,
+    /// Values judged, values above their timeout, and the sum of timeouts.
+    pub judged: u64,
+    pub misses: u64,
+    pub timeout_sum: f64,
+}
+
+/// Miss rate and mean timeout of a rule over a series.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Outcome {
+    pub rule: String,
+    pub judged: u64,
+    pub miss_rate: f64,
+    pub mean_timeout: f64,
+}
+
+impl Tracker {
+    pub fn new(rule: Rule) -> Self {
+        let window = match rule {
+            Rule::Windowed { window, .. } => window.max(1),
+            _ => 0,
+        };
+        Self {
+            rule,
+            rfc: None,
+            ring: vec![0.0; window],
+            ring_pos: 0,
+            ring_sum: 0.0,
+            se_sum: 0.0,
+            se_n: 0,
+            judged: 0,
+            misses: 0,
+            timeout_sum: 0.0,
+        }
+    }
+
+    /// The timeout for the next value, given the bank's current forecast; `None` until the
+    /// rule has something to go on.
+    pub fn timeout(&self, forecast: Option<&Forecast>, bounds: &Bounds) -> Option<f64> {
+        let raw = match self.rule {
+            Rule::Nws => {
+                let f = forecast?;
+                f.mae.value + 3.0 * f.mse.error.sqrt()
+            }
+            Rule::Allen { k } => {
+                let f = forecast?;
+                f.mse.value + k * f.mse.error.sqrt()
+            }
+            Rule::Rfc6298 { granularity } => {
+                let (srtt, rttvar) = self.rfc?;
+                srtt + granularity.max(4.0 * rttvar)
+            }
+            Rule::Windowed { k, .. } => {
+                let f = forecast?;
+                let filled = (self.se_n as usize).min(self.ring.len());
+                let mse = if filled == 0 {
+                    0.0
+                } else {
+                    self.ring_sum.max(0.0) / filled as f64
+                };
+                f.mse.value + k * mse.sqrt()
+            }
+        };
+        raw.is_finite().then(|| bounds.clamp(raw))
+    }
+
+    /// Judges `x` against the timeout this rule set before it, then learns from it.
+    /// `forecast` is the bank's forecast made before `x`.
+    pub fn observe(&mut self, x: f64, forecast: Option<&Forecast>, bounds: &Bounds) {
+        if let Some(t) = self.timeout(forecast, bounds) {
+            self.judged += 1;
+            self.timeout_sum += t;
+            if x > t {
+                self.misses += 1;
+            }
+        }
+        if let Some(f) = forecast {
+            let e = x - f.mse.value;
+            let se = e * e;
+            self.se_sum += se;
+            self.se_n += 1;
+            if !self.ring.is_empty() {
+                self.ring_sum += se - self.ring[self.ring_pos];
+                self.ring[self.ring_pos] = se;
+                self.ring_pos = (self.ring_pos + 1) % self.ring.len();
+                if self.ring_pos == 0 {
+                    // Re-sum once per lap so rounding residue cannot build up.
+                    self.ring_sum = self.ring.iter().sum();
+                }
+            }
+        }
+        // RFC 6298 §2: first measurement sets SRTT = R, RTTVAR = R/2.
+        self.rfc = Some(match self.rfc {
+            None => (x, x / 2.0),
+            Some((srtt, rttvar)) => {
+                let rttvar = 0.75 * rttvar + 0.25 * (srtt - x).abs();
+                (0.875 * srtt + 0.125 * x, rttvar)
+            }
+        });
+    }
+
+    /// Miss rate and mean timeout so far.
+    pub fn outcome(&self) -> Outcome {
+        let n = self.judged.max(1) as f64;
+        Outcome {
+            rule: self.rule.id(),
+            judged: self.judged,
+            miss_rate: self.misses as f64 / n,
+            mean_timeout: self.timeout_sum / n,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Bank, Mode};
+
+    fn run(rule: Rule, xs: &[f64]) -> Outcome {
+        let mut bank = Bank::new(Mode::Improved);
+        let mut t = Tracker::new(rule);
+        for &x in xs {
+            let f = bank.forecast();
+            t.observe(x, f.as_ref(), &Bounds::UNBOUNDED);
+            bank.update(x).unwrap();
+        }
+        t.outcome()
+    }
+
+    #[test]
+    fn rfc6298_follows_the_rfc_arithmetic() {
+        let mut t = Tracker::new(Rule::Rfc6298 { granularity: 0.0 });
+        t.observe(100.0, None, &Bounds::UNBOUNDED);
+        // SRTT = 100, RTTVAR = 50, RTO = 100 + 4·50.
+        assert_eq!(t.timeout(None, &Bounds::UNBOUNDED), Some(300.0));
+        t.observe(120.0, None, &Bounds::UNBOUNDED);
+        // RTTVAR = 0.75·50 + 0.25·20 = 42.5; SRTT = 102.5; RTO = 272.5.
+        assert_eq!(t.timeout(None, &Bounds::UNBOUNDED), Some(272.5));
+        assert_eq!(t.outcome().judged, 1);
+    }
+
+    #[test]
+    fn one_early_spike_inflates_whole_history_timeouts_but_not_windowed_ones() {
+        let mut xs = vec![10.0; 5];
+        xs.push(1000.0);
+        xs.extend(std::iter::repeat(10.0).take(400));
+        let nws = run(Rule::Allen { k: 2.0 }, &xs);
+        let win = run(Rule::Windowed { k: 2.0, window: 20 }, &xs);
+        assert!(
+            win.mean_timeout < nws.mean_timeout / 2.0,
+            "{win:?} vs {nws:?}"
+        );
+        assert!(win.miss_rate <= 0.01 && nws.miss_rate <= 0.01);
+    }
+
+    #[test]
+    fn bounds_clamp_and_penalise() {
+        let b = Bounds::NWS_MS;
+        let mut t = Tracker::new(Rule::Rfc6298 { granularity: 0.0 });
+        t.observe(1.0, None, &b);
+        assert_eq!(t.timeout(None, &b), Some(5_000.0));
+        t.observe(1e9, None, &b);
+        assert_eq!(t.timeout(None, &b), Some(120_000.0));
+        assert_eq!(b.timed_out_value(120_000.0), 125_000.0);
+    }
+}
