@@ -108,6 +108,13 @@ pub struct Bank {
     scratch: Vec<f64>,
 }
 
+impl crate::state::Saved for Bank {
+    const FORMAT: &'static str = "nowcast.forecaster-state";
+    fn validate(&self) -> Result<(), String> {
+        self.check_restored()
+    }
+}
+
 impl Bank {
     /// A bank in `mode` with its standard forecasters.
     pub fn new(mode: Mode) -> Self {
@@ -367,7 +374,7 @@ impl Bank {
 
     /// Checks the internal consistency of a restored bank, so that a damaged state is
     /// refused instead of failing later.
-    pub(crate) fn validate(&self) -> Result<(), String> {
+    fn check_restored(&self) -> Result<(), String> {
         let p = self.rules.len();
         if p == 0 || self.states.len() != p || self.fc.len() != p || self.has.len() != p {
             return Err("forecaster lists have different lengths".into());

@@ -9,6 +9,7 @@ pub mod iepm;
 pub mod method;
 pub mod primary;
 pub mod record;
+pub mod series;
 pub mod state;
 pub mod stats;
 pub mod timeout;
@@ -19,6 +20,7 @@ pub mod wasm;
 
 pub use bank::{Bank, Forecast, Mode, PrimaryRow, Selected};
 pub use errors::Accum;
+pub use series::Series;
 
 /// Why a value, a series or a saved state was refused.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]

@@ -176,17 +176,18 @@ impl LocalLevel {
         }
         let r = (-self.gamma1).max(0.0);
         let q = (self.gamma0 + 2.0 * self.gamma1).max(0.0);
-        // Steady-state prior variance P solves P² − qP − qr = 0.
-        let gain = if q + r > 0.0 {
-            let p = (q + (q * q + 4.0 * q * r).sqrt()) / 2.0;
-            if p + r > 0.0 {
-                p / (p + r)
-            } else {
-                1.0
-            }
+        // Steady-state prior variance P solves P² − qP − qr = 0; in units of r, with
+        // t = q/r, P/r = (t + √(t² + 4t))/2 (this form cannot overflow for large values).
+        let t = q / r;
+        let gain = if r > 0.0 && t < 1e100 {
+            let p = (t + (t * t + 4.0 * t).sqrt()) / 2.0;
+            p / (p + 1.0)
         } else {
             1.0
         };
+        // The moment estimates are noisy: a zero gain would freeze the level for good, so
+        // never learn slower than a running mean early on or a 1 % smoother later.
+        let gain = gain.max((1.0 / (self.n + 1) as f64).max(0.01));
         self.level += gain * (x - self.level);
         self.prev_diff = d;
         self.prev = x;

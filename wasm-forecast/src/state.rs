@@ -1,22 +1,26 @@
-//! Saving and restoring a bank, so that a page can resume its forecasters after a reload and
-//! make bit-identical next forecasts. The format is JSON with a format tag and a version;
-//! floating-point numbers round-trip exactly (shortest representation on write, correctly
-//! rounded parsing on read).
+//! Saving and restoring forecaster state, so that a page can resume its forecasters after a
+//! reload and make bit-identical next forecasts. The format is JSON with a format tag and a
+//! version; floating-point numbers round-trip exactly (shortest representation on write,
+//! correctly rounded parsing on read).
 
-use crate::bank::Bank;
 use crate::ForecastError;
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
-/// Tag of a saved bank.
-pub const FORMAT: &str = "nowcast.forecaster-state";
-/// Version of the saved layout; bumped whenever the bank's fields or forecasters change.
+/// Version of the saved layout; bumped whenever a saved type's fields or forecasters change.
 pub const VERSION: u32 = 1;
 
+/// Something that can be saved: its format tag, and the checks a restored copy must pass.
+pub trait Saved: Serialize + DeserializeOwned {
+    const FORMAT: &'static str;
+    fn validate(&self) -> Result<(), String>;
+}
+
 #[derive(Serialize)]
-struct SavedRef<'a> {
+struct Out<'a, T> {
     format: &'a str,
     version: u32,
-    bank: &'a Bank,
+    state: &'a T,
 }
 
 #[derive(Deserialize)]
@@ -26,38 +30,39 @@ struct Header {
 }
 
 #[derive(Deserialize)]
-struct Saved {
-    bank: Bank,
+struct In<T> {
+    state: T,
 }
 
-/// Serialises `bank` to its saved form.
-pub fn save(bank: &Bank) -> String {
-    serde_json::to_string(&SavedRef {
-        format: FORMAT,
+/// Serialises `value` to its saved form.
+pub fn save<T: Saved>(value: &T) -> String {
+    serde_json::to_string(&Out {
+        format: T::FORMAT,
         version: VERSION,
-        bank,
+        state: value,
     })
-    .expect("a bank holds only finite numbers and plain data")
+    .expect("saved state holds only finite numbers and plain data")
 }
 
-/// Restores a bank saved by [`save`], refusing another format or another version.
-pub fn restore(text: &str) -> Result<Bank, ForecastError> {
+/// Restores a value saved by [`save`], refusing another format or another version.
+pub fn restore<T: Saved>(text: &str) -> Result<T, ForecastError> {
     let err = |m: String| ForecastError::State(m);
     let header: Header = serde_json::from_str(text)
         .map_err(|e| err(format!("not a saved forecaster state: {e}")))?;
-    if header.format != FORMAT {
+    if header.format != T::FORMAT {
         return Err(err(format!(
-            "format is '{}', expected '{FORMAT}'",
-            header.format
+            "format is '{}', expected '{}'",
+            header.format,
+            T::FORMAT
         )));
     }
     if header.version != VERSION {
         return Err(err(format!(
-            "version {} cannot be restored by this build (it reads version {VERSION}); start a new bank",
+            "version {} cannot be restored by this build (it reads version {VERSION}); start afresh",
             header.version
         )));
     }
-    let saved: Saved = serde_json::from_str(text).map_err(|e| err(format!("damaged: {e}")))?;
-    saved.bank.validate().map_err(err)?;
-    Ok(saved.bank)
+    let saved: In<T> = serde_json::from_str(text).map_err(|e| err(format!("damaged: {e}")))?;
+    saved.state.validate().map_err(err)?;
+    Ok(saved.state)
 }
