@@ -109,4 +109,12 @@ mod tests {
         assert_eq!(back.timeout("nws"), s.timeout("nws"));
         assert_eq!(back.timeout_outcomes(), s.timeout_outcomes());
     }
+
+    #[test]
+    fn an_unbounded_series_saves_and_restores() {
+        let mut s = Series::new(Mode::Faithful, Bounds::UNBOUNDED);
+        s.observe(3.0).unwrap();
+        let back: Series = state::restore(&state::save(&s)).unwrap();
+        assert_eq!(back.bounds(), Bounds::UNBOUNDED);
+    }
 }

@@ -49,8 +49,27 @@ impl Rule {
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Bounds {
     pub floor: f64,
+    /// May be infinite (no ceiling), which the saved form writes as null.
+    #[serde(with = "infinite_as_null")]
     pub ceiling: f64,
     pub penalty: f64,
+}
+
+/// JSON has no infinity: an unbounded ceiling is saved as null and read back as +∞.
+mod infinite_as_null {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(v: &f64, s: S) -> Result<S::Ok, S::Error> {
+        if v.is_finite() {
+            s.serialize_f64(*v)
+        } else {
+            s.serialize_none()
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+        Ok(Option::<f64>::deserialize(d)?.unwrap_or(f64::INFINITY))
+    }
 }
 
 impl Bounds {

@@ -15,16 +15,22 @@ struct Row {
 
 fn golden() -> (Vec<f64>, Vec<Row>) {
     let text = include_str!("../testdata/nws-golden-trace.csv");
+    let series: Vec<f64> = text
+        .lines()
+        .find_map(|l| l.strip_prefix("# input: "))
+        .expect("input line")
+        .split(',')
+        .map(|v| v.parse().unwrap())
+        .collect();
     let mut lines = text.lines().filter(|l| !l.starts_with('#'));
     assert_eq!(
         lines.next(),
         Some("k,next,mse_forecast,mae_forecast,mse_error,mae_error,mse_method,mae_method")
     );
-    let mut series = vec![10.0];
     let mut rows = Vec::new();
     for line in lines {
         let f: Vec<f64> = line.split(',').map(|c| c.parse().unwrap()).collect();
-        series.push(f[1]);
+        assert_eq!(series[f[0] as usize], f[1], "next value of row {}", f[0]);
         rows.push(Row {
             k: f[0] as usize,
             mse_forecast: f[2],

@@ -1,0 +1,87 @@
+import { readFileSync } from "node:fs";
+import { beforeAll, describe, expect, it } from "vitest";
+import { ecdf, histogram, loadForecasting, methods, Series } from "./forecast";
+import { parseGolden } from "./golden";
+
+const golden = parseGolden(
+  readFileSync(new URL("../../wasm-forecast/testdata/nws-golden-trace.csv", import.meta.url), "utf8"),
+);
+
+beforeAll(async () => {
+  const wasm = readFileSync(
+    new URL("../../wasm-forecast/pkg/wasm_forecast_bg.wasm", import.meta.url),
+  );
+  await loadForecasting(wasm);
+});
+
+describe("the real wasm-forecast module", () => {
+  it("reproduces every golden number of the original NWS library in faithful mode", () => {
+    const s = Series.create("faithful");
+    for (const row of golden.rows) {
+      s.update(golden.series[row.k - 1]!);
+      const f = s.forecast()!;
+      const tol = (v: number) => 1e-6 * Math.max(1, Math.abs(v));
+      expect(Math.abs(f.mse.value - row.mse_forecast)).toBeLessThanOrEqual(tol(row.mse_forecast));
+      expect(Math.abs(f.mae.value - row.mae_forecast)).toBeLessThanOrEqual(tol(row.mae_forecast));
+      expect(Math.abs(f.mse.error - row.mse_error)).toBeLessThanOrEqual(tol(row.mse_error));
+      expect(Math.abs(f.mae.error - row.mae_error)).toBeLessThanOrEqual(tol(row.mae_error));
+      expect(f.mse.method).toBe(row.mse_method);
+      expect(f.mae.method).toBe(row.mae_method);
+    }
+    expect(s.count).toBe(golden.rows.length);
+  });
+
+  it("gives the same forecasts from a batch as from single updates", () => {
+    const a = Series.create();
+    const b = Series.create();
+    const xs = Float64Array.from({ length: 500 }, (_, i) => 20 + 5 * Math.sin(i / 7) + (i % 3));
+    a.updateBatch(xs);
+    xs.forEach((x) => b.update(x));
+    expect(a.forecast()).toEqual(b.forecast());
+    expect(a.table()).toEqual(b.table());
+  });
+
+  it("refuses NaN and infinities with a clear error and keeps earlier values", () => {
+    const s = Series.create();
+    expect(() => s.update(Number.NaN)).toThrow(/not a finite number/);
+    expect(() => s.update(Number.POSITIVE_INFINITY)).toThrow(/not a finite number/);
+    expect(() => s.updateBatch([1, 2, Number.NaN, 4])).toThrow(/index 2/);
+    expect(s.count).toBe(2);
+    expect(() => Series.create("bogus" as "improved")).toThrow(/unknown mode/);
+  });
+
+  it("saves and restores to bit-identical next forecasts", () => {
+    const s = Series.create();
+    s.updateBatch([10, 12, 11, 13, 50, 12, 11]);
+    const r = Series.restore(s.save());
+    for (const x of [12, 13, 12, 9.5]) {
+      s.update(x);
+      r.update(x);
+      expect(r.forecast()).toEqual(s.forecast());
+    }
+    expect(() => Series.restore('{"format":"nowcast.series-state","version":99}')).toThrow(
+      /version 99/,
+    );
+  });
+
+  it("reports a table row for every forecaster, timeouts and statistics", () => {
+    const s = Series.create();
+    s.setTimeoutBounds(1, 1000, 5);
+    s.updateBatch([10, 11, 10, 12, 10, 11, 10, 13]);
+    const table = s.table();
+    expect(table.map((r) => r.id)).toEqual(methods().map((m) => m.id));
+    expect(table[0]).toMatchObject({ id: "last_value", name: "Last Value" });
+    expect(s.timeout("nws")).toBeGreaterThan(10);
+    expect(s.timedOut(100)).toBe(105);
+    expect(s.summary().timeouts).toBe(1);
+    expect(s.timeoutOutcomes().map((o) => o.rule)).toContain("windowed_k2_w20");
+    const h = histogram([0, 1, 2, 3, 4], 100)!;
+    expect(h.counts.length).toBe(100);
+    expect(h.counts.reduce((a, b) => a + b)).toBe(5);
+    expect(ecdf([2, 1, 2])).toEqual([
+      { x: 1, p: 1 / 3 },
+      { x: 2, p: 1 },
+    ]);
+    expect(s.forecast()!.mse.methodId).toMatch(/^[a-z0-9_]+$/);
+  });
+});
