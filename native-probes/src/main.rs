@@ -1,1 +1,43 @@
-fn main() {}
+//! `nowcast`: the native companion of the Nowcast page. Each subcommand prints for humans by
+//! default and NDJSON / JSON with `--json`.
+
+mod forecast_cmd;
+
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+#[derive(Parser)]
+#[command(
+    name = "nowcast",
+    version,
+    about = "Network weather from the command line: probes, forecasts and their evaluation",
+    long_about = "Network weather from the command line. Measures RTT and bandwidth with \
+                  NWS-style probes, forecasts measurement series with the Network Weather \
+                  Service forecaster bank, and evaluates forecasters and timeout rules over \
+                  recorded series. Records use the Nowcast measurement schema \
+                  (public/schema/measurement-record.v1.schema.json)."
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the forecaster bank over a series and report every forecaster's errors.
+    Forecast(forecast_cmd::Args),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Forecast(args) => forecast_cmd::run(args),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("nowcast: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

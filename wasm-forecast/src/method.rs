@@ -31,12 +31,8 @@ pub enum Rule {
     TrimmedMean(usize),
     /// Median over an adaptive window: (start, min, max, step).
     AdaptiveMedian(usize, usize, usize, usize),
-    /// Local-level Kalman filter with noise variances estimated online (improved mode).
-    LocalLevel,
     /// Quantile `q` of the last `w` values (improved mode; RTT series favour a low quantile).
     Quantile(usize, f64),
-    /// Autoregression of order `p` fitted by recursive least squares (improved mode).
-    ArRls(usize),
 }
 
 /// The 18 primaries of the original library, in index order.
@@ -87,16 +83,17 @@ pub const NWS_PRIMARIES: [(Rule, &str, &str); 18] = [
 
 /// Forecasters that improved mode may add to the 18 primaries. Which of them the default
 /// improved bank uses is decided by measurement (`examples/ablation.rs`, README "Accuracy").
-pub const CANDIDATES: [(Rule, &str, &str); 5] = [
-    (Rule::LocalLevel, "local_level", "Local-Level Kalman"),
-    (
-        Rule::Quantile(31, 0.25),
-        "quantile_25_31",
-        "25% Quantile Window 31",
-    ),
+pub const CANDIDATES: [(Rule, &str, &str); 10] = [
+    (Rule::ExpSmooth(0.01), "exp_smooth_1", "Exp Smooth 1%"),
+    (Rule::ExpSmooth(0.02), "exp_smooth_2", "Exp Smooth 2%"),
+    (Rule::Median(101), "median_101", "Median Window 101"),
+    (Rule::TrimmedMean(101), "trimmed_mean_101", "30% Trimmed Mean Window 101"),
+    (Rule::SlidingMean(101), "sliding_mean_101", "Sliding Mean Window 101"),
+    (Rule::Median(3), "median_3", "Median Window 3"),
+    (Rule::Quantile(31, 0.25), "quantile_25_31", "25% Quantile Window 31"),
     (Rule::Quantile(5, 0.0), "min_5", "Minimum Window 5"),
-    (Rule::ArRls(2), "ar2_rls", "AR(2) by RLS"),
-    (Rule::ArRls(8), "ar8_rls", "AR(8) by RLS"),
+    (Rule::AdaptiveMedian(50, 31, 101, 5), "adaptive_median_31_101", "Adaptive Median 31-101"),
+    (Rule::AdaptiveMedian(10, 3, 31, 1), "adaptive_median_3_31", "Adaptive Median 3-31"),
 ];
 
 /// Id and display name of a rule from the catalogues above.

@@ -10,7 +10,7 @@
 use serde::{Deserialize, Serialize};
 
 /// Values kept in arrival order: enough for the largest window plus an adaptive step.
-pub const HISTORY: usize = 64;
+pub const HISTORY: usize = 128;
 
 /// The last [`HISTORY`] values in arrival order.
 #[derive(Clone, Debug, Serialize, Deserialize)]
