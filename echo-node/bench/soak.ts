@@ -365,7 +365,7 @@ function report(
     `echo RTT, load clients   p50 ${median(echoRtts).toFixed(2)} ms, p99 ${percentile(echoRtts, 99).toFixed(2)} ms (includes the client processes' own delays)`,
     `probe RTT baseline       p50 ${base.toFixed(3)} ms, p99 ${percentile(probe.baselineRtts, 99).toFixed(3)} ms`,
     `probe RTT under load     p50 ${median(probe.rtts).toFixed(3)} ms, p99 ${percentile(probe.rtts, 99).toFixed(3)} ms, max ${Math.max(...probe.rtts).toFixed(3)} ms`,
-    `server-added latency     p99 ≤ ${percentile(probe.rtts, 99).toFixed(3)} ms (bound: the probe's whole RTT under load, loopback and its own scheduling included)`,
+    `server-added latency     p99 under load − p99 idle: ${(percentile(probe.rtts, 99) - percentile(probe.baselineRtts, 99)).toFixed(3)} ms; upper bound (whole probe RTT p99): ${percentile(probe.rtts, 99).toFixed(3)} ms`,
     `server event-loop lag    p99 ${(Number(metric('echo_node_event_loop_lag_seconds{quantile="0.99"}')) * 1000).toFixed(2)} ms, max ${(Number(metric('echo_node_event_loop_lag_seconds{quantile="1"}')) * 1000).toFixed(2)} ms (last 5 s window)`,
     `server RSS               max ${mb(maxRss)} MiB; last 30 s ${mb(last30Min)}–${mb(last30Max)} MiB`,
     `server protocol errors   ${metric('echo_node_protocol_errors_total{error="malformed"}')} malformed, ${metric('echo_node_protocol_errors_total{error="out_of_order"}')} out of order`,

@@ -8,11 +8,15 @@
  *
  * The client side avoids work a browser would do in native code: WebSocket frames are sent
  * with a zero mask (valid per RFC 6455; the server still runs its unmasking pass), and every
- * buffer is allocated once.
+ * buffer is allocated once. Node clients in the same process family compete with the server
+ * for the two cores and are often the bottleneck, so HTTP is also measured with curl, a C
+ * client like iperf3's.
  */
 import { execFile, spawn } from "node:child_process";
 import { randomFillSync } from "node:crypto";
-import { existsSync } from "node:fs";
+import { existsSync, mkdtempSync, rmSync, truncateSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { dirname, join } from "node:path";
 import { Agent, request } from "node:http";
 import { performance } from "node:perf_hooks";
 import { promisify } from "node:util";
@@ -23,7 +27,11 @@ import { envNumber, machine, median, startServerProcess, type ServerProcess } fr
 const BYTES = Math.round(envNumber("BENCH_BYTES", 1024 ** 3));
 const RUNS = Math.round(envNumber("BENCH_RUNS", 5));
 const CHUNK = 1024 * 1024;
+/** WebSocket download message size: 64 KiB messages spare the Node client most of the
+ *  copying it does to reassemble larger messages from 64 KiB socket reads. */
+const WS_DOWNLOAD_CHUNK = Math.round(envNumber("BENCH_WS_CHUNK", 64 * 1024));
 const IPERF = "/usr/bin/iperf3";
+const CURL = "/usr/bin/curl";
 
 interface Sample {
   seconds: number;
@@ -74,7 +82,7 @@ async function wsDownload(url: string): Promise<number> {
       else if (data[0] === MSG.DOWNLOAD_END) resolve();
     });
     ws.once("close", (code) => reject(new Error(`closed with ${code}`)));
-    ws.send(encodeDownload(1, BYTES, CHUNK));
+    ws.send(encodeDownload(1, BYTES, WS_DOWNLOAD_CHUNK));
   });
   const seconds = (performance.now() - started) / 1000;
   ws.terminate();
@@ -166,6 +174,41 @@ async function httpUpload(url: string, payload: Buffer): Promise<number> {
   return seconds;
 }
 
+/** HTTP transfers with curl as the client: like iperf3, a C client that is unlikely to be the
+ *  bottleneck, so the figure is the server's. */
+async function curlDownload(url: string): Promise<number> {
+  const started = performance.now();
+  const { stdout } = await run(CURL, [
+    "-sS",
+    "-o",
+    "/dev/null",
+    "-w",
+    "%{size_download}",
+    `${url}/api/download?bytes=${BYTES}`,
+  ]);
+  if (Number(stdout) !== BYTES) throw new Error(`curl downloaded ${stdout} of ${BYTES}`);
+  return (performance.now() - started) / 1000;
+}
+
+async function curlUpload(url: string, file: string): Promise<number> {
+  const started = performance.now();
+  const { stdout } = await run(CURL, [
+    "-sS",
+    "-X",
+    "POST",
+    "-H",
+    "Content-Type: application/octet-stream",
+    "-H",
+    "Expect:",
+    "-T",
+    file,
+    `${url}/api/upload`,
+  ]);
+  if ((JSON.parse(stdout) as { bytes: number }).bytes !== BYTES)
+    throw new Error(`bad upload reply ${stdout}`);
+  return (performance.now() - started) / 1000;
+}
+
 async function measure(server: ServerProcess, transfer: () => Promise<number>): Promise<Sample> {
   const cpuBefore = server.cpuSeconds();
   const seconds = await transfer();
@@ -181,6 +224,26 @@ async function main(): Promise<void> {
   if (!haveIperf)
     console.log(`${IPERF} is missing: absolute figures only (apt-get install iperf3)\n`);
 
+  const payload = Buffer.allocUnsafe(1 + CHUNK);
+  randomFillSync(payload);
+  payload[0] = MSG.UPLOAD_DATA;
+
+  const kinds: [string, () => Promise<number>][] = [
+    ["WebSocket download (ws)", () => wsDownload(server.url)],
+    ["WebSocket upload (ws)", () => wsUpload(server.url, payload)],
+    ["HTTP download (Node)", () => httpDownload(server.url)],
+    ["HTTP upload (Node)", () => httpUpload(server.url, payload)],
+  ];
+  const uploadFile = join(mkdtempSync(join(tmpdir(), "echo-node-bench-")), "upload.bin");
+  if (existsSync(CURL)) {
+    // A sparse file: curl reads zeros from the page cache, so the disk is not in the path.
+    writeFileSync(uploadFile, "");
+    truncateSync(uploadFile, BYTES);
+    kinds.push(["HTTP download (curl)", () => curlDownload(server.url)]);
+    kinds.push(["HTTP upload (curl)", () => curlUpload(server.url, uploadFile)]);
+  } else {
+    console.log(`${CURL} is missing: HTTP measured with the Node client only\n`);
+  }
   const server = await startServerProcess([
     "--max-payload",
     String(Math.max(BYTES, 1024)),
@@ -189,16 +252,6 @@ async function main(): Promise<void> {
     "--bytes-per-minute",
     "1000GiB",
   ]);
-  const payload = Buffer.allocUnsafe(1 + CHUNK);
-  randomFillSync(payload);
-  payload[0] = MSG.UPLOAD_DATA;
-
-  const kinds: [string, () => Promise<number>][] = [
-    ["WebSocket download", () => wsDownload(server.url)],
-    ["WebSocket upload", () => wsUpload(server.url, payload)],
-    ["HTTP download", () => httpDownload(server.url)],
-    ["HTTP upload", () => httpUpload(server.url, payload)],
-  ];
   const iperfRates: number[] = [];
   const samples = new Map<string, Sample[]>(kinds.map(([name]) => [name, []]));
   try {
@@ -212,6 +265,7 @@ async function main(): Promise<void> {
     }
   } finally {
     await server.stop();
+    rmSync(dirname(uploadFile), { recursive: true, force: true });
   }
 
   const gbit = (bitsPerSecond: number) => (bitsPerSecond / 1e9).toFixed(2);
