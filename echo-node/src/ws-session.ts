@@ -121,18 +121,17 @@ export class ProbeSession {
       this.fail(new ProtocolError(CLOSE.MALFORMED, "text messages are not part of the protocol"));
       return;
     }
-    let message: ClientMessage;
     try {
-      message = decodeClientMessage(data);
+      this.handle(decodeClientMessage(data), data);
     } catch (e) {
-      this.fail(e as ProtocolError);
-      return;
-    }
-    try {
-      this.handle(message, data);
-    } catch (e) {
-      if (e instanceof ProtocolError) this.fail(e);
-      else throw e;
+      if (e instanceof ProtocolError) {
+        this.fail(e);
+        return;
+      }
+      // A bug must cost this connection, never the process (this runs inside ws's event
+      // emitter, where a throw would be an uncaught exception).
+      console.error("echo-node: error handling a WebSocket message:", e);
+      this.close(1011, "internal error");
     }
   }
 
