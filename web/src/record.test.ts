@@ -1,0 +1,136 @@
+import { readdirSync, readFileSync } from "node:fs";
+import Ajv2020 from "ajv/dist/2020";
+import { describe, expect, it } from "vitest";
+import { parseRecord, readNdjson, RecordError, toLine } from "./record";
+
+const examples = new URL("../../public/schema/examples/", import.meta.url);
+const validText = readFileSync(new URL("valid.ndjson", examples), "utf8");
+const validLines = validText.split("\n").filter((l) => l.trim() !== "");
+const invalid = readdirSync(new URL("invalid/", examples))
+  .filter((name) => name.endsWith(".json"))
+  .map((name) => ({
+    name,
+    field: name.split("--")[0]!,
+    text: readFileSync(new URL(`invalid/${name}`, examples), "utf8").trim(),
+  }));
+
+function refusal(line: string): RecordError {
+  try {
+    parseRecord(line);
+  } catch (e) {
+    if (e instanceof RecordError) return e;
+    throw e;
+  }
+  throw new Error(`accepted: ${line}`);
+}
+
+const good = {
+  schema_version: "1.0",
+  timestamp_ms: 1,
+  source: "browser",
+  metric: "rtt",
+  value: 2,
+  unit: "ms",
+  to: "x",
+};
+const goodLine = JSON.stringify(good);
+
+describe("the shared record examples", () => {
+  it("reads every valid line, and each round-trips through toLine", () => {
+    const { records, errors } = readNdjson(validText);
+    expect(errors).toEqual([]);
+    expect(records.length).toBe(validLines.length);
+    expect(records[2]!.metric).toBe("bandwidth_down");
+    expect(records[4]!.status).toBe("timeout");
+    expect(records[0]!.status).toBe("ok");
+    expect(records.at(-1)).not.toHaveProperty("a_field_from_a_later_minor_version");
+    for (const r of records) {
+      const line = toLine(r);
+      expect(parseRecord(line)).toEqual(r);
+      expect(toLine(parseRecord(line))).toBe(line);
+    }
+  });
+
+  it("refuses every invalid file, naming the field of its file name", () => {
+    expect(invalid.length).toBeGreaterThanOrEqual(10);
+    for (const { name, field, text } of invalid) {
+      expect(refusal(text).field, name).toBe(field);
+    }
+  });
+
+  it("agree with the JSON Schema itself (Ajv, draft 2020-12)", () => {
+    const schema: object = JSON.parse(
+      readFileSync(
+        new URL("../../public/schema/measurement-record.v1.schema.json", import.meta.url),
+        "utf8",
+      ),
+    );
+    const check = new Ajv2020({ strict: false }).compile(schema);
+    for (const line of validLines) expect(check(JSON.parse(line)), line).toBe(true);
+    for (const { name, text } of invalid) expect(check(JSON.parse(text)), name).toBe(false);
+  });
+});
+
+describe("parseRecord", () => {
+  it.each([
+    ["not json", undefined, /not valid JSON/],
+    ["[1]", undefined, /JSON object/],
+    [goodLine.replace('"1.0"', "1"), "schema_version", /must be a string/],
+    [goodLine.replace("1.0", "1"), "schema_version", /not MAJOR.MINOR/],
+    [goodLine.replace("1.0", "0.9"), "schema_version", /not a known version/],
+    [goodLine.replace("1.0", "3.1"), "schema_version", /version 3.1 is newer than this reader/],
+    [goodLine.replace('"value":2', '"value":1e400'), undefined, /out of range/],
+    [goodLine.replace('"x"', '""'), "to", /must not be empty/],
+    [goodLine.replace('"browser"', "null"), "source", /invalid type: null/],
+    [goodLine.replace('"rtt"', '"loss"').replace('"ms"', '"fraction"'), "value", /fraction/],
+    // Of two wrong fields the alphabetically first is named, as serde_json meets them.
+    [goodLine.replace('"x"', "5").replace('"ms"', "5"), "to", /expected a string/],
+    [JSON.stringify({ ...good, status: "timeout", timeout_ms: 0 }), "timeout_ms", /positive/],
+    [JSON.stringify({ ...good, seq: -1 }), "seq", /invalid value/],
+    [JSON.stringify({ ...good, seq: 1.5 }), "seq", /floating point/],
+    [JSON.stringify({ ...good, probe: { streams: 2 ** 32 } }), "probe.streams", /u32/],
+    [JSON.stringify({ ...good, probe: { transport: "quic" } }), "probe.transport", /quic/],
+    [JSON.stringify({ ...good, probe: "tcp" }), "probe", /struct Probe/],
+    [JSON.stringify({ ...good, forecast: { value: 1, method: "m" } }), "forecast.selector", null],
+    [
+      JSON.stringify({ ...good, forecast: { value: 1, method: "m", selector: "mse", error: -1 } }),
+      "forecast.error",
+      /non-negative/,
+    ],
+  ])("%s → %s", (line, field, message) => {
+    const e = refusal(line);
+    expect(e.field).toBe(field);
+    if (message !== null) expect(e.message).toMatch(message);
+  });
+
+  it("reads any 1.x version", () => {
+    for (const v of ["1.0", "1.3", "1.10"]) {
+      expect(parseRecord(goodLine.replace("1.0", v)).schema_version).toBe(v);
+    }
+  });
+
+  it("treats null optional fields as absent and defaults status and value", () => {
+    const r = parseRecord(JSON.stringify({ ...good, from: null, probe: null, seq: null }));
+    expect(r).toEqual({ ...good, status: "ok" });
+    const { value: _, ...withoutValue } = good;
+    const t = parseRecord(JSON.stringify({ ...withoutValue, status: "error" }));
+    expect(t.value).toBeNull();
+    expect(toLine(t)).toContain('"status":"error","value":null');
+  });
+
+  it("names the field in the error's text", () => {
+    expect(String(refusal(goodLine.replace('"x"', '""')))).toBe("field 'to': must not be empty");
+  });
+});
+
+describe("readNdjson", () => {
+  it("skips blank lines and loses nothing for a bad line", () => {
+    const text = `${goodLine}\nnot json\n\n${goodLine}\r\n{"schema_version":"9.1"}\n`;
+    const { records, errors } = readNdjson(text);
+    expect(records.length).toBe(2);
+    expect(errors.map((e) => e.line)).toEqual([2, 5]);
+    expect(errors[0]).not.toHaveProperty("field");
+    expect(errors[1]).toMatchObject({ field: "schema_version" });
+    expect(errors[1]!.message).toContain("newer than this reader");
+  });
+});
