@@ -79,6 +79,11 @@ describe("the TypeScript faithful NWS bank", () => {
         }
       }
     }
+    const oracle = bank.oracleAccum();
+    const expected = wasm.summary().oracle;
+    expect(oracle.n).toBe(expected.n);
+    expect(close(oracle.sumSe / oracle.n, expected.mse, 1e-9)).toBe(true);
+    expect(close(oracle.sumAe / oracle.n, expected.mae, 1e-9)).toBe(true);
     wasm.dispose();
   });
 
