@@ -72,7 +72,11 @@ fn main() {
     let base: Vec<Rule> = NWS_PRIMARIES.iter().map(|(r, _, _)| *r).collect();
     let mut configs: Vec<(String, Mode, Vec<Rule>)> = vec![
         ("faithful".into(), Mode::Faithful, base.clone()),
-        ("improved, no additions".into(), Mode::Improved, base.clone()),
+        (
+            "improved, no additions".into(),
+            Mode::Improved,
+            base.clone(),
+        ),
     ];
     for rule in Bank::candidates() {
         let mut rules = base.clone();

@@ -35,7 +35,11 @@ fn main() {
     let n: usize = std::env::var("BENCH_POINTS").map_or(1_000_000, |v| v.parse().unwrap());
     let reps: usize = std::env::var("BENCH_RUNS").map_or(5, |v| v.parse().unwrap());
     let xs = series(n);
-    for mode in [Mode::Faithful, Mode::Improved] {
+    let modes: Vec<Mode> = match std::env::var("BENCH_MODE") {
+        Ok(m) => vec![m.parse().expect("BENCH_MODE is faithful or improved")],
+        Err(_) => vec![Mode::Faithful, Mode::Improved],
+    };
+    for mode in modes {
         let mut runs = Vec::new();
         for _ in 0..reps {
             let mut bank = Bank::new(mode);

@@ -230,9 +230,9 @@ impl Bank {
         for j in 0..p {
             let e = x - self.fc[j];
             self.scratch[j] = e;
-            if self.has[j] && e.abs() < best.abs() {
-                best = e;
-            }
+            // Selects, not branches: which primary is best changes from step to step.
+            let better = self.has[j] & (e.abs() < best.abs());
+            best = if better { e } else { best };
         }
         self.errors.record(&self.scratch, &self.has);
         if best.is_finite() {

@@ -9,9 +9,13 @@ use serde::{Deserialize, Serialize};
 /// Steps of error history kept for windowed selectors.
 pub const RING: usize = 100;
 
-/// Most forecasters a table may hold.
-pub const MAX_FORECASTERS: usize = 64;
-const ZEROS: [f64; MAX_FORECASTERS] = [0.0; MAX_FORECASTERS];
+/// Width of every row: the most forecasters a table may hold. Rows are fixed-size arrays so
+/// that the per-step loops compile to straight vector code without bounds checks; lanes past
+/// the real forecasters hold f64::MAX sums (above any real sum, and unlike +∞ expressible in
+/// JSON), so they never win a selection.
+pub const LANES: usize = 24;
+type Row = [f64; LANES];
+const _: () = assert!(LANES % 4 == 0, "rows are scanned four lanes at a time");
 
 /// Which error a query ranks by.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -56,109 +60,97 @@ impl Accum {
     }
 }
 
-/// Errors of `p` forecasters.
+/// Errors of up to [`LANES`] forecasters.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct ErrorTable {
     p: usize,
     windows: Vec<usize>,
-    /// Number of errors recorded per forecaster.
-    scored: Vec<u64>,
-    cum_se: Vec<f64>,
-    cum_ae: Vec<f64>,
-    /// Last RING steps of errors, `RING × p`, 0 where a forecaster had no forecast.
-    ring_se: Vec<f64>,
-    ring_ae: Vec<f64>,
+    /// Number of errors recorded per forecaster (as f64: it divides sums).
+    scored: Row,
+    cum_se: Row,
+    cum_ae: Row,
+    /// Last RING steps of errors, 0 where a forecaster had no forecast.
+    ring_se: Vec<Row>,
+    ring_ae: Vec<Row>,
     pos: usize,
-    /// Sliding sums over each window, `windows.len() × p`.
-    win_se: Vec<f64>,
-    win_ae: Vec<f64>,
-    /// Scratch rows for the step being recorded.
-    #[serde(skip)]
-    new_se: Vec<f64>,
-    #[serde(skip)]
-    new_ae: Vec<f64>,
+    /// Sliding sums over each window.
+    win_se: Vec<Row>,
+    win_ae: Vec<Row>,
+    /// Set once every forecaster has a full longest window of errors (it stays set).
+    steady: bool,
 }
 
 impl ErrorTable {
-    /// A table for `p` forecasters with the given windows (each ≤ RING).
+    /// A table for `p` ≤ [`LANES`] forecasters with the given windows (each ≤ RING).
     pub fn new(p: usize, windows: &[usize]) -> Self {
         assert!(windows.iter().all(|&w| (1..=RING).contains(&w)));
-        assert!(
-            p <= MAX_FORECASTERS,
-            "at most {MAX_FORECASTERS} forecasters"
-        );
+        assert!(p <= LANES, "at most {LANES} forecasters");
+        let mut unused = [0.0; LANES];
+        unused[p..].fill(f64::MAX);
         Self {
             p,
             windows: windows.to_vec(),
-            scored: vec![0; p],
-            cum_se: vec![0.0; p],
-            cum_ae: vec![0.0; p],
-            ring_se: vec![0.0; RING * p],
-            ring_ae: vec![0.0; RING * p],
+            scored: [0.0; LANES],
+            cum_se: unused,
+            cum_ae: unused,
+            ring_se: vec![[0.0; LANES]; RING],
+            ring_ae: vec![[0.0; LANES]; RING],
             pos: 0,
-            win_se: vec![0.0; windows.len() * p],
-            win_ae: vec![0.0; windows.len() * p],
-            new_se: vec![0.0; p],
-            new_ae: vec![0.0; p],
+            win_se: vec![unused; windows.len()],
+            win_ae: vec![unused; windows.len()],
+            steady: false,
         }
     }
 
     /// Records one step: `err[j]` is measurement minus forecast for the forecasters with
     /// `has[j]`; the others get no error this step.
     pub fn record(&mut self, err: &[f64], has: &[bool]) {
-        let p = self.p;
-        self.new_se.resize(p, 0.0);
-        self.new_ae.resize(p, 0.0);
-        for j in 0..p {
-            let (se, ae) = if has[j] {
-                self.scored[j] += 1;
-                (err[j] * err[j], err[j].abs())
-            } else {
-                (0.0, 0.0)
-            };
-            self.new_se[j] = se;
-            self.new_ae[j] = ae;
-            self.cum_se[j] += se;
-            self.cum_ae[j] += ae;
+        let mut se = [0.0; LANES];
+        let mut ae = [0.0; LANES];
+        let mut count = [0.0; LANES];
+        for j in 0..self.p {
+            if has[j] {
+                se[j] = err[j] * err[j];
+                ae[j] = err[j].abs();
+                count[j] = 1.0;
+            }
         }
+        add(&mut self.scored, &count);
+        add(&mut self.cum_se, &se);
+        add(&mut self.cum_ae, &ae);
         for (wi, &w) in self.windows.iter().enumerate() {
             // For w == RING the leaving slot is the one about to be overwritten.
-            let old = ((self.pos + RING - w) % RING) * p;
-            let rows = wi * p..(wi + 1) * p;
-            slide(
-                &mut self.win_se[rows.clone()],
-                &self.new_se,
-                &self.ring_se[old..old + p],
-            );
-            slide(
-                &mut self.win_ae[rows],
-                &self.new_ae,
-                &self.ring_ae[old..old + p],
-            );
+            let old = (self.pos + RING - w) % RING;
+            slide(&mut self.win_se[wi], &se, &self.ring_se[old]);
+            slide(&mut self.win_ae[wi], &ae, &self.ring_ae[old]);
         }
-        let row = self.pos * p;
-        self.ring_se[row..row + p].copy_from_slice(&self.new_se);
-        self.ring_ae[row..row + p].copy_from_slice(&self.new_ae);
+        self.ring_se[self.pos] = se;
+        self.ring_ae[self.pos] = ae;
         self.pos = (self.pos + 1) % RING;
         if self.pos == 0 {
             // Sliding sums gather rounding residue; rebuild them exactly once per lap.
             self.rebuild_windows();
+        }
+        if !self.steady {
+            let longest = self.windows.iter().copied().max().unwrap_or(0) as f64;
+            self.steady = self.scored[..self.p].iter().all(|&n| n >= longest);
         }
     }
 
     fn rebuild_windows(&mut self) {
         // Walk back from the newest step, accumulating; a window's sums are the running sums
         // when the walk has covered it (windows are nested, so one walk serves them all).
-        let p = self.p;
-        self.new_se.iter_mut().for_each(|v| *v = 0.0);
-        self.new_ae.iter_mut().for_each(|v| *v = 0.0);
+        let mut se = [0.0; LANES];
+        let mut ae = [0.0; LANES];
+        se[self.p..].fill(f64::MAX);
+        ae[self.p..].fill(f64::MAX);
         for back in 1..=RING {
-            let row = ((self.pos + RING - back) % RING) * p;
-            slide(&mut self.new_se, &self.ring_se[row..row + p], &ZEROS[..p]);
-            slide(&mut self.new_ae, &self.ring_ae[row..row + p], &ZEROS[..p]);
+            let row = (self.pos + RING - back) % RING;
+            add(&mut se, &self.ring_se[row]);
+            add(&mut ae, &self.ring_ae[row]);
             for (wi, _) in self.windows.iter().enumerate().filter(|(_, &w)| w == back) {
-                self.win_se[wi * p..(wi + 1) * p].copy_from_slice(&self.new_se);
-                self.win_ae[wi * p..(wi + 1) * p].copy_from_slice(&self.new_ae);
+                self.win_se[wi] = se;
+                self.win_ae[wi] = ae;
             }
         }
     }
@@ -184,37 +176,24 @@ impl ErrorTable {
     /// True once every forecaster has at least a full largest window of errors: from then
     /// on windowed means compare as raw sums and [`best_steady`](Self::best_steady) applies.
     pub fn steady(&self) -> bool {
-        let longest = self.windows.iter().copied().max().unwrap_or(0) as u64;
-        self.scored.iter().all(|&n| n >= longest)
+        self.steady
     }
 
     /// [`best`](Self::best) for a table where every forecaster has a forecast and
-    /// [`steady`](Self::steady) holds: an arg-min over one contiguous row.
-    pub fn best_steady(&mut self, kind: Kind, window: Option<usize>) -> usize {
-        let p = self.p;
-        let row: &[f64] = match (window, kind) {
-            (None, _) => {
-                let cum = match kind {
-                    Kind::Squared => &self.cum_se,
-                    Kind::Absolute => &self.cum_ae,
-                };
-                self.new_se.resize(p, 0.0);
-                for j in 0..p {
-                    // Through i64: a signed conversion is one instruction, unsigned is not.
-                    self.new_se[j] = cum[j] / self.scored[j] as i64 as f64;
-                }
-                &self.new_se
-            }
-            (Some(wi), Kind::Squared) => &self.win_se[wi * p..(wi + 1) * p],
-            (Some(wi), Kind::Absolute) => &self.win_ae[wi * p..(wi + 1) * p],
-        };
-        argmin(row)
+    /// [`steady`](Self::steady) holds: an arg-min over one row.
+    pub fn best_steady(&self, kind: Kind, window: Option<usize>) -> usize {
+        match (window, kind) {
+            (None, Kind::Squared) => argmin_row(&div(&self.cum_se, &self.scored)),
+            (None, Kind::Absolute) => argmin_row(&div(&self.cum_ae, &self.scored)),
+            (Some(wi), Kind::Squared) => argmin_row(&self.win_se[wi]),
+            (Some(wi), Kind::Absolute) => argmin_row(&self.win_ae[wi]),
+        }
     }
 
     /// Mean error scaled by the window length (so a full window compares raw sums).
     fn score(&self, kind: Kind, window: Option<usize>, j: usize) -> f64 {
         let n = self.scored[j];
-        if n == 0 {
+        if n == 0.0 {
             return f64::INFINITY;
         }
         match window {
@@ -223,18 +202,18 @@ impl ErrorTable {
                     Kind::Squared => self.cum_se[j],
                     Kind::Absolute => self.cum_ae[j],
                 };
-                sum / n as f64
+                sum / n
             }
             Some(wi) => {
-                let w = self.windows[wi];
+                let w = self.windows[wi] as f64;
                 let sum = match kind {
-                    Kind::Squared => self.win_se[wi * self.p + j],
-                    Kind::Absolute => self.win_ae[wi * self.p + j],
+                    Kind::Squared => self.win_se[wi][j],
+                    Kind::Absolute => self.win_ae[wi][j],
                 };
-                if n >= w as u64 {
+                if n >= w {
                     sum
                 } else {
-                    sum * (w as f64 / n as f64)
+                    sum * (w / n)
                 }
             }
         }
@@ -243,7 +222,7 @@ impl ErrorTable {
     /// Whole-history errors of forecaster `j`.
     pub fn accum(&self, j: usize) -> Accum {
         Accum {
-            n: self.scored[j],
+            n: self.scored[j] as u64,
             sum_se: self.cum_se[j],
             sum_ae: self.cum_ae[j],
         }
@@ -252,17 +231,18 @@ impl ErrorTable {
     /// Checks the table's shape for `p` forecasters (restored state).
     pub fn validate(&self, p: usize) -> Result<(), String> {
         let w = self.windows.len();
+        let unused_infinite = |r: &Row| r[p.min(LANES)..].iter().all(|v| *v == f64::MAX);
         let ok = self.p == p
-            && p <= MAX_FORECASTERS
-            && self.scored.len() == p
-            && self.cum_se.len() == p
-            && self.cum_ae.len() == p
-            && self.ring_se.len() == RING * p
-            && self.ring_ae.len() == RING * p
-            && self.win_se.len() == w * p
-            && self.win_ae.len() == w * p
+            && p <= LANES
+            && self.ring_se.len() == RING
+            && self.ring_ae.len() == RING
+            && self.win_se.len() == w
+            && self.win_ae.len() == w
             && self.pos < RING
-            && self.windows.iter().all(|&x| (1..=RING).contains(&x));
+            && self.windows.iter().all(|&x| (1..=RING).contains(&x))
+            && unused_infinite(&self.cum_se)
+            && unused_infinite(&self.cum_ae)
+            && self.win_se.iter().chain(&self.win_ae).all(unused_infinite);
         if ok {
             Ok(())
         } else {
@@ -276,11 +256,54 @@ impl ErrorTable {
     }
 }
 
-/// Moves window sums: adds the entering errors and removes the leaving ones.
-fn slide(sums: &mut [f64], entering: &[f64], leaving: &[f64]) {
-    for ((s, &e), &l) in sums.iter_mut().zip(entering).zip(leaving) {
-        *s += e - l;
+// The row helpers work on copies held in locals: LLVM then knows nothing aliases and emits
+// packed vector arithmetic, which it does not do on the table's rows in place.
+fn add(acc: &mut Row, v: &Row) {
+    let (mut a, b) = (*acc, *v);
+    for k in 0..LANES {
+        a[k] += b[k];
     }
+    *acc = a;
+}
+
+fn div(a: &Row, b: &Row) -> Row {
+    let (a, b) = (*a, *b);
+    let mut out = [0.0; LANES];
+    for k in 0..LANES {
+        out[k] = a[k] / b[k];
+    }
+    out
+}
+
+/// Index of the first smallest value of a row (no NaN occurs: errors of finite values).
+fn argmin_row(row: &Row) -> usize {
+    let r = *row;
+    // The minimum over independent lanes (packed min instructions), then the first index
+    // holding it, found without branches by scanning from the end.
+    let mut lanes = [f64::INFINITY; 4];
+    for c in 0..LANES / 4 {
+        for k in 0..4 {
+            let v = r[c * 4 + k];
+            lanes[k] = if v < lanes[k] { v } else { lanes[k] };
+        }
+    }
+    let min = lanes
+        .into_iter()
+        .fold(f64::INFINITY, |m, v| if v < m { v } else { m });
+    let mut first = 0;
+    for k in (0..LANES).rev() {
+        first = if r[k] == min { k } else { first };
+    }
+    first
+}
+
+/// Moves window sums: adds the entering errors and removes the leaving ones.
+fn slide(sums: &mut Row, entering: &Row, leaving: &Row) {
+    let (mut s, e, l) = (*sums, *entering, *leaving);
+    for k in 0..LANES {
+        s[k] += e[k] - l[k];
+    }
+    *sums = s;
 }
 
 /// Index of the first smallest value (no NaN occurs: errors of finite values).
@@ -319,7 +342,7 @@ mod tests {
                 for j in 0..3 {
                     let tail = &hist[hist.len().saturating_sub(w)..];
                     let se: f64 = tail.iter().map(|r| r[j] * r[j]).sum();
-                    let got = t.win_se[wi * 3 + j];
+                    let got = t.win_se[wi][j];
                     assert!((got - se).abs() < 1e-9, "w={w} j={j} i={i}: {got} vs {se}");
                 }
             }

@@ -87,13 +87,33 @@ pub const CANDIDATES: [(Rule, &str, &str); 10] = [
     (Rule::ExpSmooth(0.01), "exp_smooth_1", "Exp Smooth 1%"),
     (Rule::ExpSmooth(0.02), "exp_smooth_2", "Exp Smooth 2%"),
     (Rule::Median(101), "median_101", "Median Window 101"),
-    (Rule::TrimmedMean(101), "trimmed_mean_101", "30% Trimmed Mean Window 101"),
-    (Rule::SlidingMean(101), "sliding_mean_101", "Sliding Mean Window 101"),
+    (
+        Rule::TrimmedMean(101),
+        "trimmed_mean_101",
+        "30% Trimmed Mean Window 101",
+    ),
+    (
+        Rule::SlidingMean(101),
+        "sliding_mean_101",
+        "Sliding Mean Window 101",
+    ),
     (Rule::Median(3), "median_3", "Median Window 3"),
-    (Rule::Quantile(31, 0.25), "quantile_25_31", "25% Quantile Window 31"),
+    (
+        Rule::Quantile(31, 0.25),
+        "quantile_25_31",
+        "25% Quantile Window 31",
+    ),
     (Rule::Quantile(5, 0.0), "min_5", "Minimum Window 5"),
-    (Rule::AdaptiveMedian(50, 31, 101, 5), "adaptive_median_31_101", "Adaptive Median 31-101"),
-    (Rule::AdaptiveMedian(10, 3, 31, 1), "adaptive_median_3_31", "Adaptive Median 3-31"),
+    (
+        Rule::AdaptiveMedian(50, 31, 101, 5),
+        "adaptive_median_31_101",
+        "Adaptive Median 31-101",
+    ),
+    (
+        Rule::AdaptiveMedian(10, 3, 31, 1),
+        "adaptive_median_3_31",
+        "Adaptive Median 3-31",
+    ),
 ];
 
 /// Id and display name of a rule from the catalogues above.

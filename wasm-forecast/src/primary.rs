@@ -4,7 +4,7 @@
 //! fixed length); adaptive medians keep sorted windows of their own, since theirs move.
 
 use crate::method::Rule;
-use crate::window::{Sorted, Windows};
+use crate::window::{Tagged, Windows};
 use serde::{Deserialize, Serialize};
 
 /// Fixed window lengths the rules ask the shared [`Windows`] for.
@@ -54,27 +54,22 @@ pub struct AdaptiveMedian {
     step: usize,
     /// Current window.
     pub win: usize,
-    /// Sorted windows of the current, smaller and larger lengths. Faithful mode has no
-    /// smaller or larger ones: the original asks for windows of size `step` instead of
-    /// win±step (and so never shrinks), which the shared fixed windows answer.
-    mid: Sorted,
-    lo: Option<Sorted>,
-    hi: Option<Sorted>,
+    /// The last max+step values (max in faithful mode), from which every candidate window's
+    /// median is read. Faithful mode's smaller and larger candidates are windows of size
+    /// `step` (the original's quirk: it never shrinks), read from the shared windows.
+    recent: Tagged,
     /// Forecasts the smaller, current and larger windows made for the next value.
     candidates: Option<[Option<f64>; 3]>,
 }
 
 impl AdaptiveMedian {
     fn new(start: usize, min: usize, max: usize, step: usize, faithful: bool) -> Self {
-        let side = |len: usize| (!faithful).then(|| Sorted::new(len.max(1)));
         Self {
             min,
             max,
             step,
             win: start,
-            mid: Sorted::new(start),
-            lo: side(start - step),
-            hi: side(start + step),
+            recent: Tagged::new(if faithful { max } else { max + step }),
             candidates: None,
         }
     }
@@ -97,42 +92,29 @@ impl AdaptiveMedian {
 
     fn observe(&mut self, x: f64, windows: &Windows, faithful: bool) {
         let hist = &windows.hist;
-        for w in [Some(&mut self.mid), self.lo.as_mut(), self.hi.as_mut()]
-            .into_iter()
-            .flatten()
-        {
-            w.push(hist);
-        }
+        let n = hist.count();
+        self.recent.push(hist);
         self.decide(x, faithful);
-        self.mid.resize(self.win, hist);
-        let lo = if let Some(lo) = &mut self.lo {
-            lo.resize(self.win.saturating_sub(self.step).max(1), hist);
-            // A candidate outside [min, max] would be clamped back to win: leave it out.
-            lo.median().filter(|_| self.win >= self.min + self.step)
-        } else if self.step == 1 {
-            hist.last()
+        let median = |w: usize| self.recent.median_last(w, n);
+        let (lo, hi) = if faithful {
+            let side = if self.step == 1 {
+                hist.last()
+            } else {
+                windows.fixed(self.step).median()
+            };
+            (side, side)
         } else {
-            windows.fixed(self.step).median()
+            // A candidate outside [min, max] would be clamped back to win: leave it out.
+            let lo = (self.win >= self.min + self.step).then(|| median(self.win - self.step));
+            let hi = (self.win + self.step <= self.max).then(|| median(self.win + self.step));
+            (lo.flatten(), hi.flatten())
         };
-        let hi = match &mut self.hi {
-            Some(hi) => {
-                hi.resize(self.win + self.step, hist);
-                hi.median().filter(|_| self.win + self.step <= self.max)
-            }
-            None => lo,
-        };
-        self.candidates = Some([lo, self.mid.median(), hi]);
+        self.candidates = Some([lo, median(self.win), hi]);
     }
 
     /// The median over the current window, computed when the last value arrived.
     fn current(&self) -> Option<f64> {
         self.candidates.and_then(|c| c[1])
-    }
-
-    fn windows(&self) -> impl Iterator<Item = &Sorted> {
-        [Some(&self.mid), self.lo.as_ref(), self.hi.as_ref()]
-            .into_iter()
-            .flatten()
     }
 }
 
@@ -164,13 +146,11 @@ pub fn forecast(rule: &Rule, state: &State, n: u64, windows: &Windows) -> Option
     }
 }
 
-/// Checks a restored adaptive median's own windows against the history.
+/// Checks a restored adaptive median's own window against the history.
 pub(crate) fn validate(state: &State, windows: &Windows) -> Result<(), String> {
     if let State::Adaptive(a) = state {
-        for w in a.windows() {
-            w.validate(&windows.hist)?;
-        }
-        if a.mid.len() != a.win || a.win > a.max || a.step == 0 {
+        a.recent.validate(&windows.hist)?;
+        if a.win > a.max || a.step == 0 {
             return Err("adaptive median window is inconsistent".into());
         }
     }

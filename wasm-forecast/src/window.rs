@@ -9,7 +9,8 @@
 
 use serde::{Deserialize, Serialize};
 
-/// Values kept in arrival order: enough for the largest window plus an adaptive step.
+/// Values kept in arrival order. A window may be at most HISTORY − 1 long: its update reads
+/// the value that just left it, which must still be held.
 pub const HISTORY: usize = 128;
 
 /// The last [`HISTORY`] values in arrival order.
@@ -56,21 +57,24 @@ impl History {
         (self.n > 0).then(|| self.ago(0))
     }
 
-    /// Mean of the last min(w, n) values, summed oldest to newest so that the result does
-    /// not depend on how the ring was filled.
+    /// Mean of the last min(w, n) values, added one by one from the oldest: until the window
+    /// fills, that is exactly the running mean's sum, so the two forecasters tie bit for bit
+    /// (and the tie goes to the lower index, as in the original) instead of differing by a
+    /// rounding unit that would decide which method is reported.
     pub fn mean_last(&self, w: usize) -> Option<f64> {
         let m = w.min(self.held());
         if m == 0 {
             return None;
         }
         let end = (self.n % HISTORY as u64) as usize;
-        let sum: f64 = if m <= end {
-            self.ring[end - m..end].iter().sum()
+        let total = if m <= end {
+            self.ring[end - m..end].iter().fold(0.0, |a, &v| a + v)
         } else {
             let wrap = m - end;
-            self.ring[HISTORY - wrap..].iter().sum::<f64>() + self.ring[..end].iter().sum::<f64>()
+            let older = self.ring[HISTORY - wrap..].iter().fold(0.0, |a, &v| a + v);
+            self.ring[..end].iter().fold(older, |a, &v| a + v)
         };
-        Some(sum / m as f64)
+        Some(total / m as f64)
     }
 
     pub(crate) fn validate(&self) -> Result<(), String> {
@@ -90,10 +94,10 @@ pub struct Sorted {
 }
 
 impl Sorted {
-    /// An empty window of length `len` (1 ≤ len ≤ HISTORY).
+    /// An empty window of length `len` (1 ≤ len < HISTORY).
     pub fn new(len: usize) -> Self {
         assert!(
-            (1..=HISTORY).contains(&len),
+            (1..HISTORY).contains(&len),
             "window length {len} out of range"
         );
         Self {
@@ -133,7 +137,7 @@ impl Sorted {
     /// Changes the window's length, adding older values from `hist` or dropping the oldest.
     pub fn resize(&mut self, len: usize, hist: &History) {
         assert!(
-            (1..=HISTORY).contains(&len),
+            (1..HISTORY).contains(&len),
             "window length {len} out of range"
         );
         let (have, want) = (self.vals.len(), len.min(hist.held()));
@@ -175,7 +179,7 @@ impl Sorted {
         }
         let drop = (frac * m as f64).floor() as usize;
         let kept = &self.vals[drop..m - drop];
-        Some(kept.iter().sum::<f64>() / kept.len() as f64)
+        Some(sum(kept) / kept.len() as f64)
     }
 
     /// Quantile `q` in 0..=1 by nearest rank.
@@ -189,7 +193,7 @@ impl Sorted {
     }
 
     pub(crate) fn validate(&self, hist: &History) -> Result<(), String> {
-        let ok = (1..=HISTORY).contains(&self.len)
+        let ok = (1..HISTORY).contains(&self.len)
             && self.vals.len() == self.len.min(hist.held())
             && self.vals.windows(2).all(|p| p[0] <= p[1])
             && self.vals.iter().all(|v| v.is_finite());
@@ -275,6 +279,29 @@ mod tests {
     }
 
     #[test]
+    fn tagged_suffix_medians_match_naive_ones() {
+        let mut hist = History::default();
+        let mut t = Tagged::new(56);
+        let mut all = Vec::new();
+        let mut s: u64 = 3;
+        for i in 0..400u64 {
+            s = s
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let x = ((s >> 41) % 9) as f64;
+            hist.push(x);
+            t.push(&hist);
+            all.push(x);
+            t.validate(&hist).unwrap();
+            for m in [1, 2, 5, 20, 46, 51, 56, 60] {
+                let k = m.min(all.len()).min(56);
+                let want = naive_median(&all[all.len() - k..]);
+                assert_eq!(t.median_last(m, i + 1), Some(want), "m={m} i={i}");
+            }
+        }
+    }
+
+    #[test]
     fn empty_windows_answer_none() {
         let w = Sorted::new(5);
         assert_eq!(w.median(), None);
@@ -299,10 +326,152 @@ mod tests {
     }
 }
 
-/// Number of values below `x`: where `x` goes in sorted `vals`. A branch-free count
-/// (vectorised) beats a binary search, whose branches mispredict, at these lengths.
+/// Number of values below `x`: where `x` goes in sorted `vals`. Short windows count with a
+/// branch-free (vectorised) pass; long ones use a binary search whose steps are conditional
+/// moves, not branches, since a mispredicted branch costs more than the comparisons saved.
 fn rank(vals: &[f64], x: f64) -> usize {
-    vals.iter().map(|&v| (v < x) as usize).sum()
+    if vals.len() <= 32 {
+        return vals.iter().map(|&v| (v < x) as usize).sum();
+    }
+    let (mut base, mut size) = (0, vals.len());
+    while size > 1 {
+        let half = size / 2;
+        base = if vals[base + half - 1] < x {
+            base + half
+        } else {
+            base
+        };
+        size -= half;
+    }
+    base + (vals[base] < x) as usize
+}
+
+/// Number of values at most `x` (see [`rank`]).
+fn rank_le(vals: &[f64], x: f64) -> usize {
+    if vals.len() <= 32 {
+        return vals.iter().map(|&v| (v <= x) as usize).sum();
+    }
+    let (mut base, mut size) = (0, vals.len());
+    while size > 1 {
+        let half = size / 2;
+        base = if vals[base + half - 1] <= x {
+            base + half
+        } else {
+            base
+        };
+        size -= half;
+    }
+    base + (vals[base] <= x) as usize
+}
+
+/// Sum with four running partial sums, so the additions overlap instead of each waiting for
+/// the previous one. The order is fixed, so results are reproducible on every platform.
+pub fn sum(vals: &[f64]) -> f64 {
+    let mut acc = [0.0; 4];
+    let chunks = vals.chunks_exact(4);
+    let rest = chunks.remainder();
+    for c in chunks {
+        for k in 0..4 {
+            acc[k] += c[k];
+        }
+    }
+    let tail: f64 = rest.iter().sum();
+    (acc[0] + acc[1]) + (acc[2] + acc[3]) + tail
+}
+
+/// The last `cap` values in ascending order, each tagged with its arrival number, so that
+/// order statistics of any suffix (the last m ≤ cap values) can be read. Adaptive medians
+/// use one of these for all their candidate windows instead of a sorted window each.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Tagged {
+    cap: usize,
+    vals: Vec<f64>,
+    seqs: Vec<u64>,
+}
+
+impl Tagged {
+    pub fn new(cap: usize) -> Self {
+        assert!(
+            (1..HISTORY).contains(&cap),
+            "window length {cap} out of range"
+        );
+        Self {
+            cap,
+            vals: Vec::with_capacity(cap + 1),
+            seqs: Vec::with_capacity(cap + 1),
+        }
+    }
+
+    /// Takes in the newest value of `hist` and drops the one that left the window.
+    pub fn push(&mut self, hist: &History) {
+        let n = hist.count();
+        let (x, seq) = (hist.ago(0), n - 1);
+        // The new value goes after any equal values, which all arrived earlier.
+        let j = rank_le(&self.vals, x);
+        if n <= self.cap as u64 {
+            self.vals.insert(j, x);
+            self.seqs.insert(j, seq);
+            return;
+        }
+        let (old, old_seq) = (hist.ago(self.cap), n - 1 - self.cap as u64);
+        // Among equal values entries are in arrival order: find the leaving one.
+        let mut i = rank(&self.vals, old);
+        while self.seqs[i] != old_seq {
+            i += 1;
+        }
+        // Replace in one move, shifting only the entries between the two slots.
+        if j <= i {
+            self.vals.copy_within(j..i, j + 1);
+            self.seqs.copy_within(j..i, j + 1);
+            self.vals[j] = x;
+            self.seqs[j] = seq;
+        } else {
+            self.vals.copy_within(i + 1..j, i);
+            self.seqs.copy_within(i + 1..j, i);
+            self.vals[j - 1] = x;
+            self.seqs[j - 1] = seq;
+        }
+    }
+
+    /// Median of the last min(m, held) values of a series whose next arrival number is `n`.
+    pub fn median_last(&self, m: usize, n: u64) -> Option<f64> {
+        let m = m.min(self.vals.len());
+        if m == 0 {
+            return None;
+        }
+        let (lo, hi) = ((m - 1) / 2, m / 2);
+        if m == self.vals.len() {
+            return Some((self.vals[lo] + self.vals[hi]) / 2.0);
+        }
+        // Compact the recent entries in sorted order (a store and an add per entry, no
+        // data-dependent branch) until the upper middle one is reached.
+        let oldest = n - m as u64;
+        let mut buf = [0.0; HISTORY];
+        let mut k = 0;
+        for (&v, &s) in self.vals.iter().zip(&self.seqs) {
+            buf[k] = v;
+            k += (s >= oldest) as usize;
+            if k > hi {
+                break;
+            }
+        }
+        Some((buf[lo] + buf[hi]) / 2.0)
+    }
+
+    pub(crate) fn validate(&self, hist: &History) -> Result<(), String> {
+        let n = hist.count();
+        let ok = (1..HISTORY).contains(&self.cap)
+            && self.vals.len() == self.cap.min(hist.held())
+            && self.seqs.len() == self.vals.len()
+            && self.vals.windows(2).all(|p| p[0] <= p[1])
+            && self.seqs.iter().all(|&s| s < n && s + self.cap as u64 >= n)
+            && self.vals.iter().all(|v| v.is_finite());
+        if ok {
+            Ok(())
+        } else {
+            Err("tagged window is damaged".into())
+        }
+    }
 }
 
 /// A series' history plus one sorted window per fixed length the forecasters ask about.
