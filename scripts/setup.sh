@@ -27,7 +27,7 @@ if [ -z "$wb_version" ]; then
 fi
 if ! wasm-bindgen --version 2>/dev/null | grep -qx "wasm-bindgen $wb_version"; then
   log "cargo install wasm-bindgen-cli $wb_version"
-  cargo install wasm-bindgen-cli --version "$wb_version" --locked
+  cargo install wasm-bindgen-cli --version "$wb_version"
 fi
 
 # Debian packages for the browser and emulated-link tests.

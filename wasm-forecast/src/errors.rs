@@ -15,7 +15,10 @@ pub const RING: usize = 100;
 /// JSON), so they never win a selection.
 pub const LANES: usize = 24;
 type Row = [f64; LANES];
-const _: () = assert!(LANES % 4 == 0, "rows are scanned four lanes at a time");
+const _: () = assert!(
+    LANES % 4 == 0 && LANES <= 32,
+    "rows are scanned four lanes at a time and matched in a 32-bit mask"
+);
 
 /// Which error a query ranks by.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -78,6 +81,12 @@ pub struct ErrorTable {
     win_ae: Vec<Row>,
     /// Set once every forecaster has a full longest window of errors (it stays set).
     steady: bool,
+    /// Smallest sum of each window row, found while the row was updated, so that a
+    /// selection only has to find where it is.
+    #[serde(skip)]
+    min_se: Vec<f64>,
+    #[serde(skip)]
+    min_ae: Vec<f64>,
 }
 
 impl ErrorTable {
@@ -99,6 +108,8 @@ impl ErrorTable {
             win_se: vec![unused; windows.len()],
             win_ae: vec![unused; windows.len()],
             steady: false,
+            min_se: vec![0.0; windows.len()],
+            min_ae: vec![0.0; windows.len()],
         }
     }
 
@@ -118,11 +129,24 @@ impl ErrorTable {
         add(&mut self.scored, &count);
         add(&mut self.cum_se, &se);
         add(&mut self.cum_ae, &ae);
+        let windows = self.windows.len();
+        self.min_se.resize(windows, 0.0);
+        self.min_ae.resize(windows, 0.0);
         for (wi, &w) in self.windows.iter().enumerate() {
+            if w == 1 {
+                // The last error itself, exactly: a slid sum would carry rounding residue
+                // from earlier steps and could split forecasters that tie this step.
+                let (mut s, mut a) = (se, ae);
+                s[self.p..].fill(f64::MAX);
+                a[self.p..].fill(f64::MAX);
+                (self.win_se[wi], self.win_ae[wi]) = (s, a);
+                (self.min_se[wi], self.min_ae[wi]) = (row_min(&s), row_min(&a));
+                continue;
+            }
             // For w == RING the leaving slot is the one about to be overwritten.
             let old = (self.pos + RING - w) % RING;
-            slide(&mut self.win_se[wi], &se, &self.ring_se[old]);
-            slide(&mut self.win_ae[wi], &ae, &self.ring_ae[old]);
+            self.min_se[wi] = slide(&mut self.win_se[wi], &se, &self.ring_se[old]);
+            self.min_ae[wi] = slide(&mut self.win_ae[wi], &ae, &self.ring_ae[old]);
         }
         self.ring_se[self.pos] = se;
         self.ring_ae[self.pos] = ae;
@@ -151,6 +175,8 @@ impl ErrorTable {
             for (wi, _) in self.windows.iter().enumerate().filter(|(_, &w)| w == back) {
                 self.win_se[wi] = se;
                 self.win_ae[wi] = ae;
+                self.min_se[wi] = row_min(&se);
+                self.min_ae[wi] = row_min(&ae);
             }
         }
     }
@@ -185,8 +211,8 @@ impl ErrorTable {
         match (window, kind) {
             (None, Kind::Squared) => argmin_row(&div(&self.cum_se, &self.scored)),
             (None, Kind::Absolute) => argmin_row(&div(&self.cum_ae, &self.scored)),
-            (Some(wi), Kind::Squared) => argmin_row(&self.win_se[wi]),
-            (Some(wi), Kind::Absolute) => argmin_row(&self.win_ae[wi]),
+            (Some(wi), Kind::Squared) => first_equal(&self.win_se[wi], self.min_se[wi]),
+            (Some(wi), Kind::Absolute) => first_equal(&self.win_ae[wi], self.min_ae[wi]),
         }
     }
 
@@ -275,11 +301,9 @@ fn div(a: &Row, b: &Row) -> Row {
     out
 }
 
-/// Index of the first smallest value of a row (no NaN occurs: errors of finite values).
-fn argmin_row(row: &Row) -> usize {
+/// Smallest value of a row, over four independent lanes so that comparisons overlap.
+fn row_min(row: &Row) -> f64 {
     let r = *row;
-    // The minimum over independent lanes (packed min instructions), then the first index
-    // holding it, found without branches by scanning from the end.
     let mut lanes = [f64::INFINITY; 4];
     for c in 0..LANES / 4 {
         for k in 0..4 {
@@ -287,23 +311,35 @@ fn argmin_row(row: &Row) -> usize {
             lanes[k] = if v < lanes[k] { v } else { lanes[k] };
         }
     }
-    let min = lanes
+    lanes
         .into_iter()
-        .fold(f64::INFINITY, |m, v| if v < m { v } else { m });
-    let mut first = 0;
-    for k in (0..LANES).rev() {
-        first = if r[k] == min { k } else { first };
-    }
-    first
+        .fold(f64::INFINITY, |m, v| if v < m { v } else { m })
 }
 
-/// Moves window sums: adds the entering errors and removes the leaving ones.
-fn slide(sums: &mut Row, entering: &Row, leaving: &Row) {
+/// Index of the first entry equal to `v` (a bit mask of matches, then its lowest bit).
+fn first_equal(row: &Row, v: f64) -> usize {
+    let r = *row;
+    let mut mask = 0u32;
+    for (k, &x) in r.iter().enumerate() {
+        mask |= ((x == v) as u32) << k;
+    }
+    (mask.trailing_zeros() as usize).min(LANES - 1)
+}
+
+/// Index of the first smallest value of a row (no NaN occurs: errors of finite values).
+fn argmin_row(row: &Row) -> usize {
+    first_equal(row, row_min(row))
+}
+
+/// Moves window sums: adds the entering errors and removes the leaving ones; returns the
+/// smallest new sum.
+fn slide(sums: &mut Row, entering: &Row, leaving: &Row) -> f64 {
     let (mut s, e, l) = (*sums, *entering, *leaving);
     for k in 0..LANES {
         s[k] += e[k] - l[k];
     }
     *sums = s;
+    row_min(&s)
 }
 
 /// Index of the first smallest value (no NaN occurs: errors of finite values).

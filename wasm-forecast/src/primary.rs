@@ -9,15 +9,22 @@ use serde::{Deserialize, Serialize};
 
 /// Fixed window lengths the rules ask the shared [`Windows`] for.
 pub fn fixed_windows(rules: &[Rule], faithful: bool) -> Vec<usize> {
-    rules
-        .iter()
-        .filter_map(|r| match *r {
-            Rule::Median(w) | Rule::TrimmedMean(w) | Rule::Quantile(w, _) => Some(w),
-            // Faithful adaptive medians compare against a window of size `step`.
-            Rule::AdaptiveMedian(_, _, _, step) if faithful && step > 1 => Some(step),
-            _ => None,
-        })
-        .collect()
+    let mut lens = Vec::new();
+    for rule in rules {
+        match *rule {
+            Rule::Median(w) | Rule::TrimmedMean(w) | Rule::Quantile(w, _) => lens.push(w),
+            // Faithful adaptive medians compare against a window of size `step` and end up at
+            // their maximum window for good; both are kept sorted with the fixed ones.
+            Rule::AdaptiveMedian(_, _, max, step) if faithful => {
+                lens.push(max);
+                if step > 1 {
+                    lens.push(step);
+                }
+            }
+            _ => {}
+        }
+    }
+    lens
 }
 
 /// Per-forecaster state that does not live in the shared window.
@@ -26,6 +33,8 @@ pub enum State {
     Stateless,
     /// Running sum for the running mean.
     Sum(f64),
+    /// Sum of the last `w` values for a sliding mean, and steps until it is re-added exactly.
+    Window(f64, usize),
     /// Current smoothed prediction.
     Smooth(f64),
     Adaptive(AdaptiveMedian),
@@ -35,6 +44,7 @@ impl State {
     pub fn new(rule: &Rule, faithful: bool) -> Self {
         match *rule {
             Rule::RunningMean => State::Sum(0.0),
+            Rule::SlidingMean(_) => State::Window(0.0, 0),
             // The original starts every smoother at 0 (algorithms.md §1.1, faithful quirk).
             Rule::ExpSmooth(_) => State::Smooth(0.0),
             Rule::AdaptiveMedian(start, min, max, step) => {
@@ -54,10 +64,11 @@ pub struct AdaptiveMedian {
     step: usize,
     /// Current window.
     pub win: usize,
-    /// The last max+step values (max in faithful mode), from which every candidate window's
-    /// median is read. Faithful mode's smaller and larger candidates are windows of size
-    /// `step` (the original's quirk: it never shrinks), read from the shared windows.
-    recent: Tagged,
+    /// Improved mode: the last max+step values, from which every candidate window's median
+    /// is read. Faithful mode has none: its smaller and larger candidates are windows of size
+    /// `step` (the original's quirk), and its window only grows, so once at its maximum it
+    /// reads the shared fixed window of that length; before that, the history.
+    recent: Option<Tagged>,
     /// Forecasts the smaller, current and larger windows made for the next value.
     candidates: Option<[Option<f64>; 3]>,
 }
@@ -69,7 +80,7 @@ impl AdaptiveMedian {
             max,
             step,
             win: start,
-            recent: Tagged::new(if faithful { max } else { max + step }),
+            recent: (!faithful).then(|| Tagged::new(max + step)),
             candidates: None,
         }
     }
@@ -93,23 +104,30 @@ impl AdaptiveMedian {
     fn observe(&mut self, x: f64, windows: &Windows, faithful: bool) {
         let hist = &windows.hist;
         let n = hist.count();
-        self.recent.push(hist);
         self.decide(x, faithful);
-        let median = |w: usize| self.recent.median_last(w, n);
-        let (lo, hi) = if faithful {
-            let side = if self.step == 1 {
-                hist.last()
-            } else {
-                windows.fixed(self.step).median()
-            };
-            (side, side)
-        } else {
-            // A candidate outside [min, max] would be clamped back to win: leave it out.
-            let lo = (self.win >= self.min + self.step).then(|| median(self.win - self.step));
-            let hi = (self.win + self.step <= self.max).then(|| median(self.win + self.step));
-            (lo.flatten(), hi.flatten())
-        };
-        self.candidates = Some([lo, median(self.win), hi]);
+        self.candidates = Some(match &mut self.recent {
+            Some(recent) => {
+                recent.push(hist);
+                let median = |w: usize| recent.median_last(w, n);
+                // A candidate outside [min, max] would be clamped back to win: leave it out.
+                let lo = (self.win >= self.min + self.step).then(|| median(self.win - self.step));
+                let hi = (self.win + self.step <= self.max).then(|| median(self.win + self.step));
+                [lo.flatten(), median(self.win), hi.flatten()]
+            }
+            None => {
+                let side = if self.step == 1 {
+                    hist.last()
+                } else {
+                    windows.fixed(self.step).median()
+                };
+                let mid = if self.win == self.max {
+                    windows.fixed(self.max).median()
+                } else {
+                    hist.median_last(self.win)
+                };
+                [side, mid, side]
+            }
+        });
     }
 
     /// The median over the current window, computed when the last value arrived.
@@ -123,6 +141,21 @@ impl AdaptiveMedian {
 pub fn observe(rule: &Rule, state: &mut State, x: f64, n: u64, windows: &Windows, faithful: bool) {
     match (rule, state) {
         (Rule::RunningMean, State::Sum(s)) => *s += x,
+        (Rule::SlidingMean(w), State::Window(sum, lap)) => {
+            let hist = &windows.hist;
+            if n <= *w as u64 {
+                // Filling: the same additions in the same order as the running mean's sum,
+                // so the two tie exactly (lower index wins, as in the original).
+                *sum += x;
+            } else if *lap == 0 {
+                // Re-add the window once per length, so subtraction residue cannot build up.
+                *sum = (0..*w).rev().fold(0.0, |a, k| a + hist.ago(k));
+                *lap = *w;
+            } else {
+                *sum += x - hist.ago(*w);
+            }
+            *lap = lap.saturating_sub(1);
+        }
         (Rule::ExpSmooth(g), State::Smooth(pred)) => {
             *pred = if n == 1 { x } else { *pred + g * (x - *pred) };
         }
@@ -138,7 +171,9 @@ pub fn forecast(rule: &Rule, state: &State, n: u64, windows: &Windows) -> Option
         (Rule::RunningMean, State::Sum(s)) => (n > 0).then(|| s / n as f64),
         (Rule::ExpSmooth(_), State::Smooth(p)) => (n > 0).then_some(*p),
         (Rule::Median(w), _) => windows.fixed(*w).median(),
-        (Rule::SlidingMean(w), _) => windows.hist.mean_last(*w),
+        (Rule::SlidingMean(w), State::Window(sum, _)) => {
+            (n > 0).then(|| sum / (*w as u64).min(n) as f64)
+        }
         (Rule::TrimmedMean(w), _) => windows.fixed(*w).trimmed_mean(0.3),
         (Rule::AdaptiveMedian(..), State::Adaptive(a)) => a.current(),
         (Rule::Quantile(w, q), _) => windows.fixed(*w).quantile(*q),
@@ -149,7 +184,9 @@ pub fn forecast(rule: &Rule, state: &State, n: u64, windows: &Windows) -> Option
 /// Checks a restored adaptive median's own window against the history.
 pub(crate) fn validate(state: &State, windows: &Windows) -> Result<(), String> {
     if let State::Adaptive(a) = state {
-        a.recent.validate(&windows.hist)?;
+        if let Some(recent) = &a.recent {
+            recent.validate(&windows.hist)?;
+        }
         if a.win > a.max || a.step == 0 {
             return Err("adaptive median window is inconsistent".into());
         }
