@@ -445,19 +445,21 @@ impl Tagged {
         if m == self.vals.len() {
             return Some((self.vals[lo] + self.vals[hi]) / 2.0);
         }
-        // Compact the recent entries in sorted order (a store and an add per entry, no
-        // data-dependent branch) until the upper middle one is reached.
+        // Walk the sorted entries storing each into slot (rank & 1) of a two-entry buffer,
+        // where rank counts the recent entries so far: an old entry is overwritten by the
+        // next one, a recent entry stays once the rank moves on. At rank hi the two middle
+        // entries are both in the buffer. A store and an add per entry, no data-dependent
+        // branch but the exit.
         let oldest = n - m as u64;
-        let mut buf = [0.0; HISTORY];
-        let mut k = 0;
+        let (mut rank, mut last) = (0, [0.0; 2]);
         for (&v, &s) in self.vals.iter().zip(&self.seqs) {
-            buf[k] = v;
-            k += (s >= oldest) as usize;
-            if k > hi {
+            last[rank & 1] = v;
+            rank += (s >= oldest) as usize;
+            if rank > hi {
                 break;
             }
         }
-        Some((buf[lo] + buf[hi]) / 2.0)
+        Some((last[lo & 1] + last[hi & 1]) / 2.0)
     }
 
     pub(crate) fn validate(&self, hist: &History) -> Result<(), String> {
