@@ -137,13 +137,17 @@ impl Bank {
     pub fn with_rules(mode: Mode, rules: Vec<Rule>) -> Self {
         let faithful = mode == Mode::Faithful;
         let p = rules.len();
-        let states = rules.iter().map(|r| State::new(r, faithful)).collect();
+        let windows = Windows::new(&primary::fixed_windows(&rules, faithful));
+        let states = rules
+            .iter()
+            .map(|r| State::new(r, faithful, &windows))
+            .collect();
         // The original's smoothers hold a forecast of 0 before any value (algorithms.md §1.1).
         let has = rules
             .iter()
             .map(|r| faithful && matches!(r, Rule::ExpSmooth(_)))
             .collect();
-        let windows = if faithful {
+        let selector_windows = if faithful {
             FAITHFUL_WINDOWS
         } else {
             IMPROVED_WINDOWS
@@ -151,12 +155,12 @@ impl Bank {
         Self {
             mode,
             states,
-            windows: Windows::new(&primary::fixed_windows(&rules, faithful)),
+            windows,
             n: 0,
             fc: vec![0.0; p],
             has,
             all_have_forecasts: false,
-            errors: ErrorTable::new(p, &windows),
+            errors: ErrorTable::new(p, &selector_windows),
             picks: [0; SELECTORS],
             sel_se: [0.0; SELECTORS],
             sel_ae: [0.0; SELECTORS],
@@ -245,8 +249,7 @@ impl Bank {
         self.all_have_forecasts = true;
         for j in 0..p {
             let (rule, state) = (&self.rules[j], &mut self.states[j]);
-            primary::observe(rule, state, x, self.n, &self.windows, faithful);
-            match primary::forecast(rule, state, self.n, &self.windows) {
+            match primary::step(rule, state, x, self.n, &self.windows, faithful) {
                 Some(f) => {
                     self.fc[j] = f;
                     self.has[j] = true;
@@ -388,8 +391,8 @@ impl Bank {
         }
         let faithful = self.mode == Mode::Faithful;
         for (rule, state) in self.rules.iter().zip(&self.states) {
-            if std::mem::discriminant(state) != std::mem::discriminant(&State::new(rule, faithful))
-            {
+            let fresh = State::new(rule, faithful, &self.windows);
+            if std::mem::discriminant(state) != std::mem::discriminant(&fresh) {
                 return Err(format!("state does not match forecaster {rule:?}"));
             }
             primary::validate(state, &self.windows)?;

@@ -31,6 +31,8 @@ pub fn fixed_windows(rules: &[Rule], faithful: bool) -> Vec<usize> {
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub enum State {
     Stateless,
+    /// Index of the shared fixed window the rule reads.
+    Fixed(usize),
     /// Running sum for the running mean.
     Sum(f64),
     /// Sum of the last `w` values for a sliding mean, and steps until it is re-added exactly.
@@ -41,15 +43,19 @@ pub enum State {
 }
 
 impl State {
-    pub fn new(rule: &Rule, faithful: bool) -> Self {
+    /// Initial state of `rule`; `windows` must hold the lengths [`fixed_windows`] asked for.
+    pub fn new(rule: &Rule, faithful: bool, windows: &Windows) -> Self {
         match *rule {
+            Rule::Median(w) | Rule::TrimmedMean(w) | Rule::Quantile(w, _) => {
+                State::Fixed(windows.index_of(w))
+            }
             Rule::RunningMean => State::Sum(0.0),
             Rule::SlidingMean(_) => State::Window(0.0, 0),
             // The original starts every smoother at 0 (algorithms.md §1.1, faithful quirk).
             Rule::ExpSmooth(_) => State::Smooth(0.0),
-            Rule::AdaptiveMedian(start, min, max, step) => {
-                State::Adaptive(AdaptiveMedian::new(start, min, max, step, faithful))
-            }
+            Rule::AdaptiveMedian(start, min, max, step) => State::Adaptive(AdaptiveMedian::new(
+                start, min, max, step, faithful, windows,
+            )),
             _ => State::Stateless,
         }
     }
@@ -69,18 +75,30 @@ pub struct AdaptiveMedian {
     /// `step` (the original's quirk), and its window only grows, so once at its maximum it
     /// reads the shared fixed window of that length; before that, the history.
     recent: Option<Tagged>,
+    /// Faithful mode: the shared windows of lengths `step` and `max` (None for step 1).
+    step_window: Option<usize>,
+    max_window: Option<usize>,
     /// Forecasts the smaller, current and larger windows made for the next value.
     candidates: Option<[Option<f64>; 3]>,
 }
 
 impl AdaptiveMedian {
-    fn new(start: usize, min: usize, max: usize, step: usize, faithful: bool) -> Self {
+    fn new(
+        start: usize,
+        min: usize,
+        max: usize,
+        step: usize,
+        faithful: bool,
+        windows: &Windows,
+    ) -> Self {
         Self {
             min,
             max,
             step,
             win: start,
             recent: (!faithful).then(|| Tagged::new(max + step)),
+            step_window: (faithful && step > 1).then(|| windows.index_of(step)),
+            max_window: faithful.then(|| windows.index_of(max)),
             candidates: None,
         }
     }
@@ -115,15 +133,13 @@ impl AdaptiveMedian {
                 [lo.flatten(), median(self.win), hi.flatten()]
             }
             None => {
-                let side = if self.step == 1 {
-                    hist.last()
-                } else {
-                    windows.fixed(self.step).median()
+                let side = match self.step_window {
+                    Some(i) => windows.at(i).median(),
+                    None => hist.last(),
                 };
-                let mid = if self.win == self.max {
-                    windows.fixed(self.max).median()
-                } else {
-                    hist.median_last(self.win)
+                let mid = match self.max_window {
+                    Some(i) if self.win == self.max => windows.at(i).median(),
+                    _ => hist.median_last(self.win),
                 };
                 [side, mid, side]
             }
@@ -136,11 +152,22 @@ impl AdaptiveMedian {
     }
 }
 
-/// Updates `state` for rule `rule` with the new value `x`; `windows` already hold `x` and
-/// `n` is the number of values including `x`.
-pub fn observe(rule: &Rule, state: &mut State, x: f64, n: u64, windows: &Windows, faithful: bool) {
+/// Takes the new value `x` into `state` and returns the rule's forecast of the next value.
+/// `windows` already hold `x`; `n` counts the values including `x`.
+pub fn step(
+    rule: &Rule,
+    state: &mut State,
+    x: f64,
+    n: u64,
+    windows: &Windows,
+    faithful: bool,
+) -> Option<f64> {
     match (rule, state) {
-        (Rule::RunningMean, State::Sum(s)) => *s += x,
+        (Rule::LastValue, _) => Some(x),
+        (Rule::RunningMean, State::Sum(s)) => {
+            *s += x;
+            Some(*s / n as f64)
+        }
         (Rule::SlidingMean(w), State::Window(sum, lap)) => {
             let hist = &windows.hist;
             if n <= *w as u64 {
@@ -155,35 +182,35 @@ pub fn observe(rule: &Rule, state: &mut State, x: f64, n: u64, windows: &Windows
                 *sum += x - hist.ago(*w);
             }
             *lap = lap.saturating_sub(1);
+            Some(*sum / (*w as u64).min(n) as f64)
         }
         (Rule::ExpSmooth(g), State::Smooth(pred)) => {
             *pred = if n == 1 { x } else { *pred + g * (x - *pred) };
+            Some(*pred)
         }
-        (Rule::AdaptiveMedian(..), State::Adaptive(a)) => a.observe(x, windows, faithful),
-        _ => {}
-    }
-}
-
-/// The forecast of `rule` for the next value, after at least one value was observed.
-pub fn forecast(rule: &Rule, state: &State, n: u64, windows: &Windows) -> Option<f64> {
-    match (rule, state) {
-        (Rule::LastValue, _) => windows.hist.last(),
-        (Rule::RunningMean, State::Sum(s)) => (n > 0).then(|| s / n as f64),
-        (Rule::ExpSmooth(_), State::Smooth(p)) => (n > 0).then_some(*p),
-        (Rule::Median(w), _) => windows.fixed(*w).median(),
-        (Rule::SlidingMean(w), State::Window(sum, _)) => {
-            (n > 0).then(|| sum / (*w as u64).min(n) as f64)
+        (Rule::Median(_), State::Fixed(i)) => windows.at(*i).median(),
+        (Rule::TrimmedMean(_), State::Fixed(i)) => windows.at(*i).trimmed_mean(0.3),
+        (Rule::Quantile(_, q), State::Fixed(i)) => windows.at(*i).quantile(*q),
+        (Rule::AdaptiveMedian(..), State::Adaptive(a)) => {
+            a.observe(x, windows, faithful);
+            a.current()
         }
-        (Rule::TrimmedMean(w), _) => windows.fixed(*w).trimmed_mean(0.3),
-        (Rule::AdaptiveMedian(..), State::Adaptive(a)) => a.current(),
-        (Rule::Quantile(w, q), _) => windows.fixed(*w).quantile(*q),
         _ => None,
     }
 }
 
 /// Checks a restored adaptive median's own window against the history.
 pub(crate) fn validate(state: &State, windows: &Windows) -> Result<(), String> {
+    let held = |i: &usize| *i < windows.count();
+    if let State::Fixed(i) = state {
+        if !held(i) {
+            return Err("a forecaster's window is missing".into());
+        }
+    }
     if let State::Adaptive(a) = state {
+        if !a.step_window.iter().chain(&a.max_window).all(held) {
+            return Err("an adaptive median's window is missing".into());
+        }
         if let Some(recent) = &a.recent {
             recent.validate(&windows.hist)?;
         }

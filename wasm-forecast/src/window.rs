@@ -422,17 +422,17 @@ impl Tagged {
             i += 1;
         }
         // Replace in one move, shifting only the entries between the two slots.
-        if j <= i {
+        let k = if j <= i {
             self.vals.copy_within(j..i, j + 1);
             self.seqs.copy_within(j..i, j + 1);
-            self.vals[j] = x;
-            self.seqs[j] = seq;
+            j
         } else {
             self.vals.copy_within(i + 1..j, i);
             self.seqs.copy_within(i + 1..j, i);
-            self.vals[j - 1] = x;
-            self.seqs[j - 1] = seq;
-        }
+            j - 1
+        };
+        self.vals[k] = x;
+        self.seqs[k] = seq;
     }
 
     /// Median of the last min(m, held) values of a series whose next arrival number is `n`.
@@ -505,12 +505,23 @@ impl Windows {
         }
     }
 
-    /// The fixed window of length `len`, which must have been asked for in [`Windows::new`].
-    pub fn fixed(&self, len: usize) -> &Sorted {
+    /// Index of the fixed window of length `len`, which must have been asked for in
+    /// [`Windows::new`]; read it with [`Windows::at`].
+    pub fn index_of(&self, len: usize) -> usize {
         self.fixed
             .iter()
-            .find(|w| w.len() == len)
+            .position(|w| w.len() == len)
             .expect("window length registered at construction")
+    }
+
+    /// The fixed window at `index`.
+    pub fn at(&self, index: usize) -> &Sorted {
+        &self.fixed[index]
+    }
+
+    /// Number of fixed windows.
+    pub fn count(&self) -> usize {
+        self.fixed.len()
     }
 
     pub(crate) fn validate(&self, needed: &[usize]) -> Result<(), String> {
