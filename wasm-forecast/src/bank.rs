@@ -40,14 +40,11 @@ pub const SELECTORS: usize = 16;
 pub const MAX_MAGNITUDE: f64 = 1e100;
 
 /// Improved mode's additions to the 18 primaries, chosen by `examples/ablation.rs` on the
-/// evaluation data: each set member lowers the selected forecasts' errors there (README,
-/// "Forecast accuracy"). A slow smoother and two long robust windows: network series often
-/// hover around a level for longer than the original's windows of 31–51 values.
-pub const IMPROVED_EXTRAS: [Rule; 3] = [
-    Rule::ExpSmooth(0.02),
-    Rule::TrimmedMean(101),
-    Rule::AdaptiveMedian(50, 31, 101, 5),
-];
+/// evaluation data: together they lower both selected forecasts' errors on every dataset
+/// (README, "Forecast accuracy"). A slow smoother and a long robust window: network series
+/// often hover around a level for longer than the original's windows of 31–51 values.
+/// Adding the 31–101 adaptive median as well was about as accurate and cost a third more time.
+pub const IMPROVED_EXTRAS: [Rule; 2] = [Rule::ExpSmooth(0.02), Rule::TrimmedMean(101)];
 
 /// One of the two reported forecasts.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
