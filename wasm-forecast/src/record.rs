@@ -73,15 +73,31 @@ pub enum Transport {
 pub struct Probe {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub transport: Option<Transport>,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        with = "integral_opt",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub payload_bytes: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub nagle: Option<bool>,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        with = "integral_opt",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub streams: Option<u32>,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        with = "integral_opt",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub sndbuf_bytes: Option<u64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        with = "integral_opt",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub rcvbuf_bytes: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub raw_ms: Option<f64>,
@@ -122,7 +138,11 @@ pub struct Record {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub from: Option<String>,
     pub to: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        with = "integral_opt",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub seq: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout_ms: Option<f64>,
@@ -183,6 +203,7 @@ impl Record {
             });
         };
         check_version(obj.get("schema_version"))?;
+        check_shape(obj)?;
         let record: Record = serde_path_to_error::deserialize(&raw).map_err(|e| {
             let path = e.path().to_string();
             let inner = e.into_inner().to_string();
@@ -240,6 +261,9 @@ impl Record {
         if self.metric == Metric::Loss && self.value.is_some_and(|v| !(0.0..=1.0).contains(&v)) {
             return fail("value", "loss is a fraction between 0 and 1");
         }
+        if self.probe.as_ref().and_then(|p| p.streams) == Some(0) {
+            return fail("probe.streams", "must be at least 1");
+        }
         if self.status == Status::Timeout && self.timeout_ms.is_none() {
             return fail("timeout_ms", "is required when status is timeout");
         }
@@ -277,8 +301,11 @@ fn check_version(v: Option<&serde_json::Value>) -> Result<(), RecordError> {
     let Some(text) = v.as_str() else {
         return fail("schema_version", "must be a string such as \"1.0\"");
     };
+    // Digits only (the schema's pattern): Rust's integer parsing would also take "+1".
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
     let parsed = text
         .split_once('.')
+        .filter(|(a, b)| digits(a) && digits(b) && (a.len() == 1 || !a.starts_with('0')))
         .and_then(|(a, b)| Some((a.parse::<u32>().ok()?, b.parse::<u32>().ok()?)));
     match parsed {
         None => fail("schema_version", format!("'{text}' is not MAJOR.MINOR")),
@@ -288,6 +315,73 @@ fn check_version(v: Option<&serde_json::Value>) -> Result<(), RecordError> {
         ),
         Some((major, _)) if major < MAJOR => fail("schema_version", format!("version {text} is not a known version")),
         Some(_) => Ok(()),
+    }
+}
+
+/// Limits on text fields, as in the schema.
+const MAX_LEN: [(&str, usize); 4] = [("source", 64), ("from", 512), ("to", 512), ("error", 1024)];
+
+/// What serde would let through but the schema does not: null for a field that is optional
+/// (leave it out instead; only `value` may be null), arrays where objects belong, and
+/// over-long text.
+fn check_shape(obj: &serde_json::Map<String, serde_json::Value>) -> Result<(), RecordError> {
+    fn no_nulls(
+        obj: &serde_json::Map<String, serde_json::Value>,
+        prefix: &str,
+    ) -> Result<(), RecordError> {
+        for (k, v) in obj {
+            if v.is_null() && !(prefix.is_empty() && k == "value") {
+                return fail(
+                    &format!("{prefix}{k}"),
+                    "must not be null (leave the field out)",
+                );
+            }
+        }
+        Ok(())
+    }
+    no_nulls(obj, "")?;
+    for key in ["probe", "forecast"] {
+        match obj.get(key) {
+            Some(serde_json::Value::Object(inner)) => no_nulls(inner, &format!("{key}."))?,
+            Some(_) => return fail(key, "must be an object"),
+            None => {}
+        }
+    }
+    for (key, max) in MAX_LEN {
+        if let Some(text) = obj.get(key).and_then(|v| v.as_str()) {
+            if text.chars().count() > max {
+                return fail(key, format!("is longer than {max} characters"));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Integer fields accept any JSON number with an integral value (5.0 as well as 5), as JSON
+/// Schema's "integer" does.
+mod integral_opt {
+    use serde::{de::Error, Deserialize, Deserializer, Serialize, Serializer};
+
+    pub fn serialize<S: Serializer, T: Serialize>(v: &Option<T>, s: S) -> Result<S::Ok, S::Error> {
+        v.serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>, T: TryFrom<u64>>(
+        d: D,
+    ) -> Result<Option<T>, D::Error> {
+        let n = serde_json::Number::deserialize(d)?;
+        let v = n.as_u64().or_else(|| {
+            n.as_f64()
+                .filter(|f| f.fract() == 0.0 && *f >= 0.0 && *f < 2f64.powi(64))
+                .map(|f| f as u64)
+        });
+        v.and_then(|v| T::try_from(v).ok())
+            .map(Some)
+            .ok_or_else(|| {
+                D::Error::custom(format!(
+                    "invalid value: {n}, expected a non-negative integer in range"
+                ))
+            })
     }
 }
 

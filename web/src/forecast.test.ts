@@ -4,7 +4,10 @@ import { ecdf, histogram, loadForecasting, methods, Series } from "./forecast";
 import { parseGolden } from "./golden";
 
 const golden = parseGolden(
-  readFileSync(new URL("../../wasm-forecast/testdata/nws-golden-trace.csv", import.meta.url), "utf8"),
+  readFileSync(
+    new URL("../../wasm-forecast/testdata/nws-golden-trace.csv", import.meta.url),
+    "utf8",
+  ),
 );
 
 beforeAll(async () => {

@@ -87,8 +87,12 @@ describe("parseRecord", () => {
     [goodLine.replace('"x"', "5").replace('"ms"', "5"), "to", /expected a string/],
     [JSON.stringify({ ...good, status: "timeout", timeout_ms: 0 }), "timeout_ms", /positive/],
     [JSON.stringify({ ...good, seq: -1 }), "seq", /invalid value/],
-    [JSON.stringify({ ...good, seq: 1.5 }), "seq", /floating point/],
-    [JSON.stringify({ ...good, probe: { streams: 2 ** 32 } }), "probe.streams", /u32/],
+    [JSON.stringify({ ...good, seq: 1.5 }), "seq", /non-negative integer/],
+    [JSON.stringify({ ...good, probe: { streams: 2 ** 32 } }), "probe.streams", /in range/],
+    [JSON.stringify({ ...good, probe: { streams: 0 } }), "probe.streams", /at least 1/],
+    [JSON.stringify({ ...good, from: null }), "from", /must not be null/],
+    [JSON.stringify({ ...good, source: "s".repeat(65) }), "source", /longer than 64/],
+    [JSON.stringify({ ...good, schema_version: "01.0" }), "schema_version", /MAJOR.MINOR/],
     [JSON.stringify({ ...good, probe: { transport: "quic" } }), "probe.transport", /quic/],
     [JSON.stringify({ ...good, probe: "tcp" }), "probe", /struct Probe/],
     [JSON.stringify({ ...good, forecast: { value: 1, method: "m" } }), "forecast.selector", null],
@@ -109,9 +113,9 @@ describe("parseRecord", () => {
     }
   });
 
-  it("treats null optional fields as absent and defaults status and value", () => {
-    const r = parseRecord(JSON.stringify({ ...good, from: null, probe: null, seq: null }));
-    expect(r).toEqual({ ...good, status: "ok" });
+  it("defaults status and value and reads integral numbers as integers", () => {
+    expect(parseRecord(JSON.stringify(good))).toEqual({ ...good, status: "ok" });
+    expect(parseRecord(goodLine.replace("}", ',"seq":5.0}')).seq).toBe(5);
     const { value: _, ...withoutValue } = good;
     const t = parseRecord(JSON.stringify({ ...withoutValue, status: "error" }));
     expect(t.value).toBeNull();

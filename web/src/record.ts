@@ -146,12 +146,12 @@ const boolean: Read<boolean> = (v, path) => {
   return v;
 };
 
-/** An unsigned integer of `bits` bits (Rust's u32 and u64). */
+/** A non-negative integer below 2^bits; any JSON number with an integral value. */
 function unsigned(bits: 32 | 64): Read<number> {
   return (v, path) => {
-    if (typeof v !== "number" || !Number.isInteger(v)) throw invalidType(v, path, `u${bits}`);
-    if (v < 0 || v >= 2 ** bits) {
-      throw new RecordError(path, `invalid value: integer \`${v}\`, expected u${bits}`);
+    if (typeof v !== "number") throw invalidType(v, path, `u${bits}`);
+    if (!Number.isInteger(v) || v < 0 || v >= 2 ** bits) {
+      throw new RecordError(path, `invalid value: ${v}, expected a non-negative integer in range`);
     }
     return v;
   };
@@ -175,11 +175,27 @@ function field<T>(obj: Json, prefix: string, key: string, read: Read<T>): T | un
   return Object.hasOwn(obj, key) ? read(obj[key], join(prefix, key)) : undefined;
 }
 
-/** An optional field (Rust `Option`): absent and null both mean none. */
+/** An optional field: absent means none; null is refused (the schema has no null there). */
 function optional<T>(obj: Json, prefix: string, key: string, read: Read<T>): T | undefined {
   const v = obj[key];
-  return v === undefined || v === null ? undefined : read(v, join(prefix, key));
+  if (v === null)
+    throw new RecordError(join(prefix, key), "must not be null (leave the field out)");
+  return v === undefined ? undefined : read(v, join(prefix, key));
 }
+
+/** The one field that may be null: a measurement's value when the probe did not succeed. */
+function nullable<T>(obj: Json, key: string, read: Read<T>): T | undefined {
+  const v = obj[key];
+  return v === undefined || v === null ? undefined : read(v, key);
+}
+
+/** Limits on text fields, as in the schema. */
+const MAX_LEN: [keyof Record, number][] = [
+  ["source", 64],
+  ["from", 512],
+  ["to", 512],
+  ["error", 1024],
+];
 
 function required<T>(v: T | undefined, path: string): T {
   if (v === undefined) throw new RecordError(path, "is required");
@@ -245,7 +261,7 @@ function fields(obj: Json): Record {
   const timestamp_ms = field(obj, "", "timestamp_ms", number);
   const to = field(obj, "", "to", string);
   const unit = field(obj, "", "unit", oneOf(UNITS));
-  const value = optional(obj, "", "value", number);
+  const value = nullable(obj, "value", number);
   return defined({
     schema_version: required(schema_version, "schema_version"),
     timestamp_ms: required(timestamp_ms, "timestamp_ms"),
@@ -264,9 +280,9 @@ function fields(obj: Json): Record {
   });
 }
 
-/** Rust's `u32::from_str`: ASCII digits with an optional '+', at most 2³² − 1. */
+/** ASCII digits only (the schema's pattern), at most 2³² − 1. */
 function parseU32(text: string): number | undefined {
-  if (!/^\+?[0-9]+$/.test(text)) return undefined;
+  if (!/^[0-9]+$/.test(text)) return undefined;
   const v = Number(text);
   return v < 2 ** 32 ? v : undefined;
 }
@@ -281,7 +297,9 @@ function checkVersion(obj: Json): void {
     throw new RecordError("schema_version", 'must be a string such as "1.0"');
   }
   const dot = text.indexOf(".");
-  const major = dot < 0 ? undefined : parseU32(text.slice(0, dot));
+  const majorText = text.slice(0, dot);
+  const leadingZero = majorText.length > 1 && majorText.startsWith("0");
+  const major = dot < 0 || leadingZero ? undefined : parseU32(majorText);
   const minor = dot < 0 ? undefined : parseU32(text.slice(dot + 1));
   if (major === undefined || minor === undefined) {
     throw new RecordError("schema_version", `'${text}' is not MAJOR.MINOR`);
@@ -300,6 +318,7 @@ function checkVersion(obj: Json): void {
 /** The rules a schema-shaped record must also follow, in record.rs's order. */
 function validate(r: Record): void {
   const fail = (field: string, message: string) => new RecordError(field, message);
+  if (r.probe?.streams === 0) throw fail("probe.streams", "must be at least 1");
   if (!(r.timestamp_ms >= 0)) throw fail("timestamp_ms", "must be milliseconds since 1970 (≥ 0)");
   if (r.source === "") throw fail("source", "must not be empty");
   if (r.to === "") throw fail("to", "must not be empty");
@@ -341,6 +360,12 @@ export function parseRecord(line: string): Record {
   const raw = parseJson(line);
   if (!isObject(raw)) throw new RecordError(undefined, "a record must be a JSON object");
   checkVersion(raw);
+  for (const [key, max] of MAX_LEN) {
+    const text = raw[key];
+    if (typeof text === "string" && [...text].length > max) {
+      throw new RecordError(key, `is longer than ${max} characters`);
+    }
+  }
   const record = fields(raw);
   validate(record);
   return record;
