@@ -20,7 +20,7 @@ if ! rustup target list --installed | grep -qx wasm32-unknown-unknown; then
   log "rustup target add wasm32-unknown-unknown"
   rustup target add wasm32-unknown-unknown
 fi
-wb_version=$(awk '/^name = "wasm-bindgen"$/{getline; gsub(/[" ]|version=/, ""); print; exit}' Cargo.lock)
+wb_version=$(grep -A1 '^name = "wasm-bindgen"$' Cargo.lock | sed -n 's/^version = "\(.*\)"$/\1/p')
 if [ -z "$wb_version" ]; then
   echo "setup: cannot find the wasm-bindgen version in Cargo.lock" >&2
   exit 1
@@ -31,7 +31,7 @@ if ! wasm-bindgen --version 2>/dev/null | grep -qx "wasm-bindgen $wb_version"; t
 fi
 
 # Debian packages for the browser and emulated-link tests.
-debs=(chromium chromium-driver iperf3 sockperf irtt iproute2 nftables ethtool tcpdump)
+debs=(chromium chromium-driver iperf3 sockperf irtt iproute2 nftables ethtool tcpdump time curl)
 missing=()
 for p in "${debs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

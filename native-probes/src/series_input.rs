@@ -266,10 +266,9 @@ fn read_csv(
         .flexible(true)
         .comment(Some(b'#'))
         .from_reader(input);
-    let mut records = rdr.records();
     let mut column: Option<usize> = None;
     let mut header_done = false;
-    while let Some(rec) = records.next() {
+    for rec in rdr.records() {
         let (line, rec) = match rec {
             Ok(r) => (r.position().map_or(0, |p| p.line()) + offset, r),
             Err(e) => {

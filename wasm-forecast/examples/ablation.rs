@@ -3,6 +3,7 @@
 //! data, and prints pooled MAE (MAE-selected) and RMSE (MSE-selected) per dataset.
 //!
 //! Usage: cargo run --release -p wasm-forecast --example ablation -- DATA_DIR
+//! (`npm run evaluate -- DATA_DIR`). ABLATION_SET=id,id,… adds a row for that set of candidates.
 //! DATA_DIR holds pensieve-cooked/ (Norway HSDPA and FCC traces, `time<TAB>Mbit/s`) and
 //! tyrell-rtt/ (one RTT a line). The data is not part of the repository.
 
@@ -49,6 +50,7 @@ fn datasets(dir: &Path) -> Vec<(String, Vec<Vec<f64>>)> {
 struct Pooled {
     mse_sel: Accum,
     mae_sel: Accum,
+    last_value: Accum,
 }
 
 fn run(mode: Mode, rules: &[Rule], series: &[Vec<f64>]) -> Pooled {
@@ -56,8 +58,12 @@ fn run(mode: Mode, rules: &[Rule], series: &[Vec<f64>]) -> Pooled {
     for xs in series {
         let mut bank = Bank::with_rules(mode, rules.to_vec());
         bank.update_all(xs).unwrap();
-        let (a, b) = (bank.mse_accum(), bank.mae_accum());
-        for (dst, src) in [(&mut out.mse_sel, a), (&mut out.mae_sel, b)] {
+        let (a, b, c) = (bank.mse_accum(), bank.mae_accum(), bank.primary_accum(0));
+        for (dst, src) in [
+            (&mut out.mse_sel, a),
+            (&mut out.mae_sel, b),
+            (&mut out.last_value, c),
+        ] {
             dst.n += src.n;
             dst.sum_se += src.sum_se;
             dst.sum_ae += src.sum_ae;
@@ -117,4 +123,13 @@ fn main() {
         }
         println!();
     }
+    print!("{:<34}", "last value (MAE / RMSE)");
+    for p in &reference {
+        print!(
+            " {:>9.5} {:>9.5}   ",
+            p.last_value.mae(),
+            p.last_value.rmse()
+        );
+    }
+    println!();
 }

@@ -186,14 +186,11 @@ impl ErrorTable {
     /// ties go to the lower index. Among forecasters that have a forecast (`has`) only.
     pub fn best(&self, kind: Kind, window: Option<usize>, has: &[bool]) -> Option<usize> {
         let mut best: Option<(usize, f64)> = None;
-        for j in 0..self.p {
-            if !has[j] {
-                continue;
-            }
+        for (j, _) in has.iter().enumerate().take(self.p).filter(|(_, &h)| h) {
             let score = self.score(kind, window, j);
-            match best {
-                Some((_, b)) if !(score < b) => {}
-                _ => best = Some((j, score)),
+            // Strictly lower replaces, so ties keep the lower index (+∞ never replaces +∞).
+            if best.is_none_or(|(_, b)| score < b) {
+                best = Some((j, score));
             }
         }
         best.map(|(j, _)| j)

@@ -259,7 +259,8 @@ fn det3(m: &[[f64; 3]; 3]) -> f64 {
 fn invert3(m: [[f64; 3]; 3]) -> Option<[[f64; 3]; 3]> {
     let d = det3(&m);
     let scale = m.iter().flatten().map(|v| v.abs()).fold(0.0, f64::max);
-    if !(d.abs() > 1e-12 * scale.powi(3)) {
+    // Also refuses a NaN determinant.
+    if d.is_nan() || d.abs() <= 1e-12 * scale.powi(3) {
         return None;
     }
     let mut inv = [[0.0; 3]; 3];

@@ -254,7 +254,7 @@ mod tests {
     fn one_early_spike_inflates_whole_history_timeouts_but_not_windowed_ones() {
         let mut xs = vec![10.0; 5];
         xs.push(1000.0);
-        xs.extend(std::iter::repeat(10.0).take(400));
+        xs.extend(std::iter::repeat_n(10.0, 400));
         let nws = run(Rule::Allen { k: 2.0 }, &xs);
         let win = run(Rule::Windowed { k: 2.0, window: 20 }, &xs);
         assert!(

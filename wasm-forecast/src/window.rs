@@ -109,8 +109,8 @@ impl Sorted {
         }
     }
 
-    /// The window's length.
-    pub fn len(&self) -> usize {
+    /// The window's length (how many values it holds once the series is that long).
+    pub fn length(&self) -> usize {
         self.len
     }
 
@@ -251,21 +251,21 @@ mod tests {
             }
             // The moving window wanders between 1 and 56 as an adaptive median's would.
             let target = 1 + ((s >> 20) % 56) as usize;
-            let step = if target > moving.len() { 5 } else { 1 };
-            let next = if target > moving.len() {
-                (moving.len() + step).min(56)
+            let step = if target > moving.length() { 5 } else { 1 };
+            let next = if target > moving.length() {
+                (moving.length() + step).min(56)
             } else {
-                moving.len().saturating_sub(step).max(1)
+                moving.length().saturating_sub(step).max(1)
             };
             moving.resize(next, &hist);
             for w in fixed.iter().chain(std::iter::once(&moving)) {
-                let m = w.len().min(all.len());
+                let m = w.length().min(all.len());
                 let tail = &all[all.len() - m..];
                 assert_eq!(
                     w.median(),
                     Some(naive_median(tail)),
                     "median w={} i={i}",
-                    w.len()
+                    w.length()
                 );
                 let t = w.trimmed_mean(0.3).unwrap();
                 assert!((t - naive_trimmed(tail, 0.3)).abs() < 1e-9);
@@ -510,7 +510,7 @@ impl Windows {
     pub fn index_of(&self, len: usize) -> usize {
         self.fixed
             .iter()
-            .position(|w| w.len() == len)
+            .position(|w| w.length() == len)
             .expect("window length registered at construction")
     }
 
@@ -531,7 +531,7 @@ impl Windows {
         }
         if needed
             .iter()
-            .all(|&l| self.fixed.iter().any(|w| w.len() == l))
+            .all(|&l| self.fixed.iter().any(|w| w.length() == l))
         {
             Ok(())
         } else {

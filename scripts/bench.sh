@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# `npm run bench`: every component's benchmark. Each prints medians over several runs with
+# their spread, and its ratio to the peer measured in the same run on the same machine.
+# Benchmarks are not tests: they never fail on a number. BENCH_QUICK=1 shortens the runs.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
+quick=${BENCH_QUICK:-}
+
+bash scripts/setup.sh >/dev/null
+step "machine"
+printf 'cpu: %s, %s cores; %s; node %s; %s\n' \
+  "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)" "$(nproc)" \
+  "$(free -g | awk '/Mem:/{print $2 " GiB"}')" "$(node --version)" "$(rustc --version)"
+uptime
+
+step "forecaster bank, native (1 M points; goal: faithful ≤ 0.5 µs/update; original C ≈ 2.2 µs)"
+cargo build --quiet --release -p wasm-forecast --example bench_bank
+target/release/examples/bench_bank
+
+step "forecaster bank under Node: WASM and the TypeScript faithful bank (goal: WASM faithful ≤ 1 µs)"
+bash scripts/build-wasm.sh
+npx tsx web/bench/bank-bench.ts
+
+step "nowcast forecast on a 1 M-point file (goal: ≤ 1 s wall, ≤ 50 MB peak memory)"
+cargo build --quiet --release -p native-probes
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+target/release/examples/bench_bank --write "$tmp/series.txt"
+runs=${quick:+3}
+runs=${runs:-7}
+for _ in $(seq "$runs"); do
+  /usr/bin/time -f '%e %M' -o "$tmp/t" target/release/nowcast forecast "$tmp/series.txt" >/dev/null
+  cat "$tmp/t" >>"$tmp/times"
+done
+# Peer in the same run: reading and parsing the same file with the same reader and nothing
+# else (`--format plain` through `wc` would not parse numbers; awk does).
+for _ in $(seq "$runs"); do
+  /usr/bin/time -f '%e %M' -o "$tmp/t" awk '{ s += $1 } END { print s }' "$tmp/series.txt" >/dev/null
+  cat "$tmp/t" >>"$tmp/awk"
+done
+median() { sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] " (" v[1] "–" v[NR] ")" }'; }
+echo "nowcast forecast: wall s median $(cut -d' ' -f1 "$tmp/times" | median), peak KB median $(cut -d' ' -f2 "$tmp/times" | median), $runs runs"
+echo "awk sum of the same file (peer, parse only): wall s median $(cut -d' ' -f1 "$tmp/awk" | median)"
+
+step "echo-node throughput against iperf3 on loopback"
+if [ -n "$quick" ]; then
+  BENCH_BYTES=${BENCH_BYTES:-268435456} npm -w echo-node run --silent bench
+else
+  npm -w echo-node run --silent bench
+fi
