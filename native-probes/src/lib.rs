@@ -1,5 +1,9 @@
 //! Library behind the `nowcast` command: reading measurement series, evaluating forecasters
-//! over them, and (in later modules) the network probes and their server.
+//! over them, the network probes' cores and the server they talk to.
 
 pub mod evaluate;
+pub mod net;
+pub mod probe;
 pub mod series_input;
+pub mod serve;
+pub mod stop;

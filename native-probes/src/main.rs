@@ -2,6 +2,9 @@
 //! default and NDJSON / JSON with `--json`.
 
 mod forecast_cmd;
+mod periodic;
+mod serve_cmd;
+mod tcp_cmd;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -26,12 +29,18 @@ struct Cli {
 enum Command {
     /// Run the forecaster bank over a series and report every forecaster's errors.
     Forecast(forecast_cmd::Args),
+    /// Answer `nowcast tcp` and `nowcast udp` probes (TCP echo and sink, UDP echo).
+    Serve(serve_cmd::Args),
+    /// NWS TCP probe: handshake, 2-byte RTT with Nagle off and on, bandwidth, forecasts.
+    Tcp(tcp_cmd::Args),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Forecast(args) => forecast_cmd::run(args),
+        Command::Serve(args) => serve_cmd::run(args),
+        Command::Tcp(args) => tcp_cmd::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

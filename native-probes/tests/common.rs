@@ -1,0 +1,147 @@
+//! Helpers of the integration tests: a real `nowcast serve` on loopback, run as a child
+//! process that is always stopped, and runs of the built `nowcast` with a time bound.
+
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader, Read};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+use wasm_forecast::record::Record;
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_nowcast");
+
+/// A `nowcast serve` child, killed on drop if still running.
+pub struct Server {
+    pub child: Child,
+    pub tcp: String,
+    pub udp: String,
+}
+
+impl Server {
+    /// Starts a server on 127.0.0.1 with free ports and `extra` flags; waits for its
+    /// "listening" line.
+    pub fn start(extra: &[&str]) -> Server {
+        Self::start_with(Command::new(BIN), extra)
+    }
+
+    /// The same inside a command prefix (e.g. `ip netns exec NS`).
+    pub fn start_with(mut cmd: Command, extra: &[&str]) -> Server {
+        let mut child = cmd
+            .args(["serve", "--port", "0"])
+            .args(extra)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start nowcast serve");
+        let mut line = String::new();
+        let stdout = child.stdout.take().expect("piped");
+        let mut reader = BufReader::new(stdout);
+        reader
+            .read_line(&mut line)
+            .expect("read the listening line");
+        let mut server = Server {
+            child,
+            tcp: String::new(),
+            udp: String::new(),
+        };
+        let words: Vec<&str> = line.split_whitespace().collect();
+        let at = |proto: &str| {
+            words
+                .iter()
+                .position(|w| *w == proto)
+                .and_then(|i| words.get(i + 1))
+                .unwrap_or_else(|| panic!("no {proto} address in {line:?}"))
+                .to_string()
+        };
+        server.tcp = at("tcp");
+        server.udp = at("udp");
+        // Keep reading stdout so the server never blocks on a full pipe.
+        std::thread::spawn(move || {
+            let mut rest = String::new();
+            let _ = reader.read_to_string(&mut rest);
+        });
+        server
+    }
+
+    /// Sends SIGTERM and waits (boundedly) for a clean exit; returns whether it exited 0.
+    pub fn terminate(&mut self) -> bool {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
+        let until = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < until {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return status.success();
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        false
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+        }
+        let _ = self.child.wait();
+    }
+}
+
+/// Runs `cmd` to completion, killing it after `limit`.
+pub fn run_bounded(mut cmd: Command, limit: Duration) -> Output {
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start command");
+    let mut out = child.stdout.take().expect("piped");
+    let mut err = child.stderr.take().expect("piped");
+    let t_out = std::thread::spawn(move || {
+        let mut v = Vec::new();
+        let _ = out.read_to_end(&mut v);
+        v
+    });
+    let t_err = std::thread::spawn(move || {
+        let mut v = Vec::new();
+        let _ = err.read_to_end(&mut v);
+        v
+    });
+    let until = Instant::now() + limit;
+    let status = loop {
+        if let Some(s) = child.try_wait().expect("wait") {
+            break s;
+        }
+        if Instant::now() >= until {
+            let _ = child.kill();
+            let s = child.wait().expect("wait");
+            panic!("{cmd:?} ran longer than {limit:?} and was killed ({s})");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    Output {
+        status,
+        stdout: t_out.join().unwrap(),
+        stderr: t_err.join().unwrap(),
+    }
+}
+
+/// `nowcast ARGS`, bounded in time.
+pub fn nowcast(args: &[&str], limit: Duration) -> Output {
+    let mut cmd = Command::new(BIN);
+    cmd.args(args);
+    run_bounded(cmd, limit)
+}
+
+/// Parses NDJSON stdout into records; every line must be a valid record.
+pub fn records(out: &Output) -> Vec<Record> {
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| Record::parse(l).unwrap_or_else(|e| panic!("bad record {l}: {e}")))
+        .collect()
+}
+
+pub fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}

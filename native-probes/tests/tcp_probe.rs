@@ -1,0 +1,184 @@
+//! `nowcast tcp` against a real `nowcast serve` on loopback.
+
+mod common;
+
+use common::{nowcast, records, text, Server};
+use std::net::TcpListener;
+use std::time::{Duration, Instant};
+use wasm_forecast::record::{Metric, Status};
+
+const LIMIT: Duration = Duration::from_secs(30);
+
+#[test]
+fn periodic_probes_write_schema_records_with_forecasts_and_the_server_stops_cleanly() {
+    let mut server = Server::start(&["--bind", "127.0.0.1"]);
+    let out_file = std::env::temp_dir().join(format!("nowcast-tcp-{}.ndjson", std::process::id()));
+    let out = nowcast(
+        &[
+            "tcp",
+            &server.tcp,
+            "--count",
+            "4",
+            "--period",
+            "0.05",
+            "--size",
+            "256",
+            "--sndbuf",
+            "256K",
+            "--server-rcvbuf",
+            "512K",
+            "--json",
+            "--out",
+            out_file.to_str().unwrap(),
+        ],
+        LIMIT,
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let recs = records(&out);
+    assert_eq!(recs.len(), 16, "four experiments of four metrics");
+    let saved = std::fs::read_to_string(&out_file).unwrap();
+    let _ = std::fs::remove_file(&out_file);
+    assert_eq!(saved, text(&out.stdout), "--out holds the same records");
+    for (i, r) in recs.iter().enumerate() {
+        assert_eq!(r.status, Status::Ok, "{r:?}");
+        assert_eq!(r.seq, Some(i as u64 / 4));
+        assert_eq!(r.source, "nowcast tcp");
+        assert_eq!(r.to, server.tcp);
+        assert!(r.timeout_ms.is_some(), "every probe had a timeout in force");
+        let p = r.probe.as_ref().unwrap();
+        // Linux grants twice the size asked, for its bookkeeping.
+        assert_eq!(p.sndbuf_bytes, Some(512 * 1024), "{p:?}");
+        // From the second experiment on, each value carries the forecast made before it.
+        assert_eq!(r.forecast.is_some(), i >= 4, "{r:?}");
+    }
+    let metrics: Vec<Metric> = recs[..4].iter().map(|r| r.metric).collect();
+    assert_eq!(
+        metrics,
+        [
+            Metric::HandshakeRtt,
+            Metric::Rtt,
+            Metric::RttNagle,
+            Metric::BandwidthUp
+        ]
+    );
+    let nagle: Vec<Option<bool>> = recs[1..3]
+        .iter()
+        .map(|r| r.probe.as_ref().unwrap().nagle)
+        .collect();
+    assert_eq!(nagle, [Some(false), Some(true)]);
+    for bw in recs.iter().filter(|r| r.metric == Metric::BandwidthUp) {
+        let p = bw.probe.as_ref().unwrap();
+        assert_eq!(p.payload_bytes, Some(256 * 1024));
+        let raw = p.raw_ms.unwrap();
+        let sub = p.rtt_subtracted_ms.unwrap();
+        assert!(sub < raw);
+        // The reported rate is the payload over the raw time less the subtracted RTT.
+        let expect = 256.0 * 1024.0 * 8.0 / ((raw - sub) / 1e3) / 1e6;
+        assert!((bw.value.unwrap() - expect).abs() < 1e-6 * expect);
+        if bw.seq == Some(0) {
+            assert_eq!(
+                sub,
+                recs[1].value.unwrap(),
+                "the first subtraction is the first RTT"
+            );
+        }
+    }
+    for r in recs
+        .iter()
+        .filter(|r| matches!(r.metric, Metric::Rtt | Metric::RttNagle))
+    {
+        let v = r.value.unwrap();
+        assert!(v > 0.0 && v < 50.0, "loopback RTT {v} ms");
+    }
+    assert!(server.terminate(), "the server exits 0 on SIGTERM");
+}
+
+#[test]
+fn the_table_is_for_people_and_a_refused_connection_names_host_step_and_os_error() {
+    let server = Server::start(&["--bind", "127.0.0.1"]);
+    let out = nowcast(&["tcp", &server.tcp, "--size", "16"], LIMIT);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let table = text(&out.stdout);
+    assert!(
+        table.contains("rtt_nagle ms") && table.contains("buffers granted"),
+        "{table}"
+    );
+    drop(server);
+
+    // A port with nothing behind it: bind then drop a listener to find one.
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let target = format!("127.0.0.1:{port}");
+    let out = nowcast(&["tcp", &target, "--json"], LIMIT);
+    assert!(!out.status.success());
+    let err = text(&out.stderr);
+    assert!(
+        err.contains(&format!("{target}: connect: Connection refused")),
+        "{err}"
+    );
+    let recs = records(&out);
+    assert_eq!(recs.len(), 1);
+    assert_eq!(
+        (recs[0].metric, recs[0].status),
+        (Metric::HandshakeRtt, Status::Error)
+    );
+}
+
+#[test]
+fn a_silent_peer_times_out_at_the_deadline_instead_of_hanging() {
+    // A listener that accepts (the kernel completes the handshake) but never answers.
+    let silent = TcpListener::bind("127.0.0.1:0").unwrap();
+    let target = silent.local_addr().unwrap().to_string();
+    let started = Instant::now();
+    let out = nowcast(&["tcp", &target, "--json", "--deadline", "0.5"], LIMIT);
+    assert!(started.elapsed() < Duration::from_secs(10));
+    assert!(!out.status.success());
+    let recs = records(&out);
+    let last = recs.last().unwrap();
+    assert_eq!(
+        (last.metric, last.status),
+        (Metric::HandshakeRtt, Status::Timeout),
+        "{recs:?}"
+    );
+    assert_eq!(last.timeout_ms, Some(500.0));
+    assert!(text(&out.stderr).contains("timed out"));
+}
+
+#[test]
+fn the_server_enforces_its_payload_and_session_caps() {
+    let server = Server::start(&[
+        "--bind",
+        "127.0.0.1",
+        "--max-payload",
+        "100K",
+        "--max-sessions-per-client",
+        "1",
+    ]);
+    let out = nowcast(&["tcp", &server.tcp, "--size", "1M", "--json"], LIMIT);
+    let recs = records(&out);
+    let bw = recs
+        .iter()
+        .find(|r| r.metric == Metric::BandwidthUp)
+        .unwrap();
+    assert_eq!(bw.status, Status::Error);
+    assert!(
+        bw.error
+            .as_ref()
+            .unwrap()
+            .contains("above the server's cap"),
+        "{bw:?}"
+    );
+    assert!(out.status.success(), "the RTT probes succeeded");
+
+    // Hold the only session this client may have; the next one is refused as busy.
+    let mut held = std::net::TcpStream::connect(&server.tcp).unwrap();
+    std::io::Write::write_all(&mut held, &nowcast::probe::wire::Hello::default().encode()).unwrap();
+    let mut w = [0u8; nowcast::probe::wire::Welcome::LEN];
+    std::io::Read::read_exact(&mut held, &mut w).unwrap();
+    let out = nowcast(&["tcp", &server.tcp, "--json"], LIMIT);
+    assert!(!out.status.success());
+    assert!(text(&out.stderr).contains("busy"), "{}", text(&out.stderr));
+}
