@@ -5,6 +5,7 @@ mod forecast_cmd;
 mod periodic;
 mod serve_cmd;
 mod tcp_cmd;
+mod udp_cmd;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -33,6 +34,8 @@ enum Command {
     Serve(serve_cmd::Args),
     /// NWS TCP probe: handshake, 2-byte RTT with Nagle off and on, bandwidth, forecasts.
     Tcp(tcp_cmd::Args),
+    /// UDP probe: RTT, jitter, loss, reordering and duplicates, with forecasts.
+    Udp(udp_cmd::Args),
 }
 
 fn main() -> ExitCode {
@@ -41,6 +44,7 @@ fn main() -> ExitCode {
         Command::Forecast(args) => forecast_cmd::run(args),
         Command::Serve(args) => serve_cmd::run(args),
         Command::Tcp(args) => tcp_cmd::run(args),
+        Command::Udp(args) => udp_cmd::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
