@@ -42,7 +42,11 @@ fn json_report_covers_every_forecaster_and_rule() {
     let dir = TempDir::new("json");
     let f = dir.file("s.txt", &series(400));
     let out = nowcast(&["forecast", f.to_str().unwrap(), "--json"]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(doc["report"]["points"], 400);
     assert_eq!(doc["input"]["format"], "plain");
@@ -53,7 +57,17 @@ fn json_report_covers_every_forecaster_and_rule() {
         .chain(doc["report"]["baselines"].as_array().unwrap())
         .map(|r| r["id"].as_str().unwrap())
         .collect();
-    for id in ["nws_faithful_mse", "nws_faithful_mae", "nws_improved_mse", "nws_improved_mae", "oracle", "last_value", "mean_5", "ewma_0.7", "rfc6298_srtt"] {
+    for id in [
+        "nws_faithful_mse",
+        "nws_faithful_mae",
+        "nws_improved_mse",
+        "nws_improved_mae",
+        "oracle",
+        "last_value",
+        "mean_5",
+        "ewma_0.7",
+        "rfc6298_srtt",
+    ] {
         assert!(ids.contains(&id), "{id} missing from {ids:?}");
     }
     assert_eq!(doc["report"]["primaries"].as_array().unwrap().len(), 20);
@@ -84,7 +98,10 @@ fn a_malformed_line_stops_with_its_number_unless_skipped() {
     let out = nowcast(&["forecast", f.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("line 4") && err.contains("four") && err.contains("--skip-bad"), "{err}");
+    assert!(
+        err.contains("line 4") && err.contains("four") && err.contains("--skip-bad"),
+        "{err}"
+    );
     let out = nowcast(&["forecast", f.to_str().unwrap(), "--skip-bad", "--json"]);
     assert!(out.status.success());
     let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
@@ -106,11 +123,27 @@ fn records_of_one_metric_are_read_and_others_counted() {
         );
     }
     let f = dir.file("r.ndjson", &text);
-    let out = nowcast(&["forecast", f.to_str().unwrap(), "--metric", "bandwidth_down", "--json"]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = nowcast(&[
+        "forecast",
+        f.to_str().unwrap(),
+        "--metric",
+        "bandwidth_down",
+        "--json",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(doc["input"]["metric"], "bandwidth_down");
-    assert_eq!((doc["report"]["points"].as_u64(), doc["input"]["other_metric"].as_u64()), (Some(50), Some(50)));
+    assert_eq!(
+        (
+            doc["report"]["points"].as_u64(),
+            doc["input"]["other_metric"].as_u64()
+        ),
+        (Some(50), Some(50))
+    );
     let out = nowcast(&["forecast", f.to_str().unwrap(), "--metric", "latency"]);
     assert!(String::from_utf8_lossy(&out.stderr).contains("unknown metric 'latency'"));
 }
