@@ -57,24 +57,36 @@ class History {
   ago(k: number): number {
     return this.ring[(this.end - 1 - k) & (HISTORY - 1)]!;
   }
+}
 
-  /**
-   * Mean of the last min(w, count) values (count ≥ 1). Each contiguous part of the ring is
-   * summed oldest to newest and the parts are then added, as window.rs does.
-   */
-  meanLast(w: number): number {
-    const m = Math.min(w, this.held());
-    const { ring, end } = this;
-    if (m <= end) {
+/**
+ * Sum of the last `w` values for a sliding mean, kept as primary.rs keeps it: added value by
+ * value while the window fills (the running mean's own additions, so the two tie exactly),
+ * then moved by each entering and leaving value, and re-added from scratch once every `w`
+ * steps so that subtraction residue cannot build up.
+ */
+class SlidingSum {
+  private sum = 0;
+  private lap = 0;
+
+  constructor(private readonly w: number) {}
+
+  /** `hist` already holds `x`; returns the mean of the last min(w, count) values. */
+  push(x: number, hist: History): number {
+    const { w } = this;
+    const n = hist.count;
+    if (n <= w) {
+      this.sum += x;
+    } else if (this.lap === 0) {
       let total = 0;
-      for (let i = end - m; i < end; i++) total += ring[i]!;
-      return total / m;
+      for (let k = w - 1; k >= 0; k--) total += hist.ago(k);
+      this.sum = total;
+      this.lap = w;
+    } else {
+      this.sum += x - hist.ago(w);
     }
-    let older = 0;
-    for (let i = HISTORY - (m - end); i < HISTORY; i++) older += ring[i]!;
-    let newer = 0;
-    for (let i = 0; i < end; i++) newer += ring[i]!;
-    return (older + newer) / m;
+    this.lap = Math.max(this.lap - 1, 0);
+    return this.sum / Math.min(w, n);
   }
 }
 
@@ -154,9 +166,22 @@ class SortedWindow {
   trimmedMean(): number {
     const m = this.size;
     const drop = Math.floor(0.3 * m);
-    let total = 0;
-    for (let i = drop; i < m - drop; i++) total += this.vals[i]!;
-    return total / (m - 2 * drop);
+    // Four running partial sums, then the tail, in window.rs's `sum` order.
+    const end = m - drop;
+    const whole = drop + Math.floor((end - drop) / 4) * 4;
+    let a0 = 0;
+    let a1 = 0;
+    let a2 = 0;
+    let a3 = 0;
+    for (let i = drop; i < whole; i += 4) {
+      a0 += this.vals[i]!;
+      a1 += this.vals[i + 1]!;
+      a2 += this.vals[i + 2]!;
+      a3 += this.vals[i + 3]!;
+    }
+    let tail = 0;
+    for (let i = whole; i < end; i++) tail += this.vals[i]!;
+    return (a0 + a1 + (a2 + a3) + tail) / (end - drop);
   }
 }
 
@@ -261,8 +286,14 @@ class ErrorTable {
     }
     // Every window is shorter than the ring, so the row leaving it is not the one just written.
     for (let wi = 0; wi < WINDOWS.length; wi++) {
-      const old = ((this.pos + RING - WINDOWS[wi]!) % RING) * PRIMARIES;
       const at = wi * PRIMARIES;
+      if (WINDOWS[wi] === 1) {
+        // The last errors themselves, exactly, as errors.rs does (no sliding residue).
+        winSe.set(ringSe.subarray(row, row + PRIMARIES), at);
+        winAe.set(ringAe.subarray(row, row + PRIMARIES), at);
+        continue;
+      }
+      const old = ((this.pos + RING - WINDOWS[wi]!) % RING) * PRIMARIES;
       for (let j = 0; j < PRIMARIES; j++) {
         winSe[at + j]! += ringSe[row + j]! - ringSe[old + j]!;
         winAe[at + j]! += ringAe[row + j]! - ringAe[old + j]!;
@@ -349,6 +380,8 @@ export class NwsFaithfulBank {
   private readonly window51 = new SortedWindow(51);
   private readonly adaptive5to21 = new FaithfulAdaptiveMedian(10, 21, 1);
   private readonly adaptive21to51 = new FaithfulAdaptiveMedian(30, 51, 5);
+  private readonly sliding31 = new SlidingSum(31);
+  private readonly sliding5 = new SlidingSum(5);
   private sum = 0;
   /** Each primary's forecast for the next value; the smoothers' start at the original's 0. */
   private readonly fc = new Float64Array(PRIMARIES);
@@ -418,8 +451,8 @@ export class NwsFaithfulBank {
     }
     fc[10] = this.median31.median();
     fc[11] = this.median5.median();
-    fc[12] = hist.meanLast(31);
-    fc[13] = hist.meanLast(5);
+    fc[12] = this.sliding31.push(x, hist);
+    fc[13] = this.sliding5.push(x, hist);
     fc[14] = this.median31.trimmedMean();
     fc[15] = this.window51.trimmedMean();
     fc[16] = this.adaptive5to21.observe(x, hist, x);
