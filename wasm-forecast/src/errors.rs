@@ -279,18 +279,19 @@ impl ErrorTable {
     }
 }
 
-// The row helpers work on copies held in locals: LLVM then knows nothing aliases and emits
-// packed vector arithmetic, which it does not do on the table's rows in place.
+// Row loops vectorise (SSE2 natively, simd128 in WASM) only when LLVM can tell that the rows
+// do not overlap. Out of line, the `&mut`/`&` arguments say so; that is how `add` (used once
+// per lap) is written. The hot `slide` differs by target, measured: natively it is inlined
+// and works on copies of the rows (held in registers); in WASM the copies would be real
+// memory traffic, so it stays out of line and works in place.
+#[inline(never)]
 fn add(acc: &mut Row, v: &Row) {
-    let (mut a, b) = (*acc, *v);
     for k in 0..LANES {
-        a[k] += b[k];
+        acc[k] += v[k];
     }
-    *acc = a;
 }
 
 fn div(a: &Row, b: &Row) -> Row {
-    let (a, b) = (*a, *b);
     let mut out = [0.0; LANES];
     for k in 0..LANES {
         out[k] = a[k] / b[k];
@@ -299,8 +300,7 @@ fn div(a: &Row, b: &Row) -> Row {
 }
 
 /// Smallest value of a row, over four independent lanes so that comparisons overlap.
-fn row_min(row: &Row) -> f64 {
-    let r = *row;
+fn row_min(r: &Row) -> f64 {
     let mut lanes = [f64::INFINITY; 4];
     for c in 0..LANES / 4 {
         for k in 0..4 {
@@ -315,9 +315,8 @@ fn row_min(row: &Row) -> f64 {
 
 /// Index of the first entry equal to `v` (a bit mask of matches, then its lowest bit).
 fn first_equal(row: &Row, v: f64) -> usize {
-    let r = *row;
     let mut mask = 0u32;
-    for (k, &x) in r.iter().enumerate() {
+    for (k, &x) in row.iter().enumerate() {
         mask |= ((x == v) as u32) << k;
     }
     (mask.trailing_zeros() as usize).min(LANES - 1)
@@ -330,6 +329,7 @@ fn argmin_row(row: &Row) -> usize {
 
 /// Moves window sums: adds the entering errors and removes the leaving ones; returns the
 /// smallest new sum.
+#[cfg(not(target_arch = "wasm32"))]
 fn slide(sums: &mut Row, entering: &Row, leaving: &Row) -> f64 {
     let (mut s, e, l) = (*sums, *entering, *leaving);
     for k in 0..LANES {
@@ -337,6 +337,17 @@ fn slide(sums: &mut Row, entering: &Row, leaving: &Row) -> f64 {
     }
     *sums = s;
     row_min(&s)
+}
+
+/// Moves window sums: adds the entering errors and removes the leaving ones; returns the
+/// smallest new sum.
+#[cfg(target_arch = "wasm32")]
+#[inline(never)]
+fn slide(sums: &mut Row, entering: &Row, leaving: &Row) -> f64 {
+    for k in 0..LANES {
+        sums[k] += entering[k] - leaving[k];
+    }
+    row_min(sums)
 }
 
 /// Index of the first smallest value (no NaN occurs: errors of finite values).
