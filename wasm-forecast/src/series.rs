@@ -28,12 +28,23 @@ impl Series {
         }
     }
 
+    /// A series without timeout rules, for values that are not probe results (an imported
+    /// series, say): the same forecasts without the rules' bookkeeping.
+    pub fn without_timeouts(mode: Mode) -> Self {
+        Self {
+            trackers: Vec::new(),
+            ..Self::new(mode, Bounds::UNBOUNDED)
+        }
+    }
+
     /// Feeds a measurement: timeout rules are judged against the forecast made before it.
     pub fn observe(&mut self, x: f64) -> Result<(), ForecastError> {
         Bank::check(x)?;
-        let before = self.bank.forecast();
-        for t in &mut self.trackers {
-            t.observe(x, before.as_ref(), &self.bounds);
+        if !self.trackers.is_empty() {
+            let before = self.bank.forecast();
+            for t in &mut self.trackers {
+                t.observe(x, before.as_ref(), &self.bounds);
+            }
         }
         self.bank.update(x)
     }

@@ -43,6 +43,16 @@ impl Forecaster {
         })
     }
 
+    /// A series without timeout rules (`timeout` answers undefined): forecasts of values that
+    /// are not probe results, such as an imported series.
+    #[wasm_bindgen(js_name = withoutTimeouts)]
+    pub fn without_timeouts(mode: &str) -> Result<Forecaster, JsError> {
+        let mode: Mode = mode.parse().map_err(js_err)?;
+        Ok(Self {
+            series: Series::without_timeouts(mode),
+        })
+    }
+
     /// Feeds one measurement; refuses NaN, ±Infinity and magnitudes above 1e100.
     pub fn update(&mut self, x: f64) -> Result<(), JsError> {
         self.series.observe(x).map_err(js_err)

@@ -44,6 +44,18 @@ describe("the real wasm-forecast module", () => {
     expect(a.table()).toEqual(b.table());
   });
 
+  it("forecasts the same without timeout rules, which then answer undefined", () => {
+    const a = Series.create("faithful");
+    const b = Series.withoutTimeouts("faithful");
+    const xs = [10, 12, 11, 13, 50, 12, 11, 12, 13, 12];
+    a.updateBatch(xs);
+    b.updateBatch(xs);
+    expect(b.forecast()).toEqual(a.forecast());
+    expect(a.timeout("rfc6298")).toBeGreaterThan(0);
+    expect(b.timeout("rfc6298")).toBeUndefined();
+    expect(b.timeoutOutcomes()).toEqual([]);
+  });
+
   it("refuses NaN and infinities with a clear error and keeps earlier values", () => {
     const s = Series.create();
     expect(() => s.update(Number.NaN)).toThrow(/not a finite number/);

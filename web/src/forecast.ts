@@ -101,6 +101,14 @@ export class Series {
     return new Series(new RawForecaster(mode), mode);
   }
 
+  /**
+   * A series without timeout rules ({@link Series.timeout} answers undefined), for values that
+   * are not probe results, such as an imported file.
+   */
+  static withoutTimeouts(mode: Mode = "improved"): Series {
+    return new Series(RawForecaster.withoutTimeouts(mode), mode);
+  }
+
   /** Restores a series saved with {@link Series.save}; throws on another format or version. */
   static restore(text: string): Series {
     const mode = (JSON.parse(text) as { state?: { bank?: { mode?: Mode } } }).state?.bank?.mode;
