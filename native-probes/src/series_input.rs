@@ -189,6 +189,28 @@ fn bad(stats: &mut ReadStats, opts: &ReadOptions, b: BadLine) -> Result<(), Read
     }
 }
 
+/// Passes a parsed value on, or handles the line it came from as bad; `origin` gives the line
+/// number and text, built only for a bad line.
+fn take(
+    value: Result<f64, String>,
+    stats: &mut ReadStats,
+    opts: &ReadOptions,
+    sink: &mut impl FnMut(f64),
+    origin: impl FnOnce() -> (u64, String),
+) -> Result<(), ReadError> {
+    match value {
+        Ok(v) => {
+            stats.values += 1;
+            sink(v);
+            Ok(())
+        }
+        Err(reason) => {
+            let (line, text) = origin();
+            bad(stats, opts, BadLine { line, text, reason })
+        }
+    }
+}
+
 fn read_lines(
     mut input: impl BufRead,
     offset: u64,
@@ -235,21 +257,7 @@ fn read_lines(
             },
             Format::Csv | Format::Auto => unreachable!("handled by the caller"),
         };
-        match value {
-            Ok(v) => {
-                stats.values += 1;
-                sink(v);
-            }
-            Err(reason) => bad(
-                stats,
-                opts,
-                BadLine {
-                    line: number,
-                    text: t.to_string(),
-                    reason,
-                },
-            )?,
-        }
+        take(value, stats, opts, sink, || (number, t.to_string()))?;
     }
     Ok(())
 }
@@ -335,21 +343,9 @@ fn read_csv(
             Some(f) => parse_number(f),
             None => Err(format!("no column {c} on this line")),
         };
-        match value {
-            Ok(v) => {
-                stats.values += 1;
-                sink(v);
-            }
-            Err(reason) => bad(
-                stats,
-                opts,
-                BadLine {
-                    line,
-                    text: rec.iter().collect::<Vec<_>>().join(","),
-                    reason,
-                },
-            )?,
-        }
+        take(value, stats, opts, sink, || {
+            (line, rec.iter().collect::<Vec<_>>().join(","))
+        })?;
     }
     Ok(())
 }
