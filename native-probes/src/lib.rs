@@ -1,6 +1,7 @@
 //! Library behind the `nowcast` command: reading measurement series, evaluating forecasters
 //! over them, the network probes' cores and the server they talk to.
 
+pub mod delay;
 pub mod evaluate;
 pub mod net;
 pub mod probe;

@@ -1,6 +1,7 @@
 //! `nowcast`: the native companion of the Nowcast page. Each subcommand prints for humans by
 //! default and NDJSON / JSON with `--json`.
 
+mod delay_cmd;
 mod forecast_cmd;
 mod periodic;
 mod serve_cmd;
@@ -36,6 +37,9 @@ enum Command {
     Tcp(tcp_cmd::Args),
     /// UDP probe: RTT, jitter, loss, reordering and duplicates, with forecasts.
     Udp(udp_cmd::Args),
+    /// Relay TCP or UDP with a fixed added delay (emulated links in the accuracy tests).
+    #[command(hide = true)]
+    Delay(delay_cmd::Args),
 }
 
 fn main() -> ExitCode {
@@ -45,6 +49,7 @@ fn main() -> ExitCode {
         Command::Serve(args) => serve_cmd::run(args),
         Command::Tcp(args) => tcp_cmd::run(args),
         Command::Udp(args) => udp_cmd::run(args),
+        Command::Delay(args) => delay_cmd::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -10,6 +10,11 @@
 //!   higher than both here);
 //! - loss under an nft random-drop rule within the binomial confidence interval.
 //!
+//! A third link adds a fixed delay of 20 ms each way (no netem here): every server is reached
+//! through a `nowcast delay` relay in the server's namespace, and the RTTs of `nowcast tcp`
+//! and `nowcast udp` must be within ±(50 µs + 2 %) of sockperf's (TCP and UDP) and of irtt's
+//! through the same relays.
+//!
 //! Needs root, iproute2, nft, iperf3, sockperf and irtt; skips with a message otherwise.
 //! Namespaces and devices are named after this process, so parallel runs cannot collide,
 //! and every process started in a namespace is killed by PID before it is deleted.
@@ -23,6 +28,24 @@ use wasm_forecast::record::{Metric, Record, Status};
 
 const SERVER_IP: &str = "10.231.0.2";
 const LIMIT: Duration = Duration::from_secs(60);
+/// The fixed one-way delay of the delayed link, in ms.
+const DELAY_MS: u32 = 20;
+
+/// Where the client reaches each server on a link: directly, or through a delay relay.
+struct Ports {
+    nowcast_tcp: String,
+    nowcast_udp: String,
+    sockperf_tcp: String,
+    sockperf_udp: String,
+    irtt: String,
+}
+
+fn port_of(addr: &str) -> u16 {
+    addr.rsplit(':')
+        .next()
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("no port in {addr}"))
+}
 
 /// Why these tests cannot run here, if they cannot.
 fn missing() -> Option<String> {
@@ -126,6 +149,25 @@ impl Link {
         self.children.push(child);
     }
 
+    /// Starts a `nowcast delay` relay on SERVER_IP:`port` in the server namespace that
+    /// passes `proto` traffic on to `to` with DELAY_MS added each way; returns its address.
+    fn delay(&mut self, proto: &str, port: u16, to: &str) -> String {
+        let at = format!("{SERVER_IP}:{port}");
+        let one_way = DELAY_MS.to_string();
+        self.serve(&[
+            BIN,
+            "delay",
+            proto,
+            "--listen",
+            &at,
+            "--to",
+            to,
+            "--one-way",
+            &one_way,
+        ]);
+        at
+    }
+
     fn drop_from_client(&self, per_mille: u32) {
         let b = &self.server_ns;
         sh(&[
@@ -222,23 +264,26 @@ fn json_of(cmd: Command) -> serde_json::Value {
     serde_json::from_slice(&out.stdout).expect("JSON output")
 }
 
-/// sockperf's median full round trip in µs, over TCP (port 11111) or UDP (11112).
-fn sockperf_median_us(link: &Link, tcp: bool) -> f64 {
+/// sockperf's median full round trip in µs, over TCP or UDP, for `secs` seconds.
+fn sockperf_median_us(link: &Link, tcp: bool, port: u16, secs: u32) -> f64 {
+    let (port, secs) = (port.to_string(), secs.to_string());
     let mut args = vec![
         "sockperf",
         "ping-pong",
         "--full-rtt",
         "-i",
         SERVER_IP,
+        "-p",
+        &port,
         "-t",
-        "2",
+        &secs,
     ];
     if tcp {
-        args.extend(["--tcp", "-p", "11111"]);
+        args.push("--tcp");
     } else {
         // Paced like the nowcast and irtt probes: a host woken every 10 ms answers slower
         // than one kept busy by back-to-back messages.
-        args.extend(["-p", "11112", "-m", "64", "--mps", "100"]);
+        args.extend(["-m", "64", "--mps", "100"]);
     }
     let out = run_bounded(link.client(&args), LIMIT);
     let all = text(&out.stdout) + &text(&out.stderr);
@@ -258,7 +303,7 @@ struct Figures(Vec<String>);
 impl Figures {
     fn check(&mut self, what: &str, ours: f64, theirs: f64, unit: &str, ok: bool) {
         let line = format!(
-            "{what:<34} nowcast {ours:>10.3}  peer {theirs:>10.3} {unit:<7} ratio {:.4}  {}",
+            "{what:<38} nowcast {ours:>10.3}  peer {theirs:>10.3} {unit:<7} ratio {:.4}  {}",
             ours / theirs,
             if ok { "ok" } else { "OUT OF BOUND" }
         );
@@ -275,7 +320,9 @@ fn accuracy_against_iperf3_sockperf_and_irtt_on_emulated_links() {
     }
     let mut figures = Figures(Vec::new());
     let mut failures = Vec::new();
-    for (tag, rate) in [("s", 20u32), ("f", 200)] {
+    // The third link adds a fixed delay of DELAY_MS each way: every probe and its peer go
+    // through `nowcast delay` relays in the server's namespace, one per server port.
+    for (tag, rate, delayed) in [("s", 20u32, false), ("f", 200, false), ("d", 200, true)] {
         let mut link = Link::new(tag, rate);
         let server = Server::start_with(
             link.in_ns(&link.server_ns.clone(), &[BIN]),
@@ -287,63 +334,90 @@ fn accuracy_against_iperf3_sockperf_and_irtt_on_emulated_links() {
         ]);
         link.serve(&["sockperf", "server", "-i", SERVER_IP, "-p", "11112"]);
         link.serve(&["irtt", "server", "-b", &format!("{SERVER_IP}:2112")]);
+        let ports = if delayed {
+            Ports {
+                nowcast_tcp: link.delay("tcp", 9001, &server.tcp),
+                nowcast_udp: link.delay("udp", 9002, &server.udp),
+                sockperf_tcp: link.delay("tcp", 9011, &format!("{SERVER_IP}:11111")),
+                sockperf_udp: link.delay("udp", 9012, &format!("{SERVER_IP}:11112")),
+                irtt: link.delay("udp", 9112, &format!("{SERVER_IP}:2112")),
+            }
+        } else {
+            Ports {
+                nowcast_tcp: server.tcp.clone(),
+                nowcast_udp: server.udp.clone(),
+                sockperf_tcp: format!("{SERVER_IP}:11111"),
+                sockperf_udp: format!("{SERVER_IP}:11112"),
+                irtt: format!("{SERVER_IP}:2112"),
+            }
+        };
         std::thread::sleep(Duration::from_millis(500));
+        let at = if delayed {
+            format!("{rate} Mbit/s +{}ms", 2 * DELAY_MS)
+        } else {
+            format!("{rate} Mbit/s")
+        };
+        // Through the relays a round trip takes ~40 ms: fewer sessions, longer peer runs.
+        let (sessions, peer_secs) = if delayed { ("25", 4) } else { ("100", 2) };
 
-        // Bandwidth: about two seconds of transfer per nowcast probe, three probes; iperf3
-        // for three seconds. Both with the kernel's default buffers.
-        let size = format!("{}M", rate as u64 * 2 / 8);
-        let recs = nowcast_in(
-            &link,
-            &[
-                "tcp",
-                &server.tcp,
-                "--size",
-                &size,
-                "--count",
-                "3",
-                "--json",
-            ],
-        );
-        let ours = median(values(&recs, Metric::BandwidthUp));
-        let iperf =
-            json_of(link.client(&["iperf3", "-c", SERVER_IP, "-p", "5201", "-t", "3", "-J"]));
-        let theirs = iperf["end"]["sum_received"]["bits_per_second"]
-            .as_f64()
-            .expect("iperf3 rate")
-            / 1e6;
-        let ok = within(ours, theirs, 0.0, 0.03);
-        figures.check(
-            &format!("tcp bandwidth_up @{rate} Mbit/s"),
-            ours,
-            theirs,
-            "Mbit/s",
-            ok,
-        );
-        if !ok {
-            failures.push(format!("bandwidth at {rate} Mbit/s"));
+        // Bandwidth (undelayed links): about two seconds of transfer per nowcast probe, three
+        // probes; iperf3 for three seconds. Both with the kernel's default buffers.
+        if !delayed {
+            let size = format!("{}M", rate as u64 * 2 / 8);
+            let recs = nowcast_in(
+                &link,
+                &[
+                    "tcp",
+                    &server.tcp,
+                    "--size",
+                    &size,
+                    "--count",
+                    "3",
+                    "--json",
+                ],
+            );
+            let ours = median(values(&recs, Metric::BandwidthUp));
+            let iperf =
+                json_of(link.client(&["iperf3", "-c", SERVER_IP, "-p", "5201", "-t", "3", "-J"]));
+            let theirs = iperf["end"]["sum_received"]["bits_per_second"]
+                .as_f64()
+                .expect("iperf3 rate")
+                / 1e6;
+            let ok = within(ours, theirs, 0.0, 0.03);
+            figures.check(
+                &format!("tcp bandwidth_up @{rate} Mbit/s"),
+                ours,
+                theirs,
+                "Mbit/s",
+                ok,
+            );
+            if !ok {
+                failures.push(format!("bandwidth at {rate} Mbit/s"));
+            }
         }
 
-        // RTT with Nagle off: medians of 100 sessions and of two seconds of sockperf.
+        // RTT with Nagle off: medians of 100 sessions (25 delayed) and of two seconds (four)
+        // of sockperf.
         let recs = nowcast_in(
             &link,
             &[
                 "tcp",
-                &server.tcp,
+                &ports.nowcast_tcp,
                 "--size",
                 "1B",
                 "--count",
-                "100",
+                sessions,
                 "--period",
                 "0",
                 "--json",
             ],
         );
         let ours = median(values(&recs, Metric::Rtt)) * 1e3;
-        let theirs = sockperf_median_us(&link, true);
+        let theirs = sockperf_median_us(&link, true, port_of(&ports.sockperf_tcp), peer_secs);
         let ok = within(ours, theirs, 50.0, 0.02);
-        figures.check(&format!("tcp rtt @{rate} Mbit/s"), ours, theirs, "µs", ok);
+        figures.check(&format!("tcp rtt @{at}"), ours, theirs, "µs", ok);
         if !ok {
-            failures.push(format!("tcp rtt at {rate} Mbit/s"));
+            failures.push(format!("tcp rtt at {at}"));
         }
 
         // UDP RTT: 200 probes 10 ms apart, against irtt and sockperf's UDP ping-pong at the
@@ -355,7 +429,7 @@ fn accuracy_against_iperf3_sockperf_and_irtt_on_emulated_links() {
             &link,
             &[
                 "udp",
-                &server.udp,
+                &ports.nowcast_udp,
                 "--probes",
                 "200",
                 "--interval",
@@ -368,43 +442,42 @@ fn accuracy_against_iperf3_sockperf_and_irtt_on_emulated_links() {
             "irtt",
             "client",
             "-d",
-            "2s",
+            &format!("{peer_secs}s"),
             "-i",
             "10ms",
             "-Q",
             "-o",
             "-",
-            &format!("{SERVER_IP}:2112"),
+            &ports.irtt,
         ]));
         let theirs = irtt["stats"]["rtt"]["median"]
             .as_f64()
             .expect("irtt median")
             / 1e3;
-        let ok = ours <= theirs + 50.0 + 0.02 * theirs;
-        figures.check(
-            &format!("udp rtt vs irtt @{rate} Mbit/s"),
-            ours,
-            theirs,
-            "µs",
-            ok,
-        );
+        // With the fixed delay, the bound (≥ 850 µs) covers irtt's offset: two-sided there.
+        let ok = if delayed {
+            within(ours, theirs, 50.0, 0.02)
+        } else {
+            ours <= theirs + 50.0 + 0.02 * theirs
+        };
+        figures.check(&format!("udp rtt vs irtt @{at}"), ours, theirs, "µs", ok);
         if !ok {
-            failures.push(format!("udp rtt above irtt at {rate} Mbit/s"));
+            failures.push(format!("udp rtt against irtt at {at}"));
         }
-        let theirs = sockperf_median_us(&link, false);
+        let theirs = sockperf_median_us(&link, false, port_of(&ports.sockperf_udp), peer_secs);
         let ok = within(ours, theirs, 50.0, 0.02);
         figures.check(
-            &format!("udp rtt vs sockperf @{rate} Mbit/s"),
+            &format!("udp rtt vs sockperf @{at}"),
             ours,
             theirs,
             "µs",
             ok,
         );
         if !ok {
-            failures.push(format!("udp rtt at {rate} Mbit/s"));
+            failures.push(format!("udp rtt at {at}"));
         }
 
-        if rate == 20 {
+        if rate == 20 && !delayed {
             // Loss: 5 % of the client's datagrams dropped at random on arrival; 4000 probes.
             // The bound is the 99.9 % normal interval of the binomial, ±3.29·√(p(1−p)/n).
             link.drop_from_client(50);

@@ -1,0 +1,298 @@
+//! A fixed-delay relay: the propagation delay of docs/testing.md's emulated links, where the
+//! kernel has no `netem`. Every chunk of a TCP stream and every UDP datagram is held for the
+//! same one-way delay in each direction before it is passed on, so a round trip through the
+//! relay gains twice that delay and keeps the peers' own timing on top of it.
+//!
+//! A delay line is a FIFO: with one constant delay, items fall due in the order they came
+//! in, so one writer thread sleeps until the head is due and sends it. The last
+//! [`SPIN`] before a due time is spun rather than slept, because a sleeping thread wakes up
+//! to the timer slack (50 µs by default) late, which would blur the delay being emulated.
+//! The spinning costs a core while items are pending; this is a test instrument.
+
+use crate::stop::Stop;
+use std::collections::HashMap;
+use std::io::{self, Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream, UdpSocket};
+use std::sync::mpsc::{self, Receiver, Sender};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Below this much time left, the writer spins instead of sleeping.
+const SPIN: Duration = Duration::from_micros(200);
+/// How often blocked threads look at the stop flag.
+const SLICE: Duration = Duration::from_millis(200);
+/// Most UDP clients relayed at once (one upstream socket each).
+const MAX_UDP_CLIENTS: usize = 64;
+
+/// Waits until `due`: sleeps most of the way, spins the rest.
+fn wait_until(due: Instant) {
+    let now = Instant::now();
+    if due > now + SPIN {
+        std::thread::sleep(due - now - SPIN);
+    }
+    while Instant::now() < due {
+        std::hint::spin_loop();
+    }
+}
+
+/// Relays TCP connections from `listener` to `to`, each chunk delayed by `delay` in each
+/// direction, until `stop` is raised. Nagle is off on both legs, so a small write leaves
+/// when it is due and not when the previous one is acknowledged.
+pub fn tcp(listener: TcpListener, to: SocketAddr, delay: Duration, stop: &Stop) -> io::Result<()> {
+    listener.set_nonblocking(true)?;
+    while !stop.is_set() {
+        match listener.accept() {
+            Ok((client, _)) => {
+                client.set_nonblocking(false)?;
+                if let Err(e) = tcp_pair(client, to, delay) {
+                    eprintln!("nowcast delay: {to}: connect tcp: {e}");
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                // Accept latency does not enter a probe's RTT (the handshake is the
+                // kernel's), so polling at a millisecond is enough.
+                if stop.wait_timeout(Duration::from_millis(1)) {
+                    break;
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// Connects upstream and starts both directions of one relayed connection.
+fn tcp_pair(client: TcpStream, to: SocketAddr, delay: Duration) -> io::Result<()> {
+    let server = TcpStream::connect(to)?;
+    for s in [&client, &server] {
+        s.set_nodelay(true)?;
+    }
+    let (c2, s2) = (client.try_clone()?, server.try_clone()?);
+    tcp_direction(client, server, delay)?;
+    tcp_direction(s2, c2, delay)
+}
+
+/// One direction: a reader stamps each chunk, a writer passes it on when due. When the
+/// source ends, the destination's write side is shut down after the last chunk; when
+/// either side fails, both are closed.
+fn tcp_direction(mut from: TcpStream, mut to: TcpStream, delay: Duration) -> io::Result<()> {
+    let (tx, rx): (Sender<(Instant, Vec<u8>)>, Receiver<_>) = mpsc::channel();
+    let from_again = from.try_clone()?;
+    std::thread::Builder::new()
+        .name("delay-tcp-read".into())
+        .spawn(move || {
+            let mut buf = vec![0u8; 64 * 1024];
+            loop {
+                match from.read(&mut buf) {
+                    Ok(0) => return,
+                    Ok(n) => {
+                        if tx
+                            .send((Instant::now() + delay, buf[..n].to_vec()))
+                            .is_err()
+                        {
+                            return;
+                        }
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(_) => return,
+                }
+            }
+        })?;
+    std::thread::Builder::new()
+        .name("delay-tcp-write".into())
+        .spawn(move || {
+            for (due, chunk) in rx {
+                wait_until(due);
+                if to.write_all(&chunk).is_err() {
+                    let _ = from_again.shutdown(Shutdown::Both);
+                    let _ = to.shutdown(Shutdown::Both);
+                    return;
+                }
+            }
+            let _ = to.shutdown(Shutdown::Write);
+        })?;
+    Ok(())
+}
+
+/// Where a delayed datagram goes: back to a client through the front socket, or to the
+/// server through that client's upstream socket.
+enum Dest {
+    Client(SocketAddr),
+    Server(Arc<UdpSocket>),
+}
+
+/// Relays UDP datagrams arriving at `front` to `to`, each delayed by `delay` in each
+/// direction, until `stop` is raised. Every client gets an upstream socket of its own, so
+/// the server's replies find their way back to the client that sent the request.
+pub fn udp(front: UdpSocket, to: SocketAddr, delay: Duration, stop: &Stop) -> io::Result<()> {
+    let front = Arc::new(front);
+    front.set_read_timeout(Some(SLICE))?;
+    let (tx, rx) = mpsc::channel::<(Instant, Vec<u8>, Dest)>();
+    let writer = {
+        let front = front.clone();
+        std::thread::Builder::new()
+            .name("delay-udp-write".into())
+            .spawn(move || {
+                for (due, datagram, dest) in rx {
+                    wait_until(due);
+                    // A datagram that cannot be sent is lost, as on a real link.
+                    let _ = match dest {
+                        Dest::Client(addr) => front.send_to(&datagram, addr),
+                        Dest::Server(up) => up.send(&datagram),
+                    };
+                }
+            })?
+    };
+    let local = SocketAddr::new(
+        if to.is_ipv4() {
+            [0u8; 4].into()
+        } else {
+            [0u16; 8].into()
+        },
+        0,
+    );
+    let mut upstream: HashMap<SocketAddr, Arc<UdpSocket>> = HashMap::new();
+    let mut buf = vec![0u8; 65_536];
+    while !stop.is_set() {
+        let (n, client) = match front.recv_from(&mut buf) {
+            Ok(x) => x,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock
+                        | io::ErrorKind::TimedOut
+                        | io::ErrorKind::Interrupted
+                ) =>
+            {
+                continue
+            }
+            // An ICMP error from an earlier send concerns one client only.
+            Err(_) => continue,
+        };
+        let due = Instant::now() + delay;
+        let up = match upstream.get(&client) {
+            Some(up) => up.clone(),
+            None if upstream.len() >= MAX_UDP_CLIENTS => continue,
+            None => {
+                let up = UdpSocket::bind(local)?;
+                up.connect(to)?;
+                up.set_read_timeout(Some(SLICE))?;
+                let up = Arc::new(up);
+                let (up2, tx2, stop2) = (up.clone(), tx.clone(), stop.clone());
+                std::thread::Builder::new()
+                    .name("delay-udp-read".into())
+                    .spawn(move || {
+                        let mut buf = vec![0u8; 65_536];
+                        while !stop2.is_set() {
+                            if let Ok(n) = up2.recv(&mut buf) {
+                                let due = Instant::now() + delay;
+                                let item = (due, buf[..n].to_vec(), Dest::Client(client));
+                                if tx2.send(item).is_err() {
+                                    return;
+                                }
+                            }
+                        }
+                    })?;
+                upstream.insert(client, up.clone());
+                up
+            }
+        };
+        if tx.send((due, buf[..n].to_vec(), Dest::Server(up))).is_err() {
+            break;
+        }
+    }
+    drop(tx);
+    drop(upstream);
+    // The upstream readers hold senders until they notice the stop, within a slice.
+    let _ = writer.join();
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn within(elapsed: Duration, delay: Duration) -> bool {
+        elapsed >= delay && elapsed < delay + Duration::from_millis(20)
+    }
+
+    #[test]
+    fn udp_round_trips_gain_twice_the_delay() {
+        let echo = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let echo_at = echo.local_addr().unwrap();
+        let front = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let front_at = front.local_addr().unwrap();
+        let stop = Stop::new();
+        let stop2 = stop.clone();
+        let relay = std::thread::spawn(move || {
+            udp(front, echo_at, Duration::from_millis(15), &stop2).unwrap()
+        });
+        std::thread::spawn(move || {
+            let mut b = [0u8; 64];
+            for _ in 0..3 {
+                let (n, from) = echo.recv_from(&mut b).unwrap();
+                echo.send_to(&b[..n], from).unwrap();
+            }
+        });
+        let client = UdpSocket::bind("127.0.0.1:0").unwrap();
+        client.connect(front_at).unwrap();
+        client
+            .set_read_timeout(Some(Duration::from_secs(5)))
+            .unwrap();
+        for i in 0..3u8 {
+            let t = Instant::now();
+            client.send(&[i; 8]).unwrap();
+            let mut b = [0u8; 64];
+            let n = client.recv(&mut b).unwrap();
+            assert_eq!(&b[..n], &[i; 8]);
+            assert!(
+                within(t.elapsed(), Duration::from_millis(30)),
+                "{:?}",
+                t.elapsed()
+            );
+        }
+        stop.trigger();
+        relay.join().unwrap();
+    }
+
+    #[test]
+    fn tcp_round_trips_gain_twice_the_delay_and_closes_pass_on() {
+        let server = TcpListener::bind("127.0.0.1:0").unwrap();
+        let server_at = server.local_addr().unwrap();
+        let front = TcpListener::bind("127.0.0.1:0").unwrap();
+        let front_at = front.local_addr().unwrap();
+        let stop = Stop::new();
+        let stop2 = stop.clone();
+        let relay = std::thread::spawn(move || {
+            tcp(front, server_at, Duration::from_millis(10), &stop2).unwrap()
+        });
+        let echo = std::thread::spawn(move || {
+            let (mut s, _) = server.accept().unwrap();
+            let mut b = [0u8; 2];
+            while s.read_exact(&mut b).is_ok() {
+                s.write_all(&b).unwrap();
+            }
+        });
+        let mut c = TcpStream::connect(front_at).unwrap();
+        c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        for i in 0..3u8 {
+            let t = Instant::now();
+            c.write_all(&[i, i]).unwrap();
+            let mut b = [0u8; 2];
+            c.read_exact(&mut b).unwrap();
+            assert_eq!(b, [i, i]);
+            assert!(
+                within(t.elapsed(), Duration::from_millis(20)),
+                "{:?}",
+                t.elapsed()
+            );
+        }
+        c.shutdown(Shutdown::Write).unwrap();
+        let mut rest = Vec::new();
+        assert_eq!(c.read_to_end(&mut rest).unwrap(), 0);
+        echo.join().unwrap();
+        stop.trigger();
+        relay.join().unwrap();
+    }
+}
