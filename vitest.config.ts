@@ -2,6 +2,6 @@ import { defineConfig } from "vitest/config";
 
 export default defineConfig({
   test: {
-    projects: ["web", "echo-node"],
+    projects: ["web", "echo-node", "e2e"],
   },
 });

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # `npm test`: every suite of the project, from a fresh clone. Set-up first (only what is
-# missing), then formatting and lints, then Rust, TypeScript and browser tests.
+# missing), then formatting and lints, then Rust, TypeScript and browser tests (the page is
+# built first: the e2e tests load web/dist from a real echo-node).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -29,7 +30,10 @@ npx prettier --check .
 step "tsc (strict)"
 npx tsc -b
 
-step "vitest"
+step "build the page"
+npm -w web run --silent build
+
+step "vitest (web, echo-node, e2e in Chromium)"
 npx vitest run
 
 printf '\nall suites passed in %ss\n' "$(( $(date +%s) - start ))"

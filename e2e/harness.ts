@@ -1,0 +1,89 @@
+/**
+ * The e2e harness: a real echo-node serving the built page on an ephemeral loopback port, and
+ * Debian's Chromium driven by playwright-core (testing.md: never a downloaded browser, a fresh
+ * profile each run). Everything started here is closed by `close()`.
+ */
+import { existsSync, mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { chromium, type BrowserContext } from "playwright-core";
+import { defaultConfig, type Config } from "../echo-node/src/config.js";
+import { startEchoNode, type EchoNode } from "../echo-node/src/server.js";
+
+export const CHROMIUM = "/usr/bin/chromium";
+export const DIST = fileURLToPath(new URL("../web/dist", import.meta.url));
+export const ARTIFACTS = fileURLToPath(new URL("./artifacts", import.meta.url));
+
+/** Why the browser tests cannot run here, or undefined when they can. */
+export function missing(): string | undefined {
+  if (!existsSync(CHROMIUM)) return `${CHROMIUM} is not installed (Debian package chromium)`;
+  return undefined;
+}
+
+const FLAGS = [
+  "--no-sandbox",
+  "--disable-gpu",
+  "--disable-quic",
+  "--no-first-run",
+  "--disable-background-networking",
+  "--disable-component-update",
+  "--disable-sync",
+];
+
+export interface Rig {
+  node: EchoNode;
+  context: BrowserContext;
+  close(): Promise<void>;
+}
+
+export async function startRig(overrides: Partial<Config> = {}): Promise<Rig> {
+  if (!existsSync(join(DIST, "index.html"))) {
+    throw new Error(`${DIST}/index.html is missing: build the page first (npm -w web run build)`);
+  }
+  const node = await startEchoNode({
+    ...defaultConfig(),
+    port: 0,
+    host: "127.0.0.1",
+    staticDir: DIST,
+    name: "e2e-node",
+    ...overrides,
+  });
+  const profile = mkdtempSync(join(tmpdir(), "nowcast-e2e-profile-"));
+  let context: BrowserContext;
+  try {
+    context = await chromium.launchPersistentContext(profile, {
+      executablePath: CHROMIUM,
+      headless: true,
+      args: FLAGS,
+      timeout: 20_000,
+    });
+  } catch (e) {
+    await node.close();
+    rmSync(profile, { recursive: true, force: true });
+    throw e;
+  }
+  return {
+    node,
+    context,
+    async close() {
+      await context.close();
+      await node.close();
+      rmSync(profile, { recursive: true, force: true });
+    },
+  };
+}
+
+/** Probes echo-node has started, by kind, from its Prometheus text. */
+export async function probeCounts(node: EchoNode): Promise<Map<string, number>> {
+  const text = await (await fetch(`${node.url}/metrics`)).text();
+  const out = new Map<string, number>();
+  for (const m of text.matchAll(/^echo_node_probes_total\{kind="([a-z_]+)"\} (\d+)/gm)) {
+    out.set(m[1]!, Number(m[2]));
+  }
+  return out;
+}
+
+export function total(counts: Map<string, number>): number {
+  return [...counts.values()].reduce((a, b) => a + b, 0);
+}

@@ -1,0 +1,138 @@
+/**
+ * The page in a real Chromium against a real echo-node: the first measurement is plotted
+ * quickly, forecasts stand one period ahead, controls take effect, and suspending stops the
+ * probe traffic that echo-node counts.
+ */
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { Page } from "playwright-core";
+import { missing, probeCounts, startRig, total, type Rig } from "./harness.js";
+
+const why = missing();
+if (why !== undefined) console.warn(`e2e: skipping the browser tests: ${why}`);
+
+interface Plotted {
+  measurements: number;
+  forecasts: number;
+  lastMeasuredX: number;
+  lastForecastX: number;
+}
+
+/** What the graph of `series` has drawn, read from its figure's data attributes. */
+async function plotted(page: Page, series: string): Promise<Plotted> {
+  return page.evaluate((key) => {
+    const d = document.querySelector<HTMLElement>(`figure[data-series="${key}"]`)?.dataset;
+    return {
+      measurements: Number(d?.measurements ?? 0),
+      forecasts: Number(d?.forecasts ?? 0),
+      lastMeasuredX: Number(d?.lastMeasuredX ?? NaN),
+      lastForecastX: Number(d?.lastForecastX ?? NaN),
+    };
+  }, series);
+}
+
+/** Waits until the graph of `series` shows at least `n` measurements. */
+async function waitForMeasurements(page: Page, series: string, n: number, timeout: number) {
+  await page.waitForFunction(
+    ([key, count]) =>
+      Number(
+        document.querySelector<HTMLElement>(`figure[data-series="${key}"]`)?.dataset.measurements ??
+          0,
+      ) >= Number(count),
+    [series, String(n)] as const,
+    { timeout, polling: 20 },
+  );
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+describe.skipIf(why !== undefined)("the page against a real echo-node", () => {
+  let rig: Rig;
+  beforeAll(async () => {
+    rig = await startRig();
+  });
+  afterAll(async () => {
+    await rig?.close();
+  });
+
+  /** Opens the page; `done` closes it and checks that it logged no error (CSP included). */
+  async function open(
+    query: string,
+  ): Promise<{ page: Page; startedAt: number; done: () => Promise<void> }> {
+    const page = await rig.context.newPage();
+    const errors: string[] = [];
+    page.on("pageerror", (e) => errors.push(e.message));
+    page.on("console", (m) => {
+      if (m.type() === "error") errors.push(m.text());
+    });
+    const startedAt = Date.now();
+    await page.goto(`${rig.node.url}/${query}`);
+    const done = async () => {
+      await page.close();
+      expect(errors).toEqual([]);
+    };
+    return { page, startedAt, done };
+  }
+
+  it("plots the first measurement within 2 s of navigation", async () => {
+    const { page, startedAt, done } = await open("");
+    await waitForMeasurements(page, "rtt/websocket", 1, 5000);
+    const elapsed = Date.now() - startedAt;
+    console.log(`e2e: first measurement plotted ${elapsed} ms after navigation started`);
+    expect(elapsed).toBeLessThan(2000);
+    expect(await page.locator("#series-table tbody tr").first().textContent()).toContain("RTT");
+    await done();
+  });
+
+  it("shows a forecast for each measurement and the newest one period ahead", async () => {
+    const { page, done } = await open("?period=1");
+    await waitForMeasurements(page, "rtt/websocket", 3, 10_000);
+    for (const series of ["rtt/websocket", "bandwidth_down/websocket", "bandwidth_up/websocket"]) {
+      await waitForMeasurements(page, series, 3, 5000);
+      const p = await plotted(page, series);
+      // Every measurement brings the forecast of the next one; the forecast made for it
+      // moves onto its own time.
+      expect(p.forecasts).toBe(p.measurements);
+      expect(p.lastForecastX - p.lastMeasuredX).toBe(1000);
+    }
+    const next = page.locator('tr[data-series="rtt/websocket"] td').nth(1);
+    expect(await next.textContent()).toContain("±");
+    await done();
+  });
+
+  it("takes a period change at once and writes it to the URL", async () => {
+    const { page, done } = await open("?period=10");
+    await waitForMeasurements(page, "rtt/websocket", 1, 5000);
+    const before = (await plotted(page, "rtt/websocket")).measurements;
+    await page.selectOption("#period", "1");
+    expect(new URL(page.url()).searchParams.get("period")).toBe("1");
+    await waitForMeasurements(page, "rtt/websocket", before + 2, 4000);
+    await done();
+  });
+
+  it("stops probe traffic on suspend and restarts it on resume", async () => {
+    const { page, done } = await open("?period=1");
+    await waitForMeasurements(page, "rtt/websocket", 2, 5000);
+    await page.click("#suspend");
+    expect(await page.getAttribute("#suspend", "aria-pressed")).toBe("true");
+    // A probe already on the wire may finish; after that nothing more may start.
+    await sleep(1500);
+    const quiet = total(await probeCounts(rig.node));
+    await sleep(2500);
+    expect(total(await probeCounts(rig.node))).toBe(quiet);
+    await page.click("#suspend");
+    const deadline = Date.now() + 5000;
+    while (total(await probeCounts(rig.node)) === quiet && Date.now() < deadline) await sleep(50);
+    expect(total(await probeCounts(rig.node))).toBeGreaterThan(quiet);
+    await done();
+  });
+
+  it("measures over fetch too: ping RTT and download", async () => {
+    const { page, done } = await open("?period=1&transport=both");
+    await waitForMeasurements(page, "rtt/http", 2, 8000);
+    await waitForMeasurements(page, "bandwidth_down/http", 2, 8000);
+    const counts = await probeCounts(rig.node);
+    expect(counts.get("http_ping")).toBeGreaterThan(0);
+    expect(counts.get("http_download")).toBeGreaterThan(0);
+    await done();
+  });
+});

@@ -1,0 +1,74 @@
+// The page's settings and their URL form (`?period=5&size=64k&transport=websocket`), so that a
+// link reproduces what the user chose. Pure: parsing never throws, a bad value keeps the
+// default.
+
+export type TransportChoice = "websocket" | "http" | "both";
+/** Bytes, or "auto" (probe-math.ts `autoSize`). */
+export type SizeChoice = number | "auto";
+
+export interface Settings {
+  /** Seconds between probe rounds, 1 s to 5 min (JavaNws §2.1.3). */
+  periodS: number;
+  size: SizeChoice;
+  transport: TransportChoice;
+  /** Byte budget per hour, MiB. */
+  budgetMiB: number;
+}
+
+export const PERIOD_MIN_S = 1;
+export const PERIOD_MAX_S = 300;
+const BUDGET_MAX_MIB = 1_048_576;
+
+export const DEFAULT_SETTINGS: Readonly<Settings> = {
+  periodS: 2,
+  size: 64 * 1024,
+  transport: "websocket",
+  budgetMiB: 500,
+};
+
+/** "64k", "1m", "65536", "auto" → a size; undefined when unreadable. */
+export function parseSize(text: string): SizeChoice | undefined {
+  const t = text.trim().toLowerCase();
+  if (t === "auto") return "auto";
+  const m = /^(\d+)([km]?)$/.exec(t);
+  if (m === null) return undefined;
+  const bytes = Number(m[1]) * (m[2] === "k" ? 1024 : m[2] === "m" ? 1024 * 1024 : 1);
+  return bytes >= 1024 && bytes <= 2 ** 32 - 1 ? bytes : undefined;
+}
+
+/** A size as the URL and the controls write it: "auto", "64k", "4m" or plain bytes. */
+export function formatSize(size: SizeChoice): string {
+  if (size === "auto") return "auto";
+  if (size % (1024 * 1024) === 0) return `${size / (1024 * 1024)}m`;
+  if (size % 1024 === 0) return `${size / 1024}k`;
+  return String(size);
+}
+
+export function parseSettings(search: string): Settings {
+  const q = new URLSearchParams(search);
+  const s: Settings = { ...DEFAULT_SETTINGS };
+  const period = Number(q.get("period") ?? NaN);
+  if (Number.isFinite(period)) {
+    s.periodS = Math.min(PERIOD_MAX_S, Math.max(PERIOD_MIN_S, period));
+  }
+  const size = parseSize(q.get("size") ?? "");
+  if (size !== undefined) s.size = size;
+  const transport = q.get("transport");
+  if (transport === "websocket" || transport === "http" || transport === "both") {
+    s.transport = transport;
+  }
+  const budget = Number(q.get("budget") ?? NaN);
+  if (Number.isFinite(budget) && budget > 0) s.budgetMiB = Math.min(BUDGET_MAX_MIB, budget);
+  return s;
+}
+
+/** The query string for `s`, leaving out what equals the default so links stay short. */
+export function settingsQuery(s: Settings): string {
+  const q = new URLSearchParams();
+  if (s.periodS !== DEFAULT_SETTINGS.periodS) q.set("period", String(s.periodS));
+  if (s.size !== DEFAULT_SETTINGS.size) q.set("size", formatSize(s.size));
+  if (s.transport !== DEFAULT_SETTINGS.transport) q.set("transport", s.transport);
+  if (s.budgetMiB !== DEFAULT_SETTINGS.budgetMiB) q.set("budget", String(s.budgetMiB));
+  const text = q.toString();
+  return text === "" ? "" : `?${text}`;
+}

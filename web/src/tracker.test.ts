@@ -1,0 +1,69 @@
+import { readFileSync } from "node:fs";
+import { beforeAll, describe, expect, it } from "vitest";
+import { loadForecasting } from "./forecast";
+import { parseRecord, toLine } from "./record";
+import { BANDWIDTH_BOUNDS, RTT_BOUNDS, Tracker } from "./tracker";
+
+beforeAll(async () => {
+  await loadForecasting(
+    readFileSync(new URL("../../wasm-forecast/pkg/wasm_forecast_bg.wasm", import.meta.url)),
+  );
+});
+
+const outcome = (durationMs: number, timeoutMs = 3000) => ({
+  timestampMs: 1_700_000_000_000,
+  durationMs,
+  timeoutMs,
+  probe: { transport: "websocket" as const, payload_bytes: 2 },
+});
+
+describe("a tracked series", () => {
+  it("records each value with the forecast made before it, in the schema's form", () => {
+    const t = new Tracker("rtt/websocket", "duration", RTT_BOUNDS, "browser", "127.0.0.1:1");
+    const first = t.measured(10, outcome(10));
+    expect(first.record.forecast).toBeUndefined();
+    expect(first.next?.value).toBe(10);
+    const second = t.measured(12, outcome(12));
+    expect(second.record.forecast).toMatchObject({ value: 10, selector: "mse" });
+    expect(second.record).toMatchObject({ metric: "rtt", unit: "ms", value: 12, seq: 1 });
+    expect(second.count).toBe(2);
+    expect(second.mae).toBeGreaterThan(0);
+    for (const e of [first, second]) expect(parseRecord(toLine(e.record))).toEqual(e.record);
+    t.dispose();
+  });
+
+  it("starts with the initial timeout and then learns one within the bounds", () => {
+    const t = new Tracker("rtt/websocket", "duration", RTT_BOUNDS, "browser", "h");
+    expect(t.timeoutMs()).toBe(RTT_BOUNDS.initialMs);
+    for (let i = 0; i < 20; i++) t.measured(5 + (i % 3), outcome(5 + (i % 3)));
+    // A loopback RTT forecast is far below the floor, so the floor holds.
+    expect(t.timeoutMs()).toBe(RTT_BOUNDS.floorMs);
+    t.dispose();
+  });
+
+  it("records a timed-out probe and feeds it back with the penalty, never drops it", () => {
+    const t = new Tracker("rtt/websocket", "duration", RTT_BOUNDS, "browser", "h");
+    t.measured(5, outcome(5));
+    const e = t.timedOut(outcome(3000), 2);
+    expect(e.record).toMatchObject({ status: "timeout", value: null, timeout_ms: 3000 });
+    expect(e.timeouts).toBe(1);
+    expect(e.count).toBe(2);
+    // The bank saw elapsed + penalty, so the next forecast moved up towards it.
+    expect(e.next!.value).toBeGreaterThan(5);
+    expect(parseRecord(toLine(e.record))).toEqual(e.record);
+    t.dispose();
+  });
+
+  it("keeps rates and durations apart: the timeout follows the probe time", () => {
+    const t = new Tracker("bandwidth_down/websocket", "rate", BANDWIDTH_BOUNDS, "browser", "h");
+    for (let i = 0; i < 10; i++) t.measured(800, outcome(20_000));
+    expect(t.next()!.value).toBeCloseTo(800, 9);
+    expect(t.timeoutMs()).toBeGreaterThanOrEqual(20_000);
+    expect(t.timeoutMs()).toBeLessThanOrEqual(BANDWIDTH_BOUNDS.ceilingMs);
+    const e = t.timedOut(outcome(60_000), 1_250_000);
+    expect(e.record).toMatchObject({ status: "timeout", unit: "Mbit/s", value: null });
+    // What 1.25 MB would have achieved in elapsed + penalty: 1.25e6 B / 65 000 ms / 125.
+    expect(e.count).toBe(11);
+    t.dispose();
+  });
+});

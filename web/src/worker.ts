@@ -1,0 +1,301 @@
+// The probe worker (JavaNws §2.1.1, the Communicator, and §2.1.2, the Forecaster): runs probe
+// rounds every period, feeds each series' forecaster bank, and posts every measurement to the
+// page. Off the main thread so that drawing never delays a timestamp.
+
+import wasmUrl from "../../wasm-forecast/pkg/wasm_forecast_bg.wasm?url";
+import { ByteBudget } from "./budget";
+import { loadForecasting } from "./forecast";
+import { httpDownload, httpPing, RetryLater } from "./http-probe";
+import type { PageCommand, SeriesKey, StatusEvent, WorkerEvent } from "./messages";
+import type { Probe } from "./record";
+import { autoSize, rateMinusRtt, retryAfterSeconds, uploadRate } from "./probe-math";
+import { DEFAULT_SETTINGS, type Settings } from "./settings";
+import { BANDWIDTH_BOUNDS, RTT_BOUNDS, Tracker } from "./tracker";
+import { ConnectionClosed, ProbeTimeout, WsConnection } from "./ws-probe";
+
+const scope = globalThis as unknown as DedicatedWorkerGlobalScope;
+const origin = scope.location.origin;
+const MIB = 1024 * 1024;
+/** Bytes an echo costs on the wire, both ways (type, seq, 2-byte payload, frame headers). */
+const ECHO_BYTES = 2 * (7 + 6);
+const PING_BYTES = 400;
+
+let settings: Settings = { ...DEFAULT_SETTINGS };
+let suspended = false;
+let timer: ReturnType<typeof setTimeout> | undefined;
+let cycleRunning = false;
+let lastStart = -Infinity;
+let backoffUntil = 0;
+let conn: WsConnection | undefined;
+let maxPayload = 64 * MIB;
+const budget = new ByteBudget(settings.budgetMiB * MIB);
+const trackers = new Map<SeriesKey, Tracker>();
+
+function post(e: WorkerEvent): void {
+  scope.postMessage(e);
+}
+
+function status(state: StatusEvent["state"], message: string): void {
+  const now = performance.now();
+  post({
+    type: "status",
+    state,
+    message,
+    bytesThisHour: budget.used(now),
+    bytesSinceStart: budget.usedSinceStart,
+    budgetBytes: budget.perHour,
+  });
+}
+
+function tracker(key: SeriesKey): Tracker {
+  let t = trackers.get(key);
+  if (t === undefined) {
+    const rate = key.startsWith("bandwidth");
+    t = new Tracker(
+      key,
+      rate ? "rate" : "duration",
+      rate ? BANDWIDTH_BOUNDS : RTT_BOUNDS,
+      "browser",
+      scope.location.host,
+    );
+    trackers.set(key, t);
+  }
+  return t;
+}
+
+/** Runs one probe under its series' adaptive timeout; a timeout is recorded and fed back. */
+async function probe<T>(
+  key: SeriesKey,
+  payloadBytes: number,
+  run: (timeoutMs: number) => Promise<T>,
+  measured: (result: T, t: Tracker, timeoutMs: number) => void,
+  probeInfo: () => Probe,
+): Promise<void> {
+  const t = tracker(key);
+  const timeoutMs = t.timeoutMs();
+  budget.spend(payloadBytes, performance.now());
+  try {
+    measured(await run(timeoutMs), t, timeoutMs);
+  } catch (e) {
+    if (!(e instanceof ProbeTimeout)) throw e;
+    post(
+      t.timedOut(
+        { timestampMs: Date.now(), durationMs: e.elapsedMs, timeoutMs, probe: probeInfo() },
+        payloadBytes,
+      ),
+    );
+  }
+}
+
+async function connection(): Promise<WsConnection> {
+  if (conn?.open) return conn;
+  conn = await WsConnection.open(origin, RTT_BOUNDS.ceilingMs);
+  maxPayload = Math.min(maxPayload, conn.hello.maxPayload);
+  // The first echo on a new connection pays for the connection's warm-up (JavaNws handshake),
+  // so it is kept out of the RTT series.
+  budget.spend(ECHO_BYTES, performance.now());
+  await conn.echo(RTT_BOUNDS.ceilingMs);
+  return conn;
+}
+
+function predicted(key: SeriesKey): number | undefined {
+  return trackers.get(key)?.next()?.value;
+}
+
+function sizeFor(key: SeriesKey): number {
+  return settings.size === "auto"
+    ? autoSize(predicted(key), maxPayload)
+    : Math.min(settings.size, maxPayload);
+}
+
+async function wsRound(): Promise<void> {
+  const c = await connection();
+  await probe(
+    "rtt/websocket",
+    ECHO_BYTES,
+    (ms) => c.echo(ms),
+    (rtt, t, timeoutMs) =>
+      post(
+        t.measured(rtt, {
+          timestampMs: Date.now(),
+          durationMs: rtt,
+          timeoutMs,
+          probe: { transport: "websocket", payload_bytes: 2, raw_ms: rtt },
+        }),
+      ),
+    () => ({ transport: "websocket", payload_bytes: 2 }),
+  );
+  if (suspended || !c.open) return;
+  const down = sizeFor("bandwidth_down/websocket");
+  if (!budget.allows(down, performance.now())) return overBudget();
+  await probe(
+    "bandwidth_down/websocket",
+    down,
+    (ms) => c.download(down, ms),
+    (r, t, timeoutMs) => {
+      const rate = rateMinusRtt(r.bytes, r.rawMs, predicted("rtt/websocket"));
+      post(
+        t.measured(rate.mbits, {
+          timestampMs: Date.now(),
+          durationMs: r.rawMs,
+          timeoutMs,
+          probe: {
+            transport: "websocket",
+            payload_bytes: r.bytes,
+            raw_ms: r.rawMs,
+            rtt_subtracted_ms: rate.rttSubtractedMs,
+          },
+        }),
+      );
+    },
+    () => ({ transport: "websocket", payload_bytes: down }),
+  );
+  if (suspended || !c.open) return;
+  const up = sizeFor("bandwidth_up/websocket");
+  if (!budget.allows(up, performance.now())) return overBudget();
+  await probe(
+    "bandwidth_up/websocket",
+    up,
+    (ms) => c.upload(up, ms),
+    (r, t, timeoutMs) => {
+      const rate = uploadRate(
+        r.bytes,
+        r.firstByteAt,
+        r.lastByteAt,
+        r.clientMs,
+        predicted("rtt/websocket"),
+      );
+      post(
+        t.measured(rate.mbits, {
+          timestampMs: Date.now(),
+          durationMs: r.clientMs,
+          timeoutMs,
+          probe: {
+            transport: "websocket",
+            payload_bytes: r.bytes,
+            raw_ms: r.clientMs,
+            rtt_subtracted_ms: rate.rttSubtractedMs,
+          },
+        }),
+      );
+    },
+    () => ({ transport: "websocket", payload_bytes: up }),
+  );
+}
+
+async function httpRound(): Promise<void> {
+  await probe(
+    "rtt/http",
+    PING_BYTES,
+    (ms) => httpPing(origin, ms),
+    (rtt, t, timeoutMs) =>
+      post(
+        t.measured(rtt, {
+          timestampMs: Date.now(),
+          durationMs: rtt,
+          timeoutMs,
+          probe: { transport: "http", payload_bytes: 0, raw_ms: rtt },
+        }),
+      ),
+    () => ({ transport: "http", payload_bytes: 0 }),
+  );
+  if (suspended) return;
+  const down = sizeFor("bandwidth_down/http");
+  if (!budget.allows(down, performance.now())) return overBudget();
+  await probe(
+    "bandwidth_down/http",
+    down,
+    (ms) => httpDownload(origin, down, ms),
+    (r, t, timeoutMs) => {
+      const rate = rateMinusRtt(down, r.rawMs, predicted("rtt/http"));
+      post(
+        t.measured(rate.mbits, {
+          timestampMs: Date.now(),
+          durationMs: r.rawMs,
+          timeoutMs,
+          probe: {
+            transport: "http",
+            payload_bytes: down,
+            raw_ms: r.rawMs,
+            rtt_subtracted_ms: rate.rttSubtractedMs,
+          },
+        }),
+      );
+    },
+    () => ({ transport: "http", payload_bytes: down }),
+  );
+}
+
+function overBudget(): void {
+  status("over-budget", "hourly byte budget reached: bandwidth probes wait");
+}
+
+async function round(): Promise<void> {
+  if (performance.now() < backoffUntil) {
+    status("backing-off", "the server asked to wait");
+    return;
+  }
+  status("running", "");
+  try {
+    if (settings.transport !== "http") await wsRound();
+    if (!suspended && settings.transport !== "websocket") await httpRound();
+  } catch (e) {
+    const wait =
+      e instanceof RetryLater
+        ? e.seconds
+        : e instanceof ConnectionClosed
+          ? retryAfterSeconds(/retry-after/.test(e.reason) ? e.reason : null)
+          : undefined;
+    if (wait !== undefined) {
+      backoffUntil = performance.now() + wait * 1000;
+      status("backing-off", `${(e as Error).message}; waiting ${wait} s`);
+    } else {
+      status("running", (e as Error).message);
+    }
+  }
+}
+
+/** Starts the next round one period after the last one started (at once if that has passed). */
+function schedule(): void {
+  clearTimeout(timer);
+  timer = undefined;
+  if (suspended || cycleRunning) return;
+  const wait = Math.max(0, lastStart + settings.periodS * 1000 - performance.now());
+  timer = setTimeout(() => {
+    timer = undefined;
+    cycleRunning = true;
+    lastStart = performance.now();
+    void round().finally(() => {
+      cycleRunning = false;
+      if (suspended) conn?.close();
+      schedule();
+    });
+  }, wait);
+}
+
+const ready = Promise.all([
+  loadForecasting(wasmUrl),
+  fetch("/api/config", { cache: "no-store" })
+    .then((r) => r.json() as Promise<{ limits?: { maxPayloadBytes?: number } }>)
+    .then((c) => {
+      maxPayload = c.limits?.maxPayloadBytes ?? maxPayload;
+    })
+    .catch(() => undefined),
+]);
+
+scope.onmessage = (e: MessageEvent<PageCommand>) => {
+  const cmd = e.data;
+  void ready.then(() => {
+    if (cmd.type === "settings") {
+      settings = cmd.settings;
+      budget.perHour = settings.budgetMiB * MIB;
+    } else if (cmd.type === "suspend") {
+      suspended = true;
+      if (!cycleRunning) conn?.close();
+      status("suspended", "");
+    } else {
+      suspended = false;
+    }
+    schedule();
+  });
+};

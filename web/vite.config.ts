@@ -1,0 +1,17 @@
+import { defineConfig } from "vite";
+
+// The page is served by echo-node, whose Content-Security-Policy allows only same-origin
+// scripts and workers: no inline code, and the worker must be a file of its own (ES module).
+export default defineConfig({
+  root: import.meta.dirname,
+  publicDir: "../public",
+  build: {
+    outDir: "dist",
+    emptyOutDir: true,
+    target: "es2022",
+    modulePreload: { polyfill: false },
+    assetsInlineLimit: 0,
+  },
+  worker: { format: "es" },
+  server: { fs: { allow: [".."] } },
+});
