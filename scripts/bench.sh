@@ -44,6 +44,9 @@ median() { sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] " (" v
 echo "nowcast forecast: wall s median $(cut -d' ' -f1 "$tmp/times" | median), peak KB median $(cut -d' ' -f2 "$tmp/times" | median), $runs runs"
 echo "awk sum of the same file (peer, parse only): wall s median $(cut -d' ' -f1 "$tmp/awk" | median)"
 
+step "nowcast probes and server against sockperf and iperf3 on loopback; binary size and start-up"
+bash native-probes/bench/probes.sh
+
 step "echo-node throughput against iperf3 on loopback"
 if [ -n "$quick" ]; then
   BENCH_BYTES=${BENCH_BYTES:-268435456} npm -w echo-node run --silent bench
