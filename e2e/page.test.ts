@@ -5,7 +5,12 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Page } from "playwright-core";
-import { missing, probeCounts, startRig, total, type Rig } from "./harness.js";
+import { mkdirSync } from "node:fs";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { ARTIFACTS, missing, probeCounts, startRig, total, type Rig } from "./harness.js";
+
+const SAMPLES = fileURLToPath(new URL("../public/samples/", import.meta.url));
 
 const why = missing();
 if (why !== undefined) console.warn(`e2e: skipping the browser tests: ${why}`);
@@ -134,5 +139,74 @@ describe.skipIf(why !== undefined)("the page against a real echo-node", () => {
     expect(counts.get("http_ping")).toBeGreaterThan(0);
     expect(counts.get("http_download")).toBeGreaterThan(0);
     await done();
+  });
+
+  it("imports the sample files, forecasts them, and names the broken file's bad lines", async () => {
+    const { page, done } = await open("?period=300");
+    await page.setInputFiles(
+      "#import",
+      ["rtt-browser.ndjson", "iperf3-reverse.json", "rtt.csv", "broken.ndjson"].map((f) =>
+        join(SAMPLES, f),
+      ),
+    );
+    await page.waitForFunction(
+      () =>
+        document.querySelectorAll('figure[data-series^="import/"][data-forecasts]').length === 4,
+      undefined,
+      { timeout: 10_000, polling: 50 },
+    );
+    const counts = await page.$$eval('figure[data-series^="import/"]', (figs) =>
+      figs.map((f) => [Number(f.dataset.measurements), Number(f.dataset.forecasts)]),
+    );
+    // Each series is forecast with the same bank: a forecast for every value after the first,
+    // plus the next one.
+    expect(counts).toEqual([
+      [298, 298],
+      [30, 30],
+      [240, 240],
+      [5, 5],
+    ]);
+    const report = (await page.textContent("#import-report")) ?? "";
+    expect(report).toContain("broken.ndjson (ndjson): 5 values in 1 series; 4 line(s) refused");
+    expect(report).toContain("line 5, schema_version");
+    expect(report).toContain("line 8, value");
+    expect(report).toContain("rtt-browser.ndjson (ndjson): 298 values in 1 series.");
+    await done();
+  });
+
+  it("shows the error histogram, CDF and forecaster table of a series", async () => {
+    const { page, done } = await open("?period=1");
+    await waitForMeasurements(page, "rtt/websocket", 4, 10_000);
+    await page.selectOption("#predictability-series", "rtt/websocket");
+    await page.waitForFunction(
+      () =>
+        Number(document.querySelector<HTMLElement>("#predictability figure")?.dataset.points) > 0,
+      undefined,
+      { timeout: 5000, polling: 50 },
+    );
+    const inUse = await page.$$eval("#predictability tr.in-use", (rows) => rows.length);
+    expect(inUse).toBe(1);
+    expect(await page.$$eval("#predictability tbody tr", (rows) => rows.length)).toBeGreaterThan(2);
+    await done();
+  });
+
+  it("saves screenshots of the desktop and phone layouts", async () => {
+    mkdirSync(ARTIFACTS, { recursive: true });
+    for (const [name, viewport, scheme] of [
+      ["desktop", { width: 1280, height: 900 }, "light"],
+      ["phone", { width: 390, height: 844 }, "dark"],
+    ] as const) {
+      const { page, done } = await open("?period=1&transport=both");
+      await page.setViewportSize(viewport);
+      await page.emulateMedia({ colorScheme: scheme });
+      await waitForMeasurements(page, "bandwidth_down/http", 2, 10_000);
+      await page.screenshot({ path: join(ARTIFACTS, `${name}.png`), fullPage: true });
+      // Nothing may stick out sideways on a phone but the scrollable table.
+      const overflow = await page.evaluate(
+        () => document.documentElement.scrollWidth - document.documentElement.clientWidth,
+      );
+      expect(overflow).toBeLessThanOrEqual(0);
+      await done();
+    }
   });
 });

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { ByteBudget } from "./budget";
+import { ByteBudget, probeShare } from "./budget";
 
 const HOUR = 3_600_000;
 
@@ -28,5 +28,20 @@ describe("the hourly byte budget", () => {
     b.spend(800, 0);
     b.perHour = 500;
     expect(b.allows(1, 1)).toBe(false);
+  });
+});
+
+describe("the share of one probe", () => {
+  it("spreads the hour's budget over the rounds of the hour", () => {
+    // 500 MiB per hour, a round every 10 s with 2 bandwidth probes: 720 probes.
+    expect(probeShare(500 * 1024 * 1024, 10, 2)).toBe(Math.floor((500 * 1024 * 1024) / 720));
+  });
+
+  it("keeps within the server's per-minute allowance", () => {
+    expect(probeShare(1e12, 1, 3, 512 * 1024 * 1024)).toBe(Math.floor((512 * 1024 * 1024) / 180));
+  });
+
+  it("gives a slow period at most the whole budget", () => {
+    expect(probeShare(1000, 7200, 1)).toBe(1000);
   });
 });

@@ -43,3 +43,19 @@ export class ByteBudget {
     this.lifetime += bytes;
   }
 }
+
+/**
+ * The most one bandwidth probe may move so that probing every `periodS` with
+ * `probesPerRound` bandwidth probes stays within `perHour`, and within the server's own
+ * per-minute allowance when it states one (`/api/config` `limits.bytesPerMinute`).
+ */
+export function probeShare(
+  perHour: number,
+  periodS: number,
+  probesPerRound: number,
+  serverPerMinute = Infinity,
+): number {
+  const rounds = probesPerRound * Math.max(1, 3600 / periodS);
+  const serverRounds = probesPerRound * Math.max(1, 60 / periodS);
+  return Math.floor(Math.min(perHour / rounds, serverPerMinute / serverRounds));
+}

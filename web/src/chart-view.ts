@@ -84,13 +84,15 @@ export class SeriesChart {
       type: "line",
       data: {
         datasets: [
-          line("forecast + k·error", this.upper, { fill: "+1", backgroundColor: band }),
+          line(`forecast ± ${BAND_K}·error`, this.upper, { fill: "+1", backgroundColor: band }),
           line("forecast − k·error", this.lower, { fill: false }),
           line("measured", this.measured, {
             showLine: false,
             pointRadius: 2,
             pointBackgroundColor: light,
             pointBorderColor: light,
+            backgroundColor: light,
+            borderColor: light,
           }),
           line("forecast", this.forecasts, {
             showLine: false,
@@ -98,6 +100,8 @@ export class SeriesChart {
             pointStyle: "rectRot",
             pointBackgroundColor: dark,
             pointBorderColor: dark,
+            backgroundColor: dark,
+            borderColor: dark,
           }),
         ],
       },

@@ -4,8 +4,17 @@
 
 import "./style.css";
 import { SeriesChart } from "./chart-view";
+import { toCsv, toNdjson } from "./files";
 import { clock, formatBytes, formatValue } from "./format";
-import type { MeasurementEvent, PageCommand, SeriesKey, WorkerEvent } from "./messages";
+import type {
+  ImportedEvent,
+  MeasurementEvent,
+  PageCommand,
+  SeriesKey,
+  WorkerEvent,
+} from "./messages";
+import { PredictabilityView } from "./predictability-view";
+import type { Record as MeasurementRecord } from "./record";
 import {
   formatSize,
   parseSettings,
@@ -45,6 +54,13 @@ const ui = {
   showGraphs: el<HTMLInputElement>("show-graphs"),
   graphsSection: el("graphs-section"),
   graphs: el("graphs"),
+  importInput: el<HTMLInputElement>("import"),
+  importReport: el("import-report"),
+  exportNdjson: el<HTMLButtonElement>("export-ndjson"),
+  exportCsv: el<HTMLButtonElement>("export-csv"),
+  predictabilitySeries: el<HTMLSelectElement>("predictability-series"),
+  predictabilityRefresh: el<HTMLButtonElement>("predictability-refresh"),
+  predictability: el("predictability"),
 };
 
 let settings = parseSettings(location.search);
@@ -52,26 +68,33 @@ const worker = new Worker(new URL("./worker.ts", import.meta.url), { type: "modu
 const send = (cmd: PageCommand) => worker.postMessage(cmd);
 
 interface View {
+  title: string;
+  unit: string;
   cells: HTMLTableCellElement[];
   chart: SeriesChart;
-  row: HTMLTableRowElement;
+  /** The page's own measurements, kept for export (imported series are not re-exported). */
+  records: MeasurementRecord[];
 }
-const views = new Map<SeriesKey, View>();
+const views = new Map<string, View>();
 
 /** Puts `node` among its siblings in ORDER, so series appear in the same place every time. */
-function placeInOrder(parent: HTMLElement, node: HTMLElement, key: SeriesKey): void {
+function placeInOrder(parent: HTMLElement, node: HTMLElement, key: string): void {
   node.dataset.series = key;
-  const rank = (k: string | undefined) => ORDER.indexOf(k ?? "");
+  // Imported series (not in ORDER) go after the live ones, in arrival order.
+  const rank = (k: string | undefined) => {
+    const i = ORDER.indexOf(k ?? "");
+    return i < 0 ? Infinity : i;
+  };
   const after = [...parent.children].find(
     (c) => rank((c as HTMLElement).dataset.series) > rank(key),
   );
   parent.insertBefore(node, after ?? null);
 }
 
-function view(key: SeriesKey, unit: string): View {
+function view(key: string, unit: string, label?: string): View {
   let v = views.get(key);
   if (v !== undefined) return v;
-  const title = TITLES[key] ?? key;
+  const title = label ?? TITLES[key as SeriesKey] ?? key;
   const row = document.createElement("tr");
   const head = document.createElement("th");
   head.scope = "row";
@@ -81,37 +104,120 @@ function view(key: SeriesKey, unit: string): View {
   placeInOrder(ui.tbody as unknown as HTMLElement, row, key);
   const chart = new SeriesChart(ui.graphs, title, unit);
   placeInOrder(ui.graphs, chart.figure, key);
-  v = { cells, chart, row };
+  v = { title, unit, cells, chart, records: [] };
   views.set(key, v);
+  ui.predictabilitySeries.add(new Option(title, key));
   return v;
+}
+
+type Cells = [
+  HTMLTableCellElement,
+  HTMLTableCellElement,
+  HTMLTableCellElement,
+  HTMLTableCellElement,
+  HTMLTableCellElement,
+  HTMLTableCellElement,
+];
+
+function showRow(
+  v: View,
+  last: string,
+  next: { value: number; error: number; method: string } | undefined,
+  mae: number | undefined,
+  count: number,
+  timeouts: number,
+): void {
+  const cells = v.cells as Cells;
+  cells[0].textContent = last;
+  cells[1].textContent =
+    next === undefined
+      ? "–"
+      : `${formatValue(next.value, v.unit)} ± ${formatValue(BAND_K * next.error, v.unit)}`;
+  cells[2].textContent = next?.method ?? "–";
+  cells[3].textContent = mae === undefined ? "–" : formatValue(mae, v.unit);
+  cells[4].textContent = String(count);
+  cells[5].textContent = String(timeouts);
 }
 
 function onMeasurement(m: MeasurementEvent): void {
   const { record, next } = m;
   const v = view(m.key, record.unit);
-  const [last, nextCell, method, mae, count, timeouts] = v.cells as [
-    HTMLTableCellElement,
-    HTMLTableCellElement,
-    HTMLTableCellElement,
-    HTMLTableCellElement,
-    HTMLTableCellElement,
-    HTMLTableCellElement,
-  ];
-  last.textContent =
+  v.records.push(record);
+  showRow(
+    v,
     record.value === null
       ? `timed out (${record.timeout_ms} ms)`
-      : formatValue(record.value, record.unit);
-  nextCell.textContent =
-    next === undefined
-      ? "–"
-      : `${formatValue(next.value, record.unit)} ± ${formatValue(BAND_K * next.error, record.unit)}`;
-  method.textContent = next?.method ?? "–";
-  mae.textContent = m.mae === undefined ? "–" : formatValue(m.mae, record.unit);
-  count.textContent = String(m.count);
-  timeouts.textContent = String(m.timeouts);
+      : formatValue(record.value, record.unit),
+    next,
+    m.mae,
+    m.count,
+    m.timeouts,
+  );
   v.chart.add(record.timestamp_ms, record.value, next, settings.periodS * 1000);
   requestDraw();
 }
+
+/** Shows each imported series like a live one, and what was refused, line by line. */
+function onImported(ev: ImportedEvent): void {
+  for (const s of ev.series) {
+    const v = view(s.key, s.unit, s.label);
+    const gaps = s.points.slice(1).map((p, i) => p.t - s.points[i]!.t);
+    const step = gaps.sort((a, b) => a - b)[gaps.length >> 1] ?? 1000;
+    for (const p of s.points) v.chart.add(p.t, p.value, p.next, step);
+    const last = s.points.at(-1);
+    showRow(
+      v,
+      last === undefined ? "–" : formatValue(last.value, s.unit),
+      last?.next,
+      s.mae,
+      s.points.length,
+      0,
+    );
+  }
+  const report = document.createElement("div");
+  const kept = ev.series.reduce((n, s) => n + s.points.length, 0);
+  const summary = document.createElement("p");
+  summary.textContent =
+    `${ev.file} (${ev.format}): ${kept} values in ${ev.series.length} series` +
+    (ev.errorCount === 0 ? "." : `; ${ev.errorCount} line(s) refused:`);
+  report.append(summary);
+  if (ev.errorCount > 0) {
+    summary.className = "problem";
+    const list = document.createElement("ul");
+    for (const e of ev.errors) {
+      const item = document.createElement("li");
+      item.textContent = `line ${e.line}${e.field === undefined ? "" : `, ${e.field}`}: ${e.message}`;
+      list.append(item);
+    }
+    if (ev.errorCount > ev.errors.length) {
+      const item = document.createElement("li");
+      item.textContent = `… and ${ev.errorCount - ev.errors.length} more`;
+      list.append(item);
+    }
+    report.append(list);
+  }
+  ui.importReport.prepend(report);
+  requestDraw();
+}
+
+async function importFiles(files: Iterable<File>): Promise<void> {
+  for (const f of files) send({ type: "import", file: f.name, text: await f.text() });
+}
+
+function download(name: string, type: string, text: string): void {
+  const url = URL.createObjectURL(new Blob([text], { type }));
+  const a = document.createElement("a");
+  a.href = url;
+  a.download = name;
+  a.click();
+  setTimeout(() => URL.revokeObjectURL(url), 1000);
+}
+
+function stamp(): string {
+  return new Date().toISOString().replace(/[:.]/g, "-");
+}
+
+const predictabilityView = new PredictabilityView(ui.predictability);
 
 let drawQueued = false;
 /** Redraws at most once a frame, and not at all while the graphs are hidden: measurements go
@@ -129,6 +235,11 @@ worker.onmessage = (e: MessageEvent<WorkerEvent>) => {
   const ev = e.data;
   if (ev.type === "measurement") {
     onMeasurement(ev);
+  } else if (ev.type === "imported") {
+    onImported(ev);
+  } else if (ev.type === "predictability") {
+    const v = views.get(ev.key);
+    if (v !== undefined) predictabilityView.show(ev, v.title, v.unit);
   } else {
     ui.state.textContent = ev.message === "" ? ev.state : `${ev.state}: ${ev.message}`;
     ui.bytes.textContent =
@@ -180,6 +291,38 @@ ui.showGraphs.addEventListener("change", () => {
     for (const v of views.values()) v.chart.draw();
   }
 });
+
+ui.importInput.addEventListener("change", () => {
+  // Copied first: clearing the input empties its live FileList.
+  void importFiles([...(ui.importInput.files ?? [])]);
+  ui.importInput.value = "";
+});
+document.addEventListener("dragover", (e) => {
+  e.preventDefault();
+  document.body.classList.add("dropping");
+});
+document.addEventListener("dragleave", () => document.body.classList.remove("dropping"));
+document.addEventListener("drop", (e) => {
+  e.preventDefault();
+  document.body.classList.remove("dropping");
+  void importFiles(e.dataTransfer?.files ?? []);
+});
+ui.exportNdjson.addEventListener("click", () => {
+  const records = [...views.values()].flatMap((v) => v.records);
+  records.sort((a, b) => a.timestamp_ms - b.timestamp_ms);
+  download(`nowcast-${stamp()}.ndjson`, "application/x-ndjson", toNdjson(records));
+});
+ui.exportCsv.addEventListener("click", () => {
+  const series = [...views.values()].map((v) => ({ label: v.title, records: v.records }));
+  download(`nowcast-${stamp()}.csv`, "text/csv", toCsv(series));
+});
+const analyse = () => {
+  if (ui.predictabilitySeries.value !== "") {
+    send({ type: "predictability", key: ui.predictabilitySeries.value });
+  }
+};
+ui.predictabilityRefresh.addEventListener("click", analyse);
+ui.predictabilitySeries.addEventListener("change", analyse);
 
 el("target").textContent = location.host;
 const tick = () => {

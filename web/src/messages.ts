@@ -1,6 +1,7 @@
 // Messages between the page and its probe worker. Plain data (structured clone), no classes.
 
-import type { Metric, Record, Transport } from "./record";
+import type { ForecasterRow, Histogram } from "./forecast";
+import type { LineError, Metric, Record, Transport } from "./record";
 import type { Settings } from "./settings";
 
 /** One series: a metric measured over one transport, e.g. "rtt/websocket". */
@@ -35,7 +36,46 @@ export interface StatusEvent {
   budgetBytes: number;
 }
 
-export type WorkerEvent = MeasurementEvent | StatusEvent;
+/** A point of an imported series, with the forecast made after it. */
+export interface ReplayedPoint {
+  t: number;
+  value: number;
+  next: NextForecast;
+}
+
+/** An imported file: its series, already run through the bank, and the lines refused. */
+export interface ImportedEvent {
+  type: "imported";
+  file: string;
+  format: string;
+  series: {
+    key: string;
+    label: string;
+    unit: string;
+    points: ReplayedPoint[];
+    mae: number | undefined;
+  }[];
+  /** The first refused lines, and how many there were in all. */
+  errors: LineError[];
+  errorCount: number;
+}
+
+/** What the predictability view shows for one series (JavaNws §5). */
+export interface PredictabilityEvent {
+  type: "predictability";
+  key: string;
+  histogram: Histogram | undefined;
+  cdf: { x: number; p: number }[];
+  table: ForecasterRow[];
+  /** The forecaster in use (MSE-selected). */
+  selected: string | undefined;
+}
+
+export type WorkerEvent = MeasurementEvent | StatusEvent | ImportedEvent | PredictabilityEvent;
 
 export type PageCommand =
-  { type: "settings"; settings: Settings } | { type: "suspend" } | { type: "resume" };
+  | { type: "settings"; settings: Settings }
+  | { type: "suspend" }
+  | { type: "resume" }
+  | { type: "import"; file: string; text: string }
+  | { type: "predictability"; key: string };

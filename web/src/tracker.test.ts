@@ -2,7 +2,7 @@ import { readFileSync } from "node:fs";
 import { beforeAll, describe, expect, it } from "vitest";
 import { loadForecasting } from "./forecast";
 import { parseRecord, toLine } from "./record";
-import { BANDWIDTH_BOUNDS, RTT_BOUNDS, Tracker } from "./tracker";
+import { BANDWIDTH_BOUNDS, predictability, RTT_BOUNDS, Tracker } from "./tracker";
 
 beforeAll(async () => {
   await loadForecasting(
@@ -64,6 +64,34 @@ describe("a tracked series", () => {
     expect(e.record).toMatchObject({ status: "timeout", unit: "Mbit/s", value: null });
     // What 1.25 MB would have achieved in elapsed + penalty: 1.25e6 B / 65 000 ms / 125.
     expect(e.count).toBe(11);
+    t.dispose();
+  });
+});
+
+describe("imported series and predictability", () => {
+  it("replays points in time order through the bank, each with the forecast after it", () => {
+    const r = Tracker.replay([
+      { t: 3000, value: 14 },
+      { t: 1000, value: 10 },
+      { t: 2000, value: 12 },
+    ]);
+    expect(r.points.map((p) => p.t)).toEqual([1000, 2000, 3000]);
+    expect(r.points[0]!.next.value).toBe(10);
+    expect(r.errors).toHaveLength(2);
+    expect(r.series.timeout("nws")).toBeUndefined();
+    const p = predictability("import/1", r.series, r.errors);
+    expect(p.histogram?.counts.reduce((a, b) => a + b, 0)).toBe(2);
+    expect(p.cdf.at(-1)?.p).toBe(1);
+    expect(p.table.some((row) => row.id === p.selected)).toBe(true);
+    r.series.dispose();
+  });
+
+  it("collects a live series' forecast errors for the view", () => {
+    const t = new Tracker("rtt/websocket", "duration", RTT_BOUNDS, "browser", "h");
+    for (const v of [10, 12, 11, 30, 12]) t.measured(v, outcome(v));
+    const p = t.predictability();
+    expect(p.histogram!.counts).toHaveLength(100);
+    expect(p.cdf).toHaveLength(4);
     t.dispose();
   });
 });

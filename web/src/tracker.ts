@@ -2,8 +2,14 @@
 // of its probes (Allen, Wolski & Plank: forecast + k·error, floor and ceiling, learned from the
 // probe durations), and the record of every probe, timed out or not.
 
-import { Series } from "./forecast";
-import type { MeasurementEvent, NextForecast, SeriesKey } from "./messages";
+import { ecdf, histogram, Series } from "./forecast";
+import type {
+  MeasurementEvent,
+  NextForecast,
+  PredictabilityEvent,
+  ReplayedPoint,
+  SeriesKey,
+} from "./messages";
 import { SCHEMA_VERSION, type Probe, type Record, type RecordForecast } from "./record";
 
 export interface TimeoutBounds {
@@ -46,6 +52,8 @@ export class Tracker {
   private readonly durations: Series;
   private seq = 0;
   timeouts = 0;
+  /** Forecast errors (measured − forecast made before it), for the predictability view. */
+  private readonly errors: number[] = [];
 
   /**
    * @param kind "duration": the value is the probe time itself (RTT), so one series serves
@@ -61,6 +69,32 @@ export class Tracker {
     this.durations = Series.create();
     this.durations.setTimeoutBounds(bounds.floorMs, bounds.ceilingMs, bounds.penaltyMs);
     this.values = kind === "duration" ? this.durations : Series.withoutTimeouts();
+  }
+
+  /**
+   * Runs an imported series through the same bank, in time order, without timeouts (its values
+   * were not probes), and returns each point with the forecast made after it.
+   */
+  static replay(points: readonly { t: number; value: number }[]): {
+    series: Series;
+    errors: number[];
+    points: ReplayedPoint[];
+  } {
+    const series = Series.withoutTimeouts();
+    const errors: number[] = [];
+    const out: ReplayedPoint[] = [];
+    for (const p of [...points].sort((a, b) => a.t - b.t)) {
+      const before = series.forecast()?.mse.value;
+      series.update(p.value);
+      if (before !== undefined) errors.push(p.value - before);
+      const f = series.forecast()!.mse;
+      out.push({
+        t: p.t,
+        value: p.value,
+        next: { value: f.value, error: Math.sqrt(f.error), method: f.methodId },
+      });
+    }
+    return { series, errors, points: out };
   }
 
   /** The timeout of the next probe (ms): the NWS rule, MAE forecast + 3·√MSE, within bounds. */
@@ -83,6 +117,7 @@ export class Tracker {
   measured(value: number, o: Outcome): MeasurementEvent {
     const forecast = this.forecastBefore();
     this.values.update(value);
+    if (forecast !== undefined) this.errors.push(value - forecast.value);
     if (this.kind === "rate") this.durations.update(o.durationMs);
     return this.event(o, forecast, "ok", value);
   }
@@ -134,8 +169,24 @@ export class Tracker {
     };
   }
 
+  predictability(): PredictabilityEvent {
+    return predictability(this.key, this.values, this.errors);
+  }
+
   dispose(): void {
     if (this.values !== this.durations) this.values.dispose();
     this.durations.dispose();
   }
+}
+
+/** Error histogram (100 bins, min..max) and CDF, and every forecaster's MSE and MAE (JavaNws §5). */
+export function predictability(key: string, values: Series, errors: number[]): PredictabilityEvent {
+  return {
+    type: "predictability",
+    key,
+    histogram: histogram(errors, 100),
+    cdf: ecdf(errors),
+    table: values.table(),
+    selected: values.forecast()?.mse.methodId,
+  };
 }

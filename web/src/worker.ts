@@ -3,14 +3,15 @@
 // page. Off the main thread so that drawing never delays a timestamp.
 
 import wasmUrl from "../../wasm-forecast/pkg/wasm_forecast_bg.wasm?url";
-import { ByteBudget } from "./budget";
-import { loadForecasting } from "./forecast";
+import { ByteBudget, probeShare } from "./budget";
+import { loadForecasting, type Series } from "./forecast";
+import { importText } from "./files";
 import { httpDownload, httpPing, RetryLater } from "./http-probe";
 import type { PageCommand, SeriesKey, StatusEvent, WorkerEvent } from "./messages";
 import type { Probe } from "./record";
 import { autoSize, rateMinusRtt, retryAfterSeconds, uploadRate } from "./probe-math";
 import { DEFAULT_SETTINGS, type Settings } from "./settings";
-import { BANDWIDTH_BOUNDS, RTT_BOUNDS, Tracker } from "./tracker";
+import { BANDWIDTH_BOUNDS, predictability, RTT_BOUNDS, Tracker } from "./tracker";
 import { ConnectionClosed, ProbeTimeout, WsConnection } from "./ws-probe";
 
 const scope = globalThis as unknown as DedicatedWorkerGlobalScope;
@@ -28,8 +29,13 @@ let lastStart = -Infinity;
 let backoffUntil = 0;
 let conn: WsConnection | undefined;
 let maxPayload = 64 * MIB;
+let serverPerMinute = Infinity;
 const budget = new ByteBudget(settings.budgetMiB * MIB);
 const trackers = new Map<SeriesKey, Tracker>();
+/** Imported series: their bank (no timeouts) and forecast errors, by key. */
+const imported = new Map<string, { series: Series; errors: number[] }>();
+/** The page shows at most this many refused lines of a file; the count says how many more. */
+const MAX_REPORTED_ERRORS = 50;
 
 function post(e: WorkerEvent): void {
   scope.postMessage(e);
@@ -102,10 +108,16 @@ function predicted(key: SeriesKey): number | undefined {
   return trackers.get(key)?.next()?.value;
 }
 
+/** Bandwidth probes in one round of the chosen transport(s). */
+function bandwidthProbes(): number {
+  return settings.transport === "both" ? 3 : settings.transport === "websocket" ? 2 : 1;
+}
+
+/** The chosen size, or the automatic one, which also keeps to its share of the budgets. */
 function sizeFor(key: SeriesKey): number {
-  return settings.size === "auto"
-    ? autoSize(predicted(key), maxPayload)
-    : Math.min(settings.size, maxPayload);
+  if (settings.size !== "auto") return Math.min(settings.size, maxPayload);
+  const share = probeShare(budget.perHour, settings.periodS, bandwidthProbes(), serverPerMinute);
+  return autoSize(predicted(key), Math.min(maxPayload, share));
 }
 
 async function wsRound(): Promise<void> {
@@ -276,16 +288,54 @@ function schedule(): void {
 const ready = Promise.all([
   loadForecasting(wasmUrl),
   fetch("/api/config", { cache: "no-store" })
-    .then((r) => r.json() as Promise<{ limits?: { maxPayloadBytes?: number } }>)
+    .then(
+      (r) =>
+        r.json() as Promise<{ limits?: { maxPayloadBytes?: number; bytesPerMinute?: number } }>,
+    )
     .then((c) => {
       maxPayload = c.limits?.maxPayloadBytes ?? maxPayload;
+      serverPerMinute = c.limits?.bytesPerMinute ?? serverPerMinute;
     })
     .catch(() => undefined),
 ]);
 
+/** Reads a file the user dropped or picked, and forecasts its series with the same bank. */
+function importFile(file: string, text: string): void {
+  const r = importText(text, file);
+  const series = r.series.map((s) => {
+    const key = `import/${imported.size + 1}`;
+    const replayed = Tracker.replay(s.points);
+    imported.set(key, replayed);
+    const summary = replayed.series.summary().mse_selected;
+    return {
+      key,
+      label: `${s.label} (${file})`,
+      unit: s.unit,
+      points: replayed.points,
+      mae: summary.n > 0 ? summary.mae : undefined,
+    };
+  });
+  post({
+    type: "imported",
+    file,
+    format: r.format,
+    series,
+    errors: r.errors.slice(0, MAX_REPORTED_ERRORS),
+    errorCount: r.errors.length,
+  });
+}
+
 scope.onmessage = (e: MessageEvent<PageCommand>) => {
   const cmd = e.data;
   void ready.then(() => {
+    if (cmd.type === "import") return importFile(cmd.file, cmd.text);
+    if (cmd.type === "predictability") {
+      const t = trackers.get(cmd.key as SeriesKey);
+      const i = imported.get(cmd.key);
+      if (t !== undefined) post(t.predictability());
+      else if (i !== undefined) post(predictability(cmd.key, i.series, i.errors));
+      return;
+    }
     if (cmd.type === "settings") {
       settings = cmd.settings;
       budget.perHour = settings.budgetMiB * MIB;
