@@ -1,13 +1,14 @@
 /**
  * The e2e harness: a real echo-node serving the built page on an ephemeral loopback port, and
- * Debian's Chromium driven by playwright-core (testing.md: never a downloaded browser, a fresh
- * profile each run). Everything started here is closed by `close()`.
+ * Debian's Chromium driven by playwright-core (testing.md: never a downloaded browser; Playwright
+ * gives each launch a fresh temporary --user-data-dir). Each page gets its own browser context,
+ * so one test's IndexedDB history never shows up in another. Everything started here is
+ * closed by `close()`.
  */
-import { existsSync, mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { chromium, type BrowserContext } from "playwright-core";
+import { chromium, type Browser, type Page } from "playwright-core";
 import { defaultConfig, type Config } from "../echo-node/src/config.js";
 import { startEchoNode, type EchoNode } from "../echo-node/src/server.js";
 
@@ -33,7 +34,9 @@ const FLAGS = [
 
 export interface Rig {
   node: EchoNode;
-  context: BrowserContext;
+  browser: Browser;
+  /** A page in a new browser context (its own storage), closed with its context. */
+  newPage(): Promise<Page>;
   close(): Promise<void>;
 }
 
@@ -49,10 +52,9 @@ export async function startRig(overrides: Partial<Config> = {}): Promise<Rig> {
     name: "e2e-node",
     ...overrides,
   });
-  const profile = mkdtempSync(join(tmpdir(), "nowcast-e2e-profile-"));
-  let context: BrowserContext;
+  let browser: Browser;
   try {
-    context = await chromium.launchPersistentContext(profile, {
+    browser = await chromium.launch({
       executablePath: CHROMIUM,
       headless: true,
       args: FLAGS,
@@ -60,16 +62,20 @@ export async function startRig(overrides: Partial<Config> = {}): Promise<Rig> {
     });
   } catch (e) {
     await node.close();
-    rmSync(profile, { recursive: true, force: true });
     throw e;
   }
   return {
     node,
-    context,
+    browser,
+    async newPage() {
+      const context = await browser.newContext();
+      const page = await context.newPage();
+      page.once("close", () => void context.close());
+      return page;
+    },
     async close() {
-      await context.close();
+      await browser.close();
       await node.close();
-      rmSync(profile, { recursive: true, force: true });
     },
   };
 }

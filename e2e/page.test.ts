@@ -63,7 +63,7 @@ describe.skipIf(why !== undefined)("the page against a real echo-node", () => {
   async function open(
     query: string,
   ): Promise<{ page: Page; startedAt: number; done: () => Promise<void> }> {
-    const page = await rig.context.newPage();
+    const page = await rig.newPage();
     const errors: string[] = [];
     page.on("pageerror", (e) => errors.push(e.message));
     page.on("console", (m) => {
@@ -208,5 +208,33 @@ describe.skipIf(why !== undefined)("the page against a real echo-node", () => {
       expect(overflow).toBeLessThanOrEqual(0);
       await done();
     }
+  });
+
+  it("restores the history after a reload, and clears it on request", async () => {
+    const { page, done } = await open("?period=1");
+    await waitForMeasurements(page, "rtt/websocket", 4, 10_000);
+    const before = await plotted(page, "rtt/websocket");
+    await page.reload();
+    // The saved series are drawn before any new probe could add to them.
+    await waitForMeasurements(page, "rtt/websocket", before.measurements, 3000);
+    const after = await plotted(page, "rtt/websocket");
+    expect(after.forecasts).toBe(after.measurements);
+    const probes = Number(
+      await page.textContent('tr[data-series="rtt/websocket"] td:nth-of-type(5)'),
+    );
+    expect(probes).toBeGreaterThanOrEqual(before.measurements);
+    await page.click("#suspend");
+    await page.click("#clear-history");
+    await page.waitForSelector('figure[data-series="rtt/websocket"]', {
+      state: "detached",
+      timeout: 5000,
+    });
+    await page.reload();
+    await waitForMeasurements(page, "rtt/websocket", 1, 5000);
+    // At most a probe that was on the wire when the history was cleared came back.
+    expect((await plotted(page, "rtt/websocket")).measurements).toBeLessThan(
+      before.measurements - 1,
+    );
+    await done();
   });
 });

@@ -168,6 +168,12 @@ export class SeriesChart {
     this.dirty = true;
   }
 
+  /** Removes the graph from the page and frees the chart. */
+  destroy(): void {
+    this.chart.destroy();
+    this.figure.remove();
+  }
+
   /** Redraws if anything changed; the figure's data attributes say what is plotted. */
   draw(): void {
     if (!this.dirty) return;

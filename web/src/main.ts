@@ -7,6 +7,7 @@ import { SeriesChart } from "./chart-view";
 import { toCsv, toNdjson } from "./files";
 import { clock, formatBytes, formatValue } from "./format";
 import type {
+  HistoryEvent,
   ImportedEvent,
   MeasurementEvent,
   PageCommand,
@@ -61,6 +62,7 @@ const ui = {
   predictabilitySeries: el<HTMLSelectElement>("predictability-series"),
   predictabilityRefresh: el<HTMLButtonElement>("predictability-refresh"),
   predictability: el("predictability"),
+  clearHistory: el<HTMLButtonElement>("clear-history"),
 };
 
 let settings = parseSettings(location.search);
@@ -68,6 +70,7 @@ const worker = new Worker(new URL("./worker.ts", import.meta.url), { type: "modu
 const send = (cmd: PageCommand) => worker.postMessage(cmd);
 
 interface View {
+  row: HTMLTableRowElement;
   title: string;
   unit: string;
   cells: HTMLTableCellElement[];
@@ -104,7 +107,7 @@ function view(key: string, unit: string, label?: string): View {
   placeInOrder(ui.tbody as unknown as HTMLElement, row, key);
   const chart = new SeriesChart(ui.graphs, title, unit);
   placeInOrder(ui.graphs, chart.figure, key);
-  v = { title, unit, cells, chart, records: [] };
+  v = { row, title, unit, cells, chart, records: [] };
   views.set(key, v);
   ui.predictabilitySeries.add(new Option(title, key));
   return v;
@@ -155,6 +158,47 @@ function onMeasurement(m: MeasurementEvent): void {
   );
   v.chart.add(record.timestamp_ms, record.value, next, settings.periodS * 1000);
   requestDraw();
+}
+
+/** Draws the series saved before the reload, with the forecasts as they were made. */
+function onHistory(ev: HistoryEvent): void {
+  for (const s of ev.series) {
+    const last = s.records.at(-1);
+    if (last === undefined) continue;
+    const v = view(s.key, last.unit);
+    v.records.push(...s.records);
+    s.records.forEach((r, i) => {
+      // The forecast made after a record is the one the next record carries.
+      const f = i + 1 < s.records.length ? s.records[i + 1]!.forecast : undefined;
+      const next =
+        i + 1 < s.records.length
+          ? f && { value: f.value, error: f.error, method: f.method }
+          : s.next;
+      v.chart.add(r.timestamp_ms, r.value, next, settings.periodS * 1000);
+    });
+    showRow(
+      v,
+      last.value === null
+        ? `timed out (${last.timeout_ms} ms)`
+        : formatValue(last.value, last.unit),
+      s.next,
+      s.mae,
+      s.count,
+      s.timeouts,
+    );
+  }
+  requestDraw();
+}
+
+/** Removes the live series after the history was cleared; imported ones stay. */
+function onCleared(): void {
+  for (const [key, v] of views) {
+    if (key.startsWith("import/")) continue;
+    v.row.remove();
+    v.chart.destroy();
+    [...ui.predictabilitySeries.options].find((o) => o.value === key)?.remove();
+    views.delete(key);
+  }
 }
 
 /** Shows each imported series like a live one, and what was refused, line by line. */
@@ -235,6 +279,10 @@ worker.onmessage = (e: MessageEvent<WorkerEvent>) => {
   const ev = e.data;
   if (ev.type === "measurement") {
     onMeasurement(ev);
+  } else if (ev.type === "history") {
+    onHistory(ev);
+  } else if (ev.type === "cleared") {
+    onCleared();
   } else if (ev.type === "imported") {
     onImported(ev);
   } else if (ev.type === "predictability") {
@@ -322,6 +370,7 @@ const analyse = () => {
   }
 };
 ui.predictabilityRefresh.addEventListener("click", analyse);
+ui.clearHistory.addEventListener("click", () => send({ type: "clear" }));
 ui.predictabilitySeries.addEventListener("change", analyse);
 
 el("target").textContent = location.host;

@@ -71,11 +71,24 @@ export interface PredictabilityEvent {
   selected: string | undefined;
 }
 
-export type WorkerEvent = MeasurementEvent | StatusEvent | ImportedEvent | PredictabilityEvent;
+/** The series restored from IndexedDB when the page opens, before any new measurement. */
+export interface HistoryEvent {
+  type: "history";
+  series: (Omit<MeasurementEvent, "type" | "record"> & { records: Record[] })[];
+}
+
+export type WorkerEvent =
+  | MeasurementEvent
+  | StatusEvent
+  | ImportedEvent
+  | PredictabilityEvent
+  | HistoryEvent
+  | { type: "cleared" };
 
 export type PageCommand =
   | { type: "settings"; settings: Settings }
   | { type: "suspend" }
   | { type: "resume" }
   | { type: "import"; file: string; text: string }
-  | { type: "predictability"; key: string };
+  | { type: "predictability"; key: string }
+  | { type: "clear" };

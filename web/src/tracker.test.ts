@@ -95,3 +95,29 @@ describe("imported series and predictability", () => {
     t.dispose();
   });
 });
+
+describe("restoring a series from its records", () => {
+  it("rebuilds the same banks, timeouts included, and goes on numbering", () => {
+    const live = new Tracker("bandwidth_up/websocket", "rate", BANDWIDTH_BOUNDS, "browser", "h");
+    const records = [];
+    for (let i = 0; i < 30; i++) {
+      const o = {
+        ...outcome(100 + (i % 7)),
+        probe: { payload_bytes: 65536, raw_ms: 100 + (i % 7) },
+      };
+      records.push(
+        i === 12
+          ? live.timedOut({ ...o, durationMs: o.timeoutMs }, 65536).record
+          : live.measured(50 + (i % 5), o).record,
+      );
+    }
+    const back = new Tracker("bandwidth_up/websocket", "rate", BANDWIDTH_BOUNDS, "browser", "h");
+    back.restore(records);
+    expect(back.state()).toEqual(live.state());
+    expect(back.timeoutMs()).toBe(live.timeoutMs());
+    expect(back.predictability()).toEqual(live.predictability());
+    expect(back.measured(51, outcome(100)).record.seq).toBe(30);
+    live.dispose();
+    back.dispose();
+  });
+});

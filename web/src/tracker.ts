@@ -113,13 +113,40 @@ export class Tracker {
     return f && { value: f.value, method: f.method, selector: "mse", error: f.error };
   }
 
+  private feedValue(value: number, forecast: RecordForecast | undefined, durationMs?: number) {
+    this.values.update(value);
+    if (forecast !== undefined) this.errors.push(value - forecast.value);
+    if (this.kind === "rate" && durationMs !== undefined) this.durations.update(durationMs);
+  }
+
+  private feedTimeout(elapsedMs: number, payloadBytes: number): void {
+    const fed = this.durations.timedOut(elapsedMs);
+    if (this.kind === "rate") this.values.update(payloadBytes / fed / 125);
+    this.timeouts++;
+  }
+
   /** A probe that completed with `value`. */
   measured(value: number, o: Outcome): MeasurementEvent {
     const forecast = this.forecastBefore();
-    this.values.update(value);
-    if (forecast !== undefined) this.errors.push(value - forecast.value);
-    if (this.kind === "rate") this.durations.update(o.durationMs);
+    this.feedValue(value, forecast, o.durationMs);
     return this.event(o, forecast, "ok", value);
+  }
+
+  /**
+   * Rebuilds the banks from this series' saved records, fed as the probes fed them; the bank is
+   * deterministic, so this restores the forecaster state exactly. A timeout is fed with its
+   * timeout as the elapsed time (the record keeps the timeout, which the elapsed time only
+   * exceeds by a timer tick).
+   */
+  restore(records: readonly Record[]): void {
+    for (const r of records) {
+      if (r.status === "ok" && r.value !== null) {
+        this.feedValue(r.value, this.forecastBefore(), r.probe?.raw_ms);
+      } else if (r.status === "timeout") {
+        this.feedTimeout(r.timeout_ms ?? this.bounds.initialMs, r.probe?.payload_bytes ?? 0);
+      }
+      this.seq = (r.seq ?? this.seq) + 1;
+    }
   }
 
   /**
@@ -129,9 +156,7 @@ export class Tracker {
    */
   timedOut(o: Outcome, payloadBytes: number): MeasurementEvent {
     const forecast = this.forecastBefore();
-    const fed = this.durations.timedOut(o.durationMs);
-    if (this.kind === "rate") this.values.update(payloadBytes / fed / 125);
-    this.timeouts++;
+    this.feedTimeout(o.durationMs, payloadBytes);
     return this.event(o, forecast, "timeout", null);
   }
 
@@ -157,11 +182,13 @@ export class Tracker {
       probe: o.probe,
     };
     if (forecast !== undefined) record.forecast = forecast;
+    return { type: "measurement", key: this.key, record, ...this.state() };
+  }
+
+  /** What the console shows of this series besides its last record. */
+  state(): Omit<MeasurementEvent, "type" | "key" | "record"> {
     const summary = this.values.summary().mse_selected;
     return {
-      type: "measurement",
-      key: this.key,
-      record,
       next: this.next(),
       mae: summary.n > 0 ? summary.mae : undefined,
       count: this.values.count,

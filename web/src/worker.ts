@@ -6,6 +6,7 @@ import wasmUrl from "../../wasm-forecast/pkg/wasm_forecast_bg.wasm?url";
 import { ByteBudget, probeShare } from "./budget";
 import { loadForecasting, type Series } from "./forecast";
 import { importText } from "./files";
+import { History } from "./history";
 import { httpDownload, httpPing, RetryLater } from "./http-probe";
 import type { PageCommand, SeriesKey, StatusEvent, WorkerEvent } from "./messages";
 import type { Probe } from "./record";
@@ -37,8 +38,18 @@ const imported = new Map<string, { series: Series; errors: number[] }>();
 /** The page shows at most this many refused lines of a file; the count says how many more. */
 const MAX_REPORTED_ERRORS = 50;
 
+let history: History | undefined;
+
+/** Posts an event to the page; a measurement is also kept in the history. */
 function post(e: WorkerEvent): void {
   scope.postMessage(e);
+  if (e.type === "measurement") {
+    history?.append(e.key, e.record).catch((err: unknown) => {
+      // Storage can fill up or be revoked; measuring goes on without it.
+      status("running", `history not saved: ${(err as Error).message}`);
+      history = undefined;
+    });
+  }
 }
 
 function status(state: StatusEvent["state"], message: string): void {
@@ -285,8 +296,22 @@ function schedule(): void {
   }, wait);
 }
 
+/** Rebuilds the series saved in IndexedDB and shows them before the first new probe. */
+async function restoreHistory(): Promise<void> {
+  history = await History.open();
+  const saved = await history?.load().catch(() => undefined);
+  if (saved === undefined || saved.size === 0) return;
+  const series = [];
+  for (const [key, records] of saved) {
+    const t = tracker(key as SeriesKey);
+    t.restore(records);
+    series.push({ key: key as SeriesKey, records, ...t.state() });
+  }
+  post({ type: "history", series });
+}
+
 const ready = Promise.all([
-  loadForecasting(wasmUrl),
+  loadForecasting(wasmUrl).then(restoreHistory),
   fetch("/api/config", { cache: "no-store" })
     .then(
       (r) =>
@@ -329,6 +354,13 @@ scope.onmessage = (e: MessageEvent<PageCommand>) => {
   const cmd = e.data;
   void ready.then(() => {
     if (cmd.type === "import") return importFile(cmd.file, cmd.text);
+    if (cmd.type === "clear") {
+      for (const t of trackers.values()) t.dispose();
+      trackers.clear();
+      void history?.clear().then(() => post({ type: "cleared" }));
+      if (history === undefined) post({ type: "cleared" });
+      return;
+    }
     if (cmd.type === "predictability") {
       const t = trackers.get(cmd.key as SeriesKey);
       const i = imported.get(cmd.key);
