@@ -146,6 +146,36 @@ pub fn read_exact_by(s: &mut TcpStream, buf: &mut [u8], by: Instant) -> io::Resu
     Ok(())
 }
 
+/// How often a long [`discard_by`] resets the socket timeouts to the time left: often
+/// enough that no read blocks far past the deadline, rarely enough to cost nothing per byte.
+const REPRIME: Duration = Duration::from_millis(10);
+
+/// Reads and discards `len` bytes by `by` (after [`prime`]), up to `buf.len()` per read.
+pub fn discard_by(s: &mut TcpStream, len: u64, buf: &mut [u8], by: Instant) -> io::Result<()> {
+    let mut left = len;
+    let mut primed = Instant::now();
+    while left > 0 {
+        let n = buf.len().min(usize::try_from(left).unwrap_or(usize::MAX));
+        match s.read(&mut buf[..n]) {
+            Ok(0) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "the server closed the connection",
+                ))
+            }
+            Ok(k) => left -= k as u64,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) if is_timeout(&e) => expired(s, by)?,
+            Err(e) => return Err(e),
+        }
+        if left > 0 && primed.elapsed() >= REPRIME {
+            prime(s, by)?;
+            primed = Instant::now();
+        }
+    }
+    Ok(())
+}
+
 /// Writes all of `buf` by `by` (after [`prime`]).
 pub fn write_all_by(s: &mut TcpStream, buf: &[u8], by: Instant) -> io::Result<()> {
     let mut n = 0;

@@ -271,6 +271,21 @@ fn drain(s: &mut impl Read, len: u64, buf: &mut [u8], cfg: &Config, stop: &Stop)
     Ok(())
 }
 
+/// Writes `len` bytes from `buf` over and over. The write timeout (the idle time) ends a
+/// transfer to a client that stops reading; a stop ends it between writes.
+fn send(w: &mut impl Write, len: u64, buf: &[u8], stop: &Stop) -> io::Result<()> {
+    let mut left = len;
+    while left > 0 {
+        if stop.is_set() {
+            return Err(io::ErrorKind::Interrupted.into());
+        }
+        let n = buf.len().min(usize::try_from(left).unwrap_or(usize::MAX));
+        w.write_all(&buf[..n])?;
+        left -= n as u64;
+    }
+    Ok(())
+}
+
 fn clamp_buffer(asked: u32, max: u32) -> usize {
     asked.min(max) as usize
 }
@@ -326,6 +341,18 @@ fn session(s: TcpStream, cfg: &Config, stop: &Stop, counters: &Counters) -> io::
                 drain(&mut r, len, &mut buf, cfg, stop)?;
                 counters.bulk_bytes.fetch_add(len, Ordering::Relaxed);
                 w.write_all(&wire::ACK)?;
+            }
+            wire::OP_BULK_DOWN => {
+                let mut len = [0u8; 8];
+                read_full(&mut r, &mut len, cfg, stop)?;
+                let len = wire::bulk_len(&len);
+                if len > cfg.max_payload {
+                    w.write_all(&wire::REFUSED)?;
+                    return Ok(());
+                }
+                w.write_all(&wire::ACK)?;
+                send(&mut w, len, &buf, stop)?;
+                counters.bulk_bytes.fetch_add(len, Ordering::Relaxed);
             }
             wire::OP_QUIT => return Ok(()),
             other => {

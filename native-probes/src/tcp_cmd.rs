@@ -5,7 +5,10 @@
 //! 2. `rtt`: a two-byte echo with Nagle off (`TCP_NODELAY`);
 //! 3. `rtt_nagle`: the same echo with Nagle on, reported separately;
 //! 4. `bandwidth_up`: N KiB to the server, timed until its two-byte acknowledgement, with
-//!    the predicted non-Nagle RTT subtracted (the raw time is kept in the record).
+//!    the predicted non-Nagle RTT subtracted (the raw time is kept in the record);
+//! 5. `bandwidth_down` (with `--direction down` or `both`): N KiB from the server, timed
+//!    from the request to the last byte, which is also one round trip more than the
+//!    transfer, so the same prediction is subtracted.
 //!
 //! Socket buffers are set before connecting (so the window scale fits them) and the sizes
 //! the kernel granted are reported, because buffer sizes change what is measured (JavaNws
@@ -13,7 +16,7 @@
 
 use crate::periodic::{self, Common};
 use anyhow::{anyhow, bail, Result};
-use nowcast::net::{parse_size, prime, read_exact_by, resolve, write_all_by, Target};
+use nowcast::net::{discard_by, parse_size, prime, read_exact_by, resolve, write_all_by, Target};
 use nowcast::probe::bandwidth::bandwidth;
 use nowcast::probe::report::{cell, clock, heading, now_ms, Sink, Table};
 use nowcast::probe::series_set::{Context, Measurement, Outcome, SeriesSet};
@@ -42,6 +45,10 @@ pub struct Args {
     /// size of the sends changes the result on some hosts).
     #[arg(long, default_value = "64K", value_parser = parse_size)]
     write_size: u64,
+    /// Which way the bandwidth probe moves its payload: up (to the server, as NWS does),
+    /// down, or both (up first).
+    #[arg(long, value_enum, default_value_t = Direction::Up)]
+    direction: Direction,
     /// SO_SNDBUF to ask for on this side (KiB, or with B/K/M/G); default: the kernel's.
     #[arg(long, value_parser = parse_size)]
     sndbuf: Option<u64>,
@@ -58,12 +65,34 @@ pub struct Args {
     common: Common,
 }
 
-const METRICS: [(Metric, bool); 4] = [
-    (Metric::HandshakeRtt, false),
-    (Metric::Rtt, false),
-    (Metric::RttNagle, false),
-    (Metric::BandwidthUp, true),
-];
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum Direction {
+    Up,
+    Down,
+    Both,
+}
+
+impl Direction {
+    /// The bandwidth series measured, in the order of the session's steps.
+    fn metrics(self) -> &'static [Metric] {
+        match self {
+            Direction::Up => &[Metric::BandwidthUp],
+            Direction::Down => &[Metric::BandwidthDown],
+            Direction::Both => &[Metric::BandwidthUp, Metric::BandwidthDown],
+        }
+    }
+}
+
+/// Every series of a session, with whether it is a bandwidth (higher is better).
+fn metrics(direction: Direction) -> Vec<(Metric, bool)> {
+    let mut m = vec![
+        (Metric::HandshakeRtt, false),
+        (Metric::Rtt, false),
+        (Metric::RttNagle, false),
+    ];
+    m.extend(direction.metrics().iter().map(|&b| (b, true)));
+    m
+}
 
 struct Opts {
     target: Target,
@@ -73,6 +102,7 @@ struct Opts {
     rcvbuf: Option<usize>,
     hello: Hello,
     deadline: Duration,
+    bulk: &'static [Metric],
 }
 
 /// The sizes the kernels granted, known after the first session.
@@ -113,12 +143,14 @@ pub fn run(args: Args) -> Result<()> {
             sndbuf: u32_of(args.server_sndbuf, "--server-sndbuf")?,
         },
         deadline,
+        bulk: args.direction.metrics(),
     };
+    let metrics = metrics(args.direction);
     let stop = Stop::on_signals().map_err(|e| anyhow!("cannot install signal handlers: {e}"))?;
     let mut sink = Sink::new(args.common.json, args.common.out.as_deref())?;
-    let mut set = SeriesSet::new(&METRICS, bounds);
+    let mut set = SeriesSet::new(&metrics, bounds);
     let mut headings = vec!["#".to_string(), "time (UTC)".to_string()];
-    headings.extend(METRICS.iter().map(|(m, _)| heading(*m)));
+    headings.extend(metrics.iter().map(|(m, _)| heading(*m)));
     let (table, head) = Table::new(&headings);
     if !sink.json() {
         println!(
@@ -147,7 +179,7 @@ pub fn run(args: Args) -> Result<()> {
             (seq + 1).to_string(),
             clock(records.first().map_or(0.0, |r| r.timestamp_ms)),
         ];
-        for (m, _) in METRICS {
+        for &(m, _) in &metrics {
             let r = records.iter().find(|r| r.metric == m);
             let next = r.and(set.forecast(m)).map(|f| f.value);
             cells.push(cell(r, next));
@@ -347,69 +379,88 @@ fn experiment(
         }
     }
 
-    // 4. Bandwidth: N bytes, then the two-byte acknowledgement. Nagle off again, so the
-    // last partial segment is not held back waiting for an ACK.
-    let metric = Metric::BandwidthUp;
-    let t = budget(set, metric, opts.deadline);
+    // 4 and 5. Bandwidth: N bytes up then the two-byte acknowledgement, or the request and
+    // the acknowledgement then N bytes down. Nagle off again, so the last partial segment
+    // is not held back waiting for an ACK.
     let predicted_rtt = set.forecast(Metric::Rtt).map(|f| f.value);
-    let mut p = Probe {
-        payload_bytes: Some(opts.size),
-        nagle: Some(false),
-        ..probe.clone()
-    };
-    if opts.size > welcome.max_payload {
-        let msg = format!(
-            "{host}: bandwidth: {} bytes is above the server's cap of {} bytes",
-            opts.size, welcome.max_payload
-        );
-        measure(set, &ctx, metric, Outcome::Error(msg), t, p);
-        return (records, Some(granted));
-    }
     let _ = s.set_nodelay(true);
-    let started = Instant::now();
-    let by = started + t;
-    let r = (|| {
-        prime(&s, by)?;
-        write_all_by(&mut s, &wire::bulk_header(opts.size), by)?;
-        let mut left = opts.size;
-        while left > 0 {
-            let n = payload
-                .len()
-                .min(usize::try_from(left).unwrap_or(usize::MAX));
-            write_all_by(&mut s, &payload[..n], by)?;
-            left -= n as u64;
+    let mut down_buf = Vec::new();
+    for &metric in opts.bulk {
+        let (step, op) = if metric == Metric::BandwidthDown {
+            ("bandwidth down", wire::OP_BULK_DOWN)
+        } else {
+            ("bandwidth", wire::OP_BULK)
+        };
+        let t = budget(set, metric, opts.deadline);
+        let mut p = Probe {
+            payload_bytes: Some(opts.size),
+            nagle: Some(false),
+            ..probe.clone()
+        };
+        if opts.size > welcome.max_payload {
+            let msg = format!(
+                "{host}: {step}: {} bytes is above the server's cap of {} bytes",
+                opts.size, welcome.max_payload
+            );
+            measure(set, &ctx, metric, Outcome::Error(msg), t, p);
+            return (records, Some(granted));
         }
-        let mut ack = [0u8; 2];
-        read_exact_by(&mut s, &mut ack, by)?;
-        Ok::<_, io::Error>(ack)
-    })();
-    let raw_ms = started.elapsed().as_secs_f64() * 1e3;
-    let outcome = match r {
-        Ok(wire::ACK) => match bandwidth(opts.size, raw_ms, predicted_rtt) {
-            Some(b) => {
-                p.raw_ms = Some(b.raw_ms);
-                p.rtt_subtracted_ms = Some(b.subtracted_ms);
-                Outcome::Ok {
-                    value: b.mbit_per_s,
-                    duration_ms: raw_ms,
+        if op == wire::OP_BULK_DOWN {
+            down_buf.resize(payload.len().max(256 * 1024), 0);
+        }
+        let started = Instant::now();
+        let by = started + t;
+        let r = (|| {
+            prime(&s, by)?;
+            write_all_by(&mut s, &wire::bulk_header(op, opts.size), by)?;
+            let mut ack = [0u8; 2];
+            if op == wire::OP_BULK_DOWN {
+                read_exact_by(&mut s, &mut ack, by)?;
+                if ack == wire::ACK {
+                    discard_by(&mut s, opts.size, &mut down_buf, by)?;
                 }
+            } else {
+                let mut left = opts.size;
+                while left > 0 {
+                    let n = payload
+                        .len()
+                        .min(usize::try_from(left).unwrap_or(usize::MAX));
+                    write_all_by(&mut s, &payload[..n], by)?;
+                    left -= n as u64;
+                }
+                read_exact_by(&mut s, &mut ack, by)?;
             }
-            None => Outcome::Error(format!(
-                "{host}: bandwidth: the probe took no measurable time"
+            Ok::<_, io::Error>(ack)
+        })();
+        let raw_ms = started.elapsed().as_secs_f64() * 1e3;
+        let outcome = match r {
+            Ok(wire::ACK) => match bandwidth(opts.size, raw_ms, predicted_rtt) {
+                Some(b) => {
+                    p.raw_ms = Some(b.raw_ms);
+                    p.rtt_subtracted_ms = Some(b.subtracted_ms);
+                    Outcome::Ok {
+                        value: b.mbit_per_s,
+                        duration_ms: raw_ms,
+                    }
+                }
+                None => {
+                    Outcome::Error(format!("{host}: {step}: the probe took no measurable time"))
+                }
+            },
+            Ok(wire::REFUSED) => Outcome::Error(format!(
+                "{host}: {step}: the server refused {} bytes",
+                opts.size
             )),
-        },
-        Ok(wire::REFUSED) => Outcome::Error(format!(
-            "{host}: bandwidth: the server refused {} bytes",
-            opts.size
-        )),
-        Ok(other) => Outcome::Error(format!(
-            "{host}: bandwidth: unexpected acknowledgement {other:?}"
-        )),
-        Err(e) => failed(host, "bandwidth", e, started),
-    };
-    if measure(set, &ctx, metric, outcome, t, p) {
-        let by = Instant::now() + Duration::from_millis(100);
-        let _ = prime(&s, by).and_then(|()| write_all_by(&mut s, &[wire::OP_QUIT], by));
+            Ok(other) => Outcome::Error(format!(
+                "{host}: {step}: unexpected acknowledgement {other:?}"
+            )),
+            Err(e) => failed(host, step, e, started),
+        };
+        if !measure(set, &ctx, metric, outcome, t, p) {
+            return (records, Some(granted));
+        }
     }
+    let by = Instant::now() + Duration::from_millis(100);
+    let _ = prime(&s, by).and_then(|()| write_all_by(&mut s, &[wire::OP_QUIT], by));
     (records, Some(granted))
 }

@@ -1,8 +1,9 @@
 //! Accuracy against real peers on emulated links (docs/testing.md): two network namespaces
-//! joined by a veth pair, a tbf bottleneck on the client's egress at 20 and 200 Mbit/s, and
+//! joined by a veth pair, a tbf bottleneck each way at 20 and 200 Mbit/s, and
 //! `nowcast serve`, `iperf3`, `sockperf` and `irtt` servers side by side in the server's
 //! namespace. In the same run, on the same link:
-//! - `nowcast tcp` bandwidth within ±3 % of `iperf3` (default buffers on both);
+//! - `nowcast tcp` bandwidth, up and down, within ±3 % of `iperf3` (and `iperf3 -R`),
+//!   default buffers on both;
 //! - `nowcast tcp` RTT (Nagle off) within ±(50 µs + 2 %) of `sockperf ping-pong --full-rtt
 //!   --tcp` (medians);
 //! - `nowcast udp` RTT within the same bound of `sockperf ping-pong --full-rtt` over UDP,
@@ -15,7 +16,7 @@
 //! and `nowcast udp` must be within ±(50 µs + 2 %) of sockperf's (TCP and UDP) and of irtt's
 //! through the same relays.
 //!
-//! Needs root, iproute2, nft, iperf3, sockperf and irtt; skips with a message otherwise.
+//! Needs root, iproute2, nft, taskset, iperf3, sockperf and irtt; skips with a message otherwise.
 //! Namespaces and devices are named after this process, so parallel runs cannot collide,
 //! and every process started in a namespace is killed by PID before it is deleted.
 
@@ -28,6 +29,11 @@ use wasm_forecast::record::{Metric, Record, Status};
 
 const SERVER_IP: &str = "10.231.0.2";
 const LIMIT: Duration = Duration::from_secs(60);
+/// Prefix that runs a command on core 1. TCP probes and peers run there, clients and
+/// servers (`nowcast serve` included, which answers UDP from there too): a wake-up across the two cores of these machines (and out of an idle
+/// state) costs 10-60 µs that vary from run to run, more than the bound, and would decide
+/// the comparison instead of the tools.
+const PIN: [&str; 3] = ["taskset", "-c", "1"];
 /// The fixed one-way delay of the delayed link, in ms.
 const DELAY_MS: u32 = 20;
 
@@ -57,7 +63,7 @@ fn missing() -> Option<String> {
     if uid.as_deref().map(str::trim) != Some("0") {
         return Some("not running as root (network namespaces need it)".into());
     }
-    for tool in ["ip", "tc", "nft", "iperf3", "sockperf", "irtt"] {
+    for tool in ["ip", "tc", "nft", "taskset", "iperf3", "sockperf", "irtt"] {
         let found = Command::new("sh")
             .args(["-c", &format!("command -v {tool}")])
             .stdout(Stdio::null())
@@ -78,7 +84,8 @@ fn sh(args: &[&str]) {
     assert!(out.status.success(), "{args:?}: {}", text(&out.stderr));
 }
 
-/// Two namespaces joined by veth, with a tbf bottleneck on the client side's egress.
+/// Two namespaces joined by veth, with a tbf bottleneck of the same rate on each side's
+/// egress (one per direction).
 struct Link {
     client_ns: String,
     server_ns: String,
@@ -121,10 +128,12 @@ impl Link {
         // The bucket must hold at least one timer tick's worth of bytes at the rate.
         let burst = format!("{}kb", (rate_mbit as u64 * 1000 / 8 / 100).max(4));
         let rate = format!("{rate_mbit}mbit");
-        sh(&[
-            "ip", "netns", "exec", a, "tc", "qdisc", "add", "dev", &da, "root", "tbf", "rate",
-            &rate, "burst", &burst, "latency", "50ms",
-        ]);
+        for (ns, dev) in [(a, &da), (b, &db)] {
+            sh(&[
+                "ip", "netns", "exec", ns, "tc", "qdisc", "add", "dev", dev, "root", "tbf", "rate",
+                &rate, "burst", &burst, "latency", "50ms",
+            ]);
+        }
         link
     }
 
@@ -140,8 +149,12 @@ impl Link {
 
     /// Starts a server in the server namespace; it is killed when the link is dropped.
     fn serve(&mut self, args: &[&str]) {
-        let child = self
-            .in_ns(&self.server_ns, args)
+        let cmd = self.in_ns(&self.server_ns, args);
+        self.keep(cmd);
+    }
+
+    fn keep(&mut self, mut cmd: Command) {
+        let child = cmd
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -154,7 +167,8 @@ impl Link {
     fn delay(&mut self, proto: &str, port: u16, to: &str) -> String {
         let at = format!("{SERVER_IP}:{port}");
         let one_way = DELAY_MS.to_string();
-        self.serve(&[
+        let mut cmd = self.in_ns(&self.server_ns, &[]);
+        cmd.args([
             BIN,
             "delay",
             proto,
@@ -165,6 +179,7 @@ impl Link {
             "--one-way",
             &one_way,
         ]);
+        self.keep(cmd);
         at
     }
 
@@ -247,7 +262,12 @@ fn values(recs: &[Record], metric: Metric) -> Vec<f64> {
 }
 
 fn nowcast_in(link: &Link, args: &[&str]) -> Vec<Record> {
-    let mut full = vec![BIN];
+    let mut full = if args[0] == "tcp" {
+        PIN.to_vec()
+    } else {
+        vec![]
+    };
+    full.push(BIN);
     full.extend(args);
     let out = run_bounded(link.client(&full), LIMIT);
     assert!(
@@ -284,6 +304,9 @@ fn sockperf_median_us(link: &Link, tcp: bool, port: u16, secs: u32) -> f64 {
         // Paced like the nowcast and irtt probes: a host woken every 10 ms answers slower
         // than one kept busy by back-to-back messages.
         args.extend(["-m", "64", "--mps", "100"]);
+    }
+    if tcp {
+        args.splice(0..0, PIN);
     }
     let out = run_bounded(link.client(&args), LIMIT);
     let all = text(&out.stdout) + &text(&out.stderr);
@@ -325,13 +348,19 @@ fn accuracy_against_iperf3_sockperf_and_irtt_on_emulated_links() {
     for (tag, rate, delayed) in [("s", 20u32, false), ("f", 200, false), ("d", 200, true)] {
         let mut link = Link::new(tag, rate);
         let server = Server::start_with(
-            link.in_ns(&link.server_ns.clone(), &[BIN]),
+            link.in_ns(&link.server_ns.clone(), &[&PIN[..], &[BIN]].concat()),
             &["--bind", SERVER_IP],
         );
-        link.serve(&["iperf3", "-s", "-B", SERVER_IP, "-p", "5201"]);
-        link.serve(&[
-            "sockperf", "server", "--tcp", "-i", SERVER_IP, "-p", "11111",
-        ]);
+        link.serve(&[&PIN[..], &["iperf3", "-s", "-B", SERVER_IP, "-p", "5201"]].concat());
+        link.serve(
+            &[
+                &PIN[..],
+                &[
+                    "sockperf", "server", "--tcp", "-i", SERVER_IP, "-p", "11111",
+                ],
+            ]
+            .concat(),
+        );
         link.serve(&["sockperf", "server", "-i", SERVER_IP, "-p", "11112"]);
         link.serve(&["irtt", "server", "-b", &format!("{SERVER_IP}:2112")]);
         let ports = if delayed {
@@ -360,39 +389,44 @@ fn accuracy_against_iperf3_sockperf_and_irtt_on_emulated_links() {
         // Through the relays a round trip takes ~40 ms: fewer sessions, longer peer runs.
         let (sessions, peer_secs) = if delayed { ("25", 4) } else { ("100", 2) };
 
-        // Bandwidth (undelayed links): about two seconds of transfer per nowcast probe, three
-        // probes; iperf3 for three seconds. Both with the kernel's default buffers.
+        // Bandwidth (undelayed links), each way: about two seconds of transfer per nowcast
+        // probe, three probes; iperf3 for three seconds (`-R` for the download). Both with
+        // the kernel's default buffers.
         if !delayed {
             let size = format!("{}M", rate as u64 * 2 / 8);
-            let recs = nowcast_in(
-                &link,
-                &[
-                    "tcp",
-                    &server.tcp,
-                    "--size",
-                    &size,
-                    "--count",
-                    "3",
-                    "--json",
-                ],
-            );
-            let ours = median(values(&recs, Metric::BandwidthUp));
-            let iperf =
-                json_of(link.client(&["iperf3", "-c", SERVER_IP, "-p", "5201", "-t", "3", "-J"]));
-            let theirs = iperf["end"]["sum_received"]["bits_per_second"]
-                .as_f64()
-                .expect("iperf3 rate")
-                / 1e6;
-            let ok = within(ours, theirs, 0.0, 0.03);
-            figures.check(
-                &format!("tcp bandwidth_up @{rate} Mbit/s"),
-                ours,
-                theirs,
-                "Mbit/s",
-                ok,
-            );
-            if !ok {
-                failures.push(format!("bandwidth at {rate} Mbit/s"));
+            for (metric, direction) in
+                [(Metric::BandwidthUp, "up"), (Metric::BandwidthDown, "down")]
+            {
+                let recs = nowcast_in(
+                    &link,
+                    &[
+                        "tcp",
+                        &server.tcp,
+                        "--direction",
+                        direction,
+                        "--size",
+                        &size,
+                        "--count",
+                        "3",
+                        "--json",
+                    ],
+                );
+                let ours = median(values(&recs, metric));
+                let mut iperf = [&PIN[..], &["iperf3", "-c"]].concat();
+                iperf.extend([SERVER_IP, "-p", "5201", "-t", "3", "-J"]);
+                if metric == Metric::BandwidthDown {
+                    iperf.push("-R");
+                }
+                let theirs = json_of(link.client(&iperf))["end"]["sum_received"]["bits_per_second"]
+                    .as_f64()
+                    .expect("iperf3 rate")
+                    / 1e6;
+                let ok = within(ours, theirs, 0.0, 0.03);
+                let what = format!("tcp bandwidth_{direction} @{rate} Mbit/s");
+                figures.check(&what, ours, theirs, "Mbit/s", ok);
+                if !ok {
+                    failures.push(what);
+                }
             }
         }
 

@@ -182,3 +182,63 @@ fn the_server_enforces_its_payload_and_session_caps() {
     assert!(!out.status.success());
     assert!(text(&out.stderr).contains("busy"), "{}", text(&out.stderr));
 }
+
+#[test]
+fn downloads_measure_bandwidth_down_after_the_upload_and_the_server_caps_them() {
+    let server = Server::start(&["--bind", "127.0.0.1", "--max-payload", "2M"]);
+    let out = nowcast(
+        &[
+            "tcp",
+            &server.tcp,
+            "--direction",
+            "both",
+            "--size",
+            "1M",
+            "--count",
+            "2",
+            "--period",
+            "0",
+            "--json",
+        ],
+        LIMIT,
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let recs = records(&out);
+    let metrics: Vec<Metric> = recs.iter().map(|r| r.metric).collect();
+    let session = [
+        Metric::HandshakeRtt,
+        Metric::Rtt,
+        Metric::RttNagle,
+        Metric::BandwidthUp,
+        Metric::BandwidthDown,
+    ];
+    assert_eq!(metrics, [session, session].concat());
+    for down in recs.iter().filter(|r| r.metric == Metric::BandwidthDown) {
+        assert_eq!(down.status, Status::Ok, "{down:?}");
+        let p = down.probe.as_ref().unwrap();
+        assert_eq!(p.payload_bytes, Some(1 << 20));
+        let (raw, sub) = (p.raw_ms.unwrap(), p.rtt_subtracted_ms.unwrap());
+        let expect = (1u64 << 20) as f64 * 8.0 / ((raw - sub) / 1e3) / 1e6;
+        assert!((down.value.unwrap() - expect).abs() < 1e-6 * expect);
+    }
+
+    // The client does not ask for more than the welcome's cap; a raw request above it is
+    // refused by the server itself.
+    let out = nowcast(
+        &["tcp", &server.tcp, "--direction", "down", "--size", "3M"],
+        LIMIT,
+    );
+    assert!(text(&out.stderr).contains("bandwidth down: 3145728 bytes is above the server's cap"));
+    use nowcast::probe::wire::{self, Hello, Welcome};
+    use std::io::{Read, Write};
+    let mut raw = std::net::TcpStream::connect(&server.tcp).unwrap();
+    raw.set_read_timeout(Some(LIMIT)).unwrap();
+    raw.write_all(&Hello::default().encode()).unwrap();
+    let mut w = [0u8; Welcome::LEN];
+    raw.read_exact(&mut w).unwrap();
+    raw.write_all(&wire::bulk_header(wire::OP_BULK_DOWN, 3 << 20))
+        .unwrap();
+    let mut answer = [0u8; 2];
+    raw.read_exact(&mut answer).unwrap();
+    assert_eq!(answer, wire::REFUSED);
+}

@@ -13,6 +13,8 @@
 //! client → server  Ping     'P' x:u8          server echoes the same 2 bytes
 //! client → server  Bulk     'B' len:u64, then len bytes;  server answers "AK" (2 bytes),
 //!                           or "NO" and closes if len is above max_payload
+//! client → server  BulkDown 'D' len:u64;  server answers "AK" then len bytes, or "NO"
+//!                           and closes if len is above max_payload
 //! client → server  Quit     'Q'               server closes
 //! ```
 //!
@@ -32,6 +34,8 @@ pub const UDP_MAGIC: [u8; 4] = *b"NWCU";
 /// Opcodes of the messages a client sends inside a session.
 pub const OP_PING: u8 = b'P';
 pub const OP_BULK: u8 = b'B';
+/// A bulk transfer from the server: it answers [`ACK`] (or [`REFUSED`]) and the payload.
+pub const OP_BULK_DOWN: u8 = b'D';
 pub const OP_QUIT: u8 = b'Q';
 /// The NWS round-trip probe is two bytes each way: the opcode and one byte of payload.
 pub const PING_LEN: usize = 2;
@@ -186,10 +190,11 @@ impl Welcome {
     }
 }
 
-/// The header of a bulk transfer of `len` payload bytes.
-pub fn bulk_header(len: u64) -> [u8; BULK_HEADER_LEN] {
+/// The header of a bulk transfer of `len` payload bytes: `op` is [`OP_BULK`] (to the
+/// server) or [`OP_BULK_DOWN`] (from it).
+pub fn bulk_header(op: u8, len: u64) -> [u8; BULK_HEADER_LEN] {
     let mut b = [0u8; BULK_HEADER_LEN];
-    b[0] = OP_BULK;
+    b[0] = op;
     b[1..].copy_from_slice(&len.to_be_bytes());
     b
 }
@@ -258,7 +263,7 @@ mod tests {
         let mut buf = [0u8; 64];
         p.encode(&mut buf);
         assert_eq!(UdpProbe::decode(&buf), Ok(p));
-        let hdr = bulk_header(65_536);
+        let hdr = bulk_header(OP_BULK, 65_536);
         assert_eq!(hdr[0], OP_BULK);
         assert_eq!(bulk_len(hdr[1..].try_into().unwrap()), 65_536);
     }
