@@ -91,7 +91,13 @@ describe.skipIf(why !== undefined)("the page against a real echo-node", () => {
   it("shows a forecast for each measurement and the newest one period ahead", async () => {
     const { page, done } = await open("?period=1");
     await waitForMeasurements(page, "rtt/websocket", 3, 10_000);
-    for (const series of ["rtt/websocket", "bandwidth_down/websocket", "bandwidth_up/websocket"]) {
+    for (const series of [
+      "rtt/websocket",
+      "jitter/websocket",
+      "loaded_rtt/websocket",
+      "bandwidth_down/websocket",
+      "bandwidth_up/websocket",
+    ]) {
       await waitForMeasurements(page, series, 3, 5000);
       const p = await plotted(page, series);
       // Every measurement brings the forecast of the next one; the forecast made for it

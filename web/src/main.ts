@@ -28,6 +28,8 @@ import { BAND_K } from "./chart-view";
 
 const TITLES: Partial<Record<SeriesKey, string>> = {
   "rtt/websocket": "RTT, WebSocket echo",
+  "jitter/websocket": "Jitter, WebSocket echo",
+  "loaded_rtt/websocket": "Loaded RTT, WebSocket echo during transfers",
   "rtt/http": "RTT, fetch",
   "bandwidth_down/websocket": "Download, WebSocket",
   "bandwidth_up/websocket": "Upload, WebSocket",

@@ -5,6 +5,7 @@ import {
   fetchRtt,
   jitter,
   mbits,
+  median,
   parseServerTiming,
   rateMinusRtt,
   retryAfterSeconds,
@@ -106,5 +107,16 @@ describe("jitter", () => {
   it("is the mean absolute difference of consecutive RTTs", () => {
     expect(jitter([10, 12, 11, 15])).toBeCloseTo((2 + 1 + 4) / 3, 12);
     expect(jitter([10])).toBeUndefined();
+  });
+});
+
+describe("median", () => {
+  it.each([
+    [[], undefined],
+    [[5], 5],
+    [[3, 1, 2], 2],
+    [[4, 1, 3, 2], 2.5],
+  ])("of %j is %s", (xs, m) => {
+    expect(median(xs)).toBe(m);
   });
 });

@@ -128,6 +128,14 @@ export function autoSize(predictedMbits: number | undefined, capBytes: number): 
   return Math.min(size, max);
 }
 
+/** Median of `xs` (mean of the middle two for an even count); undefined when empty. */
+export function median(xs: readonly number[]): number | undefined {
+  if (xs.length === 0) return undefined;
+  const s = [...xs].sort((a, b) => a - b);
+  const mid = s.length >> 1;
+  return s.length % 2 === 1 ? s[mid]! : (s[mid - 1]! + s[mid]!) / 2;
+}
+
 /** Jitter: mean absolute difference of consecutive RTTs; undefined below two values. */
 export function jitter(rtts: readonly number[]): number | undefined {
   if (rtts.length < 2) return undefined;

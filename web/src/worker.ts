@@ -10,7 +10,7 @@ import { History } from "./history";
 import { httpDownload, httpPing, RetryLater } from "./http-probe";
 import type { PageCommand, SeriesKey, StatusEvent, WorkerEvent } from "./messages";
 import type { Probe } from "./record";
-import { autoSize, rateMinusRtt, retryAfterSeconds, uploadRate } from "./probe-math";
+import { autoSize, median, rateMinusRtt, retryAfterSeconds, uploadRate } from "./probe-math";
 import { DEFAULT_SETTINGS, type Settings } from "./settings";
 import { BANDWIDTH_BOUNDS, predictability, RTT_BOUNDS, Tracker } from "./tracker";
 import { ConnectionClosed, ProbeTimeout, WsConnection } from "./ws-probe";
@@ -29,6 +29,12 @@ let cycleRunning = false;
 let lastStart = -Infinity;
 let backoffUntil = 0;
 let conn: WsConnection | undefined;
+/** The second connection, for echoes during transfers (loaded RTT). */
+let loadConn: WsConnection | undefined;
+/** The last RTT by WebSocket echo, for jitter. */
+let lastRtt: number | undefined;
+/** Gap between loaded-RTT echoes, so that they measure the queue without loading the server. */
+const LOADED_ECHO_GAP_MS = 10;
 let maxPayload = 64 * MIB;
 let serverPerMinute = Infinity;
 const budget = new ByteBudget(settings.budgetMiB * MIB);
@@ -104,15 +110,82 @@ async function probe<T>(
   }
 }
 
-async function connection(): Promise<WsConnection> {
-  if (conn?.open) return conn;
-  conn = await WsConnection.open(origin, RTT_BOUNDS.ceilingMs);
-  maxPayload = Math.min(maxPayload, conn.hello.maxPayload);
-  // The first echo on a new connection pays for the connection's warm-up (JavaNws handshake),
-  // so it is kept out of the RTT series.
+/**
+ * Opens a probe connection. The first echo on a new connection pays for its warm-up (JavaNws
+ * handshake), so it is kept out of the RTT series.
+ */
+async function openConnection(): Promise<WsConnection> {
+  const c = await WsConnection.open(origin, RTT_BOUNDS.ceilingMs);
+  maxPayload = Math.min(maxPayload, c.hello.maxPayload);
   budget.spend(ECHO_BYTES, performance.now());
-  await conn.echo(RTT_BOUNDS.ceilingMs);
+  await c.echo(RTT_BOUNDS.ceilingMs);
+  return c;
+}
+
+async function connection(): Promise<WsConnection> {
+  if (!conn?.open) {
+    lastRtt = undefined;
+    conn = await openConnection();
+  }
   return conn;
+}
+
+/**
+ * Runs `transfer` while echoing on the second connection, one echo every
+ * {@link LOADED_ECHO_GAP_MS}, for as long as it lasts: the median of the echoes sent before it
+ * ended is one loaded RTT (the queueing the transfer causes). A timed-out echo is recorded as
+ * a loaded-RTT timeout and ends the echoes.
+ */
+async function underLoad<T>(lc: WsConnection, transfer: Promise<T>): Promise<T> {
+  let finished = false;
+  const ended = transfer.finally(() => {
+    finished = true;
+  });
+  const t = tracker("loaded_rtt/websocket");
+  const timeoutMs = t.timeoutMs();
+  const samples: number[] = [];
+  const echoes = (async () => {
+    while (!finished && lc.open) {
+      budget.spend(ECHO_BYTES, performance.now());
+      try {
+        samples.push(await lc.echo(timeoutMs));
+      } catch (e) {
+        if (!(e instanceof ProbeTimeout)) return;
+        const probe = { transport: "websocket" as const, payload_bytes: 2 };
+        const o = { timestampMs: Date.now(), durationMs: e.elapsedMs, timeoutMs, probe };
+        post(t.timedOut(o, 2));
+        return;
+      }
+      if (!finished) await new Promise((r) => setTimeout(r, LOADED_ECHO_GAP_MS));
+    }
+  })();
+  try {
+    return await ended;
+  } finally {
+    await echoes;
+    const m = median(samples);
+    if (m !== undefined) {
+      const probe = { transport: "websocket" as const, payload_bytes: 2, raw_ms: m };
+      post(t.measured(m, { timestampMs: Date.now(), durationMs: m, timeoutMs, probe }));
+    }
+  }
+}
+
+/** Jitter (issue 4): the absolute difference of consecutive echo RTTs, forecast like any series. */
+function recordJitter(rtt: number, timeoutMs: number): void {
+  if (lastRtt !== undefined) {
+    const j = Math.abs(rtt - lastRtt);
+    const probe = { transport: "websocket" as const, payload_bytes: 2 };
+    post(
+      tracker("jitter/websocket").measured(j, {
+        timestampMs: Date.now(),
+        durationMs: j,
+        timeoutMs,
+        probe,
+      }),
+    );
+  }
+  lastRtt = rtt;
 }
 
 function predicted(key: SeriesKey): number | undefined {
@@ -137,7 +210,7 @@ async function wsRound(): Promise<void> {
     "rtt/websocket",
     ECHO_BYTES,
     (ms) => c.echo(ms),
-    (rtt, t, timeoutMs) =>
+    (rtt, t, timeoutMs) => {
       post(
         t.measured(rtt, {
           timestampMs: Date.now(),
@@ -145,16 +218,20 @@ async function wsRound(): Promise<void> {
           timeoutMs,
           probe: { transport: "websocket", payload_bytes: 2, raw_ms: rtt },
         }),
-      ),
+      );
+      recordJitter(rtt, timeoutMs);
+    },
     () => ({ transport: "websocket", payload_bytes: 2 }),
   );
   if (suspended || !c.open) return;
+  if (!loadConn?.open) loadConn = await openConnection();
+  const lc = loadConn;
   const down = sizeFor("bandwidth_down/websocket");
   if (!budget.allows(down, performance.now())) return overBudget();
   await probe(
     "bandwidth_down/websocket",
     down,
-    (ms) => c.download(down, ms),
+    (ms) => underLoad(lc, c.download(down, ms)),
     (r, t, timeoutMs) => {
       const rate = rateMinusRtt(r.bytes, r.rawMs, predicted("rtt/websocket"));
       post(
@@ -179,7 +256,7 @@ async function wsRound(): Promise<void> {
   await probe(
     "bandwidth_up/websocket",
     up,
-    (ms) => c.upload(up, ms),
+    (ms) => underLoad(lc, c.upload(up, ms)),
     (r, t, timeoutMs) => {
       const rate = uploadRate(
         r.bytes,
@@ -278,6 +355,11 @@ async function round(): Promise<void> {
   }
 }
 
+function closeConnections(): void {
+  conn?.close();
+  loadConn?.close();
+}
+
 /** Starts the next round one period after the last one started (at once if that has passed). */
 function schedule(): void {
   clearTimeout(timer);
@@ -290,7 +372,7 @@ function schedule(): void {
     lastStart = performance.now();
     void round().finally(() => {
       cycleRunning = false;
-      if (suspended) conn?.close();
+      if (suspended) closeConnections();
       schedule();
     });
   }, wait);
@@ -373,7 +455,7 @@ scope.onmessage = (e: MessageEvent<PageCommand>) => {
       budget.perHour = settings.budgetMiB * MIB;
     } else if (cmd.type === "suspend") {
       suspended = true;
-      if (!cycleRunning) conn?.close();
+      if (!cycleRunning) closeConnections();
       status("suspended", "");
     } else {
       suspended = false;
