@@ -157,16 +157,7 @@ pub fn udp(front: UdpSocket, to: SocketAddr, delay: Duration, stop: &Stop) -> io
     while !stop.is_set() {
         let (n, client) = match front.recv_from(&mut buf) {
             Ok(x) => x,
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::WouldBlock
-                        | io::ErrorKind::TimedOut
-                        | io::ErrorKind::Interrupted
-                ) =>
-            {
-                continue
-            }
+            Err(e) if crate::net::is_retry(&e) => continue,
             // An ICMP error from an earlier send concerns one client only.
             Err(_) => continue,
         };

@@ -95,11 +95,16 @@ pub fn remaining(by: Instant) -> io::Result<Duration> {
 }
 
 /// Blocking sockets report an expired SO_RCVTIMEO/SO_SNDTIMEO as WouldBlock on Unix.
-fn is_timeout(e: &io::Error) -> bool {
+pub fn is_timeout(e: &io::Error) -> bool {
     matches!(
         e.kind(),
         io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
     )
+}
+
+/// A socket timeout or a signal: nothing is wrong, the caller checks its clock and goes on.
+pub fn is_retry(e: &io::Error) -> bool {
+    is_timeout(e) || e.kind() == io::ErrorKind::Interrupted
 }
 
 /// Sets both socket timeouts to the time left until `by`. Call it before a timed exchange

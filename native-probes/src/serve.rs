@@ -225,12 +225,7 @@ fn read_full(s: &mut impl Read, buf: &mut [u8], cfg: &Config, stop: &Stop) -> io
                 n += k;
                 last = Instant::now();
             }
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
-                ) =>
-            {
+            Err(e) if crate::net::is_timeout(&e) => {
                 if stop.is_set() || last.elapsed() >= cfg.idle {
                     return Err(io::ErrorKind::TimedOut.into());
                 }
@@ -254,12 +249,7 @@ fn drain(s: &mut impl Read, len: u64, buf: &mut [u8], cfg: &Config, stop: &Stop)
                 left -= k as u64;
                 last = Instant::now();
             }
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
-                ) =>
-            {
+            Err(e) if crate::net::is_timeout(&e) => {
                 if stop.is_set() || last.elapsed() >= cfg.idle {
                     return Err(io::ErrorKind::TimedOut.into());
                 }
@@ -380,13 +370,7 @@ fn udp_echo(udp: &UdpSocket, cfg: &Config, stop: &Stop, counters: &Counters) {
                     Err(_) => counters.datagrams_dropped.fetch_add(1, Ordering::Relaxed),
                 };
             }
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::WouldBlock
-                        | io::ErrorKind::TimedOut
-                        | io::ErrorKind::Interrupted
-                ) => {}
+            Err(e) if crate::net::is_retry(&e) => {}
             // ICMP errors from earlier sends surface here (e.g. connection refused): they
             // concern one client, not the server.
             Err(_) => {}

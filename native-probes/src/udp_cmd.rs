@@ -250,13 +250,7 @@ fn burst(
                                 .received(p.seq, now);
                         }
                     }
-                    Err(e)
-                        if matches!(
-                            e.kind(),
-                            io::ErrorKind::WouldBlock
-                                | io::ErrorKind::TimedOut
-                                | io::ErrorKind::Interrupted
-                        ) => {}
+                    Err(e) if nowcast::net::is_retry(&e) => {}
                     // An ICMP error (port unreachable) from an earlier send: the probe is lost,
                     // which the accounting already says; keep listening.
                     Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => {}
