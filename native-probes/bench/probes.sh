@@ -90,11 +90,10 @@ if have sockperf; then
   echo "nowcast tcp rtt µs, median of run medians: $(stats <"$tmp/nc_rtt"), $runs runs of $sessions sessions"
   echo "sockperf ping-pong --tcp --full-rtt µs:     $(stats <"$tmp/sp_rtt"), $runs runs of 2 s"
   echo "ratio nowcast / sockperf: $(ratio "$nc" "$sp")"
-  # rtt is a session's first exchange after the hello; rtt_nagle, the same 2-byte echo on
-  # an idle connection (so Nagle holds nothing back), is its second. A connection's first
-  # data exchange is slower whichever probe makes it, so the second one shows what the
-  # tool adds on a connection as warm as sockperf's.
-  echo "nowcast tcp rtt_nagle µs (the session's second echo): $(stats <"$tmp/nc_rtt2"), ratio to sockperf $(ratio "$(med <"$tmp/nc_rtt2")" "$sp")"
+  # Each session makes an un-timed warm-up echo after the hello (a connection's first data
+  # exchange is slower whichever probe makes it), then rtt; rtt_nagle, the same 2-byte
+  # echo on an idle connection (so Nagle holds nothing back), comes after it.
+  echo "nowcast tcp rtt_nagle µs (the session's next echo): $(stats <"$tmp/nc_rtt2"), ratio to sockperf $(ratio "$(med <"$tmp/nc_rtt2")" "$sp")"
   kill "$srv_pid"
   wait "$srv_pid" 2>/dev/null || true
 fi

@@ -242,3 +242,78 @@ fn downloads_measure_bandwidth_down_after_the_upload_and_the_server_caps_them() 
     raw.read_exact(&mut answer).unwrap();
     assert_eq!(answer, wire::REFUSED);
 }
+
+#[test]
+fn the_warm_up_echo_after_the_hello_is_made_but_not_counted() {
+    // A scripted server that delays only the session's first echo by 300 ms: if that
+    // exchange were timed, `rtt` would read at least 300 ms.
+    use nowcast::probe::wire::{self, Hello, Status as Accepted, Welcome};
+    use std::io::{Read, Write};
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let target = listener.local_addr().unwrap().to_string();
+    let server = std::thread::spawn(move || {
+        let (mut s, _) = listener.accept().unwrap();
+        s.set_read_timeout(Some(LIMIT)).unwrap();
+        let mut hello = [0u8; Hello::LEN];
+        s.read_exact(&mut hello).unwrap();
+        Hello::decode(&hello).unwrap();
+        let welcome = Welcome {
+            status: Accepted::Ok,
+            max_payload: 1 << 20,
+            rcvbuf: 0,
+            sndbuf: 0,
+        };
+        s.write_all(&welcome.encode()).unwrap();
+        let mut pings = Vec::new();
+        let mut op = [0u8; 1];
+        while s.read_exact(&mut op).is_ok() {
+            match op[0] {
+                wire::OP_PING => {
+                    let mut x = [0u8; 1];
+                    s.read_exact(&mut x).unwrap();
+                    if pings.is_empty() {
+                        std::thread::sleep(Duration::from_millis(300));
+                    }
+                    pings.push(x[0]);
+                    s.write_all(&[wire::OP_PING, x[0]]).unwrap();
+                }
+                wire::OP_BULK => {
+                    let mut len = [0u8; 8];
+                    s.read_exact(&mut len).unwrap();
+                    let mut body = vec![0u8; wire::bulk_len(&len) as usize];
+                    s.read_exact(&mut body).unwrap();
+                    s.write_all(&wire::ACK).unwrap();
+                }
+                _ => break,
+            }
+        }
+        pings
+    });
+    let out = nowcast(&["tcp", &target, "--size", "16B", "--json"], LIMIT);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let pings = server.join().unwrap();
+    assert_eq!(
+        pings,
+        [0xff, 0, 0],
+        "the warm-up echo, then rtt and rtt_nagle"
+    );
+    let recs = records(&out);
+    let metrics: Vec<Metric> = recs.iter().map(|r| r.metric).collect();
+    assert_eq!(
+        metrics,
+        [
+            Metric::HandshakeRtt,
+            Metric::Rtt,
+            Metric::RttNagle,
+            Metric::BandwidthUp
+        ],
+        "the warm-up has no record of its own"
+    );
+    for r in &recs {
+        assert_eq!(r.status, Status::Ok, "{r:?}");
+        // Neither the handshake nor any timed echo includes the delayed warm-up.
+        if r.metric != Metric::BandwidthUp {
+            assert!(r.value.unwrap() < 150.0, "{r:?}");
+        }
+    }
+}
