@@ -142,6 +142,17 @@ if have iperf3; then
   echo "nowcast tcp --size $size → serve: Gbit/s $(stats <"$tmp/tcp_bw"), $runs runs"
   echo "iperf3 -n $size:                   Gbit/s $(stats <"$tmp/ip_bw"), $runs runs"
   echo "ratio nowcast / iperf3: $(ratio "$(med <"$tmp/tcp_bw")" "$(med <"$tmp/ip_bw")")"
+
+  echo
+  echo "-- nowcast serve on one core: TCP source (--direction down; peer: iperf3 -R with its server on the same core)"
+  for _ in $(seq "$runs"); do
+    taskset -c 1 "$bin" tcp "$srv_tcp" --direction down --size "$size" --json | metric bandwidth_down | awk '{ print $1 / 1000 }' >>"$tmp/tcp_down"
+    taskset -c 1 iperf3 -c 127.0.0.1 -p "$ip_port" -R -n "$bytes" -J >"$tmp/iperf.json"
+    jq -r '.end.sum_received.bits_per_second / 1e9' "$tmp/iperf.json" >>"$tmp/ip_down"
+  done
+  echo "nowcast tcp --direction down --size $size ← serve: Gbit/s $(stats <"$tmp/tcp_down"), $runs runs"
+  echo "iperf3 -R -n $size:                             Gbit/s $(stats <"$tmp/ip_down"), $runs runs"
+  echo "ratio nowcast / iperf3: $(ratio "$(med <"$tmp/tcp_down")" "$(med <"$tmp/ip_down")")"
 fi
 
 echo
