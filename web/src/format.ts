@@ -35,3 +35,9 @@ export function formatBytes(n: number): string {
   }
   return `${i === 0 ? v : significant(v)} ${units[i]}`;
 }
+
+/** A duration: ms below a second, s above; "unbounded" for Infinity (no upper bound). */
+export function formatDuration(ms: number): string {
+  if (ms === Infinity) return "unbounded";
+  return ms < 1000 ? `${significant(ms)} ms` : `${significant(ms / 1000)} s`;
+}

@@ -5,11 +5,13 @@
 import "./style.css";
 import { SeriesChart } from "./chart-view";
 import { toCsv, toNdjson } from "./files";
-import { clock, formatBytes, formatValue } from "./format";
+import { clock, formatBytes, formatDuration, formatValue } from "./format";
 import type {
   HistoryEvent,
   ImportedEvent,
   MeasurementEvent,
+  MirrorEvent,
+  NextForecast,
   PageCommand,
   SeriesKey,
   WorkerEvent,
@@ -25,6 +27,7 @@ import {
   type TransportChoice,
 } from "./settings";
 import { BAND_K } from "./chart-view";
+import { rank, type Estimate, type Site } from "./ranking";
 
 const TITLES: Partial<Record<SeriesKey, string>> = {
   "rtt/websocket": "RTT, WebSocket echo",
@@ -65,6 +68,9 @@ const ui = {
   predictabilityRefresh: el<HTMLButtonElement>("predictability-refresh"),
   predictability: el("predictability"),
   clearHistory: el<HTMLButtonElement>("clear-history"),
+  fileSize: el<HTMLInputElement>("file-size"),
+  mirrorList: el<HTMLUListElement>("mirror-list"),
+  ranking: el<HTMLTableElement>("ranking-table").tBodies[0]!,
 };
 
 let settings = parseSettings(location.search);
@@ -144,8 +150,192 @@ function showRow(
   cells[5].textContent = String(timeouts);
 }
 
+/** The serving site, as the ranking names it. */
+const SITE_URL = new URL("/", location.href).href;
+/** The newest forecast of each of the site's series, for the ranking. */
+const siteForecasts = new Map<string, NextForecast>();
+
+interface MirrorEntry {
+  url: string;
+  name: string;
+  location: string;
+  probing: boolean;
+  rtt: NextForecast | undefined;
+  bandwidth: NextForecast | undefined;
+  item: HTMLLIElement;
+  status: HTMLElement;
+}
+const mirrorEntries = new Map<string, MirrorEntry>();
+
+const estimate = (f: NextForecast | undefined): Estimate | undefined =>
+  f && { value: f.value, error: f.error };
+
+function fileBytes(): number {
+  const mb = Number(ui.fileSize.value);
+  // 1 MB = 10^6 bytes, as download sites state file sizes.
+  return Number.isFinite(mb) && mb > 0 ? mb * 1e6 : 100e6;
+}
+
+/** Redraws the ranking table: the site and every mirror, fastest first (ranking.ts). */
+function showRanking(): void {
+  const sites: (Site & { name: string })[] = [
+    {
+      url: SITE_URL,
+      name: `${location.host} (this site)`,
+      // The WebSocket series when measured, else those over fetch (transport "http").
+      rtt: estimate(siteForecasts.get("rtt/websocket") ?? siteForecasts.get("rtt/http")),
+      bandwidth: estimate(
+        siteForecasts.get("bandwidth_down/websocket") ?? siteForecasts.get("bandwidth_down/http"),
+      ),
+    },
+    ...[...mirrorEntries.values()].map((m) => ({
+      url: m.url,
+      name: m.name,
+      rtt: estimate(m.rtt),
+      bandwidth: estimate(m.bandwidth),
+    })),
+  ];
+  const byUrl = new Map(sites.map((site) => [site.url, site]));
+  const rows = rank(sites, fileBytes(), 1).map((r) => {
+    const site = byUrl.get(r.url)!;
+    const row = document.createElement("tr");
+    row.dataset.url = r.url;
+    const head = document.createElement("th");
+    head.scope = "row";
+    head.textContent = site.name;
+    const cells = Array.from({ length: 4 }, () => document.createElement("td"));
+    const probing = r.url === SITE_URL || mirrorEntries.get(r.url)?.probing === true;
+    cells[0]!.textContent =
+      r.timeMs === undefined
+        ? probing
+          ? "waiting for data"
+          : "not probed"
+        : formatDuration(r.timeMs);
+    cells[1]!.textContent =
+      r.lowMs === undefined || r.highMs === undefined
+        ? "–"
+        : `${formatDuration(r.lowMs)} – ${formatDuration(r.highMs)}`;
+    const withError = (e: Estimate | undefined, unit: string) =>
+      e === undefined ? "–" : `${formatValue(e.value, unit)} ± ${formatValue(e.error, unit)}`;
+    cells[2]!.textContent = withError(site.rtt, "ms");
+    cells[3]!.textContent = withError(site.bandwidth, "Mbit/s");
+    row.append(head, ...cells);
+    return row;
+  });
+  ui.ranking.replaceChildren(...rows);
+}
+
+function probedMirrors(): string[] {
+  return [...mirrorEntries.values()].filter((m) => m.probing).map((m) => m.url);
+}
+
+/** Lists a mirror with its opt-in checkbox (off: probing a third party is the user's call). */
+function addMirror(url: string, name: string, where: string): void {
+  // A server that lists itself: it is already ranked, as "this site".
+  if (url === SITE_URL) return;
+  const known = mirrorEntries.get(url);
+  if (known !== undefined) {
+    // The server's name and location describe it better than a bare URL from the link.
+    known.name = name;
+    known.location = where;
+    known.item.querySelector(".mirror-name")!.textContent = `Probe ${name}`;
+    known.item.querySelector(".mirror-where")!.textContent = ` — ${url}${where && `, ${where}`}`;
+    return;
+  }
+  const item = document.createElement("li");
+  item.dataset.url = url;
+  const label = document.createElement("label");
+  label.className = "check";
+  const box = document.createElement("input");
+  box.type = "checkbox";
+  const text = document.createElement("span");
+  text.className = "mirror-name";
+  text.textContent = `Probe ${name}`;
+  const whereText = document.createElement("span");
+  whereText.className = "mirror-where";
+  whereText.textContent = ` — ${url}${where && `, ${where}`}`;
+  label.append(box, text, whereText);
+  const status = document.createElement("span");
+  status.className = "mirror-status";
+  status.textContent = "not probed";
+  item.append(label, status);
+  ui.mirrorList.append(item);
+  const entry: MirrorEntry = {
+    url,
+    name,
+    location: where,
+    probing: false,
+    rtt: undefined,
+    bandwidth: undefined,
+    item,
+    status,
+  };
+  mirrorEntries.set(url, entry);
+  box.addEventListener("change", () => {
+    entry.probing = box.checked;
+    item.dataset.probes = "0";
+    entry.rtt = undefined;
+    entry.bandwidth = undefined;
+    status.textContent = box.checked ? "waiting for the first probe" : "not probed";
+    send({ type: "mirrors", urls: probedMirrors() });
+    showRanking();
+  });
+  showRanking();
+}
+
+function onMirror(ev: MirrorEvent): void {
+  const m = mirrorEntries.get(ev.url);
+  if (m === undefined || !m.probing) return;
+  m.rtt = ev.rtt?.next;
+  m.bandwidth = ev.bandwidth?.next;
+  m.item.dataset.probes = String(Math.min(ev.rtt?.count ?? 0, ev.bandwidth?.count ?? 0));
+  const last = (s: MirrorEvent["rtt"], unit: string) =>
+    s === undefined
+      ? "–"
+      : s.last === null
+        ? "timed out"
+        : `${formatValue(s.last, unit)} (${s.count} probes, ${s.timeouts} timeouts)`;
+  m.status.textContent =
+    `RTT ${last(ev.rtt, "ms")}; download ${last(ev.bandwidth, "Mbit/s")}` +
+    (ev.problem === "" ? "" : `; last round failed: ${ev.problem}`);
+  m.status.classList.toggle("problem", ev.problem !== "");
+  showRanking();
+}
+
+/** The mirrors named in the link at once, then those the server lists (`/api/mirrors`). */
+async function loadMirrors(): Promise<void> {
+  for (const url of settings.mirrors) addMirror(url, new URL(url).host, "named in the link");
+  showRanking();
+  try {
+    const r = await fetch("/api/mirrors", { cache: "no-store" });
+    if (!r.ok) return;
+    const data = (await r.json()) as {
+      mirrors?: { name?: unknown; url?: unknown; location?: unknown }[];
+    };
+    for (const m of data.mirrors ?? []) {
+      if (typeof m.url !== "string" || typeof m.name !== "string") continue;
+      let url: string;
+      try {
+        url = new URL(m.url).href;
+      } catch {
+        continue;
+      }
+      addMirror(url, m.name, typeof m.location === "string" ? m.location : "");
+    }
+  } catch {
+    // A server without mirrors (or an old one without the endpoint): the link's list stands.
+  }
+}
+
+function noteForecast(key: string, next: NextForecast | undefined): void {
+  if (next === undefined) siteForecasts.delete(key);
+  else siteForecasts.set(key, next);
+}
+
 function onMeasurement(m: MeasurementEvent): void {
   const { record, next } = m;
+  noteForecast(m.key, next);
+  showRanking();
   const v = view(m.key, record.unit);
   v.records.push(record);
   showRow(
@@ -168,6 +358,7 @@ function onHistory(ev: HistoryEvent): void {
     const last = s.records.at(-1);
     if (last === undefined) continue;
     const v = view(s.key, last.unit);
+    noteForecast(s.key, s.next);
     v.records.push(...s.records);
     s.records.forEach((r, i) => {
       // The forecast made after a record is the one the next record carries.
@@ -189,11 +380,14 @@ function onHistory(ev: HistoryEvent): void {
       s.timeouts,
     );
   }
+  showRanking();
   requestDraw();
 }
 
 /** Removes the live series after the history was cleared; imported ones stay. */
 function onCleared(): void {
+  siteForecasts.clear();
+  showRanking();
   for (const [key, v] of views) {
     if (key.startsWith("import/")) continue;
     v.row.remove();
@@ -283,6 +477,8 @@ worker.onmessage = (e: MessageEvent<WorkerEvent>) => {
     onMeasurement(ev);
   } else if (ev.type === "history") {
     onHistory(ev);
+  } else if (ev.type === "mirror") {
+    onMirror(ev);
   } else if (ev.type === "cleared") {
     onCleared();
   } else if (ev.type === "imported") {
@@ -321,6 +517,7 @@ function applySettings(): void {
     size: parseSize(ui.size.value) ?? settings.size,
     transport: ui.transport.value as TransportChoice,
     budgetMiB: Number.isFinite(budget) && budget > 0 ? budget : settings.budgetMiB,
+    mirrors: settings.mirrors,
   };
   history.replaceState(null, "", settingsQuery(settings) || location.pathname);
   send({ type: "settings", settings });
@@ -383,5 +580,7 @@ const tick = () => {
 };
 tick();
 setInterval(tick, 1000);
+ui.fileSize.addEventListener("input", showRanking);
 showSettings(settings);
 send({ type: "settings", settings });
+void loadMirrors();

@@ -77,8 +77,29 @@ export interface HistoryEvent {
   series: (Omit<MeasurementEvent, "type" | "record"> & { records: Record[] })[];
 }
 
+/** The last measurement and next forecast of one series of a mirror. */
+export interface MirrorSeries {
+  /** null for a timeout. */
+  last: number | null;
+  next: NextForecast | undefined;
+  count: number;
+  timeouts: number;
+}
+
+/** A mirror's series after one of its probe rounds (it is probed only when the user opts in). */
+export interface MirrorEvent {
+  type: "mirror";
+  url: string;
+  /** WebSocket echo RTT, ms, and WebSocket download bandwidth, Mbit/s. */
+  rtt: MirrorSeries | undefined;
+  bandwidth: MirrorSeries | undefined;
+  /** Why the last round failed, or "". */
+  problem: string;
+}
+
 export type WorkerEvent =
   | MeasurementEvent
+  | MirrorEvent
   | StatusEvent
   | ImportedEvent
   | PredictabilityEvent
@@ -91,4 +112,6 @@ export type PageCommand =
   | { type: "resume" }
   | { type: "import"; file: string; text: string }
   | { type: "predictability"; key: string }
-  | { type: "clear" };
+  | { type: "clear" }
+  /** The mirrors the user opted in to probing; all others stop. */
+  | { type: "mirrors"; urls: string[] };

@@ -78,6 +78,10 @@ export class PredictabilityView {
     );
     const wrap = document.createElement("div");
     wrap.className = "table-wrap";
+    // It scrolls sideways on a phone: focusable so the keyboard can scroll it, and named.
+    wrap.tabIndex = 0;
+    wrap.setAttribute("role", "region");
+    wrap.setAttribute("aria-label", "Forecasters (scrollable)");
     this.table = document.createElement("table");
     wrap.append(this.table);
     parent.append(wrap);

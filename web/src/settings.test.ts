@@ -1,5 +1,12 @@
 import { describe, expect, it } from "vitest";
-import { DEFAULT_SETTINGS, formatSize, parseSettings, parseSize, settingsQuery } from "./settings";
+import {
+  DEFAULT_SETTINGS,
+  formatSize,
+  parseMirrorList,
+  parseSettings,
+  parseSize,
+  settingsQuery,
+} from "./settings";
 
 describe("settings in the URL", () => {
   it("reads period, size, transport and budget", () => {
@@ -8,6 +15,7 @@ describe("settings in the URL", () => {
       size: 256 * 1024,
       transport: "both",
       budgetMiB: 100,
+      mirrors: [],
     });
   });
 
@@ -38,9 +46,27 @@ describe("settings in the URL", () => {
   });
 
   it("round-trips through the query string and leaves defaults out", () => {
-    const s = { periodS: 10, size: "auto" as const, transport: "http" as const, budgetMiB: 50 };
+    const s = {
+      periodS: 10,
+      size: "auto" as const,
+      transport: "http" as const,
+      budgetMiB: 50,
+      mirrors: ["http://127.0.0.1:8081/", "https://mirror.example.org/nowcast"],
+    };
     expect(parseSettings(settingsQuery(s))).toEqual(s);
     expect(settingsQuery(DEFAULT_SETTINGS)).toBe("");
     expect(settingsQuery({ ...DEFAULT_SETTINGS, periodS: 1 })).toBe("?period=1");
+  });
+
+  it.each([
+    ["", []],
+    [
+      "https://a.example,http://b.example:8080/x",
+      ["https://a.example/", "http://b.example:8080/x"],
+    ],
+    // Repeats, non-http schemes and non-URLs are left out.
+    ["https://a.example, https://a.example/ ,ftp://c.example,not a url", ["https://a.example/"]],
+  ] as const)("mirrors %j", (text, urls) => {
+    expect(parseMirrorList(text)).toEqual(urls);
   });
 });

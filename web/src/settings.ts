@@ -13,6 +13,8 @@ export interface Settings {
   transport: TransportChoice;
   /** Byte budget per hour, MiB. */
   budgetMiB: number;
+  /** Mirrors named in the URL (`?mirrors=url1,url2`), besides those the server lists. */
+  mirrors: string[];
 }
 
 export const PERIOD_MIN_S = 1;
@@ -24,7 +26,25 @@ export const DEFAULT_SETTINGS: Readonly<Settings> = {
   size: 64 * 1024,
   transport: "websocket",
   budgetMiB: 500,
+  mirrors: [],
 };
+/** A link may name this many mirrors; more would only be probed slower, not better. */
+const MIRRORS_MAX = 16;
+
+/** The http(s) URLs of a comma-separated list, normalised, without repeats; the rest ignored. */
+export function parseMirrorList(text: string): string[] {
+  const out: string[] = [];
+  for (const part of text.split(",")) {
+    try {
+      const url = new URL(part.trim());
+      if (url.protocol !== "http:" && url.protocol !== "https:") continue;
+      if (!out.includes(url.href)) out.push(url.href);
+    } catch {
+      // Not a URL: ignored like any unreadable setting.
+    }
+  }
+  return out.slice(0, MIRRORS_MAX);
+}
 
 /** "64k", "1m", "65536", "auto" → a size; undefined when unreadable. */
 export function parseSize(text: string): SizeChoice | undefined {
@@ -59,6 +79,7 @@ export function parseSettings(search: string): Settings {
   }
   const budget = Number(q.get("budget") ?? NaN);
   if (Number.isFinite(budget) && budget > 0) s.budgetMiB = Math.min(BUDGET_MAX_MIB, budget);
+  s.mirrors = parseMirrorList(q.get("mirrors") ?? "");
   return s;
 }
 
@@ -69,6 +90,7 @@ export function settingsQuery(s: Settings): string {
   if (s.size !== DEFAULT_SETTINGS.size) q.set("size", formatSize(s.size));
   if (s.transport !== DEFAULT_SETTINGS.transport) q.set("transport", s.transport);
   if (s.budgetMiB !== DEFAULT_SETTINGS.budgetMiB) q.set("budget", String(s.budgetMiB));
+  if (s.mirrors.length > 0) q.set("mirrors", s.mirrors.join(","));
   const text = q.toString();
   return text === "" ? "" : `?${text}`;
 }

@@ -8,7 +8,14 @@ import { loadForecasting, type Series } from "./forecast";
 import { importText } from "./files";
 import { History } from "./history";
 import { httpDownload, httpPing, RetryLater } from "./http-probe";
-import type { PageCommand, SeriesKey, StatusEvent, WorkerEvent } from "./messages";
+import type {
+  MeasurementEvent,
+  MirrorSeries,
+  PageCommand,
+  SeriesKey,
+  StatusEvent,
+  WorkerEvent,
+} from "./messages";
 import type { Probe } from "./record";
 import { autoSize, median, rateMinusRtt, retryAfterSeconds, uploadRate } from "./probe-math";
 import { DEFAULT_SETTINGS, type Settings } from "./settings";
@@ -86,22 +93,27 @@ function tracker(key: SeriesKey): Tracker {
   return t;
 }
 
-/** Runs one probe under its series' adaptive timeout; a timeout is recorded and fed back. */
+/**
+ * Runs one probe under its series' adaptive timeout; a timeout is recorded and fed back.
+ * `t` and `report` default to the serving site's series; a mirror passes its own, so its
+ * measurements stay out of the site's series and history.
+ */
 async function probe<T>(
   key: SeriesKey,
   payloadBytes: number,
   run: (timeoutMs: number) => Promise<T>,
   measured: (result: T, t: Tracker, timeoutMs: number) => void,
   probeInfo: () => Probe,
+  t: Tracker = tracker(key),
+  report: (e: MeasurementEvent) => void = post,
 ): Promise<void> {
-  const t = tracker(key);
   const timeoutMs = t.timeoutMs();
   budget.spend(payloadBytes, performance.now());
   try {
     measured(await run(timeoutMs), t, timeoutMs);
   } catch (e) {
     if (!(e instanceof ProbeTimeout)) throw e;
-    post(
+    report(
       t.timedOut(
         { timestampMs: Date.now(), durationMs: e.elapsedMs, timeoutMs, probe: probeInfo() },
         payloadBytes,
@@ -326,6 +338,141 @@ async function httpRound(): Promise<void> {
   );
 }
 
+/** A mirror the user opted in to: its own connection and series (RTT and download). */
+interface Mirror {
+  url: string;
+  rtt: Tracker;
+  down: Tracker;
+  conn: WsConnection | undefined;
+  last: Map<SeriesKey, MirrorSeries>;
+  problem: string;
+}
+const mirrors = new Map<string, Mirror>();
+/** The mirror whose round is running: its forecasters are freed when the round ends. */
+let mirrorInRound: Mirror | undefined;
+
+function disposeMirror(m: Mirror): void {
+  m.conn?.close();
+  m.rtt.dispose();
+  m.down.dispose();
+}
+
+function mirrorSeries(e: MeasurementEvent): MirrorSeries {
+  return { last: e.record.value, next: e.next, count: e.count, timeouts: e.timeouts };
+}
+
+/**
+ * One round against a mirror: a WebSocket echo (RTT) and a download, with the same probes and
+ * timeouts as for the serving site. A failure is shown beside the mirror and never stops the
+ * site's own measurements, nor those of the other mirrors.
+ */
+async function mirrorRound(m: Mirror): Promise<void> {
+  mirrorInRound = m;
+  const report = (e: MeasurementEvent) => m.last.set(e.key, mirrorSeries(e));
+  try {
+    if (!m.conn?.open) {
+      m.conn = await WsConnection.open(m.url, RTT_BOUNDS.ceilingMs);
+      // The first echo pays for the warm-up (as on the site's own connection): not an RTT.
+      budget.spend(ECHO_BYTES, performance.now());
+      await m.conn.echo(RTT_BOUNDS.ceilingMs);
+    }
+    const c = m.conn;
+    await probe(
+      "rtt/websocket",
+      ECHO_BYTES,
+      (ms) => c.echo(ms),
+      (rtt, t, timeoutMs) =>
+        report(
+          t.measured(rtt, {
+            timestampMs: Date.now(),
+            durationMs: rtt,
+            timeoutMs,
+            probe: { transport: "websocket", payload_bytes: 2, raw_ms: rtt },
+          }),
+        ),
+      () => ({ transport: "websocket", payload_bytes: 2 }),
+      m.rtt,
+      report,
+    );
+    if (suspended || !c.open) return;
+    const cap = c.hello.maxPayload;
+    const down =
+      settings.size === "auto"
+        ? autoSize(
+            m.down.next()?.value,
+            Math.min(cap, probeShare(budget.perHour, settings.periodS, 1, Infinity)),
+          )
+        : Math.min(settings.size, cap);
+    if (!budget.allows(down, performance.now())) return overBudget();
+    await probe(
+      "bandwidth_down/websocket",
+      down,
+      (ms) => c.download(down, ms),
+      (r, t, timeoutMs) => {
+        const rate = rateMinusRtt(r.bytes, r.rawMs, m.rtt.next()?.value);
+        report(
+          t.measured(rate.mbits, {
+            timestampMs: Date.now(),
+            durationMs: r.rawMs,
+            timeoutMs,
+            probe: {
+              transport: "websocket",
+              payload_bytes: r.bytes,
+              raw_ms: r.rawMs,
+              rtt_subtracted_ms: rate.rttSubtractedMs,
+            },
+          }),
+        );
+      },
+      () => ({ transport: "websocket", payload_bytes: down }),
+      m.down,
+      report,
+    );
+    m.problem = "";
+  } catch (e) {
+    m.problem = (e as Error).message || (e as Error).name;
+    m.conn?.close();
+  } finally {
+    mirrorInRound = undefined;
+    // Posted only while still opted in: an answer after the user unticked it would bring it
+    // back. Once unticked, its forecasters go now that no probe can still feed them.
+    if (mirrors.get(m.url) !== m) {
+      disposeMirror(m);
+    } else {
+      post({
+        type: "mirror",
+        url: m.url,
+        rtt: m.last.get("rtt/websocket"),
+        bandwidth: m.last.get("bandwidth_down/websocket"),
+        problem: m.problem,
+      });
+    }
+  }
+}
+
+/** Starts probing the mirrors in `urls` and stops (closes, forgets) the others. */
+function setMirrors(urls: readonly string[]): void {
+  for (const [url, m] of mirrors) {
+    if (urls.includes(url)) continue;
+    mirrors.delete(url);
+    // A probe in flight still holds this mirror's forecasters: its round frees them.
+    if (m === mirrorInRound) m.conn?.close();
+    else disposeMirror(m);
+  }
+  for (const url of urls) {
+    if (mirrors.has(url)) continue;
+    const to = new URL(url).host;
+    mirrors.set(url, {
+      url,
+      rtt: new Tracker("rtt/websocket", "duration", RTT_BOUNDS, "browser", to),
+      down: new Tracker("bandwidth_down/websocket", "rate", BANDWIDTH_BOUNDS, "browser", to),
+      conn: undefined,
+      last: new Map(),
+      problem: "",
+    });
+  }
+}
+
 function overBudget(): void {
   status("over-budget", "hourly byte budget reached: bandwidth probes wait");
 }
@@ -353,11 +500,17 @@ async function round(): Promise<void> {
       status("running", (e as Error).message);
     }
   }
+  // The mirrors after the site, one at a time, so their transfers never overlap its own.
+  for (const m of [...mirrors.values()]) {
+    if (suspended || performance.now() < backoffUntil) break;
+    await mirrorRound(m);
+  }
 }
 
 function closeConnections(): void {
   conn?.close();
   loadConn?.close();
+  for (const m of mirrors.values()) m.conn?.close();
 }
 
 /** Starts the next round one period after the last one started (at once if that has passed). */
@@ -450,7 +603,9 @@ scope.onmessage = (e: MessageEvent<PageCommand>) => {
       else if (i !== undefined) post(predictability(cmd.key, i.series, i.errors));
       return;
     }
-    if (cmd.type === "settings") {
+    if (cmd.type === "mirrors") {
+      setMirrors(cmd.urls);
+    } else if (cmd.type === "settings") {
       settings = cmd.settings;
       budget.perHour = settings.budgetMiB * MIB;
     } else if (cmd.type === "suspend") {

@@ -65,9 +65,11 @@ export class WsConnection {
     };
   }
 
-  /** Opens a connection to `origin` and waits for HELLO, within `timeoutMs`. */
-  static open(origin: string, timeoutMs: number): Promise<WsConnection> {
-    const url = new URL(WS_PATH, origin);
+  /** Opens a connection to the echo-node at `base` and waits for HELLO, within `timeoutMs`. */
+  static open(base: string, timeoutMs: number): Promise<WsConnection> {
+    // Relative to the base with a trailing slash, so a mirror served under a path
+    // (https://host/nowcast) is reached at https://host/nowcast/ws.
+    const url = new URL(WS_PATH.replace(/^\//, ""), base.endsWith("/") ? base : `${base}/`);
     url.protocol = url.protocol === "https:" ? "wss:" : "ws:";
     const ws = new WebSocket(url, SUBPROTOCOL);
     ws.binaryType = "arraybuffer";

@@ -1,0 +1,140 @@
+/**
+ * Mirrors against two real echo-nodes on loopback: the serving one lists the second as its
+ * mirror; the page lists it, sends it nothing until the user opts in, measures it once they
+ * do, and ranks both sites by predicted download time with a range.
+ */
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { Page } from "playwright-core";
+import { defaultConfig } from "../echo-node/src/config.js";
+import { startEchoNode, type EchoNode } from "../echo-node/src/server.js";
+import { missing, probeCounts, startRig, total, type Rig } from "./harness.js";
+
+const why = missing();
+if (why !== undefined) console.warn(`e2e: skipping the mirror tests: ${why}`);
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** A duration as the ranking writes it (format.ts `formatDuration`). */
+const DURATION = /^\d+(\.\d+)? (ms|s)$/;
+const RANGE = /^\d+(\.\d+)? (ms|s) – (\d+(\.\d+)? (ms|s)|unbounded)$/;
+
+describe.skipIf(why !== undefined)("mirrors: two echo-nodes on loopback", () => {
+  let mirror: EchoNode;
+  let rig: Rig;
+  let mirrorUrl: string;
+  beforeAll(async () => {
+    mirror = await startEchoNode({
+      ...defaultConfig(),
+      port: 0,
+      host: "127.0.0.1",
+      name: "e2e-mirror",
+      // The page's origin (the first node's port) is not known before that node starts, and
+      // the first node needs this one's URL at start: so any origin, on loopback only.
+      allowOrigins: ["*"],
+    });
+    mirrorUrl = new URL(mirror.url).href;
+    try {
+      rig = await startRig({
+        mirrors: [{ name: "Second", url: mirrorUrl, location: "loopback" }],
+      });
+    } catch (e) {
+      await mirror.close();
+      throw e;
+    }
+  });
+  afterAll(async () => {
+    await rig?.close();
+    await mirror?.close();
+  });
+
+  async function open(query: string): Promise<{ page: Page; done: () => Promise<void> }> {
+    const page = await rig.newPage();
+    const errors: string[] = [];
+    page.on("pageerror", (e) => errors.push(e.message));
+    page.on("console", (m) => {
+      if (m.type() === "error") errors.push(m.text());
+    });
+    await page.goto(`${rig.node.url}/${query}`);
+    return {
+      page,
+      done: async () => {
+        await page.close();
+        expect(errors).toEqual([]);
+      },
+    };
+  }
+
+  /** The ranking table's rows: site URL, predicted time and range. */
+  function ranking(page: Page) {
+    return page.$$eval("#ranking-table tbody tr", (rows) =>
+      rows.map((r) => {
+        const cells = Array.from(r.querySelectorAll("td")).map((c) => c.textContent ?? "");
+        return { url: (r as HTMLElement).dataset.url, time: cells[0], range: cells[1] };
+      }),
+    );
+  }
+
+  it("lists the mirror, probes it only when opted in, and ranks both sites", async () => {
+    const { page, done } = await open("?period=1");
+    const item = page.locator(`#mirror-list li[data-url="${mirrorUrl}"]`);
+    await item.waitFor({ timeout: 5000 });
+    expect(await item.textContent()).toContain("Second");
+    expect(await item.locator("input[type=checkbox]").isChecked()).toBe(false);
+    // Opt-in: a few of the site's own rounds go by without a single probe to the mirror.
+    await sleep(2500);
+    expect(total(await probeCounts(mirror))).toBe(0);
+    expect((await ranking(page)).find((r) => r.url === mirrorUrl)?.time).toBe("not probed");
+
+    await item.locator("input[type=checkbox]").check();
+    await page.waitForFunction(
+      (url) =>
+        Number(
+          document.querySelector<HTMLElement>(`#mirror-list li[data-url="${url}"]`)?.dataset
+            .probes ?? 0,
+        ) >= 3,
+      mirrorUrl,
+      { timeout: 10_000, polling: 50 },
+    );
+    const counts = await probeCounts(mirror);
+    expect(counts.get("echo")).toBeGreaterThan(0);
+    expect(counts.get("download")).toBeGreaterThan(0);
+
+    // Both sites ranked, each with a predicted time and a range around it.
+    await page.waitForFunction(
+      () =>
+        Array.from(document.querySelectorAll("#ranking-table tbody tr")).filter((r) =>
+          /\d (ms|s)$/.test(r.querySelector("td")?.textContent ?? ""),
+        ).length === 2,
+      undefined,
+      { timeout: 10_000, polling: 50 },
+    );
+    const rows = await ranking(page);
+    console.log(`e2e: ranking ${JSON.stringify(rows)}`);
+    expect(rows.map((r) => r.url).sort()).toEqual([`${rig.node.url}/`, mirrorUrl].sort());
+    for (const r of rows) {
+      expect(r.time).toMatch(DURATION);
+      expect(r.range).toMatch(RANGE);
+    }
+
+    // Opting out stops the traffic to the mirror (a probe on the wire may finish first).
+    await item.locator("input[type=checkbox]").uncheck();
+    await sleep(1500);
+    const quiet = total(await probeCounts(mirror));
+    await sleep(2000);
+    expect(total(await probeCounts(mirror))).toBe(quiet);
+    await done();
+  });
+
+  it("adds the mirrors named in the link and keeps them in the URL", async () => {
+    const extra = "http://127.0.0.1:9/";
+    const { page, done } = await open(`?period=300&mirrors=${encodeURIComponent(extra)}`);
+    await page.locator(`#mirror-list li[data-url="${mirrorUrl}"]`).waitFor({ timeout: 5000 });
+    expect(await page.textContent(`#mirror-list li[data-url="${extra}"]`)).toContain(
+      "named in the link",
+    );
+    expect(await page.$$eval("#ranking-table tbody tr", (r) => r.length)).toBe(3);
+    await page.selectOption("#period", "60");
+    expect(new URL(page.url()).searchParams.get("mirrors")).toBe(extra);
+    await done();
+  });
+});
