@@ -225,16 +225,22 @@ fn read_full(s: &mut impl Read, buf: &mut [u8], cfg: &Config, stop: &Stop) -> io
                 n += k;
                 last = Instant::now();
             }
-            Err(e) if crate::net::is_timeout(&e) => {
-                if stop.is_set() || last.elapsed() >= cfg.idle {
-                    return Err(io::ErrorKind::TimedOut.into());
-                }
-            }
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
+            Err(e) => idle_or_fail(e, last, cfg, stop)?,
         }
     }
     Ok(true)
+}
+
+/// The idle rule after a failed read: a socket timeout or a signal is fine until the client
+/// has been silent for the idle limit (or the server is stopping); anything else is an error.
+fn idle_or_fail(e: io::Error, last: Instant, cfg: &Config, stop: &Stop) -> io::Result<()> {
+    if crate::net::is_retry(&e) {
+        if stop.is_set() || last.elapsed() >= cfg.idle {
+            return Err(io::ErrorKind::TimedOut.into());
+        }
+        return Ok(());
+    }
+    Err(e)
 }
 
 /// Reads and discards `len` bytes under the same idle rule.
@@ -249,13 +255,7 @@ fn drain(s: &mut impl Read, len: u64, buf: &mut [u8], cfg: &Config, stop: &Stop)
                 left -= k as u64;
                 last = Instant::now();
             }
-            Err(e) if crate::net::is_timeout(&e) => {
-                if stop.is_set() || last.elapsed() >= cfg.idle {
-                    return Err(io::ErrorKind::TimedOut.into());
-                }
-            }
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
+            Err(e) => idle_or_fail(e, last, cfg, stop)?,
         }
     }
     Ok(())

@@ -200,6 +200,30 @@ function recordJitter(rtt: number, timeoutMs: number): void {
   lastRtt = rtt;
 }
 
+/**
+ * A WebSocket download as a bandwidth measurement: its rate with the predicted RTT subtracted
+ * (JavaNws §2.1.1), the raw time kept in the record. Shared by this site's and the mirrors'.
+ */
+function wsDownloadMeasured(
+  r: { rawMs: number; bytes: number },
+  t: Tracker,
+  timeoutMs: number,
+  predictedRttMs: number | undefined,
+): MeasurementEvent {
+  const rate = rateMinusRtt(r.bytes, r.rawMs, predictedRttMs);
+  return t.measured(rate.mbits, {
+    timestampMs: Date.now(),
+    durationMs: r.rawMs,
+    timeoutMs,
+    probe: {
+      transport: "websocket",
+      payload_bytes: r.bytes,
+      raw_ms: r.rawMs,
+      rtt_subtracted_ms: rate.rttSubtractedMs,
+    },
+  });
+}
+
 function predicted(key: SeriesKey): number | undefined {
   return trackers.get(key)?.next()?.value;
 }
@@ -244,22 +268,7 @@ async function wsRound(): Promise<void> {
     "bandwidth_down/websocket",
     down,
     (ms) => underLoad(lc, c.download(down, ms)),
-    (r, t, timeoutMs) => {
-      const rate = rateMinusRtt(r.bytes, r.rawMs, predicted("rtt/websocket"));
-      post(
-        t.measured(rate.mbits, {
-          timestampMs: Date.now(),
-          durationMs: r.rawMs,
-          timeoutMs,
-          probe: {
-            transport: "websocket",
-            payload_bytes: r.bytes,
-            raw_ms: r.rawMs,
-            rtt_subtracted_ms: rate.rttSubtractedMs,
-          },
-        }),
-      );
-    },
+    (r, t, timeoutMs) => post(wsDownloadMeasured(r, t, timeoutMs, predicted("rtt/websocket"))),
     () => ({ transport: "websocket", payload_bytes: down }),
   );
   if (suspended || !c.open) return;
@@ -408,22 +417,7 @@ async function mirrorRound(m: Mirror): Promise<void> {
       "bandwidth_down/websocket",
       down,
       (ms) => c.download(down, ms),
-      (r, t, timeoutMs) => {
-        const rate = rateMinusRtt(r.bytes, r.rawMs, m.rtt.next()?.value);
-        report(
-          t.measured(rate.mbits, {
-            timestampMs: Date.now(),
-            durationMs: r.rawMs,
-            timeoutMs,
-            probe: {
-              transport: "websocket",
-              payload_bytes: r.bytes,
-              raw_ms: r.rawMs,
-              rtt_subtracted_ms: rate.rttSubtractedMs,
-            },
-          }),
-        );
-      },
+      (r, t, timeoutMs) => report(wsDownloadMeasured(r, t, timeoutMs, m.rtt.next()?.value)),
       () => ({ transport: "websocket", payload_bytes: down }),
       m.down,
       report,
