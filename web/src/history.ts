@@ -1,12 +1,20 @@
 // The page's history in IndexedDB: every record the worker makes, so that a reload shows the
 // same graphs and the forecaster banks are rebuilt exactly (the bank is deterministic: the
-// same values in the same order give the same state). Used from the worker.
+// same values in the same order give the same state), and the series the user imported, so
+// that they come back too. Used from the worker.
+//
+// Series are per target: a record's `to` names the echo-node it measured, and the history of
+// one target is loaded without the others', so forecasts never mix two endpoints.
 
+import type { ImportedPoint } from "./files";
 import type { Record } from "./record";
 
 const DB_NAME = "nowcast";
-const DB_VERSION = 1;
+/** 1: records; 2: records indexed by target (`record.to`), and imported series. */
+const DB_VERSION = 2;
 const STORE = "records";
+const BY_TARGET = "to";
+const IMPORTS = "imports";
 /** Records kept per series; older ones are pruned when the page opens. */
 export const MAX_RECORDS_PER_SERIES = 10_000;
 
@@ -14,6 +22,17 @@ interface Row {
   id?: number;
   key: string;
   record: Record;
+}
+
+/** An imported series as stored: its points, not its forecasts (replaying them is exact). */
+export interface StoredImport {
+  /** Given by IndexedDB when stored. */
+  id?: number;
+  file: string;
+  format: string;
+  label: string;
+  unit: string;
+  points: ImportedPoint[];
 }
 
 function done(req: IDBRequest | IDBTransaction): Promise<void> {
@@ -36,8 +55,17 @@ export class History {
   static async open(): Promise<History | undefined> {
     if (typeof indexedDB === "undefined") return undefined;
     const req = indexedDB.open(DB_NAME, DB_VERSION);
-    req.onupgradeneeded = () => {
-      req.result.createObjectStore(STORE, { keyPath: "id", autoIncrement: true });
+    req.onupgradeneeded = (e) => {
+      const db = req.result;
+      // Version 1's records already carry `to`: indexing them is the whole migration.
+      const records =
+        e.oldVersion < 1
+          ? db.createObjectStore(STORE, { keyPath: "id", autoIncrement: true })
+          : req.transaction!.objectStore(STORE);
+      if (e.oldVersion < 2) {
+        records.createIndex(BY_TARGET, "record.to");
+        db.createObjectStore(IMPORTS, { keyPath: "id", autoIncrement: true });
+      }
     };
     try {
       await done(req);
@@ -54,13 +82,13 @@ export class History {
   }
 
   /**
-   * Every series' records in the order they were made, at most
-   * {@link MAX_RECORDS_PER_SERIES} each; the older ones are deleted.
+   * The records of every series of the target named `to` (records' `to`), in the order they
+   * were made, at most {@link MAX_RECORDS_PER_SERIES} each; the older ones are deleted.
    */
-  async load(): Promise<Map<string, Record[]>> {
+  async load(to: string): Promise<Map<string, Record[]>> {
     const tx = this.db.transaction(STORE, "readwrite");
     const store = tx.objectStore(STORE);
-    const all = store.getAll();
+    const all = store.index(BY_TARGET).getAll(to);
     await done(all);
     const rows = all.result as Row[];
     const bySeries = new Map<string, Row[]>();
@@ -82,9 +110,32 @@ export class History {
     return out;
   }
 
+  /** Stores an imported series and returns its id. */
+  async addImport(series: StoredImport): Promise<number> {
+    const tx = this.db.transaction(IMPORTS, "readwrite");
+    const req = tx.objectStore(IMPORTS).add(series);
+    await done(tx);
+    return req.result as number;
+  }
+
+  /** The imported series, in the order they were imported. */
+  async imports(): Promise<StoredImport[]> {
+    const req = this.db.transaction(IMPORTS, "readonly").objectStore(IMPORTS).getAll();
+    await done(req);
+    return req.result as StoredImport[];
+  }
+
+  removeImport(id: number): Promise<void> {
+    const tx = this.db.transaction(IMPORTS, "readwrite");
+    tx.objectStore(IMPORTS).delete(id);
+    return done(tx);
+  }
+
+  /** Forgets everything: every target's records and the imported series. */
   clear(): Promise<void> {
-    const tx = this.db.transaction(STORE, "readwrite");
+    const tx = this.db.transaction([STORE, IMPORTS], "readwrite");
     tx.objectStore(STORE).clear();
+    tx.objectStore(IMPORTS).clear();
     return done(tx);
   }
 }

@@ -6,22 +6,24 @@ import "./style.css";
 import { SeriesChart } from "./chart-view";
 import { toCsv, toNdjson } from "./files";
 import { clock, formatBytes, formatDuration, formatValue } from "./format";
-import type {
-  HistoryEvent,
-  ImportedEvent,
-  MeasurementEvent,
-  MirrorEvent,
-  NextForecast,
-  PageCommand,
-  SeriesKey,
-  WorkerEvent,
+import {
+  mirrorKey,
+  type HistoryEvent,
+  type ImportedEvent,
+  type MeasurementEvent,
+  type MirrorEvent,
+  type NextForecast,
+  type PageCommand,
+  type SeriesKey,
+  type WorkerEvent,
 } from "./messages";
 import { PredictabilityView } from "./predictability-view";
 import type { Record as MeasurementRecord } from "./record";
 import {
+  endpointName,
   formatSize,
-  parseSettings,
   parseSize,
+  readSettings,
   settingsQuery,
   type Settings,
   type TransportChoice,
@@ -40,6 +42,11 @@ const TITLES: Partial<Record<SeriesKey, string>> = {
 };
 /** Console and graph order, whatever order the probes report in. */
 const ORDER = Object.keys(TITLES);
+/** The target's own series (those in ORDER), as opposed to mirrors' and imported ones. */
+const isTargetSeries = (key: string) => ORDER.includes(key);
+/** Files larger than this are refused before they are read (the limits in worker.ts keep
+ *  20,000 values of a series anyway; a file this large is most likely not measurements). */
+const MAX_IMPORT_FILE_BYTES = 32 * 1024 * 1024;
 
 function el<T extends HTMLElement>(id: string): T {
   const e = document.getElementById(id);
@@ -55,6 +62,10 @@ const ui = {
   period: el<HTMLSelectElement>("period"),
   size: el<HTMLSelectElement>("size"),
   transport: el<HTMLSelectElement>("transport"),
+  target: el<HTMLSelectElement>("target-select"),
+  targetName: el<HTMLOutputElement>("target-name"),
+  targetHeading: el("target"),
+  settingsProblem: el("settings-problem"),
   budget: el<HTMLInputElement>("budget"),
   suspend: el<HTMLButtonElement>("suspend"),
   showGraphs: el<HTMLInputElement>("show-graphs"),
@@ -62,6 +73,7 @@ const ui = {
   graphs: el("graphs"),
   importInput: el<HTMLInputElement>("import"),
   importReport: el("import-report"),
+  importedList: el<HTMLUListElement>("imported-list"),
   exportNdjson: el<HTMLButtonElement>("export-ndjson"),
   exportCsv: el<HTMLButtonElement>("export-csv"),
   predictabilitySeries: el<HTMLSelectElement>("predictability-series"),
@@ -73,7 +85,19 @@ const ui = {
   ranking: el<HTMLTableElement>("ranking-table").tBodies[0]!,
 };
 
-let settings = parseSettings(location.search);
+/** The serving site, as the ranking and the target control name it. */
+const SITE_URL = new URL("/", location.href).href;
+
+const read = readSettings(location.search);
+let settings: Settings = {
+  ...read.settings,
+  // A link naming this site as its target means the site.
+  target: read.settings.target === SITE_URL ? undefined : read.settings.target,
+};
+if (read.problems.length > 0) {
+  ui.settingsProblem.textContent = read.problems.join("; ");
+  ui.settingsProblem.hidden = false;
+}
 const worker = new Worker(new URL("./worker.ts", import.meta.url), { type: "module" });
 const send = (cmd: PageCommand) => worker.postMessage(cmd);
 
@@ -91,10 +115,10 @@ const views = new Map<string, View>();
 /** Puts `node` among its siblings in ORDER, so series appear in the same place every time. */
 function placeInOrder(parent: HTMLElement, node: HTMLElement, key: string): void {
   node.dataset.series = key;
-  // Imported series (not in ORDER) go after the live ones, in arrival order.
+  // Then the mirrors' series, then the imported ones, each in arrival order.
   const rank = (k: string | undefined) => {
     const i = ORDER.indexOf(k ?? "");
-    return i < 0 ? Infinity : i;
+    return i >= 0 ? i : k?.startsWith("mirror/") ? ORDER.length : Infinity;
   };
   const after = [...parent.children].find(
     (c) => rank((c as HTMLElement).dataset.series) > rank(key),
@@ -119,6 +143,16 @@ function view(key: string, unit: string, label?: string): View {
   views.set(key, v);
   ui.predictabilitySeries.add(new Option(title, key));
   return v;
+}
+
+/** Takes a series off the page: its console row, graph and predictability choice. */
+function removeView(key: string): void {
+  const v = views.get(key);
+  if (v === undefined) return;
+  v.row.remove();
+  v.chart.destroy();
+  [...ui.predictabilitySeries.options].find((o) => o.value === key)?.remove();
+  views.delete(key);
 }
 
 type Cells = [
@@ -150,10 +184,8 @@ function showRow(
   cells[5].textContent = String(timeouts);
 }
 
-/** The serving site, as the ranking names it. */
-const SITE_URL = new URL("/", location.href).href;
-/** The newest forecast of each of the site's series, for the ranking. */
-const siteForecasts = new Map<string, NextForecast>();
+/** The newest forecast of each of the target's series, for the ranking. */
+const targetForecasts = new Map<string, NextForecast>();
 
 interface MirrorEntry {
   url: string;
@@ -176,18 +208,14 @@ function fileBytes(): number {
   return Number.isFinite(mb) && mb > 0 ? mb * 1e6 : 100e6;
 }
 
-/** Redraws the ranking table: the site and every mirror, fastest first (ranking.ts). */
+/**
+ * Redraws the ranking table: the site and every mirror, fastest first (ranking.ts). The
+ * target's main series stand for the target, unless it is a mirror with its own opted-in probes.
+ */
 function showRanking(): void {
+  const target = settings.target ?? SITE_URL;
   const sites: (Site & { name: string })[] = [
-    {
-      url: SITE_URL,
-      name: `${location.host} (this site)`,
-      // The WebSocket series when measured, else those over fetch (transport "http").
-      rtt: estimate(siteForecasts.get("rtt/websocket") ?? siteForecasts.get("rtt/http")),
-      bandwidth: estimate(
-        siteForecasts.get("bandwidth_down/websocket") ?? siteForecasts.get("bandwidth_down/http"),
-      ),
-    },
+    { url: SITE_URL, name: `${location.host} (this site)`, rtt: undefined, bandwidth: undefined },
     ...[...mirrorEntries.values()].map((m) => ({
       url: m.url,
       name: m.name,
@@ -195,6 +223,23 @@ function showRanking(): void {
       bandwidth: estimate(m.bandwidth),
     })),
   ];
+  let measured = sites.find((s) => s.url === target);
+  if (measured === undefined) {
+    measured = {
+      url: target,
+      name: `${endpointName(target)} (target)`,
+      rtt: undefined,
+      bandwidth: undefined,
+    };
+    sites.push(measured);
+  }
+  // The WebSocket series when measured, else those over fetch (transport "http").
+  measured.rtt ??= estimate(
+    targetForecasts.get("rtt/websocket") ?? targetForecasts.get("rtt/http"),
+  );
+  measured.bandwidth ??= estimate(
+    targetForecasts.get("bandwidth_down/websocket") ?? targetForecasts.get("bandwidth_down/http"),
+  );
   const byUrl = new Map(sites.map((site) => [site.url, site]));
   const rows = rank(sites, fileBytes(), 1).map((r) => {
     const site = byUrl.get(r.url)!;
@@ -204,7 +249,7 @@ function showRanking(): void {
     head.scope = "row";
     head.textContent = site.name;
     const cells = Array.from({ length: 4 }, () => document.createElement("td"));
-    const probing = r.url === SITE_URL || mirrorEntries.get(r.url)?.probing === true;
+    const probing = r.url === target || mirrorEntries.get(r.url)?.probing === true;
     cells[0]!.textContent =
       r.timeMs === undefined
         ? probing
@@ -229,6 +274,17 @@ function probedMirrors(): string[] {
   return [...mirrorEntries.values()].filter((m) => m.probing).map((m) => m.url);
 }
 
+/** Offers `url` as a target in the controls, named `text` (renamed if already offered). */
+function offerTarget(url: string, text: string): void {
+  const known = [...ui.target.options].find((o) => o.value === url);
+  if (known !== undefined) known.textContent = text;
+  else ui.target.add(new Option(text, url));
+}
+
+/** The keys of a mirror's series on the page (mirrorKey in messages.ts). */
+const mirrorViews = (url: string) =>
+  [...views.keys()].filter((k) => k.startsWith("mirror/") && k.endsWith(`@${url}`));
+
 /** Lists a mirror with its opt-in checkbox (off: probing a third party is the user's call). */
 function addMirror(url: string, name: string, where: string): void {
   // A server that lists itself: it is already ranked, as "this site".
@@ -240,8 +296,10 @@ function addMirror(url: string, name: string, where: string): void {
     known.location = where;
     known.item.querySelector(".mirror-name")!.textContent = `Probe ${name}`;
     known.item.querySelector(".mirror-where")!.textContent = ` — ${url}${where && `, ${where}`}`;
+    offerTarget(url, `${name} (${endpointName(url)})`);
     return;
   }
+  offerTarget(url, `${name} (${endpointName(url)})`);
   const item = document.createElement("li");
   item.dataset.url = url;
   const label = document.createElement("label");
@@ -277,6 +335,8 @@ function addMirror(url: string, name: string, where: string): void {
     entry.rtt = undefined;
     entry.bandwidth = undefined;
     status.textContent = box.checked ? "waiting for the first probe" : "not probed";
+    // Its graphs go with its probes: the worker forgets its series when it stops probing it.
+    if (!box.checked) mirrorViews(url).forEach(removeView);
     send({ type: "mirrors", urls: probedMirrors() });
     showRanking();
   });
@@ -299,7 +359,16 @@ function onMirror(ev: MirrorEvent): void {
     `RTT ${last(ev.rtt, "ms")}; download ${last(ev.bandwidth, "Mbit/s")}` +
     (ev.problem === "" ? "" : `; last round failed: ${ev.problem}`);
   m.status.classList.toggle("problem", ev.problem !== "");
+  for (const e of ev.measurements) {
+    const v = view(
+      mirrorKey(ev.url, e.key),
+      e.record.unit,
+      `${TITLES[e.key] ?? e.key} — ${m.name}`,
+    );
+    addMeasurement(v, e);
+  }
   showRanking();
+  requestDraw();
 }
 
 /** The mirrors named in the link at once, then those the server lists (`/api/mirrors`). */
@@ -328,15 +397,13 @@ async function loadMirrors(): Promise<void> {
 }
 
 function noteForecast(key: string, next: NextForecast | undefined): void {
-  if (next === undefined) siteForecasts.delete(key);
-  else siteForecasts.set(key, next);
+  if (next === undefined) targetForecasts.delete(key);
+  else targetForecasts.set(key, next);
 }
 
-function onMeasurement(m: MeasurementEvent): void {
+/** Shows a measurement and the next forecast in its series' row and graph. */
+function addMeasurement(v: View, m: MeasurementEvent): void {
   const { record, next } = m;
-  noteForecast(m.key, next);
-  showRanking();
-  const v = view(m.key, record.unit);
   v.records.push(record);
   showRow(
     v,
@@ -349,11 +416,34 @@ function onMeasurement(m: MeasurementEvent): void {
     m.timeouts,
   );
   v.chart.add(record.timestamp_ms, record.value, next, settings.periodS * 1000);
+}
+
+function onMeasurement(m: MeasurementEvent): void {
+  noteForecast(m.key, m.next);
+  showRanking();
+  addMeasurement(view(m.key, m.record.unit), m);
   requestDraw();
 }
 
-/** Draws the series saved before the reload, with the forecasts as they were made. */
+/** Takes the target's series off the page (not the mirrors' nor the imported ones). */
+function removeTargetSeries(): void {
+  targetForecasts.clear();
+  for (const key of [...views.keys()]) if (isTargetSeries(key)) removeView(key);
+}
+
+/** Names the target measured in the console and the heading. */
+function showTarget(name: string): void {
+  ui.targetName.textContent = name;
+  ui.targetHeading.textContent = name;
+}
+
+/**
+ * Shows the target's series as saved, with the forecasts as they were made, in place of those
+ * shown: at load, and when the target changes (series are per target).
+ */
 function onHistory(ev: HistoryEvent): void {
+  removeTargetSeries();
+  showTarget(ev.to);
   for (const s of ev.series) {
     const last = s.records.at(-1);
     if (last === undefined) continue;
@@ -384,17 +474,32 @@ function onHistory(ev: HistoryEvent): void {
   requestDraw();
 }
 
-/** Removes the live series after the history was cleared; imported ones stay. */
+/** After the history was cleared: the target's and the imported series are gone. */
 function onCleared(): void {
-  siteForecasts.clear();
+  removeTargetSeries();
   showRanking();
-  for (const [key, v] of views) {
-    if (key.startsWith("import/")) continue;
-    v.row.remove();
-    v.chart.destroy();
-    [...ui.predictabilitySeries.options].find((o) => o.value === key)?.remove();
-    views.delete(key);
-  }
+  for (const key of [...views.keys()]) if (key.startsWith("import/")) removeView(key);
+  ui.importedList.replaceChildren();
+}
+
+/** Lists an imported series with the button that removes it. */
+function listImport(key: string, label: string): void {
+  const item = document.createElement("li");
+  item.dataset.series = key;
+  const text = document.createElement("span");
+  text.textContent = label;
+  const remove = document.createElement("button");
+  remove.type = "button";
+  remove.textContent = "Remove";
+  remove.setAttribute("aria-label", `Remove ${label}`);
+  remove.addEventListener("click", () => send({ type: "remove-import", key }));
+  item.append(text, remove);
+  ui.importedList.append(item);
+}
+
+function onImportRemoved(key: string): void {
+  removeView(key);
+  ui.importedList.querySelector(`li[data-series="${CSS.escape(key)}"]`)?.remove();
 }
 
 /** Shows each imported series like a live one, and what was refused, line by line. */
@@ -413,35 +518,57 @@ function onImported(ev: ImportedEvent): void {
       s.points.length,
       0,
     );
+    listImport(s.key, s.label);
   }
-  const report = document.createElement("div");
-  const kept = ev.series.reduce((n, s) => n + s.points.length, 0);
-  const summary = document.createElement("p");
-  summary.textContent =
-    `${ev.file} (${ev.format}): ${kept} values in ${ev.series.length} series` +
-    (ev.errorCount === 0 ? "." : `; ${ev.errorCount} line(s) refused:`);
-  report.append(summary);
-  if (ev.errorCount > 0) {
-    summary.className = "problem";
-    const list = document.createElement("ul");
-    for (const e of ev.errors) {
-      const item = document.createElement("li");
-      item.textContent = `line ${e.line}${e.field === undefined ? "" : `, ${e.field}`}: ${e.message}`;
-      list.append(item);
-    }
-    if (ev.errorCount > ev.errors.length) {
-      const item = document.createElement("li");
-      item.textContent = `… and ${ev.errorCount - ev.errors.length} more`;
-      list.append(item);
-    }
-    report.append(list);
-  }
-  ui.importReport.prepend(report);
   requestDraw();
+  // Restored after a reload: reported when it was imported.
+  if (ev.restored) return;
+  const kept = ev.series.reduce((n, s) => n + s.points.length, 0);
+  const lines = ev.errors.map(
+    (e) => `line ${e.line}${e.field === undefined ? "" : `, ${e.field}`}: ${e.message}`,
+  );
+  if (ev.errorCount > ev.errors.length)
+    lines.push(`… and ${ev.errorCount - ev.errors.length} more`);
+  report(
+    `${ev.file} (${ev.format}): ${kept} values in ${ev.series.length} series` +
+      (ev.errorCount === 0 ? "." : `; ${ev.errorCount} line(s) refused:`),
+    [...ev.notes, ...lines],
+    ev.errorCount > 0 || ev.notes.length > 0,
+  );
+}
+
+/** Adds a report at the top of the import reports: a summary, and its details as a list. */
+function report(summary: string, details: string[], problem: boolean): void {
+  const div = document.createElement("div");
+  const p = document.createElement("p");
+  p.textContent = summary;
+  if (problem) p.className = "problem";
+  div.append(p);
+  if (details.length > 0) {
+    const list = document.createElement("ul");
+    for (const d of details) {
+      const item = document.createElement("li");
+      item.textContent = d;
+      list.append(item);
+    }
+    div.append(list);
+  }
+  ui.importReport.prepend(div);
 }
 
 async function importFiles(files: Iterable<File>): Promise<void> {
-  for (const f of files) send({ type: "import", file: f.name, text: await f.text() });
+  for (const f of files) {
+    if (f.size > MAX_IMPORT_FILE_BYTES) {
+      report(
+        `${f.name}: not imported, ${formatBytes(f.size)} is more than the ` +
+          `${formatBytes(MAX_IMPORT_FILE_BYTES)} a file may have`,
+        [],
+        true,
+      );
+      continue;
+    }
+    send({ type: "import", file: f.name, text: await f.text() });
+  }
 }
 
 function download(name: string, type: string, text: string): void {
@@ -483,6 +610,8 @@ worker.onmessage = (e: MessageEvent<WorkerEvent>) => {
     onCleared();
   } else if (ev.type === "imported") {
     onImported(ev);
+  } else if (ev.type === "import-removed") {
+    onImportRemoved(ev.key);
   } else if (ev.type === "predictability") {
     const v = views.get(ev.key);
     if (v !== undefined) predictabilityView.show(ev, v.title, v.unit);
@@ -508,6 +637,9 @@ function showSettings(s: Settings): void {
   ui.size.value = size;
   ui.transport.value = s.transport;
   ui.budget.value = String(s.budgetMiB);
+  // A target named only in the link is offered too, so that the control shows what is measured.
+  if (s.target !== undefined) offerTarget(s.target, `${endpointName(s.target)} (from the link)`);
+  ui.target.value = s.target ?? "";
 }
 
 function applySettings(): void {
@@ -518,6 +650,7 @@ function applySettings(): void {
     transport: ui.transport.value as TransportChoice,
     budgetMiB: Number.isFinite(budget) && budget > 0 ? budget : settings.budgetMiB,
     mirrors: settings.mirrors,
+    target: ui.target.value === "" ? undefined : ui.target.value,
   };
   history.replaceState(null, "", settingsQuery(settings) || location.pathname);
   send({ type: "settings", settings });
@@ -526,6 +659,12 @@ function applySettings(): void {
 for (const input of [ui.period, ui.size, ui.transport, ui.budget]) {
   input.addEventListener("change", applySettings);
 }
+ui.target.addEventListener("change", () => {
+  // The user chose: a complaint about the link's target no longer applies.
+  ui.settingsProblem.hidden = true;
+  applySettings();
+  showRanking();
+});
 ui.suspend.addEventListener("click", () => {
   const suspending = ui.suspend.getAttribute("aria-pressed") !== "true";
   ui.suspend.setAttribute("aria-pressed", String(suspending));
@@ -572,7 +711,8 @@ ui.predictabilityRefresh.addEventListener("click", analyse);
 ui.clearHistory.addEventListener("click", () => send({ type: "clear" }));
 ui.predictabilitySeries.addEventListener("change", analyse);
 
-el("target").textContent = location.host;
+ui.target.options[0]!.textContent = `this site (${location.host})`;
+showTarget(settings.target === undefined ? location.host : endpointName(settings.target));
 const tick = () => {
   const now = Date.now();
   ui.now.dateTime = new Date(now).toISOString();

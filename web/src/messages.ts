@@ -43,12 +43,16 @@ export interface ReplayedPoint {
   next: NextForecast;
 }
 
-/** An imported file: its series, already run through the bank, and the lines refused. */
+/**
+ * An imported file: its series, already run through the bank, and the lines refused; or, with
+ * `restored`, series imported before the page was reloaded (no report to show again).
+ */
 export interface ImportedEvent {
   type: "imported";
   file: string;
   format: string;
   series: {
+    /** "import/…": stable across reloads, the handle to remove the series by. */
     key: string;
     label: string;
     unit: string;
@@ -58,6 +62,15 @@ export interface ImportedEvent {
   /** The first refused lines, and how many there were in all. */
   errors: LineError[];
   errorCount: number;
+  /** What was trimmed or left out to keep within the import limits, said plainly. */
+  notes: string[];
+  restored: boolean;
+}
+
+/** An imported series is gone (the user removed it). */
+export interface ImportRemovedEvent {
+  type: "import-removed";
+  key: string;
 }
 
 /** What the predictability view shows for one series (JavaNws §5). */
@@ -71,9 +84,15 @@ export interface PredictabilityEvent {
   selected: string | undefined;
 }
 
-/** The series restored from IndexedDB when the page opens, before any new measurement. */
+/**
+ * The target's series restored from IndexedDB, before any new measurement of it: sent when the
+ * page opens and whenever the target changes. They replace the series shown (series are per
+ * target; a switch starts the new target's own, empty or saved).
+ */
 export interface HistoryEvent {
   type: "history";
+  /** The target's name, as records' `to` (settings.ts `endpointName`). */
+  to: string;
   series: (Omit<MeasurementEvent, "type" | "record"> & { records: Record[] })[];
 }
 
@@ -93,8 +112,15 @@ export interface MirrorEvent {
   /** WebSocket echo RTT, ms, and WebSocket download bandwidth, Mbit/s. */
   rtt: MirrorSeries | undefined;
   bandwidth: MirrorSeries | undefined;
+  /** This round's measurements, each with the forecast made before it and the next one. */
+  measurements: MeasurementEvent[];
   /** Why the last round failed, or "". */
   problem: string;
+}
+
+/** The key of a mirror's series in the page's views and in predictability requests. */
+export function mirrorKey(url: string, key: SeriesKey): string {
+  return `mirror/${key}@${url}`;
 }
 
 export type WorkerEvent =
@@ -104,6 +130,7 @@ export type WorkerEvent =
   | ImportedEvent
   | PredictabilityEvent
   | HistoryEvent
+  | ImportRemovedEvent
   | { type: "cleared" };
 
 export type PageCommand =
@@ -113,5 +140,6 @@ export type PageCommand =
   | { type: "import"; file: string; text: string }
   | { type: "predictability"; key: string }
   | { type: "clear" }
+  | { type: "remove-import"; key: string }
   /** The mirrors the user opted in to probing; all others stop. */
   | { type: "mirrors"; urls: string[] };

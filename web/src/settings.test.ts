@@ -1,10 +1,13 @@
 import { describe, expect, it } from "vitest";
 import {
   DEFAULT_SETTINGS,
+  endpointName,
   formatSize,
   parseMirrorList,
   parseSettings,
   parseSize,
+  parseTarget,
+  readSettings,
   settingsQuery,
 } from "./settings";
 
@@ -16,6 +19,7 @@ describe("settings in the URL", () => {
       transport: "both",
       budgetMiB: 100,
       mirrors: [],
+      target: undefined,
     });
   });
 
@@ -52,6 +56,7 @@ describe("settings in the URL", () => {
       transport: "http" as const,
       budgetMiB: 50,
       mirrors: ["http://127.0.0.1:8081/", "https://mirror.example.org/nowcast"],
+      target: "https://mirror.example.org/nowcast",
     };
     expect(parseSettings(settingsQuery(s))).toEqual(s);
     expect(settingsQuery(DEFAULT_SETTINGS)).toBe("");
@@ -68,5 +73,56 @@ describe("settings in the URL", () => {
     ["https://a.example, https://a.example/ ,ftp://c.example,not a url", ["https://a.example/"]],
   ] as const)("mirrors %j", (text, urls) => {
     expect(parseMirrorList(text)).toEqual(urls);
+  });
+
+  it.each([
+    ["http://127.0.0.1:8081", "http://127.0.0.1:8081/"],
+    [" https://mirror.example.org/nowcast ", "https://mirror.example.org/nowcast"],
+    // A WebSocket URL names the same server; its /ws path is the endpoint, not the base.
+    ["ws://127.0.0.1:8081/ws", "http://127.0.0.1:8081/"],
+    ["wss://mirror.example.org/nowcast/ws", "https://mirror.example.org/nowcast/"],
+    ["wss://mirror.example.org", "https://mirror.example.org/"],
+    // Query and fragment are not part of an echo-node's address.
+    ["https://m.example/?x=1#y", "https://m.example/"],
+  ] as const)("target %j is the echo-node at %s", (text, base) => {
+    expect(parseTarget(text)).toBe(base);
+  });
+
+  it.each([
+    ["mirror.example.org", 'target "mirror.example.org" is not a URL'],
+    ["ftp://m.example/", 'target "ftp://m.example/" must be an http(s) or ws(s) URL, not ftp:'],
+    ["javascript:alert(1)", "must be an http(s) or ws(s) URL, not javascript:"],
+  ] as const)("refuses the target %j", (text, message) => {
+    const r = parseTarget(text);
+    expect(r).toBeInstanceOf(Error);
+    expect((r as Error).message).toContain(message);
+  });
+
+  it("reads ?target=, and falls back to the site with a message when it is bad", () => {
+    const good = readSettings("?target=http%3A%2F%2F127.0.0.1%3A8081%2F&period=5");
+    expect(good.settings.target).toBe("http://127.0.0.1:8081/");
+    expect(good.settings.periodS).toBe(5);
+    expect(good.problems).toEqual([]);
+    const bad = readSettings("?target=nonsense&period=5");
+    expect(bad.settings).toEqual({ ...DEFAULT_SETTINGS, periodS: 5 });
+    expect(bad.problems).toEqual(['target "nonsense" is not a URL; measuring this site instead']);
+    // Absent or empty: the site, and nothing to say.
+    for (const q of ["", "?target=", "?target=%20"]) {
+      expect(readSettings(q)).toEqual({ settings: DEFAULT_SETTINGS, problems: [] });
+    }
+  });
+
+  it("writes the target to the URL only when there is one", () => {
+    const s = { ...DEFAULT_SETTINGS, target: "http://127.0.0.1:8081/" };
+    expect(settingsQuery(s)).toBe("?target=http%3A%2F%2F127.0.0.1%3A8081%2F");
+    expect(parseSettings(settingsQuery(s))).toEqual(s);
+  });
+
+  it.each([
+    ["http://127.0.0.1:8081/", "127.0.0.1:8081"],
+    ["https://mirror.example.org/nowcast/", "mirror.example.org/nowcast"],
+    ["https://mirror.example.org:443/", "mirror.example.org"],
+  ] as const)("names the endpoint %s %j", (base, name) => {
+    expect(endpointName(base)).toBe(name);
   });
 });

@@ -1,6 +1,9 @@
 // The page's settings and their URL form (`?period=5&size=64k&transport=websocket`), so that a
 // link reproduces what the user chose. Pure: parsing never throws, a bad value keeps the
-// default.
+// default (and, for the target, says so: a mistyped target must not silently measure another
+// endpoint than the one the link meant).
+
+import { WS_PATH } from "../../echo-node/src/protocol";
 
 export type TransportChoice = "websocket" | "http" | "both";
 /** Bytes, or "auto" (probe-math.ts `autoSize`). */
@@ -15,6 +18,11 @@ export interface Settings {
   budgetMiB: number;
   /** Mirrors named in the URL (`?mirrors=url1,url2`), besides those the server lists. */
   mirrors: string[];
+  /**
+   * The echo-node the main series measure (`?target=`), as an http(s) base URL; undefined for
+   * the serving site. Choosing a third party's echo-node here is the opt-in to probing it.
+   */
+  target: string | undefined;
 }
 
 export const PERIOD_MIN_S = 1;
@@ -27,6 +35,7 @@ export const DEFAULT_SETTINGS: Readonly<Settings> = {
   transport: "websocket",
   budgetMiB: 500,
   mirrors: [],
+  target: undefined,
 };
 /** A link may name this many mirrors; more would only be probed slower, not better. */
 const MIRRORS_MAX = 16;
@@ -44,6 +53,49 @@ export function parseMirrorList(text: string): string[] {
     }
   }
   return out.slice(0, MIRRORS_MAX);
+}
+
+/** The schemes a target may have, and the one the page keeps (a ws(s) URL names the same server). */
+const TARGET_SCHEMES = new Map([
+  ["http:", "http:"],
+  ["https:", "https:"],
+  ["ws:", "http:"],
+  ["wss:", "https:"],
+]);
+
+/**
+ * An echo-node's base URL from `?target=`: http(s) as is, ws(s) as the http(s) URL of the same
+ * server (the page reaches it over both; a ws(s) URL ending in the WebSocket path names the
+ * server it belongs to), normalised by `new URL`. An Error says why not.
+ */
+export function parseTarget(text: string): string | Error {
+  let url: URL;
+  try {
+    url = new URL(text.trim());
+  } catch {
+    return new Error(`target "${text}" is not a URL`);
+  }
+  const scheme = TARGET_SCHEMES.get(url.protocol);
+  if (scheme === undefined) {
+    return new Error(`target "${text}" must be an http(s) or ws(s) URL, not ${url.protocol}`);
+  }
+  if (url.protocol.startsWith("ws") && url.pathname.endsWith(WS_PATH)) {
+    url.pathname = url.pathname.slice(0, -WS_PATH.length) + "/";
+  }
+  url.protocol = scheme;
+  url.search = "";
+  url.hash = "";
+  return url.href;
+}
+
+/**
+ * How a target is named in records (`to`), the history and the console: host and port, and
+ * the path when the echo-node is served under one (`mirror.example/nowcast`).
+ */
+export function endpointName(base: string): string {
+  const url = new URL(base);
+  const path = url.pathname.replace(/\/+$/, "");
+  return url.host + path;
 }
 
 /** "64k", "1m", "65536", "auto" → a size; undefined when unreadable. */
@@ -65,7 +117,14 @@ export function formatSize(size: SizeChoice): string {
 }
 
 export function parseSettings(search: string): Settings {
+  return readSettings(search).settings;
+}
+
+/** The settings of a query string, and a message for each value refused that the user should
+ *  hear about (today: a bad target, which falls back to the serving site). */
+export function readSettings(search: string): { settings: Settings; problems: string[] } {
   const q = new URLSearchParams(search);
+  const problems: string[] = [];
   const s: Settings = { ...DEFAULT_SETTINGS };
   const period = Number(q.get("period") ?? NaN);
   if (Number.isFinite(period)) {
@@ -80,7 +139,13 @@ export function parseSettings(search: string): Settings {
   const budget = Number(q.get("budget") ?? NaN);
   if (Number.isFinite(budget) && budget > 0) s.budgetMiB = Math.min(BUDGET_MAX_MIB, budget);
   s.mirrors = parseMirrorList(q.get("mirrors") ?? "");
-  return s;
+  const target = q.get("target") ?? "";
+  if (target.trim() !== "") {
+    const parsed = parseTarget(target);
+    if (parsed instanceof Error) problems.push(`${parsed.message}; measuring this site instead`);
+    else s.target = parsed;
+  }
+  return { settings: s, problems };
 }
 
 /** The query string for `s`, leaving out what equals the default so links stay short. */
@@ -91,6 +156,7 @@ export function settingsQuery(s: Settings): string {
   if (s.transport !== DEFAULT_SETTINGS.transport) q.set("transport", s.transport);
   if (s.budgetMiB !== DEFAULT_SETTINGS.budgetMiB) q.set("budget", String(s.budgetMiB));
   if (s.mirrors.length > 0) q.set("mirrors", s.mirrors.join(","));
+  if (s.target !== undefined) q.set("target", s.target);
   const text = q.toString();
   return text === "" ? "" : `?${text}`;
 }

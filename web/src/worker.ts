@@ -6,24 +6,32 @@ import wasmUrl from "../../wasm-forecast/pkg/wasm_forecast_bg.wasm?url";
 import { ByteBudget, probeShare } from "./budget";
 import { loadForecasting, type Series } from "./forecast";
 import { importText } from "./files";
-import { History } from "./history";
+import { History, type StoredImport } from "./history";
 import { httpDownload, httpPing, RetryLater } from "./http-probe";
-import type {
-  MeasurementEvent,
-  MirrorSeries,
-  PageCommand,
-  SeriesKey,
-  StatusEvent,
-  WorkerEvent,
+import {
+  mirrorKey,
+  type ImportedEvent,
+  type MeasurementEvent,
+  type MirrorSeries,
+  type PageCommand,
+  type SeriesKey,
+  type StatusEvent,
+  type WorkerEvent,
 } from "./messages";
 import type { Probe } from "./record";
 import { autoSize, median, rateMinusRtt, retryAfterSeconds, uploadRate } from "./probe-math";
-import { DEFAULT_SETTINGS, type Settings } from "./settings";
+import { DEFAULT_SETTINGS, endpointName, type Settings } from "./settings";
 import { BANDWIDTH_BOUNDS, predictability, RTT_BOUNDS, Tracker } from "./tracker";
 import { ConnectionClosed, ProbeTimeout, WsConnection } from "./ws-probe";
 
 const scope = globalThis as unknown as DedicatedWorkerGlobalScope;
-const origin = scope.location.origin;
+/**
+ * The base URL of the echo-node the site's series measure: this page's origin, or the target
+ * chosen in the settings (applied between rounds, {@link applyTarget}).
+ */
+let origin = scope.location.origin;
+/** The target's name in records (`to`) and in the history. */
+let targetName = scope.location.host;
 const MIB = 1024 * 1024;
 /** Bytes an echo costs on the wire, both ways (type, seq, 2-byte payload, frame headers). */
 const ECHO_BYTES = 2 * (7 + 6);
@@ -47,9 +55,18 @@ let serverPerMinute = Infinity;
 const budget = new ByteBudget(settings.budgetMiB * MIB);
 const trackers = new Map<SeriesKey, Tracker>();
 /** Imported series: their bank (no timeouts) and forecast errors, by key. */
-const imported = new Map<string, { series: Series; errors: number[] }>();
+const imported = new Map<string, { series: Series; errors: number[]; id: number | undefined }>();
 /** The page shows at most this many refused lines of a file; the count says how many more. */
 const MAX_REPORTED_ERRORS = 50;
+/**
+ * Values kept of one imported series: the newest ones. Replaying is about a millisecond per
+ * thousand values in the worker, where it holds up the probes, and the graph shows 10,000.
+ */
+const MAX_IMPORTED_POINTS = 20_000;
+/** Imported series kept at once (each is a bank in memory and a copy in IndexedDB). */
+const MAX_IMPORTED_SERIES = 20;
+/** Imported series without an IndexedDB id (storage unavailable) are numbered from here. */
+let unsavedImports = 0;
 
 let history: History | undefined;
 
@@ -86,7 +103,7 @@ function tracker(key: SeriesKey): Tracker {
       rate ? "rate" : "duration",
       rate ? BANDWIDTH_BOUNDS : RTT_BOUNDS,
       "browser",
-      scope.location.host,
+      targetName,
     );
     trackers.set(key, t);
   }
@@ -377,7 +394,11 @@ function mirrorSeries(e: MeasurementEvent): MirrorSeries {
  */
 async function mirrorRound(m: Mirror): Promise<void> {
   mirrorInRound = m;
-  const report = (e: MeasurementEvent) => m.last.set(e.key, mirrorSeries(e));
+  const measurements: MeasurementEvent[] = [];
+  const report = (e: MeasurementEvent) => {
+    m.last.set(e.key, mirrorSeries(e));
+    measurements.push(e);
+  };
   try {
     if (!m.conn?.open) {
       m.conn = await WsConnection.open(m.url, RTT_BOUNDS.ceilingMs);
@@ -438,6 +459,7 @@ async function mirrorRound(m: Mirror): Promise<void> {
         url: m.url,
         rtt: m.last.get("rtt/websocket"),
         bandwidth: m.last.get("bandwidth_down/websocket"),
+        measurements,
         problem: m.problem,
       });
     }
@@ -472,6 +494,7 @@ function overBudget(): void {
 }
 
 async function round(): Promise<void> {
+  await applyTarget();
   if (performance.now() < backoffUntil) {
     status("backing-off", "the server asked to wait");
     return;
@@ -525,22 +548,70 @@ function schedule(): void {
   }, wait);
 }
 
-/** Rebuilds the series saved in IndexedDB and shows them before the first new probe. */
-async function restoreHistory(): Promise<void> {
-  history = await History.open();
-  const saved = await history?.load().catch(() => undefined);
-  if (saved === undefined || saved.size === 0) return;
+/** The target the site's series measure now; null until the page's first settings arrive. */
+let appliedTarget: string | undefined | null = null;
+/** The switch to the newest target: a round waits for it before its first probe. */
+let targetSwitch: Promise<void> = Promise.resolve();
+
+/**
+ * Makes the settings' target the one measured, if it is not already. Called only between
+ * rounds, so that no probe of one endpoint ever feeds another's series.
+ */
+function applyTarget(): Promise<void> {
+  if (settings.target === appliedTarget) return targetSwitch;
+  const target = settings.target;
+  appliedTarget = target;
+  targetSwitch = targetSwitch.then(() => switchTo(target));
+  return targetSwitch;
+}
+
+/**
+ * Measures `target` (undefined: the serving site) from now on: the old target's connections
+ * close and its forecasters go; the new one's series are rebuilt from its saved records (the
+ * bank is deterministic) and shown before its first new probe.
+ */
+async function switchTo(target: string | undefined): Promise<void> {
+  conn?.close();
+  loadConn?.close();
+  conn = undefined;
+  loadConn = undefined;
+  lastRtt = undefined;
+  for (const t of trackers.values()) t.dispose();
+  trackers.clear();
+  // A wait the old target asked for is not the new one's.
+  backoffUntil = 0;
+  origin = target ?? scope.location.origin;
+  targetName = target === undefined ? scope.location.host : endpointName(target);
+  const saved = await history?.load(targetName).catch(() => undefined);
   const series = [];
-  for (const [key, records] of saved) {
+  for (const [key, records] of saved ?? []) {
     const t = tracker(key as SeriesKey);
     t.restore(records);
     series.push({ key: key as SeriesKey, records, ...t.state() });
   }
-  post({ type: "history", series });
+  post({ type: "history", to: targetName, series });
+}
+
+/** Opens the history and shows the series imported before the page was reloaded. */
+async function openHistory(): Promise<void> {
+  history = await History.open();
+  const stored = (await history?.imports().catch(() => undefined)) ?? [];
+  for (const s of stored) {
+    post({
+      type: "imported",
+      file: s.file,
+      format: s.format,
+      series: [replayImport(s, `import/${s.id}`)],
+      errors: [],
+      errorCount: 0,
+      notes: [],
+      restored: true,
+    });
+  }
 }
 
 const ready = Promise.all([
-  loadForecasting(wasmUrl).then(restoreHistory),
+  loadForecasting(wasmUrl).then(openHistory),
   fetch("/api/config", { cache: "no-store" })
     .then(
       (r) =>
@@ -553,22 +624,59 @@ const ready = Promise.all([
     .catch(() => undefined),
 ]);
 
-/** Reads a file the user dropped or picked, and forecasts its series with the same bank. */
-function importFile(file: string, text: string): void {
+/** Runs an imported series through the bank and keeps it under `key`; returns it as shown. */
+function replayImport(s: StoredImport, key: string): ImportedEvent["series"][number] {
+  const replayed = Tracker.replay(s.points);
+  imported.set(key, { series: replayed.series, errors: replayed.errors, id: s.id });
+  const summary = replayed.series.summary().mse_selected;
+  return {
+    key,
+    label: s.label,
+    unit: s.unit,
+    points: replayed.points,
+    mae: summary.n > 0 ? summary.mae : undefined,
+  };
+}
+
+/**
+ * Reads a file the user dropped or picked, forecasts its series with the same bank and stores
+ * them, within the limits: at most {@link MAX_IMPORTED_SERIES} series kept, each trimmed to its
+ * newest {@link MAX_IMPORTED_POINTS} values; the report says what was left out.
+ */
+async function importFile(file: string, text: string): Promise<void> {
   const r = importText(text, file);
-  const series = r.series.map((s) => {
-    const key = `import/${imported.size + 1}`;
-    const replayed = Tracker.replay(s.points);
-    imported.set(key, replayed);
-    const summary = replayed.series.summary().mse_selected;
-    return {
-      key,
+  const notes: string[] = [];
+  const room = Math.max(0, MAX_IMPORTED_SERIES - imported.size);
+  if (r.series.length > room) {
+    notes.push(
+      `${r.series.length - room} series left out: at most ${MAX_IMPORTED_SERIES} imported ` +
+        "series are kept at once; remove some to import more",
+    );
+  }
+  const series = [];
+  for (const s of r.series.slice(0, room)) {
+    let points = s.points;
+    if (points.length > MAX_IMPORTED_POINTS) {
+      notes.push(
+        `${s.label}: kept the newest ${MAX_IMPORTED_POINTS} of ${points.length} values ` +
+          `(at most ${MAX_IMPORTED_POINTS} per series)`,
+      );
+      points = [...points].sort((a, b) => a.t - b.t).slice(-MAX_IMPORTED_POINTS);
+    }
+    const stored: StoredImport = {
+      file,
+      format: r.format,
       label: `${s.label} (${file})`,
       unit: s.unit,
-      points: replayed.points,
-      mae: summary.n > 0 ? summary.mae : undefined,
+      points,
     };
-  });
+    try {
+      stored.id = await history?.addImport(stored);
+    } catch (e) {
+      notes.push(`${s.label}: not kept for the next visit (${(e as Error).message})`);
+    }
+    series.push(replayImport(stored, `import/${stored.id ?? `unsaved-${++unsavedImports}`}`));
+  }
   post({
     type: "imported",
     file,
@@ -576,16 +684,37 @@ function importFile(file: string, text: string): void {
     series,
     errors: r.errors.slice(0, MAX_REPORTED_ERRORS),
     errorCount: r.errors.length,
+    notes,
+    restored: false,
   });
 }
+
+/** Forgets an imported series, here and in the history. */
+function removeImport(key: string): void {
+  const i = imported.get(key);
+  if (i === undefined) return;
+  imported.delete(key);
+  i.series.dispose();
+  if (i.id !== undefined) void history?.removeImport(i.id).catch(() => undefined);
+  post({ type: "import-removed", key });
+}
+
+/** Imports one file after another, so that the limits count what came before. */
+let importing: Promise<void> = Promise.resolve();
 
 scope.onmessage = (e: MessageEvent<PageCommand>) => {
   const cmd = e.data;
   void ready.then(() => {
-    if (cmd.type === "import") return importFile(cmd.file, cmd.text);
+    if (cmd.type === "import") {
+      importing = importing.then(() => importFile(cmd.file, cmd.text));
+      return;
+    }
+    if (cmd.type === "remove-import") return removeImport(cmd.key);
     if (cmd.type === "clear") {
       for (const t of trackers.values()) t.dispose();
       trackers.clear();
+      for (const i of imported.values()) i.series.dispose();
+      imported.clear();
       void history?.clear().then(() => post({ type: "cleared" }));
       if (history === undefined) post({ type: "cleared" });
       return;
@@ -593,8 +722,12 @@ scope.onmessage = (e: MessageEvent<PageCommand>) => {
     if (cmd.type === "predictability") {
       const t = trackers.get(cmd.key as SeriesKey);
       const i = imported.get(cmd.key);
+      const m = [...mirrors.values()]
+        .flatMap((m) => [m.rtt, m.down].map((t) => ({ t, key: mirrorKey(m.url, t.key) })))
+        .find((s) => s.key === cmd.key);
       if (t !== undefined) post(t.predictability());
       else if (i !== undefined) post(predictability(cmd.key, i.series, i.errors));
+      else if (m !== undefined) post({ ...m.t.predictability(), key: cmd.key });
       return;
     }
     if (cmd.type === "mirrors") {
@@ -602,6 +735,11 @@ scope.onmessage = (e: MessageEvent<PageCommand>) => {
     } else if (cmd.type === "settings") {
       settings = cmd.settings;
       budget.perHour = settings.budgetMiB * MIB;
+      if (settings.target !== appliedTarget) {
+        // The new target's first round starts at once; a round on the wire ends first.
+        lastStart = -Infinity;
+        if (!cycleRunning) void applyTarget();
+      }
     } else if (cmd.type === "suspend") {
       suspended = true;
       if (!cycleRunning) closeConnections();
