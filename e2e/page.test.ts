@@ -4,51 +4,17 @@
  * probe traffic that echo-node counts.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { Page } from "playwright-core";
 import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
+import type { Page } from "playwright-core";
 import { ARTIFACTS, missing, probeCounts, startRig, total, type Rig } from "./harness.js";
+import { openPage, plotted, sleep, waitForMeasurements } from "./page-helpers.js";
 
 const SAMPLES = fileURLToPath(new URL("../public/samples/", import.meta.url));
 
 const why = missing();
 if (why !== undefined) console.warn(`e2e: skipping the browser tests: ${why}`);
-
-interface Plotted {
-  measurements: number;
-  forecasts: number;
-  lastMeasuredX: number;
-  lastForecastX: number;
-}
-
-/** What the graph of `series` has drawn, read from its figure's data attributes. */
-async function plotted(page: Page, series: string): Promise<Plotted> {
-  return page.evaluate((key) => {
-    const d = document.querySelector<HTMLElement>(`figure[data-series="${key}"]`)?.dataset;
-    return {
-      measurements: Number(d?.measurements ?? 0),
-      forecasts: Number(d?.forecasts ?? 0),
-      lastMeasuredX: Number(d?.lastMeasuredX ?? NaN),
-      lastForecastX: Number(d?.lastForecastX ?? NaN),
-    };
-  }, series);
-}
-
-/** Waits until the graph of `series` shows at least `n` measurements. */
-async function waitForMeasurements(page: Page, series: string, n: number, timeout: number) {
-  await page.waitForFunction(
-    ([key, count]) =>
-      Number(
-        document.querySelector<HTMLElement>(`figure[data-series="${key}"]`)?.dataset.measurements ??
-          0,
-      ) >= Number(count),
-    [series, String(n)] as const,
-    { timeout, polling: 20 },
-  );
-}
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 describe.skipIf(why !== undefined)("the page against a real echo-node", () => {
   let rig: Rig;
@@ -59,24 +25,7 @@ describe.skipIf(why !== undefined)("the page against a real echo-node", () => {
     await rig?.close();
   });
 
-  /** Opens the page; `done` closes it and checks that it logged no error (CSP included). */
-  async function open(
-    query: string,
-  ): Promise<{ page: Page; startedAt: number; done: () => Promise<void> }> {
-    const page = await rig.newPage();
-    const errors: string[] = [];
-    page.on("pageerror", (e) => errors.push(e.message));
-    page.on("console", (m) => {
-      if (m.type() === "error") errors.push(m.text());
-    });
-    const startedAt = Date.now();
-    await page.goto(`${rig.node.url}/${query}`);
-    const done = async () => {
-      await page.close();
-      expect(errors).toEqual([]);
-    };
-    return { page, startedAt, done };
-  }
+  const open = (query: string) => openPage(rig, query);
 
   it("plots the first measurement within 2 s of navigation", async () => {
     const { page, startedAt, done } = await open("");
@@ -240,6 +189,76 @@ describe.skipIf(why !== undefined)("the page against a real echo-node", () => {
     // At most a probe that was on the wire when the history was cleared came back.
     expect((await plotted(page, "rtt/websocket")).measurements).toBeLessThan(
       before.measurements - 1,
+    );
+    await done();
+  });
+
+  /** The imported series listed for removal, by label. */
+  const importedList = (page: Page) =>
+    page.$$eval("#imported-list li", (items) =>
+      items.map((i) => ({ key: (i as HTMLElement).dataset.series, text: i.textContent ?? "" })),
+    );
+
+  it("keeps imported series across a reload until removed or cleared", async () => {
+    const { page, done } = await open("?period=300");
+    await page.setInputFiles(
+      "#import",
+      ["rtt.csv", "rtt-browser.ndjson"].map((f) => join(SAMPLES, f)),
+    );
+    await page.waitForFunction(() => document.querySelectorAll("#imported-list li").length === 2);
+    const [csv, ndjson] = await importedList(page);
+    expect(csv!.text).toContain("(rtt.csv)");
+    expect(ndjson!.text).toContain("(rtt-browser.ndjson)");
+    const csvPlotted = await plotted(page, csv!.key!);
+    expect(csvPlotted.measurements).toBe(240);
+
+    // Back after a reload, under the same keys, forecast the same way.
+    await page.reload();
+    await waitForMeasurements(page, ndjson!.key!, 298, 5000);
+    expect(await plotted(page, csv!.key!)).toEqual(csvPlotted);
+    expect((await importedList(page)).map((i) => i.key)).toEqual([csv!.key, ndjson!.key]);
+
+    // Removed: gone from the page, and still gone after a reload.
+    await page.click(`#imported-list li[data-series="${csv!.key}"] button`);
+    await page.waitForSelector(`figure[data-series="${csv!.key}"]`, { state: "detached" });
+    expect(
+      await page.$$eval("#predictability-series option", (o) =>
+        o.map((x) => (x as HTMLOptionElement).value),
+      ),
+    ).not.toContain(csv!.key);
+    await page.reload();
+    await waitForMeasurements(page, ndjson!.key!, 298, 5000);
+    expect((await importedList(page)).map((i) => i.key)).toEqual([ndjson!.key]);
+    expect(await page.$$eval('figure[data-series^="import/"]', (f) => f.length)).toBe(1);
+
+    // Clear history clears the imported series too.
+    await page.click("#clear-history");
+    await page.waitForSelector('figure[data-series^="import/"]', { state: "detached" });
+    expect(await importedList(page)).toEqual([]);
+    await page.reload();
+    await waitForMeasurements(page, "rtt/websocket", 1, 5000);
+    // Restoring happens between rounds: the first round has ended, and with it any restore.
+    await sleep(500);
+    expect(await page.$$eval('figure[data-series^="import/"]', (f) => f.length)).toBe(0);
+    await done();
+  });
+
+  it("keeps the newest 20,000 values of a larger import and says so", async () => {
+    const { page, done } = await open("?period=300");
+    const lines = ["time,value"];
+    for (let i = 0; i < 25_000; i++) lines.push(`${1_795_176_000_000 + i * 1000},${40 + (i % 7)}`);
+    await page.setInputFiles("#import", {
+      name: "long.csv",
+      mimeType: "text/csv",
+      buffer: Buffer.from(lines.join("\n")),
+    });
+    await page.waitForSelector("#imported-list li", { timeout: 10_000 });
+    const report = (await page.textContent("#import-report")) ?? "";
+    expect(report).toContain("long.csv (csv): 20000 values in 1 series.");
+    expect(report).toContain("long.csv: kept the newest 20000 of 25000 values");
+    const [item] = await importedList(page);
+    expect(await page.textContent(`tr[data-series="${item!.key}"] td:nth-of-type(5)`)).toBe(
+      "20000",
     );
     await done();
   });

@@ -1,0 +1,72 @@
+/**
+ * What the page tests read off the page: the points a series' graph has drawn (its figure's
+ * data attributes, chart-view.ts `draw`), and a page opened with its errors collected.
+ */
+import { expect } from "vitest";
+import type { Page } from "playwright-core";
+import type { Rig } from "./harness.js";
+
+export interface Plotted {
+  measurements: number;
+  forecasts: number;
+  lastMeasuredX: number;
+  lastForecastX: number;
+}
+
+/** What the graph of `series` has drawn, read from its figure's data attributes. */
+export async function plotted(page: Page, series: string): Promise<Plotted> {
+  return page.evaluate((key) => {
+    const d = document.querySelector<HTMLElement>(
+      `figure[data-series="${CSS.escape(key)}"]`,
+    )?.dataset;
+    return {
+      measurements: Number(d?.measurements ?? 0),
+      forecasts: Number(d?.forecasts ?? 0),
+      lastMeasuredX: Number(d?.lastMeasuredX ?? NaN),
+      lastForecastX: Number(d?.lastForecastX ?? NaN),
+    };
+  }, series);
+}
+
+/** Waits until the graph of `series` shows at least `n` measurements. */
+export async function waitForMeasurements(
+  page: Page,
+  series: string,
+  n: number,
+  timeout: number,
+): Promise<void> {
+  await page.waitForFunction(
+    ([key, count]) =>
+      Number(
+        document.querySelector<HTMLElement>(`figure[data-series="${CSS.escape(key)}"]`)?.dataset
+          .measurements ?? 0,
+      ) >= Number(count),
+    [series, String(n)] as const,
+    { timeout, polling: 20 },
+  );
+}
+
+export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/**
+ * Opens the page at `query` in its own browser context; `done` closes it and checks that it
+ * logged no error (CSP violations included).
+ */
+export async function openPage(
+  rig: Rig,
+  query: string,
+): Promise<{ page: Page; startedAt: number; done: () => Promise<void> }> {
+  const page = await rig.newPage();
+  const errors: string[] = [];
+  page.on("pageerror", (e) => errors.push(e.message));
+  page.on("console", (m) => {
+    if (m.type() === "error") errors.push(m.text());
+  });
+  const startedAt = Date.now();
+  await page.goto(`${rig.node.url}/${query}`);
+  const done = async () => {
+    await page.close();
+    expect(errors).toEqual([]);
+  };
+  return { page, startedAt, done };
+}

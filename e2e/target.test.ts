@@ -1,0 +1,167 @@
+/**
+ * The target and the mirrors' graphs, against two real echo-nodes on loopback: the serving one
+ * lists the second as its mirror. Choosing the second as the target (in the link or in the
+ * controls) sends the main probes there and nowhere else, with series of its own; a bad
+ * target is named and the site measured instead; an opted-in mirror gets graphs with points
+ * and its series in the predictability view.
+ */
+import { readFileSync } from "node:fs";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { Page } from "playwright-core";
+import { defaultConfig } from "../echo-node/src/config.js";
+import { startEchoNode, type EchoNode } from "../echo-node/src/server.js";
+import { missing, probeCounts, startRig, total, type Rig } from "./harness.js";
+import { openPage, plotted, waitForMeasurements } from "./page-helpers.js";
+
+const why = missing();
+if (why !== undefined) console.warn(`e2e: skipping the target tests: ${why}`);
+
+/** The records the page exports (NDJSON), as the user would download them. */
+async function exported(page: Page): Promise<{ to: string; metric: string }[]> {
+  const [download] = await Promise.all([
+    page.waitForEvent("download"),
+    page.click("#export-ndjson"),
+  ]);
+  const text = readFileSync(await download.path(), "utf8");
+  return text
+    .split("\n")
+    .filter((l) => l !== "")
+    .map((l) => JSON.parse(l) as { to: string; metric: string });
+}
+
+describe.skipIf(why !== undefined)("the target: two echo-nodes on loopback", () => {
+  let second: EchoNode;
+  let rig: Rig;
+  let secondUrl: string;
+  let secondHost: string;
+  let siteHost: string;
+  beforeAll(async () => {
+    second = await startEchoNode({
+      ...defaultConfig(),
+      port: 0,
+      host: "127.0.0.1",
+      name: "e2e-target",
+      // The page's origin (the first node's port) is not known before that node starts.
+      allowOrigins: ["*"],
+    });
+    secondUrl = new URL(second.url).href;
+    secondHost = new URL(second.url).host;
+    try {
+      rig = await startRig({
+        mirrors: [{ name: "Second", url: secondUrl, location: "loopback" }],
+      });
+    } catch (e) {
+      await second.close();
+      throw e;
+    }
+    siteHost = new URL(rig.node.url).host;
+  });
+  afterAll(async () => {
+    await rig?.close();
+    await second?.close();
+  });
+
+  it("sends the main probes to ?target=, WebSocket and fetch, and none to the site", async () => {
+    const siteBefore = total(await probeCounts(rig.node));
+    const before = await probeCounts(second);
+    const { page, done } = await openPage(
+      rig,
+      `?period=1&transport=both&target=${encodeURIComponent(secondUrl)}`,
+    );
+    for (const series of ["rtt/websocket", "bandwidth_up/websocket", "bandwidth_down/http"]) {
+      await waitForMeasurements(page, series, 2, 10_000);
+    }
+    const after = await probeCounts(second);
+    for (const kind of ["echo", "download", "upload", "http_ping", "http_download"]) {
+      expect(after.get(kind) ?? 0, kind).toBeGreaterThan(before.get(kind) ?? 0);
+    }
+    expect(total(await probeCounts(rig.node))).toBe(siteBefore);
+    expect(await page.textContent("#target-name")).toBe(secondHost);
+    expect(await page.inputValue("#target-select")).toBe(secondUrl);
+    // Records name the target they measured.
+    const records = await exported(page);
+    expect(records.length).toBeGreaterThan(5);
+    expect(new Set(records.map((r) => r.to))).toEqual(new Set([secondHost]));
+    await done();
+  });
+
+  it("switches the target from the controls: URL, fresh series, and each target's own history", async () => {
+    const { page, done } = await openPage(rig, "?period=1");
+    await waitForMeasurements(page, "rtt/websocket", 3, 10_000);
+    const siteSeries = (await plotted(page, "rtt/websocket")).measurements;
+    const secondBefore = total(await probeCounts(second));
+
+    await page.selectOption("#target-select", secondUrl);
+    expect(new URL(page.url()).searchParams.get("target")).toBe(secondUrl);
+    await page.waitForFunction(
+      (host) => document.querySelector("#target-name")?.textContent === host,
+      secondHost,
+      { timeout: 5000, polling: 20 },
+    );
+    // A fresh series: nothing of the site's is drawn for the new target.
+    await waitForMeasurements(page, "rtt/websocket", 1, 5000);
+    expect((await plotted(page, "rtt/websocket")).measurements).toBeLessThan(siteSeries);
+    await waitForMeasurements(page, "rtt/websocket", 2, 5000);
+    expect(total(await probeCounts(second))).toBeGreaterThan(secondBefore);
+    expect(new Set((await exported(page)).map((r) => r.to))).toEqual(new Set([secondHost]));
+
+    // Back to the site: its own series come back from the history, the second's stay apart.
+    await page.selectOption("#target-select", "");
+    expect(new URL(page.url()).searchParams.has("target")).toBe(false);
+    await page.waitForFunction(
+      (host) => document.querySelector("#target-name")?.textContent === host,
+      siteHost,
+      { timeout: 5000, polling: 20 },
+    );
+    await waitForMeasurements(page, "rtt/websocket", siteSeries, 3000);
+    expect(new Set((await exported(page)).map((r) => r.to))).toEqual(new Set([siteHost]));
+    await done();
+  });
+
+  it("names a bad ?target= and measures the site instead", async () => {
+    const siteBefore = await probeCounts(rig.node);
+    const { page, done } = await openPage(rig, "?period=1&target=ftp%3A%2F%2F127.0.0.1%2F");
+    const problem = page.locator("#settings-problem");
+    await problem.waitFor({ state: "visible", timeout: 5000 });
+    expect(await problem.textContent()).toBe(
+      'target "ftp://127.0.0.1/" must be an http(s) or ws(s) URL, not ftp:; measuring this site instead',
+    );
+    await waitForMeasurements(page, "rtt/websocket", 1, 5000);
+    expect((await probeCounts(rig.node)).get("echo")).toBeGreaterThan(siteBefore.get("echo") ?? 0);
+    expect(await page.textContent("#target-name")).toBe(siteHost);
+    expect(await page.inputValue("#target-select")).toBe("");
+    await done();
+  });
+
+  it("draws an opted-in mirror's series and offers them to the predictability view", async () => {
+    const { page, done } = await openPage(rig, "?period=1");
+    const item = page.locator(`#mirror-list li[data-url="${secondUrl}"]`);
+    await item.waitFor({ timeout: 5000 });
+    await item.locator("input[type=checkbox]").check();
+    const rtt = `mirror/rtt/websocket@${secondUrl}`;
+    const down = `mirror/bandwidth_down/websocket@${secondUrl}`;
+    await waitForMeasurements(page, rtt, 3, 10_000);
+    await waitForMeasurements(page, down, 3, 10_000);
+    for (const key of [rtt, down]) {
+      const p = await plotted(page, key);
+      expect(p.forecasts).toBe(p.measurements);
+    }
+    expect(await page.textContent(`figure[data-series="${rtt}"] figcaption`)).toContain("Second");
+
+    await page.selectOption("#predictability-series", rtt);
+    await page.waitForFunction(
+      () =>
+        Number(document.querySelector<HTMLElement>("#predictability figure")?.dataset.points) > 0,
+      undefined,
+      { timeout: 5000, polling: 50 },
+    );
+    expect(await page.textContent("#predictability caption")).toContain("Second");
+    expect(await page.$$eval("#predictability tr.in-use", (rows) => rows.length)).toBe(1);
+
+    // Opting out takes its graphs away with its probes.
+    await item.locator("input[type=checkbox]").uncheck();
+    await page.waitForSelector(`figure[data-series="${rtt}"]`, { state: "detached" });
+    expect(await page.$$eval('figure[data-series^="mirror/"]', (f) => f.length)).toBe(0);
+    await done();
+  });
+});
