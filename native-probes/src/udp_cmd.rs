@@ -14,8 +14,6 @@ use nowcast::probe::wire::{UdpProbe, DEFAULT_PORT};
 use nowcast::stop::Stop;
 use std::io;
 use std::net::{SocketAddr, UdpSocket};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 use wasm_forecast::record::{Metric, Probe, Transport};
 
@@ -48,8 +46,6 @@ const METRICS: [(Metric, bool); 3] = [
 ];
 /// Reply wait before the RTT series has a forecast (RFC 6298 §2.1).
 const INITIAL_WAIT: Duration = Duration::from_secs(1);
-/// How often the receiver looks at the clock when no reply comes.
-const SLICE: Duration = Duration::from_millis(5);
 
 pub fn run(args: Args) -> Result<()> {
     let bounds = args.common.bounds(100.0)?;
@@ -79,7 +75,6 @@ pub fn run(args: Args) -> Result<()> {
     let sock = UdpSocket::bind(local).map_err(|e| anyhow!("{host}: bind udp: {e}"))?;
     sock.connect(addr)
         .map_err(|e| anyhow!("{host}: connect udp: {e}"))?;
-    sock.set_read_timeout(Some(SLICE))?;
     let from = sock.local_addr().ok().map(|a| a.to_string());
     let stop = Stop::on_signals().map_err(|e| anyhow!("cannot install signal handlers: {e}"))?;
     let mut sink = Sink::new(args.common.json, args.common.out.as_deref())?;
@@ -206,8 +201,13 @@ fn ns_since(clock0: Instant) -> u64 {
     u64::try_from(clock0.elapsed().as_nanos()).unwrap_or(u64::MAX)
 }
 
-/// Sends `count` probes `interval` apart while a second thread takes the replies, until
+/// Sends `count` probes `interval` apart and takes the replies on the same thread, until
 /// every probe is answered or `wait` has passed since the last send (never past `hard`).
+///
+/// One thread, like sockperf's client: between sends it sleeps in `ppoll` on the socket
+/// (nanosecond timeout, unlike `SO_RCVTIMEO`'s jiffies), so a reply wakes the thread that
+/// stamps it, with no hand-over between threads; before each send it drains what has
+/// arrived, so a fast burst never overflows the receive buffer.
 #[allow(clippy::too_many_arguments)]
 fn burst(
     sock: &UdpSocket,
@@ -220,84 +220,106 @@ fn burst(
     hard: Instant,
 ) -> io::Result<Summary> {
     let n = usize::try_from(count).map_err(|_| io::Error::other("too many probes"))?;
-    let state = Mutex::new(Burst::new(first_seq, n));
-    // u64::MAX while sending; then the monotonic time of the last send.
-    let last_send = AtomicU64::new(u64::MAX);
-    let wait_ns = u64::try_from(wait.as_nanos()).unwrap_or(u64::MAX);
-    let (state_ref, last_send_ref) = (&state, &last_send);
-    std::thread::scope(|scope| {
-        let receiver = scope.spawn(move || -> io::Result<()> {
-            let (state, last_send) = (state_ref, last_send_ref);
-            let mut buf = vec![0u8; 65_536];
-            loop {
-                if Instant::now() >= hard {
-                    return Ok(());
-                }
-                let done_at = last_send.load(Ordering::Acquire);
-                if done_at != u64::MAX {
-                    let lock = state.lock().unwrap_or_else(|p| p.into_inner());
-                    if lock.all_answered() || ns_since(clock0) >= done_at.saturating_add(wait_ns) {
-                        return Ok(());
+    let mut state = Burst::new(first_seq, n);
+    sock.set_nonblocking(true)?;
+    let mut out = vec![0u8; size];
+    let mut inbox = vec![0u8; 65_536];
+    let start = Instant::now();
+    let mut next = 0u64;
+    let mut last_send = start;
+    let result = loop {
+        // Every reply already queued, each stamped as it is taken.
+        loop {
+            match sock.recv(&mut inbox) {
+                Ok(len) => {
+                    let now = ns_since(clock0);
+                    if let Ok(p) = UdpProbe::decode(&inbox[..len]) {
+                        state.received(p.seq, now);
                     }
                 }
-                match sock.recv(&mut buf) {
-                    Ok(len) => {
-                        let now = ns_since(clock0);
-                        if let Ok(p) = UdpProbe::decode(&buf[..len]) {
-                            state
-                                .lock()
-                                .unwrap_or_else(|p| p.into_inner())
-                                .received(p.seq, now);
-                        }
-                    }
-                    Err(e) if nowcast::net::is_retry(&e) => {}
-                    // An ICMP error (port unreachable) from an earlier send: the probe is lost,
-                    // which the accounting already says; keep listening.
-                    Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => {}
-                    Err(e) => return Err(io::Error::new(e.kind(), format!("receive: {e}"))),
-                }
-            }
-        });
-        let mut buf = vec![0u8; size];
-        let start = Instant::now();
-        let mut send_error = None;
-        for i in 0..count {
-            let due = start + interval.mul_f64(i as f64);
-            let now = Instant::now();
-            if due > now {
-                std::thread::sleep(due - now);
-            }
-            if Instant::now() >= hard {
-                break;
-            }
-            let seq = first_seq + i;
-            let sent_ns = ns_since(clock0);
-            UdpProbe { seq, sent_ns }.encode(&mut buf);
-            state
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .sent(seq, sent_ns);
-            match sock.send(&buf) {
-                Ok(_) => {}
-                // A refused earlier probe reports here too; this one may still have left.
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                // An ICMP error (port unreachable) from an earlier send: the probe is lost,
+                // which the accounting already says; keep listening.
                 Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => {}
-                Err(e) => {
-                    send_error = Some(io::Error::new(e.kind(), format!("send: {e}")));
-                    break;
-                }
+                Err(e) => return Err(io::Error::new(e.kind(), format!("receive: {e}"))),
             }
         }
-        last_send.store(ns_since(clock0), Ordering::Release);
-        let received = receiver
-            .join()
-            .unwrap_or_else(|_| Err(io::Error::other("receiver panicked")));
-        if let Some(e) = send_error {
-            return Err(e);
+        let now = Instant::now();
+        if now >= hard {
+            break Ok(());
         }
-        received
-    })?;
-    Ok(state
-        .into_inner()
-        .unwrap_or_else(|p| p.into_inner())
-        .summary())
+        let until = if next < count {
+            let due = start + interval.mul_f64(next as f64);
+            if due <= now {
+                let seq = first_seq + next;
+                let sent_ns = ns_since(clock0);
+                UdpProbe { seq, sent_ns }.encode(&mut out);
+                state.sent(seq, sent_ns);
+                next += 1;
+                last_send = Instant::now();
+                match sock.send(&out) {
+                    Ok(_) => continue,
+                    // A refused earlier probe reports here too; this one may still have left.
+                    Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => continue,
+                    // The send buffer is full: this probe did not leave, which counts as lost.
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+                    Err(e) => break Err(io::Error::new(e.kind(), format!("send: {e}"))),
+                }
+            }
+            due
+        } else {
+            if state.all_answered() {
+                break Ok(());
+            }
+            let end = last_send + wait;
+            if end <= now {
+                break Ok(());
+            }
+            end
+        };
+        wait_readable(sock, until.min(hard) - now)?;
+    };
+    sock.set_nonblocking(false)?;
+    result?;
+    Ok(state.summary())
+}
+
+/// Sleeps until `sock` has a datagram to read or `timeout` has passed.
+fn wait_readable(sock: &UdpSocket, timeout: Duration) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let mut fd = libc::pollfd {
+        fd: sock.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    #[cfg(any(target_os = "linux", target_os = "android", target_os = "freebsd"))]
+    let r = {
+        let ts = libc::timespec {
+            tv_sec: libc::time_t::try_from(timeout.as_secs()).unwrap_or(libc::time_t::MAX),
+            tv_nsec: libc::c_long::from(timeout.subsec_nanos() as i32),
+        };
+        // SAFETY: one valid pollfd for the duration of the call, a valid timespec, no mask.
+        unsafe { libc::ppoll(&mut fd, 1, &ts, std::ptr::null()) }
+    };
+    // Elsewhere poll(2), whole milliseconds rounded up: a send may leave up to 1 ms late.
+    #[cfg(not(any(target_os = "linux", target_os = "android", target_os = "freebsd")))]
+    let r = {
+        let ms = timeout.as_nanos().div_ceil(1_000_000);
+        // SAFETY: one valid pollfd for the duration of the call.
+        unsafe {
+            libc::poll(
+                &mut fd,
+                1,
+                libc::c_int::try_from(ms).unwrap_or(libc::c_int::MAX),
+            )
+        }
+    };
+    if r < 0 {
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(io::Error::new(e.kind(), format!("poll: {e}")));
+        }
+    }
+    Ok(())
 }
