@@ -133,6 +133,22 @@ describe.skipIf(why !== undefined)("the target: two echo-nodes on loopback", () 
     await done();
   });
 
+  it("says so when the site's Content-Security-Policy keeps it from a target", async () => {
+    // A well-formed target the serving echo-node does not list as a mirror: its CSP
+    // (connect-src: itself and its mirrors) blocks the connection before it is made.
+    const { page, done } = await openPage(rig, "?period=1&target=http%3A%2F%2F127.0.0.1%3A9%2F");
+    await page.waitForFunction(
+      () =>
+        /Content-Security-Policy does not allow connecting to ws:\/\/127\.0\.0\.1:9\/ws/.test(
+          document.querySelector("#state")?.textContent ?? "",
+        ),
+      undefined,
+      { timeout: 5000, polling: 50 },
+    );
+    expect(await page.textContent("#target-name")).toBe("127.0.0.1:9");
+    await done();
+  });
+
   it("draws an opted-in mirror's series and offers them to the predictability view", async () => {
     const { page, done } = await openPage(rig, "?period=1");
     const item = page.locator(`#mirror-list li[data-url="${secondUrl}"]`);

@@ -102,12 +102,15 @@ function post(e: WorkerEvent): void {
   }
 }
 
+/** Why the target cannot be reached at all, shown with every status until the target changes. */
+let blockedNote = "";
+
 function status(state: StatusEvent["state"], message: string): void {
   const now = performance.now();
   post({
     type: "status",
     state,
-    message,
+    message: [message, blockedNote].filter((m) => m !== "").join("; "),
     bytesThisHour: budget.used(now),
     bytesSinceStart: budget.usedSinceStart,
     budgetBytes: budget.perHour,
@@ -599,8 +602,9 @@ async function switchTo(target: string | undefined): Promise<void> {
   lastRtt = undefined;
   for (const t of trackers.values()) t.dispose();
   trackers.clear();
-  // A wait the old target asked for is not the new one's.
+  // A wait the old target asked for, or a block on reaching it, is not the new one's.
   backoffUntil = 0;
+  blockedNote = "";
   origin = target ?? scope.location.origin;
   targetName = target === undefined ? scope.location.host : endpointName(target);
   const saved = await history?.load(targetName).catch(() => undefined);
@@ -726,6 +730,21 @@ function removeImport(key: string): void {
   if (i.id !== undefined) void history?.removeImport(i.id).catch(() => undefined);
   post({ type: "import-removed", key });
 }
+
+// A target or mirror the serving echo-node's Content-Security-Policy does not list (only its
+// own mirrors are) cannot be reached; without this the user would only see probes time out.
+scope.addEventListener("securitypolicyviolation", (e) => {
+  const uri = (e as SecurityPolicyViolationEvent).blockedURI;
+  const note =
+    `this site's Content-Security-Policy does not allow connecting to ${uri} ` +
+    "(only to itself and the mirrors its server lists)";
+  try {
+    if (new URL(uri).host === new URL(origin).host) blockedNote = note;
+  } catch {
+    // Not a URL: nothing to match against the target.
+  }
+  status("running", blockedNote === note ? "" : note);
+});
 
 scope.onmessage = (e: MessageEvent<PageCommand>) => {
   const cmd = e.data;
