@@ -99,6 +99,32 @@ if have sockperf; then
 fi
 
 echo
+echo "-- UDP probe overhead: 64-byte UDP RTT on loopback, one probe per ms (peers: sockperf, irtt)"
+if have sockperf && have irtt; then
+  start_serve 1
+  sp_port=$(free_port)
+  start_peer 1 "$sp_port" sockperf server -i 127.0.0.1 -p "$sp_port"
+  irtt_port=$(free_port)
+  start_peer 1 "$irtt_port" env GOMAXPROCS=1 irtt server -i 0 -b "127.0.0.1:$irtt_port"
+  secs=${quick:+2}
+  secs=${secs:-4}
+  for _ in $(seq "$runs"); do
+    taskset -c 1 "$bin" udp "$srv_udp" --probes $((secs * 1000)) --interval 1 --json | metric rtt |
+      awk '{ print $1 * 1000 }' >>"$tmp/nu_rtt"
+    taskset -c 1 sockperf ping-pong --full-rtt -i 127.0.0.1 -p "$sp_port" -m 64 --mps 1000 -t "$secs" 2>&1 |
+      sed -n 's/.*percentile 50.000 = *//p' >>"$tmp/su_rtt"
+    taskset -c 1 env GOMAXPROCS=1 irtt client -Q -o - -d "${secs}s" -i 1ms -l 64 "127.0.0.1:$irtt_port" |
+      jq -r '.stats.rtt.median / 1000' >>"$tmp/iu_rtt"
+  done
+  echo "nowcast udp rtt µs (burst median):  $(stats <"$tmp/nu_rtt"), $runs runs of $secs s"
+  echo "sockperf ping-pong (UDP) µs:        $(stats <"$tmp/su_rtt")"
+  echo "irtt client µs:                     $(stats <"$tmp/iu_rtt")"
+  echo "ratio nowcast / sockperf: $(ratio "$(med <"$tmp/nu_rtt")" "$(med <"$tmp/su_rtt")"), nowcast / irtt: $(ratio "$(med <"$tmp/nu_rtt")" "$(med <"$tmp/iu_rtt")")"
+  kill "$srv_pid"
+  wait "$srv_pid" 2>/dev/null || true
+fi
+
+echo
 echo "-- nowcast serve on one core: 20,000 UDP RTT probes/s (peer: iperf3 -u at the same packet rate)"
 if have iperf3; then
   start_serve 0
