@@ -38,6 +38,9 @@ export const MIN_DOWNLOAD_CHUNK = 1024;
 export const MAX_DOWNLOAD_CHUNK = 1024 * 1024;
 export const DEFAULT_DOWNLOAD_CHUNK = 256 * 1024;
 
+/** UPLOAD_ACK's length: type, probeId, bytes, firstByteAt, lastByteAt, firstReadBytes. */
+export const UPLOAD_ACK_BYTES = 29;
+
 /** Close codes (private-use range 4000–4999, RFC 6455 §7.4.2). Reasons are fixed texts,
  *  except that the retry-able ones end in `; retry-after=<seconds>`. */
 export const CLOSE = {
@@ -67,6 +70,9 @@ export type ServerMessage =
       bytes: number;
       firstByteAt: number;
       lastByteAt: number;
+      /** Payload bytes that arrived in the read at `firstByteAt` (they carry no duration);
+       *  undefined from a server older than this field (a 25-byte ack). */
+      firstReadBytes: number | undefined;
     }
   | { type: "progress"; probeId: number; bytes: number; at: number }
   | { type: "download_data"; bytes: number }
@@ -204,13 +210,15 @@ export function encodeUploadAck(
   bytes: number,
   firstByteAt: number,
   lastByteAt: number,
+  firstReadBytes: number,
 ): Buffer {
-  const out = Buffer.alloc(25);
+  const out = Buffer.alloc(UPLOAD_ACK_BYTES);
   out[0] = MSG.UPLOAD_ACK;
   out.writeUInt32BE(probeId, 1);
   out.writeUInt32BE(bytes, 5);
   out.writeDoubleBE(firstByteAt, 9);
   out.writeDoubleBE(lastByteAt, 17);
+  out.writeUInt32BE(firstReadBytes, 25);
   return out;
 }
 
@@ -248,13 +256,15 @@ export function decodeServerMessage(data: Uint8Array): ServerMessage {
       if (data.byteLength < 5) throw malformed("ECHO_REPLY too short");
       return { type: "echo_reply", seq: v.getUint32(1), payload: data.subarray(5) };
     case MSG.UPLOAD_ACK:
-      checkLength(data, 25, "UPLOAD_ACK");
+      // 25 bytes from servers that predate firstReadBytes; they are still protocol 1.
+      if (data.byteLength !== 25) checkLength(data, UPLOAD_ACK_BYTES, "UPLOAD_ACK");
       return {
         type: "upload_ack",
         probeId: v.getUint32(1),
         bytes: v.getUint32(5),
         firstByteAt: v.getFloat64(9),
         lastByteAt: v.getFloat64(17),
+        firstReadBytes: data.byteLength === UPLOAD_ACK_BYTES ? v.getUint32(25) : undefined,
       };
     case MSG.PROGRESS:
       checkLength(data, 17, "PROGRESS");

@@ -34,6 +34,9 @@ export const SEND_WINDOW = 4 * 1024 * 1024;
 /** Queued bytes beyond which a connection is cut off at once as a slow reader: echo replies
  *  and counters are sent without waiting, so this is their bound. */
 export const MAX_QUEUED = 2 * SEND_WINDOW;
+/** UPLOAD_START on the wire from a client: 2-byte frame header, 4-byte mask (clients must
+ *  mask, RFC 6455 §5.3), 11-byte message. A start read longer than this carried upload data. */
+const UPLOAD_START_FRAME = 2 + 4 + 11;
 /** After close(), how long a client gets to complete the closing handshake before its socket
  *  is destroyed. A client that is not reading would otherwise hold the socket for ws's 30 s. */
 const CLOSE_GRACE_MS = 1000;
@@ -49,12 +52,16 @@ interface Upload {
   probeId: number;
   expected: number;
   received: number;
-  /** Index of the socket read that carried UPLOAD_START. */
+  /** Index and length of the socket read that carried UPLOAD_START. */
   startRead: number;
-  /** Arrival time of the first socket read after UPLOAD_START, the earliest that can carry
-   *  only upload data. */
+  startReadLength: number;
+  /** Arrival time and length of the first socket read after the start read, the earliest
+   *  that can carry only upload data. */
   nextReadAt: number;
+  nextReadLength: number;
   firstByteAt: number;
+  /** Upload bytes that arrived in the read at firstByteAt: they carry no duration. */
+  firstReadBytes: number;
   lastByteAt: number;
   progress: NodeJS.Timeout | undefined;
 }
@@ -79,6 +86,7 @@ export class ProbeSession {
   /** Arrival time and index of the socket read being parsed (see onSocketData). */
   private readAt = performance.now();
   private readIndex = 0;
+  private readLength = 0;
   /** Incremented by every send callback: evidence that the client is reading. */
   private flushes = 0;
   private stall = { flushes: 0, since: performance.now() };
@@ -104,12 +112,14 @@ export class ProbeSession {
     ws.send(encodeHello(deps.config.maxPayload, deps.config.maxMessage));
   }
 
-  private readonly onSocketData = (): void => {
+  private readonly onSocketData = (chunk: Buffer): void => {
     this.readAt = performance.now();
     this.readIndex++;
+    this.readLength = chunk.byteLength;
     const up = this.upload;
     if (up !== undefined && Number.isNaN(up.nextReadAt) && this.readIndex > up.startRead) {
       up.nextReadAt = this.readAt;
+      up.nextReadLength = chunk.byteLength;
     }
   };
 
@@ -161,8 +171,11 @@ export class ProbeSession {
           expected: m.bytes,
           received: 0,
           startRead: this.readIndex,
+          startReadLength: this.readLength,
           nextReadAt: NaN,
+          nextReadLength: 0,
           firstByteAt: this.readAt,
+          firstReadBytes: 0,
           lastByteAt: this.readAt,
           progress: undefined,
         };
@@ -229,8 +242,17 @@ export class ProbeSession {
       );
     }
     if (up.received === 0 && bytes > 0) {
-      // The data began either in the same read as UPLOAD_START or in the next one.
-      up.firstByteAt = this.readIndex === up.startRead ? up.firstByteAt : up.nextReadAt;
+      // The data began either in the read that carried UPLOAD_START (which is then longer
+      // than that message: the rest is data, possibly of a message completed reads later)
+      // or in the next one. Counted at the socket, so a few bytes of framing are included,
+      // which errs towards a lower rate by tens of bytes.
+      const inStartRead = up.startReadLength - UPLOAD_START_FRAME;
+      if (inStartRead > 0) up.firstReadBytes = inStartRead;
+      else {
+        up.firstByteAt = up.nextReadAt;
+        up.firstReadBytes = up.nextReadLength;
+      }
+      up.firstReadBytes = Math.min(up.firstReadBytes, up.expected);
     }
     up.received += bytes;
     up.lastByteAt = this.readAt;
@@ -241,7 +263,9 @@ export class ProbeSession {
     const up = this.upload!;
     clearInterval(up.progress);
     this.upload = undefined;
-    this.send(encodeUploadAck(up.probeId, up.received, up.firstByteAt, up.lastByteAt));
+    this.send(
+      encodeUploadAck(up.probeId, up.received, up.firstByteAt, up.lastByteAt, up.firstReadBytes),
+    );
   }
 
   private startDownload(probeId: number, bytes: number, chunk: number, progressMs: number): void {

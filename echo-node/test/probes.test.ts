@@ -140,6 +140,41 @@ describe("WebSocket probes", () => {
     expect(span).toBeGreaterThan(100);
     expect(span).toBeLessThanOrEqual(elapsed + 1);
     expect(Number.isInteger(ack.firstByteAt) && Number.isInteger(ack.lastByteAt)).toBe(false);
+    // The first read carried the first message: its bytes are the ones without a duration.
+    // Counted at the socket, so with that message's frame header (8 bytes at this size).
+    expect(ack.firstReadBytes).toBeGreaterThanOrEqual(1000);
+    expect(ack.firstReadBytes).toBeLessThanOrEqual(1000 + 14);
+  });
+
+  it("counts the upload data that shares a read with UPLOAD_START as the first read's", async () => {
+    const c = await openClient(node);
+    // One write, so one read on loopback: the start and a first message of 500 bytes.
+    const start = encodeUploadStart(10, 1500);
+    const first = uploadData(500);
+    const frames = (m: Uint8Array) => {
+      // A masked client frame as ws would send it (mask of zeros, so the payload is as is).
+      const f = new Uint8Array(m.byteLength + (m.byteLength < 126 ? 6 : 8));
+      f[0] = 0x82;
+      if (m.byteLength < 126) f[1] = 0x80 | m.byteLength;
+      else {
+        f[1] = 0x80 | 126;
+        new DataView(f.buffer).setUint16(2, m.byteLength);
+      }
+      f.set(m, f.byteLength - m.byteLength);
+      return f;
+    };
+    const socket = (c.ws as unknown as { _socket: import("node:net").Socket })._socket;
+    socket.write(Buffer.concat([frames(start), frames(first)]));
+    await new Promise((r) => setTimeout(r, 50));
+    c.send(uploadData(1000));
+    const ack = await c.next();
+    if (ack.type !== "upload_ack") return expect.fail(`got ${ack.type}`);
+    expect(ack.bytes).toBe(1500);
+    // 500 bytes with their type byte and 8-byte frame header, after the UPLOAD_START frame.
+    expect(ack.firstReadBytes).toBe(509);
+    expect(ack.lastByteAt - ack.firstByteAt).toBeGreaterThan(40);
+    // The node allows 8 connections per address and the tests share it: free this one.
+    c.terminate();
   });
 
   it("sends progress counters during long transfers", async () => {

@@ -117,13 +117,20 @@ describe("protocol codec", () => {
   });
 
   it("round-trips server messages with sub-millisecond times", () => {
-    expect(decodeServerMessage(encodeUploadAck(1, 2, 1234.5678, 1300.0001))).toEqual({
+    expect(decodeServerMessage(encodeUploadAck(1, 2, 1234.5678, 1300.0001, 1))).toEqual({
       type: "upload_ack",
       probeId: 1,
       bytes: 2,
       firstByteAt: 1234.5678,
       lastByteAt: 1300.0001,
+      firstReadBytes: 1,
     });
+    // An ack from a server before firstReadBytes (25 bytes) still decodes, without it.
+    const old = encodeUploadAck(1, 2, 3, 4, 0).subarray(0, 25);
+    expect(decodeServerMessage(old)).toMatchObject({ bytes: 2, firstReadBytes: undefined });
+    expect(() => decodeServerMessage(encodeUploadAck(1, 2, 3, 4, 0).subarray(0, 27))).toThrow(
+      /UPLOAD_ACK must be 29 bytes/,
+    );
     const reply = decodeServerMessage(encodeEchoReply(5, new Uint8Array([7])));
     expect(reply.type === "echo_reply" && [reply.seq, [...reply.payload]]).toEqual([5, [7]]);
   });

@@ -1,7 +1,7 @@
-// The fetch side of the probes: the tiny ping timed with Resource Timing, and a download of N
-// random bytes. Each fetch is aborted at its timeout.
+// The fetch side of the probes: the tiny ping timed with Resource Timing, and downloads of N
+// random bytes on one or more parallel streams. Each fetch is aborted at its timeout.
 
-import { fetchRtt, parseServerTiming, retryAfterSeconds } from "./probe-math";
+import { fetchRtt, parseServerTiming, retryAfterSeconds, type StreamSpan } from "./probe-math";
 import { ProbeTimeout } from "./ws-probe";
 
 /** The server asked us to wait (HTTP 429). */
@@ -14,8 +14,11 @@ export class RetryLater extends Error {
 
 let counter = 0;
 
-async function timedFetch(url: string, timeoutMs: number): Promise<{ res: Response; t0: number }> {
-  const abort = new AbortController();
+async function timedFetch(
+  url: string,
+  timeoutMs: number,
+  abort = new AbortController(),
+): Promise<{ res: Response; t0: number }> {
   const t0 = performance.now();
   const timer = setTimeout(() => abort.abort(), timeoutMs);
   try {
@@ -53,17 +56,40 @@ export async function httpPing(origin: string, timeoutMs: number): Promise<numbe
   return (entry && fetchRtt(entry, server)) ?? Math.max(0, wall - (server ?? 0));
 }
 
-/** Download of `bytes` over fetch: request sent to last byte (ms). */
-export async function httpDownload(
+/**
+ * Downloads over fetch, one per entry of `sizes`, all at once (parallel streams, each on its
+ * own connection as the browser sees fit): each stream's span from request sent to last byte
+ * (Resource Timing; the fetch's own start and end where the entry has no detail). The
+ * entries are taken together once every stream is done, so one stream's clean-up never takes
+ * another's entry.
+ */
+export async function httpDownloads(
   origin: string,
-  bytes: number,
+  sizes: readonly number[],
   timeoutMs: number,
-): Promise<{ rawMs: number }> {
-  const url = new URL(`/api/download?bytes=${bytes}&n=${++counter}`, origin).href;
-  const { t0 } = await timedFetch(url, timeoutMs);
-  const wall = performance.now() - t0;
-  const entry = takeEntry(url);
-  const raw =
-    entry !== undefined && entry.requestStart > 0 ? entry.responseEnd - entry.requestStart : wall;
-  return { rawMs: raw };
+): Promise<StreamSpan[]> {
+  const urls = sizes.map((b) => new URL(`/api/download?bytes=${b}&n=${++counter}`, origin).href);
+  const abort = new AbortController();
+  const walls = await Promise.all(
+    urls.map(async (url) => {
+      const { t0 } = await timedFetch(url, timeoutMs, abort).catch((e: unknown) => {
+        // One stream failing ends the others: their bytes would no longer be a measurement.
+        abort.abort();
+        throw e;
+      });
+      return { startMs: t0, endMs: performance.now() };
+    }),
+  );
+  const entries = urls.map(
+    (url) =>
+      performance.getEntriesByName(url, "resource").at(-1) as PerformanceResourceTiming | undefined,
+  );
+  performance.clearResourceTimings();
+  return entries.map((entry, i) => {
+    const span =
+      entry !== undefined && entry.requestStart > 0
+        ? { startMs: entry.requestStart, endMs: entry.responseEnd }
+        : walls[i]!;
+    return { ...span, bytes: sizes[i]! };
+  });
 }

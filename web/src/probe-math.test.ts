@@ -1,15 +1,25 @@
 import { describe, expect, it } from "vitest";
 import {
+  aggregateRate,
   autoSize,
   AUTO_MAX_BYTES,
+  chooseStreams,
   fetchRtt,
   jitter,
   mbits,
   median,
+  newStreamPlan,
   parseServerTiming,
+  PRETEST_EVERY,
+  pretestBytes,
+  pretestDue,
   rateMinusRtt,
   retryAfterSeconds,
+  splitBytes,
+  surprised,
   uploadRate,
+  type StreamPlan,
+  type UploadStream,
 } from "./probe-math";
 
 describe("rates", () => {
@@ -32,15 +42,167 @@ describe("rates", () => {
     expect(r.rttSubtractedMs).toBe(subtracted);
     expect(r.mbits).toBeCloseTo(bytes / duration / 125, 12);
   });
+});
 
-  it("takes an upload's rate from the server's receive times, without any RTT", () => {
-    const r = uploadRate(1_250_000, 1000, 1100, 180, 20);
-    expect(r).toEqual({ mbits: 100, durationMs: 100, rttSubtractedMs: 0 });
+describe("parallel streams", () => {
+  it.each([
+    // streams [start, end, bytes], predicted RTT → raw ms, duration, Mbit/s
+    ["one stream is rateMinusRtt", [[0, 110, 1_250_000]], 10, 110, 100, 100],
+    // Overlapping streams: all bytes over first start → last end, one RTT subtracted.
+    [
+      "two streams",
+      [
+        [0, 105, 625_000],
+        [2, 110, 625_000],
+      ],
+      10,
+      110,
+      100,
+      100,
+    ],
+    // Staggered starts stretch the span: the late stream's start does not shorten it.
+    [
+      "four streams, staggered",
+      [
+        [0, 100, 312_500],
+        [5, 101, 312_500],
+        [10, 102, 312_500],
+        [20, 110, 312_500],
+      ],
+      0,
+      110,
+      110,
+      1_250_000 / 110 / 125,
+    ],
+    ["no streams", [], 10, 0, 0, 0],
+  ] as const)("%s", (_, streams, rtt, raw, duration, rate) => {
+    const spans = streams.map(([startMs, endMs, bytes]) => ({ startMs, endMs, bytes }));
+    const r = aggregateRate(spans, rtt);
+    expect(r.rawMs).toBe(raw);
+    expect(r.durationMs).toBe(duration);
+    expect(r.mbits).toBeCloseTo(rate, 12);
+    expect(r.bytes).toBe(spans.reduce((a, s) => a + s.bytes, 0));
   });
 
-  it("falls back to the client's time minus the RTT for a one-read upload", () => {
-    const r = uploadRate(125_000, 500, 500, 30, 10);
-    expect(r).toEqual({ mbits: 50, durationMs: 20, rttSubtractedMs: 10 });
+  it.each([
+    [1000, 1, [1000]],
+    [1000, 4, [250, 250, 250, 250]],
+    [1001, 4, [251, 250, 250, 250]],
+    [3, 4, [1, 1, 1, 0]],
+  ])("splits %d bytes over %d streams", (total, n, parts) => {
+    expect(splitBytes(total, n)).toEqual(parts);
+  });
+
+  it.each([
+    // pretest rates by stream count → chosen streams (the fewest within 10 % of the best)
+    ["one stream fills the path", [95, 96, 95.5], 1],
+    ["two streams add a fifth", [50, 60, 61], 2],
+    ["only four fill a long fat path", [20, 38, 70], 4],
+    ["a 9 % gain is not worth a stream", [91, 100, 99], 1],
+    ["timed-out candidates are ignored", [0, 40, 0], 2],
+    ["no rate at all keeps one", [0, 0, 0], 1],
+  ])("%s", (_, rates, chosen) => {
+    const results = [1, 2, 4].map((streams, i) => ({ streams, mbits: rates[i]! }));
+    expect(chooseStreams(results)).toBe(chosen);
+  });
+
+  it.each([
+    // probe bytes → pretest bytes per candidate
+    [64 * 1024, 64 * 1024],
+    [256 * 1024, 128 * 1024],
+    [4 * 1024 * 1024, 2 * 1024 * 1024],
+    [10_000, 10_000],
+  ])("pretests a %d-byte probe with %d bytes", (probe, pretest) => {
+    expect(pretestBytes(probe)).toBe(pretest);
+  });
+
+  const plan = (p: Partial<StreamPlan>): StreamPlan => ({ ...newStreamPlan(), ...p });
+  it.each([
+    ["not before the size has grown", plan({ measurements: 2 }), false],
+    ["first after three measurements", plan({ measurements: 3 }), true],
+    ["not again soon", plan({ measurements: 9, sincePretest: 4 }), false],
+    ["again every N rounds", plan({ measurements: 99, sincePretest: PRETEST_EVERY }), true],
+    ["sooner on a surprise", plan({ sincePretest: 5, surprised: true }), true],
+    ["but not right after one", plan({ sincePretest: 4, surprised: true }), false],
+  ])("pretest due: %s", (_, p, due) => {
+    expect(pretestDue(p)).toBe(due);
+  });
+
+  it.each([
+    [100, { value: 90, error: 5 }, false],
+    [116, { value: 100, error: 5 }, true],
+    [80, { value: 100, error: 5 }, true],
+    [100, undefined, false],
+    [100, { value: 10, error: 0 }, false],
+  ])("%d against the forecast %j: surprised %s", (value, forecast, out) => {
+    expect(surprised(value, forecast)).toBe(out);
+  });
+});
+
+describe("upload rate from the server's receive times", () => {
+  const up = (p: Partial<UploadStream>): UploadStream => ({
+    startMs: 0,
+    endMs: 180,
+    bytes: 1_250_000,
+    firstByteAt: 1000,
+    lastByteAt: 1100,
+    firstReadBytes: 0,
+    ...p,
+  });
+
+  it.each([
+    // What the ack says → Mbit/s, duration, RTT subtracted. No acknowledgement RTT is in the
+    // server's times, so none is subtracted from them.
+    ["every byte timed", [up({})], 100, 100, 0],
+    // The first read's 65 536 bytes arrived before firstByteAt: left out, not counted free.
+    [
+      "the first read's bytes left out",
+      [up({ bytes: 1_315_536, firstReadBytes: 65_536 })],
+      100,
+      100,
+      0,
+    ],
+    // Two reads of 64 KiB 0.5 ms apart: counting both would read twice the rate.
+    [
+      "a two-read upload",
+      [up({ bytes: 131_072, firstReadBytes: 65_536, lastByteAt: 1000.5 })],
+      65_536 / 0.5 / 125,
+      0.5,
+      0,
+    ],
+    // One read: no duration at the server, so the client's time minus the predicted RTT.
+    [
+      "a one-read upload",
+      [up({ bytes: 125_000, firstReadBytes: 125_000, lastByteAt: 1000, endMs: 30 })],
+      50,
+      20,
+      10,
+    ],
+    // An older server without firstReadBytes: the client's time, never the overstated rate.
+    [
+      "an older server's ack",
+      [up({ bytes: 125_000, firstReadBytes: undefined, endMs: 30 })],
+      50,
+      20,
+      10,
+    ],
+    // Parallel streams share the server's clock: earliest first read to latest last read,
+    // only the earliest stream's first read left out.
+    [
+      "two streams",
+      [
+        up({ bytes: 650_000, firstReadBytes: 25_000, firstByteAt: 1000, lastByteAt: 1090 }),
+        up({ bytes: 625_000, firstReadBytes: 25_000, firstByteAt: 1002, lastByteAt: 1100 }),
+      ],
+      100,
+      100,
+      0,
+    ],
+  ])("%s", (_, streams, rate, duration, subtracted) => {
+    const r = uploadRate(streams, 10);
+    expect(r.mbits).toBeCloseTo(rate, 9);
+    expect(r.durationMs).toBeCloseTo(duration, 9);
+    expect(r.rttSubtractedMs).toBe(subtracted);
   });
 });
 

@@ -36,22 +36,167 @@ export function mbits(bytes: number, durationMs: number): number {
   return durationMs > 0 ? bytes / durationMs / BYTES_PER_MS_PER_MBITS : 0;
 }
 
+/** One stream of a transfer on the client's clock (`performance.now()`, ms). */
+export interface StreamSpan {
+  startMs: number;
+  endMs: number;
+  bytes: number;
+}
+
+/** A transfer's rate and what it was computed from. */
+export interface TransferRate extends Rate {
+  bytes: number;
+  /** From the first stream's start to the last stream's end, before any subtraction. */
+  rawMs: number;
+}
+
+/**
+ * Rate of one or more streams run at once, each timed from its request to its last byte: all
+ * their bytes over the span from the first stream's start to the last stream's end, with the
+ * predicted RTT subtracted once (JavaNws §2.1.1), because the streams' request-to-first-byte
+ * round trips overlap and the span holds one of them. With one stream this is
+ * {@link rateMinusRtt} of its own time.
+ */
+export function aggregateRate(
+  streams: readonly StreamSpan[],
+  predictedRttMs: number | undefined,
+): TransferRate {
+  let start = Infinity;
+  let end = -Infinity;
+  let bytes = 0;
+  for (const s of streams) {
+    start = Math.min(start, s.startMs);
+    end = Math.max(end, s.endMs);
+    bytes += s.bytes;
+  }
+  const rawMs = streams.length === 0 ? 0 : end - start;
+  return { ...rateMinusRtt(bytes, rawMs, predictedRttMs), bytes, rawMs };
+}
+
+/** One upload stream: the client's span and the server's receive times (UPLOAD_ACK). */
+export interface UploadStream extends StreamSpan {
+  firstByteAt: number;
+  lastByteAt: number;
+  /** Bytes that arrived in the server's read at `firstByteAt`; undefined from an older
+   *  server, which did not say. */
+  firstReadBytes: number | undefined;
+}
+
 /**
  * Upload rate from the server's own receive times (echo-node PROTOCOL.md, "Upload
- * bandwidth"): no acknowledgement RTT is in it. When the upload arrived in one read the two
- * times are equal and carry no duration, so the client's time minus the predicted RTT is used.
+ * bandwidth"): no acknowledgement RTT is in it. The bytes of the first read have no duration
+ * (they arrived before the first time the server saw), so they are left out:
+ * `(bytes − firstReadBytes) / (lastByteAt − firstByteAt)`. Parallel streams to one server
+ * share its clock: the span runs from the earliest first read to the latest last one, and
+ * only the earliest stream's first read is outside it. When the server saw no duration (a
+ * one-read upload) or did not say how much its first read carried, the client's own time
+ * minus the predicted RTT is used ({@link aggregateRate}).
  */
 export function uploadRate(
-  bytes: number,
-  firstByteAt: number,
-  lastByteAt: number,
-  clientMs: number,
+  streams: readonly UploadStream[],
   predictedRttMs: number | undefined,
-): Rate {
-  const serverMs = lastByteAt - firstByteAt;
-  if (serverMs > 0)
-    return { mbits: mbits(bytes, serverMs), durationMs: serverMs, rttSubtractedMs: 0 };
-  return rateMinusRtt(bytes, clientMs, predictedRttMs);
+): TransferRate {
+  const client = aggregateRate(streams, predictedRttMs);
+  let first: UploadStream | undefined;
+  let last = -Infinity;
+  for (const s of streams) {
+    if (first === undefined || s.firstByteAt < first.firstByteAt) first = s;
+    last = Math.max(last, s.lastByteAt);
+  }
+  if (first?.firstReadBytes === undefined) return client;
+  const serverMs = last - first.firstByteAt;
+  const timed = client.bytes - first.firstReadBytes;
+  if (!(serverMs > 0) || !(timed > 0)) return client;
+  return {
+    mbits: mbits(timed, serverMs),
+    durationMs: serverMs,
+    rttSubtractedMs: 0,
+    ...pick(client),
+  };
+}
+
+function pick(r: TransferRate): { bytes: number; rawMs: number } {
+  return { bytes: r.bytes, rawMs: r.rawMs };
+}
+
+/** `total` bytes split over `streams` streams as evenly as whole bytes allow. */
+export function splitBytes(total: number, streams: number): number[] {
+  const n = Math.max(1, Math.floor(streams));
+  const each = Math.floor(total / n);
+  return Array.from({ length: n }, (_, i) => each + (i < total - each * n ? 1 : 0));
+}
+
+/** Stream counts a pretest tries: one, then doubling, up to 4 (the page keeps its own and
+ *  the loaded-RTT connection within echo-node's 8 connections per address). */
+export const STREAM_CANDIDATES: readonly number[] = [1, 2, 4];
+/** More streams are only worth it when they are faster than this fraction over fewer. */
+export const STREAMS_GAIN = 0.1;
+/** The first pretest waits for this many measurements, so the automatic size has grown. */
+export const PRETEST_AFTER = 3;
+/** Pretests are repeated every this many rounds, since paths change. */
+export const PRETEST_EVERY = 30;
+/** A measurement this many forecast errors away from its forecast calls for a pretest. */
+export const PRETEST_SURPRISE = 3;
+/** ... but not sooner than this many rounds after the last one. */
+export const PRETEST_MIN_GAP = 5;
+
+/**
+ * Bytes of each pretest transfer: half a probe, so that a pretest of three candidates costs
+ * one and a half probes, but never less than the smallest automatic probe (nor more than the
+ * probe itself).
+ */
+export function pretestBytes(probeBytes: number): number {
+  return Math.min(probeBytes, Math.max(AUTO_MIN_BYTES, Math.floor(probeBytes / 2)));
+}
+
+/**
+ * The stream count a pretest settles on: the fewest streams that come within
+ * {@link STREAMS_GAIN} of the fastest. More streams cost connections and server work and
+ * are kept only for what they add (a path that one TCP stream cannot fill: a long RTT
+ * with small windows, or per-flow shaping). Results without a rate are ignored; with none, 1.
+ */
+export function chooseStreams(results: readonly { streams: number; mbits: number }[]): number {
+  const ok = results.filter((r) => r.mbits > 0).sort((a, b) => a.streams - b.streams);
+  const best = Math.max(0, ...ok.map((r) => r.mbits));
+  return ok.find((r) => r.mbits >= best * (1 - STREAMS_GAIN))?.streams ?? 1;
+}
+
+/** Where a bandwidth series stands with its stream count. */
+export interface StreamPlan {
+  /** Streams its probes use now. */
+  streams: number;
+  /** Rounds since the last pretest; undefined before the first. */
+  sincePretest: number | undefined;
+  /** Measurements of the series so far. */
+  measurements: number;
+  /** Whether the last measurement missed its forecast ({@link surprised}). */
+  surprised: boolean;
+}
+
+export function newStreamPlan(): StreamPlan {
+  return { streams: 1, sincePretest: undefined, measurements: 0, surprised: false };
+}
+
+/**
+ * Whether this round should run a pretest: the first once the series has
+ * {@link PRETEST_AFTER} measurements, then every {@link PRETEST_EVERY} rounds, or sooner
+ * (but at least {@link PRETEST_MIN_GAP} rounds after the last) when the last measurement
+ * missed its forecast by more than {@link PRETEST_SURPRISE} forecast errors: the path
+ * changed, and so may the streams it needs.
+ */
+export function pretestDue(plan: StreamPlan): boolean {
+  if (plan.sincePretest === undefined) return plan.measurements >= PRETEST_AFTER;
+  if (plan.sincePretest >= PRETEST_EVERY) return true;
+  return plan.surprised && plan.sincePretest >= PRETEST_MIN_GAP;
+}
+
+/** Whether `value` lies more than {@link PRETEST_SURPRISE} errors from its forecast. */
+export function surprised(
+  value: number,
+  forecast: { value: number; error: number } | undefined,
+): boolean {
+  if (forecast === undefined || !(forecast.error > 0)) return false;
+  return Math.abs(value - forecast.value) > PRETEST_SURPRISE * forecast.error;
 }
 
 /**

@@ -7,7 +7,7 @@ import { ByteBudget, probeShare } from "./budget";
 import { loadForecasting, type Series } from "./forecast";
 import { importText } from "./files";
 import { History, type StoredImport } from "./history";
-import { httpDownload, httpPing, RetryLater } from "./http-probe";
+import { httpDownloads, httpPing, RetryLater } from "./http-probe";
 import {
   mirrorKey,
   type ImportedEvent,
@@ -19,7 +19,23 @@ import {
   type WorkerEvent,
 } from "./messages";
 import type { Probe } from "./record";
-import { autoSize, median, rateMinusRtt, retryAfterSeconds, uploadRate } from "./probe-math";
+import {
+  aggregateRate,
+  autoSize,
+  chooseStreams,
+  median,
+  newStreamPlan,
+  pretestBytes,
+  pretestDue,
+  retryAfterSeconds,
+  splitBytes,
+  STREAM_CANDIDATES,
+  surprised,
+  uploadRate,
+  type StreamPlan,
+  type StreamSpan,
+  type TransferRate,
+} from "./probe-math";
 import { DEFAULT_SETTINGS, endpointName, type Settings } from "./settings";
 import { BANDWIDTH_BOUNDS, predictability, RTT_BOUNDS, Tracker } from "./tracker";
 import { ConnectionClosed, ProbeTimeout, WsConnection } from "./ws-probe";
@@ -245,23 +261,119 @@ function recordJitter(rtt: number, timeoutMs: number): void {
  * (JavaNws §2.1.1), the raw time kept in the record. Shared by this site's and the mirrors'.
  */
 function wsDownloadMeasured(
-  r: { rawMs: number; bytes: number },
+  streams: readonly StreamSpan[],
   t: Tracker,
   timeoutMs: number,
   predictedRttMs: number | undefined,
 ): MeasurementEvent {
-  const rate = rateMinusRtt(r.bytes, r.rawMs, predictedRttMs);
-  return t.measured(rate.mbits, {
+  const rate = aggregateRate(streams, predictedRttMs);
+  return rateMeasured(rate, streams.length, "websocket", t, timeoutMs);
+}
+
+/**
+ * A transfer's rate as a bandwidth measurement of `t`, with its streams, bytes and raw time
+ * in the record; the series' stream plan learns whether it missed its forecast.
+ */
+function rateMeasured(
+  rate: TransferRate,
+  streams: number,
+  transport: "websocket" | "http",
+  t: Tracker,
+  timeoutMs: number,
+): MeasurementEvent {
+  const e = t.measured(rate.mbits, {
     timestampMs: Date.now(),
-    durationMs: r.rawMs,
+    durationMs: rate.rawMs,
     timeoutMs,
     probe: {
-      transport: "websocket",
-      payload_bytes: r.bytes,
-      raw_ms: r.rawMs,
+      transport,
+      payload_bytes: rate.bytes,
+      streams,
+      raw_ms: rate.rawMs,
       rtt_subtracted_ms: rate.rttSubtractedMs,
     },
   });
+  const plan = planOf(t);
+  plan.measurements = e.count;
+  plan.surprised = surprised(rate.mbits, e.record.forecast);
+  return e;
+}
+
+/** Each bandwidth series' stream count and pretest schedule, kept with its tracker, so a new
+ *  target or a cleared history starts afresh. */
+const streamPlans = new WeakMap<Tracker, StreamPlan>();
+
+function planOf(t: Tracker): StreamPlan {
+  let plan = streamPlans.get(t);
+  if (plan === undefined) {
+    plan = newStreamPlan();
+    streamPlans.set(t, plan);
+  }
+  return plan;
+}
+
+/**
+ * Runs one transfer of `bytes` split over `streams` WebSocket streams at once: the first on
+ * `c`, the others on connections opened for it and closed after it (a refused one leaves the
+ * transfer with fewer streams: the spans say how many ran). A failed stream fails the
+ * transfer and closes `c`, whose exchange may still be running.
+ */
+async function wsTransfer<T extends StreamSpan>(
+  c: WsConnection,
+  bytes: number,
+  streams: number,
+  run: (on: WsConnection, bytes: number) => Promise<T>,
+): Promise<T[]> {
+  const opened = await Promise.allSettled(
+    Array.from({ length: streams - 1 }, () => WsConnection.open(origin, RTT_BOUNDS.ceilingMs)),
+  );
+  const extras = opened.flatMap((o) => (o.status === "fulfilled" ? [o.value] : []));
+  const on = [c, ...extras];
+  try {
+    return await Promise.all(splitBytes(bytes, on.length).map((b, i) => run(on[i]!, b)));
+  } catch (e) {
+    c.close();
+    throw e;
+  } finally {
+    for (const x of extras) x.close();
+  }
+}
+
+/**
+ * The stream count for `key`'s probe this round. When a pretest is due ({@link pretestDue}),
+ * runs one transfer of {@link pretestBytes} for each of {@link STREAM_CANDIDATES} and keeps
+ * the fewest streams that come close to the fastest ({@link chooseStreams}). Pretest
+ * transfers are charged to the byte budget (one that does not fit is not run) but are not
+ * measurements of the series; a timed-out one counts as no rate.
+ */
+async function streamsFor(
+  key: SeriesKey,
+  size: number,
+  rate: (bytes: number, streams: number, timeoutMs: number) => Promise<TransferRate>,
+): Promise<number> {
+  const t = tracker(key);
+  const plan = planOf(t);
+  if (plan.sincePretest !== undefined) plan.sincePretest++;
+  if (!pretestDue(plan)) return plan.streams;
+  const bytes = pretestBytes(size);
+  const results: { streams: number; mbits: number }[] = [];
+  for (const streams of STREAM_CANDIDATES) {
+    if (suspended || !budget.allows(bytes, performance.now())) break;
+    budget.spend(bytes, performance.now());
+    try {
+      results.push({ streams, mbits: (await rate(bytes, streams, t.timeoutMs())).mbits });
+    } catch (e) {
+      if (!(e instanceof ProbeTimeout)) throw e;
+    }
+  }
+  if (results.length === 0) return plan.streams;
+  plan.streams = chooseStreams(results);
+  plan.sincePretest = 0;
+  const figures = results.map((r) => `${r.streams}: ${r.mbits.toFixed(1)}`).join(", ");
+  const note = `${key} pretest (streams: Mbit/s) ${figures} → ${plan.streams}`;
+  console.info(`nowcast: ${note}`);
+  status("running", note);
+  return plan.streams;
 }
 
 function predicted(key: SeriesKey): number | undefined {
@@ -304,43 +416,43 @@ async function wsRound(): Promise<void> {
   const lc = loadConn;
   const down = sizeFor("bandwidth_down/websocket");
   if (!budget.allows(down, performance.now())) return overBudget();
+  const download = (bytes: number, streams: number, ms: number) =>
+    wsTransfer(c, bytes, streams, (on, b) => on.download(b, ms));
+  const downStreams = await streamsFor("bandwidth_down/websocket", down, (bytes, n, ms) =>
+    download(bytes, n, ms).then((s) => aggregateRate(s, predicted("rtt/websocket"))),
+  );
+  if (suspended || !c.open) return;
   await probe(
     "bandwidth_down/websocket",
     down,
-    (ms) => underLoad(lc, c.download(down, ms)),
+    (ms) => underLoad(lc, download(down, downStreams, ms)),
     (r, t, timeoutMs) => post(wsDownloadMeasured(r, t, timeoutMs, predicted("rtt/websocket"))),
-    () => ({ transport: "websocket", payload_bytes: down }),
+    () => ({ transport: "websocket", payload_bytes: down, streams: downStreams }),
   );
   if (suspended || !c.open) return;
   const up = sizeFor("bandwidth_up/websocket");
   if (!budget.allows(up, performance.now())) return overBudget();
+  const upload = (bytes: number, streams: number, ms: number) =>
+    wsTransfer(c, bytes, streams, (on, b) => on.upload(b, ms));
+  const upStreams = await streamsFor("bandwidth_up/websocket", up, (bytes, n, ms) =>
+    upload(bytes, n, ms).then((s) => uploadRate(s, predicted("rtt/websocket"))),
+  );
+  if (suspended || !c.open) return;
   await probe(
     "bandwidth_up/websocket",
     up,
-    (ms) => underLoad(lc, c.upload(up, ms)),
-    (r, t, timeoutMs) => {
-      const rate = uploadRate(
-        r.bytes,
-        r.firstByteAt,
-        r.lastByteAt,
-        r.clientMs,
-        predicted("rtt/websocket"),
-      );
+    (ms) => underLoad(lc, upload(up, upStreams, ms)),
+    (r, t, timeoutMs) =>
       post(
-        t.measured(rate.mbits, {
-          timestampMs: Date.now(),
-          durationMs: r.clientMs,
+        rateMeasured(
+          uploadRate(r, predicted("rtt/websocket")),
+          r.length,
+          "websocket",
+          t,
           timeoutMs,
-          probe: {
-            transport: "websocket",
-            payload_bytes: r.bytes,
-            raw_ms: r.clientMs,
-            rtt_subtracted_ms: rate.rttSubtractedMs,
-          },
-        }),
-      );
-    },
-    () => ({ transport: "websocket", payload_bytes: up }),
+        ),
+      ),
+    () => ({ transport: "websocket", payload_bytes: up, streams: upStreams }),
   );
 }
 
@@ -363,27 +475,19 @@ async function httpRound(): Promise<void> {
   if (suspended) return;
   const down = sizeFor("bandwidth_down/http");
   if (!budget.allows(down, performance.now())) return overBudget();
+  const download = (bytes: number, streams: number, ms: number) =>
+    httpDownloads(origin, splitBytes(bytes, streams), ms);
+  const streams = await streamsFor("bandwidth_down/http", down, (bytes, n, ms) =>
+    download(bytes, n, ms).then((s) => aggregateRate(s, predicted("rtt/http"))),
+  );
+  if (suspended) return;
   await probe(
     "bandwidth_down/http",
     down,
-    (ms) => httpDownload(origin, down, ms),
-    (r, t, timeoutMs) => {
-      const rate = rateMinusRtt(down, r.rawMs, predicted("rtt/http"));
-      post(
-        t.measured(rate.mbits, {
-          timestampMs: Date.now(),
-          durationMs: r.rawMs,
-          timeoutMs,
-          probe: {
-            transport: "http",
-            payload_bytes: down,
-            raw_ms: r.rawMs,
-            rtt_subtracted_ms: rate.rttSubtractedMs,
-          },
-        }),
-      );
-    },
-    () => ({ transport: "http", payload_bytes: down }),
+    (ms) => download(down, streams, ms),
+    (r, t, timeoutMs) =>
+      post(rateMeasured(aggregateRate(r, predicted("rtt/http")), r.length, "http", t, timeoutMs)),
+    () => ({ transport: "http", payload_bytes: down, streams }),
   );
 }
 
@@ -461,7 +565,7 @@ async function mirrorRound(m: Mirror): Promise<void> {
       "bandwidth_down/websocket",
       down,
       (ms) => c.download(down, ms),
-      (r, t, timeoutMs) => report(wsDownloadMeasured(r, t, timeoutMs, m.rtt.next()?.value)),
+      (r, t, timeoutMs) => report(wsDownloadMeasured([r], t, timeoutMs, m.rtt.next()?.value)),
       () => ({ transport: "websocket", payload_bytes: down }),
       m.down,
       report,

@@ -13,6 +13,7 @@ import {
   WS_PATH,
   type ServerMessage,
 } from "../../echo-node/src/protocol";
+import type { StreamSpan, UploadStream } from "./probe-math";
 
 /** A probe ran out of time after `elapsedMs`. */
 export class ProbeTimeout extends Error {
@@ -160,36 +161,33 @@ export class WsConnection {
   }
 
   /** Download of `bytes`: request to DOWNLOAD_END on the client's clock (ms). */
-  download(bytes: number, timeoutMs: number): Promise<{ rawMs: number; bytes: number }> {
+  download(bytes: number, timeoutMs: number): Promise<StreamSpan> {
     const id = ++this.probeId;
-    let t0 = 0;
+    let startMs = 0;
     return this.exchange(
       timeoutMs,
       () => {
-        t0 = performance.now();
+        startMs = performance.now();
         this.ws.send(encodeDownload(id, bytes));
       },
       (m) =>
         m.type === "download_end" && m.probeId === id
-          ? { rawMs: performance.now() - t0, bytes: m.bytes }
+          ? { startMs, endMs: performance.now(), bytes: m.bytes }
           : undefined,
     );
   }
 
   /**
    * Upload of `bytes` in messages below the server's maxMessage, topped up as the browser's
-   * buffer drains; resolves with the client's time and the server's receive times.
+   * buffer drains; resolves with the client's span and the server's receive times.
    */
-  upload(
-    bytes: number,
-    timeoutMs: number,
-  ): Promise<{ clientMs: number; bytes: number; firstByteAt: number; lastByteAt: number }> {
+  upload(bytes: number, timeoutMs: number): Promise<UploadStream> {
     const id = ++this.probeId;
     const chunk = Math.max(1, Math.min(UPLOAD_CHUNK, this.hello.maxMessage - 1));
     // Contents do not matter: compression is never negotiated, so bytes cross as they are.
     const data = new Uint8Array(chunk + 1);
     data[0] = MSG.UPLOAD_DATA;
-    let t0 = 0;
+    let startMs = 0;
     let left = bytes;
     const pump = () => {
       while (left > 0 && this.open && this.ws.bufferedAmount < UPLOAD_HIGH_WATER) {
@@ -202,17 +200,19 @@ export class WsConnection {
     return this.exchange(
       timeoutMs,
       () => {
-        t0 = performance.now();
+        startMs = performance.now();
         this.ws.send(encodeUploadStart(id, bytes));
         pump();
       },
       (m) =>
         m.type === "upload_ack" && m.probeId === id
           ? {
-              clientMs: performance.now() - t0,
+              startMs,
+              endMs: performance.now(),
               bytes: m.bytes,
               firstByteAt: m.firstByteAt,
               lastByteAt: m.lastByteAt,
+              firstReadBytes: m.firstReadBytes,
             }
           : undefined,
     );
