@@ -50,13 +50,15 @@ export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /**
  * Opens the page at `query` in its own browser context; `done` closes it and checks that it
- * logged no error (CSP violations included).
+ * logged no error (CSP violations included). `prepare` runs on the page before it navigates.
  */
 export async function openPage(
   rig: Rig,
   query: string,
+  prepare?: (page: Page) => Promise<unknown>,
 ): Promise<{ page: Page; startedAt: number; done: () => Promise<void> }> {
   const page = await rig.newPage();
+  await prepare?.(page);
   const errors: string[] = [];
   page.on("pageerror", (e) => errors.push(e.message));
   page.on("console", (m) => {

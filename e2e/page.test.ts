@@ -262,4 +262,52 @@ describe.skipIf(why !== undefined)("the page against a real echo-node", () => {
     );
     await done();
   });
+
+  it("opens a history saved before series were per target, and keeps other targets' apart", async () => {
+    const host = new URL(rig.node.url).host;
+    // Version 1 of the history, written before the page's own scripts run; the page's worker
+    // opens version 2, which waits for this connection to close.
+    const { page, done } = await openPage(rig, "?period=300", (p) =>
+      p.addInitScript((site) => {
+        const req = indexedDB.open("nowcast", 1);
+        req.onupgradeneeded = () => {
+          const store = req.result.createObjectStore("records", {
+            keyPath: "id",
+            autoIncrement: true,
+          });
+          const t0 = Date.now() - 60_000;
+          for (const [to, n] of [
+            [site, 5],
+            ["elsewhere.example", 3],
+          ] as const) {
+            for (let seq = 0; seq < n; seq++) {
+              const value = 1 + seq / 10;
+              store.add({
+                key: "rtt/websocket",
+                record: {
+                  schema_version: "1.0",
+                  timestamp_ms: t0 + seq * 1000,
+                  source: "browser",
+                  metric: "rtt",
+                  status: "ok",
+                  value,
+                  unit: "ms",
+                  from: "browser",
+                  to,
+                  seq,
+                  timeout_ms: 3000,
+                  probe: { transport: "websocket", payload_bytes: 2, raw_ms: value },
+                },
+              });
+            }
+          }
+        };
+        req.onsuccess = () => req.result.close();
+      }, host),
+    );
+    // The site's five come back (with the first new probe at most), the other target's not.
+    await waitForMeasurements(page, "rtt/websocket", 5, 3000);
+    expect((await plotted(page, "rtt/websocket")).measurements).toBeLessThanOrEqual(6);
+    await done();
+  });
 });
