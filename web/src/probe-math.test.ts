@@ -187,16 +187,34 @@ describe("upload rate from the server's receive times", () => {
       10,
     ],
     // Parallel streams share the server's clock: earliest first read to latest last read,
-    // only the earliest stream's first read left out.
+    // every stream's first read left out.
     [
       "two streams",
       [
         up({ bytes: 650_000, firstReadBytes: 25_000, firstByteAt: 1000, lastByteAt: 1090 }),
-        up({ bytes: 625_000, firstReadBytes: 25_000, firstByteAt: 1002, lastByteAt: 1100 }),
+        up({ bytes: 650_000, firstReadBytes: 25_000, firstByteAt: 1002, lastByteAt: 1100 }),
       ],
       100,
       100,
       0,
+    ],
+    // Small streams in one read each, read a moment apart: no duration to speak of, so the
+    // client's time (the two reads' bytes over 0.1 ms would read 10 Gbit/s).
+    [
+      "one-read streams",
+      [
+        up({ bytes: 62_500, firstReadBytes: 62_500, lastByteAt: 1000, endMs: 30 }),
+        up({
+          bytes: 62_500,
+          firstReadBytes: 62_500,
+          firstByteAt: 1000.1,
+          lastByteAt: 1000.1,
+          endMs: 30,
+        }),
+      ],
+      50,
+      20,
+      10,
     ],
   ])("%s", (_, streams, rate, duration, subtracted) => {
     const r = uploadRate(streams, 10);

@@ -84,28 +84,31 @@ export interface UploadStream extends StreamSpan {
 
 /**
  * Upload rate from the server's own receive times (echo-node PROTOCOL.md, "Upload
- * bandwidth"): no acknowledgement RTT is in it. The bytes of the first read have no duration
+ * bandwidth"): no acknowledgement RTT is in it. The bytes of a first read have no duration
  * (they arrived before the first time the server saw), so they are left out:
  * `(bytes − firstReadBytes) / (lastByteAt − firstByteAt)`. Parallel streams to one server
  * share its clock: the span runs from the earliest first read to the latest last one, and
- * only the earliest stream's first read is outside it. When the server saw no duration (a
- * one-read upload) or did not say how much its first read carried, the client's own time
- * minus the predicted RTT is used ({@link aggregateRate}).
+ * every stream's first read is left out, so that every byte counted arrived inside the span
+ * (a later stream's first read may hold bytes that waited in the kernel from before it, and
+ * small streams arrive in one read each). When the server saw no duration (one-read
+ * uploads) or did not say how much its first reads carried, the client's own time minus the
+ * predicted RTT is used ({@link aggregateRate}).
  */
 export function uploadRate(
   streams: readonly UploadStream[],
   predictedRttMs: number | undefined,
 ): TransferRate {
   const client = aggregateRate(streams, predictedRttMs);
-  let first: UploadStream | undefined;
+  let first = Infinity;
   let last = -Infinity;
+  let timed = 0;
   for (const s of streams) {
-    if (first === undefined || s.firstByteAt < first.firstByteAt) first = s;
+    if (s.firstReadBytes === undefined) return client;
+    first = Math.min(first, s.firstByteAt);
     last = Math.max(last, s.lastByteAt);
+    timed += s.bytes - s.firstReadBytes;
   }
-  if (first?.firstReadBytes === undefined) return client;
-  const serverMs = last - first.firstByteAt;
-  const timed = client.bytes - first.firstReadBytes;
+  const serverMs = last - first;
   if (!(serverMs > 0) || !(timed > 0)) return client;
   return {
     mbits: mbits(timed, serverMs),
