@@ -11,14 +11,19 @@
  * Root only (namespaces), with iperf3, sockperf and the `nowcast` binary; skipped with a
  * message that says what is missing otherwise. Figures are printed side by side.
  */
+import { closeSync, openSync, writeSync } from "node:fs";
 import { getPriority, setPriority } from "node:os";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Page } from "playwright-core";
 import { missing, startRig, type Rig } from "./harness.js";
 import { Link, netnsMissing, nowcastMissing, runRoot } from "./netns.js";
 
-const why = missing() ?? netnsMissing(["iperf3", "sockperf", "ss", "taskset"]) ?? nowcastMissing();
+const why = missing() ?? netnsMissing(["iperf3", "sockperf", "ss"]);
 if (why !== undefined) console.warn(`e2e: skipping the emulated-link accuracy tests: ${why}`);
+const whyNoDelay = why ?? nowcastMissing();
+if (why === undefined && whyNoDelay !== undefined) {
+  console.warn(`e2e: skipping the RTT accuracy test on a delayed link: ${whyNoDelay}`);
+}
 
 /** What the page keeps of a measurement (its IndexedDB history rows). */
 interface Kept {
@@ -67,10 +72,28 @@ function median(xs: readonly number[]): number {
   return s.length % 2 === 1 ? s[mid]! : (s[mid - 1]! + s[mid]!) / 2;
 }
 
+/**
+ * Asks the kernel (PM QoS) for no idle-exit latency while the returned descriptor is open, as
+ * the Rust accuracy test does: probes a second apart find the cores idle, and waking one from
+ * a deep idle state costs tens of µs per hop, of which the page's path has many.
+ */
+function stayAwake(): number | undefined {
+  try {
+    const fd = openSync("/dev/cpu_dma_latency", "w");
+    writeSync(fd, Buffer.alloc(4)); // an int32 0: no latency allowed
+    return fd;
+  } catch (e) {
+    console.warn(`e2e: cannot hold the cores awake: ${(e as Error).message}`);
+    return undefined;
+  }
+}
+
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** How many probes the comparison takes, after the automatic size has settled. */
 const PROBES = 10;
+/** RTT rounds left out at the start of the page. */
+const WARM_UP = 3;
 /** The scheduling priority of the processes under test (nice value, -20..19). */
 const NICE = -10;
 /** The fixed one-way delay of the delayed link (ms): a round trip gains twice this. */
@@ -80,11 +103,13 @@ describe.skipIf(why !== undefined)("the page on emulated links", () => {
   let rig: Rig;
   const links: Link[] = [];
   const nice = getPriority();
+  let awake: number | undefined;
   beforeAll(async () => {
     // Everything this file starts (Chromium, the servers, iperf3, sockperf) inherits a
     // higher priority: on a shared two-core machine the other work would otherwise decide
     // how late a woken thread runs, for the page and the reference tools alike.
     setPriority(NICE);
+    awake = stayAwake();
     // The rig's own loopback echo-node is not used: only its Chromium.
     rig = await startRig();
   });
@@ -92,6 +117,7 @@ describe.skipIf(why !== undefined)("the page on emulated links", () => {
     for (const l of links) await l.close();
     await rig?.close();
     setPriority(nice);
+    if (awake !== undefined) closeSync(awake);
   });
 
   /**
@@ -178,42 +204,48 @@ describe.skipIf(why !== undefined)("the page on emulated links", () => {
     }, 120_000);
   }
 
-  it(`reads the RTT within ±(0.5 ms + 5 %) of sockperf with ${2 * DELAY_MS} ms added`, async () => {
-    const link = new Link(undefined);
-    links.push(link);
-    const node = await link.echoNode();
-    const nodePort = new URL(node).port;
-    link.spawn(["sockperf", "server", "--tcp", "-i", link.serverIp, "-p", "11111"]);
-    await link.listening(11111);
-    // One relay in front of each server, in the namespace: the page (and everything it
-    // loads) and sockperf cross the same kind of delay line.
-    const front = await link.delay(9001, `${link.serverIp}:${nodePort}`, DELAY_MS);
-    const sockperf = await link.delay(9011, `${link.serverIp}:11111`, DELAY_MS);
+  it.skipIf(whyNoDelay !== undefined)(
+    `reads the RTT within ±(0.5 ms + 5 %) of sockperf with ${2 * DELAY_MS} ms added`,
+    async () => {
+      const link = new Link(undefined);
+      links.push(link);
+      const node = await link.echoNode();
+      const nodePort = new URL(node).port;
+      link.spawn(["sockperf", "server", "--tcp", "-i", link.serverIp, "-p", "11111"]);
+      await link.listening(11111);
+      // One relay in front of each server, in the namespace: the page (and everything it
+      // loads) and sockperf cross the same kind of delay line.
+      const front = await link.delay(9001, `${link.serverIp}:${nodePort}`, DELAY_MS);
+      const sockperf = await link.delay(9011, `${link.serverIp}:11111`, DELAY_MS);
 
-    const page = await rig.newPage();
-    const errors: string[] = [];
-    page.on("pageerror", (e) => errors.push(e.message));
-    await page.goto(`http://${front}/?period=1`);
-    const key = "rtt/websocket";
-    await measured(page, key, PROBES, 30_000);
-    const rtts = (await kept(page, key)).filter((r) => r.status === "ok").slice(0, PROBES);
-    await page.context().close();
-    const ours = median(rtts.map((r) => r.value!));
+      const page = await rig.newPage();
+      const errors: string[] = [];
+      page.on("pageerror", (e) => errors.push(e.message));
+      await page.goto(`http://${front}/?period=1`);
+      const key = "rtt/websocket";
+      // The first rounds run while the page is still starting (compiling, drawing its graphs):
+      // they are left out, as a warm-up.
+      await measured(page, key, WARM_UP + PROBES, 30_000);
+      const rtts = (await kept(page, key)).filter((r) => r.status === "ok").slice(-PROBES);
+      await page.context().close();
+      const ours = median(rtts.map((r) => r.value!));
 
-    const [host, port] = sockperf.split(":") as [string, string];
-    const out = await runRoot(
-      ["sockperf", "ping-pong", "--tcp", "--full-rtt", "-i", host, "-p", port, "-t", "3"],
-      20_000,
-    );
-    const m = /percentile 50\.000 =\s*([\d.]+)/.exec(out);
-    if (m === null) throw new Error(`no median in sockperf's output:\n${out}`);
-    const theirs = Number(m[1]) / 1000;
-    console.log(
-      `e2e: rtt +${2 * DELAY_MS} ms: page ${ours.toFixed(3)} ms (median of ${rtts.length}: ` +
-        `${rtts.map((r) => r.value!.toFixed(2)).join(" ")}) sockperf --tcp ${theirs.toFixed(3)} ms, ` +
-        `difference ${(ours - theirs).toFixed(3)} ms`,
-    );
-    expect(errors).toEqual([]);
-    expect(Math.abs(ours - theirs)).toBeLessThanOrEqual(0.5 + 0.05 * theirs);
-  }, 90_000);
+      const [host, port] = sockperf.split(":") as [string, string];
+      const out = await runRoot(
+        ["sockperf", "ping-pong", "--tcp", "--full-rtt", "-i", host, "-p", port, "-t", "3"],
+        20_000,
+      );
+      const m = /percentile 50\.000 =\s*([\d.]+)/.exec(out);
+      if (m === null) throw new Error(`no median in sockperf's output:\n${out}`);
+      const theirs = Number(m[1]) / 1000;
+      console.log(
+        `e2e: rtt +${2 * DELAY_MS} ms: page ${ours.toFixed(3)} ms (median of ${rtts.length}: ` +
+          `${rtts.map((r) => r.value!.toFixed(2)).join(" ")}) sockperf --tcp ${theirs.toFixed(3)} ms, ` +
+          `difference ${(ours - theirs).toFixed(3)} ms`,
+      );
+      expect(errors).toEqual([]);
+      expect(Math.abs(ours - theirs)).toBeLessThanOrEqual(0.5 + 0.05 * theirs);
+    },
+    90_000,
+  );
 });
