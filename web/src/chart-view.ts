@@ -1,32 +1,23 @@
 // One graph per series (JavaNws §2.1.3): measurements light, forecasts dark, the newest
 // forecast one period ahead of the newest measurement, and a band of forecast ± k·error.
-// Chart.js is imported piece by piece so the page ships only what it draws.
+// Chart.js (imported piece by piece, so the page ships only what it draws) lays out the axes
+// and the tooltips; the marks and the band are drawn by a plugin of this module, one path per
+// kind, because 10,000 points drawn one path each by Chart.js cost more than a frame.
 
 import {
   Chart,
-  Decimation,
-  Filler,
-  Legend,
   LinearScale,
   LineController,
   LineElement,
   PointElement,
   Tooltip,
   type ChartDataset,
+  type Plugin,
 } from "chart.js";
 import { clock, formatValue } from "./format";
 import type { NextForecast } from "./messages";
 
-Chart.register(
-  LineController,
-  LineElement,
-  PointElement,
-  LinearScale,
-  Filler,
-  Tooltip,
-  Legend,
-  Decimation,
-);
+Chart.register(LineController, LineElement, PointElement, LinearScale, Tooltip);
 
 /** Width of the band in forecast errors (√MSE): ±2 covers most of a normal error. */
 export const BAND_K = 2;
@@ -38,31 +29,220 @@ interface Point {
   y: number;
 }
 
+/** A forecast and its error (√MSE when it was made): the band is y ± BAND_K·e. */
+interface Forecast extends Point {
+  e: number;
+}
+
+const bandLow = (f: Forecast) => Math.max(0, f.y - BAND_K * f.e);
+const bandHigh = (f: Forecast) => f.y + BAND_K * f.e;
+
+/** One column of the band: from `x`, up to `hi` and down to `lo`. */
+interface BandColumn {
+  x: number;
+  hi: number;
+  lo: number;
+}
+
+/** Where the columns of a plot `columns` wide fall on the x axis from `x0` to `x1`. */
+function columnOf(x0: number, x1: number, columns: number): (x: number) => number {
+  const perMs = columns / Math.max(1, x1 - x0);
+  return (x) => Math.floor((x - x0) * perMs);
+}
+
+/**
+ * What a plot `columns` wide can show of `points` (sorted by x): in each column the lowest and
+ * the highest point, in x order, and always the newest point. A spike keeps its column however
+ * many points share it; a graph of 10,000 points draws about two per pixel. The points are
+ * the caller's objects (tooltips read them); the array is new, so Chart.js never holds (and
+ * patches) the caller's.
+ */
+export function thin<T extends Point>(points: readonly T[], column: (x: number) => number): T[] {
+  const out: T[] = [];
+  let col = NaN;
+  let lo = 0;
+  let hi = 0;
+  const flush = () => {
+    if (Number.isNaN(col)) return;
+    if (lo === hi) out.push(points[lo]!);
+    else out.push(points[Math.min(lo, hi)]!, points[Math.max(lo, hi)]!);
+  };
+  for (let i = 0; i < points.length; i++) {
+    const c = column(points[i]!.x);
+    if (c !== col) {
+      flush();
+      col = c;
+      lo = hi = i;
+    } else {
+      const y = points[i]!.y;
+      if (y < points[lo]!.y) lo = i;
+      if (y > points[hi]!.y) hi = i;
+    }
+  }
+  flush();
+  const last = points.at(-1);
+  if (last !== undefined && out.at(-1) !== last) out.push(last);
+  return out;
+}
+
+/** The band per column: the highest upper and the lowest lower bound of its forecasts, and
+ *  the newest forecast's own, so the band reaches it. */
+export function bandColumns(
+  forecasts: readonly Forecast[],
+  column: (x: number) => number,
+): BandColumn[] {
+  const out: BandColumn[] = [];
+  let col = NaN;
+  for (const f of forecasts) {
+    const c = column(f.x);
+    const last = out.at(-1);
+    if (c === col && last !== undefined) {
+      last.hi = Math.max(last.hi, bandHigh(f));
+      last.lo = Math.min(last.lo, bandLow(f));
+    } else {
+      col = c;
+      out.push({ x: f.x, hi: bandHigh(f), lo: bandLow(f) });
+    }
+  }
+  const newest = forecasts.at(-1);
+  if (newest !== undefined && out.length > 1 && out.at(-1)!.x !== newest.x) {
+    out.push({ x: newest.x, hi: bandHigh(newest), lo: bandLow(newest) });
+  }
+  return out;
+}
+
+/** Dataset order: the measurements, then the forecasts (Chart.js lays them out for the
+ *  tooltips; drawingPlugin draws them, measurements over forecasts). */
+const MEASURED = 0;
+const FORECAST = 1;
+/** Marks closer than this (CSS px, both ways) are drawn once: they would cover each other. */
+const CELL_PX = 4;
+
+type Shape = "dot" | "diamond";
+/** The size Chart.js gave these marks (radius 2 and 2.5 plus its 1-pixel border). */
+const RADIUS: Record<Shape, number> = { dot: 2.5, diamond: 3 };
+
+/**
+ * Draws what Chart.js would draw one path per point as one path per kind: the band of
+ * forecast ± k·error (a polygon along its columns, under the points), then the forecasts as
+ * dark diamonds and the measurements as light dots over them. Each series is drawn from all its
+ * points, one mark per cell of CELL_PX where several fall, so a dense graph keeps its cloud
+ * and its outliers. Chart.js lays out the axes, the tooltips and the hovered point from
+ * datasets thinned per column (`thin`) whose own points have radius 0.
+ */
+function drawingPlugin(
+  series: () => {
+    band: readonly BandColumn[];
+    measured: readonly Point[];
+    forecasts: readonly Point[];
+  },
+  style: { band: string; measured: string; forecast: string },
+): Plugin<"line"> {
+  let seen = new Uint8Array(0);
+  const marks = (chart: Chart<"line">, points: readonly Point[], shape: Shape) => {
+    const { ctx, chartArea: a } = chart;
+    const xs = chart.scales.x!;
+    const ys = chart.scales.y!;
+    const cols = Math.ceil((a.right - a.left) / CELL_PX) + 1;
+    const cells = cols * (Math.ceil((a.bottom - a.top) / CELL_PX) + 1);
+    if (seen.length < cells) seen = new Uint8Array(cells);
+    else seen.fill(0, 0, cells);
+    const r = RADIUS[shape];
+    ctx.beginPath();
+    for (const p of points) {
+      const x = xs.getPixelForValue(p.x);
+      const y = ys.getPixelForValue(p.y);
+      if (!(x >= a.left && x <= a.right && y >= a.top && y <= a.bottom)) continue;
+      const cell = Math.floor((y - a.top) / CELL_PX) * cols + Math.floor((x - a.left) / CELL_PX);
+      if (seen[cell] === 1) continue;
+      seen[cell] = 1;
+      if (shape === "dot") {
+        ctx.moveTo(x + r, y);
+        ctx.arc(x, y, r, 0, 2 * Math.PI);
+      } else {
+        ctx.moveTo(x, y - r);
+        ctx.lineTo(x + r, y);
+        ctx.lineTo(x, y + r);
+        ctx.lineTo(x - r, y); // fill() closes each diamond
+      }
+    }
+  };
+  return {
+    id: "nowcastDrawing",
+    afterDataLimits(chart, args) {
+      // The y axis must hold the whole band, not just the points.
+      const scale = args.scale;
+      if (scale.axis !== "y") return;
+      for (const c of series().band) {
+        scale.max = Math.max(scale.max, c.hi);
+        scale.min = Math.min(scale.min, c.lo);
+      }
+    },
+    beforeDatasetsDraw(chart) {
+      const { band, measured, forecasts } = series();
+      const { ctx, chartArea: a } = chart;
+      const xs = chart.scales.x!;
+      const ys = chart.scales.y!;
+      ctx.save();
+      ctx.beginPath();
+      ctx.rect(a.left, a.top, a.right - a.left, a.bottom - a.top);
+      ctx.clip();
+      if (band.length > 0) {
+        ctx.beginPath();
+        for (const c of band) ctx.lineTo(xs.getPixelForValue(c.x), ys.getPixelForValue(c.hi));
+        for (let i = band.length - 1; i >= 0; i--) {
+          ctx.lineTo(xs.getPixelForValue(band[i]!.x), ys.getPixelForValue(band[i]!.lo));
+        }
+        ctx.closePath();
+        ctx.fillStyle = style.band;
+        ctx.fill();
+      }
+      marks(chart, forecasts, "diamond");
+      ctx.fillStyle = style.forecast;
+      ctx.fill();
+      marks(chart, measured, "dot");
+      ctx.fillStyle = style.measured;
+      ctx.fill();
+      ctx.restore();
+    },
+  };
+}
+
+/**
+ * The key under a graph's title, in the page's text rather than on the canvas (a screen
+ * reader reads it, and the page does not ship Chart.js's legend): a mark in each colour, then
+ * what it stands for.
+ */
+function key(entries: [glyph: string, color: string, label: string][]): HTMLElement {
+  const p = document.createElement("p");
+  p.className = "graph-key";
+  p.style.margin = "0 0 0.25rem";
+  p.style.fontSize = "0.85rem";
+  for (const [glyph, color, label] of entries) {
+    const entry = document.createElement("span");
+    entry.style.marginRight = "0.75rem";
+    const mark = document.createElement("span");
+    mark.setAttribute("aria-hidden", "true");
+    mark.textContent = glyph;
+    mark.style.color = color;
+    entry.append(mark, ` ${label}`);
+    p.append(entry);
+  }
+  return p;
+}
+
 export class SeriesChart {
   readonly figure: HTMLElement;
+  private readonly box: HTMLElement;
   private readonly chart: Chart<"line", Point[]>;
   private readonly measured: Point[] = [];
-  private readonly forecasts: Point[] = [];
-  private readonly upper: Point[] = [];
-  private readonly lower: Point[] = [];
+  private readonly forecasts: Forecast[] = [];
+  private band: BandColumn[] = [];
   /** Whether the last forecast point is the pending one, plotted one step ahead. */
   private pending = false;
   private dirty = false;
 
   constructor(parent: HTMLElement, title: string, unit: string) {
-    this.figure = document.createElement("figure");
-    this.figure.className = "graph";
-    const caption = document.createElement("figcaption");
-    caption.textContent = `${title} (${unit})`;
-    const box = document.createElement("div");
-    box.className = "graph-box";
-    const canvas = document.createElement("canvas");
-    canvas.setAttribute("role", "img");
-    canvas.setAttribute("aria-label", `${title}: measurements and forecasts over time`);
-    box.append(canvas);
-    this.figure.append(caption, box);
-    parent.append(this.figure);
-
     const css = getComputedStyle(document.documentElement);
     const color = (name: string, fallback: string) => css.getPropertyValue(name).trim() || fallback;
     const light = color("--measured", "#7fb3e6");
@@ -70,40 +250,43 @@ export class SeriesChart {
     const band = color("--band", "rgba(11, 61, 145, 0.15)");
     const text = color("--text", "#222");
     const grid = color("--grid", "rgba(128,128,128,0.2)");
-    const line = (label: string, data: Point[], extra: Partial<ChartDataset<"line", Point[]>>) =>
+
+    this.figure = document.createElement("figure");
+    this.figure.className = "graph";
+    const caption = document.createElement("figcaption");
+    caption.textContent = `${title} (${unit})`;
+    this.box = document.createElement("div");
+    this.box.className = "graph-box";
+    const canvas = document.createElement("canvas");
+    canvas.setAttribute("role", "img");
+    canvas.setAttribute("aria-label", `${title}: measurements and forecasts over time`);
+    this.box.append(canvas);
+    const legend = key([
+      ["●", light, "measured"],
+      ["◆", dark, "forecast"],
+      ["■", band, `forecast ± ${BAND_K}·error`],
+    ]);
+    this.figure.append(caption, legend, this.box);
+    parent.append(this.figure);
+
+    // Points only, drawn by drawingPlugin; Chart.js draws the hovered one.
+    const points = (label: string, fill: string, style: "circle" | "rectRot") =>
       ({
         label,
-        data,
-        parsing: false,
-        normalized: true,
+        data: [],
+        showLine: false,
         pointRadius: 0,
-        borderWidth: 0,
-        ...extra,
+        pointHoverRadius: 4,
+        pointStyle: style,
+        pointBorderWidth: 0,
+        pointBackgroundColor: fill,
+        backgroundColor: fill,
+        borderColor: fill,
       }) as ChartDataset<"line", Point[]>;
     this.chart = new Chart<"line", Point[]>(canvas, {
       type: "line",
       data: {
-        datasets: [
-          line(`forecast ± ${BAND_K}·error`, this.upper, { fill: "+1", backgroundColor: band }),
-          line("forecast − k·error", this.lower, { fill: false }),
-          line("measured", this.measured, {
-            showLine: false,
-            pointRadius: 2,
-            pointBackgroundColor: light,
-            pointBorderColor: light,
-            backgroundColor: light,
-            borderColor: light,
-          }),
-          line("forecast", this.forecasts, {
-            showLine: false,
-            pointRadius: 2.5,
-            pointStyle: "rectRot",
-            pointBackgroundColor: dark,
-            pointBorderColor: dark,
-            backgroundColor: dark,
-            borderColor: dark,
-          }),
-        ],
+        datasets: [points("measured", light, "circle"), points("forecast", dark, "rectRot")],
       },
       options: {
         animation: false,
@@ -112,6 +295,11 @@ export class SeriesChart {
         parsing: false,
         normalized: true,
         interaction: { mode: "nearest", intersect: false },
+        // A new width needs new columns.
+        onResize: () => {
+          this.dirty = true;
+          requestAnimationFrame(() => this.draw());
+        },
         scales: {
           x: {
             type: "linear",
@@ -125,21 +313,24 @@ export class SeriesChart {
           },
         },
         plugins: {
-          legend: {
-            labels: {
-              color: text,
-              filter: (item) => !item.text.includes("−"),
-            },
-          },
           tooltip: {
             callbacks: {
               title: (items) => clock(items[0]?.parsed.x ?? 0),
-              label: (item) => `${item.dataset.label}: ${formatValue(item.parsed.y ?? 0, unit)}`,
+              label: (item) => {
+                const value = `${item.dataset.label}: ${formatValue(item.parsed.y ?? 0, unit)}`;
+                const e = (item.raw as Partial<Forecast>).e;
+                return e === undefined ? value : `${value} ± ${formatValue(BAND_K * e, unit)}`;
+              },
             },
           },
-          decimation: { enabled: true, algorithm: "lttb", samples: 1000, threshold: 2000 },
         },
       },
+      plugins: [
+        drawingPlugin(
+          () => ({ band: this.band, measured: this.measured, forecasts: this.forecasts }),
+          { band, measured: light, forecast: dark },
+        ),
+      ],
     });
   }
 
@@ -148,21 +339,11 @@ export class SeriesChart {
    * made for this measurement moves from its guessed time to the measurement's own.
    */
   add(x: number, value: number | null, next: NextForecast | undefined, stepMs: number): void {
-    if (this.pending) {
-      const last = this.forecasts.length - 1;
-      this.forecasts[last]!.x = x;
-      this.upper[last]!.x = x;
-      this.lower[last]!.x = x;
-    }
+    if (this.pending) this.forecasts[this.forecasts.length - 1]!.x = x;
     if (value !== null) this.measured.push({ x, y: value });
     this.pending = next !== undefined;
-    if (next !== undefined) {
-      const at = x + stepMs;
-      this.forecasts.push({ x: at, y: next.value });
-      this.upper.push({ x: at, y: next.value + BAND_K * next.error });
-      this.lower.push({ x: at, y: Math.max(0, next.value - BAND_K * next.error) });
-    }
-    for (const list of [this.measured, this.forecasts, this.upper, this.lower]) {
+    if (next !== undefined) this.forecasts.push({ x: x + stepMs, y: next.value, e: next.error });
+    for (const list of [this.measured, this.forecasts]) {
       if (list.length > MAX_POINTS) list.splice(0, list.length - MAX_POINTS);
     }
     this.dirty = true;
@@ -178,11 +359,21 @@ export class SeriesChart {
   draw(): void {
     if (!this.dirty) return;
     this.dirty = false;
+    const { measured, forecasts } = this;
+    const x0 = Math.min(measured[0]?.x ?? Infinity, forecasts[0]?.x ?? Infinity);
+    const x1 = Math.max(measured.at(-1)?.x ?? -Infinity, forecasts.at(-1)?.x ?? -Infinity);
+    // One column per CSS pixel of the box (the plot is a little narrower); a hidden graph
+    // (width 0) is redrawn on resize.
+    const column = columnOf(x0, x1, Math.max(1, this.box.clientWidth));
+    const sets = this.chart.data.datasets;
+    sets[MEASURED]!.data = thin(measured, column);
+    sets[FORECAST]!.data = thin(forecasts, column);
+    this.band = bandColumns(forecasts, column);
     this.chart.update("none");
     const d = this.figure.dataset;
-    d.measurements = String(this.measured.length);
-    d.forecasts = String(this.forecasts.length);
-    d.lastMeasuredX = String(this.measured.at(-1)?.x ?? "");
-    d.lastForecastX = String(this.forecasts.at(-1)?.x ?? "");
+    d.measurements = String(measured.length);
+    d.forecasts = String(forecasts.length);
+    d.lastMeasuredX = String(measured.at(-1)?.x ?? "");
+    d.lastForecastX = String(forecasts.at(-1)?.x ?? "");
   }
 }

@@ -1,0 +1,85 @@
+// The graph benchmark page (built and driven by e2e/bench/page-bench.ts in headless Chromium):
+// one SeriesChart, as the page makes it, filled with 10,000 measurements and their forecasts,
+// then one point added and the graph redrawn per animation frame, as the page does when a
+// measurement arrives. Each addition is timed twice: the script alone (add + draw, which
+// renders synchronously with animations off), and up to a 1-pixel read of the canvas, which
+// makes Chromium rasterise the drawing it may otherwise defer to the compositor.
+
+import "../src/style.css";
+import { MAX_POINTS, SeriesChart } from "../src/chart-view";
+
+export interface ChartBenchResult {
+  /** ms per addition, script only. */
+  script: number[];
+  /** ms per addition, script and raster. */
+  raster: number[];
+  points: number;
+  canvas: { width: number; height: number };
+}
+
+declare global {
+  interface Window {
+    runChartBench(additions: number, warmup: number): Promise<ChartBenchResult>;
+  }
+}
+
+const STEP_MS = 1000;
+
+/** A deterministic RTT-like series (ms): a slow wave, noise, and a spike now and then. */
+function value(i: number): number {
+  const noise = Math.sin(i * 12.9898) * 43758.5453;
+  const r = noise - Math.floor(noise);
+  return 0.3 + 0.05 * Math.sin(i / 300) + 0.1 * r + (i % 97 === 0 ? 1 : 0);
+}
+
+/** Forecasts as smooth as the bank's (exponential smoothing, 10 %), with the error as the
+ *  root of the running mean squared error, so the graph looks like a live page's. */
+function forecaster(): (measured: number) => { value: number; error: number; method: string } {
+  let f: number | undefined;
+  let mse = 0;
+  let n = 0;
+  return (x) => {
+    if (f !== undefined) mse += ((x - f) ** 2 - mse) / ++n;
+    f = f === undefined ? x : f + 0.1 * (x - f);
+    return { value: f, error: Math.sqrt(mse), method: "exp_smooth_10" };
+  };
+}
+
+const nextFrame = () => new Promise<number>((resolve) => requestAnimationFrame(resolve));
+
+window.runChartBench = async (additions, warmup) => {
+  const parent = document.getElementById("graphs")!;
+  const chart = new SeriesChart(parent, "RTT, WebSocket echo", "ms");
+  const start = Date.UTC(2026, 0, 1);
+  const next = forecaster();
+  let i = 0;
+  const addOne = () => {
+    chart.add(start + i * STEP_MS, value(i), next(value(i)), STEP_MS);
+    i++;
+  };
+  while (i < MAX_POINTS) addOne();
+  chart.draw();
+  const canvas = parent.querySelector("canvas")!;
+  const ctx = canvas.getContext("2d")!;
+  const script: number[] = [];
+  const raster: number[] = [];
+  for (let n = 0; n < warmup + additions; n++) {
+    await nextFrame();
+    const t0 = performance.now();
+    addOne();
+    chart.draw();
+    const t1 = performance.now();
+    ctx.getImageData(0, 0, 1, 1);
+    const t2 = performance.now();
+    if (n >= warmup) {
+      script.push(t1 - t0);
+      raster.push(t2 - t0);
+    }
+  }
+  return {
+    script,
+    raster,
+    points: Number(chart.figure.dataset.measurements),
+    canvas: { width: canvas.width, height: canvas.height },
+  };
+};
