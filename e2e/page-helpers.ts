@@ -67,7 +67,9 @@ export async function openPage(
   const startedAt = Date.now();
   await page.goto(`${rig.node.url}/${query}`);
   const done = async () => {
-    await page.close();
+    // The context, not just the page: closed before the test ends, so that the browser's own
+    // closing (afterAll) never races a context still closing.
+    await page.context().close();
     expect(errors).toEqual([]);
   };
   return { page, startedAt, done };

@@ -4,7 +4,8 @@
  * probe traffic that echo-node counts.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { mkdirSync } from "node:fs";
+import { mkdirSync, mkdtempSync, rmSync, truncateSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import type { Page } from "playwright-core";
@@ -260,6 +261,26 @@ describe.skipIf(why !== undefined)("the page against a real echo-node", () => {
     expect(await page.textContent(`tr[data-series="${item!.key}"] td:nth-of-type(5)`)).toBe(
       "20000",
     );
+    await done();
+  });
+
+  it("refuses a file over 32 MiB before reading it", async () => {
+    const { page, done } = await open("?period=300");
+    // A sparse file: its size is all the page looks at before refusing it.
+    const dir = mkdtempSync(join(tmpdir(), "nowcast-e2e-"));
+    const huge = join(dir, "huge.csv");
+    writeFileSync(huge, "");
+    truncateSync(huge, 33 * 1024 * 1024);
+    try {
+      await page.setInputFiles("#import", huge);
+    } finally {
+      rmSync(dir, { recursive: true });
+    }
+    await page.waitForSelector("#import-report p.problem", { timeout: 10_000 });
+    expect(await page.textContent("#import-report")).toBe(
+      "huge.csv: not imported, 33.0 MiB is more than the 32.0 MiB a file may have",
+    );
+    expect(await page.$$eval("#imported-list li", (items) => items.length)).toBe(0);
     await done();
   });
 

@@ -810,6 +810,9 @@ async function importFile(file: string, text: string): Promise<void> {
     } catch (e) {
       notes.push(`${s.label}: not kept for the next visit (${(e as Error).message})`);
     }
+    if (history === undefined) {
+      notes.push(`${s.label}: not kept for the next visit (no IndexedDB in this browser)`);
+    }
     await betweenRounds();
     series.push(replayImport(stored, `import/${stored.id ?? `unsaved-${++unsavedImports}`}`));
   }
