@@ -53,3 +53,7 @@ if [ -n "$quick" ]; then
 else
   npm -w echo-node run --silent bench
 fi
+
+step "the page in headless Chromium against echo-node on loopback (goals: first plot ≤ 1 s, add a point to 10,000 + redraw ≤ 4 ms, JS + WASM + CSS ≤ 200 KB gzip, download ≥ 5 Gbit/s)"
+npm -w web run --silent build
+npx tsx e2e/bench/page-bench.ts

@@ -57,7 +57,9 @@ const line = (label: string, value: string) => console.log(`${label.padEnd(48)} 
 
 type Kind = "js" | "wasm" | "css" | "html" | "other";
 const kindOf = (path: string): Kind => {
-  const ext = extname(new URL(path, "http://x").pathname).slice(1);
+  const pathname = new URL(path, "http://x").pathname;
+  if (pathname.endsWith("/")) return "html";
+  const ext = extname(pathname).slice(1);
   return ext === "js" || ext === "wasm" || ext === "css" || ext === "html" ? ext : "other";
 };
 
@@ -115,11 +117,14 @@ async function navigate(rig: Rig): Promise<{ ms: number; transfers: Transfer[] }
       pending.push(
         (async () => {
           const [sizes, response] = await Promise.all([request.sizes(), request.response()]);
+          // Chromium reports no body size for a worker's script: its Content-Length (the
+          // encoded length echo-node sent) stands in.
+          const length = Number((await response?.headerValue("content-length")) ?? 0);
           transfers.push({
             url: url.pathname,
             kind: kindOf(url.pathname),
             encoding: (await response?.headerValue("content-encoding")) ?? "identity",
-            body: sizes.responseBodySize,
+            body: sizes.responseBodySize > 0 ? sizes.responseBodySize : length,
             headers: sizes.responseHeadersSize,
           });
         })(),
