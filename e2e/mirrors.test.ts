@@ -76,7 +76,9 @@ describe.skipIf(why !== undefined)("mirrors: two echo-nodes on loopback", () => 
     return {
       page,
       done: async () => {
-        await page.close();
+        // The context, not just the page: closed before the test ends, so that the browser's
+        // own closing (afterAll) never races a context still closing.
+        await page.context().close();
         expect(errors).toEqual([]);
       },
     };
@@ -212,7 +214,6 @@ describe.skipIf(whyNot !== undefined)("mirrors: two echo-nodes behind emulated l
       `e2e: ranking behind ${SITE_MBIT} and ${MIRROR_MBIT} Mbit/s ${JSON.stringify(rows)}`,
     );
     expect(rows.map((r) => r.url)).toEqual([mirrorUrl, siteUrl]);
-    // The context with it, awaited, so that nothing of it is left when the browser closes.
     await page.context().close();
     expect(errors).toEqual([]);
   }, 60_000);
