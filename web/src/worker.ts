@@ -344,7 +344,7 @@ async function wsTransfer<T extends StreamSpan>(
  * runs one transfer of {@link pretestBytes} for each of {@link STREAM_CANDIDATES} and keeps
  * the fewest streams that come close to the fastest ({@link chooseStreams}). Pretest
  * transfers are charged to the byte budget (one that does not fit is not run) but are not
- * measurements of the series; a timed-out one counts as no rate.
+ * measurements of the series; a timed-out one ends the pretest with the rates it has.
  */
 async function streamsFor(
   key: SeriesKey,
@@ -363,7 +363,9 @@ async function streamsFor(
     try {
       results.push({ streams, mbits: (await rate(bytes, streams, t.timeoutMs())).mbits });
     } catch (e) {
+      // A timeout closed the connection: the candidates left wait for the next pretest.
       if (!(e instanceof ProbeTimeout)) throw e;
+      break;
     }
   }
   if (results.length === 0) return plan.streams;
