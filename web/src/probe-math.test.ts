@@ -11,6 +11,7 @@ import {
   newStreamPlan,
   parseServerTiming,
   PRETEST_EVERY,
+  PRETEST_SHARE,
   pretestBytes,
   pretestDue,
   rateMinusRtt,
@@ -104,6 +105,10 @@ describe("parallel streams", () => {
   ])("%s", (_, rates, chosen) => {
     const results = [1, 2, 4].map((streams, i) => ({ streams, mbits: rates[i]! }));
     expect(chooseStreams(results)).toBe(chosen);
+  });
+
+  it("leaves room in the budget for the pretests: 5 % over the probes", () => {
+    expect(PRETEST_SHARE).toBeCloseTo(0.05, 12);
   });
 
   it.each([

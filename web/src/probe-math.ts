@@ -138,6 +138,10 @@ export const STREAMS_GAIN = 0.1;
 export const PRETEST_AFTER = 3;
 /** Pretests are repeated every this many rounds, since paths change. */
 export const PRETEST_EVERY = 30;
+/** A pretest's bytes as a share of the probes' between two pretests: its candidates move
+ *  half a probe each ({@link pretestBytes}), once every {@link PRETEST_EVERY} rounds. The
+ *  automatic size leaves room for it, so pretests fit in the hourly budget too. */
+export const PRETEST_SHARE = STREAM_CANDIDATES.length / 2 / PRETEST_EVERY;
 /** A measurement this many forecast errors away from its forecast calls for a pretest. */
 export const PRETEST_SURPRISE = 3;
 /** ... but not sooner than this many rounds after the last one. */

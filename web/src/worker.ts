@@ -27,6 +27,7 @@ import {
   newStreamPlan,
   pretestBytes,
   pretestDue,
+  PRETEST_SHARE,
   retryAfterSeconds,
   splitBytes,
   STREAM_CANDIDATES,
@@ -382,9 +383,11 @@ function predicted(key: SeriesKey): number | undefined {
   return trackers.get(key)?.next()?.value;
 }
 
-/** Bandwidth probes in one round of the chosen transport(s). */
+/** Bandwidth probes in one round of the chosen transport(s), each series' pretests spread
+ *  over the rounds between them. */
 function bandwidthProbes(): number {
-  return settings.transport === "both" ? 3 : settings.transport === "websocket" ? 2 : 1;
+  const n = settings.transport === "both" ? 3 : settings.transport === "websocket" ? 2 : 1;
+  return n * (1 + PRETEST_SHARE);
 }
 
 /** The chosen size, or the automatic one, which also keeps to its share of the budgets. */
