@@ -331,4 +331,22 @@ describe.skipIf(why !== undefined)("the page against a real echo-node", () => {
     expect((await plotted(page, "rtt/websocket")).measurements).toBeLessThanOrEqual(6);
     await done();
   });
+
+  it("measures without a history while another tab holds an older one open", async () => {
+    const { page, done } = await openPage(rig, "?period=1", async (p) => {
+      // A tab of the page before series were per target: version 1, open, never closed.
+      const other = await p.context().newPage();
+      await other.goto(`${rig.node.url}/healthz`);
+      await other.evaluate(
+        () =>
+          new Promise((resolve) => {
+            const req = indexedDB.open("nowcast", 1);
+            req.onupgradeneeded = () => req.result.createObjectStore("records");
+            req.onsuccess = resolve;
+          }),
+      );
+    });
+    await waitForMeasurements(page, "rtt/websocket", 2, 5000);
+    await done();
+  });
 });

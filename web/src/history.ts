@@ -51,7 +51,11 @@ function done(req: IDBRequest | IDBTransaction): Promise<void> {
 export class History {
   private constructor(private readonly db: IDBDatabase) {}
 
-  /** Opens the history, or undefined where IndexedDB is not available (private modes). */
+  /**
+   * Opens the history, or undefined where IndexedDB is not available (private modes) or where
+   * another tab holds an older version open: the page then measures without a history rather
+   * than wait for that tab to close.
+   */
   static async open(): Promise<History | undefined> {
     if (typeof indexedDB === "undefined") return undefined;
     const req = indexedDB.open(DB_NAME, DB_VERSION);
@@ -67,12 +71,22 @@ export class History {
         db.createObjectStore(IMPORTS, { keyPath: "id", autoIncrement: true });
       }
     };
-    try {
-      await done(req);
-    } catch {
-      return undefined;
-    }
-    return new History(req.result);
+    const db = await new Promise<IDBDatabase | undefined>((resolve) => {
+      let gaveUp = false;
+      req.onblocked = () => {
+        gaveUp = true;
+        resolve(undefined);
+      };
+      req.onsuccess = () => {
+        if (gaveUp) req.result.close();
+        else resolve(req.result);
+      };
+      req.onerror = () => resolve(undefined);
+    });
+    if (db === undefined) return undefined;
+    // A newer version of the page in another tab must not wait for this one (see above).
+    db.onversionchange = () => db.close();
+    return new History(db);
   }
 
   append(key: string, record: Record): Promise<void> {
