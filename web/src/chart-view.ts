@@ -57,7 +57,7 @@ function columnOf(x0: number, x1: number, columns: number): (x: number) => numbe
  * the caller's objects (tooltips read them); the array is new, so Chart.js never holds (and
  * patches) the caller's.
  */
-export function thin<T extends Point>(points: readonly T[], column: (x: number) => number): T[] {
+function thin<T extends Point>(points: readonly T[], column: (x: number) => number): T[] {
   const out: T[] = [];
   let col = NaN;
   let lo = 0;
@@ -87,10 +87,7 @@ export function thin<T extends Point>(points: readonly T[], column: (x: number) 
 
 /** The band per column: the highest upper and the lowest lower bound of its forecasts, and
  *  the newest forecast's own, so the band reaches it. */
-export function bandColumns(
-  forecasts: readonly Forecast[],
-  column: (x: number) => number,
-): BandColumn[] {
+function bandColumns(forecasts: readonly Forecast[], column: (x: number) => number): BandColumn[] {
   const out: BandColumn[] = [];
   let col = NaN;
   for (const f of forecasts) {
@@ -105,7 +102,7 @@ export function bandColumns(
     }
   }
   const newest = forecasts.at(-1);
-  if (newest !== undefined && out.length > 1 && out.at(-1)!.x !== newest.x) {
+  if (newest !== undefined && out.at(-1)!.x !== newest.x) {
     out.push({ x: newest.x, hi: bandHigh(newest), lo: bandLow(newest) });
   }
   return out;
