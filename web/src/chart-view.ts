@@ -115,6 +115,14 @@ const FORECAST = 1;
 /** Marks closer than this (CSS px, both ways) are drawn once: they would cover each other. */
 const CELL_PX = 4;
 
+/** A linear scale's pixel for a value as plain arithmetic (at + (v − from)·per), for loops
+ *  over thousands of points where a method call per coordinate shows. */
+function linear(scale: { min: number; getPixelForValue(v: number): number }) {
+  const from = scale.min;
+  const at = scale.getPixelForValue(from);
+  return { from, at, per: scale.getPixelForValue(from + 1) - at };
+}
+
 type Shape = "dot" | "diamond";
 /** The size Chart.js gave these marks (radius 2 and 2.5 plus its 1-pixel border). */
 const RADIUS: Record<Shape, number> = { dot: 2.5, diamond: 3 };
@@ -146,9 +154,11 @@ function drawingPlugin(
     else seen.fill(0, 0, cells);
     const r = RADIUS[shape];
     ctx.beginPath();
+    const toX = linear(xs);
+    const toY = linear(ys);
     for (const p of points) {
-      const x = xs.getPixelForValue(p.x);
-      const y = ys.getPixelForValue(p.y);
+      const x = toX.at + (p.x - toX.from) * toX.per;
+      const y = toY.at + (p.y - toY.from) * toY.per;
       if (!(x >= a.left && x <= a.right && y >= a.top && y <= a.bottom)) continue;
       const cell = Math.floor((y - a.top) / CELL_PX) * cols + Math.floor((x - a.left) / CELL_PX);
       if (seen[cell] === 1) continue;
@@ -359,13 +369,15 @@ export class SeriesChart {
     const { measured, forecasts } = this;
     const x0 = Math.min(measured[0]?.x ?? Infinity, forecasts[0]?.x ?? Infinity);
     const x1 = Math.max(measured.at(-1)?.x ?? -Infinity, forecasts.at(-1)?.x ?? -Infinity);
-    // One column per CSS pixel of the box (the plot is a little narrower); a hidden graph
-    // (width 0) is redrawn on resize.
-    const column = columnOf(x0, x1, Math.max(1, this.box.clientWidth));
+    // The band has a column per CSS pixel of the box (the plot is a little narrower); Chart.js,
+    // which only places the tooltips and the axes (the extremes are kept), one per mark's
+    // width. A hidden graph (width 0) is redrawn on resize.
+    const width = Math.max(1, this.box.clientWidth);
+    const perMark = columnOf(x0, x1, width / CELL_PX);
     const sets = this.chart.data.datasets;
-    sets[MEASURED]!.data = thin(measured, column);
-    sets[FORECAST]!.data = thin(forecasts, column);
-    this.band = bandColumns(forecasts, column);
+    sets[MEASURED]!.data = thin(measured, perMark);
+    sets[FORECAST]!.data = thin(forecasts, perMark);
+    this.band = bandColumns(forecasts, columnOf(x0, x1, width));
     this.chart.update("none");
     const d = this.figure.dataset;
     d.measurements = String(measured.length);
