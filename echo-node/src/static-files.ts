@@ -145,17 +145,17 @@ interface Variant {
   etag: string;
 }
 
-/** One file as read from disk, with its compressed forms once they exist. */
-interface Cached {
-  mtimeMs: number;
-  size: number;
-  variants: Map<Coding, Variant>;
-}
+/** A file's forms by coding: identity, and gzip and Brotli once made (if smaller). */
+type Forms = Map<Coding, Variant>;
 
 export class StaticFiles {
   private readonly root: string;
-  /** By absolute path; an entry is a promise so that concurrent first requests read once. */
-  private readonly cache = new Map<string, Promise<Cached>>();
+  /** By absolute path: the version of the file (mtime and size as stat saw them) and its
+   *  forms, a promise so that concurrent requests for a new version read it once. */
+  private readonly cache = new Map<
+    string,
+    { mtimeMs: number; size: number; forms: Promise<Forms> }
+  >();
 
   constructor(
     root: string,
@@ -184,24 +184,16 @@ export class StaticFiles {
    * rebuilt page has new mtimes). Brotli follows in the background; a compressed form that is
    * no smaller than the file (tiny files) is dropped.
    */
-  private load(file: string, mtimeMs: number, size: number): Promise<Cached> {
+  private load(file: string, mtimeMs: number, size: number): Promise<Forms> {
     const known = this.cache.get(file);
-    if (known !== undefined) {
-      return known.then((c) =>
-        c.mtimeMs === mtimeMs && c.size === size ? c : this.reload(file, mtimeMs, size),
-      );
-    }
-    return this.reload(file, mtimeMs, size);
-  }
-
-  private reload(file: string, mtimeMs: number, size: number): Promise<Cached> {
-    const entry = (async (): Promise<Cached> => {
+    if (known?.mtimeMs === mtimeMs && known.size === size) return known.forms;
+    const forms = (async (): Promise<Forms> => {
       const body = await readFile(file);
       const tag = createHash("sha256").update(body).digest("base64url").slice(0, 22);
-      const variants = new Map<Coding, Variant>([["identity", { body, etag: `"${tag}"` }]]);
+      const forms: Forms = new Map([["identity", { body, etag: `"${tag}"` }]]);
       const keep = (coding: Coding, compressed: Buffer) => {
         if (compressed.length < body.length) {
-          variants.set(coding, { body: compressed, etag: `"${tag}-${coding}"` });
+          forms.set(coding, { body: compressed, etag: `"${tag}-${coding}"` });
         }
       };
       keep("gzip", await gzipAsync(body, { level: 9 }));
@@ -214,14 +206,15 @@ export class StaticFiles {
         (br) => keep("br", br),
         () => undefined,
       );
-      return { mtimeMs, size: body.length, variants };
+      return forms;
     })();
+    const entry = { mtimeMs, size, forms };
     this.cache.set(file, entry);
     // A failed read (the file went away) must not stick: the next request tries again.
-    entry.catch(() => {
+    forms.catch(() => {
       if (this.cache.get(file) === entry) this.cache.delete(file);
     });
-    return entry;
+    return forms;
   }
 
   /** Serves GET/HEAD for `urlPath`; returns false when there is no such file (the caller
@@ -272,10 +265,10 @@ export class StaticFiles {
       await pipeline(createReadStream(file), res).catch(() => undefined);
       return true;
     }
-    const cached = await this.load(file, info.mtimeMs, info.size).catch(() => undefined);
-    if (cached === undefined) return false;
-    const coding = negotiate(req.headers["accept-encoding"], [...cached.variants.keys()]);
-    const variant = cached.variants.get(coding)!;
+    const forms = await this.load(file, info.mtimeMs, info.size).catch(() => undefined);
+    if (forms === undefined) return false;
+    const coding = negotiate(req.headers["accept-encoding"], [...forms.keys()]);
+    const variant = forms.get(coding)!;
     headers["Vary"] = "Accept-Encoding";
     headers["ETag"] = variant.etag;
     if (coding !== "identity") headers["Content-Encoding"] = coding;
