@@ -16,8 +16,8 @@
  * Root only (namespaces), with iperf3, sockperf and the `nowcast` binary; skipped with a
  * message that says what is missing otherwise. Figures are printed side by side.
  */
-import { closeSync, openSync, writeSync } from "node:fs";
-import { getPriority, setPriority } from "node:os";
+import { closeSync, openSync, readdirSync, writeSync } from "node:fs";
+import { getPriority, loadavg, setPriority } from "node:os";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Page } from "playwright-core";
 import { missing, startRig, type Rig } from "./harness.js";
@@ -90,6 +90,40 @@ function stayAwake(): number | undefined {
   } catch (e) {
     console.warn(`e2e: cannot hold the cores awake: ${(e as Error).message}`);
     return undefined;
+  }
+}
+
+/**
+ * Gives every thread of this process's Chromium the test's priority. Chromium sets its own
+ * threads' nice values (renderers at 5, most threads at 0), so the inherited one does not
+ * hold; the page's probes cross half a dozen of its threads, each woken late on a loaded
+ * machine. Threads started later keep Chromium's values: called again when it matters.
+ */
+async function prioritizeBrowser(): Promise<void> {
+  const table = await runRoot(["ps", "-e", "-o", "pid=,ppid=,comm="]);
+  const children = new Map<number, number[]>();
+  const names = new Map<number, string>();
+  for (const line of table.trim().split("\n")) {
+    const [pid, ppid, comm] = line.trim().split(/\s+/);
+    children.set(Number(ppid), [...(children.get(Number(ppid)) ?? []), Number(pid)]);
+    names.set(Number(pid), comm ?? "");
+  }
+  const mine: number[] = [];
+  for (const todo = [process.pid]; todo.length > 0;) {
+    for (const c of children.get(todo.pop()!) ?? []) {
+      todo.push(c);
+      if (names.get(c)?.startsWith("chrom")) mine.push(c);
+    }
+  }
+  const threads = mine.flatMap((pid) => {
+    try {
+      return readdirSync(`/proc/${pid}/task`);
+    } catch {
+      return []; // gone meanwhile
+    }
+  });
+  if (threads.length > 0) {
+    await runRoot(["renice", "-n", String(NICE), "-p", ...threads]).catch(() => undefined);
   }
 }
 
@@ -197,6 +231,7 @@ describe.skipIf(why !== undefined)("the page on emulated links", () => {
         // left open to ~70 KB a probe at one round a second). One transport per page, so
         // that the server's per-minute budget does not cut the probes short.
         await page.goto(`${url}/?period=1&size=auto&budget=1000000&transport=${transport}`);
+        await prioritizeBrowser();
         const out = [];
         for (const key of keys) out.push(await settled(page, key));
         await page.context().close();
@@ -239,24 +274,36 @@ describe.skipIf(why !== undefined)("the page on emulated links", () => {
       await page.goto(`http://${front}/?period=1`);
       const key = "rtt/websocket";
       // The first rounds run while the page is still starting (compiling, drawing its graphs):
-      // they are left out, as a warm-up.
-      await measured(page, key, WARM_UP + PROBES, 30_000);
-      const rtts = (await kept(page, key)).filter((r) => r.status === "ok").slice(-PROBES);
+      // they are left out, as a warm-up. Then sockperf runs while the page takes its probes,
+      // so that both are measured in the same seconds of a shared machine.
+      await measured(page, key, WARM_UP, 30_000);
+      await prioritizeBrowser();
+      const from = (await kept(page, key)).length;
+      const [host, port] = sockperf.split(":") as [string, string];
+      const reference = runRoot(
+        [
+          ...["sockperf", "ping-pong", "--tcp", "--full-rtt"],
+          ...["-i", host, "-p", port, "-t", String(PROBES)],
+        ],
+        30_000,
+      );
+      let all = await kept(page, key);
+      for (const until = Date.now() + 30_000; all.length < from + PROBES;) {
+        if (Date.now() > until) throw new Error(`only ${all.length - from} RTT probes in 30 s`);
+        await sleep(250);
+        all = await kept(page, key);
+      }
+      const rtts = all.slice(from, from + PROBES).filter((r) => r.status === "ok");
       await page.context().close();
       const ours = median(rtts.map((r) => r.value!));
-
-      const [host, port] = sockperf.split(":") as [string, string];
-      const out = await runRoot(
-        ["sockperf", "ping-pong", "--tcp", "--full-rtt", "-i", host, "-p", port, "-t", "3"],
-        20_000,
-      );
+      const out = await reference;
       const m = /percentile 50\.000 =\s*([\d.]+)/.exec(out);
       if (m === null) throw new Error(`no median in sockperf's output:\n${out}`);
       const theirs = Number(m[1]) / 1000;
       console.log(
         `e2e: rtt +${2 * DELAY_MS} ms: page ${ours.toFixed(3)} ms (median of ${rtts.length}: ` +
           `${rtts.map((r) => r.value!.toFixed(2)).join(" ")}) sockperf --tcp ${theirs.toFixed(3)} ms, ` +
-          `difference ${(ours - theirs).toFixed(3)} ms`,
+          `difference ${(ours - theirs).toFixed(3)} ms (load average ${loadavg()[0]!.toFixed(2)})`,
       );
       expect(errors).toEqual([]);
       expect(Math.abs(ours - theirs)).toBeLessThanOrEqual(0.5 + 0.05 * theirs);
