@@ -49,6 +49,8 @@ describe.skipIf(why !== undefined)("the target: two echo-nodes on loopback", () 
     try {
       rig = await startRig({
         mirrors: [{ name: "Second", url: secondUrl, location: "loopback" }],
+        // The stricter policy, so a target outside the mirrors list is blocked (below).
+        connectSrc: "mirrors",
       });
     } catch (e) {
       await second.close();
@@ -135,7 +137,7 @@ describe.skipIf(why !== undefined)("the target: two echo-nodes on loopback", () 
 
   it("says so when the site's Content-Security-Policy keeps it from a target", async () => {
     // A well-formed target the serving echo-node does not list as a mirror: its CSP
-    // (connect-src: itself and its mirrors) blocks the connection before it is made.
+    // (`--connect-src mirrors`: itself and its mirrors) blocks the connection before it is made.
     const { page, done } = await openPage(rig, "?period=1&target=http%3A%2F%2F127.0.0.1%3A9%2F");
     await page.waitForFunction(
       () =>
@@ -178,6 +180,48 @@ describe.skipIf(why !== undefined)("the target: two echo-nodes on loopback", () 
     await item.locator("input[type=checkbox]").uncheck();
     await page.waitForSelector(`figure[data-series="${rtt}"]`, { state: "detached" });
     expect(await page.$$eval('figure[data-series^="mirror/"]', (f) => f.length)).toBe(0);
+    await done();
+  });
+});
+
+describe.skipIf(why !== undefined)("a target named only in the link", () => {
+  let other: EchoNode;
+  let rig: Rig;
+  beforeAll(async () => {
+    other = await startEchoNode({
+      ...defaultConfig(),
+      port: 0,
+      host: "127.0.0.1",
+      name: "e2e-unlisted",
+      allowOrigins: ["*"],
+    });
+    try {
+      // The default policy (`--connect-src any`), and no mirrors at all.
+      rig = await startRig();
+    } catch (e) {
+      await other.close();
+      throw e;
+    }
+  });
+  afterAll(async () => {
+    await rig?.close();
+    await other?.close();
+  });
+
+  it("is measured though the serving echo-node does not list it", async () => {
+    const before = await probeCounts(other);
+    const { page, done } = await openPage(
+      rig,
+      `?period=1&transport=both&target=${encodeURIComponent(other.url)}`,
+    );
+    for (const series of ["rtt/websocket", "rtt/http"]) {
+      await waitForMeasurements(page, series, 2, 10_000);
+    }
+    const after = await probeCounts(other);
+    for (const kind of ["echo", "http_ping"]) {
+      expect(after.get(kind) ?? 0, kind).toBeGreaterThan(before.get(kind) ?? 0);
+    }
+    expect(await page.textContent("#target-name")).toBe(new URL(other.url).host);
     await done();
   });
 });

@@ -26,6 +26,12 @@ export interface Config {
   allowOrigins: string[];
   /** Take the client address from X-Forwarded-For (rightmost entry). */
   trustProxy: boolean;
+  /**
+   * Where the served page may connect (its Content-Security-Policy connect-src): "any"
+   * echo-node, so mirrors and targets named in a link work (each still decides which origins
+   * it answers), or only this server and its configured "mirrors".
+   */
+  connectSrc: "any" | "mirrors";
   /** Largest upload or download a single probe may ask for, in bytes. */
   maxPayload: number;
   /** Largest single WebSocket message a client may send, in bytes. */
@@ -127,6 +133,14 @@ export const OPTIONS: readonly OptionSpec[] = [
     help: "client address from X-Forwarded-For (behind a reverse proxy)",
   },
   {
+    key: "connectSrc",
+    flag: "connect-src",
+    env: "ECHO_NODE_CONNECT_SRC",
+    kind: "string",
+    shown: "any",
+    help: "where the page may connect: 'any' (mirrors and targets named in a link work) or 'mirrors' (this server and its mirrors only)",
+  },
+  {
     key: "maxPayload",
     flag: "max-payload",
     env: "ECHO_NODE_MAX_PAYLOAD",
@@ -194,6 +208,7 @@ export function defaultConfig(): Config {
     mirrors: [],
     allowOrigins: [],
     trustProxy: false,
+    connectSrc: "any",
     maxPayload: 64 * 1024 * 1024,
     maxMessage: 1024 * 1024,
     bytesPerMinute: 512 * 1024 * 1024,
@@ -344,6 +359,9 @@ export function validate(c: Config): void {
   ];
   for (const [key, flag] of positive) {
     if (!((c[key] as number) > 0)) throw new ConfigError(`--${flag} must be greater than 0`);
+  }
+  if (c.connectSrc !== "any" && c.connectSrc !== "mirrors") {
+    throw new ConfigError(`--connect-src must be 'any' or 'mirrors', not '${c.connectSrc}'`);
   }
   if (c.port > 65535) throw new ConfigError(`--port ${c.port} is not a TCP port (0-65535)`);
   if (c.maxPayload > 0xffff_ffff) {

@@ -47,7 +47,10 @@ export async function startEchoNode(config: Config): Promise<EchoNode> {
   const limits = new ClientLimits(config);
   const pool = new RandomPool();
   const probes = new HttpProbes({ config, limits, metrics, pool });
-  const staticFiles = new StaticFiles(config.staticDir, contentSecurityPolicy(origins));
+  const staticFiles = new StaticFiles(
+    config.staticDir,
+    contentSecurityPolicy(origins, config.connectSrc === "any"),
+  );
   const sessions = new Set<ProbeSession>();
   const startedAt = performance.now();
 

@@ -59,12 +59,21 @@ export function cacheControl(urlPath: string): string {
 /**
  * The page may load only its own scripts, compile WebAssembly ('wasm-unsafe-eval' allows
  * WebAssembly.compile without allowing JavaScript eval), and connect to this server and the
- * configured mirrors (http(s) for fetch probes, ws(s) for WebSocket probes).
+ * configured mirrors (http(s) for fetch probes, ws(s) for WebSocket probes) or, with
+ * `anyEchoNode`, to any host: mirrors and targets named in a link (`?mirrors=`, `?target=`)
+ * are probed only after the user opts in, and each answers only the origins it allows.
  */
-export function contentSecurityPolicy(mirrorOrigins: readonly string[]): string {
+export function contentSecurityPolicy(
+  mirrorOrigins: readonly string[],
+  anyEchoNode = false,
+): string {
   const connect = ["'self'"];
-  for (const origin of mirrorOrigins) {
-    connect.push(origin, origin.replace(/^http/, "ws"));
+  if (anyEchoNode) {
+    connect.push("http:", "https:", "ws:", "wss:");
+  } else {
+    for (const origin of mirrorOrigins) {
+      connect.push(origin, origin.replace(/^http/, "ws"));
+    }
   }
   return [
     "default-src 'self'",

@@ -43,6 +43,7 @@ describe("static files", () => {
     const node = await startTestNode({
       staticDir: makePage(),
       mirrors: [{ name: "M", url: "https://m.example/", location: "" }],
+      connectSrc: "mirrors",
     });
     const cases: [string, string, string][] = [
       ["/", "text/html; charset=utf-8", "no-cache"],

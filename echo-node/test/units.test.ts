@@ -220,6 +220,7 @@ describe("configuration", () => {
     [["--max-connections-per-client", "0"], {}, /must be greater than 0/],
     [["--mirror", "nameonly"], {}, /name\|https:\/\/host\|location/],
     [["--trust-proxy"], { ECHO_NODE_TRUST_PROXY: "maybe" }, /true or false/],
+    [["--connect-src", "everything"], {}, /--connect-src must be 'any' or 'mirrors'/],
   ];
   it.each(bad)("refuses %j %j with a clear message", (argv, env, message) => {
     expect(() => parseConfig(argv, env)).toThrow(ConfigError);
@@ -312,6 +313,13 @@ describe("static file rules", () => {
     expect(csp).toContain("connect-src 'self' https://m.example wss://m.example");
     expect(csp).not.toContain("unsafe-inline");
     expect(csp).not.toContain("'unsafe-eval'");
+    expect(csp).toContain("default-src 'self'");
+  });
+
+  it("lets the page connect to any echo-node when asked, still running only its own code", () => {
+    const csp = contentSecurityPolicy(["https://m.example"], true);
+    expect(csp).toContain("connect-src 'self' http: https: ws: wss:");
+    expect(csp).toContain("script-src 'self' 'wasm-unsafe-eval'");
     expect(csp).toContain("default-src 'self'");
   });
 
