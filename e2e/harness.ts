@@ -70,7 +70,8 @@ export async function startRig(overrides: Partial<Config> = {}): Promise<Rig> {
     async newPage() {
       const context = await browser.newContext();
       const page = await context.newPage();
-      page.once("close", () => void context.close());
+      // The browser may be closing too: a context already gone is not an error.
+      page.once("close", () => void context.close().catch(() => undefined));
       return page;
     },
     async close() {

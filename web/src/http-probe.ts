@@ -1,7 +1,13 @@
 // The fetch side of the probes: the tiny ping timed with Resource Timing, and downloads of N
 // random bytes on one or more parallel streams. Each fetch is aborted at its timeout.
 
-import { fetchRtt, parseServerTiming, retryAfterSeconds, type StreamSpan } from "./probe-math";
+import {
+  endpointUrl,
+  fetchRtt,
+  parseServerTiming,
+  retryAfterSeconds,
+  type StreamSpan,
+} from "./probe-math";
 import { ProbeTimeout } from "./ws-probe";
 
 /** The server asked us to wait (HTTP 429). */
@@ -48,7 +54,7 @@ function takeEntry(url: string): PerformanceResourceTiming | undefined {
 
 /** RTT of `GET /api/ping` (ms), server processing time subtracted. */
 export async function httpPing(origin: string, timeoutMs: number): Promise<number> {
-  const url = new URL(`/api/ping?n=${++counter}`, origin).href;
+  const url = endpointUrl(origin, `api/ping?n=${++counter}`).href;
   const { res, t0 } = await timedFetch(url, timeoutMs);
   const wall = performance.now() - t0;
   const server = parseServerTiming(res.headers.get("Server-Timing")).get("proc");
@@ -68,7 +74,7 @@ export async function httpDownloads(
   sizes: readonly number[],
   timeoutMs: number,
 ): Promise<StreamSpan[]> {
-  const urls = sizes.map((b) => new URL(`/api/download?bytes=${b}&n=${++counter}`, origin).href);
+  const urls = sizes.map((b) => endpointUrl(origin, `api/download?bytes=${b}&n=${++counter}`).href);
   const abort = new AbortController();
   const walls = await Promise.all(
     urls.map(async (url) => {

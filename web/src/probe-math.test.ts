@@ -21,6 +21,7 @@ import {
   uploadRate,
   type StreamPlan,
   type UploadStream,
+  endpointUrl,
 } from "./probe-math";
 
 describe("rates", () => {
@@ -303,5 +304,17 @@ describe("median", () => {
     [[4, 1, 3, 2], 2.5],
   ])("of %j is %s", (xs, m) => {
     expect(median(xs)).toBe(m);
+  });
+});
+
+describe("endpoint URLs", () => {
+  it.each([
+    ["https://host", "api/ping?n=1", "https://host/api/ping?n=1"],
+    ["https://host/", "/ws", "https://host/ws"],
+    ["https://host/nowcast", "api/download?bytes=5", "https://host/nowcast/api/download?bytes=5"],
+    ["https://host/nowcast/", "/ws", "https://host/nowcast/ws"],
+    ["http://127.0.0.1:8080", "ws", "http://127.0.0.1:8080/ws"],
+  ])("%s + %s = %s", (base, path, url) => {
+    expect(endpointUrl(base, path).href).toBe(url);
   });
 });

@@ -295,3 +295,11 @@ export function jitter(rtts: readonly number[]): number | undefined {
   for (let i = 1; i < rtts.length; i++) sum += Math.abs(rtts[i]! - rtts[i - 1]!);
   return sum / (rtts.length - 1);
 }
+
+/**
+ * The URL of an echo-node endpoint (`api/ping`, `ws`, …) under `base`, which may carry a path:
+ * a node served at https://host/nowcast answers at https://host/nowcast/api/ping.
+ */
+export function endpointUrl(base: string, path: string): URL {
+  return new URL(path.replace(/^\//, ""), base.endsWith("/") ? base : `${base}/`);
+}

@@ -13,7 +13,7 @@ import {
   WS_PATH,
   type ServerMessage,
 } from "../../echo-node/src/protocol";
-import type { StreamSpan, UploadStream } from "./probe-math";
+import { endpointUrl, type StreamSpan, type UploadStream } from "./probe-math";
 
 /** A probe ran out of time after `elapsedMs`. */
 export class ProbeTimeout extends Error {
@@ -68,9 +68,7 @@ export class WsConnection {
 
   /** Opens a connection to the echo-node at `base` and waits for HELLO, within `timeoutMs`. */
   static open(base: string, timeoutMs: number): Promise<WsConnection> {
-    // Relative to the base with a trailing slash, so a mirror served under a path
-    // (https://host/nowcast) is reached at https://host/nowcast/ws.
-    const url = new URL(WS_PATH.replace(/^\//, ""), base.endsWith("/") ? base : `${base}/`);
+    const url = endpointUrl(base, WS_PATH);
     url.protocol = url.protocol === "https:" ? "wss:" : "ws:";
     const ws = new WebSocket(url, SUBPROTOCOL);
     ws.binaryType = "arraybuffer";
