@@ -4,7 +4,7 @@
  * probe traffic that echo-node counts.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { mkdirSync, mkdtempSync, rmSync, truncateSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, truncateSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -67,6 +67,32 @@ describe.skipIf(why !== undefined)("the page against a real echo-node", () => {
     await page.selectOption("#period", "1");
     expect(new URL(page.url()).searchParams.get("period")).toBe("1");
     await waitForMeasurements(page, "rtt/websocket", before + 2, 4000);
+    await done();
+  });
+
+  it("takes a probe size change at once and writes it to the URL", async () => {
+    const { page, done } = await open("?period=1&size=64k");
+    const series = "bandwidth_down/websocket";
+    await waitForMeasurements(page, series, 2, 8000);
+    await page.selectOption("#size", "256k");
+    expect(new URL(page.url()).searchParams.get("size")).toBe("256k");
+    const before = (await plotted(page, series)).measurements;
+    await waitForMeasurements(page, series, before + 2, 8000);
+    // The records say what each probe moved: 64 KiB before the change, 256 KiB after it.
+    const [download] = await Promise.all([
+      page.waitForEvent("download"),
+      page.click("#export-ndjson"),
+    ]);
+    const sizes = readFileSync(await download.path(), "utf8")
+      .split("\n")
+      .filter((l) => l !== "")
+      .map((l) => JSON.parse(l) as { metric: string; probe?: { payload_bytes?: number } })
+      .filter((r) => r.metric === "bandwidth_down")
+      .map((r) => r.probe?.payload_bytes);
+    expect(sizes[0]).toBe(64 * 1024);
+    expect(sizes.at(-1)).toBe(256 * 1024);
+    // Once changed, the size stays changed: no 64 KiB probe after the first 256 KiB one.
+    expect(sizes.slice(sizes.indexOf(256 * 1024))).not.toContain(64 * 1024);
     await done();
   });
 
