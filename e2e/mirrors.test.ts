@@ -135,6 +135,28 @@ describe.skipIf(why !== undefined)("mirrors: two echo-nodes on loopback", () => 
     await done();
   });
 
+  it("keeps the opt-in across a reload, and the opt-out", async () => {
+    const { page, done } = await open("?period=1");
+    const box = page.locator(`#mirror-list li[data-url="${mirrorUrl}"] input[type=checkbox]`);
+    await box.check({ timeout: 5000 });
+    await page.reload();
+    await page.waitForFunction(
+      (url) =>
+        Number(
+          document.querySelector<HTMLElement>(`#mirror-list li[data-url="${url}"]`)?.dataset
+            .probes ?? 0,
+        ) >= 1,
+      mirrorUrl,
+      { timeout: 10_000, polling: 50 },
+    );
+    expect(await box.isChecked()).toBe(true);
+    await box.uncheck();
+    await page.reload();
+    await page.locator(`#mirror-list li[data-url="${mirrorUrl}"]`).waitFor({ timeout: 5000 });
+    expect(await box.isChecked()).toBe(false);
+    await done();
+  });
+
   it("adds the mirrors named in the link and keeps them in the URL", async () => {
     const extra = "http://127.0.0.1:9/";
     const { page, done } = await open(`?period=300&mirrors=${encodeURIComponent(extra)}`);

@@ -285,7 +285,33 @@ function offerTarget(url: string, text: string): void {
 const mirrorViews = (url: string) =>
   [...views.keys()].filter((k) => k.startsWith("mirror/") && k.endsWith(`@${url}`));
 
-/** Lists a mirror with its opt-in checkbox (off: probing a third party is the user's call). */
+/** Where the mirrors the user opted in to probing are remembered across reloads. */
+const PROBED_KEY = "nowcast.probed-mirrors";
+
+/** The mirrors the user opted in to on an earlier visit (none if storage is unavailable). */
+function rememberedMirrors(): Set<string> {
+  try {
+    const v: unknown = JSON.parse(localStorage.getItem(PROBED_KEY) ?? "[]");
+    return new Set(Array.isArray(v) ? v.filter((u): u is string => typeof u === "string") : []);
+  } catch {
+    return new Set();
+  }
+}
+
+/** Remembers (or forgets) that the user opted in to probing `url`. */
+function rememberMirror(url: string, probing: boolean): void {
+  const urls = rememberedMirrors();
+  if (probing) urls.add(url);
+  else urls.delete(url);
+  try {
+    localStorage.setItem(PROBED_KEY, JSON.stringify([...urls]));
+  } catch {
+    // Storage refused (private mode, quota): the choice holds for this visit only.
+  }
+}
+
+/** Lists a mirror with its opt-in checkbox (off: probing a third party is the user's call,
+ *  and a choice made on an earlier visit is kept). */
 function addMirror(url: string, name: string, where: string): void {
   // A server that lists itself: it is already ranked, as "this site".
   if (url === SITE_URL) return;
@@ -329,7 +355,7 @@ function addMirror(url: string, name: string, where: string): void {
     status,
   };
   mirrorEntries.set(url, entry);
-  box.addEventListener("change", () => {
+  const optIn = () => {
     entry.probing = box.checked;
     item.dataset.probes = "0";
     entry.rtt = undefined;
@@ -339,7 +365,15 @@ function addMirror(url: string, name: string, where: string): void {
     if (!box.checked) mirrorViews(url).forEach(removeView);
     send({ type: "mirrors", urls: probedMirrors() });
     showRanking();
+  };
+  box.addEventListener("change", () => {
+    rememberMirror(url, box.checked);
+    optIn();
   });
+  if (rememberedMirrors().has(url)) {
+    box.checked = true;
+    optIn();
+  }
   showRanking();
 }
 
