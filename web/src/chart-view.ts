@@ -130,13 +130,164 @@ type Shape = "dot" | "diamond";
 /** The size Chart.js gave these marks (radius 2 and 2.5 plus its 1-pixel border). */
 const RADIUS: Record<Shape, number> = { dot: 2.5, diamond: 3 };
 
+/** A mark as pixel coverage (0–1) on a square of `size` device pixels around its centre. */
+interface Sprite {
+  size: number;
+  half: number;
+  cover: Float32Array;
+}
+
+/** A mark's coverage, anti-aliased by 4×4 samples a pixel, for `radius` device pixels. */
+function sprite(shape: Shape, radius: number): Sprite {
+  const half = Math.ceil(radius);
+  const size = 2 * half + 1;
+  const cover = new Float32Array(size * size);
+  const n = 4;
+  for (let j = 0; j < size; j++) {
+    for (let i = 0; i < size; i++) {
+      let hits = 0;
+      for (let sj = 0; sj < n; sj++) {
+        for (let si = 0; si < n; si++) {
+          const dx = i - half + (si + 0.5) / n - 0.5;
+          const dy = j - half + (sj + 0.5) / n - 0.5;
+          const inside =
+            shape === "dot"
+              ? dx * dx + dy * dy <= radius * radius
+              : Math.abs(dx) + Math.abs(dy) <= radius;
+          if (inside) hits++;
+        }
+      }
+      cover[j * size + i] = hits / (n * n);
+    }
+  }
+  return { size, half, cover };
+}
+
+/** A CSS colour as RGBA (0–255 each, alpha 0–1), as the browser parses it. */
+function rgba(css: string): [number, number, number, number] {
+  const c = document.createElement("canvas").getContext("2d", { willReadFrequently: true });
+  if (c === null) return [0, 0, 0, 1];
+  c.fillStyle = css;
+  c.fillRect(0, 0, 1, 1);
+  const [r, g, b, a] = c.getImageData(0, 0, 1, 1).data;
+  return [r!, g!, b!, a! / 255];
+}
+
 /**
- * Draws what Chart.js would draw one path per point as one path per kind: the band of
- * forecast ± k·error (a polygon along its columns, under the points), then the forecasts as
- * dark diamonds and the measurements as light dots over them. Each series is drawn from all its
- * points, one mark per cell of CELL_PX where several fall, so a dense graph keeps its cloud
- * and its outliers. Chart.js lays out the axes, the tooltips and the hovered point from
- * datasets thinned per column (`thin`) whose own points have radius 0.
+ * The marks of a graph, drawn on a canvas laid over Chart.js's: thousands of anti-aliased
+ * paths cost the 2D canvas ~2 ms to record and rasterise on every redraw, while stamping
+ * pre-computed sprites into one ImageData and putting it costs a fraction of that. Each
+ * series is drawn from all its points, one mark per cell of CELL_PX where several fall, so a
+ * dense graph keeps its cloud and its outliers; the forecasts' diamonds first, the
+ * measurements' dots over them (source-over blending).
+ */
+class MarkLayer {
+  readonly canvas = document.createElement("canvas");
+  private readonly ctx: CanvasRenderingContext2D | null;
+  private image: ImageData | undefined;
+  private seen = new Uint8Array(0);
+  private sprites = new Map<string, Sprite>();
+
+  constructor() {
+    this.canvas.setAttribute("aria-hidden", "true");
+    this.canvas.style.cssText = "position:absolute;left:0;top:0;pointer-events:none";
+    this.ctx = this.canvas.getContext("2d");
+  }
+
+  private spriteFor(shape: Shape, dpr: number): Sprite {
+    const key = `${shape}@${dpr}`;
+    let s = this.sprites.get(key);
+    if (s === undefined) {
+      s = sprite(shape, RADIUS[shape] * dpr);
+      this.sprites.set(key, s);
+    }
+    return s;
+  }
+
+  draw(
+    chart: Chart<"line">,
+    layers: readonly { points: readonly Point[]; shape: Shape; color: readonly number[] }[],
+  ): void {
+    const ctx = this.ctx;
+    if (ctx === null) return;
+    const main = chart.canvas;
+    if (
+      this.image === undefined ||
+      this.canvas.width !== main.width ||
+      this.canvas.height !== main.height
+    ) {
+      this.canvas.width = main.width;
+      this.canvas.height = main.height;
+      this.image = ctx.createImageData(Math.max(1, main.width), Math.max(1, main.height));
+    } else {
+      this.image.data.fill(0);
+    }
+    this.canvas.style.width = main.style.width;
+    this.canvas.style.height = main.style.height;
+    const { data, width: w } = this.image;
+    const dpr = chart.currentDevicePixelRatio;
+    const a = chart.chartArea;
+    // The chart area in device pixels: marks are clipped to it, as Chart.js clips its own.
+    const left = Math.floor(a.left * dpr);
+    const right = Math.ceil(a.right * dpr);
+    const top = Math.floor(a.top * dpr);
+    const bottom = Math.ceil(a.bottom * dpr);
+    const toX = linear(chart.scales.x!);
+    const toY = linear(chart.scales.y!);
+    const cols = Math.ceil((a.right - a.left) / CELL_PX) + 1;
+    const cells = cols * (Math.ceil((a.bottom - a.top) / CELL_PX) + 1);
+    for (const { points, shape, color } of layers) {
+      if (this.seen.length < cells) this.seen = new Uint8Array(cells);
+      else this.seen.fill(0, 0, cells);
+      const { size, half, cover } = this.spriteFor(shape, dpr);
+      const [r, g, b, alpha] = color as [number, number, number, number];
+      for (const p of points) {
+        const x = toX.at + (p.x - toX.from) * toX.per;
+        const y = toY.at + (p.y - toY.from) * toY.per;
+        if (!(x >= a.left && x <= a.right && y >= a.top && y <= a.bottom)) continue;
+        const cell = Math.floor((y - a.top) / CELL_PX) * cols + Math.floor((x - a.left) / CELL_PX);
+        if (this.seen[cell] === 1) continue;
+        this.seen[cell] = 1;
+        const x0 = Math.floor(x * dpr) - half;
+        const y0 = Math.floor(y * dpr) - half;
+        for (let j = 0; j < size; j++) {
+          const py = y0 + j;
+          if (py < top || py >= bottom) continue;
+          for (let i = 0; i < size; i++) {
+            const px = x0 + i;
+            if (px < left || px >= right) continue;
+            const sa = alpha * cover[j * size + i]!;
+            if (sa === 0) continue;
+            const k = 4 * (py * w + px);
+            if (data[k + 3] === 0) {
+              // Nothing under it yet (the usual case): the mark's colour at its coverage.
+              data[k] = r;
+              data[k + 1] = g;
+              data[k + 2] = b;
+              data[k + 3] = sa * 255;
+              continue;
+            }
+            const da = data[k + 3]! / 255;
+            const out = sa + da * (1 - sa);
+            const keep = (da * (1 - sa)) / out;
+            const put = sa / out;
+            data[k] = r * put + data[k]! * keep;
+            data[k + 1] = g * put + data[k + 1]! * keep;
+            data[k + 2] = b * put + data[k + 2]! * keep;
+            data[k + 3] = out * 255;
+          }
+        }
+      }
+    }
+    ctx.putImageData(this.image, 0, 0);
+  }
+}
+
+/**
+ * Draws the band of forecast ± k·error (a polygon along its columns) on Chart.js's canvas,
+ * under everything, and the marks on the layer above it once Chart.js has drawn. Chart.js lays
+ * out the axes, the tooltips and the hovered point from datasets thinned per column (`thin`)
+ * whose own points have radius 0.
  */
 function drawingPlugin(
   series: () => {
@@ -145,38 +296,10 @@ function drawingPlugin(
     forecasts: readonly Point[];
   },
   style: { band: string; measured: string; forecast: string },
+  layer: MarkLayer,
 ): Plugin<"line"> {
-  let seen = new Uint8Array(0);
-  const marks = (chart: Chart<"line">, points: readonly Point[], shape: Shape) => {
-    const { ctx, chartArea: a } = chart;
-    const xs = chart.scales.x!;
-    const ys = chart.scales.y!;
-    const cols = Math.ceil((a.right - a.left) / CELL_PX) + 1;
-    const cells = cols * (Math.ceil((a.bottom - a.top) / CELL_PX) + 1);
-    if (seen.length < cells) seen = new Uint8Array(cells);
-    else seen.fill(0, 0, cells);
-    const r = RADIUS[shape];
-    ctx.beginPath();
-    const toX = linear(xs);
-    const toY = linear(ys);
-    for (const p of points) {
-      const x = toX.at + (p.x - toX.from) * toX.per;
-      const y = toY.at + (p.y - toY.from) * toY.per;
-      if (!(x >= a.left && x <= a.right && y >= a.top && y <= a.bottom)) continue;
-      const cell = Math.floor((y - a.top) / CELL_PX) * cols + Math.floor((x - a.left) / CELL_PX);
-      if (seen[cell] === 1) continue;
-      seen[cell] = 1;
-      if (shape === "dot") {
-        ctx.moveTo(x + r, y);
-        ctx.arc(x, y, r, 0, 2 * Math.PI);
-      } else {
-        ctx.moveTo(x, y - r);
-        ctx.lineTo(x + r, y);
-        ctx.lineTo(x, y + r);
-        ctx.lineTo(x - r, y); // fill() closes each diamond
-      }
-    }
-  };
+  const measuredColor = rgba(style.measured);
+  const forecastColor = rgba(style.forecast);
   return {
     id: "nowcastDrawing",
     afterDataLimits(chart, args) {
@@ -189,7 +312,8 @@ function drawingPlugin(
       }
     },
     beforeDatasetsDraw(chart) {
-      const { band, measured, forecasts } = series();
+      const { band } = series();
+      if (band.length === 0) return;
       const { ctx, chartArea: a } = chart;
       const xs = chart.scales.x!;
       const ys = chart.scales.y!;
@@ -197,23 +321,22 @@ function drawingPlugin(
       ctx.beginPath();
       ctx.rect(a.left, a.top, a.right - a.left, a.bottom - a.top);
       ctx.clip();
-      if (band.length > 0) {
-        ctx.beginPath();
-        for (const c of band) ctx.lineTo(xs.getPixelForValue(c.x), ys.getPixelForValue(c.hi));
-        for (let i = band.length - 1; i >= 0; i--) {
-          ctx.lineTo(xs.getPixelForValue(band[i]!.x), ys.getPixelForValue(band[i]!.lo));
-        }
-        ctx.closePath();
-        ctx.fillStyle = style.band;
-        ctx.fill();
+      ctx.beginPath();
+      for (const c of band) ctx.lineTo(xs.getPixelForValue(c.x), ys.getPixelForValue(c.hi));
+      for (let i = band.length - 1; i >= 0; i--) {
+        ctx.lineTo(xs.getPixelForValue(band[i]!.x), ys.getPixelForValue(band[i]!.lo));
       }
-      marks(chart, forecasts, "diamond");
-      ctx.fillStyle = style.forecast;
-      ctx.fill();
-      marks(chart, measured, "dot");
-      ctx.fillStyle = style.measured;
+      ctx.closePath();
+      ctx.fillStyle = style.band;
       ctx.fill();
       ctx.restore();
+    },
+    afterDraw(chart) {
+      const { measured, forecasts } = series();
+      layer.draw(chart, [
+        { points: forecasts, shape: "diamond", color: forecastColor },
+        { points: measured, shape: "dot", color: measuredColor },
+      ]);
     },
   };
 }
@@ -248,6 +371,7 @@ export class SeriesChart {
   private readonly measured: Point[] = [];
   private readonly forecasts: Forecast[] = [];
   private band: BandColumn[] = [];
+  private readonly marks = new MarkLayer();
   /** Whether the last forecast point is the pending one, plotted one step ahead. */
   private pending = false;
   private dirty = false;
@@ -270,7 +394,7 @@ export class SeriesChart {
     const canvas = document.createElement("canvas");
     canvas.setAttribute("role", "img");
     canvas.setAttribute("aria-label", `${title}: measurements and forecasts over time`);
-    this.box.append(canvas);
+    this.box.append(canvas, this.marks.canvas);
     const legend = key([
       ["●", light, "measured"],
       ["◆", dark, "forecast"],
@@ -313,6 +437,8 @@ export class SeriesChart {
         scales: {
           x: {
             type: "linear",
+            // The axis ends at the newest forecast, not at the next round tick.
+            bounds: "data",
             ticks: { color: text, maxTicksLimit: 6, callback: (v) => clock(Number(v)) },
             grid: { color: grid },
           },
@@ -339,6 +465,7 @@ export class SeriesChart {
         drawingPlugin(
           () => ({ band: this.band, measured: this.measured, forecasts: this.forecasts }),
           { band, measured: light, forecast: dark },
+          this.marks,
         ),
       ],
     });
