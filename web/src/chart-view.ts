@@ -163,6 +163,9 @@ function sprite(shape: Shape, radius: number): Sprite {
   return { size, half, cover };
 }
 
+/** Whether this machine stores a 32-bit word's low byte first (RGBA bytes = ABGR words). */
+const LITTLE_ENDIAN = new Uint8Array(new Uint32Array([1]).buffer)[0] === 1;
+
 /** A CSS colour as RGBA (0–255 each, alpha 0–1), as the browser parses it. */
 function rgba(css: string): [number, number, number, number] {
   const c = document.createElement("canvas").getContext("2d", { willReadFrequently: true });
@@ -225,6 +228,7 @@ class MarkLayer {
     this.canvas.style.width = main.style.width;
     this.canvas.style.height = main.style.height;
     const { data, width: w } = this.image;
+    const words = new Uint32Array(data.buffer, data.byteOffset, data.length / 4);
     const dpr = chart.currentDevicePixelRatio;
     const a = chart.chartArea;
     // The chart area in device pixels: marks are clipped to it, as Chart.js clips its own.
@@ -241,6 +245,14 @@ class MarkLayer {
       else this.seen.fill(0, 0, cells);
       const { size, half, cover } = this.spriteFor(shape, dpr);
       const [r, g, b, alpha] = color as [number, number, number, number];
+      // Each sprite pixel's value ready to store: the colour at the mark's coverage.
+      const rgb = LITTLE_ENDIAN ? (b << 16) | (g << 8) | r : (r << 24) | (g << 16) | (b << 8);
+      const coverage = cover.map((c) => Math.round(alpha * c * 255));
+      const packed = new Uint32Array(coverage.length);
+      for (let i = 0; i < coverage.length; i++) {
+        packed[i] = LITTLE_ENDIAN ? (coverage[i]! << 24) | rgb : rgb | coverage[i]!;
+      }
+      const rgbMask = LITTLE_ENDIAN ? 0x00ffffff : 0xffffff00;
       for (const p of points) {
         const x = toX.at + (p.x - toX.from) * toX.per;
         const y = toY.at + (p.y - toY.from) * toY.per;
@@ -256,21 +268,27 @@ class MarkLayer {
           for (let i = 0; i < size; i++) {
             const px = x0 + i;
             if (px < left || px >= right) continue;
-            const sa = alpha * cover[j * size + i]!;
+            const s = j * size + i;
+            const sa = coverage[s]!;
             if (sa === 0) continue;
-            const k = 4 * (py * w + px);
-            if (data[k + 3] === 0) {
-              // Nothing under it yet (the usual case): the mark's colour at its coverage.
-              data[k] = r;
-              data[k + 1] = g;
-              data[k + 2] = b;
-              data[k + 3] = sa * 255;
+            const at = py * w + px;
+            const under = words[at]!;
+            if (under === 0) {
+              // Nothing under it yet (the usual case).
+              words[at] = packed[s]!;
               continue;
             }
+            const k = 4 * at;
             const da = data[k + 3]! / 255;
-            const out = sa + da * (1 - sa);
-            const keep = (da * (1 - sa)) / out;
-            const put = sa / out;
+            const sf = sa / 255;
+            const out = sf + da * (1 - sf);
+            if (((under ^ rgb) & rgbMask) === 0) {
+              // The same colour under it (a neighbouring mark of the series): alpha only.
+              data[k + 3] = out * 255;
+              continue;
+            }
+            const keep = (da * (1 - sf)) / out;
+            const put = sf / out;
             data[k] = r * put + data[k]! * keep;
             data[k + 1] = g * put + data[k + 1]! * keep;
             data[k + 2] = b * put + data[k + 2]! * keep;
