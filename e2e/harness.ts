@@ -5,7 +5,7 @@
  * so one test's IndexedDB history never shows up in another. Everything started here is
  * closed by `close()`.
  */
-import { existsSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { chromium, type Browser, type Page } from "playwright-core";
@@ -93,4 +93,24 @@ export async function probeCounts(node: EchoNode): Promise<Map<string, number>> 
 
 export function total(counts: Map<string, number>): number {
   return [...counts.values()].reduce((a, b) => a + b, 0);
+}
+
+/** A record as the page exports it, with the fields the tests and benchmarks read. */
+export interface ExportedRecord {
+  metric: string;
+  to: string;
+  value: number | null;
+  probe?: { transport?: string; payload_bytes?: number; streams?: number };
+}
+
+/** The records the page exports (its "Export NDJSON" button), as the user would download them. */
+export async function exportedRecords(page: Page): Promise<ExportedRecord[]> {
+  const [download] = await Promise.all([
+    page.waitForEvent("download"),
+    page.click("#export-ndjson"),
+  ]);
+  return readFileSync(await download.path(), "utf8")
+    .split("\n")
+    .filter((l) => l.trim() !== "")
+    .map((l) => JSON.parse(l) as ExportedRecord);
 }

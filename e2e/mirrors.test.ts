@@ -36,6 +36,31 @@ function ranking(page: Page) {
   );
 }
 
+/** Waits until the page has probed the mirror at `url` `count` times. */
+async function waitForMirrorProbes(page: Page, url: string, count: number, timeout: number) {
+  await page.waitForFunction(
+    ([u, n]) =>
+      Number(
+        document.querySelector<HTMLElement>(`#mirror-list li[data-url="${u}"]`)?.dataset.probes ??
+          0,
+      ) >= n,
+    [url, count] as const,
+    { timeout, polling: 50 },
+  );
+}
+
+/** Waits until `count` sites of the ranking table have a predicted time. */
+async function waitForRanked(page: Page, count: number, timeout: number) {
+  await page.waitForFunction(
+    (n) =>
+      Array.from(document.querySelectorAll("#ranking-table tbody tr")).filter((r) =>
+        /\d (ms|s)$/.test(r.querySelector("td")?.textContent ?? ""),
+      ).length === n,
+    count,
+    { timeout, polling: 50 },
+  );
+}
+
 describe.skipIf(why !== undefined)("mirrors: two echo-nodes on loopback", () => {
   let mirror: EchoNode;
   let rig: Rig;
@@ -96,28 +121,13 @@ describe.skipIf(why !== undefined)("mirrors: two echo-nodes on loopback", () => 
     expect((await ranking(page)).find((r) => r.url === mirrorUrl)?.time).toBe("not probed");
 
     await item.locator("input[type=checkbox]").check();
-    await page.waitForFunction(
-      (url) =>
-        Number(
-          document.querySelector<HTMLElement>(`#mirror-list li[data-url="${url}"]`)?.dataset
-            .probes ?? 0,
-        ) >= 3,
-      mirrorUrl,
-      { timeout: 10_000, polling: 50 },
-    );
+    await waitForMirrorProbes(page, mirrorUrl, 3, 10_000);
     const counts = await probeCounts(mirror);
     expect(counts.get("echo")).toBeGreaterThan(0);
     expect(counts.get("download")).toBeGreaterThan(0);
 
     // Both sites ranked, each with a predicted time and a range around it.
-    await page.waitForFunction(
-      () =>
-        Array.from(document.querySelectorAll("#ranking-table tbody tr")).filter((r) =>
-          /\d (ms|s)$/.test(r.querySelector("td")?.textContent ?? ""),
-        ).length === 2,
-      undefined,
-      { timeout: 10_000, polling: 50 },
-    );
+    await waitForRanked(page, 2, 10_000);
     const rows = await ranking(page);
     console.log(`e2e: ranking ${JSON.stringify(rows)}`);
     expect(rows.map((r) => r.url).sort()).toEqual([`${rig.node.url}/`, mirrorUrl].sort());
@@ -140,15 +150,7 @@ describe.skipIf(why !== undefined)("mirrors: two echo-nodes on loopback", () => 
     const box = page.locator(`#mirror-list li[data-url="${mirrorUrl}"] input[type=checkbox]`);
     await box.check({ timeout: 5000 });
     await page.reload();
-    await page.waitForFunction(
-      (url) =>
-        Number(
-          document.querySelector<HTMLElement>(`#mirror-list li[data-url="${url}"]`)?.dataset
-            .probes ?? 0,
-        ) >= 1,
-      mirrorUrl,
-      { timeout: 10_000, polling: 50 },
-    );
+    await waitForMirrorProbes(page, mirrorUrl, 1, 10_000);
     expect(await box.isChecked()).toBe(true);
     await box.uncheck();
     await page.reload();
@@ -214,23 +216,8 @@ describe.skipIf(whyNot !== undefined)("mirrors: two echo-nodes behind emulated l
     const item = page.locator(`#mirror-list li[data-url="${mirrorUrl}"]`);
     await item.locator("input[type=checkbox]").check({ timeout: 10_000 });
     // A few probes of each, so that both forecasts stand on more than one measurement.
-    await page.waitForFunction(
-      (url) =>
-        Number(
-          document.querySelector<HTMLElement>(`#mirror-list li[data-url="${url}"]`)?.dataset
-            .probes ?? 0,
-        ) >= 5,
-      mirrorUrl,
-      { timeout: 20_000, polling: 100 },
-    );
-    await page.waitForFunction(
-      () =>
-        Array.from(document.querySelectorAll("#ranking-table tbody tr")).filter((r) =>
-          /\d (ms|s)$/.test(r.querySelector("td")?.textContent ?? ""),
-        ).length === 2,
-      undefined,
-      { timeout: 10_000, polling: 100 },
-    );
+    await waitForMirrorProbes(page, mirrorUrl, 5, 20_000);
+    await waitForRanked(page, 2, 10_000);
     const rows = await ranking(page);
     console.log(
       `e2e: ranking behind ${SITE_MBIT} and ${MIRROR_MBIT} Mbit/s ${JSON.stringify(rows)}`,

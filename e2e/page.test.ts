@@ -4,12 +4,20 @@
  * probe traffic that echo-node counts.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, truncateSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, rmSync, truncateSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import type { Page } from "playwright-core";
-import { ARTIFACTS, missing, probeCounts, startRig, total, type Rig } from "./harness.js";
+import {
+  ARTIFACTS,
+  exportedRecords,
+  missing,
+  probeCounts,
+  startRig,
+  total,
+  type Rig,
+} from "./harness.js";
 import { openPage, plotted, sleep, waitForMeasurements } from "./page-helpers.js";
 
 const SAMPLES = fileURLToPath(new URL("../public/samples/", import.meta.url));
@@ -79,14 +87,7 @@ describe.skipIf(why !== undefined)("the page against a real echo-node", () => {
     const before = (await plotted(page, series)).measurements;
     await waitForMeasurements(page, series, before + 2, 8000);
     // The records say what each probe moved: 64 KiB before the change, 256 KiB after it.
-    const [download] = await Promise.all([
-      page.waitForEvent("download"),
-      page.click("#export-ndjson"),
-    ]);
-    const sizes = readFileSync(await download.path(), "utf8")
-      .split("\n")
-      .filter((l) => l !== "")
-      .map((l) => JSON.parse(l) as { metric: string; probe?: { payload_bytes?: number } })
+    const sizes = (await exportedRecords(page))
       .filter((r) => r.metric === "bandwidth_down")
       .map((r) => r.probe?.payload_bytes);
     expect(sizes[0]).toBe(64 * 1024);

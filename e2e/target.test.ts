@@ -5,29 +5,15 @@
  * target is named and the site measured instead; an opted-in mirror gets graphs with points
  * and its series in the predictability view.
  */
-import { readFileSync } from "node:fs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Page } from "playwright-core";
 import { defaultConfig } from "../echo-node/src/config.js";
 import { startEchoNode, type EchoNode } from "../echo-node/src/server.js";
-import { missing, probeCounts, startRig, total, type Rig } from "./harness.js";
+import { exportedRecords, missing, probeCounts, startRig, total, type Rig } from "./harness.js";
 import { openPage, plotted, waitForMeasurements } from "./page-helpers.js";
 
 const why = missing();
 if (why !== undefined) console.warn(`e2e: skipping the target tests: ${why}`);
-
-/** The records the page exports (NDJSON), as the user would download them. */
-async function exported(page: Page): Promise<{ to: string; metric: string }[]> {
-  const [download] = await Promise.all([
-    page.waitForEvent("download"),
-    page.click("#export-ndjson"),
-  ]);
-  const text = readFileSync(await download.path(), "utf8");
-  return text
-    .split("\n")
-    .filter((l) => l !== "")
-    .map((l) => JSON.parse(l) as { to: string; metric: string });
-}
 
 describe.skipIf(why !== undefined)("the target: two echo-nodes on loopback", () => {
   let second: EchoNode;
@@ -81,7 +67,7 @@ describe.skipIf(why !== undefined)("the target: two echo-nodes on loopback", () 
     expect(await page.textContent("#target-name")).toBe(secondHost);
     expect(await page.inputValue("#target-select")).toBe(secondUrl);
     // Records name the target they measured.
-    const records = await exported(page);
+    const records = await exportedRecords(page);
     expect(records.length).toBeGreaterThan(5);
     expect(new Set(records.map((r) => r.to))).toEqual(new Set([secondHost]));
     await done();
@@ -105,7 +91,7 @@ describe.skipIf(why !== undefined)("the target: two echo-nodes on loopback", () 
     expect((await plotted(page, "rtt/websocket")).measurements).toBeLessThan(siteSeries);
     await waitForMeasurements(page, "rtt/websocket", 2, 5000);
     expect(total(await probeCounts(second))).toBeGreaterThan(secondBefore);
-    expect(new Set((await exported(page)).map((r) => r.to))).toEqual(new Set([secondHost]));
+    expect(new Set((await exportedRecords(page)).map((r) => r.to))).toEqual(new Set([secondHost]));
 
     // Back to the site: its own series come back from the history, the second's stay apart.
     await page.selectOption("#target-select", "");
@@ -116,7 +102,7 @@ describe.skipIf(why !== undefined)("the target: two echo-nodes on loopback", () 
       { timeout: 5000, polling: 20 },
     );
     await waitForMeasurements(page, "rtt/websocket", siteSeries, 3000);
-    expect(new Set((await exported(page)).map((r) => r.to))).toEqual(new Set([siteHost]));
+    expect(new Set((await exportedRecords(page)).map((r) => r.to))).toEqual(new Set([siteHost]));
     await done();
   });
 

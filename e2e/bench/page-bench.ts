@@ -13,7 +13,7 @@
 // Benchmarks never fail on a number: this prints medians, spreads and ratios.
 
 import { execFileSync, spawn } from "node:child_process";
-import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readdirSync, rmSync, statSync } from "node:fs";
 import { createServer } from "node:net";
 import { cpus, tmpdir } from "node:os";
 import { extname, join } from "node:path";
@@ -22,7 +22,15 @@ import type { Browser, Page } from "playwright-core";
 import { build } from "vite";
 import { defaultConfig } from "../../echo-node/src/config.js";
 import { startEchoNode } from "../../echo-node/src/server.js";
-import { ARTIFACTS, DIST, missing, startRig, type Rig } from "../harness.js";
+import {
+  ARTIFACTS,
+  DIST,
+  exportedRecords,
+  missing,
+  startRig,
+  type ExportedRecord,
+  type Rig,
+} from "../harness.js";
 
 const WEB = fileURLToPath(new URL("../../web/", import.meta.url));
 const quick = (process.env.BENCH_QUICK ?? "") !== "";
@@ -241,29 +249,16 @@ async function chartRedraw(browser: Browser): Promise<void> {
 
 // ---------------------------------------------------------------- bandwidth
 
-interface BandwidthRecord {
-  metric: string;
-  value: number | null;
-  probe?: { transport?: string; payload_bytes?: number; streams?: number };
-}
-
 /** The page's own download measurements over `seconds`, from its NDJSON export. */
-async function pageBandwidth(rig: Rig, query: string, seconds: number): Promise<BandwidthRecord[]> {
+async function pageBandwidth(rig: Rig, query: string, seconds: number): Promise<ExportedRecord[]> {
   const context = await rig.browser.newContext({ acceptDownloads: true });
   try {
     const page = await context.newPage();
     await page.goto(`${rig.node.url}/${query}`);
     await new Promise((r) => setTimeout(r, seconds * 1000));
-    const [download] = await Promise.all([
-      page.waitForEvent("download"),
-      page.click("#export-ndjson"),
-    ]);
-    const text = readFileSync(await download.path(), "utf8");
-    return text
-      .split("\n")
-      .filter((l) => l.trim() !== "")
-      .map((l) => JSON.parse(l) as BandwidthRecord)
-      .filter((r) => r.metric === "bandwidth_down" && r.value !== null);
+    return (await exportedRecords(page)).filter(
+      (r) => r.metric === "bandwidth_down" && r.value !== null,
+    );
   } finally {
     await context.close();
   }

@@ -320,7 +320,7 @@ fn session(s: TcpStream, cfg: &Config, stop: &Stop, counters: &Counters) -> io::
                 read_full(&mut r, &mut x, cfg, stop)?;
                 w.write_all(&[wire::OP_PING, x[0]])?;
             }
-            wire::OP_BULK => {
+            op @ (wire::OP_BULK | wire::OP_BULK_DOWN) => {
                 let mut len = [0u8; 8];
                 read_full(&mut r, &mut len, cfg, stop)?;
                 let len = wire::bulk_len(&len);
@@ -328,20 +328,15 @@ fn session(s: TcpStream, cfg: &Config, stop: &Stop, counters: &Counters) -> io::
                     w.write_all(&wire::REFUSED)?;
                     return Ok(());
                 }
-                drain(&mut r, len, &mut buf, cfg, stop)?;
-                counters.bulk_bytes.fetch_add(len, Ordering::Relaxed);
-                w.write_all(&wire::ACK)?;
-            }
-            wire::OP_BULK_DOWN => {
-                let mut len = [0u8; 8];
-                read_full(&mut r, &mut len, cfg, stop)?;
-                let len = wire::bulk_len(&len);
-                if len > cfg.max_payload {
-                    w.write_all(&wire::REFUSED)?;
-                    return Ok(());
+                if op == wire::OP_BULK {
+                    // Up: the payload, then the acknowledgement once all of it is in.
+                    drain(&mut r, len, &mut buf, cfg, stop)?;
+                    w.write_all(&wire::ACK)?;
+                } else {
+                    // Down: the acknowledgement, then the payload.
+                    w.write_all(&wire::ACK)?;
+                    send(&mut w, len, &buf, stop)?;
                 }
-                w.write_all(&wire::ACK)?;
-                send(&mut w, len, &buf, stop)?;
                 counters.bulk_bytes.fetch_add(len, Ordering::Relaxed);
             }
             wire::OP_QUIT => return Ok(()),

@@ -75,6 +75,8 @@ pub fn run(args: Args) -> Result<()> {
     let sock = UdpSocket::bind(local).map_err(|e| anyhow!("{host}: bind udp: {e}"))?;
     sock.connect(addr)
         .map_err(|e| anyhow!("{host}: connect udp: {e}"))?;
+    // Never blocks: `burst` waits in ppoll and drains what has arrived.
+    sock.set_nonblocking(true)?;
     let from = sock.local_addr().ok().map(|a| a.to_string());
     let stop = Stop::on_signals().map_err(|e| anyhow!("cannot install signal handlers: {e}"))?;
     let mut sink = Sink::new(args.common.json, args.common.out.as_deref())?;
@@ -221,13 +223,12 @@ fn burst(
 ) -> io::Result<Summary> {
     let n = usize::try_from(count).map_err(|_| io::Error::other("too many probes"))?;
     let mut state = Burst::new(first_seq, n);
-    sock.set_nonblocking(true)?;
     let mut out = vec![0u8; size];
     let mut inbox = vec![0u8; 65_536];
     let start = Instant::now();
     let mut next = 0u64;
     let mut last_send = start;
-    let result = loop {
+    loop {
         // Every reply already queued, each stamped as it is taken.
         loop {
             match sock.recv(&mut inbox) {
@@ -247,7 +248,7 @@ fn burst(
         }
         let now = Instant::now();
         if now >= hard {
-            break Ok(());
+            break;
         }
         let until = if next < count {
             let due = start + interval.mul_f64(next as f64);
@@ -264,24 +265,22 @@ fn burst(
                     Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => continue,
                     // The send buffer is full: this probe did not leave, which counts as lost.
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
-                    Err(e) => break Err(io::Error::new(e.kind(), format!("send: {e}"))),
+                    Err(e) => return Err(io::Error::new(e.kind(), format!("send: {e}"))),
                 }
             }
             due
         } else {
             if state.all_answered() {
-                break Ok(());
+                break;
             }
             let end = last_send + wait;
             if end <= now {
-                break Ok(());
+                break;
             }
             end
         };
         wait_readable(sock, until.min(hard) - now)?;
-    };
-    sock.set_nonblocking(false)?;
-    result?;
+    }
     Ok(state.summary())
 }
 

@@ -130,15 +130,20 @@ type Shape = "dot" | "diamond";
 /** The size Chart.js gave these marks (radius 2 and 2.5 plus its 1-pixel border). */
 const RADIUS: Record<Shape, number> = { dot: 2.5, diamond: 3 };
 
-/** A mark as pixel coverage (0–1) on a square of `size` device pixels around its centre. */
+/** A mark on a square of `size` device pixels around its centre: each pixel's alpha
+ *  (0–255) and its value ready to store (the colour at that alpha, as a 32-bit word). */
 interface Sprite {
   size: number;
   half: number;
-  cover: Float32Array;
+  coverage: Uint8Array;
+  packed: Uint32Array;
+  /** The colour's bytes where a word holds them (alpha bits 0). */
+  rgb: number;
 }
 
-/** A mark's coverage, anti-aliased by 4×4 samples a pixel, for `radius` device pixels. */
-function sprite(shape: Shape, radius: number): Sprite {
+/** A mark of `radius` device pixels in `color` (RGBA, alpha 0–1), anti-aliased by 4×4
+ *  samples a pixel. */
+function sprite(shape: Shape, radius: number, color: readonly number[]): Sprite {
   const half = Math.ceil(radius);
   const size = 2 * half + 1;
   const cover = new Float32Array(size * size);
@@ -160,7 +165,11 @@ function sprite(shape: Shape, radius: number): Sprite {
       cover[j * size + i] = hits / (n * n);
     }
   }
-  return { size, half, cover };
+  const [r, g, b, alpha] = color as [number, number, number, number];
+  const rgb = LITTLE_ENDIAN ? (b << 16) | (g << 8) | r : (r << 24) | (g << 16) | (b << 8);
+  const coverage = Uint8Array.from(cover, (c) => Math.round(alpha * c * 255));
+  const packed = Uint32Array.from(coverage, (a) => (LITTLE_ENDIAN ? (a << 24) | rgb : rgb | a));
+  return { size, half, coverage, packed, rgb };
 }
 
 /** Whether this machine stores a 32-bit word's low byte first (RGBA bytes = ABGR words). */
@@ -197,11 +206,11 @@ class MarkLayer {
     this.ctx = this.canvas.getContext("2d");
   }
 
-  private spriteFor(shape: Shape, dpr: number): Sprite {
-    const key = `${shape}@${dpr}`;
+  private spriteFor(shape: Shape, dpr: number, color: readonly number[]): Sprite {
+    const key = `${shape}@${dpr}/${color.join()}`;
     let s = this.sprites.get(key);
     if (s === undefined) {
-      s = sprite(shape, RADIUS[shape] * dpr);
+      s = sprite(shape, RADIUS[shape] * dpr, color);
       this.sprites.set(key, s);
     }
     return s;
@@ -243,15 +252,8 @@ class MarkLayer {
     for (const { points, shape, color } of layers) {
       if (this.seen.length < cells) this.seen = new Uint8Array(cells);
       else this.seen.fill(0, 0, cells);
-      const { size, half, cover } = this.spriteFor(shape, dpr);
-      const [r, g, b, alpha] = color as [number, number, number, number];
-      // Each sprite pixel's value ready to store: the colour at the mark's coverage.
-      const rgb = LITTLE_ENDIAN ? (b << 16) | (g << 8) | r : (r << 24) | (g << 16) | (b << 8);
-      const coverage = cover.map((c) => Math.round(alpha * c * 255));
-      const packed = new Uint32Array(coverage.length);
-      for (let i = 0; i < coverage.length; i++) {
-        packed[i] = LITTLE_ENDIAN ? (coverage[i]! << 24) | rgb : rgb | coverage[i]!;
-      }
+      const { size, half, coverage, packed, rgb } = this.spriteFor(shape, dpr, color);
+      const [r, g, b] = color as [number, number, number, number];
       const rgbMask = LITTLE_ENDIAN ? 0x00ffffff : 0xffffff00;
       for (const p of points) {
         const x = toX.at + (p.x - toX.from) * toX.per;
