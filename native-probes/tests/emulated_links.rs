@@ -301,6 +301,28 @@ fn nowcast_in(link: &Link, args: &[&str]) -> Vec<Record> {
     records(&out)
 }
 
+/// One iperf3 client run's JSON report. iperf3's server takes one test at a time and may
+/// still be closing the last one: a run it turns away ("the server is busy"), or any run
+/// whose report has no rate, is retried; the last one's error is shown if none succeeds.
+fn iperf3_run(link: &Link, args: &[&str]) -> serde_json::Value {
+    let mut last = String::new();
+    for _ in 0..5 {
+        let out = run_bounded(link.client(args), LIMIT);
+        let run: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+        if out.status.success() && run["end"]["sum_received"]["bits_per_second"].is_f64() {
+            return run;
+        }
+        last = format!(
+            "{} (exit {:?}) {}",
+            run["error"].as_str().unwrap_or("no rate in the report"),
+            out.status.code(),
+            text(&out.stderr)
+        );
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    panic!("iperf3 {args:?}: {last}");
+}
+
 fn json_of(cmd: Command) -> serde_json::Value {
     let out = run_bounded(cmd, LIMIT);
     assert!(out.status.success(), "{}", text(&out.stderr));
@@ -475,7 +497,7 @@ fn accuracy_against_iperf3_sockperf_and_irtt_on_emulated_links() {
                     iperf.push("-R");
                 }
                 let runs: Vec<serde_json::Value> =
-                    (0..3).map(|_| json_of(link.client(&iperf))).collect();
+                    (0..3).map(|_| iperf3_run(&link, &iperf)).collect();
                 let granted = |r: &Record| {
                     r.probe
                         .as_ref()
