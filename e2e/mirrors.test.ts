@@ -11,6 +11,7 @@ import { defaultConfig } from "../echo-node/src/config.js";
 import { startEchoNode, type EchoNode } from "../echo-node/src/server.js";
 import { missing, probeCounts, startRig, total, type Rig } from "./harness.js";
 import { Link, netnsMissing } from "./netns.js";
+import { setTicked } from "./page-helpers.js";
 
 const why = missing();
 if (why !== undefined) console.warn(`e2e: skipping the mirror tests: ${why}`);
@@ -120,7 +121,7 @@ describe.skipIf(why !== undefined)("mirrors: two echo-nodes on loopback", () => 
     expect(total(await probeCounts(mirror))).toBe(0);
     expect((await ranking(page)).find((r) => r.url === mirrorUrl)?.time).toBe("not probed");
 
-    await item.locator("input[type=checkbox]").check();
+    await setTicked(item.locator("input[type=checkbox]"), true);
     await waitForMirrorProbes(page, mirrorUrl, 3, 10_000);
     const counts = await probeCounts(mirror);
     expect(counts.get("echo")).toBeGreaterThan(0);
@@ -137,7 +138,7 @@ describe.skipIf(why !== undefined)("mirrors: two echo-nodes on loopback", () => 
     }
 
     // Opting out stops the traffic to the mirror (a probe on the wire may finish first).
-    await item.locator("input[type=checkbox]").uncheck();
+    await setTicked(item.locator("input[type=checkbox]"), false);
     await sleep(1500);
     const quiet = total(await probeCounts(mirror));
     await sleep(2000);
@@ -148,11 +149,11 @@ describe.skipIf(why !== undefined)("mirrors: two echo-nodes on loopback", () => 
   it("keeps the opt-in across a reload, and the opt-out", async () => {
     const { page, done } = await open("?period=1");
     const box = page.locator(`#mirror-list li[data-url="${mirrorUrl}"] input[type=checkbox]`);
-    await box.check({ timeout: 5000 });
+    await setTicked(box, true, 5000);
     await page.reload();
     await waitForMirrorProbes(page, mirrorUrl, 1, 10_000);
     expect(await box.isChecked()).toBe(true);
-    await box.uncheck();
+    await setTicked(box, false);
     await page.reload();
     await page.locator(`#mirror-list li[data-url="${mirrorUrl}"]`).waitFor({ timeout: 5000 });
     expect(await box.isChecked()).toBe(false);
@@ -214,7 +215,7 @@ describe.skipIf(whyNot !== undefined)("mirrors: two echo-nodes behind emulated l
     });
     await page.goto(`${siteUrl}?period=1`);
     const item = page.locator(`#mirror-list li[data-url="${mirrorUrl}"]`);
-    await item.locator("input[type=checkbox]").check({ timeout: 10_000 });
+    await setTicked(item.locator("input[type=checkbox]"), true, 10_000);
     // A few probes of each, so that both forecasts stand on more than one measurement.
     await waitForMirrorProbes(page, mirrorUrl, 5, 20_000);
     await waitForRanked(page, 2, 10_000);

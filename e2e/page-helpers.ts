@@ -3,7 +3,7 @@
  * data attributes, chart-view.ts `draw`), and a page opened with its errors collected.
  */
 import { expect } from "vitest";
-import type { Page } from "playwright-core";
+import type { Locator, Page } from "playwright-core";
 import type { Rig } from "./harness.js";
 
 export interface Plotted {
@@ -73,4 +73,18 @@ export async function openPage(
     expect(errors).toEqual([]);
   };
   return { page, startedAt, done };
+}
+
+/**
+ * Ticks (or unticks) a checkbox from the keyboard, as a keyboard user would: focus and Space.
+ * A mouse click lands where the box was when it looked stable, and the live graphs above it
+ * may still push it down between that check and the click.
+ */
+export async function setTicked(box: Locator, ticked: boolean, timeout = 10_000): Promise<void> {
+  await box.waitFor({ timeout });
+  if ((await box.isChecked()) !== ticked) {
+    await box.focus();
+    await box.press("Space");
+  }
+  expect(await box.isChecked()).toBe(ticked);
 }

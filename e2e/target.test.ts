@@ -10,7 +10,7 @@ import type { Page } from "playwright-core";
 import { defaultConfig } from "../echo-node/src/config.js";
 import { startEchoNode, type EchoNode } from "../echo-node/src/server.js";
 import { exportedRecords, missing, probeCounts, startRig, total, type Rig } from "./harness.js";
-import { openPage, plotted, waitForMeasurements } from "./page-helpers.js";
+import { openPage, plotted, setTicked, waitForMeasurements } from "./page-helpers.js";
 
 const why = missing();
 if (why !== undefined) console.warn(`e2e: skipping the target tests: ${why}`);
@@ -141,7 +141,7 @@ describe.skipIf(why !== undefined)("the target: two echo-nodes on loopback", () 
     const { page, done } = await openPage(rig, "?period=1");
     const item = page.locator(`#mirror-list li[data-url="${secondUrl}"]`);
     await item.waitFor({ timeout: 5000 });
-    await item.locator("input[type=checkbox]").check();
+    await setTicked(item.locator("input[type=checkbox]"), true);
     const rtt = `mirror/rtt/websocket@${secondUrl}`;
     const down = `mirror/bandwidth_down/websocket@${secondUrl}`;
     await waitForMeasurements(page, rtt, 3, 10_000);
@@ -163,7 +163,7 @@ describe.skipIf(why !== undefined)("the target: two echo-nodes on loopback", () 
     expect(await page.$$eval("#predictability tr.in-use", (rows) => rows.length)).toBe(1);
 
     // Opting out takes its graphs away with its probes.
-    await item.locator("input[type=checkbox]").uncheck();
+    await setTicked(item.locator("input[type=checkbox]"), false);
     await page.waitForSelector(`figure[data-series="${rtt}"]`, { state: "detached" });
     expect(await page.$$eval('figure[data-series^="mirror/"]', (f) => f.length)).toBe(0);
     await done();
