@@ -5,16 +5,19 @@
  * so one test's IndexedDB history never shows up in another. Everything started here is
  * closed by `close()`.
  */
-import { existsSync, readFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { chromium, type Browser, type Page } from "playwright-core";
 import { defaultConfig, type Config } from "../echo-node/src/config.js";
 import { startEchoNode, type EchoNode } from "../echo-node/src/server.js";
+import { build } from "vite";
 
 export const CHROMIUM = "/usr/bin/chromium";
 export const DIST = fileURLToPath(new URL("../web/dist", import.meta.url));
 export const ARTIFACTS = fileURLToPath(new URL("./artifacts", import.meta.url));
+const WEB = fileURLToPath(new URL("../web/", import.meta.url));
 
 /** Why the browser tests cannot run here, or undefined when they can. */
 export function missing(): string | undefined {
@@ -113,4 +116,41 @@ export async function exportedRecords(page: Page): Promise<ExportedRecord[]> {
     .split("\n")
     .filter((l) => l.trim() !== "")
     .map((l) => JSON.parse(l) as ExportedRecord);
+}
+
+/**
+ * The graph bench page (web/bench/chart-bench.html: one graph, as the page makes it, filled
+ * with 10,000 points and driven from the caller), built by Vite into a temporary directory and
+ * served by an echo-node of its own. `close()` stops the server and removes the build.
+ */
+export async function serveChartBench(): Promise<{ url: string; close(): Promise<void> }> {
+  const out = mkdtempSync(join(tmpdir(), "nowcast-chart-bench-"));
+  try {
+    await build({
+      configFile: join(WEB, "vite.config.ts"),
+      logLevel: "warn",
+      build: {
+        outDir: out,
+        emptyOutDir: true,
+        rolldownOptions: { input: join(WEB, "bench", "chart-bench.html") },
+      },
+    });
+    const node = await startEchoNode({
+      ...defaultConfig(),
+      port: 0,
+      host: "127.0.0.1",
+      staticDir: out,
+      name: "chart-bench",
+    });
+    return {
+      url: `${node.url}/bench/chart-bench.html`,
+      close: async () => {
+        await node.close();
+        rmSync(out, { recursive: true, force: true });
+      },
+    };
+  } catch (e) {
+    rmSync(out, { recursive: true, force: true });
+    throw e;
+  }
 }

@@ -13,26 +13,22 @@
 // Benchmarks never fail on a number: this prints medians, spreads and ratios.
 
 import { execFileSync, spawn } from "node:child_process";
-import { mkdirSync, mkdtempSync, readdirSync, rmSync, statSync } from "node:fs";
+import { mkdirSync, readdirSync, statSync } from "node:fs";
 import { createServer } from "node:net";
-import { cpus, tmpdir } from "node:os";
+import { cpus } from "node:os";
 import { extname, join } from "node:path";
-import { fileURLToPath } from "node:url";
 import type { Browser, Page } from "playwright-core";
-import { build } from "vite";
-import { defaultConfig } from "../../echo-node/src/config.js";
-import { startEchoNode } from "../../echo-node/src/server.js";
 import {
   ARTIFACTS,
   DIST,
   exportedRecords,
   missing,
+  serveChartBench,
   startRig,
   type ExportedRecord,
   type Rig,
 } from "../harness.js";
 
-const WEB = fileURLToPath(new URL("../../web/", import.meta.url));
 const quick = (process.env.BENCH_QUICK ?? "") !== "";
 const GIB = 1024 ** 3;
 
@@ -194,56 +190,41 @@ interface ChartBenchResult {
   script: number[];
   raster: number[];
   points: number;
+  layouts: number;
   canvas: { width: number; height: number };
 }
 
 async function chartRedraw(browser: Browser): Promise<void> {
-  const out = mkdtempSync(join(tmpdir(), "nowcast-chart-bench-"));
+  const bench = await serveChartBench();
+  const context = await browser.newContext();
   try {
-    await build({
-      configFile: join(WEB, "vite.config.ts"),
-      logLevel: "warn",
-      build: {
-        outDir: out,
-        emptyOutDir: true,
-        rolldownOptions: { input: join(WEB, "bench", "chart-bench.html") },
-      },
-    });
-    const node = await startEchoNode({
-      ...defaultConfig(),
-      port: 0,
-      host: "127.0.0.1",
-      staticDir: out,
-      name: "chart-bench",
-    });
-    const context = await browser.newContext();
-    try {
-      const page: Page = await context.newPage();
-      await page.goto(`${node.url}/bench/chart-bench.html`);
-      const additions = quick ? 150 : 600;
-      const r = (await page.evaluate(
-        ([n, w]) =>
-          (
-            window as unknown as {
-              runChartBench(additions: number, warmup: number): Promise<ChartBenchResult>;
-            }
-          ).runChartBench(n!, w!),
-        [additions, 30],
-      )) as ChartBenchResult;
-      mkdirSync(ARTIFACTS, { recursive: true });
-      await page.screenshot({ path: join(ARTIFACTS, "chart-bench.png") });
-      line(
-        "add one point to 10,000 + redraw, ms (goal ≤ 4)",
-        `median ${spread(r.raster, 2, true)}, ${r.raster.length} additions, ` +
-          `canvas ${r.canvas.width}×${r.canvas.height}`,
-      );
-      line("  of which script (add + chart.update)", `median ${spread(r.script, 2, true)}`);
-    } finally {
-      await context.close();
-      await node.close();
-    }
+    const page: Page = await context.newPage();
+    await page.goto(bench.url);
+    const additions = quick ? 150 : 600;
+    const r = (await page.evaluate(
+      ([n, w]) =>
+        (
+          window as unknown as {
+            runChartBench(additions: number, warmup: number): Promise<ChartBenchResult>;
+          }
+        ).runChartBench(n!, w!),
+      [additions, 30],
+    )) as ChartBenchResult;
+    mkdirSync(ARTIFACTS, { recursive: true });
+    await page.screenshot({ path: join(ARTIFACTS, "chart-bench.png") });
+    line(
+      "add one point to 10,000 + redraw, ms (goal ≤ 4)",
+      `median ${spread(r.raster, 2, true)}, ${r.raster.length} additions, ` +
+        `canvas ${r.canvas.width}×${r.canvas.height}`,
+    );
+    line("  of which script (add + draw)", `median ${spread(r.script, 2, true)}`);
+    line(
+      "  additions that laid Chart.js out again",
+      `${r.layouts} of ${additions + 30} (x axis moves a column, y extremes change)`,
+    );
   } finally {
-    rmSync(out, { recursive: true, force: true });
+    await context.close();
+    await bench.close();
   }
 }
 

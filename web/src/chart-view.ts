@@ -1,8 +1,14 @@
 // One graph per series (JavaNws §2.1.3): measurements light, forecasts dark, the newest
 // forecast one period ahead of the newest measurement, and a band of forecast ± k·error.
-// Chart.js (imported piece by piece, so the page ships only what it draws) lays out the axes
-// and the tooltips; the marks and the band are drawn by a plugin of this module, one path per
-// kind, because 10,000 points drawn one path each by Chart.js cost more than a frame.
+//
+// Three canvases on top of each other: the band (one polygon), Chart.js's (axes, grid,
+// tooltips and the hovered point) and the marks (sprites stamped into one ImageData). Chart.js
+// lays out only when an axis changes. The x axis moves in whole columns of a fixed duration
+// (a CSS pixel's worth of time), chosen anew only when the data no longer fits, and the y
+// axis changes only with the extremes of the data; between those a new point redraws the band
+// and the marks alone, and Chart.js's tooltip data is brought up to date when a pointer
+// comes over the graph. A graph of 10,000 points then costs a millisecond or two per point,
+// where a full Chart.js layout and render costs about two on its own.
 
 import {
   Chart,
@@ -14,7 +20,8 @@ import {
   type ChartDataset,
   type Plugin,
 } from "chart.js";
-import { clock, formatValue } from "./format";
+import { clock, clockTicks, formatValue } from "./format";
+import { thin, WindowExtreme, xAxis, yAxisHolds, type Point } from "./chart-math";
 import type { NextForecast } from "./messages";
 
 Chart.register(LineController, LineElement, PointElement, LinearScale, Tooltip);
@@ -24,11 +31,6 @@ export const BAND_K = 2;
 /** Points kept on a graph; older ones scroll off (the worker's series keeps everything). */
 export const MAX_POINTS = 10_000;
 
-interface Point {
-  x: number;
-  y: number;
-}
-
 /** A forecast and its error (√MSE when it was made): the band is y ± BAND_K·e. */
 interface Forecast extends Point {
   e: number;
@@ -37,87 +39,23 @@ interface Forecast extends Point {
 const bandLow = (f: Forecast) => Math.max(0, f.y - BAND_K * f.e);
 const bandHigh = (f: Forecast) => f.y + BAND_K * f.e;
 
-/** One column of the band: from `x`, up to `hi` and down to `lo`. */
+/** One column of the band: from `x` (its first forecast), up to `hi` and down to `lo`. */
 interface BandColumn {
+  col: number;
   x: number;
   hi: number;
   lo: number;
 }
 
-/** Where the columns of a plot `columns` wide fall on the x axis from `x0` to `x1`. */
-function columnOf(x0: number, x1: number, columns: number): (x: number) => number {
-  const perMs = columns / Math.max(1, x1 - x0);
-  return (x) => Math.floor((x - x0) * perMs);
-}
-
-/**
- * What a plot `columns` wide can show of `points` (sorted by x): in each column the lowest and
- * the highest point, in x order, and always the newest point. A spike keeps its column however
- * many points share it; a graph of 10,000 points draws about two per pixel. The points are
- * the caller's objects (tooltips read them); the array is new, so Chart.js never holds (and
- * patches) the caller's.
- */
-function thin<T extends Point>(points: readonly T[], column: (x: number) => number): T[] {
-  const out: T[] = [];
-  let col = NaN;
-  let lo = 0;
-  let hi = 0;
-  const flush = () => {
-    if (Number.isNaN(col)) return;
-    if (lo === hi) out.push(points[lo]!);
-    else out.push(points[Math.min(lo, hi)]!, points[Math.max(lo, hi)]!);
-  };
-  for (let i = 0; i < points.length; i++) {
-    const c = column(points[i]!.x);
-    if (c !== col) {
-      flush();
-      col = c;
-      lo = hi = i;
-    } else {
-      const y = points[i]!.y;
-      if (y < points[lo]!.y) lo = i;
-      if (y > points[hi]!.y) hi = i;
-    }
-  }
-  flush();
-  const last = points.at(-1);
-  if (last !== undefined && out.at(-1) !== last) out.push(last);
-  return out;
-}
-
-/** The band per column: the highest upper and the lowest lower bound of its forecasts, and
- *  the newest forecast's own, so the band reaches it. */
-function bandColumns(forecasts: readonly Forecast[], column: (x: number) => number): BandColumn[] {
-  const out: BandColumn[] = [];
-  let col = NaN;
-  for (const f of forecasts) {
-    const c = column(f.x);
-    const last = out.at(-1);
-    if (c === col && last !== undefined) {
-      last.hi = Math.max(last.hi, bandHigh(f));
-      last.lo = Math.min(last.lo, bandLow(f));
-    } else {
-      col = c;
-      out.push({ x: f.x, hi: bandHigh(f), lo: bandLow(f) });
-    }
-  }
-  const newest = forecasts.at(-1);
-  if (newest !== undefined && out.at(-1)!.x !== newest.x) {
-    out.push({ x: newest.x, hi: bandHigh(newest), lo: bandLow(newest) });
-  }
-  return out;
-}
-
 /** Dataset order: the measurements, then the forecasts (Chart.js lays them out for the
- *  tooltips; drawingPlugin draws them, measurements over forecasts). */
+ *  tooltips and the hovered point; the mark layer draws them). */
 const MEASURED = 0;
 const FORECAST = 1;
 /** Marks closer than this (CSS px, both ways) are drawn once: they would cover each other. */
 const CELL_PX = 4;
 /** Chart.js gets a column's extremes per this many CSS px: it only places the axes and the
- *  tooltips, and each point it holds costs it time on every update (0.3 ms of ~4 at 10,000). */
+ *  tooltips, and each point it holds costs it time on every update. */
 const TOOLTIP_PX = 16;
-
 /** A linear scale's pixel for a value as plain arithmetic (at + (v − from)·per), for loops
  *  over thousands of points where a method call per coordinate shows. */
 function linear(scale: { min: number; getPixelForValue(v: number): number }) {
@@ -304,63 +242,73 @@ class MarkLayer {
 }
 
 /**
- * Draws the band of forecast ± k·error (a polygon along its columns) on Chart.js's canvas,
- * under everything, and the marks on the layer above it once Chart.js has drawn. Chart.js lays
- * out the axes, the tooltips and the hovered point from datasets thinned per column (`thin`)
- * whose own points have radius 0.
+ * The band of forecast ± k·error, one polygon along its columns, on a canvas under Chart.js's
+ * (so the grid shows through it), clipped to the plot.
  */
-function drawingPlugin(
-  series: () => {
-    band: readonly BandColumn[];
-    measured: readonly Point[];
-    forecasts: readonly Point[];
-  },
-  style: { band: string; measured: string; forecast: string },
-  layer: MarkLayer,
-): Plugin<"line"> {
-  const measuredColor = rgba(style.measured);
-  const forecastColor = rgba(style.forecast);
+class BandLayer {
+  readonly canvas = document.createElement("canvas");
+  private readonly ctx: CanvasRenderingContext2D | null;
+
+  constructor(private readonly color: string) {
+    this.canvas.setAttribute("aria-hidden", "true");
+    this.canvas.style.cssText = "position:absolute;left:0;top:0;pointer-events:none";
+    this.ctx = this.canvas.getContext("2d");
+  }
+
+  draw(chart: Chart<"line">, columns: readonly BandColumn[], newest: Forecast | undefined): void {
+    const ctx = this.ctx;
+    if (ctx === null) return;
+    const main = chart.canvas;
+    if (this.canvas.width !== main.width || this.canvas.height !== main.height) {
+      this.canvas.width = main.width;
+      this.canvas.height = main.height;
+    } else {
+      ctx.clearRect(0, 0, this.canvas.width, this.canvas.height);
+    }
+    this.canvas.style.width = main.style.width;
+    this.canvas.style.height = main.style.height;
+    if (columns.length === 0 && newest === undefined) return;
+    const dpr = chart.currentDevicePixelRatio;
+    const a = chart.chartArea;
+    const toX = linear(chart.scales.x!);
+    const toY = linear(chart.scales.y!);
+    const px = (x: number) => toX.at + (x - toX.from) * toX.per;
+    const py = (y: number) => toY.at + (y - toY.from) * toY.per;
+    ctx.save();
+    ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
+    ctx.beginPath();
+    ctx.rect(a.left, a.top, a.right - a.left, a.bottom - a.top);
+    ctx.clip();
+    ctx.beginPath();
+    for (const c of columns) ctx.lineTo(px(c.x), py(c.hi));
+    // The newest forecast is not yet in a column (its time moves when it is measured).
+    if (newest !== undefined) {
+      ctx.lineTo(px(newest.x), py(bandHigh(newest)));
+      ctx.lineTo(px(newest.x), py(bandLow(newest)));
+    }
+    for (let i = columns.length - 1; i >= 0; i--) {
+      ctx.lineTo(px(columns[i]!.x), py(columns[i]!.lo));
+    }
+    ctx.closePath();
+    ctx.fillStyle = this.color;
+    ctx.fill();
+    ctx.restore();
+  }
+}
+
+/** Makes Chart.js's y axis hold the whole band, not just the points it is given. */
+function bandLimits(extremes: () => { lo: number | undefined; hi: number | undefined }): Plugin {
   return {
-    id: "nowcastDrawing",
-    afterDataLimits(chart, args) {
-      // The y axis must hold the whole band, not just the points.
+    id: "nowcastBandLimits",
+    afterDataLimits(_chart, args) {
       const scale = args.scale;
       if (scale.axis !== "y") return;
-      for (const c of series().band) {
-        scale.max = Math.max(scale.max, c.hi);
-        scale.min = Math.min(scale.min, c.lo);
-      }
-    },
-    beforeDatasetsDraw(chart) {
-      const { band } = series();
-      if (band.length === 0) return;
-      const { ctx, chartArea: a } = chart;
-      const xs = chart.scales.x!;
-      const ys = chart.scales.y!;
-      ctx.save();
-      ctx.beginPath();
-      ctx.rect(a.left, a.top, a.right - a.left, a.bottom - a.top);
-      ctx.clip();
-      ctx.beginPath();
-      for (const c of band) ctx.lineTo(xs.getPixelForValue(c.x), ys.getPixelForValue(c.hi));
-      for (let i = band.length - 1; i >= 0; i--) {
-        ctx.lineTo(xs.getPixelForValue(band[i]!.x), ys.getPixelForValue(band[i]!.lo));
-      }
-      ctx.closePath();
-      ctx.fillStyle = style.band;
-      ctx.fill();
-      ctx.restore();
-    },
-    afterDraw(chart) {
-      const { measured, forecasts } = series();
-      layer.draw(chart, [
-        { points: forecasts, shape: "diamond", color: forecastColor },
-        { points: measured, shape: "dot", color: measuredColor },
-      ]);
+      const { lo, hi } = extremes();
+      if (hi !== undefined) scale.max = Math.max(scale.max, hi);
+      if (lo !== undefined) scale.min = Math.min(scale.min, lo);
     },
   };
 }
-
 /**
  * The key under a graph's title, in the page's text rather than on the canvas (a screen
  * reader reads it, and the page does not ship Chart.js's legend): a mark in each colour, then
@@ -388,13 +336,44 @@ export class SeriesChart {
   readonly figure: HTMLElement;
   private readonly box: HTMLElement;
   private readonly chart: Chart<"line", Point[]>;
+  private readonly band: BandLayer;
+  private readonly marks = new MarkLayer();
+  private readonly measuredColor: readonly number[];
+  private readonly forecastColor: readonly number[];
   private readonly measured: Point[] = [];
   private readonly forecasts: Forecast[] = [];
-  private band: BandColumn[] = [];
-  private readonly marks = new MarkLayer();
+  /** How many points have scrolled off the front (so the n-th point ever added is
+   *  `measured[n − measuredGone]`): the window extremes number their values this way. */
+  private measuredGone = 0;
+  private forecastsGone = 0;
+  private readonly measuredMin = new WindowExtreme((a, b) => a < b);
+  private readonly measuredMax = new WindowExtreme((a, b) => a > b);
+  private readonly bandMin = new WindowExtreme((a, b) => a < b);
+  private readonly bandMax = new WindowExtreme((a, b) => a > b);
+  /** The band per column of the x axis's duration, for the forecasts whose time is final. */
+  private columns: BandColumn[] = [];
+  /** The x axis in use: its column duration (ms per CSS px) and its ends. */
+  private axis: { perPx: number; min: number; max: number } | undefined;
+  /** What Chart.js last laid out: the x axis's ends, and the y axis for the extremes of the
+   *  data on y. */
+  private laidOut:
+    | {
+        min: number;
+        max: number;
+        /** The y axis Chart.js made of them. */
+        y: { min: number; max: number };
+        lo: number | undefined;
+        hi: number | undefined;
+      }
+    | undefined;
   /** Whether the last forecast point is the pending one, plotted one step ahead. */
   private pending = false;
   private dirty = false;
+  /** Whether Chart.js's points (for the tooltips) are behind the series. */
+  private stale = false;
+  private resized = false;
+  /** How many times Chart.js has laid the graph out (the figure's data-layouts). */
+  private layouts = 0;
 
   constructor(parent: HTMLElement, title: string, unit: string) {
     const css = getComputedStyle(document.documentElement);
@@ -404,6 +383,9 @@ export class SeriesChart {
     const band = color("--band", "rgba(11, 61, 145, 0.15)");
     const text = color("--text", "#222");
     const grid = color("--grid", "rgba(128,128,128,0.2)");
+    this.measuredColor = rgba(light);
+    this.forecastColor = rgba(dark);
+    this.band = new BandLayer(band);
 
     this.figure = document.createElement("figure");
     this.figure.className = "graph";
@@ -414,7 +396,9 @@ export class SeriesChart {
     const canvas = document.createElement("canvas");
     canvas.setAttribute("role", "img");
     canvas.setAttribute("aria-label", `${title}: measurements and forecasts over time`);
-    this.box.append(canvas, this.marks.canvas);
+    // Positioned, so it stacks over the band (before it) and under the marks (after it).
+    canvas.style.position = "relative";
+    this.box.append(this.band.canvas, canvas, this.marks.canvas);
     const legend = key([
       ["●", light, "measured"],
       ["◆", dark, "forecast"],
@@ -422,8 +406,14 @@ export class SeriesChart {
     ]);
     this.figure.append(caption, legend, this.box);
     parent.append(this.figure);
+    // Chart.js's points are brought up to date before it handles a pointer over the graph
+    // (listeners on the box in the capture phase run before Chart.js's on the canvas).
+    const refresh = () => this.refreshTooltips();
+    for (const type of ["pointermove", "pointerdown"] as const) {
+      this.box.addEventListener(type, refresh, { capture: true, passive: true });
+    }
 
-    // Points only, drawn by drawingPlugin; Chart.js draws the hovered one.
+    // Points only, drawn by the mark layer; Chart.js draws the hovered one.
     const points = (label: string, fill: string, style: "circle" | "rectRot") =>
       ({
         label,
@@ -448,18 +438,28 @@ export class SeriesChart {
         maintainAspectRatio: false,
         parsing: false,
         normalized: true,
-        interaction: { mode: "nearest", intersect: false },
-        // A new width needs new columns.
+        // The point nearest in time to the pointer, whatever its value.
+        interaction: { mode: "nearest", axis: "x", intersect: false },
+        // The figure says which point the tooltip is on (its time), for tests and tools.
+        onHover: (_event, active) => {
+          const a = active[0];
+          const p = a && this.chart.data.datasets[a.datasetIndex]?.data[a.index];
+          if (p !== undefined) this.figure.dataset.hoveredX = String(p.x);
+        },
+        // A new size needs a new layout and new layers.
         onResize: () => {
+          this.resized = true;
           this.dirty = true;
           requestAnimationFrame(() => this.draw());
         },
         scales: {
           x: {
             type: "linear",
-            // The axis ends at the newest forecast, not at the next round tick.
-            bounds: "data",
-            ticks: { color: text, maxTicksLimit: 6, callback: (v) => clock(Number(v)) },
+            // min and max are set by draw() (xAxis); the ticks fall on round clock times.
+            afterBuildTicks: (scale) => {
+              scale.ticks = clockTicks(scale.min, scale.max, 6).map((value) => ({ value }));
+            },
+            ticks: { color: text, maxRotation: 0, callback: (v) => clock(Number(v)) },
             grid: { color: grid },
           },
           y: {
@@ -481,13 +481,7 @@ export class SeriesChart {
           },
         },
       },
-      plugins: [
-        drawingPlugin(
-          () => ({ band: this.band, measured: this.measured, forecasts: this.forecasts }),
-          { band, measured: light, forecast: dark },
-          this.marks,
-        ),
-      ],
+      plugins: [bandLimits(() => this.yExtremes())],
     });
   }
 
@@ -496,14 +490,43 @@ export class SeriesChart {
    * made for this measurement moves from its guessed time to the measurement's own.
    */
   add(x: number, value: number | null, next: NextForecast | undefined, stepMs: number): void {
-    if (this.pending) this.forecasts[this.forecasts.length - 1]!.x = x;
-    if (value !== null) this.measured.push({ x, y: value });
+    if (this.pending) {
+      const settled = this.forecasts.at(-1)!;
+      settled.x = x;
+      if (this.axis !== undefined) this.addToColumns(settled, this.axis.perPx);
+    }
+    if (value !== null) {
+      const n = this.measuredGone + this.measured.length;
+      this.measured.push({ x, y: value });
+      this.measuredMin.push(n, value);
+      this.measuredMax.push(n, value);
+    }
     this.pending = next !== undefined;
-    if (next !== undefined) this.forecasts.push({ x: x + stepMs, y: next.value, e: next.error });
-    for (const list of [this.measured, this.forecasts]) {
-      if (list.length > MAX_POINTS) list.splice(0, list.length - MAX_POINTS);
+    if (next !== undefined) {
+      const f = { x: x + stepMs, y: next.value, e: next.error };
+      const n = this.forecastsGone + this.forecasts.length;
+      this.forecasts.push(f);
+      this.bandMin.push(n, bandLow(f));
+      this.bandMax.push(n, bandHigh(f));
+    }
+    const over = (list: readonly unknown[]) => Math.max(0, list.length - MAX_POINTS);
+    const measuredOver = over(this.measured);
+    if (measuredOver > 0) {
+      this.measured.splice(0, measuredOver);
+      this.measuredGone += measuredOver;
+      this.measuredMin.dropBelow(this.measuredGone);
+      this.measuredMax.dropBelow(this.measuredGone);
+    }
+    const forecastsOver = over(this.forecasts);
+    if (forecastsOver > 0) {
+      this.forecasts.splice(0, forecastsOver);
+      this.forecastsGone += forecastsOver;
+      this.bandMin.dropBelow(this.forecastsGone);
+      this.bandMax.dropBelow(this.forecastsGone);
+      if (this.axis !== undefined) this.trimColumns(this.axis.perPx);
     }
     this.dirty = true;
+    this.stale = true;
   }
 
   /** Removes the graph from the page and frees the chart. */
@@ -519,20 +542,132 @@ export class SeriesChart {
     const { measured, forecasts } = this;
     const x0 = Math.min(measured[0]?.x ?? Infinity, forecasts[0]?.x ?? Infinity);
     const x1 = Math.max(measured.at(-1)?.x ?? -Infinity, forecasts.at(-1)?.x ?? -Infinity);
-    // The band has a column per CSS pixel of the box (the plot is a little narrower); Chart.js,
-    // which only places the tooltips and the axes (the extremes are kept), one per
-    // TOOLTIP_PX. A hidden graph (width 0) is redrawn on resize.
-    const width = Math.max(1, this.box.clientWidth);
-    const perMark = columnOf(x0, x1, width / TOOLTIP_PX);
-    const sets = this.chart.data.datasets;
-    sets[MEASURED]!.data = thin(measured, perMark);
-    sets[FORECAST]!.data = thin(forecasts, perMark);
-    this.band = bandColumns(forecasts, columnOf(x0, x1, width));
-    this.chart.update("none");
+    if (!Number.isFinite(x0) || !Number.isFinite(x1)) {
+      this.axis = undefined;
+      this.columns = [];
+      this.layout(undefined);
+    } else {
+      // A layout can change the plot's width (the y labels' width), and the width the axis.
+      for (let pass = 0; pass < 3; pass++) {
+        const a = this.chart.chartArea;
+        const width = a === undefined ? this.box.clientWidth : a.right - a.left;
+        const axis = xAxis(x0, x1, Math.max(1, width), this.axis?.perPx);
+        if (axis.perPx !== this.axis?.perPx) this.rebuildColumns(axis.perPx);
+        this.axis = axis;
+        const { lo, hi } = this.yExtremes();
+        const l = this.laidOut;
+        const same =
+          l !== undefined &&
+          !this.resized &&
+          l.min === axis.min &&
+          l.max === axis.max &&
+          yAxisHolds(l.y, l, lo, hi);
+        if (same) break;
+        this.layout(axis);
+      }
+    }
+    this.band.draw(this.chart, this.columns, this.pending ? forecasts.at(-1) : undefined);
+    this.marks.draw(this.chart, [
+      { points: forecasts, shape: "diamond", color: this.forecastColor },
+      { points: measured, shape: "dot", color: this.measuredColor },
+    ]);
     const d = this.figure.dataset;
     d.measurements = String(measured.length);
     d.forecasts = String(forecasts.length);
     d.lastMeasuredX = String(measured.at(-1)?.x ?? "");
     d.lastForecastX = String(forecasts.at(-1)?.x ?? "");
+    d.layouts = String(this.layouts);
+  }
+
+  /** The lowest and highest value the y axis must hold: the points and the band. */
+  private yExtremes(): { lo: number | undefined; hi: number | undefined } {
+    const pick = (
+      a: number | undefined,
+      b: number | undefined,
+      f: (a: number, b: number) => number,
+    ) => (a === undefined ? b : b === undefined ? a : f(a, b));
+    return {
+      lo: pick(this.measuredMin.value, this.bandMin.value, Math.min),
+      hi: pick(this.measuredMax.value, this.bandMax.value, Math.max),
+    };
+  }
+
+  /** Chart.js lays out the axes (and renders them) for `axis` and the current points. */
+  private layout(axis: { perPx: number; min: number; max: number } | undefined): void {
+    const x = this.chart.options.scales!.x!;
+    x.min = axis?.min;
+    x.max = axis?.max;
+    this.setTooltipPoints();
+    this.chart.update("none");
+    this.layouts++;
+    this.resized = false;
+    const y = this.chart.scales.y!;
+    this.laidOut =
+      axis === undefined
+        ? undefined
+        : { min: axis.min, max: axis.max, y: { min: y.min, max: y.max }, ...this.yExtremes() };
+  }
+
+  /** Before Chart.js handles a pointer: its points, if they are behind the series. */
+  private refreshTooltips(): void {
+    if (!this.stale || this.laidOut === undefined) return;
+    this.setTooltipPoints();
+    this.chart.update("none");
+  }
+
+  /** Chart.js's points: the extremes of each TOOLTIP_PX of columns, and the newest. */
+  private setTooltipPoints(): void {
+    const per = (this.axis?.perPx ?? 1) * TOOLTIP_PX;
+    const column = (x: number) => Math.floor(x / per);
+    const sets = this.chart.data.datasets;
+    sets[MEASURED]!.data = thin(this.measured, column);
+    sets[FORECAST]!.data = thin(this.forecasts, column);
+    this.stale = false;
+  }
+
+  /** The forecasts whose time is final: all but a pending one. */
+  private get settledForecasts(): number {
+    return this.forecasts.length - (this.pending ? 1 : 0);
+  }
+
+  private addToColumns(f: Forecast, perPx: number): void {
+    const col = Math.floor(f.x / perPx);
+    const last = this.columns.at(-1);
+    if (last !== undefined && last.col === col) {
+      last.hi = Math.max(last.hi, bandHigh(f));
+      last.lo = Math.min(last.lo, bandLow(f));
+    } else {
+      this.columns.push({ col, x: f.x, hi: bandHigh(f), lo: bandLow(f) });
+    }
+  }
+
+  private rebuildColumns(perPx: number): void {
+    this.columns = [];
+    const n = this.settledForecasts;
+    for (let i = 0; i < n; i++) this.addToColumns(this.forecasts[i]!, perPx);
+  }
+
+  /** After forecasts left the front: the columns they alone held go, and the first column is
+   *  rebuilt from the forecasts still in it. */
+  private trimColumns(perPx: number): void {
+    const first = this.forecasts[0];
+    if (first === undefined) {
+      this.columns = [];
+      return;
+    }
+    const col = Math.floor(first.x / perPx);
+    let drop = 0;
+    while (drop < this.columns.length && this.columns[drop]!.col < col) drop++;
+    if (drop > 0) this.columns.splice(0, drop);
+    const head = this.columns[0];
+    if (head === undefined || head.col !== col) return;
+    head.x = first.x;
+    head.hi = -Infinity;
+    head.lo = Infinity;
+    const n = this.settledForecasts;
+    for (let i = 0; i < n && Math.floor(this.forecasts[i]!.x / perPx) === col; i++) {
+      head.hi = Math.max(head.hi, bandHigh(this.forecasts[i]!));
+      head.lo = Math.min(head.lo, bandLow(this.forecasts[i]!));
+    }
   }
 }

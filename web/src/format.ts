@@ -41,3 +41,29 @@ export function formatDuration(ms: number): string {
   if (ms === Infinity) return "unbounded";
   return ms < 1000 ? `${significant(ms)} ms` : `${significant(ms / 1000)} s`;
 }
+
+/** Spacings of time ticks, ms: round seconds, minutes, hours, then days. */
+const TICK_STEPS = [
+  1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200,
+]
+  .map((s) => s * 1000)
+  .concat([1, 2, 7, 14, 28].map((d) => d * 86_400_000));
+
+/**
+ * Times from `min` to `max` (ms since the epoch) at the smallest round spacing that gives at
+ * most `most` of them, on round local clock times (12:05:00, 12:10:00, …), for a time axis
+ * labelled by `clock`.
+ */
+export function clockTicks(min: number, max: number, most: number): number[] {
+  if (!(max >= min) || most < 1) return [];
+  // Round in local time: shift by the zone's offset at the start of the axis.
+  const offset = -new Date(min).getTimezoneOffset() * 60_000;
+  const lo = min + offset;
+  const hi = max + offset;
+  const fits = (s: number) => Math.floor(hi / s) - Math.ceil(lo / s) + 1 <= most;
+  const day = 86_400_000;
+  const step = TICK_STEPS.find(fits) ?? Math.ceil((hi - lo) / most / day + 1) * day;
+  const out: number[] = [];
+  for (let t = Math.ceil(lo / step) * step; t <= hi; t += step) out.push(t - offset);
+  return out;
+}
