@@ -5,12 +5,10 @@
  * - Download bandwidth (WebSocket, and fetch on a second page; automatic size, median of 10
  *   probes once the size and the stream count have settled) within ±5 % of `iperf3 -R` (data
  *   flows server → browser as in the page's download; median of three 2-second runs) at 20
- *   and 100 Mbit/s; the upload
- *   within ±10 % of `iperf3` (browser → server): a browser feeds an upload through a pipe
- *   from the page's thread to its network process, which a loaded two-core machine refills
- *   late, so at 100 Mbit/s one stream reads 3-6 % low while iperf3 writes its socket itself
- *   (the pretest takes a second stream only for a 10 % gain). The bound still catches an
- *   upload counted twice as fast, as a first read's bytes without their time once made it.
+ *   and 100 Mbit/s, and the upload within ±5 % of `iperf3` (browser → server). One browser
+ *   stream uploading at 100 Mbit/s reads 4-12 % low here (its network process refills the
+ *   kernel's small send buffer of a path without delay late, where iperf3 writes its socket
+ *   from a loop of its own); the pretest then takes a second stream, which fills the link.
  * - RTT (WebSocket echo, median of 10) within ±(0.5 ms + 5 %) of `sockperf ping-pong --tcp
  *   --full-rtt` on a link with 40 ms added by `nowcast delay` relays (tbf has no delay).
  * Root only (namespaces), with iperf3, sockperf and the `nowcast` binary; skipped with a
@@ -211,7 +209,7 @@ describe.skipIf(why !== undefined)("the page on emulated links", () => {
   }
 
   for (const mbit of [20, 100]) {
-    it(`reads downloads within ±5 % of iperf3 -R, the upload ±10 % of iperf3, at ${mbit} Mbit/s`, async () => {
+    it(`reads downloads within ±5 % of iperf3 -R and the upload within ±5 % of iperf3 at ${mbit} Mbit/s`, async () => {
       // Both directions shaped alike: downloads on the namespace's egress, uploads on ours.
       const link = new Link(mbit, mbit);
       links.push(link);
@@ -247,7 +245,7 @@ describe.skipIf(why !== undefined)("the page on emulated links", () => {
       const ok = {
         down: compare(`download @${mbit} Mbit/s vs iperf3 -R`, down!, reverse, 0.05),
         fetch: compare(`fetch download @${mbit} Mbit/s vs iperf3 -R`, fetched!, reverse, 0.05),
-        up: compare(`upload @${mbit} Mbit/s vs iperf3`, up!, await iperf3(link, false), 0.1),
+        up: compare(`upload @${mbit} Mbit/s vs iperf3`, up!, await iperf3(link, false), 0.05),
       };
       expect(errors).toEqual([]);
       expect(ok).toEqual({ down: true, fetch: true, up: true });

@@ -96,11 +96,12 @@ describe("parallel streams", () => {
   });
 
   it.each([
-    // pretest rates by stream count → chosen streams (the fewest within 10 % of the best)
+    // pretest rates by stream count → chosen streams (the fewest within 3 % of the best)
     ["one stream fills the path", [95, 96, 95.5], 1],
     ["two streams add a fifth", [50, 60, 61], 2],
     ["only four fill a long fat path", [20, 38, 70], 4],
-    ["a 9 % gain is not worth a stream", [91, 100, 99], 1],
+    ["a 2 % gain is not worth a stream", [98, 100, 99], 1],
+    ["a 7 % gain is (one upload stream at 100 Mbit/s)", [88.4, 95.2, 95.0], 2],
     ["timed-out candidates are ignored", [0, 40, 0], 2],
     ["no rate at all keeps one", [0, 0, 0], 1],
   ])("%s", (_, rates, chosen) => {
