@@ -361,7 +361,7 @@ function addMirror(url: string, name: string, where: string): void {
     entry.rtt = undefined;
     entry.bandwidth = undefined;
     status.textContent = box.checked ? "waiting for the first probe" : "not probed";
-    // Its graphs go with its probes: the worker forgets its series when it stops probing it.
+    // Its graphs go with its probes; ticked again, its series come back from the history.
     if (!box.checked) mirrorViews(url).forEach(removeView);
     send({ type: "mirrors", urls: probedMirrors() });
     showRanking();
@@ -393,14 +393,13 @@ function onMirror(ev: MirrorEvent): void {
     `RTT ${last(ev.rtt, "ms")}; download ${last(ev.bandwidth, "Mbit/s")}` +
     (ev.problem === "" ? "" : `; last round failed: ${ev.problem}`);
   m.status.classList.toggle("problem", ev.problem !== "");
-  for (const e of ev.measurements) {
-    const v = view(
-      mirrorKey(ev.url, e.key),
-      e.record.unit,
-      `${TITLES[e.key] ?? e.key} — ${m.name}`,
-    );
-    addMeasurement(v, e);
+  const mirrorView = (key: SeriesKey, unit: string) =>
+    view(mirrorKey(ev.url, key), unit, `${TITLES[key] ?? key} — ${m.name}`);
+  for (const s of ev.history ?? []) {
+    const unit = s.records.at(-1)?.unit;
+    if (unit !== undefined) showRestored(mirrorView(s.key, unit), s);
   }
+  for (const e of ev.measurements) addMeasurement(mirrorView(e.key, e.record.unit), e);
   showRanking();
   requestDraw();
 }
@@ -481,38 +480,50 @@ function onHistory(ev: HistoryEvent): void {
   for (const s of ev.series) {
     const last = s.records.at(-1);
     if (last === undefined) continue;
-    const v = view(s.key, last.unit);
     noteForecast(s.key, s.next);
-    v.records.push(...s.records);
-    s.records.forEach((r, i) => {
-      // The forecast made after a record is the one the next record carries.
-      const f = i + 1 < s.records.length ? s.records[i + 1]!.forecast : undefined;
-      const next =
-        i + 1 < s.records.length
-          ? f && { value: f.value, error: f.error, method: f.method }
-          : s.next;
-      v.chart.add(r.timestamp_ms, r.value, next, settings.periodS * 1000);
-    });
-    showRow(
-      v,
-      last.value === null
-        ? `timed out (${last.timeout_ms} ms)`
-        : formatValue(last.value, last.unit),
-      s.next,
-      s.mae,
-      s.count,
-      s.timeouts,
-    );
+    showRestored(view(s.key, last.unit), s);
   }
   showRanking();
   requestDraw();
 }
 
-/** After the history was cleared: the target's and the imported series are gone. */
+/** Shows a series rebuilt from the history: its records, their forecasts, its row. */
+function showRestored(v: View, s: HistoryEvent["series"][number]): void {
+  const last = s.records.at(-1);
+  if (last === undefined) return;
+  v.records.push(...s.records);
+  s.records.forEach((r, i) => {
+    // The forecast made after a record is the one the next record carries.
+    const f = i + 1 < s.records.length ? s.records[i + 1]!.forecast : undefined;
+    const next =
+      i + 1 < s.records.length ? f && { value: f.value, error: f.error, method: f.method } : s.next;
+    v.chart.add(r.timestamp_ms, r.value, next, settings.periodS * 1000);
+  });
+  showRow(
+    v,
+    last.value === null ? `timed out (${last.timeout_ms} ms)` : formatValue(last.value, last.unit),
+    s.next,
+    s.mae,
+    s.count,
+    s.timeouts,
+  );
+}
+
+/** After the history was cleared: the target's, the mirrors' and the imported series are
+ *  gone (the mirrors stay opted in and start new series). */
 function onCleared(): void {
   removeTargetSeries();
+  for (const m of mirrorEntries.values()) {
+    m.rtt = undefined;
+    m.bandwidth = undefined;
+    if (!m.probing) continue;
+    m.item.dataset.probes = "0";
+    m.status.textContent = "waiting for the first probe";
+  }
   showRanking();
-  for (const key of [...views.keys()]) if (key.startsWith("import/")) removeView(key);
+  for (const key of [...views.keys()]) {
+    if (key.startsWith("import/") || key.startsWith("mirror/")) removeView(key);
+  }
   ui.importedList.replaceChildren();
 }
 

@@ -114,6 +114,8 @@ export interface MirrorEvent {
   bandwidth: MirrorSeries | undefined;
   /** This round's measurements, each with the forecast made before it and the next one. */
   measurements: MeasurementEvent[];
+  /** Its series as rebuilt from the history, when it is opted in again (after a reload). */
+  history?: HistoryEvent["series"];
   /** Why the last round failed, or "". */
   problem: string;
 }

@@ -64,7 +64,8 @@ export class Tracker {
     private readonly kind: "duration" | "rate",
     private readonly bounds: TimeoutBounds,
     private readonly from: string,
-    private readonly to: string,
+    /** Whose series this is: records' `to`, and the history's key. */
+    readonly to: string,
   ) {
     this.durations = Series.create();
     this.durations.setTimeoutBounds(bounds.floorMs, bounds.ceilingMs, bounds.penaltyMs);

@@ -107,16 +107,19 @@ function betweenRounds(): Promise<void> {
 
 let history: History | undefined;
 
+/** Keeps a measurement in the history (its record's `to` says whose series it is). */
+function keep(e: MeasurementEvent): void {
+  history?.append(e.key, e.record).catch((err: unknown) => {
+    // Storage can fill up or be revoked; measuring goes on without it.
+    status("running", `history not saved: ${(err as Error).message}`);
+    history = undefined;
+  });
+}
+
 /** Posts an event to the page; a measurement is also kept in the history. */
 function post(e: WorkerEvent): void {
   scope.postMessage(e);
-  if (e.type === "measurement") {
-    history?.append(e.key, e.record).catch((err: unknown) => {
-      // Storage can fill up or be revoked; measuring goes on without it.
-      status("running", `history not saved: ${(err as Error).message}`);
-      history = undefined;
-    });
-  }
+  if (e.type === "measurement") keep(e);
 }
 
 /** Why the target cannot be reached at all, shown with every status until the target changes. */
@@ -504,6 +507,8 @@ interface Mirror {
   conn: WsConnection | undefined;
   last: Map<SeriesKey, MirrorSeries>;
   problem: string;
+  /** Resolves once its series are rebuilt from the history (before its first round). */
+  ready: Promise<void>;
 }
 const mirrors = new Map<string, Mirror>();
 /** The mirror whose round is running: its forecasters are freed when the round ends. */
@@ -520,16 +525,54 @@ function mirrorSeries(e: MeasurementEvent): MirrorSeries {
 }
 
 /**
+ * Rebuilds a mirror's series from its saved records (the bank is deterministic) and shows
+ * them, so that a reload, or ticking it again, goes on from where its graphs were.
+ */
+async function restoreMirror(m: Mirror): Promise<void> {
+  const saved = await history?.load(m.rtt.to).catch(() => undefined);
+  if (saved === undefined || mirrors.get(m.url) !== m) return;
+  const series = [];
+  for (const t of [m.rtt, m.down]) {
+    const records = saved.get(t.key) ?? [];
+    const last = records.at(-1);
+    if (last === undefined) continue;
+    t.restore(records);
+    const state = t.state();
+    m.last.set(t.key, {
+      last: last.value,
+      next: state.next,
+      count: state.count,
+      timeouts: state.timeouts,
+    });
+    series.push({ key: t.key, records, ...state });
+  }
+  if (series.length === 0) return;
+  post({
+    type: "mirror",
+    url: m.url,
+    rtt: m.last.get("rtt/websocket"),
+    bandwidth: m.last.get("bandwidth_down/websocket"),
+    measurements: [],
+    history: series,
+    problem: "",
+  });
+}
+
+/**
  * One round against a mirror: a WebSocket echo (RTT) and a download, with the same probes and
  * timeouts as for the serving site. A failure is shown beside the mirror and never stops the
  * site's own measurements, nor those of the other mirrors.
  */
 async function mirrorRound(m: Mirror): Promise<void> {
+  await m.ready;
+  if (mirrors.get(m.url) !== m) return;
   mirrorInRound = m;
   const measurements: MeasurementEvent[] = [];
   const report = (e: MeasurementEvent) => {
     m.last.set(e.key, mirrorSeries(e));
     measurements.push(e);
+    // Not after the user unticked it, or cleared the history, while this round ran.
+    if (mirrors.get(m.url) === m) keep(e);
   };
   try {
     if (!m.conn?.open) {
@@ -609,15 +652,20 @@ function setMirrors(urls: readonly string[]): void {
   }
   for (const url of urls) {
     if (mirrors.has(url)) continue;
-    const to = new URL(url).host;
-    mirrors.set(url, {
+    // Named as a target is (records' `to`), so its history is the same whichever way it is
+    // measured.
+    const to = endpointName(url);
+    const m: Mirror = {
       url,
       rtt: new Tracker("rtt/websocket", "duration", RTT_BOUNDS, "browser", to),
       down: new Tracker("bandwidth_down/websocket", "rate", BANDWIDTH_BOUNDS, "browser", to),
       conn: undefined,
       last: new Map(),
       problem: "",
-    });
+      ready: Promise.resolve(),
+    };
+    mirrors.set(url, m);
+    m.ready = restoreMirror(m);
   }
 }
 
@@ -871,8 +919,15 @@ scope.onmessage = (e: MessageEvent<PageCommand>) => {
       trackers.clear();
       for (const i of imported.values()) i.series.dispose();
       imported.clear();
-      void history?.clear().then(() => post({ type: "cleared" }));
-      if (history === undefined) post({ type: "cleared" });
+      // The mirrors stay opted in, with new series.
+      const probed = [...mirrors.keys()];
+      setMirrors([]);
+      const cleared = () => {
+        post({ type: "cleared" });
+        setMirrors(probed);
+      };
+      if (history === undefined) cleared();
+      else void history.clear().then(cleared);
       return;
     }
     if (cmd.type === "predictability") {
