@@ -16,6 +16,8 @@ export default defineConfig({
     minify: "terser",
     terserOptions: { compress: { passes: 2 }, module: true },
   },
+  // The worker's bundle is minified by Rolldown itself: with terser chosen above, Vite would
+  // leave its whitespace in.
   worker: { format: "es", rolldownOptions: { output: { minify: true } } },
   server: { fs: { allow: [".."] } },
 });
