@@ -11,7 +11,7 @@ import { defaultConfig } from "../echo-node/src/config.js";
 import { startEchoNode, type EchoNode } from "../echo-node/src/server.js";
 import { missing, probeCounts, startRig, total, type Rig } from "./harness.js";
 import { Link, netnsMissing } from "./netns.js";
-import { plotted, setTicked } from "./page-helpers.js";
+import { plotted, setTicked, waitForMeasurements } from "./page-helpers.js";
 
 const why = missing();
 if (why !== undefined) console.warn(`e2e: skipping the mirror tests: ${why}`);
@@ -164,19 +164,22 @@ describe.skipIf(why !== undefined)("mirrors: two echo-nodes on loopback", () => 
     const { page, done } = await open("?period=1");
     const item = page.locator(`#mirror-list li[data-url="${mirrorUrl}"]`);
     await setTicked(item.locator("input[type=checkbox]"), true, 5000);
-    await waitForMirrorProbes(page, mirrorUrl, 3, 10_000);
     const keys = ["rtt/websocket", "bandwidth_down/websocket"].map(
       (k) => `mirror/${k}@${mirrorUrl}`,
     );
+    for (const k of keys) await waitForMeasurements(page, k, 3, 10_000);
+    // Suspended, so that what is read here is all the history holds (a round on the wire
+    // ends first).
+    await page.click("#suspend");
+    await sleep(1500);
     const before = await Promise.all(keys.map((k) => plotted(page, k)));
     for (const p of before) expect(p.measurements).toBeGreaterThanOrEqual(3);
 
     // A long period after the reload: one round at once, then none for five minutes, so the
     // graphs hold the restored measurements and at most one new one.
     await page.goto(`${rig.node.url}/?period=300`);
-    await waitForMirrorProbes(page, mirrorUrl, before[0]!.measurements, 10_000);
     for (const [i, k] of keys.entries()) {
-      await page.locator(`figure[data-series="${k}"]`).waitFor({ timeout: 5000 });
+      await waitForMeasurements(page, k, before[i]!.measurements, 10_000);
       const after = await plotted(page, k);
       expect(after.measurements).toBeGreaterThanOrEqual(before[i]!.measurements);
       expect(after.measurements).toBeLessThanOrEqual(before[i]!.measurements + 1);
@@ -193,7 +196,7 @@ describe.skipIf(why !== undefined)("mirrors: two echo-nodes on loopback", () => 
     );
     expect(await item.locator("input[type=checkbox]").isChecked()).toBe(true);
     await page.selectOption("#period", "1");
-    await waitForMirrorProbes(page, mirrorUrl, 1, 10_000);
+    await waitForMeasurements(page, keys[0]!, 1, 10_000);
     const fresh = await plotted(page, keys[0]!);
     expect(fresh.measurements).toBeGreaterThanOrEqual(1);
     expect(fresh.measurements).toBeLessThan(before[0]!.measurements + 3);

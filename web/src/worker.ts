@@ -318,18 +318,20 @@ function planOf(t: Tracker): StreamPlan {
 
 /**
  * Runs one transfer of `bytes` split over `streams` WebSocket streams at once: the first on
- * `c`, the others on connections opened for it and closed after it (a refused one leaves the
- * transfer with fewer streams: the spans say how many ran). A failed stream fails the
- * transfer and closes `c`, whose exchange may still be running.
+ * `c`, the others on connections to `base` (the target's, or a mirror's) opened for it and
+ * closed after it (a refused one leaves the transfer with fewer streams: the spans say how
+ * many ran). A failed stream fails the transfer and closes `c`, whose exchange may still be
+ * running.
  */
 async function wsTransfer<T extends StreamSpan>(
   c: WsConnection,
   bytes: number,
   streams: number,
   run: (on: WsConnection, bytes: number) => Promise<T>,
+  base: string = origin,
 ): Promise<T[]> {
   const opened = await Promise.allSettled(
-    Array.from({ length: streams - 1 }, () => WsConnection.open(origin, RTT_BOUNDS.ceilingMs)),
+    Array.from({ length: streams - 1 }, () => WsConnection.open(base, RTT_BOUNDS.ceilingMs)),
   );
   const extras = opened.flatMap((o) => (o.status === "fulfilled" ? [o.value] : []));
   const on = [c, ...extras];
@@ -354,8 +356,9 @@ async function streamsFor(
   key: SeriesKey,
   size: number,
   rate: (bytes: number, streams: number, timeoutMs: number) => Promise<TransferRate>,
+  t: Tracker = tracker(key),
+  label: string = key,
 ): Promise<number> {
-  const t = tracker(key);
   const plan = planOf(t);
   if (plan.sincePretest !== undefined) plan.sincePretest++;
   if (!pretestDue(plan)) return plan.streams;
@@ -376,7 +379,7 @@ async function streamsFor(
   plan.streams = chooseStreams(results);
   plan.sincePretest = 0;
   const figures = results.map((r) => `${r.streams}: ${r.mbits.toFixed(1)}`).join(", ");
-  const note = `${key} pretest (streams: Mbit/s) ${figures} → ${plan.streams}`;
+  const note = `${label} pretest (streams: Mbit/s) ${figures} → ${plan.streams}`;
   console.info(`nowcast: ${note}`);
   status("running", note);
   return plan.streams;
@@ -605,16 +608,30 @@ async function mirrorRound(m: Mirror): Promise<void> {
       settings.size === "auto"
         ? autoSize(
             m.down.next()?.value,
-            Math.min(cap, probeShare(budget.perHour, settings.periodS, 1, Infinity)),
+            Math.min(
+              cap,
+              probeShare(budget.perHour, settings.periodS, 1 + PRETEST_SHARE, Infinity),
+            ),
           )
         : Math.min(settings.size, cap);
     if (!budget.allows(down, performance.now())) return overBudget();
+    // Parallel streams where one is not enough, chosen by the same pretests as the site's.
+    const download = (bytes: number, streams: number, ms: number) =>
+      wsTransfer(c, bytes, streams, (on, b) => on.download(b, ms), m.url);
+    const streams = await streamsFor(
+      "bandwidth_down/websocket",
+      down,
+      (bytes, n, ms) => download(bytes, n, ms).then((s) => aggregateRate(s, m.rtt.next()?.value)),
+      m.down,
+      `bandwidth_down/websocket of mirror ${m.url}`,
+    );
+    if (suspended || !c.open) return;
     await probe(
       "bandwidth_down/websocket",
       down,
-      (ms) => c.download(down, ms),
-      (r, t, timeoutMs) => report(wsDownloadMeasured([r], t, timeoutMs, m.rtt.next()?.value)),
-      () => ({ transport: "websocket", payload_bytes: down }),
+      (ms) => download(down, streams, ms),
+      (r, t, timeoutMs) => report(wsDownloadMeasured(r, t, timeoutMs, m.rtt.next()?.value)),
+      () => ({ transport: "websocket", payload_bytes: down, streams }),
       m.down,
       report,
     );
