@@ -196,34 +196,50 @@ interface ChartBenchResult {
 
 async function chartRedraw(browser: Browser): Promise<void> {
   const bench = await serveChartBench();
-  const context = await browser.newContext();
+  const additions = quick ? 150 : 600;
+  const warmup = 30;
+  /** One run of `fn` (runChartBench or runPeerBench) in a page of its own. */
+  const run = async (fn: "runChartBench" | "runPeerBench", screenshot: string) => {
+    const context = await browser.newContext();
+    try {
+      const page: Page = await context.newPage();
+      await page.goto(bench.url);
+      const r = (await page.evaluate(
+        ([f, n, w]) =>
+          (
+            window as unknown as Record<
+              string,
+              (additions: number, warmup: number) => Promise<ChartBenchResult>
+            >
+          )[f as string]!(n as number, w as number),
+        [fn, additions, warmup] as const,
+      )) as ChartBenchResult;
+      mkdirSync(ARTIFACTS, { recursive: true });
+      await page.screenshot({ path: join(ARTIFACTS, screenshot) });
+      return r;
+    } finally {
+      await context.close();
+    }
+  };
   try {
-    const page: Page = await context.newPage();
-    await page.goto(bench.url);
-    const additions = quick ? 150 : 600;
-    const r = (await page.evaluate(
-      ([n, w]) =>
-        (
-          window as unknown as {
-            runChartBench(additions: number, warmup: number): Promise<ChartBenchResult>;
-          }
-        ).runChartBench(n!, w!),
-      [additions, 30],
-    )) as ChartBenchResult;
-    mkdirSync(ARTIFACTS, { recursive: true });
-    await page.screenshot({ path: join(ARTIFACTS, "chart-bench.png") });
+    const ours = await run("runChartBench", "chart-bench.png");
+    const peer = await run("runPeerBench", "chart-bench-peer.png");
     line(
       "add one point to 10,000 + redraw, ms (goal ≤ 4)",
-      `median ${spread(r.raster, 2, true)}, ${r.raster.length} additions, ` +
-        `canvas ${r.canvas.width}×${r.canvas.height}`,
+      `median ${spread(ours.raster, 2, true)}, ${ours.raster.length} additions, ` +
+        `canvas ${ours.canvas.width}×${ours.canvas.height}`,
     );
-    line("  of which script (add + draw)", `median ${spread(r.script, 2, true)}`);
+    line("  of which script (add + draw)", `median ${spread(ours.script, 2, true)}`);
     line(
       "  additions that laid Chart.js out again",
-      `${r.layouts} of ${additions + 30} (x axis moves a column, y extremes change)`,
+      `${ours.layouts} of ${additions + warmup} (x axis moves a column, y extremes change)`,
     );
+    line(
+      "peer: Chart.js alone (Decimation min-max, Filler)",
+      `median ${spread(peer.raster, 2, true)}; script ${spread(peer.script, 2)}`,
+    );
+    line("graph / peer, medians", (median(ours.raster) / median(peer.raster)).toFixed(3));
   } finally {
-    await context.close();
     await bench.close();
   }
 }

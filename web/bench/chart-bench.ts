@@ -6,6 +6,7 @@
 // makes Chromium rasterise the drawing it may otherwise defer to the compositor.
 
 import "../src/style.css";
+import { Chart, Decimation, Filler } from "chart.js";
 import { MAX_POINTS, SeriesChart } from "../src/chart-view";
 
 export interface ChartBenchResult {
@@ -22,6 +23,7 @@ export interface ChartBenchResult {
 declare global {
   interface Window {
     runChartBench(additions: number, warmup: number): Promise<ChartBenchResult>;
+    runPeerBench(additions: number, warmup: number): Promise<ChartBenchResult>;
   }
 }
 
@@ -96,6 +98,102 @@ window.runChartBench = async (additions, warmup) => {
     raster,
     points: Number(chart.figure.dataset.measurements),
     layouts: Number(chart.figure.dataset.layouts) - layoutsBefore,
+    canvas: { width: canvas.width, height: canvas.height },
+  };
+};
+
+/**
+ * The peer: the same graph drawn the way Chart.js offers, in a box of the same size. Points of
+ * both series as Chart.js point elements, the band as two line datasets filled between (its
+ * Filler plugin), and its Decimation plugin (min-max) thinning the data to the plot's width;
+ * every addition is an update of the whole chart.
+ */
+window.runPeerBench = async (additions, warmup) => {
+  Chart.register(Decimation, Filler);
+  const parent = document.getElementById("graphs")!;
+  const figure = document.createElement("figure");
+  figure.className = "graph";
+  const box = document.createElement("div");
+  box.className = "graph-box";
+  const canvas = document.createElement("canvas");
+  box.append(canvas);
+  figure.append(box);
+  parent.append(figure);
+  type P = { x: number; y: number };
+  const measured: P[] = [];
+  const forecasts: P[] = [];
+  const hi: P[] = [];
+  const lo: P[] = [];
+  const start = Date.UTC(2026, 0, 1);
+  const next = forecaster();
+  let i = 0;
+  const addOne = () => {
+    const x = start + i * STEP_MS;
+    const f = next(value(i));
+    measured.push({ x, y: value(i) });
+    forecasts.push({ x: x + STEP_MS, y: f.value });
+    hi.push({ x: x + STEP_MS, y: f.value + 2 * f.error });
+    lo.push({ x: x + STEP_MS, y: Math.max(0, f.value - 2 * f.error) });
+    for (const list of [measured, forecasts, hi, lo]) if (list.length > MAX_POINTS) list.shift();
+    i++;
+  };
+  while (i < MAX_POINTS) addOne();
+  const points = (data: P[], color: string) => ({
+    data,
+    showLine: false,
+    pointRadius: 2,
+    pointBackgroundColor: color,
+    pointBorderWidth: 0,
+  });
+  const band = (data: P[], fill: string | boolean) => ({
+    data,
+    borderWidth: 0,
+    pointRadius: 0,
+    fill,
+    backgroundColor: "rgba(11, 61, 145, 0.15)",
+  });
+  const chart = new Chart(canvas, {
+    type: "line",
+    data: {
+      datasets: [
+        points(measured, "#7fb3e6"),
+        points(forecasts, "#0b3d91"),
+        band(hi, false),
+        band(lo, "-1"),
+      ],
+    },
+    options: {
+      animation: false,
+      responsive: true,
+      maintainAspectRatio: false,
+      parsing: false,
+      normalized: true,
+      interaction: { mode: "nearest", axis: "x", intersect: false },
+      scales: { x: { type: "linear", bounds: "data" } },
+      plugins: { decimation: { enabled: true, algorithm: "min-max" } },
+    },
+  });
+  const ctx = canvas.getContext("2d")!;
+  const script: number[] = [];
+  const raster: number[] = [];
+  for (let n = 0; n < warmup + additions; n++) {
+    await nextFrame();
+    const t0 = performance.now();
+    addOne();
+    chart.update("none");
+    const t1 = performance.now();
+    ctx.getImageData(0, 0, 1, 1);
+    const t2 = performance.now();
+    if (n >= warmup) {
+      script.push(t1 - t0);
+      raster.push(t2 - t0);
+    }
+  }
+  return {
+    script,
+    raster,
+    points: measured.length,
+    layouts: additions + warmup,
     canvas: { width: canvas.width, height: canvas.height },
   };
 };

@@ -56,6 +56,7 @@ const CELL_PX = 4;
 /** Chart.js gets a column's extremes per this many CSS px: it only places the axes and the
  *  tooltips, and each point it holds costs it time on every update. */
 const TOOLTIP_PX = 16;
+
 /** A linear scale's pixel for a value as plain arithmetic (at + (v − from)·per), for loops
  *  over thousands of points where a method call per coordinate shows. */
 function linear(scale: { min: number; getPixelForValue(v: number): number }) {
