@@ -1,5 +1,13 @@
 import { describe, expect, it } from "vitest";
-import { AXIS_SLACK, thin, WindowExtreme, xAxis, Y_SHRINK, yAxisHolds } from "./chart-math";
+import {
+  AXIS_PAD_PX,
+  AXIS_SLACK,
+  thin,
+  WindowExtreme,
+  xAxis,
+  Y_SHRINK,
+  yAxisHolds,
+} from "./chart-math";
 
 /** A deterministic pseudo-random sequence in [0, 1). */
 function random(seed: number): () => number {
@@ -51,7 +59,9 @@ describe("xAxis", () => {
     const a = xAxis(1_000_000, 1_100_000, width, undefined);
     expect(a.min).toBeLessThanOrEqual(1_000_000);
     expect(a.max).toBeGreaterThanOrEqual(1_100_000);
-    expect(a.max - 1_100_000).toBeLessThan(a.perPx);
+    // The newest point's mark is whole: a few columns of axis past it, then a boundary.
+    expect(a.max - 1_100_000).toBeGreaterThanOrEqual(AXIS_PAD_PX * a.perPx);
+    expect(a.max - 1_100_000).toBeLessThan((AXIS_PAD_PX + 1) * a.perPx);
     expect(Math.abs(a.max / a.perPx - Math.round(a.max / a.perPx))).toBeLessThan(1e-6);
     expect((a.max - a.min) / a.perPx).toBeCloseTo(width, 6);
     // At most the slack is left empty at the left.

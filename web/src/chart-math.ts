@@ -84,10 +84,13 @@ export function thin<T extends Point>(points: readonly T[], column: (x: number) 
  *  again with a new column duration (the data grows into it). */
 export const AXIS_SLACK = 0.03;
 
+/** Columns (CSS px) the x axis runs on past the newest point, so that its mark is whole. */
+export const AXIS_PAD_PX = 4;
+
 /**
  * Where the x axis goes for data from `x0` to `x1` on a plot `width` CSS px wide, given the
- * column duration in use (ms per CSS px, or undefined): the axis ends at the first column
- * boundary at or after `x1` and is `width` columns long. The duration is kept while the data
+ * column duration in use (ms per CSS px, or undefined): the axis ends AXIS_PAD_PX columns
+ * after the first column boundary at or after `x1` and is `width` columns long. The duration is kept while the data
  * fits with at most `slack` of the width empty at the left, so the axis moves a whole column
  * at a time; otherwise a new one leaves half the slack empty.
  */
@@ -99,16 +102,16 @@ export function xAxis(
   slack = AXIS_SLACK,
 ): { perPx: number; min: number; max: number } {
   const place = (per: number) => {
-    const max = Math.ceil(x1 / per) * per;
+    const max = (Math.ceil(x1 / per) + AXIS_PAD_PX) * per;
     return { perPx: per, min: max - width * per, max };
   };
   if (perPx !== undefined && perPx > 0) {
     const a = place(perPx);
     if (x0 >= a.min && x0 - a.min <= slack * (a.max - a.min)) return a;
   }
-  // One column of rounding at the right, half the slack at the left.
+  // The pad and one column of rounding at the right, half the slack at the left.
   const span = Math.max(x1 - x0, 1000);
-  return place(span / Math.max(1, width * (1 - slack / 2) - 1));
+  return place(span / Math.max(1, width * (1 - slack / 2) - 1 - AXIS_PAD_PX));
 }
 
 /** A y axis is laid out again when the span of the data shrinks below this share of the span
