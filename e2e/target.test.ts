@@ -168,6 +168,23 @@ describe.skipIf(why !== undefined)("the target: two echo-nodes on loopback", () 
     expect(await page.$$eval('figure[data-series^="mirror/"]', (f) => f.length)).toBe(0);
     await done();
   });
+
+  it("measures a ticked mirror that is the target once, as the target", async () => {
+    const { page, done } = await openPage(rig, `?period=1&target=${encodeURIComponent(secondUrl)}`);
+    const item = page.locator(`#mirror-list li[data-url="${secondUrl}"]`);
+    await item.waitFor({ timeout: 5000 });
+    await setTicked(item.locator("input[type=checkbox]"), true);
+    await waitForMeasurements(page, "rtt/websocket", 3, 10_000);
+    const rtt = `mirror/rtt/websocket@${secondUrl}`;
+    const mirrorBefore = (await plotted(page, rtt)).measurements;
+    const targetBefore = (await plotted(page, "rtt/websocket")).measurements;
+    await waitForMeasurements(page, "rtt/websocket", targetBefore + 2, 10_000);
+    // The target's series go on; the mirror's gain nothing (no second set of probes), and
+    // the mirror says why.
+    expect((await plotted(page, rtt)).measurements).toBe(mirrorBefore);
+    expect(await item.locator(".mirror-status").textContent()).toBe("measured as the target");
+    await done();
+  });
 });
 
 describe.skipIf(why !== undefined)("a target named only in the link", () => {

@@ -447,11 +447,12 @@ export class SeriesChart {
           const p = a && this.chart.data.datasets[a.datasetIndex]?.data[a.index];
           if (p !== undefined) this.figure.dataset.hoveredX = String(p.x);
         },
-        // A new size needs a new layout and new layers.
+        // A new size needs a new layout and new layers: drawn as soon as Chart.js has
+        // finished its own resize (it renders after this callback), in the same frame.
         onResize: () => {
           this.resized = true;
           this.dirty = true;
-          requestAnimationFrame(() => this.draw());
+          queueMicrotask(() => this.draw());
         },
         scales: {
           x: {
@@ -538,7 +539,8 @@ export class SeriesChart {
 
   /** Redraws if anything changed; the figure's data attributes say what is plotted. */
   draw(): void {
-    if (!this.dirty) return;
+    // A hidden graph (no width) waits: showing it resizes it, and that draws it.
+    if (!this.dirty || this.box.clientWidth === 0) return;
     this.dirty = false;
     const { measured, forecasts } = this;
     const x0 = Math.min(measured[0]?.x ?? Infinity, forecasts[0]?.x ?? Infinity);
@@ -567,11 +569,7 @@ export class SeriesChart {
         this.layout(axis);
       }
     }
-    this.band.draw(this.chart, this.columns, this.pending ? forecasts.at(-1) : undefined);
-    this.marks.draw(this.chart, [
-      { points: forecasts, shape: "diamond", color: this.forecastColor },
-      { points: measured, shape: "dot", color: this.measuredColor },
-    ]);
+    this.drawLayers();
     const d = this.figure.dataset;
     d.measurements = String(measured.length);
     d.forecasts = String(forecasts.length);
@@ -612,8 +610,20 @@ export class SeriesChart {
   /** Before Chart.js handles a pointer: its points, if they are behind the series. */
   private refreshTooltips(): void {
     if (!this.stale || this.laidOut === undefined) return;
-    this.setTooltipPoints();
-    this.chart.update("none");
+    // A layout: Chart.js makes its y axis of the extremes as they are now, which the axis in
+    // use may only hold, so the layers are drawn again on its scales.
+    this.layout(this.axis);
+    this.drawLayers();
+  }
+
+  /** The band and the marks, on the scales Chart.js last laid out. */
+  private drawLayers(): void {
+    const { measured, forecasts } = this;
+    this.band.draw(this.chart, this.columns, this.pending ? forecasts.at(-1) : undefined);
+    this.marks.draw(this.chart, [
+      { points: forecasts, shape: "diamond", color: this.forecastColor },
+      { points: measured, shape: "dot", color: this.measuredColor },
+    ]);
   }
 
   /** Chart.js's points: the extremes of each TOOLTIP_PX of columns, and the newest. */

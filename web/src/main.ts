@@ -233,13 +233,18 @@ function showRanking(): void {
     };
     sites.push(measured);
   }
-  // The WebSocket series when measured, else those over fetch (transport "http").
-  measured.rtt ??= estimate(
-    targetForecasts.get("rtt/websocket") ?? targetForecasts.get("rtt/http"),
-  );
-  measured.bandwidth ??= estimate(
-    targetForecasts.get("bandwidth_down/websocket") ?? targetForecasts.get("bandwidth_down/http"),
-  );
+  // The WebSocket series when measured, else those over fetch (transport "http"). A mirror
+  // that is the target is measured as the target (the worker does not probe it twice): its
+  // own forecasts are from before.
+  measured.rtt =
+    estimate(targetForecasts.get("rtt/websocket") ?? targetForecasts.get("rtt/http")) ??
+    measured.rtt;
+  measured.bandwidth =
+    estimate(
+      targetForecasts.get("bandwidth_down/websocket") ?? targetForecasts.get("bandwidth_down/http"),
+    ) ?? measured.bandwidth;
+  const asTarget = mirrorEntries.get(target);
+  if (asTarget?.probing === true) asTarget.status.textContent = "measured as the target";
   const byUrl = new Map(sites.map((site) => [site.url, site]));
   const rows = rank(sites, fileBytes(), 1).map((r) => {
     const site = byUrl.get(r.url)!;

@@ -514,6 +514,10 @@ interface Mirror {
   ready: Promise<void>;
 }
 const mirrors = new Map<string, Mirror>();
+/** The mirrors the user opted in to (the page's last word), probed unless `clearing`. */
+let wantedMirrors: readonly string[] = [];
+/** Whether the history is being cleared. */
+let clearing = false;
 /** The mirror whose round is running: its forecasters are freed when the round ends. */
 let mirrorInRound: Mirror | undefined;
 
@@ -682,7 +686,10 @@ function setMirrors(urls: readonly string[]): void {
       ready: Promise.resolve(),
     };
     mirrors.set(url, m);
-    m.ready = restoreMirror(m);
+    // A history that cannot be read leaves the mirror with new series, probed all the same.
+    m.ready = restoreMirror(m).catch((e: unknown) => {
+      m.problem = `history not restored: ${(e as Error).message}`;
+    });
   }
 }
 
@@ -714,9 +721,12 @@ async function round(): Promise<void> {
       status("running", (e as Error).message);
     }
   }
-  // The mirrors after the site, one at a time, so their transfers never overlap its own.
+  // The mirrors after the site, one at a time, so their transfers never overlap its own. A
+  // mirror that is the target is measured as the target (its series and history are the
+  // same endpoint's), not twice.
   for (const m of [...mirrors.values()]) {
     if (suspended || performance.now() < backoffUntil) break;
+    if (m.rtt.to === targetName) continue;
     await mirrorRound(m);
   }
 }
@@ -936,15 +946,17 @@ scope.onmessage = (e: MessageEvent<PageCommand>) => {
       trackers.clear();
       for (const i of imported.values()) i.series.dispose();
       imported.clear();
-      // The mirrors stay opted in, with new series.
-      const probed = [...mirrors.keys()];
+      // The mirrors stay opted in, with new series: those wanted once the history is empty
+      // (the user may tick or untick one meanwhile).
       setMirrors([]);
+      clearing = true;
       const cleared = () => {
+        clearing = false;
         post({ type: "cleared" });
-        setMirrors(probed);
+        setMirrors(wantedMirrors);
       };
       if (history === undefined) cleared();
-      else void history.clear().then(cleared);
+      else void history.clear().then(cleared, cleared);
       return;
     }
     if (cmd.type === "predictability") {
@@ -959,7 +971,9 @@ scope.onmessage = (e: MessageEvent<PageCommand>) => {
       return;
     }
     if (cmd.type === "mirrors") {
-      setMirrors(cmd.urls);
+      wantedMirrors = cmd.urls;
+      // While the history is being cleared, none is probed (nor restored from what goes).
+      if (!clearing) setMirrors(cmd.urls);
     } else if (cmd.type === "settings") {
       settings = cmd.settings;
       budget.perHour = settings.budgetMiB * MIB;
