@@ -134,44 +134,60 @@ export function splitBytes(total: number, streams: number): number[] {
 export const STREAM_CANDIDATES: readonly number[] = [1, 2, 4];
 /**
  * More streams are used when they are faster than this fraction over fewer: a probe that
- * reads 3 % low is a wrong measurement, not a saving. One browser WebSocket stream uploading
- * at 100 Mbit/s on a path of little delay reads 4-12 % low (the browser refills the kernel's
- * small send buffer late; a second stream's buffer covers the gaps), and a pretest's
- * candidates agree to 1-2 % where one stream fills the path.
+ * reads a few per cent low is a wrong measurement, not a saving, and a stream costs only a
+ * connection. Where one stream fills the path, a pretest's candidates agree within ~1 %.
  */
-export const STREAMS_GAIN = 0.03;
+export const STREAMS_GAIN = 0.01;
+/**
+ * Each candidate is tried this many times, the candidates interleaved, and its slowest try
+ * counts: a stream count that the browser cannot keep fed shows it in one try or another.
+ * One browser WebSocket stream uploading at 100 Mbit/s on a path of little delay reads 4-12 %
+ * low (the browser refills the kernel's small send buffer late), and two streams dip 5-15 %
+ * in some probes, though either can come within 2 % of four in a single try. (The worker
+ * also runs the tries as it runs the probes: beside the loaded-RTT echoes, with the page's
+ * drawing and the history's writes held until the round ends.)
+ */
+export const PRETEST_PASSES = 2;
 /** The first pretest waits for this many measurements, so the automatic size has grown. */
 export const PRETEST_AFTER = 3;
 /** Pretests are repeated every this many rounds, since paths change. */
 export const PRETEST_EVERY = 30;
 /** A pretest's bytes as a share of the probes' between two pretests: its candidates move
- *  half a probe each ({@link pretestBytes}), once every {@link PRETEST_EVERY} rounds. The
- *  automatic size leaves room for it, so pretests fit in the hourly budget too. */
-export const PRETEST_SHARE = STREAM_CANDIDATES.length / 2 / PRETEST_EVERY;
+ *  half a probe a try ({@link pretestBytes}), {@link PRETEST_PASSES} tries each, once every
+ *  {@link PRETEST_EVERY} rounds. The automatic size leaves room for it, so pretests fit in the
+ *  hourly budget too. */
+export const PRETEST_SHARE = (STREAM_CANDIDATES.length * PRETEST_PASSES) / 2 / PRETEST_EVERY;
 /** A measurement this many forecast errors away from its forecast calls for a pretest. */
 export const PRETEST_SURPRISE = 3;
 /** ... but not sooner than this many rounds after the last one. */
 export const PRETEST_MIN_GAP = 5;
 
 /**
- * Bytes of each pretest transfer: half a probe, so that a pretest of three candidates costs
- * one and a half probes, but never less than the smallest automatic probe (nor more than the
- * probe itself).
+ * Bytes of each pretest transfer: half a probe, so that a pretest of three candidates tried
+ * twice costs three probes, but never less than the smallest automatic probe (nor more than
+ * the probe itself).
  */
 export function pretestBytes(probeBytes: number): number {
   return Math.min(probeBytes, Math.max(AUTO_MIN_BYTES, Math.floor(probeBytes / 2)));
 }
 
 /**
- * The stream count a pretest settles on: the fewest streams that come within
- * {@link STREAMS_GAIN} of the fastest. More streams cost connections and server work and
- * are kept only for what they add (a path that one TCP stream cannot fill: a long RTT
- * with small windows, or per-flow shaping). Results without a rate are ignored; with none, 1.
+ * The stream count a pretest settles on: each candidate's slowest try
+ * ({@link PRETEST_PASSES}), then the fewest streams that come within {@link STREAMS_GAIN} of
+ * the fastest. More streams cost connections and server work and are kept only for what they
+ * add (a path that one TCP stream cannot fill: a long RTT with small windows, per-flow
+ * shaping, or a sender that cannot keep one stream fed). Tries without a rate are ignored;
+ * with none, 1.
  */
 export function chooseStreams(results: readonly { streams: number; mbits: number }[]): number {
-  const ok = results.filter((r) => r.mbits > 0).sort((a, b) => a.streams - b.streams);
-  const best = Math.max(0, ...ok.map((r) => r.mbits));
-  return ok.find((r) => r.mbits >= best * (1 - STREAMS_GAIN))?.streams ?? 1;
+  const slowest = new Map<number, number>();
+  for (const r of results) {
+    if (!(r.mbits > 0)) continue;
+    slowest.set(r.streams, Math.min(slowest.get(r.streams) ?? Infinity, r.mbits));
+  }
+  const ok = [...slowest].sort((a, b) => a[0] - b[0]);
+  const best = Math.max(0, ...ok.map(([, mbits]) => mbits));
+  return ok.find(([, mbits]) => mbits >= best * (1 - STREAMS_GAIN))?.[0] ?? 1;
 }
 
 /** Where a bandwidth series stands with its stream count. */

@@ -27,6 +27,7 @@ import {
   newStreamPlan,
   pretestBytes,
   pretestDue,
+  PRETEST_PASSES,
   PRETEST_SHARE,
   retryAfterSeconds,
   splitBytes,
@@ -116,10 +117,29 @@ function keep(e: MeasurementEvent): void {
   });
 }
 
-/** Posts an event to the page; a measurement is also kept in the history. */
+/**
+ * Measurements (and mirror reports) made during a probe round, posted and kept when the round
+ * ends: the page's drawing and IndexedDB's writes then never run beside a probe, where on a
+ * small machine they took the CPU a browser's upload needs to keep its socket fed (single
+ * 100 Mbit/s upload streams read 4-5 % lower with them). The page shows a round at its end.
+ */
+let held: WorkerEvent[] | undefined;
+
+/** Posts an event to the page; a measurement is also kept in the history. During a round,
+ *  events wait for its end ({@link release}). */
 function post(e: WorkerEvent): void {
+  if (held !== undefined && (e.type === "measurement" || e.type === "mirror")) {
+    held.push(e);
+    return;
+  }
   scope.postMessage(e);
   if (e.type === "measurement") keep(e);
+}
+
+function release(): void {
+  const events = held ?? [];
+  held = undefined;
+  for (const e of events) post(e);
 }
 
 /** Why the target cannot be reached at all, shown with every status until the target changes. */
@@ -208,7 +228,7 @@ async function connection(): Promise<WsConnection> {
  * ended is one loaded RTT (the queueing the transfer causes). A timed-out echo is recorded as
  * a loaded-RTT timeout and ends the echoes.
  */
-async function underLoad<T>(lc: WsConnection, transfer: Promise<T>): Promise<T> {
+async function underLoad<T>(lc: WsConnection, transfer: Promise<T>, record = true): Promise<T> {
   let finished = false;
   const ended = transfer.finally(() => {
     finished = true;
@@ -222,7 +242,7 @@ async function underLoad<T>(lc: WsConnection, transfer: Promise<T>): Promise<T> 
       try {
         samples.push(await lc.echo(timeoutMs));
       } catch (e) {
-        if (!(e instanceof ProbeTimeout)) return;
+        if (!(e instanceof ProbeTimeout) || !record) return;
         const probe = { transport: "websocket" as const, payload_bytes: 2 };
         const o = { timestampMs: Date.now(), durationMs: e.elapsedMs, timeoutMs, probe };
         post(t.timedOut(o, 2));
@@ -236,7 +256,7 @@ async function underLoad<T>(lc: WsConnection, transfer: Promise<T>): Promise<T> 
   } finally {
     await echoes;
     const m = median(samples);
-    if (m !== undefined) {
+    if (m !== undefined && record) {
       const probe = { transport: "websocket" as const, payload_bytes: 2, raw_ms: m };
       post(t.measured(m, { timestampMs: Date.now(), durationMs: m, timeoutMs, probe }));
     }
@@ -347,8 +367,9 @@ async function wsTransfer<T extends StreamSpan>(
 
 /**
  * The stream count for `key`'s probe this round. When a pretest is due ({@link pretestDue}),
- * runs one transfer of {@link pretestBytes} for each of {@link STREAM_CANDIDATES} and keeps
- * the fewest streams that come close to the fastest ({@link chooseStreams}). Pretest
+ * runs {@link PRETEST_PASSES} transfers of {@link pretestBytes} for each of
+ * {@link STREAM_CANDIDATES}, interleaved, and keeps the fewest streams whose slowest try
+ * comes close to the fastest ({@link chooseStreams}). Pretest
  * transfers are charged to the byte budget (one that does not fit is not run) but are not
  * measurements of the series; a timed-out one ends the pretest with the rates it has.
  */
@@ -364,15 +385,17 @@ async function streamsFor(
   if (!pretestDue(plan)) return plan.streams;
   const bytes = pretestBytes(size);
   const results: { streams: number; mbits: number }[] = [];
-  for (const streams of STREAM_CANDIDATES) {
-    if (suspended || !budget.allows(bytes, performance.now())) break;
-    budget.spend(bytes, performance.now());
-    try {
-      results.push({ streams, mbits: (await rate(bytes, streams, t.timeoutMs())).mbits });
-    } catch (e) {
-      // A timeout closed the connection: the candidates left wait for the next pretest.
-      if (!(e instanceof ProbeTimeout)) throw e;
-      break;
+  tries: for (let pass = 0; pass < PRETEST_PASSES; pass++) {
+    for (const streams of STREAM_CANDIDATES) {
+      if (suspended || !budget.allows(bytes, performance.now())) break tries;
+      budget.spend(bytes, performance.now());
+      try {
+        results.push({ streams, mbits: (await rate(bytes, streams, t.timeoutMs())).mbits });
+      } catch (e) {
+        // A timeout closed the connection: the tries left wait for the next pretest.
+        if (!(e instanceof ProbeTimeout)) throw e;
+        break tries;
+      }
     }
   }
   if (results.length === 0) return plan.streams;
@@ -429,8 +452,11 @@ async function wsRound(): Promise<void> {
   if (!budget.allows(down, performance.now())) return overBudget();
   const download = (bytes: number, streams: number, ms: number) =>
     wsTransfer(c, bytes, streams, (on, b) => on.download(b, ms));
+  // Pretests run as the probes do, beside the loaded-RTT echoes (not recorded).
   const downStreams = await streamsFor("bandwidth_down/websocket", down, (bytes, n, ms) =>
-    download(bytes, n, ms).then((s) => aggregateRate(s, predicted("rtt/websocket"))),
+    underLoad(lc, download(bytes, n, ms), false).then((s) =>
+      aggregateRate(s, predicted("rtt/websocket")),
+    ),
   );
   if (suspended || !c.open) return;
   await probe(
@@ -446,7 +472,9 @@ async function wsRound(): Promise<void> {
   const upload = (bytes: number, streams: number, ms: number) =>
     wsTransfer(c, bytes, streams, (on, b) => on.upload(b, ms));
   const upStreams = await streamsFor("bandwidth_up/websocket", up, (bytes, n, ms) =>
-    upload(bytes, n, ms).then((s) => uploadRate(s, predicted("rtt/websocket"))),
+    underLoad(lc, upload(bytes, n, ms), false).then((s) =>
+      uploadRate(s, predicted("rtt/websocket")),
+    ),
   );
   if (suspended || !c.open) return;
   await probe(
@@ -747,7 +775,9 @@ function schedule(): void {
     timer = undefined;
     cycleRunning = true;
     lastStart = performance.now();
+    held = [];
     void round().finally(() => {
+      release();
       cycleRunning = false;
       if (suspended) closeConnections();
       schedule();
