@@ -120,8 +120,8 @@ function keep(e: MeasurementEvent): void {
 /**
  * Measurements (and mirror reports) made during a probe round, posted and kept when the round
  * ends: the page's drawing and IndexedDB's writes then never run beside a probe, where on a
- * small machine they took the CPU a browser's upload needs to keep its socket fed (single
- * 100 Mbit/s upload streams read 4-5 % lower with them). The page shows a round at its end.
+ * small machine they take CPU that a browser's upload needs to keep its socket fed (100 Mbit/s
+ * uploads on two streams dipped more often beside them). The page shows a round at its end.
  */
 let held: WorkerEvent[] | undefined;
 
