@@ -555,8 +555,12 @@ function disposeMirror(m: Mirror): void {
   m.down.dispose();
 }
 
-function mirrorSeries(e: MeasurementEvent): MirrorSeries {
-  return { last: e.record.value, next: e.next, count: e.count, timeouts: e.timeouts };
+/** A mirror series' summary: its last value and where its tracker stands. */
+function mirrorSeries(
+  last: number | null,
+  s: Pick<MeasurementEvent, "next" | "count" | "timeouts">,
+): MirrorSeries {
+  return { last, next: s.next, count: s.count, timeouts: s.timeouts };
 }
 
 /**
@@ -573,12 +577,7 @@ async function restoreMirror(m: Mirror): Promise<void> {
     if (last === undefined) continue;
     t.restore(records);
     const state = t.state();
-    m.last.set(t.key, {
-      last: last.value,
-      next: state.next,
-      count: state.count,
-      timeouts: state.timeouts,
-    });
+    m.last.set(t.key, mirrorSeries(last.value, state));
     series.push({ key: t.key, records, ...state });
   }
   if (series.length === 0) return;
@@ -604,7 +603,7 @@ async function mirrorRound(m: Mirror): Promise<void> {
   mirrorInRound = m;
   const measurements: MeasurementEvent[] = [];
   const report = (e: MeasurementEvent) => {
-    m.last.set(e.key, mirrorSeries(e));
+    m.last.set(e.key, mirrorSeries(e.record.value, e));
     measurements.push(e);
     // Not after the user unticked it, or cleared the history, while this round ran.
     if (mirrors.get(m.url) === m) keep(e);
