@@ -16,7 +16,8 @@ export type LimitName =
   | "connections_total"
   | "origin"
   | "idle_timeout"
-  | "slow_client";
+  | "slow_client"
+  | "bad_request";
 
 export const LIMIT_NAMES: readonly LimitName[] = [
   "payload_cap",
@@ -26,6 +27,7 @@ export const LIMIT_NAMES: readonly LimitName[] = [
   "origin",
   "idle_timeout",
   "slow_client",
+  "bad_request",
 ];
 
 /** How long a client refused for too many connections should wait: a guess, since we cannot

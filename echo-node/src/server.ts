@@ -15,6 +15,7 @@ import { Metrics } from "./metrics.js";
 import { loadMirrorsFile, mirrorOrigins, type Mirror } from "./mirrors.js";
 import { CLOSE, PROTOCOL_VERSION, SUBPROTOCOL, WS_PATH } from "./protocol.js";
 import { RandomPool } from "./random-pool.js";
+import { excerpt, RefusalLog } from "./refusal-log.js";
 import { contentSecurityPolicy, StaticFiles } from "./static-files.js";
 import { ProbeSession } from "./ws-session.js";
 
@@ -36,6 +37,16 @@ export interface EchoNode {
   close(): Promise<void>;
 }
 
+/** The request-target as a URL, or undefined when it cannot be parsed (a client can send
+ *  any bytes there, e.g. `GET http://[/ HTTP/1.1`). */
+export function requestTarget(target: string | undefined): URL | undefined {
+  try {
+    return new URL(target ?? "/", "http://placeholder");
+  } catch {
+    return undefined;
+  }
+}
+
 export async function startEchoNode(config: Config): Promise<EchoNode> {
   const mirrors = [
     ...config.mirrors,
@@ -52,6 +63,19 @@ export async function startEchoNode(config: Config): Promise<EchoNode> {
     contentSecurityPolicy(origins, config.connectSrc === "any"),
   );
   const sessions = new Set<ProbeSession>();
+  const refusals = new RefusalLog();
+  const logRefusal = (req: IncomingMessage, why: unknown) =>
+    refusals.note(
+      performance.now(),
+      requestAddress(req, config.trustProxy),
+      `${excerpt(req.method, 16)} ${excerpt(req.url)}: ${why instanceof Error ? why.message : String(why)}`,
+    );
+  const refuseBadTarget = (req: IncomingMessage, res: ServerResponse) => {
+    metrics.reject("bad_request");
+    logRefusal(req, "unparseable request-target");
+    res.shouldKeepAlive = false;
+    sendText(res, 400, "bad request-target", { "Cache-Control": "no-store", Connection: "close" });
+  };
   const startedAt = performance.now();
 
   const lag = monitorEventLoopDelay({ resolution: LAG_RESOLUTION_MS });
@@ -111,7 +135,11 @@ export async function startEchoNode(config: Config): Promise<EchoNode> {
 
   async function route(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const started = performance.now();
-    const url = new URL(req.url ?? "/", "http://placeholder");
+    const url = requestTarget(req.url);
+    if (url === undefined) {
+      refuseBadTarget(req, res);
+      return;
+    }
     const path = url.pathname;
     const method = req.method ?? "GET";
     const origin = req.headers.origin;
@@ -209,8 +237,8 @@ export async function startEchoNode(config: Config): Promise<EchoNode> {
 
   const server = createServer((req, res) => {
     route(req, res).catch((e: unknown) => {
-      // A bug must cost one request, never the process.
-      console.error(`echo-node: error serving ${req.method} ${req.url}:`, e);
+      // A bug must cost one request, never the process (nor a stack trace per request).
+      logRefusal(req, e);
       if (!res.headersSent) sendText(res, 500, "internal error", { "Cache-Control": "no-store" });
       else res.destroy();
     });
@@ -236,7 +264,23 @@ export async function startEchoNode(config: Config): Promise<EchoNode> {
 
   server.on("upgrade", (req: IncomingMessage, socket: Socket, head: Buffer) => {
     socket.on("error", () => socket.destroy());
-    const path = new URL(req.url ?? "/", "http://placeholder").pathname;
+    try {
+      upgrade(req, socket, head);
+    } catch (e) {
+      // A bug must cost one connection, never the process.
+      logRefusal(req, e);
+      socket.destroy();
+    }
+  });
+
+  function upgrade(req: IncomingMessage, socket: Socket, head: Buffer): void {
+    const path = requestTarget(req.url)?.pathname;
+    if (path === undefined) {
+      metrics.reject("bad_request");
+      logRefusal(req, "unparseable request-target");
+      socket.end("HTTP/1.1 400 Bad Request\r\nConnection: close\r\nContent-Length: 0\r\n\r\n");
+      return;
+    }
     if (path !== WS_PATH) {
       socket.end("HTTP/1.1 404 Not Found\r\nConnection: close\r\nContent-Length: 0\r\n\r\n");
       return;
@@ -269,7 +313,7 @@ export async function startEchoNode(config: Config): Promise<EchoNode> {
         metrics.wsOpen--;
       });
     });
-  });
+  }
 
   await new Promise<void>((resolve, reject) => {
     server.once("error", reject);
