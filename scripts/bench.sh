@@ -16,7 +16,7 @@ printf 'cpu: %s, %s cores; %s; node %s; %s\n' \
 uptime
 
 step "forecaster bank, native (1 M points; goal: faithful ≤ 0.5 µs/update; original C ≈ 2.2 µs)"
-cargo build --quiet --release -p wasm-forecast --example bench_bank
+cargo build --quiet --release -p nowcast-core --example bench_bank
 target/release/examples/bench_bank
 
 step "forecaster bank under Node: WASM and the TypeScript faithful bank (goal: WASM faithful ≤ 1 µs)"

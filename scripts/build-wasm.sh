@@ -1,16 +1,16 @@
 #!/usr/bin/env bash
-# Builds wasm-forecast for wasm32 and generates its JavaScript glue and TypeScript types in
-# wasm-forecast/pkg (one ES module that loads in the browser and, given the bytes, in Node).
+# Builds the core crate (nowcast-core) for wasm32 and generates its JavaScript glue and TypeScript types in
+# core/pkg (one ES module that loads in the browser and, given the bytes, in Node).
 # The module is then shrunk by wasm-opt from the npm package `binaryen` (a devDependency of
 # web; Debian's binaryen 108 cannot read the externref table wasm-bindgen 0.2.130 emits):
 # names and producers stripped, -Os with GUFA, repeated until nothing changes (0.5 KB gzip
 # smaller than -Os alone for ~10 s more; -Oz is no smaller).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cargo build --quiet -p wasm-forecast --lib --target wasm32-unknown-unknown --profile wasm-release
-wasm-bindgen --target web --out-dir wasm-forecast/pkg \
-  target/wasm32-unknown-unknown/wasm-release/wasm_forecast.wasm
-wasm=wasm-forecast/pkg/wasm_forecast_bg.wasm
+cargo build --quiet -p nowcast-core --lib --target wasm32-unknown-unknown --profile wasm-release
+wasm-bindgen --target web --out-dir core/pkg \
+  target/wasm32-unknown-unknown/wasm-release/nowcast_core.wasm
+wasm=core/pkg/nowcast_core_bg.wasm
 wasm_opt=node_modules/.bin/wasm-opt
 if [ -x "$wasm_opt" ]; then
   # The features come from the module's target_features section (simd128, reference types,

@@ -16,7 +16,7 @@ cargo fmt --all -- --check
 
 step "cargo clippy -D warnings"
 cargo clippy --quiet --workspace --all-targets -- -D warnings
-cargo clippy --quiet -p wasm-forecast --lib --target wasm32-unknown-unknown -- -D warnings
+cargo clippy --quiet -p nowcast-core --lib --target wasm32-unknown-unknown -- -D warnings
 
 step "build wasm"
 bash scripts/build-wasm.sh

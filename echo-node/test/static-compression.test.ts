@@ -56,7 +56,7 @@ function makePage(): { dir: string; files: Map<string, Buffer> } {
       Buffer.from(Array.from({ length: 2000 }, (_, i) => line(i)).join("")),
     ],
     [
-      "/assets/wasm_forecast_bg-0a1B2c3D.wasm",
+      "/assets/nowcast_core_bg-0a1B2c3D.wasm",
       Buffer.concat([Buffer.from([0, 0x61, 0x73, 0x6d, 1, 0, 0, 0]), Buffer.alloc(50_000, 7)]),
     ],
     ["/assets/logo-0a1B2c3D.png", randomBytes(4096)],
@@ -77,7 +77,7 @@ async function untilBrotli(port: number, path: string): Promise<void> {
 }
 
 const JS = "/assets/index-D4nX_q1z.js";
-const WASM = "/assets/wasm_forecast_bg-0a1B2c3D.wasm";
+const WASM = "/assets/nowcast_core_bg-0a1B2c3D.wasm";
 
 describe("compressed static files", () => {
   it("sends gzip and Brotli bodies that decompress to the exact file bytes", async () => {

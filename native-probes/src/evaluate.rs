@@ -2,10 +2,10 @@
 //! faithful and improved NWS selections, the oracle, the baselines of other tools, and the
 //! timeout rules. The parts are independent so the command can run them on separate threads.
 
+use nowcast_core::iepm::{Ewma, MeanOfLast};
+use nowcast_core::timeout::{Bounds, Outcome};
+use nowcast_core::{Accum, Bank, Mode, Series};
 use serde::Serialize;
-use wasm_forecast::iepm::{Ewma, MeanOfLast};
-use wasm_forecast::timeout::{Bounds, Outcome};
-use wasm_forecast::{Accum, Bank, Mode, Series};
 
 /// Errors of one forecast over the points it forecast (points 2..n).
 #[derive(Clone, Debug, PartialEq, Serialize)]

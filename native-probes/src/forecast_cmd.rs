@@ -5,13 +5,13 @@
 use anyhow::{bail, Context, Result};
 use nowcast::evaluate::{FaithfulPart, ImprovedPart, Report, Row};
 use nowcast::series_input::{read_values, Column, Format, ReadOptions, ReadStats};
+use nowcast_core::record::Metric;
+use nowcast_core::timeout::Bounds;
+use nowcast_core::Bank;
 use std::io::Write;
 use std::path::PathBuf;
 use std::sync::mpsc::sync_channel;
 use std::sync::Arc;
-use wasm_forecast::record::Metric;
-use wasm_forecast::timeout::Bounds;
-use wasm_forecast::Bank;
 
 #[derive(clap::Args)]
 #[command(

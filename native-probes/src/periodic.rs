@@ -5,10 +5,10 @@
 use anyhow::{anyhow, bail, Result};
 use nowcast::probe::report::Sink;
 use nowcast::stop::Stop;
+use nowcast_core::record::{Record, Status};
+use nowcast_core::timeout::Bounds;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
-use wasm_forecast::record::{Record, Status};
-use wasm_forecast::timeout::Bounds;
 
 #[derive(clap::Args, Clone)]
 pub struct Common {

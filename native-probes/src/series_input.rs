@@ -3,9 +3,9 @@
 //! file; a malformed line stops the read with its line number and text unless the caller
 //! asked to skip bad lines, in which case they are counted.
 
+use nowcast_core::record::{Metric, Record, Status};
 use std::fmt;
 use std::io::{BufRead, Read};
-use wasm_forecast::record::{Metric, Record, Status};
 
 /// The layout of the input.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]

@@ -23,11 +23,11 @@ use nowcast::probe::report::{cell, clock, heading, now_ms, Sink, Table};
 use nowcast::probe::series_set::{Context, Measurement, Outcome, SeriesSet};
 use nowcast::probe::wire::{self, Hello, Status, Welcome, DEFAULT_PORT};
 use nowcast::stop::Stop;
+use nowcast_core::record::{Metric, Probe, Record, Transport};
 use socket2::{Domain, Protocol, SockRef, Socket, Type};
 use std::io;
 use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
-use wasm_forecast::record::{Metric, Probe, Record, Transport};
 
 /// The payload byte of the un-timed warm-up echo that follows the session hello (the timed
 /// echoes carry the session's sequence number; all are read in order on one stream).
@@ -283,7 +283,7 @@ fn experiment(
                     probe: Some(probe),
                 },
             );
-            let ok = r.status == wasm_forecast::record::Status::Ok;
+            let ok = r.status == nowcast_core::record::Status::Ok;
             records.push(r);
             ok
         };

@@ -12,10 +12,10 @@ use nowcast::probe::series_set::{Context, Measurement, Outcome, SeriesSet};
 use nowcast::probe::udp::{Burst, Summary};
 use nowcast::probe::wire::{UdpProbe, DEFAULT_PORT};
 use nowcast::stop::Stop;
+use nowcast_core::record::{Metric, Probe, Transport};
 use std::io;
 use std::net::{SocketAddr, UdpSocket};
 use std::time::{Duration, Instant};
-use wasm_forecast::record::{Metric, Probe, Transport};
 
 #[derive(clap::Args)]
 #[command(

@@ -22,9 +22,9 @@
 mod common;
 
 use common::{records, run_bounded, text, Server, BIN};
+use nowcast_core::record::{Metric, Record, Status};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
-use wasm_forecast::record::{Metric, Record, Status};
 
 const SERVER_IP: &str = "10.231.0.2";
 const LIMIT: Duration = Duration::from_secs(60);

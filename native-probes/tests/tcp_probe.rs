@@ -3,9 +3,9 @@
 mod common;
 
 use common::{nowcast, records, text, Server};
+use nowcast_core::record::{Metric, Status};
 use std::net::TcpListener;
 use std::time::{Duration, Instant};
-use wasm_forecast::record::{Metric, Status};
 
 const LIMIT: Duration = Duration::from_secs(30);
 

@@ -1,7 +1,7 @@
 // bench:bank — from the repository root: npx tsx web/bench/bank-bench.ts [--json]
 //
 // Nanoseconds per update of the NWS forecaster bank under Node, on the 1,000,000-point series
-// of wasm-forecast/examples/bench_bank.rs: the WASM build in faithful mode (one updateBatch
+// of core/examples/bench_bank.rs: the WASM build in faithful mode (one updateBatch
 // over the whole series, and one update call per value), in improved mode (batch), and the
 // TypeScript faithful bank (nws-faithful.ts). Each is run once to warm up, then measured in
 // BENCH_RUNS runs (default 5) on a fresh bank; the table shows the median and the spread.
@@ -108,12 +108,12 @@ async function main(): Promise<void> {
   const json = process.argv.includes("--json");
   const points = positiveInt("BENCH_POINTS", 1_000_000);
   const runs = positiveInt("BENCH_RUNS", 5);
-  const wasmUrl = new URL("../../wasm-forecast/pkg/wasm_forecast_bg.wasm", import.meta.url);
+  const wasmUrl = new URL("../../core/pkg/nowcast_core_bg.wasm", import.meta.url);
   let wasm: Buffer;
   try {
     wasm = readFileSync(wasmUrl);
   } catch {
-    throw new Error(`${wasmUrl.pathname} is missing: build wasm-forecast's pkg first`);
+    throw new Error(`${wasmUrl.pathname} is missing: build the core crate (nowcast-core)'s pkg first`);
   }
   await loadForecasting(wasm);
   const xs = benchSeries(points);

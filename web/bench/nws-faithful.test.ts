@@ -7,14 +7,14 @@ import { benchSeries } from "./series";
 
 const golden = parseGolden(
   readFileSync(
-    new URL("../../wasm-forecast/testdata/nws-golden-trace.csv", import.meta.url),
+    new URL("../../core/testdata/nws-golden-trace.csv", import.meta.url),
     "utf8",
   ),
 );
 
 beforeAll(async () => {
   const wasm = readFileSync(
-    new URL("../../wasm-forecast/pkg/wasm_forecast_bg.wasm", import.meta.url),
+    new URL("../../core/pkg/nowcast_core_bg.wasm", import.meta.url),
   );
   await loadForecasting(wasm);
 });

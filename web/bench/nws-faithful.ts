@@ -1,5 +1,5 @@
 // The NWS forecaster bank in faithful mode (algorithms.md §1), written in TypeScript as the
-// peer that the WebAssembly build of wasm-forecast is benchmarked against. It follows the Rust
+// peer that the WebAssembly build of the core crate (nowcast-core) is benchmarked against. It follows the Rust
 // bank step for step (bank.rs, errors.rs, primary.rs, window.rs), down to the order of the
 // floating-point additions: exact ties (the running mean and the sliding means agree for the
 // first 5 or 31 values) then resolve to the same method index in both.
@@ -359,7 +359,7 @@ class ErrorTable {
   }
 }
 
-/** Errors of one forecast: count and sums, as wasm-forecast's `Accum`. */
+/** Errors of one forecast: count and sums, as the core crate (nowcast-core)'s `Accum`. */
 export interface Accum {
   n: number;
   sumSe: number;

@@ -1,4 +1,4 @@
-// The deterministic benchmark series shared with wasm-forecast/examples/bench_bank.rs (its
+// The deterministic benchmark series shared with core/examples/bench_bank.rs (its
 // function `series`): an AR(1) process around a slow sine with 1 % spikes of three times the
 // level, like a bandwidth trace. Ported operation for operation so both benchmarks feed the
 // same values.

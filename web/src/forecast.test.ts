@@ -5,19 +5,19 @@ import { goldenMismatches, parseGolden } from "./golden";
 
 const golden = parseGolden(
   readFileSync(
-    new URL("../../wasm-forecast/testdata/nws-golden-trace.csv", import.meta.url),
+    new URL("../../core/testdata/nws-golden-trace.csv", import.meta.url),
     "utf8",
   ),
 );
 
 beforeAll(async () => {
   const wasm = readFileSync(
-    new URL("../../wasm-forecast/pkg/wasm_forecast_bg.wasm", import.meta.url),
+    new URL("../../core/pkg/nowcast_core_bg.wasm", import.meta.url),
   );
   await loadForecasting(wasm);
 });
 
-describe("the real wasm-forecast module", () => {
+describe("the real the core crate (nowcast-core) module", () => {
   it("reproduces every golden number of the original NWS library in faithful mode", () => {
     const s = Series.create("faithful");
     const wrong = goldenMismatches(

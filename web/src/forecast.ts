@@ -1,4 +1,4 @@
-// Typed wrapper around the forecasting library compiled to WebAssembly (wasm-forecast).
+// Typed wrapper around the forecasting library compiled to WebAssembly (the core crate (nowcast-core)).
 // The page, its worker and the tests import this module, never the generated glue.
 
 import init, {
@@ -7,7 +7,7 @@ import init, {
   histogramJson,
   methodsJson,
   type InitInput,
-} from "../../wasm-forecast/pkg/wasm_forecast.js";
+} from "../../core/pkg/nowcast_core.js";
 
 /** "improved" is the default; "faithful" reproduces the original NWS library, quirks included. */
 export type Mode = "improved" | "faithful";

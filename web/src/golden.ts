@@ -1,4 +1,4 @@
-// Reads the NWS golden trace (wasm-forecast/testdata/nws-golden-trace.csv) for tests and
+// Reads the NWS golden trace (core/testdata/nws-golden-trace.csv) for tests and
 // benchmarks that check an implementation against the original library's numbers.
 
 export interface GoldenRow {

@@ -1,11 +1,11 @@
 // The measurement record: one JSON object per measurement, NDJSON files, the same format from
 // the page and every native tool. The JSON Schema is public/schema/measurement-record.v1.schema.json;
 // this module is the page's reader and writer, written by hand because it ships in the page
-// (no schema library in the bundle). It mirrors wasm-forecast/src/record.rs rule for rule, and
+// (no schema library in the bundle). It mirrors core/src/record.rs rule for rule, and
 // both run against the shared examples in public/schema/examples.
 
 /** The version this build writes. */
-export const SCHEMA_VERSION = "1.0";
+export const SCHEMA_VERSION = "1.1";
 /** The major version this build reads (any 1.x). */
 export const MAJOR = 1;
 
@@ -84,6 +84,8 @@ export interface Record {
   from?: string;
   to: string;
   seq?: number;
+  /** The period of the series this probe belongs to (ms between probe starts); since 1.1. */
+  period_ms?: number;
   timeout_ms?: number;
   error?: string;
   probe?: Probe;
@@ -255,6 +257,7 @@ function fields(obj: Json): Record {
   const pr = optional(obj, "", "probe", probe);
   const schema_version = field(obj, "", "schema_version", string);
   const seq = optional(obj, "", "seq", unsigned(64));
+  const period_ms = optional(obj, "", "period_ms", number);
   const source = field(obj, "", "source", string);
   const status = field(obj, "", "status", oneOf(STATUSES));
   const timeout_ms = optional(obj, "", "timeout_ms", number);
@@ -273,6 +276,7 @@ function fields(obj: Json): Record {
     from,
     to: required(to, "to"),
     seq,
+    period_ms,
     timeout_ms,
     error,
     probe: pr,
@@ -330,6 +334,9 @@ function validate(r: Record): void {
   }
   if (r.status === "timeout" && r.timeout_ms === undefined) {
     throw fail("timeout_ms", "is required when status is timeout");
+  }
+  if (r.period_ms !== undefined && !(r.period_ms > 0)) {
+    throw fail("period_ms", "must be a positive number");
   }
   if (r.timeout_ms !== undefined && !(r.timeout_ms > 0)) {
     throw fail("timeout_ms", "must be a positive number");
@@ -415,6 +422,7 @@ export function toLine(record: Record): string {
     from: record.from,
     to: record.to,
     seq: record.seq,
+    period_ms: record.period_ms,
     timeout_ms: record.timeout_ms,
     error: record.error,
     probe: p && {

@@ -6,7 +6,7 @@ import { BANDWIDTH_BOUNDS, predictability, RTT_BOUNDS, Tracker } from "./tracker
 
 beforeAll(async () => {
   await loadForecasting(
-    readFileSync(new URL("../../wasm-forecast/pkg/wasm_forecast_bg.wasm", import.meta.url)),
+    readFileSync(new URL("../../core/pkg/nowcast_core_bg.wasm", import.meta.url)),
   );
 });
 

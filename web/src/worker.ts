@@ -2,7 +2,7 @@
 // rounds every period, feeds each series' forecaster bank, and posts every measurement to the
 // page. Off the main thread so that drawing never delays a timestamp.
 
-import wasmUrl from "../../wasm-forecast/pkg/wasm_forecast_bg.wasm?url";
+import wasmUrl from "../../core/pkg/nowcast_core_bg.wasm?url";
 import { ByteBudget, probeShare } from "./budget";
 import { loadForecasting, type Series } from "./forecast";
 import { importText } from "./files";

@@ -2,11 +2,11 @@
 //! (`--json` on standard output, `--out FILE` next to either).
 
 use crate::probe::series_set::SeriesStats;
+use nowcast_core::record::{Metric, Record, Status};
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::path::Path;
 use std::time::{SystemTime, UNIX_EPOCH};
-use wasm_forecast::record::{Metric, Record, Status};
 
 /// Milliseconds since 1970 (UTC), the records' clock.
 pub fn now_ms() -> f64 {

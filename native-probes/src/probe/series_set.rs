@@ -7,9 +7,9 @@
 //! timeout is learned. A probe that timed out is fed back as its duration plus the penalty
 //! (NWS), never dropped; a probe that failed is recorded and feeds nothing.
 
-use wasm_forecast::record::{Metric, Probe, Record, RecordForecast, Selector, Status};
-use wasm_forecast::timeout::Bounds;
-use wasm_forecast::{Mode, Series};
+use nowcast_core::record::{Metric, Probe, Record, RecordForecast, Selector, Status};
+use nowcast_core::timeout::Bounds;
+use nowcast_core::{Mode, Series};
 
 /// The timeout rule the probes obey: MSE forecast + 2·RMSE of the last 20 forecasts
 /// (algorithms.md §2, the improved rule), clamped to the bounds.

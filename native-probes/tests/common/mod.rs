@@ -3,10 +3,10 @@
 
 #![allow(dead_code)]
 
+use nowcast_core::record::Record;
 use std::io::{BufRead, BufReader, Read};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
-use wasm_forecast::record::Record;
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_nowcast");
 

@@ -1,11 +1,11 @@
 //! Native speed of the forecaster bank: nanoseconds per update on a 1 M-point synthetic
 //! series (an AR(1) around a slow cycle with occasional spikes, like a bandwidth trace).
-//! Run with `cargo run --release -p wasm-forecast --example bench_bank [-- --json]`;
+//! Run with `cargo run --release -p nowcast-core --example bench_bank [-- --json]`;
 //! `-- --write FILE` writes the series instead, one number a line, for the command's benchmark.
 //! BENCH_POINTS, BENCH_RUNS and BENCH_MODE (faithful or improved) narrow a run.
 
+use nowcast_core::{Bank, Mode};
 use std::time::Instant;
-use wasm_forecast::{Bank, Mode};
 
 /// Deterministic test series shared with the WASM and TypeScript benchmarks (same
 /// generator in `web/bench/series.ts`).

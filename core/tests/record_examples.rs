@@ -2,8 +2,8 @@
 //! invalid one is refused with a message naming its field (the part of its file name before
 //! `--`). The TypeScript reader runs against the same files.
 
+use nowcast_core::record::{read_ndjson, Metric, Record, Status};
 use std::path::PathBuf;
-use wasm_forecast::record::{read_ndjson, Metric, Record, Status};
 
 fn examples() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../public/schema/examples")

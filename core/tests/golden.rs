@@ -1,7 +1,7 @@
 //! The faithful bank reproduces the original NWS library's golden trace (algorithms.md §1.4)
 //! and its constant-series behaviour.
 
-use wasm_forecast::{Bank, Mode};
+use nowcast_core::{Bank, Mode};
 
 struct Row {
     k: usize,

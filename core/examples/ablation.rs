@@ -2,14 +2,14 @@
 //! without additions, each candidate addition alone, and a chosen set, over the evaluation
 //! data, and prints pooled MAE (MAE-selected) and RMSE (MSE-selected) per dataset.
 //!
-//! Usage: cargo run --release -p wasm-forecast --example ablation -- DATA_DIR
+//! Usage: cargo run --release -p nowcast-core --example ablation -- DATA_DIR
 //! (`npm run evaluate -- DATA_DIR`). ABLATION_SET=id,id,… adds a row for that set of candidates.
 //! DATA_DIR holds pensieve-cooked/ (Norway HSDPA and FCC traces, `time<TAB>Mbit/s`) and
 //! tyrell-rtt/ (one RTT a line). The data is not part of the repository.
 
+use nowcast_core::method::{describe, Rule, NWS_PRIMARIES};
+use nowcast_core::{Accum, Bank, Mode};
 use std::path::Path;
-use wasm_forecast::method::{describe, Rule, NWS_PRIMARIES};
-use wasm_forecast::{Accum, Bank, Mode};
 
 fn read_series(path: &Path) -> Vec<f64> {
     std::fs::read_to_string(path)

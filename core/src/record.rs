@@ -6,7 +6,7 @@
 use serde::{Deserialize, Serialize};
 
 /// The version this build writes.
-pub const SCHEMA_VERSION: &str = "1.0";
+pub const SCHEMA_VERSION: &str = "1.1";
 /// The major version this build reads (any 1.x).
 pub const MAJOR: u32 = 1;
 
@@ -144,6 +144,9 @@ pub struct Record {
         skip_serializing_if = "Option::is_none"
     )]
     pub seq: Option<u64>,
+    /// The period of the series this probe belongs to (ms between probe starts); since 1.1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub period_ms: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout_ms: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -183,6 +186,7 @@ impl Record {
             from: None,
             to: to.into(),
             seq: None,
+            period_ms: None,
             timeout_ms: None,
             error: None,
             probe: None,
@@ -266,6 +270,9 @@ impl Record {
         }
         if self.status == Status::Timeout && self.timeout_ms.is_none() {
             return fail("timeout_ms", "is required when status is timeout");
+        }
+        if self.period_ms.is_some_and(|t| !(t.is_finite() && t > 0.0)) {
+            return fail("period_ms", "must be a positive number");
         }
         if self.timeout_ms.is_some_and(|t| !(t.is_finite() && t > 0.0)) {
             return fail("timeout_ms", "must be a positive number");

@@ -1,8 +1,8 @@
 //! Rules that must hold for every input: forecasts stay finite, bad values are refused
 //! without disturbing the bank, and a saved bank resumes bit-identically.
 
+use nowcast_core::{state, Bank, ForecastError, Mode};
 use proptest::prelude::*;
-use wasm_forecast::{state, Bank, ForecastError, Mode};
 
 fn magnitude() -> impl Strategy<Value = f64> {
     prop_oneof![
