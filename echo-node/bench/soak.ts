@@ -284,6 +284,8 @@ async function orchestrate(): Promise<void> {
     String(CLIENTS * 2),
     "--max-connections-per-client",
     String(PER_ADDRESS * 2),
+    "--max-sockets-per-client",
+    String(PER_ADDRESS * 2),
     "--idle-timeout",
     "5m",
     "--max-payload",

@@ -3,11 +3,12 @@
  * generated from the same table so the two can never disagree. Pure: argv and env in, a
  * validated `Config` (or a `ConfigError` a user can act on) out.
  */
-import { hostname } from "node:os";
 import { dirname, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
+import { ProxyTrust } from "./client-address.js";
 import { parseMirrorFlag, type Mirror } from "./mirrors.js";
+import { canonicalOrigin } from "./origin-policy.js";
 
 export interface Config {
   /** TCP port; 0 picks an ephemeral one (tests). */
@@ -16,16 +17,23 @@ export interface Config {
   host: string | undefined;
   /** Directory with the built page (Vite's `web/dist`, which includes `public/`). */
   staticDir: string;
-  /** Shown in `/api/config` so a page can tell mirrors apart. */
-  name: string;
+  /** Shown in `/api/config` so a page can tell mirrors apart; not reported when unset (the
+   *  machine's host name is nobody else's business). */
+  name: string | undefined;
   /** Path of a JSON mirrors file, if any (read by the caller, see mirrors.ts). */
   mirrorsFile: string | undefined;
   /** Mirrors given on the command line or in the environment. */
   mirrors: Mirror[];
+  /** The origins the page is served from (`https://nowcast.example.org`). Empty: derived from
+   *  this machine's own addresses (loopback and interface addresses, any port). */
+  origins: string[];
   /** Extra origins allowed for WebSocket and CORS; `*` allows every origin. */
   allowOrigins: string[];
-  /** Take the client address from X-Forwarded-For (rightmost entry). */
-  trustProxy: boolean;
+  /** Reverse proxies (CIDRs, addresses or `loopback`) whose X-Forwarded-For is believed. */
+  trustProxy: string[];
+  /** Prefix lengths under which client addresses share their limits. */
+  ipv4Prefix: number;
+  ipv6Prefix: number;
   /**
    * Where the served page may connect (its Content-Security-Policy connect-src): "any"
    * echo-node, so mirrors and targets named in a link work (each still decides which origins
@@ -36,23 +44,45 @@ export interface Config {
   maxPayload: number;
   /** Largest single WebSocket message a client may send, in bytes. */
   maxMessage: number;
-  /** Probe bytes (in plus out) per client address per minute. */
+  /** Bytes (read plus written, any path) per client per minute: the budget's refill rate. */
   bytesPerMinute: number;
+  /** The budget's capacity (what a new client may move at once); undefined: the smaller of
+   *  `bytesPerMinute` and DEFAULT_BURST_BYTES, but at least `maxPayload`. */
+  burstBytes: number | undefined;
+  /** WebSocket messages (control frames included), handshakes and HTTP requests per client
+   *  per second; bursts of twice this. */
+  messagesPerSecond: number;
   /** Concurrent WebSockets plus in-flight HTTP probes per client address. */
   maxConnectionsPerClient: number;
-  /** Concurrent WebSockets plus in-flight HTTP probes for the whole server. */
+  /** Open TCP connections of any kind (idle keep-alive included) per client address. */
+  maxSocketsPerClient: number;
+  /** Concurrent WebSockets plus in-flight HTTP probes, and open TCP connections, in total. */
   maxConnections: number;
   /** A WebSocket with no message from the client and no transfer running is closed after this. */
   idleTimeoutMs: number;
   /** A client that has data waiting and reads none of it for this long is cut off. */
   slowClientTimeoutMs: number;
+  /** A connection must deliver a request's complete headers within this (slowloris). */
+  headerTimeoutMs: number;
+  /** An HTTP connection idle between requests is closed after this. */
+  keepAliveTimeoutMs: number;
+}
+
+/** Default budget capacity: a page's round at 1 Gbit/s with its stream pretests (README). */
+export const DEFAULT_BURST_BYTES = 512 * 1024 * 1024;
+
+/** The budget's capacity in force for `c`: a probe of the maximum size can always be granted. */
+export function burstBytes(
+  c: Pick<Config, "burstBytes" | "bytesPerMinute" | "maxPayload">,
+): number {
+  return c.burstBytes ?? Math.max(c.maxPayload, Math.min(c.bytesPerMinute, DEFAULT_BURST_BYTES));
 }
 
 export class ConfigError extends Error {
   override name = "ConfigError";
 }
 
-type Kind = "int" | "bytes" | "ms" | "string" | "bool" | "list" | "mirrors";
+type Kind = "int" | "bytes" | "ms" | "string" | "list" | "mirrors" | "proxies";
 
 interface OptionSpec {
   key: keyof Config;
@@ -97,7 +127,7 @@ export const OPTIONS: readonly OptionSpec[] = [
     flag: "name",
     env: "ECHO_NODE_NAME",
     kind: "string",
-    shown: "the host name",
+    shown: "none (not reported)",
     help: "server name reported in /api/config",
   },
   {
@@ -117,6 +147,14 @@ export const OPTIONS: readonly OptionSpec[] = [
     help: "a mirror 'name|url|location'; flag repeatable, env entries separated by ';'",
   },
   {
+    key: "origins",
+    flag: "origin",
+    env: "ECHO_NODE_ORIGIN",
+    kind: "list",
+    shown: "this machine's addresses and localhost, any port",
+    help: "origins the page is served from, comma-separated, e.g. https://nowcast.example.org",
+  },
+  {
     key: "allowOrigins",
     flag: "allow-origin",
     env: "ECHO_NODE_ALLOW_ORIGIN",
@@ -128,9 +166,25 @@ export const OPTIONS: readonly OptionSpec[] = [
     key: "trustProxy",
     flag: "trust-proxy",
     env: "ECHO_NODE_TRUST_PROXY",
-    kind: "bool",
-    shown: "false",
-    help: "client address from X-Forwarded-For (behind a reverse proxy)",
+    kind: "proxies",
+    shown: "none",
+    help: "reverse proxies whose X-Forwarded-For is believed: CIDRs, addresses or 'loopback', comma-separated",
+  },
+  {
+    key: "ipv4Prefix",
+    flag: "ipv4-prefix",
+    env: "ECHO_NODE_IPV4_PREFIX",
+    kind: "int",
+    shown: "32",
+    help: "IPv4 clients in one prefix of this length share their limits",
+  },
+  {
+    key: "ipv6Prefix",
+    flag: "ipv6-prefix",
+    env: "ECHO_NODE_IPV6_PREFIX",
+    kind: "int",
+    shown: "64",
+    help: "IPv6 clients in one prefix of this length share their limits",
   },
   {
     key: "connectSrc",
@@ -161,8 +215,24 @@ export const OPTIONS: readonly OptionSpec[] = [
     flag: "bytes-per-minute",
     env: "ECHO_NODE_BYTES_PER_MINUTE",
     kind: "bytes",
-    shown: "512MiB",
-    help: "probe bytes per client address per minute (token bucket)",
+    shown: "2GiB",
+    help: "bytes read plus written per client per minute, any path (token bucket refill)",
+  },
+  {
+    key: "burstBytes",
+    flag: "burst-bytes",
+    env: "ECHO_NODE_BURST_BYTES",
+    kind: "bytes",
+    shown: "512MiB (at most --bytes-per-minute, at least --max-payload)",
+    help: "bytes a client may move at once (token bucket capacity)",
+  },
+  {
+    key: "messagesPerSecond",
+    flag: "messages-per-second",
+    env: "ECHO_NODE_MESSAGES_PER_SECOND",
+    kind: "int",
+    shown: "2000",
+    help: "WebSocket messages and HTTP requests per client per second (bursts of twice this)",
   },
   {
     key: "maxConnectionsPerClient",
@@ -170,7 +240,15 @@ export const OPTIONS: readonly OptionSpec[] = [
     env: "ECHO_NODE_MAX_CONNECTIONS_PER_CLIENT",
     kind: "int",
     shown: "8",
-    help: "concurrent connections per client address",
+    help: "concurrent WebSockets and HTTP probes per client address",
+  },
+  {
+    key: "maxSocketsPerClient",
+    flag: "max-sockets-per-client",
+    env: "ECHO_NODE_MAX_SOCKETS_PER_CLIENT",
+    kind: "int",
+    shown: "32",
+    help: "open TCP connections of any kind per client address (trusted proxies exempt)",
   },
   {
     key: "maxConnections",
@@ -196,6 +274,22 @@ export const OPTIONS: readonly OptionSpec[] = [
     shown: "10s",
     help: "cut off a client that reads nothing this long",
   },
+  {
+    key: "headerTimeoutMs",
+    flag: "header-timeout",
+    env: "ECHO_NODE_HEADER_TIMEOUT",
+    kind: "ms",
+    shown: "10s",
+    help: "close a connection that has not sent a request's complete headers in this time",
+  },
+  {
+    key: "keepAliveTimeoutMs",
+    flag: "keep-alive-timeout",
+    env: "ECHO_NODE_KEEP_ALIVE_TIMEOUT",
+    kind: "ms",
+    shown: "5s",
+    help: "close an HTTP connection idle this long between requests",
+  },
 ];
 
 export function defaultConfig(): Config {
@@ -203,19 +297,27 @@ export function defaultConfig(): Config {
     port: 8080,
     host: undefined,
     staticDir: resolve(repoRoot, "web/dist"),
-    name: hostname(),
+    name: undefined,
     mirrorsFile: undefined,
     mirrors: [],
+    origins: [],
     allowOrigins: [],
-    trustProxy: false,
+    trustProxy: [],
+    ipv4Prefix: 32,
+    ipv6Prefix: 64,
     connectSrc: "any",
     maxPayload: 64 * 1024 * 1024,
     maxMessage: 1024 * 1024,
-    bytesPerMinute: 512 * 1024 * 1024,
+    bytesPerMinute: 2 * 1024 * 1024 * 1024,
+    burstBytes: undefined,
+    messagesPerSecond: 2000,
     maxConnectionsPerClient: 8,
+    maxSocketsPerClient: 32,
     maxConnections: 10_000,
     idleTimeoutMs: 60_000,
     slowClientTimeoutMs: 10_000,
+    headerTimeoutMs: 10_000,
+    keepAliveTimeoutMs: 5_000,
   };
 }
 
@@ -271,15 +373,23 @@ function convert(spec: OptionSpec, raw: string, source: string): Config[keyof Co
       return parseBytes(raw) ?? fail("a byte size like 65536, 64KiB or 64MiB");
     case "ms":
       return parseDuration(raw) ?? fail("a duration like 500ms, 10s or 2m");
-    case "bool":
-      return parseBool(raw) ?? fail("true or false");
     case "string":
       return raw;
     case "list":
-      return raw
+    case "proxies": {
+      const list = raw
         .split(",")
         .map((s) => s.trim())
         .filter((s) => s !== "");
+      if (spec.kind === "proxies") {
+        try {
+          new ProxyTrust(list);
+        } catch (e) {
+          fail(`a list of proxy addresses or CIDRs: ${(e as Error).message}`);
+        }
+      }
+      return list;
+    }
     case "mirrors":
       return raw
         .split(";")
@@ -296,7 +406,29 @@ function convert(spec: OptionSpec, raw: string, source: string): Config[keyof Co
 }
 
 export type ParseResult =
-  { kind: "run"; config: Config } | { kind: "help"; text: string } | { kind: "version" };
+  | { kind: "run"; config: Config; /** deprecations to print at start */ warnings: string[] }
+  | { kind: "help"; text: string }
+  | { kind: "version" };
+
+/** What the old boolean `--trust-proxy` (echo-node 1.0) now means: the proxy on this host. */
+const LEGACY_TRUST_PROXY = ["loopback"];
+const LEGACY_TRUST_PROXY_WARNING =
+  "--trust-proxy without a list (or ECHO_NODE_TRUST_PROXY=true) is deprecated: it now trusts " +
+  "X-Forwarded-For from loopback proxies only (127.0.0.0/8, ::1); name your proxies, e.g. " +
+  "--trust-proxy 127.0.0.1,10.0.0.0/8";
+
+/**
+ * echo-node 1.0's `--trust-proxy` took no value. A bare one (last, or followed by another flag)
+ * becomes `--trust-proxy=loopback`, with a warning, so old command lines keep starting.
+ */
+function migrateArgv(argv: readonly string[], warnings: string[]): string[] {
+  return argv.map((arg, i) => {
+    const next = argv[i + 1];
+    if (arg !== "--trust-proxy" || (next !== undefined && !next.startsWith("-"))) return arg;
+    warnings.push(LEGACY_TRUST_PROXY_WARNING);
+    return `--trust-proxy=${LEGACY_TRUST_PROXY.join(",")}`;
+  });
+}
 
 /**
  * Flags override environment variables, which override defaults. Unknown flags and stray
@@ -312,14 +444,17 @@ export function parseConfig(
     version: { type: "boolean" },
   };
   for (const spec of OPTIONS) {
-    options[spec.flag] =
-      spec.kind === "bool"
-        ? { type: "boolean" }
-        : { type: "string", multiple: spec.kind === "mirrors" };
+    options[spec.flag] = { type: "string", multiple: spec.kind === "mirrors" };
   }
+  const warnings: string[] = [];
   let parsed;
   try {
-    parsed = parseArgs({ args: [...argv], options, strict: true, allowPositionals: false });
+    parsed = parseArgs({
+      args: migrateArgv(argv, warnings),
+      options,
+      strict: true,
+      allowPositionals: false,
+    });
   } catch (e) {
     throw new ConfigError(`${(e as Error).message}; see --help`);
   }
@@ -331,12 +466,15 @@ export function parseConfig(
   for (const spec of OPTIONS) {
     const fromEnv = env[spec.env];
     if (fromEnv !== undefined && fromEnv !== "") {
-      config[spec.key] = convert(spec, fromEnv, `environment variable ${spec.env}`);
+      const legacy = spec.kind === "proxies" ? parseBool(fromEnv) : undefined;
+      if (legacy !== undefined) {
+        if (legacy) warnings.push(LEGACY_TRUST_PROXY_WARNING);
+        config[spec.key] = legacy ? LEGACY_TRUST_PROXY : [];
+      } else config[spec.key] = convert(spec, fromEnv, `environment variable ${spec.env}`);
     }
     const fromFlag = values[spec.flag];
-    if (fromFlag === undefined) continue;
-    if (typeof fromFlag === "boolean") config[spec.key] = fromFlag;
-    else if (Array.isArray(fromFlag)) {
+    if (fromFlag === undefined || typeof fromFlag === "boolean") continue;
+    if (Array.isArray(fromFlag)) {
       config[spec.key] = fromFlag.flatMap(
         (v) => convert(spec, v, `--${spec.flag}`) as unknown as Mirror[],
       );
@@ -344,7 +482,7 @@ export function parseConfig(
   }
   const result = config as unknown as Config;
   validate(result);
-  return { kind: "run", config: result };
+  return { kind: "run", config: result, warnings };
 }
 
 /** Cross-field rules: a configuration that cannot work is refused at start, not at 3 a.m. */
@@ -356,6 +494,10 @@ export function validate(c: Config): void {
     ["maxConnections", "max-connections"],
     ["idleTimeoutMs", "idle-timeout"],
     ["slowClientTimeoutMs", "slow-client-timeout"],
+    ["messagesPerSecond", "messages-per-second"],
+    ["maxSocketsPerClient", "max-sockets-per-client"],
+    ["headerTimeoutMs", "header-timeout"],
+    ["keepAliveTimeoutMs", "keep-alive-timeout"],
   ];
   for (const [key, flag] of positive) {
     if (!((c[key] as number) > 0)) throw new ConfigError(`--${flag} must be greater than 0`);
@@ -373,6 +515,22 @@ export function validate(c: Config): void {
         "a probe of the maximum size could never be granted",
     );
   }
+  if (c.burstBytes !== undefined && c.maxPayload > c.burstBytes) {
+    throw new ConfigError(
+      `--max-payload (${c.maxPayload}) exceeds --burst-bytes (${c.burstBytes}): ` +
+        "a probe of the maximum size could never be granted",
+    );
+  }
+  if (c.ipv4Prefix > 32) throw new ConfigError("--ipv4-prefix must be between 0 and 32");
+  if (c.ipv6Prefix > 128) throw new ConfigError("--ipv6-prefix must be between 0 and 128");
+  for (const origin of c.origins) {
+    const url = canonicalOrigin(origin) === undefined ? undefined : new URL(origin);
+    if (url === undefined || url.pathname !== "/" || url.search || url.hash || url.username) {
+      throw new ConfigError(
+        `--origin '${origin}' is not an origin: write scheme://host[:port], e.g. https://nowcast.example.org`,
+      );
+    }
+  }
   if (c.maxMessage < 64) throw new ConfigError("--max-message must be at least 64 bytes");
   if (c.maxConnectionsPerClient > c.maxConnections) {
     throw new ConfigError("--max-connections-per-client exceeds --max-connections");
@@ -381,7 +539,7 @@ export function validate(c: Config): void {
 
 export function helpText(): string {
   const lines = OPTIONS.flatMap((o) => {
-    const value = o.kind === "bool" ? "" : ` <${o.kind === "mirrors" ? "mirror" : o.kind}>`;
+    const value = ` <${o.kind === "mirrors" ? "mirror" : o.kind === "proxies" ? "list" : o.kind}>`;
     return [`  --${o.flag}${value}   (env ${o.env})`, `      ${o.help}; default: ${o.shown}`];
   });
   return [
@@ -398,7 +556,7 @@ export function helpText(): string {
     "      print the server and protocol version",
     "",
     "Sizes take binary units (65536, 64KiB, 1MiB, 1GiB); durations take ms, s or m",
-    "(a bare number is milliseconds). Booleans in the environment: 1/0, true/false, yes/no.",
+    "(a bare number is milliseconds). A bare --trust-proxy (echo-node 1.0) means 'loopback'.",
     "",
   ].join("\n");
 }

@@ -14,6 +14,16 @@ import type { RandomPool } from "./random-pool.js";
  *  that a slow reader holds at most one of them beyond the socket's own buffer. */
 const HTTP_CHUNK = 1024 * 1024;
 
+/** The client a probe is for: its limit key, and how to tell its connection's traffic meter
+ *  that bytes were paid up front. */
+export interface ProbeClient {
+  key: string;
+  prepay(bytes: number): void;
+  /** The request asked `Expect: 100-continue` (RFC 9110 §10.1.1): its body is sent only once
+   *  the server says it will read it. */
+  expectsContinue: boolean;
+}
+
 export interface HttpProbeDeps {
   config: Config;
   limits: ClientLimits;
@@ -73,7 +83,8 @@ export function sendLimited(
   sendText(res, 429, `${message}; retry after ${retryAfterS} s`, {
     ...headers,
     "Retry-After": String(retryAfterS),
-    // The request body, if any, is not read; closing is cheaper than draining it.
+    // The request body, if any, is not read: the connection is closed after the answer
+    // instead of draining it (RFC 9112 §9.6), so refused bytes cost nothing more.
     Connection: "close",
   });
 }
@@ -100,7 +111,7 @@ export class HttpProbes {
     req: IncomingMessage,
     res: ServerResponse,
     url: URL,
-    address: string,
+    client: ProbeClient,
     started: number,
     headers: OutgoingHttpHeaders,
   ): void {
@@ -115,11 +126,12 @@ export class HttpProbes {
       sendText(res, 400, `bytes ${bytes} exceeds the payload cap of ${config.maxPayload}`, headers);
       return;
     }
-    const grant = limits.takeBytes(address, bytes, performance.now());
+    const grant = limits.takeBytes(client.key, bytes, performance.now());
     if (!grant.ok) {
       sendLimited(res, metrics, "byte_budget", grant.retryAfterS, "byte budget exceeded", headers);
       return;
     }
+    client.prepay(bytes);
     metrics.probes.http_download++;
     this.guardSlowClient(res);
     res.writeHead(200, {
@@ -153,7 +165,7 @@ export class HttpProbes {
   upload(
     req: IncomingMessage,
     res: ServerResponse,
-    address: string,
+    client: ProbeClient,
     started: number,
     headers: OutgoingHttpHeaders,
   ): void {
@@ -180,11 +192,13 @@ export class HttpProbes {
       );
       return;
     }
-    const grant = limits.takeBytes(address, bytes, performance.now());
+    const grant = limits.takeBytes(client.key, bytes, performance.now());
     if (!grant.ok) {
       sendLimited(res, metrics, "byte_budget", grant.retryAfterS, "byte budget exceeded", headers);
       return;
     }
+    client.prepay(bytes);
+    if (client.expectsContinue) res.writeContinue();
     metrics.probes.http_upload++;
     this.guardSlowClient(res);
     let received = 0;

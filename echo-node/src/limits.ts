@@ -1,77 +1,109 @@
 /**
- * Per-client-address bookkeeping for the abuse limits (spec "Limits that keep a public mirror
- * safe"): concurrent connections per address and in total, and probe bytes per address per
- * minute. Pure: time is an argument, nothing here touches a socket.
+ * Per-client bookkeeping for the abuse limits (spec "Limits that keep a public mirror safe").
+ * Pure: time is an argument, nothing here touches a socket. A client is a key from
+ * `limitKey` (an address, or an IPv6 /64), so every limit below is per key.
  *
- * A "connection" is an open WebSocket or an in-flight HTTP probe request. Counting requests
- * rather than TCP sockets is what makes the limit meaningful behind a reverse proxy, where
- * one TCP connection carries many clients and the address comes from X-Forwarded-For.
+ * - Connections: open WebSockets plus in-flight HTTP probes, per client and in total. Counting
+ *   requests rather than TCP sockets keeps this meaningful behind a reverse proxy, where one
+ *   TCP connection carries many clients.
+ * - Sockets: open TCP connections of every kind (idle keep-alive, half-sent headers, WebSocket)
+ *   per peer (trusted proxies exempt) and in total, so that idle connections cannot pile up.
+ *   The total is SOCKETS_PER_CONNECTION times the connection limit: a WebSocket or probe
+ *   refused for capacity then still gets its documented close code or 429 first.
+ * - Bytes: one token bucket per client for every byte the server reads or writes for it, on
+ *   any path. Probes are charged their full size up front, all or nothing; everything else
+ *   (headers, files, refusals, framing, echoes) is charged as it is moved, and may put the
+ *   bucket in debt, which refuses anything new until it is repaid.
+ * - Messages: a token bucket per client for WebSocket messages (control frames included),
+ *   handshakes and HTTP requests. Bytes do not bound the work a stream of tiny messages
+ *   costs; this does, so that one client cannot raise everyone else's RTT.
  */
 import { TokenBucket } from "./token-bucket.js";
 
 export type LimitName =
   | "payload_cap"
   | "byte_budget"
+  | "message_rate"
   | "connections_per_client"
   | "connections_total"
+  | "sockets_per_client"
+  | "sockets_total"
   | "origin"
+  | "cross_site"
+  | "request_body"
   | "idle_timeout"
   | "slow_client"
+  | "header_timeout"
   | "bad_request";
 
 export const LIMIT_NAMES: readonly LimitName[] = [
   "payload_cap",
   "byte_budget",
+  "message_rate",
   "connections_per_client",
   "connections_total",
+  "sockets_per_client",
+  "sockets_total",
   "origin",
+  "cross_site",
+  "request_body",
   "idle_timeout",
   "slow_client",
+  "header_timeout",
   "bad_request",
 ];
+
+/** Open TCP connections allowed in total per allowed connection (see above). */
+export const SOCKETS_PER_CONNECTION = 2;
 
 /** How long a client refused for too many connections should wait: a guess, since we cannot
  *  know when its other connections end; short enough that a page recovers quickly. */
 export const CONNECTION_RETRY_AFTER_S = 5;
 
+/** A message bucket holds this many seconds of its rate: a page's burst (the page load's
+ *  requests, an upload's messages at once) passes, a flood does not. */
+export const MESSAGE_BURST_SECONDS = 2;
+
 export interface LimitsOptions {
   maxConnectionsPerClient: number;
+  maxSocketsPerClient: number;
   maxConnections: number;
   bytesPerMinute: number;
+  /** Capacity of the byte bucket. */
+  burstBytes: number;
+  messagesPerSecond: number;
 }
 
-export type Admission =
-  | { ok: true; release: () => void }
-  | { ok: false; limit: "connections_per_client" | "connections_total"; retryAfterS: number };
+export type Admission<L extends LimitName = LimitName> =
+  { ok: true; release: () => void } | { ok: false; limit: L; retryAfterS: number };
 
-export type ByteGrant = { ok: true } | { ok: false; retryAfterS: number };
+export type Grant = { ok: true } | { ok: false; retryAfterS: number };
 
-export class ClientLimits {
-  private readonly connections = new Map<string, number>();
-  private readonly buckets = new Map<string, TokenBucket>();
-  private total = 0;
+/** Concurrent things per key and in total, with idempotent release. */
+class Concurrency<PerClient extends LimitName, Total extends LimitName> {
+  private readonly counts = new Map<string, number>();
+  total = 0;
 
-  constructor(private readonly opts: LimitsOptions) {}
+  constructor(
+    private readonly perClient: number,
+    private readonly max: number,
+    private readonly names: { perClient: PerClient; total: Total },
+  ) {}
 
-  get totalConnections(): number {
-    return this.total;
+  of(key: string): number {
+    return this.counts.get(key) ?? 0;
   }
 
-  connectionsOf(address: string): number {
-    return this.connections.get(address) ?? 0;
-  }
-
-  /** Counts a connection in; the returned `release` is idempotent so error paths can call it
-   *  freely without corrupting the counts. */
-  admit(address: string): Admission {
-    if (this.total >= this.opts.maxConnections) {
-      return { ok: false, limit: "connections_total", retryAfterS: CONNECTION_RETRY_AFTER_S };
+  /** Counts one in; `exempt` keys (trusted proxies) count towards the total only. */
+  admit(key: string, exempt = false): Admission<PerClient | Total> {
+    if (this.total >= this.max) {
+      return { ok: false, limit: this.names.total, retryAfterS: CONNECTION_RETRY_AFTER_S };
     }
-    const mine = this.connections.get(address) ?? 0;
-    if (mine >= this.opts.maxConnectionsPerClient) {
-      return { ok: false, limit: "connections_per_client", retryAfterS: CONNECTION_RETRY_AFTER_S };
+    const mine = this.counts.get(key) ?? 0;
+    if (!exempt && mine >= this.perClient) {
+      return { ok: false, limit: this.names.perClient, retryAfterS: CONNECTION_RETRY_AFTER_S };
     }
-    this.connections.set(address, mine + 1);
+    this.counts.set(key, mine + 1);
     this.total++;
     let released = false;
     return {
@@ -80,33 +112,118 @@ export class ClientLimits {
         if (released) return;
         released = true;
         this.total--;
-        const left = (this.connections.get(address) ?? 1) - 1;
-        if (left <= 0) this.connections.delete(address);
-        else this.connections.set(address, left);
+        const left = (this.counts.get(key) ?? 1) - 1;
+        if (left <= 0) this.counts.delete(key);
+        else this.counts.set(key, left);
       },
     };
   }
+}
 
-  /** Charges `bytes` against the address's budget, all or nothing. */
-  takeBytes(address: string, bytes: number, now: number): ByteGrant {
-    let bucket = this.buckets.get(address);
+const seconds = (ms: number) => (Number.isFinite(ms) ? Math.max(1, Math.ceil(ms / 1000)) : 60);
+
+export class ClientLimits {
+  private readonly connections: Concurrency<"connections_per_client", "connections_total">;
+  private readonly sockets: Concurrency<"sockets_per_client", "sockets_total">;
+  private readonly buckets = new Map<string, TokenBucket>();
+  private readonly messages = new Map<string, TokenBucket>();
+
+  constructor(private readonly opts: LimitsOptions) {
+    this.connections = new Concurrency(opts.maxConnectionsPerClient, opts.maxConnections, {
+      perClient: "connections_per_client",
+      total: "connections_total",
+    });
+    const maxSockets = opts.maxConnections * SOCKETS_PER_CONNECTION;
+    this.sockets = new Concurrency(opts.maxSocketsPerClient, maxSockets, {
+      perClient: "sockets_per_client",
+      total: "sockets_total",
+    });
+  }
+
+  get totalConnections(): number {
+    return this.connections.total;
+  }
+
+  connectionsOf(key: string): number {
+    return this.connections.of(key);
+  }
+
+  get totalSockets(): number {
+    return this.sockets.total;
+  }
+
+  socketsOf(key: string): number {
+    return this.sockets.of(key);
+  }
+
+  /** Counts a WebSocket or an HTTP probe in; `release` is idempotent so error paths can call
+   *  it freely without corrupting the counts. */
+  admit(key: string): Admission<"connections_per_client" | "connections_total"> {
+    return this.connections.admit(key);
+  }
+
+  /** Counts a TCP connection in. */
+  admitSocket(
+    key: string,
+    trustedProxy: boolean,
+  ): Admission<"sockets_per_client" | "sockets_total"> {
+    return this.sockets.admit(key, trustedProxy);
+  }
+
+  private bucket(key: string, now: number): TokenBucket {
+    let bucket = this.buckets.get(key);
     if (!bucket) {
-      bucket = new TokenBucket(this.opts.bytesPerMinute, this.opts.bytesPerMinute / 60_000, now);
-      this.buckets.set(address, bucket);
+      bucket = new TokenBucket(this.opts.burstBytes, this.opts.bytesPerMinute / 60_000, now);
+      this.buckets.set(key, bucket);
     }
-    const waitMs = bucket.take(bytes, now);
-    if (waitMs === 0) return { ok: true };
-    // Infinity cannot happen when maxPayload <= bytesPerMinute (config.validate), but a
-    // finite header is still owed to the client if it ever does.
-    const seconds = Number.isFinite(waitMs) ? Math.ceil(waitMs / 1000) : 60;
-    return { ok: false, retryAfterS: Math.max(1, seconds) };
+    return bucket;
+  }
+
+  /** Charges a probe's `bytes` up front, all or nothing; refused while the client is in debt. */
+  takeBytes(key: string, bytes: number, now: number): Grant {
+    const waitMs = this.bucket(key, now).take(bytes, now);
+    // Infinity cannot happen when maxPayload <= the capacity (config.validate), but a finite
+    // header is still owed to the client if it ever does.
+    return waitMs === 0 ? { ok: true } : { ok: false, retryAfterS: seconds(waitMs) };
+  }
+
+  /** Charges bytes already moved; they may put the client in debt. */
+  chargeBytes(key: string, bytes: number, now: number): void {
+    if (bytes > 0) this.bucket(key, now).charge(bytes, now);
+  }
+
+  /** Whether the client may start something new: refused while its budget is in debt. */
+  budgetLeft(key: string, now: number): Grant {
+    const bucket = this.buckets.get(key);
+    const waitMs = bucket === undefined ? 0 : bucket.debtWaitMs(now);
+    return waitMs === 0 ? { ok: true } : { ok: false, retryAfterS: seconds(waitMs) };
+  }
+
+  /** Bytes the client owes (0 when not in debt). */
+  debtOf(key: string, now: number): number {
+    const bucket = this.buckets.get(key);
+    return bucket === undefined ? 0 : Math.max(0, -bucket.available(now));
+  }
+
+  /** Takes one message token: a WebSocket message or handshake, or an HTTP request. */
+  takeMessage(key: string, now: number): Grant {
+    let bucket = this.messages.get(key);
+    if (!bucket) {
+      const rate = this.opts.messagesPerSecond;
+      bucket = new TokenBucket(rate * MESSAGE_BURST_SECONDS, rate / 1000, now);
+      this.messages.set(key, bucket);
+    }
+    const waitMs = bucket.take(1, now);
+    return waitMs === 0 ? { ok: true } : { ok: false, retryAfterS: seconds(waitMs) };
   }
 
   /** Forgets buckets that have refilled completely: they hold no information, and keeping
-   *  them would let a client spraying source addresses grow the map without bound. */
+   *  them would let a client spraying source addresses grow the maps without bound. */
   sweep(now: number): void {
-    for (const [address, bucket] of this.buckets) {
-      if (bucket.available(now) >= bucket.capacity) this.buckets.delete(address);
+    for (const map of [this.buckets, this.messages]) {
+      for (const [key, bucket] of map) {
+        if (bucket.available(now) >= bucket.capacity) map.delete(key);
+      }
     }
   }
 

@@ -26,6 +26,7 @@ async function main(): Promise<number> {
     return 0;
   }
   const { config } = parsed;
+  for (const warning of parsed.warnings) console.error(`echo-node: warning: ${warning}`);
   let node;
   try {
     node = await startEchoNode(config);
@@ -35,8 +36,12 @@ async function main(): Promise<number> {
       return 2;
     }
     const code = (e as NodeJS.ErrnoException).code;
-    if (code === "EADDRINUSE" || code === "EACCES") {
-      console.error(`echo-node: cannot listen on port ${config.port}: ${(e as Error).message}`);
+    if (code === "EADDRINUSE" || code === "EACCES" || code === "EADDRNOTAVAIL") {
+      const why =
+        code === "EADDRINUSE"
+          ? "it is already in use (another echo-node?); pick another with --port or PORT"
+          : (e as Error).message;
+      console.error(`echo-node: cannot listen on port ${config.port}: ${why}`);
       return 1;
     }
     throw e;
@@ -45,6 +50,13 @@ async function main(): Promise<number> {
   console.log(`  page: ${config.staticDir}`);
   if (node.mirrors.length > 0)
     console.log(`  mirrors: ${node.mirrors.map((m) => m.name).join(", ")}`);
+  console.log(
+    config.origins.length > 0
+      ? `  page origins: ${config.origins.join(", ")}`
+      : "  page origins: localhost and this machine's addresses (use --origin for a DNS name)",
+  );
+  if (config.trustProxy.length > 0)
+    console.log(`  X-Forwarded-For trusted from: ${config.trustProxy.join(", ")}`);
 
   let stopping = false;
   const stop = (signal: string) => {

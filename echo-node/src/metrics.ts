@@ -17,6 +17,9 @@ export type ProbeKind = (typeof PROBE_KINDS)[number];
 export const PROTOCOL_ERRORS = ["malformed", "out_of_order"] as const;
 export type ProtocolErrorKind = (typeof PROTOCOL_ERRORS)[number];
 
+/** Configured limits, reported as gauges so a dashboard can put refusals next to them. */
+export type LimitValues = Record<string, number>;
+
 export interface RuntimeGauges {
   /** Event-loop delay over the last sampling window, seconds. */
   eventLoopLag: { p50: number; p99: number; max: number };
@@ -40,6 +43,13 @@ export class Metrics {
   /** Probe payload bytes received from and sent to clients (WebSocket and HTTP). */
   bytesIn = 0;
   bytesOut = 0;
+  /** Every byte read from and written to client sockets, as charged to their budgets. */
+  clientBytesIn = 0;
+  clientBytesOut = 0;
+  /** Open TCP connections. */
+  socketsOpen = 0;
+
+  constructor(private readonly limitValues: LimitValues = {}) {}
 
   reject(limit: LimitName): void {
     this.limitRejections[limit]++;
@@ -83,6 +93,22 @@ export class Metrics {
     metric("echo_node_bytes_sent_total", "counter", "Probe payload bytes sent to clients.", [
       ["", this.bytesOut],
     ]);
+    metric(
+      "echo_node_client_bytes_total",
+      "counter",
+      "Every byte read from or written to client sockets (what the byte budgets count).",
+      [
+        ['{direction="in"}', this.clientBytesIn],
+        ['{direction="out"}', this.clientBytesOut],
+      ],
+    );
+    metric("echo_node_sockets", "gauge", "Open TCP connections.", [["", this.socketsOpen]]);
+    metric(
+      "echo_node_limit",
+      "gauge",
+      "Configured limits (bytes, counts, per second or milliseconds as named).",
+      byLabel("name", this.limitValues),
+    );
     metric(
       "echo_node_limit_rejections_total",
       "counter",

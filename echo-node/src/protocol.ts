@@ -53,6 +53,7 @@ export const CLOSE = {
   BYTE_BUDGET: { code: 4006, reason: "byte budget exceeded" },
   CONNECTIONS_PER_CLIENT: { code: 4007, reason: "too many connections from this address" },
   CONNECTIONS_TOTAL: { code: 4008, reason: "server at connection capacity" },
+  MESSAGE_RATE: { code: 4009, reason: "message rate exceeded" },
 } as const;
 
 export type ClientMessage =

@@ -1,29 +1,60 @@
 /**
- * The echo-node server: routes HTTP requests, accepts WebSocket probe connections, and owns
- * the shared state (limits, metrics, the random pool, the timer sweep). Everything is started
- * and stopped through `startEchoNode`, so tests run the same server the command line does.
+ * The echo-node server: accepts TCP connections under the per-client limits, routes HTTP
+ * requests, accepts WebSocket probe connections, and owns the shared state (limits, metrics,
+ * the random pool, the timer sweep). Everything is started and stopped through
+ * `startEchoNode`, so tests run the same server the command line does.
+ *
+ * Every path a client can reach runs under error handling that answers that one client (a
+ * 4xx/5xx, a close with a reason, or a closed socket) and keeps serving everyone else; refusals
+ * are logged one line per client per interval (refusal-log.ts).
  */
-import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
+import {
+  createServer,
+  STATUS_CODES,
+  type IncomingMessage,
+  type OutgoingHttpHeaders,
+  type ServerResponse,
+} from "node:http";
 import type { AddressInfo, Socket } from "node:net";
+import { networkInterfaces } from "node:os";
 import { monitorEventLoopDelay, performance } from "node:perf_hooks";
 import { WebSocketServer, type WebSocket } from "ws";
-import { OriginPolicy, requestAddress } from "./client-address.js";
-import type { Config } from "./config.js";
-import { apiHeaders, HttpProbes, sendLimited, sendText } from "./http-probes.js";
-import { ClientLimits } from "./limits.js";
+import {
+  clientAddress,
+  limitKey,
+  normalizeAddress,
+  ProxyTrust,
+  type KeyPrefixes,
+} from "./client-address.js";
+import { burstBytes, type Config } from "./config.js";
+import { apiHeaders, HttpProbes, sendLimited, sendText, type ProbeClient } from "./http-probes.js";
+import { ClientLimits, type LimitName } from "./limits.js";
 import { Metrics } from "./metrics.js";
 import { loadMirrorsFile, mirrorOrigins, type Mirror } from "./mirrors.js";
+import { OriginPolicy, type Verdict } from "./origin-policy.js";
 import { CLOSE, PROTOCOL_VERSION, SUBPROTOCOL, WS_PATH } from "./protocol.js";
 import { RandomPool } from "./random-pool.js";
+import { install as boundReceiveBuffering, receiveBackstop } from "./receive-buffers.js";
 import { excerpt, RefusalLog } from "./refusal-log.js";
 import { contentSecurityPolicy, StaticFiles } from "./static-files.js";
+import { TrafficMeter } from "./traffic-meter.js";
 import { ProbeSession } from "./ws-session.js";
 
-export const SERVER_VERSION = "1.0.0";
+export const SERVER_VERSION = "1.1.0";
 /** Window over which event-loop delay quantiles are reported. */
 const LAG_WINDOW_MS = 5000;
 const BUCKET_SWEEP_MS = 10_000;
 const LAG_RESOLUTION_MS = 10;
+/** How long a whole request (headers and body) may take: a 64 MiB upload at 2 Mbit/s. Uploads
+ *  that stall are cut sooner by the slow-client timeout. */
+const REQUEST_TIMEOUT_MS = 300_000;
+/**
+ * Debt beyond which a connection that is still moving unpaid bytes (a file, echoes, framing)
+ * is cut. New work is refused as soon as there is any debt; running work is given this much
+ * slack so that a page at the edge of its budget is never cut in the middle of a probe by the
+ * few bytes of framing and echoes around it.
+ */
+const DEBT_CUT_BYTES = 4 * 1024 * 1024;
 
 export interface EchoNode {
   /** e.g. http://127.0.0.1:8080 */
@@ -31,6 +62,7 @@ export interface EchoNode {
   readonly port: number;
   readonly metrics: Metrics;
   readonly mirrors: readonly Mirror[];
+  readonly limits: ClientLimits;
   /** Bytes queued in user space for all WebSocket clients (for tests and the soak). */
   bufferedBytes(): number;
   /** Stops accepting, closes WebSockets with 1001, and resolves when the listener is closed. */
@@ -47,67 +79,109 @@ export function requestTarget(target: string | undefined): URL | undefined {
   }
 }
 
+/** Whether a request announces content (RFC 9112 §6.1, §6.2); Node has checked the framing. */
+export function hasBody(headers: IncomingMessage["headers"]): boolean {
+  if (headers["transfer-encoding"] !== undefined) return true;
+  const length = headers["content-length"];
+  return length !== undefined && Number(length) > 0;
+}
+
+/** This machine's interface addresses: what a page's own origin may be derived from. */
+function ownAddresses(): string[] {
+  return Object.values(networkInterfaces()).flatMap((list) =>
+    (list ?? []).map((i) => i.address.replace(/%.*$/, "")),
+  );
+}
+
+/** A raw HTTP answer for a socket that has no request object (refused at accept, or a
+ *  request Node could not parse). */
+function rawAnswer(status: number, text: string, extra = ""): string {
+  const body = text + "\n";
+  return (
+    `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? ""}\r\nConnection: close\r\n` +
+    `Content-Type: text/plain; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\n` +
+    `Cache-Control: no-store\r\n${extra}\r\n${body}`
+  );
+}
+
+/** One accepted TCP connection. */
+interface Connection {
+  socket: Socket;
+  /** The TCP peer, normalised. */
+  peer: string;
+  /** The peer is a trusted proxy: its requests are attributed by X-Forwarded-For. */
+  fromProxy: boolean;
+  /** The client its traffic is charged to: the peer's key, or that of the latest request. */
+  key: string;
+  address: string;
+  meter: TrafficMeter;
+  session?: ProbeSession;
+}
+
 export async function startEchoNode(config: Config): Promise<EchoNode> {
   const mirrors = [
     ...config.mirrors,
     ...(config.mirrorsFile !== undefined ? await loadMirrorsFile(config.mirrorsFile) : []),
   ];
   const origins = mirrorOrigins(mirrors);
-  const originPolicy = new OriginPolicy([...origins, ...config.allowOrigins]);
-  const metrics = new Metrics();
-  const limits = new ClientLimits(config);
+  const policy = new OriginPolicy({
+    pageOrigins: config.origins,
+    ownAddresses: ownAddresses(),
+    allowed: [...origins, ...config.allowOrigins],
+  });
+  const trust = new ProxyTrust(config.trustProxy);
+  const prefixes: KeyPrefixes = { ipv4: config.ipv4Prefix, ipv6: config.ipv6Prefix };
+  const burst = burstBytes(config);
+  const metrics = new Metrics({
+    max_payload_bytes: config.maxPayload,
+    max_message_bytes: config.maxMessage,
+    bytes_per_minute: config.bytesPerMinute,
+    burst_bytes: burst,
+    messages_per_second: config.messagesPerSecond,
+    max_connections_per_client: config.maxConnectionsPerClient,
+    max_sockets_per_client: config.maxSocketsPerClient,
+    max_connections: config.maxConnections,
+    idle_timeout_ms: config.idleTimeoutMs,
+    slow_client_timeout_ms: config.slowClientTimeoutMs,
+    header_timeout_ms: config.headerTimeoutMs,
+    keep_alive_timeout_ms: config.keepAliveTimeoutMs,
+  });
+  const limits = new ClientLimits({ ...config, burstBytes: burst });
   const pool = new RandomPool();
   const probes = new HttpProbes({ config, limits, metrics, pool });
   const staticFiles = new StaticFiles(
     config.staticDir,
     contentSecurityPolicy(origins, config.connectSrc === "any"),
   );
+  const connections = new Map<Socket, Connection>();
   const sessions = new Set<ProbeSession>();
   const refusals = new RefusalLog();
-  const logRefusal = (req: IncomingMessage, why: unknown) =>
-    refusals.note(
-      performance.now(),
-      requestAddress(req, config.trustProxy),
-      `${excerpt(req.method, 16)} ${excerpt(req.url)}: ${why instanceof Error ? why.message : String(why)}`,
-    );
-  const refuseBadTarget = (req: IncomingMessage, res: ServerResponse) => {
-    metrics.reject("bad_request");
-    logRefusal(req, "unparseable request-target");
-    res.shouldKeepAlive = false;
-    sendText(res, 400, "bad request-target", { "Cache-Control": "no-store", Connection: "close" });
+  const refused = (address: string, limit: LimitName | undefined, what: string) => {
+    if (limit !== undefined) metrics.reject(limit);
+    refusals.note(performance.now(), address, what);
   };
   const startedAt = performance.now();
 
-  const lag = monitorEventLoopDelay({ resolution: LAG_RESOLUTION_MS });
-  lag.enable();
-  let lagSnapshot = { p50: 0, p99: 0, max: 0 };
-  const lagTimer = setInterval(() => {
-    // The histogram records whole sampling intervals (an idle loop reads ≈ the resolution),
-    // so the lag is what exceeds the interval.
-    const s = (ns: number) =>
-      Number.isFinite(ns) ? Math.max(0, ns / 1e9 - LAG_RESOLUTION_MS / 1000) : 0;
-    lagSnapshot = { p50: s(lag.percentile(50)), p99: s(lag.percentile(99)), max: s(lag.max) };
-    lag.reset();
-  }, LAG_WINDOW_MS);
+  /** Charges what the connection moved since the last time to the client it serves. */
+  const settle = (c: Connection, now: number) => {
+    const s = c.meter.settle(c.socket.bytesRead, c.socket.bytesWritten);
+    metrics.clientBytesIn += s.in;
+    metrics.clientBytesOut += s.out;
+    limits.chargeBytes(c.key, s.charge, now);
+  };
 
-  // One sweep for every connection's timers instead of a timer per connection: thousands of
-  // echo clients would otherwise re-arm thousands of timers per second.
-  const tickMs = Math.max(
-    20,
-    Math.min(1000, config.idleTimeoutMs / 4, config.slowClientTimeoutMs / 4),
-  );
-  let lastBucketSweep = performance.now();
-  const sweepTimer = setInterval(() => {
-    const now = performance.now();
-    for (const session of sessions) session.tick(now);
-    if (now - lastBucketSweep > BUCKET_SWEEP_MS) {
-      limits.sweep(now);
-      lastBucketSweep = now;
-    }
-  }, tickMs);
+  /** The client a request on `c` is from; the connection's traffic is charged to it from now. */
+  const attribute = (c: Connection, req: IncomingMessage) => {
+    const address = clientAddress(c.peer, req.headers["x-forwarded-for"], trust);
+    const key = limitKey(address, prefixes);
+    if (key !== c.key) settle(c, performance.now()); // what came before is the previous client's
+    c.key = key;
+    c.address = address;
+    return { address, key };
+  };
 
   const configJson = JSON.stringify({
-    server: config.name,
+    ...(config.name !== undefined ? { server: config.name } : {}),
     version: SERVER_VERSION,
     protocolVersion: PROTOCOL_VERSION,
     websocket: { path: WS_PATH, subprotocol: SUBPROTOCOL },
@@ -115,15 +189,20 @@ export async function startEchoNode(config: Config): Promise<EchoNode> {
       maxPayloadBytes: config.maxPayload,
       maxMessageBytes: config.maxMessage,
       bytesPerMinute: config.bytesPerMinute,
+      burstBytes: burst,
+      messagesPerSecond: config.messagesPerSecond,
       maxConnectionsPerClient: config.maxConnectionsPerClient,
+      maxSocketsPerClient: config.maxSocketsPerClient,
       maxConnections: config.maxConnections,
       idleTimeoutMs: config.idleTimeoutMs,
       slowClientTimeoutMs: config.slowClientTimeoutMs,
+      headerTimeoutMs: config.headerTimeoutMs,
+      keepAliveTimeoutMs: config.keepAliveTimeoutMs,
     },
   });
   const mirrorsJson = JSON.stringify({ mirrors });
 
-  const json = (res: ServerResponse, body: string, headers: Record<string, unknown>) => {
+  const json = (res: ServerResponse, body: string, headers: OutgoingHttpHeaders) => {
     const data = Buffer.from(body);
     res.writeHead(200, {
       ...headers,
@@ -133,16 +212,68 @@ export async function startEchoNode(config: Config): Promise<EchoNode> {
     res.end(data);
   };
 
-  async function route(req: IncomingMessage, res: ServerResponse): Promise<void> {
-    const started = performance.now();
+  interface RequestContext {
+    conn: Connection;
+    address: string;
+    key: string;
+    started: number;
+    expectsContinue: boolean;
+  }
+
+  async function route(req: IncomingMessage, res: ServerResponse, ctx: RequestContext) {
+    const { address, key, started } = ctx;
+    /** Refuses this request. A body that was sent is never read: the connection closes. */
+    const refuse = (
+      status: number,
+      limit: LimitName | undefined,
+      text: string,
+      headers: OutgoingHttpHeaders = { "Cache-Control": "no-store" },
+    ) => {
+      refused(address, limit, `${excerpt(req.method, 16)} ${excerpt(req.url)}: ${text}`);
+      res.shouldKeepAlive = false;
+      sendText(res, status, text, { ...headers, Connection: "close" });
+    };
+
     const url = requestTarget(req.url);
-    if (url === undefined) {
-      refuseBadTarget(req, res);
-      return;
-    }
+    if (url === undefined) return refuse(400, "bad_request", "unparseable request-target");
     const path = url.pathname;
     const method = req.method ?? "GET";
-    const origin = req.headers.origin;
+    const api = path.startsWith("/api/");
+    const verdict: Verdict = policy.check(api ? "api" : "page", req.headers);
+    const headers: OutgoingHttpHeaders = api
+      ? apiHeaders(verdict.ok ? verdict.corsOrigin : undefined)
+      : { "Cache-Control": "no-store" };
+
+    // Cheapest refusals first, before anything reads a byte of a body.
+    if (hasBody(req.headers) && !(method === "POST" && path === "/api/upload")) {
+      // RFC 9110 §15.5.14: the content is larger than this path accepts (none at all).
+      return refuse(413, "request_body", `${method} ${path} takes no request body`, headers);
+    }
+    const now = performance.now();
+    const rate = limits.takeMessage(key, now);
+    if (!rate.ok) {
+      refused(address, undefined, "message rate exceeded");
+      return sendLimited(
+        res,
+        metrics,
+        "message_rate",
+        rate.retryAfterS,
+        "message rate exceeded",
+        headers,
+      );
+    }
+    const budget = limits.budgetLeft(key, now);
+    if (!budget.ok) {
+      refused(address, undefined, "byte budget exceeded");
+      return sendLimited(
+        res,
+        metrics,
+        "byte_budget",
+        budget.retryAfterS,
+        "byte budget exceeded",
+        headers,
+      );
+    }
 
     if (path === "/healthz") {
       sendText(res, 200, "ok", { "Cache-Control": "no-store" });
@@ -161,16 +292,11 @@ export async function startEchoNode(config: Config): Promise<EchoNode> {
       res.end(body);
       return;
     }
-    if (path.startsWith("/api/")) {
-      if (!originPolicy.allows(origin, req.headers.host)) {
-        metrics.reject("origin");
-        sendText(res, 403, `origin ${origin} is not allowed to use this server`, {
-          "Cache-Control": "no-store",
-          Vary: "Origin",
-        });
-        return;
-      }
-      const headers = apiHeaders(origin);
+    if (!verdict.ok) {
+      const why = verdict.limit === "origin" ? `${verdict.why} to use this server` : verdict.why;
+      return refuse(403, verdict.limit, why, { "Cache-Control": "no-store", Vary: "Origin" });
+    }
+    if (api) {
       if (method === "OPTIONS") {
         res.writeHead(204, {
           ...headers,
@@ -200,13 +326,13 @@ export async function startEchoNode(config: Config): Promise<EchoNode> {
         case "/api/download":
         case "/api/upload": {
           if (!expect(path === "/api/upload" ? ["POST"] : ["GET", "HEAD"])) return;
-          const address = requestAddress(req, config.trustProxy);
-          const admission = limits.admit(address);
+          const admission = limits.admit(key);
           if (!admission.ok) {
             const text =
               admission.limit === "connections_total"
                 ? CLOSE.CONNECTIONS_TOTAL.reason
                 : CLOSE.CONNECTIONS_PER_CLIENT.reason;
+            refused(address, undefined, text);
             sendLimited(res, metrics, admission.limit, admission.retryAfterS, text, headers);
             return;
           }
@@ -215,10 +341,15 @@ export async function startEchoNode(config: Config): Promise<EchoNode> {
             admission.release();
             metrics.httpProbesInFlight--;
           });
+          const client: ProbeClient = {
+            key,
+            prepay: (bytes) => ctx.conn.meter.prepay(bytes),
+            expectsContinue: ctx.expectsContinue,
+          };
           if (path === "/api/ping") probes.ping(res, started, headers);
           else if (path === "/api/download")
-            probes.download(req, res, url, address, started, headers);
-          else probes.upload(req, res, address, started, headers);
+            probes.download(req, res, url, client, started, headers);
+          else probes.upload(req, res, client, started, headers);
           return;
         }
         default:
@@ -235,19 +366,114 @@ export async function startEchoNode(config: Config): Promise<EchoNode> {
     }
   }
 
-  const server = createServer((req, res) => {
-    route(req, res).catch((e: unknown) => {
-      // A bug must cost one request, never the process (nor a stack trace per request).
-      logRefusal(req, e);
-      if (!res.headersSent) sendText(res, 500, "internal error", { "Cache-Control": "no-store" });
-      else res.destroy();
+  const onRequest = (req: IncomingMessage, res: ServerResponse, expectsContinue: boolean) => {
+    const conn = connections.get(req.socket);
+    if (conn === undefined) {
+      // Refused at accept; Node parsed a request that was already on the wire.
+      res.destroy();
+      return;
+    }
+    const started = performance.now();
+    const { address, key } = attribute(conn, req);
+    res.once("close", () => {
+      // The request's bytes (headers, body, answer) are its client's; prepaid bytes left
+      // over (a HEAD of a download) must not pay for the next request on the connection.
+      settle(conn, performance.now());
+      conn.meter.forfeit();
     });
+    route(req, res, { conn, address, key, started, expectsContinue }).catch((e: unknown) => {
+      // A bug must cost one request, never the process (nor a stack trace per request).
+      refused(address, undefined, `${excerpt(req.method, 16)} ${excerpt(req.url)}: ${String(e)}`);
+      if (!res.headersSent) {
+        res.shouldKeepAlive = false;
+        sendText(res, 500, "internal error", { "Cache-Control": "no-store", Connection: "close" });
+      } else res.destroy();
+    });
+  };
+
+  const server = createServer(
+    {
+      headersTimeout: config.headerTimeoutMs,
+      requestTimeout: Math.max(REQUEST_TIMEOUT_MS, config.headerTimeoutMs),
+      keepAliveTimeout: config.keepAliveTimeoutMs,
+      // Node checks the two timeouts above on this interval (30 s by default, which would let
+      // a slowloris client hold its sockets three times longer than configured).
+      connectionsCheckingInterval: Math.max(50, Math.min(1000, config.headerTimeoutMs / 4)),
+    },
+    (req, res) => onRequest(req, res, false),
+  );
+  // Answering `Expect: 100-continue` ourselves means a body is invited only where it is read.
+  server.on("checkContinue", (req: IncomingMessage, res: ServerResponse) =>
+    onRequest(req, res, true),
+  );
+
+  server.on("connection", (socket: Socket) => {
+    const peer = normalizeAddress(socket.remoteAddress ?? "unknown");
+    const fromProxy = trust.trusts(peer);
+    const key = limitKey(peer, prefixes);
+    socket.on("error", () => socket.destroy());
+    const admission = limits.admitSocket(key, fromProxy);
+    if (!admission.ok) {
+      const text =
+        admission.limit === "sockets_total"
+          ? CLOSE.CONNECTIONS_TOTAL.reason
+          : CLOSE.CONNECTIONS_PER_CLIENT.reason;
+      refused(peer, admission.limit, `connection refused: ${text}`);
+      // Answered without reading a request, then closed at once: a refused connection must
+      // cost next to nothing, or refusing would not protect anyone.
+      socket.end(
+        rawAnswer(
+          429,
+          `${text}; retry after ${admission.retryAfterS} s`,
+          `Retry-After: ${admission.retryAfterS}\r\n`,
+        ),
+      );
+      socket.destroySoon();
+      return;
+    }
+    const conn: Connection = {
+      socket,
+      peer,
+      fromProxy,
+      key,
+      address: peer,
+      meter: new TrafficMeter(),
+    };
+    connections.set(socket, conn);
+    metrics.socketsOpen++;
+    socket.once("close", () => {
+      settle(conn, performance.now());
+      connections.delete(socket);
+      admission.release();
+      metrics.socketsOpen--;
+    });
+  });
+
+  // Requests Node cannot parse, and headers that did not arrive within the header timeout
+  // (slowloris): answered on the raw socket, since there is no request object.
+  server.on("clientError", (err: NodeJS.ErrnoException, socket: Socket) => {
+    const conn = connections.get(socket);
+    if (err.code === "ECONNRESET" || !socket.writable) {
+      socket.destroy();
+      return;
+    }
+    const timeout = err.code === "ERR_HTTP_REQUEST_TIMEOUT";
+    const status = timeout ? 408 : err.code === "HPE_HEADER_OVERFLOW" ? 431 : 400;
+    const address = conn?.address ?? normalizeAddress(socket.remoteAddress ?? "unknown");
+    refused(
+      address,
+      timeout ? "header_timeout" : "bad_request",
+      `unparseable or incomplete request (${err.code ?? "error"})`,
+    );
+    socket.end(rawAnswer(status, timeout ? "request headers took too long" : "bad request"));
+    socket.destroySoon();
   });
 
   const wss = new WebSocketServer({
     noServer: true,
     perMessageDeflate: false,
     maxPayload: config.maxMessage,
+    ...receiveBackstop(config.maxMessage),
     clientTracking: false,
     allowSynchronousEvents: true,
     handleProtocols: (offered) => (offered.has(SUBPROTOCOL) ? SUBPROTOCOL : false),
@@ -255,7 +481,7 @@ export async function startEchoNode(config: Config): Promise<EchoNode> {
 
   /** Refuses an accepted WebSocket with a documented code: a browser cannot read the status
    *  of a refused handshake, but it can read a close code and reason. */
-  const refuse = (ws: WebSocket, code: number, reason: string) => {
+  const refuseWebSocket = (ws: WebSocket, code: number, reason: string) => {
     ws.close(code, reason);
     const timer = setTimeout(() => ws.terminate(), 1000);
     ws.once("close", () => clearTimeout(timer));
@@ -268,43 +494,70 @@ export async function startEchoNode(config: Config): Promise<EchoNode> {
       upgrade(req, socket, head);
     } catch (e) {
       // A bug must cost one connection, never the process.
-      logRefusal(req, e);
+      refused(normalizeAddress(socket.remoteAddress ?? "unknown"), undefined, String(e));
       socket.destroy();
     }
   });
 
   function upgrade(req: IncomingMessage, socket: Socket, head: Buffer): void {
+    const conn = connections.get(socket);
+    if (conn === undefined) {
+      socket.destroy();
+      return;
+    }
+    const { address, key } = attribute(conn, req);
     const path = requestTarget(req.url)?.pathname;
     if (path === undefined) {
-      metrics.reject("bad_request");
-      logRefusal(req, "unparseable request-target");
-      socket.end("HTTP/1.1 400 Bad Request\r\nConnection: close\r\nContent-Length: 0\r\n\r\n");
+      refused(address, "bad_request", `${excerpt(req.url)}: unparseable request-target`);
+      socket.end(rawAnswer(400, "bad request-target"));
       return;
     }
     if (path !== WS_PATH) {
-      socket.end("HTTP/1.1 404 Not Found\r\nConnection: close\r\nContent-Length: 0\r\n\r\n");
+      socket.end(rawAnswer(404, `no WebSocket endpoint at ${path}`));
       return;
     }
+    const verdict = policy.check("websocket", req.headers);
     wss.handleUpgrade(req, socket, head, (ws) => {
-      const address = requestAddress(req, config.trustProxy);
-      if (!originPolicy.allows(req.headers.origin, req.headers.host)) {
-        metrics.reject("origin");
-        refuse(ws, CLOSE.ORIGIN.code, CLOSE.ORIGIN.reason);
-        return;
+      const refuse = (limit: LimitName, code: number, reason: string) => {
+        refused(address, limit, `WebSocket refused: ${reason}`);
+        refuseWebSocket(ws, code, reason);
+      };
+      if (!verdict.ok) return refuse(verdict.limit, CLOSE.ORIGIN.code, CLOSE.ORIGIN.reason);
+      const now = performance.now();
+      const rate = limits.takeMessage(key, now);
+      if (!rate.ok) {
+        const c = CLOSE.MESSAGE_RATE;
+        return refuse("message_rate", c.code, `${c.reason}; retry-after=${rate.retryAfterS}`);
       }
-      const admission = limits.admit(address);
+      const budget = limits.budgetLeft(key, now);
+      if (!budget.ok) {
+        const c = CLOSE.BYTE_BUDGET;
+        return refuse("byte_budget", c.code, `${c.reason}; retry-after=${budget.retryAfterS}`);
+      }
+      const admission = limits.admit(key);
       if (!admission.ok) {
-        metrics.reject(admission.limit);
         const c =
           admission.limit === "connections_total"
             ? CLOSE.CONNECTIONS_TOTAL
             : CLOSE.CONNECTIONS_PER_CLIENT;
-        refuse(ws, c.code, `${c.reason}; retry-after=${admission.retryAfterS}`);
-        return;
+        return refuse(admission.limit, c.code, `${c.reason}; retry-after=${admission.retryAfterS}`);
+      }
+      if (!boundReceiveBuffering(ws, socket)) {
+        refusals.note(performance.now(), "ws", "ws internals changed: receive compaction off");
       }
       metrics.wsOpen++;
       metrics.wsAccepted++;
-      const session = new ProbeSession(ws, socket, address, { config, limits, metrics, pool });
+      const session = new ProbeSession(
+        ws,
+        socket,
+        {
+          key,
+          prepay: (bytes) => conn.meter.prepay(bytes),
+          refused: (what) => refused(address, undefined, what),
+        },
+        { config, limits, metrics, pool },
+      );
+      conn.session = session;
       sessions.add(session);
       ws.once("close", () => {
         sessions.delete(session);
@@ -324,6 +577,49 @@ export async function startEchoNode(config: Config): Promise<EchoNode> {
   });
   server.on("error", (e) => console.error("echo-node: server error:", e));
 
+  // Timers start only once listening: a server that failed to listen must leave nothing
+  // behind that keeps the process alive (main exits with the error).
+  const lag = monitorEventLoopDelay({ resolution: LAG_RESOLUTION_MS });
+  lag.enable();
+  let lagSnapshot = { p50: 0, p99: 0, max: 0 };
+  const lagTimer = setInterval(() => {
+    // The histogram records whole sampling intervals (an idle loop reads ≈ the resolution),
+    // so the lag is what exceeds the interval.
+    const s = (ns: number) =>
+      Number.isFinite(ns) ? Math.max(0, ns / 1e9 - LAG_RESOLUTION_MS / 1000) : 0;
+    lagSnapshot = { p50: s(lag.percentile(50)), p99: s(lag.percentile(99)), max: s(lag.max) };
+    lag.reset();
+  }, LAG_WINDOW_MS);
+
+  // One sweep for every connection's timers and meters instead of timers per connection:
+  // thousands of echo clients would otherwise re-arm thousands of timers per second.
+  const tickMs = Math.max(
+    20,
+    Math.min(1000, config.idleTimeoutMs / 4, config.slowClientTimeoutMs / 4),
+  );
+  let lastBucketSweep = performance.now();
+  const sweepTimer = setInterval(() => {
+    const now = performance.now();
+    for (const session of sessions) session.tick(now);
+    for (const c of connections.values()) {
+      settle(c, now);
+      if (limits.debtOf(c.key, now) <= DEBT_CUT_BYTES) continue;
+      const left = limits.budgetLeft(c.key, now);
+      const retry = left.ok ? 1 : left.retryAfterS;
+      refused(c.address, "byte_budget", "byte budget overspent: connection cut");
+      if (c.session !== undefined) {
+        c.session.close(
+          CLOSE.BYTE_BUDGET.code,
+          `${CLOSE.BYTE_BUDGET.reason}; retry-after=${retry}`,
+        );
+      } else c.socket.destroy();
+    }
+    if (now - lastBucketSweep > BUCKET_SWEEP_MS) {
+      limits.sweep(now);
+      lastBucketSweep = now;
+    }
+  }, tickMs);
+
   const address = server.address() as AddressInfo;
   const shownHost =
     config.host === undefined || config.host === "::" || config.host === "0.0.0.0"
@@ -337,6 +633,7 @@ export async function startEchoNode(config: Config): Promise<EchoNode> {
     port: address.port,
     metrics,
     mirrors,
+    limits,
     bufferedBytes: () => {
       let total = 0;
       for (const s of sessions) total += s.bufferedAmount;
@@ -352,6 +649,8 @@ export async function startEchoNode(config: Config): Promise<EchoNode> {
       // Give WebSockets their closing handshake, then cut whatever is left.
       await new Promise((r) => setTimeout(r, sessions.size > 0 ? 200 : 0));
       server.closeAllConnections();
+      // Upgraded and refused sockets are no longer the HTTP server's to close.
+      for (const c of connections.values()) c.socket.destroy();
       await closed;
     },
   };

@@ -3,7 +3,8 @@
  * it with exact numbers and the server with `performance.now()`.
  *
  * Starts full, so a new client can run one maximum-size probe immediately; afterwards it may
- * average `ratePerMs` with bursts up to `capacity`.
+ * average `ratePerMs` with bursts up to `capacity`. Tokens may go negative through `charge`
+ * (a debt), never through `take`.
  */
 export class TokenBucket {
   private tokens: number;
@@ -41,6 +42,23 @@ export class TokenBucket {
     }
     if (n > this.capacity) return Infinity;
     return (n - this.tokens) / this.ratePerMs;
+  }
+
+  /**
+   * Takes `n` tokens whatever is left: for bytes that were already moved (a refusal's answer,
+   * a file, WebSocket framing), which can only be counted after the fact. The bucket may go
+   * into debt, down to minus its capacity, so that a client that overspent waits before
+   * anything new is granted, but never longer than an empty bucket's refill.
+   */
+  charge(n: number, now: number): void {
+    this.refill(now);
+    this.tokens = Math.max(-this.capacity, this.tokens - n);
+  }
+
+  /** Milliseconds until the bucket is out of debt (0 if it is not in debt). */
+  debtWaitMs(now: number): number {
+    this.refill(now);
+    return this.tokens >= 0 ? 0 : -this.tokens / this.ratePerMs;
   }
 
   /** Tokens available at `now` (for tests and for dropping idle buckets). */

@@ -1,7 +1,9 @@
 /**
  * One WebSocket probe connection: the I/O edge around protocol.ts. Implements echo, upload
- * and download probes (PROTOCOL.md), charges bytes to the client's budget, and enforces the
+ * and download probes (PROTOCOL.md), charges probes to the client's byte budget up front and
+ * every message (control frames included) to its message rate, and enforces the
  * per-connection limits (payload cap, idle and slow-client timeouts, bounded send buffer).
+ * Every other byte on the socket is metered by the server (traffic-meter.ts).
  */
 import type { Socket } from "node:net";
 import { performance } from "node:perf_hooks";
@@ -46,6 +48,16 @@ export interface SessionDeps {
   limits: ClientLimits;
   metrics: Metrics;
   pool: RandomPool;
+}
+
+/** Whom the session's limits count against. */
+export interface SessionClient {
+  /** The client's limit key (limitKey of its address). */
+  key: string;
+  /** Tells the connection's traffic meter that a probe's bytes were charged up front. */
+  prepay(bytes: number): void;
+  /** Called once for a refusal worth a log line (one per client per interval). */
+  refused(what: string): void;
 }
 
 interface Upload {
@@ -96,7 +108,7 @@ export class ProbeSession {
   constructor(
     private readonly ws: WebSocket,
     socket: Socket,
-    private readonly address: string,
+    private readonly client: SessionClient,
     private readonly deps: SessionDeps,
   ) {
     // Prepended so it runs before ws parses the same chunk: while a message handler runs,
@@ -104,6 +116,9 @@ export class ProbeSession {
     // the upload receive times mean "when the bytes arrived", not "when we got round to them".
     socket.prependListener("data", this.onSocketData);
     ws.on("message", (data, isBinary) => this.onMessage(data as Buffer, isBinary));
+    // ws answers pings by itself; they cost the same work as a message, so they count too.
+    ws.on("ping", () => this.takeMessage());
+    ws.on("pong", () => this.takeMessage());
     ws.on("error", () => {
       // ws reports frame-level violations (bad opcode, oversized message, invalid UTF-8) as
       // errors and closes with the RFC 6455 code itself; we only count them.
@@ -123,8 +138,22 @@ export class ProbeSession {
     }
   };
 
+  /** Takes a message token; over the rate, closes with the retry time and returns false. */
+  private takeMessage(): boolean {
+    if (this.closing) return false;
+    const grant = this.deps.limits.takeMessage(this.client.key, performance.now());
+    if (grant.ok) return true;
+    this.deps.metrics.reject("message_rate");
+    this.client.refused("message rate exceeded");
+    this.close(
+      CLOSE.MESSAGE_RATE.code,
+      `${CLOSE.MESSAGE_RATE.reason}; retry-after=${grant.retryAfterS}`,
+    );
+    return false;
+  }
+
   private onMessage(data: Buffer, isBinary: boolean): void {
-    if (this.closing) return;
+    if (!this.takeMessage()) return;
     this.lastActivityAt = this.readAt;
     this.deps.metrics.bytesIn += data.byteLength;
     if (!isBinary) {
@@ -132,7 +161,7 @@ export class ProbeSession {
       return;
     }
     try {
-      this.handle(decodeClientMessage(data), data);
+      this.handle(decodeClientMessage(data));
     } catch (e) {
       if (e instanceof ProtocolError) {
         this.fail(e);
@@ -145,7 +174,7 @@ export class ProbeSession {
     }
   }
 
-  private handle(m: ClientMessage, raw: Buffer): void {
+  private handle(m: ClientMessage): void {
     switch (m.type) {
       case "echo":
         // Strictly increasing, so a client can tell a lost reply from a late one and the
@@ -157,7 +186,6 @@ export class ProbeSession {
           );
         }
         this.lastSeq = m.seq;
-        if (!this.charge(raw.byteLength * 2)) return;
         this.deps.metrics.probes.echo++;
         this.send(encodeEchoReply(m.seq, m.payload));
         return;
@@ -217,12 +245,16 @@ export class ProbeSession {
     }
   }
 
-  /** Charges the client's byte budget; on refusal closes with the retry time and returns
-   *  false. */
+  /** Charges a probe's bytes to the client's budget up front; on refusal closes with the
+   *  retry time and returns false. */
   private charge(bytes: number): boolean {
-    const grant = this.deps.limits.takeBytes(this.address, bytes, performance.now());
-    if (grant.ok) return true;
+    const grant = this.deps.limits.takeBytes(this.client.key, bytes, performance.now());
+    if (grant.ok) {
+      this.client.prepay(bytes);
+      return true;
+    }
     this.deps.metrics.reject("byte_budget");
+    this.client.refused("byte budget exceeded");
     this.close(
       CLOSE.BYTE_BUDGET.code,
       `${CLOSE.BYTE_BUDGET.reason}; retry-after=${grant.retryAfterS}`,

@@ -44,7 +44,7 @@ async function closeOf(c: TestClient) {
 
 describe("limits", () => {
   it("payload cap: WebSocket close 4002, HTTP 400/413", async () => {
-    const node = await startTestNode({ maxPayload: 64 * KiB, trustProxy: true });
+    const node = await startTestNode({ maxPayload: 64 * KiB, trustProxy: ["loopback"] });
     const a = await openClient(node);
     a.send(encodeDownload(1, 64 * KiB + 1));
     expect(await closeOf(a)).toEqual({
@@ -70,7 +70,7 @@ describe("limits", () => {
     const node = await startTestNode({
       maxPayload: 64 * KiB,
       bytesPerMinute: 64 * KiB,
-      trustProxy: true,
+      trustProxy: ["loopback"],
     });
     const a = await openClient(node, from("10.0.0.1"));
     a.send(encodeDownload(1, 64 * KiB - 100));
@@ -103,7 +103,7 @@ describe("limits", () => {
   });
 
   it("connections per client: WebSocket close 4007, HTTP 429, and release on close", async () => {
-    const node = await startTestNode({ maxConnectionsPerClient: 2, trustProxy: true });
+    const node = await startTestNode({ maxConnectionsPerClient: 2, trustProxy: ["loopback"] });
     const a1 = await openClient(node, from("10.0.0.1"));
     await openClient(node, from("10.0.0.1"));
     const a3 = new TestClient(node.url, from("10.0.0.1"));
@@ -128,7 +128,7 @@ describe("limits", () => {
     const node = await startTestNode({
       maxConnectionsPerClient: 2,
       maxConnections: 3,
-      trustProxy: true,
+      trustProxy: ["loopback"],
     });
     await openClient(node, from("10.0.0.1"));
     await openClient(node, from("10.0.0.2"));

@@ -18,10 +18,18 @@ import { openClient, runCleanups, startTestNode, TestClient } from "./helpers.js
 
 /** Small so that every size from 0 to the cap can be tried in a few seconds. */
 const CAP = 4096;
+/** These tests send tens of thousands of messages as fast as loopback allows, which the
+ *  default message rate (a flood limit, tested in limits.test.ts) would rightly refuse. */
+const UNLIMITED_MESSAGES = 1_000_000;
 let node: EchoNode;
 
 beforeAll(async () => {
-  node = await startTestNode({ maxPayload: CAP, maxMessage: 1024, bytesPerMinute: 1024 ** 3 });
+  node = await startTestNode({
+    maxPayload: CAP,
+    maxMessage: 1024,
+    bytesPerMinute: 1024 ** 3,
+    messagesPerSecond: UNLIMITED_MESSAGES,
+  });
 });
 afterAll(runCleanups);
 
@@ -220,6 +228,7 @@ describe("HTTP probes", () => {
     allowed = await startTestNode({
       maxPayload: CAP,
       bytesPerMinute: 1024 ** 3,
+      messagesPerSecond: UNLIMITED_MESSAGES,
       allowOrigins: [origin],
     });
   });

@@ -4,7 +4,7 @@
  */
 import { randomBytes } from "node:crypto";
 import { describe, expect, it } from "vitest";
-import { clientAddress, OriginPolicy } from "../src/client-address.js";
+import { clientAddress, ProxyTrust } from "../src/client-address.js";
 import {
   ConfigError,
   OPTIONS,
@@ -14,6 +14,7 @@ import {
   parseDuration,
 } from "../src/config.js";
 import { ClientLimits } from "../src/limits.js";
+import { OriginPolicy } from "../src/origin-policy.js";
 import { MirrorsError, parseMirrorFlag, parseMirrors } from "../src/mirrors.js";
 import {
   CLOSE,
@@ -57,8 +58,11 @@ describe("ClientLimits", () => {
   it("counts connections per address and in total, with idempotent release", () => {
     const l = new ClientLimits({
       maxConnectionsPerClient: 2,
+      maxSocketsPerClient: 2,
       maxConnections: 3,
       bytesPerMinute: 60_000,
+      burstBytes: 60_000,
+      messagesPerSecond: 100,
     });
     const a1 = l.admit("a");
     const a2 = l.admit("a");
@@ -78,8 +82,11 @@ describe("ClientLimits", () => {
   it("charges bytes per address and reports when to retry", () => {
     const l = new ClientLimits({
       maxConnectionsPerClient: 1,
+      maxSocketsPerClient: 1,
       maxConnections: 1,
       bytesPerMinute: 60_000,
+      burstBytes: 60_000,
+      messagesPerSecond: 100,
     });
     expect(l.takeBytes("a", 60_000, 0)).toEqual({ ok: true });
     expect(l.takeBytes("b", 1, 0)).toEqual({ ok: true }); // separate budget
@@ -204,7 +211,9 @@ describe("configuration", () => {
     expect(r.config.port).toBe(9000);
     expect(r.config.maxPayload).toBe(1024 * 1024);
     expect(r.config.idleTimeoutMs).toBe(5000);
-    expect(r.config.trustProxy).toBe(true);
+    // Was a boolean; a bare --trust-proxy now means the proxy on this host, with a warning.
+    expect(r.config.trustProxy).toEqual(["loopback"]);
+    expect(r.warnings.join()).toMatch(/--trust-proxy without a list .* is deprecated/);
     expect(r.config.allowOrigins).toEqual(["https://a.example", "https://b.example"]);
     expect(r.config.mirrors.map((m) => m.name)).toEqual(["One", "Two"]);
     expect(r.config.staticDir).toMatch(/web[/\\]dist$/);
@@ -219,7 +228,8 @@ describe("configuration", () => {
     [["--max-payload", "2GiB", "--bytes-per-minute", "1GiB"], {}, /could never be granted/],
     [["--max-connections-per-client", "0"], {}, /must be greater than 0/],
     [["--mirror", "nameonly"], {}, /name\|https:\/\/host\|location/],
-    [["--trust-proxy"], { ECHO_NODE_TRUST_PROXY: "maybe" }, /true or false/],
+    // Was /true or false/: the variable now takes a list of proxies (or a legacy boolean).
+    [["--trust-proxy"], { ECHO_NODE_TRUST_PROXY: "maybe" }, /'maybe' is not an IP address/],
     [["--connect-src", "everything"], {}, /--connect-src must be 'any' or 'mirrors'/],
   ];
   it.each(bad)("refuses %j %j with a clear message", (argv, env, message) => {
@@ -275,21 +285,34 @@ describe("mirrors", () => {
 
 describe("client address and origin", () => {
   it("uses X-Forwarded-For only behind a trusted proxy, rightmost entry", () => {
-    expect(clientAddress("::ffff:10.0.0.1", "1.2.3.4", false)).toBe("10.0.0.1");
-    expect(clientAddress("10.0.0.1", "6.6.6.6, 1.2.3.4", true)).toBe("1.2.3.4");
-    expect(clientAddress("10.0.0.1", "garbage", true)).toBe("10.0.0.1");
-    expect(clientAddress("10.0.0.1", ["1.1.1.1", "2001:DB8::1"], true)).toBe("2001:db8::1");
+    const none = new ProxyTrust([]);
+    const proxy = new ProxyTrust(["10.0.0.1"]);
+    expect(clientAddress("::ffff:10.0.0.1", "1.2.3.4", none)).toBe("10.0.0.1");
+    expect(clientAddress("10.0.0.1", "6.6.6.6, 1.2.3.4", proxy)).toBe("1.2.3.4");
+    expect(clientAddress("10.0.0.1", "garbage", proxy)).toBe("10.0.0.1");
+    expect(clientAddress("10.0.0.1", ["1.1.1.1", "2001:DB8::1"], proxy)).toBe("2001:db8::1");
   });
 
-  it("allows same origin, listed origins and non-browser clients only", () => {
-    const p = new OriginPolicy(["https://mirror.example/"]);
-    expect(p.allows(undefined, "a:1")).toBe(true);
-    expect(p.allows("http://a:1", "a:1")).toBe(true);
-    expect(p.allows("https://a:1", "a:1")).toBe(true);
-    expect(p.allows("https://mirror.example", "a:1")).toBe(true);
-    expect(p.allows("https://evil.example", "a:1")).toBe(false);
-    expect(p.allows("null", "a:1")).toBe(false);
-    expect(new OriginPolicy(["*"]).allows("https://evil.example", "a")).toBe(true);
+  // Was: an Origin equal to the request's Host passed as "same origin". Host is chosen by the
+  // client (DNS rebinding sends a matching pair), so the page's origin is now configured or
+  // derived from this machine's own addresses instead.
+  it("allows the page's own origin, listed origins and non-browser clients only", () => {
+    const p = new OriginPolicy({
+      pageOrigins: [],
+      ownAddresses: ["192.0.2.10"],
+      allowed: ["https://mirror.example/"],
+    });
+    const api = (origin?: string) => p.check("api", { origin }).ok;
+    expect(api(undefined)).toBe(true);
+    expect(api("http://127.0.0.1:8080")).toBe(true);
+    expect(api("http://localhost:5173")).toBe(true);
+    expect(api("https://192.0.2.10")).toBe(true);
+    expect(api("https://mirror.example")).toBe(true);
+    expect(api("http://a:1")).toBe(false);
+    expect(api("https://evil.example")).toBe(false);
+    expect(api("null")).toBe(false);
+    const star = new OriginPolicy({ pageOrigins: [], ownAddresses: [], allowed: ["*"] });
+    expect(star.check("api", { origin: "https://evil.example" }).ok).toBe(true);
   });
 });
 
