@@ -1,13 +1,17 @@
-//! Forecasting core of Nowcast: the Network Weather Service forecaster bank, error
-//! statistics, adaptive timeouts and the IEPM-BW estimators, plus the measurement record
-//! format. Pure code (values and times in, numbers out); the same crate runs natively in
-//! the `nowcast` command and as WebAssembly in the page.
+//! The shared core of Nowcast: the Network Weather Service forecaster bank, error
+//! statistics, adaptive timeouts, the IEPM-BW estimators, the measurement record, the probed
+//! series that every probe of the product keeps, and the ranking of sites by predicted
+//! download time. Deterministic code (values and times in, numbers and records out; no I/O,
+//! no clock); the same crate runs natively in the `nowcast` command and as WebAssembly in
+//! the page.
 
 pub mod bank;
 pub mod errors;
 pub mod iepm;
 pub mod method;
 pub mod primary;
+pub mod probed;
+pub mod rank;
 pub mod record;
 pub mod series;
 pub mod state;
@@ -20,6 +24,7 @@ pub mod wasm;
 
 pub use bank::{Bank, Forecast, Mode, PrimaryRow, Selected};
 pub use errors::Accum;
+pub use probed::ProbedSeries;
 pub use series::Series;
 
 /// Why a value, a series or a saved state was refused.

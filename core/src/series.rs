@@ -81,10 +81,20 @@ impl Series {
 
     /// The timeout rule `id` (see [`Rule::id`]) sets for the next probe.
     pub fn timeout(&self, id: &str) -> Option<f64> {
+        self.tracked(|r| r.id() == id)
+    }
+
+    /// The timeout `rule` sets for the next probe, if the series tracks that rule: the
+    /// same as [`Series::timeout`] without building the rule's name.
+    pub fn timeout_by(&self, rule: Rule) -> Option<f64> {
+        self.tracked(|r| *r == rule)
+    }
+
+    fn tracked(&self, which: impl Fn(&Rule) -> bool) -> Option<f64> {
         let f = self.bank.forecast();
         self.trackers
             .iter()
-            .find(|t| t.rule.id() == id)?
+            .find(|t| which(&t.rule))?
             .timeout(f.as_ref(), &self.bounds)
     }
 

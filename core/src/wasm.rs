@@ -1,7 +1,11 @@
-//! WebAssembly bindings (wasm-bindgen): the page's view of a [`Series`]. Tables and reports
+//! WebAssembly bindings (wasm-bindgen): the page's view of a [`Series`], of a
+//! [`crate::probed::ProbedSeries`] and of the site ranking. Tables, records and reports
 //! cross the boundary as JSON text; the typed wrapper `web/src/forecast.ts` parses them.
 
 use crate::bank::Mode;
+use crate::probed::{self, Observation, Options, Outcome};
+use crate::rank::{self, Site};
+use crate::record::{Probe, Record, Status};
 use crate::series::Series;
 use crate::stats::Summary;
 use crate::timeout::Bounds;
@@ -181,4 +185,121 @@ pub fn methods_json(mode: &str) -> Result<String, JsError> {
     let bank = crate::Bank::new(mode);
     let names: Vec<(&str, &str)> = (0..bank.primaries()).map(|j| bank.method(j)).collect();
     Ok(serde_json::to_string(&names).expect("plain data"))
+}
+
+/// A probed series (see [`crate::probed`]): the page's series of probe results with their
+/// timeout, forecasts and records.
+#[wasm_bindgen(js_name = ProbedSeries)]
+pub struct WasmProbedSeries {
+    series: probed::ProbedSeries,
+}
+
+/// One probe as the page reports it (JSON): `duration_ms` is the probe's duration when
+/// `status` is "ok", its elapsed time when "timeout".
+#[derive(serde::Deserialize)]
+struct ObservationIn {
+    timestamp_ms: f64,
+    status: Status,
+    #[serde(default)]
+    value: Option<f64>,
+    #[serde(default)]
+    duration_ms: Option<f64>,
+    #[serde(default)]
+    error: Option<String>,
+    #[serde(default)]
+    timeout_ms: Option<f64>,
+    #[serde(default)]
+    probe: Option<Probe>,
+    #[serde(default)]
+    from: Option<String>,
+}
+
+impl ObservationIn {
+    fn observation(self) -> Result<Observation, JsError> {
+        let outcome = match (self.status, self.value) {
+            (Status::Ok, Some(value)) => Outcome::Measured {
+                value,
+                duration_ms: self.duration_ms,
+            },
+            (Status::Ok, None) => return Err(js_err("a probe with status ok needs a value")),
+            (Status::Timeout, _) => Outcome::TimedOut {
+                elapsed_ms: self.duration_ms.or(self.timeout_ms).unwrap_or(0.0),
+            },
+            (Status::Error, _) => Outcome::Failed {
+                error: self.error.unwrap_or_else(|| "error".into()),
+            },
+        };
+        Ok(Observation {
+            probe: self.probe,
+            from: self.from,
+            ..Observation::new(self.timestamp_ms, outcome, self.timeout_ms)
+        })
+    }
+}
+
+#[wasm_bindgen(js_class = ProbedSeries)]
+impl WasmProbedSeries {
+    /// A new series from its options (JSON: metric, source, to, and optionally transport,
+    /// from, period_ms, mode, keep_errors, kind, floor_ms, ceiling_ms, penalty_ms,
+    /// initial_ms).
+    #[wasm_bindgen(constructor)]
+    pub fn new(options: &str) -> Result<WasmProbedSeries, JsError> {
+        let options: Options = serde_json::from_str(options).map_err(js_err)?;
+        Ok(Self {
+            series: probed::ProbedSeries::new(options.config()).map_err(js_err)?,
+        })
+    }
+
+    /// The timeout of the next probe, ms; undefined for a statistic.
+    #[wasm_bindgen(js_name = timeoutMs)]
+    pub fn timeout_ms(&self) -> Option<f64> {
+        self.series.timeout_ms()
+    }
+
+    /// Feeds one probe (JSON, see `ObservationIn`); returns `{record, state}` as JSON.
+    pub fn observe(&mut self, observation: &str) -> Result<String, JsError> {
+        let o: ObservationIn = serde_json::from_str(observation).map_err(js_err)?;
+        let record = self.series.observe(o.observation()?);
+        Ok(serde_json::json!({ "record": record, "state": self.series.state() }).to_string())
+    }
+
+    /// Rebuilds the series from its saved records (a JSON array, oldest first) through the
+    /// same code as live probes; returns how many were fed.
+    pub fn replay(&mut self, records: &str) -> Result<u32, JsError> {
+        let records: Vec<Record> = serde_json::from_str(records).map_err(js_err)?;
+        let n = self.series.replay(&records).map_err(js_err)?;
+        Ok(n as u32)
+    }
+
+    /// `{next, mae, count, timeouts, seq}` as JSON.
+    #[wasm_bindgen(js_name = stateJson)]
+    pub fn state_json(&self) -> String {
+        serde_json::to_string(&self.series.state()).expect("plain data")
+    }
+
+    /// Each measured value minus the forecast made before it, oldest first.
+    pub fn errors(&self) -> Vec<f64> {
+        self.series.errors().to_vec()
+    }
+
+    /// Every primary forecaster of the values' bank (JSON array, as `Forecaster.tableJson`).
+    #[wasm_bindgen(js_name = tableJson)]
+    pub fn table_json(&self) -> String {
+        serde_json::to_string(&self.series.values().bank().table()).expect("plain data")
+    }
+
+    /// Sets the period written to the next records, ms (undefined: none).
+    #[wasm_bindgen(js_name = setPeriodMs)]
+    pub fn set_period_ms(&mut self, period_ms: Option<f64>) -> Result<(), JsError> {
+        self.series.set_period_ms(period_ms).map_err(js_err)
+    }
+}
+
+/// Ranks sites (JSON array of `{url, rtt?, bandwidth?, unreachable?}`) by the predicted time
+/// to fetch `bytes`, errors scaled by `k`; JSON array of `{url, time_ms, low_ms, high_ms,
+/// standing}` (null for an unknown time, and for an unbounded `high_ms`).
+#[wasm_bindgen(js_name = rankJson)]
+pub fn rank_json(sites: &str, bytes: f64, k: f64) -> Result<String, JsError> {
+    let sites: Vec<Site> = serde_json::from_str(sites).map_err(js_err)?;
+    Ok(serde_json::to_string(&rank::rank(&sites, bytes, k)).expect("plain data"))
 }

@@ -1,107 +1,104 @@
-//! The options and the loop that `nowcast tcp` and `nowcast udp` share: one experiment per
-//! period (JavaNws §2.1: a series of probes, each forecast before it is measured), until
-//! the count is reached or the user interrupts.
+//! The loop of a periodic probe command (edge): it asks the [`Schedule`] what to do, sleeps
+//! until then (a signal cuts the sleep short), runs each experiment, hands its results to
+//! the [`RecordSink`] and names failed probes on standard error.
 
-use anyhow::{anyhow, bail, Result};
-use nowcast::probe::report::Sink;
-use nowcast::stop::Stop;
+use crate::clock::Clock;
+use crate::output::{heading, is_broken_pipe, number, Experiment, RecordSink};
+use crate::schedule::{Next, Schedule};
+use crate::series::SeriesStats;
+use crate::stop::Stop;
+use anyhow::{bail, Result};
 use nowcast_core::record::{Record, Status};
-use nowcast_core::timeout::Bounds;
-use std::path::PathBuf;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-#[derive(clap::Args, Clone)]
-pub struct Common {
-    /// Seconds from the start of one experiment to the start of the next. Without --count,
-    /// experiments continue until SIGINT or SIGTERM.
-    #[arg(long)]
-    pub period: Option<f64>,
-    /// Number of experiments (default: 1, or unlimited with --period).
-    #[arg(long)]
+/// When experiments run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Plan {
+    /// From the start of one experiment to the start of the next.
+    pub period: Duration,
+    /// How many (`None`: until SIGINT or SIGTERM).
     pub count: Option<u64>,
-    /// Write NDJSON measurement records to standard output instead of the table.
-    #[arg(long)]
-    pub json: bool,
-    /// Also write the NDJSON records to FILE.
-    #[arg(long, value_name = "FILE")]
-    pub out: Option<PathBuf>,
-    /// Lowest adaptive timeout, in ms (default: 1000 for tcp, 100 for udp).
-    #[arg(long)]
-    pub timeout_floor: Option<f64>,
-    /// Highest adaptive timeout, in ms.
-    #[arg(long, default_value_t = 120_000.0)]
-    pub timeout_ceiling: f64,
-    /// Hard limit on every probe, in seconds, whatever its adaptive timeout.
-    #[arg(long, default_value_t = 60.0)]
-    pub deadline: f64,
 }
 
-impl Common {
-    /// Timeout bounds in ms; the penalty fed back for a timed-out probe is the floor.
-    pub fn bounds(&self, default_floor_ms: f64) -> Result<Bounds> {
-        let floor = self.timeout_floor.unwrap_or(default_floor_ms);
-        if !(floor > 0.0 && self.timeout_ceiling >= floor) {
-            bail!("--timeout-floor must be > 0 and ≤ --timeout-ceiling");
-        }
-        Ok(Bounds {
-            floor,
-            ceiling: self.timeout_ceiling,
-            penalty: floor,
-        })
-    }
-
-    pub fn deadline(&self) -> Result<Duration> {
-        if !(self.deadline.is_finite() && self.deadline > 0.0) {
-            bail!("--deadline must be a positive number of seconds");
-        }
-        Ok(Duration::from_secs_f64(self.deadline))
-    }
-
-    fn period(&self) -> Result<Duration> {
-        match self.period {
-            Some(p) if !(p.is_finite() && p >= 0.0) => bail!("--period must be ≥ 0 seconds"),
-            Some(p) => Ok(Duration::from_secs_f64(p)),
-            None => Ok(Duration::ZERO),
-        }
-    }
-
-    fn count(&self) -> Option<u64> {
-        match (self.count, self.period) {
-            (Some(n), _) => Some(n),
-            (None, Some(_)) => None,
-            (None, None) => Some(1),
-        }
-    }
+/// What one experiment gives the sink (see [`Experiment`]).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Report {
+    pub timestamp_ms: f64,
+    pub records: Vec<Record>,
+    pub next: Vec<Option<f64>>,
+    pub extra: Vec<String>,
+    pub notes: Vec<String>,
 }
 
-/// Runs `one(seq)` per period and writes what it returns (records and a table row). Fails
-/// only when no probe of any experiment succeeded (the sink has shown why).
+/// Runs `one(index)` per the plan and writes what it returns. Fails when no probe of any
+/// experiment succeeded (the records have said why), or when the sink cannot write.
 pub fn run(
-    common: &Common,
+    plan: &Plan,
+    clock: &Clock,
     stop: &Stop,
-    sink: &mut Sink,
-    mut one: impl FnMut(u64) -> (Vec<Record>, String),
+    sink: &mut dyn RecordSink,
+    mut one: impl FnMut(u64) -> Report,
 ) -> Result<()> {
-    let period = common.period()?;
-    let count = common.count();
-    let start = Instant::now();
+    let period = u64::try_from(plan.period.as_nanos()).unwrap_or(u64::MAX);
+    let mut schedule = Schedule::new(clock.now(), period, plan.count);
     let mut ok = 0u64;
-    let mut seq = 0u64;
-    while !matches!(count, Some(n) if seq >= n) && !stop.is_set() {
-        let (records, row) = one(seq);
-        ok += records.iter().filter(|r| r.status == Status::Ok).count() as u64;
-        sink.experiment(&records, Some(row))?;
-        seq += 1;
-        if count.is_some_and(|n| seq >= n) {
-            break;
+    loop {
+        if stop.is_set() {
+            schedule.stop();
         }
-        let next = start + period.mul_f64(seq as f64);
-        if stop.wait_timeout(next.saturating_duration_since(Instant::now())) {
-            break;
+        match schedule.next(clock.now()) {
+            Next::Finished => break,
+            Next::Wait { until } => {
+                let left = Duration::from_nanos(until.saturating_sub(clock.now()));
+                if stop.wait_timeout(left) {
+                    schedule.stop();
+                }
+            }
+            Next::Run { index } => {
+                schedule.started(clock.now());
+                let r = one(index);
+                ok += r.records.iter().filter(|r| r.status == Status::Ok).count() as u64;
+                sink.experiment(&Experiment {
+                    index,
+                    timestamp_ms: r.timestamp_ms,
+                    records: &r.records,
+                    next: r.next,
+                    extra: r.extra,
+                    notes: r.notes,
+                })?;
+                problems(&r.records);
+            }
         }
     }
-    if ok == 0 && seq > 0 {
-        return Err(anyhow!("no probe succeeded"));
+    if ok == 0 && schedule.ran() > 0 {
+        bail!("no probe succeeded");
     }
     Ok(())
+}
+
+/// Names each failed or timed-out probe on standard error.
+fn problems(records: &[Record]) {
+    for r in records {
+        match (r.status, &r.error) {
+            (Status::Error, Some(e)) => eprintln!("nowcast: {e}"),
+            (Status::Timeout, _) => eprintln!(
+                "nowcast: {}: {} timed out after {} ms",
+                r.to,
+                heading(r.metric),
+                r.timeout_ms.map(number).unwrap_or_default()
+            ),
+            _ => {}
+        }
+    }
+}
+
+/// Ends a run: the closing summary unless the reader has gone, then the run's result.
+pub fn finish(result: Result<()>, sink: &mut dyn RecordSink, stats: &[SeriesStats]) -> Result<()> {
+    match result {
+        Err(e) if is_broken_pipe(e.as_ref()) => Err(e),
+        other => {
+            sink.finish(stats)?;
+            other
+        }
+    }
 }

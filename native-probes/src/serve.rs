@@ -7,8 +7,8 @@
 //! blocking call wakes at least every [`SLICE`] to notice a stop; reads return as soon as
 //! data arrives, so the slice adds no delay to an echo.
 
-use crate::probe::wire::{self, Hello, Status, UdpProbe, Welcome};
 use crate::stop::Stop;
+use crate::wire::{self, Hello, Status, UdpProbe, Welcome};
 use socket2::SockRef;
 use std::collections::HashMap;
 use std::io::{self, BufReader, Read, Write};

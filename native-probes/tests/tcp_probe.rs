@@ -175,8 +175,8 @@ fn the_server_enforces_its_payload_and_session_caps() {
 
     // Hold the only session this client may have; the next one is refused as busy.
     let mut held = std::net::TcpStream::connect(&server.tcp).unwrap();
-    std::io::Write::write_all(&mut held, &nowcast::probe::wire::Hello::default().encode()).unwrap();
-    let mut w = [0u8; nowcast::probe::wire::Welcome::LEN];
+    std::io::Write::write_all(&mut held, &nowcast::wire::Hello::default().encode()).unwrap();
+    let mut w = [0u8; nowcast::wire::Welcome::LEN];
     std::io::Read::read_exact(&mut held, &mut w).unwrap();
     let out = nowcast(&["tcp", &server.tcp, "--json"], LIMIT);
     assert!(!out.status.success());
@@ -229,7 +229,7 @@ fn downloads_measure_bandwidth_down_after_the_upload_and_the_server_caps_them() 
         LIMIT,
     );
     assert!(text(&out.stderr).contains("bandwidth down: 3145728 bytes is above the server's cap"));
-    use nowcast::probe::wire::{self, Hello, Welcome};
+    use nowcast::wire::{self, Hello, Welcome};
     use std::io::{Read, Write};
     let mut raw = std::net::TcpStream::connect(&server.tcp).unwrap();
     raw.set_read_timeout(Some(LIMIT)).unwrap();
@@ -247,7 +247,7 @@ fn downloads_measure_bandwidth_down_after_the_upload_and_the_server_caps_them() 
 fn the_warm_up_echo_after_the_hello_is_made_but_not_counted() {
     // A scripted server that delays only the session's first echo by 300 ms: if that
     // exchange were timed, `rtt` would read at least 300 ms.
-    use nowcast::probe::wire::{self, Hello, Status as Accepted, Welcome};
+    use nowcast::wire::{self, Hello, Status as Accepted, Welcome};
     use std::io::{Read, Write};
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let target = listener.local_addr().unwrap().to_string();

@@ -79,7 +79,7 @@ fn the_server_drops_datagrams_that_are_not_probes_or_are_too_large() {
     c.set_read_timeout(Some(Duration::from_millis(300)))
         .unwrap();
     let mut probe = vec![0u8; 200];
-    nowcast::probe::wire::UdpProbe { seq: 7, sent_ns: 1 }.encode(&mut probe);
+    nowcast::wire::UdpProbe { seq: 7, sent_ns: 1 }.encode(&mut probe);
     let mut buf = [0u8; 512];
     c.send(b"hello, is this an echo server?").unwrap();
     c.send(&probe).unwrap();

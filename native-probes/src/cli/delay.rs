@@ -1,4 +1,5 @@
-//! `nowcast delay`: the fixed-delay relay of the accuracy tests (see `nowcast::delay`).
+//! `nowcast delay`: its flags; starts the fixed-delay relay of the accuracy tests (see
+//! `nowcast::delay`).
 //! Hidden from `--help`: it emulates a link for testing and measures nothing.
 
 use anyhow::{anyhow, Result};

@@ -1,10 +1,11 @@
-//! `nowcast serve`: arguments and start-up of the probe server (see `nowcast::serve`).
+//! `nowcast serve`: its flags, turned into a [`nowcast::serve::Config`]; starts the server and
+//! says where it listens and, when stopped, what it did.
 
 use anyhow::{anyhow, Result};
 use nowcast::net::parse_size;
-use nowcast::probe::wire::DEFAULT_PORT;
 use nowcast::serve::{Config, Server};
 use nowcast::stop::Stop;
+use nowcast::wire::{UdpProbe, DEFAULT_PORT};
 use std::io::Write;
 use std::net::IpAddr;
 use std::sync::atomic::Ordering;
@@ -57,9 +58,7 @@ pub fn run(args: Args) -> Result<()> {
         tcp_port: args.tcp_port.unwrap_or(args.port),
         udp_port: args.udp_port.unwrap_or(args.port),
         max_payload: args.max_payload,
-        max_datagram: args
-            .max_datagram
-            .max(nowcast::probe::wire::UdpProbe::HEADER_LEN),
+        max_datagram: args.max_datagram.max(UdpProbe::HEADER_LEN),
         max_sessions: args.max_sessions.max(1),
         max_sessions_per_client: args.max_sessions_per_client.max(1),
         idle: Duration::from_secs_f64(args.idle),
@@ -74,13 +73,14 @@ pub fn run(args: Args) -> Result<()> {
         out.flush()?;
     }
     let c = server.run(stop)?;
-    println!(
+    writeln!(
+        std::io::stdout().lock(),
         "nowcast serve: stopped after {} sessions ({} refused as busy), {} bulk bytes, {} datagrams echoed ({} dropped)",
         c.sessions.load(Ordering::Relaxed),
         c.refused_busy.load(Ordering::Relaxed),
         c.bulk_bytes.load(Ordering::Relaxed),
         c.datagrams.load(Ordering::Relaxed),
         c.datagrams_dropped.load(Ordering::Relaxed),
-    );
+    )?;
     Ok(())
 }

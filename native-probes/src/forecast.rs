@@ -2,10 +2,9 @@
 //! baselines and the timeout rules, and reports their errors. The two banks run on their own
 //! threads, fed by the reader in chunks, so memory stays constant and both cores work.
 
+use crate::evaluate::{FaithfulPart, ImprovedPart, Report, Row};
+use crate::series_input::{read_values, ReadOptions, ReadStats};
 use anyhow::{bail, Context, Result};
-use nowcast::evaluate::{FaithfulPart, ImprovedPart, Report, Row};
-use nowcast::series_input::{read_values, Column, Format, ReadOptions, ReadStats};
-use nowcast_core::record::Metric;
 use nowcast_core::timeout::Bounds;
 use nowcast_core::Bank;
 use std::io::Write;
@@ -13,64 +12,23 @@ use std::path::PathBuf;
 use std::sync::mpsc::sync_channel;
 use std::sync::Arc;
 
-#[derive(clap::Args)]
-#[command(
-    after_help = "Input formats: NDJSON measurement records (values of one metric; \
-    records that timed out or failed are counted, not forecast), CSV (the column named \
-    'value', else the last, or --column), `time<TAB>value`, or one number a line. Lines \
-    starting with # are comments. Errors are measured over points 2..n: each forecast is \
-    made before the value it forecasts."
-)]
-pub struct Args {
-    /// The series file, or - for standard input.
-    file: PathBuf,
-    /// Input layout.
-    #[arg(long, value_enum, default_value_t = Format::Auto)]
-    format: Format,
-    /// CSV column holding the values: a header name or a 0-based index.
-    #[arg(long)]
-    column: Option<Column>,
-    /// NDJSON: the metric to read (default: the first record's), e.g. rtt, bandwidth_down.
-    #[arg(long, value_parser = parse_metric)]
-    metric: Option<Metric>,
-    /// Skip malformed lines (they are counted and reported) instead of stopping.
-    #[arg(long)]
-    skip_bad: bool,
-    /// Print one JSON object instead of tables.
-    #[arg(long)]
-    json: bool,
-    /// Lowest timeout, in the series' unit.
-    #[arg(long, default_value_t = 0.0)]
-    timeout_floor: f64,
-    /// Highest timeout, in the series' unit (default: none).
-    #[arg(long)]
-    timeout_ceiling: Option<f64>,
-}
-
-fn parse_metric(s: &str) -> Result<Metric, String> {
-    serde_json::from_value(serde_json::Value::String(s.into())).map_err(|_| {
-        format!("unknown metric '{s}' (e.g. rtt, rtt_nagle, bandwidth_up, bandwidth_down, loss)")
-    })
-}
-
 const CHUNK: usize = 1 << 14;
 
-pub fn run(args: Args) -> Result<()> {
-    let ceiling = args.timeout_ceiling.unwrap_or(f64::INFINITY);
-    if !(args.timeout_floor >= 0.0 && ceiling >= args.timeout_floor) {
-        bail!("--timeout-floor must be ≥ 0 and ≤ --timeout-ceiling");
-    }
-    let bounds = Bounds {
-        floor: args.timeout_floor,
-        ceiling,
-        penalty: 0.0,
-    };
-    let opts = ReadOptions {
-        format: args.format,
-        column: args.column.clone(),
-        metric: args.metric,
-        skip_bad: args.skip_bad,
-    };
+/// A `nowcast forecast` run.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// The series file, or `-` for standard input.
+    pub file: PathBuf,
+    pub read: ReadOptions,
+    /// One JSON object instead of tables.
+    pub json: bool,
+    /// Bounds of the timeout rules, in the series' unit.
+    pub bounds: Bounds,
+}
+
+/// Reads `cfg.file`, runs the banks and writes the report to `out`.
+pub fn run(cfg: &Config, out: &mut dyn Write) -> Result<()> {
+    let (bounds, opts, args) = (cfg.bounds, &cfg.read, cfg);
     let input: Box<dyn std::io::Read> = if args.file.as_os_str() == "-" {
         Box::new(std::io::stdin().lock())
     } else {
@@ -105,7 +63,7 @@ pub fn run(args: Args) -> Result<()> {
         let _ = to_faithful.send(shared.clone());
         let _ = to_improved.send(shared);
     };
-    let stats = read_values(input, &opts, |v| {
+    let stats = read_values(input, opts, |v| {
         if Bank::check(v).is_err() {
             range_error.get_or_insert(v);
             return;
@@ -130,17 +88,16 @@ pub fn run(args: Args) -> Result<()> {
         bail!("{}: no values to forecast", args.file.display());
     }
     let report = Report::build(stats.values, &faithful, &improved);
-    let mut out = std::io::stdout().lock();
     if args.json {
         let doc = serde_json::json!({ "input": stats, "report": report });
         writeln!(out, "{doc}")?;
     } else {
-        print_human(&mut out, &args.file, &stats, &report)?;
+        print_human(out, &args.file, &stats, &report)?;
     }
-    Ok(())
+    Ok(out.flush()?)
 }
 
-fn print_rows(out: &mut impl Write, title: &str, rows: &[Row]) -> std::io::Result<()> {
+fn print_rows(out: &mut dyn Write, title: &str, rows: &[Row]) -> std::io::Result<()> {
     writeln!(out, "\n{title}")?;
     writeln!(
         out,
@@ -158,7 +115,7 @@ fn print_rows(out: &mut impl Write, title: &str, rows: &[Row]) -> std::io::Resul
 }
 
 fn print_human(
-    out: &mut impl Write,
+    out: &mut dyn Write,
     file: &std::path::Path,
     stats: &ReadStats,
     r: &Report,

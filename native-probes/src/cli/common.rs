@@ -1,0 +1,100 @@
+//! The flags `nowcast tcp` and `nowcast udp` share, turned into plain configuration: the
+//! schedule, the series' settings and the record sink.
+
+use anyhow::{bail, Result};
+use nowcast::output::{Ndjson, RecordSink, Table, Tee};
+use nowcast::periodic::Plan;
+use nowcast::series::Settings;
+use nowcast_core::probed::Overrides;
+use nowcast_core::record::Transport;
+use std::path::PathBuf;
+use std::time::Duration;
+
+#[derive(clap::Args, Clone)]
+pub struct Common {
+    /// Seconds from the start of one experiment to the start of the next. Without --count,
+    /// experiments continue until SIGINT or SIGTERM.
+    #[arg(long)]
+    pub period: Option<f64>,
+    /// Number of experiments (default: 1, or unlimited with --period).
+    #[arg(long)]
+    pub count: Option<u64>,
+    /// Write NDJSON measurement records to standard output instead of the table.
+    #[arg(long)]
+    pub json: bool,
+    /// Also write the NDJSON records to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub out: Option<PathBuf>,
+    /// Lowest adaptive timeout, in ms (default: per series, from the core's table: 1000 for
+    /// round trips, 100 for a UDP burst's wait, 3000 for bandwidth probes).
+    #[arg(long)]
+    pub timeout_floor: Option<f64>,
+    /// Highest adaptive timeout, in ms (default: 10000 for round trips, 60000 for bandwidth).
+    #[arg(long)]
+    pub timeout_ceiling: Option<f64>,
+    /// Added to a timed-out probe's time when it is fed back, in ms (default: 1000 for round
+    /// trips, 100 for a UDP burst, 5000 for bandwidth).
+    #[arg(long)]
+    pub timeout_penalty: Option<f64>,
+    /// The timeout until a series has enough values to know its spread, in ms (default:
+    /// 3000 for round trips, 1000 for a UDP burst, 15000 for bandwidth).
+    #[arg(long)]
+    pub timeout_initial: Option<f64>,
+    /// Hard limit on every probe, in seconds, whatever its adaptive timeout.
+    #[arg(long, default_value_t = 60.0)]
+    pub deadline: f64,
+}
+
+impl Common {
+    pub fn plan(&self) -> Result<Plan> {
+        let period = match self.period {
+            Some(p) if !(p.is_finite() && p >= 0.0) => bail!("--period must be ≥ 0 seconds"),
+            Some(p) => Duration::from_secs_f64(p),
+            None => Duration::ZERO,
+        };
+        let count = match (self.count, self.period) {
+            (Some(n), _) => Some(n),
+            (None, Some(_)) => None,
+            (None, None) => Some(1),
+        };
+        Ok(Plan { period, count })
+    }
+
+    pub fn deadline(&self) -> Result<Duration> {
+        if !(self.deadline.is_finite() && self.deadline > 0.0) {
+            bail!("--deadline must be a positive number of seconds");
+        }
+        Ok(Duration::from_secs_f64(self.deadline))
+    }
+
+    /// The series' settings: the records' source and target, the period they carry, and
+    /// the timeout flags in place of the core's defaults.
+    pub fn settings(&self, source: &'static str, to: &str, transport: Transport) -> Settings {
+        Settings {
+            source,
+            to: to.to_string(),
+            transport,
+            period_ms: self.period.filter(|p| *p > 0.0).map(|p| p * 1e3),
+            overrides: Overrides {
+                kind: None,
+                floor_ms: self.timeout_floor,
+                ceiling_ms: self.timeout_ceiling,
+                penalty_ms: self.timeout_penalty,
+                initial_ms: self.timeout_initial,
+            },
+        }
+    }
+
+    /// The table or NDJSON on standard output, and NDJSON in the file of --out.
+    pub fn sink(&self) -> Result<Box<dyn RecordSink>> {
+        let stdout: Box<dyn RecordSink> = if self.json {
+            Box::new(Ndjson::new(std::io::stdout()))
+        } else {
+            Box::new(Table::new(std::io::stdout()))
+        };
+        Ok(match &self.out {
+            Some(path) => Box::new(Tee(stdout, Ndjson::create(path)?)),
+            None => stdout,
+        })
+    }
+}

@@ -1,0 +1,65 @@
+//! The command line: clap's flags parsed into plain configuration, handed to the library.
+//! Nothing here measures or decides; each subcommand's module only converts and wires.
+
+mod common;
+mod delay;
+mod forecast;
+mod serve;
+mod tcp;
+mod udp;
+
+use clap::{Parser, Subcommand};
+use nowcast::output::is_broken_pipe;
+use std::process::ExitCode;
+
+#[derive(Parser)]
+#[command(
+    name = "nowcast",
+    version,
+    about = "Network weather from the command line: probes, forecasts and their evaluation",
+    long_about = "Network weather from the command line. Measures RTT and bandwidth with \
+                  NWS-style probes, forecasts measurement series with the Network Weather \
+                  Service forecaster bank, and evaluates forecasters and timeout rules over \
+                  recorded series. Records use the Nowcast measurement schema \
+                  (public/schema/measurement-record.v1.schema.json)."
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the forecaster bank over a series and report every forecaster's errors.
+    Forecast(forecast::Args),
+    /// Answer `nowcast tcp` and `nowcast udp` probes (TCP echo and sink, UDP echo).
+    Serve(serve::Args),
+    /// NWS TCP probe: handshake, 2-byte RTT with Nagle off and on, bandwidth, forecasts.
+    Tcp(tcp::Args),
+    /// UDP probe: RTT, jitter, loss, reordering and duplicates, with forecasts.
+    Udp(udp::Args),
+    /// Relay TCP or UDP with a fixed added delay (emulated links in the accuracy tests).
+    #[command(hide = true)]
+    Delay(delay::Args),
+}
+
+/// Parses the command line, runs the subcommand and turns its result into an exit status:
+/// a reader that went away (`| head`) is a quiet success, as for any Unix filter.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Forecast(args) => forecast::run(args),
+        Command::Serve(args) => serve::run(args),
+        Command::Tcp(args) => tcp::run(args),
+        Command::Udp(args) => udp::run(args),
+        Command::Delay(args) => delay::run(args),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) if is_broken_pipe(e.as_ref()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("nowcast: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

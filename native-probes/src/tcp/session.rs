@@ -1,0 +1,630 @@
+//! One NWS TCP probe session (JavaNws §2.1.1) as a state machine. Each session measures,
+//! in order:
+//!
+//! 1. `handshake_rtt`: the TCP connect (SYN to SYN-ACK), then the session hello; then one
+//!    un-timed two-byte warm-up echo, recorded nowhere (see [`WARM_UP`]);
+//! 2. `rtt`: a two-byte echo with Nagle off (`TCP_NODELAY`);
+//! 3. `rtt_nagle`: the same echo with Nagle on, reported separately;
+//! 4. `bandwidth_up`: N bytes to the server, timed until its two-byte acknowledgement, with
+//!    the predicted non-Nagle RTT subtracted (the raw time is kept in the record);
+//! 5. `bandwidth_down` (when asked): N bytes from the server, timed from the request to the
+//!    last byte, which is also one round trip more than the transfer, so the same
+//!    prediction is subtracted.
+//!
+//! Deterministic core, in quinn-proto's shape: [`Session::poll`] says what to do next
+//! (connect with these socket options, send these bytes and read N back by this deadline,
+//! discard N bytes, quit, done) and [`Session::handle`] takes what happened (the bytes read,
+//! the times, the error). Times are nanoseconds on the caller's monotonic clock, the
+//! records' wall-clock stamp is an argument, and the sockets live in `tcp::io`; so a test
+//! scripts any server, any timing and any failure exactly. Every step waits at most its
+//! series' adaptive timeout, capped by the hard deadline; a step that fails ends the session.
+
+use super::bandwidth::bandwidth;
+use crate::series::SeriesSet;
+use crate::wire::{self, Hello, Status as Accepted, Welcome};
+use nowcast_core::probed::{Observation, Outcome};
+use nowcast_core::record::{Metric, Probe, Record, Status, Transport};
+
+/// Nanoseconds on the caller's monotonic clock.
+pub type Nanos = u64;
+
+/// The payload byte of the un-timed warm-up echo that follows the session hello (the timed
+/// echoes carry the session's number; all are read in order on one stream).
+///
+/// Why a warm-up: on a fresh TCP connection the first data exchange after the hello costs
+/// more than the following ones, whichever probe makes it (about 2 µs on loopback, 14.5
+/// against 12.3 µs; with the order of the two timed echoes swapped, the Nagle-on echo
+/// became the slow one). That cost belongs to the new connection (first use of its paths
+/// in the kernel and the server), not to the round trip the series forecasts, and peers
+/// such as `sockperf ping-pong` measure a warm, long-lived connection. JavaNws §2.1.1 opens
+/// each experiment with a handshake before the timed packets; this echo completes that
+/// handshake, so the timed `rtt` and `rtt_nagle` are both exchanges on a warm connection.
+/// `handshake_rtt` times only the connect.
+pub const WARM_UP: u8 = 0xff;
+
+/// How long the closing quit may take; nothing waits for an answer to it.
+const QUIT_NS: Nanos = 100_000_000;
+
+/// What a session measures and asks for.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// `host:port`, named in error messages.
+    pub host: String,
+    /// Bandwidth probe payload, bytes.
+    pub size: u64,
+    /// SO_SNDBUF and SO_RCVBUF to ask for on this side (`None`: the kernel's default).
+    pub sndbuf: Option<usize>,
+    pub rcvbuf: Option<usize>,
+    /// The buffer sizes to ask the server for.
+    pub hello: Hello,
+    /// Hard limit on every step, ms, whatever its adaptive timeout.
+    pub deadline_ms: f64,
+    /// The bandwidth series measured, in order (`bandwidth_up`, `bandwidth_down`).
+    pub bulk: Vec<Metric>,
+}
+
+impl Config {
+    /// Every series of a session, in the order of its steps.
+    pub fn metrics(&self) -> Vec<Metric> {
+        let mut m = vec![Metric::HandshakeRtt, Metric::Rtt, Metric::RttNagle];
+        m.extend(&self.bulk);
+        m
+    }
+}
+
+/// At most a hello's worth of bytes to send, without allocating.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Message {
+    buf: [u8; Hello::LEN],
+    len: usize,
+}
+
+impl Message {
+    fn of(bytes: &[u8]) -> Self {
+        let mut buf = [0u8; Hello::LEN];
+        buf[..bytes.len()].copy_from_slice(bytes);
+        Self {
+            buf,
+            len: bytes.len(),
+        }
+    }
+
+    pub fn bytes(&self) -> &[u8] {
+        &self.buf[..self.len]
+    }
+}
+
+/// What the caller should do next.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Action {
+    /// Open a connection with these socket buffers (Nagle off), before `by`.
+    Connect {
+        sndbuf: Option<usize>,
+        rcvbuf: Option<usize>,
+        by: Nanos,
+    },
+    /// Set Nagle as asked, then, timed: send `send`, then `payload` bytes (of any value),
+    /// then read exactly `read` bytes; all before `by`.
+    Exchange {
+        send: Message,
+        payload: u64,
+        read: usize,
+        nodelay: bool,
+        by: Nanos,
+    },
+    /// Read and discard `len` bytes before `by`.
+    Discard { len: u64, by: Nanos },
+    /// Send the quit message, without waiting for anything, and close.
+    Quit { send: Message, by: Nanos },
+    /// The session is over; its records are ready.
+    Done,
+}
+
+/// What happened to the last action.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Event<'a> {
+    /// Connected: the connect's own start and end, the local address and the socket
+    /// buffer sizes the kernel granted.
+    Connected {
+        started: Nanos,
+        ended: Nanos,
+        local: Option<String>,
+        sndbuf: u64,
+        rcvbuf: u64,
+    },
+    /// The exchange's bytes read, with the time just before its first write and just
+    /// after its last read.
+    Exchanged {
+        started: Nanos,
+        ended: Nanos,
+        read: &'a [u8],
+    },
+    /// The discard ended (its last byte read) at `ended`.
+    Discarded { ended: Nanos },
+    /// The deadline passed: the action began at `started` and was given up at `at`.
+    TimedOut { started: Nanos, at: Nanos },
+    /// The action failed; the text says why (the operating system's error, or the socket
+    /// option that could not be set).
+    Failed { error: String },
+    /// The quit was sent (or not: nothing depends on it).
+    Closed,
+}
+
+/// The sizes the kernels granted, known once the server welcomed the session.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Granted {
+    pub sndbuf: u64,
+    pub rcvbuf: u64,
+    pub server_rcvbuf: u32,
+    pub server_sndbuf: u32,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Step {
+    Connect,
+    Hello,
+    WarmUp,
+    /// The two-byte echo, Nagle off (`false`) then on (`true`).
+    Echo(bool),
+    /// The bandwidth probe of `bulk[i]`: its header and acknowledgement (and the payload up).
+    Bulk(usize),
+    /// The payload of a download after its acknowledgement.
+    BulkBody(usize),
+    Quit,
+    Done,
+}
+
+/// One session over one connection.
+pub struct Session<'a> {
+    cfg: &'a Config,
+    series: &'a mut SeriesSet,
+    /// The session's number: the timed echoes carry its low byte.
+    number: u64,
+    wall_ms: f64,
+    step: Step,
+    /// When the handshake began (its timeouts count from there).
+    step_started: Nanos,
+    /// The time the current step may take, ms (recorded as its timeout).
+    budget_ms: f64,
+    by: Nanos,
+    from: Option<String>,
+    probe: Probe,
+    granted: Option<Granted>,
+    local: Granted,
+    max_payload: u64,
+    handshake_ms: f64,
+    predicted_rtt: Option<f64>,
+    bulk_started: Nanos,
+    records: Vec<Record>,
+}
+
+fn ms(from: Nanos, to: Nanos) -> f64 {
+    to.saturating_sub(from) as f64 / 1e6
+}
+
+impl<'a> Session<'a> {
+    /// Session `number` of `cfg`, its records stamped `wall_ms` (ms since 1970), fed to
+    /// `series`.
+    pub fn new(cfg: &'a Config, series: &'a mut SeriesSet, number: u64, wall_ms: f64) -> Self {
+        Self {
+            cfg,
+            series,
+            number,
+            wall_ms,
+            step: Step::Connect,
+            step_started: 0,
+            budget_ms: 0.0,
+            by: 0,
+            from: None,
+            probe: Probe {
+                transport: Some(Transport::Tcp),
+                ..Probe::default()
+            },
+            granted: None,
+            local: Granted::default(),
+            max_payload: 0,
+            handshake_ms: 0.0,
+            predicted_rtt: None,
+            bulk_started: 0,
+            records: Vec::new(),
+        }
+    }
+
+    /// The time a step of `metric` may take: its adaptive timeout, capped by the deadline.
+    fn budget(&mut self, metric: Metric, now: Nanos) {
+        let t = self.series.timeout_ms(metric);
+        self.budget_ms = t.map_or(self.cfg.deadline_ms, |t| t.min(self.cfg.deadline_ms));
+        self.by = now.saturating_add((self.budget_ms * 1e6) as Nanos);
+    }
+
+    fn bulk_metric(&self, i: usize) -> Metric {
+        self.cfg.bulk[i]
+    }
+
+    fn ping(&self) -> [u8; wire::PING_LEN] {
+        [wire::OP_PING, self.number as u8]
+    }
+
+    /// What to do next, at `now`.
+    pub fn poll(&mut self, now: Nanos) -> Action {
+        match self.step {
+            Step::Connect => {
+                self.budget(Metric::HandshakeRtt, now);
+                self.step_started = now;
+                Action::Connect {
+                    sndbuf: self.cfg.sndbuf,
+                    rcvbuf: self.cfg.rcvbuf,
+                    by: self.by,
+                }
+            }
+            Step::Hello => Action::Exchange {
+                send: Message::of(&self.cfg.hello.encode()),
+                payload: 0,
+                read: Welcome::LEN,
+                nodelay: true,
+                by: self.by,
+            },
+            Step::WarmUp => {
+                self.budget(Metric::Rtt, now);
+                Action::Exchange {
+                    send: Message::of(&[wire::OP_PING, WARM_UP]),
+                    payload: 0,
+                    read: wire::PING_LEN,
+                    nodelay: true,
+                    by: self.by,
+                }
+            }
+            Step::Echo(nagle) => {
+                self.budget(echo_metric(nagle), now);
+                Action::Exchange {
+                    send: Message::of(&self.ping()),
+                    payload: 0,
+                    read: wire::PING_LEN,
+                    nodelay: !nagle,
+                    by: self.by,
+                }
+            }
+            Step::Bulk(i) => {
+                let metric = self.bulk_metric(i);
+                self.budget(metric, now);
+                if self.cfg.size > self.max_payload {
+                    let msg = format!(
+                        "{}: {}: {} bytes is above the server's cap of {} bytes",
+                        self.cfg.host,
+                        bulk_step(metric),
+                        self.cfg.size,
+                        self.max_payload
+                    );
+                    self.record(metric, Outcome::Failed { error: msg }, self.bulk_probe());
+                    self.step = Step::Done;
+                    return Action::Done;
+                }
+                if i == 0 {
+                    // JavaNws §2.1.1: the RTT forecast made from the exchanges so far.
+                    self.predicted_rtt = self.series.next(Metric::Rtt).map(|f| f.value);
+                }
+                let (op, payload) = if metric == Metric::BandwidthDown {
+                    (wire::OP_BULK_DOWN, 0)
+                } else {
+                    (wire::OP_BULK, self.cfg.size)
+                };
+                Action::Exchange {
+                    send: Message::of(&wire::bulk_header(op, self.cfg.size)),
+                    payload,
+                    read: wire::ACK.len(),
+                    // Nagle off, so the last partial segment is not held back for an ACK.
+                    nodelay: true,
+                    by: self.by,
+                }
+            }
+            Step::BulkBody(_) => Action::Discard {
+                len: self.cfg.size,
+                by: self.by,
+            },
+            Step::Quit => Action::Quit {
+                send: Message::of(&[wire::OP_QUIT]),
+                by: now.saturating_add(QUIT_NS),
+            },
+            Step::Done => Action::Done,
+        }
+    }
+
+    /// Takes what happened to the action [`Session::poll`] last returned.
+    pub fn handle(&mut self, event: Event<'_>) {
+        let host = self.cfg.host.clone();
+        match (self.step, event) {
+            (
+                Step::Connect,
+                Event::Connected {
+                    started,
+                    ended,
+                    local,
+                    sndbuf,
+                    rcvbuf,
+                },
+            ) => {
+                self.handshake_ms = ms(started, ended);
+                self.from = local;
+                self.local = Granted {
+                    sndbuf,
+                    rcvbuf,
+                    ..Granted::default()
+                };
+                self.probe.sndbuf_bytes = Some(sndbuf);
+                self.probe.rcvbuf_bytes = Some(rcvbuf);
+                self.step = Step::Hello;
+            }
+            (Step::Hello, Event::Exchanged { read, .. }) => match Welcome::decode(read) {
+                Ok(w) if w.status == Accepted::Ok => {
+                    self.granted = Some(Granted {
+                        server_rcvbuf: w.rcvbuf,
+                        server_sndbuf: w.sndbuf,
+                        ..self.local
+                    });
+                    self.max_payload = w.max_payload;
+                    let outcome = Outcome::Measured {
+                        value: self.handshake_ms,
+                        duration_ms: Some(self.handshake_ms),
+                    };
+                    self.record(Metric::HandshakeRtt, outcome, self.probe.clone());
+                    self.step = Step::WarmUp;
+                }
+                Ok(_) => self.fail(
+                    Metric::HandshakeRtt,
+                    format!("{host}: hello: the server is busy (over its session caps)"),
+                    self.probe.clone(),
+                ),
+                Err(e) => self.fail(
+                    Metric::HandshakeRtt,
+                    format!("{host}: hello: {e}"),
+                    self.probe.clone(),
+                ),
+            },
+            (step @ (Step::Connect | Step::Hello), other) => {
+                let name = if step == Step::Connect {
+                    "connect"
+                } else {
+                    "hello"
+                };
+                let since = self.step_started;
+                self.failed(Metric::HandshakeRtt, name, other, since, self.probe.clone());
+            }
+            (Step::WarmUp, Event::Exchanged { read, .. }) => {
+                let want = [wire::OP_PING, WARM_UP];
+                if read == want {
+                    self.step = Step::Echo(false);
+                } else {
+                    let msg = format!(
+                        "{host}: rtt warm-up: the echo differs from the probe ({read:?} for {want:?})"
+                    );
+                    self.fail(Metric::Rtt, msg, self.echo_probe(false));
+                }
+            }
+            (Step::WarmUp, other) => {
+                let since = started_of(&other);
+                self.failed(
+                    Metric::Rtt,
+                    "rtt warm-up",
+                    other,
+                    since,
+                    self.echo_probe(false),
+                );
+            }
+            (
+                Step::Echo(nagle),
+                Event::Exchanged {
+                    started,
+                    ended,
+                    read,
+                },
+            ) => {
+                let metric = echo_metric(nagle);
+                let ping = self.ping();
+                if read == ping {
+                    let v = ms(started, ended);
+                    let outcome = Outcome::Measured {
+                        value: v,
+                        duration_ms: Some(v),
+                    };
+                    if self.record(metric, outcome, self.echo_probe(nagle)) {
+                        self.step = if nagle {
+                            self.after_echoes()
+                        } else {
+                            Step::Echo(true)
+                        };
+                    } else {
+                        self.step = Step::Done;
+                    }
+                } else {
+                    let msg = format!(
+                        "{host}: {}: the echo differs from the probe ({read:?} for {ping:?})",
+                        echo_step(nagle)
+                    );
+                    self.fail(metric, msg, self.echo_probe(nagle));
+                }
+            }
+            (Step::Echo(nagle), other) => {
+                let since = started_of(&other);
+                self.failed(
+                    echo_metric(nagle),
+                    echo_step(nagle),
+                    other,
+                    since,
+                    self.echo_probe(nagle),
+                );
+            }
+            (
+                Step::Bulk(i),
+                Event::Exchanged {
+                    started,
+                    ended,
+                    read,
+                },
+            ) => {
+                let metric = self.bulk_metric(i);
+                let step = bulk_step(metric);
+                match read {
+                    a if a == wire::ACK && metric == Metric::BandwidthDown => {
+                        self.bulk_started = started;
+                        self.step = Step::BulkBody(i);
+                    }
+                    a if a == wire::ACK => self.transferred(i, started, ended),
+                    a if a == wire::REFUSED => {
+                        let msg =
+                            format!("{host}: {step}: the server refused {} bytes", self.cfg.size);
+                        self.fail(metric, msg, self.bulk_probe());
+                    }
+                    other => {
+                        let msg = format!("{host}: {step}: unexpected acknowledgement {other:?}");
+                        self.fail(metric, msg, self.bulk_probe());
+                    }
+                }
+            }
+            (Step::BulkBody(i), Event::Discarded { ended }) => {
+                self.transferred(i, self.bulk_started, ended);
+            }
+            (Step::Bulk(i) | Step::BulkBody(i), other) => {
+                let metric = self.bulk_metric(i);
+                let since = match self.step {
+                    Step::BulkBody(_) => self.bulk_started,
+                    _ => started_of(&other),
+                };
+                self.failed(metric, bulk_step(metric), other, since, self.bulk_probe());
+            }
+            (Step::Quit | Step::Done, _) => self.step = Step::Done,
+        }
+    }
+
+    /// The step after the two echoes.
+    fn after_echoes(&self) -> Step {
+        if self.cfg.bulk.is_empty() {
+            Step::Quit
+        } else {
+            Step::Bulk(0)
+        }
+    }
+
+    /// A bandwidth probe of `bulk[i]` that moved its payload between `started` and `ended`.
+    fn transferred(&mut self, i: usize, started: Nanos, ended: Nanos) {
+        let metric = self.bulk_metric(i);
+        let raw_ms = ms(started, ended);
+        let mut p = self.bulk_probe();
+        let outcome = match bandwidth(self.cfg.size, raw_ms, self.predicted_rtt) {
+            Some(b) => {
+                p.raw_ms = Some(b.raw_ms);
+                p.rtt_subtracted_ms = Some(b.subtracted_ms);
+                Outcome::Measured {
+                    value: b.mbit_per_s,
+                    duration_ms: Some(raw_ms),
+                }
+            }
+            None => Outcome::Failed {
+                error: format!(
+                    "{}: {}: the probe took no measurable time",
+                    self.cfg.host,
+                    bulk_step(metric)
+                ),
+            },
+        };
+        let ok = self.record(metric, outcome, p);
+        self.step = match (ok, i + 1 < self.cfg.bulk.len()) {
+            (false, _) => Step::Done,
+            (true, true) => Step::Bulk(i + 1),
+            (true, false) => Step::Quit,
+        };
+    }
+
+    fn echo_probe(&self, nagle: bool) -> Probe {
+        Probe {
+            payload_bytes: Some(wire::PING_LEN as u64),
+            nagle: Some(nagle),
+            ..self.probe.clone()
+        }
+    }
+
+    fn bulk_probe(&self) -> Probe {
+        Probe {
+            payload_bytes: Some(self.cfg.size),
+            nagle: Some(false),
+            ..self.probe.clone()
+        }
+    }
+
+    /// Records `outcome` for `metric`; whether it was a value.
+    fn record(&mut self, metric: Metric, outcome: Outcome, probe: Probe) -> bool {
+        let obs = Observation {
+            probe: Some(probe),
+            from: self.from.clone(),
+            ..Observation::new(self.wall_ms, outcome, Some(self.budget_ms))
+        };
+        let r = self.series.observe(metric, obs);
+        let ok = r.status == Status::Ok;
+        self.records.push(r);
+        ok
+    }
+
+    /// A failure that ends the session.
+    fn fail(&mut self, metric: Metric, error: String, probe: Probe) {
+        self.record(metric, Outcome::Failed { error }, probe);
+        self.step = Step::Done;
+    }
+
+    /// A step that ended without a value: a timeout (counted from `since`) or an error
+    /// that names the host, the step and the cause.
+    fn failed(&mut self, metric: Metric, step: &str, event: Event<'_>, since: Nanos, probe: Probe) {
+        let outcome = match event {
+            Event::TimedOut { at, .. } => Outcome::TimedOut {
+                elapsed_ms: ms(since, at),
+            },
+            Event::Failed { error } => Outcome::Failed {
+                error: format!("{}: {step}: {error}", self.cfg.host),
+            },
+            other => Outcome::Failed {
+                error: format!("{}: {step}: unexpected {other:?}", self.cfg.host),
+            },
+        };
+        self.record(metric, outcome, probe);
+        self.step = Step::Done;
+    }
+
+    /// The buffer sizes granted, once the server welcomed the session.
+    pub fn granted(&self) -> Option<Granted> {
+        self.granted
+    }
+
+    /// The session's records, in step order.
+    pub fn into_records(self) -> Vec<Record> {
+        self.records
+    }
+}
+
+fn started_of(e: &Event<'_>) -> Nanos {
+    match e {
+        Event::TimedOut { started, .. } => *started,
+        _ => 0,
+    }
+}
+
+fn echo_metric(nagle: bool) -> Metric {
+    if nagle {
+        Metric::RttNagle
+    } else {
+        Metric::Rtt
+    }
+}
+
+fn echo_step(nagle: bool) -> &'static str {
+    if nagle {
+        "rtt with Nagle on"
+    } else {
+        "rtt"
+    }
+}
+
+fn bulk_step(metric: Metric) -> &'static str {
+    if metric == Metric::BandwidthDown {
+        "bandwidth down"
+    } else {
+        "bandwidth"
+    }
+}

@@ -1,0 +1,241 @@
+//! The edge of `nowcast udp`: the socket work of a [`Burst`] and the periodic loop of bursts.
+//!
+//! One thread sends and takes the replies, like sockperf's client: between sends it sleeps
+//! in `ppoll` on the socket (nanosecond timeout, unlike `SO_RCVTIMEO`'s jiffies), so a reply
+//! wakes the thread that stamps it, with no hand-over between threads; before each send it
+//! drains what has arrived, so a fast burst never overflows the receive buffer.
+
+use super::burst::{self, Action, Burst, Plan};
+use crate::clock::{wall_ms, Clock};
+use crate::output::{Heading, RecordSink};
+use crate::periodic::{self, Report};
+use crate::series::{SeriesSet, Settings};
+use crate::stop::Stop;
+use anyhow::{anyhow, Result};
+use nowcast_core::probed::{Observation, Outcome};
+use nowcast_core::record::{Metric, Probe, Transport};
+use std::io;
+use std::net::{SocketAddr, UdpSocket};
+use std::time::Duration;
+
+/// A `nowcast udp` run.
+#[derive(Clone, Debug)]
+pub struct Bursts {
+    /// `host:port`, named in records and messages.
+    pub host: String,
+    pub addr: SocketAddr,
+    /// Probes per burst.
+    pub probes: u64,
+    /// Time between the probes of a burst.
+    pub interval: Duration,
+    /// Datagram size, bytes (at least the header).
+    pub size: usize,
+    /// Hard limit on a burst.
+    pub deadline: Duration,
+}
+
+const METRICS: [Metric; 3] = [Metric::Rtt, Metric::Jitter, Metric::Loss];
+
+/// Runs bursts per `plan`, feeding `settings`' series, writing to `sink`.
+pub fn run(
+    b: &Bursts,
+    settings: &Settings,
+    plan: &periodic::Plan,
+    stop: &Stop,
+    sink: &mut dyn RecordSink,
+) -> Result<()> {
+    let host = &b.host;
+    let local: SocketAddr = if b.addr.is_ipv4() {
+        "0.0.0.0:0"
+    } else {
+        "[::]:0"
+    }
+    .parse()
+    .expect("literal address");
+    let sock = UdpSocket::bind(local).map_err(|e| anyhow!("{host}: bind udp: {e}"))?;
+    sock.connect(b.addr)
+        .map_err(|e| anyhow!("{host}: connect udp: {e}"))?;
+    // Never blocks: a burst waits in ppoll and drains what has arrived.
+    sock.set_nonblocking(true)?;
+    let from = sock.local_addr().ok().map(|a| a.to_string());
+    let mut set = SeriesSet::new(&METRICS, settings)?;
+    let clock = Clock::new();
+    sink.begin(&Heading {
+        title: format!(
+            "nowcast udp → {host} ({}), {} probes of {} bytes every {} ms per burst",
+            b.addr,
+            b.probes,
+            b.size,
+            b.interval.as_secs_f64() * 1e3
+        ),
+        metrics: METRICS.to_vec(),
+        extra: vec!["lost".into(), "reordered".into(), "duplicates".into()],
+    })?;
+    let nanos = |d: Duration| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
+    let result = periodic::run(plan, &clock, stop, sink, |index| {
+        let timestamp_ms = wall_ms();
+        let wait_ms = set
+            .timeout_ms(Metric::Rtt)
+            .map_or(b.deadline, |ms| Duration::from_secs_f64(ms / 1e3))
+            .min(b.deadline)
+            .as_secs_f64()
+            * 1e3;
+        let started = clock.now();
+        let burst = Burst::new(
+            Plan {
+                first_seq: index * b.probes,
+                count: b.probes,
+                interval: nanos(b.interval),
+                wait: (wait_ms * 1e6) as u64,
+            },
+            started,
+            started.saturating_add(nanos(b.deadline)),
+        );
+        let probe = Probe {
+            transport: Some(Transport::Udp),
+            payload_bytes: Some(b.size as u64),
+            ..Probe::default()
+        };
+        let (outcomes, extra) = match drive(burst, &sock, b.size, &clock) {
+            Err(e) => {
+                let error = format!("{host}: {e}");
+                (vec![(Metric::Rtt, Outcome::Failed { error })], Vec::new())
+            }
+            Ok(s) => {
+                let elapsed_ms = clock.now().saturating_sub(started) as f64 / 1e6;
+                let extra = vec![s.sent - s.received, s.reordered, s.duplicates];
+                (burst::outcomes(&s, elapsed_ms), extra)
+            }
+        };
+        report(
+            &mut set,
+            outcomes,
+            &probe,
+            &from,
+            timestamp_ms,
+            wait_ms,
+            &extra,
+        )
+    });
+    periodic::finish(result, sink, &set.stats())
+}
+
+/// Feeds a burst's outcomes to their series and returns what the sink shows.
+fn report(
+    set: &mut SeriesSet,
+    outcomes: Vec<(Metric, Outcome)>,
+    probe: &Probe,
+    from: &Option<String>,
+    timestamp_ms: f64,
+    wait_ms: f64,
+    extra: &[u64],
+) -> Report {
+    let records = outcomes
+        .into_iter()
+        .map(|(metric, outcome)| {
+            let o = Observation {
+                probe: Some(probe.clone()),
+                from: from.clone(),
+                ..Observation::new(timestamp_ms, outcome, Some(wait_ms))
+            };
+            set.observe(metric, o)
+        })
+        .collect();
+    Report {
+        timestamp_ms,
+        records,
+        next: METRICS
+            .iter()
+            .map(|&m| set.next(m).map(|f| f.value))
+            .collect(),
+        extra: extra.iter().map(u64::to_string).collect(),
+        notes: Vec::new(),
+    }
+}
+
+/// Does what `burst` asks until it is done; its figures.
+fn drive(
+    mut burst: Burst,
+    sock: &UdpSocket,
+    size: usize,
+    clock: &Clock,
+) -> io::Result<burst::Summary> {
+    let mut out = vec![0u8; size];
+    let mut inbox = vec![0u8; 65_536];
+    loop {
+        // Every reply already queued, each stamped as it is taken.
+        loop {
+            match sock.recv(&mut inbox) {
+                Ok(len) => {
+                    let now = clock.now();
+                    burst.datagram_received(&inbox[..len], now);
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                // An ICMP error (port unreachable) from an earlier send: the probe is lost,
+                // which the accounting already says; keep listening.
+                Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => {}
+                Err(e) => return Err(io::Error::new(e.kind(), format!("receive: {e}"))),
+            }
+        }
+        let now = clock.now();
+        match burst.poll(now) {
+            Action::Done => return Ok(burst.summary()),
+            Action::Send { seq } => {
+                let sent = clock.now();
+                burst.datagram(seq, sent, &mut out);
+                burst.sent(seq, sent);
+                match sock.send(&out) {
+                    Ok(_) => {}
+                    // A refused earlier probe reports here too; this one may still have left.
+                    Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => {}
+                    // The send buffer is full: this probe did not leave, which counts as lost.
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                    Err(e) => return Err(io::Error::new(e.kind(), format!("send: {e}"))),
+                }
+            }
+            Action::Wait { until } => {
+                wait_readable(sock, Duration::from_nanos(until.saturating_sub(now)))?
+            }
+        }
+    }
+}
+
+/// Sleeps until `sock` has a datagram to read or `timeout` has passed.
+fn wait_readable(sock: &UdpSocket, timeout: Duration) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let mut fd = libc::pollfd {
+        fd: sock.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    #[cfg(any(target_os = "linux", target_os = "android", target_os = "freebsd"))]
+    let r = {
+        let ts = libc::timespec {
+            tv_sec: libc::time_t::try_from(timeout.as_secs()).unwrap_or(libc::time_t::MAX),
+            tv_nsec: libc::c_long::from(timeout.subsec_nanos() as i32),
+        };
+        // SAFETY: one valid pollfd for the duration of the call, a valid timespec, no mask.
+        unsafe { libc::ppoll(&mut fd, 1, &ts, std::ptr::null()) }
+    };
+    // Elsewhere poll(2), whole milliseconds rounded up: a send may leave up to 1 ms late.
+    #[cfg(not(any(target_os = "linux", target_os = "android", target_os = "freebsd")))]
+    let r = {
+        let ms = timeout.as_nanos().div_ceil(1_000_000);
+        // SAFETY: one valid pollfd for the duration of the call.
+        unsafe {
+            libc::poll(
+                &mut fd,
+                1,
+                libc::c_int::try_from(ms).unwrap_or(libc::c_int::MAX),
+            )
+        }
+    };
+    if r < 0 {
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(io::Error::new(e.kind(), format!("poll: {e}")));
+        }
+    }
+    Ok(())
+}
