@@ -628,3 +628,351 @@ fn bulk_step(metric: Metric) -> &'static str {
         "bandwidth"
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::series::Settings;
+    use nowcast_core::probed::Overrides;
+
+    const MS: Nanos = 1_000_000;
+
+    /// What the scripted peer does with an action, and how long it takes.
+    enum Reply {
+        Connected(Nanos),
+        Read(Vec<u8>, Nanos),
+        Discarded(Nanos),
+        TimedOut(Nanos),
+        Failed(&'static str),
+        Closed,
+    }
+
+    fn config(bulk: Vec<Metric>) -> Config {
+        Config {
+            host: "h:1".into(),
+            size: 1_000_000,
+            sndbuf: Some(4096),
+            rcvbuf: None,
+            hello: Hello {
+                rcvbuf: 8192,
+                sndbuf: 0,
+            },
+            deadline_ms: 60_000.0,
+            bulk,
+        }
+    }
+
+    fn series(cfg: &Config) -> SeriesSet {
+        let settings = Settings {
+            source: "nowcast tcp",
+            to: cfg.host.clone(),
+            transport: Transport::Tcp,
+            period_ms: None,
+            overrides: Overrides::default(),
+        };
+        SeriesSet::new(&cfg.metrics(), &settings).unwrap()
+    }
+
+    fn welcome(status: Accepted, max_payload: u64) -> Vec<u8> {
+        Welcome {
+            status,
+            max_payload,
+            rcvbuf: 16384,
+            sndbuf: 32768,
+        }
+        .encode()
+        .to_vec()
+    }
+
+    /// Runs session `number` against `peer`, one clock for both; the actions asked for and
+    /// the records written.
+    fn run(
+        cfg: &Config,
+        set: &mut SeriesSet,
+        number: u64,
+        mut peer: impl FnMut(&Action) -> Reply,
+    ) -> (Vec<Action>, Vec<Record>, Option<Granted>) {
+        let mut session = Session::new(cfg, set, number, 1.7e12);
+        let mut now: Nanos = 1_000;
+        let mut actions = Vec::new();
+        for _ in 0..100 {
+            let action = session.poll(now);
+            actions.push(action.clone());
+            if action == Action::Done {
+                let granted = session.granted();
+                return (actions, session.into_records(), granted);
+            }
+            let started = now;
+            match peer(&action) {
+                Reply::Connected(dt) => {
+                    now += dt;
+                    session.handle(Event::Connected {
+                        started,
+                        ended: now,
+                        local: Some("127.0.0.1:5000".into()),
+                        sndbuf: 8192,
+                        rcvbuf: 131072,
+                    });
+                }
+                Reply::Read(bytes, dt) => {
+                    now += dt;
+                    session.handle(Event::Exchanged {
+                        started,
+                        ended: now,
+                        read: &bytes,
+                    });
+                }
+                Reply::Discarded(dt) => {
+                    now += dt;
+                    session.handle(Event::Discarded { ended: now });
+                }
+                Reply::TimedOut(dt) => {
+                    now += dt;
+                    session.handle(Event::TimedOut { started, at: now });
+                }
+                Reply::Failed(e) => session.handle(Event::Failed { error: e.into() }),
+                Reply::Closed => session.handle(Event::Closed),
+            }
+        }
+        panic!("the session did not end");
+    }
+
+    /// A well-behaved server: 1 ms connects, 0.25 ms echoes, 100 ms bulk transfers.
+    fn good(action: &Action) -> Reply {
+        match action {
+            Action::Connect { .. } => Reply::Connected(MS),
+            Action::Exchange { send, read, .. } if *read == Welcome::LEN => {
+                assert_eq!(Hello::decode(send.bytes()).unwrap().rcvbuf, 8192);
+                Reply::Read(welcome(Accepted::Ok, 1 << 30), MS / 2)
+            }
+            Action::Exchange {
+                send, payload: 0, ..
+            } if send.bytes()[0] == wire::OP_PING => Reply::Read(send.bytes().to_vec(), MS / 4),
+            // A download's request is acknowledged at once, its payload takes 100 ms.
+            Action::Exchange { payload: 0, .. } => Reply::Read(wire::ACK.to_vec(), 0),
+            Action::Exchange { .. } => Reply::Read(wire::ACK.to_vec(), 100 * MS),
+            Action::Discard { .. } => Reply::Discarded(100 * MS),
+            Action::Quit { .. } => Reply::Closed,
+            Action::Done => unreachable!(),
+        }
+    }
+
+    #[test]
+    fn a_session_connects_warms_up_echoes_with_and_without_nagle_and_moves_the_payload() {
+        let cfg = config(vec![Metric::BandwidthUp, Metric::BandwidthDown]);
+        let mut set = series(&cfg);
+        let (actions, records, granted) = run(&cfg, &mut set, 7, good);
+        let metrics: Vec<Metric> = records.iter().map(|r| r.metric).collect();
+        assert_eq!(metrics, cfg.metrics());
+        assert!(
+            records.iter().all(|r| r.status == Status::Ok),
+            "{records:?}"
+        );
+        let sends: Vec<(Vec<u8>, u64, bool)> = actions
+            .iter()
+            .filter_map(|a| match a {
+                Action::Exchange {
+                    send,
+                    payload,
+                    nodelay,
+                    ..
+                } => Some((send.bytes().to_vec(), *payload, *nodelay)),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(sends[1], (vec![b'P', WARM_UP], 0, true), "the warm-up");
+        assert_eq!(sends[2], (vec![b'P', 7], 0, true), "rtt: Nagle off");
+        assert_eq!(sends[3], (vec![b'P', 7], 0, false), "rtt_nagle: Nagle on");
+        assert_eq!(
+            (sends[4].1, sends[4].2),
+            (1_000_000, true),
+            "the payload up"
+        );
+        assert_eq!(
+            sends[5],
+            (
+                wire::bulk_header(wire::OP_BULK_DOWN, 1_000_000).to_vec(),
+                0,
+                true
+            )
+        );
+        assert!(matches!(
+            actions[actions.len() - 3],
+            Action::Discard { len: 1_000_000, .. }
+        ));
+        assert!(matches!(actions[actions.len() - 2], Action::Quit { .. }));
+        let v = |i: usize| records[i].value.unwrap();
+        assert_eq!(
+            (v(0), v(1), v(2)),
+            (1.0, 0.25, 0.25),
+            "connect and echoes, ms"
+        );
+        // 1 MB in 100 ms less the predicted RTT of 0.25 ms, both ways.
+        let want = 8.0 / (99.75e-3);
+        assert!(
+            (v(3) - want).abs() < 1e-9 && (v(4) - want).abs() < 1e-9,
+            "{records:?}"
+        );
+        let p = records[4].probe.as_ref().unwrap();
+        assert_eq!((p.raw_ms, p.rtt_subtracted_ms), (Some(100.0), Some(0.25)));
+        assert_eq!(p.sndbuf_bytes, Some(8192));
+        assert_eq!(records[0].from.as_deref(), Some("127.0.0.1:5000"));
+        assert_eq!(
+            records[1].timeout_ms,
+            Some(3_000.0),
+            "the cold start's initial timeout"
+        );
+        let g = granted.unwrap();
+        assert_eq!(
+            (g.sndbuf, g.server_rcvbuf, g.server_sndbuf),
+            (8192, 16384, 32768)
+        );
+    }
+
+    #[test]
+    fn a_step_that_times_out_is_recorded_with_the_time_it_took_and_ends_the_session() {
+        let cfg = config(vec![Metric::BandwidthUp]);
+        let mut set = series(&cfg);
+        let (actions, records, _) = run(&cfg, &mut set, 0, |a| match a {
+            Action::Exchange { nodelay: false, .. } => Reply::TimedOut(3_000 * MS),
+            other => good(other),
+        });
+        let last = records.last().unwrap();
+        assert_eq!(
+            (last.metric, last.status),
+            (Metric::RttNagle, Status::Timeout)
+        );
+        assert_eq!(last.probe.as_ref().unwrap().raw_ms, Some(3_000.0));
+        assert_eq!(last.timeout_ms, Some(3_000.0));
+        assert_eq!(records.len(), 3, "no bandwidth probe after it");
+        assert_eq!(actions.last(), Some(&Action::Done));
+        assert!(!actions.iter().any(|a| matches!(a, Action::Quit { .. })));
+        // The hard deadline caps every step's timeout.
+        let mut short = config(vec![]);
+        short.deadline_ms = 500.0;
+        let mut set = series(&short);
+        let (actions, records, _) = run(&short, &mut set, 0, |_| Reply::TimedOut(500 * MS));
+        assert_eq!(
+            actions[0],
+            Action::Connect {
+                sndbuf: Some(4096),
+                rcvbuf: None,
+                by: 1_000 + 500 * MS
+            }
+        );
+        assert_eq!(
+            (records[0].status, records[0].timeout_ms),
+            (Status::Timeout, Some(500.0))
+        );
+    }
+
+    #[test]
+    fn refusals_short_reads_and_wrong_echoes_name_the_host_and_the_step() {
+        // Rows: what the peer does at which step, the record's metric and its message.
+        type Peer = fn(&Action) -> Reply;
+        let rows: [(Peer, Metric, &str); 6] = [
+            (
+                |a| match a {
+                    Action::Connect { .. } => Reply::Failed("Connection refused (os error 111)"),
+                    o => good(o),
+                },
+                Metric::HandshakeRtt,
+                "h:1: connect: Connection refused (os error 111)",
+            ),
+            (
+                |a| match a {
+                    Action::Exchange { read: 22, .. } => {
+                        Reply::Read(welcome(Accepted::Busy, 0), MS)
+                    }
+                    o => good(o),
+                },
+                Metric::HandshakeRtt,
+                "h:1: hello: the server is busy (over its session caps)",
+            ),
+            (
+                |a| match a {
+                    Action::Exchange { read: 22, .. } => {
+                        Reply::Read(b"HTTP/1.1 400 Bad Reque".to_vec(), MS)
+                    }
+                    o => good(o),
+                },
+                Metric::HandshakeRtt,
+                "h:1: hello: the peer is not a nowcast server",
+            ),
+            (
+                |a| match a {
+                    Action::Exchange { send, .. } if send.bytes() == [b'P', WARM_UP] => {
+                        Reply::Failed("the server closed the connection")
+                    }
+                    o => good(o),
+                },
+                Metric::Rtt,
+                "h:1: rtt warm-up: the server closed the connection",
+            ),
+            (
+                |a| match a {
+                    Action::Exchange { nodelay: false, .. } => Reply::Read(vec![b'P', 9], MS),
+                    o => good(o),
+                },
+                Metric::RttNagle,
+                "h:1: rtt with Nagle on: the echo differs from the probe",
+            ),
+            (
+                |a| match a {
+                    Action::Exchange {
+                        payload: 1_000_000, ..
+                    } => Reply::Read(wire::REFUSED.to_vec(), MS),
+                    o => good(o),
+                },
+                Metric::BandwidthUp,
+                "h:1: bandwidth: the server refused 1000000 bytes",
+            ),
+        ];
+        for (peer, metric, message) in rows {
+            let cfg = config(vec![Metric::BandwidthUp]);
+            let mut set = series(&cfg);
+            let (_, records, _) = run(&cfg, &mut set, 0, peer);
+            let last = records.last().unwrap();
+            assert_eq!(
+                (last.metric, last.status),
+                (metric, Status::Error),
+                "{message}"
+            );
+            let error = last.error.as_deref().unwrap();
+            assert!(error.starts_with(message), "{error} for {message}");
+            last.validate().unwrap();
+        }
+    }
+
+    #[test]
+    fn a_probe_above_the_servers_cap_is_refused_without_being_sent() {
+        let cfg = config(vec![Metric::BandwidthDown]);
+        let mut set = series(&cfg);
+        let (actions, records, _) = run(&cfg, &mut set, 0, |a| match a {
+            Action::Exchange { read: 22, .. } => Reply::Read(welcome(Accepted::Ok, 1000), MS),
+            o => good(o),
+        });
+        let last = records.last().unwrap();
+        assert_eq!(
+            last.error.as_deref(),
+            Some("h:1: bandwidth down: 1000000 bytes is above the server's cap of 1000 bytes")
+        );
+        let bulk = wire::bulk_header(wire::OP_BULK_DOWN, 1_000_000);
+        assert!(!actions
+            .iter()
+            .any(|a| matches!(a, Action::Exchange { send, .. } if send.bytes() == bulk)));
+    }
+
+    #[test]
+    fn the_series_learn_across_sessions_and_the_rtt_forecast_is_subtracted() {
+        let cfg = config(vec![Metric::BandwidthUp]);
+        let mut set = series(&cfg);
+        for n in 0..3 {
+            let (_, records, _) = run(&cfg, &mut set, n, good);
+            assert_eq!(records[1].seq, Some(n));
+            assert_eq!(records[1].forecast.is_some(), n > 0);
+        }
+        assert_eq!(set.next(Metric::Rtt).unwrap().value, 0.25);
+        assert_eq!(set.get(Metric::BandwidthUp).state().count, 3);
+    }
+}

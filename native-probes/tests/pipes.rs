@@ -1,0 +1,71 @@
+//! A reader that goes away (`nowcast … | head -1`) ends the command quietly with success, as
+//! for any Unix filter: a real pipe through `sh`, against a real `nowcast serve`.
+
+mod common;
+
+use common::{run_bounded, text, Server, BIN};
+use std::process::Command;
+use std::time::Duration;
+
+const LIMIT: Duration = Duration::from_secs(60);
+
+/// Runs `nowcast ARGS | head -1` in `sh`; nowcast's exit status, its stderr and head's
+/// output.
+fn piped_to_head(args: &str) -> (String, String, String) {
+    let dir = std::env::temp_dir().join(format!("nowcast-pipe-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let err = dir.join("stderr");
+    let status = dir.join("status");
+    let script = format!(
+        "{{ '{BIN}' {args} 2>'{}'; echo $? >'{}'; }} | head -1",
+        err.display(),
+        status.display()
+    );
+    let mut cmd = Command::new("sh");
+    cmd.args(["-c", &script]);
+    let out = run_bounded(cmd, LIMIT);
+    let read = |p: &std::path::Path| std::fs::read_to_string(p).unwrap_or_default();
+    let result = (
+        read(&status).trim().to_string(),
+        read(&err),
+        text(&out.stdout),
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+    result
+}
+
+#[test]
+fn a_closed_pipe_is_a_quiet_success() {
+    let server = Server::start(&["--bind", "127.0.0.1"]);
+    // Many experiments back to back: head exits after the first line, and a later write
+    // finds the pipe closed.
+    let (status, stderr, line) = piped_to_head(&format!(
+        "tcp {} --json --count 100000 --period 0 --size 1K",
+        server.tcp
+    ));
+    assert_eq!((status.as_str(), stderr.as_str()), ("0", ""), "tcp --json");
+    assert!(line.starts_with('{'), "{line}");
+    let (status, stderr, line) = piped_to_head(&format!(
+        "tcp {} --count 100000 --period 0 --size 1K",
+        server.tcp
+    ));
+    assert_eq!((status.as_str(), stderr.as_str()), ("0", ""), "tcp table");
+    assert!(line.starts_with("nowcast tcp"), "{line}");
+
+    let dir = std::env::temp_dir().join(format!("nowcast-pipe-series-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("s.txt");
+    let values: String = (0..20_000).map(|i| format!("{}\n", 10 + i % 7)).collect();
+    std::fs::write(&file, values).unwrap();
+    for flags in ["--json", ""] {
+        let (status, stderr, line) =
+            piped_to_head(&format!("forecast '{}' {flags}", file.display()));
+        assert_eq!(
+            (status.as_str(), stderr.as_str()),
+            ("0", ""),
+            "forecast {flags}"
+        );
+        assert!(!line.is_empty());
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
