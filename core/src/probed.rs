@@ -262,24 +262,37 @@ pub struct Options {
     #[serde(default)]
     pub mode: Mode,
     /// Keep every forecast error; the page's predictability view needs them (default true).
-    #[serde(default = "yes")]
-    pub keep_errors: bool,
-    #[serde(flatten)]
-    pub overrides: Overrides,
-}
-
-fn yes() -> bool {
-    true
+    #[serde(default)]
+    pub keep_errors: Option<bool>,
+    // The fields of [`Overrides`], listed rather than flattened: serde's flattening costs
+    // the WASM module several kilobytes.
+    #[serde(default)]
+    pub kind: Option<Kind>,
+    #[serde(default)]
+    pub floor_ms: Option<f64>,
+    #[serde(default)]
+    pub ceiling_ms: Option<f64>,
+    #[serde(default)]
+    pub penalty_ms: Option<f64>,
+    #[serde(default)]
+    pub initial_ms: Option<f64>,
 }
 
 impl Options {
     pub fn config(self) -> Config {
+        let overrides = Overrides {
+            kind: self.kind,
+            floor_ms: self.floor_ms,
+            ceiling_ms: self.ceiling_ms,
+            penalty_ms: self.penalty_ms,
+            initial_ms: self.initial_ms,
+        };
         let mut c =
-            Config::new(self.metric, self.transport, &self.source, &self.to).with(&self.overrides);
+            Config::new(self.metric, self.transport, &self.source, &self.to).with(&overrides);
         c.from = self.from;
         c.period_ms = self.period_ms;
         c.mode = self.mode;
-        c.keep_errors = self.keep_errors;
+        c.keep_errors = self.keep_errors.unwrap_or(true);
         c
     }
 }

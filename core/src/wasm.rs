@@ -237,6 +237,12 @@ impl ObservationIn {
     }
 }
 
+#[derive(serde::Serialize)]
+struct Observed<'a> {
+    record: &'a Record,
+    state: &'a probed::State,
+}
+
 #[wasm_bindgen(js_class = ProbedSeries)]
 impl WasmProbedSeries {
     /// A new series from its options (JSON: metric, source, to, and optionally transport,
@@ -260,7 +266,12 @@ impl WasmProbedSeries {
     pub fn observe(&mut self, observation: &str) -> Result<String, JsError> {
         let o: ObservationIn = serde_json::from_str(observation).map_err(js_err)?;
         let record = self.series.observe(o.observation()?);
-        Ok(serde_json::json!({ "record": record, "state": self.series.state() }).to_string())
+        let state = self.series.state();
+        let out = Observed {
+            record: &record,
+            state: &state,
+        };
+        Ok(serde_json::to_string(&out).expect("plain data"))
     }
 
     /// Rebuilds the series from its saved records (a JSON array, oldest first) through the

@@ -1,13 +1,17 @@
-// Typed wrapper around the forecasting library compiled to WebAssembly (the core crate (nowcast-core)).
-// The page, its worker and the tests import this module, never the generated glue.
+// Typed wrapper around the shared Rust core (crate nowcast-core) compiled to WebAssembly: the
+// forecaster bank, the probed series every probe keeps, and the ranking of sites. The page, its
+// worker and the tests import this module, never the generated glue.
 
 import init, {
   Forecaster as RawForecaster,
+  ProbedSeries as RawProbedSeries,
   ecdf as rawEcdf,
   histogramJson,
   methodsJson,
+  rankJson,
   type InitInput,
 } from "../../core/pkg/nowcast_core.js";
+import type { Metric, Probe, Record, RecordForecast, Transport } from "./record";
 
 /** "improved" is the default; "faithful" reproduces the original NWS library, quirks included. */
 export type Mode = "improved" | "faithful";
@@ -206,4 +210,237 @@ export function ecdf(values: Float64Array | number[]): { x: number; p: number }[
 /** Ids and display names of every forecaster of a bank in `mode`. */
 export function methods(mode: Mode = "improved"): { id: string; name: string }[] {
   return (JSON.parse(methodsJson(mode)) as [string, string][]).map(([id, name]) => ({ id, name }));
+}
+
+/** Where a probed series' timeout comes from (core/src/probed.rs). */
+export type ProbeKind =
+  /** The value is the probe's duration (an RTT): one series serves both. */
+  | "duration"
+  /** The value is payload over time (Mbit/s): the durations get their own series. */
+  | "rate"
+  /** A figure summarising probes another series times (jitter, loss): no timeout of its own. */
+  | "statistic";
+
+/** A probed series' settings; what is left out comes from the core's table for the metric. */
+export interface ProbedSeriesOptions {
+  metric: Metric;
+  /** The records' `source`, e.g. "browser". */
+  source: string;
+  /** The records' `to`: whose series this is. */
+  to: string;
+  from?: string;
+  /** Picks the defaults row (an RTT over UDP is a burst's wait). */
+  transport?: Transport;
+  /** The configured period, written to every record as `period_ms`. */
+  periodMs?: number;
+  mode?: Mode;
+  /** Keep every forecast error for the predictability view (default true). */
+  keepErrors?: boolean;
+  kind?: ProbeKind;
+  floorMs?: number;
+  ceilingMs?: number;
+  /** Added to a timed-out probe's elapsed time when it is fed back (NWS). */
+  penaltyMs?: number;
+  /** The timeout until the durations' spread is known (the cold start). */
+  initialMs?: number;
+}
+
+/** One probe as it ended. */
+export interface ProbeObservation {
+  /** Wall-clock time of the probe (ms since epoch); recorded as given. */
+  timestampMs: number;
+  status: "ok" | "timeout" | "error";
+  /** The measured value, when `status` is "ok". */
+  value?: number;
+  /** "ok": the probe's duration (ms) as its timeout saw it; "timeout": the time it ran. */
+  durationMs?: number;
+  /** What went wrong, when `status` is "error". */
+  error?: string;
+  /** The timeout the probe ran under, ms (recorded as given). */
+  timeoutMs?: number;
+  /** Probe parameters; a rate's `payload_bytes` is what a timeout feeds back. */
+  probe?: Probe;
+  /** The record's `from`, when it differs from the series'. */
+  from?: string;
+}
+
+/** What the console shows of a probed series. */
+export interface ProbedState {
+  /** The forecast of the next value: MSE-selected, `error` the root of its MSE. */
+  next: RecordForecast | undefined;
+  /** Mean absolute error of the forecasts so far. */
+  mae: number | undefined;
+  count: number;
+  timeouts: number;
+  /** The sequence number of the next probe. */
+  seq: number;
+}
+
+interface RawState {
+  next: RecordForecast | null;
+  mae: number | null;
+  count: number;
+  timeouts: number;
+  seq: number;
+}
+
+function state(raw: RawState): ProbedState {
+  return {
+    next: raw.next ?? undefined,
+    mae: raw.mae ?? undefined,
+    count: raw.count,
+    timeouts: raw.timeouts,
+    seq: raw.seq,
+  };
+}
+
+/**
+ * One metric measured by repeated probes, in the shared Rust core: the adaptive timeout (its
+ * rule, cold start and bounds), the forecast made before each value, what a timed-out probe
+ * feeds back, sequence numbers, and the record of every probe. The CLI keeps its series with
+ * the same code; {@link ProbedSeries.replay} rebuilds one from its records exactly.
+ */
+export class ProbedSeries {
+  private constructor(private raw: RawProbedSeries) {}
+
+  /** A new series. Call {@link loadForecasting} first. */
+  static create(o: ProbedSeriesOptions): ProbedSeries {
+    const options = {
+      metric: o.metric,
+      source: o.source,
+      to: o.to,
+      from: o.from,
+      transport: o.transport,
+      period_ms: o.periodMs,
+      mode: o.mode,
+      keep_errors: o.keepErrors,
+      kind: o.kind,
+      floor_ms: o.floorMs,
+      ceiling_ms: o.ceilingMs,
+      penalty_ms: o.penaltyMs,
+      initial_ms: o.initialMs,
+    };
+    return new ProbedSeries(new RawProbedSeries(JSON.stringify(options)));
+  }
+
+  /** The timeout of the next probe (ms); undefined for a statistic. */
+  timeoutMs(): number | undefined {
+    return this.raw.timeoutMs();
+  }
+
+  /** Feeds one probe; its record (with the forecast made before it) and the state after. */
+  observe(o: ProbeObservation): { record: Record; state: ProbedState } {
+    const out = JSON.parse(
+      this.raw.observe(
+        JSON.stringify({
+          timestamp_ms: o.timestampMs,
+          status: o.status,
+          value: o.value,
+          duration_ms: o.durationMs,
+          error: o.error,
+          timeout_ms: o.timeoutMs,
+          probe: o.probe,
+          from: o.from,
+        }),
+      ),
+    ) as { record: Record; state: RawState };
+    return { record: out.record, state: state(out.state) };
+  }
+
+  /**
+   * Rebuilds the series from its saved records, oldest first, through the same code as live
+   * probes (so its forecasts and timeouts come back bit for bit); returns how many were fed.
+   */
+  replay(records: readonly Record[]): number {
+    return this.raw.replay(JSON.stringify(records));
+  }
+
+  state(): ProbedState {
+    return state(JSON.parse(this.raw.stateJson()) as RawState);
+  }
+
+  /** Each measured value minus the forecast made before it, oldest first. */
+  errors(): Float64Array {
+    return this.raw.errors();
+  }
+
+  /** Every forecaster of the values' bank, for the predictability view. */
+  table(): ForecasterRow[] {
+    return JSON.parse(this.raw.tableJson()) as ForecasterRow[];
+  }
+
+  /** Sets the period written to the next records (ms; undefined: none). */
+  setPeriodMs(periodMs: number | undefined): void {
+    this.raw.setPeriodMs(periodMs);
+  }
+
+  /** Frees the WASM memory; the series cannot be used afterwards. */
+  dispose(): void {
+    this.raw.free();
+  }
+}
+
+/** A forecast and its error (root MSE), in the series' unit. */
+export interface Estimate {
+  value: number;
+  error: number;
+}
+
+/** A download site to rank: its forecasts, and whether the caller could reach it. */
+export interface SiteForecast {
+  /** The site's base URL, which also identifies it in the result. */
+  url: string;
+  /** Forecast RTT, ms; undefined before the first measurement. */
+  rtt: Estimate | undefined;
+  /** Forecast download bandwidth, Mbit/s; undefined before the first measurement. */
+  bandwidth: Estimate | undefined;
+  /** Its last probes failed: it ranks last and says so. */
+  unreachable?: boolean;
+}
+
+/** Where a site stands: "about_the_same" when its range overlaps the best one's. */
+export type Standing = "best" | "about_the_same" | "slower" | "no_forecast" | "unreachable";
+
+export interface RankedSite {
+  url: string;
+  /** Predicted time to fetch the file, ms; undefined without a usable forecast. */
+  timeMs: number | undefined;
+  /** Best case: RTT − k·error and bandwidth + k·error. */
+  lowMs: number | undefined;
+  /** Worst case: RTT + k·error and bandwidth − k·error; Infinity when that bandwidth is ≤ 0. */
+  highMs: number | undefined;
+  standing: Standing;
+}
+
+function usable(e: Estimate | undefined): Estimate | undefined {
+  return e !== undefined && Number.isFinite(e.value) && Number.isFinite(e.error) ? e : undefined;
+}
+
+/**
+ * Sites fastest first by the predicted time to fetch `bytes` (RTT + size / bandwidth, errors
+ * scaled by `k`), each with its standing; those without a forecast after them and the
+ * unreachable ones last, each group in the order given.
+ */
+export function rankSites(sites: readonly SiteForecast[], bytes: number, k: number): RankedSite[] {
+  const input = sites.map((s) => ({
+    url: s.url,
+    rtt: usable(s.rtt),
+    bandwidth: usable(s.bandwidth),
+    unreachable: s.unreachable ?? false,
+  }));
+  const raw = JSON.parse(rankJson(JSON.stringify(input), bytes, k)) as {
+    url: string;
+    time_ms: number | null;
+    low_ms: number | null;
+    high_ms: number | null;
+    standing: Standing;
+  }[];
+  return raw.map((r) => ({
+    url: r.url,
+    timeMs: r.time_ms ?? undefined,
+    lowMs: r.low_ms ?? undefined,
+    // JSON has no infinity: a known time with no upper bound comes as null.
+    highMs: r.time_ms === null ? undefined : (r.high_ms ?? Infinity),
+    standing: r.standing,
+  }));
 }
