@@ -7,7 +7,7 @@
 
 import "../src/style.css";
 import { Chart, Decimation, Filler } from "chart.js";
-import { MAX_POINTS, SeriesChart } from "../src/chart-view";
+import { MAX_POINTS, SeriesChart } from "../src/views/chart-view";
 
 export interface ChartBenchResult {
   /** ms per addition, script only. */

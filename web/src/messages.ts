@@ -125,6 +125,19 @@ export function mirrorKey(url: string, key: SeriesKey): string {
   return `mirror/${key}@${url}`;
 }
 
+/** The mirror and series a {@link mirrorKey} names; undefined for any other key. */
+export function parseMirrorKey(key: string): { url: string; key: SeriesKey } | undefined {
+  const m = /^mirror\/([^@]+)@(.+)$/.exec(key);
+  return m === null ? undefined : { key: m[1] as SeriesKey, url: m[2]! };
+}
+
+/** The records of the series the page shows, as a file to download. */
+export interface ExportEvent {
+  type: "export";
+  format: "ndjson" | "csv";
+  text: string;
+}
+
 export type WorkerEvent =
   | MeasurementEvent
   | MirrorEvent
@@ -133,6 +146,7 @@ export type WorkerEvent =
   | PredictabilityEvent
   | HistoryEvent
   | ImportRemovedEvent
+  | ExportEvent
   | { type: "cleared" };
 
 export type PageCommand =
@@ -144,4 +158,6 @@ export type PageCommand =
   | { type: "clear" }
   | { type: "remove-import"; key: string }
   /** The mirrors the user opted in to probing; all others stop. */
-  | { type: "mirrors"; urls: string[] };
+  | { type: "mirrors"; urls: string[] }
+  /** The records of the series shown under these keys (each with its title, for CSV). */
+  | { type: "export"; format: ExportEvent["format"]; series: { key: string; label: string }[] };

@@ -5,7 +5,6 @@ import {
   AUTO_MAX_BYTES,
   chooseStreams,
   fetchRtt,
-  jitter,
   mbits,
   median,
   newStreamPlan,
@@ -310,13 +309,6 @@ describe("automatic probe size", () => {
       expect(s).toBeGreaterThanOrEqual(64 * 1024);
       expect(s).toBeLessThanOrEqual(10 * 1024 * 1024);
     }
-  });
-});
-
-describe("jitter", () => {
-  it("is the mean absolute difference of consecutive RTTs", () => {
-    expect(jitter([10, 12, 11, 15])).toBeCloseTo((2 + 1 + 4) / 3, 12);
-    expect(jitter([10])).toBeUndefined();
   });
 });
 

@@ -271,17 +271,6 @@ export function retryAfterSeconds(text: string | null): number | undefined {
   return m === null ? undefined : Number(m[1]);
 }
 
-/** Probe sizes offered (JavaNws: 64, 128, 256, 512 KB; the larger ones are for fast links). */
-export const PROBE_SIZES = [
-  64 * 1024,
-  128 * 1024,
-  256 * 1024,
-  512 * 1024,
-  1024 * 1024,
-  4 * 1024 * 1024,
-  16 * 1024 * 1024,
-] as const;
-
 /** How long an automatically sized probe should last: long enough that timer resolution and
  *  TCP slow start are small next to it, short enough to stay cheap. */
 export const AUTO_TARGET_MS = 250;
@@ -308,14 +297,6 @@ export function median(xs: readonly number[]): number | undefined {
   const s = [...xs].sort((a, b) => a - b);
   const mid = s.length >> 1;
   return s.length % 2 === 1 ? s[mid]! : (s[mid - 1]! + s[mid]!) / 2;
-}
-
-/** Jitter: mean absolute difference of consecutive RTTs; undefined below two values. */
-export function jitter(rtts: readonly number[]): number | undefined {
-  if (rtts.length < 2) return undefined;
-  let sum = 0;
-  for (let i = 1; i < rtts.length; i++) sum += Math.abs(rtts[i]! - rtts[i - 1]!);
-  return sum / (rtts.length - 1);
 }
 
 /**

@@ -20,9 +20,9 @@ import {
   type ChartDataset,
   type Plugin,
 } from "chart.js";
-import { clock, clockTicks, formatValue } from "./format";
+import { clock, clockTicks, formatValue } from "../format";
 import { thin, WindowExtreme, xAxis, yAxisHolds, type Point } from "./chart-math";
-import type { NextForecast } from "./messages";
+import type { NextForecast } from "../messages";
 
 Chart.register(LineController, LineElement, PointElement, LinearScale, Tooltip);
 

@@ -12,27 +12,9 @@ import {
   SUBPROTOCOL,
   WS_PATH,
   type ServerMessage,
-} from "../../echo-node/src/protocol";
+} from "../../../echo-node/src/protocol";
+import { ConnectionClosed, ProbeTimeout } from "./errors";
 import { endpointUrl, type StreamSpan, type UploadStream } from "./probe-math";
-
-/** A probe ran out of time after `elapsedMs`. */
-export class ProbeTimeout extends Error {
-  constructor(readonly elapsedMs: number) {
-    super(`probe timed out after ${Math.round(elapsedMs)} ms`);
-    this.name = "ProbeTimeout";
-  }
-}
-
-/** The server refused or ended the connection; `retryAfterS` when it named a wait. */
-export class ConnectionClosed extends Error {
-  constructor(
-    readonly code: number,
-    readonly reason: string,
-  ) {
-    super(`connection closed (${code}${reason === "" ? "" : `: ${reason}`})`);
-    this.name = "ConnectionClosed";
-  }
-}
 
 /** The 2-byte exchange of the NWS RTT probe. */
 const ECHO_PAYLOAD = new Uint8Array([0x4e, 0x57]);

@@ -8,15 +8,7 @@ import {
   retryAfterSeconds,
   type StreamSpan,
 } from "./probe-math";
-import { ProbeTimeout } from "./ws-probe";
-
-/** The server asked us to wait (HTTP 429). */
-export class RetryLater extends Error {
-  constructor(readonly seconds: number) {
-    super(`server asked to wait ${seconds} s`);
-    this.name = "RetryLater";
-  }
-}
+import { ProbeTimeout, RetryLater } from "./errors";
 
 let counter = 0;
 

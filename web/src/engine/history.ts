@@ -1,13 +1,14 @@
 // The page's history in IndexedDB: every record the worker makes, so that a reload shows the
 // same graphs and the forecaster banks are rebuilt exactly (the bank is deterministic: the
 // same values in the same order give the same state), and the series the user imported, so
-// that they come back too. Used from the worker.
+// that they come back too. The engine's sites read their records from it when they start
+// and write each round's when it ends.
 //
 // Series are per target: a record's `to` names the echo-node it measured, and the history of
 // one target is loaded without the others', so forecasts never mix two endpoints.
 
-import type { ImportedPoint } from "./files";
-import type { Record } from "./record";
+import type { ImportedPoint } from "../files";
+import type { Record } from "../record";
 
 const DB_NAME = "nowcast";
 /** 1: records; 2: records indexed by target (`record.to`), and imported series. */
@@ -89,9 +90,11 @@ export class History {
     return new History(db);
   }
 
-  append(key: string, record: Record): Promise<void> {
+  /** Keeps records (a round's), in the order given. */
+  append(rows: readonly { key: string; record: Record }[]): Promise<void> {
     const tx = this.db.transaction(STORE, "readwrite");
-    tx.objectStore(STORE).add({ key, record } satisfies Row);
+    const store = tx.objectStore(STORE);
+    for (const { key, record } of rows) store.add({ key, record } satisfies Row);
     return done(tx);
   }
 

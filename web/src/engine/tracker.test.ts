@@ -1,12 +1,12 @@
 import { readFileSync } from "node:fs";
 import { beforeAll, describe, expect, it } from "vitest";
-import { loadForecasting } from "./forecast";
-import { parseRecord, toLine } from "./record";
+import { loadForecasting } from "../forecast";
+import { parseRecord, toLine } from "../record";
 import { BANDWIDTH_BOUNDS, predictability, RTT_BOUNDS, Tracker } from "./tracker";
 
 beforeAll(async () => {
   await loadForecasting(
-    readFileSync(new URL("../../core/pkg/nowcast_core_bg.wasm", import.meta.url)),
+    readFileSync(new URL("../../../core/pkg/nowcast_core_bg.wasm", import.meta.url)),
   );
 });
 

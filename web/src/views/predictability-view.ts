@@ -3,8 +3,9 @@
 // use marked.
 
 import { Chart, type ChartDataset } from "chart.js";
-import { formatValue, significant } from "./format";
-import type { PredictabilityEvent } from "./messages";
+import { formatValue, significant } from "../format";
+import type { PredictabilityEvent } from "../messages";
+import { el } from "./dom";
 
 interface Point {
   x: number;
@@ -129,5 +130,33 @@ export class PredictabilityView {
       ];
       for (const text of cells) tr.insertCell().textContent = text;
     }
+  }
+}
+
+/** The predictability section: the choice of series, and its analysis when the worker sends
+ *  it. */
+export class PredictabilityPanel {
+  private readonly select = el<HTMLSelectElement>("predictability-series");
+  private readonly view = new PredictabilityView(el("predictability"));
+
+  /** @param ask requests the analysis of the series shown under `key`. */
+  constructor(ask: (key: string) => void) {
+    const analyse = () => {
+      if (this.select.value !== "") ask(this.select.value);
+    };
+    el("predictability-refresh").addEventListener("click", analyse);
+    this.select.addEventListener("change", analyse);
+  }
+
+  offer(key: string, title: string): void {
+    this.select.add(new Option(title, key));
+  }
+
+  withdraw(key: string): void {
+    [...this.select.options].find((o) => o.value === key)?.remove();
+  }
+
+  show(p: PredictabilityEvent, title: string, unit: string): void {
+    this.view.show(p, title, unit);
   }
 }

@@ -2,15 +2,15 @@
 // of its probes (Allen, Wolski & Plank: forecast + k·error, floor and ceiling, learned from the
 // probe durations), and the record of every probe, timed out or not.
 
-import { ecdf, histogram, Series } from "./forecast";
+import { ecdf, histogram, Series } from "../forecast";
 import type {
   MeasurementEvent,
   NextForecast,
   PredictabilityEvent,
   ReplayedPoint,
   SeriesKey,
-} from "./messages";
-import { SCHEMA_VERSION, type Probe, type Record, type RecordForecast } from "./record";
+} from "../messages";
+import { SCHEMA_VERSION, type Probe, type Record, type RecordForecast } from "../record";
 
 export interface TimeoutBounds {
   floorMs: number;

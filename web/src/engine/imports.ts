@@ -1,0 +1,171 @@
+// Imported series: read from the user's files, forecast with the same bank as the live ones
+// (without timeouts: their values were not probes), kept in the history until removed, and
+// replayed between rounds so that replaying never delays a probe's timestamp.
+
+import { importText } from "../files";
+import type { Series } from "../forecast";
+import type { ImportedEvent, WorkerEvent } from "../messages";
+import type { History, StoredImport } from "./history";
+import { predictability, Tracker } from "./tracker";
+
+/** The page shows at most this many refused lines of a file; the count says how many more. */
+const MAX_REPORTED_ERRORS = 50;
+/**
+ * Values kept of one imported series: the newest ones. Replaying takes about 10 µs a value
+ * (180 ms for 20,000 in Node on the test machine), and the graph shows the newest 10,000.
+ */
+const MAX_IMPORTED_POINTS = 20_000;
+/** Imported series kept at once (each is a bank in memory and a copy in IndexedDB). */
+const MAX_IMPORTED_SERIES = 20;
+
+export class Imports {
+  /** Their bank and forecast errors, by key ("import/…"). */
+  private readonly series = new Map<
+    string,
+    { series: Series; errors: number[]; id: number | undefined }
+  >();
+  /** Series without an IndexedDB id (storage unavailable) are numbered from here. */
+  private unsaved = 0;
+  /** Imports and their restoring, one after another, so that the limits count what came
+   *  before. */
+  private queue: Promise<void> = Promise.resolve();
+
+  constructor(
+    private readonly history: () => History | undefined,
+    private readonly betweenRounds: () => Promise<void>,
+    private readonly post: (e: WorkerEvent) => void,
+    private readonly failed: (message: string) => void,
+  ) {}
+
+  /** Queues work after what is queued, starting between rounds. */
+  private enqueue(work: () => Promise<void>): void {
+    this.queue = this.queue
+      .then(this.betweenRounds)
+      .then(work)
+      .catch((e: unknown) => this.failed(`import failed: ${(e as Error).message}`));
+  }
+
+  /** Shows the series imported before the page was reloaded, one between rounds at a time. */
+  restore(): void {
+    this.enqueue(async () => {
+      const stored =
+        (await this.history()
+          ?.imports()
+          .catch(() => undefined)) ?? [];
+      for (const s of stored) {
+        await this.betweenRounds();
+        this.post({
+          type: "imported",
+          file: s.file,
+          format: s.format,
+          series: [this.replay(s, `import/${s.id}`)],
+          errors: [],
+          errorCount: 0,
+          notes: [],
+          restored: true,
+        });
+      }
+    });
+  }
+
+  /** Runs an imported series through the bank and keeps it under `key`; returns it as shown. */
+  private replay(s: StoredImport, key: string): ImportedEvent["series"][number] {
+    const replayed = Tracker.replay(s.points);
+    this.series.set(key, { series: replayed.series, errors: replayed.errors, id: s.id });
+    const summary = replayed.series.summary().mse_selected;
+    return {
+      key,
+      label: s.label,
+      unit: s.unit,
+      points: replayed.points,
+      mae: summary.n > 0 ? summary.mae : undefined,
+    };
+  }
+
+  /**
+   * Reads a file the user dropped or picked, forecasts its series and stores them, within the
+   * limits: at most {@link MAX_IMPORTED_SERIES} series kept, each trimmed to its newest
+   * {@link MAX_IMPORTED_POINTS} values; the report says what was left out.
+   */
+  add(file: string, text: string): void {
+    this.enqueue(() => this.read(file, text));
+  }
+
+  private async read(file: string, text: string): Promise<void> {
+    const r = importText(text, file);
+    const notes: string[] = [];
+    const room = Math.max(0, MAX_IMPORTED_SERIES - this.series.size);
+    if (r.series.length > room) {
+      notes.push(
+        `${r.series.length - room} series left out: at most ${MAX_IMPORTED_SERIES} imported ` +
+          "series are kept at once; remove some to import more",
+      );
+    }
+    const series = [];
+    for (const s of r.series.slice(0, room)) {
+      let points = s.points;
+      if (points.length > MAX_IMPORTED_POINTS) {
+        notes.push(
+          `${s.label}: kept the newest ${MAX_IMPORTED_POINTS} of ${points.length} values ` +
+            `(at most ${MAX_IMPORTED_POINTS} per series)`,
+        );
+        points = [...points].sort((a, b) => a.t - b.t).slice(-MAX_IMPORTED_POINTS);
+      }
+      const stored: StoredImport = {
+        file,
+        format: r.format,
+        label: `${s.label} (${file})`,
+        unit: s.unit,
+        points,
+      };
+      const history = this.history();
+      try {
+        stored.id = await history?.addImport(stored);
+      } catch (e) {
+        notes.push(`${s.label}: not kept for the next visit (${(e as Error).message})`);
+      }
+      if (history === undefined) {
+        notes.push(`${s.label}: not kept for the next visit (no IndexedDB in this browser)`);
+      }
+      await this.betweenRounds();
+      series.push(this.replay(stored, `import/${stored.id ?? `unsaved-${++this.unsaved}`}`));
+    }
+    this.post({
+      type: "imported",
+      file,
+      format: r.format,
+      series,
+      errors: r.errors.slice(0, MAX_REPORTED_ERRORS),
+      errorCount: r.errors.length,
+      notes,
+      restored: false,
+    });
+  }
+
+  /** Forgets an imported series, here and in the history. */
+  remove(key: string): void {
+    const i = this.series.get(key);
+    if (i === undefined) return;
+    this.series.delete(key);
+    i.series.dispose();
+    if (i.id !== undefined)
+      void this.history()
+        ?.removeImport(i.id)
+        .catch(() => undefined);
+    this.post({ type: "import-removed", key });
+  }
+
+  /** The predictability view of an imported series, if `key` is one. */
+  predictability(key: string): boolean {
+    const i = this.series.get(key);
+    if (i === undefined) return false;
+    this.post(predictability(key, i.series, i.errors));
+    return true;
+  }
+
+  /** Forgets them all (the history is being cleared). */
+  clear(): void {
+    for (const i of this.series.values()) i.series.dispose();
+    this.series.clear();
+  }
+}

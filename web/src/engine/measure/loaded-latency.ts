@@ -1,0 +1,34 @@
+// Loaded latency: echoes on a second connection while a transfer runs, one every
+// LOADED_ECHO_GAP_MS, for as long as it lasts. Their median is one loaded RTT, the queueing
+// the transfer causes; a timed-out echo ends them (and is recorded as a loaded-RTT timeout).
+
+import { ProbeTimeout } from "../errors";
+import { ECHO_BYTES } from "./echo";
+import type { LoadedEchoes, LoadedLatency } from "./measurement";
+
+/** Gap between loaded-RTT echoes, so that they measure the queue without loading the server. */
+const LOADED_ECHO_GAP_MS = 10;
+
+export const loadedLatency: LoadedLatency = {
+  async during(link, work, timeoutMs, spend) {
+    const lc = link.load;
+    let finished = false;
+    const settled = Promise.allSettled([work]).then(([r]) => {
+      finished = true;
+      return r!;
+    });
+    const echoes: LoadedEchoes = { samples: [], timedOut: undefined };
+    while (!finished && lc.open) {
+      spend(ECHO_BYTES);
+      try {
+        echoes.samples.push(await lc.echo(timeoutMs));
+      } catch (e) {
+        if (e instanceof ProbeTimeout)
+          echoes.timedOut = { atMs: Date.now(), elapsedMs: e.elapsedMs };
+        break;
+      }
+      if (!finished) await new Promise((r) => setTimeout(r, LOADED_ECHO_GAP_MS));
+    }
+    return { work: await settled, echoes };
+  },
+};

@@ -1,0 +1,256 @@
+// The round: one loop that runs a site's plan (plan.ts), the same for the target and every
+// mirror. Each step runs under its series' adaptive timeout (Allen, Wolski & Plank: forecast
+// + k·error); a probe that times out is recorded and fed back, never dropped (JavaNws §2.1.1);
+// every measurement leaves the round as a record, through `env.record`.
+
+import type { MeasurementEvent, SeriesKey } from "../messages";
+import type { ByteBudget } from "./budget";
+import { probeShare } from "./budget";
+import { ProbeTimeout } from "./errors";
+import type { Jitter } from "./measure/jitter";
+import type { Link, Measurement, Measurements, Sample } from "./measure/measurement";
+import { streamCount, type PretestResult } from "./measure/pretest";
+import { isTransfer, type Plan, type Step, type StepTransport } from "./plan";
+import { autoSize, median, PRETEST_SHARE, surprised } from "./probe-math";
+import type { SeriesSet } from "./series";
+
+/** What a round needs of a site. */
+export interface RoundSite {
+  readonly series: SeriesSet;
+  readonly link: Link;
+  readonly jitter: Jitter;
+}
+
+/** What a round needs of the engine around it. */
+export interface RoundEnv {
+  readonly budget: ByteBudget;
+  /** Seconds between rounds: each record's `period_ms`, and the automatic size's share of
+   *  the hourly budget. */
+  readonly periodS: number;
+  /** The largest payload one probe may carry and the server's bytes per minute, for the
+   *  size rule; read when a transfer is sized (a connection's HELLO may have lowered them). */
+  limits(): { maxPayload: number; perMinute: number };
+  /** Monotonic ms (performance.now), for the budget. */
+  now(): number;
+  /** Wall-clock ms, for records. */
+  wallClock(): number;
+  suspended(): boolean;
+  /** A measurement of the site, timed out or not. */
+  record(e: MeasurementEvent): void;
+  /** A transfer did not fit in the hour's budget: its transport's other steps wait. */
+  overBudget(): void;
+  /** A stream-count pretest ran for `key`. */
+  pretested(key: SeriesKey, results: readonly PretestResult[], streams: number): void;
+}
+
+/**
+ * Runs `plan` against `site`, step by step. A transport's connection is opened when the round
+ * first needs it; one that closes during the round (a probe that timed out closes it) ends
+ * that transport's steps, as does a transfer that does not fit in the budget. Suspending ends
+ * the round before its next step. Any other failure ends the round: it is the caller's (a
+ * server's refusal, a connection that cannot be opened).
+ */
+export async function runRound(
+  site: RoundSite,
+  plan: Plan,
+  env: RoundEnv,
+  measurements: Measurements,
+): Promise<void> {
+  const run = new Run(site, env, measurements, plan.filter(isTransfer).length);
+  const begun = new Set<StepTransport>();
+  const stopped = new Set<StepTransport>();
+  for (const step of plan) {
+    if (env.suspended()) return;
+    if (stopped.has(step.transport)) continue;
+    if (!begun.has(step.transport)) {
+      begun.add(step.transport);
+      if (await site.link.connect(step.transport)) site.jitter.reset();
+    } else if (!site.link.connected(step.transport)) {
+      stopped.add(step.transport);
+      continue;
+    }
+    const ok = isTransfer(step) ? await run.transfer(step) : await run.rtt(step);
+    if (!ok) stopped.add(step.transport);
+  }
+}
+
+/** One round's steps against one site. */
+class Run {
+  private readonly periodMs: number;
+  /** Whether the second connection was opened (or found open) this round: like the first,
+   *  once a round. */
+  private loadBegun = false;
+
+  constructor(
+    private readonly site: RoundSite,
+    private readonly env: RoundEnv,
+    private readonly measurements: Measurements,
+    /** Transfers in the plan: each round's share of the budget is split among them. */
+    private readonly transfers: number,
+  ) {
+    this.periodMs = env.periodS * 1000;
+  }
+
+  private measurement(step: Step): Measurement {
+    const m = this.measurements[`${step.measure}/${step.transport}`];
+    if (m === undefined) throw new Error(`no ${step.measure} measurement over ${step.transport}`);
+    return m;
+  }
+
+  private record(e: MeasurementEvent): MeasurementEvent {
+    e.record.period_ms = this.periodMs;
+    this.env.record(e);
+    return e;
+  }
+
+  /**
+   * Runs one probe of `step` under its series' timeout, charging `m.cost(bytes)` to the
+   * budget, and records it: its sample, or its timeout. Undefined when it timed out.
+   */
+  private async probe(
+    step: Step,
+    m: Measurement,
+    bytes: number,
+    streams: number,
+    run: (timeoutMs: number) => Promise<Sample>,
+  ): Promise<{ sample: Sample; event: MeasurementEvent } | undefined> {
+    const t = this.site.series.tracker(step.key);
+    const timeoutMs = t.timeoutMs();
+    const cost = m.cost(bytes);
+    this.env.budget.spend(cost, this.env.now());
+    try {
+      const sample = await run(timeoutMs);
+      const o = { timestampMs: this.env.wallClock(), durationMs: sample.durationMs, timeoutMs };
+      return {
+        sample,
+        event: this.record(t.measured(sample.value, { ...o, probe: sample.probe })),
+      };
+    } catch (e) {
+      if (!(e instanceof ProbeTimeout)) throw e;
+      const probe = m.probe(bytes, streams);
+      const o = { timestampMs: this.env.wallClock(), durationMs: e.elapsedMs, timeoutMs, probe };
+      this.record(t.timedOut(o, cost));
+      return undefined;
+    }
+  }
+
+  /** An RTT probe, and the jitter it makes with the one before. Always goes on. */
+  async rtt(step: Step): Promise<true> {
+    const m = this.measurement(step);
+    const request = { bytes: 0, streams: 1, predictedRttMs: undefined };
+    const r = await this.probe(step, m, 0, 1, (timeoutMs) =>
+      m.run(this.site.link, { ...request, timeoutMs }),
+    );
+    if (step.jitter === undefined || r === undefined) return true;
+    const j = this.site.jitter.next(r.sample.value);
+    if (j !== undefined) {
+      const { transport, payload_bytes } = r.sample.probe;
+      this.record(
+        this.site.series.tracker(step.jitter).measured(j, {
+          timestampMs: this.env.wallClock(),
+          durationMs: j,
+          timeoutMs: r.event.record.timeout_ms!,
+          probe: { transport, payload_bytes },
+        }),
+      );
+    }
+    return true;
+  }
+
+  /** The step's size: as chosen, or automatic (probe-math.ts `autoSize`) within its share
+   *  of the hourly budget and of the server's allowance; never above the server's cap. */
+  private size(step: Step): number {
+    const { maxPayload, perMinute } = this.env.limits();
+    const size = step.size ?? "auto";
+    if (size !== "auto") return Math.min(size, maxPayload);
+    const probes = this.transfers * (1 + PRETEST_SHARE);
+    const share = probeShare(this.env.budget.perHour, this.env.periodS, probes, perMinute);
+    return autoSize(this.site.series.next(step.key)?.value, Math.min(maxPayload, share));
+  }
+
+  /**
+   * Runs `m` once; for a step with loaded latency, beside echoes on the second connection,
+   * which are recorded in their series when `recordLoad` (not during pretests).
+   */
+  private async runTransfer(
+    step: Step,
+    m: Measurement,
+    r: { bytes: number; streams: number; timeoutMs: number },
+    recordLoad: boolean,
+  ): Promise<Sample> {
+    const { site, env } = this;
+    const predictedRttMs = site.series.next(`rtt/${step.transport}`)?.value;
+    const work = m.run(site.link, { ...r, predictedRttMs });
+    if (step.loaded === undefined) return work;
+    const loaded = site.series.tracker(step.loaded);
+    const timeoutMs = loaded.timeoutMs();
+    const spend = (bytes: number) => env.budget.spend(bytes, env.now());
+    const done = await this.measurements.loaded.during(site.link, work, timeoutMs, spend);
+    if (recordLoad) {
+      const probe = { transport: "websocket" as const, payload_bytes: 2 };
+      const { timedOut, samples } = done.echoes;
+      if (timedOut !== undefined) {
+        const o = { timestampMs: timedOut.atMs, durationMs: timedOut.elapsedMs, timeoutMs, probe };
+        this.record(loaded.timedOut(o, 2));
+      }
+      const mid = median(samples);
+      if (mid !== undefined) {
+        const o = { timestampMs: env.wallClock(), durationMs: mid, timeoutMs };
+        this.record(loaded.measured(mid, { ...o, probe: { ...probe, raw_ms: mid } }));
+      }
+    }
+    if (done.work.status === "rejected") throw done.work.reason;
+    return done.work.value;
+  }
+
+  /**
+   * A bandwidth probe: sized, checked against the budget, its stream count found (by the
+   * pretest when one is due), then run and recorded; the series' stream plan learns whether
+   * it missed its forecast. False when the transport's other steps should wait.
+   */
+  async transfer(step: Step): Promise<boolean> {
+    const { site, env } = this;
+    const m = this.measurement(step);
+    if (step.loaded !== undefined && !this.loadBegun) {
+      this.loadBegun = true;
+      await site.link.connectLoad();
+    }
+    const bytes = this.size(step);
+    if (!env.budget.allows(bytes, env.now())) {
+      env.overBudget();
+      return false;
+    }
+    const t = site.series.tracker(step.key);
+    const plan = site.series.streams(step.key);
+    let streams = typeof step.streams === "number" ? step.streams : plan.streams;
+    if (step.streams === "pretest") {
+      const found = await streamCount(plan, bytes, {
+        take: (b) => {
+          if (env.suspended() || !env.budget.allows(b, env.now())) return false;
+          env.budget.spend(b, env.now());
+          return true;
+        },
+        rate: async (b, n) =>
+          (
+            await this.runTransfer(
+              step,
+              m,
+              { bytes: b, streams: n, timeoutMs: t.timeoutMs() },
+              false,
+            )
+          ).value,
+      });
+      streams = found.streams;
+      if (found.results !== undefined) env.pretested(step.key, found.results, streams);
+    }
+    if (env.suspended() || !site.link.connected(step.transport)) return false;
+    const r = await this.probe(step, m, bytes, streams, (timeoutMs) =>
+      this.runTransfer(step, m, { bytes, streams, timeoutMs }, true),
+    );
+    if (r !== undefined) {
+      plan.measurements = r.event.count;
+      plan.surprised = surprised(r.sample.value, r.event.record.forecast);
+    }
+    return true;
+  }
+}

@@ -1,0 +1,110 @@
+// The controls: period, probe size, transport, target and hourly budget, kept in the URL so
+// that a link reproduces them (settings.ts), and suspend/resume.
+
+import type { PageCommand } from "../messages";
+import {
+  endpointName,
+  formatSize,
+  parseSize,
+  readSettings,
+  settingsQuery,
+  type Settings,
+  type TransportChoice,
+} from "../settings";
+import { el } from "./dom";
+
+export class ControlsView {
+  /** The settings in force, as the worker last heard them. */
+  settings: Settings;
+  private readonly period = el<HTMLSelectElement>("period");
+  private readonly size = el<HTMLSelectElement>("size");
+  private readonly transport = el<HTMLSelectElement>("transport");
+  private readonly target = el<HTMLSelectElement>("target-select");
+  private readonly problem = el("settings-problem");
+  private readonly budget = el<HTMLInputElement>("budget");
+  private readonly suspend = el<HTMLButtonElement>("suspend");
+
+  /**
+   * Reads the settings from the link (a link naming this site as its target means the site),
+   * and says what in it was refused.
+   * @param siteUrl the serving site's URL.
+   * @param targetChosen the user chose another target.
+   */
+  constructor(
+    siteUrl: string,
+    private readonly send: (cmd: PageCommand) => void,
+    targetChosen: () => void,
+  ) {
+    const read = readSettings(location.search);
+    this.settings = {
+      ...read.settings,
+      target: read.settings.target === siteUrl ? undefined : read.settings.target,
+    };
+    if (read.problems.length > 0) {
+      this.problem.textContent = read.problems.join("; ");
+      this.problem.hidden = false;
+    }
+    for (const input of [this.period, this.size, this.transport, this.budget]) {
+      input.addEventListener("change", () => this.apply());
+    }
+    this.target.addEventListener("change", () => {
+      // The user chose: a complaint about the link's target no longer applies.
+      this.problem.hidden = true;
+      this.apply();
+      targetChosen();
+    });
+    this.suspend.addEventListener("click", () => {
+      const suspending = this.suspend.getAttribute("aria-pressed") !== "true";
+      this.suspend.setAttribute("aria-pressed", String(suspending));
+      this.suspend.textContent = suspending ? "Resume" : "Suspend";
+      send({ type: suspending ? "suspend" : "resume" });
+    });
+    this.target.options[0]!.textContent = `this site (${location.host})`;
+  }
+
+  /** Offers `url` as a target, named `text` (renamed if already offered). */
+  offerTarget(url: string, text: string): void {
+    const known = [...this.target.options].find((o) => o.value === url);
+    if (known !== undefined) known.textContent = text;
+    else this.target.add(new Option(text, url));
+  }
+
+  /** Shows the settings in the controls and sends them to the worker. */
+  start(): void {
+    const s = this.settings;
+    const period = String(s.periodS);
+    if (![...this.period.options].some((o) => o.value === period)) {
+      this.period.add(new Option(`${period} s`, period));
+    }
+    this.period.value = period;
+    const size = formatSize(s.size);
+    if (![...this.size.options].some((o) => o.value === size)) {
+      this.size.add(new Option(size, size));
+    }
+    this.size.value = size;
+    this.transport.value = s.transport;
+    this.budget.value = String(s.budgetMiB);
+    // A target named only in the link is offered too, so that the control shows what is
+    // measured.
+    if (s.target !== undefined) {
+      this.offerTarget(s.target, `${endpointName(s.target)} (from the link)`);
+    }
+    this.target.value = s.target ?? "";
+    this.send({ type: "settings", settings: s });
+  }
+
+  /** Takes the controls' values, writes them to the URL and sends them to the worker. */
+  private apply(): void {
+    const budget = Number(this.budget.value);
+    this.settings = {
+      periodS: Number(this.period.value),
+      size: parseSize(this.size.value) ?? this.settings.size,
+      transport: this.transport.value as TransportChoice,
+      budgetMiB: Number.isFinite(budget) && budget > 0 ? budget : this.settings.budgetMiB,
+      mirrors: this.settings.mirrors,
+      target: this.target.value === "" ? undefined : this.target.value,
+    };
+    history.replaceState(null, "", settingsQuery(this.settings) || location.pathname);
+    this.send({ type: "settings", settings: this.settings });
+  }
+}

@@ -1,0 +1,160 @@
+// The series on the page: each one a console row, a graph and a choice in the predictability
+// view, in one order: the target's (ORDER), then the mirrors', then the imported ones, each in
+// arrival order.
+
+import { formatValue } from "../format";
+import type {
+  HistoryEvent,
+  ImportedEvent,
+  MeasurementEvent,
+  NextForecast,
+  SeriesKey,
+} from "../messages";
+import type { SeriesChart } from "./chart-view";
+import type { ConsoleRow, ConsoleView } from "./console-view";
+import type { Rank } from "./dom";
+import type { GraphsView } from "./graphs-view";
+import type { PredictabilityPanel } from "./predictability-view";
+
+const TITLES: Partial<Record<SeriesKey, string>> = {
+  "rtt/websocket": "RTT, WebSocket echo",
+  "jitter/websocket": "Jitter, WebSocket echo",
+  "loaded_rtt/websocket": "Loaded RTT, WebSocket echo during transfers",
+  "rtt/http": "RTT, fetch",
+  "bandwidth_down/websocket": "Download, WebSocket",
+  "bandwidth_up/websocket": "Upload, WebSocket",
+  "bandwidth_down/http": "Download, fetch",
+};
+/** Console and graph order, whatever order the probes report in. */
+const ORDER = Object.keys(TITLES);
+
+/** A series' title, as its row and graph name it. */
+export const titleOf = (key: SeriesKey) => TITLES[key] ?? key;
+
+/** The target's own series (those in ORDER), as opposed to mirrors' and imported ones. */
+export const isTargetSeries = (key: string) => ORDER.includes(key);
+
+export const seriesRank: Rank = (k) => {
+  const i = ORDER.indexOf(k ?? "");
+  return i >= 0 ? i : k?.startsWith("mirror/") ? ORDER.length : Infinity;
+};
+
+interface Shown {
+  title: string;
+  unit: string;
+  row: ConsoleRow;
+  chart: SeriesChart;
+}
+
+/** A value as the console's "last" column shows it, a timeout as such. */
+function lastText(value: number | null, unit: string, timeoutMs: number | undefined): string {
+  return value === null ? `timed out (${timeoutMs} ms)` : formatValue(value, unit);
+}
+
+export class SeriesViews {
+  private readonly shown = new Map<string, Shown>();
+
+  /** @param stepMs the period: how far ahead of a measurement its next forecast is drawn. */
+  constructor(
+    private readonly console: ConsoleView,
+    private readonly graphs: GraphsView,
+    private readonly predictability: PredictabilityPanel,
+    private readonly stepMs: () => number,
+  ) {}
+
+  private view(key: string, unit: string, label?: string): Shown {
+    let v = this.shown.get(key);
+    if (v !== undefined) return v;
+    const title = label ?? TITLES[key as SeriesKey] ?? key;
+    const row = this.console.add(key, title, unit);
+    const chart = this.graphs.add(key, title, unit);
+    v = { title, unit, row, chart };
+    this.shown.set(key, v);
+    this.predictability.offer(key, title);
+    return v;
+  }
+
+  /** The title and unit of the series shown under `key`. */
+  get(key: string): { title: string; unit: string } | undefined {
+    return this.shown.get(key);
+  }
+
+  /** Every series shown, by key and title, in the order they came. */
+  list(): { key: string; label: string }[] {
+    return [...this.shown].map(([key, v]) => ({ key, label: v.title }));
+  }
+
+  /** Takes a series off the page: its console row, graph and predictability choice. */
+  remove(key: string): void {
+    const v = this.shown.get(key);
+    if (v === undefined) return;
+    v.row.row.remove();
+    this.graphs.remove(v.chart);
+    this.predictability.withdraw(key);
+    this.shown.delete(key);
+  }
+
+  /** Takes off every series whose key `drop` accepts. */
+  removeWhere(drop: (key: string) => boolean): void {
+    for (const key of [...this.shown.keys()]) if (drop(key)) this.remove(key);
+  }
+
+  /** Shows a measurement and the next forecast in its series' row and graph (under `key`, and
+   *  named `label`, for a mirror's). */
+  measurement(m: MeasurementEvent, key: string = m.key, label?: string): void {
+    const { record, next } = m;
+    const v = this.view(key, record.unit, label);
+    v.row.show(
+      lastText(record.value, record.unit, record.timeout_ms),
+      next,
+      m.mae,
+      m.count,
+      m.timeouts,
+    );
+    v.chart.add(record.timestamp_ms, record.value, next, this.stepMs());
+  }
+
+  /** Shows a series rebuilt from the history: its records, their forecasts, its row. */
+  restored(s: HistoryEvent["series"][number], key: string = s.key, label?: string): void {
+    const last = s.records.at(-1);
+    if (last === undefined) return;
+    const v = this.view(key, last.unit, label);
+    const step = this.stepMs();
+    s.records.forEach((r, i) => {
+      // The forecast made after a record is the one the next record carries.
+      const f = i + 1 < s.records.length ? s.records[i + 1]!.forecast : undefined;
+      const next: NextForecast | undefined =
+        i + 1 < s.records.length
+          ? f && { value: f.value, error: f.error, method: f.method }
+          : s.next;
+      v.chart.add(r.timestamp_ms, r.value, next, step);
+    });
+    v.row.show(
+      lastText(last.value, last.unit, last.timeout_ms),
+      s.next,
+      s.mae,
+      s.count,
+      s.timeouts,
+    );
+  }
+
+  /** Shows an imported series like a live one, its forecasts one median gap ahead. */
+  imported(s: ImportedEvent["series"][number]): void {
+    const v = this.view(s.key, s.unit, s.label);
+    const gaps = s.points.slice(1).map((p, i) => p.t - s.points[i]!.t);
+    const step = gaps.sort((a, b) => a - b)[gaps.length >> 1] ?? 1000;
+    for (const p of s.points) v.chart.add(p.t, p.value, p.next, step);
+    const last = s.points.at(-1);
+    v.row.show(
+      last === undefined ? "–" : formatValue(last.value, s.unit),
+      last?.next,
+      s.mae,
+      s.points.length,
+      0,
+    );
+  }
+
+  requestDraw(): void {
+    this.graphs.requestDraw();
+  }
+}
