@@ -32,6 +32,7 @@ const ranking = new RankingView(
   SITE_URL,
   () => mirrors.entries.values(),
   () => controls.settings.target,
+  (fileBytes, sites) => send({ type: "rank", fileBytes, sites }),
 );
 const mirrors = new MirrorsView({
   siteUrl: SITE_URL,
@@ -42,24 +43,14 @@ const mirrors = new MirrorsView({
 });
 const files = new FilesView(send, series);
 
-/** Takes the target's series off the page (not the mirrors' nor the imported ones). */
-function removeTargetSeries(): void {
-  ranking.forgetTarget();
-  series.removeWhere(isTargetSeries);
-}
-
 /**
  * Shows the target's series as saved, with the forecasts as they were made, in place of those
  * shown: at load, and when the target changes (series are per target).
  */
 function onHistory(ev: HistoryEvent): void {
-  removeTargetSeries();
+  series.removeWhere(isTargetSeries);
   consoleView.showTarget(ev.to);
-  for (const s of ev.series) {
-    if (s.records.length === 0) continue;
-    ranking.forecast(s.key, s.next);
-    series.restored(s);
-  }
+  for (const s of ev.series) series.restored(s);
   ranking.show();
   series.requestDraw();
 }
@@ -67,7 +58,7 @@ function onHistory(ev: HistoryEvent): void {
 /** After the history was cleared: the target's, the mirrors' and the imported series are
  *  gone (the mirrors stay opted in and start new series). */
 function onCleared(): void {
-  removeTargetSeries();
+  series.removeWhere(isTargetSeries);
   mirrors.cleared();
   ranking.show();
   series.removeWhere((key) => key.startsWith("mirror/"));
@@ -78,8 +69,6 @@ worker.onmessage = (e: MessageEvent<WorkerEvent>) => {
   const ev = e.data;
   switch (ev.type) {
     case "measurement":
-      ranking.forecast(ev.key, ev.next);
-      ranking.show();
       series.measurement(ev);
       series.requestDraw();
       break;
@@ -105,6 +94,9 @@ worker.onmessage = (e: MessageEvent<WorkerEvent>) => {
     }
     case "export":
       files.exported(ev);
+      break;
+    case "ranking":
+      ranking.ranking(ev);
       break;
     case "status":
       consoleView.status(ev);

@@ -1,6 +1,7 @@
 // Messages between the page and its probe worker. Plain data (structured clone), no classes.
 
 import type { ForecasterRow, Histogram } from "./forecast";
+import type { Estimate, Ranked } from "./ranking";
 import type { LineError, Metric, Record, Transport } from "./record";
 import type { Settings } from "./settings";
 
@@ -96,11 +97,10 @@ export interface HistoryEvent {
   series: (Omit<MeasurementEvent, "type" | "record"> & { records: Record[] })[];
 }
 
-/** The last measurement and next forecast of one series of a mirror. */
+/** The last measurement of one series of a mirror, and how many probes it has had. */
 export interface MirrorSeries {
   /** null for a timeout. */
   last: number | null;
-  next: NextForecast | undefined;
   count: number;
   timeouts: number;
 }
@@ -131,6 +131,23 @@ export function parseMirrorKey(key: string): { url: string; key: SeriesKey } | u
   return m === null ? undefined : { key: m[1] as SeriesKey, url: m[2]! };
 }
 
+/** A site of the ranking, with the forecasts it was ranked by. */
+export interface RankedSite extends Ranked {
+  /** Forecast RTT (ms) and download bandwidth (Mbit/s), when it has them. */
+  rtt: Estimate | undefined;
+  bandwidth: Estimate | undefined;
+}
+
+/**
+ * The sites the page lists (its last {@link PageCommand} "rank"), fastest first by the
+ * predicted time to download the file: sent when asked, and again whenever a round or a
+ * restore changed the forecasts.
+ */
+export interface RankingEvent {
+  type: "ranking";
+  sites: RankedSite[];
+}
+
 /** The records of the series the page shows, as a file to download. */
 export interface ExportEvent {
   type: "export";
@@ -147,6 +164,7 @@ export type WorkerEvent =
   | HistoryEvent
   | ImportRemovedEvent
   | ExportEvent
+  | RankingEvent
   | { type: "cleared" };
 
 export type PageCommand =
@@ -159,5 +177,7 @@ export type PageCommand =
   | { type: "remove-import"; key: string }
   /** The mirrors the user opted in to probing; all others stop. */
   | { type: "mirrors"; urls: string[] }
+  /** Ranks these sites (base URLs) by the time to download a file of `fileBytes`. */
+  | { type: "rank"; fileBytes: number; sites: string[] }
   /** The records of the series shown under these keys (each with its title, for CSV). */
   | { type: "export"; format: ExportEvent["format"]; series: { key: string; label: string }[] };

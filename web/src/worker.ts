@@ -42,6 +42,8 @@ scope.onmessage = (e: MessageEvent<PageCommand>) => {
         return en.removeImport(cmd.key);
       case "predictability":
         return en.predictability(cmd.key);
+      case "rank":
+        return en.rank(cmd.fileBytes, cmd.sites);
       case "export":
         return en.exportRecords(cmd.format, cmd.series);
     }

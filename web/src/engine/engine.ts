@@ -24,6 +24,7 @@ import { Imports } from "./imports";
 import { MEASUREMENTS } from "./measure";
 import type { PretestResult } from "./measure/pretest";
 import { MIRROR_DOWN, MIRROR_RTT, mirrorPlan, targetPlan, type Plan } from "./plan";
+import { rankSites } from "./rank";
 import { runRound, type RoundEnv } from "./round";
 import { Scheduler, type Clock } from "./scheduler";
 import type { RestoredSeries } from "./series";
@@ -86,6 +87,8 @@ export class Engine {
   private unsaved: { key: SeriesKey; record: Record }[] = [];
   /** Why the target cannot be reached at all, shown with every status until it changes. */
   private blockedNote = "";
+  /** The sites the page ranks and the file size; undefined until it asks. */
+  private rankQuery: { fileBytes: number; sites: readonly string[] } | undefined;
 
   private constructor(
     private readonly host: EngineHost,
@@ -166,7 +169,14 @@ export class Engine {
         this.post({ type: "cleared" });
         if (this.appliedTarget !== null) this.target = this.targetSite(this.appliedTarget);
         this.probeMirrors(this.wantedMirrors);
+        this.postRanking();
       });
+  }
+
+  /** Ranks the sites the page lists, now and whenever their forecasts change. */
+  rank(fileBytes: number, sites: readonly string[]): void {
+    this.rankQuery = { fileBytes, sites };
+    this.postRanking();
   }
 
   importFile(file: string, text: string): void {
@@ -292,6 +302,7 @@ export class Engine {
     this.target = site;
     await site.loaded;
     this.post({ type: "history", to: site.name, series: site.series.restored() });
+    this.postRanking();
   }
 
   /** Starts probing the mirrors in `urls` and stops the others. */
@@ -322,7 +333,9 @@ export class Engine {
   private showMirrorHistory(m: MirrorRole): void {
     if (this.mirrors.get(m.url) !== m) return;
     const history = m.site.series.restored([MIRROR_RTT, MIRROR_DOWN]);
-    if (history.length > 0) this.post(this.mirrorEvent(m, [], history));
+    if (history.length === 0) return;
+    this.post(this.mirrorEvent(m, [], history));
+    this.postRanking();
   }
 
   private mirrorEvent(
@@ -333,8 +346,8 @@ export class Engine {
     const series = (key: SeriesKey): MirrorSeries | undefined => {
       const last = m.site.series.records(key).at(-1);
       if (last === undefined) return undefined;
-      const { next, count, timeouts } = m.site.series.tracker(key).state();
-      return { last: last.value, next, count, timeouts };
+      const { count, timeouts } = m.site.series.tracker(key).state();
+      return { last: last.value, count, timeouts };
     };
     return {
       type: "mirror",
@@ -473,11 +486,21 @@ export class Engine {
     this.host.post(e);
   }
 
-  /** Ends a round: posts what it held and writes its records to the history. */
+  /** The ranking the page asked for, as the forecasts stand now. */
+  private postRanking(): void {
+    if (this.rankQuery === undefined) return;
+    const { fileBytes, sites } = this.rankQuery;
+    const measured = (url: string) => this.sites.get(endpointName(url))?.series;
+    this.post({ type: "ranking", sites: rankSites(sites, fileBytes, measured) });
+  }
+
+  /** Ends a round: posts what it held, the ranking after it, and writes its records to the
+   *  history. */
   private flush(): void {
     const events = this.held ?? [];
     this.held = undefined;
     for (const e of events) this.post(e);
+    this.postRanking();
     const rows = this.unsaved;
     this.unsaved = [];
     if (rows.length === 0) return;

@@ -4,7 +4,7 @@
 // graphs while it is probed.
 
 import { formatValue } from "../format";
-import { mirrorKey, type MirrorEvent, type NextForecast, type SeriesKey } from "../messages";
+import { mirrorKey, type MirrorEvent, type SeriesKey } from "../messages";
 import { endpointName } from "../settings";
 import { el } from "./dom";
 import { titleOf, type SeriesViews } from "./series-views";
@@ -14,9 +14,6 @@ export interface MirrorEntry {
   name: string;
   location: string;
   probing: boolean;
-  /** Its newest forecasts, for the ranking. */
-  rtt: NextForecast | undefined;
-  bandwidth: NextForecast | undefined;
   item: HTMLLIElement;
   status: HTMLElement;
 }
@@ -110,8 +107,6 @@ export class MirrorsView {
       name,
       location: where,
       probing: false,
-      rtt: undefined,
-      bandwidth: undefined,
       item,
       status,
     };
@@ -119,8 +114,6 @@ export class MirrorsView {
     const optIn = () => {
       entry.probing = box.checked;
       item.dataset.probes = "0";
-      entry.rtt = undefined;
-      entry.bandwidth = undefined;
       status.textContent = box.checked ? "waiting for the first probe" : "not probed";
       // Its graphs go with its probes; ticked again, its series come back from the history.
       if (!box.checked) this.removeSeries(url);
@@ -167,8 +160,6 @@ export class MirrorsView {
   mirror(ev: MirrorEvent): void {
     const m = this.entries.get(ev.url);
     if (m === undefined || !m.probing) return;
-    m.rtt = ev.rtt?.next;
-    m.bandwidth = ev.bandwidth?.next;
     m.item.dataset.probes = String(Math.min(ev.rtt?.count ?? 0, ev.bandwidth?.count ?? 0));
     const last = (s: MirrorEvent["rtt"], unit: string) =>
       s === undefined
@@ -194,8 +185,6 @@ export class MirrorsView {
   /** After the history was cleared: the mirrors stay opted in and start new series. */
   cleared(): void {
     for (const m of this.entries.values()) {
-      m.rtt = undefined;
-      m.bandwidth = undefined;
       if (!m.probing) continue;
       m.item.dataset.probes = "0";
       m.status.textContent = "waiting for the first probe";

@@ -1,45 +1,39 @@
 // The ranking table: the serving site, the target and every mirror listed, fastest first by
-// the predicted time to download a file of the size the user enters (ranking.ts), with the
-// range from the forecasts' errors.
+// the predicted time to download a file of the size the user enters, with the range from the
+// forecasts' errors. The worker ranks them (messages.ts "rank"); this view lists the sites,
+// asks again when the list or the size changes, and shows its answer.
 
 import { formatDuration, formatValue } from "../format";
-import type { NextForecast } from "../messages";
-import { rank, type Estimate, type Site } from "../ranking";
+import type { RankedSite, RankingEvent } from "../messages";
+import type { Estimate } from "../ranking";
 import { endpointName } from "../settings";
 import { el } from "./dom";
 import type { MirrorEntry } from "./mirrors-view";
 
-const estimate = (f: NextForecast | undefined): Estimate | undefined =>
-  f && { value: f.value, error: f.error };
+const withError = (e: Estimate | undefined, unit: string) =>
+  e === undefined ? "–" : `${formatValue(e.value, unit)} ± ${formatValue(e.error, unit)}`;
 
 export class RankingView {
   private readonly tbody = el<HTMLTableElement>("ranking-table").tBodies[0]!;
   private readonly fileSize = el<HTMLInputElement>("file-size");
-  /** The newest forecast of each of the target's series. */
-  private readonly targetForecasts = new Map<string, NextForecast>();
+  /** The worker's last answer, fastest first. */
+  private ranked: RankedSite[] = [];
+  /** The last question asked, to ask only when it changes. */
+  private asked = "";
 
   /**
    * @param siteUrl the serving site's URL.
    * @param mirrors the mirrors listed, in their order.
    * @param target the target's URL (undefined: the serving site).
+   * @param ask asks the worker to rank `sites` for a file of `fileBytes`.
    */
   constructor(
     private readonly siteUrl: string,
     private readonly mirrors: () => Iterable<MirrorEntry>,
     private readonly target: () => string | undefined,
+    private readonly ask: (fileBytes: number, sites: string[]) => void,
   ) {
     this.fileSize.addEventListener("input", () => this.show());
-  }
-
-  /** The newest forecast of one of the target's series (none: it has no data). */
-  forecast(key: string, next: NextForecast | undefined): void {
-    if (next === undefined) this.targetForecasts.delete(key);
-    else this.targetForecasts.set(key, next);
-  }
-
-  /** The target's series are gone (another target, or the history cleared). */
-  forgetTarget(): void {
-    this.targetForecasts.clear();
   }
 
   private fileBytes(): number {
@@ -48,55 +42,46 @@ export class RankingView {
     return Number.isFinite(mb) && mb > 0 ? mb * 1e6 : 100e6;
   }
 
-  /**
-   * Redraws the table: the site and every mirror, fastest first. The target's main series
-   * stand for the target, unless it is a mirror with its own opted-in probes.
-   */
+  /** The worker's ranking. */
+  ranking(ev: RankingEvent): void {
+    this.ranked = ev.sites;
+    this.show();
+  }
+
+  /** Redraws the table, and asks the worker again if the sites or the file size changed. */
   show(): void {
     const target = this.target() ?? this.siteUrl;
     const mirrors = new Map([...this.mirrors()].map((m) => [m.url, m]));
-    const sites: (Site & { name: string })[] = [
-      {
-        url: this.siteUrl,
-        name: `${new URL(this.siteUrl).host} (this site)`,
-        rtt: undefined,
-        bandwidth: undefined,
-      },
-      ...[...mirrors.values()].map((m) => ({
-        url: m.url,
-        name: m.name,
-        rtt: estimate(m.rtt),
-        bandwidth: estimate(m.bandwidth),
-      })),
-    ];
-    let measured = sites.find((s) => s.url === target);
-    if (measured === undefined) {
-      measured = {
-        url: target,
-        name: `${endpointName(target)} (target)`,
-        rtt: undefined,
-        bandwidth: undefined,
-      };
-      sites.push(measured);
+    const names = new Map([
+      [this.siteUrl, `${new URL(this.siteUrl).host} (this site)`],
+      ...[...mirrors.values()].map((m) => [m.url, m.name] as const),
+    ]);
+    if (!names.has(target)) names.set(target, `${endpointName(target)} (target)`);
+    const fileBytes = this.fileBytes();
+    // Ticking or unticking a mirror changes the answer too (the worker probes it or not).
+    const probed = [...mirrors.values()].filter((m) => m.probing).map((m) => m.url);
+    const question = JSON.stringify([fileBytes, [...names.keys()], probed]);
+    if (question !== this.asked) {
+      this.asked = question;
+      this.ask(fileBytes, [...names.keys()]);
     }
-    // The WebSocket series when measured, else those over fetch (transport "http"). A mirror
-    // that is the target is measured as the target (the worker does not probe it twice): its
-    // own forecasts are from before.
-    const f = this.targetForecasts;
-    measured.rtt = estimate(f.get("rtt/websocket") ?? f.get("rtt/http")) ?? measured.rtt;
-    measured.bandwidth =
-      estimate(f.get("bandwidth_down/websocket") ?? f.get("bandwidth_down/http")) ??
-      measured.bandwidth;
+    // A mirror that is the target is measured as the target (the worker does not probe it
+    // twice).
     const asTarget = mirrors.get(target);
     if (asTarget?.probing === true) asTarget.status.textContent = "measured as the target";
-    const byUrl = new Map(sites.map((site) => [site.url, site]));
-    const rows = rank(sites, this.fileBytes(), 1).map((r) => {
-      const site = byUrl.get(r.url)!;
+    // In the worker's order; a site it has not ranked yet comes last, as one without
+    // forecasts would.
+    const answered = new Map(this.ranked.map((r) => [r.url, r]));
+    const sites = [
+      ...this.ranked.filter((r) => names.has(r.url)),
+      ...[...names.keys()].filter((url) => !answered.has(url)).map((url) => ({ url })),
+    ] as (Partial<RankedSite> & { url: string })[];
+    const rows = sites.map((r) => {
       const row = document.createElement("tr");
       row.dataset.url = r.url;
       const head = document.createElement("th");
       head.scope = "row";
-      head.textContent = site.name;
+      head.textContent = names.get(r.url)!;
       const cells = Array.from({ length: 4 }, () => document.createElement("td"));
       const probing = r.url === target || mirrors.get(r.url)?.probing === true;
       cells[0]!.textContent =
@@ -109,10 +94,8 @@ export class RankingView {
         r.lowMs === undefined || r.highMs === undefined
           ? "–"
           : `${formatDuration(r.lowMs)} – ${formatDuration(r.highMs)}`;
-      const withError = (e: Estimate | undefined, unit: string) =>
-        e === undefined ? "–" : `${formatValue(e.value, unit)} ± ${formatValue(e.error, unit)}`;
-      cells[2]!.textContent = withError(site.rtt, "ms");
-      cells[3]!.textContent = withError(site.bandwidth, "Mbit/s");
+      cells[2]!.textContent = withError(r.rtt, "ms");
+      cells[3]!.textContent = withError(r.bandwidth, "Mbit/s");
       row.append(head, ...cells);
       return row;
     });
