@@ -214,7 +214,11 @@ export class ClientLimits {
       this.messages.set(key, bucket);
     }
     const waitMs = bucket.take(1, now);
-    return waitMs === 0 ? { ok: true } : { ok: false, retryAfterS: seconds(waitMs) };
+    if (waitMs === 0) return { ok: true };
+    // A refused message still cost its parsing: it is owed, so a client that keeps flooding
+    // (or reconnecting) waits longer, up to one burst's worth.
+    bucket.charge(1, now);
+    return { ok: false, retryAfterS: seconds(bucket.debtWaitMs(now) + 1 / bucket.ratePerMs) };
   }
 
   /** Forgets buckets that have refilled completely: they hold no information, and keeping

@@ -65,13 +65,8 @@ export function parseMirrors(data: unknown, source: string): Mirror[] {
   });
 }
 
-export async function loadMirrorsFile(path: string): Promise<Mirror[]> {
-  let text: string;
-  try {
-    text = await readFile(path, "utf8");
-  } catch (e) {
-    throw new MirrorsError(`cannot read mirrors file ${path}: ${(e as Error).message}`);
-  }
+/** A mirrors file's text (from `path`, named in messages) → mirrors, or a MirrorsError. */
+export function parseMirrorsText(text: string, path: string): Mirror[] {
   let data: unknown;
   try {
     data = JSON.parse(text);
@@ -79,6 +74,16 @@ export async function loadMirrorsFile(path: string): Promise<Mirror[]> {
     throw new MirrorsError(`mirrors file ${path} is not valid JSON: ${(e as Error).message}`);
   }
   return parseMirrors(data, path);
+}
+
+export async function loadMirrorsFile(path: string): Promise<Mirror[]> {
+  let text: string;
+  try {
+    text = await readFile(path, "utf8");
+  } catch (e) {
+    throw new MirrorsError(`cannot read mirrors file ${path}: ${(e as Error).message}`);
+  }
+  return parseMirrorsText(text, path);
 }
 
 /** `name|url|location` from `--mirror` (location optional). */

@@ -50,11 +50,15 @@ const LAG_RESOLUTION_MS = 10;
 const REQUEST_TIMEOUT_MS = 300_000;
 /**
  * Debt beyond which a connection that is still moving unpaid bytes (a file, echoes, framing)
- * is cut. New work is refused as soon as there is any debt; running work is given this much
- * slack so that a page at the edge of its budget is never cut in the middle of a probe by the
- * few bytes of framing and echoes around it.
+ * is cut, and new connections are dropped unanswered: at most this, or a quarter of the
+ * budget's capacity. New work is refused (429, a close) as soon as there is any debt; running
+ * work is given this slack so that a page at the edge of its budget is never cut in the
+ * middle of a probe by the few bytes of framing and echoes around it.
  */
 const DEBT_CUT_BYTES = 4 * 1024 * 1024;
+/** Lingering close (RFC 9112 §9.6) after answering a request whose body is not wanted. */
+const LINGER_MS = 1000;
+const LINGER_BYTES = 256 * 1024;
 
 export interface EchoNode {
   /** e.g. http://127.0.0.1:8080 */
@@ -104,6 +108,27 @@ function rawAnswer(status: number, text: string, extra = ""): string {
   );
 }
 
+/**
+ * Makes the connection's close a lingering one (RFC 9112 §9.6): closing a socket that still
+ * has unread request bytes makes TCP send a reset, which can destroy the answer before the
+ * client reads it (a client still sending a refused 64 MiB body then sees a reset, not its
+ * 413). So Node's close after the answer becomes: half-close, discard what arrives for at most
+ * LINGER_MS or LINGER_BYTES (metered and charged like any byte), then close.
+ */
+function lingerOnClose(socket: Socket): void {
+  socket.destroySoon = () => {
+    socket.end();
+    let left = LINGER_BYTES;
+    const timer = setTimeout(() => socket.destroy(), LINGER_MS);
+    socket.once("close", () => clearTimeout(timer));
+    socket.on("data", (d: Buffer) => {
+      left -= d.length;
+      if (left <= 0) socket.destroy();
+    });
+    socket.resume();
+  };
+}
+
 /** One accepted TCP connection. */
 interface Connection {
   socket: Socket;
@@ -132,6 +157,7 @@ export async function startEchoNode(config: Config): Promise<EchoNode> {
   const trust = new ProxyTrust(config.trustProxy);
   const prefixes: KeyPrefixes = { ipv4: config.ipv4Prefix, ipv6: config.ipv6Prefix };
   const burst = burstBytes(config);
+  const debtCut = Math.min(DEBT_CUT_BYTES, burst / 4);
   const metrics = new Metrics({
     max_payload_bytes: config.maxPayload,
     max_message_bytes: config.maxMessage,
@@ -375,6 +401,8 @@ export async function startEchoNode(config: Config): Promise<EchoNode> {
     }
     const started = performance.now();
     const { address, key } = attribute(conn, req);
+    // A client in debt gets no lingering: discarding its body would be reading it for free.
+    if (hasBody(req.headers) && limits.budgetLeft(key, started).ok) lingerOnClose(conn.socket);
     res.once("close", () => {
       // The request's bytes (headers, body, answer) are its client's; prepaid bytes left
       // over (a HEAD of a download) must not pay for the next request on the connection.
@@ -412,6 +440,22 @@ export async function startEchoNode(config: Config): Promise<EchoNode> {
     const fromProxy = trust.trusts(peer);
     const key = limitKey(peer, prefixes);
     socket.on("error", () => socket.destroy());
+    if (!fromProxy) {
+      // A connection is work too: it takes a message token. A client already over its message
+      // rate, or deep in debt, is dropped without an answer (it had its 429s with Retry-After
+      // on earlier requests): answering every retry politely would itself be a flood.
+      const now = performance.now();
+      const over = !limits.takeMessage(key, now).ok
+        ? "message_rate"
+        : limits.debtOf(key, now) > debtCut
+          ? "byte_budget"
+          : undefined;
+      if (over !== undefined) {
+        refused(peer, over, "connection dropped: over its limits");
+        socket.destroy();
+        return;
+      }
+    }
     const admission = limits.admitSocket(key, fromProxy);
     if (!admission.ok) {
       const text =
@@ -603,7 +647,7 @@ export async function startEchoNode(config: Config): Promise<EchoNode> {
     for (const session of sessions) session.tick(now);
     for (const c of connections.values()) {
       settle(c, now);
-      if (limits.debtOf(c.key, now) <= DEBT_CUT_BYTES) continue;
+      if (limits.debtOf(c.key, now) <= debtCut) continue;
       const left = limits.budgetLeft(c.key, now);
       const retry = left.ok ? 1 : left.retryAfterS;
       refused(c.address, "byte_budget", "byte budget overspent: connection cut");

@@ -6,6 +6,9 @@
  * average `ratePerMs` with bursts up to `capacity`. Tokens may go negative through `charge`
  * (a debt), never through `take`.
  */
+/** Debt is bounded at this many capacities (see `charge`). */
+export const MAX_DEBT = 4;
+
 export class TokenBucket {
   private tokens: number;
   private updatedAt: number;
@@ -47,12 +50,12 @@ export class TokenBucket {
   /**
    * Takes `n` tokens whatever is left: for bytes that were already moved (a refusal's answer,
    * a file, WebSocket framing), which can only be counted after the fact. The bucket may go
-   * into debt, down to minus its capacity, so that a client that overspent waits before
-   * anything new is granted, but never longer than an empty bucket's refill.
+   * into debt, so that a client that overspent waits before anything new is granted; the
+   * debt is bounded (MAX_DEBT capacities) only so that a Retry-After stays meaningful.
    */
   charge(n: number, now: number): void {
     this.refill(now);
-    this.tokens = Math.max(-this.capacity, this.tokens - n);
+    this.tokens = Math.max(-MAX_DEBT * this.capacity, this.tokens - n);
   }
 
   /** Milliseconds until the bucket is out of debt (0 if it is not in debt). */

@@ -140,8 +140,10 @@ export class ProbeSession {
 
   /** Takes a message token; over the rate, closes with the retry time and returns false. */
   private takeMessage(): boolean {
-    if (this.closing) return false;
     const grant = this.deps.limits.takeMessage(this.client.key, performance.now());
+    // Messages that arrive after the close was sent (the rest of a flood's socket read) are
+    // not handled, but they are counted.
+    if (this.closing) return false;
     if (grant.ok) return true;
     this.deps.metrics.reject("message_rate");
     this.client.refused("message rate exceeded");
