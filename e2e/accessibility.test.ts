@@ -1,5 +1,5 @@
 /**
- * Accessibility scan (issue 4): axe-core over the page with measurements, the mirror list and
+ * Accessibility scan: axe-core over the page with measurements, the mirror list and
  * the ranking shown, in light and dark mode, on desktop and phone widths. Serious and critical
  * violations fail the test; minor ones are printed, not hidden.
  */

@@ -1,5 +1,5 @@
 /**
- * The page's accuracy on emulated links (docs/testing.md): a real echo-node in a network
+ * The page's accuracy on emulated links (netns.ts): a real echo-node in a network
  * namespace behind tbf, the real page in Debian's Chromium in the root namespace, and the
  * reference tools through the same link in the same run.
  * - Download bandwidth (WebSocket, and fetch on a second page; automatic size, median of 10

@@ -1,6 +1,6 @@
 /**
  * The e2e harness: a real echo-node serving the built page on an ephemeral loopback port, and
- * Debian's Chromium driven by playwright-core (testing.md: never a downloaded browser; Playwright
+ * Debian's Chromium driven by playwright-core (never a downloaded browser; Playwright
  * gives each launch a fresh temporary --user-data-dir). Each page gets its own browser context,
  * so one test's IndexedDB history never shows up in another. Everything started here is
  * closed by `close()`.
@@ -103,6 +103,9 @@ export interface ExportedRecord {
   metric: string;
   to: string;
   value: number | null;
+  seq?: number;
+  /** The period of the series when it was measured (schema 1.1). */
+  period_ms?: number;
   probe?: { transport?: string; payload_bytes?: number; streams?: number };
 }
 

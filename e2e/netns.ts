@@ -1,5 +1,5 @@
 /**
- * Emulated links for the browser tests (docs/testing.md, "Emulated links"): a network
+ * Emulated links for the browser tests: a network
  * namespace joined to the root namespace by a veth pair, with a tbf bottleneck on the
  * namespace side's egress, which is the direction the page downloads over (server → browser).
  * Chromium stays in the root namespace and reaches the namespace's address over the veth;

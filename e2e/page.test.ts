@@ -16,6 +16,7 @@ import {
   probeCounts,
   startRig,
   total,
+  type ExportedRecord,
   type Rig,
 } from "./harness.js";
 import { openPage, plotted, sleep, waitForMeasurements } from "./page-helpers.js";
@@ -218,6 +219,46 @@ describe.skipIf(why !== undefined)("the page against a real echo-node", () => {
     expect((await plotted(page, "rtt/websocket")).measurements).toBeLessThan(
       before.measurements - 1,
     );
+    await done();
+  });
+
+  it("exports the same records before and after a reload, each with its period", async () => {
+    const { page, done } = await open("?period=1");
+    await waitForMeasurements(page, "bandwidth_up/websocket", 2, 10_000);
+    await page.click("#suspend");
+    // Read once the round on the wire has ended: the export holds still for a second and a
+    // half (what it holds is in the history by then).
+    let before = await exportedRecords(page);
+    for (let settled = false; !settled;) {
+      await sleep(1500);
+      const now = await exportedRecords(page);
+      settled = now.length === before.length;
+      before = now;
+    }
+    expect(before.length).toBeGreaterThan(5);
+    expect(before.filter((r) => r.period_ms !== 1000)).toEqual([]);
+
+    // A long period after the reload: the saved records, then one round at most.
+    await page.goto(`${rig.node.url}/?period=300`);
+    await waitForMeasurements(page, "rtt/websocket", 3, 5000);
+    const after = await exportedRecords(page);
+    const bySeries = (records: ExportedRecord[]) => {
+      const out = new Map<string, ExportedRecord[]>();
+      for (const r of records) {
+        const key = `${r.metric}/${r.probe?.transport}`;
+        out.set(key, [...(out.get(key) ?? []), r]);
+      }
+      for (const list of out.values()) list.sort((a, b) => a.seq! - b.seq!);
+      return out;
+    };
+    const saved = bySeries(before);
+    for (const [key, list] of bySeries(after)) {
+      const old = saved.get(key) ?? [];
+      expect(list.slice(0, old.length), key).toEqual(old);
+      // What the round after the reload measured carries the new period.
+      for (const r of list.slice(old.length)) expect(r.period_ms, key).toBe(300_000);
+    }
+    expect([...saved.keys()].every((k) => bySeries(after).has(k))).toBe(true);
     await done();
   });
 

@@ -2,7 +2,7 @@
 //   npx tsx e2e/bench/page-bench.ts [sizes|navigation|chart|bandwidth ...]
 // (all parts when none is named; BENCH_QUICK=1 for shorter runs)
 //
-// The page's performance goals (issue 4), measured in Debian's headless Chromium against a
+// The page's performance goals, measured in Debian's headless Chromium against a
 // real echo-node on loopback, as the e2e tests run them (e2e/harness.ts):
 // - navigation to the first plotted measurement, in fresh browser contexts (empty HTTP cache);
 // - adding one point to a graph of 10,000 and redrawing (web/bench/chart-bench.ts);
@@ -66,7 +66,7 @@ const kindOf = (path: string): Kind => {
   return ext === "js" || ext === "wasm" || ext === "css" || ext === "html" ? ext : "other";
 };
 
-/** Bytes of `gzip -9` (the command, as the issue measured; zlib's level 9 is ~1 % larger). */
+/** Bytes of `gzip -9` (the command, as the goals are stated; zlib's level 9 is ~1 % larger). */
 const gzip9 = (file: string) => execFileSync("gzip", ["-9c", file], { maxBuffer: 1 << 30 }).length;
 
 function distSizes(): void {

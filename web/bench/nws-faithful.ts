@@ -1,8 +1,9 @@
-// The NWS forecaster bank in faithful mode (algorithms.md §1), written in TypeScript as the
-// peer that the WebAssembly build of the core crate (nowcast-core) is benchmarked against. It follows the Rust
-// bank step for step (bank.rs, errors.rs, primary.rs, window.rs), down to the order of the
-// floating-point additions: exact ties (the running mean and the sliding means agree for the
-// first 5 or 31 values) then resolve to the same method index in both.
+// The NWS forecaster bank in faithful mode (JavaNws §2.1.2), written in TypeScript as the
+// peer that the WebAssembly build of the core crate (nowcast-core) is benchmarked against. It
+// follows the Rust bank step for step (core/src: bank.rs, errors.rs, primary.rs, window.rs),
+// down to the order of the floating-point additions: exact ties (the running mean and the
+// sliding means agree for the first 5 or 31 values) then resolve to the same method index in
+// both.
 //
 // Costs per update: O(1) for the 18 primaries except the sorted windows (a binary search and a
 // shift of the entries between the leaving and the entering value, ≤ 51), 7 × 18 window-sum
@@ -25,7 +26,7 @@ const MAX_MAGNITUDE = 1e100;
 /** One of the two reported forecasts. */
 export interface NwsSelected {
   value: number;
-  /** Index of the primary whose forecast this is (algorithms.md §1.1). */
+  /** Index of the primary whose forecast this is. */
   method: number;
   /** Whole-history MSE (MSE forecast) or MAE (MAE forecast) of the reported forecast. */
   error: number;
@@ -186,7 +187,7 @@ class SortedWindow {
 }
 
 /**
- * Adaptive median, faithful quirk (algorithms.md §1.1): the original compares its window with
+ * Adaptive median, faithful quirk: the original compares its window with
  * one of size `step` (1 or 5) instead of win ± step, so the window only ever grows, by `step`,
  * whenever that small window forecast the last value better, up to `max`.
  */
@@ -252,8 +253,8 @@ function argmin(row: Float64Array): number {
 }
 
 /**
- * Whole-history and sliding-window squared and absolute errors of the 18 primaries
- * (algorithms.md §1.2). Rows of PRIMARIES values, one per step or window, in flat arrays.
+ * Whole-history and sliding-window squared and absolute errors of the 18 primaries, as the
+ * original keeps them. Rows of PRIMARIES values, one per step or window, in flat arrays.
  */
 class ErrorTable {
   readonly scored = new Float64Array(PRIMARIES);
@@ -397,7 +398,7 @@ export class NwsFaithfulBank {
   private maeMethod = 0;
   private readonly mseAcc: Accum = { n: 0, sumSe: 0, sumAe: 0 };
   private readonly maeAcc: Accum = { n: 0, sumSe: 0, sumAe: 0 };
-  /** The original charges its MAE forecast |0 − x₁| at the first value (algorithms.md §1.4). */
+  /** The original charges its MAE forecast |0 − x₁| at the first value. */
   private firstMaeCharge = 0;
   private readonly oracleAcc: Accum = { n: 0, sumSe: 0, sumAe: 0 };
 
@@ -413,7 +414,7 @@ export class NwsFaithfulBank {
     const first = this.hist.count === 0;
     const { fc, err } = this;
 
-    // algorithms.md §1.3, steps 1–2: the reported forecasts and the selectors.
+    // As the original updates: the reported forecasts, then the selectors.
     if (first) {
       this.firstMaeCharge = Math.abs(x);
     } else {

@@ -1,6 +1,7 @@
 // Ranking of download sites (the serving site and its mirrors) by the predicted time to fetch
 // a file of the size the user enters: RTT + size / bandwidth, both from the site's own
-// forecasts (issue 4, "Mirrors"). Pure, so the arithmetic is tested without a browser.
+// forecasts (server selection, Zangrilli & Lowekamp §5). Pure, so the arithmetic is tested
+// without a browser.
 
 /** A forecast and its error (root MSE), in the series' unit. */
 export interface Estimate {

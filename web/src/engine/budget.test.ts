@@ -1,5 +1,12 @@
 import { describe, expect, it } from "vitest";
 import { ByteBudget, probeShare } from "./budget";
+import {
+  pretestBytes,
+  PRETEST_EVERY,
+  PRETEST_PASSES,
+  PRETEST_SHARE,
+  STREAM_CANDIDATES,
+} from "./probe-math";
 
 const HOUR = 3_600_000;
 
@@ -43,5 +50,36 @@ describe("the share of one probe", () => {
 
   it("gives a slow period at most the whole budget", () => {
     expect(probeShare(1000, 7200, 1)).toBe(1000);
+  });
+});
+
+describe("an hour of rounds", () => {
+  it("at the automatic size's share, pretests included, fits in the budget", () => {
+    // Large enough that a probe's share is above two of the smallest pretest tries.
+    const perHour = 1024 * 1024 * 1024;
+    const periodS = 2;
+    const transfers = 2;
+    const share = probeShare(perHour, periodS, transfers * (1 + PRETEST_SHARE));
+    expect(pretestBytes(share)).toBe(Math.floor(share / 2));
+    const b = new ByteBudget(perHour);
+    let refused = 0;
+    const spend = (bytes: number, now: number) => {
+      if (b.allows(bytes, now)) b.spend(bytes, now);
+      else refused++;
+    };
+    for (let round = 0; round < 3600 / periodS; round++) {
+      const now = round * periodS * 1000;
+      for (let t = 0; t < transfers; t++) {
+        // A pretest every PRETEST_EVERY rounds: each candidate twice, half a probe a try.
+        if (round % PRETEST_EVERY === PRETEST_EVERY - 1) {
+          for (let i = 0; i < STREAM_CANDIDATES.length * PRETEST_PASSES; i++) {
+            spend(pretestBytes(share), now);
+          }
+        }
+        spend(share, now);
+      }
+    }
+    expect(refused).toBe(0);
+    expect(b.used(3600_000 - 1)).toBeLessThanOrEqual(perHour);
   });
 });

@@ -450,7 +450,6 @@ export class Engine {
       record: (e) => {
         // Not after the site went (unticked, another target, history cleared) mid-round.
         if (site.retired) return;
-        site.series.keep(e.key, e.record);
         this.unsaved.push({ key: e.key, record: e.record });
         report(e);
       },

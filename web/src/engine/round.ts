@@ -35,7 +35,7 @@ export interface RoundEnv {
   /** Wall-clock ms, for records. */
   wallClock(): number;
   suspended(): boolean;
-  /** A measurement of the site, timed out or not. */
+  /** A measurement of the site, timed out or not, once kept in the site's store. */
   record(e: MeasurementEvent): void;
   /** A transfer did not fit in the hour's budget: its transport's other steps wait. */
   overBudget(): void;
@@ -97,8 +97,11 @@ class Run {
     return m;
   }
 
+  /** A measurement: kept in its site's store (what the history, the export and a restore
+   *  read), then handed on. */
   private record(e: MeasurementEvent): MeasurementEvent {
     e.record.period_ms = this.periodMs;
+    this.site.series.keep(e.key, e.record);
     this.env.record(e);
     return e;
   }

@@ -1,0 +1,377 @@
+// The round runner with scripted measurements: each module returns the results, timeouts or
+// errors a test gives it, so the order of the steps, what is skipped, what the series learn
+// and the records they make are checked exactly, without a browser or a server.
+
+import { readFileSync } from "node:fs";
+import { beforeAll, describe, expect, it } from "vitest";
+import { loadForecasting } from "../forecast";
+import type { MeasurementEvent } from "../messages";
+import type { Record } from "../record";
+import { ByteBudget } from "./budget";
+import { ProbeTimeout } from "./errors";
+import { ECHO_BYTES } from "./measure/echo";
+import { Jitter } from "./measure/jitter";
+import type { Link, Measurement, Measurements, ProbeRequest } from "./measure/measurement";
+import type { PretestResult } from "./measure/pretest";
+import { mirrorPlan, targetPlan, type Plan, type StepTransport } from "./plan";
+import { AUTO_MIN_BYTES, pretestBytes, PRETEST_AFTER, PRETEST_PASSES } from "./probe-math";
+import { runRound, type RoundEnv } from "./round";
+import { SeriesSet } from "./series";
+
+beforeAll(async () => {
+  await loadForecasting(
+    readFileSync(new URL("../../../core/pkg/nowcast_core_bg.wasm", import.meta.url)),
+  );
+});
+
+const KIB = 1024;
+const MODULES = [
+  "rtt/websocket",
+  "rtt/http",
+  "download/websocket",
+  "download/http",
+  "upload/websocket",
+] as const;
+type Module = (typeof MODULES)[number];
+
+/** What a scripted probe does: measure `value` (taking `durationMs`), run out of its time,
+ *  or fail. */
+type Outcome = { value: number; durationMs?: number } | { timedOut: true } | { error: string };
+
+interface Call extends Omit<ProbeRequest, "predictedRttMs"> {
+  module: Module;
+  predictedRttMs: number | undefined;
+}
+
+/**
+ * A site whose probes follow a script: each module takes its next outcome (or `fallback`),
+ * and every call is logged in order. A timed-out WebSocket probe closes the connection, as
+ * the real one does; `reconnects` says which rounds find it closed and open a new one.
+ */
+class ScriptedSite {
+  readonly series = new SeriesSet("scripted.example");
+  readonly jitter = new Jitter();
+  readonly calls: Call[] = [];
+  readonly script = new Map<Module, Outcome[]>();
+  /** Echoes beside transfers: their RTTs, per transfer (default one echo of 5 ms). */
+  readonly loadedEchoes: number[][] = [];
+  private open = false;
+  connects = 0;
+
+  constructor(private readonly fallback: (m: Module, r: ProbeRequest) => Outcome) {}
+
+  readonly link: Link = {
+    base: "http://scripted.example/",
+    get conn(): never {
+      throw new Error("scripted: no connection");
+    },
+    get load(): never {
+      throw new Error("scripted: no connection");
+    },
+    connect: async (transport: StepTransport) => {
+      if (transport === "http" || this.open) return false;
+      this.open = true;
+      this.connects++;
+      return true;
+    },
+    connected: (transport: StepTransport) => transport === "http" || this.open,
+    connectLoad: async () => undefined,
+  };
+
+  private module(name: Module): Measurement {
+    const [, transport] = name.split("/") as [string, "websocket" | "http"];
+    return {
+      cost: (bytes) => (name.startsWith("rtt") ? ECHO_BYTES : bytes),
+      probe: (bytes, streams) => ({ transport, payload_bytes: bytes, streams }),
+      run: async (_link, r) => {
+        this.calls.push({ module: name, ...r });
+        const o = this.script.get(name)?.shift() ?? this.fallback(name, r);
+        if ("timedOut" in o) {
+          if (transport === "websocket") this.open = false;
+          throw new ProbeTimeout(r.timeoutMs);
+        }
+        if ("error" in o) throw new Error(o.error);
+        return {
+          value: o.value,
+          durationMs: o.durationMs ?? o.value,
+          probe: { transport, payload_bytes: r.bytes, streams: r.streams },
+        };
+      },
+    };
+  }
+
+  readonly measurements: Measurements = {
+    ...Object.fromEntries(MODULES.map((m) => [m, this.module(m)])),
+    loaded: {
+      during: async (_link, work, _timeoutMs, spend) => {
+        const samples = this.loadedEchoes.shift() ?? [5];
+        for (const _ of samples) spend(ECHO_BYTES);
+        return {
+          work: (await Promise.allSettled([work]))[0]!,
+          echoes: { samples, timedOut: undefined },
+        };
+      },
+    },
+  };
+
+  /** Closes the connection, as a server or a suspend does between rounds. */
+  drop(): void {
+    this.open = false;
+  }
+}
+
+/** Each module's usual result: RTTs of 10 ms, transfers at 100 Mbit/s. */
+const steady = (m: Module): Outcome => (m.startsWith("rtt") ? { value: 10 } : { value: 100 });
+
+class Env implements RoundEnv {
+  readonly budget: ByteBudget;
+  readonly records: MeasurementEvent[] = [];
+  readonly pretests: { key: string; results: readonly PretestResult[]; streams: number }[] = [];
+  overBudgets = 0;
+  suspend = () => false;
+  private t = 0;
+
+  constructor(
+    readonly periodS = 2,
+    perHour = 1e12,
+    private readonly maxPayload = 16 * 1024 * KIB,
+  ) {
+    this.budget = new ByteBudget(perHour);
+  }
+
+  limits() {
+    return { maxPayload: this.maxPayload, perMinute: Infinity };
+  }
+  now() {
+    return this.t++;
+  }
+  wallClock() {
+    return 1_795_000_000_000 + this.t;
+  }
+  suspended() {
+    return this.suspend();
+  }
+  record(e: MeasurementEvent) {
+    this.records.push(e);
+  }
+  overBudget() {
+    this.overBudgets++;
+  }
+  pretested(key: string, results: readonly PretestResult[], streams: number) {
+    this.pretests.push({ key, results, streams });
+  }
+
+  /** The records made, as `metric/transport status`. */
+  made(): string[] {
+    return this.records.map((e) => `${e.key} ${e.record.status}`);
+  }
+}
+
+const run = (site: ScriptedSite, plan: Plan, env: Env) =>
+  runRound(site, plan, env, site.measurements);
+
+const WS_64K = targetPlan({ transport: "websocket", size: 64 * KIB });
+
+describe("a round", () => {
+  it("runs the target's plan in order, and records each step with its period", async () => {
+    const site = new ScriptedSite(steady);
+    const env = new Env(2);
+    await run(site, WS_64K, env);
+    expect(site.calls.map((c) => c.module)).toEqual([
+      "rtt/websocket",
+      "download/websocket",
+      "upload/websocket",
+    ]);
+    // The loaded RTT of each transfer comes before the transfer's own record.
+    expect(env.made()).toEqual([
+      "rtt/websocket ok",
+      "loaded_rtt/websocket ok",
+      "bandwidth_down/websocket ok",
+      "loaded_rtt/websocket ok",
+      "bandwidth_up/websocket ok",
+    ]);
+    for (const e of env.records) expect(e.record.period_ms).toBe(2000);
+    // The echo, both transfers and one loaded echo beside each.
+    expect(env.budget.usedSinceStart).toBe(ECHO_BYTES + 2 * 64 * KIB + 2 * ECHO_BYTES);
+  });
+
+  it("runs both transports' steps, WebSocket first, and a mirror's plan the same way", async () => {
+    const site = new ScriptedSite(steady);
+    await run(site, targetPlan({ transport: "both", size: 64 * KIB }), new Env());
+    expect(site.calls.map((c) => c.module)).toEqual([
+      "rtt/websocket",
+      "download/websocket",
+      "upload/websocket",
+      "rtt/http",
+      "download/http",
+    ]);
+    const mirror = new ScriptedSite(steady);
+    const env = new Env();
+    await run(mirror, mirrorPlan({ size: 64 * KIB }), env);
+    expect(mirror.calls.map((c) => c.module)).toEqual(["rtt/websocket", "download/websocket"]);
+    // No loaded latency, no jitter.
+    expect(env.made()).toEqual(["rtt/websocket ok", "bandwidth_down/websocket ok"]);
+  });
+
+  it("records a timed-out probe and feeds it back; a closed connection ends its transport", async () => {
+    const site = new ScriptedSite(steady);
+    site.script.set("rtt/websocket", [{ timedOut: true }]);
+    const env = new Env();
+    await run(site, targetPlan({ transport: "both", size: 64 * KIB }), env);
+    // The echo timed out and closed the WebSocket: its transfers wait; fetch goes on.
+    expect(site.calls.map((c) => c.module)).toEqual(["rtt/websocket", "rtt/http", "download/http"]);
+    const timedOut = env.records[0]!;
+    expect(timedOut.record).toMatchObject({ status: "timeout", value: null, timeout_ms: 3000 });
+    expect(timedOut.timeouts).toBe(1);
+    expect(site.series.tracker("rtt/websocket").state().count).toBe(1);
+  });
+
+  it("ends on a failure that is not a timeout, and leaves it to the caller", async () => {
+    const site = new ScriptedSite(steady);
+    site.script.set("download/websocket", [{ error: "refused" }]);
+    const env = new Env();
+    await expect(run(site, WS_64K, env)).rejects.toThrow("refused");
+    expect(site.calls.map((c) => c.module)).toEqual(["rtt/websocket", "download/websocket"]);
+    expect(env.made()).toEqual(["rtt/websocket ok", "loaded_rtt/websocket ok"]);
+  });
+
+  it("stops before its next step once suspended", async () => {
+    const site = new ScriptedSite(steady);
+    const env = new Env();
+    env.suspend = () => site.calls.length > 0;
+    await run(site, targetPlan({ transport: "both", size: 64 * KIB }), env);
+    expect(site.calls.map((c) => c.module)).toEqual(["rtt/websocket"]);
+  });
+
+  it("holds a transfer that does not fit in the hour's budget, with its transport's others", async () => {
+    const site = new ScriptedSite(steady);
+    // Room for the echoes and the pings, not for a 64 KiB transfer.
+    const env = new Env(2, 10 * KIB);
+    await run(site, targetPlan({ transport: "both", size: 64 * KIB }), env);
+    expect(site.calls.map((c) => c.module)).toEqual(["rtt/websocket", "rtt/http"]);
+    expect(env.overBudgets).toBe(2);
+    expect(env.budget.used(env.now())).toBeLessThanOrEqual(10 * KIB);
+  });
+
+  it("keeps a transfer within the server's payload cap", async () => {
+    const site = new ScriptedSite(steady);
+    await run(
+      site,
+      targetPlan({ transport: "websocket", size: 4096 * KIB }),
+      new Env(2, 1e12, 1000 * KIB),
+    );
+    expect(site.calls.filter((c) => c.module !== "rtt/websocket").map((c) => c.bytes)).toEqual([
+      1000 * KIB,
+      1000 * KIB,
+    ]);
+  });
+});
+
+describe("the series a round feeds", () => {
+  it("carry the forecast made before each value, and the timeouts their bank sets", async () => {
+    const site = new ScriptedSite(steady);
+    site.script.set("rtt/websocket", [{ value: 10 }, { value: 12 }]);
+    const env = new Env();
+    await run(site, WS_64K, env);
+    await run(site, WS_64K, env);
+    const rtts = env.records.filter((e) => e.key === "rtt/websocket").map((e) => e.record);
+    expect(rtts[0]!.forecast).toBeUndefined();
+    expect(rtts[1]).toMatchObject({ value: 12, seq: 1, forecast: { value: 10, selector: "mse" } });
+    // Each probe ran under the timeout its series set before it.
+    const echoes = site.calls.filter((c) => c.module === "rtt/websocket");
+    expect(echoes.map((c) => c.timeoutMs)).toEqual(rtts.map((r) => r.timeout_ms));
+    // The records are the store's: what the history and the export read.
+    expect(site.series.records("rtt/websocket")).toEqual(rtts);
+  });
+
+  it("have the predicted RTT of their transport taken off the transfers", async () => {
+    const site = new ScriptedSite(steady);
+    const env = new Env();
+    await run(site, targetPlan({ transport: "both", size: 64 * KIB }), env);
+    const transfers = site.calls.filter((c) => !c.module.startsWith("rtt"));
+    // The echo and the ping of this round came first: their forecasts are 10 ms.
+    expect(transfers.map((c) => c.predictedRttMs)).toEqual([10, 10, 10]);
+  });
+
+  it("measure jitter between consecutive echoes, afresh on a new connection", async () => {
+    const site = new ScriptedSite(steady);
+    site.script.set("rtt/websocket", [{ value: 10 }, { value: 13 }, { value: 20 }, { value: 18 }]);
+    const env = new Env();
+    for (let round = 0; round < 4; round++) {
+      if (round === 2) site.drop();
+      await run(site, WS_64K, env);
+    }
+    const jitter = env.records.filter((e) => e.key === "jitter/websocket");
+    // Rounds 2 and 4: 13 − 10 and 18 − 20; round 3 opened a new connection.
+    expect(jitter.map((e) => e.record.value)).toEqual([3, 2]);
+    expect(site.connects).toBe(2);
+  });
+
+  it("size an automatic probe from the forecast rate, and run a stream pretest when due", async () => {
+    // Two streams move 150 Mbit/s where one moves 100; four add nothing.
+    const rates: { [streams: number]: number } = { 1: 100, 2: 150, 4: 150 };
+    const site = new ScriptedSite((m, r) =>
+      m.startsWith("rtt") ? { value: 10 } : { value: rates[r.streams]!, durationMs: 250 },
+    );
+    const env = new Env(2);
+    const plan = mirrorPlan({ size: "auto" });
+    for (let round = 0; round <= PRETEST_AFTER; round++) await run(site, plan, env);
+    const downloads = site.calls.filter((c) => c.module === "download/websocket");
+    // The first probe is the smallest automatic size; then the size the forecast rate
+    // (100 Mbit/s for 250 ms: 3.125 MB) rounds up to.
+    expect(downloads[0]!.bytes).toBe(AUTO_MIN_BYTES);
+    expect(downloads[1]!.bytes).toBe(4096 * KIB);
+    // After PRETEST_AFTER measurements: each candidate tried PRETEST_PASSES times, half a
+    // probe each, interleaved, then the probe on the streams chosen.
+    const tries = downloads.slice(PRETEST_AFTER, -1);
+    expect(tries.map((c) => c.streams)).toEqual(
+      Array.from({ length: PRETEST_PASSES }, () => [1, 2, 4]).flat(),
+    );
+    expect(tries.every((c) => c.bytes === pretestBytes(downloads.at(-1)!.bytes))).toBe(true);
+    expect(downloads.at(-1)!.streams).toBe(2);
+    expect(env.pretests).toEqual([
+      { key: "bandwidth_down/websocket", results: expect.any(Array), streams: 2 },
+    ]);
+    // The tries are not measurements of the series.
+    const down = env.records.filter((e) => e.key === "bandwidth_down/websocket");
+    expect(down).toHaveLength(PRETEST_AFTER + 1);
+  });
+
+  it("leave a pretest's loaded echoes unrecorded, and stop it at a timeout", async () => {
+    const site = new ScriptedSite(steady);
+    const env = new Env(2);
+    const plan: Plan = [
+      { measure: "rtt", transport: "websocket", key: "rtt/websocket" },
+      WS_64K[1]!,
+    ];
+    for (let round = 0; round < PRETEST_AFTER; round++) await run(site, plan, env);
+    const before = env.records.length;
+    // The second try times out (and closes the connection): the pretest keeps the one rate
+    // it has, and the probe waits for the next round.
+    site.script.set("download/websocket", [{ value: 100 }, { timedOut: true }]);
+    await run(site, plan, env);
+    const made = env.records.slice(before).map((e) => `${e.key} ${e.record.status}`);
+    expect(made).toEqual(["rtt/websocket ok"]);
+    expect(env.pretests.map((p) => p.results.length)).toEqual([1]);
+  });
+});
+
+describe("records", () => {
+  it("read back as the history keeps them rebuild the same series", async () => {
+    const site = new ScriptedSite(steady);
+    site.script.set("download/websocket", [{ value: 90 }, { timedOut: true }, { value: 110 }]);
+    const env = new Env();
+    for (let round = 0; round < 3; round++) {
+      site.drop();
+      await run(site, WS_64K, env);
+    }
+    const saved = new Map<string, Record[]>();
+    for (const e of env.records) saved.set(e.key, [...(saved.get(e.key) ?? []), e.record]);
+    const back = new SeriesSet("scripted.example");
+    back.load(saved);
+    for (const key of saved.keys() as Iterable<MeasurementEvent["key"]>) {
+      expect(back.tracker(key).state()).toEqual(site.series.tracker(key).state());
+      expect(back.records(key)).toEqual(site.series.records(key));
+    }
+  });
+});
