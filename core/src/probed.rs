@@ -436,10 +436,6 @@ impl ProbedSeries {
         })
     }
 
-    pub fn config(&self) -> &Config {
-        &self.config
-    }
-
     pub fn metric(&self) -> Metric {
         self.config.metric
     }

@@ -30,7 +30,6 @@ pub struct Schedule {
     ran: u64,
     /// The grid slot of the next start.
     slot: u64,
-    skipped: u64,
     stopped: bool,
 }
 
@@ -43,7 +42,6 @@ impl Schedule {
             count,
             ran: 0,
             slot: 0,
-            skipped: 0,
             stopped: false,
         }
     }
@@ -73,10 +71,7 @@ impl Schedule {
         // period 0 every slot is the start: experiments run back to back.)
         if let Some(past) = now.saturating_sub(self.start).checked_div(self.period) {
             let current = past.saturating_add(1);
-            if current > slot {
-                self.skipped += current - slot;
-                slot = current;
-            }
+            slot = slot.max(current);
         }
         self.slot = slot;
     }
@@ -89,11 +84,6 @@ impl Schedule {
     /// Experiments started so far.
     pub fn ran(&self) -> u64 {
         self.ran
-    }
-
-    /// Slots skipped because an experiment overran them.
-    pub fn skipped(&self) -> u64 {
-        self.skipped
     }
 }
 
@@ -162,11 +152,6 @@ mod tests {
                 .collect();
             assert_eq!(got, want, "period {period} lasts {lasts:?}");
         }
-        let mut s = Schedule::new(0, S, Some(4));
-        for t in [0, 25 * S / 10] {
-            s.started(t);
-        }
-        assert_eq!((s.ran(), s.skipped()), (2, 1));
     }
 
     #[test]

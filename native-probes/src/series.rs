@@ -62,11 +62,6 @@ impl SeriesSet {
             .expect("metric is one of the set's")
     }
 
-    /// The metrics, in the order declared.
-    pub fn metrics(&self) -> Vec<Metric> {
-        self.series.iter().map(ProbedSeries::metric).collect()
-    }
-
     /// The adaptive timeout of the next probe of `metric`, ms.
     pub fn timeout_ms(&self, metric: Metric) -> Option<f64> {
         self.get(metric).timeout_ms()
