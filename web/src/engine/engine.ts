@@ -155,6 +155,9 @@ export class Engine {
    *  and the mirrors opted in start new series once it is empty. */
   clear(): void {
     this.imports.clear();
+    // What the round on the wire measured so far goes too: neither shown nor written.
+    if (this.held !== undefined) this.held = [];
+    this.unsaved = [];
     for (const site of this.sites.values()) site.retire();
     this.sites.clear();
     this.mirrors.clear();

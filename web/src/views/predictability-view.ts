@@ -62,7 +62,7 @@ function lineChart(parent: HTMLElement, label: string, xTitle: string, yTitle: s
   return { chart, dataset, data, figure };
 }
 
-export class PredictabilityView {
+class PredictabilityView {
   private readonly histogram;
   private readonly cdf;
   private readonly table: HTMLTableElement;
