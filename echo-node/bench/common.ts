@@ -22,12 +22,17 @@ export interface ServerProcess {
   stop(): Promise<void>;
 }
 
-export async function startServerProcess(args: string[]): Promise<ServerProcess> {
+/** `quiet` drops the server's stderr (its one-line-per-client refusal log), for benchmarks
+ *  that are refused on purpose from hundreds of addresses. */
+export async function startServerProcess(
+  args: string[],
+  opts: { quiet?: boolean } = {},
+): Promise<ServerProcess> {
   const child: ChildProcess = spawn(
     process.execPath,
     [MAIN, "--port", "0", "--host", "127.0.0.1", ...args],
     {
-      stdio: ["ignore", "pipe", "inherit"],
+      stdio: ["ignore", "pipe", opts.quiet ? "ignore" : "inherit"],
     },
   );
   const url = await new Promise<string>((resolveUrl, reject) => {
