@@ -57,10 +57,7 @@ export async function startServerProcess(
       const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
       return (Number(fields[11]) + Number(fields[12])) / TICKS_PER_SECOND;
     },
-    rssBytes: () => {
-      const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, "utf8"));
-      return m ? Number(m[1]) * 1024 : NaN;
-    },
+    rssBytes: () => rssOf(pid),
     stop: () =>
       new Promise((done) => {
         if (child.exitCode !== null) return done();
@@ -68,6 +65,12 @@ export async function startServerProcess(
         child.kill("SIGTERM");
       }),
   };
+}
+
+/** Resident set size of process `pid`, from /proc. */
+export function rssOf(pid: number): number {
+  const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, "utf8"));
+  return m ? Number(m[1]) * 1024 : NaN;
 }
 
 export function machine(): string {

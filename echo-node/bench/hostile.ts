@@ -22,7 +22,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { performance } from "node:perf_hooks";
-import { WebSocket } from "ws";
+import { createServer } from "node:http";
+import { WebSocket, WebSocketServer } from "ws";
 import {
   decodeServerMessage,
   encodeDownload,
@@ -37,6 +38,7 @@ import {
   machine,
   median,
   percentile,
+  rssOf,
   startServerProcess,
   type ServerProcess,
 } from "./common.js";
@@ -179,27 +181,55 @@ async function corpus(): Promise<void> {
       `server alive                 ${alive ? "yes" : "NO"}; RSS ${mb(before)} → ${mb(after)} MiB`,
     );
 
-    // The trickle: a frame declaring ~1 MiB sent a byte at a time on 8 sockets, one address.
-    const SOCKETS = 8;
-    const BYTES = QUICK ? 50_000 : 300_000;
-    const rssBefore = server.rssBytes();
-    let peak = rssBefore;
-    const sampler = setInterval(() => (peak = Math.max(peak, server.rssBytes())), 100);
-    const started = performance.now();
-    const sockets = await Promise.all(
-      Array.from({ length: SOCKETS }, () => trickle(server.port, "127.22.0.1", BYTES)),
-    );
-    const during = server.rssBytes();
-    sockets.forEach((s) => s.destroy());
-    await sleep(1500);
-    clearInterval(sampler);
-    console.log(
-      `1 MiB frame trickled         ${SOCKETS} sockets × ${(BYTES / 1000).toFixed(0)} KB in 1-byte writes (${((SOCKETS * BYTES) / 1e6).toFixed(1)} MB, ${((performance.now() - started) / 1000).toFixed(1)} s): RSS ${mb(rssBefore)} → ${mb(during)} MiB while held (peak ${mb(peak)}), ${mb(server.rssBytes())} MiB after close`,
-    );
+    await trickleAttack("1 MiB frame trickled", server.port, () => server.rssBytes());
+    // The peer: ws with its defaults (as echo-node ran before), same message cap.
+    const peer = fork(fileURLToPath(import.meta.url), ["plain-ws"], {
+      stdio: ["ignore", "inherit", "inherit", "ipc"],
+    });
+    try {
+      const port = await new Promise<number>((resolve) =>
+        peer.once("message", (p) => resolve(p as number)),
+      );
+      await trickleAttack("same, plain ws (peer)", port, () => rssOf(peer.pid!));
+    } finally {
+      peer.kill();
+    }
   } finally {
     await server.stop();
     rmSync(dir, { recursive: true, force: true });
   }
+}
+
+/** A frame declaring ~1 MiB sent a byte at a time on 8 sockets from one address. */
+async function trickleAttack(label: string, port: number, rss: () => number): Promise<void> {
+  const SOCKETS = 8;
+  const BYTES = QUICK ? 50_000 : 300_000;
+  const before = rss();
+  let peak = before;
+  const sampler = setInterval(() => (peak = Math.max(peak, rss())), 100);
+  const started = performance.now();
+  const sockets = await Promise.all(
+    Array.from({ length: SOCKETS }, () => trickle(port, "127.22.0.1", BYTES)),
+  );
+  const seconds = (performance.now() - started) / 1000;
+  const during = rss();
+  sockets.forEach((s) => s.destroy());
+  await sleep(1500);
+  clearInterval(sampler);
+  console.log(
+    `${label.padEnd(29)}${SOCKETS} sockets × ${(BYTES / 1000).toFixed(0)} KB in 1-byte writes (${((SOCKETS * BYTES) / 1e6).toFixed(1)} MB, ${seconds.toFixed(1)} s): RSS ${mb(before)} → ${mb(during)} MiB while held (peak ${mb(peak)}), ${mb(rss())} MiB after close`,
+  );
+}
+
+/** Child process: a bare ws server, the peer of the trickle attack. */
+async function plainWs(): Promise<void> {
+  const server = createServer();
+  const wss = new WebSocketServer({ noServer: true, perMessageDeflate: false, maxPayload: MiB });
+  server.on("upgrade", (req, socket, head) =>
+    wss.handleUpgrade(req, socket, head, (ws) => ws.on("error", () => undefined)),
+  );
+  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+  process.send!((server.address() as { port: number }).port);
 }
 
 function trickle(port: number, localAddress: string, bytes: number): Promise<Socket> {
@@ -465,6 +495,7 @@ async function main(): Promise<void> {
 }
 
 if (process.argv[2] === "flooder") void flooder(process.argv[3]!, Number(process.argv[4]));
+else if (process.argv[2] === "plain-ws") void plainWs();
 else
   main().catch((e: unknown) => {
     console.error(e);

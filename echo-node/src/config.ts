@@ -50,7 +50,7 @@ export interface Config {
    *  `bytesPerMinute` and DEFAULT_BURST_BYTES, but at least `maxPayload`. */
   burstBytes: number | undefined;
   /** WebSocket messages (control frames included), handshakes and HTTP requests per client
-   *  per second; bursts of twice this. */
+   *  per second; bursts of half a second's worth. */
   messagesPerSecond: number;
   /** Concurrent WebSockets plus in-flight HTTP probes per client address. */
   maxConnectionsPerClient: number;
@@ -232,7 +232,7 @@ export const OPTIONS: readonly OptionSpec[] = [
     env: "ECHO_NODE_MESSAGES_PER_SECOND",
     kind: "int",
     shown: "2000",
-    help: "WebSocket messages and HTTP requests per client per second (bursts of twice this)",
+    help: "WebSocket messages and HTTP requests per client per second (bursts of half a second's worth)",
   },
   {
     key: "maxConnectionsPerClient",

@@ -168,33 +168,33 @@ describe("findings of the security review", () => {
   });
 
   it("caps TCP connections per address: of 1,000 idle ones, 32 are held, the rest refused", async () => {
-    const node = await startTestNode({ headerTimeoutMs: 4000 });
-    const sockets: Socket[] = [];
+    // Each connection also takes a message token: lifted here, so that the socket cap alone
+    // decides (the bench runs the same attack with every default).
+    const node = await startTestNode({ headerTimeoutMs: 6000, messagesPerSecond: 100_000 });
+    const states: { got: string; closed: boolean }[] = [];
+    const sockets = Array.from({ length: 1000 }, () => {
+      const state = { got: "", closed: false };
+      states.push(state);
+      const s = connect({ port: node.port, host: "127.0.0.1", localAddress: "127.4.0.1" });
+      s.on("data", (d) => (state.got += d.toString("latin1")));
+      s.on("error", () => undefined);
+      s.on("close", () => (state.closed = true));
+      return s;
+    });
     cleanups.push(() => sockets.forEach((s) => s.destroy()));
-    const answers = await Promise.all(
-      Array.from(
-        { length: 1000 },
-        () =>
-          new Promise<string>((resolve) => {
-            const s = connect({ port: node.port, host: "127.0.0.1", localAddress: "127.4.0.1" });
-            sockets.push(s);
-            let got = "";
-            s.on("data", (d) => (got += d.toString("latin1")));
-            s.on("error", () => undefined);
-            s.on("close", () => resolve(got === "" ? "closed" : got.slice(0, 12)));
-            setTimeout(() => resolve(got === "" ? "open" : got.slice(0, 12)), 2500);
-          }),
-      ),
-    );
-    const count = (what: string) => answers.filter((a) => a.startsWith(what)).length;
-    expect(count("open")).toBe(32);
-    expect(count("HTTP/1.1 429")).toBe(968);
+    // Accepting 1,000 connections takes a while on a loaded machine (the listen backlog is
+    // 511): wait for the server to have seen them all, then for the refused to be told.
+    const seen = () => node.metrics.limitRejections.sockets_per_client + node.metrics.socketsOpen;
+    await eventually(() => seen() >= 1000, 15_000, "all connections accepted");
+    const refused = () => states.filter((x) => x.got.startsWith("HTTP/1.1 429")).length;
+    await eventually(() => refused() === 968, 5000, "968 refusals received");
+    expect(states.filter((x) => x.got === "" && !x.closed)).toHaveLength(32);
     expect(node.metrics.limitRejections.sockets_per_client).toBe(968);
     await controlClientServed(node);
     // The held ones never sent a request: the header timeout closes them (408).
-    await eventually(() => node.metrics.socketsOpen === 0, 6000, "idle sockets closed");
+    await eventually(() => node.metrics.socketsOpen === 0, 10_000, "idle sockets closed");
     expect(node.metrics.limitRejections.header_timeout).toBe(32);
-  });
+  }, 40_000);
 
   it("times out slowloris clients: silent, trickled headers, idle keep-alive", async () => {
     const node = await startTestNode({ headerTimeoutMs: 500, keepAliveTimeoutMs: 300 });

@@ -132,7 +132,7 @@ describe("traffic meter and budget debt", () => {
     expect(l.budgetLeft("a", 600)).toEqual({ ok: true });
   });
 
-  it("allows bursts of two seconds of messages, then the rate", () => {
+  it("allows bursts of half a second of messages, then the rate", () => {
     const l = new ClientLimits({
       maxConnectionsPerClient: 1,
       maxSocketsPerClient: 1,
@@ -141,7 +141,7 @@ describe("traffic meter and budget debt", () => {
       burstBytes: 1000,
       messagesPerSecond: 10,
     });
-    for (let i = 0; i < 20; i++) expect(l.takeMessage("a", 0).ok).toBe(true);
+    for (let i = 0; i < 5; i++) expect(l.takeMessage("a", 0).ok).toBe(true);
     expect(l.takeMessage("a", 0)).toEqual({ ok: false, retryAfterS: 1 });
     // A refused message is owed too: the flooder waits for what it sent, not just the rate.
     expect(l.takeMessage("a", 100).ok).toBe(false);
