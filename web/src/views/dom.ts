@@ -6,7 +6,7 @@ export function el<T extends HTMLElement>(id: string): T {
   return e as T;
 }
 
-/** Series keys in the order they are shown. */
+/** Where a series (by key) stands in the page's order: lower first. */
 export type Rank = (key: string | undefined) => number;
 
 /** Puts `node` among its siblings by `rank` (ties after each other, in arrival order), so
