@@ -12,7 +12,8 @@
  *  4. an echo flooder beside a control client: the control's echo RTT idle, under a flood with
  *     the message rate lifted, and under a flood with the default limits (the flooder
  *     reconnecting whenever it is closed).
- * Scale with HOSTILE_SECONDS (per timed phase, default 8) and BENCH_QUICK=1.
+ * Scale with HOSTILE_SECONDS (per timed phase, default 8) and BENCH_QUICK=1; HOSTILE_ONLY=flood
+ * (or corpus, connections, budget) runs one part.
  * Then `bench/fuzz.ts` runs the decoders' properties for longer than `npm test` does.
  */
 import { fork } from "node:child_process";
@@ -483,15 +484,20 @@ async function flood(): Promise<void> {
 async function main(): Promise<void> {
   console.log(`echo-node hostile bench: ${machine()}`);
   console.log(`timed phases ${SECONDS} s${QUICK ? " (BENCH_QUICK)" : ""}\n`);
-  console.log("== hostile input");
-  await corpus();
-  console.log("\n== 1,000 connections from one address");
-  await thousandConnections();
-  console.log("\n== one budget, every path");
-  await everyPath();
-  console.log("\n== echo flood vs a control client (control: one 2-byte echo every 5 ms)");
-  await flood();
-  console.log(`\ndate ${new Date().toISOString()}`);
+  const only = process.env.HOSTILE_ONLY;
+  const parts: [string, string, () => Promise<void>][] = [
+    ["corpus", "hostile input", corpus],
+    ["connections", "1,000 connections from one address", thousandConnections],
+    ["budget", "one budget, every path", everyPath],
+    ["flood", "echo flood vs a control client (control: one 2-byte echo every 5 ms)", flood],
+  ];
+  for (const [name, title, run] of parts) {
+    if (only !== undefined && only !== "" && only !== name) continue;
+    console.log(`== ${title}`);
+    await run();
+    console.log();
+  }
+  console.log(`date ${new Date().toISOString()}`);
 }
 
 if (process.argv[2] === "flooder") void flooder(process.argv[3]!, Number(process.argv[4]));

@@ -151,7 +151,17 @@ export class ProbeSession {
       CLOSE.MESSAGE_RATE.code,
       `${CLOSE.MESSAGE_RATE.reason}; retry-after=${grant.retryAfterS}`,
     );
+    this.stopReading();
     return false;
+  }
+
+  /**
+   * Stops reading from a client closed for flooding: parsing the rest of its flood while
+   * waiting for its close frame (queued behind that flood) would be the very work the limit
+   * refuses. The close frame still goes out; the grace timer ends the connection.
+   */
+  private stopReading(): void {
+    this.ws.pause();
   }
 
   private onMessage(data: Buffer, isBinary: boolean): void {
