@@ -24,7 +24,7 @@ import { Imports } from "./imports";
 import { MEASUREMENTS } from "./measure";
 import type { PretestResult } from "./measure/pretest";
 import { MIRROR_DOWN, MIRROR_RTT, mirrorPlan, targetPlan, type Plan } from "./plan";
-import { rankSites } from "./rank";
+import { ranking } from "./rank";
 import { runRound, type RoundEnv } from "./round";
 import { Scheduler, type Clock } from "./scheduler";
 import type { RestoredSeries } from "./series";
@@ -493,7 +493,7 @@ export class Engine {
     if (this.rankQuery === undefined) return;
     const { fileBytes, sites } = this.rankQuery;
     const measured = (url: string) => this.sites.get(endpointName(url))?.series;
-    this.post({ type: "ranking", sites: rankSites(sites, fileBytes, measured) });
+    this.post({ type: "ranking", sites: ranking(sites, fileBytes, measured) });
   }
 
   /** Ends a round: posts what it held, the ranking after it, and writes its records to the

@@ -16,7 +16,7 @@ function forecast(series: SeriesSet, metric: "rtt" | "bandwidth_down"): Estimate
  * each with the forecasts it was ranked by; `measured` gives a URL's series, undefined for a
  * site not measured (it ranks last, in the order given).
  */
-export function rankSites(
+export function ranking(
   urls: readonly string[],
   bytes: number,
   measured: (url: string) => SeriesSet | undefined,
