@@ -113,7 +113,9 @@ async function main(): Promise<void> {
   try {
     wasm = readFileSync(wasmUrl);
   } catch {
-    throw new Error(`${wasmUrl.pathname} is missing: build the core crate (nowcast-core)'s pkg first`);
+    throw new Error(
+      `${wasmUrl.pathname} is missing: build the core crate (nowcast-core)'s pkg first`,
+    );
   }
   await loadForecasting(wasm);
   const xs = benchSeries(points);

@@ -6,16 +6,11 @@ import { NwsFaithfulBank } from "./nws-faithful";
 import { benchSeries } from "./series";
 
 const golden = parseGolden(
-  readFileSync(
-    new URL("../../core/testdata/nws-golden-trace.csv", import.meta.url),
-    "utf8",
-  ),
+  readFileSync(new URL("../../core/testdata/nws-golden-trace.csv", import.meta.url), "utf8"),
 );
 
 beforeAll(async () => {
-  const wasm = readFileSync(
-    new URL("../../core/pkg/nowcast_core_bg.wasm", import.meta.url),
-  );
+  const wasm = readFileSync(new URL("../../core/pkg/nowcast_core_bg.wasm", import.meta.url));
   await loadForecasting(wasm);
 });
 
