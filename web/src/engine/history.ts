@@ -16,7 +16,8 @@ const DB_VERSION = 2;
 const STORE = "records";
 const BY_TARGET = "to";
 const IMPORTS = "imports";
-/** Records kept per series; older ones are pruned when the page opens. */
+/** Records kept per series; older ones are pruned when the page opens (and a site's store,
+ *  series.ts, keeps as many, so that an export says what a reload will show). */
 export const MAX_RECORDS_PER_SERIES = 10_000;
 
 interface Row {

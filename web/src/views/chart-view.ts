@@ -28,7 +28,7 @@ Chart.register(LineController, LineElement, PointElement, LinearScale, Tooltip);
 
 /** Width of the band in forecast errors (√MSE): ±2 covers most of a normal error. */
 export const BAND_K = 2;
-/** Points kept on a graph; older ones scroll off (the worker's series keeps everything). */
+/** Points kept on a graph; older ones scroll off (their series' forecasters saw them all). */
 export const MAX_POINTS = 10_000;
 
 /** A forecast and its error (√MSE when it was made): the band is y ± BAND_K·e. */
