@@ -6,7 +6,10 @@
 use std::path::{Path, PathBuf};
 
 /// The core files of this crate, relative to `src/`.
-const CORES: [&str; 10] = [
+const CORES: [&str; 13] = [
+    "serve/limits.rs",
+    "serve/watchdog.rs",
+    "serve/metrics.rs",
     "tcp/mod.rs",
     "tcp/session.rs",
     "tcp/bandwidth.rs",

@@ -262,6 +262,7 @@ fn the_warm_up_echo_after_the_hello_is_made_but_not_counted() {
             max_payload: 1 << 20,
             rcvbuf: 0,
             sndbuf: 0,
+            retry_after_ms: 0,
         };
         s.write_all(&welcome.encode()).unwrap();
         let mut pings = Vec::new();

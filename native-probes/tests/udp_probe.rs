@@ -79,7 +79,7 @@ fn the_server_drops_datagrams_that_are_not_probes_or_are_too_large() {
     c.set_read_timeout(Some(Duration::from_millis(300)))
         .unwrap();
     let mut probe = vec![0u8; 200];
-    nowcast::wire::UdpProbe { seq: 7, sent_ns: 1 }.encode(&mut probe);
+    nowcast::wire::UdpProbe::request(7, 1).encode(&mut probe);
     let mut buf = [0u8; 512];
     c.send(b"hello, is this an echo server?").unwrap();
     c.send(&probe).unwrap();
@@ -88,6 +88,15 @@ fn the_server_drops_datagrams_that_are_not_probes_or_are_too_large() {
         "neither a foreign nor an oversized datagram is echoed"
     );
     c.send(&probe[..100]).unwrap();
-    assert_eq!(c.recv(&mut buf).unwrap(), 100);
-    assert_eq!(&buf[..100], &probe[..100]);
+    assert_eq!(
+        c.recv(&mut buf).unwrap(),
+        100,
+        "the reply is the request's size"
+    );
+    nowcast::wire::UdpProbe::mark_reply(&mut probe);
+    assert_eq!(
+        &buf[..100],
+        &probe[..100],
+        "the request's bytes, marked as a reply"
+    );
 }

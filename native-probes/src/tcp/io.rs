@@ -15,7 +15,7 @@ use anyhow::Result;
 use socket2::{Domain, Protocol, SockRef, Socket, Type};
 use std::io;
 use std::net::{SocketAddr, TcpStream};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// A `nowcast tcp` run: what each session does and where it connects.
 #[derive(Clone, Debug)]
@@ -235,12 +235,39 @@ fn exchange(
     read: &mut [u8],
     by: Instant,
 ) -> io::Result<()> {
-    write_all_by(s, send, by)?;
-    let mut left = payload;
-    while left > 0 {
-        let n = buf.len().min(usize::try_from(left).unwrap_or(usize::MAX));
-        write_all_by(s, &buf[..n], by)?;
-        left -= n as u64;
+    let sent = (|| {
+        write_all_by(s, send, by)?;
+        let mut left = payload;
+        while left > 0 {
+            let n = buf.len().min(usize::try_from(left).unwrap_or(usize::MAX));
+            write_all_by(s, &buf[..n], by)?;
+            left -= n as u64;
+        }
+        Ok(())
+    })();
+    match sent {
+        // A server that refuses an upload (its budget, its rate rule) writes its reason and
+        // closes without reading the rest: the reason is what the user should see, not the
+        // reset that stopped the writes, so it is read if it came.
+        Err(e) if is_closed(&e) => {
+            let soon = by.min(Instant::now() + REASON_WAIT);
+            prime(s, soon)
+                .and_then(|()| read_exact_by(s, read, soon))
+                .map_err(|_| e)
+        }
+        Err(e) => Err(e),
+        Ok(()) => read_exact_by(s, read, by),
     }
-    read_exact_by(s, read, by)
+}
+
+/// How long a client whose writes were cut off waits for the server's reason.
+const REASON_WAIT: Duration = Duration::from_millis(200);
+
+fn is_closed(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::BrokenPipe
+            | io::ErrorKind::ConnectionReset
+            | io::ErrorKind::ConnectionAborted
+    )
 }

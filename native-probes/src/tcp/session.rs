@@ -21,7 +21,7 @@
 
 use super::bandwidth::bandwidth;
 use crate::series::SeriesSet;
-use crate::wire::{self, Hello, Status as Accepted, Welcome};
+use crate::wire::{self, Hello, Reply as Answer, Status as Accepted, Welcome};
 use nowcast_core::probed::{Observation, Outcome};
 use nowcast_core::record::{Metric, Probe, Record, Status, Transport};
 
@@ -369,11 +369,17 @@ impl<'a> Session<'a> {
                     self.record(Metric::HandshakeRtt, outcome, self.probe.clone());
                     self.step = Step::WarmUp;
                 }
-                Ok(_) => self.fail(
-                    Metric::HandshakeRtt,
-                    format!("{host}: hello: the server is busy (over its session caps)"),
-                    self.probe.clone(),
-                ),
+                Ok(w) => {
+                    let retry = match w.retry_after_ms {
+                        0 => String::new(),
+                        ms => format!("; try again in {:.1} s", f64::from(ms) / 1e3),
+                    };
+                    self.fail(
+                        Metric::HandshakeRtt,
+                        format!("{host}: hello: {}{retry}", w.status.reason()),
+                        self.probe.clone(),
+                    )
+                }
                 Err(e) => self.fail(
                     Metric::HandshakeRtt,
                     format!("{host}: hello: {e}"),
@@ -394,9 +400,12 @@ impl<'a> Session<'a> {
                 if read == want {
                     self.step = Step::Echo(false);
                 } else {
-                    let msg = format!(
-                        "{host}: rtt warm-up: the echo differs from the probe ({read:?} for {want:?})"
-                    );
+                    let msg = match refusal(read) {
+                        Some(why) => format!("{host}: rtt warm-up: {why}"),
+                        None => format!(
+                            "{host}: rtt warm-up: the echo differs from the probe ({read:?} for {want:?})"
+                        ),
+                    };
                     self.fail(Metric::Rtt, msg, self.echo_probe(false));
                 }
             }
@@ -436,10 +445,13 @@ impl<'a> Session<'a> {
                         self.step = Step::Done;
                     }
                 } else {
-                    let msg = format!(
-                        "{host}: {}: the echo differs from the probe ({read:?} for {ping:?})",
-                        echo_step(nagle)
-                    );
+                    let step = echo_step(nagle);
+                    let msg = match refusal(read) {
+                        Some(why) => format!("{host}: {step}: {why}"),
+                        None => format!(
+                            "{host}: {step}: the echo differs from the probe ({read:?} for {ping:?})"
+                        ),
+                    };
                     self.fail(metric, msg, self.echo_probe(nagle));
                 }
             }
@@ -463,19 +475,21 @@ impl<'a> Session<'a> {
             ) => {
                 let metric = self.bulk_metric(i);
                 let step = bulk_step(metric);
-                match read {
-                    a if a == wire::ACK && metric == Metric::BandwidthDown => {
+                match Answer::decode(read) {
+                    Ok(Answer::Ack) if metric == Metric::BandwidthDown => {
                         self.bulk_started = started;
                         self.step = Step::BulkBody(i);
                     }
-                    a if a == wire::ACK => self.transferred(i, started, ended),
-                    a if a == wire::REFUSED => {
-                        let msg =
-                            format!("{host}: {step}: the server refused {} bytes", self.cfg.size);
+                    Ok(Answer::Ack) => self.transferred(i, started, ended),
+                    Ok(Answer::Refused(why)) => {
+                        let msg = format!(
+                            "{host}: {step}: the server refused {} bytes: {why}",
+                            self.cfg.size
+                        );
                         self.fail(metric, msg, self.bulk_probe());
                     }
-                    other => {
-                        let msg = format!("{host}: {step}: unexpected acknowledgement {other:?}");
+                    _ => {
+                        let msg = format!("{host}: {step}: unexpected acknowledgement {read:?}");
                         self.fail(metric, msg, self.bulk_probe());
                     }
                 }
@@ -598,6 +612,14 @@ impl<'a> Session<'a> {
     }
 }
 
+/// The server's reason when `read` (in place of an echo) is a refusal.
+fn refusal(read: &[u8]) -> Option<String> {
+    match Answer::decode(read) {
+        Ok(Answer::Refused(why)) => Some(format!("the server ended the session: {why}")),
+        _ => None,
+    }
+}
+
 fn started_of(e: &Event<'_>) -> Nanos {
     match e {
         Event::TimedOut { started, .. } => *started,
@@ -679,6 +701,7 @@ mod tests {
             max_payload,
             rcvbuf: 16384,
             sndbuf: 32768,
+            retry_after_ms: 0,
         }
         .encode()
         .to_vec()
@@ -870,7 +893,7 @@ mod tests {
     fn refusals_short_reads_and_wrong_echoes_name_the_host_and_the_step() {
         // Rows: what the peer does at which step, the record's metric and its message.
         type Peer = fn(&Action) -> Reply;
-        let rows: [(Peer, Metric, &str); 6] = [
+        let rows: [(Peer, Metric, &str); 8] = [
             (
                 |a| match a {
                     Action::Connect { .. } => Reply::Failed("Connection refused (os error 111)"),
@@ -881,23 +904,23 @@ mod tests {
             ),
             (
                 |a| match a {
-                    Action::Exchange { read: 22, .. } => {
+                    Action::Exchange { read: Welcome::LEN, .. } => {
                         Reply::Read(welcome(Accepted::Busy, 0), MS)
                     }
                     o => good(o),
                 },
                 Metric::HandshakeRtt,
-                "h:1: hello: the server is busy (over its session caps)",
+                "h:1: hello: the server is busy (all its sessions are taken)",
             ),
             (
                 |a| match a {
-                    Action::Exchange { read: 22, .. } => {
-                        Reply::Read(b"HTTP/1.1 400 Bad Reque".to_vec(), MS)
+                    Action::Exchange { read: Welcome::LEN, .. } => {
+                        Reply::Read(b"HTTP/1.1 400 Bad Request\r\n".to_vec(), MS)
                     }
                     o => good(o),
                 },
                 Metric::HandshakeRtt,
-                "h:1: hello: the peer is not a nowcast server",
+                "h:1: hello: welcome: the peer does not speak the nowcast protocol",
             ),
             (
                 |a| match a {
@@ -908,6 +931,29 @@ mod tests {
                 },
                 Metric::Rtt,
                 "h:1: rtt warm-up: the server closed the connection",
+            ),
+            (
+                |a| match a {
+                    Action::Exchange {
+                        read: Welcome::LEN, ..
+                    } => Reply::Read(
+                        Welcome::refusal(Accepted::OverBudget, 2_500).encode().to_vec(),
+                        MS,
+                    ),
+                    o => good(o),
+                },
+                Metric::HandshakeRtt,
+                "h:1: hello: this client's network has used up its byte budget on the server; try again in 2.5 s",
+            ),
+            (
+                |a| match a {
+                    Action::Exchange { nodelay: true, send, .. } if send.bytes() == [b'P', 0] => {
+                        Reply::Read(wire::Refusal::Slow.code().to_vec(), MS)
+                    }
+                    o => good(o),
+                },
+                Metric::Rtt,
+                "h:1: rtt: the server ended the session: the session moved data more slowly",
             ),
             (
                 |a| match a {
@@ -925,7 +971,7 @@ mod tests {
                     o => good(o),
                 },
                 Metric::BandwidthUp,
-                "h:1: bandwidth: the server refused 1000000 bytes",
+                "h:1: bandwidth: the server refused 1000000 bytes: the transfer is above",
             ),
         ];
         for (peer, metric, message) in rows {
@@ -949,7 +995,9 @@ mod tests {
         let cfg = config(vec![Metric::BandwidthDown]);
         let mut set = series(&cfg);
         let (actions, records, _) = run(&cfg, &mut set, 0, |a| match a {
-            Action::Exchange { read: 22, .. } => Reply::Read(welcome(Accepted::Ok, 1000), MS),
+            Action::Exchange {
+                read: Welcome::LEN, ..
+            } => Reply::Read(welcome(Accepted::Ok, 1000), MS),
             o => good(o),
         });
         let last = records.last().unwrap();

@@ -15,7 +15,7 @@
 //! answered probes, in sequence order (round-trip IPDV, RFC 5481 §1.2); it is 0 with fewer
 //! than two replies.
 
-use crate::wire::UdpProbe;
+use crate::wire::{Kind, UdpProbe};
 use nowcast_core::probed::Outcome;
 use nowcast_core::record::Metric;
 
@@ -154,7 +154,7 @@ impl Burst {
     /// Probe `seq`'s datagram, stamped `now`, into `buf` (at least
     /// [`UdpProbe::HEADER_LEN`] bytes; the rest is padding, left as it is).
     pub fn datagram(&self, seq: u64, now: Nanos, buf: &mut [u8]) {
-        UdpProbe { seq, sent_ns: now }.encode(buf);
+        UdpProbe::request(seq, now).encode(buf);
     }
 
     /// Notes that probe `seq` left at `now_ns` (or tried to: a probe the kernel did not
@@ -167,9 +167,12 @@ impl Burst {
         }
     }
 
-    /// Accounts a datagram received at `now_ns`; `None` when it is not a probe reply.
+    /// Accounts a datagram received at `now_ns`; `None` when it is not a probe reply (a
+    /// request, bounced back by something that is not a nowcast server, is not an answer).
     pub fn datagram_received(&mut self, datagram: &[u8], now_ns: u64) -> Option<Reply> {
-        let p = UdpProbe::decode(datagram).ok()?;
+        let p = UdpProbe::decode(datagram)
+            .ok()
+            .filter(|p| p.kind == Kind::Reply)?;
         Some(self.received(p.seq, now_ns))
     }
 
@@ -321,7 +324,13 @@ mod tests {
         );
         let mut reply = [0u8; 22];
         for seq in [7, 8, 9] {
-            UdpProbe { seq, sent_ns: 0 }.encode(&mut reply);
+            UdpProbe::request(seq, 0).encode(&mut reply);
+            assert_eq!(
+                b.datagram_received(&reply, 1_000 + 30 * MS),
+                None,
+                "a request is not an answer"
+            );
+            UdpProbe::mark_reply(&mut reply);
             assert!(b.datagram_received(&reply, 1_000 + 30 * MS).is_some());
         }
         assert_eq!(b.datagram_received(b"not a probe", 0), None);
