@@ -159,7 +159,7 @@ export const OPTIONS: readonly OptionSpec[] = [
     flag: "allow-origin",
     env: "ECHO_NODE_ALLOW_ORIGIN",
     kind: "list",
-    shown: "same origin + mirrors",
+    shown: "the page's origins + mirrors",
     help: "extra allowed origins, comma-separated; '*' allows all",
   },
   {
@@ -232,7 +232,7 @@ export const OPTIONS: readonly OptionSpec[] = [
     env: "ECHO_NODE_MESSAGES_PER_SECOND",
     kind: "int",
     shown: "2000",
-    help: "WebSocket messages and HTTP requests per client per second (bursts of half a second's worth)",
+    help: "WebSocket messages, handshakes, connections and HTTP requests per client per second (bursts of half a second's worth)",
   },
   {
     key: "maxConnectionsPerClient",
@@ -256,7 +256,7 @@ export const OPTIONS: readonly OptionSpec[] = [
     env: "ECHO_NODE_MAX_CONNECTIONS",
     kind: "int",
     shown: "10000",
-    help: "concurrent connections in total",
+    help: "concurrent WebSockets and HTTP probes in total (TCP connections: twice this)",
   },
   {
     key: "idleTimeoutMs",

@@ -513,6 +513,12 @@ export async function startEchoNode(config: Config): Promise<EchoNode> {
     socket.destroySoon();
   });
 
+  // CONNECT (a proxy tunnel) would otherwise be dropped without an answer.
+  server.on("connect", (_req: IncomingMessage, socket: Socket) => {
+    socket.on("error", () => socket.destroy());
+    socket.end(rawAnswer(405, "CONNECT is not supported", "Allow: GET, HEAD, POST, OPTIONS\r\n"));
+  });
+
   const wss = new WebSocketServer({
     noServer: true,
     perMessageDeflate: false,
