@@ -1,12 +1,20 @@
 //! Reading a series of numbers from a file, streaming: NDJSON measurement records, CSV with
 //! a chosen column, `time<TAB>value`, or one number a line. Memory does not grow with the
-//! file; a malformed line stops the read with its line number and text unless the caller
-//! asked to skip bad lines, in which case they are counted.
+//! file, nor with a line: a line longer than [`MAX_LINE`] is a bad line, named by its number
+//! and never held whole. A malformed line stops the read with its line number and the start
+//! of its text (at most [`QUOTE_CHARS`] characters are ever quoted) unless the caller asked
+//! to skip bad lines, in which case they are counted.
 
 use nowcast_core::record::{Metric, Record, Status};
 use std::fmt;
 use std::io::{BufRead, Read};
 
+/// The longest line read, in bytes.
+pub const MAX_LINE: usize = 1 << 20;
+/// The most characters of a line (or of a value) an error quotes.
+pub const QUOTE_CHARS: usize = 80;
+/// The most characters of a reason an error repeats (a record's reason may quote the line).
+const REASON_CHARS: usize = 240;
 /// The layout of the input.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Format {
@@ -48,23 +56,58 @@ pub struct ReadOptions {
     /// Only records of this metric (NDJSON); by default the first record's metric.
     pub metric: Option<Metric>,
     pub skip_bad: bool,
+    /// The longest line read, bytes ([`MAX_LINE`] unless a test wants less).
+    pub max_line: usize,
+}
+
+/// `text`, cut to `max` characters (the cut marked with "...").
+fn cut(text: &str, max: usize) -> String {
+    match text.char_indices().nth(max) {
+        None => text.to_string(),
+        Some(_) => {
+            let keep: String = text.chars().take(max.saturating_sub(3)).collect();
+            keep + "..."
+        }
+    }
+}
+
+/// At most [`QUOTE_CHARS`] characters of `text`, to quote in an error.
+pub fn quote(text: &str) -> String {
+    cut(text, QUOTE_CHARS)
+}
+
+/// Enough of `bytes` to quote, as text.
+fn lossy_start(bytes: &[u8]) -> String {
+    // A character is at most 4 bytes.
+    String::from_utf8_lossy(&bytes[..bytes.len().min(4 * QUOTE_CHARS)]).into_owned()
 }
 
 /// A line that could not be read.
 #[derive(Debug, Clone, PartialEq)]
 pub struct BadLine {
     pub line: u64,
+    /// The start of the line (at most [`QUOTE_CHARS`] characters).
     pub text: String,
     pub reason: String,
 }
 
+impl BadLine {
+    fn new(line: u64, text: &str, reason: &str) -> Self {
+        Self {
+            line,
+            text: quote(text),
+            reason: cut(reason, REASON_CHARS),
+        }
+    }
+}
+
 impl fmt::Display for BadLine {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let mut text = self.text.clone();
-        if text.chars().count() > 80 {
-            text = text.chars().take(77).collect::<String>() + "...";
-        }
-        write!(f, "line {}: {} (text: {:?})", self.line, self.reason, text)
+        write!(
+            f,
+            "line {}: {} (text: {:?})",
+            self.line, self.reason, self.text
+        )
     }
 }
 
@@ -72,6 +115,7 @@ impl fmt::Display for BadLine {
 #[derive(Debug, Default, Clone, PartialEq, serde::Serialize)]
 pub struct ReadStats {
     pub format: String,
+    /// Lines read, blank lines and comments included.
     pub lines: u64,
     pub values: u64,
     /// Bad lines skipped with `--skip-bad`.
@@ -118,8 +162,8 @@ fn parse_number(s: &str) -> Result<f64, String> {
     let t = s.trim();
     match t.parse::<f64>() {
         Ok(v) if v.is_finite() => Ok(v),
-        Ok(_) => Err(format!("'{t}' is not a finite number")),
-        Err(_) => Err(format!("'{t}' is not a number")),
+        Ok(_) => Err(format!("'{}' is not a finite number", quote(t))),
+        Err(_) => Err(format!("'{}' is not a number", quote(t))),
     }
 }
 
@@ -136,102 +180,126 @@ fn detect(first: &str) -> Format {
     }
 }
 
+/// A line, or what is known of one too long to keep.
+enum Line<'a> {
+    Text(&'a [u8]),
+    /// Longer than the limit: its first bytes (up to the limit) and nothing more.
+    TooLong(&'a [u8]),
+}
+
+/// The lines of a reader, each at most `max` bytes held, numbered from 1.
+struct Lines<R> {
+    input: R,
+    buf: Vec<u8>,
+    max: usize,
+    number: u64,
+}
+
+impl<R: BufRead> Lines<R> {
+    fn new(input: R, max: usize) -> Self {
+        Self {
+            input,
+            buf: Vec::new(),
+            max,
+            number: 0,
+        }
+    }
+
+    /// The next line (without its newline) and its number; `None` at the end.
+    fn next(&mut self) -> std::io::Result<Option<(u64, Line<'_>)>> {
+        self.buf.clear();
+        let (mut any, mut too_long) = (false, false);
+        loop {
+            let avail = match self.input.fill_buf() {
+                Ok(a) => a,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            };
+            if avail.is_empty() {
+                break;
+            }
+            any = true;
+            let newline = avail.iter().position(|&b| b == b'\n');
+            let len = newline.unwrap_or(avail.len());
+            // Past the limit, the rest of the line is skipped, never kept.
+            let room = self.max - self.buf.len();
+            too_long |= len > room;
+            self.buf.extend_from_slice(&avail[..len.min(room)]);
+            self.input.consume(len + usize::from(newline.is_some()));
+            if newline.is_some() {
+                break;
+            }
+        }
+        if !any {
+            return Ok(None);
+        }
+        self.number += 1;
+        let line = if too_long {
+            Line::TooLong(&self.buf)
+        } else {
+            Line::Text(self.buf.strip_suffix(b"\r").unwrap_or(&self.buf))
+        };
+        Ok(Some((self.number, line)))
+    }
+}
+
 /// Reads `input`, calling `sink` with each value in order; returns what it saw.
 pub fn read_values<R: Read>(
     input: R,
     opts: &ReadOptions,
     mut sink: impl FnMut(f64),
 ) -> Result<ReadStats, ReadError> {
-    let mut reader = std::io::BufReader::with_capacity(1 << 16, input);
+    let mut lines = Lines::new(
+        std::io::BufReader::with_capacity(1 << 16, input),
+        opts.max_line.max(1),
+    );
     let mut stats = ReadStats::default();
-    // Find the first data line to decide the format (skipping blanks and # comments).
-    let mut first = String::new();
-    let mut consumed = 0u64;
-    loop {
-        first.clear();
-        if reader.read_line(&mut first)? == 0 {
-            stats.format = format!("{:?}", opts.format).to_lowercase();
-            return Ok(stats);
-        }
-        consumed += 1;
-        let t = first.trim();
-        if !t.is_empty() && !t.starts_with('#') {
-            break;
-        }
-    }
-    let format = match opts.format {
-        Format::Auto => detect(&first),
-        f => f,
-    };
-    stats.format = format!("{format:?}").to_lowercase();
-    if opts.column.is_some() && format != Format::Csv {
-        return Err(ReadError::Usage(format!(
-            "--column applies to CSV input, but this input reads as {}",
-            stats.format
-        )));
-    }
-    let rest = std::io::Cursor::new(first.clone().into_bytes()).chain(reader);
-    let skipped_before = consumed - 1;
-    match format {
-        Format::Csv => read_csv(rest, skipped_before, opts, &mut stats, &mut sink)?,
-        _ => read_lines(rest, skipped_before, format, opts, &mut stats, &mut sink)?,
-    }
-    Ok(stats)
-}
-
-fn bad(stats: &mut ReadStats, opts: &ReadOptions, b: BadLine) -> Result<(), ReadError> {
-    if opts.skip_bad {
-        stats.skipped_bad += 1;
-        stats.first_bad.get_or_insert(b);
-        Ok(())
-    } else {
-        Err(ReadError::Bad(b))
-    }
-}
-
-/// Passes a parsed value on, or handles the line it came from as bad; `origin` gives the line
-/// number and text, built only for a bad line.
-fn take(
-    value: Result<f64, String>,
-    stats: &mut ReadStats,
-    opts: &ReadOptions,
-    sink: &mut impl FnMut(f64),
-    origin: impl FnOnce() -> (u64, String),
-) -> Result<(), ReadError> {
-    match value {
-        Ok(v) => {
-            stats.values += 1;
-            sink(v);
-            Ok(())
-        }
-        Err(reason) => {
-            let (line, text) = origin();
-            bad(stats, opts, BadLine { line, text, reason })
-        }
-    }
-}
-
-fn read_lines(
-    mut input: impl BufRead,
-    offset: u64,
-    format: Format,
-    opts: &ReadOptions,
-    stats: &mut ReadStats,
-    sink: &mut impl FnMut(f64),
-) -> Result<(), ReadError> {
-    let mut line = String::new();
-    let mut number = offset;
-    loop {
-        line.clear();
-        if input.read_line(&mut line)? == 0 {
-            break;
-        }
-        number += 1;
+    // Decided from the first data line (blanks and # comments skipped).
+    let mut format = None;
+    let mut csv = Csv::default();
+    while let Some((number, line)) = lines.next()? {
         stats.lines += 1;
-        let t = line.trim();
+        let text = match line {
+            Line::TooLong(start) => {
+                let reason = format!(
+                    "the line is longer than {} bytes (the longest line read)",
+                    opts.max_line
+                );
+                let b = BadLine::new(number, &lossy_start(start), &reason);
+                bad(&mut stats, opts, b)?;
+                continue;
+            }
+            Line::Text(bytes) => match std::str::from_utf8(bytes) {
+                Ok(t) => t,
+                Err(e) => {
+                    let reason = format!("not UTF-8 text (at byte {})", e.valid_up_to());
+                    let b = BadLine::new(number, &lossy_start(bytes), &reason);
+                    bad(&mut stats, opts, b)?;
+                    continue;
+                }
+            },
+        };
+        let t = text.trim();
         if t.is_empty() || t.starts_with('#') {
             continue;
         }
+        let format = match format {
+            Some(f) => f,
+            None => {
+                let f = match opts.format {
+                    Format::Auto => detect(text),
+                    f => f,
+                };
+                stats.format = format!("{f:?}").to_lowercase();
+                if opts.column.is_some() && f != Format::Csv {
+                    return Err(ReadError::Usage(format!(
+                        "--column applies to CSV input, but this input reads as {}",
+                        stats.format
+                    )));
+                }
+                *format.insert(f)
+            }
+        };
         let value = match format {
             Format::Plain => parse_number(t),
             Format::Tsv => match t.rsplit('\t').next() {
@@ -255,99 +323,205 @@ fn read_lines(
                     }
                 }
             },
-            Format::Csv | Format::Auto => unreachable!("handled by the caller"),
+            Format::Csv => match csv.value(text.as_bytes(), opts, &mut stats)? {
+                Some(v) => v,
+                None => continue,
+            },
+            Format::Auto => unreachable!("decided above"),
         };
-        take(value, stats, opts, sink, || (number, t.to_string()))?;
+        take(value, &mut stats, opts, &mut sink, || (number, t))?;
     }
-    Ok(())
+    if format.is_none() {
+        stats.format = format!("{:?}", opts.format).to_lowercase();
+    }
+    Ok(stats)
 }
 
-fn read_csv(
-    input: impl Read,
-    offset: u64,
-    opts: &ReadOptions,
-    stats: &mut ReadStats,
-    sink: &mut impl FnMut(f64),
-) -> Result<(), ReadError> {
-    let mut rdr = csv::ReaderBuilder::new()
-        .has_headers(false)
-        .flexible(true)
-        .comment(Some(b'#'))
-        .from_reader(input);
-    let mut column: Option<usize> = None;
-    let mut header_done = false;
-    for rec in rdr.records() {
-        let (line, rec) = match rec {
-            Ok(r) => (r.position().map_or(0, |p| p.line()) + offset, r),
-            Err(e) => {
-                let line = e.position().map_or(0, |p| p.line()) + offset;
-                bad(
-                    stats,
-                    opts,
-                    BadLine {
-                        line,
-                        text: String::new(),
-                        reason: e.to_string(),
-                    },
-                )?;
-                continue;
-            }
-        };
-        stats.lines += 1;
-        if rec.iter().all(|f| f.trim().is_empty()) {
-            continue;
-        }
-        if !header_done {
-            header_done = true;
-            let is_header = rec.iter().any(|f| f.trim().parse::<f64>().is_err());
-            let names: Vec<String> = rec.iter().map(|f| f.trim().to_string()).collect();
-            let chosen = match (&opts.column, is_header) {
-                (Some(Column::Index(i)), _) => *i,
-                (Some(Column::Name(n)), true) => {
-                    names.iter().position(|h| h == n).ok_or_else(|| {
-                        ReadError::Usage(format!(
-                            "no column named '{n}' (columns: {})",
-                            names.join(", ")
-                        ))
-                    })?
-                }
-                (Some(Column::Name(n)), false) => {
-                    return Err(ReadError::Usage(format!(
-                        "column '{n}' asked by name, but the CSV has no header line"
-                    )))
-                }
-                (None, true) => names
-                    .iter()
-                    .position(|h| h == "value")
-                    .unwrap_or(names.len() - 1),
-                (None, false) => rec.len() - 1,
-            };
-            if chosen >= rec.len() {
-                return Err(ReadError::Usage(format!(
-                    "column {chosen} does not exist (the first line has {} columns)",
-                    rec.len()
-                )));
-            }
-            stats.column = Some(if is_header {
-                names[chosen].clone()
-            } else {
-                chosen.to_string()
-            });
-            column = Some(chosen);
-            if is_header {
-                continue;
-            }
-        }
-        let c = column.expect("set on the first line");
-        let value = match rec.get(c) {
-            Some(f) => parse_number(f),
-            None => Err(format!("no column {c} on this line")),
-        };
-        take(value, stats, opts, sink, || {
-            (line, rec.iter().collect::<Vec<_>>().join(","))
-        })?;
+fn bad(stats: &mut ReadStats, opts: &ReadOptions, b: BadLine) -> Result<(), ReadError> {
+    if opts.skip_bad {
+        stats.skipped_bad += 1;
+        stats.first_bad.get_or_insert(b);
+        Ok(())
+    } else {
+        Err(ReadError::Bad(b))
     }
-    Ok(())
+}
+
+/// Passes a parsed value on, or handles the line it came from as bad; `origin` gives the line
+/// number and text, asked only for a bad line.
+fn take<'t>(
+    value: Result<f64, String>,
+    stats: &mut ReadStats,
+    opts: &ReadOptions,
+    sink: &mut impl FnMut(f64),
+    origin: impl FnOnce() -> (u64, &'t str),
+) -> Result<(), ReadError> {
+    match value {
+        Ok(v) => {
+            stats.values += 1;
+            sink(v);
+            Ok(())
+        }
+        Err(reason) => {
+            let (line, text) = origin();
+            bad(stats, opts, BadLine::new(line, text, &reason))
+        }
+    }
+}
+
+/// CSV, one line at a time (RFC 4180 fields: quotes, doubled quotes, commas inside quotes;
+/// a quoted field does not span lines): the column chosen on the first line, its value on
+/// the others.
+struct Csv {
+    parser: csv_core::Reader,
+    field: Vec<u8>,
+    /// The column read, once the first line has been seen.
+    column: Option<usize>,
+}
+
+/// Header names listed in an error, at most.
+const LISTED_COLUMNS: usize = 20;
+
+impl Default for Csv {
+    fn default() -> Self {
+        Self {
+            // The builder compiles the parser's DFA (a default Reader has none).
+            parser: csv_core::ReaderBuilder::new().build(),
+            field: Vec::new(),
+            column: None,
+        }
+    }
+}
+
+impl Csv {
+    /// Calls `each` with every field of `line` (trimmed) until it returns false; the number
+    /// of fields seen.
+    fn fields(&mut self, line: &[u8], mut each: impl FnMut(usize, &str) -> bool) -> usize {
+        use csv_core::ReadFieldResult as R;
+        self.parser.reset();
+        if self.field.is_empty() {
+            self.field.resize(256, 0);
+        }
+        let (mut input, mut len, mut index, mut eof) = (line, 0, 0, false);
+        loop {
+            let (res, nin, nout) = self
+                .parser
+                .read_field(if eof { &[] } else { input }, &mut self.field[len..]);
+            input = &input[nin..];
+            len += nout;
+            match res {
+                R::InputEmpty => eof = true,
+                R::OutputFull => {
+                    let grown = self.field.len() * 2;
+                    self.field.resize(grown, 0);
+                }
+                R::Field { record_end } => {
+                    let text = String::from_utf8_lossy(&self.field[..len]);
+                    index += 1;
+                    len = 0;
+                    if !each(index - 1, text.trim()) || record_end {
+                        return index;
+                    }
+                }
+                R::End => return index,
+            }
+        }
+    }
+
+    /// The value of a data line, `None` for the header line or a line of empty fields.
+    fn value(
+        &mut self,
+        line: &[u8],
+        opts: &ReadOptions,
+        stats: &mut ReadStats,
+    ) -> Result<Option<Result<f64, String>>, ReadError> {
+        let Some(c) = self.column else {
+            return self.first(line, opts, stats);
+        };
+        let mut value = None;
+        let mut blank = true;
+        self.fields(line, |i, f| {
+            blank &= f.is_empty();
+            if i == c {
+                value = Some(parse_number(f));
+            }
+            true
+        });
+        if blank {
+            return Ok(None);
+        }
+        Ok(Some(value.unwrap_or_else(|| {
+            Err(format!("no column {c} on this line"))
+        })))
+    }
+
+    /// The first line: a header (a field that is not a number) or data; chooses the column.
+    fn first(
+        &mut self,
+        line: &[u8],
+        opts: &ReadOptions,
+        stats: &mut ReadStats,
+    ) -> Result<Option<Result<f64, String>>, ReadError> {
+        let mut names = Vec::new();
+        self.fields(line, |_, f| {
+            names.push(f.to_string());
+            true
+        });
+        if names.iter().all(|f| f.is_empty()) {
+            return Ok(None);
+        }
+        let is_header = names.iter().any(|f| f.parse::<f64>().is_err());
+        let listed = || {
+            let mut l: Vec<String> = names
+                .iter()
+                .take(LISTED_COLUMNS)
+                .map(|n| quote(n))
+                .collect();
+            if names.len() > LISTED_COLUMNS {
+                l.push(format!("… {} in all", names.len()));
+            }
+            l.join(", ")
+        };
+        let chosen = match (&opts.column, is_header) {
+            (Some(Column::Index(i)), _) => *i,
+            (Some(Column::Name(n)), true) => {
+                names.iter().position(|h| h == n).ok_or_else(|| {
+                    ReadError::Usage(format!(
+                        "no column named '{}' (columns: {})",
+                        quote(n),
+                        listed()
+                    ))
+                })?
+            }
+            (Some(Column::Name(n)), false) => {
+                return Err(ReadError::Usage(format!(
+                    "column '{}' asked by name, but the CSV has no header line",
+                    quote(n)
+                )))
+            }
+            (None, true) => names
+                .iter()
+                .position(|h| h == "value")
+                .unwrap_or(names.len() - 1),
+            (None, false) => names.len() - 1,
+        };
+        if chosen >= names.len() {
+            return Err(ReadError::Usage(format!(
+                "column {chosen} does not exist (the first line has {} columns)",
+                names.len()
+            )));
+        }
+        stats.column = Some(if is_header {
+            quote(&names[chosen])
+        } else {
+            chosen.to_string()
+        });
+        self.column = Some(chosen);
+        if is_header {
+            return Ok(None);
+        }
+        Ok(Some(parse_number(&names[chosen])))
+    }
 }
 
 #[cfg(test)]
@@ -365,6 +539,7 @@ mod tests {
             column: column.map(|c| c.parse().unwrap()),
             metric: None,
             skip_bad,
+            max_line: 4096,
         };
         let mut out = Vec::new();
         let stats = read_values(text.as_bytes(), &opts, |v| out.push(v))?;
@@ -416,5 +591,89 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("--column applies to CSV"), "{err}");
+    }
+
+    #[test]
+    fn a_line_over_the_limit_is_named_never_kept_and_quoted_in_part() {
+        // The limit in these tests is 4096 bytes.
+        let long = "7".repeat(100_000);
+        for format in [Format::Auto, Format::Plain, Format::Csv] {
+            let err = read(&format!("1\n2\n{long}\n4\n"), format, None, false)
+                .unwrap_err()
+                .to_string();
+            assert!(
+                err.starts_with("line 3: the line is longer than 4096 bytes"),
+                "{format:?}: {err}"
+            );
+            assert!(err.len() < 250, "{err}");
+        }
+        let (v, s) = read(&format!("1\n{long}\n3\n{long}"), Format::Plain, None, true).unwrap();
+        assert_eq!((v, s.skipped_bad, s.lines), (vec![1.0, 3.0], 2, 4));
+        // Exactly the limit is a line.
+        let exact = "0".repeat(4095) + "1";
+        let (v, _) = read(&format!("{exact}\n"), Format::Plain, None, false).unwrap();
+        assert_eq!(v, [1.0]);
+        // A line of commas under the limit, in CSV.
+        let commas = ",".repeat(4000);
+        let (v, s) = read(
+            &format!("a,b\n1,2\n{commas}\n3,4\n"),
+            Format::Auto,
+            None,
+            false,
+        )
+        .unwrap();
+        assert_eq!((v, s.column.as_deref()), (vec![2.0, 4.0], Some("b")));
+    }
+
+    #[test]
+    fn a_bad_value_is_quoted_in_part_and_so_is_its_reason() {
+        let opts = ReadOptions {
+            format: Format::Auto,
+            column: None,
+            metric: None,
+            skip_bad: false,
+            max_line: MAX_LINE,
+        };
+        let junk = "x".repeat(100_000);
+        let err = read_values(format!("1\n{junk}\n").as_bytes(), &opts, |_| {})
+            .unwrap_err()
+            .to_string();
+        assert!(err.starts_with("line 2: 'xxx"), "{err}");
+        assert!(err.len() < 300, "{} bytes: {err}", err.len());
+        // A record whose reason repeats its text.
+        let rec = format!(r#"{{"schema_version":"{junk}"}}"#);
+        let err = read_values(format!("{rec}\n").as_bytes(), &opts, |_| {})
+            .unwrap_err()
+            .to_string();
+        assert!(err.starts_with("line 1: field 'schema_version'"), "{err}");
+        assert!(err.len() < 450, "{} bytes", err.len());
+    }
+
+    #[test]
+    fn bytes_that_are_not_text_and_quoted_csv_fields() {
+        let mut bytes = b"1\n2\n".to_vec();
+        bytes.extend_from_slice(b"3\xff\xfe\n4\n");
+        let opts = |skip_bad| ReadOptions {
+            format: Format::Auto,
+            column: None,
+            metric: None,
+            skip_bad,
+            max_line: MAX_LINE,
+        };
+        let err = read_values(bytes.as_slice(), &opts(false), |_| {})
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.starts_with("line 3: not UTF-8 text (at byte 1)"),
+            "{err}"
+        );
+        let mut v = Vec::new();
+        read_values(bytes.as_slice(), &opts(true), |x| v.push(x)).unwrap();
+        assert_eq!(v, [1.0, 2.0, 4.0]);
+        let csv = "\"time, s\",\"say \"\"hi\"\"\",value\r\n1,\"a,b\",5\r\n2,c,6\r\n";
+        let (v, s) = read(csv, Format::Auto, None, false).unwrap();
+        assert_eq!((v, s.column.as_deref()), (vec![5.0, 6.0], Some("value")));
+        let (v, _) = read(csv, Format::Auto, Some("say \"hi\""), true).unwrap();
+        assert!(v.is_empty(), "that column holds no numbers");
     }
 }

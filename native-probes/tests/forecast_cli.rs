@@ -160,3 +160,86 @@ fn empty_or_missing_input_is_a_clear_error() {
     let out = nowcast(&["forecast", f.to_str().unwrap()]);
     assert!(String::from_utf8_lossy(&out.stderr).contains("outside the supported range"));
 }
+
+/// Runs `nowcast ARGS` with standard input written by `feed`; its output, exit status and
+/// peak resident memory in KiB (from wait4's rusage of this one child).
+// The child is reaped by wait4, which std's wait cannot replace: it has no rusage.
+#[allow(clippy::zombie_processes)]
+fn run_fed(
+    args: &[&str],
+    feed: impl FnOnce(&mut dyn std::io::Write) + Send + 'static,
+) -> (Output, u64) {
+    use std::io::Read;
+    use std::process::Stdio;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_nowcast"))
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run nowcast");
+    let mut stdin = child.stdin.take().unwrap();
+    let writer = std::thread::spawn(move || feed(&mut stdin));
+    let mut pipes = [
+        Box::new(child.stdout.take().unwrap()) as Box<dyn Read + Send>,
+        Box::new(child.stderr.take().unwrap()),
+    ]
+    .map(|mut p| {
+        std::thread::spawn(move || {
+            let mut v = Vec::new();
+            let _ = p.read_to_end(&mut v);
+            v
+        })
+    })
+    .into_iter();
+    let mut status = 0;
+    // SAFETY: an all-zero rusage is valid; wait4 writes it and the status for our child.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    let pid = libc::pid_t::try_from(child.id()).unwrap();
+    assert_eq!(unsafe { libc::wait4(pid, &mut status, 0, &mut usage) }, pid);
+    let _ = writer.join();
+    let stdout = pipes.next().unwrap().join().unwrap();
+    let stderr = pipes.next().unwrap().join().unwrap();
+    use std::os::unix::process::ExitStatusExt;
+    let out = Output {
+        status: std::process::ExitStatus::from_raw(status),
+        stdout,
+        stderr,
+    };
+    (out, u64::try_from(usage.ru_maxrss).unwrap_or(0))
+}
+
+#[test]
+fn a_64_mib_line_of_commas_is_refused_by_its_number_in_bounded_memory() {
+    // The finding: a 64 MiB CSV line of commas took 2.1 GB, and errors quoted whole lines.
+    let feed = |w: &mut dyn std::io::Write| {
+        let commas = vec![b','; 1 << 20];
+        let _ = w.write_all(b"time,value\n1,2\n");
+        for _ in 0..64 {
+            if w.write_all(&commas).is_err() {
+                return; // the reader stopped at the long line
+            }
+        }
+        let _ = w.write_all(b"\n3,4\n5,6\n");
+    };
+    let (out, peak_kib) = run_fed(&["forecast", "-"], feed);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("line 3: the line is longer than 1048576 bytes"),
+        "{err}"
+    );
+    assert!(err.len() < 400, "the error quotes a prefix only: {err}");
+    assert!(peak_kib < 40 * 1024, "peak memory {peak_kib} KiB");
+
+    let (out, peak_kib) = run_fed(&["forecast", "-", "--skip-bad", "--json"], feed);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["input"]["skipped_bad"], 1);
+    assert_eq!(doc["input"]["values"], 3);
+    assert!(peak_kib < 40 * 1024, "peak memory {peak_kib} KiB");
+}

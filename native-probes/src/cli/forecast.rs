@@ -2,7 +2,7 @@
 
 use anyhow::{bail, Result};
 use nowcast::forecast::{self, Config};
-use nowcast::series_input::{Column, Format, ReadOptions};
+use nowcast::series_input::{Column, Format, ReadOptions, MAX_LINE};
 use nowcast_core::record::Metric;
 use nowcast_core::timeout::Bounds;
 use std::path::PathBuf;
@@ -59,6 +59,7 @@ pub fn run(args: Args) -> Result<()> {
             column: args.column,
             metric: args.metric,
             skip_bad: args.skip_bad,
+            max_line: MAX_LINE,
         },
         json: args.json,
         bounds: Bounds {

@@ -57,10 +57,17 @@ pub struct Args {
     /// Close any session after this many seconds.
     #[arg(long, default_value_t = 300.0)]
     lifetime: f64,
-    /// Close a session that moves fewer bytes per second than this over a 5 s window,
-    /// from 10 s after it opened (0: no minimum).
+    /// Close a session that moves fewer bytes per second than this (either way) over a
+    /// window of --rate-window seconds, once --rate-grace seconds have passed (0: no minimum).
     #[arg(long, default_value = "4K", value_parser = parse_size)]
     min_rate: u64,
+    /// Length of the windows over which --min-rate is judged, seconds.
+    #[arg(long, default_value_t = WINDOW as f64 / 1e9)]
+    rate_window: f64,
+    /// Windows that begin in the first this many seconds of a session are not judged (a
+    /// probe's echoes take a few round trips).
+    #[arg(long, default_value_t = GRACE as f64 / 1e9)]
+    rate_grace: f64,
     /// Largest socket buffer a client may have the server's kernel book, per direction
     /// (what the welcome reports; Linux books twice the size asked, so requests are cut
     /// to half of this there).
@@ -138,8 +145,12 @@ pub fn run(args: Args) -> Result<()> {
             idle: seconds(args.idle, "--idle")?,
             lifetime: seconds(args.lifetime, "--lifetime")?,
             min_rate: args.min_rate,
-            window: WINDOW,
-            grace: GRACE,
+            window: seconds(args.rate_window, "--rate-window")?,
+            grace: if args.rate_grace == 0.0 {
+                0
+            } else {
+                seconds(args.rate_grace, "--rate-grace")?
+            },
         },
         max_buffer: u32::try_from(args.max_buffer).unwrap_or(u32::MAX),
         prefixes,

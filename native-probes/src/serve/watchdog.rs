@@ -32,9 +32,9 @@ pub struct Timing {
     pub grace: Nanos,
 }
 
-/// Length of the minimum-rate windows.
+/// Length of the minimum-rate windows, by default.
 pub const WINDOW: Nanos = 5_000_000_000;
-/// Windows that begin before this are not judged.
+/// Windows that begin before this are not judged, by default.
 pub const GRACE: Nanos = 10_000_000_000;
 
 /// Why the session must end.

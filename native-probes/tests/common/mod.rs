@@ -3,6 +3,8 @@
 
 #![allow(dead_code)]
 
+pub mod corpus;
+
 use nowcast_core::record::Record;
 use std::io::{BufRead, BufReader, Read};
 use std::process::{Child, Command, Output, Stdio};
@@ -15,6 +17,8 @@ pub struct Server {
     pub child: Child,
     pub tcp: String,
     pub udp: String,
+    /// The metrics URL, when served.
+    pub metrics: Option<String>,
 }
 
 impl Server {
@@ -43,6 +47,7 @@ impl Server {
             child,
             tcp: String::new(),
             udp: String::new(),
+            metrics: None,
         };
         let words: Vec<&str> = line.split_whitespace().collect();
         let at = |proto: &str| {
@@ -55,6 +60,11 @@ impl Server {
         };
         server.tcp = at("tcp");
         server.udp = at("udp");
+        server.metrics = words
+            .iter()
+            .position(|w| *w == "metrics")
+            .and_then(|i| words.get(i + 1))
+            .map(|w| w.to_string());
         // Keep reading stdout so the server never blocks on a full pipe.
         std::thread::spawn(move || {
             let mut rest = String::new();
@@ -76,6 +86,24 @@ impl Server {
             std::thread::sleep(Duration::from_millis(20));
         }
         false
+    }
+}
+
+impl Server {
+    /// The server's resident memory, KiB (Linux).
+    pub fn rss_kib(&self) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
+            .expect("the server runs");
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .expect("VmRSS")
+    }
+
+    /// The TCP port.
+    pub fn port(&self) -> u16 {
+        self.tcp.rsplit(':').next().unwrap().parse().unwrap()
     }
 }
 
