@@ -11,6 +11,9 @@ start=$(date +%s)
 step "setup"
 bash scripts/setup.sh
 
+step "architecture (ARCHITECTURE.md's rooms and rules)"
+node scripts/check-architecture.mjs
+
 step "cargo fmt --check"
 cargo fmt --all -- --check
 
