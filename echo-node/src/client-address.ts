@@ -156,10 +156,6 @@ export class ProxyTrust {
     });
   }
 
-  get empty(): boolean {
-    return this.networks.length === 0;
-  }
-
   trusts(address: string): boolean {
     if (this.networks.length === 0) return false;
     const b = parseIp(address);

@@ -150,14 +150,6 @@ export class ClientLimits {
     return this.connections.of(key);
   }
 
-  get totalSockets(): number {
-    return this.sockets.total;
-  }
-
-  socketsOf(key: string): number {
-    return this.sockets.of(key);
-  }
-
   /** Counts a WebSocket or an HTTP probe in; `release` is idempotent so error paths can call
    *  it freely without corrupting the counts. */
   admit(key: string): Admission<"connections_per_client" | "connections_total"> {

@@ -84,7 +84,7 @@ export function requestTarget(target: string | undefined): URL | undefined {
 }
 
 /** Whether a request announces content (RFC 9112 §6.1, §6.2); Node has checked the framing. */
-export function hasBody(headers: IncomingMessage["headers"]): boolean {
+function hasBody(headers: IncomingMessage["headers"]): boolean {
   if (headers["transfer-encoding"] !== undefined) return true;
   const length = headers["content-length"];
   return length !== undefined && Number(length) > 0;
@@ -134,8 +134,6 @@ interface Connection {
   socket: Socket;
   /** The TCP peer, normalised. */
   peer: string;
-  /** The peer is a trusted proxy: its requests are attributed by X-Forwarded-For. */
-  fromProxy: boolean;
   /** The client its traffic is charged to: the peer's key, or that of the latest request. */
   key: string;
   address: string;
@@ -478,7 +476,6 @@ export async function startEchoNode(config: Config): Promise<EchoNode> {
     const conn: Connection = {
       socket,
       peer,
-      fromProxy,
       key,
       address: peer,
       meter: new TrafficMeter(),
