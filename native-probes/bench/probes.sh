@@ -40,7 +40,13 @@ start_serve() {
   shift
   # A file of its own: the shell may open it after this function has begun reading.
   out=$(mktemp -p "$tmp")
-  taskset -c "$core" "$bin" serve --bind 127.0.0.1 --port 0 --max-payload 8G "$@" >"$out" &
+  # A measurement lab's limits: 4 GiB transfers back to back and 20,000 probes a second are
+  # far above what the defaults give one client of a public server (README: "nowcast serve
+  # on a public address").
+  taskset -c "$core" "$bin" serve --bind 127.0.0.1 --port 0 --max-payload 8G \
+    --burst-bytes 64G --bytes-per-minute 1024G --udp-packets-per-second 1000000 \
+    --udp-bytes-per-second 1G --udp-total-packets-per-second 1000000 \
+    --udp-total-bytes-per-second 1G "$@" >"$out" &
   srv_pid=$!
   pids+=("$srv_pid")
   for _ in $(seq 100); do
