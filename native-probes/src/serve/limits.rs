@@ -18,7 +18,7 @@
 //! - The **UDP gate** decides, for one datagram, answer or drop: a request (never a reply,
 //!   so no two servers answer each other), from a port that expects an answer, within its
 //!   client's rate and the server's total rate (RFC 8085 §6: a UDP responder should limit
-//!   the requests it answers in a time interval; §3.1: it must not send at an unbounded
+//!   the requests it answers in a time interval; §3.1: a UDP sender controls its
 //!   rate). Its answer is the request's own bytes, so never larger (QUIC's anti-
 //!   amplification limit, RFC 9000 §8, allows three times the request; this allows one).
 
