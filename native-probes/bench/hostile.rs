@@ -531,6 +531,7 @@ fn tcp_mem_mib() -> f64 {
     pages * 4096.0 / (1 << 20) as f64
 }
 
+/// Sockets of the server's port other than its listener and TIME_WAIT entries (no buffers).
 fn server_sockets(port: u16) -> usize {
     let table = std::fs::read_to_string("/proc/net/tcp").unwrap();
     let local = format!(":{port:04X}");
@@ -539,7 +540,7 @@ fn server_sockets(port: u16) -> usize {
         .skip(1)
         .filter(|l| {
             let f: Vec<&str> = l.split_whitespace().collect();
-            f.len() > 3 && f[1].ends_with(&local) && f[3] != "0A"
+            f.len() > 3 && f[1].ends_with(&local) && !matches!(f[3], "0A" | "06")
         })
         .count()
 }
