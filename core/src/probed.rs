@@ -246,49 +246,26 @@ impl Config {
     }
 }
 
-/// A series' settings as a caller outside Rust gives them (JSON from the page): the metric,
+/// A series' settings as a caller outside Rust gives them (the page's options): the metric,
 /// who and where, and any of its profile's settings to replace.
-#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct Options {
     pub metric: Metric,
-    #[serde(default)]
     pub transport: Option<Transport>,
     pub source: String,
-    #[serde(default)]
     pub from: Option<String>,
     pub to: String,
-    #[serde(default)]
     pub period_ms: Option<f64>,
-    #[serde(default)]
     pub mode: Mode,
     /// Keep every forecast error; the page's predictability view needs them (default true).
-    #[serde(default)]
     pub keep_errors: Option<bool>,
-    // The fields of [`Overrides`], listed rather than flattened: serde's flattening costs
-    // the WASM module several kilobytes.
-    #[serde(default)]
-    pub kind: Option<Kind>,
-    #[serde(default)]
-    pub floor_ms: Option<f64>,
-    #[serde(default)]
-    pub ceiling_ms: Option<f64>,
-    #[serde(default)]
-    pub penalty_ms: Option<f64>,
-    #[serde(default)]
-    pub initial_ms: Option<f64>,
+    pub overrides: Overrides,
 }
 
 impl Options {
     pub fn config(self) -> Config {
-        let overrides = Overrides {
-            kind: self.kind,
-            floor_ms: self.floor_ms,
-            ceiling_ms: self.ceiling_ms,
-            penalty_ms: self.penalty_ms,
-            initial_ms: self.initial_ms,
-        };
         let mut c =
-            Config::new(self.metric, self.transport, &self.source, &self.to).with(&overrides);
+            Config::new(self.metric, self.transport, &self.source, &self.to).with(&self.overrides);
         c.from = self.from;
         c.period_ms = self.period_ms;
         c.mode = self.mode;

@@ -1,15 +1,16 @@
 //! WebAssembly bindings (wasm-bindgen): the page's view of a [`Series`], of a
-//! [`crate::probed::ProbedSeries`] and of the site ranking. Tables, records and reports
-//! cross the boundary as JSON text; the typed wrapper `web/src/forecast.ts` parses them.
+//! [`crate::probed::ProbedSeries`] and of the site ranking. The page's objects come in as
+//! they are and are read field by field; tables, records and reports go out as JSON text
+//! written by the core's own writers, which the typed wrapper `web/src/forecast.ts` parses.
 
 use crate::bank::Mode;
-use crate::probed::{self, Observation, Options, Outcome};
+use crate::probed::{self, Observation, Options, Outcome, Overrides};
 use crate::rank::{self, Site};
-use crate::record::{Probe, Record, Status};
+use crate::record::{Metric, Probe, Record, Status};
 use crate::series::Series;
+use crate::stats;
 use crate::stats::Summary;
 use crate::timeout::Bounds;
-use crate::{state, stats};
 use wasm_bindgen::prelude::*;
 
 /// The reported forecasts for the next value.
@@ -27,6 +28,10 @@ pub struct Prediction {
 }
 
 /// A forecast series: the NWS bank plus adaptive timeouts.
+///
+/// Its saved state ([`crate::state`]) is not bound: the page rebuilds a series from its
+/// records ([`WasmProbedSeries::replay`]), and reading the state back needs a JSON reader
+/// that was half of this module (60 KB of its 139 KB gzip).
 #[wasm_bindgen]
 pub struct Forecaster {
     series: Series,
@@ -148,18 +153,6 @@ impl Forecaster {
     pub fn timeouts_json(&self) -> String {
         serde_json::to_string(&self.series.timeout_outcomes()).expect("plain data")
     }
-
-    /// The whole state as text, for IndexedDB.
-    pub fn save(&self) -> String {
-        state::save(&self.series)
-    }
-
-    /// Restores a state saved by `save`; refuses other formats, versions and damage.
-    pub fn restore(text: &str) -> Result<Forecaster, JsError> {
-        Ok(Self {
-            series: state::restore(text).map_err(js_err)?,
-        })
-    }
 }
 
 /// Histogram of `values` with `bins` bins between their min and max, as JSON
@@ -187,54 +180,203 @@ pub fn methods_json(mode: &str) -> Result<String, JsError> {
     Ok(serde_json::to_string(&names).expect("plain data"))
 }
 
+// The page's objects (web/src/forecast.ts) are read field by field, as JavaScript holds them,
+// rather than parsed from JSON: serde's derived readers of records, probes and options cost
+// the module about 20 KB gzip, a tenth of the page's size goal. What comes back is JSON
+// written by the core's own writers (`Record::to_line` is what the CLI writes too).
+#[wasm_bindgen]
+extern "C" {
+    /// `ProbedSeriesOptions` of web/src/forecast.ts.
+    pub type SeriesOptions;
+    #[wasm_bindgen(method, getter)]
+    fn metric(this: &SeriesOptions) -> String;
+    #[wasm_bindgen(method, getter)]
+    fn source(this: &SeriesOptions) -> String;
+    #[wasm_bindgen(method, getter)]
+    fn to(this: &SeriesOptions) -> String;
+    #[wasm_bindgen(method, getter)]
+    fn from(this: &SeriesOptions) -> Option<String>;
+    #[wasm_bindgen(method, getter)]
+    fn transport(this: &SeriesOptions) -> Option<String>;
+    #[wasm_bindgen(method, getter = periodMs)]
+    fn period_ms(this: &SeriesOptions) -> Option<f64>;
+    #[wasm_bindgen(method, getter)]
+    fn mode(this: &SeriesOptions) -> Option<String>;
+    #[wasm_bindgen(method, getter = keepErrors)]
+    fn keep_errors(this: &SeriesOptions) -> Option<bool>;
+    #[wasm_bindgen(method, getter)]
+    fn kind(this: &SeriesOptions) -> Option<String>;
+    #[wasm_bindgen(method, getter = floorMs)]
+    fn floor_ms(this: &SeriesOptions) -> Option<f64>;
+    #[wasm_bindgen(method, getter = ceilingMs)]
+    fn ceiling_ms(this: &SeriesOptions) -> Option<f64>;
+    #[wasm_bindgen(method, getter = penaltyMs)]
+    fn penalty_ms(this: &SeriesOptions) -> Option<f64>;
+    #[wasm_bindgen(method, getter = initialMs)]
+    fn initial_ms(this: &SeriesOptions) -> Option<f64>;
+
+    /// `ProbeObservation` of web/src/forecast.ts: `durationMs` is the probe's duration when
+    /// `status` is "ok", its elapsed time when "timeout".
+    pub type ProbeObservation;
+    #[wasm_bindgen(method, getter = timestampMs)]
+    fn timestamp_ms(this: &ProbeObservation) -> f64;
+    #[wasm_bindgen(method, getter)]
+    fn status(this: &ProbeObservation) -> String;
+    #[wasm_bindgen(method, getter)]
+    fn value(this: &ProbeObservation) -> Option<f64>;
+    #[wasm_bindgen(method, getter = durationMs)]
+    fn duration_ms(this: &ProbeObservation) -> Option<f64>;
+    #[wasm_bindgen(method, getter)]
+    fn error(this: &ProbeObservation) -> Option<String>;
+    #[wasm_bindgen(method, getter = timeoutMs)]
+    fn timeout_ms(this: &ProbeObservation) -> Option<f64>;
+    #[wasm_bindgen(method, getter)]
+    fn probe(this: &ProbeObservation) -> Option<JsProbe>;
+    #[wasm_bindgen(method, getter)]
+    fn from(this: &ProbeObservation) -> Option<String>;
+
+    /// A saved record (`Record` of web/src/record.ts), of which a replay reads what
+    /// [`Observation::of_record`] reads.
+    pub type JsRecord;
+    #[wasm_bindgen(method, getter)]
+    fn timestamp_ms(this: &JsRecord) -> f64;
+    #[wasm_bindgen(method, getter)]
+    fn metric(this: &JsRecord) -> String;
+    #[wasm_bindgen(method, getter)]
+    fn status(this: &JsRecord) -> Option<String>;
+    #[wasm_bindgen(method, getter)]
+    fn value(this: &JsRecord) -> Option<f64>;
+    #[wasm_bindgen(method, getter)]
+    fn timeout_ms(this: &JsRecord) -> Option<f64>;
+    #[wasm_bindgen(method, getter)]
+    fn error(this: &JsRecord) -> Option<String>;
+    #[wasm_bindgen(method, getter)]
+    fn probe(this: &JsRecord) -> Option<JsProbe>;
+    #[wasm_bindgen(method, getter)]
+    fn from(this: &JsRecord) -> Option<String>;
+    #[wasm_bindgen(method, getter)]
+    fn seq(this: &JsRecord) -> Option<f64>;
+
+    /// A record's `probe` (`Probe` of web/src/record.ts).
+    pub type JsProbe;
+    #[wasm_bindgen(method, getter)]
+    fn transport(this: &JsProbe) -> Option<String>;
+    #[wasm_bindgen(method, getter)]
+    fn payload_bytes(this: &JsProbe) -> Option<f64>;
+    #[wasm_bindgen(method, getter)]
+    fn nagle(this: &JsProbe) -> Option<bool>;
+    #[wasm_bindgen(method, getter)]
+    fn streams(this: &JsProbe) -> Option<f64>;
+    #[wasm_bindgen(method, getter)]
+    fn sndbuf_bytes(this: &JsProbe) -> Option<f64>;
+    #[wasm_bindgen(method, getter)]
+    fn rcvbuf_bytes(this: &JsProbe) -> Option<f64>;
+    #[wasm_bindgen(method, getter)]
+    fn raw_ms(this: &JsProbe) -> Option<f64>;
+    #[wasm_bindgen(method, getter)]
+    fn rtt_subtracted_ms(this: &JsProbe) -> Option<f64>;
+
+    /// `SiteForecast` of web/src/forecast.ts.
+    pub type JsSite;
+    #[wasm_bindgen(method, getter)]
+    fn url(this: &JsSite) -> String;
+    #[wasm_bindgen(method, getter)]
+    fn rtt(this: &JsSite) -> Option<JsEstimate>;
+    #[wasm_bindgen(method, getter)]
+    fn bandwidth(this: &JsSite) -> Option<JsEstimate>;
+    #[wasm_bindgen(method, getter)]
+    fn unreachable(this: &JsSite) -> Option<bool>;
+
+    /// `Estimate` of web/src/forecast.ts.
+    pub type JsEstimate;
+    #[wasm_bindgen(method, getter)]
+    fn value(this: &JsEstimate) -> f64;
+    #[wasm_bindgen(method, getter)]
+    fn error(this: &JsEstimate) -> f64;
+}
+
+/// A name of the schema (a metric, a status, a transport, a kind) as its Rust value, by the
+/// same derived reader that reads it from JSON.
+fn named<T: serde::de::DeserializeOwned>(field: &str, name: &str) -> Result<T, String> {
+    use serde::de::IntoDeserializer;
+    T::deserialize(name.into_deserializer())
+        .map_err(|e: serde::de::value::Error| format!("{field}: {e}"))
+}
+
+/// A count (bytes, streams, a sequence number) given as a JavaScript number.
+fn whole<T: TryFrom<u64>>(field: &str, x: Option<f64>) -> Result<Option<T>, String> {
+    x.map(|x| {
+        let n = (x.fract() == 0.0 && (0.0..1.8e19).contains(&x)).then_some(x as u64);
+        n.and_then(|n| T::try_from(n).ok())
+            .ok_or_else(|| format!("{field}: {x} is not a count"))
+    })
+    .transpose()
+}
+
+impl JsProbe {
+    fn probe(&self) -> Result<Probe, String> {
+        Ok(Probe {
+            transport: self
+                .transport()
+                .map(|t| named("probe.transport", &t))
+                .transpose()?,
+            payload_bytes: whole("probe.payload_bytes", self.payload_bytes())?,
+            nagle: self.nagle(),
+            streams: whole("probe.streams", self.streams())?,
+            sndbuf_bytes: whole("probe.sndbuf_bytes", self.sndbuf_bytes())?,
+            rcvbuf_bytes: whole("probe.rcvbuf_bytes", self.rcvbuf_bytes())?,
+            raw_ms: self.raw_ms(),
+            rtt_subtracted_ms: self.rtt_subtracted_ms(),
+        })
+    }
+}
+
+impl ProbeObservation {
+    fn observation(&self) -> Result<Observation, String> {
+        let outcome = match (named("status", &self.status())?, self.value()) {
+            (Status::Ok, Some(value)) => Outcome::Measured {
+                value,
+                duration_ms: self.duration_ms(),
+            },
+            (Status::Ok, None) => return Err("a probe with status ok needs a value".into()),
+            (Status::Timeout, _) => Outcome::TimedOut {
+                elapsed_ms: self.duration_ms().or(self.timeout_ms()).unwrap_or(0.0),
+            },
+            (Status::Error, _) => Outcome::Failed {
+                error: self.error().unwrap_or_else(|| "error".into()),
+            },
+        };
+        Ok(Observation {
+            probe: self.probe().map(|p| p.probe()).transpose()?,
+            from: self.from(),
+            ..Observation::new(self.timestamp_ms(), outcome, self.timeout_ms())
+        })
+    }
+}
+
+impl JsRecord {
+    /// The record with the fields a replay reads; the others do not change the series.
+    fn record(&self, source: &str, to: &str) -> Result<Record, String> {
+        let metric: Metric = named("metric", &self.metric())?;
+        let status = self.status().map(|s| named("status", &s)).transpose()?;
+        Ok(Record {
+            status: status.unwrap_or_default(),
+            value: self.value(),
+            from: self.from(),
+            seq: whole("seq", self.seq())?,
+            timeout_ms: self.timeout_ms(),
+            error: self.error(),
+            probe: self.probe().map(|p| p.probe()).transpose()?,
+            ..Record::new(self.timestamp_ms(), source, metric, 0.0, to)
+        })
+    }
+}
+
 /// A probed series (see [`crate::probed`]): the page's series of probe results with their
 /// timeout, forecasts and records.
 #[wasm_bindgen(js_name = ProbedSeries)]
 pub struct WasmProbedSeries {
     series: probed::ProbedSeries,
-}
-
-/// One probe as the page reports it (JSON): `duration_ms` is the probe's duration when
-/// `status` is "ok", its elapsed time when "timeout".
-#[derive(serde::Deserialize)]
-struct ObservationIn {
-    timestamp_ms: f64,
-    status: Status,
-    #[serde(default)]
-    value: Option<f64>,
-    #[serde(default)]
-    duration_ms: Option<f64>,
-    #[serde(default)]
-    error: Option<String>,
-    #[serde(default)]
-    timeout_ms: Option<f64>,
-    #[serde(default)]
-    probe: Option<Probe>,
-    #[serde(default)]
-    from: Option<String>,
-}
-
-impl ObservationIn {
-    fn observation(self) -> Result<Observation, JsError> {
-        let outcome = match (self.status, self.value) {
-            (Status::Ok, Some(value)) => Outcome::Measured {
-                value,
-                duration_ms: self.duration_ms,
-            },
-            (Status::Ok, None) => return Err(js_err("a probe with status ok needs a value")),
-            (Status::Timeout, _) => Outcome::TimedOut {
-                elapsed_ms: self.duration_ms.or(self.timeout_ms).unwrap_or(0.0),
-            },
-            (Status::Error, _) => Outcome::Failed {
-                error: self.error.unwrap_or_else(|| "error".into()),
-            },
-        };
-        Ok(Observation {
-            probe: self.probe,
-            from: self.from,
-            ..Observation::new(self.timestamp_ms, outcome, self.timeout_ms)
-        })
-    }
 }
 
 #[derive(serde::Serialize)]
@@ -245,14 +387,36 @@ struct Observed<'a> {
 
 #[wasm_bindgen(js_class = ProbedSeries)]
 impl WasmProbedSeries {
-    /// A new series from its options (JSON: metric, source, to, and optionally transport,
-    /// from, period_ms, mode, keep_errors, kind, floor_ms, ceiling_ms, penalty_ms,
-    /// initial_ms).
+    /// A new series from its options (`ProbedSeriesOptions`: metric, source, to, and
+    /// optionally from, transport, periodMs, mode, keepErrors, kind, floorMs, ceilingMs,
+    /// penaltyMs, initialMs).
     #[wasm_bindgen(constructor)]
-    pub fn new(options: &str) -> Result<WasmProbedSeries, JsError> {
-        let options: Options = serde_json::from_str(options).map_err(js_err)?;
-        Ok(Self {
-            series: probed::ProbedSeries::new(options.config()).map_err(js_err)?,
+    pub fn new(o: &SeriesOptions) -> Result<WasmProbedSeries, JsError> {
+        Self::options(o)
+            .and_then(|options| {
+                probed::ProbedSeries::new(options.config()).map_err(|e| e.to_string())
+            })
+            .map(|series| Self { series })
+            .map_err(js_err)
+    }
+
+    fn options(o: &SeriesOptions) -> Result<Options, String> {
+        Ok(Options {
+            metric: named("metric", &o.metric())?,
+            transport: o.transport().map(|t| named("transport", &t)).transpose()?,
+            source: o.source(),
+            from: o.from(),
+            to: o.to(),
+            period_ms: o.period_ms(),
+            mode: o.mode().map(|m| m.parse()).transpose()?.unwrap_or_default(),
+            keep_errors: o.keep_errors(),
+            overrides: Overrides {
+                kind: o.kind().map(|k| named("kind", &k)).transpose()?,
+                floor_ms: o.floor_ms(),
+                ceiling_ms: o.ceiling_ms(),
+                penalty_ms: o.penalty_ms(),
+                initial_ms: o.initial_ms(),
+            },
         })
     }
 
@@ -262,10 +426,9 @@ impl WasmProbedSeries {
         self.series.timeout_ms()
     }
 
-    /// Feeds one probe (JSON, see `ObservationIn`); returns `{record, state}` as JSON.
-    pub fn observe(&mut self, observation: &str) -> Result<String, JsError> {
-        let o: ObservationIn = serde_json::from_str(observation).map_err(js_err)?;
-        let record = self.series.observe(o.observation()?);
+    /// Feeds one probe (`ProbeObservation`); returns `{record, state}` as JSON.
+    pub fn observe(&mut self, o: &ProbeObservation) -> Result<String, JsError> {
+        let record = self.series.observe(o.observation().map_err(js_err)?);
         let state = self.series.state();
         let out = Observed {
             record: &record,
@@ -274,10 +437,39 @@ impl WasmProbedSeries {
         Ok(serde_json::to_string(&out).expect("plain data"))
     }
 
-    /// Rebuilds the series from its saved records (a JSON array, oldest first) through the
-    /// same code as live probes; returns how many were fed.
-    pub fn replay(&mut self, records: &str) -> Result<u32, JsError> {
-        let records: Vec<Record> = serde_json::from_str(records).map_err(js_err)?;
+    /// Feeds values that were not probes (an imported series, which the page gives the kind
+    /// "statistic": no timeout), oldest first, each through `observe` as a measurement at its
+    /// time `times[i]`; returns the forecast after each as `[value, error, method, …]`, the
+    /// method as its index in `methodsJson`, NaN where there is none yet. One call for a whole
+    /// file: a call per value would spend its time on the JSON of records nobody keeps.
+    #[wasm_bindgen(js_name = observeValues)]
+    pub fn observe_values(&mut self, times: &[f64], values: &[f64]) -> Vec<f64> {
+        let mut out = Vec::with_capacity(3 * values.len());
+        for (&t, &value) in times.iter().zip(values) {
+            let measured = Outcome::Measured {
+                value,
+                duration_ms: None,
+            };
+            self.series.observe(Observation::new(t, measured, None));
+            match (self.series.next(), self.series.values().forecast()) {
+                (Some(next), Some(f)) => out.extend([next.value, next.error, f.mse.method as f64]),
+                _ => out.extend([f64::NAN; 3]),
+            }
+        }
+        out
+    }
+
+    /// Rebuilds the series from its saved records, oldest first, through the same code as
+    /// live probes ([`probed::ProbedSeries::replay`]); returns how many were fed.
+    pub fn replay(&mut self, records: Vec<JsRecord>) -> Result<u32, JsError> {
+        let records = records
+            .iter()
+            .enumerate()
+            .map(|(i, r)| {
+                r.record("replay", "replay")
+                    .map_err(|e| js_err(format!("record {i}: {e}")))
+            })
+            .collect::<Result<Vec<Record>, JsError>>()?;
         let n = self.series.replay(&records).map_err(js_err)?;
         Ok(n as u32)
     }
@@ -306,11 +498,25 @@ impl WasmProbedSeries {
     }
 }
 
-/// Ranks sites (JSON array of `{url, rtt?, bandwidth?, unreachable?}`) by the predicted time
-/// to fetch `bytes`, errors scaled by `k`; JSON array of `{url, time_ms, low_ms, high_ms,
-/// standing}` (null for an unknown time, and for an unbounded `high_ms`).
+/// Ranks sites (`SiteForecast`s) by the predicted time to fetch `bytes`, errors scaled by
+/// `k`; JSON array of `{url, time_ms, low_ms, high_ms, standing}` (null for an unknown time,
+/// and for an unbounded `high_ms`).
 #[wasm_bindgen(js_name = rankJson)]
-pub fn rank_json(sites: &str, bytes: f64, k: f64) -> Result<String, JsError> {
-    let sites: Vec<Site> = serde_json::from_str(sites).map_err(js_err)?;
-    Ok(serde_json::to_string(&rank::rank(&sites, bytes, k)).expect("plain data"))
+pub fn rank_json(sites: Vec<JsSite>, bytes: f64, k: f64) -> String {
+    let estimate = |e: Option<JsEstimate>| {
+        e.map(|e| rank::Estimate {
+            value: e.value(),
+            error: e.error(),
+        })
+    };
+    let sites: Vec<Site> = sites
+        .iter()
+        .map(|s| Site {
+            url: s.url(),
+            rtt: estimate(s.rtt()),
+            bandwidth: estimate(s.bandwidth()),
+            unreachable: s.unreachable().unwrap_or(false),
+        })
+        .collect();
+    serde_json::to_string(&rank::rank(&sites, bytes, k)).expect("plain data")
 }

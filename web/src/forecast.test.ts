@@ -67,20 +67,6 @@ describe("the real nowcast-core module", () => {
     expect(() => Series.create("bogus" as "improved")).toThrow(/unknown mode/);
   });
 
-  it("saves and restores to bit-identical next forecasts", () => {
-    const s = Series.create();
-    s.updateBatch([10, 12, 11, 13, 50, 12, 11]);
-    const r = Series.restore(s.save());
-    for (const x of [12, 13, 12, 9.5]) {
-      s.update(x);
-      r.update(x);
-      expect(r.forecast()).toEqual(s.forecast());
-    }
-    expect(() => Series.restore('{"format":"nowcast.series-state","version":99}')).toThrow(
-      /version 99/,
-    );
-  });
-
   it("reports a table row for every forecaster, timeouts and statistics", () => {
     const s = Series.create();
     s.setTimeoutBounds(1, 1000, 5);
@@ -141,6 +127,7 @@ describe("a probed series in the shared core", () => {
     });
     expect(first.record.forecast).toBeUndefined();
     expect(first.record).toMatchObject({ metric: "rtt", unit: "ms", seq: 0, period_ms: 1000 });
+    expect(first.state.next?.value).toBe(10);
     const second = s.observe({
       timestampMs: T0 + 1,
       status: "ok",
@@ -149,6 +136,7 @@ describe("a probed series in the shared core", () => {
       timeoutMs: 3000,
     });
     expect(second.record.forecast).toMatchObject({ value: 10, selector: "mse", error: 0 });
+    expect(second.record).toMatchObject({ value: 12, seq: 1, to: "h" });
     expect(second.state).toMatchObject({ count: 2, timeouts: 0, seq: 2, mae: 2 });
     for (const r of [first.record, second.record]) expect(parseRecord(toLine(r))).toEqual(r);
     expect(Array.from(s.errors())).toEqual([2]);
@@ -157,6 +145,91 @@ describe("a probed series in the shared core", () => {
     expect(ProbedSeries.create({ ...RTT, floorMs: 5, initialMs: 50 }).timeoutMs()).toBe(50);
     expect(() => ProbedSeries.create({ ...RTT, floorMs: 20, ceilingMs: 10 })).toThrow(/floor/);
     s.dispose();
+  });
+
+  it("learns a timeout within its bounds: a loopback RTT's is the floor", () => {
+    const s = ProbedSeries.create(RTT);
+    for (let i = 0; i < 20; i++) {
+      const rtt = 5 + (i % 3);
+      s.observe({ timestampMs: T0 + i, status: "ok", value: rtt, durationMs: rtt });
+    }
+    expect(s.timeoutMs()).toBe(1000);
+    s.dispose();
+  });
+
+  it("feeds a timed-out round trip back as elapsed + penalty, and counts it", () => {
+    const s = ProbedSeries.create(RTT);
+    s.observe({ timestampMs: T0, status: "ok", value: 5, durationMs: 5, timeoutMs: 3000 });
+    const e = s.observe({
+      timestampMs: T0 + 1,
+      status: "timeout",
+      durationMs: 3000,
+      timeoutMs: 3000,
+    });
+    expect(e.record).toMatchObject({ status: "timeout", value: null, timeout_ms: 3000 });
+    expect(e.state).toMatchObject({ count: 2, timeouts: 1 });
+    // The bank saw 3000 + 1000 ms, so the next forecast moved up towards it.
+    expect(e.state.next!.value).toBeGreaterThan(5);
+    expect(parseRecord(toLine(e.record))).toEqual(e.record);
+    s.dispose();
+  });
+
+  it("keeps a rate's durations apart: its timeout follows the probe time", () => {
+    const s = ProbedSeries.create(DOWN);
+    for (let i = 0; i < 10; i++) {
+      s.observe({ timestampMs: T0 + i, status: "ok", value: 800, durationMs: 20_000 });
+    }
+    expect(s.state().next!.value).toBeCloseTo(800, 9);
+    expect(s.timeoutMs()).toBeGreaterThanOrEqual(20_000);
+    expect(s.timeoutMs()).toBeLessThanOrEqual(60_000);
+    const e = s.observe({
+      timestampMs: T0 + 10,
+      status: "timeout",
+      durationMs: 60_000,
+      timeoutMs: s.timeoutMs(),
+      probe: { payload_bytes: 1_250_000 },
+    });
+    expect(e.record).toMatchObject({ status: "timeout", unit: "Mbit/s", value: null });
+    expect(e.state.count).toBe(11);
+    s.dispose();
+  });
+
+  it("reads the page's objects as they are, and names what it refuses", () => {
+    expect(() => ProbedSeries.create({ ...RTT, metric: "latency" as "rtt" })).toThrow(
+      /metric: unknown variant `latency`/,
+    );
+    const s = ProbedSeries.create(RTT);
+    const ok = { timestampMs: T0, status: "ok", value: 1, durationMs: 1 } as const;
+    expect(() => s.observe({ ...ok, probe: { payload_bytes: 1.5 } })).toThrow(
+      /probe.payload_bytes: 1.5 is not a count/,
+    );
+    expect(() => s.observe({ ...ok, value: undefined })).toThrow(/needs a value/);
+    const jitter = s.observe(ok).record;
+    jitter.metric = "jitter";
+    expect(() => s.replay([s.observe(ok).record, jitter])).toThrow(
+      /record 1: metric Jitter does not belong to this Rtt series/,
+    );
+    s.dispose();
+  });
+
+  it("forecasts values that were not probes, without timeouts, as it forecasts probes' values", () => {
+    const imported = ProbedSeries.create({ ...RTT, kind: "statistic" });
+    const probed = ProbedSeries.create(RTT);
+    const points = [10, 12, 11, 13, 50, 12].map((value, i) => ({ t: T0 + i, value }));
+    const after = imported.observeValues(points);
+    for (const p of points) {
+      probed.observe({ timestampMs: p.t, status: "ok", value: p.value });
+    }
+    expect(imported.timeoutMs()).toBeUndefined();
+    expect(after[0]).toEqual({ value: 10, error: 0, method: "last_value" });
+    const { value, error, method } = probed.state().next!;
+    expect(after.at(-1)).toEqual({ value, error, method });
+    expect(imported.errors()).toEqual(probed.errors());
+    expect(imported.state()).toMatchObject({ count: 6, timeouts: 0, mae: probed.state().mae });
+    // A value the bank refuses is left out; the forecast stays as it was.
+    expect(imported.observeValues([{ t: T0 + 9, value: 1e200 }])).toEqual([after.at(-1)]);
+    imported.dispose();
+    probed.dispose();
   });
 
   it("feeds a timed-out rate probe back as the rate its payload reached at most", () => {
@@ -223,113 +296,6 @@ describe("a probed series in the shared core", () => {
   });
 });
 
-/**
- * web/src/tracker.ts's public interface as a thin shell over ProbedSeries: what the page's
- * tracker becomes. Kept here to show that the wrapper's API covers it.
- */
-class Shell {
-  private readonly s: ProbedSeries;
-  constructor(
-    options: ProbedSeriesOptions,
-    private readonly initialMs: number,
-  ) {
-    this.s = ProbedSeries.create(options);
-  }
-  timeoutMs(): number {
-    return this.s.timeoutMs() ?? this.initialMs;
-  }
-  next() {
-    const f = this.s.state().next;
-    return f && { value: f.value, error: f.error, method: f.method };
-  }
-  measured(
-    value: number,
-    o: { timestampMs: number; durationMs: number; timeoutMs: number; probe: Probe },
-  ) {
-    return this.event(
-      this.s.observe({
-        ...o,
-        timestampMs: Math.round(o.timestampMs),
-        timeoutMs: Math.round(o.timeoutMs),
-        status: "ok",
-        value,
-      }),
-    );
-  }
-  timedOut(
-    o: { timestampMs: number; durationMs: number; timeoutMs: number; probe: Probe },
-    payloadBytes: number,
-  ) {
-    const probe = { ...o.probe, payload_bytes: payloadBytes };
-    return this.event(
-      this.s.observe({
-        ...o,
-        probe,
-        timestampMs: Math.round(o.timestampMs),
-        timeoutMs: Math.round(o.timeoutMs),
-        status: "timeout",
-      }),
-    );
-  }
-  restore(records: readonly Record[]): void {
-    this.s.replay(records);
-  }
-  state() {
-    const st = this.s.state();
-    return { next: this.next(), mae: st.mae, count: st.count, timeouts: st.timeouts };
-  }
-  predictability() {
-    const errors = this.s.errors();
-    return {
-      histogram: histogram(errors, 100),
-      cdf: ecdf(errors),
-      table: this.s.table(),
-      selected: this.s.state().next?.method,
-    };
-  }
-  dispose(): void {
-    this.s.dispose();
-  }
-  private event(o: { record: Record }) {
-    return { type: "measurement" as const, record: o.record, ...this.state() };
-  }
-}
-
-describe("tracker.ts's interface over ProbedSeries", () => {
-  it("restores a series from its records: same state, timeout and predictability, numbering goes on", () => {
-    const options: ProbedSeriesOptions = {
-      metric: "bandwidth_up",
-      source: "browser",
-      from: "browser",
-      to: "h",
-    };
-    const live = new Shell(options, 15_000);
-    const records: Record[] = [];
-    for (let i = 0; i < 30; i++) {
-      const o = {
-        timestampMs: T0 + i * 1000.4,
-        durationMs: 100 + (i % 7),
-        timeoutMs: live.timeoutMs(),
-        probe: { payload_bytes: 65536, raw_ms: 100 + (i % 7) },
-      };
-      records.push(
-        i === 12
-          ? live.timedOut({ ...o, durationMs: o.timeoutMs }, 65536).record
-          : live.measured(50 + (i % 5), o).record,
-      );
-    }
-    const back = new Shell(options, 15_000);
-    back.restore(records.map((r) => parseRecord(toLine(r))));
-    expect(back.state()).toEqual(live.state());
-    expect(back.timeoutMs()).toBe(live.timeoutMs());
-    expect(back.predictability()).toEqual(live.predictability());
-    const next = { timestampMs: T0, durationMs: 100, timeoutMs: 15_000, probe: {} };
-    expect(back.measured(51, next).record.seq).toBe(30);
-    live.dispose();
-    back.dispose();
-  });
-});
-
 describe("ranking by predicted download time", () => {
   const MB = 1_000_000;
   const site = (url: string, rtt?: number, mbits?: number, unreachable = false): SiteForecast => ({
@@ -352,9 +318,20 @@ describe("ranking by predicted download time", () => {
       want: ["near-narrow", "far-wide"],
     },
     {
+      name: "a wider link wins a large file",
+      sites: [site("near-narrow", 5, 10), site("far-wide", 100, 1000)],
+      want: ["far-wide", "near-narrow"],
+    },
+    {
       name: "sites without data last, in their order; NaN is no forecast",
-      sites: [site("new1"), site("ok", 10, 8), site("zero", 10, 0), site("nan", 10, NaN)],
-      want: ["ok", "new1", "zero", "nan"],
+      sites: [
+        site("new1"),
+        site("ok", 10, 8),
+        site("zero", 10, 0),
+        site("nan", 10, NaN),
+        site("new2", 5),
+      ],
+      want: ["ok", "new1", "zero", "nan", "new2"],
     },
     {
       name: "an unreachable site last",

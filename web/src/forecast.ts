@@ -11,6 +11,7 @@ import init, {
   rankJson,
   type InitInput,
 } from "../../core/pkg/nowcast_core.js";
+import type { NextForecast } from "./messages";
 import type { Metric, Probe, Record, RecordForecast, Transport } from "./record";
 
 /** "improved" is the default; "faithful" reproduces the original NWS library, quirks included. */
@@ -113,12 +114,6 @@ export class Series {
     return new Series(RawForecaster.withoutTimeouts(mode), mode);
   }
 
-  /** Restores a series saved with {@link Series.save}; throws on another format or version. */
-  static restore(text: string): Series {
-    const mode = (JSON.parse(text) as { state?: { bank?: { mode?: Mode } } }).state?.bank?.mode;
-    return new Series(RawForecaster.restore(text), mode ?? "improved");
-  }
-
   /** Feeds one measurement; throws on NaN, ±Infinity or magnitudes above 1e100. */
   update(x: number): void {
     this.raw.update(x);
@@ -181,10 +176,6 @@ export class Series {
 
   timeoutOutcomes(): TimeoutOutcome[] {
     return JSON.parse(this.raw.timeoutsJson()) as TimeoutOutcome[];
-  }
-
-  save(): string {
-    return this.raw.save();
   }
 
   /** Frees the WASM memory; the series cannot be used afterwards. */
@@ -301,26 +292,14 @@ function state(raw: RawState): ProbedState {
  * the same code; {@link ProbedSeries.replay} rebuilds one from its records exactly.
  */
 export class ProbedSeries {
-  private constructor(private raw: RawProbedSeries) {}
+  private constructor(
+    private raw: RawProbedSeries,
+    readonly mode: Mode,
+  ) {}
 
   /** A new series. Call {@link loadForecasting} first. */
   static create(o: ProbedSeriesOptions): ProbedSeries {
-    const options = {
-      metric: o.metric,
-      source: o.source,
-      to: o.to,
-      from: o.from,
-      transport: o.transport,
-      period_ms: o.periodMs,
-      mode: o.mode,
-      keep_errors: o.keepErrors,
-      kind: o.kind,
-      floor_ms: o.floorMs,
-      ceiling_ms: o.ceilingMs,
-      penalty_ms: o.penaltyMs,
-      initial_ms: o.initialMs,
-    };
-    return new ProbedSeries(new RawProbedSeries(JSON.stringify(options)));
+    return new ProbedSeries(new RawProbedSeries(o), o.mode ?? "improved");
   }
 
   /** The timeout of the next probe (ms); undefined for a statistic. */
@@ -330,21 +309,31 @@ export class ProbedSeries {
 
   /** Feeds one probe; its record (with the forecast made before it) and the state after. */
   observe(o: ProbeObservation): { record: Record; state: ProbedState } {
-    const out = JSON.parse(
-      this.raw.observe(
-        JSON.stringify({
-          timestamp_ms: o.timestampMs,
-          status: o.status,
-          value: o.value,
-          duration_ms: o.durationMs,
-          error: o.error,
-          timeout_ms: o.timeoutMs,
-          probe: o.probe,
-          from: o.from,
-        }),
-      ),
-    ) as { record: Record; state: RawState };
+    const out = JSON.parse(this.raw.observe(o)) as { record: Record; state: RawState };
     return { record: out.record, state: state(out.state) };
+  }
+
+  /**
+   * Feeds values that were not probes (an imported series: make it with `kind: "statistic"`,
+   * so that it has no timeout), oldest first, through the same code as probes' values; returns
+   * the forecast after each (MSE-selected, `error` the root of its MSE), undefined before
+   * there is one.
+   */
+  observeValues(points: readonly { t: number; value: number }[]): (NextForecast | undefined)[] {
+    const flat = this.raw.observeValues(
+      Float64Array.from(points, (p) => p.t),
+      Float64Array.from(points, (p) => p.value),
+    );
+    const names = ids(this.mode);
+    return points.map((_, i) =>
+      Number.isNaN(flat[3 * i]!)
+        ? undefined
+        : {
+            value: flat[3 * i]!,
+            error: flat[3 * i + 1]!,
+            method: names[flat[3 * i + 2]!] ?? "unknown",
+          },
+    );
   }
 
   /**
@@ -352,7 +341,7 @@ export class ProbedSeries {
    * probes (so its forecasts and timeouts come back bit for bit); returns how many were fed.
    */
   replay(records: readonly Record[]): number {
-    return this.raw.replay(JSON.stringify(records));
+    return this.raw.replay([...records]);
   }
 
   state(): ProbedState {
@@ -412,23 +401,13 @@ export interface RankedSite {
   standing: Standing;
 }
 
-function usable(e: Estimate | undefined): Estimate | undefined {
-  return e !== undefined && Number.isFinite(e.value) && Number.isFinite(e.error) ? e : undefined;
-}
-
 /**
  * Sites fastest first by the predicted time to fetch `bytes` (RTT + size / bandwidth, errors
  * scaled by `k`), each with its standing; those without a forecast after them and the
  * unreachable ones last, each group in the order given.
  */
 export function rankSites(sites: readonly SiteForecast[], bytes: number, k: number): RankedSite[] {
-  const input = sites.map((s) => ({
-    url: s.url,
-    rtt: usable(s.rtt),
-    bandwidth: usable(s.bandwidth),
-    unreachable: s.unreachable ?? false,
-  }));
-  const raw = JSON.parse(rankJson(JSON.stringify(input), bytes, k)) as {
+  const raw = JSON.parse(rankJson([...sites], bytes, k)) as {
     url: string;
     time_ms: number | null;
     low_ms: number | null;
