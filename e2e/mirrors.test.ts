@@ -18,8 +18,9 @@ if (why !== undefined) console.warn(`e2e: skipping the mirror tests: ${why}`);
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-/** A duration as the ranking writes it (format.ts `formatDuration`). */
-const DURATION = /^\d+(\.\d+)? (ms|s)$/;
+/** A predicted time as the ranking writes it (format.ts `formatDuration`), with the standing
+ *  of a site the forecasts cannot tell from the fastest. */
+const DURATION = /^\d+(\.\d+)? (ms|s)( \(about the same\))?$/;
 const RANGE = /^\d+(\.\d+)? (ms|s) – (\d+(\.\d+)? (ms|s)|unbounded)$/;
 
 /** The ranking table's rows, fastest first: site URL, predicted time, range and bandwidth. */
@@ -55,7 +56,7 @@ async function waitForRanked(page: Page, count: number, timeout: number) {
   await page.waitForFunction(
     (n) =>
       Array.from(document.querySelectorAll("#ranking-table tbody tr")).filter((r) =>
-        /\d (ms|s)$/.test(r.querySelector("td")?.textContent ?? ""),
+        /\d (ms|s)( \(about the same\))?$/.test(r.querySelector("td")?.textContent ?? ""),
       ).length === n,
     count,
     { timeout, polling: 50 },
@@ -219,6 +220,21 @@ describe.skipIf(why !== undefined)("mirrors: two echo-nodes on loopback", () => 
     expect(await page.$$eval("#ranking-table tbody tr", (r) => r.length)).toBe(3);
     await page.selectOption("#period", "60");
     expect(new URL(page.url()).searchParams.get("mirrors")).toBe(extra);
+    await done();
+  });
+
+  it("ranks a ticked mirror it cannot reach last, and says so", async () => {
+    // The discard port: nothing listens, the connection is refused.
+    const gone = "http://127.0.0.1:9/";
+    const { page, done } = await open(`?period=1&mirrors=${encodeURIComponent(gone)}`);
+    await setTicked(page.locator(`#mirror-list li[data-url="${gone}"] input[type=checkbox]`), true);
+    await page.waitForFunction(
+      (u) =>
+        document.querySelector(`#ranking-table tbody tr:last-child[data-url="${u}"] td`)
+          ?.textContent === "unreachable",
+      gone,
+      { timeout: 10_000, polling: 50 },
+    );
     await done();
   });
 });

@@ -176,7 +176,7 @@ mod tests {
 
     #[test]
     fn transfer_time_is_bits_over_rate() {
-        // Rows of web/src/ranking.test.ts: bytes, Mbit/s, ms.
+        // Rows: bytes, Mbit/s, ms.
         let rows = [
             (MB, 8.0, 1000.0),
             (125_000.0, 1000.0, 1.0),
@@ -192,7 +192,7 @@ mod tests {
 
     #[test]
     fn predictions_add_rtt_and_transfer_with_a_range_from_the_errors() {
-        // Rows of web/src/ranking.test.ts: name, rtt, bandwidth, k, (time, low, high).
+        // Rows: name, rtt, bandwidth, k, (time, low, high).
         type Row = (
             &'static str,
             Option<Estimate>,
@@ -275,7 +275,7 @@ mod tests {
             unreachable: true,
             ..s("down", Some(1.0), Some(1000.0))
         };
-        // Rows of web/src/ranking.test.ts, and the unreachable site: name, bytes, sites, order.
+        // Rows: name, bytes, sites, order.
         let rows: [(&str, f64, Vec<Site>, &[&str]); 6] = [
             (
                 "fastest first",

@@ -1,17 +1,22 @@
 // Messages between the page and its probe worker. Plain data (structured clone), no classes.
 
-import type { ForecasterRow, Histogram } from "./forecast";
-import type { Estimate, Ranked } from "./ranking";
+import type { Estimate, ForecasterRow, Histogram, RankedSite as Ranked } from "./forecast";
 import type { LineError, Metric, Record, Transport } from "./record";
 import type { Settings } from "./settings";
 
 /** One series: a metric measured over one transport, e.g. "rtt/websocket". */
 export type SeriesKey = `${Metric}/${Transport}`;
 
+/**
+ * What "±" means wherever the page shows it (graphs, console, ranking): this many forecast
+ * errors (√MSE) either side of a forecast; ±2 covers most of a normal error.
+ */
+export const BAND_K = 2;
+
 /** The forecast of a series' next value (MSE-selected, JavaNws §2.1.2). */
 export interface NextForecast {
   value: number;
-  /** Root of the whole-history MSE: the band is value ± k·error. */
+  /** Root of the whole-history MSE: the band is value ± BAND_K·error. */
   error: number;
   method: string;
 }
@@ -37,11 +42,12 @@ export interface StatusEvent {
   budgetBytes: number;
 }
 
-/** A point of an imported series, with the forecast made after it. */
+/** A point of an imported series, with the forecast made after it (none after a value the
+ *  bank refused before it had any). */
 export interface ReplayedPoint {
   t: number;
   value: number;
-  next: NextForecast;
+  next: NextForecast | undefined;
 }
 
 /**
@@ -131,7 +137,7 @@ export function parseMirrorKey(key: string): { url: string; key: SeriesKey } | u
   return m === null ? undefined : { key: m[1] as SeriesKey, url: m[2]! };
 }
 
-/** A site of the ranking, with the forecasts it was ranked by. */
+/** A site of the ranking (its time, range and standing), with the forecasts it was ranked by. */
 export interface RankedSite extends Ranked {
   /** Forecast RTT (ms) and download bandwidth (Mbit/s), when it has them. */
   rtt: Estimate | undefined;

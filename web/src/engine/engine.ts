@@ -27,7 +27,7 @@ import { MIRROR_DOWN, MIRROR_RTT, mirrorPlan, targetPlan, type Plan } from "./pl
 import { ranking } from "./rank";
 import { runRound, type RoundEnv } from "./round";
 import { Scheduler, type Clock } from "./scheduler";
-import type { RestoredSeries } from "./series";
+import { predictability, type RestoredSeries } from "./series";
 import { Site } from "./site";
 
 const MIB = 1024 * 1024;
@@ -195,7 +195,7 @@ export class Engine {
     if (this.imports.predictability(key)) return;
     const found = this.shown(key);
     if (found === undefined || !found.site.series.has(found.key)) return;
-    this.post({ ...found.site.series.tracker(found.key).predictability(), key });
+    this.post(predictability(key, found.site.series.get(found.key)));
   }
 
   /**
@@ -349,7 +349,7 @@ export class Engine {
     const series = (key: SeriesKey): MirrorSeries | undefined => {
       const last = m.site.series.records(key).at(-1);
       if (last === undefined) return undefined;
-      const { count, timeouts } = m.site.series.tracker(key).state();
+      const { count, timeouts } = m.site.series.get(key).state();
       return { last: last.value, count, timeouts };
     };
     return {
@@ -432,8 +432,9 @@ export class Engine {
     }
   }
 
-  /** Runs `plan` against `site`; each measurement is kept in its store, then `report`ed. */
-  private run(
+  /** Runs `plan` against `site`; each measurement is kept in its store, then `report`ed. A
+   *  round that cannot reach the site leaves it unreachable until one does. */
+  private async run(
     site: Site,
     plan: Plan,
     limits: ServerLimits,
@@ -460,7 +461,14 @@ export class Engine {
         this.status("over-budget", "hourly byte budget reached: bandwidth probes wait"),
       pretested: (key, results, streams) => this.pretested(site, key, results, streams),
     };
-    return site.round(() => runRound(site, plan, env, MEASUREMENTS));
+    try {
+      await site.round(() => runRound(site, plan, env, MEASUREMENTS));
+      site.unreachable = false;
+    } catch (e) {
+      // A server that answers, if only to ask for a wait, is reachable.
+      site.unreachable = backoffSeconds(e) === undefined;
+      throw e;
+    }
   }
 
   private pretested(
@@ -492,7 +500,7 @@ export class Engine {
   private postRanking(): void {
     if (this.rankQuery === undefined) return;
     const { fileBytes, sites } = this.rankQuery;
-    const measured = (url: string) => this.sites.get(endpointName(url))?.series;
+    const measured = (url: string) => this.sites.get(endpointName(url));
     this.post({ type: "ranking", sites: ranking(sites, fileBytes, measured) });
   }
 

@@ -1,12 +1,13 @@
-// Imported series: read from the user's files, forecast with the same bank as the live ones
-// (without timeouts: their values were not probes), kept in the history until removed, and
-// replayed between rounds so that replaying never delays a probe's timestamp.
+// Imported series: read from the user's files, forecast by the core's series like the live
+// ones (as a statistic, without timeouts: their values were not probes), kept in the history
+// until removed, and replayed between rounds so that replaying never delays a probe's
+// timestamp.
 
 import { importText } from "../files";
-import type { Series } from "../forecast";
+import { ProbedSeries } from "../forecast";
 import type { ImportedEvent, WorkerEvent } from "../messages";
 import type { History, StoredImport } from "./history";
-import { predictability, Tracker } from "./tracker";
+import { predictability } from "./series";
 
 /** The page shows at most this many refused lines of a file; the count says how many more. */
 const MAX_REPORTED_ERRORS = 50;
@@ -17,13 +18,15 @@ const MAX_REPORTED_ERRORS = 50;
 const MAX_IMPORTED_POINTS = 20_000;
 /** Imported series kept at once (each is a bank in memory and a copy in IndexedDB). */
 const MAX_IMPORTED_SERIES = 20;
+/**
+ * The core's series names a metric for the records it writes; an imported series keeps none
+ * (its values are the user's file, whatever they measure), so this one only fills the field.
+ */
+const IMPORTED_METRIC = "throughput";
 
 export class Imports {
-  /** Their bank and forecast errors, by key ("import/…"). */
-  private readonly series = new Map<
-    string,
-    { series: Series; errors: number[]; id: number | undefined }
-  >();
+  /** Their series, by key ("import/…"), and their id in the history. */
+  private readonly series = new Map<string, { series: ProbedSeries; id: number | undefined }>();
   /** Series without an IndexedDB id (storage unavailable) are numbered from here. */
   private unsaved = 0;
   /** Imports and their restoring, one after another, so that the limits count what came
@@ -68,17 +71,24 @@ export class Imports {
     });
   }
 
-  /** Runs an imported series through the bank and keeps it under `key`; returns it as shown. */
+  /** Runs an imported series, in time order, through a series of the core and keeps it under
+   *  `key`; returns it as shown, each point with the forecast made after it. */
   private replay(s: StoredImport, key: string): ImportedEvent["series"][number] {
-    const replayed = Tracker.replay(s.points);
-    this.series.set(key, { series: replayed.series, errors: replayed.errors, id: s.id });
-    const summary = replayed.series.summary().mse_selected;
+    const series = ProbedSeries.create({
+      metric: IMPORTED_METRIC,
+      kind: "statistic",
+      source: "import",
+      to: s.label,
+    });
+    this.series.set(key, { series, id: s.id });
+    const points = [...s.points].sort((a, b) => a.t - b.t);
+    const next = series.observeValues(points);
     return {
       key,
       label: s.label,
       unit: s.unit,
-      points: replayed.points,
-      mae: summary.n > 0 ? summary.mae : undefined,
+      points: points.map((p, i) => ({ ...p, next: next[i] })),
+      mae: series.state().mae,
     };
   }
 
@@ -159,7 +169,7 @@ export class Imports {
   predictability(key: string): boolean {
     const i = this.series.get(key);
     if (i === undefined) return false;
-    this.post(predictability(key, i.series, i.errors));
+    this.post(predictability(key, i.series));
     return true;
   }
 

@@ -5,8 +5,7 @@
 import { ECHO_BYTES } from "./measure/echo";
 import type { Link } from "./measure/measurement";
 import type { StepTransport } from "./plan";
-import { RTT_BOUNDS } from "./tracker";
-import { WsConnection } from "./ws-probe";
+import { OPEN_TIMEOUT_MS, WsConnection } from "./ws-probe";
 
 export class SiteLink implements Link {
   private main: WsConnection | undefined;
@@ -54,10 +53,10 @@ export class SiteLink implements Link {
    * handshake), so it is kept out of the RTT series.
    */
   private async open(): Promise<WsConnection> {
-    const c = await WsConnection.open(this.base, RTT_BOUNDS.ceilingMs);
+    const c = await WsConnection.open(this.base, OPEN_TIMEOUT_MS);
     this.maxPayload = Math.min(this.maxPayload, c.hello.maxPayload);
     this.spend(ECHO_BYTES);
-    await c.echo(RTT_BOUNDS.ceilingMs);
+    await c.echo(OPEN_TIMEOUT_MS);
     return c;
   }
 }

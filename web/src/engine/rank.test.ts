@@ -1,6 +1,7 @@
 import { readFileSync } from "node:fs";
 import { beforeAll, describe, expect, it } from "vitest";
 import { loadForecasting } from "../forecast";
+import { BAND_K } from "../messages";
 import { ranking } from "./rank";
 import { SeriesSet } from "./series";
 
@@ -19,27 +20,71 @@ function measured(
 ) {
   const s = new SeriesSet(to);
   for (let i = 0; i < 3; i++) {
-    const o = { timestampMs: i, durationMs: rtt, timeoutMs: 3000, probe: {} };
-    s.keep(`rtt/${transport}`, s.tracker(`rtt/${transport}`).measured(rtt, o).record);
-    s.keep(
-      `bandwidth_down/${transport}`,
-      s.tracker(`bandwidth_down/${transport}`).measured(down, { ...o, durationMs: 100 }).record,
-    );
+    const o = { timestampMs: i, status: "ok", timeoutMs: 3000, probe: {} } as const;
+    const r = s.get(`rtt/${transport}`).observe({ ...o, value: rtt, durationMs: rtt });
+    s.keep(`rtt/${transport}`, r.record);
+    const d = s.get(`bandwidth_down/${transport}`).observe({ ...o, value: down, durationMs: 100 });
+    s.keep(`bandwidth_down/${transport}`, d.record);
   }
   return s;
 }
 
 describe("the ranking of the sites the page lists", () => {
-  it("puts the fastest first, with the forecasts it ranked by; those not measured last", () => {
+  it("puts the fastest first, with the forecasts it ranked by; those not measured after", () => {
     const sites = new Map([
-      ["http://slow/", measured("slow", 10, 10)],
-      ["http://fast/", measured("fast", 10, 100, "http")],
+      ["http://slow/", { series: measured("slow", 10, 10), unreachable: false }],
+      ["http://fast/", { series: measured("fast", 10, 100, "http"), unreachable: false }],
     ]);
     const r = ranking(["http://none/", "http://slow/", "http://fast/"], 1e6, (u) => sites.get(u));
     expect(r.map((s) => s.url)).toEqual(["http://fast/", "http://slow/", "http://none/"]);
     // Over fetch when a site has no WebSocket series.
-    expect(r[0]).toMatchObject({ rtt: { value: 10 }, bandwidth: { value: 100 } });
+    expect(r[0]).toMatchObject({ rtt: { value: 10 }, bandwidth: { value: 100 }, standing: "best" });
     expect(r[0]!.timeMs).toBeCloseTo(10 + 80, 6);
-    expect(r[2]).toMatchObject({ timeMs: undefined, rtt: undefined, bandwidth: undefined });
+    // Steady series: no error, so no overlap.
+    expect(r[1]!.standing).toBe("slower");
+    expect(r[2]).toMatchObject({
+      timeMs: undefined,
+      rtt: undefined,
+      bandwidth: undefined,
+      standing: "no_forecast",
+    });
+  });
+
+  it("ranks a site its last round could not reach last, and says so", () => {
+    const sites = new Map([
+      ["http://down/", { series: measured("down", 1, 1000), unreachable: true }],
+      ["http://up/", { series: measured("up", 10, 10), unreachable: false }],
+    ]);
+    const r = ranking(["http://down/", "http://new/", "http://up/"], 1e6, (u) => sites.get(u));
+    expect(r.map((s) => [s.url, s.standing])).toEqual([
+      ["http://up/", "best"],
+      ["http://new/", "no_forecast"],
+      ["http://down/", "unreachable"],
+    ]);
+    // Its forecasts are still shown beside it.
+    expect(r[2]).toMatchObject({ timeMs: undefined, rtt: { value: 1 } });
+  });
+
+  it("draws the ranges and the standings with the page's ± (BAND_K errors)", () => {
+    const noisy = (to: string, downs: number[]) => {
+      const s = new SeriesSet(to);
+      downs.forEach((down, i) => {
+        const o = { timestampMs: i, status: "ok", timeoutMs: 3000, probe: {} } as const;
+        s.get("rtt/websocket").observe({ ...o, value: 10, durationMs: 10 });
+        s.get("bandwidth_down/websocket").observe({ ...o, value: down, durationMs: 100 });
+      });
+      return { series: s, unreachable: false };
+    };
+    const sites = new Map([
+      ["http://a/", noisy("a", [100, 80, 120, 90, 110])],
+      ["http://b/", noisy("b", [95, 75, 115, 85, 105])],
+    ]);
+    const [a, b] = ranking(["http://b/", "http://a/"], 1e6, (u) => sites.get(u));
+    const bw = a!.bandwidth!;
+    expect(a!.lowMs).toBeCloseTo(
+      Math.max(0, 10 - BAND_K * a!.rtt!.error) + 8e3 / (bw.value + BAND_K * bw.error),
+      6,
+    );
+    expect([a!.standing, b!.standing]).toEqual(["best", "about_the_same"]);
   });
 });

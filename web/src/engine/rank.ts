@@ -1,8 +1,9 @@
-// The ranking of download sites (ranking.ts: RTT + size / bandwidth, from each site's
-// forecasts): the one place it is computed.
+// The ranking of download sites: the core's (forecast.ts `rankSites`: RTT + size / bandwidth
+// from each site's forecasts, a range of ±BAND_K forecast errors, and each site's standing),
+// over the series and the reach of the sites the page lists.
 
-import type { RankedSite } from "../messages";
-import { rank, type Estimate } from "../ranking";
+import { rankSites, type Estimate } from "../forecast";
+import { BAND_K, type RankedSite } from "../messages";
 import type { SeriesSet } from "./series";
 
 /** A site's forecast of `metric`: over WebSocket when it has one, else over fetch. */
@@ -12,23 +13,28 @@ function forecast(series: SeriesSet, metric: "rtt" | "bandwidth_down"): Estimate
 }
 
 /**
- * `urls` fastest first by the predicted time to fetch `bytes` (ranges of ±1 forecast error),
- * each with the forecasts it was ranked by; `measured` gives a URL's series, undefined for a
- * site not measured (it ranks last, in the order given).
+ * `urls` fastest first by the predicted time to fetch `bytes`, each with its range, its
+ * standing and the forecasts it was ranked by; `measured` gives a URL's series and whether
+ * its last round reached it, undefined for a site not measured (it ranks after those with
+ * forecasts, in the order given).
  */
 export function ranking(
   urls: readonly string[],
   bytes: number,
-  measured: (url: string) => SeriesSet | undefined,
+  measured: (url: string) => { series: SeriesSet; unreachable: boolean } | undefined,
 ): RankedSite[] {
   const sites = urls.map((url) => {
-    const series = measured(url);
+    const site = measured(url);
     return {
       url,
-      rtt: series && forecast(series, "rtt"),
-      bandwidth: series && forecast(series, "bandwidth_down"),
+      rtt: site && forecast(site.series, "rtt"),
+      bandwidth: site && forecast(site.series, "bandwidth_down"),
+      unreachable: site?.unreachable ?? false,
     };
   });
   const byUrl = new Map(sites.map((s) => [s.url, s]));
-  return rank(sites, bytes, 1).map((r) => ({ ...r, ...byUrl.get(r.url)! }));
+  return rankSites(sites, bytes, BAND_K).map((r) => {
+    const { rtt, bandwidth } = byUrl.get(r.url)!;
+    return { ...r, rtt, bandwidth };
+  });
 }

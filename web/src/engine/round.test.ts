@@ -223,7 +223,7 @@ describe("a round", () => {
     const timedOut = env.records[0]!;
     expect(timedOut.record).toMatchObject({ status: "timeout", value: null, timeout_ms: 3000 });
     expect(timedOut.timeouts).toBe(1);
-    expect(site.series.tracker("rtt/websocket").state().count).toBe(1);
+    expect(site.series.get("rtt/websocket").state().count).toBe(1);
   });
 
   it("ends on a failure that is not a timeout, and leaves it to the caller", async () => {
@@ -370,7 +370,7 @@ describe("records", () => {
     const back = new SeriesSet("scripted.example");
     back.load(saved);
     for (const key of saved.keys() as Iterable<MeasurementEvent["key"]>) {
-      expect(back.tracker(key).state()).toEqual(site.series.tracker(key).state());
+      expect(back.get(key).state()).toEqual(site.series.get(key).state());
       expect(back.records(key)).toEqual(site.series.records(key));
     }
   });

@@ -3,7 +3,9 @@
 // + k·error); a probe that times out is recorded and fed back, never dropped (JavaNws §2.1.1);
 // every measurement leaves the round as a record, through `env.record`.
 
+import type { ProbedSeries, ProbedState, ProbeObservation } from "../forecast";
 import type { MeasurementEvent, SeriesKey } from "../messages";
+import type { Record } from "../record";
 import type { ByteBudget } from "./budget";
 import { probeShare } from "./budget";
 import { ProbeTimeout } from "./errors";
@@ -12,7 +14,7 @@ import type { Link, Measurement, Measurements, Sample } from "./measure/measurem
 import { streamCount, type PretestResult } from "./measure/pretest";
 import { isTransfer, type Plan, type Step, type StepTransport } from "./plan";
 import { autoSize, median, PRETEST_SHARE, surprised } from "./probe-math";
-import type { SeriesSet } from "./series";
+import { measurement, type SeriesSet } from "./series";
 
 /** What a round needs of a site. */
 export interface RoundSite {
@@ -97,18 +99,29 @@ class Run {
     return m;
   }
 
-  /** A measurement: kept in its site's store (what the history, the export and a restore
-   *  read), then handed on. */
-  private record(e: MeasurementEvent): MeasurementEvent {
-    e.record.period_ms = this.periodMs;
-    this.site.series.keep(e.key, e.record);
+  /** The series of `key`, which writes this round's period into its records. */
+  private series(key: SeriesKey): ProbedSeries {
+    const s = this.site.series.get(key);
+    s.setPeriodMs(this.periodMs);
+    return s;
+  }
+
+  /** A probe its series recorded: kept in its site's store (what the history, the export and
+   *  a restore read), then handed on. */
+  private record(
+    key: SeriesKey,
+    observed: { record: Record; state: ProbedState },
+  ): MeasurementEvent {
+    const e = measurement(key, observed);
+    this.site.series.keep(key, e.record);
     this.env.record(e);
     return e;
   }
 
   /**
    * Runs one probe of `step` under its series' timeout, charging `m.cost(bytes)` to the
-   * budget, and records it: its sample, or its timeout. Undefined when it timed out.
+   * budget, and records it: its sample, or its timeout (the series feeds a timeout back, and
+   * counts a probe that completed after its timeout as one). Undefined when it timed out.
    */
   private async probe(
     step: Step,
@@ -117,22 +130,36 @@ class Run {
     streams: number,
     run: (timeoutMs: number) => Promise<Sample>,
   ): Promise<{ sample: Sample; event: MeasurementEvent } | undefined> {
-    const t = this.site.series.tracker(step.key);
-    const timeoutMs = t.timeoutMs();
-    const cost = m.cost(bytes);
-    this.env.budget.spend(cost, this.env.now());
+    const s = this.series(step.key);
+    // A probed step's series times its probes (only a statistic has no timeout of its own).
+    const timeoutMs = s.timeoutMs()!;
+    this.env.budget.spend(m.cost(bytes), this.env.now());
     try {
       const sample = await run(timeoutMs);
-      const o = { timestampMs: this.env.wallClock(), durationMs: sample.durationMs, timeoutMs };
-      return {
-        sample,
-        event: this.record(t.measured(sample.value, { ...o, probe: sample.probe })),
+      const { value, durationMs, probe } = sample;
+      const at = this.env.wallClock();
+      const o: ProbeObservation = {
+        timestampMs: at,
+        status: "ok",
+        value,
+        durationMs,
+        timeoutMs,
+        probe,
       };
+      return { sample, event: this.record(step.key, s.observe(o)) };
     } catch (e) {
       if (!(e instanceof ProbeTimeout)) throw e;
+      // Its payload is what a timed-out rate feeds back.
       const probe = m.probe(bytes, streams);
-      const o = { timestampMs: this.env.wallClock(), durationMs: e.elapsedMs, timeoutMs, probe };
-      this.record(t.timedOut(o, cost));
+      const at = this.env.wallClock();
+      const o: ProbeObservation = {
+        timestampMs: at,
+        status: "timeout",
+        durationMs: e.elapsedMs,
+        timeoutMs,
+        probe,
+      };
+      this.record(step.key, s.observe(o));
       return undefined;
     }
   }
@@ -148,11 +175,14 @@ class Run {
     const j = this.site.jitter.next(r.sample.value);
     if (j !== undefined) {
       const { transport, payload_bytes } = r.sample.probe;
+      // A statistic of the echoes: no duration of its own, the echo's timeout.
       this.record(
-        this.site.series.tracker(step.jitter).measured(j, {
+        step.jitter,
+        this.series(step.jitter).observe({
           timestampMs: this.env.wallClock(),
-          durationMs: j,
-          timeoutMs: r.event.record.timeout_ms!,
+          status: "ok",
+          value: j,
+          timeoutMs: r.event.record.timeout_ms,
           probe: { transport, payload_bytes },
         }),
       );
@@ -185,21 +215,37 @@ class Run {
     const predictedRttMs = site.series.next(`rtt/${step.transport}`)?.value;
     const work = m.run(site.link, { ...r, predictedRttMs });
     if (step.loaded === undefined) return work;
-    const loaded = site.series.tracker(step.loaded);
-    const timeoutMs = loaded.timeoutMs();
+    const loaded = this.series(step.loaded);
+    const timeoutMs = loaded.timeoutMs()!;
     const spend = (bytes: number) => env.budget.spend(bytes, env.now());
     const done = await this.measurements.loaded.during(site.link, work, timeoutMs, spend);
     if (recordLoad) {
       const probe = { transport: "websocket" as const, payload_bytes: 2 };
       const { timedOut, samples } = done.echoes;
       if (timedOut !== undefined) {
-        const o = { timestampMs: timedOut.atMs, durationMs: timedOut.elapsedMs, timeoutMs, probe };
-        this.record(loaded.timedOut(o, 2));
+        const { atMs, elapsedMs } = timedOut;
+        const o: ProbeObservation = {
+          timestampMs: atMs,
+          status: "timeout",
+          durationMs: elapsedMs,
+          timeoutMs,
+          probe,
+        };
+        this.record(step.loaded, loaded.observe(o));
       }
       const mid = median(samples);
       if (mid !== undefined) {
-        const o = { timestampMs: env.wallClock(), durationMs: mid, timeoutMs };
-        this.record(loaded.measured(mid, { ...o, probe: { ...probe, raw_ms: mid } }));
+        this.record(
+          step.loaded,
+          loaded.observe({
+            timestampMs: env.wallClock(),
+            status: "ok",
+            value: mid,
+            durationMs: mid,
+            timeoutMs,
+            probe: { ...probe, raw_ms: mid },
+          }),
+        );
       }
     }
     if (done.work.status === "rejected") throw done.work.reason;
@@ -223,7 +269,7 @@ class Run {
       env.overBudget();
       return false;
     }
-    const t = site.series.tracker(step.key);
+    const s = site.series.get(step.key);
     const plan = site.series.streams(step.key);
     let streams = typeof step.streams === "number" ? step.streams : plan.streams;
     if (step.streams === "pretest") {
@@ -238,7 +284,7 @@ class Run {
             await this.runTransfer(
               step,
               m,
-              { bytes: b, streams: n, timeoutMs: t.timeoutMs() },
+              { bytes: b, streams: n, timeoutMs: s.timeoutMs()! },
               false,
             )
           ).value,

@@ -1,19 +1,55 @@
-// The series of one site, by key: each one's tracker (the only way the engine touches a
-// series: its forecasts, its probes' timeouts, its records' numbering), its records (the one
-// store of them: what the page exports, what the history holds and what a restore replays),
-// and its stream-count plan.
+// The series of one site, by key: each one is the core's probed series (forecast.ts
+// `ProbedSeries`: the adaptive timeout of its probes, the forecast made before each value,
+// what a timed-out probe feeds back, the records; the only way the engine touches a series),
+// with its records (the one store of them: what the page exports, what the history holds and
+// what a restore replays) and its stream-count plan.
 
-import type { NextForecast, SeriesKey } from "../messages";
-import type { Record } from "../record";
+import { ecdf, histogram, ProbedSeries, type ProbedState } from "../forecast";
+import type { MeasurementEvent, PredictabilityEvent, SeriesKey } from "../messages";
+import type { Metric, Record, Transport } from "../record";
 import { MAX_RECORDS_PER_SERIES } from "./history";
 import { newStreamPlan, type StreamPlan } from "./probe-math";
-import { BANDWIDTH_BOUNDS, RTT_BOUNDS, Tracker } from "./tracker";
+
+/** What the page's messages carry of a series besides a record. */
+export type Shown = Omit<MeasurementEvent, "type" | "key" | "record">;
 
 /** A series as the history and the page's restored graphs take it. */
-export type RestoredSeries = ReturnType<Tracker["state"]> & { key: SeriesKey; records: Record[] };
+export type RestoredSeries = Shown & { key: SeriesKey; records: Record[] };
+
+/** A series' state as the page shows it: the next forecast as its graphs and console take it. */
+export function shown(s: ProbedState): Shown {
+  const f = s.next;
+  return {
+    next: f && { value: f.value, error: f.error, method: f.method },
+    mae: s.mae,
+    count: s.count,
+    timeouts: s.timeouts,
+  };
+}
+
+/** The event of a probe its series recorded. */
+export function measurement(
+  key: SeriesKey,
+  observed: { record: Record; state: ProbedState },
+): MeasurementEvent {
+  return { type: "measurement", key, record: observed.record, ...shown(observed.state) };
+}
+
+/** Error histogram (100 bins, min..max) and CDF, and every forecaster's MSE and MAE (JavaNws §5). */
+export function predictability(key: string, s: ProbedSeries): PredictabilityEvent {
+  const errors = s.errors();
+  return {
+    type: "predictability",
+    key,
+    histogram: histogram(errors, 100),
+    cdf: ecdf(errors),
+    table: s.table(),
+    selected: s.state().next?.method,
+  };
+}
 
 export class SeriesSet {
-  private readonly trackers = new Map<SeriesKey, Tracker>();
+  private readonly probed = new Map<SeriesKey, ProbedSeries>();
   private readonly stored = new Map<SeriesKey, Record[]>();
   private readonly streamPlans = new Map<SeriesKey, StreamPlan>();
 
@@ -25,33 +61,37 @@ export class SeriesSet {
     for (const [key, records] of saved) this.stored.set(key as SeriesKey, [...records]);
   }
 
-  /** The tracker of `key`; the first time, rebuilt from its stored records (the bank is
-   *  deterministic, so this restores its forecasters exactly). */
-  tracker(key: SeriesKey): Tracker {
-    let t = this.trackers.get(key);
-    if (t === undefined) {
-      const rate = key.startsWith("bandwidth");
-      t = new Tracker(
-        key,
-        rate ? "rate" : "duration",
-        rate ? BANDWIDTH_BOUNDS : RTT_BOUNDS,
-        "browser",
-        this.to,
-      );
-      t.restore(this.records(key));
-      this.trackers.set(key, t);
+  /** The series of `key`; the first time, rebuilt from its stored records through the same
+   *  code as live probes (the core's replay), so its forecasts and timeouts come back exactly. */
+  get(key: SeriesKey): ProbedSeries {
+    let s = this.probed.get(key);
+    if (s === undefined) {
+      const [metric, transport] = key.split("/") as [Metric, Transport];
+      s = ProbedSeries.create({
+        metric,
+        transport,
+        source: "browser",
+        from: "browser",
+        to: this.to,
+      });
+      try {
+        s.replay(this.records(key));
+      } catch {
+        // A damaged history: the series goes on from the records before the bad one.
+      }
+      this.probed.set(key, s);
     }
-    return t;
+    return s;
   }
 
-  /** Whether `key` has a tracker or records. */
+  /** Whether `key` has a series or records. */
   has(key: SeriesKey): boolean {
-    return this.trackers.has(key) || this.records(key).length > 0;
+    return this.probed.has(key) || this.records(key).length > 0;
   }
 
   /** The forecast of `key`'s next value; undefined, and no series started, before it has any. */
-  next(key: SeriesKey): NextForecast | undefined {
-    return this.has(key) ? this.tracker(key).next() : undefined;
+  next(key: SeriesKey): Shown["next"] {
+    return this.has(key) ? shown(this.get(key).state()).next : undefined;
   }
 
   /** Keeps a record of `key`, the newest {@link MAX_RECORDS_PER_SERIES} as the history does. */
@@ -66,14 +106,14 @@ export class SeriesSet {
     return this.stored.get(key) ?? [];
   }
 
-  /** The series with records, each with its records and where its tracker stands; only
+  /** The series with records, each with its records and where its series stands; only
    *  those of `keys` when given. */
   restored(keys?: readonly SeriesKey[]): RestoredSeries[] {
     const out: RestoredSeries[] = [];
     for (const [key, records] of this.stored) {
       if (records.length === 0 || (keys !== undefined && !keys.includes(key))) continue;
       // A copy: the event may wait for the round's end, when this series holds more.
-      out.push({ key, records: [...records], ...this.tracker(key).state() });
+      out.push({ key, records: [...records], ...shown(this.get(key).state()) });
     }
     return out;
   }
@@ -92,7 +132,7 @@ export class SeriesSet {
   }
 
   dispose(): void {
-    for (const t of this.trackers.values()) t.dispose();
-    this.trackers.clear();
+    for (const s of this.probed.values()) s.dispose();
+    this.probed.clear();
   }
 }

@@ -16,6 +16,9 @@ export class Site {
   /** Whether the site has gone (unticked, another target, history cleared): it measures
    *  nothing more, and its forecasters are freed once no round uses them. */
   retired = false;
+  /** Whether its last round could not reach it (a connection or a request failed): it ranks
+   *  last, and says so, until a round does. */
+  unreachable = false;
   private rounds = 0;
 
   /**

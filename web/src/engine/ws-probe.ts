@@ -22,6 +22,13 @@ const ECHO_PAYLOAD = new Uint8Array([0x4e, 0x57]);
 const UPLOAD_HIGH_WATER = 4 * 1024 * 1024;
 const UPLOAD_CHUNK = 256 * 1024;
 
+/**
+ * How long opening a connection (and its first echo, which pays for its warm-up) may take:
+ * the longest any round trip may (the core's round-trip ceiling, core/src/probed.rs). It is
+ * no probe of a series, so no series' adaptive timeout applies.
+ */
+export const OPEN_TIMEOUT_MS = 10_000;
+
 export interface Hello {
   maxPayload: number;
   maxMessage: number;

@@ -22,12 +22,10 @@ import {
 } from "chart.js";
 import { clock, clockTicks, formatValue } from "../format";
 import { thin, WindowExtreme, xAxis, yAxisHolds, type Point } from "./chart-math";
-import type { NextForecast } from "../messages";
+import { BAND_K, type NextForecast } from "../messages";
 
 Chart.register(LineController, LineElement, PointElement, LinearScale, Tooltip);
 
-/** Width of the band in forecast errors (√MSE): ±2 covers most of a normal error. */
-export const BAND_K = 2;
 /** Points kept on a graph; older ones scroll off (their series' forecasters saw them all). */
 export const MAX_POINTS = 10_000;
 

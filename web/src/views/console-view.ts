@@ -3,8 +3,7 @@
 // cumulative mean absolute error, probes and timeouts.
 
 import { clock, formatBytes, formatValue } from "../format";
-import type { NextForecast, StatusEvent } from "../messages";
-import { BAND_K } from "./chart-view";
+import { BAND_K, type NextForecast, type StatusEvent } from "../messages";
 import { el, placeInOrder, type Rank } from "./dom";
 
 /** One series' row. */

@@ -1,17 +1,27 @@
 // The ranking table: the serving site, the target and every mirror listed, fastest first by
 // the predicted time to download a file of the size the user enters, with the range from the
-// forecasts' errors. The worker ranks them (messages.ts "rank"); this view lists the sites,
+// forecasts' errors (± BAND_K errors, as everywhere on the page) and each site's standing:
+// "about the same" as the fastest when the ranges overlap, "unreachable" when its last round
+// could not reach it. The worker ranks them (messages.ts "rank"); this view lists the sites,
 // asks again when the list or the size changes, and shows its answer.
 
 import { formatDuration, formatValue } from "../format";
-import type { RankedSite, RankingEvent } from "../messages";
-import type { Estimate } from "../ranking";
+import type { Estimate } from "../forecast";
+import { BAND_K, type RankedSite, type RankingEvent } from "../messages";
 import { endpointName } from "../settings";
 import { el } from "./dom";
 import type { MirrorEntry } from "./mirrors-view";
 
 const withError = (e: Estimate | undefined, unit: string) =>
-  e === undefined ? "–" : `${formatValue(e.value, unit)} ± ${formatValue(e.error, unit)}`;
+  e === undefined ? "–" : `${formatValue(e.value, unit)} ± ${formatValue(BAND_K * e.error, unit)}`;
+
+/** The predicted time, qualified by the standing where it says more than the order does. */
+function time(r: Partial<RankedSite>, probing: boolean): string {
+  if (r.standing === "unreachable") return "unreachable";
+  if (r.timeMs === undefined) return probing ? "waiting for data" : "not probed";
+  const t = formatDuration(r.timeMs);
+  return r.standing === "about_the_same" ? `${t} (about the same)` : t;
+}
 
 export class RankingView {
   private readonly tbody = el<HTMLTableElement>("ranking-table").tBodies[0]!;
@@ -84,12 +94,7 @@ export class RankingView {
       head.textContent = names.get(r.url)!;
       const cells = Array.from({ length: 4 }, () => document.createElement("td"));
       const probing = r.url === target || mirrors.get(r.url)?.probing === true;
-      cells[0]!.textContent =
-        r.timeMs === undefined
-          ? probing
-            ? "waiting for data"
-            : "not probed"
-          : formatDuration(r.timeMs);
+      cells[0]!.textContent = time(r, probing);
       cells[1]!.textContent =
         r.lowMs === undefined || r.highMs === undefined
           ? "–"

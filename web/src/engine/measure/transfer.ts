@@ -12,8 +12,7 @@ import {
   type StreamSpan,
   type TransferRate,
 } from "../probe-math";
-import { RTT_BOUNDS } from "../tracker";
-import { WsConnection } from "../ws-probe";
+import { OPEN_TIMEOUT_MS, WsConnection } from "../ws-probe";
 import type { Link, Measurement, Sample } from "./measurement";
 
 /** A transfer's rate as a sample, with its streams, bytes, raw time and the RTT taken off. */
@@ -46,7 +45,7 @@ async function wsStreams<T extends StreamSpan>(
 ): Promise<T[]> {
   const c = link.conn;
   const opened = await Promise.allSettled(
-    Array.from({ length: streams - 1 }, () => WsConnection.open(link.base, RTT_BOUNDS.ceilingMs)),
+    Array.from({ length: streams - 1 }, () => WsConnection.open(link.base, OPEN_TIMEOUT_MS)),
   );
   const extras = opened.flatMap((o) => (o.status === "fulfilled" ? [o.value] : []));
   const on = [c, ...extras];

@@ -1,0 +1,58 @@
+import { readFileSync } from "node:fs";
+import { beforeAll, describe, expect, it } from "vitest";
+import { loadForecasting } from "../forecast";
+import type { ImportedEvent, PredictabilityEvent, WorkerEvent } from "../messages";
+import { Imports } from "./imports";
+
+beforeAll(async () => {
+  await loadForecasting(
+    readFileSync(new URL("../../../core/pkg/nowcast_core_bg.wasm", import.meta.url)),
+  );
+});
+
+/** Imports without a history, whose events and failures are collected. */
+function imports() {
+  const events: WorkerEvent[] = [];
+  const failures: string[] = [];
+  const i = new Imports(
+    () => undefined,
+    () => Promise.resolve(),
+    (e) => events.push(e),
+    (m) => failures.push(m),
+  );
+  /** Imports `text` as `file` and waits for it to be read and forecast. */
+  const add = async (file: string, text: string) => {
+    i.add(file, text);
+    for (let n = 0; n < 20 && !events.some((e) => e.type === "imported"); n++) {
+      await new Promise((r) => setTimeout(r, 0));
+    }
+    return events.find((e): e is ImportedEvent => e.type === "imported")!;
+  };
+  return { i, events, failures, add };
+}
+
+describe("an imported series", () => {
+  it("is forecast in time order, each point with the forecast after it, without timeouts", async () => {
+    const { i, events, failures, add } = imports();
+    const ev = await add("rtt.csv", "time,value\n3000,14\n1000,10\n2000,12\n");
+    expect(failures).toEqual([]);
+    const [s] = ev.series;
+    expect(s!.points.map((p) => p.t)).toEqual([1000, 2000, 3000]);
+    expect(s!.points[0]!.next).toEqual({ value: 10, error: 0, method: "last_value" });
+    expect(s!.mae).toBeGreaterThan(0);
+    expect(i.predictability(s!.key)).toBe(true);
+    const p = events.find((e): e is PredictabilityEvent => e.type === "predictability")!;
+    // Two forecasts were made before a value: two errors.
+    expect(p.histogram?.counts.reduce((a, b) => a + b, 0)).toBe(2);
+    expect(p.cdf.at(-1)?.p).toBe(1);
+    expect(p.table.some((row) => row.id === p.selected)).toBe(true);
+    i.clear();
+  });
+
+  it("keeps a value the bank refuses, with the forecast it had", async () => {
+    const { add, failures } = imports();
+    const ev = await add("big.csv", "1,1e200\n2,10\n3,1e300\n");
+    expect(failures).toEqual([]);
+    expect(ev.series[0]!.points.map((p) => p.next?.value)).toEqual([undefined, 10, 10]);
+  });
+});
