@@ -4,8 +4,6 @@
 // (no schema library in the bundle). It mirrors core/src/record.rs rule for rule, and
 // both run against the shared examples in public/schema/examples.
 
-/** The version this build writes. */
-export const SCHEMA_VERSION = "1.1";
 /** The major version this build reads (any 1.x). */
 export const MAJOR = 1;
 
