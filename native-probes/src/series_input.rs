@@ -374,7 +374,9 @@ fn take<'t>(
 /// the others.
 struct Csv {
     parser: csv_core::Reader,
+    /// A line's fields, one after another, and where each ends.
     field: Vec<u8>,
+    ends: Vec<usize>,
     /// The column read, once the first line has been seen.
     column: Option<usize>,
 }
@@ -388,6 +390,7 @@ impl Default for Csv {
             // The builder compiles the parser's DFA (a default Reader has none).
             parser: csv_core::ReaderBuilder::new().build(),
             field: Vec::new(),
+            ends: Vec::new(),
             column: None,
         }
     }
@@ -396,36 +399,47 @@ impl Default for Csv {
 impl Csv {
     /// Calls `each` with every field of `line` (trimmed) until it returns false; the number
     /// of fields seen.
-    fn fields(&mut self, line: &[u8], mut each: impl FnMut(usize, &str) -> bool) -> usize {
-        use csv_core::ReadFieldResult as R;
+    fn fields(&mut self, line: &[u8], mut each: impl FnMut(usize, &[u8]) -> bool) -> usize {
+        use csv_core::ReadRecordResult as R;
         self.parser.reset();
         if self.field.is_empty() {
             self.field.resize(256, 0);
+            self.ends.resize(16, 0);
         }
-        let (mut input, mut len, mut index, mut eof) = (line, 0, 0, false);
+        // The whole line in one call (or a few, while the buffers grow); the ends are offsets
+        // in `field` across the calls.
+        let (mut input, mut len, mut count, mut eof) = (line, 0, 0, false);
         loop {
-            let (res, nin, nout) = self
-                .parser
-                .read_field(if eof { &[] } else { input }, &mut self.field[len..]);
+            let (res, nin, nout, nends) = self.parser.read_record(
+                if eof { &[] } else { input },
+                &mut self.field[len..],
+                &mut self.ends[count..],
+            );
             input = &input[nin..];
             len += nout;
+            count += nends;
             match res {
                 R::InputEmpty => eof = true,
                 R::OutputFull => {
                     let grown = self.field.len() * 2;
                     self.field.resize(grown, 0);
                 }
-                R::Field { record_end } => {
-                    let text = String::from_utf8_lossy(&self.field[..len]);
-                    index += 1;
-                    len = 0;
-                    if !each(index - 1, text.trim()) || record_end {
-                        return index;
-                    }
+                R::OutputEndsFull => {
+                    let grown = self.ends.len() * 2;
+                    self.ends.resize(grown, 0);
                 }
-                R::End => return index,
+                R::Record | R::End => break,
             }
         }
+        let mut start = 0;
+        for i in 0..count {
+            let end = self.ends[i];
+            if !each(i, self.field[start..end].trim_ascii()) {
+                return i + 1;
+            }
+            start = end;
+        }
+        count
     }
 
     /// The value of a data line, `None` for the header line or a line of empty fields.
@@ -443,7 +457,7 @@ impl Csv {
         self.fields(line, |i, f| {
             blank &= f.is_empty();
             if i == c {
-                value = Some(parse_number(f));
+                value = Some(parse_number(&String::from_utf8_lossy(f)));
             }
             true
         });
@@ -464,7 +478,7 @@ impl Csv {
     ) -> Result<Option<Result<f64, String>>, ReadError> {
         let mut names = Vec::new();
         self.fields(line, |_, f| {
-            names.push(f.to_string());
+            names.push(String::from_utf8_lossy(f).into_owned());
             true
         });
         if names.iter().all(|f| f.is_empty()) {
