@@ -47,6 +47,11 @@ echo "awk sum of the same file (peer, parse only): wall s median $(cut -d' ' -f1
 step "nowcast probes and server against sockperf and iperf3 on loopback; binary size and start-up"
 bash native-probes/bench/probes.sh
 
+step "nowcast serve under hostile clients (corpus, 1,000 connections from one address, the byte budget over every request type, UDP floods, kernel memory of stalled downloads), then the long fuzz run of every decoder"
+cargo bench --quiet -p native-probes --bench hostile
+fuzz_cases=${quick:+20000}
+NOWCAST_FUZZ_CASES=${fuzz_cases:-200000} cargo test --quiet --release -p native-probes --test fuzz
+
 step "echo-node throughput against iperf3 on loopback"
 if [ -n "$quick" ]; then
   BENCH_BYTES=${BENCH_BYTES:-268435456} npm -w echo-node run --silent bench
