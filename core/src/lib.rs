@@ -1,5 +1,6 @@
 //! The shared core of Nowcast: the Network Weather Service forecaster bank, error
-//! statistics, adaptive timeouts, the IEPM-BW estimators, the measurement record, the probed
+//! statistics, adaptive timeouts, the IEPM-BW estimators, the measurement record and the
+//! reader of measurement files (`import`), the probed
 //! series that every probe of the product keeps, and the ranking of sites by predicted
 //! download time. Deterministic code (values and times in, numbers and records out; no I/O,
 //! no clock); the same crate runs natively in the `nowcast` command and as WebAssembly in
@@ -8,6 +9,7 @@
 pub mod bank;
 pub mod errors;
 pub mod iepm;
+pub mod import;
 pub mod method;
 pub mod primary;
 pub mod probed;

@@ -1,18 +1,85 @@
 //! The measurement record: one JSON object per measurement, NDJSON files, the same format
 //! from the page and every native tool. The JSON Schema is `public/schema/
-//! measurement-record.v1.schema.json`; this module is its Rust reader and writer, and the
-//! example files next to the schema are tested here and from TypeScript.
+//! measurement-record.v1.schema.json`; this module is the one reader and writer of it. The
+//! reader ([`Record::read`]) takes parsed JSON from either parser (serde_json here, the
+//! browser's `JSON.parse` in the page, see [`crate::import::json`]) and the page's saved
+//! records as they come out of IndexedDB, so every record the product takes in passes the
+//! same rules; the example files next to the schema are tested here, from TypeScript through
+//! the WebAssembly build, and against the schema itself.
 
-use serde::{Deserialize, Serialize};
+use crate::bank::MAX_MAGNITUDE;
+use crate::import::json::{Json, Kind};
+use serde::Serialize;
 
 /// The version this build writes.
 pub const SCHEMA_VERSION: &str = "1.1";
 /// The major version this build reads (any 1.x).
 pub const MAJOR: u32 = 1;
+/// The latest time JavaScript's `Date` can hold (ECMAScript's time value range, ms since
+/// 1970): a later timestamp could not be shown on the page.
+pub const MAX_TIMESTAMP_MS: f64 = 8.64e15;
+
+/// One name for each value of an enum of the schema, in Rust, JSON and messages alike.
+macro_rules! named {
+    ($ty:ident, $what:literal, { $($variant:ident => $name:literal),+ $(,)? }) => {
+        impl $ty {
+            /// Every value, in the schema's order.
+            pub const ALL: &'static [$ty] = &[$($ty::$variant),+];
+            const NAMES: &'static [&'static str] = &[$($name),+];
+
+            /// The name in the schema.
+            pub fn name(self) -> &'static str {
+                match self {
+                    $($ty::$variant => $name),+
+                }
+            }
+
+            pub fn from_name(name: &str) -> Option<$ty> {
+                match name {
+                    $($name => Some($ty::$variant),)+
+                    _ => None,
+                }
+            }
+        }
+
+        impl std::str::FromStr for $ty {
+            type Err = String;
+            fn from_str(s: &str) -> Result<$ty, String> {
+                $ty::from_name(s).ok_or_else(|| {
+                    format!(
+                        "'{}' is not a {} (one of {})",
+                        crate::import::quote(s),
+                        $what,
+                        $ty::NAMES.join(", ")
+                    )
+                })
+            }
+        }
+
+        impl std::fmt::Display for $ty {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.name())
+            }
+        }
+
+        impl Serialize for $ty {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                s.serialize_str(self.name())
+            }
+        }
+
+        impl<'de> serde::Deserialize<'de> for $ty {
+            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<$ty, D::Error> {
+                let s = String::deserialize(d)?;
+                $ty::from_name(&s)
+                    .ok_or_else(|| serde::de::Error::unknown_variant(&s, $ty::NAMES))
+            }
+        }
+    };
+}
 
 /// What was measured. The names are the same in the schema, TypeScript and the UI.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Metric {
     Rtt,
     RttNagle,
@@ -26,6 +93,19 @@ pub enum Metric {
     Throughput,
 }
 
+named!(Metric, "metric", {
+    Rtt => "rtt",
+    RttNagle => "rtt_nagle",
+    HandshakeRtt => "handshake_rtt",
+    LoadedRtt => "loaded_rtt",
+    Jitter => "jitter",
+    Loss => "loss",
+    BandwidthUp => "bandwidth_up",
+    BandwidthDown => "bandwidth_down",
+    AvailBwLowerBound => "avail_bw_lower_bound",
+    Throughput => "throughput",
+});
+
 impl Metric {
     /// The unit a record of this metric carries.
     pub fn unit(self) -> Unit {
@@ -38,18 +118,50 @@ impl Metric {
     }
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Unit {
-    #[serde(rename = "ms")]
     Ms,
-    #[serde(rename = "Mbit/s")]
     MbitPerS,
-    #[serde(rename = "fraction")]
     Fraction,
 }
 
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
+named!(Unit, "unit", { Ms => "ms", MbitPerS => "Mbit/s", Fraction => "fraction" });
+
+/// The largest time or rate a measurement may hold: 10⁹ ms (11.6 days) and 10⁹ Mbit/s
+/// (1 Pbit/s) are beyond any probe; a larger value is a unit mistake or an attack on the
+/// graphs, and the forecaster bank refuses magnitudes above 1e100 anyway.
+pub const MAX_MEASURED: f64 = 1e9;
+
+impl Unit {
+    /// The values a measurement in this unit may take: times and rates from 0 to
+    /// [`MAX_MEASURED`], fractions from 0 to 1.
+    pub fn range(self) -> (f64, f64) {
+        match self {
+            Unit::Ms | Unit::MbitPerS => (0.0, MAX_MEASURED),
+            Unit::Fraction => (0.0, 1.0),
+        }
+    }
+}
+
+/// Why `v` cannot be a measurement in `unit` (`None`: a value whose unit is not known, which
+/// must only be finite and within the forecaster bank's ±1e100).
+pub fn check_value(v: f64, unit: Option<Unit>) -> Result<(), String> {
+    if !v.is_finite() {
+        return Err("must be a finite number".into());
+    }
+    let (lo, hi) = match unit {
+        Some(u) => u.range(),
+        None => (-MAX_MAGNITUDE, MAX_MAGNITUDE),
+    };
+    if (lo..=hi).contains(&v) {
+        Ok(())
+    } else {
+        let unit = unit.map_or(String::new(), |u| format!(" {u}"));
+        Err(format!("{v:e} is outside {lo:e}..{hi:e}{unit}"))
+    }
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Status {
     #[default]
     Ok,
@@ -57,8 +169,9 @@ pub enum Status {
     Error,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
+named!(Status, "status", { Ok => "ok", Timeout => "timeout", Error => "error" });
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Transport {
     Websocket,
     Http,
@@ -68,36 +181,29 @@ pub enum Transport {
     Fobs,
 }
 
+named!(Transport, "transport", {
+    Websocket => "websocket",
+    Http => "http",
+    Tcp => "tcp",
+    Udp => "udp",
+    Pcap => "pcap",
+    Fobs => "fobs",
+});
+
 /// Probe parameters.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct Probe {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub transport: Option<Transport>,
-    #[serde(
-        default,
-        with = "integral_opt",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub payload_bytes: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub nagle: Option<bool>,
-    #[serde(
-        default,
-        with = "integral_opt",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub streams: Option<u32>,
-    #[serde(
-        default,
-        with = "integral_opt",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub sndbuf_bytes: Option<u64>,
-    #[serde(
-        default,
-        with = "integral_opt",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub rcvbuf_bytes: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub raw_ms: Option<f64>,
@@ -105,15 +211,16 @@ pub struct Probe {
     pub rtt_subtracted_ms: Option<f64>,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Selector {
     Mse,
     Mae,
 }
 
+named!(Selector, "selector", { Mse => "mse", Mae => "mae" });
+
 /// The forecast made for a value before it was measured.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct RecordForecast {
     pub value: f64,
     /// Forecaster id, e.g. `median_31`.
@@ -124,36 +231,30 @@ pub struct RecordForecast {
 }
 
 /// One measurement.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Record {
     pub schema_version: String,
     pub timestamp_ms: f64,
     pub source: String,
     pub metric: Metric,
-    #[serde(default)]
     pub status: Status,
-    #[serde(default)]
     pub value: Option<f64>,
     pub unit: Unit,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub from: Option<String>,
     pub to: String,
-    #[serde(
-        default,
-        with = "integral_opt",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub seq: Option<u64>,
     /// The period of the series this probe belongs to (ms between probe starts); since 1.1.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub period_ms: Option<f64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub timeout_ms: Option<f64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub probe: Option<Probe>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub forecast: Option<RecordForecast>,
 }
 
@@ -171,6 +272,14 @@ fn fail<T>(field: &str, message: impl Into<String>) -> Result<T, RecordError> {
         message: message.into(),
     })
 }
+
+/// Limits on text fields, as in the schema (characters).
+const MAX_SOURCE: usize = 64;
+const MAX_ENDPOINT: usize = 512;
+const MAX_ERROR: usize = 1024;
+const MAX_METHOD: usize = 64;
+/// Enough for any name of the schema's enums and for `schema_version`; longer is not one.
+const MAX_NAME: usize = 32;
 
 impl Record {
     /// A new record of the current version with status ok.
@@ -200,45 +309,71 @@ impl Record {
             field: None,
             message: format!("not valid JSON ({e})"),
         })?;
-        let Some(obj) = raw.as_object() else {
+        Record::read(&&raw)
+    }
+
+    /// Reads and validates a record from parsed JSON (or a saved JavaScript object).
+    /// Fields are checked in the schema's order, and the first fault is the one reported;
+    /// fields of later minor versions are ignored.
+    pub fn read<J: Json>(v: &J) -> Result<Record, RecordError> {
+        if v.kind() != Kind::Object {
             return Err(RecordError {
                 field: None,
                 message: "a record must be a JSON object".into(),
             });
+        }
+        let o = Fields { v, prefix: "" };
+        let schema_version = check_version(o.field("schema_version")?)?;
+        let timestamp_ms = o.req("timestamp_ms", o.number("timestamp_ms"))?;
+        let source = o.req("source", o.text("source", MAX_SOURCE))?;
+        let metric = o.req("metric", o.name::<Metric>("metric"))?;
+        let status = o.name::<Status>("status")?.unwrap_or_default();
+        let value = match v.get("value") {
+            Some(x) if x.kind() == Kind::Null => None,
+            _ => o.number("value")?,
         };
-        check_version(obj.get("schema_version"))?;
-        check_shape(obj)?;
-        let record: Record = serde_path_to_error::deserialize(&raw).map_err(|e| {
-            let path = e.path().to_string();
-            let inner = e.into_inner().to_string();
-            // serde names a missing field in its message and points the path at the parent.
-            match inner.strip_prefix("missing field `") {
-                Some(rest) => {
-                    let name = rest.trim_end_matches('`');
-                    let field = if path == "." {
-                        name.to_string()
-                    } else {
-                        format!("{path}.{name}")
-                    };
-                    RecordError {
-                        field: Some(field),
-                        message: "is required".into(),
-                    }
-                }
-                None => RecordError {
-                    field: Some(path),
-                    message: inner,
-                },
-            }
-        })?;
+        let unit = o.req("unit", o.name::<Unit>("unit"))?;
+        let from = o.text("from", MAX_ENDPOINT)?;
+        let to = o.req("to", o.text("to", MAX_ENDPOINT))?;
+        let seq = o.count("seq")?;
+        let period_ms = o.number("period_ms")?;
+        let timeout_ms = o.number("timeout_ms")?;
+        let error = o.text("error", MAX_ERROR)?;
+        let probe = o.object("probe")?.map(|p| read_probe(&p)).transpose()?;
+        let forecast = o
+            .object("forecast")?
+            .map(|f| read_forecast(&f))
+            .transpose()?;
+        let record = Record {
+            schema_version,
+            timestamp_ms,
+            source,
+            metric,
+            status,
+            value,
+            unit,
+            from,
+            to,
+            seq,
+            period_ms,
+            timeout_ms,
+            error,
+            probe,
+            forecast,
+        };
         record.validate()?;
         Ok(record)
     }
 
-    /// Checks the rules a schema-shaped record must also follow.
+    /// Checks the rules a record of the right shape must also follow. Records this crate
+    /// makes pass by construction; tests check that they do.
     pub fn validate(&self) -> Result<(), RecordError> {
-        if !(self.timestamp_ms.is_finite() && self.timestamp_ms >= 0.0) {
-            return fail("timestamp_ms", "must be milliseconds since 1970 (≥ 0)");
+        if !(self.timestamp_ms.is_finite() && (0.0..=MAX_TIMESTAMP_MS).contains(&self.timestamp_ms))
+        {
+            return fail(
+                "timestamp_ms",
+                "must be milliseconds since 1970 (from 0 to 8.64e15)",
+            );
         }
         if self.source.is_empty() {
             return fail("source", "must not be empty");
@@ -251,22 +386,26 @@ impl Record {
                 "unit",
                 format!(
                     "{} is measured in {}, not {}",
-                    json_name(&self.metric),
-                    json_name(&self.metric.unit()),
-                    json_name(&self.unit)
+                    self.metric,
+                    self.metric.unit(),
+                    self.unit
                 ),
             );
         }
         match (self.status, self.value) {
             (Status::Ok, None) => return fail("value", "is required when status is ok"),
-            (_, Some(v)) if !v.is_finite() => return fail("value", "must be a finite number"),
+            (_, Some(v)) => {
+                if let Err(why) = check_value(v, Some(self.unit)) {
+                    let why = match self.metric {
+                        Metric::Loss if v.is_finite() => {
+                            "loss is a fraction between 0 and 1".to_string()
+                        }
+                        _ => why,
+                    };
+                    return fail("value", why);
+                }
+            }
             _ => {}
-        }
-        if self.metric == Metric::Loss && self.value.is_some_and(|v| !(0.0..=1.0).contains(&v)) {
-            return fail("value", "loss is a fraction between 0 and 1");
-        }
-        if self.probe.as_ref().and_then(|p| p.streams) == Some(0) {
-            return fail("probe.streams", "must be at least 1");
         }
         if self.status == Status::Timeout && self.timeout_ms.is_none() {
             return fail("timeout_ms", "is required when status is timeout");
@@ -277,9 +416,25 @@ impl Record {
         if self.timeout_ms.is_some_and(|t| !(t.is_finite() && t > 0.0)) {
             return fail("timeout_ms", "must be a positive number");
         }
+        if let Some(p) = &self.probe {
+            if p.streams == Some(0) {
+                return fail("probe.streams", "must be at least 1");
+            }
+            for (field, v) in [
+                ("probe.raw_ms", p.raw_ms),
+                ("probe.rtt_subtracted_ms", p.rtt_subtracted_ms),
+            ] {
+                if v.is_some_and(|v| !(v.is_finite() && v >= 0.0)) {
+                    return fail(field, "must be a non-negative number");
+                }
+            }
+        }
         if let Some(f) = &self.forecast {
-            if !f.value.is_finite() {
-                return fail("forecast.value", "must be a finite number");
+            if check_value(f.value, None).is_err() {
+                return fail("forecast.value", "must be a finite number within ±1e100");
+            }
+            if f.method.is_empty() {
+                return fail("forecast.method", "must not be empty");
             }
             if !(f.error.is_finite() && f.error >= 0.0) {
                 return fail("forecast.error", "must be a non-negative number");
@@ -294,19 +449,158 @@ impl Record {
     }
 }
 
-fn json_name<T: Serialize>(v: &T) -> String {
-    serde_json::to_value(v)
-        .ok()
-        .and_then(|v| v.as_str().map(str::to_string))
-        .unwrap_or_default()
+/// The members of one object of a record, read one field at a time; `prefix` names the
+/// object in error paths ("" or "probe.").
+struct Fields<'a, J> {
+    v: &'a J,
+    prefix: &'static str,
 }
 
-fn check_version(v: Option<&serde_json::Value>) -> Result<(), RecordError> {
+impl<J: Json> Fields<'_, J> {
+    fn path(&self, key: &str) -> String {
+        format!("{}{key}", self.prefix)
+    }
+
+    /// A member; absent is `None`, and null is refused (the schema has no null but `value`).
+    fn field(&self, key: &str) -> Result<Option<J>, RecordError> {
+        match self.v.get(key) {
+            Some(x) if x.kind() == Kind::Null => {
+                fail(&self.path(key), "must not be null (leave the field out)")
+            }
+            other => Ok(other),
+        }
+    }
+
+    fn wrong<T>(&self, key: &str, expected: &str, found: &J) -> Result<T, RecordError> {
+        fail(
+            &self.path(key),
+            format!("must be {expected}, not {}", found.kind().described()),
+        )
+    }
+
+    fn req<T>(&self, key: &str, v: Result<Option<T>, RecordError>) -> Result<T, RecordError> {
+        v?.map_or_else(|| fail(&self.path(key), "is required"), Ok)
+    }
+
+    fn number(&self, key: &str) -> Result<Option<f64>, RecordError> {
+        let Some(x) = self.field(key)? else {
+            return Ok(None);
+        };
+        match x.number() {
+            Some(n) if n.is_finite() => Ok(Some(n)),
+            // JSON.parse reads 1e400 as Infinity where serde_json refuses the line.
+            Some(_) => fail(&self.path(key), "must be a finite number"),
+            None => self.wrong(key, "a number", &x),
+        }
+    }
+
+    fn count<T: TryFrom<u64>>(&self, key: &str) -> Result<Option<T>, RecordError> {
+        let Some(x) = self.field(key)? else {
+            return Ok(None);
+        };
+        if x.kind() != Kind::Number {
+            return self.wrong(key, "a whole number", &x);
+        }
+        match x.whole().and_then(|n| T::try_from(n).ok()) {
+            Some(n) => Ok(Some(n)),
+            None => fail(
+                &self.path(key),
+                format!(
+                    "{} is not a whole number in range",
+                    x.number().unwrap_or(f64::NAN)
+                ),
+            ),
+        }
+    }
+
+    fn boolean(&self, key: &str) -> Result<Option<bool>, RecordError> {
+        let Some(x) = self.field(key)? else {
+            return Ok(None);
+        };
+        match x.boolean() {
+            Some(b) => Ok(Some(b)),
+            None => self.wrong(key, "true or false", &x),
+        }
+    }
+
+    fn text(&self, key: &str, max: usize) -> Result<Option<String>, RecordError> {
+        let Some(x) = self.field(key)? else {
+            return Ok(None);
+        };
+        match x.text(max) {
+            Some(Ok(s)) => Ok(Some(s.into_owned())),
+            Some(Err(_)) => fail(
+                &self.path(key),
+                format!("is longer than {max} characters"),
+            ),
+            None => self.wrong(key, "a string", &x),
+        }
+    }
+
+    fn name<T: std::str::FromStr<Err = String>>(
+        &self,
+        key: &str,
+    ) -> Result<Option<T>, RecordError> {
+        let Some(x) = self.field(key)? else {
+            return Ok(None);
+        };
+        match x.text(MAX_NAME) {
+            Some(Ok(s)) => s
+                .parse()
+                .map(Some)
+                .or_else(|why| fail(&self.path(key), why)),
+            Some(Err(_)) => fail(&self.path(key), "is not a name of the schema (too long)"),
+            None => self.wrong(key, "a string", &x),
+        }
+    }
+
+    fn object(&self, key: &str) -> Result<Option<J>, RecordError> {
+        match self.field(key)? {
+            Some(x) if x.kind() != Kind::Object => self.wrong(key, "an object", &x),
+            other => Ok(other),
+        }
+    }
+}
+
+fn read_probe<J: Json>(v: &J) -> Result<Probe, RecordError> {
+    let o = Fields {
+        v,
+        prefix: "probe.",
+    };
+    Ok(Probe {
+        transport: o.name("transport")?,
+        payload_bytes: o.count("payload_bytes")?,
+        nagle: o.boolean("nagle")?,
+        streams: o.count("streams")?,
+        sndbuf_bytes: o.count("sndbuf_bytes")?,
+        rcvbuf_bytes: o.count("rcvbuf_bytes")?,
+        raw_ms: o.number("raw_ms")?,
+        rtt_subtracted_ms: o.number("rtt_subtracted_ms")?,
+    })
+}
+
+fn read_forecast<J: Json>(v: &J) -> Result<RecordForecast, RecordError> {
+    let o = Fields {
+        v,
+        prefix: "forecast.",
+    };
+    Ok(RecordForecast {
+        value: o.req("value", o.number("value"))?,
+        method: o.req("method", o.text("method", MAX_METHOD))?,
+        selector: o.req("selector", o.name("selector"))?,
+        error: o.req("error", o.number("error"))?,
+    })
+}
+
+/// `schema_version`: MAJOR.MINOR with major 1 (any minor).
+fn check_version<J: Json>(v: Option<J>) -> Result<String, RecordError> {
     let Some(v) = v else {
         return fail("schema_version", "is required");
     };
-    let Some(text) = v.as_str() else {
-        return fail("schema_version", "must be a string such as \"1.0\"");
+    let text = match v.text(MAX_NAME) {
+        Some(Ok(t)) => t.into_owned(),
+        Some(Err(_)) => return fail("schema_version", "is not MAJOR.MINOR (too long)"),
+        None => return fail("schema_version", "must be a string such as \"1.0\""),
     };
     // Digits only (the schema's pattern): Rust's integer parsing would also take "+1".
     let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
@@ -321,105 +615,100 @@ fn check_version(v: Option<&serde_json::Value>) -> Result<(), RecordError> {
             format!("version {text} is newer than this reader supports ({MAJOR}.x); update Nowcast to read it"),
         ),
         Some((major, _)) if major < MAJOR => fail("schema_version", format!("version {text} is not a known version")),
-        Some(_) => Ok(()),
+        Some(_) => Ok(text),
     }
 }
 
-/// Limits on text fields, as in the schema.
-const MAX_LEN: [(&str, usize); 4] = [("source", 64), ("from", 512), ("to", 512), ("error", 1024)];
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-/// What serde would let through but the schema does not: null for a field that is optional
-/// (leave it out instead; only `value` may be null), arrays where objects belong, and
-/// over-long text.
-fn check_shape(obj: &serde_json::Map<String, serde_json::Value>) -> Result<(), RecordError> {
-    fn no_nulls(
-        obj: &serde_json::Map<String, serde_json::Value>,
-        prefix: &str,
-    ) -> Result<(), RecordError> {
-        for (k, v) in obj {
-            if v.is_null() && !(prefix.is_empty() && k == "value") {
-                return fail(
-                    &format!("{prefix}{k}"),
-                    "must not be null (leave the field out)",
-                );
-            }
+    const GOOD: &str = r#"{"schema_version":"1.0","timestamp_ms":1,"source":"browser","metric":"rtt","value":2,"unit":"ms","to":"x"}"#;
+
+    fn refused(line: &str) -> RecordError {
+        Record::parse(line).expect_err(line)
+    }
+
+    #[test]
+    fn names_are_one_table() {
+        for m in Metric::ALL {
+            assert_eq!(serde_json::to_string(m).unwrap(), format!("\"{m}\""));
+            assert_eq!(m.name().parse::<Metric>(), Ok(*m));
         }
-        Ok(())
-    }
-    no_nulls(obj, "")?;
-    for key in ["probe", "forecast"] {
-        match obj.get(key) {
-            Some(serde_json::Value::Object(inner)) => no_nulls(inner, &format!("{key}."))?,
-            Some(_) => return fail(key, "must be an object"),
-            None => {}
-        }
-    }
-    for (key, max) in MAX_LEN {
-        if let Some(text) = obj.get(key).and_then(|v| v.as_str()) {
-            if text.chars().count() > max {
-                return fail(key, format!("is longer than {max} characters"));
-            }
-        }
-    }
-    Ok(())
-}
-
-/// Integer fields accept any JSON number with an integral value (5.0 as well as 5), as JSON
-/// Schema's "integer" does.
-mod integral_opt {
-    use serde::{de::Error, Deserialize, Deserializer, Serialize, Serializer};
-
-    pub fn serialize<S: Serializer, T: Serialize>(v: &Option<T>, s: S) -> Result<S::Ok, S::Error> {
-        v.serialize(s)
+        assert_eq!(Unit::MbitPerS.name(), "Mbit/s");
+        let e = "latency".parse::<Metric>().unwrap_err();
+        assert!(e.starts_with("'latency' is not a metric (one of rtt, "), "{e}");
     }
 
-    pub fn deserialize<'de, D: Deserializer<'de>, T: TryFrom<u64>>(
-        d: D,
-    ) -> Result<Option<T>, D::Error> {
-        let n = serde_json::Number::deserialize(d)?;
-        let v = n.as_u64().or_else(|| {
-            n.as_f64()
-                .filter(|f| f.fract() == 0.0 && *f >= 0.0 && *f < 2f64.powi(64))
-                .map(|f| f as u64)
-        });
-        v.and_then(|v| T::try_from(v).ok())
-            .map(Some)
-            .ok_or_else(|| {
-                D::Error::custom(format!(
-                    "invalid value: {n}, expected a non-negative integer in range"
-                ))
-            })
-    }
-}
-
-/// A line of an NDJSON file that was refused.
-#[derive(Clone, Debug, PartialEq)]
-pub struct LineError {
-    /// 1-based line number.
-    pub line: usize,
-    pub error: RecordError,
-}
-
-impl std::fmt::Display for LineError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "line {}: {}", self.line, self.error)
-    }
-}
-
-/// Reads NDJSON text: every valid record, and every refused line with its reason. Blank
-/// lines are skipped; one bad line loses nothing else.
-pub fn read_ndjson(text: &str) -> (Vec<Record>, Vec<LineError>) {
-    let mut records = Vec::new();
-    let mut errors = Vec::new();
-    for (i, line) in text.lines().enumerate() {
-        let line = line.trim();
-        if line.is_empty() {
-            continue;
-        }
-        match Record::parse(line) {
-            Ok(r) => records.push(r),
-            Err(error) => errors.push(LineError { line: i + 1, error }),
+    #[test]
+    fn each_fault_names_its_field() {
+        let cases = [
+            ("not json", None, "not valid JSON"),
+            ("[1]", None, "a record must be a JSON object"),
+            (
+                &GOOD.replace("\"value\":2", "\"value\":\"2\""),
+                Some("value"),
+                "must be a number, not a string",
+            ),
+            (
+                &GOOD.replace("\"value\":2", "\"value\":1e200"),
+                Some("value"),
+                "outside",
+            ),
+            (
+                &GOOD.replace("\"value\":2", "\"value\":-1"),
+                Some("value"),
+                "outside",
+            ),
+            (
+                &GOOD.replace("\"timestamp_ms\":1", "\"timestamp_ms\":1e16"),
+                Some("timestamp_ms"),
+                "8.64e15",
+            ),
+            (
+                &GOOD.replace("}", ",\"seq\":-1}"),
+                Some("seq"),
+                "not a whole number",
+            ),
+            (
+                &GOOD.replace("}", ",\"probe\":{\"raw_ms\":-2}}"),
+                Some("probe.raw_ms"),
+                "non-negative",
+            ),
+            (
+                &GOOD.replace("}", ",\"forecast\":{\"value\":1,\"method\":\"\",\"selector\":\"mse\",\"error\":0}}"),
+                Some("forecast.method"),
+                "empty",
+            ),
+            (
+                &GOOD.replace("\"metric\":\"rtt\"", "\"metric\":\"latency\""),
+                Some("metric"),
+                "'latency' is not a metric",
+            ),
+        ];
+        for (line, field, message) in cases {
+            let e = refused(line);
+            assert_eq!(e.field.as_deref(), field, "{line}: {e}");
+            assert!(e.message.contains(message), "{line}: {e}");
         }
     }
-    (records, errors)
+
+    #[test]
+    fn a_long_field_is_refused_without_counting_it_whole() {
+        let long = "é".repeat(5_000_000);
+        let line = GOOD.replace("\"to\":\"x\"", &format!("\"to\":\"{long}\""));
+        let start = std::time::Instant::now();
+        let e = refused(&line);
+        assert_eq!(e.to_string(), "field 'to': is longer than 512 characters");
+        // Parsing the line dominates; the check itself reads 513 characters at most.
+        assert!(start.elapsed().as_secs() < 2);
+    }
+
+    #[test]
+    fn integral_numbers_are_counts_and_u64_stays_exact() {
+        let r = Record::parse(&GOOD.replace("}", ",\"seq\":5.0}")).unwrap();
+        assert_eq!(r.seq, Some(5));
+        let r = Record::parse(&GOOD.replace("}", ",\"seq\":18446744073709551615}")).unwrap();
+        assert_eq!(r.seq, Some(u64::MAX));
+    }
 }

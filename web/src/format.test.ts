@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { clock, clockTicks } from "./format";
+import { clock, clockTicks, formatPeriod, formatSpan } from "./format";
 
 describe("clockTicks", () => {
   const at = (h: number, m: number, s: number) => new Date(2026, 10, 21, h, m, s).getTime();
@@ -37,5 +37,21 @@ describe("clockTicks", () => {
   it("gives nothing for an empty or reversed axis", () => {
     expect(clockTicks(10, 5, 6)).toEqual([]);
     expect(clockTicks(0, 1000, 0)).toEqual([]);
+  });
+});
+
+describe("periods and spans in words", () => {
+  it("says a period in seconds or whole minutes", () => {
+    expect([1, 2, 60, 90, 300].map(formatPeriod)).toEqual(["1 s", "2 s", "1 min", "90 s", "5 min"]);
+  });
+
+  it("rounds a span to seconds, minutes or hours and minutes", () => {
+    expect([15_600, 59_400, 250_000, 3_600_000, 7_500_000].map(formatSpan)).toEqual([
+      "16 s",
+      "59 s",
+      "4 min",
+      "1 h",
+      "2 h 5 min",
+    ]);
   });
 });

@@ -67,3 +67,18 @@ export function clockTicks(min: number, max: number, most: number): number[] {
   for (let t = Math.ceil(lo / step) * step; t <= hi; t += step) out.push(t - offset);
   return out;
 }
+
+/** A period as the page says it: "2 s", "1 min", "5 min", "90 s". */
+export function formatPeriod(s: number): string {
+  return s >= 60 && s % 60 === 0 ? `${s / 60} min` : `${s} s`;
+}
+
+/** A span of time in round words: "16 s", "4 min", "2 h 5 min". */
+export function formatSpan(ms: number): string {
+  const s = Math.max(0, Math.round(ms / 1000));
+  if (s < 60) return `${s} s`;
+  const min = Math.round(s / 60);
+  if (min < 60) return `${min} min`;
+  const h = Math.floor(min / 60);
+  return min % 60 === 0 ? `${h} h` : `${h} h ${min % 60} min`;
+}

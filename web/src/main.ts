@@ -8,6 +8,7 @@ import { ConsoleView } from "./views/console-view";
 import { ControlsView } from "./views/controls-view";
 import { FilesView } from "./views/files-view";
 import { GraphsView } from "./views/graphs-view";
+import { HeadlineView } from "./views/headline-view";
 import { MirrorsView } from "./views/mirrors-view";
 import { PredictabilityPanel } from "./views/predictability-view";
 import { RankingView } from "./views/ranking-view";
@@ -19,14 +20,25 @@ const send = (cmd: PageCommand) => worker.postMessage(cmd);
 /** The serving site, as the ranking and the target control name it. */
 const SITE_URL = new URL("/", location.href).href;
 
-const controls = new ControlsView(SITE_URL, send, () => ranking.show());
-const consoleView = new ConsoleView(seriesRank);
+/** Where the byte budget's spends of the last hour are kept across reloads (the worker has
+ *  no localStorage; it sends them after every round). */
+const BUDGET_KEY = "nowcast.budget";
+
+const controls = new ControlsView(
+  SITE_URL,
+  send,
+  () => ranking.show(),
+  (): number => [...mirrors.entries.values()].filter((m) => m.probing).length,
+);
+const headline = new HeadlineView((): number => controls.settings.periodS);
+const consoleView = new ConsoleView(seriesRank, () => headline.render());
 const predictability = new PredictabilityPanel((key) => send({ type: "predictability", key }));
 const series = new SeriesViews(
   consoleView,
   new GraphsView(seriesRank),
   predictability,
-  () => controls.settings.periodS * 1000,
+  headline,
+  (): number => controls.settings.periodS * 1000,
 );
 const ranking = new RankingView(
   SITE_URL,
@@ -39,7 +51,10 @@ const mirrors = new MirrorsView({
   series,
   probe: (urls) => send({ type: "mirrors", urls }),
   offerTarget: (url, text) => controls.offerTarget(url, text),
-  changed: () => ranking.show(),
+  changed: () => {
+    ranking.show();
+    controls.warn();
+  },
 });
 const files = new FilesView(send, series);
 
@@ -89,9 +104,19 @@ worker.onmessage = (e: MessageEvent<WorkerEvent>) => {
       break;
     case "predictability": {
       const v = series.get(ev.key);
-      if (v !== undefined) predictability.show(ev, v.title, v.unit);
+      if (v !== undefined) predictability.show(ev, v.title, v.unit, v.next, consoleView.names);
       break;
     }
+    case "methods":
+      for (const [id, name] of ev.names) consoleView.names.set(id, name);
+      break;
+    case "budget":
+      try {
+        localStorage.setItem(BUDGET_KEY, JSON.stringify(ev.spends));
+      } catch {
+        // Storage refused (private mode, quota): the budget starts afresh after a reload.
+      }
+      break;
     case "export":
       files.exported(ev);
       break;
@@ -100,12 +125,29 @@ worker.onmessage = (e: MessageEvent<WorkerEvent>) => {
       break;
     case "status":
       consoleView.status(ev);
+      headline.status(ev.state);
       break;
   }
 };
 worker.onerror = (e) => consoleView.failed(`the probe worker failed: ${e.message}`);
 
+/** The budget's spends kept before a reload (none when unreadable). */
+function keptBudget(): [number, number][] {
+  try {
+    const v: unknown = JSON.parse(localStorage.getItem(BUDGET_KEY) ?? "[]");
+    return Array.isArray(v)
+      ? v.filter(
+          (e): e is [number, number] =>
+            Array.isArray(e) && typeof e[0] === "number" && typeof e[1] === "number",
+        )
+      : [];
+  } catch {
+    return [];
+  }
+}
+
 const target = controls.settings.target;
 consoleView.showTarget(target === undefined ? location.host : endpointName(target));
+send({ type: "budget", spends: keptBudget() });
 controls.start();
 void mirrors.load(controls.settings.mirrors);

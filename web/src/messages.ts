@@ -40,6 +40,30 @@ export interface StatusEvent {
   bytesThisHour: number;
   bytesSinceStart: number;
   budgetBytes: number;
+  /** The period in force, s. */
+  periodS: number;
+  /** Bytes the last round spent: the pace at which the budget goes. */
+  roundBytes: number;
+  /** When the hour's budget has room again for the bandwidth probe it held back (wall-clock
+   *  ms; Infinity: never, the probe is larger than the budget); undefined when none is held. */
+  budgetResumesAt: number | undefined;
+  /** Since when (wall-clock ms) no probe has reached the target, and why the first failed. */
+  outage: { since: number; reason: string } | undefined;
+  /** When the wait the target's server asked for ends (wall-clock ms), while it lasts. */
+  waitUntil: number | undefined;
+}
+
+/** The forecasters' ids and display names (the core's), sent once when the worker starts. */
+export interface MethodsEvent {
+  type: "methods";
+  names: [id: string, name: string][];
+}
+
+/** What the byte budget spent in the last hour (`[wall-clock ms, bytes]`), after every round:
+ *  the page keeps it so that a reload does not start the hour afresh. */
+export interface BudgetEvent {
+  type: "budget";
+  spends: [number, number][];
 }
 
 /** A point of an imported series, with the forecast made after it (none after a value the
@@ -122,8 +146,10 @@ export interface MirrorEvent {
   measurements: MeasurementEvent[];
   /** Its series as rebuilt from the history, when it is opted in again (after a reload). */
   history?: HistoryEvent["series"];
-  /** Why the last round failed, or "". */
+  /** Why the last round's probes failed, or "". */
   problem: string;
+  /** Since when (wall-clock ms) no probe has reached it, while none does. */
+  unreachableSince: number | undefined;
 }
 
 /** The key of a mirror's series in the page's views and in predictability requests. */
@@ -171,10 +197,15 @@ export type WorkerEvent =
   | ImportRemovedEvent
   | ExportEvent
   | RankingEvent
+  | MethodsEvent
+  | BudgetEvent
   | { type: "cleared" };
 
 export type PageCommand =
   | { type: "settings"; settings: Settings }
+  /** What the budget had spent before a reload ({@link BudgetEvent}), sent before the
+   *  settings. */
+  | { type: "budget"; spends: [number, number][] }
   | { type: "suspend" }
   | { type: "resume" }
   | { type: "import"; file: string; text: string }

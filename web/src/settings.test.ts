@@ -1,5 +1,7 @@
 import { describe, expect, it } from "vitest";
 import {
+  budgetLastsS,
+  budgetStrain,
   DEFAULT_SETTINGS,
   endpointName,
   formatSize,
@@ -9,6 +11,7 @@ import {
   parseTarget,
   readSettings,
   settingsQuery,
+  transfersPerRound,
 } from "./settings";
 
 describe("settings in the URL", () => {
@@ -124,5 +127,32 @@ describe("settings in the URL", () => {
     ["https://mirror.example.org:443/", "mirror.example.org"],
   ] as const)("names the endpoint %s %j", (base, name) => {
     expect(endpointName(base)).toBe(name);
+  });
+});
+
+describe("the budget a choice of size and period needs", () => {
+  it("warns of a size and period that spend the hour's budget early, and how early", () => {
+    // 16 MiB down and up every second: 32 MiB a round, 500 MiB last 15.6 rounds.
+    const s = {
+      periodS: 1,
+      size: 16 * 1024 * 1024,
+      transport: "websocket",
+      budgetMiB: 500,
+    } as const;
+    const strain = budgetStrain(s);
+    expect(strain?.lastsS).toBeCloseTo(500 / 32, 9);
+    expect(strain?.hourBytes).toBe(32 * 1024 * 1024 * 3600);
+    // The default, 64 KiB every 2 s, fits (225 MiB an hour); the automatic size always does.
+    expect(budgetStrain({ ...DEFAULT_SETTINGS })).toBeUndefined();
+    expect(budgetStrain({ ...s, size: "auto" })).toBeUndefined();
+    // A mirror adds its download.
+    expect(budgetStrain({ ...DEFAULT_SETTINGS, size: 128 * 1024 }, 1)).toBeDefined();
+    expect(transfersPerRound("http", 2)).toBe(4);
+  });
+
+  it("reckons how long what is left lasts at the last round's pace", () => {
+    expect(budgetLastsS(100, 10, 2)).toBe(20);
+    expect(budgetLastsS(-5, 10, 2)).toBe(0);
+    expect(budgetLastsS(100, 0, 2)).toBe(Infinity);
   });
 });

@@ -160,3 +160,35 @@ export function settingsQuery(s: Settings): string {
   const text = q.toString();
   return text === "" ? "" : `?${text}`;
 }
+
+/** Bandwidth probes a round makes for the target: WebSocket download and upload, a fetch
+ *  download, or all three; and one download per mirror probed (plan.ts). */
+export function transfersPerRound(transport: TransportChoice, mirrors = 0): number {
+  const own = transport === "websocket" ? 2 : transport === "http" ? 1 : 3;
+  // With mirrors to rank, an http-only target gets the ranking's WebSocket download too.
+  return own + mirrors + (transport === "http" && mirrors > 0 ? 1 : 0);
+}
+
+/**
+ * Whether a chosen probe size at this period runs through the hourly budget in less than an
+ * hour: then how long the budget lasts (s) and what an hour of it would move (bytes), at
+ * least (stream-count pretests add to it). Undefined when it fits, and for the automatic
+ * size, which is sized within the budget.
+ */
+export function budgetStrain(
+  s: Pick<Settings, "periodS" | "size" | "transport" | "budgetMiB">,
+  mirrors = 0,
+): { lastsS: number; hourBytes: number } | undefined {
+  if (s.size === "auto") return undefined;
+  const perRound = s.size * transfersPerRound(s.transport, mirrors);
+  const hourBytes = (perRound * 3600) / s.periodS;
+  const budget = s.budgetMiB * 1024 * 1024;
+  if (hourBytes <= budget) return undefined;
+  return { lastsS: (budget / perRound) * s.periodS, hourBytes };
+}
+
+/** Seconds until the budget's `left` bytes are spent at `roundBytes` every `periodS`;
+ *  Infinity when rounds spend nothing. */
+export function budgetLastsS(left: number, roundBytes: number, periodS: number): number {
+  return roundBytes > 0 ? (Math.max(0, left) / roundBytes) * periodS : Infinity;
+}

@@ -28,6 +28,8 @@ scope.onmessage = (e: MessageEvent<PageCommand>) => {
     switch (cmd.type) {
       case "settings":
         return en.applySettings(cmd.settings);
+      case "budget":
+        return en.restoreBudget(cmd.spends);
       case "suspend":
         return en.suspend();
       case "resume":

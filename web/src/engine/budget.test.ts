@@ -38,6 +38,50 @@ describe("the hourly byte budget", () => {
   });
 });
 
+describe("the budget across reloads and its warnings", () => {
+  it("keeps spends of one slot as one entry, freed at the slot's latest spend", () => {
+    const b = new ByteBudget(1000, 10_000);
+    b.spend(100, 0);
+    b.spend(200, 9_999);
+    b.spend(300, 10_000);
+    expect(b.snapshot(10_000)).toEqual([
+      [9_999, 300],
+      [10_000, 300],
+    ]);
+    // Never early: the first slot's bytes leave an hour after its latest spend.
+    expect(b.used(HOUR + 9_998)).toBe(600);
+    expect(b.used(HOUR + 9_999)).toBe(300);
+  });
+
+  it("comes back from its snapshot after a reload, with the hour's spends only", () => {
+    const b = new ByteBudget(1000, 10_000);
+    b.spend(400, 1000);
+    b.spend(300, HOUR / 2);
+    const kept = b.snapshot(HOUR / 2);
+    const again = new ByteBudget(1000, 10_000);
+    // The page reloaded 20 minutes later, and spent a little before the snapshot arrived.
+    again.spend(50, HOUR / 2 + 1_200_000);
+    again.restore([...kept, [HOUR * 5, 999], [Number.NaN, 1]], HOUR / 2 + 1_200_000);
+    expect(again.used(HOUR / 2 + 1_200_000)).toBe(750);
+    expect(again.usedSinceStart).toBe(50);
+    expect(again.allows(300, HOUR / 2 + 1_200_000)).toBe(false);
+    expect(again.allows(300, HOUR + 1000)).toBe(true);
+  });
+
+  it("says when a held-back probe fits again", () => {
+    const b = new ByteBudget(1000);
+    b.spend(500, 0);
+    b.spend(300, 60_000);
+    b.spend(100, 120_000);
+    expect(b.resumesAt(100, 130_000)).toBeUndefined();
+    // 900 used: 400 more fit once the first 500 have left the hour.
+    expect(b.resumesAt(400, 130_000)).toBe(HOUR);
+    // 700 more need the second spend gone too.
+    expect(b.resumesAt(700, 130_000)).toBe(HOUR + 60_000);
+    expect(b.resumesAt(1001, 130_000)).toBe(Infinity);
+  });
+});
+
 describe("the share of one probe", () => {
   it("spreads the hour's budget over the rounds of the hour", () => {
     // 500 MiB per hour, a round every 10 s with 2 bandwidth probes: 720 probes.

@@ -5,7 +5,7 @@
 // drawing never delays a timestamp.
 
 import { toCsv, toNdjson } from "../files";
-import { loadForecasting } from "../forecast";
+import { loadForecasting, methods } from "../forecast";
 import {
   parseMirrorKey,
   type MeasurementEvent,
@@ -18,19 +18,24 @@ import {
 import type { Record } from "../record";
 import { DEFAULT_SETTINGS, endpointName, type Settings } from "../settings";
 import { ByteBudget } from "./budget";
-import { backoffSeconds } from "./errors";
 import { History } from "./history";
 import { Imports } from "./imports";
 import { MEASUREMENTS } from "./measure";
 import type { PretestResult } from "./measure/pretest";
-import { MIRROR_DOWN, MIRROR_RTT, mirrorPlan, targetPlan, type Plan } from "./plan";
+import { MIRROR_DOWN, MIRROR_RTT, mirrorPlan, targetPlan } from "./plan";
 import { ranking } from "./rank";
-import { runRound, type RoundEnv } from "./round";
+import { runSites, type RoundEnv, type SitePart, type SiteReport } from "./round";
 import { Scheduler, type Clock } from "./scheduler";
 import { predictability, type RestoredSeries } from "./series";
 import { Site } from "./site";
 
 const MIB = 1024 * 1024;
+/** The byte budget keeps what was spent in slots of this length (budget.ts): an hour is at
+ *  most 360 entries to keep across reloads, and bytes leave the hour at most this late. */
+const BUDGET_SLOT_MS = 10_000;
+/** A mirror's limits: its own echo-node's cap (its HELLO); no allowance stated (only the
+ *  serving one's is read). */
+const NO_LIMITS: ServerLimits = { maxPayload: Infinity, perMinute: Infinity };
 
 /** What the serving echo-node states of its limits (`/api/config`). */
 export interface ServerLimits {
@@ -54,6 +59,8 @@ interface MirrorRole {
   problem: string;
   /** Resolves once its series are restored and shown (before its first round). */
   ready: Promise<void>;
+  /** Wall-clock ms until which it asked not to be probed (0: no wait). */
+  waitUntil: number;
 }
 
 const browserClock: Clock = {
@@ -64,7 +71,7 @@ const browserClock: Clock = {
 
 export class Engine {
   private settings: Settings = { ...DEFAULT_SETTINGS };
-  private readonly budget = new ByteBudget(DEFAULT_SETTINGS.budgetMiB * MIB);
+  private readonly budget = new ByteBudget(DEFAULT_SETTINGS.budgetMiB * MIB, BUDGET_SLOT_MS);
   private readonly scheduler: Scheduler;
   private readonly imports: Imports;
   /** Every site measured, by name (records' `to`): the target and the mirrors opted in. */
@@ -89,6 +96,17 @@ export class Engine {
   private blockedNote = "";
   /** The sites the page ranks and the file size; undefined until it asks. */
   private rankQuery: { fileBytes: number; sites: readonly string[] } | undefined;
+  /** Rounds started: turns the order the sites are probed in (round.ts `runSites`). */
+  private rounds = 0;
+  /** The history's write of the last round's records: the next round's probes wait for it,
+   *  so that no echo is timed beside it. */
+  private writing: Promise<unknown> = Promise.resolve();
+  /** The smallest transfer the budget held back (bytes), until a round holds none back. */
+  private heldBytes: number | undefined;
+  /** Bytes the last round spent: the pace the budget's warning reckons with. */
+  private roundBytes = 0;
+  /** Wall-clock ms at which the wait the target's server asked for ends. */
+  private waitUntil = 0;
 
   private constructor(
     private readonly host: EngineHost,
@@ -116,6 +134,8 @@ export class Engine {
       serverLimits(host.origin),
     ]);
     const engine = new Engine(host, history, limits);
+    // The forecasters' display names, for the page's tables (it never loads the bank).
+    host.post({ type: "methods", names: methods().map(({ id, name }) => [id, name]) });
     engine.imports.restore();
     return engine;
   }
@@ -131,6 +151,12 @@ export class Engine {
       if (!this.scheduler.inRound) void this.applyTarget();
     }
     this.scheduler.schedule();
+  }
+
+  /** Takes back what the budget had spent in the hour before a reload (budget.ts
+   *  `snapshot`, kept by the page). */
+  restoreBudget(spends: readonly (readonly [number, number])[]): void {
+    this.budget.restore(spends, Date.now());
   }
 
   suspend(): void {
@@ -241,7 +267,7 @@ export class Engine {
     let site = this.sites.get(name);
     if (site === undefined) {
       const saved = this.history?.load(name).catch(() => undefined) ?? Promise.resolve(undefined);
-      site = new Site(name, base, (bytes) => this.budget.spend(bytes, performance.now()), saved);
+      site = new Site(name, base, (bytes) => this.budget.spend(bytes, Date.now()), saved);
       this.sites.set(name, site);
     }
     return site;
@@ -320,7 +346,7 @@ export class Engine {
       // Named as a target is (records' `to`), so its history is the same whichever way it
       // is measured, and a mirror that is the target is one site.
       const site = this.site(endpointName(url), url);
-      const m: MirrorRole = { url, site, problem: "", ready: Promise.resolve() };
+      const m: MirrorRole = { url, site, problem: "", ready: Promise.resolve(), waitUntil: 0 };
       this.mirrors.set(url, m);
       // A history that cannot be read leaves the mirror with new series, probed all the same.
       m.ready = site.loaded
@@ -360,6 +386,7 @@ export class Engine {
       measurements,
       ...(history === undefined ? {} : { history }),
       problem: m.problem,
+      unreachableSince: m.site.outage?.since,
     };
   }
 
@@ -370,16 +397,21 @@ export class Engine {
   // ---------------------------------------------------------------- rounds
 
   /**
-   * One round: the target's plan, then each mirror's, one at a time so that their transfers
-   * never overlap. Measurements (and mirror reports) wait for the round's end to be posted
-   * and written: the page's drawing and IndexedDB's writes then never run beside a probe,
-   * where on a small machine they take CPU that a browser's upload needs to keep its socket
-   * fed (100 Mbit/s uploads on two streams dipped more often beside them).
+   * One round: the target's plan and each mirror's, fairly interleaved (round.ts `runSites`:
+   * every site's echo, then every site's download, then the target's other steps), one probe
+   * at a time so that transfers never overlap. Measurements (and mirror reports) wait for the
+   * round's end to be posted and written: the page's drawing and IndexedDB's writes then
+   * never run beside a probe, where on a small machine they take CPU that a browser's upload
+   * needs to keep its socket fed (100 Mbit/s uploads on two streams dipped more often beside
+   * them), and that would time one site's echo slower than another's.
    */
   private async round(): Promise<void> {
     this.held = [];
+    const spentBefore = this.budget.usedSinceStart;
+    const entered: Site[] = [];
     try {
       await this.applyTarget();
+      await this.writing;
       if (this.scheduler.backingOff) {
         this.status("backing-off", "the server asked to wait");
         return;
@@ -387,68 +419,87 @@ export class Engine {
       const target = this.target;
       // The history was cleared meanwhile: the next round measures the new series.
       if (target === undefined) return;
-      this.status("running", "");
-      try {
-        await this.run(target, targetPlan(this.settings), this.limits, (e) => this.post(e));
-      } catch (e) {
-        const wait = backoffSeconds(e);
-        if (wait !== undefined) this.scheduler.backOff(wait);
-        const message = (e as Error).message;
-        if (wait !== undefined) this.status("backing-off", `${message}; waiting ${wait} s`);
-        else this.status("running", message);
-      }
+      const startedAt = Date.now();
       // A mirror that is the target is measured as the target, not twice.
-      for (const m of [...this.mirrors.values()]) {
-        if (this.scheduler.suspended || this.scheduler.backingOff) break;
-        if (m.site !== this.target) await this.mirrorRound(m);
+      const mirrors = [...this.mirrors.values()].filter(
+        (m) => m.site !== target && m.waitUntil <= startedAt,
+      );
+      await Promise.all(mirrors.map((m) => m.ready));
+      const live = mirrors.filter((m) => this.mirrors.get(m.url) === m);
+      this.status("running", "");
+      const reported = new Map<MirrorRole, MeasurementEvent[]>(live.map((m) => [m, []]));
+      const parts: SitePart[] = [
+        {
+          site: target,
+          plan: targetPlan(this.settings, live.length > 0),
+          env: this.env(target, this.limits, (e) => this.post(e)),
+        },
+        ...live.map((m) => ({
+          site: m.site,
+          plan: mirrorPlan(this.settings),
+          env: this.env(m.site, NO_LIMITS, (e) => reported.get(m)!.push(e)),
+        })),
+      ];
+      for (const p of parts) {
+        (p.site as Site).enter();
+        entered.push(p.site as Site);
       }
+      const held = this.heldBytes;
+      this.heldBytes = undefined;
+      const reports = await runSites(parts, MEASUREMENTS, this.rounds++);
+      // Held back before and not tried again (suspended): still held.
+      if (this.scheduler.suspended) this.heldBytes ??= held;
+      const t = reports[0]!;
+      this.reached(target, t, startedAt);
+      if (t.waitS !== undefined) {
+        this.scheduler.backOff(t.waitS);
+        this.waitUntil = Date.now() + t.waitS * 1000;
+        this.status("backing-off", t.problem ?? "");
+      } else {
+        const partial = t.failed > 0 && !target.unreachable;
+        this.status(
+          this.heldBytes === undefined ? "running" : "over-budget",
+          partial ? `some probes failed: ${t.problem}` : "",
+        );
+      }
+      live.forEach((m, i) => {
+        const r = reports[i + 1]!;
+        this.reached(m.site, r, startedAt);
+        m.problem = r.failed > 0 ? (r.problem ?? "") : "";
+        if (r.waitS !== undefined) m.waitUntil = Date.now() + r.waitS * 1000;
+        if (r.failed > 0) m.site.link.close();
+        // Posted only while still opted in: an answer after the user unticked it would bring
+        // it back.
+        if (this.mirrors.get(m.url) === m) this.post(this.mirrorEvent(m, reported.get(m)!));
+      });
     } finally {
+      for (const site of entered) site.leave();
+      this.roundBytes = this.budget.usedSinceStart - spentBefore;
       this.flush();
       if (this.scheduler.suspended) this.closeConnections();
     }
   }
 
-  /**
-   * One round against a mirror, with the same probes and timeouts as the target's. A failure
-   * is shown beside the mirror and never stops the target's measurements, nor those of the
-   * other mirrors.
-   */
-  private async mirrorRound(m: MirrorRole): Promise<void> {
-    await m.ready;
-    if (this.mirrors.get(m.url) !== m) return;
-    const measurements: MeasurementEvent[] = [];
-    try {
-      // Its own echo-node's cap; no allowance stated (only the serving one's is read).
-      const limits = { maxPayload: Infinity, perMinute: Infinity };
-      await this.run(m.site, mirrorPlan(this.settings), limits, (e) => measurements.push(e));
-      m.problem = "";
-    } catch (e) {
-      m.problem = (e as Error).message || (e as Error).name;
-      m.site.link.close();
-    } finally {
-      // Posted only while still opted in: an answer after the user unticked it would bring
-      // it back.
-      if (this.mirrors.get(m.url) === m) this.post(this.mirrorEvent(m, measurements));
-    }
+  /** Whether `site` was reached in a round that started at `at`: a site that answered no
+   *  step and failed some is unreachable (ranked last), and its outage dates from the first
+   *  such round. A server that asks to wait has answered. */
+  private reached(site: Site, r: SiteReport, at: number): void {
+    site.unreachable = r.answered === 0 && r.failed > 0 && r.waitS === undefined;
+    if (!site.unreachable) site.outage = undefined;
+    else site.outage ??= { since: at, reason: r.problem ?? "" };
   }
 
-  /** Runs `plan` against `site`; each measurement is kept in its store, then `report`ed. A
-   *  round that cannot reach the site leaves it unreachable until one does. */
-  private async run(
-    site: Site,
-    plan: Plan,
-    limits: ServerLimits,
-    report: (e: MeasurementEvent) => void,
-  ): Promise<void> {
-    const now = () => performance.now();
-    const env: RoundEnv = {
+  /** What a round needs to run a site's plan: each measurement is kept in its store, then
+   *  `report`ed. */
+  private env(site: Site, limits: ServerLimits, report: (e: MeasurementEvent) => void): RoundEnv {
+    return {
       budget: this.budget,
       periodS: this.settings.periodS,
       limits: () => ({
         maxPayload: Math.min(limits.maxPayload, site.link.maxPayload),
         perMinute: limits.perMinute,
       }),
-      now,
+      now: () => Date.now(),
       wallClock: () => Date.now(),
       suspended: () => this.scheduler.suspended,
       record: (e) => {
@@ -457,18 +508,12 @@ export class Engine {
         this.unsaved.push({ key: e.key, record: e.record });
         report(e);
       },
-      overBudget: () =>
-        this.status("over-budget", "hourly byte budget reached: bandwidth probes wait"),
+      overBudget: (bytes) => {
+        this.heldBytes = Math.min(this.heldBytes ?? Infinity, bytes);
+        this.status("over-budget", "");
+      },
       pretested: (key, results, streams) => this.pretested(site, key, results, streams),
     };
-    try {
-      await site.round(() => runRound(site, plan, env, MEASUREMENTS));
-      site.unreachable = false;
-    } catch (e) {
-      // A server that answers, if only to ask for a wait, is reachable.
-      site.unreachable = backoffSeconds(e) === undefined;
-      throw e;
-    }
   }
 
   private pretested(
@@ -480,8 +525,8 @@ export class Engine {
     const label = site === this.target ? key : `${key} of mirror ${site.link.base}`;
     const figures = results.map((r) => `${r.streams}: ${r.mbits.toFixed(1)}`).join(", ");
     const note = `${label} pretest (streams: Mbit/s) ${figures} → ${streams}`;
+    // For the console and the accuracy tests, not the page: the stream count is engine detail.
     console.info(`nowcast: ${note}`);
-    this.status("running", note);
   }
 
   // ---------------------------------------------------------------- to the page
@@ -504,17 +549,18 @@ export class Engine {
     this.post({ type: "ranking", sites: ranking(sites, fileBytes, measured) });
   }
 
-  /** Ends a round: posts what it held, the ranking after it, and writes its records to the
-   *  history. */
+  /** Ends a round: posts what it held, the ranking after it and what the budget spent in
+   *  the hour (the page keeps it across reloads), and writes its records to the history. */
   private flush(): void {
     const events = this.held ?? [];
     this.held = undefined;
     for (const e of events) this.post(e);
     this.postRanking();
+    this.post({ type: "budget", spends: this.budget.snapshot(Date.now()) });
     const rows = this.unsaved;
     this.unsaved = [];
-    if (rows.length === 0) return;
-    this.history?.append(rows).catch((err: unknown) => {
+    if (rows.length === 0 || this.history === undefined) return;
+    this.writing = this.history.append(rows).catch((err: unknown) => {
       // Storage can fill up or be revoked; measuring goes on without it.
       this.status("running", `history not saved: ${(err as Error).message}`);
       this.history = undefined;
@@ -522,7 +568,8 @@ export class Engine {
   }
 
   private status(state: StatusEvent["state"], message: string): void {
-    const now = performance.now();
+    const now = Date.now();
+    const held = this.heldBytes;
     this.post({
       type: "status",
       state,
@@ -530,6 +577,11 @@ export class Engine {
       bytesThisHour: this.budget.used(now),
       bytesSinceStart: this.budget.usedSinceStart,
       budgetBytes: this.budget.perHour,
+      periodS: this.settings.periodS,
+      roundBytes: this.roundBytes,
+      budgetResumesAt: held === undefined ? undefined : this.budget.resumesAt(held, now),
+      outage: this.target?.outage,
+      waitUntil: this.scheduler.backingOff ? this.waitUntil : undefined,
     });
   }
 }

@@ -43,3 +43,29 @@ export function backoffSeconds(e: unknown): number | undefined {
   }
   return undefined;
 }
+
+/** The wait a connection's opening (or its first echo) ran out of. */
+export class ConnectTimeout extends Error {
+  constructor(readonly afterMs: number) {
+    super(`no answer within ${Math.round(afterMs / 1000)} s`);
+    this.name = "ConnectTimeout";
+  }
+}
+
+/**
+ * Why a probe failed, in words a person can act on, for the record's `error` and the page's
+ * banner: a refused or cut connection (WebSocket code 1006, a fetch that never got a
+ * response) looks the same from a page, so it is said as one.
+ */
+export function failureReason(e: unknown): string {
+  if (e instanceof ConnectionClosed) {
+    if (e.code === 1006) return "no connection (refused, unreachable or cut off)";
+    return e.reason === ""
+      ? `the server closed the connection (code ${e.code})`
+      : `the server closed the connection: ${e.reason}`;
+  }
+  // fetch rejects with a TypeError when no response came at all.
+  if (e instanceof TypeError) return "no connection (refused, unreachable or blocked)";
+  if (e instanceof Error) return e.message || e.name;
+  return String(e);
+}

@@ -1,6 +1,7 @@
 // A round is a plan: the measurements to run against one site, in order, as data (the shape of
 // Cloudflare speedtest's test plan: a list of measurement descriptors that one engine runs,
-// round.ts). The site the page measures and every mirror it probes get a plan of this kind.
+// round.ts). The site the page measures and every mirror it probes get a plan of this kind,
+// and the measurements the ranking compares sites by are the same steps in every plan.
 
 import type { SeriesKey } from "../messages";
 import type { SizeChoice, Settings } from "../settings";
@@ -24,62 +25,85 @@ export interface Step {
   /** Transfers: the series of echoes run beside the transfer on a second connection, the
    *  queueing it causes (loaded latency). */
   loaded?: SeriesKey;
-  /** Echoes: the series of differences between consecutive RTTs (jitter). */
+  /** Echoes: the series of differences between consecutive RTTs (jitter), worked out from
+   *  the echoes themselves (no traffic of its own). */
   jitter?: SeriesKey;
+  /**
+   * The step's place among the ranking's measurements ({@link rankingSteps}): a round over
+   * several sites runs each of these phase by phase across the sites (round.ts `runSites`),
+   * so every site's echo is timed in the same moment and alone, then every site's download.
+   */
+  ranking?: number;
 }
 
 export type Plan = readonly Step[];
 
 export const isTransfer = (s: Step) => s.measure !== "rtt";
 
-function transfers(transport: StepTransport, size: SizeChoice, loaded: boolean): Step[] {
-  const load = loaded ? { loaded: "loaded_rtt/websocket" as const } : {};
-  const down: Step = {
-    measure: "download",
-    transport,
-    key: `bandwidth_down/${transport}`,
-    size,
-    streams: "pretest",
-    ...load,
-  };
-  // echo-node takes uploads over WebSocket only.
-  if (transport === "http") return [down];
-  return [down, { ...down, measure: "upload", key: "bandwidth_up/websocket" }];
+/** A site's series the ranking reads (messages.ts `MirrorEvent`, rank.ts). */
+export const MIRROR_RTT = "rtt/websocket";
+export const MIRROR_DOWN = "bandwidth_down/websocket";
+
+/**
+ * What the ranking compares sites by, the same for the target and every mirror: a WebSocket
+ * echo with nothing else on the wire, then a WebSocket download of the chosen size, with its
+ * stream-count pretest and nothing beside it (no loaded-latency echoes: they would load one
+ * site's download and not another's).
+ */
+export function rankingSteps(size: SizeChoice): Step[] {
+  return [
+    { measure: "rtt", transport: "websocket", key: MIRROR_RTT, ranking: 0 },
+    {
+      measure: "download",
+      transport: "websocket",
+      key: MIRROR_DOWN,
+      size,
+      streams: "pretest",
+      ranking: 1,
+    },
+  ];
 }
 
 /**
- * The plan of the site the page measures (the target): over WebSocket an echo (with jitter),
- * a download and an upload, each with the loaded RTT beside it; over fetch a ping and a
- * download; both when the settings say so, WebSocket first.
+ * The plan of the site the page measures (the target): over WebSocket the ranking's echo
+ * (with jitter) and download, then an upload with the loaded RTT beside it; over fetch a ping
+ * and a download; both when the settings say so, WebSocket first. With mirrors to rank
+ * (`ranked`), the ranking's steps run whatever the transport, so that the target is compared
+ * on the same measurements as they are.
  */
-export function targetPlan(s: Pick<Settings, "transport" | "size">): Plan {
+export function targetPlan(s: Pick<Settings, "transport" | "size">, ranked = false): Plan {
   const plan: Step[] = [];
+  if (s.transport !== "http" || ranked) {
+    const [echo, down] = rankingSteps(s.size) as [Step, Step];
+    plan.push({ ...echo, jitter: "jitter/websocket" }, down);
+  }
   if (s.transport !== "http") {
-    plan.push(
-      { measure: "rtt", transport: "websocket", key: "rtt/websocket", jitter: "jitter/websocket" },
-      ...transfers("websocket", s.size, true),
-    );
+    plan.push({
+      measure: "upload",
+      transport: "websocket",
+      key: "bandwidth_up/websocket",
+      size: s.size,
+      streams: "pretest",
+      loaded: "loaded_rtt/websocket",
+    });
   }
   if (s.transport !== "websocket") {
     plan.push(
       { measure: "rtt", transport: "http", key: "rtt/http" },
-      ...transfers("http", s.size, false),
+      {
+        measure: "download",
+        transport: "http",
+        key: "bandwidth_down/http",
+        size: s.size,
+        streams: "pretest",
+      },
     );
   }
   return plan;
 }
 
-/**
- * The plan of a mirror: what the ranking needs, an echo and a WebSocket download, run like
- * the target's (same sizes, pretests and timeouts) but without loaded latency or jitter.
- */
+/** The plan of a mirror: the ranking's steps, run like the target's (same sizes, pretests
+ *  and timeouts), and nothing more (its traffic is a third party's). */
 export function mirrorPlan(s: Pick<Settings, "size">): Plan {
-  return [
-    { measure: "rtt", transport: "websocket", key: MIRROR_RTT },
-    transfers("websocket", s.size, false)[0]!,
-  ];
+  return rankingSteps(s.size);
 }
-
-/** A mirror's series, those the page ranks it by (messages.ts `MirrorEvent`). */
-export const MIRROR_RTT = "rtt/websocket";
-export const MIRROR_DOWN = "bandwidth_down/websocket";

@@ -8,14 +8,14 @@ import { loadForecasting } from "../forecast";
 import type { MeasurementEvent } from "../messages";
 import type { Record } from "../record";
 import { ByteBudget } from "./budget";
-import { ProbeTimeout } from "./errors";
+import { ConnectionClosed, ProbeTimeout, RetryLater } from "./errors";
 import { ECHO_BYTES } from "./measure/echo";
 import { Jitter } from "./measure/jitter";
 import type { Link, Measurement, Measurements, ProbeRequest } from "./measure/measurement";
 import type { PretestResult } from "./measure/pretest";
 import { mirrorPlan, targetPlan, type Plan, type StepTransport } from "./plan";
 import { AUTO_MIN_BYTES, pretestBytes, PRETEST_AFTER, PRETEST_PASSES } from "./probe-math";
-import { runRound, type RoundEnv } from "./round";
+import { runRound, runSites, type RoundEnv } from "./round";
 import { SeriesSet } from "./series";
 
 beforeAll(async () => {
@@ -57,6 +57,8 @@ class ScriptedSite {
   readonly loadedEchoes: number[][] = [];
   private open = false;
   connects = 0;
+  /** What opening a WebSocket fails with, when it does. */
+  refuse: Error | undefined;
 
   constructor(private readonly fallback: (m: Module, r: ProbeRequest) => Outcome) {}
 
@@ -70,6 +72,7 @@ class ScriptedSite {
     },
     connect: async (transport: StepTransport) => {
       if (transport === "http" || this.open) return false;
+      if (this.refuse !== undefined) throw this.refuse;
       this.open = true;
       this.connects++;
       return true;
@@ -182,17 +185,17 @@ describe("a round", () => {
       "download/websocket",
       "upload/websocket",
     ]);
-    // The loaded RTT of each transfer comes before the transfer's own record.
+    // The download is the ranking's, alone on the wire; the loaded RTT of the upload comes
+    // before the upload's own record.
     expect(env.made()).toEqual([
       "rtt/websocket ok",
-      "loaded_rtt/websocket ok",
       "bandwidth_down/websocket ok",
       "loaded_rtt/websocket ok",
       "bandwidth_up/websocket ok",
     ]);
     for (const e of env.records) expect(e.record.period_ms).toBe(2000);
-    // The echo, both transfers and one loaded echo beside each.
-    expect(env.budget.usedSinceStart).toBe(ECHO_BYTES + 2 * 64 * KIB + 2 * ECHO_BYTES);
+    // The echo, both transfers and one loaded echo beside the upload.
+    expect(env.budget.usedSinceStart).toBe(ECHO_BYTES + 2 * 64 * KIB + ECHO_BYTES);
   });
 
   it("runs both transports' steps, WebSocket first, and a mirror's plan the same way", async () => {
@@ -226,13 +229,70 @@ describe("a round", () => {
     expect(site.series.get("rtt/websocket").state().count).toBe(1);
   });
 
-  it("ends on a failure that is not a timeout, and leaves it to the caller", async () => {
+  it("records a failure with its reason, and each of its transport's steps after it", async () => {
     const site = new ScriptedSite(steady);
     site.script.set("download/websocket", [{ error: "refused" }]);
     const env = new Env();
-    await expect(run(site, WS_64K, env)).rejects.toThrow("refused");
-    expect(site.calls.map((c) => c.module)).toEqual(["rtt/websocket", "download/websocket"]);
-    expect(env.made()).toEqual(["rtt/websocket ok", "loaded_rtt/websocket ok"]);
+    const report = await run(site, targetPlan({ transport: "both", size: 64 * KIB }), env);
+    // The WebSocket's upload is not tried; fetch goes on.
+    expect(site.calls.map((c) => c.module)).toEqual([
+      "rtt/websocket",
+      "download/websocket",
+      "rtt/http",
+      "download/http",
+    ]);
+    expect(env.made()).toEqual([
+      "rtt/websocket ok",
+      "bandwidth_down/websocket error",
+      "bandwidth_up/websocket error",
+      "rtt/http ok",
+      "bandwidth_down/http ok",
+    ]);
+    expect(env.records[1]!.record).toMatchObject({
+      status: "error",
+      value: null,
+      error: "refused",
+      probe: { transport: "websocket" },
+    });
+    expect(report).toEqual({ answered: 3, failed: 2, problem: "refused", waitS: undefined });
+    // A failure teaches the forecasters nothing.
+    expect(site.series.get("bandwidth_down/websocket").state().count).toBe(0);
+  });
+
+  it("records every step of a site it cannot connect to, each round", async () => {
+    const site = new ScriptedSite(steady);
+    site.refuse = new ConnectionClosed(1006, "");
+    const env = new Env();
+    for (let round = 0; round < 2; round++) {
+      const report = await run(site, WS_64K, env);
+      expect(report).toMatchObject({ answered: 0, failed: 3 });
+    }
+    expect(site.calls).toEqual([]);
+    expect(env.made()).toEqual(
+      Array.from({ length: 2 }, () => [
+        "rtt/websocket error",
+        "bandwidth_down/websocket error",
+        "bandwidth_up/websocket error",
+      ]).flat(),
+    );
+    const reasons = new Set(env.records.map((e) => e.record.error));
+    expect(reasons).toEqual(new Set(["no connection (refused, unreachable or cut off)"]));
+    // Numbered like any probe: an outage is part of the series.
+    expect(env.records.filter((e) => e.key === "rtt/websocket").map((e) => e.record.seq)).toEqual([
+      0, 1,
+    ]);
+  });
+
+  it("stops a site that asks to wait, and says how long", async () => {
+    const site = new ScriptedSite(steady);
+    site.script.set("rtt/http", [{ error: "unused" }]);
+    const http = site.measurements["rtt/http"]!;
+    site.measurements["rtt/http"] = { ...http, run: () => Promise.reject(new RetryLater(30)) };
+    const env = new Env();
+    const report = await run(site, targetPlan({ transport: "http", size: 64 * KIB }), env);
+    expect(report).toMatchObject({ answered: 0, failed: 1, waitS: 30 });
+    expect(env.made()).toEqual(["rtt/http error"]);
+    expect(env.records[0]!.record.error).toBe("the server asked to wait 30 s");
   });
 
   it("stops before its next step once suspended", async () => {
@@ -264,6 +324,93 @@ describe("a round", () => {
       1000 * KIB,
       1000 * KIB,
     ]);
+  });
+});
+
+/** Runs the sites' plans in one round, each site's probes its own script's. */
+function runSitesEach(
+  sites: readonly ScriptedSite[],
+  plans: readonly Plan[],
+  envs: readonly Env[],
+  turn: number,
+) {
+  const of = (link: Link) => sites.find((s) => s.link === link)!.measurements;
+  const dispatch: Measurements = {
+    ...Object.fromEntries(
+      MODULES.map((m) => {
+        const first = sites[0]!.measurements[m]!;
+        return [m, { ...first, run: (link: Link, r: ProbeRequest) => of(link)[m]!.run(link, r) }];
+      }),
+    ),
+    loaded: {
+      during: (link, work, timeoutMs, spend) =>
+        of(link).loaded.during(link, work, timeoutMs, spend),
+    },
+  };
+  return runSites(
+    sites.map((site, i) => ({ site, plan: plans[i]!, env: envs[i]! })),
+    dispatch,
+    turn,
+  );
+}
+
+describe("a round over several sites", () => {
+  it("times every site's echo back to back, then every download, then the target's others", async () => {
+    const target = new ScriptedSite(steady);
+    const mirrors = [new ScriptedSite(steady), new ScriptedSite(steady)];
+    const log: string[] = [];
+    for (const [name, s] of [
+      ["target", target],
+      ["a", mirrors[0]!],
+      ["b", mirrors[1]!],
+    ] as const) {
+      for (const m of MODULES) {
+        const module = s.measurements[m]!;
+        s.measurements[m] = {
+          ...module,
+          run: (l, r) => (log.push(`${name} ${m}`), module.run(l, r)),
+        };
+      }
+    }
+    const envs = [new Env(), new Env(), new Env()];
+    const sites = [target, ...mirrors];
+    const plans = [
+      targetPlan({ transport: "websocket", size: 64 * KIB }, true),
+      mirrorPlan({ size: 64 * KIB }),
+      mirrorPlan({ size: 64 * KIB }),
+    ];
+    for (const turn of [0, 1]) {
+      log.length = 0;
+      const reports = await runSitesEach(sites, plans, envs, turn);
+      expect(reports.map((r) => r.answered)).toEqual([3, 2, 2]);
+      const order = turn === 0 ? ["target", "a", "b"] : ["a", "b", "target"];
+      expect(log).toEqual([
+        ...order.map((n) => `${n} rtt/websocket`),
+        ...order.map((n) => `${n} download/websocket`),
+        "target upload/websocket",
+      ]);
+    }
+  });
+
+  it("goes on with the other sites when one cannot be reached", async () => {
+    const target = new ScriptedSite(steady);
+    const gone = new ScriptedSite(steady);
+    gone.refuse = new ConnectionClosed(1006, "");
+    const envs = [new Env(), new Env()];
+    const reports = await runSitesEach(
+      [target, gone],
+      [
+        targetPlan({ transport: "websocket", size: 64 * KIB }, true),
+        mirrorPlan({ size: 64 * KIB }),
+      ],
+      envs,
+      0,
+    );
+    expect(reports.map((r) => [r.answered, r.failed])).toEqual([
+      [3, 0],
+      [0, 2],
+    ]);
+    expect(envs[1]!.made()).toEqual(["rtt/websocket error", "bandwidth_down/websocket error"]);
   });
 });
 
@@ -340,15 +487,13 @@ describe("the series a round feeds", () => {
   it("leave a pretest's loaded echoes unrecorded, and stop it at a timeout", async () => {
     const site = new ScriptedSite(steady);
     const env = new Env(2);
-    const plan: Plan = [
-      { measure: "rtt", transport: "websocket", key: "rtt/websocket" },
-      WS_64K[1]!,
-    ];
+    // An echo and the upload, which has echoes beside it.
+    const plan: Plan = [mirrorPlan({ size: 64 * KIB })[0]!, WS_64K[2]!];
     for (let round = 0; round < PRETEST_AFTER; round++) await run(site, plan, env);
     const before = env.records.length;
     // The second try times out (and closes the connection): the pretest keeps the one rate
     // it has, and the probe waits for the next round.
-    site.script.set("download/websocket", [{ value: 100 }, { timedOut: true }]);
+    site.script.set("upload/websocket", [{ value: 100 }, { timedOut: true }]);
     await run(site, plan, env);
     const made = env.records.slice(before).map((e) => `${e.key} ${e.record.status}`);
     expect(made).toEqual(["rtt/websocket ok"]);

@@ -1,14 +1,15 @@
-// The round: one loop that runs a site's plan (plan.ts), the same for the target and every
+// The round: one loop that runs the sites' plans (plan.ts), the same for the target and every
 // mirror. Each step runs under its series' adaptive timeout (Allen, Wolski & Plank: forecast
-// + k·error); a probe that times out is recorded and fed back, never dropped (JavaNws §2.1.1);
-// every measurement leaves the round as a record, through `env.record`.
+// + k·error); a probe that times out is recorded and fed back, never dropped (JavaNws §2.1.1),
+// and one that fails is recorded with its reason; every measurement leaves the round as a
+// record, through `env.record`.
 
 import type { ProbedSeries, ProbedState, ProbeObservation } from "../forecast";
 import type { MeasurementEvent, SeriesKey } from "../messages";
 import type { Record } from "../record";
 import type { ByteBudget } from "./budget";
 import { probeShare } from "./budget";
-import { ProbeTimeout } from "./errors";
+import { backoffSeconds, failureReason, ProbeTimeout } from "./errors";
 import type { Jitter } from "./measure/jitter";
 import type { Link, Measurement, Measurements, Sample } from "./measure/measurement";
 import { streamCount, type PretestResult } from "./measure/pretest";
@@ -21,6 +22,8 @@ export interface RoundSite {
   readonly series: SeriesSet;
   readonly link: Link;
   readonly jitter: Jitter;
+  /** A site that went (unticked, another target, history cleared) runs no more steps. */
+  readonly retired?: boolean;
 }
 
 /** What a round needs of the engine around it. */
@@ -32,49 +35,150 @@ export interface RoundEnv {
   /** The largest payload one probe may carry and the server's bytes per minute, for the
    *  size rule; read when a transfer is sized (a connection's HELLO may have lowered them). */
   limits(): { maxPayload: number; perMinute: number };
-  /** Monotonic ms (performance.now), for the budget. */
+  /** Wall-clock ms, for the budget (kept across reloads). */
   now(): number;
   /** Wall-clock ms, for records. */
   wallClock(): number;
   suspended(): boolean;
-  /** A measurement of the site, timed out or not, once kept in the site's store. */
+  /** A measurement of the site, timed out, failed or not, once kept in the site's store. */
   record(e: MeasurementEvent): void;
-  /** A transfer did not fit in the hour's budget: its transport's other steps wait. */
-  overBudget(): void;
+  /** A transfer of `bytes` did not fit in the hour's budget: its transport's other steps
+   *  wait. */
+  overBudget(bytes: number): void;
   /** A stream-count pretest ran for `key`. */
   pretested(key: SeriesKey, results: readonly PretestResult[], streams: number): void;
 }
 
+/** How a site's part of a round went. */
+export interface SiteReport {
+  /** Steps the site answered: a value, or a timeout (it was reached, if slowly). */
+  answered: number;
+  /** Steps recorded as failed (no connection, refused, cut off). */
+  failed: number;
+  /** Why the first failure happened, when one did. */
+  problem: string | undefined;
+  /** Seconds the site asked the page to wait (HTTP 429, a close over a limit), when it did:
+   *  its steps stopped there. */
+  waitS: number | undefined;
+}
+
+/** One site's plan in a round over several sites. */
+export interface SitePart {
+  site: RoundSite;
+  plan: Plan;
+  env: RoundEnv;
+}
+
 /**
- * Runs `plan` against `site`, step by step. A transport's connection is opened when the round
- * first needs it; one that closes during the round (a probe that timed out closes it) ends
- * that transport's steps, as does a transfer that does not fit in the budget. Suspending ends
- * the round before its next step. Any other failure ends the round: it is the caller's (a
- * server's refusal, a connection that cannot be opened).
+ * Runs `plan` against `site`, step by step (see {@link SiteRound}): every step leaves a
+ * record (a value, a timeout or a failure) unless the budget or a timed-out connection holds
+ * its transport back, or the round is suspended.
  */
 export async function runRound(
   site: RoundSite,
   plan: Plan,
   env: RoundEnv,
   measurements: Measurements,
-): Promise<void> {
-  const run = new Run(site, env, measurements, plan.filter(isTransfer).length);
-  const begun = new Set<StepTransport>();
-  const stopped = new Set<StepTransport>();
-  for (const step of plan) {
-    if (env.suspended()) return;
-    if (stopped.has(step.transport)) continue;
-    if (!begun.has(step.transport)) {
-      begun.add(step.transport);
-      if (await site.link.connect(step.transport)) site.jitter.reset();
-    } else if (!site.link.connected(step.transport)) {
-      stopped.add(step.transport);
-      continue;
+): Promise<SiteReport> {
+  return (await runSites([{ site, plan, env }], measurements))[0]!;
+}
+
+/**
+ * One round over several sites, fairly: the ranking's steps (plan.ts `rankingSteps`) phase
+ * by phase, every site's echo back to back and then every site's download, the sites' order
+ * turned by `turn` each round (none is always first, just after the previous round's work);
+ * then each site's other steps. A site's failure is its own: the others go on. The automatic
+ * size shares the budget among every transfer of the round.
+ */
+export async function runSites(
+  parts: readonly SitePart[],
+  measurements: Measurements,
+  turn = 0,
+): Promise<SiteReport[]> {
+  const transfers = parts.reduce((n, p) => n + p.plan.filter(isTransfer).length, 0);
+  const rounds = parts.map((p) => new SiteRound(p.site, p.env, measurements, transfers));
+  const order: [number, Step][] = [];
+  const n = parts.length;
+  const phases = Math.max(0, ...parts.flatMap((p) => p.plan.map((s) => (s.ranking ?? -1) + 1)));
+  for (let phase = 0; phase < phases; phase++) {
+    for (let k = 0; k < n; k++) {
+      const i = (k + turn) % n;
+      for (const step of parts[i]!.plan) if (step.ranking === phase) order.push([i, step]);
     }
-    const ok = isTransfer(step) ? await run.transfer(step) : await run.rtt(step);
-    if (!ok) stopped.add(step.transport);
+  }
+  parts.forEach((p, i) => {
+    for (const step of p.plan) if (step.ranking === undefined) order.push([i, step]);
+  });
+  for (const [i, step] of order) {
+    if (parts[i]!.env.suspended()) break;
+    await rounds[i]!.step(step);
+  }
+  return rounds.map((r) => r.report);
+}
+
+/**
+ * One site's steps in a round. A transport's connection is opened when the round first needs
+ * it; one that closes during the round (a probe that timed out closes it) ends that
+ * transport's steps, as does a transfer that does not fit in the budget. A failure (the
+ * connection cannot be opened, the server refuses or cuts it) is a record of its step, and
+ * of each of the transport's steps after it, with the reason: an outage is data, not a gap.
+ */
+export class SiteRound {
+  readonly report: SiteReport = { answered: 0, failed: 0, problem: undefined, waitS: undefined };
+  private readonly run: Run;
+  private readonly begun = new Set<StepTransport>();
+  /** Transports whose remaining steps are skipped, with the failure that stopped them
+   *  (recorded for each step), or undefined (held back, nothing to record). */
+  private readonly stopped = new Map<StepTransport, string | undefined>();
+
+  constructor(
+    private readonly site: RoundSite,
+    private readonly env: RoundEnv,
+    measurements: Measurements,
+    transfers: number,
+  ) {
+    this.run = new Run(site, env, measurements, transfers);
+  }
+
+  async step(step: Step): Promise<void> {
+    const { site } = this;
+    if (site.retired === true || this.report.waitS !== undefined) return;
+    if (this.stopped.has(step.transport)) {
+      const reason = this.stopped.get(step.transport);
+      if (reason !== undefined) this.failed(step, reason);
+      return;
+    }
+    try {
+      if (!this.begun.has(step.transport)) {
+        this.begun.add(step.transport);
+        if (await site.link.connect(step.transport)) site.jitter.reset();
+      } else if (!site.link.connected(step.transport)) {
+        this.stopped.set(step.transport, undefined);
+        return;
+      }
+      const outcome = isTransfer(step) ? await this.run.transfer(step) : await this.run.rtt(step);
+      if (outcome === "held") this.stopped.set(step.transport, undefined);
+      else this.report.answered++;
+    } catch (e) {
+      const wait = backoffSeconds(e);
+      const reason = wait === undefined ? failureReason(e) : `the server asked to wait ${wait} s`;
+      this.failed(step, reason);
+      this.stopped.set(step.transport, reason);
+      if (wait !== undefined) this.report.waitS = wait;
+    }
+  }
+
+  /** Records `step` as failed for `reason`. */
+  private failed(step: Step, reason: string): void {
+    this.report.failed++;
+    this.report.problem ??= reason;
+    this.run.failed(step, reason);
   }
 }
+
+/** What a step came to: a value or a timeout ("answered"), or held back (the budget, a
+ *  closed connection) with nothing to record. */
+type Outcome = "answered" | "held";
 
 /** One round's steps against one site. */
 class Run {
@@ -164,14 +268,28 @@ class Run {
     }
   }
 
+  /** Records that `step` could not run, for `reason`: its series keeps the failure (which
+   *  teaches its forecasters nothing). */
+  failed(step: Step, reason: string): void {
+    this.record(
+      step.key,
+      this.series(step.key).observe({
+        timestampMs: this.env.wallClock(),
+        status: "error",
+        error: reason,
+        probe: { transport: step.transport },
+      }),
+    );
+  }
+
   /** An RTT probe, and the jitter it makes with the one before. Always goes on. */
-  async rtt(step: Step): Promise<true> {
+  async rtt(step: Step): Promise<Outcome> {
     const m = this.measurement(step);
     const request = { bytes: 0, streams: 1, predictedRttMs: undefined };
     const r = await this.probe(step, m, 0, 1, (timeoutMs) =>
       m.run(this.site.link, { ...request, timeoutMs }),
     );
-    if (step.jitter === undefined || r === undefined) return true;
+    if (step.jitter === undefined || r === undefined) return "answered";
     const j = this.site.jitter.next(r.sample.value);
     if (j !== undefined) {
       const { transport, payload_bytes } = r.sample.probe;
@@ -187,7 +305,7 @@ class Run {
         }),
       );
     }
-    return true;
+    return "answered";
   }
 
   /** The step's size: as chosen, or automatic (probe-math.ts `autoSize`) within its share
@@ -255,9 +373,9 @@ class Run {
   /**
    * A bandwidth probe: sized, checked against the budget, its stream count found (by the
    * pretest when one is due), then run and recorded; the series' stream plan learns whether
-   * it missed its forecast. False when the transport's other steps should wait.
+   * it missed its forecast. "held" when the transport's other steps should wait.
    */
-  async transfer(step: Step): Promise<boolean> {
+  async transfer(step: Step): Promise<Outcome> {
     const { site, env } = this;
     const m = this.measurement(step);
     if (step.loaded !== undefined && !this.loadBegun) {
@@ -266,8 +384,8 @@ class Run {
     }
     const bytes = this.size(step);
     if (!env.budget.allows(bytes, env.now())) {
-      env.overBudget();
-      return false;
+      env.overBudget(bytes);
+      return "held";
     }
     const s = site.series.get(step.key);
     const plan = site.series.streams(step.key);
@@ -292,7 +410,7 @@ class Run {
       streams = found.streams;
       if (found.results !== undefined) env.pretested(step.key, found.results, streams);
     }
-    if (env.suspended() || !site.link.connected(step.transport)) return false;
+    if (env.suspended() || !site.link.connected(step.transport)) return "held";
     const r = await this.probe(step, m, bytes, streams, (timeoutMs) =>
       this.runTransfer(step, m, { bytes, streams, timeoutMs }, true),
     );
@@ -300,6 +418,6 @@ class Run {
       plan.measurements = r.event.count;
       plan.surprised = surprised(r.sample.value, r.event.record.forecast);
     }
-    return true;
+    return "answered";
   }
 }

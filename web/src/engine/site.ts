@@ -19,6 +19,8 @@ export class Site {
   /** Whether its last round could not reach it (a connection or a request failed): it ranks
    *  last, and says so, until a round does. */
   unreachable = false;
+  /** Since when (wall-clock ms) no round has reached it, and why the first one failed. */
+  outage: { since: number; reason: string } | undefined;
   private rounds = 0;
 
   /**
@@ -38,14 +40,14 @@ export class Site {
     });
   }
 
-  /** Runs a round of the site; its forecasters stay until the last round using them ends. */
-  async round(run: () => Promise<void>): Promise<void> {
+  /** A round that uses the site starts: its forecasters stay until the last one ends. */
+  enter(): void {
     this.rounds++;
-    try {
-      await run();
-    } finally {
-      if (--this.rounds === 0 && this.retired) this.series.dispose();
-    }
+  }
+
+  /** A round that used the site ended. */
+  leave(): void {
+    if (--this.rounds === 0 && this.retired) this.series.dispose();
   }
 
   /** Stops measuring the site: its connections close now (a probe in flight fails), its

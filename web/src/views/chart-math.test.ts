@@ -7,6 +7,7 @@ import {
   xAxis,
   Y_SHRINK,
   yAxisHolds,
+  yLimits,
 } from "./chart-math";
 
 /** A deterministic pseudo-random sequence in [0, 1). */
@@ -162,5 +163,15 @@ describe("yAxisHolds", () => {
     expect(yAxisHolds(axis, none, undefined, undefined)).toBe(true);
     expect(yAxisHolds(axis, none, 0, 1)).toBe(false);
     expect(yAxisHolds(axis, laid, undefined, undefined)).toBe(false);
+  });
+});
+
+describe("the y axis", () => {
+  it("holds the data and a margin, not below zero for data that are not", () => {
+    expect(yLimits(10, 20)).toEqual({ min: 8.5, max: 21.5 });
+    expect(yLimits(0.5, 20)).toEqual({ min: 0, max: 20 + 19.5 * 0.15 });
+    expect(yLimits(-2, 2)).toEqual({ min: -2.6, max: 2.6 });
+    expect(yLimits(4, 4)).toEqual({ min: 3.4, max: 4.6 });
+    expect(yLimits(0, 0)).toEqual({ min: 0, max: 1 });
   });
 });

@@ -136,3 +136,17 @@ export function yAxisHolds(
   if (lo < axis.min || hi > axis.max) return false;
   return hi - lo >= Y_SHRINK * (laid.hi - laid.lo);
 }
+
+/** The margin a y axis leaves above and below its data: a share of their span (of the value
+ *  when they are all one). */
+export const Y_MARGIN = 0.15;
+
+/**
+ * The y axis for data from `lo` to `hi`: their span and a margin of Y_MARGIN of it each way,
+ * never below zero for data that are not. What lies outside (the band's far ends, which may
+ * be much wider than the data) is cut at the plot's edge.
+ */
+export function yLimits(lo: number, hi: number): { min: number; max: number } {
+  const pad = (hi - lo) * Y_MARGIN || Math.abs(hi) * Y_MARGIN || 1;
+  return { min: lo >= 0 ? Math.max(0, lo - pad) : lo - pad, max: hi + pad };
+}

@@ -1,5 +1,8 @@
-// One graph per series (JavaNws §2.1.3): measurements light, forecasts dark, the newest
-// forecast one period ahead of the newest measurement, and a band of forecast ± k·error.
+// One graph per series (JavaNws §2.1.3): measurements as blue dots, forecasts as orange
+// diamonds (hue and shape both differ), the newest forecast one period ahead of the newest
+// measurement, a band of forecast ± k·error that breaks where probes stopped and is cut to
+// the height the points need, stripes where probes failed, and a sentence that says in words
+// what the graph shows (for a screen reader, and for anyone).
 //
 // Three canvases on top of each other: the band (one polygon), Chart.js's (axes, grid,
 // tooltips and the hovered point) and the marks (sprites stamped into one ImageData). Chart.js
@@ -21,7 +24,7 @@ import {
   type Plugin,
 } from "chart.js";
 import { clock, clockTicks, formatValue } from "../format";
-import { thin, WindowExtreme, xAxis, yAxisHolds, type Point } from "./chart-math";
+import { thin, WindowExtreme, xAxis, yAxisHolds, yLimits, type Point } from "./chart-math";
 import { BAND_K, type NextForecast } from "../messages";
 
 Chart.register(LineController, LineElement, PointElement, LinearScale, Tooltip);
@@ -32,17 +35,25 @@ export const MAX_POINTS = 10_000;
 /** A forecast and its error (√MSE when it was made): the band is y ± BAND_K·e. */
 interface Forecast extends Point {
   e: number;
+  /** The band breaks before this forecast: the one before it is far older (a gap). */
+  gap?: boolean;
 }
+
+/** Forecasts further apart than this many periods (or typical spacings, whichever is
+ *  longer) have a gap between them: the band is not drawn across it. */
+const GAP_STEPS = 3;
 
 const bandLow = (f: Forecast) => Math.max(0, f.y - BAND_K * f.e);
 const bandHigh = (f: Forecast) => f.y + BAND_K * f.e;
 
-/** One column of the band: from `x` (its first forecast), up to `hi` and down to `lo`. */
+/** One column of the band: from `x` (its first forecast), up to `hi` and down to `lo`;
+ *  `gap` when the band breaks before it. */
 interface BandColumn {
   col: number;
   x: number;
   hi: number;
   lo: number;
+  gap: boolean;
 }
 
 /** Dataset order: the measurements, then the forecasts (Chart.js lays them out for the
@@ -254,7 +265,13 @@ class BandLayer {
     this.ctx = this.canvas.getContext("2d");
   }
 
-  draw(chart: Chart<"line">, columns: readonly BandColumn[], newest: Forecast | undefined): void {
+  draw(
+    chart: Chart<"line">,
+    columns: readonly BandColumn[],
+    newest: Forecast | undefined,
+    failures: readonly number[],
+    failedColor: string,
+  ): void {
     const ctx = this.ctx;
     if (ctx === null) return;
     const main = chart.canvas;
@@ -266,7 +283,7 @@ class BandLayer {
     }
     this.canvas.style.width = main.style.width;
     this.canvas.style.height = main.style.height;
-    if (columns.length === 0 && newest === undefined) return;
+    if (columns.length === 0 && newest === undefined && failures.length === 0) return;
     const dpr = chart.currentDevicePixelRatio;
     const a = chart.chartArea;
     const toX = linear(chart.scales.x!);
@@ -278,33 +295,56 @@ class BandLayer {
     ctx.beginPath();
     ctx.rect(a.left, a.top, a.right - a.left, a.bottom - a.top);
     ctx.clip();
+    // A failed probe: a stripe the height of the plot, at least a pixel wide.
+    ctx.fillStyle = failedColor;
+    for (const x of failures) ctx.fillRect(px(x) - 1, a.top, 2, a.bottom - a.top);
+    // One polygon per run of columns between gaps; the newest forecast is not yet in a column
+    // (its time moves when it is measured) and ends the last run.
+    ctx.fillStyle = this.color;
+    let start = 0;
+    for (let i = 1; i <= columns.length; i++) {
+      if (i < columns.length && !columns[i]!.gap) continue;
+      const run = columns.slice(start, i);
+      const last = i === columns.length;
+      this.polygon(ctx, run, last ? newest : undefined, px, py);
+      start = i;
+    }
+    if (columns.length === 0 && newest !== undefined) this.polygon(ctx, [], newest, px, py);
+    ctx.restore();
+  }
+
+  private polygon(
+    ctx: CanvasRenderingContext2D,
+    run: readonly BandColumn[],
+    newest: Forecast | undefined,
+    px: (x: number) => number,
+    py: (y: number) => number,
+  ): void {
     ctx.beginPath();
-    for (const c of columns) ctx.lineTo(px(c.x), py(c.hi));
-    // The newest forecast is not yet in a column (its time moves when it is measured).
+    for (const c of run) ctx.lineTo(px(c.x), py(c.hi));
     if (newest !== undefined) {
       ctx.lineTo(px(newest.x), py(bandHigh(newest)));
       ctx.lineTo(px(newest.x), py(bandLow(newest)));
     }
-    for (let i = columns.length - 1; i >= 0; i--) {
-      ctx.lineTo(px(columns[i]!.x), py(columns[i]!.lo));
-    }
+    for (let i = run.length - 1; i >= 0; i--) ctx.lineTo(px(run[i]!.x), py(run[i]!.lo));
     ctx.closePath();
-    ctx.fillStyle = this.color;
     ctx.fill();
-    ctx.restore();
   }
 }
 
-/** Makes Chart.js's y axis hold the whole band, not just the points it is given. */
-function bandLimits(extremes: () => { lo: number | undefined; hi: number | undefined }): Plugin {
+/** Makes Chart.js's y axis hold every point the graph has (not only those it was given),
+ *  with a margin; the band is cut to it (chart-math.ts `yLimits`). */
+function pointLimits(extremes: () => { lo: number | undefined; hi: number | undefined }): Plugin {
   return {
-    id: "nowcastBandLimits",
+    id: "nowcastPointLimits",
     afterDataLimits(_chart, args) {
       const scale = args.scale;
       if (scale.axis !== "y") return;
       const { lo, hi } = extremes();
-      if (hi !== undefined) scale.max = Math.max(scale.max, hi);
-      if (lo !== undefined) scale.min = Math.min(scale.min, lo);
+      if (lo === undefined || hi === undefined) return;
+      const limits = yLimits(lo, hi);
+      scale.min = limits.min;
+      scale.max = limits.max;
     },
   };
 }
@@ -331,6 +371,9 @@ function key(entries: [glyph: string, color: string, label: string][]): HTMLElem
   return p;
 }
 
+/** Numbers the graphs' summaries (their ids). */
+let summaries = 0;
+
 export class SeriesChart {
   readonly figure: HTMLElement;
   private readonly box: HTMLElement;
@@ -347,8 +390,16 @@ export class SeriesChart {
   private forecastsGone = 0;
   private readonly measuredMin = new WindowExtreme((a, b) => a < b);
   private readonly measuredMax = new WindowExtreme((a, b) => a > b);
-  private readonly bandMin = new WindowExtreme((a, b) => a < b);
-  private readonly bandMax = new WindowExtreme((a, b) => a > b);
+  private readonly forecastMin = new WindowExtreme((a, b) => a < b);
+  private readonly forecastMax = new WindowExtreme((a, b) => a > b);
+  /** Times of the probes that failed (no value, no forecast), oldest first. */
+  private readonly failures: number[] = [];
+  private readonly failedColor: string;
+  /** The typical spacing of the settled forecasts (ms), for telling a gap (GAP_STEPS). */
+  private spacing: number | undefined;
+  private readonly title: string;
+  private readonly unit: string;
+  private readonly summary: HTMLElement;
   /** The band per column of the x axis's duration, for the forecasts whose time is final. */
   private columns: BandColumn[] = [];
   /** The x axis in use: its column duration (ms per CSS px) and its ends. */
@@ -370,21 +421,35 @@ export class SeriesChart {
   private dirty = false;
   /** Whether Chart.js's points (for the tooltips) are behind the series. */
   private stale = false;
-  private resized = false;
+  private wasResized = false;
   /** How many times Chart.js has laid the graph out (the figure's data-layouts). */
   private layouts = 0;
+  /** The time axis given by the graphs around it (aligned with theirs), if any. */
+  private shared: { min: number; max: number } | undefined;
 
-  constructor(parent: HTMLElement, title: string, unit: string) {
+  /**
+   * @param resized a new size needs a new layout: called instead of drawing at once, when the
+   *   graph shares its time axis with others (they are drawn together).
+   */
+  constructor(
+    parent: HTMLElement,
+    title: string,
+    unit: string,
+    private readonly resized?: () => void,
+  ) {
     const css = getComputedStyle(document.documentElement);
     const color = (name: string, fallback: string) => css.getPropertyValue(name).trim() || fallback;
-    const light = color("--measured", "#7fb3e6");
-    const dark = color("--forecast", "#0b3d91");
-    const band = color("--band", "rgba(11, 61, 145, 0.15)");
+    const measuredCss = color("--measured", "#0072b2");
+    const forecastCss = color("--forecast", "#c85400");
+    const band = color("--band", "rgba(200, 84, 0, 0.16)");
     const text = color("--text", "#222");
     const grid = color("--grid", "rgba(128,128,128,0.2)");
-    this.measuredColor = rgba(light);
-    this.forecastColor = rgba(dark);
+    this.failedColor = color("--failed", "rgba(179, 38, 30, 0.28)");
+    this.measuredColor = rgba(measuredCss);
+    this.forecastColor = rgba(forecastCss);
     this.band = new BandLayer(band);
+    this.title = title;
+    this.unit = unit;
 
     this.figure = document.createElement("figure");
     this.figure.className = "graph";
@@ -399,11 +464,16 @@ export class SeriesChart {
     canvas.style.position = "relative";
     this.box.append(this.band.canvas, canvas, this.marks.canvas);
     const legend = key([
-      ["●", light, "measured"],
-      ["◆", dark, "forecast"],
-      ["■", band, `forecast ± ${BAND_K}·error`],
+      ["●", measuredCss, "measured"],
+      ["◆", forecastCss, "forecast"],
+      ["■", band, `likely range (± ${BAND_K} errors)`],
     ]);
-    this.figure.append(caption, legend, this.box);
+    // What the graph shows, in words: read by a screen reader as the canvas's description.
+    this.summary = document.createElement("p");
+    this.summary.className = "summary";
+    this.summary.id = `summary-${++summaries}`;
+    canvas.setAttribute("aria-describedby", this.summary.id);
+    this.figure.append(caption, legend, this.box, this.summary);
     parent.append(this.figure);
     // Chart.js's points are brought up to date before it handles a pointer over the graph
     // (listeners on the box in the capture phase run before Chart.js's on the canvas).
@@ -429,7 +499,10 @@ export class SeriesChart {
     this.chart = new Chart<"line", Point[]>(canvas, {
       type: "line",
       data: {
-        datasets: [points("measured", light, "circle"), points("forecast", dark, "rectRot")],
+        datasets: [
+          points("measured", measuredCss, "circle"),
+          points("forecast", forecastCss, "rectRot"),
+        ],
       },
       options: {
         animation: false,
@@ -448,9 +521,9 @@ export class SeriesChart {
         // A new size needs a new layout and new layers: drawn as soon as Chart.js has
         // finished its own resize (it renders after this callback), in the same frame.
         onResize: () => {
-          this.resized = true;
+          this.wasResized = true;
           this.dirty = true;
-          queueMicrotask(() => this.draw());
+          queueMicrotask(() => (this.resized === undefined ? this.draw() : this.resized()));
         },
         scales: {
           x: {
@@ -481,7 +554,7 @@ export class SeriesChart {
           },
         },
       },
-      plugins: [bandLimits(() => this.yExtremes())],
+      plugins: [pointLimits(() => this.yExtremes())],
     });
   }
 
@@ -493,6 +566,12 @@ export class SeriesChart {
     if (this.pending) {
       const settled = this.forecasts.at(-1)!;
       settled.x = x;
+      const before = this.forecasts.at(-2);
+      if (before !== undefined) {
+        const dx = x - before.x;
+        if (dx > GAP_STEPS * Math.max(stepMs, this.spacing ?? 0)) settled.gap = true;
+        else this.spacing = this.spacing === undefined ? dx : 0.8 * this.spacing + 0.2 * dx;
+      }
       if (this.axis !== undefined) this.addToColumns(settled, this.axis.perPx);
     }
     if (value !== null) {
@@ -506,8 +585,8 @@ export class SeriesChart {
       const f = { x: x + stepMs, y: next.value, e: next.error };
       const n = this.forecastsGone + this.forecasts.length;
       this.forecasts.push(f);
-      this.bandMin.push(n, bandLow(f));
-      this.bandMax.push(n, bandHigh(f));
+      this.forecastMin.push(n, f.y);
+      this.forecastMax.push(n, f.y);
     }
     const over = (list: readonly unknown[]) => Math.max(0, list.length - MAX_POINTS);
     const measuredOver = over(this.measured);
@@ -521,12 +600,47 @@ export class SeriesChart {
     if (forecastsOver > 0) {
       this.forecasts.splice(0, forecastsOver);
       this.forecastsGone += forecastsOver;
-      this.bandMin.dropBelow(this.forecastsGone);
-      this.bandMax.dropBelow(this.forecastsGone);
+      this.forecastMin.dropBelow(this.forecastsGone);
+      this.forecastMax.dropBelow(this.forecastsGone);
       if (this.axis !== undefined) this.trimColumns(this.axis.perPx);
     }
     this.dirty = true;
     this.stale = true;
+  }
+
+  /** Marks a probe at `x` that failed: it has no value, and the forecast waits for one. */
+  fail(x: number): void {
+    this.failures.push(x);
+    if (this.failures.length > MAX_POINTS) this.failures.shift();
+    this.dirty = true;
+  }
+
+  /** The forecast of the next value, as last added. */
+  get next(): NextForecast | undefined {
+    const f = this.pending ? this.forecasts.at(-1) : undefined;
+    return f && { value: f.y, error: f.e, method: "" };
+  }
+
+  /** The times the graph spans (its points and failed probes); undefined when empty. */
+  extent(): { x0: number; x1: number } | undefined {
+    const { measured, forecasts, failures } = this;
+    const x0 = Math.min(
+      measured[0]?.x ?? Infinity,
+      forecasts[0]?.x ?? Infinity,
+      failures[0] ?? Infinity,
+    );
+    const x1 = Math.max(
+      measured.at(-1)?.x ?? -Infinity,
+      forecasts.at(-1)?.x ?? -Infinity,
+      failures.at(-1) ?? -Infinity,
+    );
+    return Number.isFinite(x0) && Number.isFinite(x1) ? { x0, x1 } : undefined;
+  }
+
+  /** The plot's width (CSS px), once laid out. */
+  plotWidth(): number {
+    const a = this.chart.chartArea;
+    return a === undefined ? this.box.clientWidth : a.right - a.left;
   }
 
   /** Removes the graph from the page and frees the chart. */
@@ -535,31 +649,39 @@ export class SeriesChart {
     this.figure.remove();
   }
 
-  /** Redraws if anything changed; the figure's data attributes say what is plotted. */
-  draw(): void {
+  /**
+   * Redraws if anything changed (or the time axis it is given moved); the figure's data
+   * attributes say what is plotted. `shared` is the time axis of the graphs it is aligned
+   * with; without it the graph places its own (chart-math.ts `xAxis`).
+   */
+  draw(shared?: { min: number; max: number }): void {
     // A hidden graph (no width) waits: showing it resizes it, and that draws it.
-    if (!this.dirty || this.box.clientWidth === 0) return;
+    const moved =
+      shared !== undefined && (shared.min !== this.shared?.min || shared.max !== this.shared?.max);
+    this.shared = shared;
+    if ((!this.dirty && !moved) || this.box.clientWidth === 0) return;
     this.dirty = false;
     const { measured, forecasts } = this;
-    const x0 = Math.min(measured[0]?.x ?? Infinity, forecasts[0]?.x ?? Infinity);
-    const x1 = Math.max(measured.at(-1)?.x ?? -Infinity, forecasts.at(-1)?.x ?? -Infinity);
-    if (!Number.isFinite(x0) || !Number.isFinite(x1)) {
+    const extent = this.extent();
+    if (extent === undefined) {
       this.axis = undefined;
       this.columns = [];
       this.layout(undefined);
     } else {
       // A layout can change the plot's width (the y labels' width), and the width the axis.
       for (let pass = 0; pass < 3; pass++) {
-        const a = this.chart.chartArea;
-        const width = a === undefined ? this.box.clientWidth : a.right - a.left;
-        const axis = xAxis(x0, x1, Math.max(1, width), this.axis?.perPx);
+        const width = Math.max(1, this.plotWidth());
+        const axis =
+          shared === undefined
+            ? xAxis(extent.x0, extent.x1, width, this.axis?.perPx)
+            : { ...shared, perPx: (shared.max - shared.min) / width };
         if (axis.perPx !== this.axis?.perPx) this.rebuildColumns(axis.perPx);
         this.axis = axis;
         const { lo, hi } = this.yExtremes();
         const l = this.laidOut;
         const same =
           l !== undefined &&
-          !this.resized &&
+          !this.wasResized &&
           l.min === axis.min &&
           l.max === axis.max &&
           yAxisHolds(l.y, l, lo, hi);
@@ -574,9 +696,36 @@ export class SeriesChart {
     d.lastMeasuredX = String(measured.at(-1)?.x ?? "");
     d.lastForecastX = String(forecasts.at(-1)?.x ?? "");
     d.layouts = String(this.layouts);
+    d.failures = String(this.failures.length);
+    this.summary.textContent = this.describe();
   }
 
-  /** The lowest and highest value the y axis must hold: the points and the band. */
+  /** What the graph shows, in one or two sentences. */
+  private describe(): string {
+    const { measured, failures, unit } = this;
+    const v = (x: number) => formatValue(x, unit);
+    const failed =
+      failures.length === 0
+        ? ""
+        : ` ${failures.length} probe${failures.length === 1 ? "" : "s"} failed, the last at ${clock(failures.at(-1)!)}.`;
+    const first = measured[0];
+    const last = measured.at(-1);
+    if (first === undefined || last === undefined) return `No measurement yet.${failed}`;
+    const lo = this.measuredMin.value!;
+    const hi = this.measuredMax.value!;
+    const next = this.next;
+    const forecast =
+      next === undefined ? "" : ` Next forecast ${v(next.value)} ± ${v(BAND_K * next.error)}.`;
+    return (
+      `${this.title}: ${measured.length} measurement${measured.length === 1 ? "" : "s"} from ` +
+      `${clock(first.x)} to ${clock(last.x)}, between ${v(lo)} and ${v(hi)}; latest ${v(last.y)}.` +
+      forecast +
+      failed
+    );
+  }
+
+  /** The lowest and highest value the y axis must hold: the points (the band is cut to
+   *  them, with a margin). */
   private yExtremes(): { lo: number | undefined; hi: number | undefined } {
     const pick = (
       a: number | undefined,
@@ -584,8 +733,8 @@ export class SeriesChart {
       f: (a: number, b: number) => number,
     ) => (a === undefined ? b : b === undefined ? a : f(a, b));
     return {
-      lo: pick(this.measuredMin.value, this.bandMin.value, Math.min),
-      hi: pick(this.measuredMax.value, this.bandMax.value, Math.max),
+      lo: pick(this.measuredMin.value, this.forecastMin.value, Math.min),
+      hi: pick(this.measuredMax.value, this.forecastMax.value, Math.max),
     };
   }
 
@@ -597,7 +746,7 @@ export class SeriesChart {
     this.setTooltipPoints();
     this.chart.update("none");
     this.layouts++;
-    this.resized = false;
+    this.wasResized = false;
     const y = this.chart.scales.y!;
     this.laidOut =
       axis === undefined
@@ -617,7 +766,13 @@ export class SeriesChart {
   /** The band and the marks, on the scales Chart.js last laid out. */
   private drawLayers(): void {
     const { measured, forecasts } = this;
-    this.band.draw(this.chart, this.columns, this.pending ? forecasts.at(-1) : undefined);
+    this.band.draw(
+      this.chart,
+      this.columns,
+      this.pending ? forecasts.at(-1) : undefined,
+      this.failures,
+      this.failedColor,
+    );
     this.marks.draw(this.chart, [
       { points: forecasts, shape: "diamond", color: this.forecastColor },
       { points: measured, shape: "dot", color: this.measuredColor },
@@ -642,11 +797,11 @@ export class SeriesChart {
   private addToColumns(f: Forecast, perPx: number): void {
     const col = Math.floor(f.x / perPx);
     const last = this.columns.at(-1);
-    if (last !== undefined && last.col === col) {
+    if (last !== undefined && last.col === col && f.gap !== true) {
       last.hi = Math.max(last.hi, bandHigh(f));
       last.lo = Math.min(last.lo, bandLow(f));
     } else {
-      this.columns.push({ col, x: f.x, hi: bandHigh(f), lo: bandLow(f) });
+      this.columns.push({ col, x: f.x, hi: bandHigh(f), lo: bandLow(f), gap: f.gap === true });
     }
   }
 

@@ -1,10 +1,20 @@
-// The console (JavaNws §2.1.3): the time, the worker's state and the bytes used, the target
-// measured, and a row per series with its last measurement, next forecast, forecaster,
-// cumulative mean absolute error, probes and timeouts.
+// The console (JavaNws §2.1.3): the worker's state, the time and the bytes used in the header;
+// a banner that says in words what is wrong (the target unreachable, the server's wait, the
+// byte budget spent or about to be); and, in the details under the headline, a row per series
+// with its last measurement, next forecast, forecaster, mean absolute error, probes, timeouts
+// and failures.
 
-import { clock, formatBytes, formatValue } from "../format";
+import { clock, formatBytes, formatPeriod, formatSpan, formatValue } from "../format";
 import { BAND_K, type NextForecast, type StatusEvent } from "../messages";
+import { budgetLastsS } from "../settings";
 import { el, placeInOrder, type Rank } from "./dom";
+
+/** The budget is said to be about to run out when, at the last round's pace, it lasts less
+ *  than this (s). */
+const BUDGET_WARN_S = 15 * 60;
+
+/** What the last probe of a series came to, as its row says it. */
+export type LastText = { text: string; failed: boolean };
 
 /** One series' row. */
 export class ConsoleRow {
@@ -14,23 +24,26 @@ export class ConsoleRow {
   constructor(
     title: string,
     private readonly unit: string,
+    private readonly names: ReadonlyMap<string, string>,
   ) {
     this.row = document.createElement("tr");
     const head = document.createElement("th");
     head.scope = "row";
     head.textContent = title;
-    this.cells = Array.from({ length: 6 }, () => document.createElement("td"));
+    this.cells = Array.from({ length: 7 }, () => document.createElement("td"));
     this.row.append(head, ...this.cells);
   }
 
   show(
-    last: string,
+    last: LastText,
     next: NextForecast | undefined,
     mae: number | undefined,
     count: number,
     timeouts: number,
+    failed: number,
   ): void {
-    const [lastCell, nextCell, method, maeCell, probes, timedOut] = this.cells as [
+    const [lastCell, nextCell, method, maeCell, probes, timedOut, failures] = this.cells as [
+      HTMLTableCellElement,
       HTMLTableCellElement,
       HTMLTableCellElement,
       HTMLTableCellElement,
@@ -38,15 +51,36 @@ export class ConsoleRow {
       HTMLTableCellElement,
       HTMLTableCellElement,
     ];
-    lastCell.textContent = last;
+    lastCell.textContent = last.text;
+    lastCell.classList.toggle("failure", last.failed);
     nextCell.textContent =
       next === undefined
         ? "–"
         : `${formatValue(next.value, this.unit)} ± ${formatValue(BAND_K * next.error, this.unit)}`;
-    method.textContent = next?.method ?? "–";
+    method.textContent = next === undefined ? "–" : (this.names.get(next.method) ?? next.method);
+    if (next !== undefined) method.title = next.method;
     maeCell.textContent = mae === undefined ? "–" : formatValue(mae, this.unit);
     probes.textContent = String(count);
     timedOut.textContent = String(timeouts);
+    failures.textContent = String(failed);
+  }
+}
+
+/** The state in words for the status line. */
+function stateText(ev: StatusEvent): string {
+  switch (ev.state) {
+    case "starting":
+      return "Starting";
+    case "suspended":
+      return "Paused";
+    case "backing-off":
+      return "Waiting (the server asked)";
+    case "over-budget":
+      return `Measuring every ${formatPeriod(ev.periodS)} (bandwidth paused)`;
+    default:
+      return ev.outage === undefined
+        ? `Measuring every ${formatPeriod(ev.periodS)}`
+        : "Cannot reach the target";
   }
 }
 
@@ -54,42 +88,120 @@ export class ConsoleView {
   private readonly now = el<HTMLTimeElement>("now");
   private readonly state = el("state");
   private readonly bytes = el<HTMLOutputElement>("bytes");
+  private readonly banner = el("banner");
   private readonly tbody = el<HTMLTableElement>("series-table").tBodies[0]!;
   private readonly targetName = el<HTMLOutputElement>("target-name");
-  private readonly targetHeading = el("target");
+  /** Forecasters' display names by id (the worker's "methods"). */
+  readonly names = new Map<string, string>();
+  private target = "";
+  private last: StatusEvent | undefined;
 
-  constructor(private readonly rank: Rank) {
-    const tick = () => {
+  /** @param tick runs each second, after the clock is set. */
+  constructor(
+    private readonly rank: Rank,
+    tick: () => void,
+  ) {
+    const each = () => {
       const now = Date.now();
       this.now.dateTime = new Date(now).toISOString();
       this.now.textContent = clock(now);
+      tick();
     };
-    tick();
-    setInterval(tick, 1000);
+    each();
+    setInterval(each, 1000);
   }
 
   /** Adds a series' row in its place. */
   add(key: string, title: string, unit: string): ConsoleRow {
-    const row = new ConsoleRow(title, unit);
+    const row = new ConsoleRow(title, unit, this.names);
     placeInOrder(this.tbody as unknown as HTMLElement, row.row, key, this.rank);
     return row;
   }
 
-  /** The worker's state, and the bytes used since the page opened and this hour. */
+  /** The worker's state, the bytes used this hour, and what is wrong, in words. */
   status(ev: StatusEvent): void {
-    this.state.textContent = ev.message === "" ? ev.state : `${ev.state}: ${ev.message}`;
-    this.bytes.textContent =
-      `${formatBytes(ev.bytesSinceStart)} (${formatBytes(ev.bytesThisHour)} ` +
-      `of ${formatBytes(ev.budgetBytes)} this hour)`;
+    this.last = ev;
+    this.state.textContent = ev.message === "" ? stateText(ev) : `${stateText(ev)}: ${ev.message}`;
+    this.bytes.textContent = `${formatBytes(ev.bytesThisHour)} of ${formatBytes(ev.budgetBytes)} this hour`;
+    this.bytes.title = `${formatBytes(ev.bytesSinceStart)} since the page opened`;
+    this.showBanner(ev);
+  }
+
+  private showBanner(ev: StatusEvent): void {
+    const problems: Node[][] = [];
+    const warnings: Node[][] = [];
+    const strong = (text: string) => {
+      const s = document.createElement("strong");
+      s.textContent = text;
+      return s;
+    };
+    const text = (t: string) => document.createTextNode(t);
+    if (ev.outage !== undefined) {
+      const every = formatPeriod(ev.periodS);
+      problems.push([
+        strong(`Can't reach ${this.target}`),
+        text(
+          ` since ${clock(ev.outage.since)} — retrying every ${every}. ` +
+            `Why: ${ev.outage.reason}${ev.message === "" ? "" : `; ${ev.message}`}. ` +
+            "The figures below are the last ones measured.",
+        ),
+      ]);
+    }
+    if (ev.waitUntil !== undefined) {
+      warnings.push([
+        strong("The server asked the page to wait"),
+        text(`: probes resume at ${clock(ev.waitUntil)}.`),
+      ]);
+    }
+    if (ev.budgetResumesAt !== undefined) {
+      warnings.push(
+        ev.budgetResumesAt === Infinity
+          ? [
+              strong("One bandwidth probe is larger than the whole hourly budget"),
+              text(": choose a smaller probe size or a larger budget. RTT probes go on."),
+            ]
+          : [
+              strong(`This hour's byte budget (${formatBytes(ev.budgetBytes)}) is used up`),
+              text(
+                `: bandwidth probes resume at ${clock(ev.budgetResumesAt)}, ` +
+                  "as older bytes leave the hour; RTT probes go on.",
+              ),
+            ],
+      );
+    } else if (ev.state !== "suspended") {
+      const left = ev.budgetBytes - ev.bytesThisHour;
+      const lasts = budgetLastsS(left, ev.roundBytes, ev.periodS);
+      const paceHour = (ev.roundBytes * 3600) / ev.periodS;
+      if (lasts < BUDGET_WARN_S && paceHour > ev.budgetBytes) {
+        warnings.push([
+          strong("The hourly byte budget is running out"),
+          text(
+            `: at this pace its last ${formatBytes(left)} last about ` +
+              `${formatSpan(lasts * 1000)} (until ${clock(Date.now() + lasts * 1000)}); ` +
+              "bandwidth probes then pause until older bytes leave the hour. A smaller probe, " +
+              "a longer period or a larger budget keeps them going.",
+          ),
+        ]);
+      }
+    }
+    const paragraphs = [...problems, ...warnings].map((nodes) => {
+      const p = document.createElement("p");
+      p.append(...nodes);
+      return p;
+    });
+    this.banner.replaceChildren(...paragraphs);
+    this.banner.hidden = paragraphs.length === 0;
+    this.banner.classList.toggle("warning", problems.length === 0);
   }
 
   failed(message: string): void {
     this.state.textContent = message;
   }
 
-  /** Names the target measured, here and in the heading. */
+  /** Names the target measured. */
   showTarget(name: string): void {
+    this.target = name;
     this.targetName.textContent = name;
-    this.targetHeading.textContent = name;
+    if (this.last !== undefined) this.showBanner(this.last);
   }
 }

@@ -1,8 +1,10 @@
 // The controls: period, probe size, transport, target and hourly budget, kept in the URL so
 // that a link reproduces them (settings.ts), and suspend/resume.
 
+import { formatBytes, formatPeriod, formatSpan } from "../format";
 import type { PageCommand } from "../messages";
 import {
+  budgetStrain,
   endpointName,
   formatSize,
   parseSize,
@@ -21,6 +23,7 @@ export class ControlsView {
   private readonly transport = el<HTMLSelectElement>("transport");
   private readonly target = el<HTMLSelectElement>("target-select");
   private readonly problem = el("settings-problem");
+  private readonly warning = el("settings-warning");
   private readonly budget = el<HTMLInputElement>("budget");
   private readonly suspend = el<HTMLButtonElement>("suspend");
 
@@ -29,11 +32,13 @@ export class ControlsView {
    * and says what in it was refused.
    * @param siteUrl the serving site's URL.
    * @param targetChosen the user chose another target.
+   * @param mirrorsProbed how many mirrors are probed (each adds a download to a round).
    */
   constructor(
     siteUrl: string,
     private readonly send: (cmd: PageCommand) => void,
     targetChosen: () => void,
+    private readonly mirrorsProbed: () => number,
   ) {
     const read = readSettings(location.search);
     this.settings = {
@@ -91,6 +96,21 @@ export class ControlsView {
     }
     this.target.value = s.target ?? "";
     this.send({ type: "settings", settings: s });
+    this.warn();
+  }
+
+  /** Says so when the probe size and period chosen would spend the hourly budget early. */
+  warn(): void {
+    const s = this.settings;
+    const strain = budgetStrain(s, this.mirrorsProbed());
+    this.warning.hidden = strain === undefined;
+    if (strain === undefined || s.size === "auto") return;
+    this.warning.textContent =
+      `${formatBytes(s.size)} probes every ${formatPeriod(s.periodS)} move at least ` +
+      `${formatBytes(strain.hourBytes)} an hour: the ${formatBytes(s.budgetMiB * 1024 * 1024)} ` +
+      `budget would last about ${formatSpan(strain.lastsS * 1000)}, then bandwidth probes ` +
+      "pause until older bytes leave the hour. A smaller size, a longer period or " +
+      '"automatic" keeps them going.';
   }
 
   /** Takes the controls' values, writes them to the URL and sends them to the worker. */
@@ -106,5 +126,6 @@ export class ControlsView {
     };
     history.replaceState(null, "", settingsQuery(this.settings) || location.pathname);
     this.send({ type: "settings", settings: this.settings });
+    this.warn();
   }
 }

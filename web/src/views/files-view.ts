@@ -1,6 +1,7 @@
 // Files in and out: imports (picker or drag-and-drop) with a report of what was kept and what
 // refused, line by line; the imported series listed with their remove buttons; export of the
-// series shown (NDJSON or CSV, written by the worker from its records); clearing the history.
+// series shown (NDJSON or CSV, written by the worker from its records); clearing the history,
+// once confirmed.
 
 import { formatBytes } from "../format";
 import type { ExportEvent, ImportedEvent, PageCommand } from "../messages";
@@ -52,7 +53,13 @@ export class FilesView {
       send({ type: "export", format, series: series.list() });
     el("export-ndjson").addEventListener("click", exportAs("ndjson"));
     el("export-csv").addEventListener("click", exportAs("csv"));
-    el("clear-history").addEventListener("click", () => send({ type: "clear" }));
+    // Clearing cannot be undone: the dialog says what goes and asks first.
+    const dialog = el<HTMLDialogElement>("clear-dialog");
+    el("clear-history").addEventListener("click", () => dialog.showModal());
+    dialog.addEventListener("close", () => {
+      if (dialog.returnValue === "clear") send({ type: "clear" });
+      dialog.returnValue = "";
+    });
   }
 
   private async importFiles(files: Iterable<File>): Promise<void> {

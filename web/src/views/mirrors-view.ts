@@ -3,7 +3,7 @@
 // call; a choice made on an earlier visit is kept), what its last round measured, and its own
 // graphs while it is probed.
 
-import { formatValue } from "../format";
+import { clock, formatValue } from "../format";
 import { mirrorKey, type MirrorEvent, type SeriesKey } from "../messages";
 import { endpointName } from "../settings";
 import { el } from "./dom";
@@ -165,11 +165,13 @@ export class MirrorsView {
       s === undefined
         ? "–"
         : s.last === null
-          ? "timed out"
+          ? "no value (timed out or failed)"
           : `${formatValue(s.last, unit)} (${s.count} probes, ${s.timeouts} timeouts)`;
     m.status.textContent =
-      `RTT ${last(ev.rtt, "ms")}; download ${last(ev.bandwidth, "Mbit/s")}` +
-      (ev.problem === "" ? "" : `; last round failed: ${ev.problem}`);
+      ev.unreachableSince !== undefined
+        ? `unreachable since ${clock(ev.unreachableSince)}: ${ev.problem}`
+        : `RTT ${last(ev.rtt, "ms")}; download ${last(ev.bandwidth, "Mbit/s")}` +
+          (ev.problem === "" ? "" : `; some probes failed: ${ev.problem}`);
     m.status.classList.toggle("problem", ev.problem !== "");
     const label = (key: SeriesKey) => `${titleOf(key)} — ${m.name}`;
     for (const s of ev.history ?? []) {

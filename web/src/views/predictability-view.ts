@@ -1,11 +1,12 @@
-// The predictability view (JavaNws §5): for one series, the histogram (100 bins, min..max) and
-// the empirical CDF of its forecast errors, and every forecaster's MSE and MAE with the one in
-// use marked.
+// The predictability view (JavaNws §5): for one series, a sentence of how close its forecasts
+// come, the histogram (100 bins, min..max) and the empirical CDF of its forecast errors, and
+// every forecaster's MSE and MAE with the one in use marked and a plain verdict on it.
 
 import { Chart, type ChartDataset } from "chart.js";
 import { formatValue, significant } from "../format";
 import type { PredictabilityEvent } from "../messages";
 import { el } from "./dom";
+import { typicalError, verdictOf } from "./headline-math";
 
 interface Point {
   x: number;
@@ -66,16 +67,18 @@ class PredictabilityView {
   private readonly histogram;
   private readonly cdf;
   private readonly table: HTMLTableElement;
+  private unit = "";
 
-  constructor(parent: HTMLElement) {
-    this.histogram = lineChart(parent, "Forecast errors: histogram", "error", "count");
+  constructor(private readonly parent: HTMLElement) {
+    parent.hidden = true;
+    this.histogram = lineChart(parent, "Forecast errors: histogram", "forecast error", "forecasts");
     this.histogram.dataset.stepped = "before";
     this.histogram.dataset.fill = "origin";
     this.cdf = lineChart(
       parent,
       "Forecast errors: cumulative distribution",
-      "error",
-      "fraction ≤ error",
+      "forecast error",
+      "share of forecasts at or below",
     );
     const wrap = document.createElement("div");
     wrap.className = "table-wrap";
@@ -88,7 +91,22 @@ class PredictabilityView {
     parent.append(wrap);
   }
 
-  show(p: PredictabilityEvent, title: string, unit: string): void {
+  show(
+    p: PredictabilityEvent,
+    title: string,
+    unit: string,
+    names: ReadonlyMap<string, string>,
+  ): void {
+    this.parent.hidden = false;
+    if (unit !== this.unit) {
+      this.unit = unit;
+      // The errors are in the series' unit: the axes say so.
+      const x = `forecast error, ${unit} (measured − forecast)`;
+      for (const c of [this.histogram, this.cdf]) {
+        const scale = c.chart.options.scales!.x as { title: { text: string } };
+        scale.title.text = x;
+      }
+    }
     const h = p.histogram;
     this.histogram.data.length = 0;
     if (h !== undefined) {
@@ -107,7 +125,13 @@ class PredictabilityView {
     const caption = this.table.createCaption();
     caption.textContent = `Every forecaster on ${title}; the one in use is marked`;
     const head = this.table.createTHead().insertRow();
-    for (const name of ["Forecaster", "Next forecast", "MSE", "MAE", "Values"]) {
+    for (const name of [
+      "Forecaster",
+      "Next forecast",
+      "Mean square error",
+      "Mean error",
+      "Values",
+    ]) {
       const th = document.createElement("th");
       th.scope = "col";
       th.textContent = name;
@@ -120,11 +144,12 @@ class PredictabilityView {
       if (inUse) tr.className = "in-use";
       const th = document.createElement("th");
       th.scope = "row";
-      th.textContent = inUse ? `${row.name} (in use)` : row.name;
+      const name = names.get(row.id) ?? row.name;
+      th.textContent = inUse ? `${name} (in use)` : name;
       tr.append(th);
       const cells = [
         row.forecast === null ? "–" : formatValue(row.forecast, unit),
-        row.n === 0 ? "–" : significant(row.mse),
+        row.n === 0 ? "–" : `${significant(row.mse)} ${unit}²`,
         row.n === 0 ? "–" : formatValue(row.mae, unit),
         String(row.n),
       ];
@@ -133,30 +158,120 @@ class PredictabilityView {
   }
 }
 
-/** The predictability section: the choice of series, and its analysis when the worker sends
- *  it. */
+/** What a series is called in a sentence: "RTT", "download", or its title. */
+function subject(key: string, title: string): string {
+  const plain = key.replace(/^mirror\//, "").split(/[/@]/)[0];
+  const words: { [metric: string]: string } = {
+    rtt: "RTT",
+    loaded_rtt: "loaded RTT",
+    jitter: "jitter",
+    bandwidth_down: "download rate",
+    bandwidth_up: "upload rate",
+  };
+  return key.startsWith("import/") ? title : (words[plain ?? ""] ?? title);
+}
+
+/** Forecast errors a series needs before the page says how predictable it is. */
+const FEW_ERRORS = 10;
+/** How often the view asks the worker again while measurements arrive (ms). */
+const REFRESH_MS = 5000;
+
+/** The predictability section: the choice of series, and its analysis, asked of the worker by
+ *  itself (when a series is first offered, when the choice changes, and as measurements of the
+ *  one chosen arrive). */
 export class PredictabilityPanel {
   private readonly select = el<HTMLSelectElement>("predictability-series");
+  private readonly summary = el("predictability-summary");
+  private readonly verdict = el("predictability-verdict");
   private readonly view = new PredictabilityView(el("predictability"));
+  /** When the analysis of the chosen series was last asked for (ms since the epoch). */
+  private asked = 0;
 
   /** @param ask requests the analysis of the series shown under `key`. */
-  constructor(ask: (key: string) => void) {
-    const analyse = () => {
-      if (this.select.value !== "") ask(this.select.value);
-    };
-    el("predictability-refresh").addEventListener("click", analyse);
-    this.select.addEventListener("change", analyse);
+  constructor(private readonly ask: (key: string) => void) {
+    this.select.addEventListener("change", () => this.analyse());
+  }
+
+  private analyse(): void {
+    if (this.select.value === "") return;
+    this.asked = Date.now();
+    this.ask(this.select.value);
   }
 
   offer(key: string, title: string): void {
     this.select.add(new Option(title, key));
+    // The first series, or the target's echo RTT once it comes: analysed without a click.
+    if (this.select.options.length === 1 || key === "rtt/websocket") {
+      this.select.value = key;
+      this.analyse();
+    }
   }
 
   withdraw(key: string): void {
+    const chosen = this.select.value === key;
     [...this.select.options].find((o) => o.value === key)?.remove();
+    if (chosen) this.analyse();
   }
 
-  show(p: PredictabilityEvent, title: string, unit: string): void {
-    this.view.show(p, title, unit);
+  /** A series has a new measurement: the chosen one's analysis is asked again, now and then. */
+  measured(key: string): void {
+    if (key === this.select.value && Date.now() - this.asked >= REFRESH_MS) this.analyse();
   }
+
+  /**
+   * Shows the analysis of the series `key` (titled `title`, in `unit`): first a sentence of
+   * how close its forecasts come, then the graphs and the forecasters, with a plain verdict on
+   * the one in use. `next` is its latest forecast, the scale of the verdict.
+   */
+  show(
+    p: PredictabilityEvent,
+    title: string,
+    unit: string,
+    next: { value: number } | undefined,
+    names: ReadonlyMap<string, string>,
+  ): void {
+    if (p.key !== this.select.value) return;
+    const n = p.histogram?.counts.reduce((a, b) => a + b, 0) ?? 0;
+    const what = subject(p.key, title);
+    const typical = typicalError(p.cdf);
+    if (n < FEW_ERRORS || typical === undefined) {
+      this.summary.textContent =
+        `Too few forecasts yet to say how predictable the ${what} is ` +
+        `(${n} checked against a measurement so far); this fills in as probes arrive.`;
+    } else {
+      const steadiness =
+        next === undefined
+          ? ""
+          : `: ${verdictOf(typical, next.value)}, within ±${percent(typical, next.value)} of the value`;
+      this.summary.textContent =
+        `The next ${what} is usually within ±${formatValue(typical, unit)} of its forecast ` +
+        `(9 in 10 of the ${n} forecasts so far were)${steadiness}.`;
+    }
+    this.verdict.textContent = forecasterVerdict(p, unit, names);
+    this.view.show(p, title, unit, names);
+  }
+}
+
+const percent = (part: number, of: number) =>
+  `${significant((100 * part) / Math.abs(of || 1)).replace(/\.0+$/, "")} %`;
+
+/** Which forecaster is in use, how far off it is on average, and against simply repeating
+ *  the last value. */
+function forecasterVerdict(
+  p: PredictabilityEvent,
+  unit: string,
+  names: ReadonlyMap<string, string>,
+): string {
+  const used = p.table.find((r) => r.id === p.selected);
+  if (used === undefined || used.n === 0) return "";
+  const name = names.get(used.id) ?? used.name;
+  const base = `In use: ${name}, the forecaster with the smallest mean square error on this series so far; its forecasts are off by ${formatValue(used.mae, unit)} on average.`;
+  const last = p.table.find((r) => r.id === "last_value");
+  if (last === undefined || last.n === 0 || used.id === last.id) {
+    return `${base} Repeating the last value forecasts this series as well as anything here.`;
+  }
+  const gain = last.mae > 0 ? 1 - used.mae / last.mae : 0;
+  return gain > 0.005
+    ? `${base} Repeating the last value would be off by ${formatValue(last.mae, unit)}: the forecasts are ${Math.round(gain * 100)} % closer.`
+    : `${base} Repeating the last value would do about as well (${formatValue(last.mae, unit)}).`;
 }

@@ -26,6 +26,7 @@ function time(r: Partial<RankedSite>, probing: boolean): string {
 export class RankingView {
   private readonly tbody = el<HTMLTableElement>("ranking-table").tBodies[0]!;
   private readonly fileSize = el<HTMLInputElement>("file-size");
+  private readonly summary = el("ranking-summary");
   /** The worker's last answer, fastest first. */
   private ranked: RankedSite[] = [];
   /** The last question asked, to ask only when it changes. */
@@ -105,5 +106,27 @@ export class RankingView {
       return row;
     });
     this.tbody.replaceChildren(...rows);
+    this.summary.textContent = summary(sites, names, this.fileSize.value);
   }
+}
+
+/** The ranking in a sentence: which site is fastest for the file, which are about the same,
+ *  which cannot be reached. */
+function summary(
+  sites: readonly (Partial<RankedSite> & { url: string })[],
+  names: ReadonlyMap<string, string>,
+  sizeMb: string,
+): string {
+  const name = (r: { url: string }) => names.get(r.url) ?? r.url;
+  const timed = sites.filter((r) => r.timeMs !== undefined && r.standing !== "unreachable");
+  const down = sites.filter((r) => r.standing === "unreachable").map(name);
+  const unreachable = down.length === 0 ? "" : ` Unreachable: ${down.join(", ")}.`;
+  const best = timed[0];
+  if (best === undefined) return `No site has a forecast yet to rank it by.${unreachable}`;
+  if (timed.length === 1 && sites.length === 1) {
+    return `For a ${sizeMb} MB file, ${name(best)} takes about ${formatDuration(best.timeMs!)}; tick a mirror below to compare.`;
+  }
+  const same = timed.filter((r) => r.standing === "about_the_same").map(name);
+  const tie = same.length === 0 ? "" : `; about the same: ${same.join(", ")}`;
+  return `Fastest for a ${sizeMb} MB file: ${name(best)}, about ${formatDuration(best.timeMs!)}${tie}.${unreachable}`;
 }

@@ -10,10 +10,12 @@ import type {
   NextForecast,
   SeriesKey,
 } from "../messages";
+import type { Record as MeasurementRecord } from "../record";
 import type { SeriesChart } from "./chart-view";
-import type { ConsoleRow, ConsoleView } from "./console-view";
+import type { ConsoleRow, ConsoleView, LastText } from "./console-view";
 import type { Rank } from "./dom";
 import type { GraphsView } from "./graphs-view";
+import { HeadlineView } from "./headline-view";
 import type { PredictabilityPanel } from "./predictability-view";
 
 const TITLES: Partial<Record<SeriesKey, string>> = {
@@ -44,11 +46,15 @@ interface Shown {
   unit: string;
   row: ConsoleRow;
   chart: SeriesChart;
+  /** Probes that failed (no connection, refused): the core counts no value for them. */
+  failed: number;
 }
 
-/** A value as the console's "last" column shows it, a timeout as such. */
-function lastText(value: number | null, unit: string, timeoutMs: number | undefined): string {
-  return value === null ? `timed out (${timeoutMs} ms)` : formatValue(value, unit);
+/** A record as the console's "last" column shows it: its value, or what became of it. */
+function lastText(r: MeasurementRecord): LastText {
+  if (r.status === "error") return { text: `failed: ${r.error ?? "error"}`, failed: true };
+  if (r.value === null) return { text: `timed out (${r.timeout_ms} ms)`, failed: true };
+  return { text: formatValue(r.value, r.unit), failed: false };
 }
 
 export class SeriesViews {
@@ -59,6 +65,7 @@ export class SeriesViews {
     private readonly console: ConsoleView,
     private readonly graphs: GraphsView,
     private readonly predictability: PredictabilityPanel,
+    private readonly headline: HeadlineView,
     private readonly stepMs: () => number,
   ) {}
 
@@ -67,16 +74,17 @@ export class SeriesViews {
     if (v !== undefined) return v;
     const title = label ?? TITLES[key as SeriesKey] ?? key;
     const row = this.console.add(key, title, unit);
-    const chart = this.graphs.add(key, title, unit);
-    v = { title, unit, row, chart };
+    const chart = this.graphs.add(key, title, unit, !key.startsWith("import/"));
+    v = { title, unit, row, chart, failed: 0 };
     this.shown.set(key, v);
     this.predictability.offer(key, title);
     return v;
   }
 
-  /** The title and unit of the series shown under `key`. */
-  get(key: string): { title: string; unit: string } | undefined {
-    return this.shown.get(key);
+  /** The title and unit of the series shown under `key`, and its latest forecast. */
+  get(key: string): { title: string; unit: string; next: NextForecast | undefined } | undefined {
+    const v = this.shown.get(key);
+    return v && { title: v.title, unit: v.unit, next: v.chart.next };
   }
 
   /** Every series shown, by key and title, in the order they came. */
@@ -94,9 +102,26 @@ export class SeriesViews {
     this.shown.delete(key);
   }
 
-  /** Takes off every series whose key `drop` accepts. */
+  /** Takes off every series whose key `drop` accepts (the target's: the headline's too). */
   removeWhere(drop: (key: string) => boolean): void {
     for (const key of [...this.shown.keys()]) if (drop(key)) this.remove(key);
+    if (drop("rtt/websocket")) this.headline.clear();
+  }
+
+  /** Adds a record to a series' graph: a value (and the forecast after it), a timeout (the
+   *  forecast moves on, as its bank was fed), or a failure (marked; the forecast waits). */
+  private plot(
+    v: Shown,
+    r: MeasurementRecord,
+    next: NextForecast | undefined,
+    stepMs: number,
+  ): void {
+    if (r.status === "error") {
+      v.failed++;
+      v.chart.fail(r.timestamp_ms);
+    } else {
+      v.chart.add(r.timestamp_ms, r.value, next, stepMs);
+    }
   }
 
   /** Shows a measurement and the next forecast in its series' row and graph (under `key`, and
@@ -104,14 +129,12 @@ export class SeriesViews {
   measurement(m: MeasurementEvent, key: string = m.key, label?: string): void {
     const { record, next } = m;
     const v = this.view(key, record.unit, label);
-    v.row.show(
-      lastText(record.value, record.unit, record.timeout_ms),
-      next,
-      m.mae,
-      m.count,
-      m.timeouts,
-    );
-    v.chart.add(record.timestamp_ms, record.value, next, this.stepMs());
+    this.plot(v, record, next, this.stepMs());
+    v.row.show(lastText(record), next, m.mae, m.count, m.timeouts, v.failed);
+    if (key === m.key && HeadlineView.shows(key)) {
+      this.headline.measurement(m.key, record, next, m.count);
+    }
+    this.predictability.measured(key);
   }
 
   /** Shows a series rebuilt from the history: its records, their forecasts, its row. */
@@ -127,15 +150,13 @@ export class SeriesViews {
         i + 1 < s.records.length
           ? f && { value: f.value, error: f.error, method: f.method }
           : s.next;
-      v.chart.add(r.timestamp_ms, r.value, next, step);
+      this.plot(v, r, next, step);
     });
-    v.row.show(
-      lastText(last.value, last.unit, last.timeout_ms),
-      s.next,
-      s.mae,
-      s.count,
-      s.timeouts,
-    );
+    v.row.show(lastText(last), s.next, s.mae, s.count, s.timeouts, v.failed);
+    if (key === s.key && HeadlineView.shows(key)) {
+      this.headline.restored(s.key, s.records, s.next, s.count);
+    }
+    this.predictability.measured(key);
   }
 
   /** Shows an imported series like a live one, its forecasts one median gap ahead. */
@@ -146,10 +167,11 @@ export class SeriesViews {
     for (const p of s.points) v.chart.add(p.t, p.value, p.next, step);
     const last = s.points.at(-1);
     v.row.show(
-      last === undefined ? "–" : formatValue(last.value, s.unit),
+      { text: last === undefined ? "–" : formatValue(last.value, s.unit), failed: false },
       last?.next,
       s.mae,
       s.points.length,
+      0,
       0,
     );
   }

@@ -1,0 +1,512 @@
+//! Delimited text: CSV (RFC 4180 quoting within a line) and tab-separated columns, with or
+//! without a header; and Nowcast's own CSV export, which this module writes
+//! ([`export_csv`]) and reads back.
+//!
+//! The rules (also in the module documentation of [`super`]):
+//! - The first data line is a header when one of its fields is neither a number nor a time.
+//! - The time column is, with a header, the first named `time`, `timestamp`,
+//!   `timestamp_ms`, `date` or `datetime` (any case); without one, the first column when there
+//!   are two or more and it reads as a time. Times are ms since 1970 or ISO 8601 dates.
+//! - Every other column whose first value is a number (or empty) is a series, named by its
+//!   header or `column N` (N from 0); a column of text is left out, and said so.
+//! - A header with `metric` and `value` columns is Nowcast's export: one series per metric,
+//!   target (`to`) and transport, as NDJSON records are read.
+//! - One series chosen (the CLI): `--column` by name or index, else the column named `value`,
+//!   else the last column of numbers.
+//! - An empty field is no value (not an error); a field that is not a number is the line's
+//!   error, naming its column, and the line's other columns are still read.
+
+use super::records::series_name;
+use super::time::parse_time;
+use super::{number, quote, Clock, Column, Keyed, Out, Problem, SeriesInfo, Sink};
+use crate::record::{Metric, Record, Transport};
+use std::borrow::Cow;
+
+/// Header names of the time column.
+const TIME_NAMES: [&str; 5] = ["time", "timestamp", "timestamp_ms", "date", "datetime"];
+/// Header names listed in a message, at most.
+const LISTED_COLUMNS: usize = 20;
+
+/// A field of a line: its byte range and whether it was quoted with doubled quotes inside.
+type Span = (usize, usize, bool);
+
+/// Splits `line` at `sep` (quoted fields may hold `sep` and doubled quotes; a quoted field
+/// does not span lines). Linear in the line's length.
+fn split(line: &str, sep: u8, out: &mut Vec<Span>) {
+    out.clear();
+    let b = line.as_bytes();
+    let n = b.len();
+    let mut i = 0;
+    loop {
+        let start = i;
+        while i < n && (b[i] == b' ' || (b[i] == b'\t' && sep != b'\t')) {
+            i += 1;
+        }
+        if i < n && b[i] == b'"' {
+            i += 1;
+            let s = i;
+            let mut doubled = false;
+            let end = loop {
+                match b[i..].iter().position(|&c| c == b'"') {
+                    None => {
+                        i = n;
+                        break n;
+                    }
+                    Some(p) if i + p + 1 < n && b[i + p + 1] == b'"' => {
+                        doubled = true;
+                        i += p + 2;
+                    }
+                    Some(p) => {
+                        i += p + 1;
+                        break i - 1;
+                    }
+                }
+            };
+            // Anything between the closing quote and the separator is dropped.
+            while i < n && b[i] != sep {
+                i += 1;
+            }
+            out.push((s, end, doubled));
+        } else {
+            while i < n && b[i] != sep {
+                i += 1;
+            }
+            out.push((start, i, false));
+        }
+        if i >= n {
+            break;
+        }
+        i += 1;
+        if i == n {
+            out.push((n, n, false));
+            break;
+        }
+    }
+}
+
+/// A field's text, trimmed, with doubled quotes undone.
+fn text<'a>(line: &'a str, &(s, e, doubled): &Span) -> Cow<'a, str> {
+    let t = line[s..e].trim_matches(|c: char| c.is_ascii_whitespace());
+    if doubled {
+        Cow::Owned(t.replace("\"\"", "\""))
+    } else {
+        Cow::Borrowed(t)
+    }
+}
+
+/// What a column is.
+#[derive(Clone, Debug)]
+enum Col {
+    /// Left out (text, or the time, or a key of the export).
+    Skip,
+    /// A series (`None`: beyond the series limit), and its name for messages.
+    Series(Option<usize>, String),
+}
+
+/// Nowcast's export: where its keys are.
+#[derive(Debug)]
+struct Export {
+    metric: usize,
+    value: usize,
+    unit: Option<usize>,
+    to: Option<usize>,
+    transport: Option<usize>,
+    keyed: Keyed,
+}
+
+#[derive(Debug)]
+struct Layout {
+    columns: usize,
+    time: Option<(usize, String)>,
+    cols: Vec<Col>,
+    export: Option<Export>,
+}
+
+/// A CSV or TSV file, one line at a time.
+#[derive(Debug)]
+pub struct Delimited {
+    sep: u8,
+    spans: Vec<Span>,
+    /// The header's names, once read (until the first data line decides the columns).
+    header: Option<Vec<String>>,
+    layout: Option<Layout>,
+    notes: Vec<String>,
+}
+
+impl Delimited {
+    pub fn new(sep: u8) -> Self {
+        Self {
+            sep,
+            spans: Vec::new(),
+            header: None,
+            layout: None,
+            notes: Vec::new(),
+        }
+    }
+
+    /// What was left out, said once.
+    pub fn notes(&self) -> Vec<String> {
+        self.notes.clone()
+    }
+
+    pub fn line<S: Sink>(&mut self, line: &str, out: &mut Out<'_, S>) {
+        let t = line.trim();
+        if t.is_empty() || t.starts_with('#') {
+            return;
+        }
+        let mut spans = std::mem::take(&mut self.spans);
+        split(line, self.sep, &mut spans);
+        if spans.iter().all(|s| text(line, s).is_empty()) {
+            self.spans = spans;
+            return;
+        }
+        if self.layout.is_none() && self.header.is_none() {
+            let is_header = spans.iter().any(|s| {
+                let f = text(line, s);
+                !f.is_empty() && number(&f).is_none() && parse_time(&f).is_none()
+            });
+            if is_header {
+                let names: Vec<String> = spans.iter().map(|s| text(line, s).into_owned()).collect();
+                let export = names.iter().any(|n| n == "metric") && names.iter().any(|n| n == "value");
+                if export {
+                    self.layout = Some(self.export_layout(&names));
+                } else {
+                    self.header = Some(names);
+                }
+                self.spans = spans;
+                return;
+            }
+        }
+        if self.layout.is_none() {
+            let header = self.header.take();
+            match self.layout(header, line, &spans, out) {
+                Ok(layout) => self.layout = Some(layout),
+                Err(problem) => {
+                    out.stop(problem);
+                    self.spans = spans;
+                    return;
+                }
+            }
+        }
+        self.row(line, &spans, out);
+        self.spans = spans;
+    }
+
+    /// The columns of Nowcast's export.
+    fn export_layout(&self, names: &[String]) -> Layout {
+        // The export's values are all in `value`: its series are chosen by metric, target
+        // and transport, never by column.
+        let at = |n: &str| names.iter().position(|h| h == n);
+        let time = names
+            .iter()
+            .position(|h| TIME_NAMES.contains(&h.to_ascii_lowercase().as_str()))
+            .map(|i| (i, names[i].clone()));
+        Layout {
+            columns: names.len(),
+            time,
+            cols: Vec::new(),
+            export: Some(Export {
+                metric: at("metric").expect("an export has a metric column"),
+                value: at("value").expect("an export has a value column"),
+                unit: at("unit"),
+                to: at("to"),
+                transport: at("transport"),
+                keyed: Keyed::default(),
+            }),
+        }
+    }
+
+    /// The columns, decided on the first data line (`row`), with the header's names.
+    fn layout<S: Sink>(
+        &mut self,
+        header: Option<Vec<String>>,
+        line: &str,
+        row: &[Span],
+        out: &mut Out<'_, S>,
+    ) -> Result<Layout, Problem> {
+        let columns = header.as_ref().map_or(row.len(), Vec::len);
+        let name = |i: usize| match &header {
+            Some(h) => h[i].clone(),
+            None => format!("column {i}"),
+        };
+        let listed = || match &header {
+            Some(h) => {
+                let mut l: Vec<String> = h.iter().take(LISTED_COLUMNS).map(|n| quote(n)).collect();
+                if h.len() > LISTED_COLUMNS {
+                    l.push(format!("… {} in all", h.len()));
+                }
+                l.join(", ")
+            }
+            None => format!("{columns} columns without a header"),
+        };
+        let mut time = match &header {
+            Some(h) => h
+                .iter()
+                .position(|n| TIME_NAMES.contains(&n.to_ascii_lowercase().as_str())),
+            None => (columns >= 2 && parse_time(&text(line, &row[0])).is_some()).then_some(0),
+        };
+        let chosen = match out.reg.select.as_ref().and_then(|s| s.column.clone()) {
+            None => None,
+            Some(Column::Index(i)) if i < columns => Some(i),
+            Some(Column::Index(i)) => {
+                return Err(Problem::Usage(format!(
+                    "column {i} does not exist (the first line has {columns} columns)"
+                )))
+            }
+            Some(Column::Name(n)) => match &header {
+                None => {
+                    return Err(Problem::Usage(format!(
+                        "column '{}' asked by name, but the CSV has no header line",
+                        quote(&n)
+                    )))
+                }
+                Some(h) => Some(h.iter().position(|x| *x == n).ok_or_else(|| {
+                    Problem::Usage(format!(
+                        "no column named '{}' (columns: {})",
+                        quote(&n),
+                        listed()
+                    ))
+                })?),
+            },
+        };
+        if chosen.is_some() && chosen == time {
+            time = None;
+        }
+        let clock = if time.is_some() {
+            Clock::Epoch
+        } else {
+            Clock::Count
+        };
+        let mut cols = vec![Col::Skip; columns];
+        let mut text_columns = Vec::new();
+        let mut series = Vec::new();
+        for (i, col) in cols.iter_mut().enumerate() {
+            if Some(i) == time {
+                continue;
+            }
+            let field = row.get(i).map(|s| text(line, s)).unwrap_or_default();
+            if Some(i) != chosen && !field.is_empty() && number(&field).is_none() {
+                text_columns.push(quote(&name(i)));
+                continue;
+            }
+            let id = out.reg.add(SeriesInfo {
+                name: name(i),
+                metric: None,
+                unit: None,
+                to: None,
+                transport: None,
+                column: Some(header.as_ref().map_or(i.to_string(), |h| h[i].clone())),
+                clock,
+            });
+            series.push((i, id));
+            *col = Col::Series(id, name(i));
+        }
+        if series.is_empty() {
+            return Err(Problem::Unsupported(format!(
+                "line {}: no column of numbers (columns: {}). {}.",
+                out.line,
+                listed(),
+                super::SUPPORTED
+            )));
+        }
+        if !text_columns.is_empty() {
+            self.notes.push(format!(
+                "column(s) of text not read: {}",
+                text_columns.join(", ")
+            ));
+        }
+        // The default series of one chosen: the named column, `value`, else the last.
+        let default = chosen
+            .or_else(|| header.as_ref()?.iter().position(|n| n == "value"))
+            .and_then(|c| series.iter().find(|(i, _)| *i == c))
+            .or(series.last())
+            .and_then(|(_, id)| *id);
+        if let Some(id) = default {
+            out.reg.prefer(id);
+        }
+        Ok(Layout {
+            columns,
+            time: time.map(|i| (i, name(i))),
+            cols,
+            export: None,
+        })
+    }
+
+    fn row<S: Sink>(&mut self, line: &str, row: &[Span], out: &mut Out<'_, S>) {
+        let layout = self.layout.as_mut().expect("decided before the rows");
+        if row.len() < layout.columns {
+            return out.error(
+                None,
+                format!(
+                    "{} field(s) where the first line has {}",
+                    row.len(),
+                    layout.columns
+                ),
+            );
+        }
+        let t = match &layout.time {
+            None => None,
+            Some((i, name)) => {
+                let field = text(line, &row[*i]);
+                match parse_time(&field) {
+                    Some(t) => Some(t),
+                    None => {
+                        return out.error(
+                            Some(name),
+                            format!(
+                                "'{}' is not a time (ms since 1970, or an ISO 8601 date)",
+                                quote(&field)
+                            ),
+                        )
+                    }
+                }
+            }
+        };
+        if let Some(e) = &mut layout.export {
+            return export_row(e, line, row, t, out);
+        }
+        for (i, col) in layout.cols.iter().enumerate() {
+            let Col::Series(id, name) = col else {
+                continue;
+            };
+            if let Some(id) = id {
+                if !out.reg.wanted(*id) {
+                    continue;
+                }
+            }
+            let field = text(line, &row[i]);
+            if field.is_empty() {
+                continue;
+            }
+            match number(&field) {
+                Some(v) => out.point(*id, t, v, name),
+                None => out.error(Some(name), format!("'{}' is not a number", quote(&field))),
+            }
+        }
+    }
+}
+
+/// A line of Nowcast's export.
+fn export_row<S: Sink>(
+    e: &mut Export,
+    line: &str,
+    row: &[Span],
+    t: Option<f64>,
+    out: &mut Out<'_, S>,
+) {
+    let metric = match text(line, &row[e.metric]).parse::<Metric>() {
+        Ok(m) => m,
+        Err(why) => return out.error(Some("metric"), why),
+    };
+    if let Some(u) = e.unit {
+        let unit = text(line, &row[u]);
+        if !unit.is_empty() && unit != metric.unit().name() {
+            return out.error(
+                Some("unit"),
+                format!("{metric} is measured in {}, not {}", metric.unit(), quote(&unit)),
+            );
+        }
+    }
+    let transport = match e.transport.map(|i| text(line, &row[i])) {
+        Some(t) if !t.is_empty() => match t.parse::<Transport>() {
+            Ok(t) => Some(t),
+            Err(why) => return out.error(Some("transport"), why),
+        },
+        _ => None,
+    };
+    let to = e
+        .to
+        .map(|i| text(line, &row[i]).into_owned())
+        .filter(|t| !t.is_empty());
+    let value = text(line, &row[e.value]);
+    if value.is_empty() {
+        return;
+    }
+    let Some(v) = number(&value) else {
+        return out.error(Some("value"), format!("'{}' is not a number", quote(&value)));
+    };
+    let clock = if t.is_some() {
+        Clock::Epoch
+    } else {
+        Clock::Count
+    };
+    let id = e
+        .keyed
+        .id(out.reg, "record", metric, transport, to, |to| SeriesInfo {
+            transport,
+            ..SeriesInfo::measured(series_name(metric, transport, to.as_deref()), metric, to.clone(), clock)
+        });
+    out.point(id, t, v, "value");
+}
+
+/// A CSV field, quoted when it must be (RFC 4180).
+fn field(s: &str) -> Cow<'_, str> {
+    if s.contains([',', '"', '\n', '\r']) || s.starts_with([' ', '\t']) || s.ends_with([' ', '\t']) {
+        Cow::Owned(format!("\"{}\"", s.replace('"', "\"\"")))
+    } else {
+        Cow::Borrowed(s)
+    }
+}
+
+/// The header of [`export_csv`].
+pub const EXPORT_HEADER: &str = "time,value,metric,unit,transport,to,series";
+
+/// Records as the page exports them to CSV: [`EXPORT_HEADER`], one line per record with a
+/// value (timeouts and failures have none; the NDJSON export keeps them), `series` the title
+/// the page shows (for people; the reader keys series by metric, transport and target).
+pub fn export_csv<'a>(series: impl IntoIterator<Item = (&'a str, &'a [Record])>) -> String {
+    let mut out = String::from(EXPORT_HEADER);
+    out.push('\n');
+    for (label, records) in series {
+        let label = field(label);
+        for r in records {
+            let Some(v) = r.value else { continue };
+            let transport = r.probe.as_ref().and_then(|p| p.transport);
+            out.push_str(&format!(
+                "{},{v},{},{},{},{},{label}\n",
+                r.timestamp_ms,
+                r.metric,
+                r.unit,
+                transport.map_or("", Transport::name),
+                field(&r.to),
+            ));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fields(line: &str, sep: u8) -> Vec<String> {
+        let mut spans = Vec::new();
+        split(line, sep, &mut spans);
+        spans.iter().map(|s| text(line, s).into_owned()).collect()
+    }
+
+    #[test]
+    fn splits_quoted_fields_within_a_line() {
+        assert_eq!(fields("a,b,c", b','), ["a", "b", "c"]);
+        assert_eq!(fields(" a , b ,", b','), ["a", "b", ""]);
+        assert_eq!(fields("\"a,b\",\"say \"\"hi\"\"\",x", b','), ["a,b", "say \"hi\"", "x"]);
+        assert_eq!(fields("\"open", b','), ["open"]);
+        assert_eq!(fields("1\t 2", b'\t'), ["1", "2"]);
+        assert_eq!(fields("", b','), [""]);
+        assert_eq!(fields(",", b','), ["", ""]);
+    }
+
+    #[test]
+    fn the_export_quotes_what_needs_it() {
+        let mut r = Record::new(1000.0, "browser", Metric::Rtt, 2.5, "h,1");
+        r.probe = Some(crate::record::Probe {
+            transport: Some(Transport::Websocket),
+            ..Default::default()
+        });
+        let text = export_csv([("RTT, \"echo\"", std::slice::from_ref(&r))]);
+        assert_eq!(
+            text,
+            "time,value,metric,unit,transport,to,series\n1000,2.5,rtt,ms,websocket,\"h,1\",\"RTT, \"\"echo\"\"\"\n"
+        );
+    }
+}

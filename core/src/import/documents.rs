@@ -1,0 +1,209 @@
+//! JSON documents of other tools, told apart by their members: a record has
+//! `schema_version`, iperf3 `-J` output `intervals` (or only `error`), irtt's `round_trips`,
+//! mtr's `report`. A file that is one pretty-printed document is gathered line by line
+//! ([`Document`], at most [`super::MAX_DOCUMENT`] bytes) and read at its end.
+
+use super::json::{Json, Kind as JsonKind, Parser};
+use super::{cut, iperf3, irtt, mtr, records, Format, Keyed, Out, Sink, MAX_DOCUMENT};
+
+/// What a JSON object is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    Record,
+    Iperf3,
+    Irtt,
+    Mtr,
+    Unknown,
+}
+
+/// How an object of unknown kind is described in the one message it gets.
+pub const UNKNOWN: &str =
+    "a JSON value that is no measurement record, nor iperf3, irtt or mtr output";
+
+impl Kind {
+    pub fn format(self) -> Format {
+        match self {
+            Kind::Record | Kind::Unknown => Format::Ndjson,
+            Kind::Iperf3 => Format::Iperf3,
+            Kind::Irtt => Format::Irtt,
+            Kind::Mtr => Format::Mtr,
+        }
+    }
+
+    pub fn described(self) -> &'static str {
+        match self {
+            Kind::Unknown => UNKNOWN,
+            k => described(k.format()),
+        }
+    }
+}
+
+/// A format's objects, for messages.
+pub fn described(format: Format) -> &'static str {
+    match format {
+        Format::Iperf3 => "iperf3 -J output",
+        Format::Irtt => "irtt output",
+        Format::Mtr => "an mtr report",
+        _ => "a measurement record",
+    }
+}
+
+pub fn kind<J: Json>(v: &J) -> Kind {
+    let has = |k: &str| v.get(k).is_some();
+    if has("schema_version") {
+        Kind::Record
+    } else if has("intervals")
+        || (has("start") && has("end"))
+        || v.get("error").is_some_and(|e| e.kind() == JsonKind::String)
+    {
+        Kind::Iperf3
+    } else if has("round_trips") {
+        Kind::Irtt
+    } else if v.get("report").is_some_and(|r| r.get("hubs").is_some()) {
+        Kind::Mtr
+    } else {
+        Kind::Unknown
+    }
+}
+
+/// Reads one document of `kind` (not a record).
+pub fn read<J: Json, S: Sink>(
+    kind: Kind,
+    v: &J,
+    out: &mut Out<'_, S>,
+    keyed: &mut Keyed,
+    without_value: &mut u64,
+) {
+    match kind {
+        Kind::Iperf3 => iperf3::read(v, out, keyed),
+        Kind::Irtt => irtt::read(v, out, keyed),
+        Kind::Mtr => mtr::read(v, out, keyed),
+        Kind::Record => records::record(v, out, keyed, without_value),
+        Kind::Unknown => {}
+    }
+}
+
+/// Whether a line that starts with `{` closes its object (braces inside strings ignored):
+/// a record or a one-line document, rather than the first line of a pretty-printed one.
+pub fn closes(line: &str) -> bool {
+    let (mut depth, mut in_string, mut escaped) = (0i64, false, false);
+    for &b in line.as_bytes() {
+        if in_string {
+            match b {
+                _ if escaped => escaped = false,
+                b'\\' => escaped = true,
+                b'"' => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match b {
+            b'"' => in_string = true,
+            b'{' | b'[' => depth += 1,
+            b'}' | b']' => {
+                depth -= 1;
+                if depth == 0 {
+                    return true;
+                }
+            }
+            _ => {}
+        }
+    }
+    false
+}
+
+/// A JSON document gathered line by line.
+pub struct Document {
+    first: (u64, String),
+    text: String,
+    forced: Option<Format>,
+}
+
+impl Document {
+    pub fn new(line: u64, text: &str, forced: Option<Format>) -> Self {
+        Self {
+            first: (line, text.to_string()),
+            text: format!("{text}\n"),
+            forced,
+        }
+    }
+
+    /// The line it started on, and that line.
+    pub fn first_line(&self) -> (u64, &str) {
+        (self.first.0, &self.first.1)
+    }
+
+    /// Adds a line; false once the document would exceed [`MAX_DOCUMENT`].
+    pub fn push(&mut self, line: &str) -> bool {
+        if self.text.len() + line.len() + 1 > MAX_DOCUMENT {
+            return false;
+        }
+        self.text.push_str(line);
+        self.text.push('\n');
+        true
+    }
+
+    /// Parses and reads it: `Err` describes a document of no known kind (for the one
+    /// message such a file gets); `format` is set to what it was.
+    pub fn read<P: Parser, S: Sink>(
+        &self,
+        parser: &P,
+        out: &mut Out<'_, S>,
+        without_value: &mut u64,
+        format: &mut Option<Format>,
+    ) -> Result<(), String> {
+        let doc = match parser.parse(&self.text) {
+            Ok(doc) => doc,
+            Err(e) => {
+                out.error(None, format!("not valid JSON ({})", cut(&e, 200)));
+                return Ok(());
+            }
+        };
+        let v = P::root(&doc);
+        let kind = kind(&v);
+        if kind == Kind::Unknown {
+            return Err(format!("the JSON document at line {} ({UNKNOWN})", self.first.0));
+        }
+        if let Some(f) = self.forced.filter(|f| *f != kind.format() && *f != Format::Ndjson) {
+            out.error(None, format!("{} where {} was asked for", kind.described(), described(f)));
+            return Ok(());
+        }
+        *format = Some(kind.format());
+        read(kind, &v, out, &mut Keyed::default(), without_value);
+        Ok(())
+    }
+}
+
+/// A member at a path of keys.
+pub fn path<J: Json>(v: &J, keys: &[&str]) -> Option<J> {
+    let (first, rest) = keys.split_first()?;
+    let mut cur = v.get(first)?;
+    for k in rest {
+        cur = cur.get(k)?;
+    }
+    Some(cur)
+}
+
+/// A finite number at a path.
+pub fn num<J: Json>(v: &J, keys: &[&str]) -> Option<f64> {
+    path(v, keys)?.number().filter(|n| n.is_finite())
+}
+
+/// Text at a path, if it is at most `max` characters.
+pub fn text<J: Json>(v: &J, keys: &[&str], max: usize) -> Option<String> {
+    Some(path(v, keys)?.text(max)?.ok()?.into_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_line_closes_its_object_or_not() {
+        assert!(closes(r#"{"a":{"b":"}"},"c":[1]}"#));
+        assert!(closes(r#"{"a":"\"}"}"#));
+        assert!(!closes("{"));
+        assert!(!closes(r#"{"a":"}""#));
+        assert!(!closes(r#"{"schema_version":"1.0","value":"#));
+    }
+}

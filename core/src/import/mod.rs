@@ -1,0 +1,893 @@
+//! The one reader of measurement files, for the page and for `nowcast forecast`: text in,
+//! series of points, and the refused lines with their reasons, out. Deterministic and without
+//! I/O: the caller hands it lines (the CLI streams them from a file, bounded, the page splits
+//! a file it was given, [`read_text`]), and it decides the format from the content.
+//!
+//! Formats (each reader is a module of its own):
+//! - **NDJSON measurement records** ([`crate::record`]): one series per metric, target (`to`)
+//!   and transport (`probe.transport`: the page measures RTT over WebSocket and over HTTP);
+//!   records without a value (timeouts, failures) are counted, not imported.
+//! - **CSV** (`delimited`): with a header, every column of numbers is a series named by its
+//!   header, the time column is the first named `time`, `timestamp`, `timestamp_ms`, `date`
+//!   or `datetime` (ms since 1970, or an ISO 8601 date, UTC unless it gives an offset), and
+//!   columns of text are left out (and said so); without a header, the first column is the
+//!   time when there are two or more and it reads as one (`time,value`), and the others are
+//!   series named `column N` (N counts from 0, as `--column` does). A header with a `metric`
+//!   column is Nowcast's own export (`time,value,metric,unit,transport,to,series`, written
+//!   by [`export_csv`]): one series per metric, target and transport, as records.
+//! - **`time<TAB>value`** and any tab-separated columns: the CSV rules with tabs.
+//! - **One number a line** (a one-word header line allowed).
+//! - **iperf3 `-J`** ([`iperf3`]), **ping** (Linux iputils, [`ping`]), **mtr `--json`**
+//!   ([`mtr`]), **irtt JSON** ([`irtt`]) and **sockperf `--full-log`** ([`sockperf`]).
+//!
+//! Every value is range-checked ([`crate::record::check_value`]): finite, within ±1e100 (the
+//! forecaster bank's range), and within its unit's sane range when the unit is known (times
+//! and rates 0..1e9, loss 0..1). A refused line names its number and its field, and loses
+//! nothing else; a file in no supported format gets one message naming those that are. Lines
+//! longer than [`MAX_LINE`] are refused unread, text fields are measured with bounded work,
+//! and a file that is one JSON document is held whole only up to [`MAX_DOCUMENT`].
+
+mod delimited;
+mod documents;
+mod iperf3;
+mod irtt;
+pub mod json;
+mod mtr;
+mod ping;
+mod records;
+mod sockperf;
+mod time;
+
+use crate::record::{check_value, Metric, Transport, Unit, MAX_TIMESTAMP_MS};
+pub use delimited::{export_csv, EXPORT_HEADER};
+use json::Parser;
+use std::collections::hash_map::{Entry, HashMap};
+
+/// The longest line read, bytes; a longer one is refused without being held or scanned.
+pub const MAX_LINE: usize = 1 << 20;
+/// The largest JSON document read whole (iperf3, irtt, mtr as the tools write them).
+pub const MAX_DOCUMENT: usize = 32 << 20;
+/// The most characters of a line (or of a value) a message quotes.
+pub const QUOTE_CHARS: usize = 80;
+/// Series kept apart in one file; the values of further ones are left out, said once.
+pub const MAX_SERIES: usize = 256;
+/// What a file in no supported format is told.
+pub const SUPPORTED: &str = "Nowcast reads NDJSON measurement records, CSV (time,value; \
+    named columns; the page's export), time<TAB>value, one number a line, iperf3 -J (TCP and \
+    UDP), ping output (Linux iputils), mtr --json, irtt JSON (irtt client -o) and sockperf \
+    --full-log files";
+
+/// The formats read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    Ndjson,
+    Csv,
+    Tsv,
+    Plain,
+    Iperf3,
+    Ping,
+    Mtr,
+    Irtt,
+    Sockperf,
+}
+
+impl Format {
+    pub const ALL: [Format; 9] = [
+        Format::Ndjson,
+        Format::Csv,
+        Format::Tsv,
+        Format::Plain,
+        Format::Iperf3,
+        Format::Ping,
+        Format::Mtr,
+        Format::Irtt,
+        Format::Sockperf,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Format::Ndjson => "ndjson",
+            Format::Csv => "csv",
+            Format::Tsv => "tsv",
+            Format::Plain => "plain",
+            Format::Iperf3 => "iperf3",
+            Format::Ping => "ping",
+            Format::Mtr => "mtr",
+            Format::Irtt => "irtt",
+            Format::Sockperf => "sockperf",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<Format> {
+        Format::ALL.into_iter().find(|f| f.name() == name)
+    }
+
+    /// Whether a file of this format is JSON, one document or one a line.
+    fn is_json(self) -> bool {
+        matches!(
+            self,
+            Format::Ndjson | Format::Iperf3 | Format::Mtr | Format::Irtt
+        )
+    }
+}
+
+/// Where a series' times come from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Clock {
+    /// ms since 1970.
+    Epoch,
+    /// ms from an origin the file does not give (sockperf's clock).
+    Relative,
+    /// No times in the file: the n-th value (from 0) is placed at n seconds.
+    Count,
+}
+
+/// A series found in a file.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct SeriesInfo {
+    /// What it is called, e.g. `rtt/websocket to example.org:443`, `iperf3 bandwidth_down to
+    /// 10.0.0.2:5201`, or a CSV column's header.
+    pub name: String,
+    /// What it measures, when the file says (not for a CSV column).
+    pub metric: Option<Metric>,
+    pub unit: Option<Unit>,
+    /// The target measured, when the file names it.
+    pub to: Option<String>,
+    pub transport: Option<Transport>,
+    /// The CSV column read: its header, or `N` (from 0) without a header.
+    pub column: Option<String>,
+    pub clock: Clock,
+}
+
+impl SeriesInfo {
+    fn measured(name: String, metric: Metric, to: Option<String>, clock: Clock) -> Self {
+        Self {
+            name,
+            metric: Some(metric),
+            unit: Some(metric.unit()),
+            to,
+            transport: None,
+            column: None,
+            clock,
+        }
+    }
+}
+
+/// A line (or part of a document) that was refused.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct LineError {
+    /// 1-based; CRLF and LF files count alike.
+    pub line: u64,
+    /// The field at fault: a record's dotted path, a CSV column, a JSON document's path.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub field: Option<String>,
+    pub message: String,
+    /// The start of the line (at most [`QUOTE_CHARS`] characters), for a reader who has
+    /// only the message.
+    #[serde(skip)]
+    pub text: String,
+}
+
+impl std::fmt::Display for LineError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "line {}: ", self.line)?;
+        if let Some(field) = &self.field {
+            write!(f, "field '{field}': ")?;
+        }
+        f.write_str(&self.message)?;
+        if !self.text.is_empty() {
+            write!(f, " (text: {:?})", self.text)?;
+        }
+        Ok(())
+    }
+}
+
+/// What went wrong, besides values.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Problem {
+    /// One line (or a part of a document) refused; the rest goes on.
+    Line(LineError),
+    /// The file is in no format read: said once, and nothing more is read.
+    Unsupported(String),
+    /// The caller's choice does not fit the file (a CSV column that does not exist, a
+    /// column asked of a file without columns): nothing more is read.
+    Usage(String),
+}
+
+/// Where a reader's output goes.
+pub trait Sink {
+    /// A value of series `series` (its index in [`Reader::series`]).
+    fn point(&mut self, series: usize, t_ms: f64, value: f64);
+    fn problem(&mut self, problem: Problem);
+}
+
+/// A CSV column chosen by its header or its index (from 0).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Column {
+    Name(String),
+    Index(usize),
+}
+
+/// One series to read (the CLI's choice); the page reads them all.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Select {
+    pub metric: Option<Metric>,
+    pub target: Option<String>,
+    pub transport: Option<Transport>,
+    /// CSV and TSV only; the default is the column named `value`, else the last one of
+    /// numbers.
+    pub column: Option<Column>,
+}
+
+impl Select {
+    fn matches(&self, s: &SeriesInfo) -> bool {
+        self.metric.is_none_or(|m| s.metric == Some(m))
+            && self
+                .target
+                .as_ref()
+                .is_none_or(|t| s.to.as_deref() == Some(t.as_str()))
+            && self.transport.is_none_or(|t| s.transport == Some(t))
+    }
+}
+
+/// How to read.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// `None`: decide from the content.
+    pub format: Option<Format>,
+    /// `None`: every series; `Some`: the first series that matches, the others counted.
+    pub select: Option<Select>,
+    /// The longest line read ([`MAX_LINE`] unless a test wants less).
+    pub max_line: usize,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Self {
+            format: None,
+            select: None,
+            max_line: MAX_LINE,
+        }
+    }
+}
+
+/// `text`, cut to `max` characters (the cut marked with "...").
+pub fn cut(text: &str, max: usize) -> String {
+    match text.char_indices().nth(max) {
+        None => text.to_string(),
+        Some(_) => {
+            let keep: String = text.chars().take(max.saturating_sub(3)).collect();
+            keep + "..."
+        }
+    }
+}
+
+/// At most [`QUOTE_CHARS`] characters of `text`, to quote in a message.
+pub fn quote(text: &str) -> String {
+    cut(text, QUOTE_CHARS)
+}
+
+/// Enough of `bytes` to quote, as text.
+fn lossy_start(bytes: &[u8]) -> String {
+    // A character is at most 4 bytes.
+    quote(&String::from_utf8_lossy(
+        &bytes[..bytes.len().min(4 * QUOTE_CHARS)],
+    ))
+}
+
+/// A number as files write them (Rust's grammar: `1`, `-2.5`, `3e-4`, `.5`); `None` for
+/// anything else. Not range-checked.
+fn number(s: &str) -> Option<f64> {
+    s.parse::<f64>().ok()
+}
+
+/// Whether `t` can be a time in ms (ECMAScript's range, so the page can show it).
+fn time_ok(t: f64) -> bool {
+    t.is_finite() && t.abs() <= MAX_TIMESTAMP_MS
+}
+
+/// The series of a file: their descriptions, their values' counts, and which one a
+/// [`Select`] chose.
+#[derive(Debug, Default)]
+struct Registry {
+    infos: Vec<SeriesInfo>,
+    counts: Vec<u64>,
+    select: Option<Select>,
+    chosen: Option<usize>,
+    /// Values left out because the file had more than [`MAX_SERIES`] series.
+    overflow: u64,
+}
+
+impl Registry {
+    fn add(&mut self, info: SeriesInfo) -> Option<usize> {
+        if self.infos.len() == MAX_SERIES {
+            return None;
+        }
+        self.infos.push(info);
+        self.counts.push(0);
+        Some(self.infos.len() - 1)
+    }
+
+    /// Chooses `id` if nothing is chosen and it matches (the CSV default column).
+    fn prefer(&mut self, id: usize) {
+        if let (Some(s), None) = (&self.select, self.chosen) {
+            if s.matches(&self.infos[id]) {
+                self.chosen = Some(id);
+            }
+        }
+    }
+
+    /// Whether the values of `id` are wanted: always for the page; for one series, the
+    /// chosen one (the first that matches).
+    fn wanted(&mut self, id: usize) -> bool {
+        match (&self.select, self.chosen) {
+            (None, _) => true,
+            (Some(_), Some(c)) => c == id,
+            (Some(s), None) => {
+                let yes = s.matches(&self.infos[id]);
+                if yes {
+                    self.chosen = Some(id);
+                }
+                yes
+            }
+        }
+    }
+}
+
+/// A reader's output for one line: the series table, the sink, the line's number and text.
+struct Out<'a, S: Sink> {
+    reg: &'a mut Registry,
+    sink: &'a mut S,
+    line: u64,
+    text: &'a str,
+    /// Set when nothing more of the file is to be read.
+    stopped: bool,
+}
+
+impl<S: Sink> Out<'_, S> {
+    /// Says why nothing more is read (an unsupported file, a usage problem) and stops.
+    fn stop(&mut self, problem: Problem) {
+        self.sink.problem(problem);
+        self.stopped = true;
+    }
+
+    /// A value of `id`, range-checked for its unit; `t` is its time when the file gives one
+    /// (else the series' count of values places it). A bad value is the line's error,
+    /// `field` naming where it was.
+    fn point(&mut self, id: Option<usize>, t: Option<f64>, v: f64, field: &str) {
+        let Some(id) = id else {
+            self.reg.overflow += 1;
+            return;
+        };
+        if let Err(why) = check_value(v, self.reg.infos[id].unit) {
+            return self.error(Some(field), why);
+        }
+        let n = self.reg.counts[id];
+        self.reg.counts[id] = n + 1;
+        if self.reg.wanted(id) {
+            self.sink.point(id, t.unwrap_or(n as f64 * 1000.0), v);
+        }
+    }
+
+    fn error(&mut self, field: Option<&str>, message: impl Into<String>) {
+        self.sink.problem(Problem::Line(LineError {
+            line: self.line,
+            field: field.map(str::to_string),
+            message: message.into(),
+            text: quote(self.text),
+        }));
+    }
+}
+
+/// What the first data lines make of a file, before its format is known.
+enum State<P: Parser> {
+    Detecting,
+    /// One word on the first line: a header, if numbers follow.
+    OneColumn {
+        line: u64,
+        header: String,
+    },
+    /// The first line opened a JSON object it did not close: a document, unless the next
+    /// line is a record of its own (a first record cut short).
+    MaybeDocument(documents::Document),
+    Document(documents::Document),
+    JsonLines(records::JsonLines<P>),
+    Delimited(delimited::Delimited),
+    Plain,
+    Ping(ping::Ping),
+    Sockperf(sockperf::Sockperf),
+    /// Unsupported, or a usage problem: the rest is not read.
+    Stopped,
+}
+
+/// Reads a file line by line (see the module's documentation): each value goes to the sink
+/// as it is read, so memory does not grow with the file (except for a JSON document, read
+/// whole up to [`MAX_DOCUMENT`]).
+pub struct Reader<P: Parser> {
+    parser: Option<P>,
+    opts: Options,
+    state: State<P>,
+    format: Option<Format>,
+    reg: Registry,
+    /// Records without a value (timeouts, failures).
+    without_value: u64,
+    notes: Vec<String>,
+}
+
+impl<P: Parser> Reader<P> {
+    pub fn new(parser: P, opts: Options) -> Self {
+        let reg = Registry {
+            select: opts.select.clone(),
+            ..Registry::default()
+        };
+        Self {
+            parser: Some(parser),
+            opts,
+            state: State::Detecting,
+            format: None,
+            reg,
+            without_value: 0,
+            notes: Vec::new(),
+        }
+    }
+
+    /// The format, once the first data line decided it.
+    pub fn format(&self) -> Option<Format> {
+        self.format
+    }
+
+    /// The series found so far, in the order they were found.
+    pub fn series(&self) -> &[SeriesInfo] {
+        &self.reg.infos
+    }
+
+    /// How many values each series had (values of series not chosen are counted where they
+    /// were read: records, documents, ping, sockperf; not the CSV columns left unread).
+    pub fn counts(&self) -> &[u64] {
+        &self.reg.counts
+    }
+
+    /// The series a [`Select`] chose, once one matched.
+    pub fn chosen(&self) -> Option<usize> {
+        self.reg.chosen
+    }
+
+    /// Records that had no value (timeouts and failures).
+    pub fn without_value(&self) -> u64 {
+        self.without_value
+    }
+
+    /// What the reader has to say beyond errors: columns left out, times missing, series
+    /// beyond the limit.
+    pub fn notes(&self) -> Vec<String> {
+        let mut notes = self.notes.clone();
+        if self.reg.overflow > 0 {
+            notes.push(format!(
+                "{} values of series beyond the first {MAX_SERIES} left out",
+                self.reg.overflow
+            ));
+        }
+        if self.without_value > 0 {
+            notes.push(format!(
+                "{} records without a value (timeouts, errors) not read as values",
+                self.without_value
+            ));
+        }
+        for (info, &n) in self.reg.infos.iter().zip(&self.reg.counts) {
+            if n > 0 && info.clock == Clock::Count {
+                notes.push(format!(
+                    "{}: the file gives no times; the values are placed a second apart",
+                    info.name
+                ));
+            }
+        }
+        notes
+    }
+
+    /// Whether nothing more will be read (an unsupported file, or a usage problem).
+    pub fn stopped(&self) -> bool {
+        matches!(self.state, State::Stopped)
+    }
+
+    /// A line longer than [`Options::max_line`]: `start` is what of it was kept.
+    pub fn too_long<S: Sink>(&mut self, number: u64, start: &[u8], sink: &mut S) {
+        if let State::Document(_) | State::MaybeDocument(_) = self.state {
+            self.state = State::Stopped;
+        }
+        sink.problem(Problem::Line(LineError {
+            line: number,
+            field: None,
+            message: format!(
+                "the line is longer than {} bytes (the longest line read)",
+                self.opts.max_line
+            ),
+            text: lossy_start(start),
+        }));
+    }
+
+    /// One line, without its newline (a trailing `\r` is dropped).
+    pub fn line<S: Sink>(&mut self, number: u64, bytes: &[u8], sink: &mut S) {
+        let bytes = bytes.strip_suffix(b"\r").unwrap_or(bytes);
+        if bytes.len() > self.opts.max_line {
+            return self.too_long(number, &bytes[..self.opts.max_line], sink);
+        }
+        let text = match std::str::from_utf8(bytes) {
+            Ok(t) => t,
+            Err(e) => {
+                let message = format!("not UTF-8 text (at byte {})", e.valid_up_to());
+                if let State::Detecting = self.state {
+                    return self.unsupported(sink, &format!("line {number} is {message}"));
+                }
+                return sink.problem(Problem::Line(LineError {
+                    line: number,
+                    field: None,
+                    message,
+                    text: lossy_start(bytes),
+                }));
+            }
+        };
+        if let State::Detecting | State::OneColumn { .. } | State::MaybeDocument(_) = self.state {
+            return self.first(number, text, sink);
+        }
+        let mut out = Out {
+            reg: &mut self.reg,
+            sink,
+            line: number,
+            text,
+            stopped: false,
+        };
+        match &mut self.state {
+            State::Plain => plain(text, &mut out),
+            State::Delimited(d) => d.line(text, &mut out),
+            State::JsonLines(j) => {
+                j.line(text, &mut out, &mut self.without_value);
+                if self.format.is_none() {
+                    self.format = j.format();
+                }
+            }
+            State::Document(d) => {
+                if !d.push(text) {
+                    out.stop(Problem::Line(LineError {
+                        line: d.first_line().0,
+                        field: None,
+                        message: format!("the JSON document is larger than {MAX_DOCUMENT} bytes"),
+                        text: String::new(),
+                    }));
+                }
+            }
+            State::Ping(p) => p.line(text, &mut out),
+            State::Sockperf(s) => s.line(text, &mut out),
+            State::Stopped | State::Detecting | State::OneColumn { .. } | State::MaybeDocument(_) => {}
+        }
+        if out.stopped {
+            self.state = State::Stopped;
+        }
+    }
+
+    /// Lines before the format is known: blank lines and `#` comments are skipped, and the
+    /// first data line (and, for two cases, the second) decides.
+    fn first<S: Sink>(&mut self, number: u64, text: &str, sink: &mut S) {
+        let t = text.trim();
+        let comment = t.is_empty() || t.starts_with('#');
+        match std::mem::replace(&mut self.state, State::Detecting) {
+            State::OneColumn { line, header } if !comment => {
+                if number_of(t).is_some() {
+                    let mut d = delimited::Delimited::new(b',');
+                    self.decided(Format::Csv);
+                    let mut out = Out {
+                        reg: &mut self.reg,
+                        sink,
+                        line,
+                        text: &header,
+                        stopped: false,
+                    };
+                    d.line(&header, &mut out);
+                    self.state = State::Delimited(d);
+                    self.line(number, text.as_bytes(), sink);
+                } else {
+                    let what = format!("line {line} ('{}')", quote(&header));
+                    self.unsupported(sink, &what);
+                }
+            }
+            State::MaybeDocument(mut doc) => {
+                if t.starts_with('{') && documents::closes(t) {
+                    // The first line was a record cut short: the file is NDJSON.
+                    self.json_lines();
+                    let (first, first_text) = doc.first_line();
+                    self.line(first, first_text.as_bytes(), sink);
+                    self.line(number, text.as_bytes(), sink);
+                } else {
+                    doc.push(text);
+                    self.state = if t.is_empty() {
+                        State::MaybeDocument(doc)
+                    } else {
+                        State::Document(doc)
+                    };
+                }
+            }
+            state @ State::OneColumn { .. } => self.state = state,
+            _ if comment => {}
+            _ => self.detect(number, text, t, sink),
+        }
+    }
+
+    fn detect<S: Sink>(&mut self, number: u64, text: &str, t: &str, sink: &mut S) {
+        let format = self.opts.format.unwrap_or_else(|| detect(t));
+        if self.opts.select.as_ref().is_some_and(|s| s.column.is_some())
+            && !matches!(format, Format::Csv | Format::Tsv)
+        {
+            self.state = State::Stopped;
+            return sink.problem(Problem::Usage(format!(
+                "--column applies to CSV input, but this input reads as {}",
+                format.name()
+            )));
+        }
+        if format.is_json() && t.starts_with('{') && !documents::closes(t) {
+            // Its format is what the document turns out to be.
+            self.state = State::MaybeDocument(documents::Document::new(
+                number,
+                text,
+                self.opts.format,
+            ));
+            return;
+        }
+        match format {
+            Format::Ndjson | Format::Iperf3 | Format::Mtr | Format::Irtt => {
+                if !t.starts_with('{') {
+                    let what = format!("line {number} ('{}')", quote(t));
+                    return self.unsupported(sink, &what);
+                }
+                // Decided by the first line's object (records, or one tool's documents).
+                self.json_lines();
+            }
+            Format::Csv | Format::Tsv => {
+                let sep = if format == Format::Tsv { b'\t' } else { b',' };
+                self.state = State::Delimited(delimited::Delimited::new(sep));
+            }
+            Format::Plain if number_of(t).is_none() && !t.contains([',', '\t', ' ']) => {
+                if self.opts.format.is_none() && !t.is_empty() {
+                    self.state = State::OneColumn {
+                        line: number,
+                        header: t.to_string(),
+                    };
+                    return;
+                }
+                self.state = State::Plain;
+            }
+            Format::Plain if self.opts.format.is_none() && number_of(t).is_none() => {
+                let what = format!("line {number} ('{}')", quote(t));
+                return self.unsupported(sink, &what);
+            }
+            Format::Plain => self.state = State::Plain,
+            Format::Ping => self.state = State::Ping(ping::Ping::default()),
+            Format::Sockperf => self.state = State::Sockperf(sockperf::Sockperf::default()),
+        }
+        if !matches!(self.state, State::JsonLines(_)) {
+            self.decided(format);
+        }
+        self.line(number, text.as_bytes(), sink);
+    }
+
+    fn decided(&mut self, format: Format) {
+        self.format.get_or_insert(format);
+    }
+
+    fn json_lines(&mut self) {
+        let parser = self.parser.take().expect("the parser is taken once");
+        self.state = State::JsonLines(records::JsonLines::new(parser, self.opts.format));
+    }
+
+    fn unsupported<S: Sink>(&mut self, sink: &mut S, what: &str) {
+        self.state = State::Stopped;
+        sink.problem(Problem::Unsupported(unsupported_message(what)));
+    }
+
+    /// The end of the file: a JSON document is read now.
+    pub fn finish<S: Sink>(&mut self, sink: &mut S) {
+        match std::mem::replace(&mut self.state, State::Stopped) {
+            State::MaybeDocument(doc) | State::Document(doc) => {
+                let parser = self.parser.take().expect("the parser is taken once");
+                let mut format = None;
+                let line = doc.first_line().0;
+                let mut out = Out {
+                    reg: &mut self.reg,
+                    sink,
+                    line,
+                    text: "",
+                    stopped: false,
+                };
+                match doc.read(&parser, &mut out, &mut self.without_value, &mut format) {
+                    Ok(()) => {
+                        if let Some(f) = format {
+                            self.format = Some(f);
+                        }
+                    }
+                    Err(what) => {
+                        self.state = State::Detecting;
+                        self.unsupported(sink, &what);
+                    }
+                }
+            }
+            State::OneColumn { line, header } => {
+                let what = format!("line {line} ('{}')", quote(&header));
+                self.unsupported(sink, &what);
+            }
+            State::Delimited(d) => self.notes.extend(d.notes()),
+            State::Sockperf(s) => {
+                if let Some(why) = s.finish() {
+                    sink.problem(Problem::Unsupported(why));
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// The one message a file in no supported format gets; `what` says where it was seen.
+fn unsupported_message(what: &str) -> String {
+    format!("{what} is in no format Nowcast reads. {SUPPORTED}.")
+}
+
+/// A number, trimmed, or `None`.
+fn number_of(t: &str) -> Option<f64> {
+    number(t.trim())
+}
+
+/// One number a line.
+fn plain<S: Sink>(text: &str, out: &mut Out<'_, S>) {
+    let t = text.trim();
+    if t.is_empty() || t.starts_with('#') {
+        return;
+    }
+    if out.reg.infos.is_empty() {
+        let info = SeriesInfo {
+            name: "value".into(),
+            metric: None,
+            unit: None,
+            to: None,
+            transport: None,
+            column: None,
+            clock: Clock::Count,
+        };
+        out.reg.add(info);
+        out.reg.prefer(0);
+    }
+    match number(t) {
+        Some(v) => out.point(Some(0), None, v, "value"),
+        None => out.error(None, format!("'{}' is not a number", quote(t))),
+    }
+}
+
+/// The format a first data line (trimmed) is in.
+fn detect(t: &str) -> Format {
+    if t.starts_with('{') {
+        Format::Ndjson
+    } else if ping::is_ping(t) {
+        Format::Ping
+    } else if sockperf::is_sockperf(t) {
+        Format::Sockperf
+    } else if t.contains('\t') {
+        Format::Tsv
+    } else if t.contains(',') {
+        Format::Csv
+    } else {
+        Format::Plain
+    }
+}
+
+/// What tells series of measurements apart in a file: the tool (records, iperf3, …), the
+/// metric, the transport and the target.
+type Key = (&'static str, Metric, Option<Transport>, Option<String>);
+
+/// Series keyed by [`Key`], numbered in the registry as they appear.
+#[derive(Debug, Default)]
+struct Keyed {
+    ids: HashMap<Key, Option<usize>>,
+}
+
+impl Keyed {
+    /// The series of `metric` to `to` over `transport` from `tool`, added as `info(to)`
+    /// describes it when new (`None` past [`MAX_SERIES`]).
+    fn id(
+        &mut self,
+        reg: &mut Registry,
+        tool: &'static str,
+        metric: Metric,
+        transport: Option<Transport>,
+        to: Option<String>,
+        info: impl FnOnce(&Option<String>) -> SeriesInfo,
+    ) -> Option<usize> {
+        match self.ids.entry((tool, metric, transport, to)) {
+            Entry::Occupied(e) => *e.get(),
+            Entry::Vacant(e) => {
+                let id = reg.add(info(&e.key().3));
+                *e.insert(id)
+            }
+        }
+    }
+}
+
+/// The series of a whole text, as the page imports it: each with its times and values.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Imported {
+    pub format: Option<Format>,
+    pub series: Vec<(SeriesInfo, Vec<f64>, Vec<f64>)>,
+    /// The first [`Imported::MAX_ERRORS`] refused lines.
+    pub errors: Vec<LineError>,
+    pub error_count: u64,
+    /// Why nothing (more) was read, when the file is in no supported format.
+    pub unsupported: Option<String>,
+    pub notes: Vec<String>,
+}
+
+impl Imported {
+    /// Refused lines kept (a file of bad lines costs no more memory than this).
+    pub const MAX_ERRORS: usize = 100;
+}
+
+impl Sink for Imported {
+    fn point(&mut self, series: usize, t_ms: f64, value: f64) {
+        while self.series.len() <= series {
+            self.series.push((
+                SeriesInfo {
+                    name: String::new(),
+                    metric: None,
+                    unit: None,
+                    to: None,
+                    transport: None,
+                    column: None,
+                    clock: Clock::Count,
+                },
+                Vec::new(),
+                Vec::new(),
+            ));
+        }
+        let s = &mut self.series[series];
+        s.1.push(t_ms);
+        s.2.push(value);
+    }
+
+    fn problem(&mut self, problem: Problem) {
+        match problem {
+            Problem::Line(e) => {
+                self.error_count += 1;
+                if self.errors.len() < Self::MAX_ERRORS {
+                    self.errors.push(e);
+                }
+            }
+            Problem::Unsupported(m) | Problem::Usage(m) => {
+                self.unsupported.get_or_insert(m);
+            }
+        }
+    }
+}
+
+/// Reads a whole text (the page's import): lines split at `\n` (a `\r` before it dropped),
+/// each at most [`MAX_LINE`] bytes; every series found, with its points in file order.
+pub fn read_text<P: Parser>(text: &str, parser: P) -> Imported {
+    let mut reader = Reader::new(parser, Options::default());
+    let mut out = Imported::default();
+    for (i, line) in text.split('\n').enumerate() {
+        if reader.stopped() {
+            break;
+        }
+        reader.line(i as u64 + 1, line.as_bytes(), &mut out);
+    }
+    reader.finish(&mut out);
+    out.format = reader.format();
+    // Series without a value (all refused, or of an empty document) are not shown.
+    let infos = reader.series().to_vec();
+    let series = std::mem::take(&mut out.series);
+    out.series = infos
+        .into_iter()
+        .zip(series.into_iter().map(|(_, t, v)| (t, v)))
+        .filter(|(_, (t, _))| !t.is_empty())
+        .map(|(info, (t, v))| (info, t, v))
+        .collect();
+    out.notes = reader.notes();
+    out
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,98 @@
+import { describe, expect, it } from "vitest";
+import {
+  likelyRange,
+  periodPhrase,
+  pickSeries,
+  rangeText,
+  sparkPath,
+  typicalError,
+  verdict,
+  verdictOf,
+  yRange,
+} from "./headline-math";
+
+describe("the headline's verdict", () => {
+  it.each([
+    // value, error (√MSE), verdict: the likely range is ± 2 errors.
+    [100, 5, "steady"],
+    [100, 5.01, "variable"],
+    [100, 25, "variable"],
+    [100, 25.01, "erratic"],
+    [0, 1, "erratic"],
+  ] as const)("of %d ± 2·%d is %s", (value, error, expected) => {
+    expect(verdict({ value, error }, 10)).toBe(expected);
+  });
+
+  it("is 'learning' until five forecasts have been checked", () => {
+    expect(verdict({ value: 100, error: 0 }, 4)).toBe("learning");
+    expect(verdict(undefined, 50)).toBe("learning");
+    expect(verdictOf(0.05, 1)).toBe("steady");
+  });
+});
+
+describe("the headline's range in words", () => {
+  it("is the forecast ± 2 errors, never below zero, in one unit", () => {
+    expect(likelyRange({ value: 95, error: 1.5 })).toEqual([92, 98]);
+    expect(likelyRange({ value: 1, error: 2 })).toEqual([0, 5]);
+    expect(rangeText(92, 98, "Mbit/s")).toBe("92.0–98.0 Mbit/s");
+    expect(rangeText(880, 1240, "Mbit/s")).toBe("0.880–1.24 Gbit/s");
+    expect(rangeText(12, 12.001, "ms")).toBe("about 12.0 ms");
+  });
+
+  it("names the next period plainly", () => {
+    expect(periodPhrase(2)).toBe("next 2 s");
+    expect(periodPhrase(60)).toBe("next minute");
+    expect(periodPhrase(300)).toBe("next 5 minutes");
+    expect(periodPhrase(90)).toBe("next 90 s");
+  });
+});
+
+describe("the transport the headline shows", () => {
+  const ws = (values: number[]) => ({ key: "websocket", values });
+  const http = (values: number[]) => ({ key: "http", values });
+
+  it("is the one with the better recent median once both have a few values", () => {
+    expect(pickSeries([ws([10, 11, 12]), http([20, 21, 19])], "higher")?.key).toBe("http");
+    expect(pickSeries([ws([10, 11, 12]), http([20, 21, 19])], "lower")?.key).toBe("websocket");
+    // Only the last ten count: fetch was faster long ago.
+    const old = [...Array<number>(20).fill(50), ...Array<number>(10).fill(5)];
+    expect(pickSeries([ws(Array<number>(10).fill(10)), http(old)], "higher")?.key).toBe(
+      "websocket",
+    );
+  });
+
+  it("is the one with more values before that, and the first on a tie", () => {
+    expect(pickSeries([ws([10]), http([20, 21])], "higher")?.key).toBe("http");
+    expect(pickSeries([ws([10, 10, 10]), http([10, 10, 10])], "higher")?.key).toBe("websocket");
+    expect(pickSeries([ws([]), http([])], "higher")).toBeUndefined();
+  });
+});
+
+describe("the sparkline", () => {
+  it("draws the values across the box, broken where one is missing", () => {
+    expect(sparkPath([0, 10, null, 5, 10], 100, 10, 0, 10)).toBe("M0 10L25 0M75 5L100 0");
+    expect(sparkPath([3], 100, 10, 0, 10)).toBe("M100 7");
+    expect(sparkPath([], 100, 10, 0, 10)).toBe("");
+  });
+
+  it("holds the data with a margin, not below zero", () => {
+    expect(yRange([10, 20])).toEqual([9, 21]);
+    expect(yRange([0.5, 0.5])).toEqual([0.45, 0.55]);
+    expect(yRange([0, 0])).toEqual([0, 1]);
+    expect(yRange([])).toBeUndefined();
+  });
+});
+
+describe("the typical forecast error", () => {
+  it("is what 9 in 10 errors are within, either side", () => {
+    // Errors −3, −1 ×8, 2: 9 of 10 within ±2 (the −3 is out).
+    const cdf = [
+      { x: -3, p: 0.1 },
+      { x: -1, p: 0.9 },
+      { x: 2, p: 1 },
+    ];
+    expect(typicalError(cdf)).toBe(2);
+    expect(typicalError(cdf, 0.8)).toBe(1);
+    expect(typicalError([])).toBeUndefined();
+  });
+});

@@ -1,0 +1,169 @@
+// The arithmetic of the headline (headline-view.ts) and of the predictability view's verdict,
+// apart from the DOM: how steady a series is, which transport's figure to show, the likely
+// range in words, the sparkline's path, and the typical forecast error.
+
+import { significant } from "../format";
+import { BAND_K } from "../messages";
+
+/** How steady a series is, from its forecast error relative to its forecast. */
+export type Verdict = "learning" | "steady" | "variable" | "erratic";
+
+/** Likely range within ±10 % of the forecast: steady. */
+export const STEADY_WITHIN = 0.1;
+/** Within ±50 %: variable; wider: erratic. */
+export const VARIABLE_WITHIN = 0.5;
+/** Forecasts a series needs made before its error says anything. */
+export const LEARNING_FORECASTS = 5;
+
+/**
+ * The verdict of a spread: `halfRange` either side of `value` (the likely range's half
+ * width, or the typical error) as a share of the value.
+ */
+export function verdictOf(halfRange: number, value: number): Exclude<Verdict, "learning"> {
+  const share = Math.abs(value) > 0 ? halfRange / Math.abs(value) : Infinity;
+  if (share <= STEADY_WITHIN) return "steady";
+  if (share <= VARIABLE_WITHIN) return "variable";
+  return "erratic";
+}
+
+/** How steady a series is by the forecast of its next value (± BAND_K errors), once
+ *  `forecasts` forecasts have been checked against measurements. */
+export function verdict(
+  next: { value: number; error: number } | undefined,
+  forecasts: number,
+): Verdict {
+  if (next === undefined || forecasts < LEARNING_FORECASTS) return "learning";
+  return verdictOf(BAND_K * next.error, next.value);
+}
+
+/** The likely range of the next value: the forecast ± BAND_K errors, never below zero. */
+export function likelyRange(next: { value: number; error: number }): [number, number] {
+  return [Math.max(0, next.value - BAND_K * next.error), next.value + BAND_K * next.error];
+}
+
+/** A range in one unit, both ends alike: "88–97 Mbit/s", "1.1–1.4 Gbit/s", or "about
+ *  12.0 ms" when the ends read the same. */
+export function rangeText(lo: number, hi: number, unit: string): string {
+  let u = unit;
+  if (unit === "Mbit/s" && hi >= 1000) {
+    lo /= 1000;
+    hi /= 1000;
+    u = "Gbit/s";
+  }
+  const a = significant(lo);
+  const b = significant(hi);
+  return a === b ? `about ${a} ${u}` : `${a}–${b} ${u}`;
+}
+
+/** The span one period covers, as the headline says it: "next 2 s", "next minute". */
+export function periodPhrase(periodS: number): string {
+  if (periodS === 60) return "next minute";
+  if (periodS > 60 && periodS % 60 === 0) return `next ${periodS / 60} minutes`;
+  return `next ${periodS} s`;
+}
+
+/** The middle value of `xs`; undefined when empty. */
+export function median(xs: readonly number[]): number | undefined {
+  if (xs.length === 0) return undefined;
+  const s = [...xs].sort((a, b) => a - b);
+  const m = s.length >> 1;
+  return s.length % 2 === 1 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
+}
+
+/** Probes of each transport the headline compares (the newest of them). */
+export const COMPARED = 10;
+/** Below this many in either, the transport with more values is shown. */
+const COMPARABLE = 3;
+
+/**
+ * Which of a direction's series the headline shows, when more than one transport measures
+ * it: the one whose median over its last {@link COMPARED} values is the better (`higher` for
+ * a rate, `lower` for an RTT), when both have a few; else the one with more values; the first
+ * on a tie. `values` are the measured values, oldest first.
+ */
+export function pickSeries<T extends { values: readonly number[] }>(
+  candidates: readonly T[],
+  better: "higher" | "lower",
+): T | undefined {
+  const withData = candidates.filter((c) => c.values.length > 0);
+  let best: T | undefined;
+  for (const c of withData) {
+    if (best === undefined) {
+      best = c;
+      continue;
+    }
+    if (c.values.length >= COMPARABLE && best.values.length >= COMPARABLE) {
+      const a = median(best.values.slice(-COMPARED))!;
+      const b = median(c.values.slice(-COMPARED))!;
+      if (better === "higher" ? b > a : b < a) best = c;
+    } else if (c.values.length > best.values.length) {
+      best = c;
+    }
+  }
+  return best;
+}
+
+/**
+ * The sparkline of `values` (null: no value, the line breaks there) on a box `width` ×
+ * `height`, its y axis from `lo` (bottom) to `hi` (top): an SVG path, "" without a point.
+ */
+export function sparkPath(
+  values: readonly (number | null)[],
+  width: number,
+  height: number,
+  lo: number,
+  hi: number,
+): string {
+  const n = values.length;
+  const span = hi - lo || 1;
+  const dx = n > 1 ? width / (n - 1) : 0;
+  let d = "";
+  let pen = false;
+  values.forEach((v, i) => {
+    if (v === null) {
+      pen = false;
+      return;
+    }
+    const x = n > 1 ? i * dx : width;
+    const y = height - ((v - lo) / span) * height;
+    d += `${pen ? "L" : "M"}${round(x)} ${round(y)}`;
+    pen = true;
+  });
+  return d;
+}
+
+const round = (v: number) => Math.round(v * 100) / 100;
+
+/**
+ * The y range a small plot of `values` needs, with a margin of a tenth of it each way (or of
+ * the value, when they are all one), not below zero for values that are not.
+ */
+export function yRange(values: readonly number[]): [number, number] | undefined {
+  if (values.length === 0) return undefined;
+  let lo = Math.min(...values);
+  let hi = Math.max(...values);
+  const pad = (hi - lo) * 0.1 || Math.abs(hi) * 0.1 || 1;
+  const floor = lo >= 0 ? 0 : -Infinity;
+  lo = Math.max(floor, lo - pad);
+  hi += pad;
+  return [lo, hi];
+}
+
+/**
+ * The error a forecast is usually within: the smallest `a` with at least `share` of the
+ * errors in [−a, a], from their empirical CDF (distinct values ascending, each with the
+ * fraction of errors at or below it). Undefined without errors.
+ */
+export function typicalError(
+  cdf: readonly { x: number; p: number }[],
+  share = 0.9,
+): number | undefined {
+  const mass = cdf.map((c, i) => ({ a: Math.abs(c.x), m: c.p - (i > 0 ? cdf[i - 1]!.p : 0) }));
+  mass.sort((u, v) => u.a - v.a);
+  let sum = 0;
+  for (const { a, m } of mass) {
+    sum += m;
+    if (sum >= share - 1e-12) return a;
+  }
+  return mass.at(-1)?.a;
+}

@@ -1,0 +1,298 @@
+// The headline: the answer at a glance, one card per direction (download, upload, round trip)
+// with the latest value, where the next one will likely fall in plain words, a sparkline and
+// a one-word verdict of how steady the link is (headline-math.ts), greyed with the time of the
+// last value when it is stale (the last probe failed or timed out, or none came for a while).
+
+import { clock, formatValue } from "../format";
+import type { NextForecast, SeriesKey } from "../messages";
+import type { Record } from "../record";
+import { el } from "./dom";
+import {
+  COMPARED,
+  likelyRange,
+  median,
+  periodPhrase,
+  pickSeries,
+  rangeText,
+  sparkPath,
+  verdict,
+  yRange,
+  type Verdict,
+} from "./headline-math";
+
+/** Values a sparkline shows, the newest. */
+const SPARK_POINTS = 60;
+const SPARK_W = 100;
+const SPARK_H = 30;
+
+interface Direction {
+  id: string;
+  name: string;
+  keys: SeriesKey[];
+  better: "higher" | "lower";
+}
+
+const DIRECTIONS: Direction[] = [
+  {
+    id: "down",
+    name: "Download",
+    keys: ["bandwidth_down/websocket", "bandwidth_down/http"],
+    better: "higher",
+  },
+  { id: "up", name: "Upload", keys: ["bandwidth_up/websocket"], better: "higher" },
+  { id: "rtt", name: "Round trip (RTT)", keys: ["rtt/websocket", "rtt/http"], better: "lower" },
+];
+
+const TRANSPORT_NAMES: { [t: string]: string } = { websocket: "WebSocket", http: "fetch" };
+const transportOf = (key: string) => TRANSPORT_NAMES[key.split("/")[1]!] ?? key;
+
+const VERDICT_TEXT: { [v in Verdict]: string } = {
+  learning: "learning",
+  steady: "Steady",
+  variable: "Variable",
+  erratic: "Erratic",
+};
+
+/** A series as the headline keeps it: its newest probes and its next forecast. */
+interface Kept {
+  unit: string;
+  /** Newest last: time, value (null: no value), and why not. */
+  points: { t: number; value: number | null; status: Record["status"]; error?: string }[];
+  next: NextForecast | undefined;
+  /** Values in its bank: the forecasts checked are one fewer. */
+  count: number;
+}
+
+/** One card's elements. */
+class Card {
+  readonly root = document.createElement("article");
+  private readonly verdict = document.createElement("p");
+  private readonly value = document.createElement("span");
+  private readonly unit = document.createElement("span");
+  private readonly next = document.createElement("p");
+  private readonly line: SVGPathElement;
+  private readonly range: SVGRectElement;
+  private readonly meta = document.createElement("p");
+
+  constructor(d: Direction) {
+    const svg = "http://www.w3.org/2000/svg";
+    this.root.className = "card";
+    this.root.dataset.direction = d.id;
+    this.root.setAttribute("aria-labelledby", `card-${d.id}`);
+    const name = document.createElement("h3");
+    name.id = `card-${d.id}`;
+    name.textContent = d.name;
+    this.verdict.className = "verdict";
+    const now = document.createElement("p");
+    now.className = "now";
+    this.value.className = "value";
+    this.unit.className = "unit";
+    now.append(this.value, " ", this.unit);
+    this.next.className = "next";
+    const spark = document.createElementNS(svg, "svg");
+    spark.setAttribute("class", "spark");
+    spark.setAttribute("viewBox", `0 0 ${SPARK_W} ${SPARK_H}`);
+    spark.setAttribute("preserveAspectRatio", "none");
+    spark.setAttribute("aria-hidden", "true");
+    this.range = document.createElementNS(svg, "rect");
+    this.range.setAttribute("class", "range");
+    this.line = document.createElementNS(svg, "path");
+    this.line.setAttribute("class", "line");
+    spark.append(this.range, this.line);
+    this.meta.className = "meta";
+    this.root.append(name, this.verdict, now, this.next, spark, this.meta);
+    this.show(undefined, "", 0, undefined, "running");
+  }
+
+  /**
+   * Shows `key`'s series (undefined: none yet): its latest value, next range and verdict,
+   * stale when its last probe did not give a value or the last value is older than `staleMs`.
+   * `other` is the other transport's recent median, when there is one.
+   */
+  show(
+    s: Kept | undefined,
+    key: string,
+    periodS: number,
+    other: { key: string; median: number } | undefined,
+    state: string,
+  ): void {
+    const lastOk = s && [...s.points].reverse().find((p) => p.value !== null);
+    const newest = s?.points.at(-1);
+    if (s === undefined || newest === undefined) {
+      this.value.textContent = "–";
+      this.unit.textContent = "";
+      this.next.textContent = "Waiting for the first measurement";
+      this.setVerdict("learning");
+      this.meta.textContent = "";
+      this.line.setAttribute("d", "");
+      this.range.setAttribute("height", "0");
+      this.root.classList.remove("stale");
+      return;
+    }
+    const unit = s.unit;
+    if (lastOk === undefined) {
+      this.value.textContent = "–";
+      this.unit.textContent = "";
+    } else {
+      // "1.20 ms", "1.24 Gbit/s": the number and its unit apart, for their sizes.
+      const text = formatValue(lastOk.value!, unit);
+      const at = text.lastIndexOf(" ");
+      this.value.textContent = text.slice(0, at);
+      this.unit.textContent = text.slice(at + 1);
+    }
+    const next = s.next;
+    this.next.textContent =
+      next === undefined
+        ? "Forecast after the first measurement"
+        : `${periodPhrase(periodS)}: ${rangeText(...likelyRange(next), unit)}`;
+    this.setVerdict(verdict(next, s.count - 1));
+
+    const ageMs = Date.now() - (lastOk?.t ?? 0);
+    const staleMs = Math.max(3 * periodS * 1000, periodS * 1000 + 30_000);
+    const why =
+      newest.status === "error"
+        ? `last probe failed: ${newest.error ?? "error"}`
+        : newest.status === "timeout"
+          ? "last probe timed out"
+          : state === "suspended"
+            ? "paused"
+            : ageMs > staleMs
+              ? "no newer measurement"
+              : "";
+    const stale = why !== "" || lastOk === undefined;
+    this.root.classList.toggle("stale", stale);
+    const via = `via ${transportOf(key)}`;
+    const others =
+      other === undefined
+        ? ""
+        : ` · ${transportOf(other.key)}: ${formatValue(other.median, unit)} (median)`;
+    this.meta.textContent =
+      lastOk === undefined
+        ? why
+        : stale
+          ? `as of ${clock(lastOk.t)} · ${why || "no newer measurement"}`
+          : `${via} · ${clock(lastOk.t)}${others}`;
+
+    const values = s.points.slice(-SPARK_POINTS).map((p) => p.value);
+    const measured = values.filter((v): v is number => v !== null);
+    const y = yRange(next === undefined ? measured : [...measured, next.value]);
+    if (y === undefined) {
+      this.line.setAttribute("d", "");
+      this.range.setAttribute("height", "0");
+      return;
+    }
+    // The line leaves room at the right for the next value's range.
+    this.line.setAttribute("d", sparkPath(values, SPARK_W - 6, SPARK_H, y[0], y[1]));
+    if (next === undefined) {
+      this.range.setAttribute("height", "0");
+    } else {
+      // Cut to the plot, as the graphs cut their band.
+      const toY = (v: number) =>
+        Math.min(SPARK_H, Math.max(0, SPARK_H - ((v - y[0]) / (y[1] - y[0])) * SPARK_H));
+      const [lo, hi] = likelyRange(next);
+      this.range.setAttribute("x", String(SPARK_W - 4));
+      this.range.setAttribute("width", "4");
+      this.range.setAttribute("y", String(toY(hi)));
+      this.range.setAttribute("height", String(Math.max(0.5, toY(lo) - toY(hi))));
+    }
+  }
+
+  private setVerdict(v: Verdict): void {
+    this.verdict.dataset.verdict = v;
+    this.verdict.textContent = VERDICT_TEXT[v];
+  }
+}
+
+export class HeadlineView {
+  private readonly kept = new Map<SeriesKey, Kept>();
+  private readonly cards = new Map<Direction, Card>();
+  private state = "starting";
+
+  /** @param periodS the period in force. */
+  constructor(private readonly periodS: () => number) {
+    const parent = el("cards");
+    for (const d of DIRECTIONS) {
+      const card = new Card(d);
+      this.cards.set(d, card);
+      parent.append(card.root);
+    }
+    this.render();
+  }
+
+  /** Whether `key` is one of the series the headline shows. */
+  static shows(key: string): key is SeriesKey {
+    return DIRECTIONS.some((d) => d.keys.includes(key as SeriesKey));
+  }
+
+  private series(key: SeriesKey, unit: string): Kept {
+    let s = this.kept.get(key);
+    if (s === undefined) this.kept.set(key, (s = { unit, points: [], next: undefined, count: 0 }));
+    return s;
+  }
+
+  private push(s: Kept, r: Record): void {
+    s.points.push({
+      t: r.timestamp_ms,
+      value: r.status === "ok" ? r.value : null,
+      status: r.status,
+      ...(r.error === undefined ? {} : { error: r.error }),
+    });
+    if (s.points.length > SPARK_POINTS) s.points.splice(0, s.points.length - SPARK_POINTS);
+  }
+
+  /** A new probe of a series of the target. */
+  measurement(key: SeriesKey, r: Record, next: NextForecast | undefined, count: number): void {
+    const s = this.series(key, r.unit);
+    this.push(s, r);
+    s.next = next;
+    s.count = count;
+    this.render();
+  }
+
+  /** A series of the target as restored from the history. */
+  restored(
+    key: SeriesKey,
+    records: readonly Record[],
+    next: NextForecast | undefined,
+    count: number,
+  ): void {
+    const last = records.at(-1);
+    if (last === undefined) return;
+    const s = this.series(key, last.unit);
+    s.points = [];
+    for (const r of records.slice(-SPARK_POINTS)) this.push(s, r);
+    s.next = next;
+    s.count = count;
+    this.render();
+  }
+
+  /** The target changed or the history was cleared: no series until new ones come. */
+  clear(): void {
+    this.kept.clear();
+    this.render();
+  }
+
+  /** The worker's state ("suspended" marks the figures as paused). */
+  status(state: string): void {
+    if (state === this.state) return;
+    this.state = state;
+    this.render();
+  }
+
+  /** Shows every card afresh (also each second: a value goes stale with time). */
+  render(): void {
+    for (const [d, card] of this.cards) {
+      const candidates = d.keys.flatMap((key) => {
+        const s = this.kept.get(key);
+        if (s === undefined) return [];
+        const values = s.points.flatMap((p) => (p.value === null ? [] : [p.value]));
+        return [{ key, s, values }];
+      });
+      // A series that only failed so far still shows (its failures are the news).
+      const chosen = pickSeries(candidates, d.better) ?? candidates[0];
+      const rest = candidates.find((c) => c !== chosen && c.values.length > 0);
+      const other = rest && { key: rest.key, median: median(rest.values.slice(-COMPARED))! };
+      card.show(chosen?.s, chosen?.key ?? "", this.periodS(), other, this.state);
+    }
+  }
+}
