@@ -90,6 +90,7 @@ export class RankingView {
     const rows = sites.map((r) => {
       const row = document.createElement("tr");
       row.dataset.url = r.url;
+      row.dataset.standing = r.standing ?? "";
       const head = document.createElement("th");
       head.scope = "row";
       head.textContent = names.get(r.url)!;
