@@ -26,6 +26,9 @@ use std::borrow::Cow;
 const TIME_NAMES: [&str; 5] = ["time", "timestamp", "timestamp_ms", "date", "datetime"];
 /// Header names listed in a message, at most.
 const LISTED_COLUMNS: usize = 20;
+/// Fields read of a line; the rest of a longer line is not split (no file of measurements
+/// has more columns, and a line of a million commas costs no more than this).
+const MAX_FIELDS: usize = 4096;
 
 /// A field of a line: its byte range and whether it was quoted with doubled quotes inside.
 type Span = (usize, usize, bool);
@@ -73,7 +76,7 @@ fn split(line: &str, sep: u8, out: &mut Vec<Span>) {
             }
             out.push((start, i, false));
         }
-        if i >= n {
+        if i >= n || out.len() == MAX_FIELDS {
             break;
         }
         i += 1;
@@ -167,7 +170,8 @@ impl Delimited {
             });
             if is_header {
                 let names: Vec<String> = spans.iter().map(|s| text(line, s).into_owned()).collect();
-                let export = names.iter().any(|n| n == "metric") && names.iter().any(|n| n == "value");
+                let export =
+                    names.iter().any(|n| n == "metric") && names.iter().any(|n| n == "value");
                 if export {
                     self.layout = Some(self.export_layout(&names));
                 } else {
@@ -280,13 +284,23 @@ impl Delimited {
         let mut cols = vec![Col::Skip; columns];
         let mut text_columns = Vec::new();
         let mut series = Vec::new();
+        let mut numbers = false;
         for (i, col) in cols.iter_mut().enumerate() {
             if Some(i) == time {
                 continue;
             }
             let field = row.get(i).map(|s| text(line, s)).unwrap_or_default();
-            if Some(i) != chosen && !field.is_empty() && number(&field).is_none() {
+            let is_number = number(&field).is_some();
+            numbers |= is_number || Some(i) == chosen;
+            if Some(i) != chosen && !field.is_empty() && !is_number {
                 text_columns.push(quote(&name(i)));
+                continue;
+            }
+            // An empty field under an empty header name is no column at all.
+            if Some(i) != chosen
+                && field.is_empty()
+                && header.as_ref().is_some_and(|h| h[i].is_empty())
+            {
                 continue;
             }
             let id = out.reg.add(SeriesInfo {
@@ -301,7 +315,7 @@ impl Delimited {
             series.push((i, id));
             *col = Col::Series(id, name(i));
         }
-        if series.is_empty() {
+        if series.is_empty() || !numbers {
             return Err(Problem::Unsupported(format!(
                 "line {}: no column of numbers (columns: {}). {}.",
                 out.line,
@@ -403,7 +417,11 @@ fn export_row<S: Sink>(
         if !unit.is_empty() && unit != metric.unit().name() {
             return out.error(
                 Some("unit"),
-                format!("{metric} is measured in {}, not {}", metric.unit(), quote(&unit)),
+                format!(
+                    "{metric} is measured in {}, not {}",
+                    metric.unit(),
+                    quote(&unit)
+                ),
             );
         }
     }
@@ -414,16 +432,18 @@ fn export_row<S: Sink>(
         },
         _ => None,
     };
-    let to = e
-        .to
-        .map(|i| text(line, &row[i]).into_owned())
-        .filter(|t| !t.is_empty());
+    let to =
+        e.to.map(|i| text(line, &row[i]).into_owned())
+            .filter(|t| !t.is_empty());
     let value = text(line, &row[e.value]);
     if value.is_empty() {
         return;
     }
     let Some(v) = number(&value) else {
-        return out.error(Some("value"), format!("'{}' is not a number", quote(&value)));
+        return out.error(
+            Some("value"),
+            format!("'{}' is not a number", quote(&value)),
+        );
     };
     let clock = if t.is_some() {
         Clock::Epoch
@@ -434,14 +454,20 @@ fn export_row<S: Sink>(
         .keyed
         .id(out.reg, "record", metric, transport, to, |to| SeriesInfo {
             transport,
-            ..SeriesInfo::measured(series_name(metric, transport, to.as_deref()), metric, to.clone(), clock)
+            ..SeriesInfo::measured(
+                series_name(metric, transport, to.as_deref()),
+                metric,
+                to.clone(),
+                clock,
+            )
         });
     out.point(id, t, v, "value");
 }
 
 /// A CSV field, quoted when it must be (RFC 4180).
 fn field(s: &str) -> Cow<'_, str> {
-    if s.contains([',', '"', '\n', '\r']) || s.starts_with([' ', '\t']) || s.ends_with([' ', '\t']) {
+    if s.contains([',', '"', '\n', '\r']) || s.starts_with([' ', '\t']) || s.ends_with([' ', '\t'])
+    {
         Cow::Owned(format!("\"{}\"", s.replace('"', "\"\"")))
     } else {
         Cow::Borrowed(s)
@@ -489,7 +515,10 @@ mod tests {
     fn splits_quoted_fields_within_a_line() {
         assert_eq!(fields("a,b,c", b','), ["a", "b", "c"]);
         assert_eq!(fields(" a , b ,", b','), ["a", "b", ""]);
-        assert_eq!(fields("\"a,b\",\"say \"\"hi\"\"\",x", b','), ["a,b", "say \"hi\"", "x"]);
+        assert_eq!(
+            fields("\"a,b\",\"say \"\"hi\"\"\",x", b','),
+            ["a,b", "say \"hi\"", "x"]
+        );
         assert_eq!(fields("\"open", b','), ["open"]);
         assert_eq!(fields("1\t 2", b'\t'), ["1", "2"]);
         assert_eq!(fields("", b','), [""]);

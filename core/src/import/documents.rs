@@ -162,10 +162,19 @@ impl Document {
         let v = P::root(&doc);
         let kind = kind(&v);
         if kind == Kind::Unknown {
-            return Err(format!("the JSON document at line {} ({UNKNOWN})", self.first.0));
+            return Err(format!(
+                "the JSON document at line {} ({UNKNOWN})",
+                self.first.0
+            ));
         }
-        if let Some(f) = self.forced.filter(|f| *f != kind.format() && *f != Format::Ndjson) {
-            out.error(None, format!("{} where {} was asked for", kind.described(), described(f)));
+        if let Some(f) = self
+            .forced
+            .filter(|f| *f != kind.format() && *f != Format::Ndjson)
+        {
+            out.error(
+                None,
+                format!("{} where {} was asked for", kind.described(), described(f)),
+            );
             return Ok(());
         }
         *format = Some(kind.format());

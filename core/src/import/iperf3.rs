@@ -23,18 +23,30 @@ struct Test {
 }
 
 impl Test {
-    fn id<S: Sink>(&self, out: &mut Out<'_, S>, keyed: &mut Keyed, metric: Metric) -> Option<usize> {
+    fn id<S: Sink>(
+        &self,
+        out: &mut Out<'_, S>,
+        keyed: &mut Keyed,
+        metric: Metric,
+    ) -> Option<usize> {
         let transport = self.transport;
-        keyed.id(out.reg, "iperf3", metric, Some(transport), self.to.clone(), |to| {
-            let name = match to {
-                Some(to) => format!("iperf3 {metric} to {to}"),
-                None => format!("iperf3 {metric}"),
-            };
-            SeriesInfo {
-                transport: Some(transport),
-                ..SeriesInfo::measured(name, metric, to.clone(), Clock::Epoch)
-            }
-        })
+        keyed.id(
+            out.reg,
+            "iperf3",
+            metric,
+            Some(transport),
+            self.to.clone(),
+            |to| {
+                let name = match to {
+                    Some(to) => format!("iperf3 {metric} to {to}"),
+                    None => format!("iperf3 {metric}"),
+                };
+                SeriesInfo {
+                    transport: Some(transport),
+                    ..SeriesInfo::measured(name, metric, to.clone(), Clock::Epoch)
+                }
+            },
+        )
     }
 
     /// The time of an interval that ended `end` seconds into the test, or its error.
@@ -81,7 +93,7 @@ pub fn read<J: Json, S: Sink>(doc: &J, out: &mut Out<'_, S>, keyed: &mut Keyed) 
         out.error(Some("error"), format!("iperf3 reported an error: {e}"));
     }
     let intervals = match doc.get("intervals") {
-        Some(i) if i.len() > 0 => i,
+        Some(i) if !i.is_empty() => i,
         _ if doc.get("error").is_some() => return,
         _ => return out.error(Some("intervals"), "is missing or empty"),
     };
@@ -114,12 +126,18 @@ pub fn read<J: Json, S: Sink>(doc: &J, out: &mut Out<'_, S>, keyed: &mut Keyed) 
             if sum.get("omitted").and_then(|o| o.boolean()) == Some(true) {
                 continue;
             }
-            let (Some(end), Some(bps)) = (num(&sum, &["end"]), num(&sum, &["bits_per_second"])) else {
+            let (Some(end), Some(bps)) = (num(&sum, &["end"]), num(&sum, &["bits_per_second"]))
+            else {
                 out.error(Some(&field), "needs end and bits_per_second");
                 continue;
             };
-            let Some(t) = test.at(end, out, &field) else { continue };
-            let sender = sum.get("sender").and_then(|s| s.boolean()).unwrap_or(sent_by_default);
+            let Some(t) = test.at(end, out, &field) else {
+                continue;
+            };
+            let sender = sum
+                .get("sender")
+                .and_then(|s| s.boolean())
+                .unwrap_or(sent_by_default);
             let metric = if sender {
                 Metric::BandwidthUp
             } else {
@@ -138,7 +156,11 @@ pub fn read<J: Json, S: Sink>(doc: &J, out: &mut Out<'_, S>, keyed: &mut Keyed) 
         let server_intervals = server.as_ref().map_or(0, |s| s.len());
         for i in 0..server_intervals {
             let field = format!("server_output_json.intervals[{i}].sum");
-            let Some(sum) = server.as_ref().and_then(|s| s.at(i)).and_then(|iv| iv.get("sum")) else {
+            let Some(sum) = server
+                .as_ref()
+                .and_then(|s| s.at(i))
+                .and_then(|iv| iv.get("sum"))
+            else {
                 continue;
             };
             if sum.get("omitted").and_then(|o| o.boolean()) == Some(true) {
@@ -154,7 +176,9 @@ pub fn read<J: Json, S: Sink>(doc: &J, out: &mut Out<'_, S>, keyed: &mut Keyed) 
         }
         if !received {
             for key in ["sum_received", "sum"] {
-                let Some(sum) = path(doc, &["end", key]) else { continue };
+                let Some(sum) = path(doc, &["end", key]) else {
+                    continue;
+                };
                 if sum.get("jitter_ms").is_none() {
                     continue;
                 }

@@ -19,16 +19,23 @@ pub fn read<J: Json, S: Sink>(doc: &J, out: &mut Out<'_, S>, keyed: &mut Keyed) 
     };
     let to = text(doc, &["config", "remote_address"], 512);
     let mut id = |out: &mut Out<'_, S>, metric: Metric| {
-        keyed.id(out.reg, "irtt", metric, Some(Transport::Udp), to.clone(), |to| {
-            let name = match to {
-                Some(to) => format!("irtt {metric} to {to}"),
-                None => format!("irtt {metric}"),
-            };
-            SeriesInfo {
-                transport: Some(Transport::Udp),
-                ..SeriesInfo::measured(name, metric, to.clone(), Clock::Epoch)
-            }
-        })
+        keyed.id(
+            out.reg,
+            "irtt",
+            metric,
+            Some(Transport::Udp),
+            to.clone(),
+            |to| {
+                let name = match to {
+                    Some(to) => format!("irtt {metric} to {to}"),
+                    None => format!("irtt {metric}"),
+                };
+                SeriesInfo {
+                    transport: Some(Transport::Udp),
+                    ..SeriesInfo::measured(name, metric, to.clone(), Clock::Epoch)
+                }
+            },
+        )
     };
     for i in 0..trips.len() {
         let Some(rt) = trips.at(i) else { continue };
@@ -36,7 +43,10 @@ pub fn read<J: Json, S: Sink>(doc: &J, out: &mut Out<'_, S>, keyed: &mut Keyed) 
         let t = match num(&rt, &["timestamps", "client", "send", "wall"]).map(|ns| ns / 1e6) {
             Some(t) if time_ok(t) => t,
             _ => {
-                out.error(Some(&field("timestamps.client.send.wall")), "is missing or out of range");
+                out.error(
+                    Some(&field("timestamps.client.send.wall")),
+                    "is missing or out of range",
+                );
                 continue;
             }
         };
@@ -44,7 +54,10 @@ pub fn read<J: Json, S: Sink>(doc: &J, out: &mut Out<'_, S>, keyed: &mut Keyed) 
             Some("false") => false,
             Some("true" | "true_down" | "true_up") => true,
             _ => {
-                out.error(Some(&field("lost")), "must be \"false\", \"true\", \"true_down\" or \"true_up\"");
+                out.error(
+                    Some(&field("lost")),
+                    "must be \"false\", \"true\", \"true_down\" or \"true_up\"",
+                );
                 continue;
             }
         };

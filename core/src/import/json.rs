@@ -59,6 +59,9 @@ pub trait Json: Sized {
     fn text(&self, max_chars: usize) -> Option<Result<Cow<'_, str>, TooLong>>;
     /// An array's length (0 for anything else).
     fn len(&self) -> usize;
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
     fn at(&self, index: usize) -> Option<Self>;
 }
 
@@ -68,7 +71,7 @@ pub fn longer_than(s: &str, max: usize) -> bool {
     s.len() > max && (s.len() > 4 * max || s.chars().nth(max).is_some())
 }
 
-impl<'a> Json for &'a serde_json::Value {
+impl Json for &serde_json::Value {
     fn kind(&self) -> Kind {
         use serde_json::Value::*;
         match self {

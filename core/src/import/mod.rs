@@ -558,7 +558,10 @@ impl<P: Parser> Reader<P> {
             }
             State::Ping(p) => p.line(text, &mut out),
             State::Sockperf(s) => s.line(text, &mut out),
-            State::Stopped | State::Detecting | State::OneColumn { .. } | State::MaybeDocument(_) => {}
+            State::Stopped
+            | State::Detecting
+            | State::OneColumn { .. }
+            | State::MaybeDocument(_) => {}
         }
         if out.stopped {
             self.state = State::Stopped;
@@ -614,7 +617,15 @@ impl<P: Parser> Reader<P> {
 
     fn detect<S: Sink>(&mut self, number: u64, text: &str, t: &str, sink: &mut S) {
         let format = self.opts.format.unwrap_or_else(|| detect(t));
-        if self.opts.select.as_ref().is_some_and(|s| s.column.is_some())
+        if self.opts.format.is_none() && t.starts_with('[') && format != Format::Ping {
+            let what = format!("line {number} (a JSON array)");
+            return self.unsupported(sink, &what);
+        }
+        if self
+            .opts
+            .select
+            .as_ref()
+            .is_some_and(|s| s.column.is_some())
             && !matches!(format, Format::Csv | Format::Tsv)
         {
             self.state = State::Stopped;
@@ -625,11 +636,8 @@ impl<P: Parser> Reader<P> {
         }
         if format.is_json() && t.starts_with('{') && !documents::closes(t) {
             // Its format is what the document turns out to be.
-            self.state = State::MaybeDocument(documents::Document::new(
-                number,
-                text,
-                self.opts.format,
-            ));
+            self.state =
+                State::MaybeDocument(documents::Document::new(number, text, self.opts.format));
             return;
         }
         match format {
@@ -888,6 +896,3 @@ pub fn read_text<P: Parser>(text: &str, parser: P) -> Imported {
     out.notes = reader.notes();
     out
 }
-
-#[cfg(test)]
-mod tests;

@@ -14,9 +14,11 @@ use super::{Clock, Keyed, Out, SeriesInfo, Sink};
 use crate::record::Metric;
 
 pub fn read<J: Json, S: Sink>(doc: &J, out: &mut Out<'_, S>, keyed: &mut Keyed) {
-    let Some(report) = doc.get("report") else { return };
+    let Some(report) = doc.get("report") else {
+        return;
+    };
     let to = text(&report, &["mtr", "dst"], 512);
-    let Some(hubs) = report.get("hubs").filter(|h| h.len() > 0) else {
+    let Some(hubs) = report.get("hubs").filter(|h| !h.is_empty()) else {
         return out.error(Some("report.hubs"), "is empty: the report has no hop");
     };
     let last = hubs.len() - 1;

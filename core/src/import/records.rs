@@ -21,7 +21,12 @@ pub fn series_name(metric: Metric, transport: Option<Transport>, to: Option<&str
 }
 
 /// A record's value into its series; one without a value (a timeout, a failure) is counted.
-pub fn record<J: Json, S: Sink>(v: &J, out: &mut Out<'_, S>, keyed: &mut Keyed, without_value: &mut u64) {
+pub fn record<J: Json, S: Sink>(
+    v: &J,
+    out: &mut Out<'_, S>,
+    keyed: &mut Keyed,
+    without_value: &mut u64,
+) {
     let r = match Record::read(v) {
         Ok(r) => r,
         Err(e) => return out.error(e.field.as_deref(), e.message),
@@ -32,14 +37,16 @@ pub fn record<J: Json, S: Sink>(v: &J, out: &mut Out<'_, S>, keyed: &mut Keyed, 
     };
     let transport = r.probe.as_ref().and_then(|p| p.transport);
     let metric = r.metric;
-    let id = keyed.id(out.reg, "record", metric, transport, Some(r.to), |to| SeriesInfo {
-        transport,
-        ..SeriesInfo::measured(
-            series_name(metric, transport, to.as_deref()),
-            metric,
-            to.clone(),
-            Clock::Epoch,
-        )
+    let id = keyed.id(out.reg, "record", metric, transport, Some(r.to), |to| {
+        SeriesInfo {
+            transport,
+            ..SeriesInfo::measured(
+                series_name(metric, transport, to.as_deref()),
+                metric,
+                to.clone(),
+                Clock::Epoch,
+            )
+        }
     });
     out.point(id, Some(r.timestamp_ms), value, "value");
 }

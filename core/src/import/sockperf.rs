@@ -38,7 +38,10 @@ impl Sockperf {
                     _ => {
                         return out.error(
                             None,
-                            format!("unknown sample column '{}' (rtt(usec) or latency(usec))", quote(&name)),
+                            format!(
+                                "unknown sample column '{}' (rtt(usec) or latency(usec))",
+                                quote(&name)
+                            ),
                         )
                     }
                 };
@@ -55,10 +58,16 @@ impl Sockperf {
         }
         let fields: Vec<&str> = t.split(',').map(str::trim).collect();
         let [_, tx, _, sample] = fields[..] else {
-            return out.error(None, format!("{} field(s) where a sample has 4", fields.len()));
+            return out.error(
+                None,
+                format!("{} field(s) where a sample has 4", fields.len()),
+            );
         };
         let Some(tx) = number(tx).filter(|s| s.is_finite() && s.abs() < 1e12) else {
-            return out.error(Some("txTime(sec)"), format!("'{}' is not a time in seconds", quote(tx)));
+            return out.error(
+                Some("txTime(sec)"),
+                format!("'{}' is not a time in seconds", quote(tx)),
+            );
         };
         let Some(v) = number(sample) else {
             return out.error(Some(name), format!("'{}' is not a number", quote(sample)));

@@ -76,9 +76,10 @@ in_s irtt server -b $server:2112 >/dev/null 2>&1 & pids+=($!)
 sleep 0.5
 in_c irtt client -q -i 50ms -d 2s -o irtt.json $server:2112 >/dev/null
 
-# sockperf: ping-pong over UDP, with the full round trip and with its default half.
-in_s sockperf server -i $server -p 11111 >/dev/null 2>&1 & pids+=($!)
+# sockperf: ping-pong over TCP (a lost UDP message stalls its ping-pong), with the full
+# round trip and with its default half.
+in_s sockperf server --tcp -i $server -p 11111 >/dev/null 2>&1 & pids+=($!)
 sleep 0.5
-in_c sockperf ping-pong -i $server -p 11111 -t 1 --mps 10 --full-rtt --full-log sockperf-rtt.csv >/dev/null 2>&1 || true
-in_c sockperf ping-pong -i $server -p 11111 -t 1 --mps 10 --full-log sockperf-latency.csv >/dev/null 2>&1 || true
+in_c sockperf ping-pong --tcp -i $server -p 11111 -t 1 --mps 20 --full-rtt --full-log sockperf-rtt.csv >/dev/null 2>&1
+in_c sockperf ping-pong --tcp -i $server -p 11111 -t 1 --mps 20 --full-log sockperf-latency.csv >/dev/null 2>&1
 ls -l

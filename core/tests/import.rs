@@ -1,0 +1,648 @@
+//! The reader of measurement files (core/src/import) on the files the tools write
+//! (tests/import/, made by tests/import/make-fixtures.sh running iperf3, ping, mtr, irtt and
+//! sockperf), on the page's sample files and on hand-made ones. What it reads is checked
+//! against figures taken from the same files by other means: the tools' own summaries, and
+//! serde_json walking the documents.
+
+use nowcast_core::import::json::SerdeJson;
+use nowcast_core::import::{
+    export_csv, read_text, Clock, Column, Format, Imported, Options, Problem, Reader, Select,
+    SeriesInfo, Sink, EXPORT_HEADER, MAX_LINE,
+};
+use nowcast_core::record::{Metric, Record, Transport, Unit};
+use std::path::PathBuf;
+
+fn dir(sub: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(sub)
+}
+
+fn fixture(name: &str) -> String {
+    std::fs::read_to_string(dir("tests/import").join(name)).unwrap()
+}
+
+fn sample(name: &str) -> String {
+    std::fs::read_to_string(dir("../public/samples").join(name)).unwrap()
+}
+
+fn read(text: &str) -> Imported {
+    read_text(text, SerdeJson)
+}
+
+fn json(text: &str) -> serde_json::Value {
+    serde_json::from_str(text).unwrap()
+}
+
+/// The series named `name`.
+fn series<'a>(r: &'a Imported, name: &str) -> &'a (SeriesInfo, Vec<f64>, Vec<f64>) {
+    r.series
+        .iter()
+        .find(|s| s.0.name == name)
+        .unwrap_or_else(|| panic!("no series {name} in {:?}", names(r)))
+}
+
+fn names(r: &Imported) -> Vec<&str> {
+    r.series.iter().map(|s| s.0.name.as_str()).collect()
+}
+
+fn mean(xs: &[f64]) -> f64 {
+    xs.iter().sum::<f64>() / xs.len() as f64
+}
+
+fn min(xs: &[f64]) -> f64 {
+    xs.iter().copied().fold(f64::INFINITY, f64::min)
+}
+
+fn max(xs: &[f64]) -> f64 {
+    xs.iter().copied().fold(f64::NEG_INFINITY, f64::max)
+}
+
+fn clean(r: &Imported) {
+    assert!(r.errors.is_empty(), "{:?}", r.errors);
+    assert_eq!(r.unsupported, None);
+}
+
+#[test]
+fn iperf3_tcp_one_point_per_interval_in_mbit_s() {
+    let text = fixture("iperf3-tcp.json");
+    let r = read(&text);
+    clean(&r);
+    assert_eq!(r.format, Some(Format::Iperf3));
+    let doc = json(&text);
+    let t0 = doc["start"]["timestamp"]["timesecs"].as_f64().unwrap();
+    let intervals = doc["intervals"].as_array().unwrap();
+    let (info, t, v) = series(&r, "iperf3 bandwidth_up to 10.231.82.2:5201");
+    assert_eq!(
+        (info.metric, info.unit, info.transport, info.clock),
+        (
+            Some(Metric::BandwidthUp),
+            Some(Unit::MbitPerS),
+            Some(Transport::Tcp),
+            Clock::Epoch
+        )
+    );
+    assert_eq!(v.len(), intervals.len());
+    for (i, iv) in intervals.iter().enumerate() {
+        assert_eq!(t[i], (t0 + iv["sum"]["end"].as_f64().unwrap()) * 1000.0);
+        assert_eq!(v[i], iv["sum"]["bits_per_second"].as_f64().unwrap() / 1e6);
+    }
+    // iperf3's own summary: the mean of equal intervals is the whole test's rate.
+    let sent = doc["end"]["sum_sent"]["bits_per_second"].as_f64().unwrap() / 1e6;
+    assert!(
+        (mean(v) - sent).abs() / sent < 0.02,
+        "{} vs {sent}",
+        mean(v)
+    );
+}
+
+#[test]
+fn iperf3_bidir_reads_each_direction_as_the_client_saw_it() {
+    let text = fixture("iperf3-tcp-bidir.json");
+    let r = read(&text);
+    clean(&r);
+    let doc = json(&text);
+    let up = series(&r, "iperf3 bandwidth_up to 10.231.82.2:5201");
+    let down = series(&r, "iperf3 bandwidth_down to 10.231.82.2:5201");
+    let rate = |key: &str| -> Vec<f64> {
+        doc["intervals"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|iv| iv[key]["bits_per_second"].as_f64().unwrap() / 1e6)
+            .collect()
+    };
+    assert_eq!(up.2, rate("sum"));
+    assert_eq!(down.2, rate("sum_bidir_reverse"));
+}
+
+#[test]
+fn iperf3_udp_jitter_and_loss_where_packets_were_received() {
+    // -R: the client received, and its own intervals carry jitter and loss.
+    let text = fixture("iperf3-udp-reverse.json");
+    let r = read(&text);
+    clean(&r);
+    let doc = json(&text);
+    let ivs = doc["intervals"].as_array().unwrap();
+    let field = |k: &str, per: f64| -> Vec<f64> {
+        ivs.iter()
+            .map(|iv| iv["sum"][k].as_f64().unwrap() / per)
+            .collect()
+    };
+    let to = "to 10.231.82.2:5201";
+    assert_eq!(
+        series(&r, &format!("iperf3 bandwidth_down {to}")).2,
+        field("bits_per_second", 1e6)
+    );
+    assert_eq!(
+        series(&r, &format!("iperf3 jitter {to}")).2,
+        field("jitter_ms", 1.0)
+    );
+    let loss = &series(&r, &format!("iperf3 loss {to}")).2;
+    assert_eq!(*loss, field("lost_percent", 100.0));
+    assert!(
+        loss.iter().any(|&l| l > 0.0),
+        "the fixture's path drops packets"
+    );
+    assert_eq!(
+        series(&r, &format!("iperf3 loss {to}")).0.unit,
+        Some(Unit::Fraction)
+    );
+
+    // Forward: the server's intervals (--get-server-output, server -J) carry them.
+    let text = fixture("iperf3-udp.json");
+    let r = read(&text);
+    clean(&r);
+    let doc = json(&text);
+    let server = doc["server_output_json"]["intervals"].as_array().unwrap();
+    let jitter = &series(&r, &format!("iperf3 jitter {to}")).2;
+    assert_eq!(jitter.len(), server.len());
+    assert_eq!(jitter[0], server[0]["sum"]["jitter_ms"].as_f64().unwrap());
+    assert_eq!(series(&r, &format!("iperf3 bandwidth_up {to}")).2.len(), 4);
+
+    // Without the server's intervals, the summary gives one point each.
+    let mut doc = json(&fixture("iperf3-udp.json"));
+    doc.as_object_mut().unwrap().remove("server_output_json");
+    let r = read(&doc.to_string());
+    clean(&r);
+    let jitter = &series(&r, &format!("iperf3 jitter {to}")).2;
+    assert_eq!(
+        *jitter,
+        [doc["end"]["sum_received"]["jitter_ms"].as_f64().unwrap()]
+    );
+}
+
+#[test]
+fn iperf3_errors_are_said_once() {
+    let r = read(&fixture("iperf3-refused.json"));
+    assert!(r.series.is_empty());
+    assert_eq!(r.error_count, 1);
+    assert_eq!(r.errors[0].field.as_deref(), Some("error"));
+    assert!(
+        r.errors[0].message.contains("Connection refused"),
+        "{:?}",
+        r.errors
+    );
+    // Cut short: one error, not one per line.
+    let text = fixture("iperf3-tcp.json");
+    let r = read(&text[..text.len() / 2]);
+    assert_eq!((r.error_count, r.series.len()), (1, 0));
+    assert!(
+        r.errors[0].message.starts_with("not valid JSON"),
+        "{:?}",
+        r.errors
+    );
+    // A value beyond the unit's range is refused, the others kept.
+    let mut doc = json(&text);
+    doc["intervals"][1]["sum"]["bits_per_second"] = serde_json::json!(1e200);
+    let r = read(&doc.to_string());
+    assert_eq!(r.error_count, 1);
+    assert_eq!(
+        r.errors[0].field.as_deref(),
+        Some("intervals[1].sum.bits_per_second")
+    );
+    assert_eq!(r.series[0].2.len(), 3);
+}
+
+#[test]
+fn the_page_sample_of_iperf3_still_reads() {
+    let r = read(&sample("iperf3-reverse.json"));
+    clean(&r);
+    assert_eq!(names(&r), ["iperf3 bandwidth_down to 10.231.0.2:5201"]);
+    assert_eq!(r.series[0].2.len(), 30);
+}
+
+/// ping's own summary line: `rtt min/avg/max/mdev = a/b/c/d ms`.
+fn ping_summary(text: &str) -> [f64; 3] {
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("rtt min/avg/max"))
+        .unwrap();
+    let nums: Vec<f64> = line
+        .split(" = ")
+        .nth(1)
+        .unwrap()
+        .trim_end_matches(" ms")
+        .split('/')
+        .map(|x| x.parse().unwrap())
+        .collect();
+    [nums[0], nums[1], nums[2]]
+}
+
+#[test]
+fn ping_replies_with_and_without_timestamps() {
+    for (file, clock) in [
+        ("ping.txt", Clock::Count),
+        ("ping-timestamps.txt", Clock::Epoch),
+    ] {
+        let text = fixture(file);
+        let r = read(&text);
+        clean(&r);
+        assert_eq!(r.format, Some(Format::Ping), "{file}");
+        let (info, t, v) = series(&r, "ping rtt to 10.231.82.2");
+        assert_eq!((info.metric, info.clock), (Some(Metric::Rtt), clock));
+        let received: usize = text
+            .lines()
+            .find(|l| l.contains("packets transmitted"))
+            .and_then(|l| l.split(", ").nth(1)?.split(' ').next()?.parse().ok())
+            .unwrap();
+        assert_eq!(v.len(), received, "{file}");
+        // ping prints a reply's time to three significant digits, its summary to 1 µs.
+        let [lo, avg, hi] = ping_summary(&text);
+        let near = |a: f64, b: f64| (a - b).abs() <= 0.0015 + 0.005 * b;
+        assert!(
+            near(min(v), lo) && near(max(v), hi),
+            "{file}: {v:?} vs {lo}..{hi}"
+        );
+        assert!(near(mean(v), avg), "{file}: {} vs {avg}", mean(v));
+        if clock == Clock::Epoch {
+            assert!(t.windows(2).all(|w| w[1] > w[0]) && t[0] > 1.7e12, "{t:?}");
+        } else {
+            assert_eq!(t[..3], [0.0, 1000.0, 2000.0]);
+        }
+    }
+}
+
+#[test]
+fn mtr_reads_the_last_hop_one_point_per_report() {
+    let text = fixture("mtr.json");
+    let r = read(&text);
+    clean(&r);
+    assert_eq!(r.format, Some(Format::Mtr));
+    let doc = json(&text);
+    let last = doc["report"]["hubs"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()
+        .clone();
+    assert_eq!(
+        series(&r, "mtr rtt to 10.231.82.2").2,
+        [last["Avg"].as_f64().unwrap()]
+    );
+    assert_eq!(
+        series(&r, "mtr loss to 10.231.82.2").2,
+        [last["Loss%"].as_f64().unwrap() / 100.0]
+    );
+    // One report a line: one point each.
+    let text = fixture("mtr-lines.ndjson");
+    let r = read(&text);
+    clean(&r);
+    assert_eq!(r.format, Some(Format::Mtr));
+    let avgs: Vec<f64> = text
+        .lines()
+        .map(|l| json(l)["report"]["hubs"][1]["Avg"].as_f64().unwrap())
+        .collect();
+    let (info, t, v) = series(&r, "mtr rtt to 10.231.82.2");
+    assert_eq!(
+        (v, t, info.clock),
+        (&avgs, &vec![0.0, 1000.0], Clock::Count)
+    );
+    assert!(
+        r.notes.iter().any(|n| n.contains("gives no times")),
+        "{:?}",
+        r.notes
+    );
+}
+
+#[test]
+fn irtt_rtt_jitter_and_loss_per_round_trip() {
+    let text = fixture("irtt.json");
+    let r = read(&text);
+    clean(&r);
+    assert_eq!(r.format, Some(Format::Irtt));
+    let doc = json(&text);
+    let stats = &doc["stats"];
+    let to = "to 10.231.82.2:2112";
+    let rtt = &series(&r, &format!("irtt rtt {to}")).2;
+    let loss = &series(&r, &format!("irtt loss {to}")).2;
+    let jitter = &series(&r, &format!("irtt jitter {to}")).2;
+    let sent = stats["packets_sent"].as_f64().unwrap();
+    let received = stats["packets_received"].as_f64().unwrap();
+    assert_eq!(loss.len() as f64, sent);
+    assert_eq!(rtt.len() as f64, received);
+    assert!(received < sent, "the fixture's path drops packets");
+    let rate = loss.iter().sum::<f64>() / loss.len() as f64;
+    let percent = stats["packet_loss_percent"].as_f64().unwrap();
+    assert!(
+        (rate * 100.0 - percent).abs() < 1e-9,
+        "{rate} vs {percent} %"
+    );
+    // irtt's own RTT statistics, in ns.
+    assert_eq!(min(rtt), stats["rtt"]["min"].as_f64().unwrap() / 1e6);
+    assert_eq!(max(rtt), stats["rtt"]["max"].as_f64().unwrap() / 1e6);
+    assert!((mean(rtt) - stats["rtt"]["mean"].as_f64().unwrap() / 1e6).abs() < 1e-6);
+    assert!(!jitter.is_empty() && jitter.iter().all(|&j| j >= 0.0));
+}
+
+#[test]
+fn sockperf_full_logs_in_ms_of_round_trip() {
+    // sockperf's own figures, before the samples: <MIN> and <MAX> observation, in µs.
+    let observed = |text: &str, what: &str| -> f64 {
+        let line = text.lines().find(|l| l.contains(what)).unwrap();
+        line.rsplit('=').next().unwrap().trim().parse().unwrap()
+    };
+    for (file, half) in [("sockperf-rtt.csv", false), ("sockperf-latency.csv", true)] {
+        let text = fixture(file);
+        let r = read(&text);
+        clean(&r);
+        assert_eq!(r.format, Some(Format::Sockperf), "{file}");
+        let (info, t, v) = series(&r, "sockperf rtt");
+        assert_eq!(info.clock, Clock::Relative);
+        let factor = if half { 2e-3 } else { 1e-3 };
+        // sockperf rounds its summary and its log apart: within a thousandth of a µs.
+        for (got, what) in [(min(v), "<MIN> observation"), (max(v), "<MAX> observation")] {
+            let want = observed(&text, what) * factor;
+            assert!(
+                (got - want).abs() <= 1.01e-3 * factor,
+                "{file}: {got} vs {want}"
+            );
+        }
+        assert!(t.windows(2).all(|w| w[1] > w[0]));
+        let samples = text
+            .lines()
+            .filter(|l| l.starts_with(|c: char| c.is_ascii_digit()))
+            .count();
+        assert_eq!(v.len(), samples);
+    }
+}
+
+#[test]
+fn records_one_series_per_metric_transport_and_target() {
+    let r = read(&sample("rtt-browser.ndjson"));
+    clean(&r);
+    assert_eq!(names(&r), ["rtt/websocket to nowcast.example:443"]);
+    assert_eq!(r.series[0].2.len(), 298);
+    assert!(
+        r.notes
+            .iter()
+            .any(|n| n.starts_with("2 records without a value")),
+        "{:?}",
+        r.notes
+    );
+
+    let r = read(&sample("broken.ndjson"));
+    assert_eq!(r.series[0].2.len(), 5);
+    let faults: Vec<(u64, Option<&str>)> = r
+        .errors
+        .iter()
+        .map(|e| (e.line, e.field.as_deref()))
+        .collect();
+    assert_eq!(
+        faults,
+        [
+            (3, None),
+            (5, Some("schema_version")),
+            (6, Some("metric")),
+            (8, Some("value"))
+        ]
+    );
+
+    let examples = std::fs::read_to_string(dir("../public/schema/examples/valid.ndjson")).unwrap();
+    let r = read(&examples);
+    clean(&r);
+    // Ten records: two of them without a value, two pairs of the same series.
+    assert_eq!(r.series.len(), 6, "{:?}", names(&r));
+}
+
+#[test]
+fn a_first_record_cut_short_loses_only_itself() {
+    let good = r#"{"schema_version":"1.0","timestamp_ms":1,"source":"s","metric":"rtt","value":2,"unit":"ms","to":"x"}"#;
+    let text = format!("{}\n{good}\n{good}\n", &good[..40]);
+    let r = read(&text);
+    assert_eq!(r.format, Some(Format::Ndjson));
+    assert_eq!((r.error_count, r.errors[0].line), (1, 1));
+    assert_eq!(r.series[0].2.len(), 2);
+    // One record, pretty-printed: a document.
+    let pretty = serde_json::to_string_pretty(&json(good)).unwrap();
+    let r = read(&pretty);
+    clean(&r);
+    assert_eq!(r.series[0].2, [2.0]);
+}
+
+#[test]
+fn csv_columns_and_times() {
+    let r = read("time,rtt,loss,host\n2023-11-14T22:13:20Z,10,0,a\n1700000001000,12,,b\n# note\nyesterday,1,1,c\n1700000003000,n/a,0.5,d\n");
+    assert_eq!(r.format, Some(Format::Csv));
+    assert_eq!(names(&r), ["rtt", "loss"]);
+    let rtt = series(&r, "rtt");
+    assert_eq!(
+        (rtt.1.clone(), rtt.2.clone()),
+        (vec![1.7e12, 1.700000001e12], vec![10.0, 12.0])
+    );
+    assert_eq!(series(&r, "loss").2, [0.0, 0.5]);
+    let faults: Vec<(u64, Option<&str>)> = r
+        .errors
+        .iter()
+        .map(|e| (e.line, e.field.as_deref()))
+        .collect();
+    assert_eq!(faults, [(5, Some("time")), (6, Some("rtt"))]);
+    assert_eq!(r.notes, ["column(s) of text not read: host"]);
+
+    // Without a header: time, then columns by index.
+    let r = read("1000,5,6\n2000,7,8\n");
+    assert_eq!(names(&r), ["column 1", "column 2"]);
+    assert_eq!(series(&r, "column 2").1, [1000.0, 2000.0]);
+    // Tabs, and one number a line (with a one-word header).
+    let r = read("0.0\t5\n0.5\t6\n");
+    assert_eq!(
+        (r.format, r.series[0].2.clone()),
+        (Some(Format::Tsv), vec![5.0, 6.0])
+    );
+    let r = read("rtt_ms\n1\n2\n");
+    assert_eq!((r.format, names(&r)), (Some(Format::Csv), vec!["rtt_ms"]));
+    let r = read("1\n2.5\n\n-3e2\n");
+    assert_eq!(
+        (r.format, r.series[0].2.clone()),
+        (Some(Format::Plain), vec![1.0, 2.5, -300.0])
+    );
+}
+
+#[test]
+fn the_export_reads_back_into_its_series() {
+    let mut rtt = Record::new(1000.0, "browser", Metric::Rtt, 20.5, "h:443");
+    rtt.probe = Some(nowcast_core::record::Probe {
+        transport: Some(Transport::Websocket),
+        ..Default::default()
+    });
+    let mut timeout = rtt.clone();
+    (timeout.status, timeout.value, timeout.timeout_ms) =
+        (nowcast_core::record::Status::Timeout, None, Some(3000.0));
+    let down = Record::new(2000.0, "browser", Metric::BandwidthDown, 93.25, "h:443");
+    let text = export_csv([
+        ("RTT, WebSocket", &[rtt.clone(), timeout][..]),
+        ("Download", std::slice::from_ref(&down)),
+    ]);
+    assert!(text.starts_with(EXPORT_HEADER));
+    let r = read(&text);
+    clean(&r);
+    assert_eq!(
+        names(&r),
+        ["rtt/websocket to h:443", "bandwidth_down to h:443"]
+    );
+    assert_eq!(r.series[0].2, [20.5]);
+    assert_eq!(r.series[1].0.unit, Some(Unit::MbitPerS));
+    // The same records as NDJSON make the same series.
+    let nd = read(&format!("{}\n{}\n", rtt.to_line(), down.to_line()));
+    assert_eq!(names(&nd), names(&r));
+    // A loss above 1 in an export is refused like in a record.
+    let r = read(&format!("{EXPORT_HEADER}\n1,1.5,loss,fraction,udp,h,x\n"));
+    assert_eq!(r.errors[0].field.as_deref(), Some("value"));
+}
+
+#[test]
+fn values_out_of_range_are_refused_at_the_line() {
+    let r = read("time,value\n1,1e200\n2,5\n3,-1e101\n4,inf\n");
+    assert_eq!(series(&r, "value").2, [5.0]);
+    let lines: Vec<u64> = r.errors.iter().map(|e| e.line).collect();
+    assert_eq!(lines, [2, 4, 5]);
+    assert!(r.errors.iter().all(|e| e.field.as_deref() == Some("value")));
+}
+
+#[test]
+fn crlf_and_lf_count_lines_alike() {
+    let lf = "time,value\n1,2\n\n2,x\n3,4\n";
+    let crlf = lf.replace('\n', "\r\n");
+    let (a, b) = (read(lf), read(&crlf));
+    assert_eq!(a.series, b.series);
+    assert_eq!(a.errors[0].line, 4);
+    assert_eq!(b.errors[0].line, 4);
+    let ping = fixture("ping.txt").replace('\n', "\r\n");
+    clean(&read(&ping));
+}
+
+#[test]
+fn an_unsupported_file_gets_one_message() {
+    for text in [
+        "\u{fffd}PNG\r\n\u{1a}\n\0\0\0IHDR\n".to_string(),
+        "Dear reader,\nthis is a letter.\nIt has many lines.\n".to_string(),
+        "hello world\nmore words\n".to_string(),
+        "[1, 2, 3]\n".to_string(),
+        "{\"a\": 1}\n{\"b\": 2}\n".to_string(),
+        "{\n  \"a\": 1\n}\n".to_string(),
+        "just some words here\n".repeat(1000),
+    ] {
+        let r = read(&text);
+        let m = r
+            .unsupported
+            .as_deref()
+            .unwrap_or_else(|| panic!("{text:?}: {r:?}"));
+        assert!(
+            m.contains("Nowcast reads NDJSON measurement records"),
+            "{m}"
+        );
+        assert!(m.len() < 600, "{m}");
+        assert_eq!(r.error_count, 0, "{text:?}: {:?}", r.errors);
+    }
+}
+
+#[test]
+fn long_lines_are_refused_unread_in_linear_time() {
+    let long = "1".repeat(MAX_LINE + 1);
+    let start = std::time::Instant::now();
+    let r = read(&format!("1\n{long}\n3\n"));
+    assert_eq!(series(&r, "value").2, [1.0, 3.0]);
+    assert_eq!(
+        (r.errors[0].line, r.errors[0].text.chars().count()),
+        (2, 80)
+    );
+    // 50 M characters in one field of a record line, and 200 lines of 1 MiB of commas.
+    let field = format!(
+        r#"{{"schema_version":"1.0","timestamp_ms":1,"source":"s","metric":"rtt","value":2,"unit":"ms","to":"{}"}}"#,
+        "x".repeat(50_000_000)
+    );
+    let r = read(&field);
+    assert_eq!(r.error_count, 1);
+    let commas = format!(
+        "a,b\n1,2\n{}",
+        format!("{}\n", ",".repeat(MAX_LINE - 1)).repeat(200)
+    );
+    let r = read(&commas);
+    assert_eq!((r.error_count, series(&r, "b").2.clone()), (0, vec![2.0]));
+    assert!(start.elapsed().as_secs_f64() < 5.0, "{:?}", start.elapsed());
+}
+
+/// One series chosen, as `nowcast forecast` reads: the values, and what was chosen.
+fn one(text: &str, select: Select) -> (Vec<f64>, Reader<SerdeJson>, Vec<Problem>) {
+    #[derive(Default)]
+    struct Values(Vec<f64>, Vec<Problem>);
+    impl Sink for Values {
+        fn point(&mut self, _: usize, _: f64, v: f64) {
+            self.0.push(v);
+        }
+        fn problem(&mut self, p: Problem) {
+            self.1.push(p);
+        }
+    }
+    let opts = Options {
+        select: Some(select),
+        ..Options::default()
+    };
+    let mut reader = Reader::new(SerdeJson, opts);
+    let mut out = Values::default();
+    for (i, line) in text.split('\n').enumerate() {
+        reader.line(i as u64 + 1, line.as_bytes(), &mut out);
+    }
+    reader.finish(&mut out);
+    (out.0, reader, out.1)
+}
+
+#[test]
+fn one_series_chosen_by_metric_target_transport_or_column() {
+    let rec = |metric: &str, unit: &str, to: &str, v: f64| {
+        format!(
+            r#"{{"schema_version":"1.0","timestamp_ms":1,"source":"s","metric":"{metric}","value":{v},"unit":"{unit}","to":"{to}"}}"#
+        )
+    };
+    let text = [
+        rec("rtt", "ms", "a", 1.0),
+        rec("bandwidth_down", "Mbit/s", "a", 90.0),
+        rec("rtt", "ms", "b", 2.0),
+        rec("rtt", "ms", "a", 3.0),
+    ]
+    .join("\n");
+    let (v, r, _) = one(&text, Select::default());
+    assert_eq!(v, [1.0, 3.0]);
+    assert_eq!(r.series()[r.chosen().unwrap()].name, "rtt to a");
+    assert_eq!(r.counts(), [2, 1, 1]);
+    let (v, _, _) = one(
+        &text,
+        Select {
+            target: Some("b".into()),
+            ..Select::default()
+        },
+    );
+    assert_eq!(v, [2.0]);
+    let (v, _, _) = one(
+        &text,
+        Select {
+            metric: Some(Metric::BandwidthDown),
+            ..Select::default()
+        },
+    );
+    assert_eq!(v, [90.0]);
+
+    let csv = "time,a,value,b\n1,1,2,3\n2,4,5,6\n";
+    assert_eq!(one(csv, Select::default()).0, [2.0, 5.0]);
+    let col = |c: Column| Select {
+        column: Some(c),
+        ..Select::default()
+    };
+    assert_eq!(one(csv, col(Column::Name("b".into()))).0, [3.0, 6.0]);
+    assert_eq!(one(csv, col(Column::Index(1))).0, [1.0, 4.0]);
+    // The time column, asked for, is a series of its own.
+    assert_eq!(one(csv, col(Column::Index(0))).0, [1.0, 2.0]);
+    let (_, _, problems) = one(csv, col(Column::Name("zz".into())));
+    assert!(matches!(&problems[..], [Problem::Usage(m)] if m.contains("no column named 'zz'")));
+    let (_, _, problems) = one("1\n2\n", col(Column::Index(0)));
+    assert!(matches!(&problems[..], [Problem::Usage(m)] if m.contains("--column applies to CSV")));
+    // The page's export, one metric of it.
+    let export = format!("{EXPORT_HEADER}\n1,20,rtt,ms,websocket,h,R\n1,90,bandwidth_down,Mbit/s,websocket,h,D\n2,21,rtt,ms,websocket,h,R\n");
+    assert_eq!(one(&export, Select::default()).0, [20.0, 21.0]);
+    let (v, _, _) = one(
+        &export,
+        Select {
+            metric: Some(Metric::BandwidthDown),
+            ..Select::default()
+        },
+    );
+    assert_eq!(v, [90.0]);
+}
