@@ -30,8 +30,10 @@ function ranking(page: Page) {
       const cells = Array.from(r.querySelectorAll("td")).map((c) => c.textContent ?? "");
       return {
         url: (r as HTMLElement).dataset.url,
+        standing: (r as HTMLElement).dataset.standing,
         time: cells[0],
         range: cells[1],
+        rtt: cells[2],
         bandwidth: cells[3],
       };
     }),
@@ -195,6 +197,7 @@ describe.skipIf(why !== undefined)("mirrors: two echo-nodes on loopback", () => 
 
     // Cleared: its graphs go, it stays opted in, and its probes start new series.
     await page.click("#clear-history");
+    await page.click("#clear-confirm");
     await page.waitForFunction(
       (k) => document.querySelector(`figure[data-series="${CSS.escape(k)}"]`) === null,
       keys[0]!,
@@ -237,6 +240,60 @@ describe.skipIf(why !== undefined)("mirrors: two echo-nodes on loopback", () => 
     );
     await done();
   });
+});
+
+describe.skipIf(why !== undefined)("mirrors: two on the same host as the site", () => {
+  const mirrors: EchoNode[] = [];
+  let rig: Rig;
+  let urls: string[];
+  beforeAll(async () => {
+    for (const name of ["e2e-left", "e2e-right"]) {
+      mirrors.push(
+        await startEchoNode({
+          ...defaultConfig(),
+          port: 0,
+          host: "127.0.0.1",
+          name,
+          allowOrigins: ["*"],
+        }),
+      );
+    }
+    urls = mirrors.map((m) => new URL(m.url).href);
+    rig = await startRig({
+      mirrors: urls.map((url, i) => ({ name: ["Left", "Right"][i]!, url, location: "loopback" })),
+    });
+  });
+  afterAll(async () => {
+    await rig?.close();
+    for (const m of mirrors) await m.close();
+  });
+
+  it("ranks them, and the site, about the same: every site measured the same way", async () => {
+    const page = await rig.newPage();
+    const errors: string[] = [];
+    page.on("pageerror", (e) => errors.push(e.message));
+    await page.goto(`${rig.node.url}/?period=1`);
+    for (const url of urls) {
+      await setTicked(
+        page.locator(`#mirror-list li[data-url="${url}"] input[type=checkbox]`),
+        true,
+      );
+    }
+    for (const url of urls) await waitForMirrorProbes(page, url, 8, 30_000);
+    await waitForRanked(page, 3, 10_000);
+    const rows = await ranking(page);
+    console.log(`e2e: ranking of the site and two mirrors on one host ${JSON.stringify(rows)}`);
+    const standing = new Map(rows.map((r) => [r.url, r.standing]));
+    // Neither mirror is told apart from the fastest site, nor is the site (whose own probes
+    // used to run beside its ranking echo and make it look slower).
+    for (const url of [...urls, `${rig.node.url}/`]) {
+      expect(["best", "about_the_same"], url).toContain(standing.get(url));
+    }
+    expect(rows.filter((r) => r.standing === "about_the_same").length).toBeGreaterThanOrEqual(1);
+    expect(await page.textContent("#ranking-summary")).toMatch(/^Fastest for a 100 MB file: /);
+    await page.context().close();
+    expect(errors).toEqual([]);
+  }, 60_000);
 });
 
 const whyNot = why ?? netnsMissing();

@@ -4,13 +4,12 @@
  * probe traffic that echo-node counts.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { mkdirSync, mkdtempSync, rmSync, truncateSync, writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync, truncateSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import type { Page } from "playwright-core";
 import {
-  ARTIFACTS,
   exportedRecords,
   missing,
   probeCounts,
@@ -174,26 +173,6 @@ describe.skipIf(why !== undefined)("the page against a real echo-node", () => {
     await done();
   });
 
-  it("saves screenshots of the desktop and phone layouts", async () => {
-    mkdirSync(ARTIFACTS, { recursive: true });
-    for (const [name, viewport, scheme] of [
-      ["desktop", { width: 1280, height: 900 }, "light"],
-      ["phone", { width: 390, height: 844 }, "dark"],
-    ] as const) {
-      const { page, done } = await open("?period=1&transport=both");
-      await page.setViewportSize(viewport);
-      await page.emulateMedia({ colorScheme: scheme });
-      await waitForMeasurements(page, "bandwidth_down/http", 2, 10_000);
-      await page.screenshot({ path: join(ARTIFACTS, `${name}.png`), fullPage: true });
-      // Nothing may stick out sideways on a phone but the scrollable table.
-      const overflow = await page.evaluate(
-        () => document.documentElement.scrollWidth - document.documentElement.clientWidth,
-      );
-      expect(overflow).toBeLessThanOrEqual(0);
-      await done();
-    }
-  });
-
   it("restores the history after a reload, and clears it on request", async () => {
     const { page, done } = await open("?period=1");
     await waitForMeasurements(page, "rtt/websocket", 4, 10_000);
@@ -209,6 +188,7 @@ describe.skipIf(why !== undefined)("the page against a real echo-node", () => {
     expect(probes).toBeGreaterThanOrEqual(before.measurements);
     await page.click("#suspend");
     await page.click("#clear-history");
+    await page.click("#clear-confirm");
     await page.waitForSelector('figure[data-series="rtt/websocket"]', {
       state: "detached",
       timeout: 5000,
@@ -302,6 +282,7 @@ describe.skipIf(why !== undefined)("the page against a real echo-node", () => {
 
     // Clear history clears the imported series too.
     await page.click("#clear-history");
+    await page.click("#clear-confirm");
     await page.waitForSelector('figure[data-series^="import/"]', { state: "detached" });
     expect(await importedList(page)).toEqual([]);
     await page.reload();

@@ -122,6 +122,14 @@ export class ConsoleView {
   status(ev: StatusEvent): void {
     this.last = ev;
     this.state.textContent = ev.message === "" ? stateText(ev) : `${stateText(ev)}: ${ev.message}`;
+    this.state.dataset.state =
+      ev.outage !== undefined
+        ? "problem"
+        : ev.state === "suspended"
+          ? "paused"
+          : ev.state === "running" || ev.state === "starting"
+            ? "measuring"
+            : "waiting";
     this.bytes.textContent = `${formatBytes(ev.bytesThisHour)} of ${formatBytes(ev.budgetBytes)} this hour`;
     this.bytes.title = `${formatBytes(ev.bytesSinceStart)} since the page opened`;
     this.showBanner(ev);

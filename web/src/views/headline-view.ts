@@ -72,6 +72,7 @@ class Card {
   private readonly next = document.createElement("p");
   private readonly line: SVGPathElement;
   private readonly range: SVGRectElement;
+  private readonly forecast: SVGLineElement;
   private readonly meta = document.createElement("p");
 
   constructor(d: Direction) {
@@ -96,9 +97,11 @@ class Card {
     spark.setAttribute("aria-hidden", "true");
     this.range = document.createElementNS(svg, "rect");
     this.range.setAttribute("class", "range");
+    this.forecast = document.createElementNS(svg, "line");
+    this.forecast.setAttribute("class", "forecast");
     this.line = document.createElementNS(svg, "path");
     this.line.setAttribute("class", "line");
-    spark.append(this.range, this.line);
+    spark.append(this.range, this.forecast, this.line);
     this.meta.className = "meta";
     this.root.append(name, this.verdict, now, this.next, spark, this.meta);
     this.show(undefined, "", 0, undefined, "running");
@@ -125,7 +128,7 @@ class Card {
       this.setVerdict("learning");
       this.meta.textContent = "";
       this.line.setAttribute("d", "");
-      this.range.setAttribute("height", "0");
+      this.hideNext();
       this.root.classList.remove("stale");
       return;
     }
@@ -161,30 +164,29 @@ class Card {
               : "";
     const stale = why !== "" || lastOk === undefined;
     this.root.classList.toggle("stale", stale);
-    const via = `via ${transportOf(key)}`;
     const others =
       other === undefined
         ? ""
-        : ` · ${transportOf(other.key)}: ${formatValue(other.median, unit)} (median)`;
+        : ` · ${transportOf(other.key)} reads ${formatValue(other.median, unit)}`;
     this.meta.textContent =
       lastOk === undefined
         ? why
         : stale
           ? `as of ${clock(lastOk.t)} · ${why || "no newer measurement"}`
-          : `${via} · ${clock(lastOk.t)}${others}`;
+          : `via ${transportOf(key)} at ${clock(lastOk.t)}${others}`;
 
     const values = s.points.slice(-SPARK_POINTS).map((p) => p.value);
     const measured = values.filter((v): v is number => v !== null);
     const y = yRange(next === undefined ? measured : [...measured, next.value]);
     if (y === undefined) {
       this.line.setAttribute("d", "");
-      this.range.setAttribute("height", "0");
+      this.hideNext();
       return;
     }
     // The line leaves room at the right for the next value's range.
     this.line.setAttribute("d", sparkPath(values, SPARK_W - 6, SPARK_H, y[0], y[1]));
     if (next === undefined) {
-      this.range.setAttribute("height", "0");
+      this.hideNext();
     } else {
       // Cut to the plot, as the graphs cut their band.
       const toY = (v: number) =>
@@ -194,7 +196,18 @@ class Card {
       this.range.setAttribute("width", "4");
       this.range.setAttribute("y", String(toY(hi)));
       this.range.setAttribute("height", String(Math.max(0.5, toY(lo) - toY(hi))));
+      const at = String(toY(next.value));
+      this.forecast.setAttribute("x1", String(SPARK_W - 5));
+      this.forecast.setAttribute("x2", String(SPARK_W + 1));
+      this.forecast.setAttribute("y1", at);
+      this.forecast.setAttribute("y2", at);
     }
+  }
+
+  /** No next value to mark on the sparkline. */
+  private hideNext(): void {
+    this.range.setAttribute("height", "0");
+    this.forecast.setAttribute("x2", this.forecast.getAttribute("x1") ?? "0");
   }
 
   private setVerdict(v: Verdict): void {

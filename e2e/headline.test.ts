@@ -1,0 +1,172 @@
+/**
+ * The page as a person first sees it, against a real echo-node: the headline (download,
+ * upload and round trip, each with its next range and verdict) above the fold on a desktop and
+ * on a phone, in light and dark mode, with screenshots of each saved to e2e/artifacts/; the
+ * graphs' captions naming the colours they use in either theme; the predictability view's
+ * opening sentence without a click; Clear history asking first; the byte budget kept across a
+ * reload.
+ */
+import { mkdirSync } from "node:fs";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { Page } from "playwright-core";
+import { ARTIFACTS, missing, startRig, type Rig } from "./harness.js";
+import { openPage, plotted, sleep, waitForMeasurements } from "./page-helpers.js";
+
+const why = missing();
+if (why !== undefined) console.warn(`e2e: skipping the headline tests: ${why}`);
+
+const VIEWS = [
+  { name: "desktop", viewport: { width: 1366, height: 900 }, scheme: "light" },
+  { name: "desktop", viewport: { width: 1366, height: 900 }, scheme: "dark" },
+  { name: "phone", viewport: { width: 390, height: 844 }, scheme: "light" },
+  { name: "phone", viewport: { width: 390, height: 844 }, scheme: "dark" },
+] as const;
+
+/** An RGB colour as the browser computes it ("rgb(0, 114, 178)"). */
+function rgb(css: string): [number, number, number] {
+  const m = /rgba?\((\d+), (\d+), (\d+)/.exec(css);
+  if (m === null) throw new Error(`not an rgb() colour: ${css}`);
+  return [Number(m[1]), Number(m[2]), Number(m[3])];
+}
+
+/** Bytes from the status line's "2.82 MiB of 500 MiB this hour". */
+async function usedThisHour(page: Page): Promise<number> {
+  const text = (await page.textContent("#bytes")) ?? "";
+  const m = /^([\d.]+) (B|KiB|MiB|GiB) of/.exec(text);
+  if (m === null) return NaN;
+  const scale = { B: 1, KiB: 1024, MiB: 1024 ** 2, GiB: 1024 ** 3 }[m[2] as "B"];
+  return Number(m[1]) * scale;
+}
+
+describe.skipIf(why !== undefined)("the page at a glance", () => {
+  let rig: Rig;
+  beforeAll(async () => {
+    rig = await startRig();
+    mkdirSync(ARTIFACTS, { recursive: true });
+  });
+  afterAll(async () => {
+    await rig?.close();
+  });
+
+  it.each(VIEWS)(
+    "shows the headline without scrolling ($name, $scheme) and saves its screenshots",
+    async ({ name, viewport, scheme }) => {
+      const context = await rig.browser.newContext({ viewport, colorScheme: scheme });
+      const page = await context.newPage();
+      const errors: string[] = [];
+      page.on("pageerror", (e) => errors.push(e.message));
+      try {
+        await page.goto(`${rig.node.url}/?period=1&transport=both`);
+        await waitForMeasurements(page, "bandwidth_down/http", 3, 15_000);
+        await waitForMeasurements(page, "bandwidth_up/websocket", 3, 5000);
+        // A few more rounds, so that the sparklines and the graphs have something to show.
+        await sleep(3000);
+        for (const card of ["down", "up", "rtt"]) {
+          const c = page.locator(`.card[data-direction="${card}"]`);
+          expect(await c.locator(".value").textContent(), card).toMatch(/^\d/);
+          expect(await c.locator(".unit").textContent(), card).toMatch(/^(ms|Mbit\/s|Gbit\/s)$/);
+          expect(await c.locator(".next").textContent(), card).toMatch(
+            /^next 1 s: (about )?[\d.]+(–[\d.]+)? (ms|Mbit\/s|Gbit\/s)$/,
+          );
+          expect(await c.locator(".verdict").textContent(), card).toMatch(
+            /^(learning|Steady|Variable|Erratic)$/,
+          );
+          const box = await c.boundingBox();
+          // Whole, above the fold.
+          expect(box!.y + box!.height, card).toBeLessThanOrEqual(viewport.height);
+          expect(box!.x + box!.width, card).toBeLessThanOrEqual(viewport.width);
+        }
+        const sideways = await page.evaluate(
+          () => document.documentElement.scrollWidth - document.documentElement.clientWidth,
+        );
+        expect(sideways).toBeLessThanOrEqual(0);
+
+        // The captions name the colours the marks have, in this theme too.
+        const note = (await page.textContent("#graphs-section .legend-note")) ?? "";
+        expect(note).toContain("Blue dots are measurements");
+        expect(note).toContain("orange diamonds are the forecast");
+        const [measured, forecast] = await page.$$eval(
+          'figure[data-series="rtt/websocket"] .graph-key span[aria-hidden]',
+          (marks) => marks.slice(0, 2).map((m) => getComputedStyle(m).color),
+        );
+        const [mr, , mb] = rgb(measured!);
+        const [fr, , fb] = rgb(forecast!);
+        expect(mb, `measured ${measured}`).toBeGreaterThan(mr + 60);
+        expect(fr, `forecast ${forecast}`).toBeGreaterThan(fb + 120);
+        expect(rgb(await page.$eval(".mark.measured", (m) => getComputedStyle(m).color))).toEqual(
+          rgb(measured!),
+        );
+
+        const file = `${name}-${scheme}`;
+        await page.screenshot({ path: join(ARTIFACTS, `${file}.png`) });
+        await page.screenshot({ path: join(ARTIFACTS, `${file}-full.png`), fullPage: true });
+        expect(errors).toEqual([]);
+      } finally {
+        await context.close();
+      }
+    },
+    40_000,
+  );
+
+  it("opens the predictability view with a sentence, without a click", async () => {
+    const { page, done } = await openPage(rig, "?period=1");
+    await waitForMeasurements(page, "rtt/websocket", 13, 20_000);
+    await page.waitForFunction(
+      () =>
+        /^The next RTT is usually within ±[\d.]+ ms of its forecast \(9 in 10 of the \d+ forecasts so far were\)/.test(
+          document.querySelector("#predictability-summary")?.textContent ?? "",
+        ),
+      undefined,
+      { timeout: 10_000, polling: 100 },
+    );
+    console.log(`e2e: predictability ${await page.textContent("#predictability-summary")}`);
+    expect(await page.textContent("#predictability-verdict")).toMatch(/^In use: \S/);
+    // The histogram's axis says the unit.
+    const x = await page.$$eval("#predictability figure", (f) => f.length);
+    expect(x).toBe(2);
+    expect(await page.textContent("#predictability tr.in-use th")).toMatch(/\(in use\)$/);
+    await done();
+  });
+
+  it("asks before clearing the history, and keeps it when told to", async () => {
+    const { page, done } = await openPage(rig, "?period=1");
+    await waitForMeasurements(page, "rtt/websocket", 3, 10_000);
+    await page.click("#clear-history");
+    const dialog = page.locator("#clear-dialog");
+    await dialog.waitFor({ state: "visible", timeout: 2000 });
+    expect(await dialog.textContent()).toContain("cannot be undone");
+    await page.click("#clear-dialog button[value=cancel]");
+    await dialog.waitFor({ state: "hidden", timeout: 2000 });
+    await sleep(1500);
+    expect((await plotted(page, "rtt/websocket")).measurements).toBeGreaterThanOrEqual(3);
+
+    await page.click("#clear-history");
+    await page.click("#clear-confirm");
+    await page.waitForSelector('figure[data-series="rtt/websocket"]', {
+      state: "detached",
+      timeout: 5000,
+    });
+    await done();
+  });
+
+  it("keeps the hour's byte budget across a reload", async () => {
+    const { page, done } = await openPage(rig, "?period=1&size=256k");
+    await waitForMeasurements(page, "bandwidth_up/websocket", 3, 15_000);
+    await page.click("#suspend");
+    await sleep(1500);
+    const before = await usedThisHour(page);
+    expect(before).toBeGreaterThan(1024 * 1024);
+    await page.reload();
+    await page.waitForFunction(
+      () => /of 500 MiB this hour/.test(document.querySelector("#bytes")?.textContent ?? ""),
+      undefined,
+      { timeout: 5000, polling: 50 },
+    );
+    const after = await usedThisHour(page);
+    console.log(`e2e: budget used ${before} B before the reload, ${after} B after it`);
+    // The formatted figures round to three digits.
+    expect(after).toBeGreaterThanOrEqual(before * 0.99);
+    await done();
+  });
+});
