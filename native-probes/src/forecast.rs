@@ -6,7 +6,6 @@ use crate::evaluate::{FaithfulPart, ImprovedPart, Report, Row};
 use crate::series_input::{read_values, ReadOptions, ReadStats};
 use anyhow::{bail, Context, Result};
 use nowcast_core::timeout::Bounds;
-use nowcast_core::Bank;
 use std::io::Write;
 use std::path::PathBuf;
 use std::sync::mpsc::sync_channel;
@@ -56,18 +55,15 @@ pub fn run(cfg: &Config, out: &mut dyn Write) -> Result<()> {
     });
 
     let mut chunk = Vec::with_capacity(CHUNK);
-    let mut range_error = None;
     let send = |chunk: Vec<f64>| {
         let shared = Arc::new(chunk);
         // A worker only stops early by panicking, which join() reports below.
         let _ = to_faithful.send(shared.clone());
         let _ = to_improved.send(shared);
     };
+    // The reader range-checks every value (finite, within ±1e100 and its unit's range), so
+    // the banks never refuse one.
     let stats = read_values(input, opts, |v| {
-        if Bank::check(v).is_err() {
-            range_error.get_or_insert(v);
-            return;
-        }
         chunk.push(v);
         if chunk.len() == CHUNK {
             send(std::mem::replace(&mut chunk, Vec::with_capacity(CHUNK)));
@@ -81,11 +77,15 @@ pub fn run(cfg: &Config, out: &mut dyn Write) -> Result<()> {
     let faithful = faithful.join().expect("faithful bank thread");
     let improved = improved.join().expect("improved bank thread");
     let stats = stats.with_context(|| format!("reading {}", args.file.display()))?;
-    if let Some(v) = range_error {
-        bail!("value {v:e} is outside the supported range of ±1e100");
-    }
     if stats.values == 0 {
-        bail!("{}: no values to forecast", args.file.display());
+        let mut why = format!("{}: no values to forecast", args.file.display());
+        if stats.series.is_none() && !stats.other_series.is_empty() {
+            why += " in a series matching the options; the file has:";
+            for o in &stats.other_series {
+                why += &format!("\n  {} ({})", o.name, o.choose);
+            }
+        }
+        bail!(why);
     }
     let report = Report::build(stats.values, &faithful, &improved);
     if args.json {
@@ -127,19 +127,31 @@ fn print_human(
         r.points,
         stats.format
     )?;
-    if let Some(m) = stats.metric {
-        write!(
-            out,
-            ", metric {}",
-            serde_json::to_string(&m)
-                .unwrap_or_default()
-                .trim_matches('"')
-        )?;
-    }
-    if let Some(c) = &stats.column {
-        write!(out, ", column {c}")?;
+    match (&stats.series, &stats.column) {
+        (_, Some(c)) => write!(out, ", column {c}")?,
+        (Some(s), None) => write!(out, ", series {s}")?,
+        _ => {}
     }
     writeln!(out)?;
+    if !stats.other_series.is_empty() {
+        writeln!(
+            out,
+            "the file has {} other series (choose with --metric, --target, --transport or --column):",
+            stats.other_series_count
+        )?;
+        for o in &stats.other_series {
+            match o.values {
+                Some(n) => writeln!(out, "  {} ({n} values): {}", o.name, o.choose)?,
+                None => writeln!(out, "  {}: {}", o.name, o.choose)?,
+            }
+        }
+        if stats.other_series_count > stats.other_series.len() {
+            writeln!(out, "  …")?;
+        }
+    }
+    for note in &stats.notes {
+        writeln!(out, "note: {note}")?;
+    }
     if stats.skipped_bad > 0 {
         write!(out, "skipped {} malformed line(s)", stats.skipped_bad)?;
         if let Some(b) = &stats.first_bad {
@@ -147,13 +159,7 @@ fn print_human(
         }
         writeln!(out)?;
     }
-    if stats.other_metric + stats.without_value > 0 {
-        writeln!(
-            out,
-            "not forecast: {} record(s) of other metrics, {} without a value (timeout or error)",
-            stats.other_metric, stats.without_value
-        )?;
-    }
+
     print_rows(
         out,
         "Selected forecasts (errors over points 2..n)",

@@ -137,15 +137,96 @@ fn records_of_one_metric_are_read_and_others_counted() {
     );
     let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(doc["input"]["metric"], "bandwidth_down");
+    assert_eq!(doc["input"]["series"], "bandwidth_down to x");
     assert_eq!(
         (
             doc["report"]["points"].as_u64(),
-            doc["input"]["other_metric"].as_u64()
+            doc["input"]["other_series"][0]["values"].as_u64()
         ),
         (Some(50), Some(50))
     );
+    assert_eq!(
+        doc["input"]["other_series"][0]["choose"],
+        "--metric rtt --target \"x\""
+    );
     let out = nowcast(&["forecast", f.to_str().unwrap(), "--metric", "latency"]);
-    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown metric 'latency'"));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("'latency' is not a metric"));
+    // Without a choice, the first series is read and the others are named.
+    let out = nowcast(&["forecast", f.to_str().unwrap()]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("50 values (ndjson), series rtt to x"),
+        "{text}"
+    );
+    assert!(
+        text.contains("bandwidth_down to x (50 values): --metric bandwidth_down --target \"x\""),
+        "{text}"
+    );
+    // Nothing matches: the error lists what there is.
+    let out = nowcast(&["forecast", f.to_str().unwrap(), "--target", "y"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("no values to forecast in a series matching the options"),
+        "{err}"
+    );
+    assert!(
+        err.contains("rtt to x (--metric rtt --target \"x\")"),
+        "{err}"
+    );
+}
+
+#[test]
+fn the_page_exports_and_iperf3_json_are_read() {
+    let dir = TempDir::new("page");
+    // The page's CSV export: one series per metric, transport and target.
+    let mut csv = String::from("time,value,metric,unit,transport,to,series\n");
+    for i in 0..30 {
+        csv += &format!("{},{},rtt,ms,websocket,h:443,RTT\n", 1000 * i, 20 + i % 3);
+        csv += &format!(
+            "{},{},bandwidth_down,Mbit/s,websocket,h:443,Down\n",
+            1000 * i,
+            90 + i % 5
+        );
+    }
+    let f = dir.file("export.csv", &csv);
+    let out = nowcast(&[
+        "forecast",
+        f.to_str().unwrap(),
+        "--metric",
+        "bandwidth_down",
+        "--json",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["input"]["series"], "bandwidth_down/websocket to h:443");
+    assert_eq!(doc["report"]["points"], 30);
+    // iperf3 -J, as iperf3 wrote it (core/tests/import/, made by running iperf3).
+    let iperf3 = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../core/tests/import/iperf3-tcp-bidir.json");
+    let out = nowcast(&[
+        "forecast",
+        iperf3.to_str().unwrap(),
+        "--metric",
+        "bandwidth_down",
+    ]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        text.contains("4 values (iperf3), series iperf3 bandwidth_down to 10.231.82.2:5201"),
+        "{text}"
+    );
+    assert!(
+        text.contains("iperf3 bandwidth_up to 10.231.82.2:5201 (4 values)"),
+        "{text}"
+    );
 }
 
 #[test]
@@ -158,7 +239,11 @@ fn empty_or_missing_input_is_a_clear_error() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("cannot open /nonexistent/series.txt"));
     let f = dir.file("huge.txt", "1\n1e200\n");
     let out = nowcast(&["forecast", f.to_str().unwrap()]);
-    assert!(String::from_utf8_lossy(&out.stderr).contains("outside the supported range"));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("line 2: field 'value': 1e200 is outside"),
+        "{err}"
+    );
 }
 
 /// Runs `nowcast ARGS` with standard input written by `feed`; its output, exit status and

@@ -18,6 +18,7 @@ use nowcast::serve::metrics;
 use nowcast::tcp::session::{Action, Config, Event, Session};
 use nowcast::udp::burst::{Burst, Plan};
 use nowcast::wire::{self, Hello, Kind, Reply, Request, UdpProbe, Welcome, WireError};
+use nowcast_core::import::Select;
 use nowcast_core::probed::Overrides;
 use nowcast_core::record::{Metric, Record, Status, Transport};
 use proptest::prelude::*;
@@ -333,7 +334,10 @@ proptest! {
     #[test]
     fn the_series_reader_takes_any_file(
         text in series_text(),
-        format in prop::sample::select(vec![Format::Auto, Format::Plain, Format::Csv, Format::Tsv, Format::Ndjson]),
+        format in prop::sample::select(vec![
+            Format::Auto, Format::Plain, Format::Csv, Format::Tsv, Format::Ndjson, Format::Iperf3,
+            Format::Ping, Format::Mtr, Format::Irtt, Format::Sockperf,
+        ]),
         column in prop::option::of(prop_oneof![
             (0usize..4).prop_map(Column::Index),
             Just(Column::Name("value".into())),
@@ -341,7 +345,12 @@ proptest! {
         skip_bad in any::<bool>(),
         max_line in prop::sample::select(vec![4usize, 32, 4096]),
     ) {
-        let opts = ReadOptions { format, column, metric: None, skip_bad, max_line };
+        let opts = ReadOptions {
+            format,
+            select: Select { column, ..Select::default() },
+            skip_bad,
+            max_line,
+        };
         let mut values = 0;
         let lines = text.split(|&b| b == b'\n').count() as u64;
         match read_values(text.as_slice(), &opts, |v| {

@@ -2,18 +2,25 @@
 
 use anyhow::{bail, Result};
 use nowcast::forecast::{self, Config};
-use nowcast::series_input::{Column, Format, ReadOptions, MAX_LINE};
-use nowcast_core::record::Metric;
+use nowcast::series_input::{parse_column, Column, Format, ReadOptions, MAX_LINE};
+use nowcast_core::import::Select;
+use nowcast_core::record::{Metric, Transport};
 use nowcast_core::timeout::Bounds;
 use std::path::PathBuf;
 
 #[derive(clap::Args)]
 #[command(
-    after_help = "Input formats: NDJSON measurement records (values of one metric; \
-    records that timed out or failed are counted, not forecast), CSV (the column named \
-    'value', else the last, or --column), `time<TAB>value`, or one number a line. Lines \
-    starting with # are comments. Errors are measured over points 2..n: each forecast is \
-    made before the value it forecasts."
+    after_help = "Input formats, told apart by their content (the page imports the same, \
+    through the same reader): NDJSON measurement records (one series per metric, transport \
+    and target; records that timed out or failed are counted, not forecast), CSV (with or \
+    without a header; the page's export, whose metric column makes one series per metric), \
+    `time<TAB>value`, one number a line, iperf3 -J (bandwidth up or down; UDP jitter and \
+    loss), ping output (Linux iputils), mtr --json (the last hop's RTT and loss), irtt JSON \
+    (RTT, jitter, loss) and sockperf --full-log. A file with several series: the first is \
+    read (in CSV the column named 'value', else the last column of numbers), and the others \
+    are listed with the options that choose them (--metric, --target, --transport, \
+    --column). Lines starting with # are comments. Errors are measured over points 2..n: \
+    each forecast is made before the value it forecasts."
 )]
 pub struct Args {
     /// The series file, or - for standard input.
@@ -22,11 +29,17 @@ pub struct Args {
     #[arg(long, value_enum, default_value_t = Format::Auto)]
     format: Format,
     /// CSV column holding the values: a header name or a 0-based index.
-    #[arg(long)]
+    #[arg(long, value_parser = parse_column)]
     column: Option<Column>,
-    /// NDJSON: the metric to read (default: the first record's), e.g. rtt, bandwidth_down.
-    #[arg(long, value_parser = parse_metric)]
+    /// The series of this metric (default: the first series), e.g. rtt, bandwidth_down.
+    #[arg(long, value_parser = parse_name::<Metric>)]
     metric: Option<Metric>,
+    /// The series measured to this target (a record's `to`, e.g. host:port).
+    #[arg(long)]
+    target: Option<String>,
+    /// The series measured over this transport (websocket, http, tcp, udp, …).
+    #[arg(long, value_parser = parse_name::<Transport>)]
+    transport: Option<Transport>,
     /// Skip malformed lines (they are counted and reported) instead of stopping.
     #[arg(long)]
     skip_bad: bool,
@@ -41,10 +54,9 @@ pub struct Args {
     timeout_ceiling: Option<f64>,
 }
 
-fn parse_metric(s: &str) -> Result<Metric, String> {
-    serde_json::from_value(serde_json::Value::String(s.into())).map_err(|_| {
-        format!("unknown metric '{s}' (e.g. rtt, rtt_nagle, bandwidth_up, bandwidth_down, loss)")
-    })
+/// A name of the record schema (a metric, a transport), as the core's table spells it.
+fn parse_name<T: std::str::FromStr<Err = String>>(s: &str) -> Result<T, String> {
+    s.parse()
 }
 
 pub fn run(args: Args) -> Result<()> {
@@ -56,8 +68,12 @@ pub fn run(args: Args) -> Result<()> {
         file: args.file,
         read: ReadOptions {
             format: args.format,
-            column: args.column,
-            metric: args.metric,
+            select: Select {
+                metric: args.metric,
+                target: args.target,
+                transport: args.transport,
+                column: args.column,
+            },
             skip_bad: args.skip_bad,
             max_line: MAX_LINE,
         },
