@@ -27,6 +27,42 @@ pub enum Metric {
 }
 
 impl Metric {
+    /// Every metric, in the schema's order.
+    pub const ALL: [Metric; 10] = [
+        Metric::Rtt,
+        Metric::RttNagle,
+        Metric::HandshakeRtt,
+        Metric::LoadedRtt,
+        Metric::Jitter,
+        Metric::Loss,
+        Metric::BandwidthUp,
+        Metric::BandwidthDown,
+        Metric::AvailBwLowerBound,
+        Metric::Throughput,
+    ];
+
+    /// The name in the schema (`bandwidth_up`).
+    pub fn name(self) -> &'static str {
+        use Metric::*;
+        match self {
+            Rtt => "rtt",
+            RttNagle => "rtt_nagle",
+            HandshakeRtt => "handshake_rtt",
+            LoadedRtt => "loaded_rtt",
+            Jitter => "jitter",
+            Loss => "loss",
+            BandwidthUp => "bandwidth_up",
+            BandwidthDown => "bandwidth_down",
+            AvailBwLowerBound => "avail_bw_lower_bound",
+            Throughput => "throughput",
+        }
+    }
+
+    /// The metric named `name` in the schema.
+    pub fn from_name(name: &str) -> Option<Metric> {
+        Metric::ALL.into_iter().find(|m| m.name() == name)
+    }
+
     /// The unit a record of this metric carries.
     pub fn unit(self) -> Unit {
         use Metric::*;
@@ -57,6 +93,23 @@ pub enum Status {
     Error,
 }
 
+impl Status {
+    pub const ALL: [Status; 3] = [Status::Ok, Status::Timeout, Status::Error];
+
+    /// The name in the schema.
+    pub fn name(self) -> &'static str {
+        match self {
+            Status::Ok => "ok",
+            Status::Timeout => "timeout",
+            Status::Error => "error",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<Status> {
+        Status::ALL.into_iter().find(|s| s.name() == name)
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Transport {
@@ -66,6 +119,33 @@ pub enum Transport {
     Udp,
     Pcap,
     Fobs,
+}
+
+impl Transport {
+    pub const ALL: [Transport; 6] = [
+        Transport::Websocket,
+        Transport::Http,
+        Transport::Tcp,
+        Transport::Udp,
+        Transport::Pcap,
+        Transport::Fobs,
+    ];
+
+    /// The name in the schema.
+    pub fn name(self) -> &'static str {
+        match self {
+            Transport::Websocket => "websocket",
+            Transport::Http => "http",
+            Transport::Tcp => "tcp",
+            Transport::Udp => "udp",
+            Transport::Pcap => "pcap",
+            Transport::Fobs => "fobs",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<Transport> {
+        Transport::ALL.into_iter().find(|t| t.name() == name)
+    }
 }
 
 /// Probe parameters.
@@ -110,6 +190,21 @@ pub struct Probe {
 pub enum Selector {
     Mse,
     Mae,
+}
+
+impl Selector {
+    pub fn name(self) -> &'static str {
+        match self {
+            Selector::Mse => "mse",
+            Selector::Mae => "mae",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<Selector> {
+        [Selector::Mse, Selector::Mae]
+            .into_iter()
+            .find(|s| s.name() == name)
+    }
 }
 
 /// The forecast made for a value before it was measured.
@@ -422,4 +517,25 @@ pub fn read_ndjson(text: &str) -> (Vec<Record>, Vec<LineError>) {
         }
     }
     (records, errors)
+}
+
+#[cfg(test)]
+mod names {
+    use super::*;
+
+    #[test]
+    fn names_are_the_schemas() {
+        for m in Metric::ALL {
+            assert_eq!(json_name(&m), m.name());
+            assert_eq!(Metric::from_name(m.name()), Some(m));
+        }
+        for s in Status::ALL {
+            assert_eq!(json_name(&s), s.name());
+        }
+        for t in Transport::ALL {
+            assert_eq!(json_name(&t), t.name());
+            assert_eq!(Transport::from_name(t.name()), Some(t));
+        }
+        assert_eq!(Selector::from_name("mae"), Some(Selector::Mae));
+    }
 }

@@ -5,6 +5,8 @@
 //! them do the I/O: [`tcp::io`], [`udp::io`], [`periodic`], [`serve`], [`delay`], [`net`],
 //! [`clock`], [`stop`], [`forecast`], and [`output`]'s record sinks.
 
+pub mod archive;
+pub mod campaign;
 pub mod clock;
 pub mod delay;
 pub mod evaluate;
@@ -12,6 +14,7 @@ pub mod forecast;
 pub mod net;
 pub mod output;
 pub mod periodic;
+pub mod report;
 pub mod schedule;
 pub mod series;
 pub mod series_input;
@@ -19,4 +22,5 @@ pub mod serve;
 pub mod stop;
 pub mod tcp;
 pub mod udp;
+pub mod when;
 pub mod wire;
