@@ -97,6 +97,14 @@ impl<T: Clone> OneOrMany<T> {
     }
 }
 
+/// A size: a number of bytes, or text with a unit (`64K`, `4M`).
+#[derive(Deserialize, Clone)]
+#[serde(untagged)]
+enum SizeText {
+    Bytes(u64),
+    Text(String),
+}
+
 #[derive(Deserialize, Clone)]
 #[serde(untagged)]
 enum TimeText {
@@ -121,17 +129,17 @@ struct ProbeFile {
     gated: Option<bool>,
     targets: Option<Vec<String>>,
     // Parameters, by kind.
-    size: Option<String>,
+    size: Option<SizeText>,
     direction: Option<String>,
-    sndbuf: Option<String>,
-    rcvbuf: Option<String>,
+    sndbuf: Option<SizeText>,
+    rcvbuf: Option<SizeText>,
     probes: Option<u64>,
     interval: Option<String>,
     url: Option<String>,
-    max_bytes: Option<String>,
+    max_bytes: Option<SizeText>,
     duration: Option<String>,
     streams: Option<OneOrMany<u32>>,
-    window: Option<OneOrMany<String>>,
+    window: Option<OneOrMany<SizeText>>,
     reverse: Option<bool>,
     port: Option<u16>,
     program: Option<String>,
@@ -184,10 +192,15 @@ fn duration(text: &Option<String>, default: Ms, what: &str) -> Result<Ms> {
     }
 }
 
-fn size(text: &Option<String>, what: &str) -> Result<Option<u64>> {
-    text.as_deref()
-        .map(|t| parse_size(t).map_err(|e| anyhow!("{what}: {e}")))
-        .transpose()
+fn size(text: &Option<SizeText>, what: &str) -> Result<Option<u64>> {
+    text.as_ref().map(|t| size_of(t, what)).transpose()
+}
+
+fn size_of(t: &SizeText, what: &str) -> Result<u64> {
+    match t {
+        SizeText::Bytes(n) => Ok(*n),
+        SizeText::Text(t) => parse_size(t).map_err(|e| anyhow!("{what}: {e}")),
+    }
 }
 
 fn time(t: &Option<TimeText>, what: &str) -> Result<Option<Ms>> {
@@ -403,7 +416,7 @@ fn probe_specs(p: &ProbeFile) -> Result<Vec<(ProbeSpec, Option<Vec<String>>)>> {
                 Some(w) => w
                     .all()
                     .iter()
-                    .map(|w| parse_size(w).map(Some).map_err(|e| anyhow!("{what}: window: {e}")))
+                    .map(|w| size_of(w, "window").map(Some).map_err(|e| anyhow!("{what}: {e}")))
                     .collect::<Result<_>>()?,
             };
             let sweep = streams.len() * windows.len() > 1;
@@ -485,7 +498,7 @@ mod tests {
         let c = parse(text, Path::new("/var/lib/nowcast"), "campaign").unwrap();
         assert_eq!(c.plan.name, "slac-like");
         assert!(c.plan.jobs.len() >= 6, "{:?}", c.plan.jobs);
-        assert_eq!(c.archive.sqlite, Path::new("/var/lib/nowcast/campaign.sqlite"));
+        assert_eq!(c.archive.sqlite, Path::new("/var/lib/nowcast/slac-like.sqlite"));
         assert!(c.archive.clickhouse.is_none());
         // The window/streams sweep expands into one probe each.
         let sweep: Vec<&str> = c.plan.probes.iter().filter(|p| p.name.starts_with("sweep-")).map(|p| p.name.as_str()).collect();

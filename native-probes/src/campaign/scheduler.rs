@@ -578,3 +578,319 @@ enum Wait {
     Room(String),
     Skip(String),
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::campaign::cron::Cron;
+    use crate::campaign::plan::{Iperf3Params, Kind, ProbeSpec, Target, TcpParams, Direction, When};
+    use crate::when::{DAY, HOUR, MINUTE, SECOND};
+    use std::collections::{BTreeMap, HashMap};
+
+    const T0: Ms = 1_767_225_600_000; // 2026-01-01T00:00:00Z
+
+    fn target(i: usize) -> Target {
+        Target {
+            name: format!("t{i}"),
+            host: format!("127.0.0.{}", i + 1),
+            port: 8060,
+            iperf3_port: 5201,
+            url: None,
+            groups: vec![],
+            tags: BTreeMap::new(),
+        }
+    }
+
+    fn every(period: Ms, slip: Ms) -> When {
+        When {
+            every: Every::Period(period),
+            slip_ms: slip,
+            start_ms: None,
+            until_ms: None,
+            max_runs: None,
+        }
+    }
+
+    fn rtt(when: When) -> ProbeSpec {
+        ProbeSpec {
+            name: "rtt".into(),
+            kind: Kind::Tcp(TcpParams { size: None, direction: Direction::Up, sndbuf: None, rcvbuf: None }),
+            when,
+            bound_ms: 10 * SECOND,
+            exclusive: false,
+            gate: true,
+            gated: false,
+        }
+    }
+
+    fn iperf(name: &str, when: When) -> ProbeSpec {
+        ProbeSpec {
+            name: name.into(),
+            kind: Kind::Iperf3(Iperf3Params {
+                duration_s: 10,
+                streams: 1,
+                window: None,
+                reverse: false,
+                port: None,
+                program: "iperf3".into(),
+            }),
+            when,
+            bound_ms: 20 * SECOND,
+            exclusive: true,
+            gate: false,
+            gated: true,
+        }
+    }
+
+    fn plan(targets: usize, probes: Vec<ProbeSpec>, seed: u64) -> Plan {
+        Plan {
+            name: "test".into(),
+            seed,
+            max_parallel: 16,
+            link_slots: 1,
+            gate_max_age_ms: 10 * MINUTE,
+            targets: (0..targets).map(target).collect(),
+            probes,
+            jobs: vec![],
+        }
+        .with_jobs(|_, _| true)
+    }
+
+    /// What a simulated run does: how long it takes and how it ends, from its job and start.
+    type World = dyn Fn(&str, Ms) -> (Ms, Finish);
+
+    /// Drives `s` from `from` to `to` with scripted time: runs end when `world` says, kills
+    /// end a run at once. Returns every action with its time.
+    fn simulate(s: &mut Scheduler, from: Ms, to: Ms, world: &World) -> Vec<(Ms, Action)> {
+        let mut now = from;
+        let mut ends: BTreeMap<(Ms, u64), Finish> = BTreeMap::new();
+        let mut out = Vec::new();
+        let mut guard = 0;
+        while now <= to {
+            guard += 1;
+            assert!(guard < 10_000_000, "the simulation does not advance");
+            while let Some((&(at, id), _)) = ends.first_key_value() {
+                if at > now {
+                    break;
+                }
+                let f = ends.remove(&(at, id)).expect("first");
+                s.finished(id, at, f);
+            }
+            for a in s.poll(now) {
+                match &a {
+                    Action::Start(r) => {
+                        let key = s.plan().jobs[r.job].key.clone();
+                        let (d, f) = world(&key, now);
+                        ends.insert((now + d, r.id), f);
+                    }
+                    Action::Kill { id } => {
+                        ends.retain(|(_, i), _| i != id);
+                        ends.insert((now + 1, *id), Finish::Killed("killed".into()));
+                    }
+                    Action::Log(_) => {}
+                }
+                out.push((now, a));
+            }
+            let next_end = ends.first_key_value().map(|(k, _)| k.0);
+            let next = match (s.next_wakeup(), next_end) {
+                (Some(a), Some(b)) => a.min(b),
+                (a, b) => match a.or(b) {
+                    Some(t) => t,
+                    None => break,
+                },
+            };
+            now = next.max(now + 1);
+        }
+        out
+    }
+
+    fn logs(actions: &[(Ms, Action)]) -> Vec<RunLog> {
+        actions
+            .iter()
+            .filter_map(|(_, a)| match a {
+                Action::Log(l) => Some(l.clone()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn three_days_of_schedule_hold_every_rule() {
+        // Three targets: a sanity check every minute, two exclusive transfers every 10
+        // minutes. Target t2's check fails on the second day; runs take most of their bound.
+        let p = plan(3, vec![rtt(every(MINUTE, 20 * SECOND)), iperf("a", every(10 * MINUTE, 2 * MINUTE)), iperf("b", every(10 * MINUTE, 2 * MINUTE))], 7);
+        let mut s = Scheduler::new(p, &Resume::default(), T0);
+        let world = |job: &str, at: Ms| -> (Ms, Finish) {
+            if job == "t2/rtt" && (T0 + DAY..T0 + 2 * DAY).contains(&at) {
+                (3 * SECOND, Finish::Failed("connection refused".into()))
+            } else if job.ends_with("/rtt") {
+                (50, Finish::Ok)
+            } else {
+                (12 * SECOND, Finish::Ok)
+            }
+        };
+        let actions = simulate(&mut s, T0, T0 + 3 * DAY, &world);
+        let rows = logs(&actions);
+        // Exclusive runs never overlap: replay starts and ends.
+        let mut busy: Option<u64> = None;
+        let mut exclusive_ids = std::collections::HashSet::new();
+        for (_, a) in &actions {
+            match a {
+                Action::Start(r) if r.job % 3 != 0 || s.plan().jobs[r.job].key.contains("/a") || s.plan().jobs[r.job].key.contains("/b") => {
+                    if s.plan().probe(r.job).exclusive {
+                        assert_eq!(busy, None, "run {} started while {busy:?} held the link", r.id);
+                        busy = Some(r.id);
+                        exclusive_ids.insert(r.id);
+                    }
+                }
+                Action::Log(l) if exclusive_ids.contains(&l.id) => {
+                    assert_eq!(busy, Some(l.id));
+                    busy = None;
+                }
+                _ => {}
+            }
+        }
+        // Every slot is accounted for: per job, the slots logged cover the schedule.
+        let mut slots: HashMap<&str, u64> = HashMap::new();
+        for r in rows.iter().filter(|r| !r.gate_check) {
+            *slots.entry(r.job.as_str()).or_default() += r.slots;
+        }
+        assert_eq!(slots["t0/rtt"], 3 * 1440, "one slot a minute, none lost");
+        assert!((431..=432).contains(&slots["t1/a"]), "{}", slots["t1/a"]);
+        // t2's transfers are skipped on the failing day, with the reason, and only then.
+        let skipped: Vec<&RunLog> = rows.iter().filter(|r| r.outcome == Outcome::Skipped).collect();
+        assert!(skipped.iter().all(|r| r.target == "t2" && (T0 + DAY..T0 + 2 * DAY + 10 * MINUTE).contains(&r.ended_ms)));
+        assert!((280..=290).contains(&skipped.len()), "{}", skipped.len());
+        assert!(skipped[0].reason.as_deref().unwrap().contains("sanity check t2/rtt failed"), "{:?}", skipped[0].reason);
+        // Six 12 s transfers per 10 minutes fit the link: none missed, and none starts late
+        // by more than the transfers queued before it.
+        assert_eq!(rows.iter().filter(|r| r.outcome == Outcome::Missed).count(), 0);
+        let worst = rows.iter().filter_map(|r| r.started_ms.map(|s| s - r.due_ms)).max().unwrap();
+        assert!(worst <= 6 * 12 * SECOND, "{worst}");
+        // The slips spread the checks over their 20 s.
+        let delays: Vec<Ms> = rows.iter().filter(|r| r.job == "t0/rtt").take(100).map(|r| r.due_ms - r.nominal_ms).collect();
+        assert!(delays.iter().any(|d| *d > 10 * SECOND) && delays.iter().any(|d| *d < 10 * SECOND));
+        assert!(delays.iter().all(|d| (0..20 * SECOND).contains(d)));
+    }
+
+    #[test]
+    fn an_overrun_is_killed_at_its_bound_and_logged() {
+        let p = plan(1, vec![iperf("x", every(HOUR, 0))], 1);
+        let mut s = Scheduler::new(p, &Resume::default(), T0);
+        let actions = simulate(&mut s, T0, T0 + 2 * HOUR - 1, &|_, _| (HOUR, Finish::Ok));
+        let kills: Vec<Ms> = actions.iter().filter(|(_, a)| matches!(a, Action::Kill { .. })).map(|(t, _)| *t).collect();
+        assert_eq!(kills, vec![T0 + 20 * SECOND, T0 + HOUR + 20 * SECOND]);
+        let rows = logs(&actions);
+        assert_eq!(rows.len(), 2);
+        assert!(rows.iter().all(|r| r.outcome == Outcome::Killed && r.ended_ms - r.started_ms.unwrap() == 20 * SECOND + 1));
+        let recs = rows[0].records(s.plan(), 0, 20 * SECOND);
+        assert_eq!(recs.len(), 1);
+        assert_eq!(recs[0].status, nowcast_core::record::Status::Timeout);
+        recs[0].validate().unwrap();
+    }
+
+    #[test]
+    fn a_restart_logs_the_slots_it_missed_and_continues() {
+        let mk = || plan(1, vec![rtt(every(MINUTE, 0))], 3);
+        let mut s = Scheduler::new(mk(), &Resume::default(), T0);
+        let before = logs(&simulate(&mut s, T0, T0 + HOUR - 1, &|_, _| (100, Finish::Ok)));
+        assert_eq!(before.len(), 60);
+        // Down for three hours and a bit; restart from the rows.
+        let resume = Resume::from_rows(&before);
+        assert_eq!(resume.next_id, 60);
+        let back = T0 + 4 * HOUR + 30 * SECOND;
+        let mut s = Scheduler::new(mk(), &resume, back);
+        let after = logs(&simulate(&mut s, back, back + 10 * MINUTE, &|_, _| (100, Finish::Ok)));
+        let missed = &after[0];
+        assert_eq!((missed.outcome, missed.slots), (Outcome::Missed, 180));
+        assert!(missed.reason.as_deref().unwrap().starts_with("the campaign was not running: 180 slots"), "{:?}", missed.reason);
+        assert_eq!(missed.nominal_ms, T0 + 4 * HOUR - MINUTE);
+        // The slot of 4:00 runs late (it is the latest due), then the grid goes on.
+        assert_eq!((after[1].outcome, after[1].nominal_ms, after[1].started_ms), (Outcome::Ok, T0 + 4 * HOUR, Some(back)));
+        assert_eq!(after[2].nominal_ms, T0 + 4 * HOUR + MINUTE);
+        assert!(after.iter().all(|r| r.id >= 60));
+        // Slots are never doubled: nominal times strictly increase.
+        let all: Vec<Ms> = before.iter().chain(&after).map(|r| r.nominal_ms).collect();
+        assert!(all.windows(2).all(|w| w[0] < w[1]));
+    }
+
+    #[test]
+    fn max_runs_count_across_restarts_and_until_ends_a_job() {
+        let mut w = every(MINUTE, 0);
+        w.max_runs = Some(5);
+        let mk = || plan(1, vec![rtt(w.clone())], 3);
+        let mut s = Scheduler::new(mk(), &Resume::default(), T0);
+        let first = logs(&simulate(&mut s, T0, T0 + 3 * MINUTE - 1, &|_, _| (10, Finish::Ok)));
+        assert_eq!(first.len(), 3);
+        let mut s = Scheduler::new(mk(), &Resume::from_rows(&first), T0 + 3 * MINUTE);
+        let rest = logs(&simulate(&mut s, T0 + 3 * MINUTE, T0 + HOUR, &|_, _| (10, Finish::Ok)));
+        assert_eq!(rest.len(), 2, "{rest:?}");
+        assert_eq!(s.next_wakeup(), None);
+        let mut u = every(MINUTE, 0);
+        u.until_ms = Some(T0 + 10 * MINUTE);
+        let mut s = Scheduler::new(plan(1, vec![rtt(u)], 3), &Resume::default(), T0);
+        assert_eq!(logs(&simulate(&mut s, T0, T0 + HOUR, &|_, _| (10, Finish::Ok))).len(), 11);
+    }
+
+    #[test]
+    fn a_busy_link_makes_slots_missed_with_the_reason() {
+        // Two transfers every minute on one link, each 50 s: one of them cannot fit.
+        let mut a = iperf("a", every(MINUTE, 0));
+        let mut b = iperf("b", every(MINUTE, 0));
+        a.bound_ms = 55 * SECOND;
+        b.bound_ms = 55 * SECOND;
+        a.gated = false;
+        b.gated = false;
+        let mut s = Scheduler::new(plan(1, vec![a, b], 1), &Resume::default(), T0);
+        let rows = logs(&simulate(&mut s, T0, T0 + 10 * MINUTE, &|_, _| (50 * SECOND, Finish::Ok)));
+        let missed: Vec<&RunLog> = rows.iter().filter(|r| r.outcome == Outcome::Missed).collect();
+        let ok = rows.iter().filter(|r| r.outcome == Outcome::Ok).count();
+        assert!(ok >= 10 && !missed.is_empty(), "ok {ok} missed {}", missed.len());
+        assert!(missed[0].reason.as_deref().unwrap().contains("busy with exclusive run"), "{:?}", missed[0].reason);
+        // Slots 0..=10 of both jobs: each logged once, in flight, or still waiting.
+        let logged: u64 = rows.iter().map(|r| r.slots).sum();
+        assert!((20..=22).contains(&(logged + s.in_flight() as u64)), "{logged}");
+    }
+
+    #[test]
+    fn stopping_logs_what_is_due_and_lets_runs_finish() {
+        let p = plan(2, vec![rtt(every(MINUTE, 0)), iperf("x", every(MINUTE, 0))], 1);
+        let mut s = Scheduler::new(p, &Resume::default(), T0);
+        let acts = s.poll(T0);
+        // Both checks start; the transfers wait for them.
+        assert_eq!(acts.iter().filter(|a| matches!(a, Action::Start(_))).count(), 2);
+        s.stop(T0 + 1);
+        let rows: Vec<RunLog> = s.poll(T0 + 1).into_iter().filter_map(|a| if let Action::Log(l) = a { Some(l) } else { None }).collect();
+        assert_eq!(rows.len(), 2);
+        assert!(rows.iter().all(|r| r.outcome == Outcome::Missed && r.reason.as_deref() == Some("the campaign stopped before it could start")));
+        assert_eq!(s.in_flight(), 2);
+        assert_eq!(s.kill_all().len(), 2);
+        s.finished(0, T0 + 2, Finish::Killed("stopped".into()));
+        s.finished(1, T0 + 2, Finish::Ok);
+        assert_eq!(s.in_flight(), 0);
+        assert_eq!(s.poll(T0 + HOUR).len(), 2, "the two runs' rows, and nothing new");
+    }
+
+    #[test]
+    fn slips_come_from_the_seed_and_cron_slots_follow_the_expression() {
+        let mk = |seed| {
+            let mut w = every(HOUR, 20 * MINUTE);
+            w.start_ms = Some(T0);
+            Scheduler::new(plan(4, vec![rtt(w)], seed), &Resume::default(), T0)
+        };
+        let dues = |s: &Scheduler| s.next_slots().iter().map(|(_, sl)| sl.unwrap().due_ms).collect::<Vec<_>>();
+        assert_eq!(dues(&mk(1)), dues(&mk(1)));
+        assert_ne!(dues(&mk(1)), dues(&mk(2)));
+        let c = When {
+            every: Every::Cron(Cron::parse("0 */6 * * *").unwrap()),
+            slip_ms: 0,
+            start_ms: None,
+            until_ms: None,
+            max_runs: None,
+        };
+        let mut s = Scheduler::new(plan(1, vec![rtt(c)], 1), &Resume::default(), T0 + 1);
+        let rows = logs(&simulate(&mut s, T0 + 1, T0 + DAY + MINUTE, &|_, _| (10, Finish::Ok)));
+        let hours: Vec<Ms> = rows.iter().map(|r| (r.nominal_ms - T0) / HOUR).collect();
+        assert_eq!(hours, vec![6, 12, 18, 24]);
+    }
+}
