@@ -450,3 +450,162 @@ pub fn build(records: &[Record], runs: &[RunLog], o: &Options) -> Report {
         runs: jobs.into_values().collect(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nowcast_core::record::Probe;
+    use std::f64::consts::TAU;
+
+    const T0: f64 = 1_767_225_600_000.0; // 2026-01-01T00:00:00Z, a Thursday
+    const HOUR: f64 = 3_600_000.0;
+
+    /// Deterministic noise in [-1, 1).
+    struct Noise(u64);
+    impl Noise {
+        fn next(&mut self) -> f64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            (self.0 >> 11) as f64 / (1u64 << 52) as f64 - 1.0
+        }
+    }
+
+    fn rec(t: f64, to: &str, metric: Metric, v: f64) -> Record {
+        Record::new(t, "iperf3", metric, v, to)
+    }
+
+    #[test]
+    fn the_diurnal_fit_recovers_a_known_cycle_and_separates_flat_paths() {
+        // Four weeks every 30 minutes: one path with a daily cycle a = 40, b = 1.2, c = 300
+        // and noise of ±15 (uniform), one flat path with the same noise.
+        let (a, b, c) = (40.0, 1.2, 300.0);
+        let mut n = Noise(0x9e3779b97f4a7c15);
+        let mut records = Vec::new();
+        for k in 0..(28 * 48) {
+            let t = T0 + k as f64 * HOUR / 2.0;
+            let x = (t % 86_400_000.0) / 86_400_000.0 * TAU;
+            records.push(rec(t, "cycle:5201", Metric::Throughput, a * (x + b).sin() + c + 15.0 * n.next()));
+            records.push(rec(t, "flat:5201", Metric::Throughput, c + 15.0 * n.next()));
+        }
+        let r = build(&records, &[], &Options::default());
+        let cyc = r.series.iter().find(|s| s.target == "cycle:5201").unwrap();
+        for fit in [cyc.diurnal.weekdays.unwrap(), cyc.diurnal.weekends.unwrap()] {
+            assert!((fit.a - a).abs() / a < 0.05, "{fit:?}");
+            assert!((fit.b - b).abs() / b < 0.05, "{fit:?}");
+            assert!((fit.c - c).abs() / c < 0.05, "{fit:?}");
+            assert!(fit.is_diurnal(), "{fit:?}");
+        }
+        assert!(cyc.diurnal_path);
+        let flat = r.series.iter().find(|s| s.target == "flat:5201").unwrap();
+        assert!(!flat.diurnal_path, "{:?}", flat.diurnal);
+        for fit in [flat.diurnal.weekdays.unwrap(), flat.diurnal.weekends.unwrap()] {
+            assert!(fit.delta_b >= 0.2, "{fit:?}");
+        }
+    }
+
+    #[test]
+    fn forecast_errors_equal_an_independent_computation() {
+        let mut n = Noise(42);
+        let values: Vec<f64> = (0..500).map(|i| 100.0 + 20.0 * (i as f64 / 30.0).sin() + 5.0 * n.next()).collect();
+        let records: Vec<Record> = values.iter().enumerate().map(|(i, v)| rec(T0 + i as f64 * 1e3, "h:1", Metric::Throughput, *v)).collect();
+        let r = build(&records, &[], &Options::default());
+        let s = &r.series[0];
+        // By hand: the mean of the previous (up to) five, and avg_i = 0.3·y_i + 0.7·avg_{i−1}.
+        let (mut e5, mut ee, mut n5, mut avg) = (0.0, 0.0, 0.0, None::<f64>);
+        for i in 0..values.len() {
+            let y = values[i];
+            if i > 0 {
+                let w = &values[i.saturating_sub(5)..i];
+                let m = w.iter().sum::<f64>() / w.len() as f64;
+                e5 += ((m - y) / y).abs();
+                ee += ((avg.unwrap() - y) / y).abs();
+                n5 += 1.0;
+            }
+            avg = Some(match avg {
+                None => y,
+                Some(a) => 0.3 * y + 0.7 * a,
+            });
+        }
+        let got5 = s.forecasts[0].relative_error.unwrap();
+        let gote = s.forecasts[1].relative_error.unwrap();
+        assert!((got5 - e5 / n5).abs() < 1e-12, "{got5} vs {}", e5 / n5);
+        assert!((gote - ee / n5).abs() < 1e-12, "{gote} vs {}", ee / n5);
+        assert_eq!(s.forecasts[0].n, 499);
+        // The bank, scored the same way, against its own forecasts replayed.
+        let mut bank = Bank::new(Mode::Improved);
+        let mut rel = 0.0;
+        for (i, &y) in values.iter().enumerate() {
+            if i > 0 {
+                rel += ((bank.forecast().unwrap().mse.value - y) / y).abs();
+            }
+            bank.update(y).unwrap();
+        }
+        assert!((s.forecasts[2].relative_error.unwrap() - rel / n5).abs() < 1e-12);
+        assert!(s.forecasts[2].relative_error.unwrap() < s.forecasts[0].relative_error.unwrap() * 1.5);
+    }
+
+    #[test]
+    fn active_against_passive_by_the_three_methods() {
+        // Ten iperf3 runs of 4 streams; the pcap analyser saw each as four flows, one of
+        // which lingered (a long flow, §III.J) in two of the runs.
+        let mut records = Vec::new();
+        for k in 0..10 {
+            let t = T0 + k as f64 * HOUR;
+            let rate = 400.0 + 20.0 * k as f64; // Mbit/s, the active figure
+            records.push(rec(t, "10.0.0.2:5201", Metric::Throughput, rate));
+            let per_stream_bytes = rate / 4.0 * 1e6 / 8.0 * 10.0; // 10 s each
+            for s in 0..4 {
+                let long = k % 5 == 0 && s == 3;
+                let mut p = rec(t + 100.0 + s as f64 * 10.0, "10.0.0.2:5201", Metric::Throughput, 0.0);
+                p.source = PASSIVE.into();
+                let secs = if long { 20.0 } else { 10.0 };
+                p.value = Some(per_stream_bytes * 8.0 / 1e6 / secs);
+                p.probe = Some(Probe {
+                    payload_bytes: Some(per_stream_bytes as u64),
+                    raw_ms: Some(secs * 1e3),
+                    ..Probe::default()
+                });
+                records.push(p);
+            }
+        }
+        records.sort_by(|a, b| a.timestamp_ms.total_cmp(&b.timestamp_ms));
+        let r = build(&records, &[], &Options::default());
+        assert_eq!(r.active_passive.len(), 1);
+        let ap = &r.active_passive[0];
+        assert_eq!((ap.pairs.len(), ap.unmatched_passive), (10, 0));
+        let [m1, m2, m3] = ap.methods.map(|m| m.unwrap());
+        // Method 1 is least hurt by the long flows; method 3 most (the paper's finding).
+        assert!(m1.err_median.abs() < 1e-9, "{m1:?}");
+        assert!(m1.err_mean.abs() < m2.err_mean.abs() && m2.err_mean.abs() < m3.err_mean.abs());
+        assert!(m1.r.unwrap() > 0.9, "{m1:?}");
+        // Without flow details, the passive values are compared as recorded.
+        assert!(ap.recorded.is_none());
+    }
+
+    #[test]
+    fn the_window_streams_table_marks_the_choice() {
+        let mut records = Vec::new();
+        for (w, s, v) in [(65_536u64, 1u32, 50.0), (65_536, 8, 300.0), (1 << 20, 1, 330.0), (1 << 20, 8, 400.0)] {
+            for k in 0..3 {
+                let mut r = rec(T0 + k as f64, "h:5201", Metric::Throughput, v + k as f64);
+                r.probe = Some(Probe { streams: Some(s), sndbuf_bytes: Some(w), ..Probe::default() });
+                records.push(r);
+            }
+        }
+        let r = build(&records, &[], &Options::default());
+        let t = &r.windows[0];
+        let chosen: Vec<_> = t.rows.iter().filter(|r| r.chosen).collect();
+        assert_eq!(chosen.len(), 1);
+        assert_eq!((chosen[0].window_bytes, chosen[0].streams), (Some(1 << 20), 1));
+        let html = super::super::html::render(&r, "t");
+        assert!(html.contains("class=\"chosen\"") && html.contains("<svg"));
+        // Self-contained: nothing to fetch.
+        assert!(!html.contains("src=") && !html.contains("href=\"http") && !html.contains("<script"));
+        let text = super::super::text::render(&r);
+        assert!(text.contains("← fewest streams"), "{text}");
+        assert_eq!(host_of("[::1]:5201"), "::1");
+        assert_eq!(host_of("http://h.example:8080/x"), "h.example");
+        assert_eq!(host_of("10.0.0.2"), "10.0.0.2");
+    }
+}
