@@ -73,6 +73,7 @@ struct TargetFile {
     name: String,
     host: String,
     port: Option<u16>,
+    udp_port: Option<u16>,
     iperf3_port: Option<u16>,
     url: Option<String>,
     #[serde(default)]
@@ -243,6 +244,7 @@ pub fn parse(text: &str, dir: &Path, stem: &str) -> Result<Campaign> {
             name: t.name.clone(),
             host: t.host.clone(),
             port: t.port.unwrap_or(DEFAULT_PORT),
+            udp_port: t.udp_port.or(t.port).unwrap_or(DEFAULT_PORT),
             iperf3_port: t.iperf3_port.unwrap_or(5201),
             url: t.url.clone(),
             groups: t.groups.clone(),

@@ -24,8 +24,10 @@ pub struct Target {
     pub name: String,
     /// Host name or address.
     pub host: String,
-    /// `nowcast serve`'s TCP and UDP port.
+    /// `nowcast serve`'s TCP port.
     pub port: u16,
+    /// `nowcast serve`'s UDP port (usually the same).
+    pub udp_port: u16,
     /// iperf3's server port.
     pub iperf3_port: u16,
     /// The URL of the HTTP download probe, when the target has one.
@@ -47,7 +49,8 @@ impl Target {
     /// What the records of `kind` name in `to`.
     pub fn record_to(&self, kind: &Kind) -> String {
         match kind {
-            Kind::Tcp(_) | Kind::Udp(_) => self.address(self.port),
+            Kind::Tcp(_) => self.address(self.port),
+            Kind::Udp(_) => self.address(self.udp_port),
             Kind::Iperf3(p) => self.address(p.port.unwrap_or(self.iperf3_port)),
             Kind::Http(p) => p.url_for(self),
             Kind::Ping(_) => self.host.clone(),
@@ -411,6 +414,7 @@ mod tests {
             name: "v6".into(),
             host: "::1".into(),
             port: 8060,
+            udp_port: 8060,
             iperf3_port: 5201,
             url: None,
             groups: vec![],

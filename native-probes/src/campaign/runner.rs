@@ -292,17 +292,15 @@ fn start(plan: &super::plan::Plan, spec: RunSpec, set: Option<SeriesSet>, cancel
         .stack_size(512 * 1024)
         .spawn(move || {
             let records = probes::run(&p.kind, &target, spec.bound_ms, &mut set, spec.id, &cancel);
-            let finish = if cancel.killed() {
-                Finish::Killed(format!("overran its bound of {}", human(spec.bound_ms)))
-            } else {
-                judge(&records)
-            };
-            let _ = tx.send(Done {
-                id: spec.id,
-                finish,
-                records,
-                set: Some(set),
-            });
+            // A killed run is reported by its killer, with how the kill went.
+            if !cancel.killed() {
+                let _ = tx.send(Done {
+                    id: spec.id,
+                    finish: judge(&records),
+                    records,
+                    set: Some(set),
+                });
+            }
         })
         .context("starting a run's thread")?;
     Ok(())

@@ -594,6 +594,7 @@ mod tests {
             name: format!("t{i}"),
             host: format!("127.0.0.{}", i + 1),
             port: 8060,
+            udp_port: 8060,
             iperf3_port: 5201,
             url: None,
             groups: vec![],
