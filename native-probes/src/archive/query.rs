@@ -221,8 +221,9 @@ pub fn clickhouse_hourly(db: &str, target: &str, metric: Metric, from_ms: Ms, to
 /// ClickHouse: the latest ok measurement of every target and metric.
 pub fn clickhouse_latest(db: &str) -> String {
     format!(
-        "SELECT target, metric, max(ts_ms) AS ts_ms, argMax(value, ts_ms) AS value \
-         FROM {db}.records WHERE status = 'ok' GROUP BY target, metric ORDER BY target, metric"
+        "SELECT target, metric, t AS ts_ms, v AS value FROM (SELECT target, metric, \
+         max(ts_ms) AS t, argMax(value, ts_ms) AS v FROM {db}.records WHERE status = 'ok' \
+         GROUP BY target, metric) ORDER BY target, metric"
     )
 }
 
