@@ -439,7 +439,11 @@ pub fn agreement(pairs: &[(f64, f64)]) -> Option<Agreement> {
 /// ties go to the smaller window. `rows` are (window bytes, streams, throughput); returns
 /// the index of the choice.
 pub fn choose_window_streams(rows: &[(Option<u64>, u32, f64)], fraction: f64) -> Option<usize> {
-    let best = rows.iter().map(|r| r.2).filter(|v| v.is_finite()).fold(f64::NEG_INFINITY, f64::max);
+    let best = rows
+        .iter()
+        .map(|r| r.2)
+        .filter(|v| v.is_finite())
+        .fold(f64::NEG_INFINITY, f64::max);
     if !best.is_finite() {
         return None;
     }
@@ -574,8 +578,17 @@ mod tests {
         assert!((a.err_mean - (0.1 + 0.0 - 0.25) / 3.0).abs() < 1e-12);
         assert!(a.r.unwrap() > 0.95, "{a:?}");
         assert_eq!(correlation(&[1.0, 2.0, 3.0], &[3.0, 2.0, 1.0]), Some(-1.0));
-        let rows = [(Some(65_536), 1, 20.0), (Some(65_536), 8, 85.0), (Some(1 << 20), 1, 80.0), (Some(1 << 20), 8, 100.0)];
-        assert_eq!(choose_window_streams(&rows, 0.8), Some(2), "one stream with the larger window reaches 80 %");
+        let rows = [
+            (Some(65_536), 1, 20.0),
+            (Some(65_536), 8, 85.0),
+            (Some(1 << 20), 1, 80.0),
+            (Some(1 << 20), 8, 100.0),
+        ];
+        assert_eq!(
+            choose_window_streams(&rows, 0.8),
+            Some(2),
+            "one stream with the larger window reaches 80 %"
+        );
         assert_eq!(choose_window_streams(&rows, 0.9), Some(3));
     }
 }

@@ -11,6 +11,7 @@ pub mod clock;
 pub mod delay;
 pub mod evaluate;
 pub mod forecast;
+pub mod format;
 pub mod net;
 pub mod output;
 pub mod periodic;

@@ -30,7 +30,9 @@ pub fn parse_duration(text: &str) -> Result<Ms, String> {
             .find(|c: char| !(c.is_ascii_digit() || c == '.'))
             .ok_or_else(|| format!("'{text}': a number needs a unit (ms, s, m, h, d)"))?;
         if digits == 0 {
-            return Err(format!("'{text}' is not a duration such as 90s, 5m or 1h30m"));
+            return Err(format!(
+                "'{text}' is not a duration such as 90s, 5m or 1h30m"
+            ));
         }
         let n: f64 = rest[..digits]
             .parse()
@@ -54,7 +56,7 @@ pub fn parse_duration(text: &str) -> Result<Ms, String> {
 }
 
 fn to_ms(v: f64, text: &str) -> Result<Ms, String> {
-    if v.is_finite() && v >= 0.0 && v < 1e15 {
+    if (0.0..1e15).contains(&v) {
         Ok(v.round() as Ms)
     } else {
         Err(format!("'{text}' is not a duration"))
@@ -82,7 +84,15 @@ pub fn civil_from_days(z: i64) -> (i64, u32, u32) {
     let mp = (5 * doy + 2) / 153;
     let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
     let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    (if m <= 2 { yoe + era * 400 + 1 } else { yoe + era * 400 }, m, d)
+    (
+        if m <= 2 {
+            yoe + era * 400 + 1
+        } else {
+            yoe + era * 400
+        },
+        m,
+        d,
+    )
 }
 
 /// `YYYY-MM-DD` of a time.
@@ -234,7 +244,13 @@ mod tests {
         for (t, want) in rows {
             assert_eq!(parse_time(t, now), Ok(want), "{t}");
         }
-        for bad in ["2023-02-30", "2023-13-01", "2023-11-14T25:00", "yesterday", "2023-11-14X"] {
+        for bad in [
+            "2023-02-30",
+            "2023-13-01",
+            "2023-11-14T25:00",
+            "yesterday",
+            "2023-11-14X",
+        ] {
             assert!(parse_time(bad, now).is_err(), "{bad}");
         }
         assert_eq!(datetime(1_700_000_000_000), "2023-11-14T22:13:20Z");

@@ -12,7 +12,9 @@ use nowcast::archive::query::{close, Filter};
 use nowcast::archive::sqlite::Sqlite;
 use nowcast::archive::{Archive, ArchiveConfig};
 use nowcast::campaign::runlog::{Outcome, RunLog};
-use nowcast_core::record::{read_ndjson, Metric, Probe, Record, RecordForecast, Selector, Status, Transport};
+use nowcast_core::record::{
+    read_ndjson, Metric, Probe, Record, RecordForecast, Selector, Status, Transport,
+};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -45,8 +47,18 @@ fn synthetic() -> Vec<Record> {
             let mut rtt = Record::new(ts, "nowcast tcp", Metric::Rtt, 20.0 + 5.0 * rnd(), &to);
             rtt.seq = Some(k as u64);
             rtt.period_ms = Some(600_000.0);
-            rtt.probe = Some(Probe { transport: Some(Transport::Tcp), payload_bytes: Some(2), nagle: Some(false), ..Probe::default() });
-            rtt.forecast = Some(RecordForecast { value: 22.0, method: "median_5".into(), selector: Selector::Mse, error: 1.5 });
+            rtt.probe = Some(Probe {
+                transport: Some(Transport::Tcp),
+                payload_bytes: Some(2),
+                nagle: Some(false),
+                ..Probe::default()
+            });
+            rtt.forecast = Some(RecordForecast {
+                value: 22.0,
+                method: "median_5".into(),
+                selector: Selector::Mse,
+                error: 1.5,
+            });
             if rnd() < 0.05 {
                 rtt.status = Status::Timeout;
                 rtt.value = None;
@@ -54,15 +66,32 @@ fn synthetic() -> Vec<Record> {
                 rtt.error = Some("rtt timed out \"quoted\", \\ and ü".into());
             }
             out.push(rtt);
-            let mut tp = Record::new(ts + 0.5, "iperf3", Metric::Throughput, 300.0 + 100.0 * rnd(), &format!("10.0.0.{t}:5201"));
-            tp.probe = Some(Probe { streams: Some(4), sndbuf_bytes: Some(1 << 20), raw_ms: Some(10_000.0), ..Probe::default() });
+            let mut tp = Record::new(
+                ts + 0.5,
+                "iperf3",
+                Metric::Throughput,
+                300.0 + 100.0 * rnd(),
+                &format!("10.0.0.{t}:5201"),
+            );
+            tp.probe = Some(Probe {
+                streams: Some(4),
+                sndbuf_bytes: Some(1 << 20),
+                raw_ms: Some(10_000.0),
+                ..Probe::default()
+            });
             if rnd() < 0.03 {
                 tp.status = Status::Error;
                 tp.value = None;
                 tp.error = Some("iperf3: connection refused".into());
             }
             out.push(tp);
-            out.push(Record::new(ts + 0.75, "nowcast udp", Metric::Loss, (rnd() * 0.1 * 1000.0).round() / 1000.0, &to));
+            out.push(Record::new(
+                ts + 0.75,
+                "nowcast udp",
+                Metric::Loss,
+                (rnd() * 0.1 * 1000.0).round() / 1000.0,
+                &to,
+            ));
         }
     }
     out
@@ -80,7 +109,11 @@ fn runs() -> Vec<RunLog> {
             due_ms: T0 as i64 + i as i64 * 60_000 + 5,
             started_ms: (i % 7 != 0).then_some(T0 as i64 + i as i64 * 60_000 + 6),
             ended_ms: T0 as i64 + i as i64 * 60_000 + 50,
-            outcome: if i % 7 == 0 { Outcome::Missed } else { Outcome::Ok },
+            outcome: if i % 7 == 0 {
+                Outcome::Missed
+            } else {
+                Outcome::Ok
+            },
             reason: (i % 7 == 0).then(|| "the link was busy".to_string()),
             slots: 1,
             gate_check: false,
@@ -100,21 +133,57 @@ fn import_names_bad_lines_and_export_gives_the_records_back() {
     let file = dir.join("in.ndjson");
     std::fs::write(&file, lines.join("\n") + "\n").unwrap();
     let db = dir.join("a.sqlite");
-    let out = nowcast(&["archive", "import", file.to_str().unwrap(), "--archive", db.to_str().unwrap()], Duration::from_secs(20));
+    let out = nowcast(
+        &[
+            "archive",
+            "import",
+            file.to_str().unwrap(),
+            "--archive",
+            db.to_str().unwrap(),
+        ],
+        Duration::from_secs(20),
+    );
     assert!(out.status.success(), "{}", text(&out.stderr));
     let err = text(&out.stderr);
     assert!(err.contains("line 3: field 'source': is required"), "{err}");
     assert!(err.contains("line 5: not valid JSON"), "{err}");
-    assert!(err.contains(&format!("line {}: field 'schema_version': version 2.0 is newer", lines.len())), "{err}");
-    assert!(err.contains(&format!("{} records imported, 3 bad lines skipped", want.len())), "{err}");
-    let exp = nowcast(&["archive", "export", "--archive", db.to_str().unwrap()], Duration::from_secs(20));
+    assert!(
+        err.contains(&format!(
+            "line {}: field 'schema_version': version 2.0 is newer",
+            lines.len()
+        )),
+        "{err}"
+    );
+    assert!(
+        err.contains(&format!(
+            "{} records imported, 3 bad lines skipped",
+            want.len()
+        )),
+        "{err}"
+    );
+    let exp = nowcast(
+        &["archive", "export", "--archive", db.to_str().unwrap()],
+        Duration::from_secs(20),
+    );
     let mut got = common::records(&exp);
     let mut want = want.clone();
     let key = |r: &Record| (r.timestamp_ms.to_bits(), r.metric.name());
     got.sort_by_key(key);
     want.sort_by_key(key);
     assert_eq!(got, want, "the export gives back every record imported");
-    let csv = nowcast(&["archive", "export", "--archive", db.to_str().unwrap(), "--format", "csv", "--metric", "rtt"], Duration::from_secs(20));
+    let csv = nowcast(
+        &[
+            "archive",
+            "export",
+            "--archive",
+            db.to_str().unwrap(),
+            "--format",
+            "csv",
+            "--metric",
+            "rtt",
+        ],
+        Duration::from_secs(20),
+    );
     let csv = text(&csv.stdout);
     let mut rows = csv.lines();
     assert_eq!(rows.next(), Some("time,value,series"));
@@ -122,7 +191,10 @@ fn import_names_bad_lines_and_export_gives_the_records_back() {
     for row in rows {
         let cells: Vec<&str> = row.split(',').collect();
         assert_eq!(cells.len(), 3, "{row}");
-        assert!(cells[0].parse::<f64>().is_ok() && cells[1].parse::<f64>().is_ok(), "{row}");
+        assert!(
+            cells[0].parse::<f64>().is_ok() && cells[1].parse::<f64>().is_ok(),
+            "{row}"
+        );
         assert!(cells[2].contains(" rtt ("), "{row}");
     }
     let _ = std::fs::remove_dir_all(&dir);
@@ -137,13 +209,22 @@ fn same(a: &[Record], b: &[Record], what: &str) {
 }
 
 fn sorted(mut v: Vec<Record>) -> Vec<Record> {
-    v.sort_by(|a, b| a.timestamp_ms.total_cmp(&b.timestamp_ms).then(a.to.cmp(&b.to)).then(a.metric.name().cmp(b.metric.name())));
+    v.sort_by(|a, b| {
+        a.timestamp_ms
+            .total_cmp(&b.timestamp_ms)
+            .then(a.to.cmp(&b.to))
+            .then(a.metric.name().cmp(b.metric.name()))
+    });
     v
 }
 
 #[test]
 fn sqlite_and_clickhouse_answer_alike_and_a_down_clickhouse_loses_nothing() {
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
     let dir = temp("ch");
     let ch_cfg = |db: &str| ClickhouseConfig {
         url: format!("http://127.0.0.1:{port}"),
@@ -168,7 +249,10 @@ fn sqlite_and_clickhouse_answer_alike_and_a_down_clickhouse_loses_nothing() {
         let (sq, ch) = (&st[0], &st[1]);
         if sq.backlog == 0 && ch.failures > 0 {
             assert_eq!(ch.backlog, 3050, "{ch:?}");
-            assert!(ch.last_error.as_deref().unwrap().contains("ClickHouse at"), "{ch:?}");
+            assert!(
+                ch.last_error.as_deref().unwrap().contains("ClickHouse at"),
+                "{ch:?}"
+            );
             break;
         }
         assert!(Instant::now() < until, "{st:?}");
@@ -196,7 +280,11 @@ fn sqlite_and_clickhouse_answer_alike_and_a_down_clickhouse_loses_nothing() {
         Ok(())
     })
     .unwrap();
-    same(&sorted(got), &sorted(early.clone()), "every record arrived once");
+    same(
+        &sorted(got),
+        &sorted(early.clone()),
+        "every record arrived once",
+    );
     assert_eq!(live.runs("c'1", 0).unwrap(), runs());
 
     // The same records in both: the same answers.
@@ -211,22 +299,46 @@ fn sqlite_and_clickhouse_answer_alike_and_a_down_clickhouse_loses_nothing() {
     ch.write(&[], &runs()).unwrap();
     for day in 0..3 {
         let from = T0 as i64 + day * DAY;
-        let (a, b) = (sq.summary(from, from + DAY).unwrap(), ch.summary(from, from + DAY).unwrap());
+        let (a, b) = (
+            sq.summary(from, from + DAY).unwrap(),
+            ch.summary(from, from + DAY).unwrap(),
+        );
         assert_eq!(a.len(), 15);
         assert_eq!(a.len(), b.len());
         for (x, y) in a.iter().zip(&b) {
-            assert_eq!((&x.target, &x.metric, x.n, x.ok), (&y.target, &y.metric, y.n, y.ok));
-            assert!(close(x.mean, y.mean) && x.min == y.min && x.max == y.max, "{x:?} {y:?}");
+            assert_eq!(
+                (&x.target, &x.metric, x.n, x.ok),
+                (&y.target, &y.metric, y.n, y.ok)
+            );
+            assert!(
+                close(x.mean, y.mean) && x.min == y.min && x.max == y.max,
+                "{x:?} {y:?}"
+            );
         }
     }
     let (a, b) = (
-        sq.hourly("10.0.0.3:5201", Metric::Throughput, T0 as i64, T0 as i64 + 3 * DAY).unwrap(),
-        ch.hourly("10.0.0.3:5201", Metric::Throughput, T0 as i64, T0 as i64 + 3 * DAY).unwrap(),
+        sq.hourly(
+            "10.0.0.3:5201",
+            Metric::Throughput,
+            T0 as i64,
+            T0 as i64 + 3 * DAY,
+        )
+        .unwrap(),
+        ch.hourly(
+            "10.0.0.3:5201",
+            Metric::Throughput,
+            T0 as i64,
+            T0 as i64 + 3 * DAY,
+        )
+        .unwrap(),
     );
     assert_eq!(a.len(), 72);
     for (x, y) in a.iter().zip(&b) {
         assert_eq!((x.hour_ms, x.n, x.ok), (y.hour_ms, y.n, y.ok));
-        assert!(close(x.mean, y.mean) && x.min == y.min && x.max == y.max, "{x:?} {y:?}");
+        assert!(
+            close(x.mean, y.mean) && x.min == y.min && x.max == y.max,
+            "{x:?} {y:?}"
+        );
     }
     assert_eq!(sq.latest().unwrap(), ch.latest().unwrap());
     let f = Filter {
@@ -258,7 +370,10 @@ fn sqlite_and_clickhouse_answer_alike_and_a_down_clickhouse_loses_nothing() {
     };
     let url = server.url();
     let cmp_db = dir.join("cmp.sqlite");
-    assert_eq!(q(&["--archive", cmp_db.to_str().unwrap()]), q(&["--clickhouse", &url, "--database", "cmp"]));
+    assert_eq!(
+        q(&["--archive", cmp_db.to_str().unwrap()]),
+        q(&["--clickhouse", &url, "--database", "cmp"])
+    );
     drop(server);
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -19,11 +19,19 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 fn has(program: &str) -> bool {
-    Command::new("sh").args(["-c", &format!("command -v {program}")]).stdout(Stdio::null()).status().is_ok_and(|s| s.success())
+    Command::new("sh")
+        .args(["-c", &format!("command -v {program}")])
+        .stdout(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
 }
 
 fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }
 
 /// A tiny HTTP server answering every request with `size` bytes, until dropped.
@@ -92,7 +100,13 @@ impl Running {
     fn line(&self, starts: &str, limit: Duration) -> Option<String> {
         let until = Instant::now() + limit;
         while Instant::now() < until {
-            if let Some(l) = self.lines.lock().unwrap().iter().find(|l| l.starts_with(starts)) {
+            if let Some(l) = self
+                .lines
+                .lock()
+                .unwrap()
+                .iter()
+                .find(|l| l.starts_with(starts))
+            {
                 return Some(l.clone());
             }
             std::thread::sleep(Duration::from_millis(20));
@@ -102,7 +116,9 @@ impl Running {
 
     /// SIGTERM, then the exit status within `limit`.
     fn stop(&mut self, limit: Duration) -> bool {
-        let _ = Command::new("kill").args(["-TERM", &self.child.id().to_string()]).status();
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
         let until = Instant::now() + limit;
         while Instant::now() < until {
             if let Ok(Some(s)) = self.child.try_wait() {
@@ -110,7 +126,10 @@ impl Running {
             }
             std::thread::sleep(Duration::from_millis(20));
         }
-        panic!("the campaign did not stop within {limit:?}: {:?}", self.lines.lock().unwrap());
+        panic!(
+            "the campaign did not stop within {limit:?}: {:?}",
+            self.lines.lock().unwrap()
+        );
     }
 }
 
@@ -147,12 +166,16 @@ fn records(db: &Path) -> Vec<Record> {
 }
 
 fn count(rows: &[RunLog], job: &str, o: Outcome) -> u64 {
-    rows.iter().filter(|r| r.job == job && r.outcome == o).map(|r| r.slots).sum()
+    rows.iter()
+        .filter(|r| r.job == job && r.outcome == o)
+        .map(|r| r.slots)
+        .sum()
 }
 
 #[test]
 fn a_campaign_measures_kills_skips_stops_and_resumes() {
-    let dir: PathBuf = std::env::temp_dir().join(format!("nowcast-campaign-{}", std::process::id()));
+    let dir: PathBuf =
+        std::env::temp_dir().join(format!("nowcast-campaign-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let server = Server::start(&["--bind", "127.0.0.1"]);
@@ -170,7 +193,10 @@ fn a_campaign_measures_kills_skips_stops_and_resumes() {
     // A tool that hangs, with a child of its own: the kill must reach both.
     let hang = dir.join("hang.sh");
     std::fs::write(&hang, "#!/bin/sh\nsleep 98765 &\nexec sleep 98766\n").unwrap();
-    Command::new("chmod").args(["+x", hang.to_str().unwrap()]).status().unwrap();
+    Command::new("chmod")
+        .args(["+x", hang.to_str().unwrap()])
+        .status()
+        .unwrap();
     let mut cfg = format!(
         r#"name = "loop"
 seed = 5
@@ -250,55 +276,132 @@ targets = ["good"]
     }
     let cfg_path = dir.join("loop.toml");
     std::fs::write(&cfg_path, &cfg).unwrap();
-    let check = nowcast(&["campaign", "check", cfg_path.to_str().unwrap()], Duration::from_secs(10));
+    let check = nowcast(
+        &["campaign", "check", cfg_path.to_str().unwrap()],
+        Duration::from_secs(10),
+    );
     assert!(check.status.success(), "{}", text(&check.stderr));
-    assert!(text(&check.stdout).contains("dead/bw"), "{}", text(&check.stdout));
+    assert!(
+        text(&check.stdout).contains("dead/bw"),
+        "{}",
+        text(&check.stdout)
+    );
 
     let mut c = Running::start(&cfg_path);
-    let at = c.line("metrics at http://", Duration::from_secs(10)).expect("the metrics line");
-    let addr = at.trim_start_matches("metrics at http://").trim_end_matches("/metrics").to_string();
+    let at = c
+        .line("metrics at http://", Duration::from_secs(10))
+        .expect("the metrics line");
+    let addr = at
+        .trim_start_matches("metrics at http://")
+        .trim_end_matches("/metrics")
+        .to_string();
     std::thread::sleep(Duration::from_millis(6_500));
     let metrics = get(&addr, "/metrics");
-    assert!(metrics.contains("nowcast_campaign_runs_total{campaign=\"loop\",outcome=\"ok\"}"), "{metrics}");
-    assert!(metrics.contains("nowcast_campaign_archive_backlog{campaign=\"loop\",archive=\"sqlite\"}"), "{metrics}");
-    assert!(metrics.contains("nowcast_campaign_start_delay_seconds{campaign=\"loop\",quantile=\"0.99\"}"), "{metrics}");
+    assert!(
+        metrics.contains("nowcast_campaign_runs_total{campaign=\"loop\",outcome=\"ok\"}"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("nowcast_campaign_archive_backlog{campaign=\"loop\",archive=\"sqlite\"}"),
+        "{metrics}"
+    );
+    assert!(
+        metrics
+            .contains("nowcast_campaign_start_delay_seconds{campaign=\"loop\",quantile=\"0.99\"}"),
+        "{metrics}"
+    );
     let t = Instant::now();
-    assert!(c.stop(Duration::from_secs(10)), "{:?}", c.lines.lock().unwrap());
-    assert!(t.elapsed() < Duration::from_secs(6), "SIGTERM waits at most the grace and the kills");
+    assert!(
+        c.stop(Duration::from_secs(10)),
+        "{:?}",
+        c.lines.lock().unwrap()
+    );
+    assert!(
+        t.elapsed() < Duration::from_secs(6),
+        "SIGTERM waits at most the grace and the kills"
+    );
     let said = c.lines.lock().unwrap().join("\n");
     assert!(said.contains("stopped: ok "), "{said}");
 
     let db = dir.join("loop.sqlite");
     let rows = runs(&db);
-    let show = || rows.iter().map(|r| format!("{} {} {:?}", r.job, r.outcome.name(), r.reason)).collect::<Vec<_>>().join("\n");
+    let show = || {
+        rows.iter()
+            .map(|r| format!("{} {} {:?}", r.job, r.outcome.name(), r.reason))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
     assert!(count(&rows, "good/rtt", Outcome::Ok) >= 4, "{}", show());
     assert!(count(&rows, "good/udp", Outcome::Ok) >= 2, "{}", show());
     assert!(count(&rows, "good/bw", Outcome::Ok) >= 2, "{}", show());
     assert!(count(&rows, "good/http", Outcome::Ok) >= 1, "{}", show());
     // The dead target: its checks fail with the reason, its bandwidth runs are skipped.
-    let failed: Vec<&RunLog> = rows.iter().filter(|r| r.job == "dead/rtt" && r.outcome == Outcome::Failed).collect();
-    assert!(!failed.is_empty() && failed[0].reason.as_deref().unwrap().contains("refused"), "{}", show());
-    let skipped: Vec<&RunLog> = rows.iter().filter(|r| r.job == "dead/bw" && r.outcome == Outcome::Skipped).collect();
+    let failed: Vec<&RunLog> = rows
+        .iter()
+        .filter(|r| r.job == "dead/rtt" && r.outcome == Outcome::Failed)
+        .collect();
+    assert!(
+        !failed.is_empty() && failed[0].reason.as_deref().unwrap().contains("refused"),
+        "{}",
+        show()
+    );
+    let skipped: Vec<&RunLog> = rows
+        .iter()
+        .filter(|r| r.job == "dead/bw" && r.outcome == Outcome::Skipped)
+        .collect();
     assert!(!skipped.is_empty(), "{}", show());
-    assert!(skipped[0].reason.as_deref().unwrap().contains("sanity check dead/rtt failed"), "{:?}", skipped[0].reason);
+    assert!(
+        skipped[0]
+            .reason
+            .as_deref()
+            .unwrap()
+            .contains("sanity check dead/rtt failed"),
+        "{:?}",
+        skipped[0].reason
+    );
     assert_eq!(count(&rows, "dead/bw", Outcome::Ok), 0);
     // The hanging tool was killed at its bound, with its whole process group.
-    let killed: Vec<&RunLog> = rows.iter().filter(|r| r.job == "good/hang" && r.outcome == Outcome::Killed).collect();
+    let killed: Vec<&RunLog> = rows
+        .iter()
+        .filter(|r| r.job == "good/hang" && r.outcome == Outcome::Killed)
+        .collect();
     assert!(!killed.is_empty(), "{}", show());
-    assert!(killed[0].reason.as_deref().unwrap().contains("process group"), "{:?}", killed[0].reason);
+    assert!(
+        killed[0]
+            .reason
+            .as_deref()
+            .unwrap()
+            .contains("process group"),
+        "{:?}",
+        killed[0].reason
+    );
     for k in &killed {
         let took = k.ended_ms - k.started_ms.unwrap();
-        assert!((2_000..4_500).contains(&took), "the kill is bounded: {took} ms");
+        assert!(
+            (2_000..4_500).contains(&took),
+            "the kill is bounded: {took} ms"
+        );
     }
-    let left = Command::new("pgrep").args(["-f", "sleep 9876[56]"]).output().unwrap();
-    assert!(left.stdout.is_empty(), "processes of the hung tool are left: {}", text(&left.stdout));
+    let left = Command::new("pgrep")
+        .args(["-f", "sleep 9876[56]"])
+        .output()
+        .unwrap();
+    assert!(
+        left.stdout.is_empty(),
+        "processes of the hung tool are left: {}",
+        text(&left.stdout)
+    );
     if iperf.is_some() {
         assert!(count(&rows, "good/iperf", Outcome::Ok) >= 1, "{}", show());
     }
     // Exclusive runs never overlapped (bw and http; iperf too).
     let mut spans: Vec<(i64, i64, &str)> = rows
         .iter()
-        .filter(|r| ["/bw", "/http", "/iperf"].iter().any(|p| r.job.ends_with(p)))
+        .filter(|r| {
+            ["/bw", "/http", "/iperf"]
+                .iter()
+                .any(|p| r.job.ends_with(p))
+        })
         .filter_map(|r| r.started_ms.map(|s| (s, r.ended_ms, r.job.as_str())))
         .collect();
     spans.sort();
@@ -308,47 +411,140 @@ targets = ["good"]
     // Records: measurements, and one per metric of each run that measured nothing.
     let recs = records(&db);
     let good_tcp = format!("127.0.0.1:{}", server.port());
-    let ok = |m: Metric, to: &str| recs.iter().any(|r| r.metric == m && r.to == to && r.status == Status::Ok);
+    let ok = |m: Metric, to: &str| {
+        recs.iter()
+            .any(|r| r.metric == m && r.to == to && r.status == Status::Ok)
+    };
     let good_udp = format!("127.0.0.1:{}", server.udp.rsplit(':').next().unwrap());
     assert!(ok(Metric::Jitter, &good_udp) && ok(Metric::Loss, &good_udp));
     for m in [Metric::Rtt, Metric::BandwidthUp] {
-        assert!(ok(m, &good_tcp), "{m:?}: {:?}", recs.iter().filter(|r| r.metric == m).take(3).collect::<Vec<_>>());
+        assert!(
+            ok(m, &good_tcp),
+            "{m:?}: {:?}",
+            recs.iter()
+                .filter(|r| r.metric == m)
+                .take(3)
+                .collect::<Vec<_>>()
+        );
     }
-    assert!(ok(Metric::BandwidthDown, &format!("http://127.0.0.1:{}/file", http.port)));
-    let skip_rec = recs.iter().find(|r| r.to.ends_with(&format!(":{dead}")) && r.metric == Metric::BandwidthUp).expect("a record of the skipped run");
+    assert!(ok(
+        Metric::BandwidthDown,
+        &format!("http://127.0.0.1:{}/file", http.port)
+    ));
+    let skip_rec = recs
+        .iter()
+        .find(|r| r.to.ends_with(&format!(":{dead}")) && r.metric == Metric::BandwidthUp)
+        .expect("a record of the skipped run");
     assert_eq!(skip_rec.status, Status::Error);
-    assert!(skip_rec.error.as_deref().unwrap().contains("bw skipped"), "{:?}", skip_rec.error);
-    assert!(recs.iter().any(|r| r.status == Status::Timeout && r.source == "iperf3" && r.error.as_deref().is_some_and(|e| e.contains("hang killed"))));
+    assert!(
+        skip_rec.error.as_deref().unwrap().contains("bw skipped"),
+        "{:?}",
+        skip_rec.error
+    );
+    assert!(recs.iter().any(|r| r.status == Status::Timeout
+        && r.source == "iperf3"
+        && r.error
+            .as_deref()
+            .is_some_and(|e| e.contains("hang killed"))));
 
     // Down for 2.5 s, then restarted: the slots missed meanwhile are logged, ids go on.
     std::thread::sleep(Duration::from_millis(2_500));
     let max_id = rows.iter().map(|r| r.id).max().unwrap();
     let mut c = Running::start(&cfg_path);
-    c.line("nowcast campaign loop", Duration::from_secs(10)).expect("started");
+    c.line("nowcast campaign loop", Duration::from_secs(10))
+        .expect("started");
     std::thread::sleep(Duration::from_millis(2_500));
     assert!(c.stop(Duration::from_secs(10)));
     let after: Vec<RunLog> = runs(&db).into_iter().filter(|r| r.id > max_id).collect();
-    assert!(c.lines.lock().unwrap().iter().any(|l| l.contains("resumed")), "{:?}", c.lines.lock().unwrap());
-    let missed = after.iter().find(|r| r.job == "good/rtt" && r.outcome == Outcome::Missed).expect("a missed row for the downtime");
-    assert!(missed.reason.as_deref().unwrap().starts_with("the campaign was not running"), "{:?}", missed.reason);
+    assert!(
+        c.lines
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|l| l.contains("resumed")),
+        "{:?}",
+        c.lines.lock().unwrap()
+    );
+    let missed = after
+        .iter()
+        .find(|r| r.job == "good/rtt" && r.outcome == Outcome::Missed)
+        .expect("a missed row for the downtime");
+    assert!(
+        missed
+            .reason
+            .as_deref()
+            .unwrap()
+            .starts_with("the campaign was not running"),
+        "{:?}",
+        missed.reason
+    );
     assert!(missed.slots >= 2, "{missed:?}");
-    let mut nominal: Vec<i64> = runs(&db).iter().filter(|r| r.job == "good/rtt" && !r.gate_check).map(|r| r.nominal_ms).collect();
+    let mut nominal: Vec<i64> = runs(&db)
+        .iter()
+        .filter(|r| r.job == "good/rtt" && !r.gate_check)
+        .map(|r| r.nominal_ms)
+        .collect();
     let n = nominal.len();
     nominal.dedup();
     assert_eq!(nominal.len(), n, "no slot is logged twice");
 
     // Status, export and the report read the same archive.
-    let st = nowcast(&["campaign", "status", cfg_path.to_str().unwrap(), "--json", "--since", "1h"], Duration::from_secs(10));
+    let st = nowcast(
+        &[
+            "campaign",
+            "status",
+            cfg_path.to_str().unwrap(),
+            "--json",
+            "--since",
+            "1h",
+        ],
+        Duration::from_secs(10),
+    );
     assert!(st.status.success(), "{}", text(&st.stderr));
     let v: serde_json::Value = serde_json::from_slice(&st.stdout).unwrap();
-    assert_eq!(v["jobs"].as_array().unwrap().len(), 7 + usize::from(iperf.is_some()) + usize::from(has("ping")));
-    let human = nowcast(&["campaign", "status", cfg_path.to_str().unwrap()], Duration::from_secs(10));
-    assert!(text(&human.stdout).contains("dead/bw") && text(&human.stdout).contains("sanity check dead/rtt failed"), "{}", text(&human.stdout));
-    let exp = nowcast(&["archive", "export", "--archive", db.to_str().unwrap(), "--target", &good_tcp], Duration::from_secs(10));
+    assert_eq!(
+        v["jobs"].as_array().unwrap().len(),
+        7 + usize::from(iperf.is_some()) + usize::from(has("ping"))
+    );
+    let human = nowcast(
+        &["campaign", "status", cfg_path.to_str().unwrap()],
+        Duration::from_secs(10),
+    );
+    assert!(
+        text(&human.stdout).contains("dead/bw")
+            && text(&human.stdout).contains("sanity check dead/rtt failed"),
+        "{}",
+        text(&human.stdout)
+    );
+    let exp = nowcast(
+        &[
+            "archive",
+            "export",
+            "--archive",
+            db.to_str().unwrap(),
+            "--target",
+            &good_tcp,
+        ],
+        Duration::from_secs(10),
+    );
     let exported = common::records(&exp);
-    assert_eq!(exported.len(), records(&db).iter().filter(|r| r.to == good_tcp).count());
+    assert_eq!(
+        exported.len(),
+        records(&db).iter().filter(|r| r.to == good_tcp).count()
+    );
     let html = dir.join("report.html");
-    let rep = nowcast(&["report", "--archive", db.to_str().unwrap(), "--html", html.to_str().unwrap(), "--campaign", "loop"], Duration::from_secs(20));
+    let rep = nowcast(
+        &[
+            "report",
+            "--archive",
+            db.to_str().unwrap(),
+            "--html",
+            html.to_str().unwrap(),
+            "--campaign",
+            "loop",
+        ],
+        Duration::from_secs(20),
+    );
     assert!(rep.status.success(), "{}", text(&rep.stderr));
     let page = std::fs::read_to_string(&html).unwrap();
     assert!(page.contains("<svg") && page.contains("good/hang"));

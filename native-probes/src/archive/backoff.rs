@@ -51,7 +51,10 @@ mod tests {
     fn doubles_to_the_cap_and_resets() {
         let mut b = Backoff::new(500, 60_000);
         let waits: Vec<Ms> = (0..10).map(|_| b.failed(0.999_999)).collect();
-        assert_eq!(waits, [500, 1000, 2000, 4000, 8000, 16_000, 32_000, 60_000, 60_000, 60_000]);
+        assert_eq!(
+            waits,
+            [500, 1000, 2000, 4000, 8000, 16_000, 32_000, 60_000, 60_000, 60_000]
+        );
         assert_eq!(b.failed(0.0), 30_000, "the random factor halves at most");
         b.succeeded();
         assert_eq!(b.failed(0.999_999), 500);

@@ -64,10 +64,12 @@ impl ChRow {
     fn into_record(self) -> Result<Record> {
         let row = Row {
             ts_ms: self.ts_ms,
-            metric: Metric::from_name(&self.metric).ok_or_else(|| anyhow!("unknown metric {}", self.metric))?,
+            metric: Metric::from_name(&self.metric)
+                .ok_or_else(|| anyhow!("unknown metric {}", self.metric))?,
             target: self.target,
             source: self.source,
-            status: Status::from_name(&self.status).ok_or_else(|| anyhow!("unknown status {}", self.status))?,
+            status: Status::from_name(&self.status)
+                .ok_or_else(|| anyhow!("unknown status {}", self.status))?,
             value: self.value,
             origin: self.origin,
             seq: self.seq,
@@ -84,7 +86,10 @@ impl ChRow {
             rtt_subtracted_ms: self.rtt_subtracted_ms,
             forecast_value: self.forecast_value,
             forecast_method: self.forecast_method,
-            forecast_selector: self.forecast_selector.as_deref().and_then(Selector::from_name),
+            forecast_selector: self
+                .forecast_selector
+                .as_deref()
+                .and_then(Selector::from_name),
             forecast_error: self.forecast_error,
             schema_version: self.schema_version,
         };
@@ -141,7 +146,9 @@ fn row_binary(out: &mut Vec<u8>, row: &Row) {
     let f64b = |o: &mut Vec<u8>, v: f64| o.extend_from_slice(&v.to_le_bytes());
     let u64b = |o: &mut Vec<u8>, v: u64| o.extend_from_slice(&v.to_le_bytes());
     let strb = |o: &mut Vec<u8>, v: &str| put_str(o, v);
-    let day = (row.ts_ms.floor() as i64).div_euclid(crate::when::DAY).clamp(0, u16::MAX as i64) as u16;
+    let day = (row.ts_ms.floor() as i64)
+        .div_euclid(crate::when::DAY)
+        .clamp(0, u16::MAX as i64) as u16;
     out.extend_from_slice(&day.to_le_bytes());
     f64b(out, row.ts_ms);
     strb(out, &row.target);
@@ -157,7 +164,9 @@ fn row_binary(out: &mut Vec<u8>, row: &Row) {
     put_opt(out, row.transport.map(Transport::name), strb);
     put_opt(out, row.payload_bytes, u64b);
     put_opt(out, row.nagle, |o, v| o.push(u8::from(v)));
-    put_opt(out, row.streams, |o, v| o.extend_from_slice(&v.to_le_bytes()));
+    put_opt(out, row.streams, |o, v| {
+        o.extend_from_slice(&v.to_le_bytes())
+    });
     put_opt(out, row.sndbuf_bytes, u64b);
     put_opt(out, row.rcvbuf_bytes, u64b);
     put_opt(out, row.raw_ms, f64b);
@@ -174,7 +183,9 @@ fn encode(s: &str) -> String {
     let mut out = String::with_capacity(s.len() * 3);
     for b in s.bytes() {
         match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => out.push(b as char),
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                out.push(b as char)
+            }
             _ => out.push_str(&format!("%{b:02X}")),
         }
     }
@@ -232,7 +243,11 @@ impl Clickhouse {
     }
 
     /// Runs a query and parses each JSONEachRow line.
-    fn rows<T: for<'de> Deserialize<'de>>(&self, sql: &str, mut each: impl FnMut(T) -> Result<()>) -> Result<()> {
+    fn rows<T: for<'de> Deserialize<'de>>(
+        &self,
+        sql: &str,
+        mut each: impl FnMut(T) -> Result<()>,
+    ) -> Result<()> {
         let r = self.send(&format!("{sql} FORMAT JSONEachRow"), b"")?;
         for line in BufReader::with_capacity(1 << 16, r).lines() {
             let line = line?;
@@ -311,22 +326,31 @@ impl Clickhouse {
 
     pub fn summary(&self, from_ms: Ms, to_ms: Ms) -> Result<Vec<Summary>> {
         let mut out = Vec::new();
-        self.rows(&query::clickhouse_summary(&self.cfg.database, from_ms, to_ms), |s: SummaryRow| {
-            out.push(Summary {
-                target: s.target,
-                metric: s.metric,
-                n: s.n,
-                ok: s.ok,
-                mean: s.mean.filter(|m| m.is_finite()),
-                min: s.min,
-                max: s.max,
-            });
-            Ok(())
-        })?;
+        self.rows(
+            &query::clickhouse_summary(&self.cfg.database, from_ms, to_ms),
+            |s: SummaryRow| {
+                out.push(Summary {
+                    target: s.target,
+                    metric: s.metric,
+                    n: s.n,
+                    ok: s.ok,
+                    mean: s.mean.filter(|m| m.is_finite()),
+                    min: s.min,
+                    max: s.max,
+                });
+                Ok(())
+            },
+        )?;
         Ok(out)
     }
 
-    pub fn hourly(&self, target: &str, metric: Metric, from_ms: Ms, to_ms: Ms) -> Result<Vec<Bucket>> {
+    pub fn hourly(
+        &self,
+        target: &str,
+        metric: Metric,
+        from_ms: Ms,
+        to_ms: Ms,
+    ) -> Result<Vec<Bucket>> {
         let mut out = Vec::new();
         self.rows(
             &query::clickhouse_hourly(&self.cfg.database, target, metric, from_ms, to_ms),
@@ -347,10 +371,13 @@ impl Clickhouse {
 
     pub fn latest(&self) -> Result<Vec<Latest>> {
         let mut out = Vec::new();
-        self.rows(&query::clickhouse_latest(&self.cfg.database), |l: Latest| {
-            out.push(l);
-            Ok(())
-        })?;
+        self.rows(
+            &query::clickhouse_latest(&self.cfg.database),
+            |l: Latest| {
+                out.push(l);
+                Ok(())
+            },
+        )?;
         Ok(out)
     }
 

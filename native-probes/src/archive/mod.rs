@@ -149,21 +149,29 @@ impl Archive {
             threads: Vec::new(),
             drain_until: drain_until.clone(),
         };
-        let mut add = |name: &'static str, open: Box<dyn FnMut() -> Result<Store> + Send>| -> Result<()> {
-            let dir = cfg.spool.join(name);
-            let spool = Arc::new(Mutex::new(Spool::open(&dir, cfg.fsync)?));
-            let stats = Arc::new(DestStats::default());
-            let b = spool::backlog(&dir);
-            stats.backlog.store(b.lines, Ordering::Relaxed);
-            stats.oldest_ms.store(b.oldest_ms.unwrap_or(0), Ordering::Relaxed);
-            let (sp, st, stop, drain) = (spool.clone(), stats.clone(), stop.clone(), drain_until.clone());
-            let t = std::thread::Builder::new()
-                .name(format!("ship-{name}"))
-                .spawn(move || ship(open, &sp, &st, &stop, &drain))?;
-            archive.threads.push(t);
-            archive.dests.push(Dest { name, spool, stats });
-            Ok(())
-        };
+        let mut add =
+            |name: &'static str, open: Box<dyn FnMut() -> Result<Store> + Send>| -> Result<()> {
+                let dir = cfg.spool.join(name);
+                let spool = Arc::new(Mutex::new(Spool::open(&dir, cfg.fsync)?));
+                let stats = Arc::new(DestStats::default());
+                let b = spool::backlog(&dir);
+                stats.backlog.store(b.lines, Ordering::Relaxed);
+                stats
+                    .oldest_ms
+                    .store(b.oldest_ms.unwrap_or(0), Ordering::Relaxed);
+                let (sp, st, stop, drain) = (
+                    spool.clone(),
+                    stats.clone(),
+                    stop.clone(),
+                    drain_until.clone(),
+                );
+                let t = std::thread::Builder::new()
+                    .name(format!("ship-{name}"))
+                    .spawn(move || ship(open, &sp, &st, &stop, &drain))?;
+                archive.threads.push(t);
+                archive.dests.push(Dest { name, spool, stats });
+                Ok(())
+            };
         let path = cfg.sqlite.clone();
         add(
             "sqlite",
@@ -183,9 +191,16 @@ impl Archive {
     pub fn write(&self, records: &[Record], runs: &[RunLog]) -> Result<()> {
         let now = wall_ms();
         for d in &self.dests {
-            let n = d.spool.lock().unwrap_or_else(|p| p.into_inner()).append(records, runs, now)?;
+            let n = d
+                .spool
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .append(records, runs, now)?;
             d.stats.backlog.fetch_add(n as u64, Ordering::Relaxed);
-            let _ = d.stats.oldest_ms.compare_exchange(0, now, Ordering::Relaxed, Ordering::Relaxed);
+            let _ =
+                d.stats
+                    .oldest_ms
+                    .compare_exchange(0, now, Ordering::Relaxed, Ordering::Relaxed);
         }
         Ok(())
     }
@@ -200,10 +215,19 @@ impl Archive {
                 DestStatus {
                     name: d.name,
                     backlog: d.stats.backlog.load(Ordering::Relaxed),
-                    lag_s: if oldest > 0 { (now - oldest).max(0) as f64 / 1e3 } else { 0.0 },
+                    lag_s: if oldest > 0 {
+                        (now - oldest).max(0) as f64 / 1e3
+                    } else {
+                        0.0
+                    },
                     shipped: d.stats.shipped.load(Ordering::Relaxed),
                     failures: d.stats.failures.load(Ordering::Relaxed),
-                    last_error: d.stats.last_error.lock().unwrap_or_else(|p| p.into_inner()).clone(),
+                    last_error: d
+                        .stats
+                        .last_error
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .clone(),
                 }
             })
             .collect()
@@ -215,7 +239,8 @@ impl Archive {
         for d in &self.dests {
             let _ = d.spool.lock().unwrap_or_else(|p| p.into_inner()).close();
         }
-        self.drain_until.store(wall_ms() + drain.as_millis() as Ms, Ordering::Relaxed);
+        self.drain_until
+            .store(wall_ms() + drain.as_millis() as Ms, Ordering::Relaxed);
         self.stop.trigger();
         for t in self.threads.drain(..) {
             let _ = t.join();
@@ -234,7 +259,11 @@ fn ship(
 ) {
     let mut store: Option<Store> = None;
     let mut backoff = Backoff::new(500, 60_000);
-    let dir = spool.lock().unwrap_or_else(|p| p.into_inner()).dir().to_path_buf();
+    let dir = spool
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .dir()
+        .to_path_buf();
     let mut pruned = 0;
     loop {
         let now = wall_ms();
@@ -258,10 +287,11 @@ fn ship(
                 }
                 let seg = spool::read(&seg_path)?;
                 let lines = (seg.records.len() + seg.runs.len() + seg.damaged) as u64;
-                store
-                    .as_mut()
-                    .expect("opened above")
-                    .write(&seg, &spool::batch_name(&seg_path), wall_ms())?;
+                store.as_mut().expect("opened above").write(
+                    &seg,
+                    &spool::batch_name(&seg_path),
+                    wall_ms(),
+                )?;
                 std::fs::remove_file(&seg_path)?;
                 if seg.damaged > 0 {
                     *stats.last_error.lock().unwrap_or_else(|p| p.into_inner()) = Some(format!(
@@ -287,7 +317,9 @@ fn ship(
         }
         // The oldest line still waiting.
         let b = spool::backlog(&dir);
-        stats.oldest_ms.store(b.oldest_ms.unwrap_or(0), Ordering::Relaxed);
+        stats
+            .oldest_ms
+            .store(b.oldest_ms.unwrap_or(0), Ordering::Relaxed);
         stats.backlog.store(b.lines, Ordering::Relaxed);
         if let Some(e) = failed {
             stats.failures.fetch_add(1, Ordering::Relaxed);
@@ -296,7 +328,9 @@ fn ship(
             // dropped, a SQLite file that was moved).
             store = None;
             let wait = backoff.failed(random());
-            if stop.wait_timeout(Duration::from_millis(wait as u64)) && wall_ms() >= drain_until.load(Ordering::Relaxed) {
+            if stop.wait_timeout(Duration::from_millis(wait as u64))
+                && wall_ms() >= drain_until.load(Ordering::Relaxed)
+            {
                 return;
             }
         } else if let Some(Store::Sqlite(db)) = store.as_mut() {
@@ -327,7 +361,11 @@ impl RecordSink for Archive {
 
     fn finish(&mut self, _: &[SeriesStats]) -> std::io::Result<()> {
         for d in &self.dests {
-            d.spool.lock().unwrap_or_else(|p| p.into_inner()).close().map_err(std::io::Error::other)?;
+            d.spool
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .close()
+                .map_err(std::io::Error::other)?;
         }
         Ok(())
     }

@@ -93,7 +93,9 @@ pub fn identifier(s: &str) -> Result<&str, String> {
     {
         Ok(s)
     } else {
-        Err(format!("'{s}' is not a ClickHouse name (letters, digits and _)"))
+        Err(format!(
+            "'{s}' is not a ClickHouse name (letters, digits and _)"
+        ))
     }
 }
 
@@ -162,10 +164,16 @@ pub fn clickhouse_cluster_ddl(db: &str, cluster: &str) -> Vec<String> {
 pub fn clickhouse_where(f: &Filter) -> String {
     let mut parts = vec!["1 = 1".to_string()];
     if let Some(s) = f.since_ms {
-        parts.push(format!("ts_ms >= {s:?} AND day >= '{}'", date(s.floor() as Ms)));
+        parts.push(format!(
+            "ts_ms >= {s:?} AND day >= '{}'",
+            date(s.floor() as Ms)
+        ));
     }
     if let Some(u) = f.until_ms {
-        parts.push(format!("ts_ms < {u:?} AND day <= '{}'", date(u.ceil() as Ms)));
+        parts.push(format!(
+            "ts_ms < {u:?} AND day <= '{}'",
+            date(u.ceil() as Ms)
+        ));
     }
     let list = |col: &str, vals: Vec<String>| {
         format!(

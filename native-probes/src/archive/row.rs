@@ -105,7 +105,12 @@ impl Row {
             raw_ms: self.raw_ms,
             rtt_subtracted_ms: self.rtt_subtracted_ms,
         };
-        let forecast = match (self.forecast_value, self.forecast_method, self.forecast_selector, self.forecast_error) {
+        let forecast = match (
+            self.forecast_value,
+            self.forecast_method,
+            self.forecast_selector,
+            self.forecast_error,
+        ) {
             (Some(value), Some(method), Some(selector), Some(error)) => Some(RecordForecast {
                 value,
                 method,

@@ -120,7 +120,11 @@ impl Spool {
 
     /// Closes the open segment if it is older than [`MAX_AGE_MS`].
     pub fn rotate(&mut self, now: Ms) -> Result<()> {
-        if self.open.as_ref().is_some_and(|o| now - o.first_ms >= MAX_AGE_MS) {
+        if self
+            .open
+            .as_ref()
+            .is_some_and(|o| now - o.first_ms >= MAX_AGE_MS)
+        {
             self.close()?;
         }
         Ok(())
@@ -196,7 +200,10 @@ pub fn backlog(dir: &Path) -> Backlog {
         if !p.extension().is_some_and(|e| e == "seg" || e == "open") {
             continue;
         }
-        let first: Option<Ms> = batch_name(&p).split('-').next().and_then(|t| t.parse().ok());
+        let first: Option<Ms> = batch_name(&p)
+            .split('-')
+            .next()
+            .and_then(|t| t.parse().ok());
         let lines = File::open(&p)
             .map(|f| BufReader::new(f).lines().count() as u64)
             .unwrap_or(0);
@@ -233,7 +240,7 @@ mod tests {
         let segs = segments(&dir).unwrap();
         assert_eq!(segs.len(), 1);
         // A crash: an open segment with a torn last line.
-        s.append(&[r.clone()], &[], 3_000).unwrap();
+        s.append(std::slice::from_ref(&r), &[], 3_000).unwrap();
         drop(s);
         let open = fs::read_dir(&dir)
             .unwrap()

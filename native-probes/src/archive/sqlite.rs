@@ -116,15 +116,19 @@ impl Sqlite {
 
     fn setup(conn: Connection, path: &Path, write: bool) -> Result<Sqlite> {
         let ctx = || format!("{}: set up the archive", path.display());
-        conn.busy_timeout(std::time::Duration::from_secs(10)).with_context(ctx)?;
+        conn.busy_timeout(std::time::Duration::from_secs(10))
+            .with_context(ctx)?;
         if write {
-            conn.pragma_update(None, "journal_mode", "WAL").with_context(ctx)?;
+            conn.pragma_update(None, "journal_mode", "WAL")
+                .with_context(ctx)?;
             // A batch is committed before its spool file is deleted: FULL makes the commit
             // durable first (one fsync per batch).
-            conn.pragma_update(None, "synchronous", "FULL").with_context(ctx)?;
+            conn.pragma_update(None, "synchronous", "FULL")
+                .with_context(ctx)?;
             conn.execute_batch(SCHEMA).with_context(ctx)?;
         }
-        conn.pragma_update(None, "cache_size", -262_144).with_context(ctx)?;
+        conn.pragma_update(None, "cache_size", -262_144)
+            .with_context(ctx)?;
         let mut s = Sqlite {
             conn,
             series: HashMap::new(),
@@ -136,9 +140,16 @@ impl Sqlite {
     }
 
     fn load_series(&mut self) -> Result<()> {
-        let mut stmt = self.conn.prepare("SELECT id, target, metric, source FROM series")?;
+        let mut stmt = self
+            .conn
+            .prepare("SELECT id, target, metric, source FROM series")?;
         let rows = stmt.query_map([], |r| {
-            Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?, r.get::<_, String>(2)?, r.get::<_, String>(3)?))
+            Ok((
+                r.get::<_, i64>(0)?,
+                r.get::<_, String>(1)?,
+                r.get::<_, String>(2)?,
+                r.get::<_, String>(3)?,
+            ))
         })?;
         for row in rows {
             let (id, target, metric, source) = row?;
@@ -169,7 +180,13 @@ impl Sqlite {
 
     /// Writes records and run log rows in one transaction. With a `batch` name, a batch
     /// already written is skipped (returns false).
-    pub fn write(&mut self, records: &[Record], runs: &[RunLog], batch: Option<&str>, now: Ms) -> Result<bool> {
+    pub fn write(
+        &mut self,
+        records: &[Record],
+        runs: &[RunLog],
+        batch: Option<&str>,
+        now: Ms,
+    ) -> Result<bool> {
         // Series first, outside the statement loop (they are few and cached).
         let mut ids = Vec::with_capacity(records.len());
         for r in records {
@@ -177,7 +194,10 @@ impl Sqlite {
         }
         let tx = self.conn.transaction()?;
         if let Some(b) = batch {
-            let fresh = tx.execute("INSERT OR IGNORE INTO spooled (batch, at_ms) VALUES (?1, ?2)", params![b, now])?;
+            let fresh = tx.execute(
+                "INSERT OR IGNORE INTO spooled (batch, at_ms) VALUES (?1, ?2)",
+                params![b, now],
+            )?;
             if fresh == 0 {
                 return Ok(false);
             }
@@ -261,7 +281,8 @@ impl Sqlite {
 
     /// Forgets batch names older than `before` (their files are long gone).
     pub fn prune_batches(&mut self, before: Ms) -> Result<()> {
-        self.conn.execute("DELETE FROM spooled WHERE at_ms < ?1", params![before])?;
+        self.conn
+            .execute("DELETE FROM spooled WHERE at_ms < ?1", params![before])?;
         Ok(())
     }
 
@@ -279,10 +300,18 @@ impl Sqlite {
     }
 
     /// Calls `each` with every record matching `f`, in time order.
-    pub fn records(&mut self, f: &Filter, each: &mut dyn FnMut(Record) -> Result<()>) -> Result<()> {
+    pub fn records(
+        &mut self,
+        f: &Filter,
+        each: &mut dyn FnMut(Record) -> Result<()>,
+    ) -> Result<()> {
         self.load_series()?;
-        let lo = f.since_ms.map_or(i64::MIN, |s| (s.floor() as i64).saturating_mul(PER_MS));
-        let hi = f.until_ms.map_or(i64::MAX, |u| (u.ceil() as i64).saturating_mul(PER_MS));
+        let lo = f
+            .since_ms
+            .map_or(i64::MIN, |s| (s.floor() as i64).saturating_mul(PER_MS));
+        let hi = f
+            .until_ms
+            .map_or(i64::MAX, |u| (u.ceil() as i64).saturating_mul(PER_MS));
         let mut sql = format!(
             "SELECT {RECORD_COLUMNS} FROM records r JOIN series s ON s.id = r.series \
              WHERE r.id >= ?1 AND r.id < ?2 AND r.ts_ms >= ?3 AND r.ts_ms < ?4"
@@ -309,7 +338,8 @@ impl Sqlite {
             let row = Row {
                 ts_ms: r.get(0)?,
                 target: r.get(1)?,
-                metric: Metric::from_name(&metric).with_context(|| format!("unknown metric {metric}"))?,
+                metric: Metric::from_name(&metric)
+                    .with_context(|| format!("unknown metric {metric}"))?,
                 source: r.get(3)?,
                 status: status_of(r.get(4)?),
                 value: r.get(5)?,
@@ -318,7 +348,9 @@ impl Sqlite {
                 period_ms: r.get(8)?,
                 timeout_ms: r.get(9)?,
                 error: r.get(10)?,
-                transport: r.get::<_, Option<String>>(11)?.and_then(|t| Transport::from_name(&t)),
+                transport: r
+                    .get::<_, Option<String>>(11)?
+                    .and_then(|t| Transport::from_name(&t)),
                 payload_bytes: r.get::<_, Option<i64>>(12)?.map(|v| v as u64),
                 nagle: r.get(13)?,
                 streams: r.get(14)?,
@@ -328,11 +360,16 @@ impl Sqlite {
                 rtt_subtracted_ms: r.get(18)?,
                 forecast_value: r.get(19)?,
                 forecast_method: r.get(20)?,
-                forecast_selector: r.get::<_, Option<String>>(21)?.and_then(|s| Selector::from_name(&s)),
+                forecast_selector: r
+                    .get::<_, Option<String>>(21)?
+                    .and_then(|s| Selector::from_name(&s)),
                 forecast_error: r.get(22)?,
                 schema_version: r.get(23)?,
             };
-            each(row.into_record().map_err(|e| anyhow::anyhow!("archive row: {e}"))?)?;
+            each(
+                row.into_record()
+                    .map_err(|e| anyhow::anyhow!("archive row: {e}"))?,
+            )?;
         }
         Ok(())
     }
@@ -369,10 +406,17 @@ impl Sqlite {
                 a.max = Some(a.max.map_or(v, |m| m.max(v)));
             }
         }
-        let names: HashMap<i64, (&String, Metric)> = self.series.iter().map(|((t, m, _), &id)| (id, (t, *m))).collect();
-        let mut merged: std::collections::BTreeMap<(String, &'static str), Acc> = Default::default();
+        let names: HashMap<i64, (&String, Metric)> = self
+            .series
+            .iter()
+            .map(|((t, m, _), &id)| (id, (t, *m)))
+            .collect();
+        let mut merged: std::collections::BTreeMap<(String, &'static str), Acc> =
+            Default::default();
         for (id, a) in by_series {
-            let Some((t, m)) = names.get(&id) else { continue };
+            let Some((t, m)) = names.get(&id) else {
+                continue;
+            };
             let e = merged.entry(((*t).clone(), m.name())).or_default();
             e.n += a.n;
             e.ok += a.ok;
@@ -402,7 +446,13 @@ impl Sqlite {
     }
 
     /// One target's metric over [from, to) in hourly buckets.
-    pub fn hourly(&mut self, target: &str, metric: Metric, from_ms: Ms, to_ms: Ms) -> Result<Vec<Bucket>> {
+    pub fn hourly(
+        &mut self,
+        target: &str,
+        metric: Metric,
+        from_ms: Ms,
+        to_ms: Ms,
+    ) -> Result<Vec<Bucket>> {
         self.load_series()?;
         let ids = self.series_matching(&Filter {
             targets: vec![target.to_string()],
@@ -436,14 +486,17 @@ impl Sqlite {
     /// The latest ok measurement of every target and metric.
     pub fn latest(&mut self) -> Result<Vec<Latest>> {
         self.load_series()?;
-        let mut best: std::collections::BTreeMap<(String, &'static str), (f64, f64)> = Default::default();
+        let mut best: std::collections::BTreeMap<(String, &'static str), (f64, f64)> =
+            Default::default();
         let series: Vec<((String, Metric, String), i64)> =
             self.series.iter().map(|(k, &v)| (k.clone(), v)).collect();
         let mut stmt = self.conn.prepare_cached(
             "SELECT ts_ms, value FROM records WHERE series = ?1 AND status = 0 ORDER BY id DESC LIMIT 1",
         )?;
         for ((t, m, _), id) in series {
-            let row: Option<(f64, f64)> = stmt.query_row(params![id], |r| Ok((r.get(0)?, r.get(1)?))).optional()?;
+            let row: Option<(f64, f64)> = stmt
+                .query_row(params![id], |r| Ok((r.get(0)?, r.get(1)?)))
+                .optional()?;
             if let Some((ts, v)) = row {
                 let e = best.entry((t, m.name())).or_insert((ts, v));
                 if ts > e.0 {
@@ -486,7 +539,9 @@ impl Sqlite {
             "SELECT {RUN_COLUMNS} FROM runs WHERE campaign = ?1 AND job = ?2 AND gate_check = ?3 \
              ORDER BY nominal_ms DESC LIMIT 1"
         ))?;
-        Ok(stmt.query_row(params![campaign, job, gate_check], run_of).optional()?)
+        Ok(stmt
+            .query_row(params![campaign, job, gate_check], run_of)
+            .optional()?)
     }
 
     /// Where `campaign` takes up its schedule: for each job (key, whether its runs must be
@@ -535,7 +590,10 @@ impl Sqlite {
 
     /// Number of records.
     pub fn count(&mut self) -> Result<u64> {
-        Ok(self.conn.query_row("SELECT count(*) FROM records", [], |r| r.get::<_, i64>(0))? as u64)
+        Ok(self
+            .conn
+            .query_row("SELECT count(*) FROM records", [], |r| r.get::<_, i64>(0))?
+            as u64)
     }
 }
 

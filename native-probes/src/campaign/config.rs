@@ -153,7 +153,9 @@ fn allowed(kind: &str) -> Option<&'static [&'static str]> {
         "tcp" => &["size", "direction", "sndbuf", "rcvbuf"],
         "udp" => &["probes", "interval", "size"],
         "http" => &["url", "max_bytes"],
-        "iperf3" => &["duration", "streams", "window", "reverse", "port", "program"],
+        "iperf3" => &[
+            "duration", "streams", "window", "reverse", "port", "program",
+        ],
         "ping" => &["count", "interval", "size", "program"],
         _ => return None,
     })
@@ -210,12 +212,15 @@ fn time(t: &Option<TimeText>, what: &str) -> Result<Option<Ms>> {
         TimeText::Toml(d) => d.to_string(),
         TimeText::Text(s) => s.clone(),
     };
-    parse_time(&text, 0).map(Some).map_err(|e| anyhow!("{what}: {e}"))
+    parse_time(&text, 0)
+        .map(Some)
+        .map_err(|e| anyhow!("{what}: {e}"))
 }
 
 /// Reads the campaign in `path`; relative paths in it are taken from its directory.
 pub fn read(path: &Path) -> Result<Campaign> {
-    let text = std::fs::read_to_string(path).with_context(|| format!("{}: read", path.display()))?;
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("{}: read", path.display()))?;
     let dir = path.parent().unwrap_or(Path::new("."));
     let stem = path
         .file_stem()
@@ -238,7 +243,10 @@ pub fn parse(text: &str, dir: &Path, stem: &str) -> Result<Campaign> {
             bail!("target '{}' is named twice", t.name);
         }
         if t.name.is_empty() || t.name.contains('/') {
-            bail!("target '{}': a name must be non-empty and without '/'", t.name);
+            bail!(
+                "target '{}': a name must be non-empty and without '/'",
+                t.name
+            );
         }
         targets.push(Target {
             name: t.name.clone(),
@@ -306,14 +314,22 @@ pub fn parse(text: &str, dir: &Path, stem: &str) -> Result<Campaign> {
             database: ch.database.clone().unwrap_or_else(|| "nowcast".into()),
             user: ch.user.clone(),
             password: ch.password.clone(),
-            timeout: Duration::from_millis(duration(&ch.timeout, 30 * SECOND, "archive.clickhouse.timeout")? as u64),
+            timeout: Duration::from_millis(duration(
+                &ch.timeout,
+                30 * SECOND,
+                "archive.clickhouse.timeout",
+            )? as u64),
         });
     }
     Ok(Campaign {
         plan,
         archive,
         metrics: f.metrics,
-        shutdown_grace: Duration::from_millis(duration(&f.shutdown_grace, 30 * SECOND, "shutdown_grace")? as u64),
+        shutdown_grace: Duration::from_millis(duration(
+            &f.shutdown_grace,
+            30 * SECOND,
+            "shutdown_grace",
+        )? as u64),
     })
 }
 
@@ -338,10 +354,17 @@ fn probe_specs(p: &ProbeFile) -> Result<Vec<(ProbeSpec, Option<Vec<String>>)>> {
         bail!("{what}: a name must be non-empty and without '/'");
     }
     let Some(allowed) = allowed(&p.kind) else {
-        bail!("{what}: unknown kind '{}' (tcp, udp, http, iperf3, ping)", p.kind);
+        bail!(
+            "{what}: unknown kind '{}' (tcp, udp, http, iperf3, ping)",
+            p.kind
+        );
     };
     if let Some(bad) = p.given().into_iter().find(|g| !allowed.contains(g)) {
-        bail!("{what}: '{bad}' is not a parameter of kind {} ({})", p.kind, allowed.join(", "));
+        bail!(
+            "{what}: '{bad}' is not a parameter of kind {} ({})",
+            p.kind,
+            allowed.join(", ")
+        );
     }
     let every = match (&p.every, &p.cron) {
         (Some(e), None) => {
@@ -372,7 +395,10 @@ fn probe_specs(p: &ProbeFile) -> Result<Vec<(ProbeSpec, Option<Vec<String>>)>> {
         }
     };
     if slip_ms > least_gap / 2 {
-        bail!("{what}: slip must be at most half the time between slots ({} ms)", least_gap / 2);
+        bail!(
+            "{what}: slip must be at most half the time between slots ({} ms)",
+            least_gap / 2
+        );
     }
     let when = When {
         every,
@@ -401,14 +427,19 @@ fn probe_specs(p: &ProbeFile) -> Result<Vec<(ProbeSpec, Option<Vec<String>>)>> {
             Kind::Udp(UdpParams {
                 probes: p.probes.unwrap_or(10).clamp(1, 100_000),
                 interval_ms: duration(&p.interval, 10, "interval").map_err(wrap)?,
-                size: size(&p.size, "size").map_err(wrap)?.unwrap_or(64).clamp(32, 65_000) as usize,
+                size: size(&p.size, "size")
+                    .map_err(wrap)?
+                    .unwrap_or(64)
+                    .clamp(32, 65_000) as usize,
             }),
         )],
         "http" => vec![(
             p.name.clone(),
             Kind::Http(HttpParams {
                 url: p.url.clone(),
-                max_bytes: size(&p.max_bytes, "max_bytes").map_err(wrap)?.unwrap_or(1 << 30),
+                max_bytes: size(&p.max_bytes, "max_bytes")
+                    .map_err(wrap)?
+                    .unwrap_or(1 << 30),
             }),
         )],
         "iperf3" => {
@@ -418,7 +449,11 @@ fn probe_specs(p: &ProbeFile) -> Result<Vec<(ProbeSpec, Option<Vec<String>>)>> {
                 Some(w) => w
                     .all()
                     .iter()
-                    .map(|w| size_of(w, "window").map(Some).map_err(|e| anyhow!("{what}: {e}")))
+                    .map(|w| {
+                        size_of(w, "window")
+                            .map(Some)
+                            .map_err(|e| anyhow!("{what}: {e}"))
+                    })
                     .collect::<Result<_>>()?,
             };
             let sweep = streams.len() * windows.len() > 1;
@@ -433,7 +468,8 @@ fn probe_specs(p: &ProbeFile) -> Result<Vec<(ProbeSpec, Option<Vec<String>>)>> {
                         format!(
                             "{}-s{s}{}",
                             p.name,
-                            w.map(|w| format!("-w{}", crate::report::text::bytes(w))).unwrap_or_default()
+                            w.map(|w| format!("-w{}", crate::report::text::bytes(w)))
+                                .unwrap_or_default()
                         )
                     } else {
                         p.name.clone()
@@ -457,8 +493,12 @@ fn probe_specs(p: &ProbeFile) -> Result<Vec<(ProbeSpec, Option<Vec<String>>)>> {
             p.name.clone(),
             Kind::Ping(PingParams {
                 count: p.count.unwrap_or(10).clamp(1, 10_000),
-                interval_ms: duration(&p.interval, SECOND, "interval").map_err(wrap)?.max(200),
-                size: size(&p.size, "size").map_err(wrap)?.map(|s| s.min(65_000) as u32),
+                interval_ms: duration(&p.interval, SECOND, "interval")
+                    .map_err(wrap)?
+                    .max(200),
+                size: size(&p.size, "size")
+                    .map_err(wrap)?
+                    .map(|s| s.min(65_000) as u32),
                 program: p.program.clone().unwrap_or_else(|| "ping".into()),
             }),
         )],
@@ -500,12 +540,25 @@ mod tests {
         let c = parse(text, Path::new("/var/lib/nowcast"), "campaign").unwrap();
         assert_eq!(c.plan.name, "slac-like");
         assert!(c.plan.jobs.len() >= 6, "{:?}", c.plan.jobs);
-        assert_eq!(c.archive.sqlite, Path::new("/var/lib/nowcast/slac-like.sqlite"));
+        assert_eq!(
+            c.archive.sqlite,
+            Path::new("/var/lib/nowcast/slac-like.sqlite")
+        );
         assert!(c.archive.clickhouse.is_none());
         // The window/streams sweep expands into one probe each.
-        let sweep: Vec<&str> = c.plan.probes.iter().filter(|p| p.name.starts_with("sweep-")).map(|p| p.name.as_str()).collect();
+        let sweep: Vec<&str> = c
+            .plan
+            .probes
+            .iter()
+            .filter(|p| p.name.starts_with("sweep-"))
+            .map(|p| p.name.as_str())
+            .collect();
         assert_eq!(sweep.len(), 4, "{sweep:?}");
-        assert!(c.plan.probes.iter().all(|p| p.bound_ms >= p.kind.least_bound_ms()));
+        assert!(c
+            .plan
+            .probes
+            .iter()
+            .all(|p| p.bound_ms >= p.kind.least_bound_ms()));
     }
 
     #[test]
@@ -521,7 +574,10 @@ mod tests {
             ("[[probes]]\nname = \"p\"\nkind = \"ping\"\nevry = \"1m\"\n", "unknown field `evry`"),
         ];
         for (probe, says) in rows {
-            let e = format!("{:#}", parse(&format!("{base}{probe}"), Path::new("."), "c").unwrap_err());
+            let e = format!(
+                "{:#}",
+                parse(&format!("{base}{probe}"), Path::new("."), "c").unwrap_err()
+            );
             assert!(e.contains(says), "{probe}: {e}");
         }
     }

@@ -35,7 +35,9 @@ pub fn quantile(values: &[f64], q: f64) -> Option<f64> {
 }
 
 fn label(s: &str) -> String {
-    s.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
+    s.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
 }
 
 pub fn render(s: &Snapshot) -> String {
@@ -130,14 +132,24 @@ mod tests {
             in_flight: 2,
             start_delay_p50_s: Some(0.001),
             start_delay_p99_s: Some(0.02),
-            archives: vec![("sqlite".into(), 0, 0.0, 0), ("clickhouse".into(), 120, 33.5, 4)],
+            archives: vec![
+                ("sqlite".into(), 0, 0.0, 0),
+                ("clickhouse".into(), 120, 33.5, 4),
+            ],
             rss_bytes: Some(1 << 20),
             uptime_s: 5.0,
         };
         let t = render(&s);
-        assert!(t.contains("nowcast_campaign_runs_total{campaign=\"lab\",outcome=\"killed\"} 2\n"), "{t}");
-        assert!(t.contains("nowcast_campaign_archive_backlog{campaign=\"lab\",archive=\"clickhouse\"} 120\n"));
-        assert!(t.contains("nowcast_campaign_archive_lag_seconds{campaign=\"lab\",archive=\"clickhouse\"} 33.5\n"));
+        assert!(
+            t.contains("nowcast_campaign_runs_total{campaign=\"lab\",outcome=\"killed\"} 2\n"),
+            "{t}"
+        );
+        assert!(t.contains(
+            "nowcast_campaign_archive_backlog{campaign=\"lab\",archive=\"clickhouse\"} 120\n"
+        ));
+        assert!(t.contains(
+            "nowcast_campaign_archive_lag_seconds{campaign=\"lab\",archive=\"clickhouse\"} 33.5\n"
+        ));
         assert!(t.contains("quantile=\"0.99\"} 0.02\n"));
         assert_eq!(quantile(&[3.0, 1.0, 2.0, 4.0], 0.5), Some(2.0));
         assert_eq!(quantile(&[3.0, 1.0, 2.0, 4.0], 0.99), Some(4.0));

@@ -251,7 +251,9 @@ impl Kind {
                 p.duration_s,
                 p.streams,
                 if p.streams == 1 { "" } else { "s" },
-                p.window.map(|w| format!(", window {w}")).unwrap_or_default(),
+                p.window
+                    .map(|w| format!(", window {w}"))
+                    .unwrap_or_default(),
                 if p.reverse { ", reverse" } else { "" }
             ),
             Kind::Ping(p) => format!("ping ×{}", p.count),

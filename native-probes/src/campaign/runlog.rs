@@ -166,7 +166,10 @@ impl Resume {
             r.next_id = r.next_id.max(row.id + 1);
             let h = r.jobs.entry(row.job.clone()).or_default();
             if !row.gate_check {
-                h.last_nominal_ms = Some(h.last_nominal_ms.map_or(row.nominal_ms, |n| n.max(row.nominal_ms)));
+                h.last_nominal_ms = Some(
+                    h.last_nominal_ms
+                        .map_or(row.nominal_ms, |n| n.max(row.nominal_ms)),
+                );
                 if row.outcome.started() {
                     h.runs += 1;
                 }

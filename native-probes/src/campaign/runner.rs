@@ -55,7 +55,12 @@ pub fn catch_up(cfg: &ArchiveConfig) -> Result<()> {
     let mut db = Sqlite::open(&cfg.sqlite)?;
     for s in segs {
         let seg = spool::read(&s)?;
-        db.write(&seg.records, &seg.runs, Some(&spool::batch_name(&s)), now_ms())?;
+        db.write(
+            &seg.records,
+            &seg.runs,
+            Some(&spool::batch_name(&s)),
+            now_ms(),
+        )?;
         std::fs::remove_file(&s)?;
     }
     Ok(())
@@ -108,7 +113,12 @@ pub fn run(c: &Campaign, stop: &Stop, say: &mut dyn Write) -> Result<Summary> {
     let started = Instant::now();
     let mut sched = Scheduler::new(c.plan.clone(), &resume, now_ms());
     let plan = c.plan.clone();
-    let job_index: HashMap<String, usize> = plan.jobs.iter().enumerate().map(|(i, j)| (j.key.clone(), i)).collect();
+    let job_index: HashMap<String, usize> = plan
+        .jobs
+        .iter()
+        .enumerate()
+        .map(|(i, j)| (j.key.clone(), i))
+        .collect();
     let _ = writeln!(
         say,
         "nowcast campaign {}: {} targets, {} probes, {} jobs; archive {}{}{}",
@@ -117,8 +127,16 @@ pub fn run(c: &Campaign, stop: &Stop, say: &mut dyn Write) -> Result<Summary> {
         plan.probes.len(),
         plan.jobs.len(),
         c.archive.sqlite.display(),
-        c.archive.clickhouse.as_ref().map(|ch| format!(" and ClickHouse {}", ch.url)).unwrap_or_default(),
-        if resume.jobs.is_empty() { String::new() } else { format!("; resumed {} jobs from the run log", resume.jobs.len()) }
+        c.archive
+            .clickhouse
+            .as_ref()
+            .map(|ch| format!(" and ClickHouse {}", ch.url))
+            .unwrap_or_default(),
+        if resume.jobs.is_empty() {
+            String::new()
+        } else {
+            format!("; resumed {} jobs from the run log", resume.jobs.len())
+        }
     );
     let snapshot = Arc::new(Mutex::new(Snapshot {
         campaign: plan.name.clone(),
@@ -127,17 +145,20 @@ pub fn run(c: &Campaign, stop: &Stop, say: &mut dyn Write) -> Result<Summary> {
     let metrics_stop = Stop::new();
     let metrics_thread = match c.metrics {
         Some(at) => {
-            let listener = std::net::TcpListener::bind(at).with_context(|| format!("{at}: bind metrics"))?;
+            let listener =
+                std::net::TcpListener::bind(at).with_context(|| format!("{at}: bind metrics"))?;
             let _ = writeln!(say, "metrics at http://{}/metrics", listener.local_addr()?);
             let (snap, st) = (snapshot.clone(), metrics_stop.clone());
             let l2 = listener.try_clone()?;
-            let t = std::thread::Builder::new().name("metrics".into()).spawn(move || {
-                crate::serve::metrics_loop(&l2, &st, &|| {
-                    let mut s = snap.lock().unwrap_or_else(|p| p.into_inner()).clone();
-                    s.rss_bytes = crate::serve::resident_bytes();
-                    metrics::render(&s)
-                })
-            })?;
+            let t = std::thread::Builder::new()
+                .name("metrics".into())
+                .spawn(move || {
+                    crate::serve::metrics_loop(&l2, &st, &|| {
+                        let mut s = snap.lock().unwrap_or_else(|p| p.into_inner()).clone();
+                        s.rss_bytes = crate::serve::resident_bytes();
+                        metrics::render(&s)
+                    })
+                })?;
             Some((t, listener))
         }
         None => None,
@@ -153,7 +174,12 @@ pub fn run(c: &Campaign, stop: &Stop, say: &mut dyn Write) -> Result<Summary> {
         let now = now_ms();
         if stop.is_set() && stopping.is_none() {
             stopping = Some(Instant::now());
-            let _ = writeln!(say, "stopping: {} runs in flight get up to {} to finish", sched.in_flight(), human(c.shutdown_grace.as_millis() as Ms));
+            let _ = writeln!(
+                say,
+                "stopping: {} runs in flight get up to {} to finish",
+                sched.in_flight(),
+                human(c.shutdown_grace.as_millis() as Ms)
+            );
             sched.stop(now);
         }
         let mut actions = sched.poll(now);
@@ -171,7 +197,12 @@ pub fn run(c: &Campaign, stop: &Stop, say: &mut dyn Write) -> Result<Summary> {
                         delays.pop_front();
                     }
                     let cancel = Arc::new(Cancel::default());
-                    flights.insert(spec.id, Flight { cancel: cancel.clone() });
+                    flights.insert(
+                        spec.id,
+                        Flight {
+                            cancel: cancel.clone(),
+                        },
+                    );
                     let set = sets.remove(&spec.job);
                     start(&plan, spec, set, cancel, tx.clone())?;
                 }
@@ -179,15 +210,20 @@ pub fn run(c: &Campaign, stop: &Stop, say: &mut dyn Write) -> Result<Summary> {
                     if let Some(f) = flights.get(&id) {
                         let (cancel, tx) = (f.cancel.clone(), tx.clone());
                         let bound = sched.run(id).map_or(0, |r| r.bound_ms);
-                        std::thread::Builder::new().name("kill".into()).spawn(move || {
-                            let how = cancel.kill();
-                            let _ = tx.send(Done {
-                                id,
-                                finish: Finish::Killed(format!("overran its bound of {}: {how}", human(bound))),
-                                records: Vec::new(),
-                                set: None,
-                            });
-                        })?;
+                        std::thread::Builder::new()
+                            .name("kill".into())
+                            .spawn(move || {
+                                let how = cancel.kill();
+                                let _ = tx.send(Done {
+                                    id,
+                                    finish: Finish::Killed(format!(
+                                        "overran its bound of {}: {how}",
+                                        human(bound)
+                                    )),
+                                    records: Vec::new(),
+                                    set: None,
+                                });
+                            })?;
                     }
                 }
                 Action::Log(row) => {
@@ -197,7 +233,10 @@ pub fn run(c: &Campaign, stop: &Stop, say: &mut dyn Write) -> Result<Summary> {
                         None => Vec::new(),
                     };
                     archive.write(&records, std::slice::from_ref(&row))?;
-                    let o = Outcome::ALL.iter().position(|o| *o == row.outcome).unwrap_or(1);
+                    let o = Outcome::ALL
+                        .iter()
+                        .position(|o| *o == row.outcome)
+                        .unwrap_or(1);
                     summary.runs[o] += row.slots;
                     if row.outcome != Outcome::Ok {
                         let _ = writeln!(say, "{}", describe(&row));
@@ -223,8 +262,14 @@ pub fn run(c: &Campaign, stop: &Stop, say: &mut dyn Write) -> Result<Summary> {
             break;
         }
         // Wait for a run's end, the next due slot or kill, or a signal.
-        let wake = sched.next_wakeup().map_or(1_000, |t| (t - now_ms()).clamp(0, 1_000));
-        let wait = if stopping.is_some() { wake.min(100) } else { wake };
+        let wake = sched
+            .next_wakeup()
+            .map_or(1_000, |t| (t - now_ms()).clamp(0, 1_000));
+        let wait = if stopping.is_some() {
+            wake.min(100)
+        } else {
+            wake
+        };
         match rx.recv_timeout(Duration::from_millis(wait as u64)) {
             Ok(done) => {
                 let mut next = Some(done);
@@ -253,13 +298,24 @@ pub fn run(c: &Campaign, stop: &Stop, say: &mut dyn Write) -> Result<Summary> {
     let left = archive.close(Duration::from_secs(5));
     for a in left {
         if a.backlog > 0 {
-            let _ = writeln!(say, "archive {}: {} lines left in the spool for the next start ({})", a.name, a.backlog, a.last_error.unwrap_or_default());
+            let _ = writeln!(
+                say,
+                "archive {}: {} lines left in the spool for the next start ({})",
+                a.name,
+                a.backlog,
+                a.last_error.unwrap_or_default()
+            );
         }
     }
     let _ = writeln!(
         say,
         "stopped: {}",
-        Outcome::ALL.iter().zip(summary.runs).map(|(o, n)| format!("{} {n}", o.name())).collect::<Vec<_>>().join(", ")
+        Outcome::ALL
+            .iter()
+            .zip(summary.runs)
+            .map(|(o, n)| format!("{} {n}", o.name()))
+            .collect::<Vec<_>>()
+            .join(", ")
     );
     Ok(summary)
 }
@@ -270,7 +326,11 @@ fn describe(row: &RunLog) -> String {
         crate::when::datetime(row.ended_ms),
         row.job,
         row.id,
-        if row.slots > 1 { format!(" ({} slots)", row.slots) } else { String::new() },
+        if row.slots > 1 {
+            format!(" ({} slots)", row.slots)
+        } else {
+            String::new()
+        },
         match &row.reason {
             Some(r) => format!("{} ({r})", row.outcome.name()),
             None => row.outcome.name().to_string(),
@@ -279,7 +339,13 @@ fn describe(row: &RunLog) -> String {
 }
 
 /// Starts run `spec` on a thread of its own.
-fn start(plan: &super::plan::Plan, spec: RunSpec, set: Option<SeriesSet>, cancel: Arc<Cancel>, tx: mpsc::Sender<Done>) -> Result<()> {
+fn start(
+    plan: &super::plan::Plan,
+    spec: RunSpec,
+    set: Option<SeriesSet>,
+    cancel: Arc<Cancel>,
+    tx: mpsc::Sender<Done>,
+) -> Result<()> {
     let p = plan.probe(spec.job).clone();
     let target = plan.target(spec.job).clone();
     let period = match &p.when.every {

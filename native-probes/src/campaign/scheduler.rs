@@ -61,7 +61,9 @@ pub enum Action {
     Start(RunSpec),
     /// Kill run `id` (its whole process group, for an external tool); then call
     /// [`Scheduler::finished`] with [`Finish::Killed`].
-    Kill { id: u64 },
+    Kill {
+        id: u64,
+    },
     /// Archive this row (and, for a run that measured nothing, the records standing for it).
     Log(RunLog),
 }
@@ -215,7 +217,16 @@ impl Scheduler {
         self.jobs[job].next = next;
     }
 
-    fn log(&mut self, job: usize, slot: Slot, started: Option<Ms>, ended: Ms, outcome: Outcome, reason: Option<String>, slots: u64, gate_check: bool) -> u64 {
+    /// Logs a slot that did not run (missed or skipped).
+    fn log(
+        &mut self,
+        job: usize,
+        slot: Slot,
+        ended: Ms,
+        outcome: Outcome,
+        reason: Option<String>,
+        slots: u64,
+    ) -> u64 {
         let id = self.next_id;
         self.next_id += 1;
         let j = &self.plan.jobs[job];
@@ -227,12 +238,12 @@ impl Scheduler {
             probe: self.plan.probes[j.probe].name.clone(),
             nominal_ms: slot.nominal_ms,
             due_ms: slot.due_ms,
-            started_ms: started,
+            started_ms: None,
             ended_ms: ended,
             outcome,
             reason,
             slots,
-            gate_check,
+            gate_check: false,
         }));
         id
     }
@@ -306,7 +317,14 @@ impl Scheduler {
             if let Some(old) = self.jobs[job].pending.take() {
                 self.pending.remove(&(old.slot.due_ms, job));
                 let why = old.waiting.unwrap_or_else(|| "no room to start".into());
-                self.log(job, old.slot, None, now, Outcome::Missed, Some(format!("not started before its next slot was due: {why}")), 1, false);
+                self.log(
+                    job,
+                    old.slot,
+                    now,
+                    Outcome::Missed,
+                    Some(format!("not started before its next slot was due: {why}")),
+                    1,
+                );
             }
             if passed > 0 {
                 let from = first_passed.expect("set with passed").nominal_ms;
@@ -322,7 +340,7 @@ impl Scheduler {
                     crate::when::datetime(from),
                     crate::when::datetime(last.nominal_ms)
                 );
-                self.log(job, missed, None, now, Outcome::Missed, Some(reason), passed, false);
+                self.log(job, missed, now, Outcome::Missed, Some(reason), passed);
             }
             self.jobs[job].pending = Some(Pending {
                 slot: last,
@@ -357,7 +375,7 @@ impl Scheduler {
                 Err(Wait::Skip(why)) => {
                     self.pending.remove(&(due, job));
                     let p = self.jobs[job].pending.take().expect("pending");
-                    self.log(job, p.slot, None, now, Outcome::Skipped, Some(why), 1, false);
+                    self.log(job, p.slot, now, Outcome::Skipped, Some(why), 1);
                 }
             }
         }
@@ -376,7 +394,10 @@ impl Scheduler {
         };
         let target = self.plan.jobs[job].target;
         let max_age = self.plan.gate_max_age_ms;
-        if let Some(g) = self.gates[target].as_ref().filter(|g| now - g.at_ms <= max_age) {
+        if let Some(g) = self.gates[target]
+            .as_ref()
+            .filter(|g| now - g.at_ms <= max_age)
+        {
             return if g.ok {
                 Ok(())
             } else {
@@ -389,7 +410,9 @@ impl Scheduler {
             };
         }
         if let Some(id) = self.jobs[gate].running {
-            return Err(Wait::Room(format!("waiting for the sanity check (run {id})")));
+            return Err(Wait::Room(format!(
+                "waiting for the sanity check (run {id})"
+            )));
         }
         self.room(gate)?;
         // The check's own pending slot if it has one, else a check outside its schedule.
@@ -407,13 +430,17 @@ impl Scheduler {
             ),
         };
         let id = self.start(gate, slot.0, now, slot.1);
-        Err(Wait::Room(format!("waiting for the sanity check (run {id})")))
+        Err(Wait::Room(format!(
+            "waiting for the sanity check (run {id})"
+        )))
     }
 
     /// Whether there is room for `job` to start.
     fn room(&self, job: usize) -> Result<(), Wait> {
         if let Some(id) = self.jobs[job].running {
-            return Err(Wait::Room(format!("its previous run {id} was still in flight")));
+            return Err(Wait::Room(format!(
+                "its previous run {id} was still in flight"
+            )));
         }
         if self.running.len() >= self.plan.max_parallel {
             return Err(Wait::Room(format!(
@@ -482,7 +509,8 @@ impl Scheduler {
         let Some(r) = self.running.remove(&id) else {
             return;
         };
-        self.deadlines.remove(&(r.spec.started_ms + r.spec.bound_ms, id));
+        self.deadlines
+            .remove(&(r.spec.started_ms + r.spec.bound_ms, id));
         let job = r.spec.job;
         self.jobs[job].running = None;
         let (outcome, reason) = match finish {
@@ -523,7 +551,14 @@ impl Scheduler {
         let pending: Vec<(Ms, usize)> = std::mem::take(&mut self.pending).into_iter().collect();
         for (_, job) in pending {
             if let Some(p) = self.jobs[job].pending.take() {
-                self.log(job, p.slot, None, now, Outcome::Missed, Some("the campaign stopped before it could start".into()), 1, false);
+                self.log(
+                    job,
+                    p.slot,
+                    now,
+                    Outcome::Missed,
+                    Some("the campaign stopped before it could start".into()),
+                    1,
+                );
             }
         }
         self.upcoming.clear();
@@ -542,7 +577,9 @@ impl Scheduler {
 
     /// When to poll next at the latest (a run's end may call for it sooner).
     pub fn next_wakeup(&self) -> Option<Ms> {
-        let due = (!self.stopping).then(|| self.upcoming.first().map(|d| d.0)).flatten();
+        let due = (!self.stopping)
+            .then(|| self.upcoming.first().map(|d| d.0))
+            .flatten();
         let kill = self
             .deadlines
             .iter()
@@ -583,7 +620,9 @@ enum Wait {
 mod tests {
     use super::*;
     use crate::campaign::cron::Cron;
-    use crate::campaign::plan::{Iperf3Params, Kind, ProbeSpec, Target, TcpParams, Direction, When};
+    use crate::campaign::plan::{
+        Direction, Iperf3Params, Kind, ProbeSpec, Target, TcpParams, When,
+    };
     use crate::when::{DAY, HOUR, MINUTE, SECOND};
     use std::collections::{BTreeMap, HashMap};
 
@@ -615,7 +654,12 @@ mod tests {
     fn rtt(when: When) -> ProbeSpec {
         ProbeSpec {
             name: "rtt".into(),
-            kind: Kind::Tcp(TcpParams { size: None, direction: Direction::Up, sndbuf: None, rcvbuf: None }),
+            kind: Kind::Tcp(TcpParams {
+                size: None,
+                direction: Direction::Up,
+                sndbuf: None,
+                rcvbuf: None,
+            }),
             when,
             bound_ms: 10 * SECOND,
             exclusive: false,
@@ -719,7 +763,15 @@ mod tests {
     fn three_days_of_schedule_hold_every_rule() {
         // Three targets: a sanity check every minute, two exclusive transfers every 10
         // minutes. Target t2's check fails on the second day; runs take most of their bound.
-        let p = plan(3, vec![rtt(every(MINUTE, 20 * SECOND)), iperf("a", every(10 * MINUTE, 2 * MINUTE)), iperf("b", every(10 * MINUTE, 2 * MINUTE))], 7);
+        let p = plan(
+            3,
+            vec![
+                rtt(every(MINUTE, 20 * SECOND)),
+                iperf("a", every(10 * MINUTE, 2 * MINUTE)),
+                iperf("b", every(10 * MINUTE, 2 * MINUTE)),
+            ],
+            7,
+        );
         let mut s = Scheduler::new(p, &Resume::default(), T0);
         let world = |job: &str, at: Ms| -> (Ms, Finish) {
             if job == "t2/rtt" && (T0 + DAY..T0 + 2 * DAY).contains(&at) {
@@ -737,12 +789,14 @@ mod tests {
         let mut exclusive_ids = std::collections::HashSet::new();
         for (_, a) in &actions {
             match a {
-                Action::Start(r) if r.job % 3 != 0 || s.plan().jobs[r.job].key.contains("/a") || s.plan().jobs[r.job].key.contains("/b") => {
-                    if s.plan().probe(r.job).exclusive {
-                        assert_eq!(busy, None, "run {} started while {busy:?} held the link", r.id);
-                        busy = Some(r.id);
-                        exclusive_ids.insert(r.id);
-                    }
+                Action::Start(r) if s.plan().probe(r.job).exclusive => {
+                    assert_eq!(
+                        busy, None,
+                        "run {} started while {busy:?} held the link",
+                        r.id
+                    );
+                    busy = Some(r.id);
+                    exclusive_ids.insert(r.id);
                 }
                 Action::Log(l) if exclusive_ids.contains(&l.id) => {
                     assert_eq!(busy, Some(l.id));
@@ -759,17 +813,43 @@ mod tests {
         assert_eq!(slots["t0/rtt"], 3 * 1440, "one slot a minute, none lost");
         assert!((431..=432).contains(&slots["t1/a"]), "{}", slots["t1/a"]);
         // t2's transfers are skipped on the failing day, with the reason, and only then.
-        let skipped: Vec<&RunLog> = rows.iter().filter(|r| r.outcome == Outcome::Skipped).collect();
-        assert!(skipped.iter().all(|r| r.target == "t2" && (T0 + DAY..T0 + 2 * DAY + 10 * MINUTE).contains(&r.ended_ms)));
+        let skipped: Vec<&RunLog> = rows
+            .iter()
+            .filter(|r| r.outcome == Outcome::Skipped)
+            .collect();
+        assert!(skipped
+            .iter()
+            .all(|r| r.target == "t2"
+                && (T0 + DAY..T0 + 2 * DAY + 10 * MINUTE).contains(&r.ended_ms)));
         assert!((280..=290).contains(&skipped.len()), "{}", skipped.len());
-        assert!(skipped[0].reason.as_deref().unwrap().contains("sanity check t2/rtt failed"), "{:?}", skipped[0].reason);
+        assert!(
+            skipped[0]
+                .reason
+                .as_deref()
+                .unwrap()
+                .contains("sanity check t2/rtt failed"),
+            "{:?}",
+            skipped[0].reason
+        );
         // Six 12 s transfers per 10 minutes fit the link: none missed, and none starts late
         // by more than the transfers queued before it.
-        assert_eq!(rows.iter().filter(|r| r.outcome == Outcome::Missed).count(), 0);
-        let worst = rows.iter().filter_map(|r| r.started_ms.map(|s| s - r.due_ms)).max().unwrap();
+        assert_eq!(
+            rows.iter().filter(|r| r.outcome == Outcome::Missed).count(),
+            0
+        );
+        let worst = rows
+            .iter()
+            .filter_map(|r| r.started_ms.map(|s| s - r.due_ms))
+            .max()
+            .unwrap();
         assert!(worst <= 6 * 12 * SECOND, "{worst}");
         // The slips spread the checks over their 20 s.
-        let delays: Vec<Ms> = rows.iter().filter(|r| r.job == "t0/rtt").take(100).map(|r| r.due_ms - r.nominal_ms).collect();
+        let delays: Vec<Ms> = rows
+            .iter()
+            .filter(|r| r.job == "t0/rtt")
+            .take(100)
+            .map(|r| r.due_ms - r.nominal_ms)
+            .collect();
         assert!(delays.iter().any(|d| *d > 10 * SECOND) && delays.iter().any(|d| *d < 10 * SECOND));
         assert!(delays.iter().all(|d| (0..20 * SECOND).contains(d)));
     }
@@ -779,11 +859,16 @@ mod tests {
         let p = plan(1, vec![iperf("x", every(HOUR, 0))], 1);
         let mut s = Scheduler::new(p, &Resume::default(), T0);
         let actions = simulate(&mut s, T0, T0 + 2 * HOUR - 1, &|_, _| (HOUR, Finish::Ok));
-        let kills: Vec<Ms> = actions.iter().filter(|(_, a)| matches!(a, Action::Kill { .. })).map(|(t, _)| *t).collect();
+        let kills: Vec<Ms> = actions
+            .iter()
+            .filter(|(_, a)| matches!(a, Action::Kill { .. }))
+            .map(|(t, _)| *t)
+            .collect();
         assert_eq!(kills, vec![T0 + 20 * SECOND, T0 + HOUR + 20 * SECOND]);
         let rows = logs(&actions);
         assert_eq!(rows.len(), 2);
-        assert!(rows.iter().all(|r| r.outcome == Outcome::Killed && r.ended_ms - r.started_ms.unwrap() == 20 * SECOND + 1));
+        assert!(rows.iter().all(|r| r.outcome == Outcome::Killed
+            && r.ended_ms - r.started_ms.unwrap() == 20 * SECOND + 1));
         let recs = rows[0].records(s.plan(), 0, 20 * SECOND);
         assert_eq!(recs.len(), 1);
         assert_eq!(recs[0].status, nowcast_core::record::Status::Timeout);
@@ -794,20 +879,35 @@ mod tests {
     fn a_restart_logs_the_slots_it_missed_and_continues() {
         let mk = || plan(1, vec![rtt(every(MINUTE, 0))], 3);
         let mut s = Scheduler::new(mk(), &Resume::default(), T0);
-        let before = logs(&simulate(&mut s, T0, T0 + HOUR - 1, &|_, _| (100, Finish::Ok)));
+        let before = logs(&simulate(&mut s, T0, T0 + HOUR - 1, &|_, _| {
+            (100, Finish::Ok)
+        }));
         assert_eq!(before.len(), 60);
         // Down for three hours and a bit; restart from the rows.
         let resume = Resume::from_rows(&before);
         assert_eq!(resume.next_id, 60);
         let back = T0 + 4 * HOUR + 30 * SECOND;
         let mut s = Scheduler::new(mk(), &resume, back);
-        let after = logs(&simulate(&mut s, back, back + 10 * MINUTE, &|_, _| (100, Finish::Ok)));
+        let after = logs(&simulate(&mut s, back, back + 10 * MINUTE, &|_, _| {
+            (100, Finish::Ok)
+        }));
         let missed = &after[0];
         assert_eq!((missed.outcome, missed.slots), (Outcome::Missed, 180));
-        assert!(missed.reason.as_deref().unwrap().starts_with("the campaign was not running: 180 slots"), "{:?}", missed.reason);
+        assert!(
+            missed
+                .reason
+                .as_deref()
+                .unwrap()
+                .starts_with("the campaign was not running: 180 slots"),
+            "{:?}",
+            missed.reason
+        );
         assert_eq!(missed.nominal_ms, T0 + 4 * HOUR - MINUTE);
         // The slot of 4:00 runs late (it is the latest due), then the grid goes on.
-        assert_eq!((after[1].outcome, after[1].nominal_ms, after[1].started_ms), (Outcome::Ok, T0 + 4 * HOUR, Some(back)));
+        assert_eq!(
+            (after[1].outcome, after[1].nominal_ms, after[1].started_ms),
+            (Outcome::Ok, T0 + 4 * HOUR, Some(back))
+        );
         assert_eq!(after[2].nominal_ms, T0 + 4 * HOUR + MINUTE);
         assert!(after.iter().all(|r| r.id >= 60));
         // Slots are never doubled: nominal times strictly increase.
@@ -821,16 +921,23 @@ mod tests {
         w.max_runs = Some(5);
         let mk = || plan(1, vec![rtt(w.clone())], 3);
         let mut s = Scheduler::new(mk(), &Resume::default(), T0);
-        let first = logs(&simulate(&mut s, T0, T0 + 3 * MINUTE - 1, &|_, _| (10, Finish::Ok)));
+        let first = logs(&simulate(&mut s, T0, T0 + 3 * MINUTE - 1, &|_, _| {
+            (10, Finish::Ok)
+        }));
         assert_eq!(first.len(), 3);
         let mut s = Scheduler::new(mk(), &Resume::from_rows(&first), T0 + 3 * MINUTE);
-        let rest = logs(&simulate(&mut s, T0 + 3 * MINUTE, T0 + HOUR, &|_, _| (10, Finish::Ok)));
+        let rest = logs(&simulate(&mut s, T0 + 3 * MINUTE, T0 + HOUR, &|_, _| {
+            (10, Finish::Ok)
+        }));
         assert_eq!(rest.len(), 2, "{rest:?}");
         assert_eq!(s.next_wakeup(), None);
         let mut u = every(MINUTE, 0);
         u.until_ms = Some(T0 + 10 * MINUTE);
         let mut s = Scheduler::new(plan(1, vec![rtt(u)], 3), &Resume::default(), T0);
-        assert_eq!(logs(&simulate(&mut s, T0, T0 + HOUR, &|_, _| (10, Finish::Ok))).len(), 11);
+        assert_eq!(
+            logs(&simulate(&mut s, T0, T0 + HOUR, &|_, _| (10, Finish::Ok))).len(),
+            11
+        );
     }
 
     #[test]
@@ -843,33 +950,77 @@ mod tests {
         a.gated = false;
         b.gated = false;
         let mut s = Scheduler::new(plan(1, vec![a, b], 1), &Resume::default(), T0);
-        let rows = logs(&simulate(&mut s, T0, T0 + 10 * MINUTE, &|_, _| (50 * SECOND, Finish::Ok)));
-        let missed: Vec<&RunLog> = rows.iter().filter(|r| r.outcome == Outcome::Missed).collect();
+        let rows = logs(&simulate(&mut s, T0, T0 + 10 * MINUTE, &|_, _| {
+            (50 * SECOND, Finish::Ok)
+        }));
+        let missed: Vec<&RunLog> = rows
+            .iter()
+            .filter(|r| r.outcome == Outcome::Missed)
+            .collect();
         let ok = rows.iter().filter(|r| r.outcome == Outcome::Ok).count();
-        assert!(ok >= 10 && !missed.is_empty(), "ok {ok} missed {}", missed.len());
-        assert!(missed[0].reason.as_deref().unwrap().contains("busy with exclusive run"), "{:?}", missed[0].reason);
+        assert!(
+            ok >= 10 && !missed.is_empty(),
+            "ok {ok} missed {}",
+            missed.len()
+        );
+        assert!(
+            missed[0]
+                .reason
+                .as_deref()
+                .unwrap()
+                .contains("busy with exclusive run"),
+            "{:?}",
+            missed[0].reason
+        );
         // Slots 0..=10 of both jobs: each logged once, in flight, or still waiting.
         let logged: u64 = rows.iter().map(|r| r.slots).sum();
-        assert!((20..=22).contains(&(logged + s.in_flight() as u64)), "{logged}");
+        assert!(
+            (20..=22).contains(&(logged + s.in_flight() as u64)),
+            "{logged}"
+        );
     }
 
     #[test]
     fn stopping_logs_what_is_due_and_lets_runs_finish() {
-        let p = plan(2, vec![rtt(every(MINUTE, 0)), iperf("x", every(MINUTE, 0))], 1);
+        let p = plan(
+            2,
+            vec![rtt(every(MINUTE, 0)), iperf("x", every(MINUTE, 0))],
+            1,
+        );
         let mut s = Scheduler::new(p, &Resume::default(), T0);
         let acts = s.poll(T0);
         // Both checks start; the transfers wait for them.
-        assert_eq!(acts.iter().filter(|a| matches!(a, Action::Start(_))).count(), 2);
+        assert_eq!(
+            acts.iter()
+                .filter(|a| matches!(a, Action::Start(_)))
+                .count(),
+            2
+        );
         s.stop(T0 + 1);
-        let rows: Vec<RunLog> = s.poll(T0 + 1).into_iter().filter_map(|a| if let Action::Log(l) = a { Some(l) } else { None }).collect();
+        let rows: Vec<RunLog> = s
+            .poll(T0 + 1)
+            .into_iter()
+            .filter_map(|a| {
+                if let Action::Log(l) = a {
+                    Some(l)
+                } else {
+                    None
+                }
+            })
+            .collect();
         assert_eq!(rows.len(), 2);
-        assert!(rows.iter().all(|r| r.outcome == Outcome::Missed && r.reason.as_deref() == Some("the campaign stopped before it could start")));
+        assert!(rows.iter().all(|r| r.outcome == Outcome::Missed
+            && r.reason.as_deref() == Some("the campaign stopped before it could start")));
         assert_eq!(s.in_flight(), 2);
         assert_eq!(s.kill_all().len(), 2);
         s.finished(0, T0 + 2, Finish::Killed("stopped".into()));
         s.finished(1, T0 + 2, Finish::Ok);
         assert_eq!(s.in_flight(), 0);
-        assert_eq!(s.poll(T0 + HOUR).len(), 2, "the two runs' rows, and nothing new");
+        assert_eq!(
+            s.poll(T0 + HOUR).len(),
+            2,
+            "the two runs' rows, and nothing new"
+        );
     }
 
     #[test]
@@ -879,7 +1030,12 @@ mod tests {
             w.start_ms = Some(T0);
             Scheduler::new(plan(4, vec![rtt(w)], seed), &Resume::default(), T0)
         };
-        let dues = |s: &Scheduler| s.next_slots().iter().map(|(_, sl)| sl.unwrap().due_ms).collect::<Vec<_>>();
+        let dues = |s: &Scheduler| {
+            s.next_slots()
+                .iter()
+                .map(|(_, sl)| sl.unwrap().due_ms)
+                .collect::<Vec<_>>()
+        };
         assert_eq!(dues(&mk(1)), dues(&mk(1)));
         assert_ne!(dues(&mk(1)), dues(&mk(2)));
         let c = When {
@@ -890,7 +1046,9 @@ mod tests {
             max_runs: None,
         };
         let mut s = Scheduler::new(plan(1, vec![rtt(c)], 1), &Resume::default(), T0 + 1);
-        let rows = logs(&simulate(&mut s, T0 + 1, T0 + DAY + MINUTE, &|_, _| (10, Finish::Ok)));
+        let rows = logs(&simulate(&mut s, T0 + 1, T0 + DAY + MINUTE, &|_, _| {
+            (10, Finish::Ok)
+        }));
         let hours: Vec<Ms> = rows.iter().map(|r| (r.nominal_ms - T0) / HOUR).collect();
         assert_eq!(hours, vec![6, 12, 18, 24]);
     }

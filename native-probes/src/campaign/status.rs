@@ -50,7 +50,12 @@ pub fn build(
     now_ms: Ms,
     since_ms: Ms,
 ) -> Status {
-    let index: HashMap<&str, usize> = plan.jobs.iter().enumerate().map(|(i, j)| (j.key.as_str(), i)).collect();
+    let index: HashMap<&str, usize> = plan
+        .jobs
+        .iter()
+        .enumerate()
+        .map(|(i, j)| (j.key.as_str(), i))
+        .collect();
     let mut jobs: Vec<JobStatus> = plan
         .jobs
         .iter()
@@ -62,13 +67,21 @@ pub fn build(
             counts: [0; 5],
             last: None,
             last_problem: None,
-            next_due_ms: next.iter().find(|(i, _)| *i == j).and_then(|(_, s)| s.map(|s| s.due_ms)),
+            next_due_ms: next
+                .iter()
+                .find(|(i, _)| *i == j)
+                .and_then(|(_, s)| s.map(|s| s.due_ms)),
         })
         .collect();
     for r in runs {
-        let Some(&j) = index.get(r.job.as_str()) else { continue };
+        let Some(&j) = index.get(r.job.as_str()) else {
+            continue;
+        };
         let s = &mut jobs[j];
-        let o = Outcome::ALL.iter().position(|o| *o == r.outcome).unwrap_or(1);
+        let o = Outcome::ALL
+            .iter()
+            .position(|o| *o == r.outcome)
+            .unwrap_or(1);
         s.counts[o] += r.slots;
         if r.outcome != Outcome::Ok {
             s.last_problem = Some(r.clone());
@@ -120,7 +133,13 @@ pub fn text(s: &Status) -> String {
             .unwrap_or_else(|| "-".into());
         let next = j
             .next_due_ms
-            .map(|t| if t <= s.now_ms { "now".to_string() } else { format!("in {}", human(t - s.now_ms)) })
+            .map(|t| {
+                if t <= s.now_ms {
+                    "now".to_string()
+                } else {
+                    format!("in {}", human(t - s.now_ms))
+                }
+            })
             .unwrap_or_else(|| "no more".into());
         out.push_str(&format!(
             "{:<28} {:>6} {:>6} {:>6} {:>7} {:>6}  {:<22} {:<22}\n",

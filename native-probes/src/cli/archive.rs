@@ -71,7 +71,11 @@ impl FilterArgs {
     pub fn filter(&self, now: Ms) -> Result<Filter> {
         let t = |s: &Option<String>, flag: &str| -> Result<Option<f64>> {
             s.as_deref()
-                .map(|s| parse_time(s, now).map(|t| t as f64).map_err(|e| anyhow!("{flag}: {e}")))
+                .map(|s| {
+                    parse_time(s, now)
+                        .map(|t| t as f64)
+                        .map_err(|e| anyhow!("{flag}: {e}"))
+                })
                 .transpose()
         };
         Ok(Filter {
@@ -85,8 +89,10 @@ impl FilterArgs {
 }
 
 #[derive(clap::Args)]
-#[command(after_help = "The archive is one SQLite file (WAL mode, no server) written by \
-    nowcast campaign; with --clickhouse the same commands work on a ClickHouse server.")]
+#[command(
+    after_help = "The archive is one SQLite file (WAL mode, no server) written by \
+    nowcast campaign; with --clickhouse the same commands work on a ClickHouse server."
+)]
 pub struct Args {
     #[command(subcommand)]
     command: Command,
@@ -176,14 +182,19 @@ pub fn read_file(path: &PathBuf) -> Result<(Vec<Record>, Vec<String>)> {
 }
 
 /// Calls `each` with every record of `path` or the text naming a bad line.
-fn each_line(path: &PathBuf, each: &mut dyn FnMut(Result<Record, String>) -> Result<()>) -> Result<()> {
+fn each_line(
+    path: &PathBuf,
+    each: &mut dyn FnMut(Result<Record, String>) -> Result<()>,
+) -> Result<()> {
     let f = std::fs::File::open(path).with_context(|| format!("{}: open", path.display()))?;
     let mut r = BufReader::with_capacity(1 << 16, f);
     let mut buf = Vec::new();
     let mut line_no = 0usize;
     loop {
         buf.clear();
-        let n = (&mut r).take(MAX_LINE as u64 + 1).read_until(b'\n', &mut buf)?;
+        let n = (&mut r)
+            .take(MAX_LINE as u64 + 1)
+            .read_until(b'\n', &mut buf)?;
         if n == 0 {
             break;
         }
@@ -198,13 +209,19 @@ fn each_line(path: &PathBuf, each: &mut dyn FnMut(Result<Record, String>) -> Res
                     break;
                 }
             }
-            each(Err(format!("{}: line {line_no}: longer than {MAX_LINE} bytes", path.display())))?;
+            each(Err(format!(
+                "{}: line {line_no}: longer than {MAX_LINE} bytes",
+                path.display()
+            )))?;
             continue;
         }
         let text = match std::str::from_utf8(&buf) {
             Ok(t) => t.trim(),
             Err(_) => {
-                each(Err(format!("{}: line {line_no}: not UTF-8", path.display())))?;
+                each(Err(format!(
+                    "{}: line {line_no}: not UTF-8",
+                    path.display()
+                )))?;
                 continue;
             }
         };
@@ -213,7 +230,14 @@ fn each_line(path: &PathBuf, each: &mut dyn FnMut(Result<Record, String>) -> Res
         }
         match Record::parse(text) {
             Ok(rec) => each(Ok(rec))?,
-            Err(error) => each(Err(format!("{}: {}", path.display(), LineError { line: line_no, error: error_short(error) })))?,
+            Err(error) => each(Err(format!(
+                "{}: {}",
+                path.display(),
+                LineError {
+                    line: line_no,
+                    error: error_short(error)
+                }
+            )))?,
         }
     }
     Ok(())
@@ -229,8 +253,17 @@ fn error_short(mut e: RecordError) -> RecordError {
 pub fn run(args: Args) -> Result<()> {
     let now = nowcast::clock::wall_ms() as Ms;
     match args.command {
-        Command::Import { files, source, batch } => import(&files, &source, batch.max(1), now),
-        Command::Export { source, filter, format, out } => export(&source, &filter.filter(now)?, format, out),
+        Command::Import {
+            files,
+            source,
+            batch,
+        } => import(&files, &source, batch.max(1), now),
+        Command::Export {
+            source,
+            filter,
+            format,
+            out,
+        } => export(&source, &filter.filter(now)?, format, out),
         Command::Query { query: q, source } => run_query(q, &source, now),
         Command::Schema { database, cluster } => {
             query::identifier(&database).map_err(|e| anyhow!(e))?;
@@ -299,15 +332,19 @@ fn import(files: &[PathBuf], source: &Source, batch: usize, now: Ms) -> Result<(
             }
             Ok(())
         })
-        .or_else(|e| match failed.take() {
-            Some(f) => Err(f),
-            None => Err(e),
-        })?;
+        .map_err(|e| failed.take().unwrap_or(e))?;
         write(&mut recs)?;
         if bad > 100 {
-            eprintln!("nowcast: {}: {} more bad lines not shown", f.display(), bad - 100);
+            eprintln!(
+                "nowcast: {}: {} more bad lines not shown",
+                f.display(),
+                bad - 100
+            );
         }
-        eprintln!("nowcast: {}: {n} records imported, {bad} bad lines skipped", f.display());
+        eprintln!(
+            "nowcast: {}: {n} records imported, {bad} bad lines skipped",
+            f.display()
+        );
         total += n;
         bad_total += bad;
     }
@@ -315,13 +352,22 @@ fn import(files: &[PathBuf], source: &Source, batch: usize, now: Ms) -> Result<(
         Some(c) => format!("ClickHouse {}", c.config().url),
         None => source.archive.display().to_string(),
     };
-    eprintln!("nowcast: {total} records into {into}{}", if bad_total > 0 { format!(" ({bad_total} bad lines)") } else { String::new() });
+    eprintln!(
+        "nowcast: {total} records into {into}{}",
+        if bad_total > 0 {
+            format!(" ({bad_total} bad lines)")
+        } else {
+            String::new()
+        }
+    );
     Ok(())
 }
 
 fn export(source: &Source, filter: &Filter, format: Format, out: Option<PathBuf>) -> Result<()> {
     let sink: Box<dyn Write> = match &out {
-        Some(p) => Box::new(std::fs::File::create(p).with_context(|| format!("{}: create", p.display()))?),
+        Some(p) => {
+            Box::new(std::fs::File::create(p).with_context(|| format!("{}: create", p.display()))?)
+        }
         None => Box::new(std::io::stdout().lock()),
     };
     let mut w = BufWriter::with_capacity(1 << 16, sink);
@@ -334,8 +380,12 @@ fn export(source: &Source, filter: &Filter, format: Format, out: Option<PathBuf>
             Format::Csv => {
                 // As the page exports: measured values only, the series named by target,
                 // metric and source (commas would split the column).
-                if let Some(v) = r.value.filter(|_| r.status == nowcast_core::record::Status::Ok) {
-                    let label = format!("{} {} ({})", r.to, r.metric.name(), r.source).replace(',', ";");
+                if let Some(v) = r
+                    .value
+                    .filter(|_| r.status == nowcast_core::record::Status::Ok)
+                {
+                    let label =
+                        format!("{} {} ({})", r.to, r.metric.name(), r.source).replace(',', ";");
                     writeln!(w, "{},{v},{label}", r.timestamp_ms)?;
                 }
             }
@@ -367,9 +417,22 @@ fn run_query(q: QueryKind, source: &Source, now: Ms) -> Result<()> {
             };
             serde_json::to_string(&s)?
         }
-        QueryKind::Hourly { target, metric, since, until } => {
-            let until = until.map(|u| parse_time(&u, now)).transpose().map_err(|e| anyhow!(e))?.unwrap_or(now);
-            let since = since.map(|s| parse_time(&s, now)).transpose().map_err(|e| anyhow!(e))?.unwrap_or(until - 7 * DAY);
+        QueryKind::Hourly {
+            target,
+            metric,
+            since,
+            until,
+        } => {
+            let until = until
+                .map(|u| parse_time(&u, now))
+                .transpose()
+                .map_err(|e| anyhow!(e))?
+                .unwrap_or(now);
+            let since = since
+                .map(|s| parse_time(&s, now))
+                .transpose()
+                .map_err(|e| anyhow!(e))?
+                .unwrap_or(until - 7 * DAY);
             let b = match (&ch, db.as_mut()) {
                 (Some(c), _) => c.hourly(&target, metric, since, until)?,
                 (_, Some(d)) => d.hourly(&target, metric, since, until)?,
@@ -387,6 +450,9 @@ fn run_query(q: QueryKind, source: &Source, now: Ms) -> Result<()> {
         }
     };
     println!("{json}");
-    eprintln!("nowcast: query took {:.3} s", started.elapsed().as_secs_f64());
+    eprintln!(
+        "nowcast: query took {:.3} s",
+        started.elapsed().as_secs_f64()
+    );
     Ok(())
 }

@@ -7,7 +7,7 @@ use nowcast::archive::sqlite::Sqlite;
 use nowcast::campaign::{config, runner, scheduler::Scheduler, status};
 use nowcast::stop::Stop;
 use nowcast::when::{datetime, human, parse_time, Ms};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 #[derive(clap::Args)]
 #[command(
@@ -45,14 +45,15 @@ pub fn run(args: Args) -> Result<()> {
         (_, Some(_)) => bail!("give CONFIG alone, or status CONFIG, or check CONFIG"),
         (path, None) => {
             let c = config::read(&PathBuf::from(path))?;
-            let stop = Stop::on_signals().map_err(|e| anyhow::anyhow!("cannot install signal handlers: {e}"))?;
+            let stop = Stop::on_signals()
+                .map_err(|e| anyhow::anyhow!("cannot install signal handlers: {e}"))?;
             runner::run(&c, &stop, &mut std::io::stderr())?;
             Ok(())
         }
     }
 }
 
-fn show_status(path: &PathBuf, since: &str, json: bool) -> Result<()> {
+fn show_status(path: &Path, since: &str, json: bool) -> Result<()> {
     let c = config::read(path)?;
     let now = now();
     let since = parse_time(since, now).map_err(|e| anyhow::anyhow!("--since: {e}"))?;
@@ -63,9 +64,18 @@ fn show_status(path: &PathBuf, since: &str, json: bool) -> Result<()> {
             .jobs
             .iter()
             .enumerate()
-            .map(|(j, job)| (job.key.clone(), c.plan.probe(j).when.max_runs.is_some(), c.plan.probe(j).gate))
+            .map(|(j, job)| {
+                (
+                    job.key.clone(),
+                    c.plan.probe(j).when.max_runs.is_some(),
+                    c.plan.probe(j).gate,
+                )
+            })
             .collect();
-        (db.runs(&c.plan.name, since)?, db.resume(&c.plan.name, &jobs)?)
+        (
+            db.runs(&c.plan.name, since)?,
+            db.resume(&c.plan.name, &jobs)?,
+        )
     } else {
         (Vec::new(), Default::default())
     };
@@ -94,7 +104,7 @@ fn show_status(path: &PathBuf, since: &str, json: bool) -> Result<()> {
     Ok(())
 }
 
-fn check(path: &PathBuf, json: bool) -> Result<()> {
+fn check(path: &Path, json: bool) -> Result<()> {
     let c = config::read(path)?;
     let now = now();
     let sched = Scheduler::new(c.plan.clone(), &Default::default(), now);
@@ -120,7 +130,10 @@ fn check(path: &PathBuf, json: bool) -> Result<()> {
                 })
             })
             .collect();
-        println!("{}", serde_json::json!({"campaign": c.plan.name, "jobs": jobs}));
+        println!(
+            "{}",
+            serde_json::json!({"campaign": c.plan.name, "jobs": jobs})
+        );
         return Ok(());
     }
     println!(
@@ -133,10 +146,14 @@ fn check(path: &PathBuf, json: bool) -> Result<()> {
     );
     for (j, job) in c.plan.jobs.iter().enumerate() {
         let p = c.plan.probe(j);
-        let flags: Vec<&str> = [(p.exclusive, "exclusive"), (p.gate, "sanity check"), (p.gated && c.plan.gate_of(j).is_some(), "gated")]
-            .into_iter()
-            .filter_map(|(on, n)| on.then_some(n))
-            .collect();
+        let flags: Vec<&str> = [
+            (p.exclusive, "exclusive"),
+            (p.gate, "sanity check"),
+            (p.gated && c.plan.gate_of(j).is_some(), "gated"),
+        ]
+        .into_iter()
+        .filter_map(|(on, n)| on.then_some(n))
+        .collect();
         println!(
             "  {:<30} {:<34} {:<30} bound {:<6} {:<28} first {}",
             job.key,
@@ -144,7 +161,10 @@ fn check(path: &PathBuf, json: bool) -> Result<()> {
             p.when.describe(),
             human(p.bound_ms),
             flags.join(", "),
-            next[j].1.map(|s| datetime(s.due_ms)).unwrap_or_else(|| "never".into())
+            next[j]
+                .1
+                .map(|s| datetime(s.due_ms))
+                .unwrap_or_else(|| "never".into())
         );
     }
     Ok(())

@@ -103,7 +103,9 @@ impl Common {
         Ok(match &self.archive {
             Some(path) => Box::new(Tee(
                 sink,
-                nowcast::archive::Archive::start(&nowcast::archive::ArchiveConfig::sqlite(path.clone()))?,
+                nowcast::archive::Archive::start(&nowcast::archive::ArchiveConfig::sqlite(
+                    path.clone(),
+                ))?,
             )),
             None => sink,
         })

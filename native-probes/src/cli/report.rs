@@ -14,13 +14,15 @@ use std::io::Write;
 use std::path::PathBuf;
 
 #[derive(clap::Args)]
-#[command(after_help = "Examples:\n  nowcast report --archive lab.sqlite --since 28d\n  \
+#[command(
+    after_help = "Examples:\n  nowcast report --archive lab.sqlite --since 28d\n  \
     nowcast report --archive lab.sqlite --html report.html --title 'Lab, last 4 weeks'\n  \
     nowcast report records.ndjson --json\n\nPer target and metric: the series, its histogram, \
     the forecasts (mean of the last 5 with its deviation, EWMA 0.7, the NWS bank) with their \
     relative errors, the diurnal fit |a|·sin(x + b) + c with δb for weekdays and weekends; \
     active against passive throughput (records of source pcap) by methods 1–3; the \
-    window/streams table; and the campaign's run log (IEPM-BW §II.A, §III.D, §III.G–J).")]
+    window/streams table; and the campaign's run log (IEPM-BW §II.A, §III.D, §III.G–J)."
+)]
 pub struct Args {
     /// NDJSON record files to read instead of an archive.
     files: Vec<PathBuf>,
@@ -86,8 +88,13 @@ pub fn run(args: Args) -> Result<()> {
     };
     let report = analysis::build(&records, &runs, &opts);
     if let Some(path) = &args.html {
-        std::fs::write(path, html::render(&report, &args.title)).with_context(|| format!("{}: write", path.display()))?;
-        eprintln!("nowcast: wrote {} ({} series)", path.display(), report.series.len());
+        std::fs::write(path, html::render(&report, &args.title))
+            .with_context(|| format!("{}: write", path.display()))?;
+        eprintln!(
+            "nowcast: wrote {} ({} series)",
+            path.display(),
+            report.series.len()
+        );
     }
     let mut out = std::io::stdout().lock();
     if args.json {
@@ -116,4 +123,3 @@ pub fn metric(s: &str) -> Result<Metric, String> {
         )
     })
 }
-

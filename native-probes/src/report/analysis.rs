@@ -287,15 +287,26 @@ fn series_report(target: &str, metric: Metric, records: &[&Record], o: &Options)
 }
 
 fn is_rate(m: Metric) -> bool {
-    matches!(m, Metric::Throughput | Metric::BandwidthUp | Metric::BandwidthDown)
+    matches!(
+        m,
+        Metric::Throughput | Metric::BandwidthUp | Metric::BandwidthDown
+    )
 }
 
 /// Active against passive for one host: passive flows grouped into transfers, each matched
 /// to the nearest active run of each rate metric.
-fn active_passive(target: &str, active: &[&Record], passive: &[&Record], o: &Options) -> Vec<ActivePassive> {
+fn active_passive(
+    target: &str,
+    active: &[&Record],
+    passive: &[&Record],
+    o: &Options,
+) -> Vec<ActivePassive> {
     let mut flows = Vec::new();
     let mut recorded = Vec::new();
-    for r in passive.iter().filter(|r| r.status == Status::Ok && is_rate(r.metric)) {
+    for r in passive
+        .iter()
+        .filter(|r| r.status == Status::Ok && is_rate(r.metric))
+    {
         let p = r.probe.as_ref();
         match (p.and_then(|p| p.payload_bytes), p.and_then(|p| p.raw_ms)) {
             (Some(bytes), Some(ms)) if ms > 0.0 => flows.push(Flow {
@@ -310,13 +321,21 @@ fn active_passive(target: &str, active: &[&Record], passive: &[&Record], o: &Opt
         .iter()
         .filter_map(|group| {
             let m = iepm::multi_stream(group)?;
-            let start = group.iter().map(|f| f.start_s).fold(f64::INFINITY, f64::min) * 1e3;
+            let start = group
+                .iter()
+                .map(|f| f.start_s)
+                .fold(f64::INFINITY, f64::min)
+                * 1e3;
             let mbit = |bytes_per_s: f64| bytes_per_s * 8.0 / 1e6;
             Some((start, [mbit(m.method1), mbit(m.method2), mbit(m.method3)]))
         })
         .collect();
     let mut out = Vec::new();
-    for metric in [Metric::Throughput, Metric::BandwidthUp, Metric::BandwidthDown] {
+    for metric in [
+        Metric::Throughput,
+        Metric::BandwidthUp,
+        Metric::BandwidthDown,
+    ] {
         let runs: Vec<(f64, f64)> = active
             .iter()
             .filter(|r| r.metric == metric && r.status == Status::Ok)
@@ -346,7 +365,8 @@ fn active_passive(target: &str, active: &[&Record], passive: &[&Record], o: &Opt
         if pairs.is_empty() && rec_pairs.is_empty() {
             continue;
         }
-        let by = |k: usize| iepm::agreement(&pairs.iter().map(|p| (p.1, p.2[k])).collect::<Vec<_>>());
+        let by =
+            |k: usize| iepm::agreement(&pairs.iter().map(|p| (p.1, p.2[k])).collect::<Vec<_>>());
         out.push(ActivePassive {
             target: target.to_string(),
             active_metric: metric,
@@ -387,7 +407,10 @@ fn windows(target: &str, metric: Metric, records: &[&Record]) -> Option<WindowTa
             }
         })
         .collect();
-    let keys: Vec<(Option<u64>, u32, f64)> = rows.iter().map(|r| (r.window_bytes, r.streams, r.median)).collect();
+    let keys: Vec<(Option<u64>, u32, f64)> = rows
+        .iter()
+        .map(|r| (r.window_bytes, r.streams, r.median))
+        .collect();
     if let Some(i) = iepm::choose_window_streams(&keys, 0.8) {
         rows[i].chosen = true;
     }
@@ -407,7 +430,11 @@ pub fn build(records: &[Record], runs: &[RunLog], o: &Options) -> Report {
         if r.source == PASSIVE {
             by_host.entry(host).or_default().1.push(r);
         } else {
-            active.entry((r.to.clone(), r.metric.name())).or_insert((r.metric, Vec::new())).1.push(r);
+            active
+                .entry((r.to.clone(), r.metric.name()))
+                .or_insert((r.metric, Vec::new()))
+                .1
+                .push(r);
             if is_rate(r.metric) {
                 by_host.entry(host).or_default().0.push(r);
             }
@@ -434,10 +461,17 @@ pub fn build(records: &[Record], runs: &[RunLog], o: &Options) -> Report {
             counts: [0; 5],
             last_problem: None,
         });
-        let i = Outcome::ALL.iter().position(|o| *o == r.outcome).unwrap_or(1);
+        let i = Outcome::ALL
+            .iter()
+            .position(|o| *o == r.outcome)
+            .unwrap_or(1);
         j.counts[i] += r.slots;
         if r.outcome != Outcome::Ok {
-            j.last_problem = Some(format!("{}: {}", r.outcome.name(), r.reason.as_deref().unwrap_or("")));
+            j.last_problem = Some(format!(
+                "{}: {}",
+                r.outcome.name(),
+                r.reason.as_deref().unwrap_or("")
+            ));
         }
     }
     Report {
@@ -485,7 +519,12 @@ mod tests {
         for k in 0..(28 * 48) {
             let t = T0 + k as f64 * HOUR / 2.0;
             let x = (t % 86_400_000.0) / 86_400_000.0 * TAU;
-            records.push(rec(t, "cycle:5201", Metric::Throughput, a * (x + b).sin() + c + 15.0 * n.next()));
+            records.push(rec(
+                t,
+                "cycle:5201",
+                Metric::Throughput,
+                a * (x + b).sin() + c + 15.0 * n.next(),
+            ));
             records.push(rec(t, "flat:5201", Metric::Throughput, c + 15.0 * n.next()));
         }
         let r = build(&records, &[], &Options::default());
@@ -499,7 +538,10 @@ mod tests {
         assert!(cyc.diurnal_path);
         let flat = r.series.iter().find(|s| s.target == "flat:5201").unwrap();
         assert!(!flat.diurnal_path, "{:?}", flat.diurnal);
-        for fit in [flat.diurnal.weekdays.unwrap(), flat.diurnal.weekends.unwrap()] {
+        for fit in [
+            flat.diurnal.weekdays.unwrap(),
+            flat.diurnal.weekends.unwrap(),
+        ] {
             assert!(fit.delta_b >= 0.2, "{fit:?}");
         }
     }
@@ -507,8 +549,14 @@ mod tests {
     #[test]
     fn forecast_errors_equal_an_independent_computation() {
         let mut n = Noise(42);
-        let values: Vec<f64> = (0..500).map(|i| 100.0 + 20.0 * (i as f64 / 30.0).sin() + 5.0 * n.next()).collect();
-        let records: Vec<Record> = values.iter().enumerate().map(|(i, v)| rec(T0 + i as f64 * 1e3, "h:1", Metric::Throughput, *v)).collect();
+        let values: Vec<f64> = (0..500)
+            .map(|i| 100.0 + 20.0 * (i as f64 / 30.0).sin() + 5.0 * n.next())
+            .collect();
+        let records: Vec<Record> = values
+            .iter()
+            .enumerate()
+            .map(|(i, v)| rec(T0 + i as f64 * 1e3, "h:1", Metric::Throughput, *v))
+            .collect();
         let r = build(&records, &[], &Options::default());
         let s = &r.series[0];
         // By hand: the mean of the previous (up to) five, and avg_i = 0.3·y_i + 0.7·avg_{i−1}.
@@ -542,7 +590,9 @@ mod tests {
             bank.update(y).unwrap();
         }
         assert!((s.forecasts[2].relative_error.unwrap() - rel / n5).abs() < 1e-12);
-        assert!(s.forecasts[2].relative_error.unwrap() < s.forecasts[0].relative_error.unwrap() * 1.5);
+        assert!(
+            s.forecasts[2].relative_error.unwrap() < s.forecasts[0].relative_error.unwrap() * 1.5
+        );
     }
 
     #[test]
@@ -557,7 +607,12 @@ mod tests {
             let per_stream_bytes = rate / 4.0 * 1e6 / 8.0 * 10.0; // 10 s each
             for s in 0..4 {
                 let long = k % 5 == 0 && s == 3;
-                let mut p = rec(t + 100.0 + s as f64 * 10.0, "10.0.0.2:5201", Metric::Throughput, 0.0);
+                let mut p = rec(
+                    t + 100.0 + s as f64 * 10.0,
+                    "10.0.0.2:5201",
+                    Metric::Throughput,
+                    0.0,
+                );
                 p.source = PASSIVE.into();
                 let secs = if long { 20.0 } else { 10.0 };
                 p.value = Some(per_stream_bytes * 8.0 / 1e6 / secs);
@@ -586,10 +641,19 @@ mod tests {
     #[test]
     fn the_window_streams_table_marks_the_choice() {
         let mut records = Vec::new();
-        for (w, s, v) in [(65_536u64, 1u32, 50.0), (65_536, 8, 300.0), (1 << 20, 1, 330.0), (1 << 20, 8, 400.0)] {
+        for (w, s, v) in [
+            (65_536u64, 1u32, 50.0),
+            (65_536, 8, 300.0),
+            (1 << 20, 1, 330.0),
+            (1 << 20, 8, 400.0),
+        ] {
             for k in 0..3 {
                 let mut r = rec(T0 + k as f64, "h:5201", Metric::Throughput, v + k as f64);
-                r.probe = Some(Probe { streams: Some(s), sndbuf_bytes: Some(w), ..Probe::default() });
+                r.probe = Some(Probe {
+                    streams: Some(s),
+                    sndbuf_bytes: Some(w),
+                    ..Probe::default()
+                });
                 records.push(r);
             }
         }
@@ -597,11 +661,16 @@ mod tests {
         let t = &r.windows[0];
         let chosen: Vec<_> = t.rows.iter().filter(|r| r.chosen).collect();
         assert_eq!(chosen.len(), 1);
-        assert_eq!((chosen[0].window_bytes, chosen[0].streams), (Some(1 << 20), 1));
+        assert_eq!(
+            (chosen[0].window_bytes, chosen[0].streams),
+            (Some(1 << 20), 1)
+        );
         let html = super::super::html::render(&r, "t");
         assert!(html.contains("class=\"chosen\"") && html.contains("<svg"));
         // Self-contained: nothing to fetch.
-        assert!(!html.contains("src=") && !html.contains("href=\"http") && !html.contains("<script"));
+        assert!(
+            !html.contains("src=") && !html.contains("href=\"http") && !html.contains("<script")
+        );
         let text = super::super::text::render(&r);
         assert!(text.contains("← fewest streams"), "{text}");
         assert_eq!(host_of("[::1]:5201"), "::1");

@@ -4,7 +4,7 @@
 
 use super::analysis::Report;
 use crate::campaign::runlog::Outcome;
-use crate::output::number;
+use crate::format::number;
 use crate::when::datetime;
 
 /// A byte count as `64K`, `1M`, `1536` (powers of 1024 when exact).
@@ -22,7 +22,8 @@ fn opt(v: Option<f64>) -> String {
 }
 
 fn pct(v: Option<f64>) -> String {
-    v.map(|v| format!("{:.1}%", v * 100.0)).unwrap_or_else(|| "-".into())
+    v.map(|v| format!("{:.1}%", v * 100.0))
+        .unwrap_or_else(|| "-".into())
 }
 
 pub fn render(r: &Report) -> String {
@@ -34,11 +35,25 @@ pub fn render(r: &Report) -> String {
     out.push_str(&format!("{} records{span}\n\n", r.records));
     out.push_str(&format!(
         "{:<28} {:<22} {:>6} {:>5} {:>9} {:>9} {:>9} {:>8} {:>8} {:>8} {:>10}  {}\n",
-        "target", "metric", "ok", "t/o+e", "median", "mean", "next", "err m5", "err ewma", "err nws", "δb wd/we", "diurnal"
+        "target",
+        "metric",
+        "ok",
+        "t/o+e",
+        "median",
+        "mean",
+        "next",
+        "err m5",
+        "err ewma",
+        "err nws",
+        "δb wd/we",
+        "diurnal"
     ));
     for s in &r.series {
         let m = s.stats.as_ref();
-        let db = |f: Option<nowcast_core::iepm::DiurnalFit>| f.map(|f| format!("{:.2}", f.delta_b)).unwrap_or_else(|| "-".into());
+        let db = |f: Option<nowcast_core::iepm::DiurnalFit>| {
+            f.map(|f| format!("{:.2}", f.delta_b))
+                .unwrap_or_else(|| "-".into())
+        };
         out.push_str(&format!(
             "{:<28} {:<22} {:>6} {:>5} {:>9} {:>9} {:>9} {:>8} {:>8} {:>8} {:>10}  {}\n",
             s.target,
@@ -59,7 +74,10 @@ pub fn render(r: &Report) -> String {
     if !fits.is_empty() {
         out.push_str("\ndiurnal fits |a|·sin(x + b) + c (x: time of day in radians, UTC):\n");
         for s in fits {
-            for (part, f) in [("weekdays", s.diurnal.weekdays), ("weekends", s.diurnal.weekends)] {
+            for (part, f) in [
+                ("weekdays", s.diurnal.weekdays),
+                ("weekends", s.diurnal.weekends),
+            ] {
                 if let Some(f) = f {
                     out.push_str(&format!(
                         "  {} {} {part}: a {} ± {}, b {:.3} ± {:.3}, c {} ± {}, {} points{}\n",
@@ -108,17 +126,30 @@ pub fn render(r: &Report) -> String {
         }
     }
     for w in &r.windows {
-        out.push_str(&format!("\nwindows and streams, {} {}:\n", w.target, w.metric.name()));
-        out.push_str(&format!("  {:>8} {:>7} {:>4} {:>9} {:>9}\n", "window", "streams", "n", "median", "mean"));
+        out.push_str(&format!(
+            "\nwindows and streams, {} {}:\n",
+            w.target,
+            w.metric.name()
+        ));
+        out.push_str(&format!(
+            "  {:>8} {:>7} {:>4} {:>9} {:>9}\n",
+            "window", "streams", "n", "median", "mean"
+        ));
         for row in &w.rows {
             out.push_str(&format!(
                 "  {:>8} {:>7} {:>4} {:>9} {:>9}{}\n",
-                row.window_bytes.map(bytes).unwrap_or_else(|| "default".into()),
+                row.window_bytes
+                    .map(bytes)
+                    .unwrap_or_else(|| "default".into()),
                 row.streams,
                 row.n,
                 number(row.median),
                 number(row.mean),
-                if row.chosen { "  ← fewest streams within 80 % of the best" } else { "" }
+                if row.chosen {
+                    "  ← fewest streams within 80 % of the best"
+                } else {
+                    ""
+                }
             ));
         }
     }
@@ -126,14 +157,23 @@ pub fn render(r: &Report) -> String {
         out.push_str(&format!(
             "\nruns: {:<26} {}\n",
             "job",
-            Outcome::ALL.iter().map(|o| format!("{:>7}", o.name())).collect::<String>()
+            Outcome::ALL
+                .iter()
+                .map(|o| format!("{:>7}", o.name()))
+                .collect::<String>()
         ));
         for j in &r.runs {
             out.push_str(&format!(
                 "      {:<26} {}{}\n",
                 j.job,
-                j.counts.iter().map(|c| format!("{c:>7}")).collect::<String>(),
-                j.last_problem.as_ref().map(|p| format!("  last: {p}")).unwrap_or_default()
+                j.counts
+                    .iter()
+                    .map(|c| format!("{c:>7}"))
+                    .collect::<String>(),
+                j.last_problem
+                    .as_ref()
+                    .map(|p| format!("  last: {p}"))
+                    .unwrap_or_default()
             ));
         }
     }

@@ -85,7 +85,11 @@ fn socket(b: &Bursts) -> Result<(UdpSocket, Option<String>)> {
 }
 
 /// One burst of `b` (a campaign's run), feeding `set`: its records.
-pub fn once(b: &Bursts, set: &mut SeriesSet, index: u64) -> Result<Vec<nowcast_core::record::Record>> {
+pub fn once(
+    b: &Bursts,
+    set: &mut SeriesSet,
+    index: u64,
+) -> Result<Vec<nowcast_core::record::Record>> {
     let (sock, from) = socket(b)?;
     Ok(one_burst(b, &sock, &from, set, &Clock::new(), index).records)
 }

@@ -22,12 +22,21 @@ impl ClickhouseServer {
     /// Starts a server whose HTTP interface listens on `http_port` (0: a free port).
     pub fn start(http_port: u16) -> Result<ClickhouseServer, String> {
         if !std::path::Path::new(SERVER).exists() {
-            return Err(format!("{SERVER} is not installed (Debian package clickhouse-server)"));
+            return Err(format!(
+                "{SERVER} is not installed (Debian package clickhouse-server)"
+            ));
         }
-        let free = || std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let free = || {
+            std::net::TcpListener::bind("127.0.0.1:0")
+                .unwrap()
+                .local_addr()
+                .unwrap()
+                .port()
+        };
         let http_port = if http_port == 0 { free() } else { http_port };
         let tcp_port = free();
-        let dir = std::env::temp_dir().join(format!("nowcast-ch-{}-{http_port}", std::process::id()));
+        let dir =
+            std::env::temp_dir().join(format!("nowcast-ch-{}-{http_port}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
         let d = dir.display();
@@ -58,12 +67,19 @@ impl ClickhouseServer {
             .stderr(Stdio::null())
             .spawn()
             .map_err(|e| format!("{SERVER}: {e}"))?;
-        let mut server = ClickhouseServer { child, dir, http_port };
+        let mut server = ClickhouseServer {
+            child,
+            dir,
+            http_port,
+        };
         let until = Instant::now() + Duration::from_secs(30);
         while Instant::now() < until {
             if let Ok(Some(s)) = server.child.try_wait() {
                 let log = std::fs::read_to_string(server.dir.join("err.log")).unwrap_or_default();
-                return Err(format!("clickhouse-server exited ({s}): {}", log.lines().last().unwrap_or("")));
+                return Err(format!(
+                    "clickhouse-server exited ({s}): {}",
+                    log.lines().last().unwrap_or("")
+                ));
             }
             if ping(http_port) {
                 return Ok(server);
@@ -76,7 +92,9 @@ impl ClickhouseServer {
 
     pub fn stop(&mut self) {
         if let Ok(None) = self.child.try_wait() {
-            let _ = Command::new("kill").args(["-TERM", &self.child.id().to_string()]).status();
+            let _ = Command::new("kill")
+                .args(["-TERM", &self.child.id().to_string()])
+                .status();
             let until = Instant::now() + Duration::from_secs(10);
             while Instant::now() < until {
                 if let Ok(Some(_)) = self.child.try_wait() {

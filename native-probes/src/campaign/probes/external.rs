@@ -46,7 +46,10 @@ impl Cancel {
         if alive() {
             // SAFETY: as above.
             unsafe { libc::kill(-pg, libc::SIGKILL) };
-            return format!("process group {pg} killed (SIGTERM, then SIGKILL after {} ms)", KILL_GRACE.as_millis());
+            return format!(
+                "process group {pg} killed (SIGTERM, then SIGKILL after {} ms)",
+                KILL_GRACE.as_millis()
+            );
         }
         format!("process group {pg} ended on SIGTERM")
     }

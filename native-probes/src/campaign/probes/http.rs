@@ -14,7 +14,11 @@ use std::time::{Duration, Instant};
 pub fn run(p: &HttpParams, target: &Target, bound_ms: Ms, set: &mut SeriesSet) -> Vec<Record> {
     let url = p.url_for(target);
     let started_wall = crate::clock::wall_ms();
-    let result = download(&url, p.max_bytes, Duration::from_millis(bound_ms.max(1) as u64));
+    let result = download(
+        &url,
+        p.max_bytes,
+        Duration::from_millis(bound_ms.max(1) as u64),
+    );
     let probe = Probe {
         transport: Some(Transport::Http),
         payload_bytes: result.as_ref().ok().map(|r| r.0),

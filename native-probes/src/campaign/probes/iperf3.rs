@@ -9,7 +9,13 @@ use crate::when::Ms;
 use nowcast_core::probed::Outcome;
 use nowcast_core::record::{Metric, Probe, Record, Transport};
 
-pub fn run(p: &Iperf3Params, target: &Target, bound_ms: Ms, set: &mut SeriesSet, cancel: &Cancel) -> Vec<Record> {
+pub fn run(
+    p: &Iperf3Params,
+    target: &Target,
+    bound_ms: Ms,
+    set: &mut SeriesSet,
+    cancel: &Cancel,
+) -> Vec<Record> {
     let started = crate::clock::wall_ms();
     let mut args = vec![
         "-c".to_string(),
@@ -30,9 +36,15 @@ pub fn run(p: &Iperf3Params, target: &Target, bound_ms: Ms, set: &mut SeriesSet,
     if p.reverse {
         args.push("-R".into());
     }
-    let result = external::run(&p.program, &args, cancel).and_then(|out| parse(&out.stdout).map_err(|e| {
-        if out.stderr.trim().is_empty() { e } else { format!("{e}; {}", out.stderr.trim()) }
-    }));
+    let result = external::run(&p.program, &args, cancel).and_then(|out| {
+        parse(&out.stdout).map_err(|e| {
+            if out.stderr.trim().is_empty() {
+                e
+            } else {
+                format!("{e}; {}", out.stderr.trim())
+            }
+        })
+    });
     let probe = Probe {
         transport: Some(Transport::Tcp),
         streams: Some(p.streams),
@@ -114,6 +126,8 @@ mod tests {
         );
         let refused = r#"{"start":{},"intervals":[],"end":{},"error":"error - unable to connect to server: Connection refused"}"#;
         assert!(parse(refused).unwrap_err().contains("Connection refused"));
-        assert!(parse("iperf3: parameter error").unwrap_err().contains("no JSON"));
+        assert!(parse("iperf3: parameter error")
+            .unwrap_err()
+            .contains("no JSON"));
     }
 }

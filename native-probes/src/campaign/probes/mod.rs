@@ -24,7 +24,9 @@ pub fn series(kind: &Kind, target: &Target, period_ms: Option<f64>) -> SeriesSet
     let settings = Settings {
         source: kind.source(),
         to: target.record_to(kind),
-        transport: kind.transport().unwrap_or(nowcast_core::record::Transport::Tcp),
+        transport: kind
+            .transport()
+            .unwrap_or(nowcast_core::record::Transport::Tcp),
         period_ms,
         overrides: Overrides::default(),
     };
@@ -32,7 +34,14 @@ pub fn series(kind: &Kind, target: &Target, period_ms: Option<f64>) -> SeriesSet
 }
 
 /// Runs one run of `kind` on `target` within `bound_ms`; `index` numbers the job's runs.
-pub fn run(kind: &Kind, target: &Target, bound_ms: Ms, set: &mut SeriesSet, index: u64, cancel: &Cancel) -> Vec<Record> {
+pub fn run(
+    kind: &Kind,
+    target: &Target,
+    bound_ms: Ms,
+    set: &mut SeriesSet,
+    index: u64,
+    cancel: &Cancel,
+) -> Vec<Record> {
     match kind {
         Kind::Tcp(p) => tcp::run(p, target, bound_ms, set, index),
         Kind::Udp(p) => udp::run(p, target, bound_ms, set, index),
@@ -56,7 +65,14 @@ pub fn observe(
         Ok(o) => o,
         Err(error) => metrics
             .iter()
-            .map(|&m| (m, Outcome::Failed { error: error.clone() }))
+            .map(|&m| {
+                (
+                    m,
+                    Outcome::Failed {
+                        error: error.clone(),
+                    },
+                )
+            })
             .collect(),
     };
     outcomes

@@ -9,7 +9,13 @@ use crate::when::Ms;
 use nowcast_core::probed::Outcome;
 use nowcast_core::record::{Metric, Probe, Record};
 
-pub fn run(p: &PingParams, target: &Target, bound_ms: Ms, set: &mut SeriesSet, cancel: &Cancel) -> Vec<Record> {
+pub fn run(
+    p: &PingParams,
+    target: &Target,
+    bound_ms: Ms,
+    set: &mut SeriesSet,
+    cancel: &Cancel,
+) -> Vec<Record> {
     let started = crate::clock::wall_ms();
     let mut args = vec![
         "-n".to_string(),
@@ -27,7 +33,11 @@ pub fn run(p: &PingParams, target: &Target, bound_ms: Ms, set: &mut SeriesSet, c
     args.push(target.host.clone());
     let result = external::run(&p.program, &args, cancel).and_then(|out| {
         parse(&out.stdout).ok_or_else(|| {
-            let why = if out.stderr.trim().is_empty() { out.stdout.lines().last().unwrap_or("").to_string() } else { out.stderr.trim().to_string() };
+            let why = if out.stderr.trim().is_empty() {
+                out.stdout.lines().last().unwrap_or("").to_string()
+            } else {
+                out.stderr.trim().to_string()
+            };
             format!("ping: no summary ({why})")
         })
     });
@@ -43,7 +53,10 @@ pub fn run(p: &PingParams, target: &Target, bound_ms: Ms, set: &mut SeriesSet, c
         bound_ms,
         probe,
         result.map(|s| {
-            let m = |value| Outcome::Measured { value, duration_ms: None };
+            let m = |value| Outcome::Measured {
+                value,
+                duration_ms: None,
+            };
             let mut out = Vec::new();
             match (s.avg_ms, s.mdev_ms) {
                 (Some(avg), Some(mdev)) => {
@@ -52,7 +65,12 @@ pub fn run(p: &PingParams, target: &Target, bound_ms: Ms, set: &mut SeriesSet, c
                 }
                 _ => {
                     let error = format!("ping: {} sent, none answered", s.sent);
-                    out.push((Metric::Rtt, Outcome::Failed { error: error.clone() }));
+                    out.push((
+                        Metric::Rtt,
+                        Outcome::Failed {
+                            error: error.clone(),
+                        },
+                    ));
                     out.push((Metric::Jitter, Outcome::Failed { error }));
                 }
             }
@@ -86,7 +104,9 @@ impl PingSummary {
 pub fn parse(out: &str) -> Option<PingSummary> {
     let counts = out.lines().find(|l| l.contains("packets transmitted"))?;
     let mut nums = counts.split(',').map(|part| {
-        part.split_whitespace().next().and_then(|n| n.parse::<u32>().ok())
+        part.split_whitespace()
+            .next()
+            .and_then(|n| n.parse::<u32>().ok())
     });
     let sent = nums.next()??;
     let received = nums.next()??;
@@ -114,7 +134,10 @@ mod tests {
     fn reads_iputils_and_bsd_summaries() {
         let linux = "PING 127.0.0.1 (127.0.0.1) 56(84) bytes of data.\n64 bytes from 127.0.0.1: icmp_seq=1 ttl=64 time=0.030 ms\n\n--- 127.0.0.1 ping statistics ---\n5 packets transmitted, 4 received, 20% packet loss, time 4099ms\nrtt min/avg/max/mdev = 0.021/0.034/0.052/0.011 ms\n";
         let s = parse(linux).unwrap();
-        assert_eq!((s.sent, s.received, s.avg_ms, s.mdev_ms), (5, 4, Some(0.034), Some(0.011)));
+        assert_eq!(
+            (s.sent, s.received, s.avg_ms, s.mdev_ms),
+            (5, 4, Some(0.034), Some(0.011))
+        );
         assert!((s.loss() - 0.2).abs() < 1e-12);
         let bsd = "--- h ping statistics ---\n3 packets transmitted, 3 packets received, 0.0% packet loss\nround-trip min/avg/max/stddev = 1.1/2.2/3.3/0.4 ms\n";
         assert_eq!(parse(bsd).unwrap().avg_ms, Some(2.2));

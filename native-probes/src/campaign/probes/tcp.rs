@@ -1,7 +1,7 @@
 //! A campaign's `tcp` run: one session of `nowcast tcp` (the library's [`crate::tcp::io`]),
 //! its bound shared among the session's steps.
 
-use crate::campaign::plan::{Direction, Kind, TcpParams, Target};
+use crate::campaign::plan::{Direction, Kind, Target, TcpParams};
 use crate::net::resolve;
 use crate::series::SeriesSet;
 use crate::tcp::{self, io::Probe};
@@ -10,7 +10,13 @@ use crate::wire::Hello;
 use nowcast_core::probed::{Observation, Outcome};
 use nowcast_core::record::{Metric, Record};
 
-pub fn run(p: &TcpParams, target: &Target, bound_ms: Ms, set: &mut SeriesSet, index: u64) -> Vec<Record> {
+pub fn run(
+    p: &TcpParams,
+    target: &Target,
+    bound_ms: Ms,
+    set: &mut SeriesSet,
+    index: u64,
+) -> Vec<Record> {
     let kind = Kind::Tcp(p.clone());
     let to = target.address(target.port);
     let addrs = match resolve(&to, target.port) {
@@ -19,7 +25,16 @@ pub fn run(p: &TcpParams, target: &Target, bound_ms: Ms, set: &mut SeriesSet, in
             return kind
                 .metrics()
                 .into_iter()
-                .map(|m| set.observe(m, Observation::new(crate::clock::wall_ms(), Outcome::Failed { error: e.clone() }, None)))
+                .map(|m| {
+                    set.observe(
+                        m,
+                        Observation::new(
+                            crate::clock::wall_ms(),
+                            Outcome::Failed { error: e.clone() },
+                            None,
+                        ),
+                    )
+                })
                 .collect()
         }
     };

@@ -9,7 +9,13 @@ use nowcast_core::probed::{Observation, Outcome};
 use nowcast_core::record::{Metric, Record};
 use std::time::Duration;
 
-pub fn run(p: &UdpParams, target: &Target, bound_ms: Ms, set: &mut SeriesSet, index: u64) -> Vec<Record> {
+pub fn run(
+    p: &UdpParams,
+    target: &Target,
+    bound_ms: Ms,
+    set: &mut SeriesSet,
+    index: u64,
+) -> Vec<Record> {
     let host = target.address(target.udp_port);
     let result = resolve(&host, target.udp_port).and_then(|t| {
         let b = Bursts {
