@@ -12,7 +12,7 @@ use super::row::Row;
 use crate::campaign::runlog::{GateResult, JobHistory, Outcome, Resume, RunLog};
 use crate::when::{Ms, HOUR};
 use anyhow::{Context, Result};
-use nowcast_core::record::{Metric, Record, Selector, Status, Transport};
+use nowcast_core::record::{Metric, Record, Selector, Status, Transport, SCHEMA_VERSION};
 use rusqlite::{params, Connection, OpenFlags, OptionalExtension};
 use std::collections::HashMap;
 use std::path::Path;
@@ -35,7 +35,7 @@ CREATE TABLE IF NOT EXISTS records (
   transport TEXT, payload_bytes INTEGER, nagle INTEGER, streams INTEGER,
   sndbuf_bytes INTEGER, rcvbuf_bytes INTEGER, raw_ms REAL, rtt_subtracted_ms REAL,
   forecast_value REAL, forecast_method TEXT, forecast_selector TEXT, forecast_error REAL,
-  schema_version TEXT NOT NULL
+  schema_version TEXT
 );
 CREATE INDEX IF NOT EXISTS records_by_series ON records (series, id);
 CREATE TABLE IF NOT EXISTS runs (
@@ -69,6 +69,73 @@ r.forecast_method, r.forecast_selector, r.forecast_error, r.schema_version";
 
 const RUN_COLUMNS: &str = "campaign, id, job, target, probe, nominal_ms, due_ms, started_ms, ended_ms, outcome, reason, slots, gate_check";
 
+/// Records per INSERT statement.
+const CHUNK: usize = 32;
+/// Columns of a row of `records`.
+const COLUMNS: usize = 23;
+
+fn insert_sql(rows: usize) -> String {
+    let mut sql = String::from(
+        "INSERT OR IGNORE INTO records (id, series, ts_ms, status, value, origin, seq, period_ms, \
+         timeout_ms, error, transport, payload_bytes, nagle, streams, sndbuf_bytes, rcvbuf_bytes, \
+         raw_ms, rtt_subtracted_ms, forecast_value, forecast_method, forecast_selector, \
+         forecast_error, schema_version) VALUES ",
+    );
+    for r in 0..rows {
+        sql.push_str(if r == 0 { "(" } else { ", (" });
+        for c in 0..COLUMNS {
+            if c > 0 {
+                sql.push_str(", ");
+            }
+            sql.push_str(&format!("?{}", r * COLUMNS + c + 1));
+        }
+        sql.push(')');
+    }
+    sql
+}
+
+/// Binds one record's columns at parameters `base + 1 …`.
+fn bind(
+    stmt: &mut rusqlite::CachedStatement<'_>,
+    base: usize,
+    id: i64,
+    series: i64,
+    r: &Record,
+) -> rusqlite::Result<()> {
+    let p = r.probe.as_ref();
+    let f = r.forecast.as_ref();
+    // The current version is the common case: stored as NULL.
+    let version = (r.schema_version != SCHEMA_VERSION).then_some(r.schema_version.as_str());
+    let mut i = base;
+    let mut put = |v: &dyn rusqlite::ToSql| -> rusqlite::Result<()> {
+        i += 1;
+        stmt.raw_bind_parameter(i, v)
+    };
+    put(&id)?;
+    put(&series)?;
+    put(&r.timestamp_ms)?;
+    put(&status_code(r.status))?;
+    put(&r.value)?;
+    put(&r.from)?;
+    put(&r.seq.map(|v| v as i64))?;
+    put(&r.period_ms)?;
+    put(&r.timeout_ms)?;
+    put(&r.error)?;
+    put(&p.and_then(|p| p.transport).map(Transport::name))?;
+    put(&p.and_then(|p| p.payload_bytes).map(|v| v as i64))?;
+    put(&p.and_then(|p| p.nagle))?;
+    put(&p.and_then(|p| p.streams))?;
+    put(&p.and_then(|p| p.sndbuf_bytes).map(|v| v as i64))?;
+    put(&p.and_then(|p| p.rcvbuf_bytes).map(|v| v as i64))?;
+    put(&p.and_then(|p| p.raw_ms))?;
+    put(&p.and_then(|p| p.rtt_subtracted_ms))?;
+    put(&f.map(|f| f.value))?;
+    put(&f.map(|f| f.method.as_str()))?;
+    put(&f.map(|f| f.selector.name()))?;
+    put(&f.map(|f| f.error))?;
+    put(&version)
+}
+
 fn status_code(s: Status) -> i64 {
     match s {
         Status::Ok => 0,
@@ -88,10 +155,32 @@ fn status_of(code: i64) -> Status {
 /// An open archive file.
 pub struct Sqlite {
     conn: Connection,
-    series: HashMap<(String, Metric, String), i64>,
-    /// The millisecond of the last key given and the next slot within it.
+    /// Series ids by target, then metric and source (looked up without allocating).
+    series: HashMap<String, Vec<(Metric, String, i64)>>,
+    keys: Keys,
+}
+
+/// The keys given out: the millisecond of the last and the next slot within it.
+struct Keys {
     last_ms: i64,
     next_slot: i64,
+}
+
+impl Keys {
+    /// The next free-looking key for a record at `ts_ms` (a key already taken by an
+    /// earlier write is found at insert time and the record takes the next).
+    fn next(&mut self, ts_ms: f64) -> Result<i64> {
+        let ms = ts_ms.floor() as i64;
+        if ms != self.last_ms {
+            self.last_ms = ms;
+            self.next_slot = 0;
+        }
+        if self.next_slot >= PER_MS {
+            anyhow::bail!("more than {PER_MS} records in the millisecond {ms}");
+        }
+        self.next_slot += 1;
+        Ok(ms * PER_MS + self.next_slot - 1)
+    }
 }
 
 impl Sqlite {
@@ -132,8 +221,10 @@ impl Sqlite {
         let mut s = Sqlite {
             conn,
             series: HashMap::new(),
-            last_ms: i64::MIN,
-            next_slot: 0,
+            keys: Keys {
+                last_ms: i64::MIN,
+                next_slot: 0,
+            },
         };
         s.load_series()?;
         Ok(s)
@@ -154,16 +245,22 @@ impl Sqlite {
         for row in rows {
             let (id, target, metric, source) = row?;
             if let Some(m) = Metric::from_name(&metric) {
-                self.series.insert((target, m, source), id);
+                let v = self.series.entry(target).or_default();
+                if !v.iter().any(|e| e.2 == id) {
+                    v.push((m, source, id));
+                }
             }
         }
         Ok(())
     }
 
     fn series_id(&mut self, target: &str, metric: Metric, source: &str) -> Result<i64> {
-        let key = (target.to_string(), metric, source.to_string());
-        if let Some(&id) = self.series.get(&key) {
-            return Ok(id);
+        if let Some(id) = self
+            .series
+            .get(target)
+            .and_then(|v| v.iter().find(|e| e.0 == metric && e.1 == source))
+        {
+            return Ok(id.2);
         }
         self.conn.execute(
             "INSERT OR IGNORE INTO series (target, metric, source) VALUES (?1, ?2, ?3)",
@@ -174,7 +271,10 @@ impl Sqlite {
             params![target, metric.name(), source],
             |r| r.get(0),
         )?;
-        self.series.insert(key, id);
+        self.series
+            .entry(target.to_string())
+            .or_default()
+            .push((metric, source.to_string(), id));
         Ok(id)
     }
 
@@ -203,54 +303,54 @@ impl Sqlite {
             }
         }
         {
-            let mut stmt = tx.prepare_cached(
-                "INSERT OR IGNORE INTO records (id, series, ts_ms, status, value, origin, seq, period_ms, \
-                 timeout_ms, error, transport, payload_bytes, nagle, streams, sndbuf_bytes, rcvbuf_bytes, \
-                 raw_ms, rtt_subtracted_ms, forecast_value, forecast_method, forecast_selector, \
-                 forecast_error, schema_version) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, \
-                 ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23)",
-            )?;
-            for (r, series) in records.iter().zip(ids) {
-                let row = Row::from_record(r);
-                let ms = row.ts_ms.floor() as i64;
-                if ms != self.last_ms {
-                    self.last_ms = ms;
-                    self.next_slot = 0;
+            // Keys first (time order within the millisecond), then rows in statements of
+            // CHUNK: one statement per row costs more than the row.
+            // In time order, so that the keys of one millisecond are consecutive.
+            let mut order: Vec<(&Record, i64)> = records.iter().zip(ids).collect();
+            order.sort_by_key(|(r, _)| r.timestamp_ms.floor() as i64);
+            // Keys above the largest in the table cannot be taken: those rows go in
+            // statements of CHUNK (one statement per row costs more than the row); older
+            // ones (an import into a period already archived) one by one, taking the next
+            // key of their millisecond when theirs is taken.
+            let max: i64 = tx.query_row("SELECT coalesce(max(id), -1) FROM records", [], |x| {
+                x.get(0)
+            })?;
+            let mut fresh: Vec<(i64, i64, &Record)> = Vec::with_capacity(order.len());
+            let mut old: Vec<(i64, i64, &Record)> = Vec::new();
+            for (r, series) in order {
+                let id = self.keys.next(r.timestamp_ms)?;
+                if id > max {
+                    fresh.push((id, series, r));
+                } else {
+                    old.push((id, series, r));
                 }
-                loop {
-                    if self.next_slot >= PER_MS {
-                        anyhow::bail!("more than {PER_MS} records in the millisecond {ms}");
+            }
+            {
+                let mut many = tx.prepare_cached(&insert_sql(CHUNK))?;
+                let mut chunks = fresh.chunks_exact(CHUNK);
+                for chunk in &mut chunks {
+                    for (i, (id, series, r)) in chunk.iter().enumerate() {
+                        bind(&mut many, i * COLUMNS, *id, *series, r)?;
                     }
-                    let id = ms * PER_MS + self.next_slot;
-                    self.next_slot += 1;
-                    let n = stmt.execute(params![
-                        id,
-                        series,
-                        row.ts_ms,
-                        status_code(row.status),
-                        row.value,
-                        row.origin,
-                        row.seq.map(|v| v as i64),
-                        row.period_ms,
-                        row.timeout_ms,
-                        row.error,
-                        row.transport.map(Transport::name),
-                        row.payload_bytes.map(|v| v as i64),
-                        row.nagle,
-                        row.streams,
-                        row.sndbuf_bytes.map(|v| v as i64),
-                        row.rcvbuf_bytes.map(|v| v as i64),
-                        row.raw_ms,
-                        row.rtt_subtracted_ms,
-                        row.forecast_value,
-                        row.forecast_method,
-                        row.forecast_selector.map(Selector::name),
-                        row.forecast_error,
-                        row.schema_version,
-                    ])?;
-                    // 0: the key was taken (another record of the same millisecond).
-                    if n == 1 {
-                        break;
+                    if many.raw_execute()? != CHUNK {
+                        anyhow::bail!("keys above the table's largest were taken: the archive changed during a write");
+                    }
+                }
+                let mut one = tx.prepare_cached(&insert_sql(1))?;
+                for (id, series, r) in chunks.remainder().iter().chain(&old) {
+                    let mut id = *id;
+                    loop {
+                        bind(&mut one, 0, id, *series, r)?;
+                        if one.raw_execute()? == 1 {
+                            break;
+                        }
+                        id = self.keys.next(r.timestamp_ms)?;
+                        if id.div_euclid(PER_MS) != (r.timestamp_ms.floor() as i64) {
+                            anyhow::bail!(
+                                "more than {PER_MS} records in the millisecond of {}",
+                                r.timestamp_ms
+                            );
+                        }
                     }
                 }
             }
@@ -286,16 +386,23 @@ impl Sqlite {
         Ok(())
     }
 
+    /// Every series: target, metric, source, id.
+    fn all_series(&self) -> impl Iterator<Item = (&str, Metric, &str, i64)> {
+        self.series.iter().flat_map(|(t, v)| {
+            v.iter()
+                .map(move |(m, s, id)| (t.as_str(), *m, s.as_str(), *id))
+        })
+    }
+
     fn series_matching(&self, f: &Filter) -> Result<Vec<i64>> {
         Ok(self
-            .series
-            .iter()
-            .filter(|((t, m, s), _)| {
-                (f.targets.is_empty() || f.targets.contains(t))
+            .all_series()
+            .filter(|(t, m, s, _)| {
+                (f.targets.is_empty() || f.targets.iter().any(|x| x == t))
                     && (f.metrics.is_empty() || f.metrics.contains(m))
-                    && (f.sources.is_empty() || f.sources.contains(s))
+                    && (f.sources.is_empty() || f.sources.iter().any(|x| x == s))
             })
-            .map(|(_, &id)| id)
+            .map(|e| e.3)
             .collect())
     }
 
@@ -364,7 +471,9 @@ impl Sqlite {
                     .get::<_, Option<String>>(21)?
                     .and_then(|s| Selector::from_name(&s)),
                 forecast_error: r.get(22)?,
-                schema_version: r.get(23)?,
+                schema_version: r
+                    .get::<_, Option<String>>(23)?
+                    .unwrap_or_else(|| SCHEMA_VERSION.to_string()),
             };
             each(
                 row.into_record()
@@ -406,10 +515,9 @@ impl Sqlite {
                 a.max = Some(a.max.map_or(v, |m| m.max(v)));
             }
         }
-        let names: HashMap<i64, (&String, Metric)> = self
-            .series
-            .iter()
-            .map(|((t, m, _), &id)| (id, (t, *m)))
+        let names: HashMap<i64, (&str, Metric)> = self
+            .all_series()
+            .map(|(t, m, _, id)| (id, (t, m)))
             .collect();
         let mut merged: std::collections::BTreeMap<(String, &'static str), Acc> =
             Default::default();
@@ -417,7 +525,7 @@ impl Sqlite {
             let Some((t, m)) = names.get(&id) else {
                 continue;
             };
-            let e = merged.entry(((*t).clone(), m.name())).or_default();
+            let e = merged.entry((t.to_string(), m.name())).or_default();
             e.n += a.n;
             e.ok += a.ok;
             e.sum += a.sum;
@@ -488,12 +596,14 @@ impl Sqlite {
         self.load_series()?;
         let mut best: std::collections::BTreeMap<(String, &'static str), (f64, f64)> =
             Default::default();
-        let series: Vec<((String, Metric, String), i64)> =
-            self.series.iter().map(|(k, &v)| (k.clone(), v)).collect();
+        let series: Vec<(String, Metric, i64)> = self
+            .all_series()
+            .map(|(t, m, _, id)| (t.to_string(), m, id))
+            .collect();
         let mut stmt = self.conn.prepare_cached(
             "SELECT ts_ms, value FROM records WHERE series = ?1 AND status = 0 ORDER BY id DESC LIMIT 1",
         )?;
-        for ((t, m, _), id) in series {
+        for (t, m, id) in series {
             let row: Option<(f64, f64)> = stmt
                 .query_row(params![id], |r| Ok((r.get(0)?, r.get(1)?)))
                 .optional()?;
@@ -614,4 +724,48 @@ fn run_of(r: &rusqlite::Row<'_>) -> rusqlite::Result<RunLog> {
         slots: r.get::<_, i64>(11)? as u64,
         gate_check: r.get(12)?,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn records_of_one_millisecond_written_twice_all_stay() {
+        let path =
+            std::env::temp_dir().join(format!("nowcast-sqlite-keys-{}.sqlite", std::process::id()));
+        let _ = std::fs::remove_file(&path);
+        let batch = |v: f64| -> Vec<Record> {
+            (0..40)
+                .map(|i| Record::new(1_000.5, "x", Metric::Rtt, v + f64::from(i), "h:1"))
+                .collect()
+        };
+        Sqlite::open(&path)
+            .unwrap()
+            .write(&batch(0.0), &[], None, 0)
+            .unwrap();
+        // A new writer starts its keys at slot 0 again: every key of the chunk is taken.
+        let mut db = Sqlite::open(&path).unwrap();
+        db.write(&batch(100.0), &[], Some("b"), 0).unwrap();
+        assert!(
+            !db.write(&batch(200.0), &[], Some("b"), 0).unwrap(),
+            "a batch is written once"
+        );
+        let mut got = Vec::new();
+        db.records(&Filter::default(), &mut |r| {
+            got.push(r.value.unwrap());
+            Ok(())
+        })
+        .unwrap();
+        got.sort_by(f64::total_cmp);
+        let want: Vec<f64> = (0..40)
+            .map(f64::from)
+            .chain((0..40).map(|i| 100.0 + f64::from(i)))
+            .collect();
+        assert_eq!(got, want);
+        drop(db);
+        for s in ["", "-wal", "-shm"] {
+            let _ = std::fs::remove_file(format!("{}{s}", path.display()));
+        }
+    }
 }
