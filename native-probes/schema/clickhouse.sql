@@ -7,3 +7,5 @@ CREATE TABLE IF NOT EXISTS nowcast.records (day Date, ts_ms Float64, target Stri
 
 CREATE TABLE IF NOT EXISTS nowcast.runs (day Date, id UInt64, campaign String, job String, target String, probe String, nominal_ms Int64, due_ms Int64, started_ms Nullable(Int64), ended_ms Int64, outcome String, reason Nullable(String), slots UInt64, gate_check UInt8) ENGINE = MergeTree() PARTITION BY toYYYYMM(day) ORDER BY (campaign, job, nominal_ms, id);
 
+CREATE MATERIALIZED VIEW IF NOT EXISTS nowcast.latest ENGINE = AggregatingMergeTree() ORDER BY (target, metric) POPULATE AS SELECT target, metric, maxState(ts_ms) AS t, argMaxState(value, ts_ms) AS v FROM nowcast.records WHERE status = 'ok' GROUP BY target, metric;
+

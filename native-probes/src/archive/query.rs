@@ -128,8 +128,15 @@ pub fn clickhouse_ddl(db: &str) -> Vec<String> {
             "CREATE TABLE IF NOT EXISTS {db}.runs (day Date, {CLICKHOUSE_RUN_COLUMNS}) \
              ENGINE = MergeTree() PARTITION BY toYYYYMM(day) ORDER BY (campaign, job, nominal_ms, id)"
         ),
+        format!("CREATE MATERIALIZED VIEW IF NOT EXISTS {db}.latest {LATEST_VIEW} FROM {db}.records {LATEST_GROUP}"),
     ]
 }
+
+/// The latest ok value of every series, kept by a materialized view as records arrive, so
+/// that the question reads a row per series instead of every record.
+const LATEST_VIEW: &str = "ENGINE = AggregatingMergeTree() ORDER BY (target, metric) POPULATE AS \
+SELECT target, metric, maxState(ts_ms) AS t, argMaxState(value, ts_ms) AS v";
+const LATEST_GROUP: &str = "WHERE status = 'ok' GROUP BY target, metric";
 
 /// The same tables for a cluster: ReplicatedMergeTree tables on every shard (their
 /// ZooKeeper paths named by the `{shard}` and `{replica}` macros of each server's
@@ -156,6 +163,16 @@ pub fn clickhouse_cluster_ddl(db: &str, cluster: &str) -> Vec<String> {
         format!(
             "CREATE TABLE IF NOT EXISTS {db}.runs ON CLUSTER {cluster} AS {db}.runs_local \
              ENGINE = Distributed({cluster}, {db}, runs_local, cityHash64(job))"
+        ),
+        format!(
+            "CREATE MATERIALIZED VIEW IF NOT EXISTS {db}.latest_local ON CLUSTER {cluster} \
+             ENGINE = ReplicatedAggregatingMergeTree('/clickhouse/tables/{{shard}}/{db}/latest', '{{replica}}') \
+             ORDER BY (target, metric) AS SELECT target, metric, maxState(ts_ms) AS t, \
+             argMaxState(value, ts_ms) AS v FROM {db}.records_local {LATEST_GROUP}"
+        ),
+        format!(
+            "CREATE TABLE IF NOT EXISTS {db}.latest ON CLUSTER {cluster} AS {db}.latest_local \
+             ENGINE = Distributed({cluster}, {db}, latest_local, cityHash64(target))"
         ),
     ]
 }
@@ -229,9 +246,8 @@ pub fn clickhouse_hourly(db: &str, target: &str, metric: Metric, from_ms: Ms, to
 /// ClickHouse: the latest ok measurement of every target and metric.
 pub fn clickhouse_latest(db: &str) -> String {
     format!(
-        "SELECT target, metric, t AS ts_ms, v AS value FROM (SELECT target, metric, \
-         max(ts_ms) AS t, argMax(value, ts_ms) AS v FROM {db}.records WHERE status = 'ok' \
-         GROUP BY target, metric) ORDER BY target, metric"
+        "SELECT target, metric, maxMerge(t) AS ts_ms, argMaxMerge(v) AS value FROM {db}.latest \
+         GROUP BY target, metric ORDER BY target, metric"
     )
 }
 

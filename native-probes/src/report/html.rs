@@ -41,6 +41,7 @@ svg .t{font-size:12px;font-weight:600;fill:var(--fg)}svg .yl{font-size:10px;fill
 svg .xl{font-size:10px;fill:var(--mut);text-anchor:middle}svg .al{font-size:10px;fill:var(--mut);text-anchor:middle}
 svg .lg{font-size:10px;fill:var(--fg)}svg .grid{stroke:var(--line);stroke-width:1}svg .frame{fill:none;stroke:var(--line)}
 .small{font-size:12px;color:var(--mut)}tr.chosen td{font-weight:700;color:var(--ok)}
+.wrap{overflow-x:auto}.plots table{align-self:flex-start;width:auto}
 "#;
 
 const VALUE: &str = "#2563eb";
@@ -354,7 +355,7 @@ pub fn render(r: &Report, title: &str) -> String {
         diurnal,
         if diurnal == 1 { "" } else { "s" }
     );
-    h.push_str(r#"<h2>Overview</h2><table><tr><th class="l">target</th><th class="l">metric</th><th>ok</th><th>timeouts · errors</th><th>median</th><th>next (mean of 5)</th><th>err mean of 5</th><th>err EWMA</th><th>err NWS</th><th>δb weekdays</th><th>δb weekends</th></tr>"#);
+    h.push_str(r#"<h2>Overview</h2><div class="wrap"><table><tr><th class="l">target</th><th class="l">metric</th><th>ok</th><th>timeouts · errors</th><th>median</th><th>next (mean of 5)</th><th>err mean of 5</th><th>err EWMA</th><th>err NWS</th><th>δb weekdays</th><th>δb weekends</th></tr>"#);
     for s in &r.series {
         let db = |f: Option<DiurnalFit>| {
             f.map(|f| {
@@ -391,7 +392,7 @@ pub fn render(r: &Report, title: &str) -> String {
             db(s.diurnal.weekends)
         );
     }
-    h.push_str("</table>");
+    h.push_str("</table></div>");
     h.push_str(r#"<p class="small">Relative error: average(|forecast − observed| / observed) of the forecast made before each value (IEPM-BW §III.G). δb: the standard error of the phase b of the fit |a|·sin(x + b) + c over the time of day; below 0.2 the path has a strong daily cycle (§III.H).</p>"#);
     if !r.active_passive.is_empty() {
         h.push_str(r#"<h2>Active against passive throughput</h2><p class="small">Passive flows (source pcap) starting within 5 s of each other form one transfer, matched to the nearest active run; err = (passive − active) / passive, R the correlation (IEPM-BW §III.I). Methods: 1 = Σ bytes/time per stream, 2 = Σ bytes / mean stream time, 3 = Σ bytes / longest stream time (§III.J).</p>"#);

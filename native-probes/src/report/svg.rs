@@ -107,7 +107,9 @@ fn time_ticks(lo: f64, hi: f64) -> Vec<(f64, String)> {
 
 fn fmt(v: f64) -> String {
     let a = v.abs();
-    if a >= 1e4 || (a > 0.0 && a < 1e-3) {
+    if v.fract() == 0.0 && a < 1e6 {
+        format!("{v:.0}")
+    } else if a >= 1e4 || (a > 0.0 && a < 1e-3) {
         format!("{v:.2e}")
     } else if a >= 100.0 {
         format!("{v:.0}")
