@@ -41,7 +41,7 @@ svg .t{font-size:12px;font-weight:600;fill:var(--fg)}svg .yl{font-size:10px;fill
 svg .xl{font-size:10px;fill:var(--mut);text-anchor:middle}svg .al{font-size:10px;fill:var(--mut);text-anchor:middle}
 svg .lg{font-size:10px;fill:var(--fg)}svg .grid{stroke:var(--line);stroke-width:1}svg .frame{fill:none;stroke:var(--line)}
 .small{font-size:12px;color:var(--mut)}tr.chosen td{font-weight:700;color:var(--ok)}
-.wrap{overflow-x:auto}.plots table{align-self:flex-start;width:auto}
+.wrap{overflow-x:auto}.wrap th,.wrap td{padding:5px 7px;font-size:13px}.plots table{align-self:flex-start;width:auto}
 "#;
 
 const VALUE: &str = "#2563eb";
