@@ -4,6 +4,12 @@
 //! [`schedule`], [`series`], [`evaluate`] and [`series_input`] (any reader). The edges beside
 //! them do the I/O: [`tcp::io`], [`udp::io`], [`periodic`], [`serve`], [`delay`], [`net`],
 //! [`clock`], [`stop`], [`forecast`], and [`output`]'s record sinks.
+//!
+//! Campaigns, their archive and their reports: [`campaign`] (the plan, the cron form, the
+//! scheduler, the run log, status and metrics as cores; the configuration reader, the probe
+//! types and the runner as edges), [`archive`] (SQLite and ClickHouse behind a spool; one more
+//! record sink) and [`report`] (IEPM-BW's analysis and its table, JSON and HTML). [`when`] and
+//! [`format`] write times and numbers for people.
 
 pub mod archive;
 pub mod campaign;
