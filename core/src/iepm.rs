@@ -97,7 +97,7 @@ impl RelativeError {
 }
 
 /// Least-squares fit of `f(x) = |a|·sin(x + b) + c`, x the time of day in radians (UTC).
-#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub struct DiurnalFit {
     pub a: f64,
     pub b: f64,
@@ -124,7 +124,7 @@ impl DiurnalFit {
 }
 
 /// Weekday and weekend fits, fitted separately (IEPM-BW Fig. 12).
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct DiurnalSplit {
     pub weekdays: Option<DiurnalFit>,
     pub weekends: Option<DiurnalFit>,
@@ -334,6 +334,126 @@ pub fn group_transfers(flows: &[Flow], gap_s: f64) -> Vec<Vec<Flow>> {
     out
 }
 
+/// IEPM-BW's two simple forecasts over a series (§III.G): before each observation, the mean
+/// of the previous five (with their deviation) and the EWMA with w = 0.7, each scored by the
+/// relative error `average(|forecast − observed| / observed)`.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct IepmEval {
+    /// Per observation, the mean-of-5 forecast made before it: (mean, deviation).
+    pub mean5: Vec<Option<(f64, f64)>>,
+    /// Per observation, the EWMA forecast made before it.
+    pub ewma: Vec<Option<f64>>,
+    pub mean5_error: RelativeError,
+    pub ewma_error: RelativeError,
+    /// The forecasts of the value after the last.
+    pub next_mean5: Option<(f64, f64)>,
+    pub next_ewma: Option<f64>,
+}
+
+/// Runs [`MeanOfLast`] (5) and [`Ewma`] (0.7) over `values` in order.
+pub fn evaluate(values: &[f64]) -> IepmEval {
+    let mut m5 = MeanOfLast::new(5);
+    let mut ew = Ewma::new(0.7);
+    let mut out = IepmEval {
+        mean5: Vec::with_capacity(values.len()),
+        ewma: Vec::with_capacity(values.len()),
+        mean5_error: RelativeError::default(),
+        ewma_error: RelativeError::default(),
+        next_mean5: None,
+        next_ewma: None,
+    };
+    for &y in values {
+        let f5 = m5.forecast();
+        let fe = ew.forecast();
+        if let Some((m, _)) = f5 {
+            out.mean5_error.add(m, y);
+        }
+        if let Some(e) = fe {
+            out.ewma_error.add(e, y);
+        }
+        out.mean5.push(f5);
+        out.ewma.push(fe);
+        m5.observe(y);
+        ew.observe(y);
+    }
+    out.next_mean5 = m5.forecast();
+    out.next_ewma = ew.forecast();
+    out
+}
+
+/// Pearson's correlation coefficient R of paired values; `None` with fewer than three
+/// pairs or no spread.
+pub fn correlation(x: &[f64], y: &[f64]) -> Option<f64> {
+    let n = x.len().min(y.len());
+    if n < 3 {
+        return None;
+    }
+    let mx = x[..n].iter().sum::<f64>() / n as f64;
+    let my = y[..n].iter().sum::<f64>() / n as f64;
+    let (mut sxy, mut sxx, mut syy) = (0.0, 0.0, 0.0);
+    for i in 0..n {
+        let (dx, dy) = (x[i] - mx, y[i] - my);
+        sxy += dx * dy;
+        sxx += dx * dx;
+        syy += dy * dy;
+    }
+    (sxx > 0.0 && syy > 0.0).then(|| sxy / (sxx * syy).sqrt())
+}
+
+/// How active and passive throughputs of the same transfers agree (§III.I): per pair
+/// `err = (passive − active) / passive`, its median and mean, and R.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct Agreement {
+    pub n: usize,
+    pub err_median: f64,
+    pub err_mean: f64,
+    pub r: Option<f64>,
+}
+
+/// The agreement of (active, passive) pairs; pairs with a passive value of 0 are left out.
+pub fn agreement(pairs: &[(f64, f64)]) -> Option<Agreement> {
+    let pairs: Vec<(f64, f64)> = pairs.iter().copied().filter(|p| p.1 != 0.0).collect();
+    if pairs.is_empty() {
+        return None;
+    }
+    let mut errs: Vec<f64> = pairs.iter().map(|(a, p)| (p - a) / p).collect();
+    let err_mean = errs.iter().sum::<f64>() / errs.len() as f64;
+    errs.sort_by(f64::total_cmp);
+    let mid = errs.len() / 2;
+    let err_median = if errs.len() % 2 == 1 {
+        errs[mid]
+    } else {
+        (errs[mid - 1] + errs[mid]) / 2.0
+    };
+    let (a, p): (Vec<f64>, Vec<f64>) = pairs.iter().copied().unzip();
+    Some(Agreement {
+        n: pairs.len(),
+        err_median,
+        err_mean,
+        r: correlation(&a, &p),
+    })
+}
+
+/// IEPM-BW's choice of window and streams (§III.D): among the settings, the one with the
+/// fewest streams whose throughput reaches `fraction` (the paper: 80–90 %) of the best;
+/// ties go to the smaller window. `rows` are (window bytes, streams, throughput); returns
+/// the index of the choice.
+pub fn choose_window_streams(rows: &[(Option<u64>, u32, f64)], fraction: f64) -> Option<usize> {
+    let best = rows
+        .iter()
+        .map(|r| r.2)
+        .filter(|v| v.is_finite())
+        .fold(f64::NEG_INFINITY, f64::max);
+    if !best.is_finite() {
+        return None;
+    }
+    rows.iter()
+        .enumerate()
+        .filter(|(_, r)| r.2 >= fraction * best)
+        .min_by_key(|(_, r)| (r.1, r.0.unwrap_or(0)))
+        .map(|(i, _)| i)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -437,5 +557,38 @@ mod tests {
             bytes: 1.0,
         };
         assert_eq!(group_transfers(&[later, f[0], f[1]], 5.0).len(), 2);
+    }
+
+    #[test]
+    fn evaluate_scores_both_simple_forecasts() {
+        let e = evaluate(&[10.0, 20.0, 10.0]);
+        assert_eq!(e.mean5[0], None);
+        assert_eq!(e.ewma[1], Some(10.0));
+        // Mean of 5: 10 for 20 (err 0.5), 15 for 10 (err 0.5). EWMA: 10 for 20, 13 for 10.
+        assert!((e.mean5_error.value().unwrap() - 0.5).abs() < 1e-12);
+        assert!((e.ewma_error.value().unwrap() - (0.5 + 0.3) / 2.0).abs() < 1e-12);
+        assert!((e.next_ewma.unwrap() - (0.3 * 10.0 + 0.7 * 13.0)).abs() < 1e-12);
+    }
+
+    #[test]
+    fn agreement_and_the_window_streams_choice() {
+        let a = agreement(&[(90.0, 100.0), (100.0, 100.0), (50.0, 40.0), (1.0, 0.0)]).unwrap();
+        assert_eq!(a.n, 3);
+        assert!((a.err_median - 0.0).abs() < 1e-12);
+        assert!((a.err_mean - (0.1 + 0.0 - 0.25) / 3.0).abs() < 1e-12);
+        assert!(a.r.unwrap() > 0.95, "{a:?}");
+        assert_eq!(correlation(&[1.0, 2.0, 3.0], &[3.0, 2.0, 1.0]), Some(-1.0));
+        let rows = [
+            (Some(65_536), 1, 20.0),
+            (Some(65_536), 8, 85.0),
+            (Some(1 << 20), 1, 80.0),
+            (Some(1 << 20), 8, 100.0),
+        ];
+        assert_eq!(
+            choose_window_streams(&rows, 0.8),
+            Some(2),
+            "one stream with the larger window reaches 80 %"
+        );
+        assert_eq!(choose_window_streams(&rows, 0.9), Some(3));
     }
 }

@@ -4,14 +4,24 @@
 //! [`schedule`], [`series`], [`evaluate`] and [`series_input`] (any reader). The edges beside
 //! them do the I/O: [`tcp::io`], [`udp::io`], [`periodic`], [`serve`], [`delay`], [`net`],
 //! [`clock`], [`stop`], [`forecast`], and [`output`]'s record sinks.
+//!
+//! Campaigns, their archive and their reports: [`campaign`] (the plan, the cron form, the
+//! scheduler, the run log, status and metrics as cores; the configuration reader, the probe
+//! types and the runner as edges), [`archive`] (SQLite and ClickHouse behind a spool; one more
+//! record sink) and [`report`] (IEPM-BW's analysis and its table, JSON and HTML). [`when`] and
+//! [`format`] write times and numbers for people.
 
+pub mod archive;
+pub mod campaign;
 pub mod clock;
 pub mod delay;
 pub mod evaluate;
 pub mod forecast;
+pub mod format;
 pub mod net;
 pub mod output;
 pub mod periodic;
+pub mod report;
 pub mod schedule;
 pub mod series;
 pub mod series_input;
@@ -19,4 +29,5 @@ pub mod serve;
 pub mod stop;
 pub mod tcp;
 pub mod udp;
+pub mod when;
 pub mod wire;

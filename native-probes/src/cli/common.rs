@@ -40,6 +40,10 @@ pub struct Common {
     /// 3000 for round trips, 1000 for a UDP burst, 15000 for bandwidth).
     #[arg(long)]
     pub timeout_initial: Option<f64>,
+    /// Also archive the records in this SQLite file (created if missing; see `nowcast
+    /// archive`).
+    #[arg(long, value_name = "FILE")]
+    pub archive: Option<PathBuf>,
     /// Hard limit on every probe, in seconds, whatever its adaptive timeout.
     #[arg(long, default_value_t = 60.0)]
     pub deadline: f64,
@@ -92,9 +96,18 @@ impl Common {
         } else {
             Box::new(Table::new(std::io::stdout()))
         };
-        Ok(match &self.out {
+        let sink: Box<dyn RecordSink> = match &self.out {
             Some(path) => Box::new(Tee(stdout, Ndjson::create(path)?)),
             None => stdout,
+        };
+        Ok(match &self.archive {
+            Some(path) => Box::new(Tee(
+                sink,
+                nowcast::archive::Archive::start(&nowcast::archive::ArchiveConfig::sqlite(
+                    path.clone(),
+                ))?,
+            )),
+            None => sink,
         })
     }
 }

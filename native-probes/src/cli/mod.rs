@@ -1,9 +1,12 @@
 //! The command line: clap's flags parsed into plain configuration, handed to the library.
 //! Nothing here measures or decides; each subcommand's module only converts and wires.
 
+mod archive;
+mod campaign;
 mod common;
 mod delay;
 mod forecast;
+mod report;
 mod serve;
 mod tcp;
 mod udp;
@@ -38,6 +41,12 @@ enum Command {
     Tcp(tcp::Args),
     /// UDP probe: RTT, jitter, loss, reordering and duplicates, with forecasts.
     Udp(udp::Args),
+    /// Scheduled measurements to many targets (IEPM-BW): run, status, check.
+    Campaign(campaign::Args),
+    /// IEPM-BW's analysis of the archive: forecasts, diurnal fits, active vs passive.
+    Report(report::Args),
+    /// The measurement archive: import, export, query, schema.
+    Archive(archive::Args),
     /// Relay TCP or UDP with a fixed added delay (emulated links in the accuracy tests).
     #[command(hide = true)]
     Delay(delay::Args),
@@ -53,6 +62,9 @@ pub fn main() -> ExitCode {
         Command::Tcp(args) => tcp::run(args),
         Command::Udp(args) => udp::run(args),
         Command::Delay(args) => delay::run(args),
+        Command::Campaign(args) => campaign::run(args),
+        Command::Report(args) => report::run(args),
+        Command::Archive(args) => archive::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

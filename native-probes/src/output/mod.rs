@@ -1,6 +1,7 @@
 //! Where a probe command's results go: one [`RecordSink`] trait (ripgrep's `Sink`) with a
 //! table for people ([`Table`]), NDJSON records for programs ([`Ndjson`], on standard output
-//! or in a file) and a [`Tee`] that feeds two sinks; an archive will be one more sink.
+//! or in a file) and a [`Tee`] that feeds two sinks; the archive ([`crate::archive::Archive`])
+//! is one more sink.
 //!
 //! A sink writes to any `io::Write`; a broken pipe is an error like any other here, and the
 //! command turns it into a quiet success ([`is_broken_pipe`]).

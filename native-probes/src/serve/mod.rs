@@ -182,9 +182,19 @@ impl Server {
             Some(m) => {
                 let (listener, shared) = (m.try_clone()?, shared.clone());
                 let started = Instant::now();
+                let limits = shared.cfg.limits();
                 Some(spawn(
                     "metrics",
-                    Box::new(move || metrics_loop(&listener, &shared, started)),
+                    Box::new(move || {
+                        metrics_loop(&listener, &shared.stop, &|| {
+                            metrics::render(
+                                &shared.counters,
+                                &limits,
+                                resident_bytes(),
+                                started.elapsed().as_secs_f64(),
+                            )
+                        })
+                    }),
                 )?)
             }
             None => None,
@@ -258,16 +268,16 @@ const METRICS_DEADLINE: Duration = Duration::from_secs(2);
 
 /// Answers `GET /metrics`, one connection at a time: a scraper needs no more, and a client
 /// that holds the listener up costs at most [`METRICS_DEADLINE`] per connection, never a
-/// thread. Bind it to a private address.
-fn metrics_loop(listener: &TcpListener, shared: &Shared, started: Instant) {
-    let limits = shared.cfg.limits();
+/// thread. Bind it to a private address. `render` gives the page's text; `nowcast campaign`
+/// serves its own figures through the same loop.
+pub fn metrics_loop(listener: &TcpListener, stop: &Stop, render: &dyn Fn() -> String) {
     loop {
         let accepted = listener.accept();
-        if shared.stop.is_set() {
+        if stop.is_set() {
             return;
         }
         let Ok((mut s, _)) = accepted else {
-            if shared.stop.wait_timeout(SLICE) {
+            if stop.wait_timeout(SLICE) {
                 return;
             }
             continue;
@@ -287,12 +297,7 @@ fn metrics_loop(listener: &TcpListener, shared: &Shared, started: Instant) {
         }
         let route = metrics::route(&head);
         let body = if route == Route::Metrics {
-            metrics::render(
-                &shared.counters,
-                &limits,
-                resident_bytes(),
-                started.elapsed().as_secs_f64(),
-            )
+            render()
         } else {
             String::new()
         };
@@ -303,8 +308,14 @@ fn metrics_loop(listener: &TcpListener, shared: &Shared, started: Instant) {
     }
 }
 
+/// Wakes a thread blocked in `accept` on `listener` (Linux wakes it when the listening
+/// socket is shut down).
+pub fn wake(listener: &TcpListener) {
+    let _ = SockRef::from(listener).shutdown(Shutdown::Both);
+}
+
 /// This process's resident memory, from /proc (Linux); `None` elsewhere.
-fn resident_bytes() -> Option<u64> {
+pub fn resident_bytes() -> Option<u64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
     let kb: u64 = status
         .lines()

@@ -88,6 +88,20 @@ pub fn run(
     periodic::finish(result, sink, &set.stats())
 }
 
+/// One session of `probe` (a campaign's run), feeding `set`: its records.
+pub fn once(probe: &Probe, set: &mut SeriesSet, index: u64) -> Vec<nowcast_core::record::Record> {
+    let clock = Clock::new();
+    let cfg = &probe.session;
+    let write_size = probe.write_size.clamp(1, cfg.size.max(1) as usize);
+    let mut bufs = Buffers {
+        payload: vec![0u8; write_size],
+        down: vec![0u8; write_size.max(256 * 1024)],
+    };
+    let mut session = Session::new(cfg, set, index, wall_ms());
+    drive(&mut session, &probe.addrs, &clock, &mut bufs);
+    session.into_records()
+}
+
 /// The event of an I/O error: a timeout (the deadline passed) or a failure.
 fn failure(e: io::Error, started: Nanos, clock: &Clock) -> Event<'static> {
     if e.kind() == io::ErrorKind::TimedOut {

@@ -45,19 +45,8 @@ pub fn run(
     sink: &mut dyn RecordSink,
 ) -> Result<()> {
     let host = &b.host;
-    let local: SocketAddr = if b.addr.is_ipv4() {
-        "0.0.0.0:0"
-    } else {
-        "[::]:0"
-    }
-    .parse()
-    .expect("literal address");
-    let sock = UdpSocket::bind(local).map_err(|e| anyhow!("{host}: bind udp: {e}"))?;
-    sock.connect(b.addr)
-        .map_err(|e| anyhow!("{host}: connect udp: {e}"))?;
     // Never blocks: a burst waits in ppoll and drains what has arrived.
-    sock.set_nonblocking(true)?;
-    let from = sock.local_addr().ok().map(|a| a.to_string());
+    let (sock, from) = socket(b)?;
     let mut set = SeriesSet::new(&METRICS, settings)?;
     let clock = Clock::new();
     sink.begin(&Heading {
@@ -71,53 +60,86 @@ pub fn run(
         metrics: METRICS.to_vec(),
         extra: vec!["lost".into(), "reordered".into(), "duplicates".into()],
     })?;
-    let nanos = |d: Duration| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
     let result = periodic::run(plan, &clock, stop, sink, |index| {
-        let timestamp_ms = wall_ms();
-        let wait_ms = set
-            .timeout_ms(Metric::Rtt)
-            .map_or(b.deadline, |ms| Duration::from_secs_f64(ms / 1e3))
-            .min(b.deadline)
-            .as_secs_f64()
-            * 1e3;
-        let started = clock.now();
-        let burst = Burst::new(
-            Plan {
-                first_seq: index * b.probes,
-                count: b.probes,
-                interval: nanos(b.interval),
-                wait: (wait_ms * 1e6) as u64,
-            },
-            started,
-            started.saturating_add(nanos(b.deadline)),
-        );
-        let probe = Probe {
-            transport: Some(Transport::Udp),
-            payload_bytes: Some(b.size as u64),
-            ..Probe::default()
-        };
-        let (outcomes, extra) = match drive(burst, &sock, b.size, &clock) {
-            Err(e) => {
-                let error = format!("{host}: {e}");
-                (vec![(Metric::Rtt, Outcome::Failed { error })], Vec::new())
-            }
-            Ok(s) => {
-                let elapsed_ms = clock.now().saturating_sub(started) as f64 / 1e6;
-                let extra = vec![s.sent - s.received, s.reordered, s.duplicates];
-                (burst::outcomes(&s, elapsed_ms), extra)
-            }
-        };
-        report(
-            &mut set,
-            outcomes,
-            &probe,
-            &from,
-            timestamp_ms,
-            wait_ms,
-            &extra,
-        )
+        one_burst(b, &sock, &from, &mut set, &clock, index)
     });
     periodic::finish(result, sink, &set.stats())
+}
+
+/// Binds a socket to `b`'s server for bursts, non-blocking (a burst waits in ppoll).
+fn socket(b: &Bursts) -> Result<(UdpSocket, Option<String>)> {
+    let host = &b.host;
+    let local: SocketAddr = if b.addr.is_ipv4() {
+        "0.0.0.0:0"
+    } else {
+        "[::]:0"
+    }
+    .parse()
+    .expect("literal address");
+    let sock = UdpSocket::bind(local).map_err(|e| anyhow!("{host}: bind udp: {e}"))?;
+    sock.connect(b.addr)
+        .map_err(|e| anyhow!("{host}: connect udp: {e}"))?;
+    sock.set_nonblocking(true)?;
+    let from = sock.local_addr().ok().map(|a| a.to_string());
+    Ok((sock, from))
+}
+
+/// One burst of `b` (a campaign's run), feeding `set`: its records.
+pub fn once(
+    b: &Bursts,
+    set: &mut SeriesSet,
+    index: u64,
+) -> Result<Vec<nowcast_core::record::Record>> {
+    let (sock, from) = socket(b)?;
+    Ok(one_burst(b, &sock, &from, set, &Clock::new(), index).records)
+}
+
+/// Runs burst `index` on `sock` and feeds its outcomes to `set`.
+fn one_burst(
+    b: &Bursts,
+    sock: &UdpSocket,
+    from: &Option<String>,
+    set: &mut SeriesSet,
+    clock: &Clock,
+    index: u64,
+) -> Report {
+    let host = &b.host;
+    let nanos = |d: Duration| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
+    let timestamp_ms = wall_ms();
+    let wait_ms = set
+        .timeout_ms(Metric::Rtt)
+        .map_or(b.deadline, |ms| Duration::from_secs_f64(ms / 1e3))
+        .min(b.deadline)
+        .as_secs_f64()
+        * 1e3;
+    let started = clock.now();
+    let burst = Burst::new(
+        Plan {
+            first_seq: index * b.probes,
+            count: b.probes,
+            interval: nanos(b.interval),
+            wait: (wait_ms * 1e6) as u64,
+        },
+        started,
+        started.saturating_add(nanos(b.deadline)),
+    );
+    let probe = Probe {
+        transport: Some(Transport::Udp),
+        payload_bytes: Some(b.size as u64),
+        ..Probe::default()
+    };
+    let (outcomes, extra) = match drive(burst, sock, b.size, clock) {
+        Err(e) => {
+            let error = format!("{host}: {e}");
+            (vec![(Metric::Rtt, Outcome::Failed { error })], Vec::new())
+        }
+        Ok(s) => {
+            let elapsed_ms = clock.now().saturating_sub(started) as f64 / 1e6;
+            let extra = vec![s.sent - s.received, s.reordered, s.duplicates];
+            (burst::outcomes(&s, elapsed_ms), extra)
+        }
+    };
+    report(set, outcomes, &probe, from, timestamp_ms, wait_ms, &extra)
 }
 
 /// Feeds a burst's outcomes to their series and returns what the sink shows.

@@ -3,6 +3,7 @@
 
 #![allow(dead_code)]
 
+pub mod clickhouse;
 pub mod corpus;
 
 use nowcast_core::record::Record;

@@ -1,0 +1,435 @@
+//! The archive on ClickHouse, through its HTTP interface (a query in the body or the URL,
+//! rows as JSONEachRow), with `ureq`, a small blocking client. The tables are those of
+//! [`super::query::clickhouse_ddl`]; a cluster's are documented in
+//! `native-probes/schema/clickhouse-cluster.sql` and created the same way.
+
+use super::query::{self, Bucket, Filter, Latest, Summary};
+use super::row::Row;
+use crate::campaign::runlog::{Outcome, RunLog};
+use crate::when::{date, Ms};
+use anyhow::{anyhow, bail, Context, Result};
+use nowcast_core::record::{Metric, Record, Selector, Status, Transport};
+use serde::{Deserialize, Serialize};
+use std::io::{BufRead, BufReader, Read};
+use std::time::Duration;
+
+/// Where the server is.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ClickhouseConfig {
+    /// `http://host:8123`.
+    pub url: String,
+    pub database: String,
+    pub user: Option<String>,
+    pub password: Option<String>,
+    /// Longest a request may take.
+    pub timeout: Duration,
+}
+
+/// A connection (an HTTP agent that keeps its connections).
+pub struct Clickhouse {
+    agent: ureq::Agent,
+    cfg: ClickhouseConfig,
+}
+
+/// A row of `records` as ClickHouse's JSONEachRow gives it back.
+#[derive(Deserialize)]
+struct ChRow {
+    ts_ms: f64,
+    target: String,
+    metric: String,
+    source: String,
+    status: String,
+    value: Option<f64>,
+    origin: Option<String>,
+    seq: Option<u64>,
+    period_ms: Option<f64>,
+    timeout_ms: Option<f64>,
+    error: Option<String>,
+    transport: Option<String>,
+    payload_bytes: Option<u64>,
+    nagle: Option<u8>,
+    streams: Option<u32>,
+    sndbuf_bytes: Option<u64>,
+    rcvbuf_bytes: Option<u64>,
+    raw_ms: Option<f64>,
+    rtt_subtracted_ms: Option<f64>,
+    forecast_value: Option<f64>,
+    forecast_method: Option<String>,
+    forecast_selector: Option<String>,
+    forecast_error: Option<f64>,
+    schema_version: String,
+}
+
+impl ChRow {
+    fn into_record(self) -> Result<Record> {
+        let row = Row {
+            ts_ms: self.ts_ms,
+            metric: Metric::from_name(&self.metric)
+                .ok_or_else(|| anyhow!("unknown metric {}", self.metric))?,
+            target: self.target,
+            source: self.source,
+            status: Status::from_name(&self.status)
+                .ok_or_else(|| anyhow!("unknown status {}", self.status))?,
+            value: self.value,
+            origin: self.origin,
+            seq: self.seq,
+            period_ms: self.period_ms,
+            timeout_ms: self.timeout_ms,
+            error: self.error,
+            transport: self.transport.as_deref().and_then(Transport::from_name),
+            payload_bytes: self.payload_bytes,
+            nagle: self.nagle.map(|n| n != 0),
+            streams: self.streams,
+            sndbuf_bytes: self.sndbuf_bytes,
+            rcvbuf_bytes: self.rcvbuf_bytes,
+            raw_ms: self.raw_ms,
+            rtt_subtracted_ms: self.rtt_subtracted_ms,
+            forecast_value: self.forecast_value,
+            forecast_method: self.forecast_method,
+            forecast_selector: self
+                .forecast_selector
+                .as_deref()
+                .and_then(Selector::from_name),
+            forecast_error: self.forecast_error,
+            schema_version: self.schema_version,
+        };
+        row.into_record().map_err(|e| anyhow!("archive row: {e}"))
+    }
+}
+
+#[derive(Serialize, Deserialize)]
+struct ChRun {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    day: Option<String>,
+    id: u64,
+    campaign: String,
+    job: String,
+    target: String,
+    probe: String,
+    nominal_ms: i64,
+    due_ms: i64,
+    started_ms: Option<i64>,
+    ended_ms: i64,
+    outcome: String,
+    reason: Option<String>,
+    slots: u64,
+    gate_check: u8,
+}
+
+fn put_str(out: &mut Vec<u8>, s: &str) {
+    let mut n = s.len() as u64;
+    loop {
+        let b = (n & 0x7f) as u8;
+        n >>= 7;
+        if n == 0 {
+            out.push(b);
+            break;
+        }
+        out.push(b | 0x80);
+    }
+    out.extend_from_slice(s.as_bytes());
+}
+
+/// A Nullable(T) in RowBinary: 1 for NULL, else 0 and the value.
+fn put_opt<T>(out: &mut Vec<u8>, v: Option<T>, put: impl FnOnce(&mut Vec<u8>, T)) {
+    match v {
+        None => out.push(1),
+        Some(v) => {
+            out.push(0);
+            put(out, v);
+        }
+    }
+}
+
+/// One row of the `records` table in RowBinary, in the table's column order.
+fn row_binary(out: &mut Vec<u8>, row: &Row) {
+    let f64b = |o: &mut Vec<u8>, v: f64| o.extend_from_slice(&v.to_le_bytes());
+    let u64b = |o: &mut Vec<u8>, v: u64| o.extend_from_slice(&v.to_le_bytes());
+    let strb = |o: &mut Vec<u8>, v: &str| put_str(o, v);
+    let day = (row.ts_ms.floor() as i64)
+        .div_euclid(crate::when::DAY)
+        .clamp(0, u16::MAX as i64) as u16;
+    out.extend_from_slice(&day.to_le_bytes());
+    f64b(out, row.ts_ms);
+    strb(out, &row.target);
+    strb(out, row.metric.name());
+    strb(out, &row.source);
+    strb(out, row.status.name());
+    put_opt(out, row.value, f64b);
+    put_opt(out, row.origin.as_deref(), strb);
+    put_opt(out, row.seq, u64b);
+    put_opt(out, row.period_ms, f64b);
+    put_opt(out, row.timeout_ms, f64b);
+    put_opt(out, row.error.as_deref(), strb);
+    put_opt(out, row.transport.map(Transport::name), strb);
+    put_opt(out, row.payload_bytes, u64b);
+    put_opt(out, row.nagle, |o, v| o.push(u8::from(v)));
+    put_opt(out, row.streams, |o, v| {
+        o.extend_from_slice(&v.to_le_bytes())
+    });
+    put_opt(out, row.sndbuf_bytes, u64b);
+    put_opt(out, row.rcvbuf_bytes, u64b);
+    put_opt(out, row.raw_ms, f64b);
+    put_opt(out, row.rtt_subtracted_ms, f64b);
+    put_opt(out, row.forecast_value, f64b);
+    put_opt(out, row.forecast_method.as_deref(), strb);
+    put_opt(out, row.forecast_selector.map(Selector::name), strb);
+    put_opt(out, row.forecast_error, f64b);
+    strb(out, &row.schema_version);
+}
+
+/// Percent-encodes a URL query value.
+fn encode(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() * 3);
+    for b in s.bytes() {
+        match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                out.push(b as char)
+            }
+            _ => out.push_str(&format!("%{b:02X}")),
+        }
+    }
+    out
+}
+
+impl Clickhouse {
+    pub fn new(cfg: ClickhouseConfig) -> Result<Clickhouse> {
+        query::identifier(&cfg.database).map_err(|e| anyhow!(e))?;
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .timeout_global(Some(cfg.timeout))
+            .http_status_as_error(false)
+            .build()
+            .into();
+        Ok(Clickhouse { agent, cfg })
+    }
+
+    pub fn config(&self) -> &ClickhouseConfig {
+        &self.cfg
+    }
+
+    /// Sends `sql` (with `body` after it for an INSERT) and returns the response body as a
+    /// reader; a server error carries the server's message.
+    fn send(&self, sql: &str, body: &[u8]) -> Result<Box<dyn Read + Send + Sync + 'static>> {
+        let url = format!(
+            "{}/?output_format_json_quote_64bit_integers=0&query={}",
+            self.cfg.url.trim_end_matches('/'),
+            encode(sql)
+        );
+        let mut req = self.agent.post(&url);
+        if let Some(u) = &self.cfg.user {
+            req = req.header("X-ClickHouse-User", u);
+        }
+        if let Some(p) = &self.cfg.password {
+            req = req.header("X-ClickHouse-Key", p);
+        }
+        let resp = req
+            .send(body)
+            .with_context(|| format!("ClickHouse at {}", self.cfg.url))?;
+        let status = resp.status();
+        let reader = resp.into_body().into_reader();
+        if !status.is_success() {
+            let mut text = String::new();
+            let _ = reader.take(2048).read_to_string(&mut text);
+            bail!("ClickHouse at {}: {status}: {}", self.cfg.url, text.trim());
+        }
+        Ok(Box::new(reader))
+    }
+
+    /// Runs a statement that returns nothing of interest.
+    pub fn execute(&self, sql: &str) -> Result<()> {
+        let mut r = self.send(sql, b"")?;
+        std::io::copy(&mut r, &mut std::io::sink())?;
+        Ok(())
+    }
+
+    /// Runs a query and parses each JSONEachRow line.
+    fn rows<T: for<'de> Deserialize<'de>>(
+        &self,
+        sql: &str,
+        mut each: impl FnMut(T) -> Result<()>,
+    ) -> Result<()> {
+        let r = self.send(&format!("{sql} FORMAT JSONEachRow"), b"")?;
+        for line in BufReader::with_capacity(1 << 16, r).lines() {
+            let line = line?;
+            if line.is_empty() {
+                continue;
+            }
+            each(serde_json::from_str(&line).with_context(|| format!("ClickHouse row: {line}"))?)?;
+        }
+        Ok(())
+    }
+
+    /// Creates the database and tables if they are missing.
+    pub fn ensure_schema(&self) -> Result<()> {
+        for sql in query::clickhouse_ddl(&self.cfg.database) {
+            self.execute(&sql)?;
+        }
+        Ok(())
+    }
+
+    /// Inserts records and run log rows, one INSERT each (a batch).
+    pub fn write(&self, records: &[Record], runs: &[RunLog]) -> Result<()> {
+        let db = &self.cfg.database;
+        if !records.is_empty() {
+            // RowBinary: floats travel as their bits (text would be parsed back a last bit
+            // off by older servers), and it is the cheapest format to send.
+            let mut body = Vec::with_capacity(records.len() * 160);
+            for r in records {
+                row_binary(&mut body, &Row::from_record(r));
+            }
+            let mut r = self.send(&format!("INSERT INTO {db}.records FORMAT RowBinary"), &body)?;
+            std::io::copy(&mut r, &mut std::io::sink())?;
+        }
+        if !runs.is_empty() {
+            let mut body = Vec::new();
+            for l in runs {
+                serde_json::to_writer(
+                    &mut body,
+                    &ChRun {
+                        day: Some(date(l.nominal_ms)),
+                        id: l.id,
+                        campaign: l.campaign.clone(),
+                        job: l.job.clone(),
+                        target: l.target.clone(),
+                        probe: l.probe.clone(),
+                        nominal_ms: l.nominal_ms,
+                        due_ms: l.due_ms,
+                        started_ms: l.started_ms,
+                        ended_ms: l.ended_ms,
+                        outcome: l.outcome.name().into(),
+                        reason: l.reason.clone(),
+                        slots: l.slots,
+                        gate_check: u8::from(l.gate_check),
+                    },
+                )?;
+                body.push(b'\n');
+            }
+            let mut r = self.send(&format!("INSERT INTO {db}.runs FORMAT JSONEachRow"), &body)?;
+            std::io::copy(&mut r, &mut std::io::sink())?;
+        }
+        Ok(())
+    }
+
+    /// Calls `each` with every record matching `f`, in time order.
+    pub fn records(&self, f: &Filter, each: &mut dyn FnMut(Record) -> Result<()>) -> Result<()> {
+        let cols = "ts_ms, target, metric, source, status, value, origin, seq, period_ms, timeout_ms, \
+                    error, transport, payload_bytes, nagle, streams, sndbuf_bytes, rcvbuf_bytes, raw_ms, \
+                    rtt_subtracted_ms, forecast_value, forecast_method, forecast_selector, forecast_error, \
+                    schema_version";
+        let sql = format!(
+            "SELECT {cols} FROM {}.records WHERE {} ORDER BY ts_ms",
+            self.cfg.database,
+            query::clickhouse_where(f)
+        );
+        self.rows(&sql, |row: ChRow| each(row.into_record()?))
+    }
+
+    pub fn summary(&self, from_ms: Ms, to_ms: Ms) -> Result<Vec<Summary>> {
+        let mut out = Vec::new();
+        self.rows(
+            &query::clickhouse_summary(&self.cfg.database, from_ms, to_ms),
+            |s: SummaryRow| {
+                out.push(Summary {
+                    target: s.target,
+                    metric: s.metric,
+                    n: s.n,
+                    ok: s.ok,
+                    mean: s.mean.filter(|m| m.is_finite()),
+                    min: s.min,
+                    max: s.max,
+                });
+                Ok(())
+            },
+        )?;
+        Ok(out)
+    }
+
+    pub fn hourly(
+        &self,
+        target: &str,
+        metric: Metric,
+        from_ms: Ms,
+        to_ms: Ms,
+    ) -> Result<Vec<Bucket>> {
+        let mut out = Vec::new();
+        self.rows(
+            &query::clickhouse_hourly(&self.cfg.database, target, metric, from_ms, to_ms),
+            |b: BucketRow| {
+                out.push(Bucket {
+                    hour_ms: b.hour_ms,
+                    n: b.n,
+                    ok: b.ok,
+                    mean: b.mean.filter(|m| m.is_finite()),
+                    min: b.min,
+                    max: b.max,
+                });
+                Ok(())
+            },
+        )?;
+        Ok(out)
+    }
+
+    pub fn latest(&self) -> Result<Vec<Latest>> {
+        let mut out = Vec::new();
+        self.rows(
+            &query::clickhouse_latest(&self.cfg.database),
+            |l: Latest| {
+                out.push(l);
+                Ok(())
+            },
+        )?;
+        Ok(out)
+    }
+
+    /// Run log rows of `campaign` that ended at or after `since`, oldest first.
+    pub fn runs(&self, campaign: &str, since: Ms) -> Result<Vec<RunLog>> {
+        let sql = format!(
+            "SELECT id, campaign, job, target, probe, nominal_ms, due_ms, started_ms, ended_ms, outcome, \
+             reason, slots, gate_check FROM {}.runs WHERE campaign = {} AND ended_ms >= {since} \
+             ORDER BY ended_ms, id",
+            self.cfg.database,
+            query::quote(campaign)
+        );
+        let mut out = Vec::new();
+        self.rows(&sql, |r: ChRun| {
+            out.push(RunLog {
+                id: r.id,
+                campaign: r.campaign,
+                job: r.job,
+                target: r.target,
+                probe: r.probe,
+                nominal_ms: r.nominal_ms,
+                due_ms: r.due_ms,
+                started_ms: r.started_ms,
+                ended_ms: r.ended_ms,
+                outcome: Outcome::parse(&r.outcome).unwrap_or(Outcome::Failed),
+                reason: r.reason,
+                slots: r.slots,
+                gate_check: r.gate_check != 0,
+            });
+            Ok(())
+        })?;
+        Ok(out)
+    }
+}
+
+#[derive(Deserialize, Serialize)]
+struct SummaryRow {
+    target: String,
+    metric: String,
+    n: u64,
+    ok: u64,
+    mean: Option<f64>,
+    min: Option<f64>,
+    max: Option<f64>,
+}
+
+#[derive(Deserialize)]
+struct BucketRow {
+    hour_ms: i64,
+    n: u64,
+    ok: u64,
+    mean: Option<f64>,
+    min: Option<f64>,
+    max: Option<f64>,
+}

@@ -1,0 +1,372 @@
+//! The measurement archive: every record in the shared schema and the campaign's run log,
+//! written durably. The embedded default is one SQLite file ([`sqlite`]); the same records
+//! also go to ClickHouse when configured ([`clickhouse`]), for an archive that outgrows one
+//! machine. The archive is one more [`RecordSink`]: probes and campaigns write to it as to
+//! a table or a file.
+//!
+//! Writes never wait on an archive: [`Archive::write`] appends to a spool on disk per
+//! destination ([`spool`]) and a shipper thread per destination moves the spool into it,
+//! retrying with back-off ([`backoff`]) while it is down or slow. The backlog is counted
+//! ([`Archive::status`]) for `nowcast campaign status` and `/metrics`.
+//!
+//! Cores: [`row`] (a record as a flat row), [`query`] (the questions both archives answer,
+//! ClickHouse's SQL), [`backoff`]. Edges: [`sqlite`], [`clickhouse`], [`spool`], this module.
+
+pub mod backoff;
+pub mod clickhouse;
+pub mod query;
+pub mod row;
+pub mod spool;
+pub mod sqlite;
+
+use crate::campaign::runlog::RunLog;
+use crate::output::{Experiment, Heading, RecordSink};
+use crate::series::SeriesStats;
+use crate::stop::Stop;
+use crate::when::{Ms, DAY};
+use anyhow::Result;
+use backoff::Backoff;
+use clickhouse::{Clickhouse, ClickhouseConfig};
+use nowcast_core::record::Record;
+use spool::Spool;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+/// Where records are archived.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ArchiveConfig {
+    /// The SQLite file.
+    pub sqlite: PathBuf,
+    /// The spool directory (one sub-directory per destination).
+    pub spool: PathBuf,
+    /// Sync each spool append to disk (a measurement survives a power cut once written).
+    pub fsync: bool,
+    pub clickhouse: Option<ClickhouseConfig>,
+}
+
+impl ArchiveConfig {
+    /// SQLite only at `sqlite`, its spool beside it.
+    pub fn sqlite(sqlite: PathBuf) -> Self {
+        let mut spool = sqlite.clone().into_os_string();
+        spool.push(".spool");
+        ArchiveConfig {
+            sqlite,
+            spool: spool.into(),
+            fsync: true,
+            clickhouse: None,
+        }
+    }
+}
+
+/// How one destination is doing.
+#[derive(Debug, Default)]
+pub struct DestStats {
+    /// Lines waiting in its spool.
+    pub backlog: AtomicU64,
+    /// Time of the oldest line waiting, ms (0: none).
+    pub oldest_ms: AtomicI64,
+    pub shipped: AtomicU64,
+    pub failures: AtomicU64,
+    pub last_error: Mutex<Option<String>>,
+}
+
+/// A destination's figures at one moment.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct DestStatus {
+    pub name: &'static str,
+    pub backlog: u64,
+    /// Age of the oldest waiting line, seconds (0 with none).
+    pub lag_s: f64,
+    pub shipped: u64,
+    pub failures: u64,
+    pub last_error: Option<String>,
+}
+
+struct Dest {
+    name: &'static str,
+    spool: Arc<Mutex<Spool>>,
+    stats: Arc<DestStats>,
+}
+
+/// The archive sink: spools, and the threads that ship them.
+pub struct Archive {
+    dests: Vec<Dest>,
+    stop: Stop,
+    /// Raised to end the shippers once the spools are drained or the drain deadline passed.
+    threads: Vec<JoinHandle<()>>,
+    drain_until: Arc<AtomicI64>,
+}
+
+/// A destination a shipper writes to.
+enum Store {
+    Sqlite(Box<sqlite::Sqlite>),
+    Clickhouse(Clickhouse, bool),
+}
+
+impl Store {
+    fn write(&mut self, seg: &spool::Segment, batch: &str, now: Ms) -> Result<()> {
+        match self {
+            Store::Sqlite(db) => {
+                db.write(&seg.records, &seg.runs, Some(batch), now)?;
+                Ok(())
+            }
+            Store::Clickhouse(ch, ready) => {
+                if !*ready {
+                    ch.ensure_schema()?;
+                    *ready = true;
+                }
+                ch.write(&seg.records, &seg.runs)
+            }
+        }
+    }
+}
+
+fn wall_ms() -> Ms {
+    crate::clock::wall_ms() as Ms
+}
+
+/// A random number in [0, 1) for the back-off (not for anything that must be unguessable).
+fn random() -> f64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_i64(wall_ms());
+    (h.finish() >> 11) as f64 / (1u64 << 53) as f64
+}
+
+impl Archive {
+    /// Opens the spools and starts a shipper per destination. The SQLite file is opened
+    /// (and created) by its shipper; an error opening it is reported like any write error,
+    /// and the records wait in the spool.
+    pub fn start(cfg: &ArchiveConfig) -> Result<Archive> {
+        let stop = Stop::new();
+        let drain_until = Arc::new(AtomicI64::new(i64::MAX));
+        let mut archive = Archive {
+            dests: Vec::new(),
+            stop: stop.clone(),
+            threads: Vec::new(),
+            drain_until: drain_until.clone(),
+        };
+        let mut add =
+            |name: &'static str, open: Box<dyn FnMut() -> Result<Store> + Send>| -> Result<()> {
+                let dir = cfg.spool.join(name);
+                let spool = Arc::new(Mutex::new(Spool::open(&dir, cfg.fsync)?));
+                let stats = Arc::new(DestStats::default());
+                let b = spool::backlog(&dir);
+                stats.backlog.store(b.lines, Ordering::Relaxed);
+                stats
+                    .oldest_ms
+                    .store(b.oldest_ms.unwrap_or(0), Ordering::Relaxed);
+                let (sp, st, stop, drain) = (
+                    spool.clone(),
+                    stats.clone(),
+                    stop.clone(),
+                    drain_until.clone(),
+                );
+                let t = std::thread::Builder::new()
+                    .name(format!("ship-{name}"))
+                    .spawn(move || ship(open, &sp, &st, &stop, &drain))?;
+                archive.threads.push(t);
+                archive.dests.push(Dest { name, spool, stats });
+                Ok(())
+            };
+        let path = cfg.sqlite.clone();
+        add(
+            "sqlite",
+            Box::new(move || Ok(Store::Sqlite(Box::new(sqlite::Sqlite::open(&path)?)))),
+        )?;
+        if let Some(ch) = &cfg.clickhouse {
+            let ch = ch.clone();
+            add(
+                "clickhouse",
+                Box::new(move || Ok(Store::Clickhouse(Clickhouse::new(ch.clone())?, false))),
+            )?;
+        }
+        Ok(archive)
+    }
+
+    /// Appends to every destination's spool; never waits on a destination.
+    pub fn write(&self, records: &[Record], runs: &[RunLog]) -> Result<()> {
+        let now = wall_ms();
+        for d in &self.dests {
+            let n = d
+                .spool
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .append(records, runs, now)?;
+            d.stats.backlog.fetch_add(n as u64, Ordering::Relaxed);
+            let _ =
+                d.stats
+                    .oldest_ms
+                    .compare_exchange(0, now, Ordering::Relaxed, Ordering::Relaxed);
+        }
+        Ok(())
+    }
+
+    /// Every destination's backlog, lag and errors.
+    pub fn status(&self) -> Vec<DestStatus> {
+        let now = wall_ms();
+        self.dests
+            .iter()
+            .map(|d| {
+                let oldest = d.stats.oldest_ms.load(Ordering::Relaxed);
+                DestStatus {
+                    name: d.name,
+                    backlog: d.stats.backlog.load(Ordering::Relaxed),
+                    lag_s: if oldest > 0 {
+                        (now - oldest).max(0) as f64 / 1e3
+                    } else {
+                        0.0
+                    },
+                    shipped: d.stats.shipped.load(Ordering::Relaxed),
+                    failures: d.stats.failures.load(Ordering::Relaxed),
+                    last_error: d
+                        .stats
+                        .last_error
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .clone(),
+                }
+            })
+            .collect()
+    }
+
+    /// Closes the spools and lets the shippers drain them for at most `drain`; what is
+    /// left waits in the spool for the next start.
+    pub fn close(&mut self, drain: Duration) -> Vec<DestStatus> {
+        for d in &self.dests {
+            let _ = d.spool.lock().unwrap_or_else(|p| p.into_inner()).close();
+        }
+        self.drain_until
+            .store(wall_ms() + drain.as_millis() as Ms, Ordering::Relaxed);
+        self.stop.trigger();
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+        self.status()
+    }
+}
+
+/// A shipper: moves closed segments into the store, oldest first, with back-off on errors.
+fn ship(
+    mut open: Box<dyn FnMut() -> Result<Store> + Send>,
+    spool: &Mutex<Spool>,
+    stats: &DestStats,
+    stop: &Stop,
+    drain_until: &AtomicI64,
+) {
+    let mut store: Option<Store> = None;
+    let mut backoff = Backoff::new(500, 60_000);
+    let dir = spool
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .dir()
+        .to_path_buf();
+    let mut pruned = 0;
+    loop {
+        let now = wall_ms();
+        if stop.is_set() && now >= drain_until.load(Ordering::Relaxed) {
+            return;
+        }
+        let _ = spool.lock().unwrap_or_else(|p| p.into_inner()).rotate(now);
+        let segs = spool::segments(&dir).unwrap_or_default();
+        if segs.is_empty() {
+            if stop.is_set() {
+                return;
+            }
+            stop.wait_timeout(Duration::from_millis(200));
+            continue;
+        }
+        let mut failed = None;
+        for seg_path in segs {
+            let result = (|| -> Result<u64> {
+                if store.is_none() {
+                    store = Some(open()?);
+                }
+                let seg = spool::read(&seg_path)?;
+                let lines = (seg.records.len() + seg.runs.len() + seg.damaged) as u64;
+                store.as_mut().expect("opened above").write(
+                    &seg,
+                    &spool::batch_name(&seg_path),
+                    wall_ms(),
+                )?;
+                std::fs::remove_file(&seg_path)?;
+                if seg.damaged > 0 {
+                    *stats.last_error.lock().unwrap_or_else(|p| p.into_inner()) = Some(format!(
+                        "{}: {} damaged spool lines skipped",
+                        seg_path.display(),
+                        seg.damaged
+                    ));
+                }
+                Ok(lines)
+            })();
+            match result {
+                Ok(lines) => {
+                    backoff.succeeded();
+                    stats.shipped.fetch_add(lines, Ordering::Relaxed);
+                    let left = stats.backlog.load(Ordering::Relaxed).saturating_sub(lines);
+                    stats.backlog.store(left, Ordering::Relaxed);
+                }
+                Err(e) => {
+                    failed = Some(e);
+                    break;
+                }
+            }
+        }
+        // The oldest line still waiting.
+        let b = spool::backlog(&dir);
+        stats
+            .oldest_ms
+            .store(b.oldest_ms.unwrap_or(0), Ordering::Relaxed);
+        stats.backlog.store(b.lines, Ordering::Relaxed);
+        if let Some(e) = failed {
+            stats.failures.fetch_add(1, Ordering::Relaxed);
+            *stats.last_error.lock().unwrap_or_else(|p| p.into_inner()) = Some(format!("{e:#}"));
+            // A store that failed is reopened next time (a ClickHouse whose tables were
+            // dropped, a SQLite file that was moved).
+            store = None;
+            let wait = backoff.failed(random());
+            if stop.wait_timeout(Duration::from_millis(wait as u64))
+                && wall_ms() >= drain_until.load(Ordering::Relaxed)
+            {
+                return;
+            }
+        } else if let Some(Store::Sqlite(db)) = store.as_mut() {
+            if wall_ms() - pruned > DAY {
+                pruned = wall_ms();
+                let _ = db.prune_batches(pruned - 7 * DAY);
+            }
+        }
+    }
+}
+
+impl Drop for Archive {
+    fn drop(&mut self) {
+        if !self.threads.is_empty() {
+            self.close(Duration::from_secs(2));
+        }
+    }
+}
+
+impl RecordSink for Archive {
+    fn begin(&mut self, _: &Heading) -> std::io::Result<()> {
+        Ok(())
+    }
+
+    fn experiment(&mut self, e: &Experiment<'_>) -> std::io::Result<()> {
+        self.write(e.records, &[]).map_err(std::io::Error::other)
+    }
+
+    fn finish(&mut self, _: &[SeriesStats]) -> std::io::Result<()> {
+        for d in &self.dests {
+            d.spool
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .close()
+                .map_err(std::io::Error::other)?;
+        }
+        Ok(())
+    }
+}

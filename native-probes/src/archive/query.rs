@@ -1,0 +1,280 @@
+//! What can be asked of an archive, the same for SQLite and ClickHouse so that both give the
+//! same answers (tested against a real server): the records matching a [`Filter`] in time
+//! order, a day's summary of every target and metric, one series in hourly buckets, and the
+//! latest measurement of every series. Also ClickHouse's schema and query text, which its
+//! edge sends over HTTP (ClickHouse 18.16 has no query parameters, so values are quoted
+//! here, [`quote`]).
+//!
+//! Deterministic core: data types and text.
+
+use crate::when::{date, Ms, DAY, HOUR};
+use nowcast_core::record::Metric;
+use serde::Serialize;
+
+/// Which records.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Filter {
+    /// From this time (ms, inclusive).
+    pub since_ms: Option<f64>,
+    /// Before this time (ms, exclusive).
+    pub until_ms: Option<f64>,
+    /// Any of these targets (`to`); empty: all.
+    pub targets: Vec<String>,
+    pub metrics: Vec<Metric>,
+    pub sources: Vec<String>,
+}
+
+/// One target and metric over a period.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Summary {
+    pub target: String,
+    pub metric: String,
+    /// Records of every status.
+    pub n: u64,
+    /// Records with status ok.
+    pub ok: u64,
+    pub mean: Option<f64>,
+    pub min: Option<f64>,
+    pub max: Option<f64>,
+}
+
+/// One hour of one series.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Bucket {
+    /// Start of the hour, ms.
+    pub hour_ms: Ms,
+    pub n: u64,
+    pub ok: u64,
+    pub mean: Option<f64>,
+    pub min: Option<f64>,
+    pub max: Option<f64>,
+}
+
+/// The latest measurement (status ok) of one target and metric.
+#[derive(Clone, Debug, PartialEq, Serialize, serde::Deserialize)]
+pub struct Latest {
+    pub target: String,
+    pub metric: String,
+    pub ts_ms: f64,
+    pub value: f64,
+}
+
+/// Whether two answers agree, allowing the last bits of means summed in different orders.
+pub fn close(a: Option<f64>, b: Option<f64>) -> bool {
+    match (a, b) {
+        (Some(x), Some(y)) => (x - y).abs() <= 1e-9 * x.abs().max(y.abs()).max(1e-300),
+        (None, None) => true,
+        _ => false,
+    }
+}
+
+/// A ClickHouse string literal (backslash and quote escaped).
+pub fn quote(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('\'');
+    for c in s.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '\'' => out.push_str("\\'"),
+            '\n' => out.push_str("\\n"),
+            '\0' => out.push_str("\\0"),
+            c => out.push(c),
+        }
+    }
+    out.push('\'');
+    out
+}
+
+/// A ClickHouse identifier (database or table name): letters, digits and `_` only.
+pub fn identifier(s: &str) -> Result<&str, String> {
+    if !s.is_empty()
+        && !s.starts_with(|c: char| c.is_ascii_digit())
+        && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+    {
+        Ok(s)
+    } else {
+        Err(format!(
+            "'{s}' is not a ClickHouse name (letters, digits and _)"
+        ))
+    }
+}
+
+/// The columns of ClickHouse's `records` table after `day`, in the order of [`super::row::Row`].
+pub const CLICKHOUSE_COLUMNS: &str = "ts_ms Float64, target String, metric String, source String, \
+status String, value Nullable(Float64), origin Nullable(String), seq Nullable(UInt64), \
+period_ms Nullable(Float64), timeout_ms Nullable(Float64), error Nullable(String), \
+transport Nullable(String), payload_bytes Nullable(UInt64), nagle Nullable(UInt8), \
+streams Nullable(UInt32), sndbuf_bytes Nullable(UInt64), rcvbuf_bytes Nullable(UInt64), \
+raw_ms Nullable(Float64), rtt_subtracted_ms Nullable(Float64), forecast_value Nullable(Float64), \
+forecast_method Nullable(String), forecast_selector Nullable(String), \
+forecast_error Nullable(Float64), schema_version String";
+
+/// The columns of ClickHouse's `runs` table after `day`.
+pub const CLICKHOUSE_RUN_COLUMNS: &str = "id UInt64, campaign String, job String, target String, \
+probe String, nominal_ms Int64, due_ms Int64, started_ms Nullable(Int64), ended_ms Int64, \
+outcome String, reason Nullable(String), slots UInt64, gate_check UInt8";
+
+/// The tables of one ClickHouse server: MergeTree partitioned by day, ordered by target
+/// and time, so that a target's series is one range of the sorted data and a day is one
+/// partition. The SQL is what 18.16 and current releases both accept.
+pub fn clickhouse_ddl(db: &str) -> Vec<String> {
+    vec![
+        format!("CREATE DATABASE IF NOT EXISTS {db}"),
+        format!(
+            "CREATE TABLE IF NOT EXISTS {db}.records (day Date, {CLICKHOUSE_COLUMNS}) \
+             ENGINE = MergeTree() PARTITION BY day ORDER BY (target, metric, ts_ms)"
+        ),
+        format!(
+            "CREATE TABLE IF NOT EXISTS {db}.runs (day Date, {CLICKHOUSE_RUN_COLUMNS}) \
+             ENGINE = MergeTree() PARTITION BY toYYYYMM(day) ORDER BY (campaign, job, nominal_ms, id)"
+        ),
+        format!("CREATE MATERIALIZED VIEW IF NOT EXISTS {db}.latest {LATEST_VIEW} FROM {db}.records {LATEST_GROUP}"),
+    ]
+}
+
+/// The latest ok value of every series, kept by a materialized view as records arrive, so
+/// that the question reads a row per series instead of every record.
+const LATEST_VIEW: &str = "ENGINE = AggregatingMergeTree() ORDER BY (target, metric) POPULATE AS \
+SELECT target, metric, maxState(ts_ms) AS t, argMaxState(value, ts_ms) AS v";
+const LATEST_GROUP: &str = "WHERE status = 'ok' GROUP BY target, metric";
+
+/// The same tables for a cluster: ReplicatedMergeTree tables on every shard (their
+/// ZooKeeper paths named by the `{shard}` and `{replica}` macros of each server's
+/// configuration) behind Distributed tables that spread inserts by target and fan queries
+/// out. Queries and inserts go to the Distributed tables, which carry the names the single
+/// server's tables have, so nothing else changes.
+pub fn clickhouse_cluster_ddl(db: &str, cluster: &str) -> Vec<String> {
+    vec![
+        format!("CREATE DATABASE IF NOT EXISTS {db} ON CLUSTER {cluster}"),
+        format!(
+            "CREATE TABLE IF NOT EXISTS {db}.records_local ON CLUSTER {cluster} (day Date, {CLICKHOUSE_COLUMNS}) \
+             ENGINE = ReplicatedMergeTree('/clickhouse/tables/{{shard}}/{db}/records', '{{replica}}') \
+             PARTITION BY day ORDER BY (target, metric, ts_ms)"
+        ),
+        format!(
+            "CREATE TABLE IF NOT EXISTS {db}.records ON CLUSTER {cluster} AS {db}.records_local \
+             ENGINE = Distributed({cluster}, {db}, records_local, cityHash64(target))"
+        ),
+        format!(
+            "CREATE TABLE IF NOT EXISTS {db}.runs_local ON CLUSTER {cluster} (day Date, {CLICKHOUSE_RUN_COLUMNS}) \
+             ENGINE = ReplicatedMergeTree('/clickhouse/tables/{{shard}}/{db}/runs', '{{replica}}') \
+             PARTITION BY toYYYYMM(day) ORDER BY (campaign, job, nominal_ms, id)"
+        ),
+        format!(
+            "CREATE TABLE IF NOT EXISTS {db}.runs ON CLUSTER {cluster} AS {db}.runs_local \
+             ENGINE = Distributed({cluster}, {db}, runs_local, cityHash64(job))"
+        ),
+        format!(
+            "CREATE MATERIALIZED VIEW IF NOT EXISTS {db}.latest_local ON CLUSTER {cluster} \
+             ENGINE = ReplicatedAggregatingMergeTree('/clickhouse/tables/{{shard}}/{db}/latest', '{{replica}}') \
+             ORDER BY (target, metric) AS SELECT target, metric, maxState(ts_ms) AS t, \
+             argMaxState(value, ts_ms) AS v FROM {db}.records_local {LATEST_GROUP}"
+        ),
+        format!(
+            "CREATE TABLE IF NOT EXISTS {db}.latest ON CLUSTER {cluster} AS {db}.latest_local \
+             ENGINE = Distributed({cluster}, {db}, latest_local, cityHash64(target))"
+        ),
+    ]
+}
+
+/// ClickHouse's condition for `f`; the day bounds let it skip whole partitions.
+pub fn clickhouse_where(f: &Filter) -> String {
+    let mut parts = vec!["1 = 1".to_string()];
+    if let Some(s) = f.since_ms {
+        parts.push(format!(
+            "ts_ms >= {s:?} AND day >= '{}'",
+            date(s.floor() as Ms)
+        ));
+    }
+    if let Some(u) = f.until_ms {
+        parts.push(format!(
+            "ts_ms < {u:?} AND day <= '{}'",
+            date(u.ceil() as Ms)
+        ));
+    }
+    let list = |col: &str, vals: Vec<String>| {
+        format!(
+            "{col} IN ({})",
+            vals.iter().map(|v| quote(v)).collect::<Vec<_>>().join(", ")
+        )
+    };
+    if !f.targets.is_empty() {
+        parts.push(list("target", f.targets.clone()));
+    }
+    if !f.metrics.is_empty() {
+        parts.push(list(
+            "metric",
+            f.metrics.iter().map(|m| m.name().to_string()).collect(),
+        ));
+    }
+    if !f.sources.is_empty() {
+        parts.push(list("source", f.sources.clone()));
+    }
+    parts.join(" AND ")
+}
+
+/// ClickHouse: the summary of every target and metric in [from, to).
+pub fn clickhouse_summary(db: &str, from_ms: Ms, to_ms: Ms) -> String {
+    let w = clickhouse_where(&Filter {
+        since_ms: Some(from_ms as f64),
+        until_ms: Some(to_ms as f64),
+        ..Filter::default()
+    });
+    format!(
+        "SELECT target, metric, count() AS n, countIf(status = 'ok') AS ok, avg(value) AS mean, \
+         min(value) AS min, max(value) AS max FROM {db}.records WHERE {w} \
+         GROUP BY target, metric ORDER BY target, metric"
+    )
+}
+
+/// ClickHouse: one series in hourly buckets over [from, to).
+pub fn clickhouse_hourly(db: &str, target: &str, metric: Metric, from_ms: Ms, to_ms: Ms) -> String {
+    let w = clickhouse_where(&Filter {
+        since_ms: Some(from_ms as f64),
+        until_ms: Some(to_ms as f64),
+        targets: vec![target.to_string()],
+        metrics: vec![metric],
+        sources: Vec::new(),
+    });
+    format!(
+        "SELECT toInt64(floor(ts_ms / {HOUR})) * {HOUR} AS hour_ms, count() AS n, \
+         countIf(status = 'ok') AS ok, avg(value) AS mean, min(value) AS min, max(value) AS max \
+         FROM {db}.records WHERE {w} GROUP BY hour_ms ORDER BY hour_ms"
+    )
+}
+
+/// ClickHouse: the latest ok measurement of every target and metric.
+pub fn clickhouse_latest(db: &str) -> String {
+    format!(
+        "SELECT target, metric, maxMerge(t) AS ts_ms, argMaxMerge(v) AS value FROM {db}.latest \
+         GROUP BY target, metric ORDER BY target, metric"
+    )
+}
+
+/// The day `[start, start + 1 day)` that holds `ms`.
+pub fn day_of(ms: Ms) -> (Ms, Ms) {
+    let start = ms.div_euclid(DAY) * DAY;
+    (start, start + DAY)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quoting_and_names() {
+        assert_eq!(quote(r"a'b\c"), r"'a\'b\\c'");
+        assert!(identifier("nowcast_1").is_ok());
+        assert!(identifier("x; DROP").is_err());
+        assert!(identifier("1x").is_err());
+        let w = clickhouse_where(&Filter {
+            since_ms: Some(86_400_000.0),
+            targets: vec!["h'1".into()],
+            ..Filter::default()
+        });
+        assert_eq!(
+            w,
+            r"1 = 1 AND ts_ms >= 86400000.0 AND day >= '1970-01-02' AND target IN ('h\'1')"
+        );
+    }
+}

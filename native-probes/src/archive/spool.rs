@@ -1,0 +1,262 @@
+//! The queue on disk in front of each archive: records and run log rows are appended to
+//! segment files (one line each, `R` or `L`, a tab, the JSON) and a shipper moves whole
+//! segments into the archive, deleting a segment only once the archive has it. So an
+//! archive that is down or slow never blocks a measurement and never loses one: the backlog
+//! waits on disk, and survives a restart.
+//!
+//! A segment is written as `NAME.open` and renamed `NAME.seg` when closed (after
+//! `max_lines` lines or `max_age` of age); names begin with the time of their first line,
+//! so they sort in time order. A `.open` file left by a crash is closed on the next start.
+
+use crate::campaign::runlog::RunLog;
+use crate::when::Ms;
+use anyhow::{Context, Result};
+use nowcast_core::record::Record;
+use std::fs::{self, File, OpenOptions};
+use std::io::{BufRead, BufReader, BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+/// Lines per segment at most.
+pub const MAX_LINES: usize = 20_000;
+/// Age of the open segment at most, ms.
+pub const MAX_AGE_MS: Ms = 1_000;
+
+struct Open {
+    path: PathBuf,
+    file: BufWriter<File>,
+    lines: usize,
+    first_ms: Ms,
+}
+
+/// The writing end of one spool directory.
+pub struct Spool {
+    dir: PathBuf,
+    open: Option<Open>,
+    fsync: bool,
+    seq: u64,
+}
+
+/// What one segment holds.
+#[derive(Debug, Default)]
+pub struct Segment {
+    pub records: Vec<Record>,
+    pub runs: Vec<RunLog>,
+    /// Lines that could not be read (a crash in the middle of a write).
+    pub damaged: usize,
+}
+
+/// What waits in a spool directory.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Backlog {
+    pub segments: usize,
+    pub lines: u64,
+    /// Time of the oldest line waiting.
+    pub oldest_ms: Option<Ms>,
+}
+
+impl Spool {
+    /// The spool in `dir` (created if need be); segments left open by a crash are closed.
+    pub fn open(dir: &Path, fsync: bool) -> Result<Spool> {
+        fs::create_dir_all(dir).with_context(|| format!("{}: create the spool", dir.display()))?;
+        for entry in fs::read_dir(dir)? {
+            let p = entry?.path();
+            if p.extension().is_some_and(|e| e == "open") {
+                fs::rename(&p, p.with_extension("seg"))
+                    .with_context(|| format!("{}: close", p.display()))?;
+            }
+        }
+        Ok(Spool {
+            dir: dir.to_path_buf(),
+            open: None,
+            fsync,
+            seq: 0,
+        })
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Appends records and rows, durably when `fsync` is set; returns the lines written.
+    pub fn append(&mut self, records: &[Record], runs: &[RunLog], now: Ms) -> Result<usize> {
+        if records.is_empty() && runs.is_empty() {
+            return Ok(0);
+        }
+        if self.open.is_none() {
+            self.seq += 1;
+            let name = format!("{:013}-{}-{:06}", now.max(0), std::process::id(), self.seq);
+            let path = self.dir.join(format!("{name}.open"));
+            let file = OpenOptions::new()
+                .create_new(true)
+                .append(true)
+                .open(&path)
+                .with_context(|| format!("{}: create", path.display()))?;
+            self.open = Some(Open {
+                path,
+                file: BufWriter::new(file),
+                lines: 0,
+                first_ms: now,
+            });
+        }
+        let o = self.open.as_mut().expect("opened above");
+        let ctx = || format!("{}: write", o.path.display());
+        for r in records {
+            writeln!(o.file, "R\t{}", r.to_line()).with_context(ctx)?;
+        }
+        for l in runs {
+            writeln!(o.file, "L\t{}", serde_json::to_string(l)?).with_context(ctx)?;
+        }
+        o.file.flush().with_context(ctx)?;
+        if self.fsync {
+            o.file.get_ref().sync_data().with_context(ctx)?;
+        }
+        o.lines += records.len() + runs.len();
+        let n = records.len() + runs.len();
+        if o.lines >= MAX_LINES {
+            self.close()?;
+        }
+        Ok(n)
+    }
+
+    /// Closes the open segment if it is older than [`MAX_AGE_MS`].
+    pub fn rotate(&mut self, now: Ms) -> Result<()> {
+        if self
+            .open
+            .as_ref()
+            .is_some_and(|o| now - o.first_ms >= MAX_AGE_MS)
+        {
+            self.close()?;
+        }
+        Ok(())
+    }
+
+    /// Closes the open segment, so that the shipper takes it.
+    pub fn close(&mut self) -> Result<()> {
+        if let Some(mut o) = self.open.take() {
+            o.file.flush()?;
+            if self.fsync {
+                o.file.get_ref().sync_data()?;
+            }
+            fs::rename(&o.path, o.path.with_extension("seg"))
+                .with_context(|| format!("{}: close", o.path.display()))?;
+        }
+        Ok(())
+    }
+}
+
+/// The closed segments of `dir`, oldest first.
+pub fn segments(dir: &Path) -> Result<Vec<PathBuf>> {
+    let mut out: Vec<PathBuf> = match fs::read_dir(dir) {
+        Ok(rd) => rd
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|e| e == "seg"))
+            .collect(),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+        Err(e) => return Err(e).with_context(|| format!("{}: list", dir.display())),
+    };
+    out.sort();
+    Ok(out)
+}
+
+/// Reads a segment.
+pub fn read(path: &Path) -> Result<Segment> {
+    let f = File::open(path).with_context(|| format!("{}: open", path.display()))?;
+    let mut seg = Segment::default();
+    for line in BufReader::new(f).lines() {
+        let Ok(line) = line else {
+            seg.damaged += 1;
+            continue;
+        };
+        match line.split_once('\t') {
+            Some(("R", json)) => match Record::parse(json) {
+                Ok(r) => seg.records.push(r),
+                Err(_) => seg.damaged += 1,
+            },
+            Some(("L", json)) => match serde_json::from_str(json) {
+                Ok(l) => seg.runs.push(l),
+                Err(_) => seg.damaged += 1,
+            },
+            _ if line.is_empty() => {}
+            _ => seg.damaged += 1,
+        }
+    }
+    Ok(seg)
+}
+
+/// The batch name of a segment: its file name without the extension.
+pub fn batch_name(path: &Path) -> String {
+    path.file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
+/// What waits in `dir`, open segment included.
+pub fn backlog(dir: &Path) -> Backlog {
+    let mut b = Backlog::default();
+    let Ok(rd) = fs::read_dir(dir) else {
+        return b;
+    };
+    for p in rd.filter_map(|e| e.ok().map(|e| e.path())) {
+        if !p.extension().is_some_and(|e| e == "seg" || e == "open") {
+            continue;
+        }
+        let first: Option<Ms> = batch_name(&p)
+            .split('-')
+            .next()
+            .and_then(|t| t.parse().ok());
+        let lines = File::open(&p)
+            .map(|f| BufReader::new(f).lines().count() as u64)
+            .unwrap_or(0);
+        if lines == 0 {
+            continue;
+        }
+        b.segments += 1;
+        b.lines += lines;
+        b.oldest_ms = match (b.oldest_ms, first) {
+            (Some(a), Some(f)) => Some(a.min(f)),
+            (a, f) => a.or(f),
+        };
+    }
+    b
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nowcast_core::record::Metric;
+
+    #[test]
+    fn segments_close_by_age_and_survive_a_crash() {
+        let dir = std::env::temp_dir().join(format!("nowcast-spool-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        let mut s = Spool::open(&dir, false).unwrap();
+        let r = Record::new(1_000.0, "nowcast tcp", Metric::Rtt, 1.5, "h:1");
+        s.append(&[r.clone(), r.clone()], &[], 1_000).unwrap();
+        assert!(segments(&dir).unwrap().is_empty(), "still open");
+        assert_eq!(backlog(&dir).lines, 2);
+        s.rotate(1_500).unwrap();
+        assert!(segments(&dir).unwrap().is_empty());
+        s.rotate(2_000).unwrap();
+        let segs = segments(&dir).unwrap();
+        assert_eq!(segs.len(), 1);
+        // A crash: an open segment with a torn last line.
+        s.append(std::slice::from_ref(&r), &[], 3_000).unwrap();
+        drop(s);
+        let open = fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .find(|p| p.extension().is_some_and(|e| e == "open"))
+            .unwrap();
+        let mut f = OpenOptions::new().append(true).open(&open).unwrap();
+        f.write_all(b"R\t{\"schema_ver").unwrap();
+        drop(f);
+        let _s = Spool::open(&dir, false).unwrap();
+        let segs = segments(&dir).unwrap();
+        assert_eq!(segs.len(), 2);
+        let seg = read(&segs[1]).unwrap();
+        assert_eq!((seg.records.len(), seg.damaged), (1, 1));
+        assert_eq!(read(&segs[0]).unwrap().records, vec![r.clone(), r]);
+        assert_eq!(backlog(&dir).oldest_ms, Some(1_000));
+        fs::remove_dir_all(&dir).unwrap();
+    }
+}

@@ -1,0 +1,771 @@
+//! The embedded archive: one SQLite file in WAL mode (no server), the default.
+//!
+//! Layout: `series` names each (target, metric, source) once; `records` holds one row per
+//! record with the columns of [`Row`], keyed by `floor(ts_ms)·4096 + n` so that the table
+//! itself is kept in time order (a day is one range of the primary key, read without an
+//! index) and a series is one range of the index `records_by_series (series, id)`; `runs` is
+//! the campaign's run log; `spooled` names the spool batches already written, in the same
+//! transaction as their rows, so that a batch retried after a crash is written once.
+
+use super::query::{Bucket, Filter, Latest, Summary};
+use super::row::Row;
+use crate::campaign::runlog::{GateResult, JobHistory, Outcome, Resume, RunLog};
+use crate::when::{Ms, HOUR};
+use anyhow::{Context, Result};
+use nowcast_core::record::{Metric, Record, Selector, Status, Transport, SCHEMA_VERSION};
+use rusqlite::{params, Connection, OpenFlags, OptionalExtension};
+use std::collections::HashMap;
+use std::path::Path;
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS series (
+  id INTEGER PRIMARY KEY,
+  target TEXT NOT NULL,
+  metric TEXT NOT NULL,
+  source TEXT NOT NULL,
+  UNIQUE (target, metric, source)
+);
+CREATE TABLE IF NOT EXISTS records (
+  id INTEGER PRIMARY KEY,
+  series INTEGER NOT NULL,
+  ts_ms REAL NOT NULL,
+  status INTEGER NOT NULL,
+  value REAL,
+  origin TEXT, seq INTEGER, period_ms REAL, timeout_ms REAL, error TEXT,
+  transport TEXT, payload_bytes INTEGER, nagle INTEGER, streams INTEGER,
+  sndbuf_bytes INTEGER, rcvbuf_bytes INTEGER, raw_ms REAL, rtt_subtracted_ms REAL,
+  forecast_value REAL, forecast_method TEXT, forecast_selector TEXT, forecast_error REAL,
+  schema_version TEXT
+);
+CREATE INDEX IF NOT EXISTS records_by_series ON records (series, id);
+CREATE TABLE IF NOT EXISTS runs (
+  campaign TEXT NOT NULL,
+  id INTEGER NOT NULL,
+  job TEXT NOT NULL,
+  target TEXT NOT NULL,
+  probe TEXT NOT NULL,
+  nominal_ms INTEGER NOT NULL,
+  due_ms INTEGER NOT NULL,
+  started_ms INTEGER,
+  ended_ms INTEGER NOT NULL,
+  outcome TEXT NOT NULL,
+  reason TEXT,
+  slots INTEGER NOT NULL,
+  gate_check INTEGER NOT NULL,
+  PRIMARY KEY (campaign, id)
+);
+CREATE INDEX IF NOT EXISTS runs_by_job ON runs (campaign, job, gate_check, nominal_ms);
+CREATE INDEX IF NOT EXISTS runs_by_end ON runs (campaign, ended_ms);
+CREATE TABLE IF NOT EXISTS spooled (batch TEXT PRIMARY KEY, at_ms INTEGER NOT NULL);
+";
+
+/// Slots of the key per millisecond.
+const PER_MS: i64 = 4096;
+
+const RECORD_COLUMNS: &str = "r.ts_ms, s.target, s.metric, s.source, r.status, r.value, r.origin, \
+r.seq, r.period_ms, r.timeout_ms, r.error, r.transport, r.payload_bytes, r.nagle, r.streams, \
+r.sndbuf_bytes, r.rcvbuf_bytes, r.raw_ms, r.rtt_subtracted_ms, r.forecast_value, \
+r.forecast_method, r.forecast_selector, r.forecast_error, r.schema_version";
+
+const RUN_COLUMNS: &str = "campaign, id, job, target, probe, nominal_ms, due_ms, started_ms, ended_ms, outcome, reason, slots, gate_check";
+
+/// Records per INSERT statement.
+const CHUNK: usize = 32;
+/// Columns of a row of `records`.
+const COLUMNS: usize = 23;
+
+fn insert_sql(rows: usize) -> String {
+    let mut sql = String::from(
+        "INSERT OR IGNORE INTO records (id, series, ts_ms, status, value, origin, seq, period_ms, \
+         timeout_ms, error, transport, payload_bytes, nagle, streams, sndbuf_bytes, rcvbuf_bytes, \
+         raw_ms, rtt_subtracted_ms, forecast_value, forecast_method, forecast_selector, \
+         forecast_error, schema_version) VALUES ",
+    );
+    for r in 0..rows {
+        sql.push_str(if r == 0 { "(" } else { ", (" });
+        for c in 0..COLUMNS {
+            if c > 0 {
+                sql.push_str(", ");
+            }
+            sql.push_str(&format!("?{}", r * COLUMNS + c + 1));
+        }
+        sql.push(')');
+    }
+    sql
+}
+
+/// Binds one record's columns at parameters `base + 1 …`.
+fn bind(
+    stmt: &mut rusqlite::CachedStatement<'_>,
+    base: usize,
+    id: i64,
+    series: i64,
+    r: &Record,
+) -> rusqlite::Result<()> {
+    let p = r.probe.as_ref();
+    let f = r.forecast.as_ref();
+    // The current version is the common case: stored as NULL.
+    let version = (r.schema_version != SCHEMA_VERSION).then_some(r.schema_version.as_str());
+    let mut i = base;
+    let mut put = |v: &dyn rusqlite::ToSql| -> rusqlite::Result<()> {
+        i += 1;
+        stmt.raw_bind_parameter(i, v)
+    };
+    put(&id)?;
+    put(&series)?;
+    put(&r.timestamp_ms)?;
+    put(&status_code(r.status))?;
+    put(&r.value)?;
+    put(&r.from)?;
+    put(&r.seq.map(|v| v as i64))?;
+    put(&r.period_ms)?;
+    put(&r.timeout_ms)?;
+    put(&r.error)?;
+    put(&p.and_then(|p| p.transport).map(Transport::name))?;
+    put(&p.and_then(|p| p.payload_bytes).map(|v| v as i64))?;
+    put(&p.and_then(|p| p.nagle))?;
+    put(&p.and_then(|p| p.streams))?;
+    put(&p.and_then(|p| p.sndbuf_bytes).map(|v| v as i64))?;
+    put(&p.and_then(|p| p.rcvbuf_bytes).map(|v| v as i64))?;
+    put(&p.and_then(|p| p.raw_ms))?;
+    put(&p.and_then(|p| p.rtt_subtracted_ms))?;
+    put(&f.map(|f| f.value))?;
+    put(&f.map(|f| f.method.as_str()))?;
+    put(&f.map(|f| f.selector.name()))?;
+    put(&f.map(|f| f.error))?;
+    put(&version)
+}
+
+fn status_code(s: Status) -> i64 {
+    match s {
+        Status::Ok => 0,
+        Status::Timeout => 1,
+        Status::Error => 2,
+    }
+}
+
+fn status_of(code: i64) -> Status {
+    match code {
+        0 => Status::Ok,
+        1 => Status::Timeout,
+        _ => Status::Error,
+    }
+}
+
+/// An open archive file.
+pub struct Sqlite {
+    conn: Connection,
+    /// Series ids by target, then metric and source (looked up without allocating).
+    series: HashMap<String, Vec<(Metric, String, i64)>>,
+    keys: Keys,
+}
+
+/// The keys given out: the millisecond of the last and the next slot within it.
+struct Keys {
+    last_ms: i64,
+    next_slot: i64,
+}
+
+impl Keys {
+    /// The next free-looking key for a record at `ts_ms` (a key already taken by an
+    /// earlier write is found at insert time and the record takes the next).
+    fn next(&mut self, ts_ms: f64) -> Result<i64> {
+        let ms = ts_ms.floor() as i64;
+        if ms != self.last_ms {
+            self.last_ms = ms;
+            self.next_slot = 0;
+        }
+        if self.next_slot >= PER_MS {
+            anyhow::bail!("more than {PER_MS} records in the millisecond {ms}");
+        }
+        self.next_slot += 1;
+        Ok(ms * PER_MS + self.next_slot - 1)
+    }
+}
+
+impl Sqlite {
+    /// Opens (creating if need be) the archive at `path`.
+    pub fn open(path: &Path) -> Result<Sqlite> {
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).with_context(|| format!("{}: create", dir.display()))?;
+        }
+        let conn = Connection::open(path).with_context(|| format!("{}: open", path.display()))?;
+        Self::setup(conn, path, true)
+    }
+
+    /// Opens an existing archive for reading only.
+    pub fn open_read(path: &Path) -> Result<Sqlite> {
+        if !path.exists() {
+            anyhow::bail!("{}: no archive there", path.display());
+        }
+        let conn = Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY)
+            .with_context(|| format!("{}: open", path.display()))?;
+        Self::setup(conn, path, false)
+    }
+
+    fn setup(conn: Connection, path: &Path, write: bool) -> Result<Sqlite> {
+        let ctx = || format!("{}: set up the archive", path.display());
+        conn.busy_timeout(std::time::Duration::from_secs(10))
+            .with_context(ctx)?;
+        if write {
+            conn.pragma_update(None, "journal_mode", "WAL")
+                .with_context(ctx)?;
+            // A batch is committed before its spool file is deleted: FULL makes the commit
+            // durable first (one fsync per batch).
+            conn.pragma_update(None, "synchronous", "FULL")
+                .with_context(ctx)?;
+            conn.execute_batch(SCHEMA).with_context(ctx)?;
+        }
+        conn.pragma_update(None, "cache_size", -262_144)
+            .with_context(ctx)?;
+        let mut s = Sqlite {
+            conn,
+            series: HashMap::new(),
+            keys: Keys {
+                last_ms: i64::MIN,
+                next_slot: 0,
+            },
+        };
+        s.load_series()?;
+        Ok(s)
+    }
+
+    fn load_series(&mut self) -> Result<()> {
+        let mut stmt = self
+            .conn
+            .prepare("SELECT id, target, metric, source FROM series")?;
+        let rows = stmt.query_map([], |r| {
+            Ok((
+                r.get::<_, i64>(0)?,
+                r.get::<_, String>(1)?,
+                r.get::<_, String>(2)?,
+                r.get::<_, String>(3)?,
+            ))
+        })?;
+        for row in rows {
+            let (id, target, metric, source) = row?;
+            if let Some(m) = Metric::from_name(&metric) {
+                let v = self.series.entry(target).or_default();
+                if !v.iter().any(|e| e.2 == id) {
+                    v.push((m, source, id));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn series_id(&mut self, target: &str, metric: Metric, source: &str) -> Result<i64> {
+        if let Some(id) = self
+            .series
+            .get(target)
+            .and_then(|v| v.iter().find(|e| e.0 == metric && e.1 == source))
+        {
+            return Ok(id.2);
+        }
+        self.conn.execute(
+            "INSERT OR IGNORE INTO series (target, metric, source) VALUES (?1, ?2, ?3)",
+            params![target, metric.name(), source],
+        )?;
+        let id = self.conn.query_row(
+            "SELECT id FROM series WHERE target = ?1 AND metric = ?2 AND source = ?3",
+            params![target, metric.name(), source],
+            |r| r.get(0),
+        )?;
+        self.series
+            .entry(target.to_string())
+            .or_default()
+            .push((metric, source.to_string(), id));
+        Ok(id)
+    }
+
+    /// Writes records and run log rows in one transaction. With a `batch` name, a batch
+    /// already written is skipped (returns false).
+    pub fn write(
+        &mut self,
+        records: &[Record],
+        runs: &[RunLog],
+        batch: Option<&str>,
+        now: Ms,
+    ) -> Result<bool> {
+        // Series first, outside the statement loop (they are few and cached).
+        let mut ids = Vec::with_capacity(records.len());
+        for r in records {
+            ids.push(self.series_id(&r.to, r.metric, &r.source)?);
+        }
+        let tx = self.conn.transaction()?;
+        if let Some(b) = batch {
+            let fresh = tx.execute(
+                "INSERT OR IGNORE INTO spooled (batch, at_ms) VALUES (?1, ?2)",
+                params![b, now],
+            )?;
+            if fresh == 0 {
+                return Ok(false);
+            }
+        }
+        {
+            // Keys first (time order within the millisecond), then rows in statements of
+            // CHUNK: one statement per row costs more than the row.
+            // In time order, so that the keys of one millisecond are consecutive.
+            let mut order: Vec<(&Record, i64)> = records.iter().zip(ids).collect();
+            order.sort_by_key(|(r, _)| r.timestamp_ms.floor() as i64);
+            // Keys above the largest in the table cannot be taken: those rows go in
+            // statements of CHUNK (one statement per row costs more than the row); older
+            // ones (an import into a period already archived) one by one, taking the next
+            // key of their millisecond when theirs is taken.
+            let max: i64 = tx.query_row("SELECT coalesce(max(id), -1) FROM records", [], |x| {
+                x.get(0)
+            })?;
+            let mut fresh: Vec<(i64, i64, &Record)> = Vec::with_capacity(order.len());
+            let mut old: Vec<(i64, i64, &Record)> = Vec::new();
+            for (r, series) in order {
+                let id = self.keys.next(r.timestamp_ms)?;
+                if id > max {
+                    fresh.push((id, series, r));
+                } else {
+                    old.push((id, series, r));
+                }
+            }
+            {
+                let mut many = tx.prepare_cached(&insert_sql(CHUNK))?;
+                let mut chunks = fresh.chunks_exact(CHUNK);
+                for chunk in &mut chunks {
+                    for (i, (id, series, r)) in chunk.iter().enumerate() {
+                        bind(&mut many, i * COLUMNS, *id, *series, r)?;
+                    }
+                    if many.raw_execute()? != CHUNK {
+                        anyhow::bail!("keys above the table's largest were taken: the archive changed during a write");
+                    }
+                }
+                let mut one = tx.prepare_cached(&insert_sql(1))?;
+                for (id, series, r) in chunks.remainder().iter().chain(&old) {
+                    let mut id = *id;
+                    loop {
+                        bind(&mut one, 0, id, *series, r)?;
+                        if one.raw_execute()? == 1 {
+                            break;
+                        }
+                        id = self.keys.next(r.timestamp_ms)?;
+                        if id.div_euclid(PER_MS) != (r.timestamp_ms.floor() as i64) {
+                            anyhow::bail!(
+                                "more than {PER_MS} records in the millisecond of {}",
+                                r.timestamp_ms
+                            );
+                        }
+                    }
+                }
+            }
+            let mut runs_stmt = tx.prepare_cached(&format!(
+                "INSERT OR IGNORE INTO runs ({RUN_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)"
+            ))?;
+            for l in runs {
+                runs_stmt.execute(params![
+                    l.campaign,
+                    l.id as i64,
+                    l.job,
+                    l.target,
+                    l.probe,
+                    l.nominal_ms,
+                    l.due_ms,
+                    l.started_ms,
+                    l.ended_ms,
+                    l.outcome.name(),
+                    l.reason,
+                    l.slots as i64,
+                    l.gate_check,
+                ])?;
+            }
+        }
+        tx.commit()?;
+        Ok(true)
+    }
+
+    /// Forgets batch names older than `before` (their files are long gone).
+    pub fn prune_batches(&mut self, before: Ms) -> Result<()> {
+        self.conn
+            .execute("DELETE FROM spooled WHERE at_ms < ?1", params![before])?;
+        Ok(())
+    }
+
+    /// Every series: target, metric, source, id.
+    fn all_series(&self) -> impl Iterator<Item = (&str, Metric, &str, i64)> {
+        self.series.iter().flat_map(|(t, v)| {
+            v.iter()
+                .map(move |(m, s, id)| (t.as_str(), *m, s.as_str(), *id))
+        })
+    }
+
+    fn series_matching(&self, f: &Filter) -> Result<Vec<i64>> {
+        Ok(self
+            .all_series()
+            .filter(|(t, m, s, _)| {
+                (f.targets.is_empty() || f.targets.iter().any(|x| x == t))
+                    && (f.metrics.is_empty() || f.metrics.contains(m))
+                    && (f.sources.is_empty() || f.sources.iter().any(|x| x == s))
+            })
+            .map(|e| e.3)
+            .collect())
+    }
+
+    /// Calls `each` with every record matching `f`, in time order.
+    pub fn records(
+        &mut self,
+        f: &Filter,
+        each: &mut dyn FnMut(Record) -> Result<()>,
+    ) -> Result<()> {
+        self.load_series()?;
+        let lo = f
+            .since_ms
+            .map_or(i64::MIN, |s| (s.floor() as i64).saturating_mul(PER_MS));
+        let hi = f
+            .until_ms
+            .map_or(i64::MAX, |u| (u.ceil() as i64).saturating_mul(PER_MS));
+        let mut sql = format!(
+            "SELECT {RECORD_COLUMNS} FROM records r JOIN series s ON s.id = r.series \
+             WHERE r.id >= ?1 AND r.id < ?2 AND r.ts_ms >= ?3 AND r.ts_ms < ?4"
+        );
+        let narrow = !(f.targets.is_empty() && f.metrics.is_empty() && f.sources.is_empty());
+        if narrow {
+            let ids = self.series_matching(f)?;
+            if ids.is_empty() {
+                return Ok(());
+            }
+            let list: Vec<String> = ids.iter().map(i64::to_string).collect();
+            sql.push_str(&format!(" AND r.series IN ({})", list.join(",")));
+        }
+        sql.push_str(" ORDER BY r.id");
+        let mut stmt = self.conn.prepare(&sql)?;
+        let mut rows = stmt.query(params![
+            lo,
+            hi,
+            f.since_ms.unwrap_or(f64::NEG_INFINITY),
+            f.until_ms.unwrap_or(f64::INFINITY)
+        ])?;
+        while let Some(r) = rows.next()? {
+            let metric: String = r.get(2)?;
+            let row = Row {
+                ts_ms: r.get(0)?,
+                target: r.get(1)?,
+                metric: Metric::from_name(&metric)
+                    .with_context(|| format!("unknown metric {metric}"))?,
+                source: r.get(3)?,
+                status: status_of(r.get(4)?),
+                value: r.get(5)?,
+                origin: r.get(6)?,
+                seq: r.get::<_, Option<i64>>(7)?.map(|v| v as u64),
+                period_ms: r.get(8)?,
+                timeout_ms: r.get(9)?,
+                error: r.get(10)?,
+                transport: r
+                    .get::<_, Option<String>>(11)?
+                    .and_then(|t| Transport::from_name(&t)),
+                payload_bytes: r.get::<_, Option<i64>>(12)?.map(|v| v as u64),
+                nagle: r.get(13)?,
+                streams: r.get(14)?,
+                sndbuf_bytes: r.get::<_, Option<i64>>(15)?.map(|v| v as u64),
+                rcvbuf_bytes: r.get::<_, Option<i64>>(16)?.map(|v| v as u64),
+                raw_ms: r.get(17)?,
+                rtt_subtracted_ms: r.get(18)?,
+                forecast_value: r.get(19)?,
+                forecast_method: r.get(20)?,
+                forecast_selector: r
+                    .get::<_, Option<String>>(21)?
+                    .and_then(|s| Selector::from_name(&s)),
+                forecast_error: r.get(22)?,
+                schema_version: r
+                    .get::<_, Option<String>>(23)?
+                    .unwrap_or_else(|| SCHEMA_VERSION.to_string()),
+            };
+            each(
+                row.into_record()
+                    .map_err(|e| anyhow::anyhow!("archive row: {e}"))?,
+            )?;
+        }
+        Ok(())
+    }
+
+    /// Every target and metric over [from, to): counts, mean, min and max.
+    pub fn summary(&mut self, from_ms: Ms, to_ms: Ms) -> Result<Vec<Summary>> {
+        self.load_series()?;
+        // One pass over the time range of the table in key order, added up per series here:
+        // cheaper than SQLite's GROUP BY, which would sort the range.
+        #[derive(Default)]
+        struct Acc {
+            n: u64,
+            ok: u64,
+            sum: f64,
+            nv: u64,
+            min: Option<f64>,
+            max: Option<f64>,
+        }
+        let mut by_series: HashMap<i64, Acc> = HashMap::new();
+        let mut stmt = self.conn.prepare_cached(
+            "SELECT series, status, value FROM records WHERE id >= ?1 AND id < ?2",
+        )?;
+        let mut rows = stmt.query(params![from_ms * PER_MS, to_ms * PER_MS])?;
+        while let Some(r) = rows.next()? {
+            let a = by_series.entry(r.get(0)?).or_default();
+            a.n += 1;
+            if r.get::<_, i64>(1)? == 0 {
+                a.ok += 1;
+            }
+            if let Some(v) = r.get::<_, Option<f64>>(2)? {
+                a.sum += v;
+                a.nv += 1;
+                a.min = Some(a.min.map_or(v, |m| m.min(v)));
+                a.max = Some(a.max.map_or(v, |m| m.max(v)));
+            }
+        }
+        let names: HashMap<i64, (&str, Metric)> = self
+            .all_series()
+            .map(|(t, m, _, id)| (id, (t, m)))
+            .collect();
+        let mut merged: std::collections::BTreeMap<(String, &'static str), Acc> =
+            Default::default();
+        for (id, a) in by_series {
+            let Some((t, m)) = names.get(&id) else {
+                continue;
+            };
+            let e = merged.entry((t.to_string(), m.name())).or_default();
+            e.n += a.n;
+            e.ok += a.ok;
+            e.sum += a.sum;
+            e.nv += a.nv;
+            e.min = match (e.min, a.min) {
+                (Some(x), Some(y)) => Some(x.min(y)),
+                (x, y) => x.or(y),
+            };
+            e.max = match (e.max, a.max) {
+                (Some(x), Some(y)) => Some(x.max(y)),
+                (x, y) => x.or(y),
+            };
+        }
+        Ok(merged
+            .into_iter()
+            .map(|((target, metric), a)| Summary {
+                target,
+                metric: metric.to_string(),
+                n: a.n,
+                ok: a.ok,
+                mean: (a.nv > 0).then(|| a.sum / a.nv as f64),
+                min: a.min,
+                max: a.max,
+            })
+            .collect())
+    }
+
+    /// One target's metric over [from, to) in hourly buckets.
+    pub fn hourly(
+        &mut self,
+        target: &str,
+        metric: Metric,
+        from_ms: Ms,
+        to_ms: Ms,
+    ) -> Result<Vec<Bucket>> {
+        self.load_series()?;
+        let ids = self.series_matching(&Filter {
+            targets: vec![target.to_string()],
+            metrics: vec![metric],
+            ..Filter::default()
+        })?;
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let list: Vec<String> = ids.iter().map(i64::to_string).collect();
+        let sql = format!(
+            "SELECT CAST(ts_ms / {HOUR} AS INTEGER) * {HOUR} AS h, count(*), sum(status = 0), avg(value), \
+             min(value), max(value) FROM records WHERE series IN ({}) AND id >= ?1 AND id < ?2 \
+             GROUP BY h ORDER BY h",
+            list.join(",")
+        );
+        let mut stmt = self.conn.prepare(&sql)?;
+        let rows = stmt.query_map(params![from_ms * PER_MS, to_ms * PER_MS], |r| {
+            Ok(Bucket {
+                hour_ms: r.get(0)?,
+                n: r.get::<_, i64>(1)? as u64,
+                ok: r.get::<_, i64>(2)? as u64,
+                mean: r.get(3)?,
+                min: r.get(4)?,
+                max: r.get(5)?,
+            })
+        })?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
+    /// The latest ok measurement of every target and metric.
+    pub fn latest(&mut self) -> Result<Vec<Latest>> {
+        self.load_series()?;
+        let mut best: std::collections::BTreeMap<(String, &'static str), (f64, f64)> =
+            Default::default();
+        let series: Vec<(String, Metric, i64)> = self
+            .all_series()
+            .map(|(t, m, _, id)| (t.to_string(), m, id))
+            .collect();
+        let mut stmt = self.conn.prepare_cached(
+            "SELECT ts_ms, value FROM records WHERE series = ?1 AND status = 0 ORDER BY id DESC LIMIT 1",
+        )?;
+        for (t, m, id) in series {
+            let row: Option<(f64, f64)> = stmt
+                .query_row(params![id], |r| Ok((r.get(0)?, r.get(1)?)))
+                .optional()?;
+            if let Some((ts, v)) = row {
+                let e = best.entry((t, m.name())).or_insert((ts, v));
+                if ts > e.0 {
+                    *e = (ts, v);
+                }
+            }
+        }
+        Ok(best
+            .into_iter()
+            .map(|((target, metric), (ts_ms, value))| Latest {
+                target,
+                metric: metric.to_string(),
+                ts_ms,
+                value,
+            })
+            .collect())
+    }
+
+    /// Run log rows of `campaign` that ended at or after `since`, oldest first.
+    pub fn runs(&mut self, campaign: &str, since: Ms) -> Result<Vec<RunLog>> {
+        let mut stmt = self.conn.prepare_cached(&format!(
+            "SELECT {RUN_COLUMNS} FROM runs WHERE campaign = ?1 AND ended_ms >= ?2 ORDER BY ended_ms, id"
+        ))?;
+        let rows = stmt.query_map(params![campaign, since], run_of)?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
+    /// Run log rows of every campaign that ended at or after `since`, oldest first.
+    pub fn all_runs(&mut self, since: Ms) -> Result<Vec<RunLog>> {
+        let mut stmt = self.conn.prepare_cached(&format!(
+            "SELECT {RUN_COLUMNS} FROM runs WHERE ended_ms >= ?1 ORDER BY ended_ms, id"
+        ))?;
+        let rows = stmt.query_map(params![since], run_of)?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
+    /// The latest run log row of `job` (outside sanity checks when `gate_check` is false).
+    fn last_run(&mut self, campaign: &str, job: &str, gate_check: bool) -> Result<Option<RunLog>> {
+        let mut stmt = self.conn.prepare_cached(&format!(
+            "SELECT {RUN_COLUMNS} FROM runs WHERE campaign = ?1 AND job = ?2 AND gate_check = ?3 \
+             ORDER BY nominal_ms DESC LIMIT 1"
+        ))?;
+        Ok(stmt
+            .query_row(params![campaign, job, gate_check], run_of)
+            .optional()?)
+    }
+
+    /// Where `campaign` takes up its schedule: for each job (key, whether its runs must be
+    /// counted for `max_runs`, whether it is a sanity check), its last slot and result.
+    pub fn resume(&mut self, campaign: &str, jobs: &[(String, bool, bool)]) -> Result<Resume> {
+        let next_id: Option<i64> = self.conn.query_row(
+            "SELECT max(id) FROM runs WHERE campaign = ?1",
+            params![campaign],
+            |r| r.get(0),
+        )?;
+        let mut resume = Resume {
+            jobs: HashMap::new(),
+            next_id: next_id.map_or(0, |n| n as u64 + 1),
+        };
+        for (key, count, gate) in jobs {
+            let mut h = JobHistory::default();
+            let last = self.last_run(campaign, key, false)?;
+            h.last_nominal_ms = last.as_ref().map(|l| l.nominal_ms);
+            if *count {
+                h.runs = self.conn.query_row(
+                    "SELECT count(*) FROM runs WHERE campaign = ?1 AND job = ?2 AND gate_check = 0 \
+                     AND outcome IN ('ok', 'failed', 'killed')",
+                    params![campaign, key],
+                    |r| r.get::<_, i64>(0),
+                )? as u64;
+            }
+            if *gate {
+                let check = self.last_run(campaign, key, true)?;
+                h.gate = [last, check]
+                    .into_iter()
+                    .flatten()
+                    .filter(|l| l.outcome.started())
+                    .max_by_key(|l| l.ended_ms)
+                    .map(|l| GateResult {
+                        ok: l.outcome == Outcome::Ok,
+                        at_ms: l.ended_ms,
+                        reason: l.reason,
+                    });
+            }
+            if h != JobHistory::default() {
+                resume.jobs.insert(key.clone(), h);
+            }
+        }
+        Ok(resume)
+    }
+
+    /// Number of records.
+    pub fn count(&mut self) -> Result<u64> {
+        Ok(self
+            .conn
+            .query_row("SELECT count(*) FROM records", [], |r| r.get::<_, i64>(0))?
+            as u64)
+    }
+}
+
+fn run_of(r: &rusqlite::Row<'_>) -> rusqlite::Result<RunLog> {
+    let outcome: String = r.get(9)?;
+    Ok(RunLog {
+        campaign: r.get(0)?,
+        id: r.get::<_, i64>(1)? as u64,
+        job: r.get(2)?,
+        target: r.get(3)?,
+        probe: r.get(4)?,
+        nominal_ms: r.get(5)?,
+        due_ms: r.get(6)?,
+        started_ms: r.get(7)?,
+        ended_ms: r.get(8)?,
+        outcome: Outcome::parse(&outcome).unwrap_or(Outcome::Failed),
+        reason: r.get(10)?,
+        slots: r.get::<_, i64>(11)? as u64,
+        gate_check: r.get(12)?,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn records_of_one_millisecond_written_twice_all_stay() {
+        let path =
+            std::env::temp_dir().join(format!("nowcast-sqlite-keys-{}.sqlite", std::process::id()));
+        let _ = std::fs::remove_file(&path);
+        let batch = |v: f64| -> Vec<Record> {
+            (0..40)
+                .map(|i| Record::new(1_000.5, "x", Metric::Rtt, v + f64::from(i), "h:1"))
+                .collect()
+        };
+        Sqlite::open(&path)
+            .unwrap()
+            .write(&batch(0.0), &[], None, 0)
+            .unwrap();
+        // A new writer starts its keys at slot 0 again: every key of the chunk is taken.
+        let mut db = Sqlite::open(&path).unwrap();
+        db.write(&batch(100.0), &[], Some("b"), 0).unwrap();
+        assert!(
+            !db.write(&batch(200.0), &[], Some("b"), 0).unwrap(),
+            "a batch is written once"
+        );
+        let mut got = Vec::new();
+        db.records(&Filter::default(), &mut |r| {
+            got.push(r.value.unwrap());
+            Ok(())
+        })
+        .unwrap();
+        got.sort_by(f64::total_cmp);
+        let want: Vec<f64> = (0..40)
+            .map(f64::from)
+            .chain((0..40).map(|i| 100.0 + f64::from(i)))
+            .collect();
+        assert_eq!(got, want);
+        drop(db);
+        for s in ["", "-wal", "-shm"] {
+            let _ = std::fs::remove_file(format!("{}{s}", path.display()));
+        }
+    }
+}

@@ -1,0 +1,428 @@
+//! A campaign as data (Cloudflare speedtest's plan-as-data): the targets, the probe types
+//! with their parameters, when each runs, and the jobs (one probe on one target) the
+//! scheduler drives. The configuration reader (`campaign::config`) builds a [`Plan`]; the
+//! scheduler and the runner only read it.
+//!
+//! Every run's longest duration is computed here, before it starts ([`Kind::bound_ms`]), so
+//! that the scheduler can kill a run that overruns it (IEPM-BW §III.A.3: "each and every
+//! probe must have a time out mechanism").
+//!
+//! Adding a probe type is one variant of [`Kind`] (with its parameters, metrics and bound)
+//! and one module under `campaign/probes/` that runs it.
+//!
+//! Deterministic core: plain data and arithmetic.
+
+use super::cron::Cron;
+use crate::when::{human, Ms, SECOND};
+use nowcast_core::record::{Metric, Transport};
+use std::collections::BTreeMap;
+
+/// One host probed by the campaign.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Target {
+    /// The name in reports and `status`; unique.
+    pub name: String,
+    /// Host name or address.
+    pub host: String,
+    /// `nowcast serve`'s TCP port.
+    pub port: u16,
+    /// `nowcast serve`'s UDP port (usually the same).
+    pub udp_port: u16,
+    /// iperf3's server port.
+    pub iperf3_port: u16,
+    /// The URL of the HTTP download probe, when the target has one.
+    pub url: Option<String>,
+    pub groups: Vec<String>,
+    pub tags: BTreeMap<String, String>,
+}
+
+impl Target {
+    /// `host:port` with IPv6 literals in brackets.
+    pub fn address(&self, port: u16) -> String {
+        if self.host.contains(':') && !self.host.starts_with('[') {
+            format!("[{}]:{port}", self.host)
+        } else {
+            format!("{}:{port}", self.host)
+        }
+    }
+
+    /// What the records of `kind` name in `to`.
+    pub fn record_to(&self, kind: &Kind) -> String {
+        match kind {
+            Kind::Tcp(_) => self.address(self.port),
+            Kind::Udp(_) => self.address(self.udp_port),
+            Kind::Iperf3(p) => self.address(p.port.unwrap_or(self.iperf3_port)),
+            Kind::Http(p) => p.url_for(self),
+            Kind::Ping(_) => self.host.clone(),
+        }
+    }
+}
+
+/// Which way a transfer moves its bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Direction {
+    Up,
+    Down,
+    Both,
+}
+
+/// `nowcast tcp`'s session: handshake, RTT with Nagle off and on, and, with `size`, the
+/// bandwidth probe (JavaNws §2.1.1).
+#[derive(Clone, Debug, PartialEq)]
+pub struct TcpParams {
+    /// Bandwidth probe payload in bytes; `None` for the round trips only.
+    pub size: Option<u64>,
+    pub direction: Direction,
+    pub sndbuf: Option<u64>,
+    pub rcvbuf: Option<u64>,
+}
+
+/// `nowcast udp`'s burst: RTT, jitter and loss.
+#[derive(Clone, Debug, PartialEq)]
+pub struct UdpParams {
+    pub probes: u64,
+    pub interval_ms: Ms,
+    pub size: usize,
+}
+
+/// A timed HTTP download (`bandwidth_down`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct HttpParams {
+    /// The URL, or a template with `{host}`; `None` takes the target's `url`.
+    pub url: Option<String>,
+    /// Bytes read at most (the rest is not downloaded).
+    pub max_bytes: u64,
+}
+
+impl HttpParams {
+    pub fn url_for(&self, t: &Target) -> String {
+        match &self.url {
+            Some(u) => u.replace("{host}", &t.host),
+            None => t.url.clone().unwrap_or_default(),
+        }
+    }
+}
+
+/// `iperf3 -c … -J`: TCP throughput with `streams` parallel streams and a window, as
+/// IEPM-BW ran iperf (§II.A, §III.D).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Iperf3Params {
+    pub duration_s: u32,
+    pub streams: u32,
+    /// Socket buffer / window (`-w`), bytes.
+    pub window: Option<u64>,
+    /// Server to client (`-R`).
+    pub reverse: bool,
+    /// Overrides the target's iperf3 port.
+    pub port: Option<u16>,
+    /// The command to run (default `iperf3`).
+    pub program: String,
+}
+
+/// `ping -c N`: RTT (the average), jitter (mdev) and loss.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PingParams {
+    pub count: u32,
+    pub interval_ms: Ms,
+    pub size: Option<u32>,
+    pub program: String,
+}
+
+/// A probe type and its parameters.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Kind {
+    Tcp(TcpParams),
+    Udp(UdpParams),
+    Http(HttpParams),
+    Iperf3(Iperf3Params),
+    Ping(PingParams),
+}
+
+impl Kind {
+    /// The name of the type in configurations.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Kind::Tcp(_) => "tcp",
+            Kind::Udp(_) => "udp",
+            Kind::Http(_) => "http",
+            Kind::Iperf3(_) => "iperf3",
+            Kind::Ping(_) => "ping",
+        }
+    }
+
+    /// The records' `source`.
+    pub fn source(&self) -> &'static str {
+        match self {
+            Kind::Tcp(_) => "nowcast tcp",
+            Kind::Udp(_) => "nowcast udp",
+            Kind::Http(_) => "nowcast http",
+            Kind::Iperf3(_) => "iperf3",
+            Kind::Ping(_) => "ping",
+        }
+    }
+
+    pub fn transport(&self) -> Option<Transport> {
+        match self {
+            Kind::Tcp(_) | Kind::Iperf3(_) => Some(Transport::Tcp),
+            Kind::Udp(_) => Some(Transport::Udp),
+            Kind::Http(_) => Some(Transport::Http),
+            Kind::Ping(_) => None,
+        }
+    }
+
+    /// The series a run produces, in order: a run that fails or is killed, skipped or
+    /// missed gets one record of each, with the reason.
+    pub fn metrics(&self) -> Vec<Metric> {
+        match self {
+            Kind::Tcp(p) => {
+                let mut m = vec![Metric::HandshakeRtt, Metric::Rtt, Metric::RttNagle];
+                if p.size.is_some() {
+                    m.extend(match p.direction {
+                        Direction::Up => &[Metric::BandwidthUp][..],
+                        Direction::Down => &[Metric::BandwidthDown],
+                        Direction::Both => &[Metric::BandwidthUp, Metric::BandwidthDown],
+                    });
+                }
+                m
+            }
+            Kind::Udp(_) | Kind::Ping(_) => vec![Metric::Rtt, Metric::Jitter, Metric::Loss],
+            Kind::Http(_) => vec![Metric::BandwidthDown],
+            Kind::Iperf3(_) => vec![Metric::Throughput],
+        }
+    }
+
+    /// Whether runs of this type load the link (bandwidth and transfers): such runs never
+    /// overlap on a target or on this host's link.
+    pub fn loads_the_link(&self) -> bool {
+        match self {
+            Kind::Tcp(p) => p.size.is_some(),
+            Kind::Http(_) | Kind::Iperf3(_) => true,
+            Kind::Udp(_) | Kind::Ping(_) => false,
+        }
+    }
+
+    /// The longest a run may take when `timeout_ms` is not configured.
+    pub fn default_bound_ms(&self) -> Ms {
+        match self {
+            Kind::Tcp(p) if p.size.is_some() => 60 * SECOND,
+            Kind::Tcp(_) => 10 * SECOND,
+            Kind::Udp(p) => p.probes as Ms * p.interval_ms + 3 * SECOND,
+            Kind::Http(_) => 60 * SECOND,
+            // iperf3's own connect, parameter exchange and results after the test.
+            Kind::Iperf3(p) => Ms::from(p.duration_s) * SECOND + 10 * SECOND,
+            Kind::Ping(p) => Ms::from(p.count) * p.interval_ms + 3 * SECOND,
+        }
+    }
+
+    /// The least bound that lets a run of this type finish when all is well.
+    pub fn least_bound_ms(&self) -> Ms {
+        match self {
+            Kind::Udp(p) => p.probes as Ms * p.interval_ms + 100,
+            Kind::Iperf3(p) => Ms::from(p.duration_s) * SECOND + SECOND,
+            Kind::Ping(p) => Ms::from(p.count.saturating_sub(1)) * p.interval_ms + SECOND,
+            _ => 100,
+        }
+    }
+
+    /// The steps of a TCP session, among which its bound is shared: connect, hello, warm-up,
+    /// two echoes, each transfer, quit.
+    pub fn tcp_steps(p: &TcpParams) -> u32 {
+        6 + match (p.size, p.direction) {
+            (None, _) => 0,
+            (Some(_), Direction::Both) => 2,
+            (Some(_), _) => 1,
+        }
+    }
+
+    /// One line for people: the type and its parameters.
+    pub fn describe(&self) -> String {
+        match self {
+            Kind::Tcp(p) => match p.size {
+                Some(s) => format!("tcp, bandwidth {s} bytes {:?}", p.direction).to_lowercase(),
+                None => "tcp round trips".into(),
+            },
+            Kind::Udp(p) => format!("udp, {} probes every {} ms", p.probes, p.interval_ms),
+            Kind::Http(p) => format!(
+                "http download{}",
+                p.url.as_ref().map(|u| format!(" {u}")).unwrap_or_default()
+            ),
+            Kind::Iperf3(p) => format!(
+                "iperf3 {} s, {} stream{}{}{}",
+                p.duration_s,
+                p.streams,
+                if p.streams == 1 { "" } else { "s" },
+                p.window
+                    .map(|w| format!(", window {w}"))
+                    .unwrap_or_default(),
+                if p.reverse { ", reverse" } else { "" }
+            ),
+            Kind::Ping(p) => format!("ping ×{}", p.count),
+        }
+    }
+}
+
+/// When a probe runs.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Every {
+    /// Every `period_ms` from the anchor.
+    Period(Ms),
+    Cron(Cron),
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct When {
+    pub every: Every,
+    /// Each start is delayed by a random slip in [0, slip_ms), the same for a slot on every
+    /// restart (it is drawn from the campaign's seed, the job and the slot), so that
+    /// targets do not all fire together.
+    pub slip_ms: Ms,
+    /// No slot before this; the grid of a period starts here when given.
+    pub start_ms: Option<Ms>,
+    /// No slot after this.
+    pub until_ms: Option<Ms>,
+    /// Runs at most (counted across restarts).
+    pub max_runs: Option<u64>,
+}
+
+impl When {
+    pub fn describe(&self) -> String {
+        let mut s = match &self.every {
+            Every::Period(p) => format!("every {}", human(*p)),
+            Every::Cron(c) => format!("cron '{}'", c.text()),
+        };
+        if self.slip_ms > 0 {
+            s.push_str(&format!(" + slip < {}", human(self.slip_ms)));
+        }
+        if let Some(n) = self.max_runs {
+            s.push_str(&format!(", at most {n} runs"));
+        }
+        s
+    }
+}
+
+/// One probe type with its parameters and schedule, applied to some targets.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ProbeSpec {
+    /// Unique name (the job key is `target/probe`).
+    pub name: String,
+    pub kind: Kind,
+    pub when: When,
+    /// Longest duration of a run; a run still going then is killed.
+    pub bound_ms: Ms,
+    /// Runs never overlap with other exclusive runs on the same target or on this host's
+    /// link.
+    pub exclusive: bool,
+    /// This probe is its targets' sanity check (IEPM-BW §II.A: "if ping … fails, the other
+    /// measurements are not attempted").
+    pub gate: bool,
+    /// Runs only after a fresh successful sanity check of the target.
+    pub gated: bool,
+}
+
+/// One probe on one target.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Job {
+    pub target: usize,
+    pub probe: usize,
+    /// `target/probe`: the name of the job in the archive's run log, stable across edits.
+    pub key: String,
+}
+
+/// A whole campaign.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Plan {
+    pub name: String,
+    /// Seed of the slips.
+    pub seed: u64,
+    /// Runs in flight at most.
+    pub max_parallel: usize,
+    /// Exclusive runs in flight at most (this host's link).
+    pub link_slots: usize,
+    /// How old a sanity check may be and still let a gated run start.
+    pub gate_max_age_ms: Ms,
+    pub targets: Vec<Target>,
+    pub probes: Vec<ProbeSpec>,
+    pub jobs: Vec<Job>,
+}
+
+impl Plan {
+    /// Builds the jobs: every probe on each of the targets `applies(probe, target)` selects.
+    pub fn with_jobs(mut self, applies: impl Fn(usize, usize) -> bool) -> Self {
+        self.jobs.clear();
+        for (pi, p) in self.probes.iter().enumerate() {
+            for (ti, t) in self.targets.iter().enumerate() {
+                if applies(pi, ti) {
+                    self.jobs.push(Job {
+                        target: ti,
+                        probe: pi,
+                        key: format!("{}/{}", t.name, p.name),
+                    });
+                }
+            }
+        }
+        self
+    }
+
+    pub fn probe(&self, job: usize) -> &ProbeSpec {
+        &self.probes[self.jobs[job].probe]
+    }
+
+    pub fn target(&self, job: usize) -> &Target {
+        &self.targets[self.jobs[job].target]
+    }
+
+    /// The sanity-check job of `job`'s target, if it has one (the first gate probe on it).
+    pub fn gate_of(&self, job: usize) -> Option<usize> {
+        let t = self.jobs[job].target;
+        self.jobs
+            .iter()
+            .position(|j| j.target == t && self.probes[j.probe].gate)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn metrics_and_bounds_follow_the_parameters() {
+        let rtt = Kind::Tcp(TcpParams {
+            size: None,
+            direction: Direction::Up,
+            sndbuf: None,
+            rcvbuf: None,
+        });
+        assert_eq!(rtt.metrics().len(), 3);
+        assert!(!rtt.loads_the_link());
+        let bw = Kind::Tcp(TcpParams {
+            size: Some(1 << 20),
+            direction: Direction::Both,
+            sndbuf: None,
+            rcvbuf: None,
+        });
+        assert_eq!(bw.metrics().len(), 5);
+        assert!(bw.loads_the_link());
+        let iperf = Kind::Iperf3(Iperf3Params {
+            duration_s: 10,
+            streams: 4,
+            window: None,
+            reverse: false,
+            port: None,
+            program: "iperf3".into(),
+        });
+        assert_eq!(iperf.default_bound_ms(), 20_000);
+        assert_eq!(iperf.least_bound_ms(), 11_000);
+        let t = Target {
+            name: "v6".into(),
+            host: "::1".into(),
+            port: 8060,
+            udp_port: 8060,
+            iperf3_port: 5201,
+            url: None,
+            groups: vec![],
+            tags: BTreeMap::new(),
+        };
+        assert_eq!(t.record_to(&iperf), "[::1]:5201");
+        assert_eq!(t.record_to(&rtt), "[::1]:8060");
+    }
+}

@@ -1,0 +1,373 @@
+//! The thin loop that runs a campaign: it asks the [`Scheduler`] what to do, starts each run
+//! on a thread of its own, kills what overran, writes records and the run log to the
+//! [`Archive`], serves `/metrics`, and on SIGTERM stops starting runs, waits for those in
+//! flight (at most the shutdown grace), then kills and records the rest.
+
+use super::config::Campaign;
+use super::metrics::{self, Snapshot};
+use super::probes::{self, external::Cancel};
+use super::runlog::{Outcome, Resume, RunLog};
+use super::scheduler::{Action, Finish, RunSpec, Scheduler};
+use crate::archive::{spool, sqlite::Sqlite, Archive, ArchiveConfig};
+use crate::series::SeriesSet;
+use crate::stop::Stop;
+use crate::when::{human, Ms};
+use anyhow::{Context, Result};
+use nowcast_core::record::{Record, Status};
+use std::collections::{HashMap, VecDeque};
+use std::io::Write;
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+fn now_ms() -> Ms {
+    crate::clock::wall_ms() as Ms
+}
+
+/// A run's end, from its thread (or from its killer).
+struct Done {
+    id: u64,
+    finish: Finish,
+    records: Vec<Record>,
+    set: Option<SeriesSet>,
+}
+
+struct Flight {
+    cancel: Arc<Cancel>,
+}
+
+/// What a finished campaign did.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Summary {
+    /// Slots by outcome, in [`Outcome::ALL`] order.
+    pub runs: [u64; 5],
+}
+
+/// Writes the closed spool of the SQLite destination into the file, so that the run log
+/// there is complete before the schedule is resumed from it.
+pub fn catch_up(cfg: &ArchiveConfig) -> Result<()> {
+    let dir = cfg.spool.join("sqlite");
+    spool::Spool::open(&dir, false)?;
+    let segs = spool::segments(&dir)?;
+    if segs.is_empty() {
+        return Ok(());
+    }
+    let mut db = Sqlite::open(&cfg.sqlite)?;
+    for s in segs {
+        let seg = spool::read(&s)?;
+        db.write(
+            &seg.records,
+            &seg.runs,
+            Some(&spool::batch_name(&s)),
+            now_ms(),
+        )?;
+        std::fs::remove_file(&s)?;
+    }
+    Ok(())
+}
+
+/// Where the campaign takes up its schedule, from the run log in its SQLite file.
+pub fn resume(c: &Campaign) -> Result<Resume> {
+    if !c.archive.sqlite.exists() {
+        return Ok(Resume::default());
+    }
+    let mut db = Sqlite::open(&c.archive.sqlite)?;
+    let jobs: Vec<(String, bool, bool)> = c
+        .plan
+        .jobs
+        .iter()
+        .enumerate()
+        .map(|(j, job)| {
+            let p = c.plan.probe(j);
+            (job.key.clone(), p.when.max_runs.is_some(), p.gate)
+        })
+        .collect();
+    db.resume(&c.plan.name, &jobs)
+}
+
+/// The finish of a run from its records: ok if any measured, else the first reason.
+fn judge(records: &[Record]) -> Finish {
+    if records.iter().any(|r| r.status == Status::Ok) {
+        return Finish::Ok;
+    }
+    match records.first() {
+        None => Finish::Failed("the probe gave no record".into()),
+        Some(r) => Finish::Failed(match (&r.error, r.status) {
+            (Some(e), _) => e.clone(),
+            (None, Status::Timeout) => format!(
+                "{} timed out after {} ms",
+                r.metric.name(),
+                r.timeout_ms.unwrap_or(0.0)
+            ),
+            _ => "no measurement".into(),
+        }),
+    }
+}
+
+/// Runs `c` until `stop`; `say` gets a line for each run that did not go well and for the
+/// start and end.
+pub fn run(c: &Campaign, stop: &Stop, say: &mut dyn Write) -> Result<Summary> {
+    catch_up(&c.archive).context("writing the spool left by the last run into the archive")?;
+    let resume = resume(c).context("reading the run log to resume the schedule")?;
+    let mut archive = Archive::start(&c.archive)?;
+    let started = Instant::now();
+    let mut sched = Scheduler::new(c.plan.clone(), &resume, now_ms());
+    let plan = c.plan.clone();
+    let job_index: HashMap<String, usize> = plan
+        .jobs
+        .iter()
+        .enumerate()
+        .map(|(i, j)| (j.key.clone(), i))
+        .collect();
+    let _ = writeln!(
+        say,
+        "nowcast campaign {}: {} targets, {} probes, {} jobs; archive {}{}{}",
+        plan.name,
+        plan.targets.len(),
+        plan.probes.len(),
+        plan.jobs.len(),
+        c.archive.sqlite.display(),
+        c.archive
+            .clickhouse
+            .as_ref()
+            .map(|ch| format!(" and ClickHouse {}", ch.url))
+            .unwrap_or_default(),
+        if resume.jobs.is_empty() {
+            String::new()
+        } else {
+            format!("; resumed {} jobs from the run log", resume.jobs.len())
+        }
+    );
+    let snapshot = Arc::new(Mutex::new(Snapshot {
+        campaign: plan.name.clone(),
+        ..Snapshot::default()
+    }));
+    let metrics_stop = Stop::new();
+    let metrics_thread = match c.metrics {
+        Some(at) => {
+            let listener =
+                std::net::TcpListener::bind(at).with_context(|| format!("{at}: bind metrics"))?;
+            let _ = writeln!(say, "metrics at http://{}/metrics", listener.local_addr()?);
+            let (snap, st) = (snapshot.clone(), metrics_stop.clone());
+            let l2 = listener.try_clone()?;
+            let t = std::thread::Builder::new()
+                .name("metrics".into())
+                .spawn(move || {
+                    crate::serve::metrics_loop(&l2, &st, &|| {
+                        let mut s = snap.lock().unwrap_or_else(|p| p.into_inner()).clone();
+                        s.rss_bytes = crate::serve::resident_bytes();
+                        metrics::render(&s)
+                    })
+                })?;
+            Some((t, listener))
+        }
+        None => None,
+    };
+    let (tx, rx) = mpsc::channel::<Done>();
+    let mut flights: HashMap<u64, Flight> = HashMap::new();
+    let mut sets: HashMap<usize, SeriesSet> = HashMap::new();
+    let mut summary = Summary::default();
+    let mut delays: VecDeque<f64> = VecDeque::with_capacity(1000);
+    let mut stopping: Option<Instant> = None;
+    let mut killed_all = false;
+    loop {
+        let now = now_ms();
+        if stop.is_set() && stopping.is_none() {
+            stopping = Some(Instant::now());
+            let _ = writeln!(
+                say,
+                "stopping: {} runs in flight get up to {} to finish",
+                sched.in_flight(),
+                human(c.shutdown_grace.as_millis() as Ms)
+            );
+            sched.stop(now);
+        }
+        let mut actions = sched.poll(now);
+        if let Some(t) = stopping {
+            if t.elapsed() >= c.shutdown_grace && !killed_all {
+                killed_all = true;
+                actions.extend(sched.kill_all());
+            }
+        }
+        for a in actions {
+            match a {
+                Action::Start(spec) => {
+                    delays.push_back((spec.started_ms - spec.slot.due_ms) as f64 / 1e3);
+                    if delays.len() > 1000 {
+                        delays.pop_front();
+                    }
+                    let cancel = Arc::new(Cancel::default());
+                    flights.insert(
+                        spec.id,
+                        Flight {
+                            cancel: cancel.clone(),
+                        },
+                    );
+                    let set = sets.remove(&spec.job);
+                    start(&plan, spec, set, cancel, tx.clone())?;
+                }
+                Action::Kill { id } => {
+                    if let Some(f) = flights.get(&id) {
+                        let (cancel, tx) = (f.cancel.clone(), tx.clone());
+                        let bound = sched.run(id).map_or(0, |r| r.bound_ms);
+                        std::thread::Builder::new()
+                            .name("kill".into())
+                            .spawn(move || {
+                                let how = cancel.kill();
+                                let _ = tx.send(Done {
+                                    id,
+                                    finish: Finish::Killed(format!(
+                                        "overran its bound of {}: {how}",
+                                        human(bound)
+                                    )),
+                                    records: Vec::new(),
+                                    set: None,
+                                });
+                            })?;
+                    }
+                }
+                Action::Log(row) => {
+                    let job = job_index.get(&row.job).copied();
+                    let records = match job {
+                        Some(j) => row.records(&plan, j, plan.probe(j).bound_ms),
+                        None => Vec::new(),
+                    };
+                    archive.write(&records, std::slice::from_ref(&row))?;
+                    let o = Outcome::ALL
+                        .iter()
+                        .position(|o| *o == row.outcome)
+                        .unwrap_or(1);
+                    summary.runs[o] += row.slots;
+                    if row.outcome != Outcome::Ok {
+                        let _ = writeln!(say, "{}", describe(&row));
+                    }
+                }
+            }
+        }
+        {
+            let mut s = snapshot.lock().unwrap_or_else(|p| p.into_inner());
+            s.runs = summary.runs;
+            s.in_flight = sched.in_flight() as u64;
+            let d: Vec<f64> = delays.iter().copied().collect();
+            s.start_delay_p50_s = metrics::quantile(&d, 0.5);
+            s.start_delay_p99_s = metrics::quantile(&d, 0.99);
+            s.archives = archive
+                .status()
+                .into_iter()
+                .map(|a| (a.name.to_string(), a.backlog, a.lag_s, a.failures))
+                .collect();
+            s.uptime_s = started.elapsed().as_secs_f64();
+        }
+        if stopping.is_some() && sched.in_flight() == 0 {
+            break;
+        }
+        // Wait for a run's end, the next due slot or kill, or a signal.
+        let wake = sched
+            .next_wakeup()
+            .map_or(1_000, |t| (t - now_ms()).clamp(0, 1_000));
+        let wait = if stopping.is_some() {
+            wake.min(100)
+        } else {
+            wake
+        };
+        match rx.recv_timeout(Duration::from_millis(wait as u64)) {
+            Ok(done) => {
+                let mut next = Some(done);
+                while let Some(d) = next {
+                    if flights.remove(&d.id).is_some() {
+                        if let (Some(set), Some(spec)) = (d.set, sched.run(d.id)) {
+                            sets.insert(spec.job, set);
+                        }
+                        if !d.records.is_empty() {
+                            archive.write(&d.records, &[])?;
+                        }
+                        sched.finished(d.id, now_ms(), d.finish);
+                    }
+                    next = rx.try_recv().ok();
+                }
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) => {}
+            Err(mpsc::RecvTimeoutError::Disconnected) => unreachable!("the loop holds a sender"),
+        }
+    }
+    metrics_stop.trigger();
+    if let Some((t, l)) = metrics_thread {
+        crate::serve::wake(&l);
+        let _ = t.join();
+    }
+    let left = archive.close(Duration::from_secs(5));
+    for a in left {
+        if a.backlog > 0 {
+            let _ = writeln!(
+                say,
+                "archive {}: {} lines left in the spool for the next start ({})",
+                a.name,
+                a.backlog,
+                a.last_error.unwrap_or_default()
+            );
+        }
+    }
+    let _ = writeln!(
+        say,
+        "stopped: {}",
+        Outcome::ALL
+            .iter()
+            .zip(summary.runs)
+            .map(|(o, n)| format!("{} {n}", o.name()))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    Ok(summary)
+}
+
+fn describe(row: &RunLog) -> String {
+    format!(
+        "{} {} run {}{}: {}",
+        crate::when::datetime(row.ended_ms),
+        row.job,
+        row.id,
+        if row.slots > 1 {
+            format!(" ({} slots)", row.slots)
+        } else {
+            String::new()
+        },
+        match &row.reason {
+            Some(r) => format!("{} ({r})", row.outcome.name()),
+            None => row.outcome.name().to_string(),
+        }
+    )
+}
+
+/// Starts run `spec` on a thread of its own.
+fn start(
+    plan: &super::plan::Plan,
+    spec: RunSpec,
+    set: Option<SeriesSet>,
+    cancel: Arc<Cancel>,
+    tx: mpsc::Sender<Done>,
+) -> Result<()> {
+    let p = plan.probe(spec.job).clone();
+    let target = plan.target(spec.job).clone();
+    let period = match &p.when.every {
+        super::plan::Every::Period(ms) => Some(*ms as f64),
+        super::plan::Every::Cron(_) => None,
+    };
+    let mut set = set.unwrap_or_else(|| probes::series(&p.kind, &target, period));
+    std::thread::Builder::new()
+        .name(format!("run-{}", spec.id))
+        .stack_size(512 * 1024)
+        .spawn(move || {
+            let records = probes::run(&p.kind, &target, spec.bound_ms, &mut set, spec.id, &cancel);
+            // A killed run is reported by its killer, with how the kill went.
+            if !cancel.killed() {
+                let _ = tx.send(Done {
+                    id: spec.id,
+                    finish: judge(&records),
+                    records,
+                    set: Some(set),
+                });
+            }
+        })
+        .context("starting a run's thread")?;
+    Ok(())
+}

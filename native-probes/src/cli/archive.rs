@@ -1,0 +1,455 @@
+//! `nowcast archive import|export|query|schema`: the archive's flags into plain
+//! configuration, then the library's SQLite and ClickHouse archives.
+
+use anyhow::{anyhow, bail, Context, Result};
+use clap::{Subcommand, ValueEnum};
+use nowcast::archive::clickhouse::{Clickhouse, ClickhouseConfig};
+use nowcast::archive::query::{self, day_of, Filter};
+use nowcast::archive::sqlite::Sqlite;
+use nowcast::when::{parse_time, Ms, DAY};
+use nowcast_core::record::{Metric, Record, RecordError};
+use std::io::{BufRead, BufReader, BufWriter, Read, Write};
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Which archive: the SQLite file, or a ClickHouse server.
+#[derive(clap::Args, Clone)]
+pub struct Source {
+    /// The SQLite archive.
+    #[arg(long, default_value = "nowcast.sqlite", value_name = "FILE")]
+    pub archive: PathBuf,
+    /// Use the ClickHouse server at URL (http://host:8123) instead.
+    #[arg(long, value_name = "URL")]
+    pub clickhouse: Option<String>,
+    /// ClickHouse database.
+    #[arg(long, default_value = "nowcast")]
+    pub database: String,
+    /// ClickHouse user.
+    #[arg(long)]
+    pub user: Option<String>,
+    /// ClickHouse password; default: the NOWCAST_CLICKHOUSE_PASSWORD environment variable.
+    #[arg(long)]
+    pub password: Option<String>,
+}
+
+impl Source {
+    pub fn clickhouse(&self) -> Result<Option<ClickhouseConfig>> {
+        Ok(self.clickhouse.as_ref().map(|url| ClickhouseConfig {
+            url: url.clone(),
+            database: self.database.clone(),
+            user: self.user.clone(),
+            password: self
+                .password
+                .clone()
+                .or_else(|| std::env::var("NOWCAST_CLICKHOUSE_PASSWORD").ok()),
+            timeout: Duration::from_secs(300),
+        }))
+    }
+}
+
+/// Which records.
+#[derive(clap::Args, Clone)]
+pub struct FilterArgs {
+    /// From this time: a date (2026-03-01), a date and time, ms since 1970, or an age (7d).
+    #[arg(long)]
+    pub since: Option<String>,
+    /// Before this time (same forms).
+    #[arg(long)]
+    pub until: Option<String>,
+    /// Only this target (`to`); repeat for more.
+    #[arg(long)]
+    pub target: Vec<String>,
+    /// Only this metric (rtt, bandwidth_up, throughput, …); repeat for more.
+    #[arg(long, value_parser = super::report::metric)]
+    pub metric: Vec<Metric>,
+    /// Only this source (nowcast tcp, iperf3, pcap, browser, …); repeat for more.
+    #[arg(long)]
+    pub source: Vec<String>,
+}
+
+impl FilterArgs {
+    pub fn filter(&self, now: Ms) -> Result<Filter> {
+        let t = |s: &Option<String>, flag: &str| -> Result<Option<f64>> {
+            s.as_deref()
+                .map(|s| {
+                    parse_time(s, now)
+                        .map(|t| t as f64)
+                        .map_err(|e| anyhow!("{flag}: {e}"))
+                })
+                .transpose()
+        };
+        Ok(Filter {
+            since_ms: t(&self.since, "--since")?,
+            until_ms: t(&self.until, "--until")?,
+            targets: self.target.clone(),
+            metrics: self.metric.clone(),
+            sources: self.source.clone(),
+        })
+    }
+}
+
+#[derive(clap::Args)]
+#[command(
+    after_help = "The archive is one SQLite file (WAL mode, no server) written by \
+    nowcast campaign; with --clickhouse the same commands work on a ClickHouse server."
+)]
+pub struct Args {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Add NDJSON record files (from the page, the native tools, pcap analysis); bad lines
+    /// are named by number and skipped, the rest kept.
+    Import {
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+        #[command(flatten)]
+        source: Source,
+        /// Records per transaction or INSERT.
+        #[arg(long, default_value_t = 50_000)]
+        batch: usize,
+    },
+    /// Write records as NDJSON (the page imports it) or CSV `time,value,series`.
+    Export {
+        #[command(flatten)]
+        source: Source,
+        #[command(flatten)]
+        filter: FilterArgs,
+        #[arg(long, value_enum, default_value_t = Format::Ndjson)]
+        format: Format,
+        /// Write to FILE instead of standard output.
+        #[arg(long, value_name = "FILE")]
+        out: Option<PathBuf>,
+    },
+    /// The questions both archives answer (the same answers): a day's summary of every
+    /// target and metric, one series in hourly buckets, the latest value of every series.
+    Query {
+        #[command(subcommand)]
+        query: QueryKind,
+        #[command(flatten)]
+        source: Source,
+    },
+    /// Print the ClickHouse schema (--cluster NAME: ReplicatedMergeTree behind Distributed).
+    Schema {
+        #[arg(long, default_value = "nowcast")]
+        database: String,
+        #[arg(long)]
+        cluster: Option<String>,
+    },
+}
+
+#[derive(Subcommand, Clone)]
+enum QueryKind {
+    /// Every target and metric over one day (UTC).
+    Day { day: String },
+    /// One target's metric in hourly buckets over [--since, --until) (default: 7 days to now).
+    Hourly {
+        target: String,
+        #[arg(value_parser = super::report::metric)]
+        metric: Metric,
+        #[arg(long)]
+        since: Option<String>,
+        #[arg(long)]
+        until: Option<String>,
+    },
+    /// The latest ok measurement of every target and metric.
+    Latest,
+}
+
+#[derive(Clone, Copy, ValueEnum, PartialEq, Eq)]
+enum Format {
+    Ndjson,
+    Csv,
+}
+
+/// The longest line read; a longer one is a bad line.
+const MAX_LINE: usize = 1 << 20;
+
+/// Reads an NDJSON file: the records and each bad line with its number.
+pub fn read_file(path: &PathBuf) -> Result<(Vec<Record>, Vec<String>)> {
+    let mut records = Vec::new();
+    let mut bad = Vec::new();
+    each_line(path, &mut |r| {
+        match r {
+            Ok(rec) => records.push(rec),
+            Err(e) => bad.push(e),
+        }
+        Ok(())
+    })?;
+    Ok((records, bad))
+}
+
+/// Calls `each` with every record of `path` or the text naming a bad line.
+fn each_line(
+    path: &PathBuf,
+    each: &mut dyn FnMut(Result<Record, String>) -> Result<()>,
+) -> Result<()> {
+    let f = std::fs::File::open(path).with_context(|| format!("{}: open", path.display()))?;
+    let mut r = BufReader::with_capacity(1 << 16, f);
+    let mut buf = Vec::new();
+    let mut line_no = 0usize;
+    loop {
+        buf.clear();
+        let n = (&mut r)
+            .take(MAX_LINE as u64 + 1)
+            .read_until(b'\n', &mut buf)?;
+        if n == 0 {
+            break;
+        }
+        line_no += 1;
+        if buf.len() > MAX_LINE && !buf.ends_with(b"\n") {
+            // Skip the rest of an over-long line without holding it.
+            let mut skip = Vec::new();
+            loop {
+                skip.clear();
+                let m = (&mut r).take(1 << 16).read_until(b'\n', &mut skip)?;
+                if m == 0 || skip.ends_with(b"\n") {
+                    break;
+                }
+            }
+            each(Err(format!(
+                "{}: line {line_no}: longer than {MAX_LINE} bytes",
+                path.display()
+            )))?;
+            continue;
+        }
+        let text = match std::str::from_utf8(&buf) {
+            Ok(t) => t.trim(),
+            Err(_) => {
+                each(Err(format!(
+                    "{}: line {line_no}: not UTF-8",
+                    path.display()
+                )))?;
+                continue;
+            }
+        };
+        if text.is_empty() {
+            continue;
+        }
+        match Record::parse(text) {
+            Ok(rec) => each(Ok(rec))?,
+            Err(error) => each(Err(format!(
+                "{}: line {line_no}: {}",
+                path.display(),
+                error_short(error)
+            )))?,
+        }
+    }
+    Ok(())
+}
+
+fn error_short(mut e: RecordError) -> RecordError {
+    if e.message.chars().count() > 240 {
+        e.message = e.message.chars().take(240).collect::<String>() + "…";
+    }
+    e
+}
+
+pub fn run(args: Args) -> Result<()> {
+    let now = nowcast::clock::wall_ms() as Ms;
+    match args.command {
+        Command::Import {
+            files,
+            source,
+            batch,
+        } => import(&files, &source, batch.max(1), now),
+        Command::Export {
+            source,
+            filter,
+            format,
+            out,
+        } => export(&source, &filter.filter(now)?, format, out),
+        Command::Query { query: q, source } => run_query(q, &source, now),
+        Command::Schema { database, cluster } => {
+            query::identifier(&database).map_err(|e| anyhow!(e))?;
+            let ddl = match &cluster {
+                Some(c) => {
+                    query::identifier(c).map_err(|e| anyhow!(e))?;
+                    query::clickhouse_cluster_ddl(&database, c)
+                }
+                None => query::clickhouse_ddl(&database),
+            };
+            for s in ddl {
+                println!("{s};\n");
+            }
+            Ok(())
+        }
+    }
+}
+
+fn import(files: &[PathBuf], source: &Source, batch: usize, now: Ms) -> Result<()> {
+    let ch = source.clickhouse()?.map(Clickhouse::new).transpose()?;
+    let mut db = match &ch {
+        Some(c) => {
+            c.ensure_schema()?;
+            None
+        }
+        None => Some(Sqlite::open(&source.archive)?),
+    };
+    let mut write = |recs: &mut Vec<Record>| -> Result<()> {
+        if recs.is_empty() {
+            return Ok(());
+        }
+        match (&ch, db.as_mut()) {
+            (Some(c), _) => c.write(recs, &[])?,
+            (None, Some(d)) => {
+                d.write(recs, &[], None, now)?;
+            }
+            _ => unreachable!(),
+        }
+        recs.clear();
+        Ok(())
+    };
+    let mut bad_total = 0usize;
+    let mut total = 0usize;
+    for f in files {
+        let mut recs = Vec::with_capacity(batch.min(100_000));
+        let (mut n, mut bad) = (0usize, 0usize);
+        let mut failed = None;
+        each_line(f, &mut |r| {
+            match r {
+                Ok(rec) => {
+                    recs.push(rec);
+                    n += 1;
+                    if recs.len() >= batch {
+                        if let Err(e) = write(&mut recs) {
+                            failed = Some(e);
+                            bail!("stopped");
+                        }
+                    }
+                }
+                Err(e) => {
+                    bad += 1;
+                    if bad <= 100 {
+                        eprintln!("nowcast: {e}");
+                    }
+                }
+            }
+            Ok(())
+        })
+        .map_err(|e| failed.take().unwrap_or(e))?;
+        write(&mut recs)?;
+        if bad > 100 {
+            eprintln!(
+                "nowcast: {}: {} more bad lines not shown",
+                f.display(),
+                bad - 100
+            );
+        }
+        eprintln!(
+            "nowcast: {}: {n} records imported, {bad} bad lines skipped",
+            f.display()
+        );
+        total += n;
+        bad_total += bad;
+    }
+    let into = match &ch {
+        Some(c) => format!("ClickHouse {}", c.config().url),
+        None => source.archive.display().to_string(),
+    };
+    eprintln!(
+        "nowcast: {total} records into {into}{}",
+        if bad_total > 0 {
+            format!(" ({bad_total} bad lines)")
+        } else {
+            String::new()
+        }
+    );
+    Ok(())
+}
+
+fn export(source: &Source, filter: &Filter, format: Format, out: Option<PathBuf>) -> Result<()> {
+    let sink: Box<dyn Write> = match &out {
+        Some(p) => {
+            Box::new(std::fs::File::create(p).with_context(|| format!("{}: create", p.display()))?)
+        }
+        None => Box::new(std::io::stdout().lock()),
+    };
+    let mut w = BufWriter::with_capacity(1 << 16, sink);
+    if format == Format::Csv {
+        writeln!(w, "time,value,series")?;
+    }
+    let mut each = |r: Record| -> Result<()> {
+        match format {
+            Format::Ndjson => writeln!(w, "{}", r.to_line())?,
+            Format::Csv => {
+                // As the page exports: measured values only, the series named by target,
+                // metric and source (commas would split the column).
+                if let Some(v) = r
+                    .value
+                    .filter(|_| r.status == nowcast_core::record::Status::Ok)
+                {
+                    let label =
+                        format!("{} {} ({})", r.to, r.metric.name(), r.source).replace(',', ";");
+                    writeln!(w, "{},{v},{label}", r.timestamp_ms)?;
+                }
+            }
+        }
+        Ok(())
+    };
+    match source.clickhouse()? {
+        Some(c) => Clickhouse::new(c)?.records(filter, &mut each)?,
+        None => Sqlite::open_read(&source.archive)?.records(filter, &mut each)?,
+    }
+    w.flush()?;
+    Ok(())
+}
+
+fn run_query(q: QueryKind, source: &Source, now: Ms) -> Result<()> {
+    let ch = source.clickhouse()?.map(Clickhouse::new).transpose()?;
+    let mut db = match &ch {
+        Some(_) => None,
+        None => Some(Sqlite::open_read(&source.archive)?),
+    };
+    let started = std::time::Instant::now();
+    let json = match q {
+        QueryKind::Day { day } => {
+            let (from, to) = day_of(parse_time(&day, now).map_err(|e| anyhow!(e))?);
+            let s = match (&ch, db.as_mut()) {
+                (Some(c), _) => c.summary(from, to)?,
+                (_, Some(d)) => d.summary(from, to)?,
+                _ => unreachable!(),
+            };
+            serde_json::to_string(&s)?
+        }
+        QueryKind::Hourly {
+            target,
+            metric,
+            since,
+            until,
+        } => {
+            let until = until
+                .map(|u| parse_time(&u, now))
+                .transpose()
+                .map_err(|e| anyhow!(e))?
+                .unwrap_or(now);
+            let since = since
+                .map(|s| parse_time(&s, now))
+                .transpose()
+                .map_err(|e| anyhow!(e))?
+                .unwrap_or(until - 7 * DAY);
+            let b = match (&ch, db.as_mut()) {
+                (Some(c), _) => c.hourly(&target, metric, since, until)?,
+                (_, Some(d)) => d.hourly(&target, metric, since, until)?,
+                _ => unreachable!(),
+            };
+            serde_json::to_string(&b)?
+        }
+        QueryKind::Latest => {
+            let l = match (&ch, db.as_mut()) {
+                (Some(c), _) => c.latest()?,
+                (_, Some(d)) => d.latest()?,
+                _ => unreachable!(),
+            };
+            serde_json::to_string(&l)?
+        }
+    };
+    println!("{json}");
+    eprintln!(
+        "nowcast: query took {:.3} s",
+        started.elapsed().as_secs_f64()
+    );
+    Ok(())
+}

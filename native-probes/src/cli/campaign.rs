@@ -1,0 +1,171 @@
+//! `nowcast campaign CONFIG`, `nowcast campaign status CONFIG`, `nowcast campaign check
+//! CONFIG`: the configuration read into a plan, handed to the runner, the status or the check.
+
+use anyhow::{bail, Result};
+use nowcast::archive::spool;
+use nowcast::archive::sqlite::Sqlite;
+use nowcast::campaign::{config, runner, scheduler::Scheduler, status};
+use nowcast::stop::Stop;
+use nowcast::when::{datetime, human, parse_time, Ms};
+use std::path::{Path, PathBuf};
+
+#[derive(clap::Args)]
+#[command(
+    after_help = "Runs the campaign in CONFIG (TOML; a commented example is \
+    native-probes/examples/campaign.toml) until SIGINT or SIGTERM: each probe on each of its \
+    targets on its schedule, every run killed at its bound, heavy runs skipped when the \
+    target's sanity check failed, exclusive runs never overlapping on a target or the link, \
+    and every run, failure, kill, skip or missed slot recorded in the archive with its reason. \
+    A restart continues the schedule from the archive's run log.\n\n\
+    nowcast campaign status CONFIG   what ran, what failed and why, what is next, the archive backlog\n\
+    nowcast campaign check CONFIG    the jobs and their next slots, without running anything"
+)]
+pub struct Args {
+    /// CONFIG, or `status` / `check` followed by CONFIG.
+    #[arg(value_name = "CONFIG")]
+    first: String,
+    #[arg(hide = true)]
+    second: Option<PathBuf>,
+    /// With status: the window of the counts (an age such as 24h, or a time).
+    #[arg(long, default_value = "24h")]
+    since: String,
+    /// With status or check: one JSON object instead of the table.
+    #[arg(long)]
+    json: bool,
+}
+
+fn now() -> Ms {
+    nowcast::clock::wall_ms() as Ms
+}
+
+pub fn run(args: Args) -> Result<()> {
+    match (args.first.as_str(), &args.second) {
+        ("status", Some(path)) => show_status(path, &args.since, args.json),
+        ("check", Some(path)) => check(path, args.json),
+        (_, Some(_)) => bail!("give CONFIG alone, or status CONFIG, or check CONFIG"),
+        (path, None) => {
+            let c = config::read(&PathBuf::from(path))?;
+            let stop = Stop::on_signals()
+                .map_err(|e| anyhow::anyhow!("cannot install signal handlers: {e}"))?;
+            runner::run(&c, &stop, &mut std::io::stderr())?;
+            Ok(())
+        }
+    }
+}
+
+fn show_status(path: &Path, since: &str, json: bool) -> Result<()> {
+    let c = config::read(path)?;
+    let now = now();
+    let since = parse_time(since, now).map_err(|e| anyhow::anyhow!("--since: {e}"))?;
+    let (runs, resume) = if c.archive.sqlite.exists() {
+        let mut db = Sqlite::open_read(&c.archive.sqlite)?;
+        let jobs: Vec<(String, bool, bool)> = c
+            .plan
+            .jobs
+            .iter()
+            .enumerate()
+            .map(|(j, job)| {
+                (
+                    job.key.clone(),
+                    c.plan.probe(j).when.max_runs.is_some(),
+                    c.plan.probe(j).gate,
+                )
+            })
+            .collect();
+        (
+            db.runs(&c.plan.name, since)?,
+            db.resume(&c.plan.name, &jobs)?,
+        )
+    } else {
+        (Vec::new(), Default::default())
+    };
+    let sched = Scheduler::new(c.plan.clone(), &resume, now);
+    let mut archives = vec![("sqlite".to_string(), c.archive.spool.join("sqlite"))];
+    if c.archive.clickhouse.is_some() {
+        archives.push(("clickhouse".to_string(), c.archive.spool.join("clickhouse")));
+    }
+    let archives = archives
+        .into_iter()
+        .map(|(name, dir)| {
+            let b = spool::backlog(&dir);
+            status::ArchiveBacklog {
+                name,
+                lines: b.lines,
+                oldest_ms: b.oldest_ms,
+            }
+        })
+        .collect();
+    let s = status::build(&c.plan, &runs, &sched.next_slots(), archives, now, since);
+    if json {
+        println!("{}", serde_json::to_string(&s)?);
+    } else {
+        print!("{}", status::text(&s));
+    }
+    Ok(())
+}
+
+fn check(path: &Path, json: bool) -> Result<()> {
+    let c = config::read(path)?;
+    let now = now();
+    let sched = Scheduler::new(c.plan.clone(), &Default::default(), now);
+    let next = sched.next_slots();
+    if json {
+        let jobs: Vec<serde_json::Value> = c
+            .plan
+            .jobs
+            .iter()
+            .enumerate()
+            .map(|(j, job)| {
+                let p = c.plan.probe(j);
+                serde_json::json!({
+                    "job": job.key,
+                    "kind": p.kind.name(),
+                    "probe": p.kind.describe(),
+                    "schedule": p.when.describe(),
+                    "bound_ms": p.bound_ms,
+                    "exclusive": p.exclusive,
+                    "gate": p.gate,
+                    "gated": p.gated,
+                    "first_due_ms": next[j].1.map(|s| s.due_ms),
+                })
+            })
+            .collect();
+        println!(
+            "{}",
+            serde_json::json!({"campaign": c.plan.name, "jobs": jobs})
+        );
+        return Ok(());
+    }
+    println!(
+        "campaign {}: {} targets, {} probes, {} jobs; archive {}",
+        c.plan.name,
+        c.plan.targets.len(),
+        c.plan.probes.len(),
+        c.plan.jobs.len(),
+        c.archive.sqlite.display()
+    );
+    for (j, job) in c.plan.jobs.iter().enumerate() {
+        let p = c.plan.probe(j);
+        let flags: Vec<&str> = [
+            (p.exclusive, "exclusive"),
+            (p.gate, "sanity check"),
+            (p.gated && c.plan.gate_of(j).is_some(), "gated"),
+        ]
+        .into_iter()
+        .filter_map(|(on, n)| on.then_some(n))
+        .collect();
+        println!(
+            "  {:<30} {:<34} {:<30} bound {:<6} {:<28} first {}",
+            job.key,
+            p.kind.describe(),
+            p.when.describe(),
+            human(p.bound_ms),
+            flags.join(", "),
+            next[j]
+                .1
+                .map(|s| datetime(s.due_ms))
+                .unwrap_or_else(|| "never".into())
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,129 @@
+//! `nowcast report`: records from the archive (SQLite or ClickHouse) or NDJSON files,
+//! filtered, through the analysis, out as a table, JSON or an HTML file.
+
+use anyhow::{Context, Result};
+
+use nowcast::archive::clickhouse::Clickhouse;
+use nowcast::archive::query::Filter;
+use nowcast::archive::sqlite::Sqlite;
+use nowcast::campaign::runlog::RunLog;
+use nowcast::report::{analysis, html, text};
+use nowcast::when::Ms;
+use nowcast_core::record::{Metric, Record};
+use std::io::Write;
+use std::path::PathBuf;
+
+#[derive(clap::Args)]
+#[command(
+    after_help = "Examples:\n  nowcast report --archive lab.sqlite --since 28d\n  \
+    nowcast report --archive lab.sqlite --html report.html --title 'Lab, last 4 weeks'\n  \
+    nowcast report records.ndjson --json\n\nPer target and metric: the series, its histogram, \
+    the forecasts (mean of the last 5 with its deviation, EWMA 0.7, the NWS bank) with their \
+    relative errors, the diurnal fit |a|·sin(x + b) + c with δb for weekdays and weekends; \
+    active against passive throughput (records of source pcap) by methods 1–3; the \
+    window/streams table; and the campaign's run log (IEPM-BW §II.A, §III.D, §III.G–J)."
+)]
+pub struct Args {
+    /// NDJSON record files to read instead of an archive.
+    files: Vec<PathBuf>,
+    #[command(flatten)]
+    source: super::archive::Source,
+    #[command(flatten)]
+    filter: super::archive::FilterArgs,
+    /// Also read this campaign's run log (default: every campaign in the archive).
+    #[arg(long)]
+    campaign: Option<String>,
+    /// One JSON object instead of the tables.
+    #[arg(long)]
+    json: bool,
+    /// Write a self-contained HTML report to FILE.
+    #[arg(long, value_name = "FILE")]
+    html: Option<PathBuf>,
+    /// The HTML report's title.
+    #[arg(long, default_value = "Nowcast report")]
+    title: String,
+    /// Histogram bins.
+    #[arg(long, default_value_t = 30)]
+    bins: usize,
+}
+
+pub fn run(args: Args) -> Result<()> {
+    let now = nowcast::clock::wall_ms() as Ms;
+    let filter = args.filter.filter(now)?;
+    let mut records: Vec<Record> = Vec::new();
+    let mut runs: Vec<RunLog> = Vec::new();
+    let since_runs = filter.since_ms.map_or(0, |s| s as Ms);
+    if !args.files.is_empty() {
+        for f in &args.files {
+            let (recs, bad) = super::archive::read_file(f)?;
+            for b in bad {
+                eprintln!("nowcast: {b}");
+            }
+            records.extend(recs.into_iter().filter(|r| keep(&filter, r)));
+        }
+        records.sort_by(|a, b| a.timestamp_ms.total_cmp(&b.timestamp_ms));
+    } else if let Some(ch) = args.source.clickhouse()? {
+        let ch = Clickhouse::new(ch)?;
+        ch.records(&filter, &mut |r| {
+            records.push(r);
+            Ok(())
+        })?;
+        if let Some(c) = &args.campaign {
+            runs = ch.runs(c, since_runs)?;
+        }
+    } else {
+        let mut db = Sqlite::open_read(&args.source.archive)?;
+        db.records(&filter, &mut |r| {
+            records.push(r);
+            Ok(())
+        })?;
+        runs = match &args.campaign {
+            Some(c) => db.runs(c, since_runs)?,
+            None => db.all_runs(since_runs)?,
+        };
+    }
+    let opts = analysis::Options {
+        bins: args.bins.clamp(1, 1000),
+        ..analysis::Options::default()
+    };
+    let report = analysis::build(&records, &runs, &opts);
+    if let Some(path) = &args.html {
+        std::fs::write(path, html::render(&report, &args.title))
+            .with_context(|| format!("{}: write", path.display()))?;
+        eprintln!(
+            "nowcast: wrote {} ({} series)",
+            path.display(),
+            report.series.len()
+        );
+    }
+    let mut out = std::io::stdout().lock();
+    if args.json {
+        serde_json::to_writer(&mut out, &report)?;
+        writeln!(out)?;
+    } else if args.html.is_none() {
+        out.write_all(text::render(&report).as_bytes())?;
+    }
+    Ok(())
+}
+
+fn keep(f: &Filter, r: &Record) -> bool {
+    f.since_ms.is_none_or(|s| r.timestamp_ms >= s)
+        && f.until_ms.is_none_or(|u| r.timestamp_ms < u)
+        && (f.targets.is_empty() || f.targets.contains(&r.to))
+        && (f.metrics.is_empty() || f.metrics.contains(&r.metric))
+        && (f.sources.is_empty() || f.sources.contains(&r.source))
+}
+
+/// A metric by its schema name, for clap.
+pub fn metric(s: &str) -> Result<Metric, String> {
+    Metric::from_name(s).ok_or_else(|| {
+        format!(
+            "unknown metric '{s}' ({})",
+            Metric::ALL
+                .iter()
+                .map(|m| m.name())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    })
+}

@@ -1,0 +1,680 @@
+//! IEPM-BW's analysis of an archive (Cottrell, Logg and Mei, §II.A: "time series …
+//! histograms, scatter plots, statistical and analyzed tables"): per target and metric the
+//! time series, its histogram, the forecasts — mean of the last 5 with its deviation, EWMA
+//! 0.7 (§III.G) and the NWS bank — with their relative errors, and the diurnal fit with δb
+//! for weekdays and weekends (§III.H); active against passive throughput by the three
+//! multi-stream methods (§III.I–J); and the window/streams table (§III.D). The estimators are
+//! the core's (`nowcast_core::iepm`, `nowcast_core::Bank`); this module only groups records
+//! and hands them over.
+//!
+//! Deterministic core: records in, a [`Report`] out.
+
+use crate::campaign::runlog::{Outcome, RunLog};
+use nowcast_core::iepm::{self, Agreement, DiurnalSplit, Flow, RelativeError};
+use nowcast_core::record::{Metric, Record, Status};
+use nowcast_core::stats::{histogram, Histogram};
+use nowcast_core::{Bank, Mode};
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+/// The source of passive records (the pcap analyser's).
+pub const PASSIVE: &str = "pcap";
+
+/// Report settings.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Options {
+    /// Histogram bins.
+    pub bins: usize,
+    /// A passive transfer and an active run this close in time are the same transfer, ms.
+    pub pair_window_ms: f64,
+    /// Flows starting within this of each other are one transfer (IEPM-BW: 5 s).
+    pub transfer_gap_s: f64,
+    /// Points kept per series for plots (the newest).
+    pub max_points: usize,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            bins: 30,
+            pair_window_ms: 10_000.0,
+            transfer_gap_s: 5.0,
+            max_points: 20_000,
+        }
+    }
+}
+
+/// One forecaster's record over a series.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ForecastScore {
+    pub name: &'static str,
+    /// `average(|forecast − observed| / observed)` (IEPM-BW §III.G).
+    pub relative_error: Option<f64>,
+    /// Values scored.
+    pub n: u64,
+    /// The forecast of the next value.
+    pub next: Option<f64>,
+    /// Its spread: the deviation of the last 5 (mean of 5) or the bank's RMSE.
+    pub spread: Option<f64>,
+}
+
+/// Summary statistics of the measured values.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Stats {
+    pub mean: f64,
+    pub sd: f64,
+    pub min: f64,
+    pub p25: f64,
+    pub median: f64,
+    pub p75: f64,
+    pub max: f64,
+}
+
+/// One point of a series with the forecasts made before it.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Point {
+    pub t: f64,
+    pub v: f64,
+    pub mean5: Option<f64>,
+    pub sd5: Option<f64>,
+    pub ewma: Option<f64>,
+    pub nws: Option<f64>,
+}
+
+/// One target and metric.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct SeriesReport {
+    pub target: String,
+    pub metric: Metric,
+    pub unit: &'static str,
+    pub sources: Vec<String>,
+    pub ok: u64,
+    pub timeouts: u64,
+    pub errors: u64,
+    pub first_ms: Option<f64>,
+    pub last_ms: Option<f64>,
+    pub stats: Option<Stats>,
+    pub histogram: Option<Histogram>,
+    pub forecasts: Vec<ForecastScore>,
+    pub diurnal: DiurnalSplit,
+    /// δb < 0.2 on weekdays or weekends (IEPM-BW §III.H).
+    pub diurnal_path: bool,
+    /// The newest points, with their forecasts, for plots.
+    pub points: Vec<Point>,
+}
+
+/// Active against passive throughput for one target.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ActivePassive {
+    pub target: String,
+    pub active_metric: Metric,
+    /// Per matched transfer: time, active, passive by methods 1, 2 and 3 (Mbit/s).
+    pub pairs: Vec<(f64, f64, [f64; 3])>,
+    /// Agreement by method 1, 2 and 3.
+    pub methods: [Option<Agreement>; 3],
+    /// Passive records without flow details (bytes and duration), paired as recorded.
+    pub recorded: Option<Agreement>,
+    pub unmatched_passive: usize,
+}
+
+/// One window and stream count.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct WindowRow {
+    pub window_bytes: Option<u64>,
+    pub streams: u32,
+    pub n: usize,
+    pub median: f64,
+    pub mean: f64,
+    pub chosen: bool,
+}
+
+/// The window/streams table of one target and metric (IEPM-BW §III.D).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct WindowTable {
+    pub target: String,
+    pub metric: Metric,
+    pub rows: Vec<WindowRow>,
+}
+
+/// Run log counts of one job.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct JobRuns {
+    pub job: String,
+    /// Slots by outcome, in [`Outcome::ALL`] order.
+    pub counts: [u64; 5],
+    pub last_problem: Option<String>,
+}
+
+/// The whole report.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Report {
+    pub records: u64,
+    pub from_ms: Option<f64>,
+    pub to_ms: Option<f64>,
+    pub series: Vec<SeriesReport>,
+    pub active_passive: Vec<ActivePassive>,
+    pub windows: Vec<WindowTable>,
+    pub runs: Vec<JobRuns>,
+}
+
+fn quantile_sorted(v: &[f64], q: f64) -> f64 {
+    // Linear interpolation between closest ranks.
+    let pos = q * (v.len() - 1) as f64;
+    let lo = pos.floor() as usize;
+    let hi = pos.ceil() as usize;
+    v[lo] + (v[hi] - v[lo]) * (pos - lo as f64)
+}
+
+fn stats(values: &[f64]) -> Option<Stats> {
+    if values.is_empty() {
+        return None;
+    }
+    let n = values.len() as f64;
+    let mean = values.iter().sum::<f64>() / n;
+    let sd = if values.len() > 1 {
+        (values.iter().map(|v| (v - mean) * (v - mean)).sum::<f64>() / (n - 1.0)).sqrt()
+    } else {
+        0.0
+    };
+    let mut s = values.to_vec();
+    s.sort_by(f64::total_cmp);
+    Some(Stats {
+        mean,
+        sd,
+        min: s[0],
+        p25: quantile_sorted(&s, 0.25),
+        median: quantile_sorted(&s, 0.5),
+        p75: quantile_sorted(&s, 0.75),
+        max: s[s.len() - 1],
+    })
+}
+
+/// The host part of a target (`h:8060` → `h`, `[::1]:5201` → `::1`, a URL's host).
+pub fn host_of(to: &str) -> &str {
+    let rest = to.split_once("://").map_or(to, |(_, r)| r);
+    let rest = rest.split('/').next().unwrap_or(rest);
+    if let Some(r) = rest.strip_prefix('[') {
+        return r.split(']').next().unwrap_or(r);
+    }
+    match rest.rsplit_once(':') {
+        Some((h, p)) if !h.contains(':') && p.bytes().all(|b| b.is_ascii_digit()) => h,
+        _ => rest,
+    }
+}
+
+/// One series: its values in time order through the core's estimators.
+fn series_report(target: &str, metric: Metric, records: &[&Record], o: &Options) -> SeriesReport {
+    let mut sources: Vec<String> = records.iter().map(|r| r.source.clone()).collect();
+    sources.sort();
+    sources.dedup();
+    let count = |s: Status| records.iter().filter(|r| r.status == s).count() as u64;
+    let ok: Vec<(f64, f64)> = records
+        .iter()
+        .filter(|r| r.status == Status::Ok)
+        .filter_map(|r| r.value.map(|v| (r.timestamp_ms, v)))
+        .collect();
+    let (times, values): (Vec<f64>, Vec<f64>) = ok.iter().copied().unzip();
+    let eval = iepm::evaluate(&values);
+    let mut bank = Bank::new(Mode::Improved);
+    let mut nws_rel = RelativeError::default();
+    let mut nws_before = Vec::with_capacity(values.len());
+    for &v in &values {
+        let f = bank.forecast().map(|f| f.mse.value);
+        if let Some(f) = f {
+            nws_rel.add(f, v);
+        }
+        nws_before.push(f);
+        // Values came through Record::validate: finite.
+        let _ = bank.update(v);
+    }
+    let next_nws = bank.forecast();
+    let forecasts = vec![
+        ForecastScore {
+            name: "mean of last 5",
+            relative_error: eval.mean5_error.value(),
+            n: eval.mean5_error.n,
+            next: eval.next_mean5.map(|m| m.0),
+            spread: eval.next_mean5.map(|m| m.1),
+        },
+        ForecastScore {
+            name: "EWMA w=0.7",
+            relative_error: eval.ewma_error.value(),
+            n: eval.ewma_error.n,
+            next: eval.next_ewma,
+            spread: None,
+        },
+        ForecastScore {
+            name: "NWS bank (MSE-selected)",
+            relative_error: nws_rel.value(),
+            n: nws_rel.n,
+            next: next_nws.map(|f| f.mse.value),
+            spread: next_nws.map(|f| f.mse.error.sqrt()),
+        },
+    ];
+    let diurnal = iepm::diurnal_split(&times, &values);
+    let diurnal_path = [diurnal.weekdays, diurnal.weekends]
+        .iter()
+        .flatten()
+        .any(|f| f.is_diurnal());
+    let skip = values.len().saturating_sub(o.max_points);
+    let points = (skip..values.len())
+        .map(|i| Point {
+            t: times[i],
+            v: values[i],
+            mean5: eval.mean5[i].map(|m| m.0),
+            sd5: eval.mean5[i].map(|m| m.1),
+            ewma: eval.ewma[i],
+            nws: nws_before[i],
+        })
+        .collect();
+    SeriesReport {
+        target: target.to_string(),
+        metric,
+        unit: crate::archive::row::unit_name(metric.unit()),
+        sources,
+        ok: count(Status::Ok),
+        timeouts: count(Status::Timeout),
+        errors: count(Status::Error),
+        first_ms: records.first().map(|r| r.timestamp_ms),
+        last_ms: records.last().map(|r| r.timestamp_ms),
+        stats: stats(&values),
+        histogram: histogram(&values, o.bins),
+        forecasts,
+        diurnal,
+        diurnal_path,
+        points,
+    }
+}
+
+fn is_rate(m: Metric) -> bool {
+    matches!(
+        m,
+        Metric::Throughput | Metric::BandwidthUp | Metric::BandwidthDown
+    )
+}
+
+/// Active against passive for one host: passive flows grouped into transfers, each matched
+/// to the nearest active run of each rate metric.
+fn active_passive(
+    target: &str,
+    active: &[&Record],
+    passive: &[&Record],
+    o: &Options,
+) -> Vec<ActivePassive> {
+    let mut flows = Vec::new();
+    let mut recorded = Vec::new();
+    for r in passive
+        .iter()
+        .filter(|r| r.status == Status::Ok && is_rate(r.metric))
+    {
+        let p = r.probe.as_ref();
+        match (p.and_then(|p| p.payload_bytes), p.and_then(|p| p.raw_ms)) {
+            (Some(bytes), Some(ms)) if ms > 0.0 => flows.push(Flow {
+                start_s: r.timestamp_ms / 1e3,
+                duration_s: ms / 1e3,
+                bytes: bytes as f64,
+            }),
+            _ => recorded.push((r.timestamp_ms, r.value.unwrap_or(0.0))),
+        }
+    }
+    let transfers: Vec<(f64, [f64; 3])> = iepm::group_transfers(&flows, o.transfer_gap_s)
+        .iter()
+        .filter_map(|group| {
+            let m = iepm::multi_stream(group)?;
+            let start = group
+                .iter()
+                .map(|f| f.start_s)
+                .fold(f64::INFINITY, f64::min)
+                * 1e3;
+            let mbit = |bytes_per_s: f64| bytes_per_s * 8.0 / 1e6;
+            Some((start, [mbit(m.method1), mbit(m.method2), mbit(m.method3)]))
+        })
+        .collect();
+    let mut out = Vec::new();
+    for metric in [
+        Metric::Throughput,
+        Metric::BandwidthUp,
+        Metric::BandwidthDown,
+    ] {
+        let runs: Vec<(f64, f64)> = active
+            .iter()
+            .filter(|r| r.metric == metric && r.status == Status::Ok)
+            .filter_map(|r| r.value.map(|v| (r.timestamp_ms, v)))
+            .collect();
+        if runs.is_empty() {
+            continue;
+        }
+        let nearest = |t: f64| -> Option<f64> {
+            runs.iter()
+                .filter(|(rt, _)| (rt - t).abs() <= o.pair_window_ms)
+                .min_by(|a, b| (a.0 - t).abs().total_cmp(&(b.0 - t).abs()))
+                .map(|r| r.1)
+        };
+        let mut pairs = Vec::new();
+        let mut unmatched = 0;
+        for (t, m) in &transfers {
+            match nearest(*t) {
+                Some(a) => pairs.push((*t, a, *m)),
+                None => unmatched += 1,
+            }
+        }
+        let rec_pairs: Vec<(f64, f64)> = recorded
+            .iter()
+            .filter_map(|(t, p)| nearest(*t).map(|a| (a, *p)))
+            .collect();
+        if pairs.is_empty() && rec_pairs.is_empty() {
+            continue;
+        }
+        let by =
+            |k: usize| iepm::agreement(&pairs.iter().map(|p| (p.1, p.2[k])).collect::<Vec<_>>());
+        out.push(ActivePassive {
+            target: target.to_string(),
+            active_metric: metric,
+            methods: [by(0), by(1), by(2)],
+            recorded: iepm::agreement(&rec_pairs),
+            pairs,
+            unmatched_passive: unmatched + recorded.len() - rec_pairs.len(),
+        });
+    }
+    out
+}
+
+/// The window/streams table of one series, when it ran with several settings.
+fn windows(target: &str, metric: Metric, records: &[&Record]) -> Option<WindowTable> {
+    let mut by: BTreeMap<(u32, Option<u64>), Vec<f64>> = BTreeMap::new();
+    for r in records.iter().filter(|r| r.status == Status::Ok) {
+        let p = r.probe.as_ref();
+        let streams = p.and_then(|p| p.streams).unwrap_or(1);
+        let window = p.and_then(|p| p.sndbuf_bytes);
+        if let Some(v) = r.value {
+            by.entry((streams, window)).or_default().push(v);
+        }
+    }
+    if by.len() < 2 {
+        return None;
+    }
+    let mut rows: Vec<WindowRow> = by
+        .into_iter()
+        .map(|((streams, window_bytes), v)| {
+            let s = stats(&v).expect("non-empty");
+            WindowRow {
+                window_bytes,
+                streams,
+                n: v.len(),
+                median: s.median,
+                mean: s.mean,
+                chosen: false,
+            }
+        })
+        .collect();
+    let keys: Vec<(Option<u64>, u32, f64)> = rows
+        .iter()
+        .map(|r| (r.window_bytes, r.streams, r.median))
+        .collect();
+    if let Some(i) = iepm::choose_window_streams(&keys, 0.8) {
+        rows[i].chosen = true;
+    }
+    Some(WindowTable {
+        target: target.to_string(),
+        metric,
+        rows,
+    })
+}
+
+/// Builds the report from records in time order and the run log.
+pub fn build(records: &[Record], runs: &[RunLog], o: &Options) -> Report {
+    let mut active: BTreeMap<(String, &'static str), (Metric, Vec<&Record>)> = BTreeMap::new();
+    let mut by_host: BTreeMap<String, (Vec<&Record>, Vec<&Record>)> = BTreeMap::new();
+    for r in records {
+        let host = host_of(&r.to).to_string();
+        if r.source == PASSIVE {
+            by_host.entry(host).or_default().1.push(r);
+        } else {
+            active
+                .entry((r.to.clone(), r.metric.name()))
+                .or_insert((r.metric, Vec::new()))
+                .1
+                .push(r);
+            if is_rate(r.metric) {
+                by_host.entry(host).or_default().0.push(r);
+            }
+        }
+    }
+    let mut series = Vec::new();
+    let mut windows_out = Vec::new();
+    for ((target, _), (metric, recs)) in &active {
+        series.push(series_report(target, *metric, recs, o));
+        if is_rate(*metric) {
+            windows_out.extend(windows(target, *metric, recs));
+        }
+    }
+    let mut ap = Vec::new();
+    for (host, (act, pas)) in &by_host {
+        if !act.is_empty() && !pas.is_empty() {
+            ap.extend(active_passive(host, act, pas, o));
+        }
+    }
+    let mut jobs: BTreeMap<&str, JobRuns> = BTreeMap::new();
+    for r in runs {
+        let j = jobs.entry(&r.job).or_insert_with(|| JobRuns {
+            job: r.job.clone(),
+            counts: [0; 5],
+            last_problem: None,
+        });
+        let i = Outcome::ALL
+            .iter()
+            .position(|o| *o == r.outcome)
+            .unwrap_or(1);
+        j.counts[i] += r.slots;
+        if r.outcome != Outcome::Ok {
+            j.last_problem = Some(format!(
+                "{}: {}",
+                r.outcome.name(),
+                r.reason.as_deref().unwrap_or("")
+            ));
+        }
+    }
+    Report {
+        records: records.len() as u64,
+        from_ms: records.iter().map(|r| r.timestamp_ms).reduce(f64::min),
+        to_ms: records.iter().map(|r| r.timestamp_ms).reduce(f64::max),
+        series,
+        active_passive: ap,
+        windows: windows_out,
+        runs: jobs.into_values().collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nowcast_core::record::Probe;
+    use std::f64::consts::TAU;
+
+    const T0: f64 = 1_767_225_600_000.0; // 2026-01-01T00:00:00Z, a Thursday
+    const HOUR: f64 = 3_600_000.0;
+
+    /// Deterministic noise in [-1, 1).
+    struct Noise(u64);
+    impl Noise {
+        fn next(&mut self) -> f64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            (self.0 >> 11) as f64 / (1u64 << 52) as f64 - 1.0
+        }
+    }
+
+    fn rec(t: f64, to: &str, metric: Metric, v: f64) -> Record {
+        Record::new(t, "iperf3", metric, v, to)
+    }
+
+    #[test]
+    fn the_diurnal_fit_recovers_a_known_cycle_and_separates_flat_paths() {
+        // Four weeks every 30 minutes: one path with a daily cycle a = 40, b = 1.2, c = 300
+        // and noise of ±15 (uniform), one flat path with the same noise.
+        let (a, b, c) = (40.0, 1.2, 300.0);
+        let mut n = Noise(0x9e3779b97f4a7c15);
+        let mut records = Vec::new();
+        for k in 0..(28 * 48) {
+            let t = T0 + k as f64 * HOUR / 2.0;
+            let x = (t % 86_400_000.0) / 86_400_000.0 * TAU;
+            records.push(rec(
+                t,
+                "cycle:5201",
+                Metric::Throughput,
+                a * (x + b).sin() + c + 15.0 * n.next(),
+            ));
+            records.push(rec(t, "flat:5201", Metric::Throughput, c + 15.0 * n.next()));
+        }
+        let r = build(&records, &[], &Options::default());
+        let cyc = r.series.iter().find(|s| s.target == "cycle:5201").unwrap();
+        for fit in [cyc.diurnal.weekdays.unwrap(), cyc.diurnal.weekends.unwrap()] {
+            assert!((fit.a - a).abs() / a < 0.05, "{fit:?}");
+            assert!((fit.b - b).abs() / b < 0.05, "{fit:?}");
+            assert!((fit.c - c).abs() / c < 0.05, "{fit:?}");
+            assert!(fit.is_diurnal(), "{fit:?}");
+        }
+        assert!(cyc.diurnal_path);
+        let flat = r.series.iter().find(|s| s.target == "flat:5201").unwrap();
+        assert!(!flat.diurnal_path, "{:?}", flat.diurnal);
+        for fit in [
+            flat.diurnal.weekdays.unwrap(),
+            flat.diurnal.weekends.unwrap(),
+        ] {
+            assert!(fit.delta_b >= 0.2, "{fit:?}");
+        }
+    }
+
+    #[test]
+    fn forecast_errors_equal_an_independent_computation() {
+        let mut n = Noise(42);
+        let values: Vec<f64> = (0..500)
+            .map(|i| 100.0 + 20.0 * (i as f64 / 30.0).sin() + 5.0 * n.next())
+            .collect();
+        let records: Vec<Record> = values
+            .iter()
+            .enumerate()
+            .map(|(i, v)| rec(T0 + i as f64 * 1e3, "h:1", Metric::Throughput, *v))
+            .collect();
+        let r = build(&records, &[], &Options::default());
+        let s = &r.series[0];
+        // By hand: the mean of the previous (up to) five, and avg_i = 0.3·y_i + 0.7·avg_{i−1}.
+        let (mut e5, mut ee, mut n5, mut avg) = (0.0, 0.0, 0.0, None::<f64>);
+        for i in 0..values.len() {
+            let y = values[i];
+            if i > 0 {
+                let w = &values[i.saturating_sub(5)..i];
+                let m = w.iter().sum::<f64>() / w.len() as f64;
+                e5 += ((m - y) / y).abs();
+                ee += ((avg.unwrap() - y) / y).abs();
+                n5 += 1.0;
+            }
+            avg = Some(match avg {
+                None => y,
+                Some(a) => 0.3 * y + 0.7 * a,
+            });
+        }
+        let got5 = s.forecasts[0].relative_error.unwrap();
+        let gote = s.forecasts[1].relative_error.unwrap();
+        assert!((got5 - e5 / n5).abs() < 1e-12, "{got5} vs {}", e5 / n5);
+        assert!((gote - ee / n5).abs() < 1e-12, "{gote} vs {}", ee / n5);
+        assert_eq!(s.forecasts[0].n, 499);
+        // The bank, scored the same way, against its own forecasts replayed.
+        let mut bank = Bank::new(Mode::Improved);
+        let mut rel = 0.0;
+        for (i, &y) in values.iter().enumerate() {
+            if i > 0 {
+                rel += ((bank.forecast().unwrap().mse.value - y) / y).abs();
+            }
+            bank.update(y).unwrap();
+        }
+        assert!((s.forecasts[2].relative_error.unwrap() - rel / n5).abs() < 1e-12);
+        assert!(
+            s.forecasts[2].relative_error.unwrap() < s.forecasts[0].relative_error.unwrap() * 1.5
+        );
+    }
+
+    #[test]
+    fn active_against_passive_by_the_three_methods() {
+        // Ten iperf3 runs of 4 streams; the pcap analyser saw each as four flows, one of
+        // which lingered (a long flow, §III.J) in two of the runs.
+        let mut records = Vec::new();
+        for k in 0..10 {
+            let t = T0 + k as f64 * HOUR;
+            let rate = 400.0 + 20.0 * k as f64; // Mbit/s, the active figure
+            records.push(rec(t, "10.0.0.2:5201", Metric::Throughput, rate));
+            let per_stream_bytes = rate / 4.0 * 1e6 / 8.0 * 10.0; // 10 s each
+            for s in 0..4 {
+                let long = k % 5 == 0 && s == 3;
+                let mut p = rec(
+                    t + 100.0 + s as f64 * 10.0,
+                    "10.0.0.2:5201",
+                    Metric::Throughput,
+                    0.0,
+                );
+                p.source = PASSIVE.into();
+                let secs = if long { 20.0 } else { 10.0 };
+                p.value = Some(per_stream_bytes * 8.0 / 1e6 / secs);
+                p.probe = Some(Probe {
+                    payload_bytes: Some(per_stream_bytes as u64),
+                    raw_ms: Some(secs * 1e3),
+                    ..Probe::default()
+                });
+                records.push(p);
+            }
+        }
+        records.sort_by(|a, b| a.timestamp_ms.total_cmp(&b.timestamp_ms));
+        let r = build(&records, &[], &Options::default());
+        assert_eq!(r.active_passive.len(), 1);
+        let ap = &r.active_passive[0];
+        assert_eq!((ap.pairs.len(), ap.unmatched_passive), (10, 0));
+        let [m1, m2, m3] = ap.methods.map(|m| m.unwrap());
+        // Method 1 is least hurt by the long flows; method 3 most (the paper's finding).
+        assert!(m1.err_median.abs() < 1e-9, "{m1:?}");
+        assert!(m1.err_mean.abs() < m2.err_mean.abs() && m2.err_mean.abs() < m3.err_mean.abs());
+        assert!(m1.r.unwrap() > 0.9, "{m1:?}");
+        // Without flow details, the passive values are compared as recorded.
+        assert!(ap.recorded.is_none());
+    }
+
+    #[test]
+    fn the_window_streams_table_marks_the_choice() {
+        let mut records = Vec::new();
+        for (w, s, v) in [
+            (65_536u64, 1u32, 50.0),
+            (65_536, 8, 300.0),
+            (1 << 20, 1, 330.0),
+            (1 << 20, 8, 400.0),
+        ] {
+            for k in 0..3 {
+                let mut r = rec(T0 + k as f64, "h:5201", Metric::Throughput, v + k as f64);
+                r.probe = Some(Probe {
+                    streams: Some(s),
+                    sndbuf_bytes: Some(w),
+                    ..Probe::default()
+                });
+                records.push(r);
+            }
+        }
+        let r = build(&records, &[], &Options::default());
+        let t = &r.windows[0];
+        let chosen: Vec<_> = t.rows.iter().filter(|r| r.chosen).collect();
+        assert_eq!(chosen.len(), 1);
+        assert_eq!(
+            (chosen[0].window_bytes, chosen[0].streams),
+            (Some(1 << 20), 1)
+        );
+        let html = super::super::html::render(&r, "t");
+        assert!(html.contains("class=\"chosen\"") && html.contains("<svg"));
+        // Self-contained: nothing to fetch.
+        assert!(
+            !html.contains("src=") && !html.contains("href=\"http") && !html.contains("<script")
+        );
+        let text = super::super::text::render(&r);
+        assert!(text.contains("← fewest streams"), "{text}");
+        assert_eq!(host_of("[::1]:5201"), "::1");
+        assert_eq!(host_of("http://h.example:8080/x"), "h.example");
+        assert_eq!(host_of("10.0.0.2"), "10.0.0.2");
+    }
+}

@@ -1,0 +1,395 @@
+//! Small SVG plots for the HTML report: scatter and line layers over linear axes with
+//! "nice" ticks, and bar charts. No script, no external resource: the file opens anywhere.
+//!
+//! Deterministic core: numbers in, SVG text out.
+
+use std::fmt::Write as _;
+
+/// One layer of a plot.
+pub enum Layer<'a> {
+    /// Dots of radius `r`.
+    Points {
+        xy: &'a [(f64, f64)],
+        color: &'a str,
+        r: f64,
+        label: &'a str,
+    },
+    /// A polyline; `dash` draws it dashed.
+    Line {
+        xy: &'a [(f64, f64)],
+        color: &'a str,
+        dash: bool,
+        label: &'a str,
+    },
+    /// A band between two values at each x.
+    Band {
+        xyy: &'a [(f64, f64, f64)],
+        color: &'a str,
+        label: &'a str,
+    },
+}
+
+/// How axis values are written.
+#[derive(Clone, Copy)]
+pub enum Ticks {
+    Number,
+    /// ms since 1970, as dates and times (UTC).
+    Time,
+    /// Hours of a day from radians 0..2π.
+    DayRadians,
+}
+
+/// Escapes text for HTML and SVG.
+pub fn esc(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+/// Ticks at 1, 2 or 5 × 10^k covering [lo, hi], about `n` of them.
+pub fn nice_ticks(lo: f64, hi: f64, n: usize) -> Vec<f64> {
+    if !(lo.is_finite() && hi.is_finite()) || hi <= lo {
+        return vec![lo];
+    }
+    let raw = (hi - lo) / n.max(1) as f64;
+    let mag = 10f64.powf(raw.log10().floor());
+    let step = [1.0, 2.0, 5.0, 10.0]
+        .iter()
+        .map(|m| m * mag)
+        .find(|s| *s >= raw)
+        .unwrap_or(10.0 * mag);
+    let first = (lo / step).ceil() * step;
+    let mut out = Vec::new();
+    let mut t = first;
+    while t <= hi + step * 1e-9 && out.len() < 50 {
+        out.push(if t.abs() < step * 1e-9 { 0.0 } else { t });
+        t += step;
+    }
+    out
+}
+
+fn time_ticks(lo: f64, hi: f64) -> Vec<(f64, String)> {
+    use crate::when::{date, DAY, HOUR};
+    let span = hi - lo;
+    let steps = [
+        HOUR,
+        3 * HOUR,
+        6 * HOUR,
+        12 * HOUR,
+        DAY,
+        2 * DAY,
+        7 * DAY,
+        14 * DAY,
+        28 * DAY,
+        91 * DAY,
+        365 * DAY,
+    ];
+    let step = steps
+        .iter()
+        .copied()
+        .find(|s| span / *s as f64 <= 6.0)
+        .unwrap_or(365 * DAY) as f64;
+    let mut t = (lo / step).ceil() * step;
+    let mut out = Vec::new();
+    while t <= hi && out.len() < 12 {
+        let ms = t as i64;
+        let label = if step >= DAY as f64 {
+            date(ms)[5..].to_string()
+        } else {
+            format!("{} {:02}h", &date(ms)[5..], ms.rem_euclid(DAY) / HOUR)
+        };
+        out.push((t, label));
+        t += step;
+    }
+    out
+}
+
+fn fmt(v: f64) -> String {
+    let a = v.abs();
+    if v.fract() == 0.0 && a < 1e6 {
+        format!("{v:.0}")
+    } else if a >= 1e4 || (a > 0.0 && a < 1e-3) {
+        format!("{v:.2e}")
+    } else if a >= 100.0 {
+        format!("{v:.0}")
+    } else if a >= 10.0 {
+        format!("{v:.1}")
+    } else {
+        format!("{v:.3}")
+            .trim_end_matches('0')
+            .trim_end_matches('.')
+            .to_string()
+    }
+}
+
+/// A plot of `layers` over x in [x0, x1] and y in [y0, y1].
+#[allow(clippy::too_many_arguments)]
+pub fn plot(
+    w: f64,
+    h: f64,
+    x: (f64, f64),
+    y: (f64, f64),
+    xt: Ticks,
+    ylabel: &str,
+    layers: &[Layer<'_>],
+    title: &str,
+) -> String {
+    let (ml, mr, mt, mb) = (58.0, 12.0, 22.0, 34.0);
+    let (pw, ph) = (w - ml - mr, h - mt - mb);
+    let (x0, mut x1) = x;
+    let (y0, mut y1) = y;
+    if x1 <= x0 {
+        x1 = x0 + 1.0;
+    }
+    if y1 <= y0 {
+        y1 = y0 + 1.0;
+    }
+    let sx = |v: f64| ml + (v - x0) / (x1 - x0) * pw;
+    let sy = |v: f64| mt + ph - (v - y0) / (y1 - y0) * ph;
+    let mut s = String::with_capacity(8192);
+    let _ = write!(
+        s,
+        r#"<svg class="plot" viewBox="0 0 {w} {h}" width="{w}" height="{h}" role="img" aria-label="{}" xmlns="http://www.w3.org/2000/svg">"#,
+        esc(title)
+    );
+    let _ = write!(
+        s,
+        r#"<text x="{ml}" y="14" class="t">{}</text>"#,
+        esc(title)
+    );
+    for t in nice_ticks(y0, y1, 5) {
+        let yy = sy(t);
+        let _ = write!(
+            s,
+            r#"<line x1="{ml}" x2="{}" y1="{yy:.1}" y2="{yy:.1}" class="grid"/><text x="{}" y="{:.1}" class="yl">{}</text>"#,
+            ml + pw,
+            ml - 6.0,
+            yy + 4.0,
+            fmt(t)
+        );
+    }
+    let xticks: Vec<(f64, String)> = match xt {
+        Ticks::Time => time_ticks(x0, x1),
+        Ticks::Number => nice_ticks(x0, x1, 6)
+            .into_iter()
+            .map(|t| (t, fmt(t)))
+            .collect(),
+        Ticks::DayRadians => (0..=8)
+            .map(|i| {
+                (
+                    i as f64 * std::f64::consts::TAU / 8.0,
+                    format!("{:02}h", i * 3),
+                )
+            })
+            .collect(),
+    };
+    for (t, label) in xticks {
+        let xx = sx(t);
+        let _ = write!(
+            s,
+            r#"<line x1="{xx:.1}" x2="{xx:.1}" y1="{mt}" y2="{:.1}" class="grid"/><text x="{xx:.1}" y="{:.1}" class="xl">{}</text>"#,
+            mt + ph,
+            mt + ph + 16.0,
+            esc(&label)
+        );
+    }
+    let _ = write!(
+        s,
+        r#"<text transform="translate(12 {:.1}) rotate(-90)" class="al">{}</text>"#,
+        mt + ph / 2.0,
+        esc(ylabel)
+    );
+    let _ = write!(
+        s,
+        r#"<rect x="{ml}" y="{mt}" width="{pw}" height="{ph}" class="frame"/>"#
+    );
+    let clip = |v: f64, lo: f64, hi: f64| v.clamp(lo, hi);
+    let mut legend = Vec::new();
+    for layer in layers {
+        match layer {
+            Layer::Band { xyy, color, label } => {
+                if xyy.is_empty() {
+                    continue;
+                }
+                let mut d = String::new();
+                for (i, (xv, lo, _)) in xyy.iter().enumerate() {
+                    let _ = write!(
+                        d,
+                        "{}{:.1},{:.1} ",
+                        if i == 0 { "M" } else { "L" },
+                        sx(*xv),
+                        clip(sy(*lo), mt, mt + ph)
+                    );
+                }
+                for (xv, _, hi) in xyy.iter().rev() {
+                    let _ = write!(d, "L{:.1},{:.1} ", sx(*xv), clip(sy(*hi), mt, mt + ph));
+                }
+                let _ = write!(
+                    s,
+                    r#"<path d="{d}Z" fill="{color}" opacity="0.18" stroke="none"/>"#
+                );
+                legend.push((*color, *label, "band"));
+            }
+            Layer::Line {
+                xy,
+                color,
+                dash,
+                label,
+            } => {
+                if xy.is_empty() {
+                    continue;
+                }
+                let mut d = String::new();
+                for (i, (xv, yv)) in xy.iter().enumerate() {
+                    let _ = write!(
+                        d,
+                        "{}{:.1},{:.1}",
+                        if i == 0 { "M" } else { " L" },
+                        sx(*xv),
+                        clip(sy(*yv), mt, mt + ph)
+                    );
+                }
+                let _ = write!(
+                    s,
+                    r#"<path d="{d}" fill="none" stroke="{color}" stroke-width="1.6"{}/>"#,
+                    if *dash {
+                        r#" stroke-dasharray="5 3""#
+                    } else {
+                        ""
+                    }
+                );
+                legend.push((*color, *label, if *dash { "dash" } else { "line" }));
+            }
+            Layer::Points {
+                xy,
+                color,
+                r,
+                label,
+            } => {
+                for (xv, yv) in xy.iter() {
+                    let _ = write!(
+                        s,
+                        r#"<circle cx="{:.1}" cy="{:.1}" r="{r}" fill="{color}"/>"#,
+                        sx(*xv),
+                        clip(sy(*yv), mt, mt + ph)
+                    );
+                }
+                legend.push((*color, *label, "dot"));
+            }
+        }
+    }
+    let mut lx = ml + 8.0;
+    for (color, label, kind) in legend.iter().filter(|l| !l.1.is_empty()) {
+        let mark = match *kind {
+            "dot" => format!(
+                r#"<circle cx="{:.1}" cy="{:.1}" r="3.5" fill="{color}"/>"#,
+                lx + 5.0,
+                mt + 10.0
+            ),
+            "band" => format!(
+                r#"<rect x="{lx:.1}" y="{:.1}" width="12" height="8" fill="{color}" opacity="0.3"/>"#,
+                mt + 6.0
+            ),
+            _ => format!(
+                r#"<line x1="{lx:.1}" x2="{:.1}" y1="{:.1}" y2="{:.1}" stroke="{color}" stroke-width="2"{}/>"#,
+                lx + 12.0,
+                mt + 10.0,
+                mt + 10.0,
+                if *kind == "dash" {
+                    r#" stroke-dasharray="4 2""#
+                } else {
+                    ""
+                }
+            ),
+        };
+        let _ = write!(
+            s,
+            r#"{mark}<text x="{:.1}" y="{:.1}" class="lg">{}</text>"#,
+            lx + 16.0,
+            mt + 14.0,
+            esc(label)
+        );
+        lx += 24.0 + 6.5 * label.chars().count() as f64;
+    }
+    s.push_str("</svg>");
+    s
+}
+
+/// A histogram: `counts` over equal bins from `min` to `max`.
+#[allow(clippy::too_many_arguments)]
+pub fn bars(
+    w: f64,
+    h: f64,
+    min: f64,
+    max: f64,
+    counts: &[u64],
+    color: &str,
+    xlabel: &str,
+    title: &str,
+) -> String {
+    let (ml, mr, mt, mb) = (44.0, 12.0, 22.0, 34.0);
+    let (pw, ph) = (w - ml - mr, h - mt - mb);
+    let top = counts.iter().copied().max().unwrap_or(1).max(1) as f64;
+    let n = counts.len().max(1) as f64;
+    let mut s = String::with_capacity(4096);
+    let _ = write!(
+        s,
+        r#"<svg class="plot" viewBox="0 0 {w} {h}" width="{w}" height="{h}" role="img" aria-label="{}" xmlns="http://www.w3.org/2000/svg"><text x="{ml}" y="14" class="t">{}</text>"#,
+        esc(title),
+        esc(title)
+    );
+    for t in nice_ticks(0.0, top, 4) {
+        let y = mt + ph - t / top * ph;
+        let _ = write!(
+            s,
+            r#"<line x1="{ml}" x2="{}" y1="{y:.1}" y2="{y:.1}" class="grid"/><text x="{}" y="{:.1}" class="yl">{}</text>"#,
+            ml + pw,
+            ml - 6.0,
+            y + 4.0,
+            fmt(t)
+        );
+    }
+    for (i, c) in counts.iter().enumerate() {
+        let bh = *c as f64 / top * ph;
+        let _ = write!(
+            s,
+            r#"<rect x="{:.1}" y="{:.1}" width="{:.1}" height="{bh:.1}" fill="{color}"><title>{c}</title></rect>"#,
+            ml + i as f64 / n * pw + 0.5,
+            mt + ph - bh,
+            (pw / n - 1.0).max(0.5)
+        );
+    }
+    let span = if max > min { max - min } else { 1.0 };
+    for t in nice_ticks(min, max.max(min + 1e-12), 5) {
+        let x = ml + (t - min) / span * pw;
+        let _ = write!(
+            s,
+            r#"<text x="{x:.1}" y="{:.1}" class="xl">{}</text>"#,
+            mt + ph + 16.0,
+            fmt(t)
+        );
+    }
+    let _ = write!(
+        s,
+        r#"<text x="{:.1}" y="{:.1}" class="al">{}</text><rect x="{ml}" y="{mt}" width="{pw}" height="{ph}" class="frame"/></svg>"#,
+        ml + pw / 2.0,
+        h - 2.0,
+        esc(xlabel)
+    );
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ticks_are_round() {
+        assert_eq!(
+            nice_ticks(0.0, 10.0, 5),
+            vec![0.0, 2.0, 4.0, 6.0, 8.0, 10.0]
+        );
+        assert_eq!(esc("<a&\">"), "&lt;a&amp;&quot;&gt;");
+    }
+}

@@ -1,0 +1,262 @@
+//! Times and durations as people write them in a campaign's configuration and on the command
+//! line: `90m`, `1h30m`, `500ms`; `2026-03-01`, `2026-03-01T06:00:00Z`, milliseconds since
+//! 1970, or an age such as `7d` (before `now`). All UTC; the civil-date arithmetic is Howard
+//! Hinnant's `days_from_civil` and its inverse.
+//!
+//! Deterministic core: text and `now` in, milliseconds out.
+
+/// Milliseconds since 1970-01-01T00:00:00Z.
+pub type Ms = i64;
+
+pub const SECOND: Ms = 1_000;
+pub const MINUTE: Ms = 60 * SECOND;
+pub const HOUR: Ms = 60 * MINUTE;
+pub const DAY: Ms = 24 * HOUR;
+
+/// A duration such as `10s`, `1h30m`, `250ms`, `2d` (units ms, s, m, h, d; a bare number is
+/// seconds). Zero is allowed; negative numbers are not.
+pub fn parse_duration(text: &str) -> Result<Ms, String> {
+    let t = text.trim();
+    if t.is_empty() {
+        return Err("an empty duration".into());
+    }
+    if let Ok(secs) = t.parse::<f64>() {
+        return to_ms(secs * 1e3, text);
+    }
+    let mut total = 0.0;
+    let mut rest = t;
+    while !rest.is_empty() {
+        let digits = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .ok_or_else(|| format!("'{text}': a number needs a unit (ms, s, m, h, d)"))?;
+        if digits == 0 {
+            return Err(format!(
+                "'{text}' is not a duration such as 90s, 5m or 1h30m"
+            ));
+        }
+        let n: f64 = rest[..digits]
+            .parse()
+            .map_err(|_| format!("'{text}' is not a duration such as 90s, 5m or 1h30m"))?;
+        rest = &rest[digits..];
+        let unit_len = rest
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(rest.len());
+        let scale = match &rest[..unit_len] {
+            "ms" => 1.0,
+            "s" => 1e3,
+            "m" | "min" => 6e4,
+            "h" => 3.6e6,
+            "d" => 8.64e7,
+            u => return Err(format!("'{text}': unknown unit '{u}' (ms, s, m, h, d)")),
+        };
+        total += n * scale;
+        rest = &rest[unit_len..];
+    }
+    to_ms(total, text)
+}
+
+fn to_ms(v: f64, text: &str) -> Result<Ms, String> {
+    if (0.0..1e15).contains(&v) {
+        Ok(v.round() as Ms)
+    } else {
+        Err(format!("'{text}' is not a duration"))
+    }
+}
+
+/// Days since 1970-01-01 of a civil date (proleptic Gregorian).
+pub fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (i64::from(m) + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + i64::from(d) - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+/// The civil date (year, month 1–12, day 1–31) of a day number.
+pub fn civil_from_days(z: i64) -> (i64, u32, u32) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    (
+        if m <= 2 {
+            yoe + era * 400 + 1
+        } else {
+            yoe + era * 400
+        },
+        m,
+        d,
+    )
+}
+
+/// `YYYY-MM-DD` of a time.
+pub fn date(ms: Ms) -> String {
+    let (y, m, d) = civil_from_days(ms.div_euclid(DAY));
+    format!("{y:04}-{m:02}-{d:02}")
+}
+
+/// `YYYY-MM-DDTHH:MM:SSZ` of a time (seconds, UTC).
+pub fn datetime(ms: Ms) -> String {
+    let s = ms.rem_euclid(DAY) / SECOND;
+    format!(
+        "{}T{:02}:{:02}:{:02}Z",
+        date(ms),
+        s / 3600,
+        s / 60 % 60,
+        s % 60
+    )
+}
+
+/// A point in time: milliseconds since 1970 (a number of 11 digits or more), a date
+/// `YYYY-MM-DD`, a date and time `YYYY-MM-DDTHH:MM[:SS[.fff]][Z|±HH:MM]` (a space may stand
+/// for the T; no offset means UTC), `now`, or an age before `now` (`7d`, `36h`).
+pub fn parse_time(text: &str, now: Ms) -> Result<Ms, String> {
+    let t = text.trim();
+    if t == "now" {
+        return Ok(now);
+    }
+    if t.len() >= 11 && t.bytes().all(|b| b.is_ascii_digit()) {
+        return t.parse().map_err(|_| format!("'{text}' is too large"));
+    }
+    if t.len() >= 10 && t.as_bytes()[4] == b'-' {
+        return parse_datetime(t).ok_or_else(|| {
+            format!("'{text}' is not a date (YYYY-MM-DD) or date and time (YYYY-MM-DDTHH:MM:SSZ)")
+        });
+    }
+    parse_duration(t)
+        .map(|age| now - age)
+        .map_err(|_| format!("'{text}' is not a time: a date, a date and time, ms since 1970, now, or an age such as 7d"))
+}
+
+fn parse_datetime(t: &str) -> Option<Ms> {
+    let num = |s: &str| -> Option<u32> {
+        (!s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()))
+            .then(|| s.parse().ok())
+            .flatten()
+    };
+    let y: i64 = num(t.get(0..4)?)?.into();
+    let m = num(t.get(5..7)?)?;
+    let d = num(t.get(8..10)?)?;
+    if t.get(7..8)? != "-" || !(1..=12).contains(&m) || !(1..=31).contains(&d) {
+        return None;
+    }
+    let day = days_from_civil(y, m, d);
+    if civil_from_days(day) != (y, m, d) {
+        return None;
+    }
+    let mut ms = day * DAY;
+    let rest = &t[10..];
+    if rest.is_empty() {
+        return Some(ms);
+    }
+    let rest = rest.strip_prefix(['T', 't', ' '])?;
+    let (clock, offset) = match rest.find(['Z', 'z', '+', '-']) {
+        Some(i) => (&rest[..i], &rest[i..]),
+        None => (rest, ""),
+    };
+    let mut parts = clock.split(':');
+    let h = num(parts.next()?)?;
+    let mi = num(parts.next()?)?;
+    let sec: f64 = match parts.next() {
+        Some(s) if !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit() || b == b'.') => {
+            s.parse().ok()?
+        }
+        Some(_) => return None,
+        None => 0.0,
+    };
+    if parts.next().is_some() || h > 23 || mi > 59 || !(0.0..61.0).contains(&sec) {
+        return None;
+    }
+    ms += Ms::from(h) * HOUR + Ms::from(mi) * MINUTE + (sec * 1e3).round() as Ms;
+    match offset {
+        "" | "Z" | "z" => {}
+        o => {
+            let sign = if o.starts_with('-') { 1 } else { -1 };
+            let (oh, om) = o[1..].split_once(':')?;
+            ms += sign * (Ms::from(num(oh)?) * HOUR + Ms::from(num(om)?) * MINUTE);
+        }
+    }
+    Some(ms)
+}
+
+/// A duration for people: `1h30m`, `45s`, `250ms`.
+pub fn human(ms: Ms) -> String {
+    if ms < SECOND {
+        return format!("{ms}ms");
+    }
+    let mut out = String::new();
+    let mut left = ms / SECOND;
+    for (unit, size) in [("d", 86_400), ("h", 3600), ("m", 60), ("s", 1)] {
+        if left >= size {
+            out.push_str(&format!("{}{unit}", left / size));
+            left %= size;
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        let rows = [
+            ("90m", 5_400_000),
+            ("1h30m", 5_400_000),
+            ("10s", 10_000),
+            ("250ms", 250),
+            ("1.5s", 1_500),
+            ("2d", 2 * DAY),
+            ("30", 30_000),
+            ("0s", 0),
+        ];
+        for (t, want) in rows {
+            assert_eq!(parse_duration(t), Ok(want), "{t}");
+        }
+        for bad in ["", "m", "5x", "-5s", "5 m", "1h-3m"] {
+            assert!(parse_duration(bad).is_err(), "{bad}");
+        }
+        assert_eq!(human(5_400_000), "1h30m");
+        assert_eq!(human(250), "250ms");
+    }
+
+    #[test]
+    fn times_and_dates() {
+        let now = 1_700_000_000_000;
+        let rows = [
+            ("1970-01-01", 0),
+            ("2023-11-14T22:13:20Z", 1_700_000_000_000),
+            ("2023-11-14 22:13:20", 1_700_000_000_000),
+            ("2023-11-14T23:13:20+01:00", 1_700_000_000_000),
+            ("2023-11-14T22:13:20.5Z", 1_700_000_000_500),
+            ("2023-11-14T22:13", 1_699_999_980_000),
+            ("1700000000000", 1_700_000_000_000),
+            ("now", now),
+            ("1d", now - DAY),
+        ];
+        for (t, want) in rows {
+            assert_eq!(parse_time(t, now), Ok(want), "{t}");
+        }
+        for bad in [
+            "2023-02-30",
+            "2023-13-01",
+            "2023-11-14T25:00",
+            "yesterday",
+            "2023-11-14X",
+        ] {
+            assert!(parse_time(bad, now).is_err(), "{bad}");
+        }
+        assert_eq!(datetime(1_700_000_000_000), "2023-11-14T22:13:20Z");
+        for day in [-800_000, -1, 0, 59, 60, 10_957, 19_675, 2_932_896] {
+            let (y, m, d) = civil_from_days(day);
+            assert_eq!(days_from_civil(y, m, d), day);
+        }
+    }
+}

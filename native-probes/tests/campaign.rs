@@ -1,0 +1,558 @@
+//! `nowcast campaign` end to end on loopback: a real `nowcast serve`, a dead port, an HTTP
+//! file server, iperf3 and ping where installed, and a tool that hangs with a child of its
+//! own. The campaign runs a few seconds, is scraped, stopped with SIGTERM and restarted;
+//! the archive must then hold every run with its outcome and reason.
+
+mod common;
+
+use common::{nowcast, text, Server, BIN};
+use nowcast::archive::query::Filter;
+use nowcast::archive::sqlite::Sqlite;
+use nowcast::campaign::runlog::{Outcome, RunLog};
+use nowcast_core::record::{Metric, Record, Status};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+fn has(program: &str) -> bool {
+    Command::new("sh")
+        .args(["-c", &format!("command -v {program}")])
+        .stdout(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A tiny HTTP server answering every request with `size` bytes, until dropped.
+struct FileServer {
+    port: u16,
+    stop: Arc<AtomicBool>,
+}
+
+impl FileServer {
+    fn start(size: usize) -> FileServer {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        l.set_nonblocking(true).unwrap();
+        let port = l.local_addr().unwrap().port();
+        let stop = Arc::new(AtomicBool::new(false));
+        let st = stop.clone();
+        std::thread::spawn(move || {
+            let body = vec![b'x'; size];
+            while !st.load(Ordering::Relaxed) {
+                match l.accept() {
+                    Ok((mut s, _)) => {
+                        s.set_nonblocking(false).unwrap();
+                        s.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+                        let mut head = [0u8; 4096];
+                        let _ = s.read(&mut head);
+                        let _ = write!(s, "HTTP/1.1 200 OK\r\nContent-Length: {size}\r\nConnection: close\r\n\r\n");
+                        let _ = s.write_all(&body);
+                    }
+                    Err(_) => std::thread::sleep(Duration::from_millis(5)),
+                }
+            }
+        });
+        FileServer { port, stop }
+    }
+}
+
+impl Drop for FileServer {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}
+
+/// A running `nowcast campaign`, its standard error collected.
+struct Running {
+    child: std::process::Child,
+    lines: Arc<Mutex<Vec<String>>>,
+}
+
+impl Running {
+    fn start(cfg: &Path) -> Running {
+        let mut child = Command::new(BIN)
+            .args(["campaign", cfg.to_str().unwrap()])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let lines = Arc::new(Mutex::new(Vec::new()));
+        let (err, l) = (child.stderr.take().unwrap(), lines.clone());
+        std::thread::spawn(move || {
+            for line in BufReader::new(err).lines().map_while(Result::ok) {
+                l.lock().unwrap().push(line);
+            }
+        });
+        Running { child, lines }
+    }
+
+    fn line(&self, starts: &str, limit: Duration) -> Option<String> {
+        let until = Instant::now() + limit;
+        while Instant::now() < until {
+            if let Some(l) = self
+                .lines
+                .lock()
+                .unwrap()
+                .iter()
+                .find(|l| l.starts_with(starts))
+            {
+                return Some(l.clone());
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        None
+    }
+
+    /// SIGTERM, then the exit status within `limit`.
+    fn stop(&mut self, limit: Duration) -> bool {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
+        let until = Instant::now() + limit;
+        while Instant::now() < until {
+            if let Ok(Some(s)) = self.child.try_wait() {
+                return s.success();
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        panic!(
+            "the campaign did not stop within {limit:?}: {:?}",
+            self.lines.lock().unwrap()
+        );
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn get(url_host_port: &str, path: &str) -> String {
+    let mut s = TcpStream::connect(url_host_port).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
+    write!(s, "GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+    let mut out = String::new();
+    let _ = s.read_to_string(&mut out);
+    out
+}
+
+fn runs(db: &Path) -> Vec<RunLog> {
+    Sqlite::open_read(db).unwrap().runs("loop", 0).unwrap()
+}
+
+fn records(db: &Path) -> Vec<Record> {
+    let mut out = Vec::new();
+    Sqlite::open_read(db)
+        .unwrap()
+        .records(&Filter::default(), &mut |r| {
+            out.push(r);
+            Ok(())
+        })
+        .unwrap();
+    out
+}
+
+fn count(rows: &[RunLog], job: &str, o: Outcome) -> u64 {
+    rows.iter()
+        .filter(|r| r.job == job && r.outcome == o)
+        .map(|r| r.slots)
+        .sum()
+}
+
+#[test]
+fn a_campaign_measures_kills_skips_stops_and_resumes() {
+    let dir: PathBuf =
+        std::env::temp_dir().join(format!("nowcast-campaign-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let server = Server::start(&["--bind", "127.0.0.1"]);
+    let dead = free_port();
+    let http = FileServer::start(1 << 20);
+    let iperf_port = free_port();
+    let mut iperf = has("iperf3").then(|| {
+        Command::new("iperf3")
+            .args(["-s", "-p", &iperf_port.to_string(), "-B", "127.0.0.1"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap()
+    });
+    // A tool that hangs, with a child of its own: the kill must reach both.
+    let hang = dir.join("hang.sh");
+    std::fs::write(&hang, "#!/bin/sh\nsleep 98765 &\nexec sleep 98766\n").unwrap();
+    Command::new("chmod")
+        .args(["+x", hang.to_str().unwrap()])
+        .status()
+        .unwrap();
+    let mut cfg = format!(
+        r#"name = "loop"
+seed = 5
+shutdown_grace = "3s"
+gate_max_age = "2s"
+metrics = "127.0.0.1:0"
+
+[[targets]]
+name = "good"
+host = "127.0.0.1"
+port = {port}
+udp_port = {udp}
+iperf3_port = {iperf_port}
+url = "http://127.0.0.1:{http}/file"
+groups = ["live"]
+
+[[targets]]
+name = "dead"
+host = "127.0.0.1"
+port = {dead}
+
+[[probes]]
+name = "rtt"
+kind = "tcp"
+every = "1s"
+gate = true
+timeout = "2s"
+
+[[probes]]
+name = "udp"
+kind = "udp"
+every = "2s"
+probes = 5
+interval = "5ms"
+targets = ["group:live"]
+
+[[probes]]
+name = "bw"
+kind = "tcp"
+every = "2s"
+size = "256K"
+timeout = "3s"
+
+[[probes]]
+name = "http"
+kind = "http"
+every = "3s"
+max_bytes = "1M"
+timeout = "3s"
+targets = ["good"]
+
+[[probes]]
+name = "hang"
+kind = "iperf3"
+program = "{hang}"
+every = "4s"
+duration = "1s"
+timeout = "2s"
+exclusive = false
+gated = false
+targets = ["good"]
+"#,
+        port = server.port(),
+        udp = server.udp.rsplit(':').next().unwrap(),
+        http = http.port,
+        hang = hang.display()
+    );
+    if iperf.is_some() {
+        cfg.push_str("\n[[probes]]\nname = \"iperf\"\nkind = \"iperf3\"\nevery = \"4s\"\nduration = \"1s\"\ntargets = [\"good\"]\n");
+    } else {
+        eprintln!("iperf3 is not installed: the iperf3 probe is not tried");
+    }
+    if has("ping") {
+        cfg.push_str("\n[[probes]]\nname = \"ping\"\nkind = \"ping\"\nevery = \"3s\"\ncount = 2\ninterval = \"200ms\"\ntargets = [\"good\"]\n");
+    } else {
+        eprintln!("ping is not installed: the ping probe is not tried");
+    }
+    let cfg_path = dir.join("loop.toml");
+    std::fs::write(&cfg_path, &cfg).unwrap();
+    let check = nowcast(
+        &["campaign", "check", cfg_path.to_str().unwrap()],
+        Duration::from_secs(10),
+    );
+    assert!(check.status.success(), "{}", text(&check.stderr));
+    assert!(
+        text(&check.stdout).contains("dead/bw"),
+        "{}",
+        text(&check.stdout)
+    );
+
+    let mut c = Running::start(&cfg_path);
+    let at = c
+        .line("metrics at http://", Duration::from_secs(10))
+        .expect("the metrics line");
+    let addr = at
+        .trim_start_matches("metrics at http://")
+        .trim_end_matches("/metrics")
+        .to_string();
+    std::thread::sleep(Duration::from_millis(6_500));
+    let metrics = get(&addr, "/metrics");
+    assert!(
+        metrics.contains("nowcast_campaign_runs_total{campaign=\"loop\",outcome=\"ok\"}"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("nowcast_campaign_archive_backlog{campaign=\"loop\",archive=\"sqlite\"}"),
+        "{metrics}"
+    );
+    assert!(
+        metrics
+            .contains("nowcast_campaign_start_delay_seconds{campaign=\"loop\",quantile=\"0.99\"}"),
+        "{metrics}"
+    );
+    let t = Instant::now();
+    assert!(
+        c.stop(Duration::from_secs(10)),
+        "{:?}",
+        c.lines.lock().unwrap()
+    );
+    assert!(
+        t.elapsed() < Duration::from_secs(6),
+        "SIGTERM waits at most the grace and the kills"
+    );
+    let said = c.lines.lock().unwrap().join("\n");
+    assert!(said.contains("stopped: ok "), "{said}");
+
+    let db = dir.join("loop.sqlite");
+    let rows = runs(&db);
+    let show = || {
+        rows.iter()
+            .map(|r| format!("{} {} {:?}", r.job, r.outcome.name(), r.reason))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    assert!(count(&rows, "good/rtt", Outcome::Ok) >= 4, "{}", show());
+    assert!(count(&rows, "good/udp", Outcome::Ok) >= 2, "{}", show());
+    assert!(count(&rows, "good/bw", Outcome::Ok) >= 2, "{}", show());
+    assert!(count(&rows, "good/http", Outcome::Ok) >= 1, "{}", show());
+    // The dead target: its checks fail with the reason, its bandwidth runs are skipped.
+    let failed: Vec<&RunLog> = rows
+        .iter()
+        .filter(|r| r.job == "dead/rtt" && r.outcome == Outcome::Failed)
+        .collect();
+    assert!(
+        !failed.is_empty() && failed[0].reason.as_deref().unwrap().contains("refused"),
+        "{}",
+        show()
+    );
+    let skipped: Vec<&RunLog> = rows
+        .iter()
+        .filter(|r| r.job == "dead/bw" && r.outcome == Outcome::Skipped)
+        .collect();
+    assert!(!skipped.is_empty(), "{}", show());
+    assert!(
+        skipped[0]
+            .reason
+            .as_deref()
+            .unwrap()
+            .contains("sanity check dead/rtt failed"),
+        "{:?}",
+        skipped[0].reason
+    );
+    assert_eq!(count(&rows, "dead/bw", Outcome::Ok), 0);
+    // The hanging tool was killed at its bound, with its whole process group.
+    let killed: Vec<&RunLog> = rows
+        .iter()
+        .filter(|r| r.job == "good/hang" && r.outcome == Outcome::Killed)
+        .collect();
+    assert!(!killed.is_empty(), "{}", show());
+    assert!(
+        killed[0]
+            .reason
+            .as_deref()
+            .unwrap()
+            .contains("process group"),
+        "{:?}",
+        killed[0].reason
+    );
+    for k in &killed {
+        let took = k.ended_ms - k.started_ms.unwrap();
+        assert!(
+            (2_000..4_500).contains(&took),
+            "the kill is bounded: {took} ms"
+        );
+    }
+    let left = Command::new("pgrep")
+        .args(["-f", "sleep 9876[56]"])
+        .output()
+        .unwrap();
+    assert!(
+        left.stdout.is_empty(),
+        "processes of the hung tool are left: {}",
+        text(&left.stdout)
+    );
+    if iperf.is_some() {
+        assert!(count(&rows, "good/iperf", Outcome::Ok) >= 1, "{}", show());
+    }
+    // Exclusive runs never overlapped (bw and http; iperf too).
+    let mut spans: Vec<(i64, i64, &str)> = rows
+        .iter()
+        .filter(|r| {
+            ["/bw", "/http", "/iperf"]
+                .iter()
+                .any(|p| r.job.ends_with(p))
+        })
+        .filter_map(|r| r.started_ms.map(|s| (s, r.ended_ms, r.job.as_str())))
+        .collect();
+    spans.sort();
+    for w in spans.windows(2) {
+        assert!(w[0].1 <= w[1].0, "{:?} overlaps {:?}", w[0], w[1]);
+    }
+    // Records: measurements, and one per metric of each run that measured nothing.
+    let recs = records(&db);
+    let good_tcp = format!("127.0.0.1:{}", server.port());
+    let ok = |m: Metric, to: &str| {
+        recs.iter()
+            .any(|r| r.metric == m && r.to == to && r.status == Status::Ok)
+    };
+    let good_udp = format!("127.0.0.1:{}", server.udp.rsplit(':').next().unwrap());
+    assert!(ok(Metric::Jitter, &good_udp) && ok(Metric::Loss, &good_udp));
+    for m in [Metric::Rtt, Metric::BandwidthUp] {
+        assert!(
+            ok(m, &good_tcp),
+            "{m:?}: {:?}",
+            recs.iter()
+                .filter(|r| r.metric == m)
+                .take(3)
+                .collect::<Vec<_>>()
+        );
+    }
+    assert!(ok(
+        Metric::BandwidthDown,
+        &format!("http://127.0.0.1:{}/file", http.port)
+    ));
+    let skip_rec = recs
+        .iter()
+        .find(|r| r.to.ends_with(&format!(":{dead}")) && r.metric == Metric::BandwidthUp)
+        .expect("a record of the skipped run");
+    assert_eq!(skip_rec.status, Status::Error);
+    assert!(
+        skip_rec.error.as_deref().unwrap().contains("bw skipped"),
+        "{:?}",
+        skip_rec.error
+    );
+    assert!(recs.iter().any(|r| r.status == Status::Timeout
+        && r.source == "iperf3"
+        && r.error
+            .as_deref()
+            .is_some_and(|e| e.contains("hang killed"))));
+
+    // Down for 2.5 s, then restarted: the slots missed meanwhile are logged, ids go on.
+    std::thread::sleep(Duration::from_millis(2_500));
+    let max_id = rows.iter().map(|r| r.id).max().unwrap();
+    let mut c = Running::start(&cfg_path);
+    c.line("nowcast campaign loop", Duration::from_secs(10))
+        .expect("started");
+    std::thread::sleep(Duration::from_millis(2_500));
+    assert!(c.stop(Duration::from_secs(10)));
+    let after: Vec<RunLog> = runs(&db).into_iter().filter(|r| r.id > max_id).collect();
+    assert!(
+        c.lines
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|l| l.contains("resumed")),
+        "{:?}",
+        c.lines.lock().unwrap()
+    );
+    let missed = after
+        .iter()
+        .find(|r| r.job == "good/rtt" && r.outcome == Outcome::Missed)
+        .expect("a missed row for the downtime");
+    assert!(
+        missed
+            .reason
+            .as_deref()
+            .unwrap()
+            .starts_with("the campaign was not running"),
+        "{:?}",
+        missed.reason
+    );
+    assert!(missed.slots >= 2, "{missed:?}");
+    let mut nominal: Vec<i64> = runs(&db)
+        .iter()
+        .filter(|r| r.job == "good/rtt" && !r.gate_check)
+        .map(|r| r.nominal_ms)
+        .collect();
+    let n = nominal.len();
+    nominal.dedup();
+    assert_eq!(nominal.len(), n, "no slot is logged twice");
+
+    // Status, export and the report read the same archive.
+    let st = nowcast(
+        &[
+            "campaign",
+            "status",
+            cfg_path.to_str().unwrap(),
+            "--json",
+            "--since",
+            "1h",
+        ],
+        Duration::from_secs(10),
+    );
+    assert!(st.status.success(), "{}", text(&st.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&st.stdout).unwrap();
+    assert_eq!(
+        v["jobs"].as_array().unwrap().len(),
+        7 + usize::from(iperf.is_some()) + usize::from(has("ping"))
+    );
+    let human = nowcast(
+        &["campaign", "status", cfg_path.to_str().unwrap()],
+        Duration::from_secs(10),
+    );
+    assert!(
+        text(&human.stdout).contains("dead/bw")
+            && text(&human.stdout).contains("sanity check dead/rtt failed"),
+        "{}",
+        text(&human.stdout)
+    );
+    let exp = nowcast(
+        &[
+            "archive",
+            "export",
+            "--archive",
+            db.to_str().unwrap(),
+            "--target",
+            &good_tcp,
+        ],
+        Duration::from_secs(10),
+    );
+    let exported = common::records(&exp);
+    assert_eq!(
+        exported.len(),
+        records(&db).iter().filter(|r| r.to == good_tcp).count()
+    );
+    let html = dir.join("report.html");
+    let rep = nowcast(
+        &[
+            "report",
+            "--archive",
+            db.to_str().unwrap(),
+            "--html",
+            html.to_str().unwrap(),
+            "--campaign",
+            "loop",
+        ],
+        Duration::from_secs(20),
+    );
+    assert!(rep.status.success(), "{}", text(&rep.stderr));
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(page.contains("<svg") && page.contains("good/hang"));
+
+    if let Some(i) = iperf.as_mut() {
+        let _ = i.kill();
+        let _ = i.wait();
+    }
+    drop(server);
+    let _ = std::fs::remove_dir_all(&dir);
+}
