@@ -1,7 +1,7 @@
 //! The shared core of Nowcast: the Network Weather Service forecaster bank, error
 //! statistics, adaptive timeouts, the IEPM-BW estimators, the measurement record, the probed
 //! series that every probe of the product keeps, and the ranking of sites by predicted
-//! download time. Deterministic code (values and times in, numbers and records out; no I/O,
+//! download time, and Wren's passive available bandwidth. Deterministic code (values and times in, numbers and records out; no I/O,
 //! no clock); the same crate runs natively in the `nowcast` command and as WebAssembly in
 //! the page.
 
@@ -18,6 +18,7 @@ pub mod state;
 pub mod stats;
 pub mod timeout;
 pub mod window;
+pub mod wren;
 
 #[cfg(target_arch = "wasm32")]
 pub mod wasm;
