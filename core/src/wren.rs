@@ -357,9 +357,7 @@ impl Wren {
         } else {
             match ack_rate_bps {
                 None => Verdict::AcksAtOneInstant,
-                Some(r) if (r - isr_bps).abs() <= p.rate_tolerance * isr_bps => {
-                    Verdict::LowerBound
-                }
+                Some(r) if (r - isr_bps).abs() <= p.rate_tolerance * isr_bps => Verdict::LowerBound,
                 Some(_) => Verdict::RatesDiffer,
             }
         };

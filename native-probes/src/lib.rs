@@ -11,6 +11,7 @@ pub mod evaluate;
 pub mod forecast;
 pub mod net;
 pub mod output;
+pub mod pcap;
 pub mod periodic;
 pub mod schedule;
 pub mod series;

@@ -4,6 +4,7 @@
 mod common;
 mod delay;
 mod forecast;
+mod pcap;
 mod serve;
 mod tcp;
 mod udp;
@@ -32,6 +33,9 @@ struct Cli {
 enum Command {
     /// Run the forecaster bank over a series and report every forecaster's errors.
     Forecast(forecast::Args),
+    /// Passive analysis of TCP traffic in capture files or live: per-flow throughput, RTT
+    /// (data→ACK and timestamps), retransmissions, IEPM-BW transfers, Wren available bandwidth.
+    Pcap(pcap::Args),
     /// Answer `nowcast tcp` and `nowcast udp` probes (TCP echo and sink, UDP echo).
     Serve(serve::Args),
     /// NWS TCP probe: handshake, 2-byte RTT with Nagle off and on, bandwidth, forecasts.
@@ -49,6 +53,7 @@ pub fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Forecast(args) => forecast::run(args),
+        Command::Pcap(args) => pcap::run(args),
         Command::Serve(args) => serve::run(args),
         Command::Tcp(args) => tcp::run(args),
         Command::Udp(args) => udp::run(args),
