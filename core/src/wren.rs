@@ -188,6 +188,8 @@ pub struct Wren {
     skipped: Skipped,
     /// Departure time of the previous packet, for the gap of the next.
     last_t: Option<f64>,
+    /// e^(−α): the smallest gap of a train over its largest must exceed it.
+    spread: f64,
 }
 
 impl Wren {
@@ -198,6 +200,7 @@ impl Wren {
             pending: VecDeque::new(),
             skipped: Skipped::default(),
             last_t: None,
+            spread: (-params.alpha).exp(),
         }
     }
 
@@ -245,7 +248,7 @@ impl Wren {
                     (g, g)
                 };
                 // min log Δ > max log Δ − α  ⇔  min Δ > max Δ · e^(−α)
-                let fits = lo > hi * (-self.params.alpha).exp();
+                let fits = lo > hi * self.spread;
                 if n >= 1 && fits && n < self.params.max_train {
                     self.current.pkts.push(pkt);
                     self.current.min_gap = lo;

@@ -1,14 +1,17 @@
 //! One captured frame to the TCP facts the analysis needs: addresses, ports, sequence and
 //! acknowledgement numbers, flags, window, lengths and the timestamp and MSS options.
 //! Deterministic core: bytes in, a [`Packet`] or the reason it was skipped out. Header
-//! decoding is etherparse's (lax slicing, so a payload cut short by the snap length still
-//! yields its headers); the link-layer framings that etherparse does not slice on its own
-//! (Linux cooked SLL and SLL2, BSD loopback) are stripped here.
+//! decoding is etherparse's header slices (each header is checked on its own, so a payload
+//! cut short by the snap length still yields its headers, and lengths come from the IP
+//! header, not from what was kept); the link-layer framings (Ethernet with VLAN tags, Linux
+//! cooked SLL and SLL2, BSD loopback, raw IP) are told apart here.
 
 use core::fmt;
 use core::net::{Ipv4Addr, Ipv6Addr};
-use etherparse::err::Layer;
-use etherparse::{EtherType, LaxNetSlice, LaxSlicedPacket, TcpOptionElement, TransportSlice};
+use etherparse::{
+    Ethernet2HeaderSlice, IpNumber, Ipv4HeaderSlice, Ipv6ExtensionsSlice, Ipv6HeaderSlice,
+    SingleVlanHeaderSlice, TcpHeaderSlice,
+};
 
 /// Link-layer header types (the tcpdump.org LINKTYPE_ registry) this decoder reads.
 pub mod linktype {
@@ -159,23 +162,6 @@ impl fmt::Display for Skip {
 const ETHERTYPE_IPV4: u16 = 0x0800;
 const ETHERTYPE_IPV6: u16 = 0x86dd;
 
-fn layer_name(l: Layer) -> &'static str {
-    match l {
-        Layer::Ethernet2Header => "Ethernet header",
-        Layer::VlanHeader => "VLAN tag",
-        Layer::Ipv4Header | Layer::IpHeader => "IP header",
-        Layer::Ipv6Header => "IPv6 header",
-        Layer::Ipv6ExtHeader
-        | Layer::Ipv6HopByHopHeader
-        | Layer::Ipv6DestOptionsHeader
-        | Layer::Ipv6RouteHeader
-        | Layer::Ipv6FragHeader
-        | Layer::IpAuthHeader => "IPv6 extension header",
-        Layer::TcpHeader => "TCP header",
-        _ => "header",
-    }
-}
-
 fn truncated(layer: &'static str, need: usize, have: usize) -> Skip {
     Skip::Truncated { layer, need, have }
 }
@@ -184,24 +170,19 @@ fn truncated(layer: &'static str, need: usize, have: usize) -> Skip {
 /// `orig_len` was on the wire.
 pub fn decode(link: u32, data: &[u8], orig_len: u32, ts_ns: i64) -> Result<Packet, Skip> {
     use linktype::*;
-    let sliced = match link {
-        ETHERNET => LaxSlicedPacket::from_ethernet(data)
-            .map_err(|e| truncated("Ethernet header", e.required_len, e.len))?,
+    let (proto, ip_at) = match link {
+        ETHERNET => ethernet(data)?,
         LINUX_SLL => {
-            let need = 16;
-            if data.len() < need {
-                return Err(truncated("Linux cooked header", need, data.len()));
+            if data.len() < 16 {
+                return Err(truncated("Linux cooked header", 16, data.len()));
             }
-            let proto = u16::from_be_bytes([data[14], data[15]]);
-            ether(proto, &data[need..])?
+            (u16::from_be_bytes([data[14], data[15]]), 16)
         }
         LINUX_SLL2 => {
-            let need = 20;
-            if data.len() < need {
-                return Err(truncated("Linux cooked v2 header", need, data.len()));
+            if data.len() < 20 {
+                return Err(truncated("Linux cooked v2 header", 20, data.len()));
             }
-            let proto = u16::from_be_bytes([data[0], data[1]]);
-            ether(proto, &data[need..])?
+            (u16::from_be_bytes([data[0], data[1]]), 20)
         }
         NULL | LOOP => {
             if data.len() < 4 {
@@ -216,135 +197,118 @@ pub fn decode(link: u32, data: &[u8], orig_len: u32, ts_ns: i64) -> Result<Packe
             } else {
                 u32::from_be_bytes(word)
             };
-            let proto = match family {
-                2 => ETHERTYPE_IPV4,
-                10 | 24 | 28 | 30 => ETHERTYPE_IPV6,
+            match family {
+                2 => (ETHERTYPE_IPV4, 4),
+                10 | 24 | 28 | 30 => (ETHERTYPE_IPV6, 4),
                 _ => return Err(Skip::NotIp),
-            };
-            ether(proto, &data[4..])?
+            }
         }
-        RAW | RAW_12 | RAW_14 | IPV4 | IPV6 => ip(data)?,
+        RAW | RAW_12 | RAW_14 | IPV4 | IPV6 => match data.first().map(|b| b >> 4) {
+            Some(4) => (ETHERTYPE_IPV4, 0),
+            Some(6) => (ETHERTYPE_IPV6, 0),
+            Some(_) => return Err(Skip::Malformed("IP version is neither 4 nor 6".into())),
+            None => return Err(truncated("IP header", 20, 0)),
+        },
         other => return Err(Skip::Link(other)),
     };
-    segment(&sliced, data, orig_len, ts_ns)
-}
-
-fn ether(proto: u16, rest: &[u8]) -> Result<LaxSlicedPacket<'_>, Skip> {
-    match proto {
-        ETHERTYPE_IPV4 | ETHERTYPE_IPV6 => {
-            Ok(LaxSlicedPacket::from_ether_type(EtherType(proto), rest))
-        }
-        _ => Err(Skip::NotIp),
-    }
-}
-
-fn ip(data: &[u8]) -> Result<LaxSlicedPacket<'_>, Skip> {
-    if data.is_empty() {
-        return Err(truncated("IP header", 20, 0));
-    }
-    LaxSlicedPacket::from_ip(data).map_err(|e| {
-        use etherparse::err::ip::LaxHeaderSliceError as E;
-        match e {
-            E::Len(l) => truncated("IP header", l.required_len, l.len),
-            E::Content(c) => Skip::Malformed(c.to_string()),
-        }
-    })
-}
-
-fn segment(
-    s: &LaxSlicedPacket<'_>,
-    frame: &[u8],
-    orig_len: u32,
-    ts_ns: i64,
-) -> Result<Packet, Skip> {
-    let Some(net) = &s.net else {
-        return Err(match &s.stop_err {
-            Some((err, layer)) => stop_error(err, *layer),
-            None => Skip::NotIp,
-        });
-    };
-    let (src, dst, ip_start, ip_total, payload) = match net {
-        LaxNetSlice::Ipv4(v4) => {
-            let h = v4.header();
-            let start = offset(frame, h.slice());
+    let ip = &data[ip_at..];
+    // The IP length available on the wire, for headers that say 0 (TSO captures).
+    let wire = orig_len.saturating_sub(ip_at as u32);
+    let (src, dst, ip_total, tcp) = match proto {
+        ETHERTYPE_IPV4 => {
+            let h = Ipv4HeaderSlice::from_slice(ip).map_err(|e| {
+                use etherparse::err::ipv4::HeaderSliceError as E;
+                match e {
+                    E::Len(l) => truncated("IP header", l.required_len, l.len),
+                    E::Content(c) => Skip::Malformed(c.to_string()),
+                }
+            })?;
+            if h.is_fragmenting_payload() {
+                return Err(Skip::Fragment);
+            }
+            if h.protocol() != IpNumber::TCP {
+                return Err(Skip::NotTcp);
+            }
             let total = match h.total_len() {
-                0 => orig_len.saturating_sub(start as u32), // TSO captures may carry 0
+                0 => wire,
                 n => n as u32,
             };
+            let hl = h.slice().len();
             (
                 Addr::v4(h.source()),
                 Addr::v4(h.destination()),
-                start,
                 total,
-                v4.payload(),
+                (hl, &ip[hl..]),
             )
         }
-        LaxNetSlice::Ipv6(v6) => {
-            let h = v6.header();
-            let start = offset(frame, h.slice());
+        ETHERTYPE_IPV6 => {
+            let h = Ipv6HeaderSlice::from_slice(ip).map_err(|e| {
+                use etherparse::err::ipv6::HeaderSliceError as E;
+                match e {
+                    E::Len(l) => truncated("IPv6 header", l.required_len, l.len),
+                    E::Content(c) => Skip::Malformed(c.to_string()),
+                }
+            })?;
             let total = match h.payload_length() {
-                0 => orig_len.saturating_sub(start as u32), // jumbogram or TSO
+                0 => wire,
                 n => 40 + n as u32,
             };
+            let (exts, next, rest) = Ipv6ExtensionsSlice::from_slice(h.next_header(), &ip[40..])
+                .map_err(|e| {
+                    use etherparse::err::ipv6_exts::HeaderSliceError as E;
+                    match e {
+                        E::Len(l) => truncated("IPv6 extension header", l.required_len, l.len),
+                        E::Content(c) => Skip::Malformed(c.to_string()),
+                    }
+                })?;
+            if exts.is_fragmenting_payload() {
+                return Err(Skip::Fragment);
+            }
+            if next != IpNumber::TCP {
+                return Err(Skip::NotTcp);
+            }
+            let hl = ip.len() - rest.len();
             (
                 Addr::v6(h.source()),
                 Addr::v6(h.destination()),
-                start,
                 total,
-                v6.payload(),
+                (hl, rest),
             )
         }
-        LaxNetSlice::Arp(_) => return Err(Skip::NotIp),
+        _ => return Err(Skip::NotIp),
     };
-    if payload.fragmented {
-        return Err(Skip::Fragment);
-    }
-    if payload.ip_number != etherparse::IpNumber::TCP {
-        return Err(Skip::NotTcp);
-    }
-    let tcp = match &s.transport {
-        Some(TransportSlice::Tcp(t)) => t,
-        _ => {
-            return Err(match &s.stop_err {
-                Some((err, layer)) => stop_error(err, *layer),
-                None => truncated("TCP header", 20, payload.payload.len()),
-            })
+    let (ip_header_len, tcp_bytes) = tcp;
+    let t = TcpHeaderSlice::from_slice(tcp_bytes).map_err(|e| {
+        use etherparse::err::tcp::HeaderSliceError as E;
+        match e {
+            E::Len(l) => truncated("TCP header", l.required_len, l.len),
+            E::Content(c) => Skip::Malformed(c.to_string()),
         }
-    };
-    let tcp_start = offset(frame, tcp.slice()) as u32;
-    let header_len = tcp.data_offset() as u32 * 4;
-    let payload_len = (ip_start as u32 + ip_total)
-        .checked_sub(tcp_start + header_len)
+    })?;
+    let header_len = t.slice().len() as u32;
+    let payload_len = ip_total
+        .checked_sub(ip_header_len as u32 + header_len)
         .ok_or_else(|| {
             Skip::Malformed(format!(
                 "IP length {ip_total} is shorter than its IP and TCP headers"
             ))
         })?;
-    let mut timestamps = None;
-    let mut mss = None;
-    for o in tcp.options_iterator() {
-        match o {
-            Ok(TcpOptionElement::Timestamp(v, e)) => timestamps = Some((v, e)),
-            Ok(TcpOptionElement::MaximumSegmentSize(m)) => mss = Some(m),
-            Ok(_) => {}
-            Err(_) => break,
-        }
-    }
-    let h = tcp.slice();
+    let (timestamps, mss) = options(t.options());
+    let h = t.slice();
     Ok(Packet {
         ts_ns,
         src: Endpoint {
             addr: src,
-            port: tcp.source_port(),
+            port: t.source_port(),
         },
         dst: Endpoint {
             addr: dst,
-            port: tcp.destination_port(),
+            port: t.destination_port(),
         },
-        seq: tcp.sequence_number(),
-        ack: tcp.acknowledgment_number(),
+        seq: t.sequence_number(),
+        ack: t.acknowledgment_number(),
         flags: h[13],
-        window: tcp.window_size(),
+        window: t.window_size(),
         payload_len,
         ip_len: ip_total,
         timestamps,
@@ -352,17 +316,55 @@ fn segment(
     })
 }
 
-fn stop_error(err: &etherparse::err::packet::SliceError, layer: Layer) -> Skip {
-    use etherparse::err::packet::SliceError as E;
-    match err {
-        E::Len(l) => truncated(layer_name(layer), l.required_len, l.len),
-        other => Skip::Malformed(other.to_string()),
+/// The ethertype after the Ethernet header and any VLAN tags (802.1Q, 802.1ad), and where
+/// the network header starts.
+fn ethernet(data: &[u8]) -> Result<(u16, usize), Skip> {
+    let eth = Ethernet2HeaderSlice::from_slice(data)
+        .map_err(|e| truncated("Ethernet header", e.required_len, e.len))?;
+    let mut proto = eth.ether_type().0;
+    let mut at = 14;
+    // At most three stacked tags.
+    for _ in 0..3 {
+        if !matches!(proto, 0x8100 | 0x88a8 | 0x9100) {
+            break;
+        }
+        let tag = SingleVlanHeaderSlice::from_slice(&data[at..])
+            .map_err(|e| truncated("VLAN tag", e.required_len, e.len))?;
+        proto = tag.ether_type().0;
+        at += 4;
     }
+    Ok((proto, at))
 }
 
-/// Byte offset of `inner` within `outer` (both slices of one frame).
-fn offset(outer: &[u8], inner: &[u8]) -> usize {
-    (inner.as_ptr() as usize).saturating_sub(outer.as_ptr() as usize)
+/// The timestamp and MSS options (RFC 9293 §3.1 option format: kind, length, value; kinds
+/// 0 and 1 have no length).
+fn options(mut o: &[u8]) -> (Option<(u32, u32)>, Option<u16>) {
+    let (mut ts, mut mss) = (None, None);
+    while let Some(&kind) = o.first() {
+        match kind {
+            0 => break,
+            1 => o = &o[1..],
+            _ => {
+                let Some(&len) = o.get(1) else { break };
+                let len = len as usize;
+                if len < 2 || len > o.len() {
+                    break;
+                }
+                match (kind, len) {
+                    // RFC 7323 §3: TSval and TSecr.
+                    (8, 10) => {
+                        let v = u32::from_be_bytes([o[2], o[3], o[4], o[5]]);
+                        let e = u32::from_be_bytes([o[6], o[7], o[8], o[9]]);
+                        ts = Some((v, e));
+                    }
+                    (2, 4) => mss = Some(u16::from_be_bytes([o[2], o[3]])),
+                    _ => {}
+                }
+                o = &o[len..];
+            }
+        }
+    }
+    (ts, mss)
 }
 
 #[cfg(test)]
