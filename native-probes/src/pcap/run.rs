@@ -440,15 +440,20 @@ fn live_table(
     o.flush()
 }
 
+/// Nanoseconds since 1970 as exact seconds with nine decimals (an f64 would round them).
+fn seconds(ns: i64) -> String {
+    format!("{}.{:09}", ns.div_euclid(1_000_000_000), ns.rem_euclid(1_000_000_000))
+}
+
 /// One line per flow: `key=value` pairs, both directions.
 pub fn flow_line(f: &FlowReport) -> String {
     let mut s = format!(
-        "flow={} a={} b={} start={:.9} end={:.9} handshake={} closed={}",
+        "flow={} a={} b={} start={} end={} handshake={} closed={}",
         f.id,
         f.a,
         f.b,
-        f.start_ns as f64 * 1e-9,
-        f.last_ns as f64 * 1e-9,
+        seconds(f.start_ns),
+        seconds(f.last_ns),
         f.handshake,
         f.closed
     );
