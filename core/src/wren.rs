@@ -236,7 +236,7 @@ impl Wren {
         self.last_t = Some(d.t);
         match gap {
             None => self.restart(pkt, None),
-            Some(g) if !(g > 0.0) => {
+            Some(g) if g.is_nan() || g <= 0.0 => {
                 self.skipped.zero_gaps += 1;
                 self.restart(pkt, None);
             }

@@ -36,8 +36,11 @@ fn seeds() -> Vec<(String, Vec<u8>)> {
     v
 }
 
-/// Reads and analyses `bytes`; returns the frames read (number, length) and the problems.
-fn analyse(bytes: &[u8]) -> (Vec<(u64, usize)>, Vec<Problem>, Result<(), String>) {
+/// The frames read (number, length), the problems, and whether the file was a capture.
+type Outcome = (Vec<(u64, usize)>, Vec<Problem>, Result<(), String>);
+
+/// Reads and analyses `bytes`.
+fn analyse(bytes: &[u8]) -> Outcome {
     let mut an = Analyzer::new(Config {
         keep_trains: true,
         keep_samples: true,

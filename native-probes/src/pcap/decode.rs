@@ -372,6 +372,7 @@ pub(crate) mod tests {
     use super::*;
 
     /// An Ethernet frame with an IPv4/TCP segment of `payload` bytes and the given options.
+    #[allow(clippy::too_many_arguments)]
     pub fn ipv4_tcp(
         src: [u8; 4],
         dst: [u8; 4],

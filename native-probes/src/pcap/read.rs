@@ -612,12 +612,14 @@ pub mod live {
         }
 
         /// The next frame, or `None` when none came within the read timeout (~100 ms).
-        pub fn next(&mut self) -> Result<Option<super::Frame<'_>>, String> {
+        pub fn next_frame(&mut self) -> Result<Option<super::Frame<'_>>, String> {
             match self.cap.next_packet() {
                 Ok(p) => {
                     self.number += 1;
                     let ts = p.header.ts;
-                    // Opened with nanosecond precision: tv_usec holds nanoseconds.
+                    // Opened with nanosecond precision: tv_usec holds nanoseconds. (timeval's
+                    // field types differ between platforms, hence the casts.)
+                    #[allow(clippy::unnecessary_cast)]
                     let ts_ns = ts.tv_sec as i64 * 1_000_000_000 + ts.tv_usec as i64;
                     Ok(Some(super::Frame {
                         number: self.number,

@@ -196,7 +196,7 @@ pub fn run(input: Input, cfg: Config, show: Show, sink: &mut dyn RecordSink) -> 
             let mut next_tick = started + Duration::from_secs(1);
             let mut last_bytes: std::collections::HashMap<(u64, String), u64> = Default::default();
             while !stop.is_set() && duration.is_none_or(|d| started.elapsed() < d) {
-                if let Some(fr) = cap.next().map_err(|e| anyhow!(e))? {
+                if let Some(fr) = cap.next_frame().map_err(|e| anyhow!(e))? {
                     let _ = an.frame(fr.number, fr.link, fr.data, fr.orig_len, fr.ts_ns);
                 }
                 if Instant::now() >= next_tick {
@@ -442,7 +442,11 @@ fn live_table(
 
 /// Nanoseconds since 1970 as exact seconds with nine decimals (an f64 would round them).
 fn seconds(ns: i64) -> String {
-    format!("{}.{:09}", ns.div_euclid(1_000_000_000), ns.rem_euclid(1_000_000_000))
+    format!(
+        "{}.{:09}",
+        ns.div_euclid(1_000_000_000),
+        ns.rem_euclid(1_000_000_000)
+    )
 }
 
 /// One line per flow: `key=value` pairs, both directions.
