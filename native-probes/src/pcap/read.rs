@@ -59,6 +59,12 @@ const PCAPNG_BOM: u32 = 0x1A2B_3C4D;
 const PCAP_MICRO: u32 = 0xA1B2_C3D4;
 const PCAP_NANO: u32 = 0xA1B2_3C4D;
 
+/// Capture times are kept between 1970 and 2^62 ns (year 2116): a damaged timestamp
+/// cannot make the analysis' time differences overflow.
+fn clamp_ns(ns: i64) -> i64 {
+    ns.clamp(0, 1 << 62)
+}
+
 /// A byte source with a window that can be grown, compacted and advanced, tracking the file
 /// offset of its first byte.
 struct Window<R> {
@@ -284,7 +290,7 @@ fn pcap<R: Read>(
         let ts_s = u32_at(head, 0, big) as i64;
         let frac = u32_at(head, 4, big) as i64;
         let orig_len = u32_at(head, 12, big);
-        let ts_ns = ts_s * 1_000_000_000 + if nano { frac } else { frac * 1000 };
+        let ts_ns = clamp_ns(ts_s * 1_000_000_000 + if nano { frac } else { frac * 1000 });
         if have < 16 + caplen {
             problem(
                 Problem {
@@ -474,8 +480,11 @@ fn pcapng<R: Read>(
                     ),
                     Some(i) => {
                         let ts = ((epb.ts_high as u64) << 32) | epb.ts_low as u64;
-                        let ns = (ts as u128 * 1_000_000_000 / i.units.max(1) as u128) as i64;
-                        let ts_ns = ns.saturating_add(i.offset_s.saturating_mul(1_000_000_000));
+                        let ns = ts as u128 * 1_000_000_000 / i.units.max(1) as u128;
+                        let ts_ns = clamp_ns(
+                            (ns.min(i64::MAX as u128) as i64)
+                                .saturating_add(i.offset_s.saturating_mul(1_000_000_000)),
+                        );
                         last_ts = ts_ns;
                         let caplen = (epb.caplen as usize).min(epb.data.len());
                         stats.packets += 1;
@@ -597,6 +606,10 @@ pub mod live {
                 .buffer_size(64 << 20)
                 .precision(pcap::Precision::Nano)
                 .open()
+                .map_err(|e| explain(iface, e))?
+                // Non-blocking: a quiet interface must not hold the loop past --duration or
+                // a signal (libpcap's read timeout is not honoured in immediate mode).
+                .setnonblock()
                 .map_err(|e| explain(iface, e))?;
             let mut cap = cap;
             if let Some(f) = filter {
@@ -611,7 +624,7 @@ pub mod live {
             })
         }
 
-        /// The next frame, or `None` when none came within the read timeout (~100 ms).
+        /// The next frame, or `None` after a short wait ([`POLL`]) when none is waiting.
         pub fn next_frame(&mut self) -> Result<Option<super::Frame<'_>>, String> {
             match self.cap.next_packet() {
                 Ok(p) => {
@@ -620,7 +633,8 @@ pub mod live {
                     // Opened with nanosecond precision: tv_usec holds nanoseconds. (timeval's
                     // field types differ between platforms, hence the casts.)
                     #[allow(clippy::unnecessary_cast)]
-                    let ts_ns = ts.tv_sec as i64 * 1_000_000_000 + ts.tv_usec as i64;
+                    let ts_ns =
+                        super::clamp_ns(ts.tv_sec as i64 * 1_000_000_000 + ts.tv_usec as i64);
                     Ok(Some(super::Frame {
                         number: self.number,
                         link: self.link,
@@ -629,7 +643,11 @@ pub mod live {
                         orig_len: p.header.len,
                     }))
                 }
-                Err(pcap::Error::TimeoutExpired) => Ok(None),
+                Err(pcap::Error::TimeoutExpired) => {
+                    // Nothing waiting: the kernel's ring (64 MiB) holds what comes meanwhile.
+                    std::thread::sleep(POLL);
+                    Ok(None)
+                }
                 Err(e) => Err(format!("live capture failed: {e}")),
             }
         }
@@ -646,8 +664,8 @@ pub mod live {
         }
     }
 
-    /// How long the read loop waits at most between two looks at the clock.
-    pub const POLL: Duration = Duration::from_millis(100);
+    /// How long the read loop sleeps when no packet is waiting.
+    pub const POLL: Duration = Duration::from_millis(1);
 }
 
 #[cfg(test)]
