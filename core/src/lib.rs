@@ -1,9 +1,9 @@
 //! The shared core of Nowcast: the Network Weather Service forecaster bank, error
 //! statistics, adaptive timeouts, the IEPM-BW estimators, the measurement record, the probed
-//! series that every probe of the product keeps, and the ranking of sites by predicted
-//! download time, and Wren's passive available bandwidth. Deterministic code (values and times in, numbers and records out; no I/O,
-//! no clock); the same crate runs natively in the `nowcast` command and as WebAssembly in
-//! the page.
+//! series that every probe of the product keeps, the ranking of sites by predicted download
+//! time, and Wren's passive available bandwidth. Deterministic code (values and times in,
+//! numbers and records out; no I/O, no clock); the same crate runs natively in the `nowcast`
+//! command and as WebAssembly in the page.
 
 pub mod bank;
 pub mod errors;
