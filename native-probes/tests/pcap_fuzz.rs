@@ -201,3 +201,65 @@ fn every_truncation_of_a_seed_keeps_the_packets_before_it() {
         }
     }
 }
+
+/// `nowcast pcap` on a damaged file, run as a user would.
+fn nowcast_pcap(bytes: &[u8], name: &str) -> std::process::Output {
+    let dir = std::env::temp_dir().join(format!("nwpf-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(name);
+    std::fs::write(&path, bytes).unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_nowcast"))
+        .args(["pcap", path.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let _ = std::fs::remove_file(&path);
+    out
+}
+
+#[test]
+fn the_command_names_each_damage_and_still_prints_the_analysis() {
+    let seeds = seeds();
+    let ng = &seeds
+        .iter()
+        .find(|(n, _)| n.ends_with(".pcapng"))
+        .unwrap()
+        .1;
+    // A corrupt block in the middle: its length field overwritten.
+    let mut bad = ng.clone();
+    let mid = ng.len() / 2;
+    // Find the start of a block near the middle by walking the framing.
+    let mut at = 0usize;
+    while at < mid {
+        let len = u32::from_le_bytes(ng[at + 4..at + 8].try_into().unwrap()) as usize;
+        at += len;
+    }
+    bad[at + 4..at + 8].copy_from_slice(&0xdead_beefu32.to_le_bytes());
+    let out = nowcast_pcap(&bad, "corrupt.pcapng");
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains(&format!("byte {at}")), "{stderr}");
+    assert!(stderr.contains("corrupt block"), "{stderr}");
+    assert!(stdout.contains("flow from → to"), "{stdout}");
+    // A truncated last packet.
+    let pcap = &seeds
+        .iter()
+        .find(|(n, _)| n == "eth-nanosecond.pcap")
+        .unwrap()
+        .1;
+    let out = nowcast_pcap(&pcap[..pcap.len() - 7], "cut.pcap");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success());
+    assert!(
+        stderr.contains("(packet 200)") && stderr.contains("truncated"),
+        "{stderr}"
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("200 packets"));
+    // Not a capture at all.
+    let out = nowcast_pcap(b"GET / HTTP/1.1\r\n\r\n", "notes.txt");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(stderr.contains("not a capture file"), "{stderr}");
+}

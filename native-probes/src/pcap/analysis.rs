@@ -14,7 +14,7 @@ use super::tcp::{self, Half, Kind};
 use nowcast_core::iepm;
 use nowcast_core::probed::{Config as SeriesConfig, Observation, Outcome, ProbedSeries};
 use nowcast_core::record::{Metric, Probe, Record, RecordForecast, Transport};
-use nowcast_core::wren::{self, Departure, Skipped, Train, Wren};
+use nowcast_core::wren::{self, Departure, Skipped, Train, Verdict, Wren};
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 
@@ -120,6 +120,7 @@ struct WrenDir {
     series: Option<ProbedSeries>,
     trains: u64,
     bounds: u64,
+    verdicts: Verdicts,
     last_bound_mbps: Option<f64>,
 }
 
@@ -191,11 +192,23 @@ impl DirectionReport {
     }
 }
 
+/// How many trains got each verdict that is not a lower bound.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Verdicts {
+    pub increasing: u64,
+    pub rates_differ: u64,
+    /// Fewer than two packets with an explicit ACK (delayed or stretch ACKs).
+    pub too_few_acks: u64,
+    pub acks_at_one_instant: u64,
+    pub unacknowledged: u64,
+}
+
 /// Wren's results for one direction.
 #[derive(Clone, Debug, PartialEq)]
 pub struct WrenReport {
     pub trains: u64,
     pub lower_bounds: u64,
+    pub verdicts: Verdicts,
     pub last_bound_mbps: Option<f64>,
     /// The forecaster bank's forecast of the next lower bound.
     pub forecast: Option<RecordForecast>,
@@ -694,6 +707,7 @@ fn decide_wren(f: &Flow, d: usize, cfg: &Config) -> WrenState {
         series: None,
         trains: 0,
         bounds: 0,
+        verdicts: Verdicts::default(),
         last_bound_mbps: None,
     }))
 }
@@ -712,6 +726,15 @@ fn emit_trains(
 ) {
     for train in trains {
         w.trains += 1;
+        let v = &mut w.verdicts;
+        match train.verdict {
+            Verdict::LowerBound => {}
+            Verdict::Increasing => v.increasing += 1,
+            Verdict::RatesDiffer => v.rates_differ += 1,
+            Verdict::TooFewAcks => v.too_few_acks += 1,
+            Verdict::AcksAtOneInstant => v.acks_at_one_instant += 1,
+            Verdict::Unacknowledged => v.unacknowledged += 1,
+        }
         if let Some(bps) = train.lower_bound_bps() {
             w.bounds += 1;
             let mbps = bps / 1e6;
@@ -764,6 +787,7 @@ fn direction_report(f: &Flow, d: usize) -> DirectionReport {
             Some(WrenReport {
                 trains: w.trains,
                 lower_bounds: w.bounds,
+                verdicts: w.verdicts,
                 last_bound_mbps: w.last_bound_mbps,
                 forecast: w.series.as_ref().and_then(|s| s.next()),
                 skipped: w.wren.skipped(),

@@ -364,13 +364,16 @@ fn summary(
     for f in flows {
         for d in &f.directions {
             if let Some(w) = &d.wren {
-                let s = w.skipped;
-                if s.super_segments + s.retransmissions + s.zero_gaps + s.given_up > 0 {
-                    notes.push(format!(
-                        "flow {} {} → {}: Wren left out {} TSO/GSO super-segments (not single packets on the wire), {} retransmissions (their ACKs are ambiguous), {} zero gaps (same timestamp), {} trains that waited too long for ACKs",
-                        f.id, d.from, d.to, s.super_segments, s.retransmissions, s.zero_gaps, s.given_up
-                    ));
+                let (s, v) = (w.skipped, w.verdicts);
+                if w.trains + s.super_segments + s.retransmissions + s.zero_gaps + s.given_up == 0 {
+                    continue;
                 }
+                notes.push(format!(
+                    "flow {} {} → {}: Wren: {} trains, {} lower bounds; no bound from {} increasing (ISR above the available bandwidth), {} whose ACK rate differs from the ISR, {} with fewer than two explicit ACKs (delayed or stretch ACKs), {} with their ACKs at one instant, {} never acknowledged; packets left out of trains: {} TSO/GSO super-segments (not single packets on the wire), {} retransmissions (their ACKs are ambiguous), {} at the same instant as the one before; {} trains dropped waiting for ACKs",
+                    f.id, d.from, d.to, w.trains, w.lower_bounds, v.increasing, v.rates_differ,
+                    v.too_few_acks, v.acks_at_one_instant, v.unacknowledged, s.super_segments,
+                    s.retransmissions, s.zero_gaps, s.given_up
+                ));
             }
         }
     }
