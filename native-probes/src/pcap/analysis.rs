@@ -549,24 +549,21 @@ impl Analyzer {
             directions: [0, 1].map(|d| direction_report(&f, d)),
         };
         let ts_ms = f.last_ns as f64 / 1e6;
-        for dr in &report.directions {
+        for (d, dr) in report.directions.iter().enumerate() {
             flow_records(dr, ts_ms, &mut self.records);
-            if dr.payload_bytes > 0 {
-                let (oth_first, oth_last) = (report.start_ns, report.last_ns);
-                // IEPM-BW (Netflow-like records): the flow's data direction, its whole
-                // duration.
-                let other = &report.directions[usize::from(dr.from == report.a)];
-                if dr.payload_bytes >= other.payload_bytes {
-                    self.transfer_flows.push((
-                        (dr.from.addr, dr.to.addr),
-                        oth_first,
-                        iepm::Flow {
-                            start_s: oth_first as f64 * 1e-9,
-                            duration_s: (oth_last - oth_first) as f64 * 1e-9,
-                            bytes: dr.payload_bytes as f64,
-                        },
-                    ));
-                }
+            // IEPM-BW's flow records (Netflow-like): the direction that carried the data,
+            // over the flow's whole duration.
+            let other = &report.directions[1 - d];
+            if dr.payload_bytes > 0 && dr.payload_bytes >= other.payload_bytes {
+                self.transfer_flows.push((
+                    (dr.from.addr, dr.to.addr),
+                    report.start_ns,
+                    iepm::Flow {
+                        start_s: report.start_ns as f64 * 1e-9,
+                        duration_s: (report.last_ns - report.start_ns) as f64 * 1e-9,
+                        bytes: dr.payload_bytes as f64,
+                    },
+                ));
             }
         }
         self.finished.push(report);

@@ -278,42 +278,69 @@ pub fn decode(link: u32, data: &[u8], orig_len: u32, ts_ns: i64) -> Result<Packe
         _ => return Err(Skip::NotIp),
     };
     let (ip_header_len, tcp_bytes) = tcp;
-    let t = TcpHeaderSlice::from_slice(tcp_bytes).map_err(|e| {
-        use etherparse::err::tcp::HeaderSliceError as E;
-        match e {
-            E::Len(l) => truncated("TCP header", l.required_len, l.len),
-            E::Content(c) => Skip::Malformed(c.to_string()),
+    let fixed = match TcpHeaderSlice::from_slice(tcp_bytes) {
+        Ok(t) => Tcp {
+            header_len: t.slice().len() as u32,
+            options: options(t.options()),
+            bytes: t.slice(),
+        },
+        Err(etherparse::err::tcp::HeaderSliceError::Len(l)) if tcp_bytes.len() >= 20 => {
+            // The snap length cut the options: the fixed header still tells the segment
+            // (RFC 9293 §3.1), without its timestamps.
+            let _ = l;
+            Tcp {
+                header_len: (tcp_bytes[12] >> 4) as u32 * 4,
+                options: (None, None),
+                bytes: &tcp_bytes[..20],
+            }
         }
-    })?;
-    let header_len = t.slice().len() as u32;
+        Err(e) => {
+            use etherparse::err::tcp::HeaderSliceError as E;
+            return Err(match e {
+                E::Len(l) => truncated("TCP header", l.required_len, l.len),
+                E::Content(c) => Skip::Malformed(c.to_string()),
+            });
+        }
+    };
     let payload_len = ip_total
-        .checked_sub(ip_header_len as u32 + header_len)
+        .checked_sub(ip_header_len as u32 + fixed.header_len)
         .ok_or_else(|| {
             Skip::Malformed(format!(
                 "IP length {ip_total} is shorter than its IP and TCP headers"
             ))
         })?;
-    let (timestamps, mss) = options(t.options());
-    let h = t.slice();
+    let h = fixed.bytes;
+    let be16 = |at: usize| u16::from_be_bytes([h[at], h[at + 1]]);
+    let be32 = |at: usize| u32::from_be_bytes([h[at], h[at + 1], h[at + 2], h[at + 3]]);
+    let (timestamps, mss) = fixed.options;
     Ok(Packet {
         ts_ns,
         src: Endpoint {
             addr: src,
-            port: t.source_port(),
+            port: be16(0),
         },
         dst: Endpoint {
             addr: dst,
-            port: t.destination_port(),
+            port: be16(2),
         },
-        seq: t.sequence_number(),
-        ack: t.acknowledgment_number(),
+        seq: be32(4),
+        ack: be32(8),
         flags: h[13],
-        window: t.window_size(),
+        window: be16(14),
         payload_len,
         ip_len: ip_total,
         timestamps,
         mss,
     })
+}
+
+/// A TCP header as far as it was captured.
+struct Tcp<'a> {
+    /// From the data offset field.
+    header_len: u32,
+    options: (Option<(u32, u32)>, Option<u16>),
+    /// At least the 20 fixed bytes.
+    bytes: &'a [u8],
 }
 
 /// The ethertype after the Ethernet header and any VLAN tags (802.1Q, 802.1ad), and where
@@ -441,6 +468,9 @@ pub(crate) mod tests {
         // Snap length of 66 bytes: the headers are whole, the payload length still known.
         let p = decode(linktype::ETHERNET, &f[..66], f.len() as u32, 5).unwrap();
         assert_eq!(p.payload_len, 100);
+        // Snap length of 60: the options are cut; the segment is still known.
+        let p = decode(linktype::ETHERNET, &f[..60], f.len() as u32, 5).unwrap();
+        assert_eq!((p.seq, p.payload_len, p.timestamps), (1000, 100, None));
         // Snap length of 40: the TCP header is cut.
         let e = decode(linktype::ETHERNET, &f[..40], f.len() as u32, 5).unwrap_err();
         assert!(e.is_problem(), "{e}");

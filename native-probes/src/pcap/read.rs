@@ -211,8 +211,7 @@ fn plausible_record(h: &[u8], big: bool, nano: bool) -> bool {
     let orig = u32_at(h, 12, big) as usize;
     frac < if nano { 1_000_000_000 } else { 1_000_000 }
         && caplen <= MAX_RECORD
-        && orig <= MAX_RECORD.max(caplen)
-        && caplen <= orig.max(caplen)
+        && orig <= MAX_RECORD
 }
 
 fn pcap<R: Read>(

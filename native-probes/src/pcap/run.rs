@@ -40,6 +40,9 @@ pub enum Input {
     },
 }
 
+/// Packets with damaged headers named one by one before they are only counted.
+const DAMAGED_SHOWN: u64 = 10;
+
 const METRICS: [Metric; 4] = [
     Metric::Throughput,
     Metric::Rtt,
@@ -140,10 +143,22 @@ pub fn run(input: Input, cfg: Config, show: Show, sink: &mut dyn RecordSink) -> 
                 let name = path.display().to_string();
                 let mut err: Option<io::Error> = None;
                 let mut problems = 0u64;
+                let mut damaged = 0u64;
                 let result = read::read_capture(
                     f,
                     |fr| {
-                        let _ = an.frame(fr.number, fr.link, fr.data, fr.orig_len, fr.ts_ns);
+                        if let Err(skip) =
+                            an.frame(fr.number, fr.link, fr.data, fr.orig_len, fr.ts_ns)
+                        {
+                            // Headers cut short or malformed: the first few by number, then
+                            // a count (a capture with a tiny snap length has one per packet).
+                            if skip.is_problem() {
+                                damaged += 1;
+                                if damaged <= DAMAGED_SHOWN {
+                                    eprintln!("nowcast pcap: {name}: packet {}: {skip}", fr.number);
+                                }
+                            }
+                        }
                         if an.tcp_packets % 4096 == 0 {
                             if let Err(e) = out.drain(&mut an) {
                                 err.get_or_insert(e);
@@ -158,7 +173,13 @@ pub fn run(input: Input, cfg: Config, show: Show, sink: &mut dyn RecordSink) -> 
                         eprintln!("nowcast pcap: {name}: {p}");
                     },
                 );
-                out.problems += problems;
+                if damaged > DAMAGED_SHOWN {
+                    eprintln!(
+                        "nowcast pcap: {name}: {} more packets with damaged or cut headers",
+                        damaged - DAMAGED_SHOWN
+                    );
+                }
+                out.problems += problems + damaged;
                 if let Some(e) = err {
                     return Err(e.into());
                 }
