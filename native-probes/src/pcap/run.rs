@@ -198,10 +198,12 @@ pub fn run(input: Input, cfg: Config, show: Show, sink: &mut dyn RecordSink) -> 
             let transfers = an.finish();
             out.drain(&mut an)?;
             finished.extend(an.take_finished());
-            if !show.flows && !show.trains && !show.samples {
-                summary(&mut out.text, &title, &headline, &an, &finished, &transfers)?;
-            } else if show.flows {
+            // With --json, standard output holds the records alone and the summary is left
+            // out (the records carry it); the texts asked for go to standard error.
+            if show.flows {
                 transfers_table(&mut out.text, &transfers)?;
+            } else if !show.json && !show.trains && !show.samples {
+                summary(&mut out.text, &title, &headline, &an, &finished, &transfers)?;
             }
         }
         Input::Live {
