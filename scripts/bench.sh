@@ -52,6 +52,13 @@ cargo bench --quiet -p native-probes --bench hostile
 fuzz_cases=${quick:+20000}
 NOWCAST_FUZZ_CASES=${fuzz_cases:-200000} cargo test --quiet --release -p native-probes --test fuzz
 
+step "nowcast pcap on a 1 GB capture against tshark and tcptrace, one core (goals: ≥ 2 M packets/s, ≥ 20× tshark, ≤ 100 MB); live capture at 1 Gbit/s"
+bash native-probes/bench/pcap.sh
+
+step "Wren's lower bounds on emulated links, long phases (goals: phase medians within 10 % of the available bandwidth, never 5 % above; changes seen within 2 s)"
+PCAP_WREN_SECS=${PCAP_WREN_SECS:-$([ -n "$quick" ] && echo 6 || echo 20)} \
+  cargo test --quiet --release -p native-probes --test pcap_wren -- --nocapture
+
 step "echo-node throughput against iperf3 on loopback"
 if [ -n "$quick" ]; then
   BENCH_BYTES=${BENCH_BYTES:-268435456} npm -w echo-node run --silent bench

@@ -31,7 +31,9 @@ if ! wasm-bindgen --version 2>/dev/null | grep -qx "wasm-bindgen $wb_version"; t
 fi
 
 # Debian packages for the browser and emulated-link tests.
-debs=(chromium chromium-driver iperf3 sockperf irtt iproute2 nftables ethtool tcpdump time curl hyperfine jq clickhouse-server iputils-ping sqlite3)
+# libpcap-dev: `nowcast pcap --live` links libpcap; tshark and tcptrace: the passive analysis'
+# peers (tshark's wireshark-common asks whether non-root users may capture: preseeded "no").
+debs=(chromium chromium-driver iperf3 sockperf irtt iproute2 nftables ethtool tcpdump time curl hyperfine jq libpcap-dev tshark tcptrace bc clickhouse-server iputils-ping sqlite3)
 missing=()
 for p in "${debs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -40,6 +42,7 @@ if [ ${#missing[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
     log "apt-get install ${missing[*]}"
     apt-get update -qq
+    echo "wireshark-common wireshark-common/install-setuid boolean false" | debconf-set-selections
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"
   else
     log "not root: Debian packages missing (${missing[*]}); browser and link tests will skip"

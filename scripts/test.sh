@@ -29,6 +29,11 @@ cargo test --quiet --workspace --release -- --skip on_emulated_links
 # The accuracy comparison on emulated links (root only; it says why when it skips) runs on
 # its own so that its figures are printed, not captured.
 cargo test --quiet --release -p native-probes --test emulated_links -- --nocapture
+# nowcast pcap against tshark and pping's rule, Wren against ground truth, and the live
+# capture at 1 Gbit/s (root only; each says why when it skips), one at a time.
+for t in pcap_peers pcap_wren pcap_live; do
+  cargo test --quiet --release -p native-probes --test "$t" -- --nocapture
+done
 
 step "prettier --check"
 npx prettier --check .

@@ -1,10 +1,10 @@
 //! The shared core of Nowcast: the Network Weather Service forecaster bank, error
 //! statistics, adaptive timeouts, the IEPM-BW estimators, the measurement record and the
-//! reader of measurement files (`import`), the probed
-//! series that every probe of the product keeps, and the ranking of sites by predicted
-//! download time. Deterministic code (values and times in, numbers and records out; no I/O,
-//! no clock); the same crate runs natively in the `nowcast` command and as WebAssembly in
-//! the page.
+//! reader of measurement files (`import`), the probed series that every probe of the product
+//! keeps, the ranking of sites by predicted download time, and Wren's passive available
+//! bandwidth. Deterministic code (values and times in, numbers and records out; no I/O, no
+//! clock); the same crate runs natively in the `nowcast` command and as WebAssembly in the
+//! page.
 
 pub mod bank;
 pub mod errors;
@@ -20,6 +20,7 @@ pub mod state;
 pub mod stats;
 pub mod timeout;
 pub mod window;
+pub mod wren;
 
 #[cfg(target_arch = "wasm32")]
 pub mod wasm;

@@ -204,8 +204,11 @@ pub fn udp(front: UdpSocket, to: SocketAddr, delay: Duration, stop: &Stop) -> io
 mod tests {
     use super::*;
 
+    /// The delay is a floor; the ceiling only catches a relay that holds packets far too
+    /// long (the accuracy of the added delay is measured against sockperf and irtt in
+    /// tests/emulated_links.rs; a loaded CI machine may wake the relay late).
     fn within(elapsed: Duration, delay: Duration) -> bool {
-        elapsed >= delay && elapsed < delay + Duration::from_millis(20)
+        elapsed >= delay && elapsed < delay + Duration::from_millis(500)
     }
 
     #[test]

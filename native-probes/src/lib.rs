@@ -1,9 +1,10 @@
 //! Library behind the `nowcast` command, one module per concept. The deterministic cores
 //! take bytes and times as arguments and give decisions and records (no sockets, no clock,
 //! no printing): [`tcp::session`], [`tcp::bandwidth`], [`udp::burst`], [`wire`],
-//! [`schedule`], [`series`], [`evaluate`] and [`series_input`] (any reader). The edges beside
-//! them do the I/O: [`tcp::io`], [`udp::io`], [`periodic`], [`serve`], [`delay`], [`net`],
-//! [`clock`], [`stop`], [`forecast`], and [`output`]'s record sinks.
+//! [`schedule`], [`series`], [`evaluate`], [`series_input`] (any reader) and the passive
+//! analysis in [`pcap`] (decode, tcp, samples, analysis). The edges beside them do the I/O:
+//! [`tcp::io`], [`udp::io`], [`periodic`], [`serve`], [`delay`], [`net`], [`clock`],
+//! [`stop`], [`forecast`], [`output`]'s record sinks, and [`pcap`]'s reader and loop.
 //!
 //! Campaigns, their archive and their reports: [`campaign`] (the plan, the cron form, the
 //! scheduler, the run log, status and metrics as cores; the configuration reader, the probe
@@ -20,6 +21,7 @@ pub mod forecast;
 pub mod format;
 pub mod net;
 pub mod output;
+pub mod pcap;
 pub mod periodic;
 pub mod report;
 pub mod schedule;

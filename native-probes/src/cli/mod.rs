@@ -6,6 +6,7 @@ mod campaign;
 mod common;
 mod delay;
 mod forecast;
+mod pcap;
 mod report;
 mod serve;
 mod tcp;
@@ -35,6 +36,9 @@ struct Cli {
 enum Command {
     /// Run the forecaster bank over a series and report every forecaster's errors.
     Forecast(forecast::Args),
+    /// Passive analysis of TCP traffic in capture files or live: per-flow throughput, RTT
+    /// (data→ACK and timestamps), retransmissions, IEPM-BW transfers, Wren available bandwidth.
+    Pcap(pcap::Args),
     /// Answer `nowcast tcp` and `nowcast udp` probes (TCP echo and sink, UDP echo).
     Serve(serve::Args),
     /// NWS TCP probe: handshake, 2-byte RTT with Nagle off and on, bandwidth, forecasts.
@@ -58,6 +62,7 @@ pub fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Forecast(args) => forecast::run(args),
+        Command::Pcap(args) => pcap::run(args),
         Command::Serve(args) => serve::run(args),
         Command::Tcp(args) => tcp::run(args),
         Command::Udp(args) => udp::run(args),

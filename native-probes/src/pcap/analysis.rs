@@ -1,0 +1,989 @@
+//! The passive analysis of a packet stream: frames in (link type, bytes, capture time), flow
+//! reports, Wren trains, IEPM-BW transfers and measurement records out. Deterministic core:
+//! the capture clock is the only clock (idle flows expire by capture time), so a file
+//! analysed twice gives the same output, and the live capture runs the same code.
+//!
+//! Memory grows with the number of live flows, not with the capture: a flow's state is
+//! bounded ([`super::tcp::MAX_UNACKED`], [`super::samples::EXACT`], Wren's
+//! [`nowcast_core::wren::Params::max_pending`]), and a flow that closed (FIN both ways, or RST)
+//! or went idle is reported and dropped, leaving only its summary.
+
+use super::decode::{self, flag, Addr, Endpoint, Packet, Skip};
+use super::samples::Summary;
+use super::tcp::{self, Half, Kind};
+use nowcast_core::iepm;
+use nowcast_core::probed::{Config as SeriesConfig, Observation, Outcome, ProbedSeries};
+use nowcast_core::record::{Metric, Probe, Record, RecordForecast, Transport};
+use nowcast_core::wren::{self, Departure, Skipped, Train, Verdict, Wren};
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+
+/// The records' source.
+pub const SOURCE: &str = "pcap";
+/// The source of the timestamp-method RTT records (a series of its own on the page).
+pub const SOURCE_TS: &str = "pcap timestamps";
+
+/// Which flow directions Wren analyses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WrenSide {
+    /// Only where the capture was taken at the sender (judged from the handshake: the side
+    /// whose packets are answered after a full RTT is the near one); flows whose handshake
+    /// was not captured are analysed.
+    Sender,
+    /// Every direction that sends data.
+    Any,
+}
+
+/// Settings of the analysis.
+#[derive(Clone, Debug)]
+pub struct Config {
+    pub wren: wren::Params,
+    pub wren_side: WrenSide,
+    /// An open flow with no packet for this long (capture time) is reported and dropped.
+    pub idle_ns: i64,
+    /// A closed flow is kept this long for its last ACKs and retransmitted FINs.
+    pub linger_ns: i64,
+    /// IEPM-BW: flows between the same hosts starting within this many seconds are one
+    /// transfer (the paper: 5).
+    pub transfer_gap_s: f64,
+    /// Keep every RTT sample with its packet number (for `--samples`).
+    pub keep_samples: bool,
+    /// Keep every train (for `--trains`), not only the lower bounds.
+    pub keep_trains: bool,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            wren: wren::Params::default(),
+            wren_side: WrenSide::Sender,
+            idle_ns: 300_000_000_000,
+            linger_ns: 30_000_000_000,
+            transfer_gap_s: 5.0,
+            keep_samples: false,
+            keep_trains: false,
+        }
+    }
+}
+
+/// A small, fast hasher for flow keys (a multiply-rotate mix of the key's words); flow keys
+/// are not attacker-chosen in a way that matters to an offline analyser.
+#[derive(Default)]
+pub struct KeyHasher(u64);
+
+impl Hasher for KeyHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for chunk in bytes.chunks(8) {
+            let mut w = [0u8; 8];
+            w[..chunk.len()].copy_from_slice(chunk);
+            self.mix(u64::from_le_bytes(w));
+        }
+    }
+    fn write_u8(&mut self, i: u8) {
+        self.mix(i as u64)
+    }
+    fn write_u16(&mut self, i: u16) {
+        self.mix(i as u64)
+    }
+    fn write_u64(&mut self, i: u64) {
+        self.mix(i)
+    }
+    fn write_usize(&mut self, i: usize) {
+        self.mix(i as u64)
+    }
+    fn finish(&self) -> u64 {
+        self.0 ^ (self.0 >> 29)
+    }
+}
+
+impl KeyHasher {
+    #[inline]
+    fn mix(&mut self, w: u64) {
+        self.0 = (self.0.rotate_left(23) ^ w).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+}
+
+type Key = (Endpoint, Endpoint);
+
+/// Wren's state for one direction.
+#[derive(Debug)]
+enum WrenState {
+    Undecided,
+    /// Not analysed, and why.
+    Off(&'static str),
+    On(Box<WrenDir>),
+}
+
+#[derive(Debug)]
+struct WrenDir {
+    wren: Wren,
+    series: Option<ProbedSeries>,
+    trains: u64,
+    bounds: u64,
+    verdicts: Verdicts,
+    last_bound_mbps: Option<f64>,
+}
+
+#[derive(Debug)]
+struct Flow {
+    id: u64,
+    /// The side that sent the first packet (the SYN, when captured).
+    a: Endpoint,
+    b: Endpoint,
+    halves: [Half; 2],
+    start_ns: i64,
+    last_ns: i64,
+    syn_ns: Option<i64>,
+    synack_ns: Option<i64>,
+    ack3_ns: Option<i64>,
+    fin: [bool; 2],
+    rst: bool,
+    wren: [WrenState; 2],
+}
+
+impl Flow {
+    fn first_rtt_ns(&self) -> Option<i64> {
+        Some(self.ack3_ns? - self.syn_ns?)
+    }
+    fn closed(&self) -> bool {
+        self.rst || (self.fin[0] && self.fin[1])
+    }
+    fn endpoints(&self, d: usize) -> (Endpoint, Endpoint) {
+        if d == 0 {
+            (self.a, self.b)
+        } else {
+            (self.b, self.a)
+        }
+    }
+}
+
+/// One direction of a finished flow.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DirectionReport {
+    pub from: Endpoint,
+    pub to: Endpoint,
+    pub packets: u64,
+    pub frame_bytes: u64,
+    pub payload_bytes: u64,
+    pub new_bytes: u64,
+    pub first_ns: i64,
+    pub last_ns: i64,
+    /// Goodput: new payload bits over the direction's duration, Mbit/s.
+    pub throughput_mbps: Option<f64>,
+    /// Segments tshark's `tcp.analysis.retransmission` counts (fast and spurious included).
+    pub retransmissions: u64,
+    pub fast_retransmissions: u64,
+    pub spurious_retransmissions: u64,
+    pub out_of_order: u64,
+    pub data_packets: u64,
+    /// Retransmitted data segments over data segments.
+    pub loss: Option<f64>,
+    pub ack_rtt: Option<Summary>,
+    pub ts_rtt: Option<Summary>,
+    pub super_segments: u64,
+    pub wren: Option<WrenReport>,
+    /// Why Wren did not analyse this direction, when it sent data.
+    pub wren_off: Option<&'static str>,
+}
+
+impl DirectionReport {
+    pub fn duration_s(&self) -> f64 {
+        (self.last_ns - self.first_ns) as f64 * 1e-9
+    }
+}
+
+/// How many trains got each verdict that is not a lower bound.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Verdicts {
+    pub increasing: u64,
+    pub rates_differ: u64,
+    /// Fewer than two packets with an explicit ACK (delayed or stretch ACKs).
+    pub too_few_acks: u64,
+    pub acks_at_one_instant: u64,
+    pub unacknowledged: u64,
+}
+
+/// Wren's results for one direction.
+#[derive(Clone, Debug, PartialEq)]
+pub struct WrenReport {
+    pub trains: u64,
+    pub lower_bounds: u64,
+    pub verdicts: Verdicts,
+    pub last_bound_mbps: Option<f64>,
+    /// The forecaster bank's forecast of the next lower bound.
+    pub forecast: Option<RecordForecast>,
+    pub skipped: Skipped,
+}
+
+/// A finished flow.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FlowReport {
+    /// 0-based, in order of first packet (tshark's `tcp.stream`).
+    pub id: u64,
+    pub a: Endpoint,
+    pub b: Endpoint,
+    pub start_ns: i64,
+    pub last_ns: i64,
+    /// The handshake was captured (SYN, SYN/ACK and the ACK).
+    pub handshake: bool,
+    pub closed: bool,
+    /// a→b, then b→a.
+    pub directions: [DirectionReport; 2],
+}
+
+/// A Wren train with its flow.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TrainReport {
+    pub flow: u64,
+    pub from: Endpoint,
+    pub to: Endpoint,
+    /// The flow's first packet, ns since 1970 (train times are relative to it).
+    pub flow_start_ns: i64,
+    pub train: Train,
+}
+
+/// One RTT sample, for `--samples` (comparison with tshark packet by packet).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RttSample {
+    /// 1-based number of the packet that completed the sample (tshark's `frame.number`).
+    pub packet: u64,
+    /// `true` for the timestamp method, `false` for data→ACK.
+    pub timestamps: bool,
+    pub rtt_s: f64,
+}
+
+/// An IEPM-BW transfer: flows between two hosts starting within the gap of each other.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TransferReport {
+    pub from: Addr,
+    pub to: Addr,
+    pub start_ns: i64,
+    pub streams: usize,
+    pub bytes: f64,
+    /// Methods 1, 2 and 3, Mbit/s.
+    pub mbps: [f64; 3],
+}
+
+/// Frames that gave no TCP segment, by reason.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Skips {
+    pub not_ip: u64,
+    pub not_tcp: u64,
+    pub fragments: u64,
+    pub unknown_link: u64,
+    pub truncated: u64,
+    pub malformed: u64,
+}
+
+/// The live view of a flow still open.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LiveRow {
+    pub id: u64,
+    pub from: Endpoint,
+    pub to: Endpoint,
+    pub new_bytes: u64,
+    pub packets: u64,
+    pub ack_rtt_median_s: Option<f64>,
+    pub ts_rtt_median_s: Option<f64>,
+    pub retransmissions: u64,
+    pub last_bound_mbps: Option<f64>,
+    pub forecast_mbps: Option<f64>,
+}
+
+/// The analyser.
+pub struct Analyzer {
+    cfg: Config,
+    flows: HashMap<Key, Flow, BuildHasherDefault<KeyHasher>>,
+    next_id: u64,
+    first_ns: Option<i64>,
+    now_ns: i64,
+    next_sweep_ns: i64,
+    pub packets: u64,
+    pub tcp_packets: u64,
+    pub skips: Skips,
+    finished: Vec<FlowReport>,
+    trains: Vec<TrainReport>,
+    samples: Vec<RttSample>,
+    records: Vec<Record>,
+    transfer_flows: Vec<((Addr, Addr), i64, iepm::Flow)>,
+    scratch: Vec<Train>,
+}
+
+impl Analyzer {
+    pub fn new(cfg: Config) -> Self {
+        Self {
+            cfg,
+            flows: HashMap::default(),
+            next_id: 0,
+            first_ns: None,
+            now_ns: 0,
+            next_sweep_ns: i64::MIN,
+            packets: 0,
+            tcp_packets: 0,
+            skips: Skips::default(),
+            finished: Vec::new(),
+            trains: Vec::new(),
+            samples: Vec::new(),
+            records: Vec::new(),
+            transfer_flows: Vec::new(),
+            scratch: Vec::new(),
+        }
+    }
+
+    /// One captured frame: `packet` is its 1-based number in the capture.
+    pub fn frame(
+        &mut self,
+        packet: u64,
+        link: u32,
+        data: &[u8],
+        orig_len: u32,
+        ts_ns: i64,
+    ) -> Result<(), Skip> {
+        self.packets += 1;
+        match decode::decode(link, data, orig_len, ts_ns) {
+            Ok(p) => {
+                self.tcp_packets += 1;
+                self.segment(packet, &p, orig_len);
+                Ok(())
+            }
+            Err(e) => {
+                let s = &mut self.skips;
+                match e {
+                    Skip::NotIp => s.not_ip += 1,
+                    Skip::NotTcp => s.not_tcp += 1,
+                    Skip::Fragment => s.fragments += 1,
+                    Skip::Link(_) => s.unknown_link += 1,
+                    Skip::Truncated { .. } => s.truncated += 1,
+                    Skip::Malformed(_) => s.malformed += 1,
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// One decoded TCP segment.
+    pub fn segment(&mut self, packet: u64, p: &Packet, orig_len: u32) {
+        let t = p.ts_ns;
+        self.first_ns.get_or_insert(t);
+        self.now_ns = self.now_ns.max(t);
+        if self.now_ns >= self.next_sweep_ns {
+            self.sweep(false);
+            self.next_sweep_ns = self.now_ns + 1_000_000_000;
+        }
+        let key = if p.src <= p.dst {
+            (p.src, p.dst)
+        } else {
+            (p.dst, p.src)
+        };
+        // A new SYN on a closed flow's ports is a new connection.
+        if p.flags & (flag::SYN | flag::ACK) == flag::SYN
+            && self.flows.get(&key).is_some_and(|f| f.closed())
+        {
+            if let Some(f) = self.flows.remove(&key) {
+                self.finish_flow(f);
+            }
+        }
+        let next_id = &mut self.next_id;
+        let flow = self.flows.entry(key).or_insert_with(|| {
+            let id = *next_id;
+            *next_id += 1;
+            // The SYN/ACK's sender is the responder.
+            let (a, b) = if p.flags & (flag::SYN | flag::ACK) == flag::SYN | flag::ACK {
+                (p.dst, p.src)
+            } else {
+                (p.src, p.dst)
+            };
+            Flow {
+                id,
+                a,
+                b,
+                halves: Default::default(),
+                start_ns: t,
+                last_ns: t,
+                syn_ns: None,
+                synack_ns: None,
+                ack3_ns: None,
+                fin: [false; 2],
+                rst: false,
+                wren: [WrenState::Undecided, WrenState::Undecided],
+            }
+        });
+        flow.last_ns = t;
+        let d = usize::from(p.src != flow.a);
+        // The handshake's times (for the out-of-order window and the capture side).
+        let syn_ack = p.flags & (flag::SYN | flag::ACK);
+        if syn_ack == flag::SYN && d == 0 && flow.syn_ns.is_none() {
+            flow.syn_ns = Some(t);
+        } else if syn_ack == flag::SYN | flag::ACK && d == 1 && flow.synack_ns.is_none() {
+            flow.synack_ns = Some(t);
+        } else if syn_ack == flag::ACK
+            && d == 0
+            && flow.synack_ns.is_some()
+            && flow.ack3_ns.is_none()
+        {
+            flow.ack3_ns = Some(t);
+        }
+        if p.has(flag::FIN) {
+            flow.fin[d] = true;
+        }
+        if p.has(flag::RST) {
+            flow.rst = true;
+        }
+        let first_rtt = flow.first_rtt_ns();
+        let [h0, h1] = &mut flow.halves;
+        let (fwd, rev) = if d == 0 { (h0, h1) } else { (h1, h0) };
+        let seen = tcp::observe(fwd, rev, p, orig_len, first_rtt);
+        if self.cfg.keep_samples {
+            for (rtt, ts) in [(seen.ack_rtt, false), (seen.ts_rtt, true)] {
+                if let Some(r) = rtt {
+                    self.samples.push(RttSample {
+                        packet,
+                        timestamps: ts,
+                        rtt_s: r,
+                    });
+                }
+            }
+        }
+        // Wren: this direction's data departures, the other direction's ACKs.
+        let rel = (t - flow.start_ns) as f64 * 1e-9;
+        let keep = self.cfg.keep_trains;
+        if p.payload_len > 0 {
+            if matches!(flow.wren[d], WrenState::Undecided) {
+                flow.wren[d] = decide_wren(flow, d, &self.cfg);
+            }
+            let mss = flow.halves[d].mss.or(flow.halves[1 - d].mss);
+            let (from, to) = flow.endpoints(d);
+            if let WrenState::On(w) = &mut flow.wren[d] {
+                let dep = Departure {
+                    t: rel,
+                    bytes: p.ip_len,
+                    end_seq: p.seq.wrapping_add(p.payload_len),
+                    super_segment: is_super(p, mss),
+                    retransmission: seen.kind.is_resent() || seen.kind == Kind::KeepAlive,
+                };
+                w.wren.depart(dep, &mut self.scratch);
+                if !self.scratch.is_empty() {
+                    let trains = std::mem::take(&mut self.scratch);
+                    emit_trains(
+                        w,
+                        trains,
+                        flow.id,
+                        from,
+                        to,
+                        flow.start_ns,
+                        keep,
+                        &mut self.trains,
+                        &mut self.records,
+                    );
+                }
+            }
+        }
+        if p.has(flag::ACK) {
+            let (from, to) = flow.endpoints(1 - d);
+            if let WrenState::On(w) = &mut flow.wren[1 - d] {
+                w.wren.ack(p.ack, rel, &mut self.scratch);
+                if !self.scratch.is_empty() {
+                    let trains = std::mem::take(&mut self.scratch);
+                    emit_trains(
+                        w,
+                        trains,
+                        flow.id,
+                        from,
+                        to,
+                        flow.start_ns,
+                        keep,
+                        &mut self.trains,
+                        &mut self.records,
+                    );
+                }
+            }
+        }
+    }
+
+    /// Reports and drops flows that closed or went idle (all of them when `all`).
+    fn sweep(&mut self, all: bool) {
+        let now = self.now_ns;
+        let (idle, linger) = (self.cfg.idle_ns, self.cfg.linger_ns);
+        let done: Vec<Key> = self
+            .flows
+            .iter()
+            .filter(|(_, f)| {
+                all || now - f.last_ns > idle || (f.closed() && now - f.last_ns > linger)
+            })
+            .map(|(k, _)| *k)
+            .collect();
+        let mut flows: Vec<Flow> = done.iter().filter_map(|k| self.flows.remove(k)).collect();
+        flows.sort_by_key(|f| f.id);
+        for f in flows {
+            self.finish_flow(f);
+        }
+    }
+
+    fn finish_flow(&mut self, mut f: Flow) {
+        let mut trains = Vec::new();
+        for d in 0..2 {
+            let (from, to) = f.endpoints(d);
+            if let WrenState::On(w) = &mut f.wren[d] {
+                w.wren.finish(&mut trains);
+                emit_trains(
+                    w,
+                    std::mem::take(&mut trains),
+                    f.id,
+                    from,
+                    to,
+                    f.start_ns,
+                    self.cfg.keep_trains,
+                    &mut self.trains,
+                    &mut self.records,
+                );
+            }
+        }
+        let report = FlowReport {
+            id: f.id,
+            a: f.a,
+            b: f.b,
+            start_ns: f.start_ns,
+            last_ns: f.last_ns,
+            handshake: f.ack3_ns.is_some(),
+            closed: f.closed(),
+            directions: [0, 1].map(|d| direction_report(&f, d)),
+        };
+        let ts_ms = f.last_ns as f64 / 1e6;
+        for (d, dr) in report.directions.iter().enumerate() {
+            flow_records(dr, ts_ms, &mut self.records);
+            // IEPM-BW's flow records (Netflow-like): the direction that carried the data,
+            // over the flow's whole duration.
+            let other = &report.directions[1 - d];
+            if dr.payload_bytes > 0 && dr.payload_bytes >= other.payload_bytes {
+                self.transfer_flows.push((
+                    (dr.from.addr, dr.to.addr),
+                    report.start_ns,
+                    iepm::Flow {
+                        start_s: report.start_ns as f64 * 1e-9,
+                        duration_s: (report.last_ns - report.start_ns) as f64 * 1e-9,
+                        bytes: dr.payload_bytes as f64,
+                    },
+                ));
+            }
+        }
+        self.finished.push(report);
+    }
+
+    /// Flows finished since the last call, in order of their first packet within a sweep.
+    pub fn take_finished(&mut self) -> Vec<FlowReport> {
+        std::mem::take(&mut self.finished)
+    }
+
+    /// Records made since the last call, in the order they were made.
+    pub fn take_records(&mut self) -> Vec<Record> {
+        std::mem::take(&mut self.records)
+    }
+
+    pub fn take_trains(&mut self) -> Vec<TrainReport> {
+        std::mem::take(&mut self.trains)
+    }
+
+    pub fn take_samples(&mut self) -> Vec<RttSample> {
+        std::mem::take(&mut self.samples)
+    }
+
+    /// Flows still open.
+    pub fn live_flows(&self) -> usize {
+        self.flows.len()
+    }
+
+    /// The end of the capture: every open flow is reported, then the IEPM-BW transfers
+    /// (with their records) are formed from all flows.
+    pub fn finish(&mut self) -> Vec<TransferReport> {
+        self.sweep(true);
+        let mut by_pair: HashMap<(Addr, Addr), Vec<(i64, iepm::Flow)>> = HashMap::new();
+        for (pair, start, f) in std::mem::take(&mut self.transfer_flows) {
+            by_pair.entry(pair).or_default().push((start, f));
+        }
+        let mut pairs: Vec<_> = by_pair.into_iter().collect();
+        pairs.sort_by_key(|(_, v)| v.iter().map(|x| x.0).min());
+        let mut out = Vec::new();
+        for ((from, to), flows) in pairs {
+            let only: Vec<iepm::Flow> = flows.iter().map(|x| x.1).collect();
+            for group in iepm::group_transfers(&only, self.cfg.transfer_gap_s) {
+                let Some(m) = iepm::multi_stream(&group) else {
+                    continue;
+                };
+                let start_s = group.iter().map(|g| g.start_s).fold(f64::MAX, f64::min);
+                let t = TransferReport {
+                    from,
+                    to,
+                    start_ns: (start_s * 1e9).round() as i64,
+                    streams: group.len(),
+                    bytes: group.iter().map(|g| g.bytes).sum(),
+                    mbps: [m.method1, m.method2, m.method3].map(|b| b * 8.0 / 1e6),
+                };
+                for (i, v) in t.mbps.iter().enumerate() {
+                    let mut r = Record::new(
+                        start_s * 1e3,
+                        &format!("pcap iepm method {}", i + 1),
+                        Metric::Throughput,
+                        *v,
+                        &to.to_string(),
+                    );
+                    r.from = Some(from.to_string());
+                    r.probe = Some(Probe {
+                        transport: Some(Transport::Pcap),
+                        payload_bytes: Some(t.bytes as u64),
+                        streams: Some(t.streams as u32),
+                        ..Probe::default()
+                    });
+                    self.records.push(r);
+                }
+                out.push(t);
+            }
+        }
+        out
+    }
+
+    /// The flows still open, for the live table.
+    pub fn live_rows(&self) -> Vec<LiveRow> {
+        let mut rows = Vec::new();
+        for f in self.flows.values() {
+            for d in 0..2 {
+                let h = &f.halves[d];
+                if h.payload_bytes == 0 {
+                    continue;
+                }
+                let (from, to) = f.endpoints(d);
+                let (last, fc) = match &f.wren[d] {
+                    WrenState::On(w) => (
+                        w.last_bound_mbps,
+                        w.series.as_ref().and_then(|s| s.next()).map(|n| n.value),
+                    ),
+                    _ => (None, None),
+                };
+                rows.push(LiveRow {
+                    id: f.id,
+                    from,
+                    to,
+                    new_bytes: h.new_bytes,
+                    packets: h.packets,
+                    ack_rtt_median_s: h.ack_rtt.summary().map(|s| s.median),
+                    ts_rtt_median_s: h.ts_rtt.summary().map(|s| s.median),
+                    retransmissions: h.retransmissions
+                        + h.fast_retransmissions
+                        + h.spurious_retransmissions,
+                    last_bound_mbps: last,
+                    forecast_mbps: fc,
+                });
+            }
+        }
+        rows.sort_by_key(|r| (r.id, r.from));
+        rows
+    }
+}
+
+/// A segment is a super-segment when it carries more than the MSS announced (1460 bytes for
+/// IPv4 and 1440 for IPv6 when the SYN was not captured: an Ethernet MTU's worth).
+fn is_super(p: &Packet, mss: Option<u16>) -> bool {
+    let mss = mss
+        .map(u32::from)
+        .unwrap_or(if p.src.addr.v6 { 1440 } else { 1460 });
+    p.payload_len > mss
+}
+
+fn decide_wren(f: &Flow, d: usize, cfg: &Config) -> WrenState {
+    if cfg.wren_side == WrenSide::Sender {
+        if let (Some(syn), Some(synack), Some(ack3)) = (f.syn_ns, f.synack_ns, f.ack3_ns) {
+            // Near the initiator, SYN→SYN/ACK takes the round trip and SYN/ACK→ACK almost
+            // nothing; near the responder, the other way round.
+            let near_initiator = synack - syn >= ack3 - synack;
+            if near_initiator != (d == 0) {
+                return WrenState::Off("the capture is at the receiver");
+            }
+        }
+    }
+    WrenState::On(Box::new(WrenDir {
+        wren: Wren::new(cfg.wren),
+        series: None,
+        trains: 0,
+        bounds: 0,
+        verdicts: Verdicts::default(),
+        last_bound_mbps: None,
+    }))
+}
+
+#[allow(clippy::too_many_arguments)]
+fn emit_trains(
+    w: &mut WrenDir,
+    trains: Vec<Train>,
+    id: u64,
+    from: Endpoint,
+    to: Endpoint,
+    flow_start_ns: i64,
+    keep: bool,
+    out: &mut Vec<TrainReport>,
+    records: &mut Vec<Record>,
+) {
+    for train in trains {
+        w.trains += 1;
+        let v = &mut w.verdicts;
+        match train.verdict {
+            Verdict::LowerBound => {}
+            Verdict::Increasing => v.increasing += 1,
+            Verdict::RatesDiffer => v.rates_differ += 1,
+            Verdict::TooFewAcks => v.too_few_acks += 1,
+            Verdict::AcksAtOneInstant => v.acks_at_one_instant += 1,
+            Verdict::Unacknowledged => v.unacknowledged += 1,
+        }
+        if let Some(bps) = train.lower_bound_bps() {
+            w.bounds += 1;
+            let mbps = bps / 1e6;
+            w.last_bound_mbps = Some(mbps);
+            let series = w.series.get_or_insert_with(|| {
+                let mut c = SeriesConfig::new(
+                    Metric::AvailBwLowerBound,
+                    Some(Transport::Pcap),
+                    SOURCE,
+                    &to.to_string(),
+                );
+                c.from = Some(from.to_string());
+                ProbedSeries::new(c).expect("the default profile is valid")
+            });
+            let ts_ms = flow_start_ns as f64 / 1e6 + train.end * 1e3;
+            let mut obs = Observation::new(
+                ts_ms,
+                Outcome::Measured {
+                    value: mbps,
+                    duration_ms: None,
+                },
+                None,
+            );
+            obs.probe = Some(Probe {
+                transport: Some(Transport::Pcap),
+                payload_bytes: Some((train.bits / 8.0) as u64),
+                ..Probe::default()
+            });
+            records.push(series.observe(obs));
+        }
+        if keep {
+            out.push(TrainReport {
+                flow: id,
+                from,
+                to,
+                flow_start_ns,
+                train,
+            });
+        }
+    }
+}
+
+fn direction_report(f: &Flow, d: usize) -> DirectionReport {
+    let h = &f.halves[d];
+    let (from, to) = f.endpoints(d);
+    let duration = (h.last_ns - h.first_ns) as f64 * 1e-9;
+    let retrans = h.retransmissions + h.fast_retransmissions + h.spurious_retransmissions;
+    let (wren, wren_off) = match &f.wren[d] {
+        WrenState::On(w) => (
+            Some(WrenReport {
+                trains: w.trains,
+                lower_bounds: w.bounds,
+                verdicts: w.verdicts,
+                last_bound_mbps: w.last_bound_mbps,
+                forecast: w.series.as_ref().and_then(|s| s.next()),
+                skipped: w.wren.skipped(),
+            }),
+            None,
+        ),
+        WrenState::Off(why) => (None, Some(*why)),
+        WrenState::Undecided => (None, None),
+    };
+    DirectionReport {
+        from,
+        to,
+        packets: h.packets,
+        frame_bytes: h.frame_bytes,
+        payload_bytes: h.payload_bytes,
+        new_bytes: h.new_bytes,
+        first_ns: h.first_ns,
+        last_ns: h.last_ns,
+        throughput_mbps: (h.new_bytes > 0 && duration > 0.0)
+            .then(|| h.new_bytes as f64 * 8.0 / duration / 1e6),
+        retransmissions: retrans,
+        fast_retransmissions: h.fast_retransmissions,
+        spurious_retransmissions: h.spurious_retransmissions,
+        out_of_order: h.out_of_order,
+        data_packets: h.data_packets,
+        loss: (h.data_packets > 0).then(|| (retrans as f64 / h.data_packets as f64).min(1.0)),
+        ack_rtt: h.ack_rtt.summary(),
+        ts_rtt: h.ts_rtt.summary(),
+        super_segments: h.super_segments,
+        wren,
+        wren_off,
+    }
+}
+
+/// The records of one finished flow direction that sent data: throughput, both RTTs, loss.
+fn flow_records(d: &DirectionReport, ts_ms: f64, out: &mut Vec<Record>) {
+    if d.payload_bytes == 0 {
+        return;
+    }
+    let (from, to) = (d.from.to_string(), d.to.to_string());
+    let mut push = |source: &str, metric: Metric, value: f64| {
+        let mut r = Record::new(ts_ms, source, metric, value, &to);
+        r.from = Some(from.clone());
+        r.probe = Some(Probe {
+            transport: Some(Transport::Pcap),
+            payload_bytes: Some(d.new_bytes),
+            ..Probe::default()
+        });
+        out.push(r);
+    };
+    if let Some(t) = d.throughput_mbps {
+        push(SOURCE, Metric::Throughput, t);
+    }
+    if let Some(s) = d.ack_rtt {
+        push(SOURCE, Metric::Rtt, s.median * 1e3);
+    }
+    if let Some(s) = d.ts_rtt {
+        push(SOURCE_TS, Metric::Rtt, s.median * 1e3);
+    }
+    if let Some(l) = d.loss {
+        push(SOURCE, Metric::Loss, l);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pcap::decode::linktype;
+    use crate::pcap::decode::tests::ipv4_tcp;
+
+    /// A scripted connection: handshake, `n` data segments 1 ms apart acknowledged one by one
+    /// 10 ms later, FIN both ways.
+    fn connection(an: &mut Analyzer, t0_us: i64, port: u16, n: u32) {
+        let c = [10, 0, 0, 1];
+        let s = [10, 0, 0, 2];
+        let mut frames: Vec<(i64, Vec<u8>)> = Vec::new();
+        let at = |us: i64| (t0_us + us) * 1000;
+        frames.push((
+            at(0),
+            ipv4_tcp(c, s, (port, 80), 100, 0, flag::SYN, 0, Some((1, 0))),
+        ));
+        frames.push((
+            at(10_000),
+            ipv4_tcp(
+                s,
+                c,
+                (80, port),
+                500,
+                101,
+                flag::SYN | flag::ACK,
+                0,
+                Some((7, 1)),
+            ),
+        ));
+        frames.push((
+            at(10_100),
+            ipv4_tcp(c, s, (port, 80), 101, 501, flag::ACK, 0, Some((2, 7))),
+        ));
+        for i in 0..n {
+            let seq = 101 + i * 1000;
+            let t = 11_000 + i as i64 * 1000;
+            frames.push((
+                at(t),
+                ipv4_tcp(
+                    c,
+                    s,
+                    (port, 80),
+                    seq,
+                    501,
+                    flag::ACK,
+                    1000,
+                    Some((3 + i, 7)),
+                ),
+            ));
+            frames.push((
+                at(t + 10_000),
+                ipv4_tcp(
+                    s,
+                    c,
+                    (80, port),
+                    501,
+                    seq + 1000,
+                    flag::ACK,
+                    0,
+                    Some((8 + i, 3 + i)),
+                ),
+            ));
+        }
+        let end = 101 + n * 1000;
+        let tf = 30_000 + n as i64 * 1000;
+        frames.push((
+            at(tf),
+            ipv4_tcp(c, s, (port, 80), end, 501, flag::FIN | flag::ACK, 0, None),
+        ));
+        frames.push((
+            at(tf + 10_000),
+            ipv4_tcp(
+                s,
+                c,
+                (80, port),
+                501,
+                end + 1,
+                flag::FIN | flag::ACK,
+                0,
+                None,
+            ),
+        ));
+        frames.sort_by_key(|f| f.0);
+        for (i, (t, f)) in frames.iter().enumerate() {
+            an.frame(i as u64 + 1, linktype::ETHERNET, f, f.len() as u32, *t)
+                .unwrap();
+        }
+    }
+
+    #[test]
+    fn a_scripted_connection_gives_its_counts_rtts_trains_and_records() {
+        let mut an = Analyzer::new(Config {
+            keep_trains: true,
+            ..Config::default()
+        });
+        connection(&mut an, 1_700_000_000_000_000, 40000, 30);
+        connection(&mut an, 1_700_000_002_000_000, 40001, 30);
+        let transfers = an.finish();
+        let flows = an.take_finished();
+        assert_eq!(flows.len(), 2);
+        let up = &flows[0].directions[0];
+        assert_eq!(up.packets, 33);
+        assert_eq!(up.new_bytes, 30_000);
+        assert_eq!(up.retransmissions, 0);
+        let rtt = up.ack_rtt.unwrap();
+        assert!((rtt.median - 0.010).abs() < 1e-9, "{rtt:?}");
+        assert_eq!(rtt.n, 32, "the SYN, the 30 data segments and the FIN");
+        let ts = up.ts_rtt.unwrap();
+        assert!((ts.median - 0.010).abs() < 1e-9, "{ts:?}");
+        // Wren: 30 packets 1 ms apart (1052 bytes of IP each), flat RTTs.
+        let w = up.wren.as_ref().unwrap();
+        assert!(w.lower_bounds >= 1, "{w:?}");
+        let bound = w.last_bound_mbps.unwrap();
+        assert!(
+            (bound - 1052.0 * 8.0 / 1e3 / 1e3 * 1e3).abs() < 0.01,
+            "{bound}"
+        );
+        assert!(!an.take_trains().is_empty());
+        // One transfer of two streams.
+        assert_eq!(transfers.len(), 1);
+        assert_eq!(transfers[0].streams, 2);
+        let records = an.take_records();
+        for r in &records {
+            r.validate().unwrap();
+            let back = Record::parse(&r.to_line()).unwrap();
+            assert_eq!(&back, r);
+        }
+        let metrics: Vec<_> = records
+            .iter()
+            .map(|r| (r.source.as_str(), r.metric))
+            .collect();
+        assert!(metrics.contains(&(SOURCE, Metric::AvailBwLowerBound)));
+        assert!(metrics.contains(&(SOURCE, Metric::Throughput)));
+        assert!(metrics.contains(&(SOURCE_TS, Metric::Rtt)));
+        assert!(metrics.contains(&("pcap iepm method 2", Metric::Throughput)));
+    }
+}

@@ -1,0 +1,756 @@
+//! The capture edges: pcap and pcapng files read as a stream (a fixed buffer, whatever the
+//! file's size), and live capture through libpcap.
+//!
+//! Files: classic pcap in both byte orders with micro- or nanosecond timestamps, and pcapng
+//! (sections of either byte order, several interfaces with their own link types, timestamp
+//! resolutions and offsets). The blocks are framed here (so that every problem can name its
+//! byte offset and the reader can find the next good block after a damaged one) and parsed
+//! by the pcap-parser crate. Damage never stops the analysis of the rest: a truncated last
+//! packet, a record header that cannot be right, or a corrupt pcapng block is reported with
+//! its offset and packet number, and reading resumes at the next plausible record or block.
+
+use pcap_parser::pcapng::{parse_block_be, parse_block_le, Block};
+use pcap_parser::{parse_pcap_frame, parse_pcap_frame_be, parse_pcap_header};
+use std::fmt;
+use std::io::{self, Read};
+
+/// One captured frame.
+#[derive(Clone, Copy, Debug)]
+pub struct Frame<'a> {
+    /// 1-based number in the capture (tshark's `frame.number`).
+    pub number: u64,
+    /// LINKTYPE_ of the interface it was captured on.
+    pub link: u32,
+    /// Capture time, ns since 1970.
+    pub ts_ns: i64,
+    /// The bytes kept (at most the snap length).
+    pub data: &'a [u8],
+    /// The frame's length on the wire.
+    pub orig_len: u32,
+}
+
+/// Something wrong in the file, where it is, and what was done about it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Problem {
+    /// Byte offset in the file.
+    pub offset: u64,
+    /// The packet concerned (the number it has or would have had), if any.
+    pub packet: Option<u64>,
+    pub what: String,
+}
+
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.packet {
+            Some(n) => write!(f, "byte {} (packet {n}): {}", self.offset, self.what),
+            None => write!(f, "byte {}: {}", self.offset, self.what),
+        }
+    }
+}
+
+/// Largest record or block believed: anything longer is damage (a packet of 16 MiB is far
+/// beyond any link's MTU or TSO segment).
+const MAX_RECORD: usize = 16 << 20;
+/// Read size.
+const CHUNK: usize = 4 << 20;
+
+const PCAPNG_SHB: u32 = 0x0A0D_0D0A;
+const PCAPNG_BOM: u32 = 0x1A2B_3C4D;
+const PCAP_MICRO: u32 = 0xA1B2_C3D4;
+const PCAP_NANO: u32 = 0xA1B2_3C4D;
+
+/// Capture times are kept between 1970 and 2^62 ns (year 2116): a damaged timestamp
+/// cannot make the analysis' time differences overflow.
+fn clamp_ns(ns: i64) -> i64 {
+    ns.clamp(0, 1 << 62)
+}
+
+/// A byte source with a window that can be grown, compacted and advanced, tracking the file
+/// offset of its first byte.
+struct Window<R> {
+    src: R,
+    buf: Vec<u8>,
+    start: usize,
+    end: usize,
+    /// File offset of `buf[start]`.
+    offset: u64,
+    eof: bool,
+}
+
+impl<R: Read> Window<R> {
+    fn new(src: R) -> Self {
+        Self {
+            src,
+            buf: vec![0; CHUNK],
+            start: 0,
+            end: 0,
+            offset: 0,
+            eof: false,
+        }
+    }
+
+    fn avail(&self) -> &[u8] {
+        &self.buf[self.start..self.end]
+    }
+
+    /// Makes at least `n` bytes available if the file has them; returns how many are.
+    fn fill(&mut self, n: usize) -> io::Result<usize> {
+        while self.end - self.start < n && !self.eof {
+            if self.start > 0 && self.buf.len() - self.start < n.max(CHUNK / 2) {
+                self.buf.copy_within(self.start..self.end, 0);
+                self.end -= self.start;
+                self.start = 0;
+            }
+            if self.buf.len() - self.start < n {
+                self.buf.resize(self.start + n.max(CHUNK), 0);
+            }
+            let end = self.end;
+            match self.src.read(&mut self.buf[end..]) {
+                Ok(0) => self.eof = true,
+                Ok(k) => self.end += k,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(self.end - self.start)
+    }
+
+    fn advance(&mut self, n: usize) {
+        let n = n.min(self.end - self.start);
+        self.start += n;
+        self.offset += n as u64;
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Interface {
+    link: u32,
+    /// Timestamp units per second.
+    units: u64,
+    /// Seconds added to every timestamp.
+    offset_s: i64,
+}
+
+/// What a file turned out to be.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    Pcap { big_endian: bool, nanoseconds: bool },
+    PcapNg,
+}
+
+/// Totals of one file.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct FileStats {
+    pub packets: u64,
+    pub bytes: u64,
+    pub problems: u64,
+}
+
+/// Reads a whole capture from `src` (`name` for messages), calling `on_frame` for every
+/// frame and `on_problem` for every problem. Returns an error only when the source cannot be
+/// read or is not a capture at all.
+pub fn read_capture<R: Read>(
+    src: R,
+    mut on_frame: impl FnMut(&Frame<'_>),
+    mut on_problem: impl FnMut(Problem),
+) -> io::Result<(Format, FileStats)> {
+    let mut w = Window::new(src);
+    let have = w.fill(4)?;
+    if have < 4 {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            if have == 0 {
+                "the file is empty, not a capture".to_string()
+            } else {
+                format!("{have} bytes: too short to be a capture")
+            },
+        ));
+    }
+    let magic = w.avail()[..4].try_into().expect("4 bytes");
+    let le = u32::from_le_bytes(magic);
+    let be = u32::from_be_bytes(magic);
+    let mut stats = FileStats::default();
+    let mut problem = |p: Problem, stats: &mut FileStats| {
+        stats.problems += 1;
+        on_problem(p)
+    };
+    if le == PCAPNG_SHB {
+        pcapng(&mut w, &mut on_frame, &mut problem, &mut stats)?;
+        Ok((Format::PcapNg, stats))
+    } else if [le, be].iter().any(|m| *m == PCAP_MICRO || *m == PCAP_NANO) {
+        let format = Format::Pcap {
+            big_endian: be == PCAP_MICRO || be == PCAP_NANO,
+            nanoseconds: le == PCAP_NANO || be == PCAP_NANO,
+        };
+        pcap(&mut w, format, &mut on_frame, &mut problem, &mut stats)?;
+        Ok((format, stats))
+    } else {
+        Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!(
+                "not a capture file: it starts with {:02x} {:02x} {:02x} {:02x}, not a pcap or pcapng magic number",
+                magic[0], magic[1], magic[2], magic[3]
+            ),
+        ))
+    }
+}
+
+fn u32_at(b: &[u8], at: usize, big: bool) -> u32 {
+    let w = [b[at], b[at + 1], b[at + 2], b[at + 3]];
+    if big {
+        u32::from_be_bytes(w)
+    } else {
+        u32::from_le_bytes(w)
+    }
+}
+
+/// A classic pcap record header that could be right.
+fn plausible_record(h: &[u8], big: bool, nano: bool) -> bool {
+    let frac = u32_at(h, 4, big);
+    let caplen = u32_at(h, 8, big) as usize;
+    let orig = u32_at(h, 12, big) as usize;
+    frac < if nano { 1_000_000_000 } else { 1_000_000 }
+        && caplen <= MAX_RECORD
+        && orig <= MAX_RECORD
+}
+
+fn pcap<R: Read>(
+    w: &mut Window<R>,
+    format: Format,
+    on_frame: &mut impl FnMut(&Frame<'_>),
+    problem: &mut impl FnMut(Problem, &mut FileStats),
+    stats: &mut FileStats,
+) -> io::Result<()> {
+    let Format::Pcap {
+        big_endian: big,
+        nanoseconds: nano,
+    } = format
+    else {
+        unreachable!("called for pcap only")
+    };
+    if w.fill(24)? < 24 {
+        problem(
+            Problem {
+                offset: 0,
+                packet: None,
+                what: "the file header is cut short (24 bytes needed)".into(),
+            },
+            stats,
+        );
+        return Ok(());
+    }
+    let link = match parse_pcap_header(w.avail()) {
+        Ok((_, h)) => h.network.0 as u32,
+        Err(e) => {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("bad pcap file header: {e:?}"),
+            ))
+        }
+    };
+    w.advance(24);
+    let mut number = 0u64;
+    loop {
+        let have = w.fill(16)?;
+        if have == 0 {
+            return Ok(());
+        }
+        let next = number + 1;
+        if have < 16 {
+            problem(
+                Problem {
+                    offset: w.offset,
+                    packet: Some(next),
+                    what: format!("the file ends inside a record header ({have} of 16 bytes)"),
+                },
+                stats,
+            );
+            return Ok(());
+        }
+        if !plausible_record(&w.avail()[..16], big, nano) {
+            let at = w.offset;
+            let skipped = resync_pcap(w, big, nano)?;
+            problem(
+                Problem {
+                    offset: at,
+                    packet: Some(next),
+                    what: format!(
+                        "a record header that cannot be right (time fraction or length out of range); skipped {skipped} bytes to the next plausible record"
+                    ),
+                },
+                stats,
+            );
+            continue;
+        }
+        let caplen = u32_at(w.avail(), 8, big) as usize;
+        let have = w.fill(16 + caplen)?;
+        number = next;
+        let head = &w.avail()[..16];
+        let ts_s = u32_at(head, 0, big) as i64;
+        let frac = u32_at(head, 4, big) as i64;
+        let orig_len = u32_at(head, 12, big);
+        let ts_ns = clamp_ns(ts_s * 1_000_000_000 + if nano { frac } else { frac * 1000 });
+        if have < 16 + caplen {
+            problem(
+                Problem {
+                    offset: w.offset,
+                    packet: Some(number),
+                    what: format!(
+                        "truncated: the record holds {caplen} bytes, the file ends after {}; analysed as if the snap length had cut it",
+                        have - 16
+                    ),
+                },
+                stats,
+            );
+            let data = &w.avail()[16..have];
+            on_frame(&Frame {
+                number,
+                link,
+                ts_ns,
+                data,
+                orig_len,
+            });
+            stats.packets += 1;
+            return Ok(());
+        }
+        let parsed = if big {
+            parse_pcap_frame_be(w.avail())
+        } else {
+            parse_pcap_frame(w.avail())
+        };
+        match parsed {
+            Ok((_, block)) => {
+                stats.packets += 1;
+                stats.bytes += orig_len as u64;
+                on_frame(&Frame {
+                    number,
+                    link,
+                    ts_ns,
+                    data: block.data,
+                    orig_len: block.origlen,
+                });
+            }
+            Err(e) => problem(
+                Problem {
+                    offset: w.offset,
+                    packet: Some(number),
+                    what: format!("record not readable: {e:?}"),
+                },
+                stats,
+            ),
+        }
+        w.advance(16 + caplen);
+    }
+}
+
+/// Skips to the next offset where a plausible record header is followed by another one (or
+/// by the end of the file); returns the bytes skipped.
+fn resync_pcap<R: Read>(w: &mut Window<R>, big: bool, nano: bool) -> io::Result<u64> {
+    let mut skipped = 0u64;
+    loop {
+        w.advance(1);
+        skipped += 1;
+        let have = w.fill(16)?;
+        if have < 16 {
+            w.advance(have);
+            return Ok(skipped + have as u64);
+        }
+        if !plausible_record(&w.avail()[..16], big, nano) {
+            continue;
+        }
+        let caplen = u32_at(w.avail(), 8, big) as usize;
+        let have = w.fill(16 + caplen + 16)?;
+        if have == 16 + caplen
+            || (have >= 32 + caplen
+                && plausible_record(&w.avail()[16 + caplen..32 + caplen], big, nano))
+        {
+            return Ok(skipped);
+        }
+    }
+}
+
+/// A pcapng block's framing: type and total length in the section's byte order, the length
+/// repeated at the end.
+fn plausible_block(b: &[u8], big: bool, have: usize) -> Option<usize> {
+    if b.len() < 12 {
+        return None;
+    }
+    let len = u32_at(b, 4, big) as usize;
+    if len < 12 || len % 4 != 0 || len > MAX_RECORD || len > have {
+        return None;
+    }
+    (u32_at(b, len - 4, big) as usize == len).then_some(len)
+}
+
+fn pcapng<R: Read>(
+    w: &mut Window<R>,
+    on_frame: &mut impl FnMut(&Frame<'_>),
+    problem: &mut impl FnMut(Problem, &mut FileStats),
+    stats: &mut FileStats,
+) -> io::Result<()> {
+    let mut big = false;
+    let mut ifaces: Vec<Interface> = Vec::new();
+    let mut number = 0u64;
+    let mut last_ts = 0i64;
+    loop {
+        let have = w.fill(12)?;
+        if have == 0 {
+            return Ok(());
+        }
+        if have < 12 {
+            problem(
+                Problem {
+                    offset: w.offset,
+                    packet: None,
+                    what: format!("the file ends inside a block header ({have} of 12 bytes)"),
+                },
+                stats,
+            );
+            return Ok(());
+        }
+        let ty = u32_at(w.avail(), 0, false);
+        if ty == PCAPNG_SHB {
+            // The byte-order magic decides how this section is read.
+            match u32_at(w.avail(), 8, false) {
+                PCAPNG_BOM => big = false,
+                m if m.swap_bytes() == PCAPNG_BOM => big = true,
+                _ => {}
+            }
+        }
+        let claimed = u32_at(w.avail(), 4, big) as usize;
+        let want = claimed.clamp(12, MAX_RECORD);
+        let have = w.fill(want)?;
+        let Some(len) = plausible_block(w.avail(), big, have) else {
+            let at = w.offset;
+            let eof_cut =
+                claimed >= 12 && claimed % 4 == 0 && claimed <= MAX_RECORD && have < claimed;
+            if eof_cut && w.eof {
+                problem(
+                    Problem {
+                        offset: at,
+                        packet: is_packet_block(ty, big).then_some(number + 1),
+                        what: format!(
+                            "truncated: the block is {claimed} bytes long, the file ends after {have}"
+                        ),
+                    },
+                    stats,
+                );
+                return Ok(());
+            }
+            let skipped = resync_pcapng(w, big)?;
+            problem(
+                Problem {
+                    offset: at,
+                    packet: None,
+                    what: format!(
+                        "corrupt block (type {ty:#x}, length {claimed}: its framing does not hold); skipped {skipped} bytes to the next good block"
+                    ),
+                },
+                stats,
+            );
+            continue;
+        };
+        let block = &w.avail()[..len];
+        let parsed = if big {
+            parse_block_be(block)
+        } else {
+            parse_block_le(block)
+        };
+        match parsed {
+            Ok((_, Block::SectionHeader(_))) => ifaces.clear(),
+            Ok((_, Block::InterfaceDescription(idb))) => ifaces.push(Interface {
+                link: idb.linktype.0 as u32,
+                units: idb.ts_resolution().unwrap_or(1_000_000),
+                offset_s: idb.ts_offset(),
+            }),
+            Ok((_, Block::EnhancedPacket(epb))) => {
+                number += 1;
+                match ifaces.get(epb.if_id as usize) {
+                    None => problem(
+                        Problem {
+                            offset: w.offset,
+                            packet: Some(number),
+                            what: format!(
+                                "packet on interface {} which no interface block described; skipped",
+                                epb.if_id
+                            ),
+                        },
+                        stats,
+                    ),
+                    Some(i) => {
+                        let ts = ((epb.ts_high as u64) << 32) | epb.ts_low as u64;
+                        let ns = ts as u128 * 1_000_000_000 / i.units.max(1) as u128;
+                        let ts_ns = clamp_ns(
+                            (ns.min(i64::MAX as u128) as i64)
+                                .saturating_add(i.offset_s.saturating_mul(1_000_000_000)),
+                        );
+                        last_ts = ts_ns;
+                        let caplen = (epb.caplen as usize).min(epb.data.len());
+                        stats.packets += 1;
+                        stats.bytes += epb.origlen as u64;
+                        on_frame(&Frame {
+                            number,
+                            link: i.link,
+                            ts_ns,
+                            data: &epb.data[..caplen],
+                            orig_len: epb.origlen,
+                        });
+                    }
+                }
+            }
+            Ok((_, Block::SimplePacket(spb))) => {
+                number += 1;
+                if let Some(i) = ifaces.first() {
+                    stats.packets += 1;
+                    stats.bytes += spb.origlen as u64;
+                    let caplen = spb.data.len().min(spb.origlen as usize);
+                    on_frame(&Frame {
+                        number,
+                        link: i.link,
+                        ts_ns: last_ts,
+                        data: &spb.data[..caplen],
+                        orig_len: spb.origlen,
+                    });
+                }
+            }
+            Ok(_) => {}
+            Err(e) => problem(
+                Problem {
+                    offset: w.offset,
+                    packet: is_packet_block(ty, big).then_some(number + 1),
+                    what: format!("block of type {ty:#x} not readable ({e:?}); skipped"),
+                },
+                stats,
+            ),
+        }
+        w.advance(len);
+    }
+}
+
+fn is_packet_block(ty: u32, big: bool) -> bool {
+    let ty = if big { ty.swap_bytes() } else { ty };
+    ty == 6 || ty == 3
+}
+
+/// Skips to the next offset holding a block whose framing holds and whose type is a known
+/// one; returns the bytes skipped.
+fn resync_pcapng<R: Read>(w: &mut Window<R>, big: bool) -> io::Result<u64> {
+    let mut skipped = 0u64;
+    loop {
+        w.advance(1);
+        skipped += 1;
+        let have = w.fill(12)?;
+        if have < 12 {
+            w.advance(have);
+            return Ok(skipped + have as u64);
+        }
+        let ty = u32_at(w.avail(), 0, big);
+        let known = matches!(ty, 1..=10) || ty == PCAPNG_SHB || ty == 0xBAD || ty == 0x40000BAD;
+        if !known {
+            continue;
+        }
+        let claimed = (u32_at(w.avail(), 4, big) as usize).clamp(12, MAX_RECORD);
+        let have = w.fill(claimed)?;
+        if plausible_block(w.avail(), big, have).is_some() {
+            return Ok(skipped);
+        }
+    }
+}
+
+/// Live capture through libpcap.
+pub mod live {
+    use std::time::Duration;
+
+    /// What libpcap counted.
+    #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+    pub struct Stats {
+        pub received: u64,
+        /// Dropped because the analyser did not read fast enough (the kernel buffer was full).
+        pub dropped: u64,
+        /// Dropped by the interface or its driver.
+        pub if_dropped: u64,
+    }
+
+    /// An open live capture.
+    pub struct Live {
+        cap: pcap::Capture<pcap::Active>,
+        pub link: u32,
+        number: u64,
+    }
+
+    /// Why a live capture could not start, in words a user can act on.
+    fn explain(iface: &str, e: pcap::Error) -> String {
+        let text = e.to_string();
+        let lower = text.to_lowercase();
+        if lower.contains("permission") || lower.contains("operation not permitted") {
+            format!(
+                "cannot capture on {iface}: {text}. Live capture needs the CAP_NET_RAW capability: run as root, or grant it once with `sudo setcap cap_net_raw,cap_net_admin=eip $(command -v nowcast)`"
+            )
+        } else if lower.contains("no such device") || lower.contains("doesn't exist") {
+            format!("cannot capture on {iface}: no such interface ({text})")
+        } else {
+            format!("cannot capture on {iface}: {text}")
+        }
+    }
+
+    impl Live {
+        /// Opens `iface` (`any` for every interface) with an optional BPF `filter`.
+        pub fn open(iface: &str, filter: Option<&str>, snaplen: i32) -> Result<Self, String> {
+            let cap = pcap::Capture::from_device(iface)
+                .map_err(|e| explain(iface, e))?
+                .promisc(false)
+                .snaplen(snaplen)
+                .immediate_mode(true)
+                .timeout(100)
+                .buffer_size(64 << 20)
+                .precision(pcap::Precision::Nano)
+                .open()
+                .map_err(|e| explain(iface, e))?
+                // Non-blocking: a quiet interface must not hold the loop past --duration or
+                // a signal (libpcap's read timeout is not honoured in immediate mode).
+                .setnonblock()
+                .map_err(|e| explain(iface, e))?;
+            let mut cap = cap;
+            if let Some(f) = filter {
+                cap.filter(f, true)
+                    .map_err(|e| format!("bad --filter {f:?}: {e}"))?;
+            }
+            let link = cap.get_datalink().0 as u32;
+            Ok(Self {
+                cap,
+                link,
+                number: 0,
+            })
+        }
+
+        /// The next frame, or `None` after a short wait ([`POLL`]) when none is waiting.
+        pub fn next_frame(&mut self) -> Result<Option<super::Frame<'_>>, String> {
+            match self.cap.next_packet() {
+                Ok(p) => {
+                    self.number += 1;
+                    let ts = p.header.ts;
+                    // Opened with nanosecond precision: tv_usec holds nanoseconds. (timeval's
+                    // field types differ between platforms, hence the casts.)
+                    #[allow(clippy::unnecessary_cast)]
+                    let ts_ns =
+                        super::clamp_ns(ts.tv_sec as i64 * 1_000_000_000 + ts.tv_usec as i64);
+                    Ok(Some(super::Frame {
+                        number: self.number,
+                        link: self.link,
+                        ts_ns,
+                        data: p.data,
+                        orig_len: p.header.len,
+                    }))
+                }
+                Err(pcap::Error::TimeoutExpired) => {
+                    // Nothing waiting: the kernel's ring (64 MiB) holds what comes meanwhile.
+                    std::thread::sleep(POLL);
+                    Ok(None)
+                }
+                Err(e) => Err(format!("live capture failed: {e}")),
+            }
+        }
+
+        pub fn stats(&mut self) -> Stats {
+            self.cap
+                .stats()
+                .map(|s| Stats {
+                    received: s.received as u64,
+                    dropped: s.dropped as u64,
+                    if_dropped: s.if_dropped as u64,
+                })
+                .unwrap_or_default()
+        }
+    }
+
+    /// How long the read loop sleeps when no packet is waiting.
+    pub const POLL: Duration = Duration::from_millis(1);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pcap_file(big: bool, records: &[(u32, u32, &[u8])]) -> Vec<u8> {
+        let w = |v: u32| {
+            if big {
+                v.to_be_bytes()
+            } else {
+                v.to_le_bytes()
+            }
+        };
+        let h = |v: u16| {
+            if big {
+                v.to_be_bytes()
+            } else {
+                v.to_le_bytes()
+            }
+        };
+        let mut f = Vec::new();
+        f.extend_from_slice(&w(PCAP_MICRO));
+        f.extend_from_slice(&h(2));
+        f.extend_from_slice(&h(4));
+        f.extend_from_slice(&[0; 8]);
+        f.extend_from_slice(&w(65535));
+        f.extend_from_slice(&w(1));
+        for (s, us, data) in records {
+            f.extend_from_slice(&w(*s));
+            f.extend_from_slice(&w(*us));
+            f.extend_from_slice(&w(data.len() as u32));
+            f.extend_from_slice(&w(data.len() as u32));
+            f.extend_from_slice(data);
+        }
+        f
+    }
+
+    fn read(bytes: &[u8]) -> (Vec<(u64, i64, usize)>, Vec<Problem>) {
+        let mut frames = Vec::new();
+        let mut problems = Vec::new();
+        read_capture(
+            bytes,
+            |f| frames.push((f.number, f.ts_ns, f.data.len())),
+            |p| problems.push(p),
+        )
+        .unwrap();
+        (frames, problems)
+    }
+
+    #[test]
+    fn classic_pcap_both_byte_orders_and_a_truncated_last_packet() {
+        for big in [false, true] {
+            let f = pcap_file(big, &[(1, 5, &[1; 60]), (2, 6, &[2; 70])]);
+            let (frames, problems) = read(&f);
+            assert_eq!(frames, vec![(1, 1_000_005_000, 60), (2, 2_000_006_000, 70)]);
+            assert!(problems.is_empty());
+            let (frames, problems) = read(&f[..f.len() - 10]);
+            assert_eq!(frames.len(), 2);
+            assert_eq!(frames[1].2, 60);
+            assert_eq!(problems.len(), 1);
+            assert_eq!(problems[0].packet, Some(2));
+            assert_eq!(problems[0].offset, 24 + 16 + 60);
+        }
+    }
+
+    #[test]
+    fn a_damaged_record_header_is_skipped_and_the_rest_read() {
+        let mut f = pcap_file(
+            false,
+            &[(1, 0, &[1; 60]), (2, 0, &[2; 60]), (3, 0, &[3; 60])],
+        );
+        // Packet 2's caplen becomes absurd.
+        let at = 24 + 16 + 60 + 8;
+        f[at..at + 4].copy_from_slice(&0x7fff_ffffu32.to_le_bytes());
+        let (frames, problems) = read(&f);
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert_eq!(problems[0].offset, 24 + 16 + 60);
+        assert_eq!(frames.last().unwrap().1, 3_000_000_000);
+    }
+
+    #[test]
+    fn not_a_capture_is_an_error_naming_its_first_bytes() {
+        let e = read_capture(&b"hello world"[..], |_| {}, |_| {}).unwrap_err();
+        assert!(e.to_string().contains("68 65 6c 6c"), "{e}");
+        let e = read_capture(&b""[..], |_| {}, |_| {}).unwrap_err();
+        assert!(e.to_string().contains("empty"), "{e}");
+    }
+}
