@@ -19,6 +19,7 @@ pub mod series;
 pub mod state;
 pub mod stats;
 pub mod timeout;
+pub mod transfer;
 pub mod window;
 pub mod wren;
 

@@ -520,3 +520,13 @@ pub fn rank_json(sites: Vec<JsSite>, bytes: f64, k: f64) -> String {
         .collect();
     serde_json::to_string(&rank::rank(&sites, bytes, k)).expect("plain data")
 }
+
+/// The rate of a timed transfer less the predicted RTT ([`crate::transfer::rate_minus_rtt`],
+/// the rule the `nowcast` command uses): `[mbit_per_s, subtracted_ms]`, or empty when
+/// `raw_ms` is not a positive time.
+#[wasm_bindgen(js_name = transferRate)]
+pub fn transfer_rate(bytes: f64, raw_ms: f64, predicted_rtt_ms: Option<f64>) -> Vec<f64> {
+    crate::transfer::rate_minus_rtt(bytes, raw_ms, predicted_rtt_ms)
+        .map(|r| vec![r.mbit_per_s, r.subtracted_ms])
+        .unwrap_or_default()
+}

@@ -1,6 +1,6 @@
 //! Library behind the `nowcast` command, one module per concept. The deterministic cores
 //! take bytes and times as arguments and give decisions and records (no sockets, no clock,
-//! no printing): [`tcp::session`], [`tcp::bandwidth`], [`udp::burst`], [`wire`],
+//! no printing): [`tcp::session`], [`udp::burst`], [`wire`],
 //! [`schedule`], [`series`], [`evaluate`], [`series_input`] (any reader) and the passive
 //! analysis in [`pcap`] (decode, tcp, samples, analysis). The edges beside them do the I/O:
 //! [`tcp::io`], [`udp::io`], [`periodic`], [`serve`], [`delay`], [`net`], [`clock`],

@@ -19,11 +19,11 @@
 //! scripts any server, any timing and any failure exactly. Every step waits at most its
 //! series' adaptive timeout, capped by the hard deadline; a step that fails ends the session.
 
-use super::bandwidth::bandwidth;
 use crate::series::SeriesSet;
 use crate::wire::{self, Hello, Reply as Answer, Status as Accepted, Welcome};
 use nowcast_core::probed::{Observation, Outcome};
 use nowcast_core::record::{Metric, Probe, Record, Status, Transport};
+use nowcast_core::transfer::rate_minus_rtt;
 
 /// Nanoseconds on the caller's monotonic clock.
 pub type Nanos = u64;
@@ -523,7 +523,7 @@ impl<'a> Session<'a> {
         let metric = self.bulk_metric(i);
         let raw_ms = ms(started, ended);
         let mut p = self.bulk_probe();
-        let outcome = match bandwidth(self.cfg.size, raw_ms, self.predicted_rtt) {
+        let outcome = match rate_minus_rtt(self.cfg.size as f64, raw_ms, self.predicted_rtt) {
             Some(b) => {
                 p.raw_ms = Some(b.raw_ms);
                 p.rtt_subtracted_ms = Some(b.subtracted_ms);
