@@ -56,3 +56,46 @@ describe("an imported series", () => {
     expect(ev.series[0]!.points.map((p) => p.next?.value)).toEqual([undefined, 10, 10]);
   });
 });
+
+describe("restoring saved imports", () => {
+  it("skips a damaged saved item with a message and restores the others", async () => {
+    const good = {
+      id: 1,
+      file: "a.csv",
+      format: "csv",
+      label: "rtt (a.csv)",
+      unit: "ms",
+      points: [
+        { t: 1000, value: 10 },
+        { t: 2000, value: 12 },
+      ],
+    };
+    const damaged = [
+      { id: 2, file: "b.csv", format: "csv", label: "no points", unit: "ms" },
+      { ...good, id: 3, label: "a NaN", points: [{ t: 1, value: Number.NaN }] },
+      null,
+      { ...good, id: 4, label: "after the damage" },
+    ];
+    const history = { imports: () => Promise.resolve([good, ...damaged]) };
+    const events: WorkerEvent[] = [];
+    const failures: string[] = [];
+    const i = new Imports(
+      () => history as never,
+      () => Promise.resolve(),
+      (e) => events.push(e),
+      (m) => failures.push(m),
+    );
+    i.restore();
+    for (let n = 0; n < 50 && events.length < 2; n++) {
+      await new Promise((r) => setTimeout(r, 0));
+    }
+    const restored = events.filter((e): e is ImportedEvent => e.type === "imported");
+    expect(restored.map((e) => e.series[0]!.label)).toEqual(["rtt (a.csv)", "after the damage"]);
+    expect(failures).toEqual([
+      'a saved import ("no points") could not be restored and was skipped: it has no list of points',
+      'a saved import ("a NaN") could not be restored and was skipped: point 1 is not a finite time and value',
+      "a saved import (without a name) could not be restored and was skipped: not an object",
+    ]);
+    i.clear();
+  });
+});

@@ -57,11 +57,23 @@ export class Imports {
           .catch(() => undefined)) ?? [];
       for (const s of stored) {
         await this.betweenRounds();
+        // A saved item that cannot be shown (damaged storage, an older page's shape) is
+        // skipped with a message: it never stops the others from coming back.
+        let series;
+        try {
+          series = [this.replay(checkStored(s), `import/${s.id}`)];
+        } catch (e) {
+          this.failed(
+            `a saved import (${nameOf(s)}) could not be restored and was skipped: ` +
+              (e as Error).message,
+          );
+          continue;
+        }
         this.post({
           type: "imported",
           file: s.file,
           format: s.format,
-          series: [this.replay(s, `import/${s.id}`)],
+          series,
           errors: [],
           errorCount: 0,
           notes: [],
@@ -178,4 +190,26 @@ export class Imports {
     for (const i of this.series.values()) i.series.dispose();
     this.series.clear();
   }
+}
+
+/** A stored import as the page keeps it, or an error that says what is wrong with it. */
+function checkStored(s: StoredImport): StoredImport {
+  if (typeof s !== "object" || s === null) throw new Error("not an object");
+  for (const key of ["file", "format", "label", "unit"] as const) {
+    if (typeof s[key] !== "string") throw new Error(`its ${key} is not text`);
+  }
+  if (!Array.isArray(s.points)) throw new Error("it has no list of points");
+  if (s.points.length > MAX_IMPORTED_POINTS)
+    throw new Error(`it has ${s.points.length} points (at most ${MAX_IMPORTED_POINTS})`);
+  s.points.forEach((p, i) => {
+    if (!Number.isFinite(p?.t) || !Number.isFinite(p?.value))
+      throw new Error(`point ${i + 1} is not a finite time and value`);
+  });
+  return s;
+}
+
+/** A few words naming a stored import in a message. */
+function nameOf(s: unknown): string {
+  const label = (s as StoredImport | null)?.label;
+  return typeof label === "string" ? `"${label.slice(0, 80)}"` : "without a name";
 }
