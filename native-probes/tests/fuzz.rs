@@ -396,3 +396,41 @@ proptest! {
         }
     }
 }
+
+/// The campaign examples shipped with the project, as seeds of the campaign reader.
+fn campaign_seeds() -> Vec<Vec<u8>> {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples");
+    let seeds: Vec<Vec<u8>> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "toml"))
+        .map(|p| std::fs::read(p).unwrap())
+        .collect();
+    assert!(
+        !seeds.is_empty(),
+        "no campaign examples in {}",
+        dir.display()
+    );
+    seeds
+}
+
+proptest! {
+    #![proptest_config(config())]
+
+    /// The campaign reader (`nowcast campaign FILE`): any text. A campaign, or an error with
+    /// a bounded message; never a panic, and no file is touched (the directory given does
+    /// not exist).
+    #[test]
+    fn the_campaign_reader_takes_any_file(b in prop_oneof![
+        prop::collection::vec(any::<u8>(), 0..400),
+        (prop::sample::select(campaign_seeds()), edits()).prop_map(|(s, e)| mutate(&s, &e)),
+    ]) {
+        let text = String::from_utf8_lossy(&b);
+        let dir = std::path::Path::new("/nonexistent/nowcast-fuzz");
+        if let Err(e) = nowcast::campaign::config::parse(&text, dir, "fuzz") {
+            let m = format!("{e:#}");
+            prop_assert!(!m.is_empty());
+            prop_assert!(m.chars().count() < 2_000 + text.chars().count(), "{m}");
+        }
+    }
+}
