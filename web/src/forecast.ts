@@ -9,6 +9,7 @@ import init, {
   histogramJson,
   methodsJson,
   rankJson,
+  transferRate as rawTransferRate,
   type InitInput,
 } from "../../core/pkg/nowcast_core.js";
 import type { NextForecast } from "./messages";
@@ -422,4 +423,18 @@ export function rankSites(sites: readonly SiteForecast[], bytes: number, k: numb
     highMs: r.time_ms === null ? undefined : (r.high_ms ?? Infinity),
     standing: r.standing,
   }));
+}
+
+/**
+ * The rate of `bytes` moved in `rawMs` less the predicted RTT, by the core's one rule (shared
+ * with `nowcast tcp`): the prediction is subtracted only when it leaves at least half of the
+ * raw time. Undefined when `rawMs` is not a positive time.
+ */
+export function transferRate(
+  bytes: number,
+  rawMs: number,
+  predictedRttMs: number | undefined,
+): { mbits: number; subtractedMs: number } | undefined {
+  const r = rawTransferRate(bytes, rawMs, predictedRttMs);
+  return r.length === 2 ? { mbits: r[0]!, subtractedMs: r[1]! } : undefined;
 }

@@ -1,4 +1,6 @@
-import { describe, expect, it } from "vitest";
+import { readFileSync } from "node:fs";
+import { beforeAll, describe, expect, it } from "vitest";
+import { loadForecasting } from "../forecast";
 import {
   aggregateRate,
   autoSize,
@@ -22,6 +24,12 @@ import {
   type UploadStream,
   endpointUrl,
 } from "./probe-math";
+
+beforeAll(async () => {
+  await loadForecasting(
+    readFileSync(new URL("../../../core/pkg/nowcast_core_bg.wasm", import.meta.url)),
+  );
+});
 
 describe("rates", () => {
   it("converts bytes per millisecond to Mbit/s", () => {

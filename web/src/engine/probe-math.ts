@@ -1,6 +1,8 @@
 // Probe arithmetic: raw timings in, measurements out. Pure, so the worker's I/O stays thin and
 // every rule here is tested with exact numbers.
 
+import { transferRate } from "../forecast";
+
 /** 1 Mbit/s in bytes per millisecond: 1e6 bit/s = 125 000 B/s = 125 B/ms. */
 const BYTES_PER_MS_PER_MBITS = 125;
 
@@ -16,19 +18,19 @@ export interface Rate {
 /**
  * Rate of a timed transfer whose clock also ran through one acknowledgement round trip
  * (JavaNws §2.1.1: the client waits for the ack, so the predicted RTT is subtracted from the
- * observed probe time). The subtraction is skipped when it would leave less than half of the
- * raw time: then the probe was too short for the prediction to be trusted, and the raw time
- * is the honest (lower-bound) answer.
+ * observed probe time). The rule is the core's (`core/src/transfer.rs`, the one `nowcast tcp`
+ * uses): the subtraction is skipped when it would leave less than half of the raw time, when
+ * the probe was too short for the prediction to be trusted and the raw time is the honest
+ * (lower-bound) answer.
  */
 export function rateMinusRtt(
   bytes: number,
   rawMs: number,
   predictedRttMs: number | undefined,
 ): Rate {
-  const rtt = predictedRttMs !== undefined && predictedRttMs > 0 ? predictedRttMs : 0;
-  const subtract = rtt > 0 && rawMs - rtt >= rawMs / 2 ? rtt : 0;
-  const durationMs = rawMs - subtract;
-  return { mbits: mbits(bytes, durationMs), durationMs, rttSubtractedMs: subtract };
+  const r = transferRate(bytes, rawMs, predictedRttMs);
+  const subtract = r?.subtractedMs ?? 0;
+  return { mbits: r?.mbits ?? 0, durationMs: rawMs - subtract, rttSubtractedMs: subtract };
 }
 
 /** Bytes over milliseconds as Mbit/s; 0 for a non-positive duration. */
