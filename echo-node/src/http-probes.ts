@@ -9,6 +9,7 @@ import type { Config } from "./config.js";
 import type { ClientLimits, LimitName } from "./limits.js";
 import type { Metrics } from "./metrics.js";
 import type { RandomPool } from "./random-pool.js";
+import { Arrivals } from "./arrival.js";
 
 /** Body writes are this large: big enough that per-write overhead vanishes, small enough
  *  that a slow reader holds at most one of them beyond the socket's own buffer. */
@@ -202,23 +203,26 @@ export class HttpProbes {
     metrics.probes.http_upload++;
     this.guardSlowClient(res);
     let received = 0;
-    let firstByteAt = NaN;
-    let lastByteAt = NaN;
+    // Each body piece is one socket read's share of the body; the first shares its read with
+    // the request head, so its read's length is not known (arrival.ts).
+    const arrivals = new Arrivals();
     req.on("data", (chunk: Buffer) => {
       const now = performance.now();
-      if (received === 0) firstByteAt = now;
-      lastByteAt = now;
+      arrivals.read(now, received === 0 ? undefined : chunk.byteLength, chunk.byteLength);
       received += chunk.byteLength;
       metrics.bytesIn += chunk.byteLength;
     });
     req.on("end", () => {
       const now = performance.now();
-      if (received === 0) firstByteAt = lastByteAt = now;
+      const lastByteAt = received === 0 ? now : arrivals.lastAt;
+      const start = arrivals.start(received) ?? { at: lastByteAt, bytes: 0 };
+      const firstByteAt = start.at;
       const body = Buffer.from(
         JSON.stringify({
           bytes: received,
           firstByteAt,
           lastByteAt,
+          firstReadBytes: start.bytes,
           durationMs: lastByteAt - firstByteAt,
         }),
       );

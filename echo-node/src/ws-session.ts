@@ -26,6 +26,7 @@ import {
   type ClientMessage,
 } from "./protocol.js";
 import type { RandomPool } from "./random-pool.js";
+import { Arrivals } from "./arrival.js";
 
 /**
  * Bytes a download may have queued in user space (ws + socket buffers) before the server
@@ -64,16 +65,10 @@ interface Upload {
   probeId: number;
   expected: number;
   received: number;
-  /** Index and length of the socket read that carried UPLOAD_START. */
+  /** Index of the socket read that carried UPLOAD_START. */
   startRead: number;
-  startReadLength: number;
-  /** Arrival time and length of the first socket read after the start read, the earliest
-   *  that can carry only upload data. */
-  nextReadAt: number;
-  nextReadLength: number;
-  firstByteAt: number;
-  /** Upload bytes that arrived in the read at firstByteAt: they carry no duration. */
-  firstReadBytes: number;
+  /** The socket reads that carried its data, counted at the socket (arrival.ts). */
+  arrivals: Arrivals;
   lastByteAt: number;
   progress: NodeJS.Timeout | undefined;
 }
@@ -132,9 +127,8 @@ export class ProbeSession {
     this.readIndex++;
     this.readLength = chunk.byteLength;
     const up = this.upload;
-    if (up !== undefined && Number.isNaN(up.nextReadAt) && this.readIndex > up.startRead) {
-      up.nextReadAt = this.readAt;
-      up.nextReadLength = chunk.byteLength;
+    if (up !== undefined && this.readIndex > up.startRead) {
+      up.arrivals.read(this.readAt, chunk.byteLength, chunk.byteLength);
     }
   };
 
@@ -211,14 +205,19 @@ export class ProbeSession {
           expected: m.bytes,
           received: 0,
           startRead: this.readIndex,
-          startReadLength: this.readLength,
-          nextReadAt: NaN,
-          nextReadLength: 0,
-          firstByteAt: this.readAt,
-          firstReadBytes: 0,
+          arrivals: new Arrivals(),
           lastByteAt: this.readAt,
           progress: undefined,
         };
+        // Data may have begun in the read that carried UPLOAD_START (which is then longer
+        // than that message: the rest is data, possibly of a message completed reads later).
+        // Counted at the socket, so a few bytes of framing are included, which errs towards
+        // a lower rate by tens of bytes.
+        this.upload.arrivals.read(
+          this.readAt,
+          this.readLength,
+          this.readLength - UPLOAD_START_FRAME,
+        );
         if (m.bytes === 0) this.finishUpload();
         else if (m.progressMs > 0) {
           const up = this.upload;
@@ -285,19 +284,6 @@ export class ProbeSession {
         `UPLOAD_DATA beyond the declared ${up.expected} bytes`,
       );
     }
-    if (up.received === 0 && bytes > 0) {
-      // The data began either in the read that carried UPLOAD_START (which is then longer
-      // than that message: the rest is data, possibly of a message completed reads later)
-      // or in the next one. Counted at the socket, so a few bytes of framing are included,
-      // which errs towards a lower rate by tens of bytes.
-      const inStartRead = up.startReadLength - UPLOAD_START_FRAME;
-      if (inStartRead > 0) up.firstReadBytes = inStartRead;
-      else {
-        up.firstByteAt = up.nextReadAt;
-        up.firstReadBytes = up.nextReadLength;
-      }
-      up.firstReadBytes = Math.min(up.firstReadBytes, up.expected);
-    }
     up.received += bytes;
     up.lastByteAt = this.readAt;
     if (up.received === up.expected) this.finishUpload();
@@ -307,9 +293,10 @@ export class ProbeSession {
     const up = this.upload!;
     clearInterval(up.progress);
     this.upload = undefined;
-    this.send(
-      encodeUploadAck(up.probeId, up.received, up.firstByteAt, up.lastByteAt, up.firstReadBytes),
-    );
+    // The timed span starts at the first read that left nothing in the kernel (arrival.ts);
+    // an empty upload has no data read: no bytes, no duration.
+    const start = up.arrivals.start(up.expected) ?? { at: up.lastByteAt, bytes: up.received };
+    this.send(encodeUploadAck(up.probeId, up.received, start.at, up.lastByteAt, start.bytes));
   }
 
   private startDownload(probeId: number, bytes: number, chunk: number, progressMs: number): void {

@@ -264,9 +264,16 @@ describe("HTTP probes", () => {
       });
       expectProbeHeaders(up, withOrigin);
       expect(up.headers.get("server-timing")).toMatch(/recv;dur=/);
-      const body = (await up.json()) as { bytes: number; firstByteAt: number; lastByteAt: number };
+      const body = (await up.json()) as {
+        bytes: number;
+        firstByteAt: number;
+        lastByteAt: number;
+        firstReadBytes: number;
+      };
       expect(body.bytes).toBe(777);
       expect(body.lastByteAt).toBeGreaterThanOrEqual(body.firstByteAt);
+      // One read on loopback: every byte in the first, none timed.
+      expect(body.firstReadBytes).toBe(777);
     }
   });
 

@@ -13,6 +13,7 @@ import {
   parseConfig,
   parseDuration,
 } from "../src/config.js";
+import { Arrivals, READ_SIZE } from "../src/arrival.js";
 import { ClientLimits } from "../src/limits.js";
 import { OriginPolicy } from "../src/origin-policy.js";
 import { MirrorsError, parseMirrorFlag, parseMirrors } from "../src/mirrors.js";
@@ -94,6 +95,46 @@ describe("ClientLimits", () => {
     expect(l.takeBytes("a", 30_000, 30_000)).toEqual({ ok: true });
     l.sweep(10_000_000);
     expect(l.trackedAddresses).toBe(0);
+  });
+});
+
+describe("upload arrivals", () => {
+  it("times from the first short read, leaving out every byte read up to it", () => {
+    const a = new Arrivals();
+    // A server woken late: three full reads of what waited in the kernel, then short ones.
+    for (const [at, n] of [
+      [10, READ_SIZE],
+      [10.01, READ_SIZE],
+      [10.02, 30_000],
+      [11, 20_000],
+      [12, 20_000],
+    ] as const) {
+      a.read(at, n, n);
+    }
+    expect(a.start(1e9)).toEqual({ at: 10.02, bytes: 2 * READ_SIZE + 30_000 });
+    expect(a.lastAt).toBe(12);
+  });
+
+  it("starts at the first read when no short read came before the last", () => {
+    const a = new Arrivals();
+    a.read(1, READ_SIZE, READ_SIZE);
+    a.read(2, READ_SIZE, READ_SIZE);
+    a.read(3, 100, 100);
+    expect(a.start(1e9)).toEqual({ at: 1, bytes: READ_SIZE });
+    // A read of unknown length (an HTTP body's first piece) proves nothing either.
+    const h = new Arrivals();
+    h.read(5, undefined, 1000);
+    h.read(6, 500, 500);
+    h.read(7, 500, 500);
+    expect(h.start(1e9)).toEqual({ at: 6, bytes: 1500 });
+  });
+
+  it("ignores reads without upload data and caps the untimed bytes at the upload", () => {
+    const a = new Arrivals();
+    a.read(1, 17, 0);
+    expect(a.start(100)).toBeUndefined();
+    a.read(2, 200, 200);
+    expect(a.start(100)).toEqual({ at: 2, bytes: 100 });
   });
 });
 

@@ -7,6 +7,7 @@ import {
   parseServerTiming,
   retryAfterSeconds,
   type StreamSpan,
+  type UploadStream,
 } from "./probe-math";
 import { ProbeTimeout, RetryLater } from "./errors";
 
@@ -16,18 +17,19 @@ async function timedFetch(
   url: string,
   timeoutMs: number,
   abort = new AbortController(),
-): Promise<{ res: Response; t0: number }> {
+  init: RequestInit = {},
+): Promise<{ res: Response; t0: number; body: ArrayBuffer }> {
   const t0 = performance.now();
   const timer = setTimeout(() => abort.abort(), timeoutMs);
   try {
-    const res = await fetch(url, { cache: "no-store", signal: abort.signal });
+    const res = await fetch(url, { ...init, cache: "no-store", signal: abort.signal });
     if (res.status === 429) {
       throw new RetryLater(retryAfterSeconds(res.headers.get("Retry-After")) ?? 60);
     }
     if (!res.ok) throw new Error(`${url}: HTTP ${res.status}`);
     // Reading the body inside the timer bounds the whole transfer, not just the headers.
-    await res.arrayBuffer();
-    return { res, t0 };
+    const body = await res.arrayBuffer();
+    return { res, t0, body };
   } catch (e) {
     if (abort.signal.aborted) throw new ProbeTimeout(performance.now() - t0);
     throw e;
@@ -90,4 +92,59 @@ export async function httpDownloads(
         : walls[i]!;
     return { ...span, bytes: sizes[i]! };
   });
+}
+
+/** What `POST /api/upload` answers (echo-node PROTOCOL.md, "HTTP probes"). */
+interface UploadAnswer {
+  bytes: number;
+  firstByteAt: number;
+  lastByteAt: number;
+  /** Absent from servers before it was added: the rate then comes from the client's time. */
+  firstReadBytes?: number;
+}
+
+/** Zeros to upload, grown to the largest upload so far (their contents do not matter: request
+ *  bodies are never compressed). */
+let zeros = new Uint8Array(0);
+
+/**
+ * Uploads over fetch, one `POST /api/upload` per entry of `sizes`, all at once, each with its
+ * span on the client's clock and the server's receive times. The body is an ArrayBuffer: the
+ * browser hands it to its network process whole, which writes it to the socket as fast as the
+ * path takes it. (A WebSocket message instead goes through a pipe of ~128 KB between the page
+ * and the network process that the page's thread must keep refilling: on a fast path with
+ * little delay, and a busy machine, that pipe runs dry and the upload reads low.) No
+ * Content-Type, so a mirror's upload is a simple CORS request, without a preflight.
+ */
+export async function httpUploads(
+  origin: string,
+  sizes: readonly number[],
+  timeoutMs: number,
+): Promise<UploadStream[]> {
+  const largest = Math.max(0, ...sizes);
+  if (zeros.byteLength < largest) zeros = new Uint8Array(largest);
+  const abort = new AbortController();
+  return Promise.all(
+    sizes.map(async (bytes) => {
+      const url = endpointUrl(origin, `api/upload?n=${++counter}`).href;
+      const init = { method: "POST", body: zeros.subarray(0, bytes) };
+      const { t0, body } = await timedFetch(url, timeoutMs, abort, init).catch((e: unknown) => {
+        abort.abort();
+        throw e;
+      });
+      const endMs = performance.now();
+      const a = JSON.parse(new TextDecoder().decode(body)) as UploadAnswer;
+      if (a.bytes !== bytes || !Number.isFinite(a.firstByteAt) || !Number.isFinite(a.lastByteAt)) {
+        throw new Error(`${url}: the server counted ${a.bytes} of ${bytes} bytes`);
+      }
+      return {
+        startMs: t0,
+        endMs,
+        bytes,
+        firstByteAt: a.firstByteAt,
+        lastByteAt: a.lastByteAt,
+        firstReadBytes: Number.isFinite(a.firstReadBytes) ? a.firstReadBytes : undefined,
+      };
+    }),
+  );
 }

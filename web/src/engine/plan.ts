@@ -65,19 +65,31 @@ export function rankingSteps(size: SizeChoice): Step[] {
 }
 
 /**
+ * The upload every plan of the target runs: over fetch, whatever the transport, because a
+ * browser sends a fetch body from its network process's memory, as fast as the path takes it,
+ * where a WebSocket message goes through a pipe of ~128 KB that the page's thread must keep
+ * refilling; on a fast path with little delay that pipe runs dry, and the WebSocket upload
+ * read 0.81-0.88 of iperf3 at 300 Mbit/s where downloads held within 1.5 % (issue 12). With
+ * WebSocket in use, the loaded RTT is measured beside it.
+ */
+export const UPLOAD_KEY = "bandwidth_up/http";
+
+/**
  * The plan of the site the page measures (the target): over WebSocket the ranking's echo
- * (with jitter) and download, then an upload with the loaded RTT beside it; over fetch a ping
- * and a download; both when the settings say so, WebSocket first. With mirrors to rank
- * (`ranked`), the ranking's steps run whatever the transport, so that the target is compared
- * on the same measurements as they are.
+ * (with jitter) and download; over fetch a ping and a download; both when the settings say
+ * so, WebSocket first; then the upload over fetch ({@link UPLOAD_KEY}), with the loaded RTT
+ * beside it when WebSocket is in use, and, when both transports are, the WebSocket upload
+ * too, to compare. With mirrors to rank (`ranked`), the ranking's steps run whatever the
+ * transport, so that the target is compared on the same measurements as they are.
  */
 export function targetPlan(s: Pick<Settings, "transport" | "size">, ranked = false): Plan {
   const plan: Step[] = [];
-  if (s.transport !== "http" || ranked) {
+  const ws = s.transport !== "http";
+  if (ws || ranked) {
     const [echo, down] = rankingSteps(s.size) as [Step, Step];
     plan.push({ ...echo, jitter: "jitter/websocket" }, down);
   }
-  if (s.transport !== "http") {
+  if (s.transport === "both") {
     plan.push({
       measure: "upload",
       transport: "websocket",
@@ -99,6 +111,14 @@ export function targetPlan(s: Pick<Settings, "transport" | "size">, ranked = fal
       },
     );
   }
+  plan.push({
+    measure: "upload",
+    transport: "http",
+    key: UPLOAD_KEY,
+    size: s.size,
+    streams: "pretest",
+    ...(ws ? { loaded: "loaded_rtt/websocket" as const } : {}),
+  });
   return plan;
 }
 

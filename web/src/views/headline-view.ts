@@ -39,7 +39,12 @@ const DIRECTIONS: Direction[] = [
     keys: ["bandwidth_down/websocket", "bandwidth_down/http"],
     better: "higher",
   },
-  { id: "up", name: "Upload", keys: ["bandwidth_up/websocket"], better: "higher" },
+  {
+    id: "up",
+    name: "Upload",
+    keys: ["bandwidth_up/http", "bandwidth_up/websocket"],
+    better: "higher",
+  },
   { id: "rtt", name: "Round trip (RTT)", keys: ["rtt/websocket", "rtt/http"], better: "lower" },
 ];
 

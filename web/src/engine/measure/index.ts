@@ -4,7 +4,7 @@ import { echo } from "./echo";
 import { httpPing } from "./http-ping";
 import { loadedLatency } from "./loaded-latency";
 import type { Measurements } from "./measurement";
-import { httpDownload, wsDownload, wsUpload } from "./transfer";
+import { httpDownload, httpUpload, wsDownload, wsUpload } from "./transfer";
 
 export const MEASUREMENTS: Measurements = {
   "rtt/websocket": echo,
@@ -12,5 +12,6 @@ export const MEASUREMENTS: Measurements = {
   "download/websocket": wsDownload,
   "download/http": httpDownload,
   "upload/websocket": wsUpload,
+  "upload/http": httpUpload,
   loaded: loadedLatency,
 };

@@ -1,10 +1,9 @@
-// Timed transfers, the bandwidth probes: downloads over WebSocket and fetch, uploads over
-// WebSocket, each of the chosen size split over one or more parallel streams. A rate has the
+// Timed transfers, the bandwidth probes: downloads and uploads over WebSocket and fetch, each of the chosen size split over one or more parallel streams. A rate has the
 // predicted RTT taken off its time (JavaNws §2.1.1); an upload is timed by the server's own
 // receive times instead, where no round trip is in the span (probe-math.ts `uploadRate`).
 
 import type { Probe } from "../../record";
-import { httpDownloads } from "../http-probe";
+import { httpDownloads, httpUploads } from "../http-probe";
 import {
   aggregateRate,
   splitBytes,
@@ -87,5 +86,14 @@ export const httpDownload: Measurement = {
   async run(link, r) {
     const spans = await httpDownloads(link.base, splitBytes(r.bytes, r.streams), r.timeoutMs);
     return rateSample(aggregateRate(spans, r.predictedRttMs), spans.length, "http");
+  },
+};
+
+export const httpUpload: Measurement = {
+  cost: (bytes) => bytes,
+  probe: transferProbe("http"),
+  async run(link, r) {
+    const spans = await httpUploads(link.base, splitBytes(r.bytes, r.streams), r.timeoutMs);
+    return rateSample(uploadRate(spans, r.predictedRttMs), spans.length, "http");
   },
 };
