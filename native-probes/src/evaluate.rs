@@ -1,10 +1,14 @@
 //! Evaluating forecasters over a series (the `nowcast forecast` report): every primary, the
-//! faithful and improved NWS selections, the oracle, the baselines of other tools, and the
-//! timeout rules. The parts are independent so the command can run them on separate threads.
+//! faithful and improved NWS selections, the oracle, the baselines of other tools, the
+//! timeout rules, and the forecast of the next value. The parts are independent so the
+//! command can run them on separate threads: one [`BankPart`] per mode asked for.
+//!
+//! Deterministic core.
 
+use crate::format::BAND_K;
 use nowcast_core::iepm::{Ewma, MeanOfLast};
 use nowcast_core::timeout::{Bounds, Outcome};
-use nowcast_core::{Accum, Bank, Mode, Series};
+use nowcast_core::{Accum, Mode, Series};
 use serde::Serialize;
 
 /// Errors of one forecast over the points it forecast (points 2..n).
@@ -12,16 +16,20 @@ use serde::Serialize;
 pub struct Row {
     pub id: String,
     pub name: String,
+    /// The bank's mode, for the NWS forecasts and the primaries (none for the baselines).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mode: Option<Mode>,
     pub n: u64,
     pub mae: f64,
     pub rmse: f64,
 }
 
 impl Row {
-    fn new(id: &str, name: &str, a: Accum) -> Self {
+    fn new(id: &str, name: &str, mode: Option<Mode>, a: Accum) -> Self {
         Self {
             id: id.into(),
             name: name.into(),
+            mode,
             n: a.n,
             mae: a.mae(),
             rmse: a.rmse(),
@@ -29,46 +37,26 @@ impl Row {
     }
 }
 
-/// The faithful bank: the original library's two selected forecasts.
-pub struct FaithfulPart {
-    bank: Bank,
+/// The forecast of the value after the last one, as a probe's record carries it: the
+/// MSE-selected forecast and its error, the root of the whole-history MSE.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct NextForecast {
+    pub mode: Mode,
+    pub selector: &'static str,
+    /// The forecaster chosen, e.g. `median_31`, and its name.
+    pub method: String,
+    pub method_name: String,
+    pub value: f64,
+    pub error: f64,
+    /// The likely range, forecast ± [`BAND_K`]·error (the command narrows it to the
+    /// range of the series' unit when it knows the unit).
+    pub low: f64,
+    pub high: f64,
 }
 
-impl Default for FaithfulPart {
-    fn default() -> Self {
-        Self {
-            bank: Bank::new(Mode::Faithful),
-        }
-    }
-}
-
-impl FaithfulPart {
-    pub fn push(&mut self, xs: &[f64]) {
-        for &x in xs {
-            // Values were validated by the reader; out-of-range ones are refused there too.
-            let _ = self.bank.update(x);
-        }
-    }
-
-    pub fn rows(&self) -> Vec<Row> {
-        vec![
-            Row::new(
-                "nws_faithful_mse",
-                "NWS faithful, MSE-selected",
-                self.bank.mse_accum(),
-            ),
-            Row::new(
-                "nws_faithful_mae",
-                "NWS faithful, MAE-selected",
-                self.bank.mae_accum(),
-            ),
-        ]
-    }
-}
-
-/// The improved bank with its timeout rules, and the baselines.
-pub struct ImprovedPart {
-    series: Series,
+/// The baselines of other tools, fed alongside a bank.
+#[derive(Clone, Debug)]
+struct Baselines {
     mean5: MeanOfLast,
     ewma: Ewma,
     /// RFC 6298's smoothed RTT used as a forecast.
@@ -78,10 +66,9 @@ pub struct ImprovedPart {
     srtt_acc: Accum,
 }
 
-impl ImprovedPart {
-    pub fn new(bounds: Bounds) -> Self {
+impl Baselines {
+    fn new() -> Self {
         Self {
-            series: Series::new(Mode::Improved, bounds),
             mean5: MeanOfLast::new(5),
             ewma: Ewma::new(0.7),
             srtt: None,
@@ -91,78 +78,161 @@ impl ImprovedPart {
         }
     }
 
+    fn observe(&mut self, x: f64) {
+        if let Some((m, _)) = self.mean5.forecast() {
+            self.mean5_acc.add(x - m);
+        }
+        if let Some(f) = self.ewma.forecast() {
+            self.ewma_acc.add(x - f);
+        }
+        if let Some(s) = self.srtt {
+            self.srtt_acc.add(x - s);
+        }
+        self.mean5.observe(x);
+        self.ewma.observe(x);
+        self.srtt = Some(self.srtt.map_or(x, |s| 0.875 * s + 0.125 * x));
+    }
+}
+
+/// One mode's bank, with the timeout rules and the baselines when asked for.
+pub struct BankPart {
+    mode: Mode,
+    series: Series,
+    timeouts: bool,
+    baselines: Option<Baselines>,
+}
+
+impl BankPart {
+    /// A bank in `mode`; the timeout rules within `bounds` when `timeouts` is set
+    /// (otherwise the bank alone, faster); the baselines when `baselines` is set.
+    pub fn new(mode: Mode, bounds: Bounds, timeouts: bool, baselines: bool) -> Self {
+        Self {
+            mode,
+            series: if timeouts {
+                Series::new(mode, bounds)
+            } else {
+                Series::without_timeouts(mode)
+            },
+            timeouts,
+            baselines: baselines.then(Baselines::new),
+        }
+    }
+
+    pub fn mode(&self) -> Mode {
+        self.mode
+    }
+
     pub fn push(&mut self, xs: &[f64]) {
         for &x in xs {
-            if let Some((m, _)) = self.mean5.forecast() {
-                self.mean5_acc.add(x - m);
+            if let Some(b) = &mut self.baselines {
+                b.observe(x);
             }
-            if let Some(f) = self.ewma.forecast() {
-                self.ewma_acc.add(x - f);
-            }
-            if let Some(s) = self.srtt {
-                self.srtt_acc.add(x - s);
-            }
-            self.mean5.observe(x);
-            self.ewma.observe(x);
-            self.srtt = Some(self.srtt.map_or(x, |s| 0.875 * s + 0.125 * x));
+            // Values were validated by the reader; out-of-range ones are refused there too.
             let _ = self.series.observe(x);
         }
     }
 
-    /// Every primary of the improved bank.
+    fn label(&self) -> &'static str {
+        match self.mode {
+            Mode::Faithful => "faithful",
+            Mode::Improved => "improved",
+        }
+    }
+
+    /// The two selected forecasts of this mode.
+    pub fn selected(&self) -> Vec<Row> {
+        let bank = self.series.bank();
+        let (m, mode) = (self.label(), Some(self.mode));
+        vec![
+            Row::new(
+                &format!("nws_{m}_mse"),
+                &format!("NWS {m}, MSE-selected"),
+                mode,
+                bank.mse_accum(),
+            ),
+            Row::new(
+                &format!("nws_{m}_mae"),
+                &format!("NWS {m}, MAE-selected"),
+                mode,
+                bank.mae_accum(),
+            ),
+        ]
+    }
+
+    /// The best primary at each step, in hindsight.
+    pub fn oracle(&self) -> Row {
+        Row::new(
+            "oracle",
+            "Oracle (best primary each step)",
+            Some(self.mode),
+            self.series.bank().oracle_accum(),
+        )
+    }
+
+    /// Every primary of the bank.
     pub fn primaries(&self) -> Vec<Row> {
         let bank = self.series.bank();
         (0..bank.primaries())
             .map(|j| {
                 let (id, name) = bank.method(j);
-                Row::new(id, name, bank.primary_accum(j))
+                Row::new(id, name, Some(self.mode), bank.primary_accum(j))
             })
             .collect()
     }
 
-    pub fn selected(&self) -> Vec<Row> {
-        let bank = self.series.bank();
-        vec![
-            Row::new(
-                "nws_improved_mse",
-                "NWS improved, MSE-selected",
-                bank.mse_accum(),
-            ),
-            Row::new(
-                "nws_improved_mae",
-                "NWS improved, MAE-selected",
-                bank.mae_accum(),
-            ),
-            Row::new(
-                "oracle",
-                "Oracle (best primary each step)",
-                bank.oracle_accum(),
-            ),
-        ]
-    }
-
+    /// Last value (the bank's first primary) and the baselines, if they were fed.
     pub fn baselines(&self) -> Vec<Row> {
+        let Some(b) = &self.baselines else {
+            return Vec::new();
+        };
         vec![
             Row::new(
                 "last_value",
                 "Last value",
+                None,
                 self.series.bank().primary_accum(0),
             ),
-            Row::new("mean_5", "Mean of last 5 (IEPM-BW)", self.mean5_acc),
-            Row::new("ewma_0.7", "EWMA w=0.7 (IEPM-BW)", self.ewma_acc),
-            Row::new("rfc6298_srtt", "RFC 6298 SRTT", self.srtt_acc),
+            Row::new("mean_5", "Mean of last 5 (IEPM-BW)", None, b.mean5_acc),
+            Row::new("ewma_0.7", "EWMA w=0.7 (IEPM-BW)", None, b.ewma_acc),
+            Row::new("rfc6298_srtt", "RFC 6298 SRTT", None, b.srtt_acc),
         ]
     }
 
+    /// The timeout rules' outcomes, if they were kept.
     pub fn timeouts(&self) -> Vec<Outcome> {
-        self.series.timeout_outcomes()
+        if self.timeouts {
+            self.series.timeout_outcomes()
+        } else {
+            Vec::new()
+        }
+    }
+
+    /// The forecast of the next value.
+    pub fn next(&self) -> Option<NextForecast> {
+        let f = self.series.forecast()?;
+        let (id, name) = self.series.bank().method(f.mse.method);
+        let error = f.mse.error.max(0.0).sqrt();
+        Some(NextForecast {
+            mode: self.mode,
+            selector: "mse",
+            method: id.to_string(),
+            method_name: name.to_string(),
+            value: f.mse.value,
+            error,
+            low: f.mse.value - BAND_K * error,
+            high: f.mse.value + BAND_K * error,
+        })
     }
 }
 
-/// The whole report.
+/// The whole report over the parts that ran (one or both modes).
 #[derive(Clone, Debug, Serialize)]
 pub struct Report {
     pub points: u64,
+    /// The forecast of the next value, one per mode (improved first).
+    pub next: Vec<NextForecast>,
+    /// The mode of the primaries, the oracle and the timeout rules: improved when both ran.
+    pub primaries_mode: Mode,
     pub primaries: Vec<Row>,
     pub selected: Vec<Row>,
     pub baselines: Vec<Row>,
@@ -170,15 +240,21 @@ pub struct Report {
 }
 
 impl Report {
-    pub fn build(points: u64, faithful: &FaithfulPart, improved: &ImprovedPart) -> Self {
-        let mut selected = faithful.rows();
-        selected.extend(improved.selected());
+    /// The report of `parts`; the last one is the one whose primaries, oracle, baselines and
+    /// timeout rules are reported (the improved one when both modes ran).
+    pub fn build(points: u64, parts: &[&BankPart]) -> Self {
+        let main = parts.last().expect("at least one mode");
+        let mut selected: Vec<Row> = parts.iter().flat_map(|p| p.selected()).collect();
+        selected.push(main.oracle());
+        let baselines = parts.iter().flat_map(|p| p.baselines()).collect();
         Self {
             points,
-            primaries: improved.primaries(),
+            next: parts.iter().rev().filter_map(|p| p.next()).collect(),
+            primaries_mode: main.mode(),
+            primaries: main.primaries(),
             selected,
-            baselines: improved.baselines(),
-            timeouts: improved.timeouts(),
+            baselines,
+            timeouts: main.timeouts(),
         }
     }
 
@@ -198,11 +274,11 @@ mod tests {
     #[test]
     fn report_covers_every_forecaster_and_rule() {
         let xs: Vec<f64> = (0..500).map(|i| 10.0 + ((i * 7) % 13) as f64).collect();
-        let mut f = FaithfulPart::default();
-        let mut g = ImprovedPart::new(Bounds::UNBOUNDED);
+        let mut f = BankPart::new(Mode::Faithful, Bounds::UNBOUNDED, false, false);
+        let mut g = BankPart::new(Mode::Improved, Bounds::UNBOUNDED, true, true);
         f.push(&xs);
         g.push(&xs);
-        let r = Report::build(xs.len() as u64, &f, &g);
+        let r = Report::build(xs.len() as u64, &[&f, &g]);
         assert!(r.primaries.len() >= 18);
         for id in [
             "nws_faithful_mse",
@@ -221,5 +297,44 @@ mod tests {
         }
         assert!(r.row("oracle").unwrap().mae <= r.row("nws_improved_mae").unwrap().mae);
         assert_eq!(r.timeouts.len(), 5);
+    }
+
+    #[test]
+    fn one_mode_reports_alone_and_the_next_forecast_is_its_mse_selection() {
+        let xs: Vec<f64> = (0..300).map(|i| 5.0 + ((i * 11) % 7) as f64).collect();
+        let mut f = BankPart::new(Mode::Faithful, Bounds::UNBOUNDED, true, true);
+        f.push(&xs);
+        let r = Report::build(xs.len() as u64, &[&f]);
+        assert_eq!(r.primaries_mode, Mode::Faithful);
+        assert_eq!(
+            r.primaries.len(),
+            nowcast_core::Bank::new(Mode::Faithful).primaries()
+        );
+        assert!(r
+            .selected
+            .iter()
+            .all(|row| row.mode == Some(Mode::Faithful)));
+        assert!(r.row("nws_improved_mse").is_none());
+        assert!(!r.timeouts.is_empty() && r.row("last_value").is_some());
+        let mut bank = nowcast_core::Bank::new(Mode::Faithful);
+        bank.update_all(&xs).unwrap();
+        let want = bank.forecast().unwrap().mse;
+        assert_eq!(r.next.len(), 1);
+        let next = &r.next[0];
+        assert_eq!((next.mode, next.value), (Mode::Faithful, want.value));
+        assert_eq!(next.error, want.error.sqrt());
+        assert_eq!(next.method, bank.method(want.method).0);
+        assert!(next.error > 0.0);
+
+        // Both: the improved forecast first; a steady series is forecast exactly.
+        let steady = vec![7.5; 50];
+        let mut f = BankPart::new(Mode::Faithful, Bounds::UNBOUNDED, false, false);
+        let mut g = BankPart::new(Mode::Improved, Bounds::UNBOUNDED, true, true);
+        f.push(&steady);
+        g.push(&steady);
+        let r = Report::build(50, &[&f, &g]);
+        let modes: Vec<Mode> = r.next.iter().map(|n| n.mode).collect();
+        assert_eq!(modes, [Mode::Improved, Mode::Faithful]);
+        assert!(r.next.iter().all(|n| n.value == 7.5 && n.error == 0.0));
     }
 }

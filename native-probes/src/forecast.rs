@@ -1,17 +1,34 @@
-//! `nowcast forecast FILE`: streams a series through the faithful and improved banks, the
-//! baselines and the timeout rules, and reports their errors. The two banks run on their own
-//! threads, fed by the reader in chunks, so memory stays constant and both cores work.
+//! `nowcast forecast FILE`: streams a series through the faithful and/or improved banks, the
+//! baselines and the timeout rules, and reports the forecast of the next value with its
+//! likely range (± 2·error, as on the page) and every forecaster's errors, in the series'
+//! unit. Each bank runs on its own thread, fed by the reader in chunks, so memory stays
+//! constant and both cores work.
 
-use crate::evaluate::{FaithfulPart, ImprovedPart, Report, Row};
+use crate::evaluate::{BankPart, NextForecast, Report, Row};
+use crate::format::{Scale, BAND_K};
 use crate::series_input::{read_values, ReadOptions, ReadStats};
 use anyhow::{bail, Context, Result};
+use nowcast_core::record::Unit;
 use nowcast_core::timeout::Bounds;
+use nowcast_core::Mode;
+use serde::Serialize;
 use std::io::Write;
 use std::path::PathBuf;
-use std::sync::mpsc::sync_channel;
+use std::sync::mpsc::{sync_channel, SyncSender};
 use std::sync::Arc;
 
 const CHUNK: usize = 1 << 14;
+
+/// Which forecaster banks run: the original library's (faithful), Nowcast's (improved), or
+/// both side by side.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Modes {
+    #[default]
+    Both,
+    Faithful,
+    Improved,
+}
 
 /// A `nowcast forecast` run.
 #[derive(Clone, Debug)]
@@ -19,10 +36,55 @@ pub struct Config {
     /// The series file, or `-` for standard input.
     pub file: PathBuf,
     pub read: ReadOptions,
+    pub modes: Modes,
     /// One JSON object instead of tables.
     pub json: bool,
     /// Bounds of the timeout rules, in the series' unit.
     pub bounds: Bounds,
+}
+
+/// The series' unit and where it was learnt.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+struct UnitOf {
+    unit: Unit,
+    /// `metric` (the file says what was measured) or `column name` (e.g. `rtt_ms`).
+    from: &'static str,
+}
+
+/// The unit of the series read: its metric's, or one named by the last word of a CSV
+/// column's header (`rtt_ms`, `RTT (ms)`, `throughput_mbps`).
+fn unit_of(stats: &ReadStats) -> Option<UnitOf> {
+    if let Some(m) = stats.metric {
+        return Some(UnitOf {
+            unit: m.unit(),
+            from: "metric",
+        });
+    }
+    let column = stats.column.as_deref()?.to_ascii_lowercase();
+    let word = column
+        .split(|c: char| !(c.is_ascii_alphanumeric() || c == '/'))
+        .rfind(|w| !w.is_empty())?;
+    let unit = match word {
+        "ms" => Unit::Ms,
+        "mbps" | "mbit/s" | "mbits/s" => Unit::MbitPerS,
+        _ => return None,
+    };
+    Some(UnitOf {
+        unit,
+        from: "column name",
+    })
+}
+
+/// Starts a thread feeding `part` with the chunks it is sent.
+fn worker(mut part: BankPart) -> (SyncSender<Arc<Vec<f64>>>, std::thread::JoinHandle<BankPart>) {
+    let (to, from) = sync_channel::<Arc<Vec<f64>>>(4);
+    let handle = std::thread::spawn(move || {
+        for chunk in from {
+            part.push(&chunk);
+        }
+        part
+    });
+    (to, handle)
 }
 
 /// Reads `cfg.file`, runs the banks and writes the report to `out`.
@@ -37,29 +99,25 @@ pub fn run(cfg: &Config, out: &mut dyn Write) -> Result<()> {
         )
     };
 
-    let (to_faithful, from_reader_f) = sync_channel::<Arc<Vec<f64>>>(4);
-    let (to_improved, from_reader_i) = sync_channel::<Arc<Vec<f64>>>(4);
-    let faithful = std::thread::spawn(move || {
-        let mut part = FaithfulPart::default();
-        for chunk in from_reader_f {
-            part.push(&chunk);
-        }
-        part
-    });
-    let improved = std::thread::spawn(move || {
-        let mut part = ImprovedPart::new(bounds);
-        for chunk in from_reader_i {
-            part.push(&chunk);
-        }
-        part
-    });
+    // The last part is the one whose primaries, baselines and timeout rules are reported;
+    // with both modes, the faithful bank runs alone (no rules, no baselines) beside it.
+    let parts = match cfg.modes {
+        Modes::Both => vec![
+            BankPart::new(Mode::Faithful, bounds, false, false),
+            BankPart::new(Mode::Improved, bounds, true, true),
+        ],
+        Modes::Faithful => vec![BankPart::new(Mode::Faithful, bounds, true, true)],
+        Modes::Improved => vec![BankPart::new(Mode::Improved, bounds, true, true)],
+    };
+    let (senders, workers): (Vec<_>, Vec<_>) = parts.into_iter().map(worker).unzip();
 
     let mut chunk = Vec::with_capacity(CHUNK);
     let send = |chunk: Vec<f64>| {
         let shared = Arc::new(chunk);
-        // A worker only stops early by panicking, which join() reports below.
-        let _ = to_faithful.send(shared.clone());
-        let _ = to_improved.send(shared);
+        for to in &senders {
+            // A worker only stops early by panicking, which join() reports below.
+            let _ = to.send(shared.clone());
+        }
     };
     // The reader range-checks every value (finite, within ±1e100 and its unit's range), so
     // the banks never refuse one.
@@ -72,10 +130,11 @@ pub fn run(cfg: &Config, out: &mut dyn Write) -> Result<()> {
     if !chunk.is_empty() {
         send(chunk);
     }
-    drop(to_faithful);
-    drop(to_improved);
-    let faithful = faithful.join().expect("faithful bank thread");
-    let improved = improved.join().expect("improved bank thread");
+    drop(senders);
+    let parts: Vec<BankPart> = workers
+        .into_iter()
+        .map(|w| w.join().expect("forecaster bank thread"))
+        .collect();
     let stats = stats.with_context(|| format!("reading {}", args.file.display()))?;
     if stats.values == 0 {
         let mut why = format!("{}: no values to forecast", args.file.display());
@@ -87,28 +146,148 @@ pub fn run(cfg: &Config, out: &mut dyn Write) -> Result<()> {
         }
         bail!(why);
     }
-    let report = Report::build(stats.values, &faithful, &improved);
+    let mut report = Report::build(stats.values, &parts.iter().collect::<Vec<_>>());
+    let unit = unit_of(&stats);
+    if let Some(u) = unit {
+        // The likely range stays within what the unit allows (no negative RTT).
+        let (lo, hi) = u.unit.range();
+        for n in &mut report.next {
+            n.low = n.low.clamp(lo, hi);
+            n.high = n.high.clamp(lo, hi);
+        }
+    }
     if args.json {
-        let doc = serde_json::json!({ "input": stats, "report": report });
+        let doc = serde_json::json!({
+            "mode": cfg.modes,
+            "unit": unit.map(|u| u.unit),
+            "unit_from": unit.map(|u| u.from),
+            "input": stats,
+            "report": report,
+        });
         writeln!(out, "{doc}")?;
     } else {
-        print_human(out, &args.file, &stats, &report)?;
+        print_human(out, &args.file, &stats, unit, &report)?;
     }
     Ok(out.flush()?)
 }
 
-fn print_rows(out: &mut dyn Write, title: &str, rows: &[Row]) -> std::io::Result<()> {
+/// How the report's figures are shown: the series' unit scaled to its size (Gbit/s for
+/// fast links), or the file's own numbers when it names no unit.
+struct Shown {
+    scale: Option<Scale>,
+}
+
+impl Shown {
+    fn new(unit: Option<UnitOf>, magnitude: f64) -> Self {
+        Self {
+            scale: unit.map(|u| Scale::of(u.unit, magnitude)),
+        }
+    }
+
+    fn factor(&self) -> f64 {
+        self.scale.map_or(1.0, |s| s.factor)
+    }
+
+    /// ` ms`, ` Gbit/s`, or nothing.
+    fn unit(&self) -> String {
+        self.scale
+            .map(|s| format!(" {}", s.name))
+            .unwrap_or_default()
+    }
+
+    /// The next forecast's figures: value, ± band, low and high, all with the decimals that
+    /// give the value three significant digits and the band two (`10.60 ± 0.99`).
+    fn next(&self, n: &NextForecast) -> [String; 4] {
+        let k = self.factor();
+        let places = |v: f64, digits: f64| {
+            if v == 0.0 || !v.is_finite() {
+                0.0
+            } else {
+                digits - 1.0 - v.abs().log10().floor()
+            }
+        };
+        let band = BAND_K * n.error;
+        let d = places(n.value * k, 3.0)
+            .max(places(band * k, 2.0))
+            .clamp(0.0, 9.0) as usize;
+        [n.value, band, n.low, n.high].map(|v| format!("{:.d$}", v * k))
+    }
+}
+
+/// Decimals that give the largest of `values` four significant digits.
+fn decimals(values: impl Iterator<Item = f64>) -> usize {
+    let max = values
+        .filter(|v| v.is_finite())
+        .fold(0.0, |m, v| v.abs().max(m));
+    if max == 0.0 {
+        return 0;
+    }
+    (3.0 - max.log10().floor()).clamp(0.0, 9.0) as usize
+}
+
+fn print_rows(
+    out: &mut dyn Write,
+    title: &str,
+    rows: &[Row],
+    shown: &Shown,
+) -> std::io::Result<()> {
+    let k = shown.factor();
+    let d = decimals(rows.iter().flat_map(|r| [r.mae * k, r.rmse * k]));
+    let u = shown.unit();
     writeln!(out, "\n{title}")?;
     writeln!(
         out,
         "  {:<34} {:>10} {:>14} {:>14}",
-        "forecast", "n", "MAE", "RMSE"
+        "forecast",
+        "n",
+        format!("MAE{u}"),
+        format!("RMSE{u}")
     )?;
     for r in rows {
         writeln!(
             out,
-            "  {:<34} {:>10} {:>14.6} {:>14.6}",
-            r.name, r.n, r.mae, r.rmse
+            "  {:<34} {:>10} {:>14.d$} {:>14.d$}",
+            r.name,
+            r.n,
+            r.mae * k,
+            r.rmse * k
+        )?;
+    }
+    Ok(())
+}
+
+fn mode_name(m: Mode) -> &'static str {
+    match m {
+        Mode::Faithful => "faithful",
+        Mode::Improved => "improved",
+    }
+}
+
+fn print_next(out: &mut dyn Write, next: &[NextForecast], shown: &Shown) -> std::io::Result<()> {
+    writeln!(
+        out,
+        "\nNext value: the forecast ± {BAND_K}·error (error: RMSE of the MSE-selected forecast)"
+    )?;
+    let u = shown.unit();
+    let rows: Vec<[String; 4]> = next
+        .iter()
+        .map(|n| {
+            let [value, band, low, high] = shown.next(n);
+            [
+                format!("{} mode", mode_name(n.mode)),
+                format!("{value} ± {band}{u}"),
+                format!("likely {low}–{high}{u}"),
+                format!("by {}", n.method_name),
+            ]
+        })
+        .collect();
+    let width = |i: usize| rows.iter().map(|r| r[i].chars().count()).max().unwrap_or(0);
+    let (w0, w1, w2) = (width(0), width(1), width(2));
+    for r in &rows {
+        writeln!(
+            out,
+            "  {:<w0$}  {:<w1$}  {:<w2$}  {}",
+            r[0], r[1], r[2], r[3]
         )?;
     }
     Ok(())
@@ -118,6 +297,7 @@ fn print_human(
     out: &mut dyn Write,
     file: &std::path::Path,
     stats: &ReadStats,
+    unit: Option<UnitOf>,
     r: &Report,
 ) -> std::io::Result<()> {
     write!(
@@ -131,6 +311,11 @@ fn print_human(
         (_, Some(c)) => write!(out, ", column {c}")?,
         (Some(s), None) => write!(out, ", series {s}")?,
         _ => {}
+    }
+    match unit {
+        Some(u) if u.from == "metric" => write!(out, ", in {}", u.unit.name())?,
+        Some(u) => write!(out, ", in {} (from the column's name)", u.unit.name())?,
+        None => write!(out, "; the file names no unit")?,
     }
     writeln!(out)?;
     if !stats.other_series.is_empty() {
@@ -152,6 +337,13 @@ fn print_human(
     for note in &stats.notes {
         writeln!(out, "note: {note}")?;
     }
+    if stats.without_value > 0 {
+        writeln!(
+            out,
+            "{} record(s) without a value (timed out or failed) not forecast",
+            stats.without_value
+        )?;
+    }
     if stats.skipped_bad > 0 {
         write!(out, "skipped {} malformed line(s)", stats.skipped_bad)?;
         if let Some(b) = &stats.first_bad {
@@ -160,28 +352,88 @@ fn print_human(
         writeln!(out)?;
     }
 
+    // One scale for the whole report, by the size of the next value (Gbit/s for a fast link).
+    let magnitude = r.next.first().map_or(0.0, |n| n.value.abs());
+    let shown = Shown::new(unit, magnitude);
+    print_next(out, &r.next, &shown)?;
     print_rows(
         out,
         "Selected forecasts (errors over points 2..n)",
         &r.selected,
+        &shown,
     )?;
-    print_rows(out, "Baselines", &r.baselines)?;
-    print_rows(out, "Primary forecasters (improved mode)", &r.primaries)?;
-    writeln!(out, "\nTimeout rules")?;
+    if !r.baselines.is_empty() {
+        print_rows(out, "Baselines", &r.baselines, &shown)?;
+    }
+    print_rows(
+        out,
+        &format!("Primary forecasters ({} mode)", mode_name(r.primaries_mode)),
+        &r.primaries,
+        &shown,
+    )?;
+    let k = shown.factor();
+    let d = decimals(r.timeouts.iter().map(|t| t.mean_timeout * k));
     writeln!(
         out,
-        "  {:<34} {:>10} {:>14} {:>14}",
-        "rule", "judged", "miss rate", "mean timeout"
+        "\nTimeout rules ({} mode): how often a value exceeded the rule's timeout",
+        mode_name(r.primaries_mode)
+    )?;
+    writeln!(
+        out,
+        "  {:<34} {:>10} {:>14} {:>20}",
+        "rule",
+        "judged",
+        "miss rate",
+        format!("mean timeout{}", shown.unit())
     )?;
     for t in &r.timeouts {
         writeln!(
             out,
-            "  {:<34} {:>10} {:>13.4}% {:>14.6}",
+            "  {:<34} {:>10} {:>13.2}% {:>20.d$}",
             t.rule,
             t.judged,
             t.miss_rate * 100.0,
-            t.mean_timeout
+            t.mean_timeout * k
         )?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stats(column: Option<&str>) -> ReadStats {
+        ReadStats {
+            column: column.map(String::from),
+            ..ReadStats::default()
+        }
+    }
+
+    #[test]
+    fn a_columns_name_may_give_its_unit() {
+        let unit = |c| unit_of(&stats(Some(c))).map(|u| u.unit);
+        assert_eq!(unit("rtt_ms"), Some(Unit::Ms));
+        assert_eq!(unit("RTT (ms)"), Some(Unit::Ms));
+        assert_eq!(unit("throughput_Mbps"), Some(Unit::MbitPerS));
+        assert_eq!(unit("value"), None);
+        assert_eq!(unit("msg"), None);
+        assert_eq!(unit_of(&stats(None)), None);
+        let s = ReadStats {
+            metric: Some(nowcast_core::record::Metric::Loss),
+            ..stats(Some("v"))
+        };
+        assert_eq!(
+            unit_of(&s).map(|u| (u.unit, u.from)),
+            Some((Unit::Fraction, "metric"))
+        );
+    }
+
+    #[test]
+    fn four_significant_digits_for_the_largest_error() {
+        assert_eq!(decimals([2.748, 0.9].into_iter()), 3);
+        assert_eq!(decimals([0.0123].into_iter()), 5);
+        assert_eq!(decimals([23_083.0].into_iter()), 0);
+        assert_eq!(decimals([0.0].into_iter()), 0);
+    }
 }

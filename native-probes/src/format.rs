@@ -1,6 +1,14 @@
-//! Numbers for people, the same in every table and report.
+//! Numbers for people, the same in every table and report: times in ms as ping prints them,
+//! rates scaled per value as iperf3 does (kbit/s, Mbit/s, Gbit/s), loss in percent. Records
+//! keep their schema units (ms, Mbit/s, a fraction for loss); only what is shown changes.
 //!
 //! Deterministic core.
+
+use nowcast_core::record::Unit;
+
+/// The meaning of ± wherever a forecast is shown, as on the page: the forecast ± this many
+/// errors (the error being the RMSE of the MSE-selected forecast).
+pub const BAND_K: f64 = 2.0;
 
 /// A value with enough digits to show microseconds in ms and 0.1 % of a rate.
 pub fn number(v: f64) -> String {
@@ -13,5 +21,125 @@ pub fn number(v: f64) -> String {
         format!("{v:.2}")
     } else {
         format!("{v:.3}")
+    }
+}
+
+/// Three significant digits without exponent notation (the page's `significant`):
+/// `941`, `23.5`, `2.35`, `0.418`.
+pub fn significant(v: f64) -> String {
+    if !v.is_finite() {
+        return "-".into();
+    }
+    let a = v.abs();
+    if a == 0.0 {
+        "0".into()
+    } else if a >= 99.95 {
+        format!("{v:.0}")
+    } else if a >= 9.995 {
+        format!("{v:.1}")
+    } else if a >= 0.9995 {
+        format!("{v:.2}")
+    } else {
+        // Three significant digits below 1: as many decimals as the leading zeros need.
+        let decimals = (2.0 - a.log10().floor()).clamp(3.0, 9.0) as usize;
+        format!("{v:.decimals$}")
+    }
+}
+
+/// A percentage from a fraction: one decimal as mtr prints it (`0.0`, `12.5`, `100.0`),
+/// two when a small loss would otherwise read as none.
+pub fn percent(fraction: f64) -> String {
+    let p = fraction * 100.0;
+    if p != 0.0 && p.abs() < 0.095 {
+        format!("{p:.2}")
+    } else {
+        format!("{p:.1}")
+    }
+}
+
+/// How a value in a schema unit is shown: the factor it is multiplied by and the unit
+/// name printed after it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Scale {
+    pub unit: Unit,
+    pub factor: f64,
+    pub name: &'static str,
+}
+
+impl Scale {
+    /// The scale for values of `unit` about `magnitude` large (schema units): rates below
+    /// 1 Mbit/s in kbit/s, from 1000 Mbit/s in Gbit/s; loss in %; times in ms.
+    pub fn of(unit: Unit, magnitude: f64) -> Scale {
+        let (factor, name) = match unit {
+            Unit::Ms => (1.0, "ms"),
+            Unit::Fraction => (100.0, "%"),
+            Unit::MbitPerS => {
+                // Rounded as shown: 999.96 Mbit/s is "1.00 Gbit/s", not "1000 Mbit/s".
+                let m = magnitude.abs();
+                if m >= 999.5 {
+                    (1e-3, "Gbit/s")
+                } else if m >= 0.9995 || m == 0.0 {
+                    (1.0, "Mbit/s")
+                } else {
+                    (1e3, "kbit/s")
+                }
+            }
+        };
+        Scale { unit, factor, name }
+    }
+
+    /// `v` (schema unit) as a number in this scale, without the unit name.
+    pub fn num(&self, v: f64) -> String {
+        match self.unit {
+            Unit::Ms => number(v),
+            Unit::Fraction => percent(v),
+            Unit::MbitPerS => significant(v * self.factor),
+        }
+    }
+
+    /// `v` (schema unit) with the unit name: `2.35 Gbit/s`, `0.113 ms`, `1.0 %`.
+    pub fn with_unit(&self, v: f64) -> String {
+        format!("{} {}", self.num(v), self.name)
+    }
+}
+
+/// A value in its schema unit, scaled by its own size: `941 Mbit/s`, `2.35 Gbit/s`.
+pub fn scaled(v: f64, unit: Unit) -> String {
+    Scale::of(unit, v).with_unit(v)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rates_are_scaled_per_value_like_iperf3() {
+        assert_eq!(scaled(23_083.0, Unit::MbitPerS), "23.1 Gbit/s");
+        assert_eq!(scaled(2_348.4, Unit::MbitPerS), "2.35 Gbit/s");
+        assert_eq!(scaled(941.2, Unit::MbitPerS), "941 Mbit/s");
+        assert_eq!(scaled(999.7, Unit::MbitPerS), "1.00 Gbit/s");
+        assert_eq!(scaled(12.34, Unit::MbitPerS), "12.3 Mbit/s");
+        assert_eq!(scaled(0.512, Unit::MbitPerS), "512 kbit/s");
+        assert_eq!(scaled(0.0, Unit::MbitPerS), "0 Mbit/s");
+        assert_eq!(scaled(0.0523, Unit::Ms), "0.052 ms");
+        assert_eq!(scaled(0.25, Unit::Fraction), "25.0 %");
+        assert_eq!(scaled(0.0005, Unit::Fraction), "0.05 %");
+        assert_eq!(scaled(1.0, Unit::Fraction), "100.0 %");
+    }
+
+    #[test]
+    fn three_significant_digits() {
+        for (v, s) in [
+            (0.0, "0"),
+            (0.4181, "0.418"),
+            (0.004181, "0.00418"),
+            (1.0, "1.00"),
+            (9.996, "10.0"),
+            (99.96, "100"),
+            (-2.346, "-2.35"),
+            (f64::NAN, "-"),
+        ] {
+            assert_eq!(significant(v), s, "{v}");
+        }
     }
 }

@@ -1,14 +1,18 @@
 //! The loop of a periodic probe command (edge): it asks the [`Schedule`] what to do, sleeps
 //! until then (a signal cuts the sleep short), runs each experiment, hands its results to
-//! the [`RecordSink`] and names failed probes on standard error.
+//! the [`RecordSink`] and names failed probes on standard error. A run in which some series
+//! measured nothing (every probe of it timed out or failed, as with 100 % UDP loss or a
+//! server that is down) ends in [`Unmeasured`], which the command turns into exit status 1,
+//! as ping does when no reply came.
 
 use crate::clock::Clock;
-use crate::output::{heading, is_broken_pipe, number, Experiment, RecordSink};
+use crate::output::{is_broken_pipe, number, Experiment, RecordSink, Summary};
 use crate::schedule::{Next, Schedule};
 use crate::series::SeriesStats;
 use crate::stop::Stop;
-use anyhow::{bail, Result};
-use nowcast_core::record::{Record, Status};
+use anyhow::Result;
+use nowcast_core::record::{Metric, Record, RecordForecast, Status};
+use std::fmt;
 use std::time::Duration;
 
 /// When experiments run.
@@ -25,13 +29,41 @@ pub struct Plan {
 pub struct Report {
     pub timestamp_ms: f64,
     pub records: Vec<Record>,
-    pub next: Vec<Option<f64>>,
+    /// The forecast of each series' next value, in the order of the heading's metrics.
+    pub next: Vec<Option<RecordForecast>>,
     pub extra: Vec<String>,
     pub notes: Vec<String>,
 }
 
-/// Runs `one(index)` per the plan and writes what it returns. Fails when no probe of any
-/// experiment succeeded (the records have said why), or when the sink cannot write.
+/// Series that were probed and measured nothing: each with its probes, timeouts and errors.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Unmeasured(pub Vec<(Metric, u64, u64, u64)>);
+
+impl fmt::Display for Unmeasured {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, (metric, sent, timeouts, errors)) in self.0.iter().enumerate() {
+            if i > 0 {
+                write!(f, "; ")?;
+            }
+            let how = match (timeouts, errors) {
+                (0, _) => "failed".to_string(),
+                (_, 0) => "timed out".to_string(),
+                (t, e) => format!("failed ({t} timed out, {e} errors)"),
+            };
+            match sent {
+                1 => write!(f, "no {metric} measured: its probe {how}")?,
+                n => write!(f, "no {metric} measured: all {n} probes {how}")?,
+            }
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for Unmeasured {}
+
+/// Runs `one(index)` per the plan and writes what it returns. Fails with [`Unmeasured`] when
+/// a series probed got no value at all (the records have said why), or when the sink cannot
+/// write.
 pub fn run(
     plan: &Plan,
     clock: &Clock,
@@ -41,7 +73,8 @@ pub fn run(
 ) -> Result<()> {
     let period = u64::try_from(plan.period.as_nanos()).unwrap_or(u64::MAX);
     let mut schedule = Schedule::new(clock.now(), period, plan.count);
-    let mut ok = 0u64;
+    // Every metric a record names, in the order first seen.
+    let mut summary = Summary::default();
     loop {
         if stop.is_set() {
             schedule.stop();
@@ -57,21 +90,29 @@ pub fn run(
             Next::Run { index } => {
                 schedule.started(clock.now());
                 let r = one(index);
-                ok += r.records.iter().filter(|r| r.status == Status::Ok).count() as u64;
-                sink.experiment(&Experiment {
+                let e = Experiment {
                     index,
                     timestamp_ms: r.timestamp_ms,
                     records: &r.records,
                     next: r.next,
                     extra: r.extra,
                     notes: r.notes,
-                })?;
+                };
+                summary.experiment(&e);
+                sink.experiment(&e)?;
                 problems(&r.records);
             }
         }
     }
-    if ok == 0 && schedule.ran() > 0 {
-        bail!("no probe succeeded");
+    let unmeasured = summary.unmeasured();
+    if !unmeasured.is_empty() {
+        return Err(Unmeasured(
+            unmeasured
+                .iter()
+                .map(|t| (t.metric, t.sent, t.timeouts, t.errors))
+                .collect(),
+        )
+        .into());
     }
     Ok(())
 }
@@ -84,7 +125,7 @@ fn problems(records: &[Record]) {
             (Status::Timeout, _) => eprintln!(
                 "nowcast: {}: {} timed out after {} ms",
                 r.to,
-                heading(r.metric),
+                r.metric,
                 r.timeout_ms.map(number).unwrap_or_default()
             ),
             _ => {}

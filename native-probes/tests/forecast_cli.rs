@@ -328,3 +328,239 @@ fn a_64_mib_line_of_commas_is_refused_by_its_number_in_bounded_memory() {
     assert_eq!(doc["input"]["values"], 3);
     assert!(peak_kib < 40 * 1024, "peak memory {peak_kib} KiB");
 }
+
+/// NDJSON records of `metric` with `values`, as `nowcast tcp` writes them.
+fn records_of(metric: &str, unit: &str, values: &[f64]) -> String {
+    values
+        .iter()
+        .enumerate()
+        .map(|(i, v)| {
+            format!(
+                "{{\"schema_version\":\"1.0\",\"timestamp_ms\":{i},\"source\":\"nowcast tcp\",\"metric\":\"{metric}\",\"value\":{v},\"unit\":\"{unit}\",\"to\":\"h:1\"}}\n"
+            )
+        })
+        .collect()
+}
+
+fn wavy(n: usize, level: f64, spread: f64) -> Vec<f64> {
+    (0..n)
+        .map(|i| level + spread * (((i * 37) % 11) as f64 / 10.0 - 0.5))
+        .collect()
+}
+
+#[test]
+fn the_next_forecast_is_printed_with_its_range_in_the_series_unit_for_each_mode() {
+    let dir = TempDir::new("next");
+    let values = wavy(300, 20.0, 4.0);
+    let f = dir.file("rtt.ndjson", &records_of("rtt", "ms", &values));
+    let path = f.to_str().unwrap();
+    let out = nowcast(&["forecast", path, "--json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        (doc["mode"].as_str(), doc["unit"].as_str()),
+        (Some("both"), Some("ms"))
+    );
+    let next = doc["report"]["next"].as_array().unwrap();
+    assert_eq!(next.len(), 2);
+    for (n, mode) in next
+        .iter()
+        .zip([nowcast_core::Mode::Improved, nowcast_core::Mode::Faithful])
+    {
+        // The same forecast as the core's bank fed the same values, ± 2·RMSE.
+        let mut bank = nowcast_core::Bank::new(mode);
+        bank.update_all(&values).unwrap();
+        let want = bank.forecast().unwrap().mse;
+        let (value, error) = (n["value"].as_f64().unwrap(), n["error"].as_f64().unwrap());
+        assert_eq!(n["mode"], serde_json::to_value(mode).unwrap());
+        assert_eq!((value, error), (want.value, want.error.sqrt()));
+        assert_eq!(n["method"], bank.method(want.method).0);
+        assert_eq!(n["low"].as_f64().unwrap(), value - 2.0 * error);
+        assert_eq!(n["high"].as_f64().unwrap(), value + 2.0 * error);
+    }
+    for row in doc["report"]["selected"].as_array().unwrap() {
+        assert!(
+            row["mode"].is_string(),
+            "every NWS row names its mode: {row}"
+        );
+    }
+
+    let out = nowcast(&["forecast", path]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    let improved = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("improved mode"))
+        .unwrap_or_else(|| panic!("{text}"));
+    let (v, e) = (
+        next[0]["value"].as_f64().unwrap(),
+        next[0]["error"].as_f64().unwrap(),
+    );
+    let words: Vec<&str> = improved.split_whitespace().collect();
+    // "improved mode  20.1 ± 2.3 ms  likely 17.8–22.4 ms  by …"
+    assert_eq!(
+        (words[3], words[5], words[6]),
+        ("±", "ms", "likely"),
+        "{improved}"
+    );
+    let shown: f64 = words[2].parse().unwrap();
+    let band: f64 = words[4].parse().unwrap();
+    assert!(
+        (shown - v).abs() < 0.05 && (band - 2.0 * e).abs() < 0.05,
+        "{improved}"
+    );
+    assert!(words[7].contains('–') && words[8] == "ms", "{improved}");
+    assert!(
+        text.contains("MAE ms") && text.contains("RMSE ms") && text.contains("mean timeout ms")
+    );
+
+    // One mode alone: its rows only, its primaries and rules.
+    for (mode, other) in [("faithful", "improved"), ("improved", "faithful")] {
+        let out = nowcast(&["forecast", path, "--mode", mode, "--json"]);
+        assert!(out.status.success());
+        let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(doc["mode"], mode);
+        let r = &doc["report"];
+        assert_eq!(r["primaries_mode"], mode);
+        assert_eq!(r["next"].as_array().unwrap().len(), 1);
+        assert_eq!(r["next"][0]["mode"], mode);
+        let m: nowcast_core::Mode = mode.parse().unwrap();
+        assert_eq!(
+            r["primaries"].as_array().unwrap().len(),
+            nowcast_core::Bank::new(m).primaries()
+        );
+        assert!(!r["timeouts"].as_array().unwrap().is_empty());
+        assert!(!r["baselines"].as_array().unwrap().is_empty());
+        for row in r["selected"].as_array().unwrap() {
+            assert_eq!(row["mode"], mode, "{row}");
+        }
+        let out = nowcast(&["forecast", path, "--mode", mode]);
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(text.contains(&format!("{mode} mode")), "{text}");
+        assert!(!text.contains(&format!("NWS {other}")), "{text}");
+    }
+    let out = nowcast(&["forecast", path, "--mode", "best"]);
+    assert_eq!(out.status.code(), Some(2), "clap refuses an unknown mode");
+}
+
+#[test]
+fn a_fast_link_is_shown_in_gbit_per_s_and_a_range_never_goes_below_zero() {
+    let dir = TempDir::new("gbit");
+    let f = dir.file(
+        "bw.ndjson",
+        &records_of("bandwidth_up", "Mbit/s", &wavy(100, 23_083.0, 2_000.0)),
+    );
+    let out = nowcast(&["forecast", f.to_str().unwrap()]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success());
+    assert!(
+        text.contains("in Mbit/s"),
+        "the series' unit is named: {text}"
+    );
+    assert!(text.contains("MAE Gbit/s"), "{text}");
+    let improved = text.lines().find(|l| l.contains("improved mode")).unwrap();
+    assert!(improved.contains("Gbit/s  likely 2"), "{improved}");
+    assert!(!text.contains("Mbit/s  likely"), "{text}");
+
+    // A series of small, scattered RTTs: the likely range starts at 0 ms, not below.
+    let f = dir.file(
+        "rtt.ndjson",
+        &records_of("rtt", "ms", &[0.1, 3.0, 0.1, 0.2, 4.0, 0.1, 0.1, 5.0, 0.1]),
+    );
+    let out = nowcast(&["forecast", f.to_str().unwrap(), "--json"]);
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    for n in doc["report"]["next"].as_array().unwrap() {
+        assert_eq!(n["low"], 0.0, "{n}");
+        assert!(n["value"].as_f64().unwrap() - 2.0 * n["error"].as_f64().unwrap() < 0.0);
+    }
+}
+
+#[test]
+fn only_numeric_columns_are_chosen_and_the_one_read_is_named() {
+    let dir = TempDir::new("numeric");
+    // The last column is text, the one before holds the numbers.
+    let f = dir.file(
+        "s.csv",
+        "time,rtt_ms,host\n1,10.5,a\n2,11.0,b\n3,10.8,c\n4,10.1,d\n",
+    );
+    let out = nowcast(&["forecast", f.to_str().unwrap()]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        text.contains("4 values (csv), column rtt_ms, in ms (from the column's name)"),
+        "{text}"
+    );
+    assert!(text.contains("column(s) of text not read: host"), "{text}");
+    let out = nowcast(&["forecast", f.to_str().unwrap(), "--json"]);
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["input"]["column"], "rtt_ms");
+    assert_eq!(
+        (doc["unit"].as_str(), doc["unit_from"].as_str()),
+        (Some("ms"), Some("column name"))
+    );
+    // No unit in the file: none is made up.
+    let f = dir.file("v.csv", "time,value,host\n1,10,a\n2,11,b\n");
+    let out = nowcast(&["forecast", f.to_str().unwrap()]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("column value; the file names no unit"),
+        "{text}"
+    );
+    assert!(
+        text.contains("  MAE ") && !text.contains("MAE ms"),
+        "{text}"
+    );
+}
+
+#[test]
+fn line_numbers_count_crlf_lines_as_lines() {
+    let dir = TempDir::new("crlf");
+    // The bad value is on line 6 of each file, after a comment and a blank line.
+    let cases = [
+        ("plain.txt", "# rtt\r\n\r\n1\r\n2\r\n3\r\nfour\r\n5\r\n"),
+        (
+            "s.csv",
+            "# rtt\r\n\r\ntime,rtt\r\n1,2\r\n2,3\r\n3,four\r\n4,5\r\n",
+        ),
+        (
+            "s.tsv",
+            "# rtt\r\n\r\n1\t2\r\n2\t3\r\n3\t4\r\n4\tfour\r\n5\t6\r\n",
+        ),
+        (
+            "r.ndjson",
+            concat!(
+                "# rtt\r\n\r\n",
+                r#"{"schema_version":"1.0","timestamp_ms":1,"source":"s","metric":"rtt","value":2,"unit":"ms","to":"x"}"#,
+                "\r\n",
+                r#"{"schema_version":"1.0","timestamp_ms":2,"source":"s","metric":"rtt","value":3,"unit":"ms","to":"x"}"#,
+                "\r\n",
+                r#"{"schema_version":"1.0","timestamp_ms":3,"source":"s","metric":"rtt","value":4,"unit":"ms","to":"x"}"#,
+                "\r\n",
+                r#"{"schema_version":"1.0","timestamp_ms":4,"source":"s","metric":"rtt","value":"four","unit":"ms","to":"x"}"#,
+                "\r\n",
+            ),
+        ),
+    ];
+    for (name, body) in cases {
+        let f = dir.file(name, body);
+        let out = nowcast(&["forecast", f.to_str().unwrap()]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{name}: {err}");
+        assert!(err.contains("line 6"), "{name}: {err}");
+        let out = nowcast(&["forecast", f.to_str().unwrap(), "--skip-bad"]);
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{name}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(text.contains("first: line 6"), "{name}: {text}");
+    }
+}

@@ -51,13 +51,21 @@ fn a_closed_pipe_is_a_quiet_success() {
     ));
     assert_eq!((status.as_str(), stderr.as_str()), ("0", ""), "tcp table");
     assert!(line.starts_with("nowcast tcp"), "{line}");
+    for flags in ["--json", ""] {
+        let (status, stderr, line) = piped_to_head(&format!(
+            "udp {} {flags} --count 100000 --period 0 --probes 2 --interval 0",
+            server.udp
+        ));
+        assert_eq!((status.as_str(), stderr.as_str()), ("0", ""), "udp {flags}");
+        assert!(!line.is_empty());
+    }
 
     let dir = std::env::temp_dir().join(format!("nowcast-pipe-series-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let file = dir.join("s.txt");
     let values: String = (0..20_000).map(|i| format!("{}\n", 10 + i % 7)).collect();
     std::fs::write(&file, values).unwrap();
-    for flags in ["--json", ""] {
+    for flags in ["--json", "", "--mode faithful"] {
         let (status, stderr, line) =
             piped_to_head(&format!("forecast '{}' {flags}", file.display()));
         assert_eq!(

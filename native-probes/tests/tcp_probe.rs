@@ -3,7 +3,7 @@
 mod common;
 
 use common::{nowcast, records, text, Server};
-use nowcast_core::record::{Metric, Status};
+use nowcast_core::record::{Metric, Record, Status};
 use std::net::TcpListener;
 use std::time::{Duration, Instant};
 
@@ -113,7 +113,7 @@ fn the_table_is_for_people_and_a_refused_connection_names_host_step_and_os_error
         .port();
     let target = format!("127.0.0.1:{port}");
     let out = nowcast(&["tcp", &target, "--json"], LIMIT);
-    assert!(!out.status.success());
+    assert_eq!(out.status.code(), Some(1), "nothing measured: ping's 1");
     let err = text(&out.stderr);
     assert!(
         err.contains(&format!("{target}: connect: Connection refused")),
@@ -125,6 +125,31 @@ fn the_table_is_for_people_and_a_refused_connection_names_host_step_and_os_error
         (recs[0].metric, recs[0].status),
         (Metric::HandshakeRtt, Status::Error)
     );
+    assert!(
+        err.contains("no handshake_rtt measured: its probe failed"),
+        "{err}"
+    );
+
+    // The table's summary says so too, for every experiment; the exit status is the same.
+    let out = nowcast(&["tcp", &target, "--count", "3"], LIMIT);
+    assert_eq!(out.status.code(), Some(1));
+    let rows = summary(&text(&out.stdout));
+    assert_eq!(rows.len(), 1, "only the handshake was tried: {rows:?}");
+    assert_eq!(
+        rows["handshake_rtt"],
+        ["ms", "3", "100.0%", "-", "-", "-", "-", "-"]
+    );
+    assert!(
+        text(&out.stderr).contains("no handshake_rtt measured: all 3 probes failed"),
+        "{}",
+        text(&out.stderr)
+    );
+
+    // A command that cannot run at all is told apart from one that measured nothing.
+    let out = nowcast(&["tcp", &target, "--write-size", "0"], LIMIT);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    let out = nowcast(&["tcp", &target, "--period", "-1"], LIMIT);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
 }
 
 #[test]
@@ -171,7 +196,13 @@ fn the_server_enforces_its_payload_and_session_caps() {
             .contains("above the server's cap"),
         "{bw:?}"
     );
-    assert!(out.status.success(), "the RTT probes succeeded");
+    // The RTT probes succeeded, but the bandwidth asked for was never measured.
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("no bandwidth_up measured: its probe failed"),
+        "{}",
+        text(&out.stderr)
+    );
 
     // Hold the only session this client may have; the next one is refused as busy.
     let mut held = std::net::TcpStream::connect(&server.tcp).unwrap();
@@ -315,6 +346,128 @@ fn the_warm_up_echo_after_the_hello_is_made_but_not_counted() {
         // Neither the handshake nor any timed echo includes the delayed warm-up.
         if r.metric != Metric::BandwidthUp {
             assert!(r.value.unwrap() < 150.0, "{r:?}");
+        }
+    }
+}
+
+/// The closing summary of a table: each series' row after its name (unit, sent, lost, min,
+/// avg, max, mdev, then `next ± band` or `-`), by series name.
+fn summary(table: &str) -> std::collections::HashMap<String, Vec<String>> {
+    let mut lines = table.lines().skip_while(|l| !l.starts_with("--- "));
+    assert!(lines.next().is_some(), "no summary in {table}");
+    let head = lines.next().unwrap();
+    assert!(
+        head.starts_with("series") && head.contains("min") && head.contains("mdev"),
+        "{head}"
+    );
+    lines
+        .map(|l| {
+            let mut words = l.split_whitespace().map(String::from);
+            let name = words.next().unwrap();
+            (name, words.filter(|w| w != "±").collect())
+        })
+        .collect()
+}
+
+/// Whether `shown` is `want` rounded to the digits shown.
+fn shows(shown: &str, want: f64) -> bool {
+    let decimals = shown.split('.').nth(1).map_or(0, str::len) as i32;
+    let v: f64 = shown.parse().unwrap_or(f64::NAN);
+    (v - want).abs() <= 0.5 * 10f64.powi(-decimals) * (1.0 + 1e-9) + 1e-12 * want.abs()
+}
+
+/// The factor from the schema unit to the unit a summary row names.
+fn factor(unit: &str) -> f64 {
+    match unit {
+        "ms" | "Mbit/s" => 1.0,
+        "Gbit/s" => 1e-3,
+        "kbit/s" => 1e3,
+        "%" => 100.0,
+        other => panic!("unknown unit {other}"),
+    }
+}
+
+#[test]
+fn the_summary_is_ping_and_mtr_like_and_agrees_with_the_records() {
+    let server = Server::start(&["--bind", "127.0.0.1"]);
+    let file = std::env::temp_dir().join(format!("nowcast-tcp-sum-{}.ndjson", std::process::id()));
+    let out = nowcast(
+        &[
+            "tcp",
+            &server.tcp,
+            "--count",
+            "5",
+            "--period",
+            "0",
+            "--size",
+            "4M",
+            "--direction",
+            "both",
+            "--out",
+            file.to_str().unwrap(),
+        ],
+        LIMIT,
+    );
+    let saved = std::fs::read_to_string(&file).unwrap_or_default();
+    let _ = std::fs::remove_file(&file);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let table = text(&out.stdout);
+    let recs: Vec<Record> = saved.lines().map(|l| Record::parse(l).unwrap()).collect();
+    assert_eq!(recs.len(), 25, "{saved}");
+
+    // Rates in the rows are scaled per value as iperf3 does: never four-digit Mbit/s.
+    let rows_of_rates: Vec<&str> = table.lines().filter(|l| l.contains("bit/s →")).collect();
+    assert_eq!(rows_of_rates.len(), 5, "{table}");
+    for l in &rows_of_rates {
+        for w in l.split("bit/s").collect::<Vec<_>>().windows(2) {
+            let number = w[0].split_whitespace().rev().nth(1).unwrap();
+            let n: f64 = number.parse().unwrap();
+            assert!((1.0..1000.0).contains(&n) || n == 0.0, "{number} in {l}");
+        }
+    }
+
+    let rows = summary(&table);
+    assert_eq!(rows.len(), 5, "{table}");
+    for metric in [
+        Metric::HandshakeRtt,
+        Metric::Rtt,
+        Metric::RttNagle,
+        Metric::BandwidthUp,
+        Metric::BandwidthDown,
+    ] {
+        let row = &rows[&metric.to_string()];
+        let values: Vec<f64> = recs
+            .iter()
+            .filter(|r| r.metric == metric)
+            .map(|r| r.value.unwrap())
+            .collect();
+        let n = values.len() as f64;
+        let avg = values.iter().sum::<f64>() / n;
+        let mdev = (values.iter().map(|v| v * v).sum::<f64>() / n - avg * avg)
+            .max(0.0)
+            .sqrt();
+        let min = values.iter().copied().fold(f64::INFINITY, f64::min);
+        let max = values.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        // The next forecast: the improved bank's MSE selection fed the same values.
+        let mut bank = nowcast_core::Bank::new(nowcast_core::Mode::Improved);
+        bank.update_all(&values).unwrap();
+        let f = bank.forecast().unwrap().mse;
+        let k = factor(&row[0]);
+        assert_eq!(&row[1..3], ["5", "0.0%"], "{metric}: {row:?}");
+        for (shown, want) in
+            row[3..]
+                .iter()
+                .zip([min, avg, max, mdev, f.value, 2.0 * f.error.sqrt()])
+        {
+            assert!(
+                shows(shown, want * k),
+                "{metric}: {shown} shows {} ({row:?})\n{table}",
+                want * k
+            );
+        }
+        if metric.unit() == nowcast_core::record::Unit::MbitPerS {
+            let top: f64 = row[5].parse().unwrap();
+            assert!(top < 1000.0, "{metric} scaled: {row:?}");
         }
     }
 }

@@ -3,7 +3,7 @@
 mod common;
 
 use common::{nowcast, records, text, Server};
-use nowcast_core::record::{Metric, Status};
+use nowcast_core::record::{Metric, Record, Status};
 use std::net::UdpSocket;
 use std::time::{Duration, Instant};
 
@@ -69,6 +69,137 @@ fn an_unanswered_burst_is_all_lost_and_waits_no_longer_than_its_timeout() {
         "no jitter without replies"
     );
     assert!(text(&out.stderr).contains("timed out"));
+    // 100 % loss is a failed measurement, as ping's 1 when no reply came.
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("no rtt measured: its probe timed out"),
+        "{}",
+        text(&out.stderr)
+    );
+
+    // In the table: the summary gives the loss in % and the RTT as lost.
+    let out = nowcast(
+        &[
+            "udp",
+            &target,
+            "--probes",
+            "4",
+            "--interval",
+            "1",
+            "--count",
+            "2",
+            "--timeout-initial",
+            "100",
+            "--timeout-floor",
+            "100",
+            "--timeout-ceiling",
+            "200",
+        ],
+        LIMIT,
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    let table = text(&out.stdout);
+    assert!(table.contains("loss %"), "{table}");
+    assert!(table.contains("100.0 →100.0"), "{table}");
+    let rows = summary(&table);
+    assert_eq!(rows["rtt"][..3], ["ms", "2", "100.0%"], "{table}");
+    assert_eq!(
+        rows["loss"],
+        ["%", "2", "-", "100.0", "100.0", "100.0", "0.0", "100.0", "0.0"],
+        "{table}"
+    );
+    assert!(!rows.contains_key("jitter"), "{table}");
+}
+
+/// The closing summary of a table: each series' row after its name (unit, sent, lost, min,
+/// avg, max, mdev, then next and its band, or `-`), by series name.
+fn summary(table: &str) -> std::collections::HashMap<String, Vec<String>> {
+    let mut lines = table.lines().skip_while(|l| !l.starts_with("--- "));
+    assert!(lines.next().is_some(), "no summary in {table}");
+    assert!(lines.next().unwrap().starts_with("series"));
+    lines
+        .map(|l| {
+            let mut words = l.split_whitespace().map(String::from);
+            let name = words.next().unwrap();
+            (name, words.filter(|w| w != "±").collect())
+        })
+        .collect()
+}
+
+/// Whether `shown` is `want` rounded to the digits shown.
+fn shows(shown: &str, want: f64) -> bool {
+    let decimals = shown.split('.').nth(1).map_or(0, str::len) as i32;
+    let v: f64 = shown.parse().unwrap_or(f64::NAN);
+    (v - want).abs() <= 0.5 * 10f64.powi(-decimals) * (1.0 + 1e-9) + 1e-12 * want.abs()
+}
+
+#[test]
+fn partial_loss_is_a_success_with_its_figure_in_percent() {
+    // The server answers 10 requests a second per client (a bucket of 10): a burst of 30
+    // probes in 15 ms loses about two thirds of them.
+    let server = Server::start(&["--bind", "127.0.0.1", "--udp-packets-per-second", "10"]);
+    let file = std::env::temp_dir().join(format!("nowcast-udp-sum-{}.ndjson", std::process::id()));
+    let out = nowcast(
+        &[
+            "udp",
+            &server.udp,
+            "--probes",
+            "30",
+            "--interval",
+            "0.5",
+            "--count",
+            "2",
+            "--timeout-initial",
+            "200",
+            "--timeout-floor",
+            "200",
+            "--out",
+            file.to_str().unwrap(),
+        ],
+        LIMIT,
+    );
+    let saved = std::fs::read_to_string(&file).unwrap_or_default();
+    let _ = std::fs::remove_file(&file);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let recs: Vec<Record> = saved.lines().map(|l| Record::parse(l).unwrap()).collect();
+    let losses: Vec<f64> = recs
+        .iter()
+        .filter(|r| r.metric == Metric::Loss)
+        .map(|r| r.value.unwrap())
+        .collect();
+    assert_eq!(losses.len(), 2, "{saved}");
+    assert!(
+        losses.iter().all(|l| *l > 0.3 && *l < 1.0),
+        "partial loss: {losses:?}"
+    );
+    let table = text(&out.stdout);
+    let rows = summary(&table);
+    // The rows show each burst's loss in %, and the summary its min/avg/max/mdev.
+    for l in &losses {
+        assert!(
+            table.contains(&format!("{:.1} →", l * 100.0)),
+            "{l} in {table}"
+        );
+    }
+    let loss = &rows["loss"];
+    assert_eq!(loss[..3], ["%", "2", "-"], "{table}");
+    let avg = (losses[0] + losses[1]) / 2.0;
+    let min = losses[0].min(losses[1]);
+    let max = losses[0].max(losses[1]);
+    let mdev = (losses[0] - losses[1]).abs() / 2.0;
+    for (shown, want) in loss[3..7].iter().zip([min, avg, max, mdev]) {
+        assert!(shows(shown, want * 100.0), "{shown} vs {want}: {table}");
+    }
+    // Every burst had replies: its RTT was measured, and nothing of it was lost.
+    let rtts: Vec<f64> = recs
+        .iter()
+        .filter(|r| r.metric == Metric::Rtt)
+        .map(|r| r.value.unwrap())
+        .collect();
+    let rtt = &rows["rtt"];
+    assert_eq!(rtt[..3], ["ms", "2", "0.0%"], "{table}");
+    assert!(shows(&rtt[3], rtts[0].min(rtts[1])), "{table}");
+    assert!(shows(&rtt[5], rtts[0].max(rtts[1])), "{table}");
 }
 
 #[test]

@@ -1,7 +1,7 @@
 //! `nowcast forecast FILE`: its flags, turned into a [`nowcast::forecast::Config`].
 
 use anyhow::{bail, Result};
-use nowcast::forecast::{self, Config};
+use nowcast::forecast::{self, Config, Modes};
 use nowcast::series_input::{parse_column, Column, Format, ReadOptions, MAX_LINE};
 use nowcast_core::import::Select;
 use nowcast_core::record::{Metric, Transport};
@@ -10,14 +10,21 @@ use std::path::PathBuf;
 
 #[derive(clap::Args)]
 #[command(
-    after_help = "Input formats, told apart by their content (the page imports the same, \
+    after_help = "Prints the forecast of the next value with its likely range (the forecast ± \
+    2·error, the error being the RMSE of the MSE-selected forecast, as on the page and in \
+    `nowcast tcp` records), then every forecaster's errors, in the series' unit (from the \
+    file's metric, or a CSV column named like rtt_ms; rates scaled to kbit/s, Mbit/s or \
+    Gbit/s). --json prints one object: mode, unit, input (what was read) and report (next, \
+    selected, baselines, primaries, timeouts; each NWS row names its mode).\n\n\
+    Input formats, told apart by their content (the page imports the same, \
     through the same reader): NDJSON measurement records (one series per metric, transport \
     and target; records that timed out or failed are counted, not forecast), CSV (with or \
     without a header; the page's export, whose metric column makes one series per metric), \
     `time<TAB>value`, one number a line, iperf3 -J (bandwidth up or down; UDP jitter and \
     loss), ping output (Linux iputils), mtr --json (the last hop's RTT and loss), irtt JSON \
     (RTT, jitter, loss) and sockperf --full-log. A file with several series: the first is \
-    read (in CSV the column named 'value', else the last column of numbers), and the others \
+    read (in CSV the column named 'value', else the last column of numbers: columns of \
+    text are never chosen, and the one read is named), and the others \
     are listed with the options that choose them (--metric, --target, --transport, \
     --column). Lines starting with # are comments. Errors are measured over points 2..n: \
     each forecast is made before the value it forecasts."
@@ -43,6 +50,11 @@ pub struct Args {
     /// Skip malformed lines (they are counted and reported) instead of stopping.
     #[arg(long)]
     skip_bad: bool,
+    /// Which forecaster bank: the original NWS library's (faithful), Nowcast's (improved),
+    /// or both side by side. Primaries, oracle and timeout rules are the improved bank's
+    /// when both run.
+    #[arg(long, value_enum, default_value_t = Modes::Both)]
+    mode: Modes,
     /// Print one JSON object instead of tables.
     #[arg(long)]
     json: bool,
@@ -77,6 +89,7 @@ pub fn run(args: Args) -> Result<()> {
             skip_bad: args.skip_bad,
             max_line: MAX_LINE,
         },
+        modes: args.mode,
         json: args.json,
         bounds: Bounds {
             floor: args.timeout_floor,

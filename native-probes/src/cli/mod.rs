@@ -14,6 +14,7 @@ mod udp;
 
 use clap::{Parser, Subcommand};
 use nowcast::output::is_broken_pipe;
+use nowcast::periodic::Unmeasured;
 use std::process::ExitCode;
 
 #[derive(Parser)]
@@ -56,10 +57,20 @@ enum Command {
     Delay(delay::Args),
 }
 
+/// Exit status of `nowcast tcp` and `nowcast udp` when a series measured nothing (every
+/// probe of it lost, timed out or refused), as ping's 1 when no reply came.
+pub const EXIT_UNMEASURED: u8 = 1;
+/// Exit status of `nowcast tcp` and `nowcast udp` when they could not run (a bad option, a
+/// name that does not resolve, an output that cannot be written), as ping's 2.
+pub const EXIT_ERROR: u8 = 2;
+
 /// Parses the command line, runs the subcommand and turns its result into an exit status:
-/// a reader that went away (`| head`) is a quiet success, as for any Unix filter.
+/// a reader that went away (`| head`) is a quiet success, as for any Unix filter; the probe
+/// commands tell a measurement that got nothing ([`EXIT_UNMEASURED`]) from one that could
+/// not run ([`EXIT_ERROR`]); other commands fail with 1.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
+    let probe = matches!(cli.command, Command::Tcp(_) | Command::Udp(_));
     let result = match cli.command {
         Command::Forecast(args) => forecast::run(args),
         Command::Pcap(args) => pcap::run(args),
@@ -76,7 +87,11 @@ pub fn main() -> ExitCode {
         Err(e) if is_broken_pipe(e.as_ref()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("nowcast: {e:#}");
-            ExitCode::FAILURE
+            match (probe, e.downcast_ref::<Unmeasured>()) {
+                (true, Some(_)) => ExitCode::from(EXIT_UNMEASURED),
+                (true, None) => ExitCode::from(EXIT_ERROR),
+                (false, _) => ExitCode::FAILURE,
+            }
         }
     }
 }

@@ -12,14 +12,22 @@ use nowcast_core::record::{Metric, Transport};
 #[derive(clap::Args)]
 #[command(
     after_help = "Example: nowcast tcp example.org --period 10 --size 256 --out probes.ndjson\n\
-    Table cells show the measurement and, after the arrow, the forecast of the next value. \
-    Records: handshake_rtt, rtt (Nagle off), rtt_nagle (Nagle on) in ms, bandwidth_up in \
-    Mbit/s with probe.raw_ms and probe.rtt_subtracted_ms. Every probe waits at most its \
+    Table cells show the measurement and, after the arrow, the forecast of the next value; \
+    rates are scaled per value (kbit/s, Mbit/s, Gbit/s). At the end, per series: probes sent, \
+    the share lost (timed out or failed), min/avg/max/mdev of the values (mdev as ping's) and \
+    the next forecast ± 2·error (error: RMSE of the forecast). \
+    Records: handshake_rtt, rtt (Nagle off), rtt_nagle (Nagle on) in ms, bandwidth_up and \
+    bandwidth_down in Mbit/s with probe.raw_ms and probe.rtt_subtracted_ms. Every probe waits at most its \
     series' adaptive timeout (MSE forecast + 2·RMSE of its durations, within the floor and \
     ceiling), capped by --deadline; a timed-out probe is recorded and fed back. After the handshake, each session \
     makes one un-timed two-byte warm-up echo, recorded nowhere: a new connection's first data \
     exchange is slower than the next ones (the cost of the new connection, not of the round \
-    trip), so rtt and rtt_nagle are both timed on a warm connection."
+    trip), so rtt and rtt_nagle are both timed on a warm connection.\n\n\
+    Exit status: 0 when every series probed measured at least one value (partial loss \
+    included: the summary gives it); 1 when a series measured nothing (every probe of it \
+    refused, failed or timed out, e.g. the server is down or refuses the size); 2 when the \
+    command could not run (a bad option, a name that does not resolve, an output that \
+    cannot be written). A reader that goes away (| head) ends it quietly with 0."
 )]
 pub struct Args {
     /// The server (`nowcast serve`), HOST or HOST:PORT ([v6]:PORT).

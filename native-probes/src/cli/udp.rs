@@ -16,7 +16,14 @@ use std::time::Duration;
 #[command(
     after_help = "Example: nowcast udp example.org --probes 200 --interval 5 --period 10\n\
     Records per burst: rtt (median, ms), jitter (mean |ΔRTT| of consecutive probes, ms) and \
-    loss (fraction). Reordered and duplicated replies are shown in the table."
+    loss (a fraction from 0 to 1 in the records; in % in the table). Lost, reordered and \
+    duplicated replies are counted in the table. At the end, per series: bursts sent, the \
+    share whose series got no value (a burst without a reply has no rtt), min/avg/max/mdev \
+    (mdev as ping's) and the next forecast ± 2·error (error: RMSE of the forecast).\n\n\
+    Exit status: 0 when some reply came (partial loss included: the summary gives it); 1 \
+    when no burst had a reply (100 % loss); 2 when the command could not run (a bad option, \
+    a name that does not resolve, an output that cannot be written). A reader that goes \
+    away (| head) ends it quietly with 0."
 )]
 pub struct Args {
     /// The server (`nowcast serve`), HOST or HOST:PORT ([v6]:PORT).

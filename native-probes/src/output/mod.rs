@@ -7,13 +7,15 @@
 //! command turns it into a quiet success ([`is_broken_pipe`]).
 
 mod ndjson;
+mod summary;
 mod table;
 
 pub use ndjson::Ndjson;
-pub use table::{cell, clock, heading, number, Table};
+pub use summary::{Summary, Tally, BAND_K};
+pub use table::{cell, clock, column, heading, number, Table};
 
 use crate::series::SeriesStats;
-use nowcast_core::record::{Metric, Record};
+use nowcast_core::record::{Metric, Record, RecordForecast};
 use std::io;
 
 /// What a command measures, known before its first experiment.
@@ -35,8 +37,9 @@ pub struct Experiment<'a> {
     pub timestamp_ms: f64,
     /// The records, in the order the probes ran.
     pub records: &'a [Record],
-    /// The forecast of each series' next value, in [`Heading::metrics`] order.
-    pub next: Vec<Option<f64>>,
+    /// The forecast of each series' next value with its error, in [`Heading::metrics`]
+    /// order.
+    pub next: Vec<Option<RecordForecast>>,
     /// The cells of [`Heading::extra`].
     pub extra: Vec<String>,
     /// Lines for people to read before the row (e.g. the socket buffers granted).
@@ -108,7 +111,15 @@ mod tests {
             index: 0,
             timestamp_ms: 1_700_000_123_456.0,
             records,
-            next: vec![Some(0.05), None],
+            next: vec![
+                Some(RecordForecast {
+                    value: 0.05,
+                    method: "last_value".into(),
+                    selector: nowcast_core::record::Selector::Mse,
+                    error: 0.01,
+                }),
+                None,
+            ],
             extra: vec!["3".into()],
             notes: vec!["buffers granted: 1".into()],
         }
@@ -144,7 +155,7 @@ mod tests {
         assert_eq!(lines[0], "nowcast tcp → h:1");
         assert_eq!(lines[1], "buffers granted: 1");
         assert!(
-            lines[2].starts_with("#      time (UTC)      rtt ms"),
+            lines[2].starts_with("#      time (UTC)    rtt ms"),
             "{table}"
         );
         assert!(
@@ -152,8 +163,14 @@ mod tests {
             "{table}"
         );
         assert!(lines[3].ends_with("  3"), "{table}");
+        assert_eq!(lines[4], "--- 1 experiment ---", "{table}");
+        assert_eq!(
+            lines[6].split_whitespace().collect::<Vec<_>>(),
+            ["rtt", "ms", "1", "0.0%", "0.052", "0.052", "0.052", "0.000", "0.050", "±", "0.020"],
+            "{table}"
+        );
         assert!(
-            lines[4].starts_with("rtt ms") && lines[4].contains("measured     1"),
+            lines[7].starts_with("bandwidth_up Mbit/s") && lines[7].contains("100.0%"),
             "{table}"
         );
         let ndjson = String::from_utf8(ndjson.into_inner()).unwrap();

@@ -1,9 +1,13 @@
 //! The live table for people: a title, one row per experiment with each series' value and,
-//! after the arrow, the forecast of its next value, and a closing summary.
+//! after the arrow, the forecast of its next value, and a closing summary per series
+//! ([`Summary`]: sent, lost, min/avg/max/mdev, the next forecast ± 2·error). Rates are
+//! scaled per value (kbit/s, Mbit/s, Gbit/s), loss is in percent.
 
+use super::summary::Summary;
 use super::{Experiment, Heading, RecordSink};
+use crate::format::Scale;
 use crate::series::SeriesStats;
-use nowcast_core::record::{Metric, Record, Status};
+use nowcast_core::record::{Metric, Record, RecordForecast, Status, Unit};
 use std::io::{self, Write};
 
 /// `HH:MM:SS.mmm` (UTC) of a record timestamp.
@@ -21,7 +25,17 @@ pub fn clock(ts_ms: f64) -> String {
 
 pub use crate::format::number;
 
-/// The heading of a metric's column, with its unit.
+/// The heading of a metric's table column: its name and the unit its cells are in; a rate's
+/// cells carry their own unit (each scaled to its size).
+pub fn column(metric: Metric) -> String {
+    match metric.unit() {
+        Unit::MbitPerS => metric.to_string(),
+        Unit::Fraction => format!("{metric} %"),
+        Unit::Ms => format!("{metric} ms"),
+    }
+}
+
+/// A metric's name with the unit of its records (as in messages about a probe).
 pub fn heading(metric: Metric) -> String {
     let name = serde_json::to_value(metric)
         .ok()
@@ -34,19 +48,28 @@ pub fn heading(metric: Metric) -> String {
     format!("{name} {unit}")
 }
 
-/// A table cell: the measurement and, after the arrow, the forecast of the next value.
+/// A table cell: the measurement and, after the arrow, the forecast of the next value, in
+/// the unit of [`column`] (`0.052 →0.050`, loss `1.0 →0.5`) or, for a rate, in the unit
+/// its measurement is scaled to (`2.35 Gbit/s →2.40`). A timeout names the timeout, in ms.
 pub fn cell(record: Option<&Record>, next: Option<f64>) -> String {
-    let next = next.map(|f| format!(" →{}", number(f))).unwrap_or_default();
-    match record {
-        None => "-".into(),
-        Some(r) => match (r.status, r.value) {
-            (Status::Ok, Some(v)) => format!("{}{next}", number(v)),
-            (Status::Timeout, _) => format!(
-                "timeout@{}{next}",
-                r.timeout_ms.map(number).unwrap_or_default()
-            ),
-            _ => "error".into(),
-        },
+    let Some(r) = record else {
+        return "-".into();
+    };
+    let unit = r.metric.unit();
+    let scale = Scale::of(unit, r.value.or(next).unwrap_or(0.0));
+    let next = next
+        .map(|f| format!(" →{}", scale.num(f)))
+        .unwrap_or_default();
+    match (r.status, r.value) {
+        (Status::Ok, Some(v)) if unit == Unit::MbitPerS => {
+            format!("{}{next}", scale.with_unit(v))
+        }
+        (Status::Ok, Some(v)) => format!("{}{next}", scale.num(v)),
+        (Status::Timeout, _) => format!(
+            "timeout@{}ms{next}",
+            r.timeout_ms.map(number).unwrap_or_default()
+        ),
+        _ => "error".into(),
     }
 }
 
@@ -57,6 +80,7 @@ pub struct Table<W: Write> {
     widths: Vec<usize>,
     head: String,
     headed: bool,
+    summary: Summary,
 }
 
 impl<W: Write> Table<W> {
@@ -67,6 +91,7 @@ impl<W: Write> Table<W> {
             widths: Vec::new(),
             head: String::new(),
             headed: false,
+            summary: Summary::default(),
         }
     }
 
@@ -74,14 +99,21 @@ impl<W: Write> Table<W> {
         self.out
     }
 
+    /// Cells at their columns' places; a cell wider than its column (a timeout, say) pushes
+    /// the next one right, and the columns after find their places again.
     fn row(&self, cells: &[String]) -> String {
         let mut out = String::new();
+        let (mut len, mut place) = (0usize, 0usize);
         for (i, c) in cells.iter().enumerate() {
             let w = self.widths.get(i).copied().unwrap_or(8);
             if i > 0 {
-                out.push_str("  ");
+                let pad = place.saturating_sub(len).max(2);
+                out.push_str(&" ".repeat(pad));
+                len += pad;
             }
-            out.push_str(&format!("{c:<w$}"));
+            out.push_str(c);
+            len += c.chars().count();
+            place += w + 2;
         }
         out.trim_end().to_string()
     }
@@ -90,16 +122,27 @@ impl<W: Write> Table<W> {
 impl<W: Write> RecordSink for Table<W> {
     fn begin(&mut self, h: &Heading) -> io::Result<()> {
         let mut headings = vec!["#".to_string(), "time (UTC)".to_string()];
-        headings.extend(h.metrics.iter().map(|m| heading(*m)));
+        headings.extend(h.metrics.iter().map(|m| column(*m)));
         headings.extend(h.extra.iter().cloned());
-        // Wide enough for a clock and for "value →forecast"; the first column is the count.
+        // Wide enough for a clock and for "value →forecast" ("2.35 Gbit/s →2.40" for a
+        // rate); the first column is the count, the extra ones are counts too.
+        let least = |i: usize| match i {
+            0 => 5,
+            1 => 12,
+            i if i < 2 + h.metrics.len() => match h.metrics[i - 2].unit() {
+                Unit::MbitPerS => 18,
+                _ => 13,
+            },
+            _ => 5,
+        };
         self.widths = headings
             .iter()
             .enumerate()
-            .map(|(i, h)| h.chars().count().max(if i == 0 { 5 } else { 14 }))
+            .map(|(i, h)| h.chars().count().max(least(i)))
             .collect();
         self.head = self.row(&headings);
         self.metrics = h.metrics.clone();
+        self.summary = Summary::new(&h.metrics);
         writeln!(self.out, "{}", h.title)?;
         self.out.flush()
     }
@@ -115,24 +158,21 @@ impl<W: Write> RecordSink for Table<W> {
         let mut cells = vec![(e.index + 1).to_string(), clock(e.timestamp_ms)];
         for (m, next) in self.metrics.iter().zip(&e.next) {
             let r = e.records.iter().find(|r| r.metric == *m);
-            cells.push(cell(r, r.and(*next)));
+            let next = next.as_ref().map(|f: &RecordForecast| f.value);
+            cells.push(cell(r, r.and(next)));
         }
         cells.extend(e.extra.iter().cloned());
         let row = self.row(&cells);
         writeln!(self.out, "{row}")?;
+        self.summary.experiment(e);
         self.out.flush()
     }
 
-    fn finish(&mut self, stats: &[SeriesStats]) -> io::Result<()> {
-        for s in stats {
-            writeln!(
-                self.out,
-                "{:<24} measured {:>5}  timeouts {:>3}  forecast MAE {}",
-                heading(s.metric),
-                s.measured,
-                s.timeouts,
-                s.forecast_mae.map(number).unwrap_or_else(|| "-".into())
-            )?;
+    fn finish(&mut self, _: &[SeriesStats]) -> io::Result<()> {
+        if self.summary.experiments > 0 {
+            for line in self.summary.lines() {
+                writeln!(self.out, "{line}")?;
+            }
         }
         self.out.flush()
     }
@@ -149,9 +189,17 @@ mod tests {
         r.status = Status::Timeout;
         r.value = None;
         r.timeout_ms = Some(1000.0);
-        assert_eq!(cell(Some(&r), None), "timeout@1000");
+        assert_eq!(cell(Some(&r), None), "timeout@1000ms");
         assert_eq!(cell(None, None), "-");
         assert_eq!(clock(1_700_000_123_456.0), "22:15:23.456");
         assert_eq!(heading(Metric::BandwidthUp), "bandwidth_up Mbit/s");
+        assert_eq!(column(Metric::BandwidthUp), "bandwidth_up");
+        assert_eq!(column(Metric::Loss), "loss %");
+        let bw = Record::new(0.0, "nowcast tcp", Metric::BandwidthUp, 23_083.0, "h:1");
+        assert_eq!(cell(Some(&bw), Some(22_950.0)), "23.1 Gbit/s →22.9");
+        let bw = Record::new(0.0, "nowcast tcp", Metric::BandwidthUp, 0.512, "h:1");
+        assert_eq!(cell(Some(&bw), Some(0.5)), "512 kbit/s →500");
+        let loss = Record::new(0.0, "nowcast udp", Metric::Loss, 0.03, "h:1");
+        assert_eq!(cell(Some(&loss), Some(0.01)), "3.0 →1.0");
     }
 }

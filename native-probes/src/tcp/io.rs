@@ -77,10 +77,7 @@ pub fn run(
         Report {
             timestamp_ms,
             records,
-            next: metrics
-                .iter()
-                .map(|&m| set.next(m).map(|f| f.value))
-                .collect(),
+            next: metrics.iter().map(|&m| set.next(m)).collect(),
             extra: Vec::new(),
             notes,
         }

@@ -166,10 +166,7 @@ fn report(
     Report {
         timestamp_ms,
         records,
-        next: METRICS
-            .iter()
-            .map(|&m| set.next(m).map(|f| f.value))
-            .collect(),
+        next: METRICS.iter().map(|&m| set.next(m)).collect(),
         extra: extra.iter().map(u64::to_string).collect(),
         notes: Vec::new(),
     }
