@@ -1,5 +1,6 @@
 //! Error statistics the page and the command report: summary errors, the error histogram and
-//! empirical CDF of the predictability view (JavaNws §5), and the running MAE of the console.
+//! empirical CDF of the predictability view (JavaNws §5), the running MAE of the console, and
+//! jitter (the page's echoes and `nowcast udp`'s bursts alike).
 
 use crate::errors::Accum;
 use serde::Serialize;
@@ -92,6 +93,16 @@ pub fn cumulative_mae(errors: &[f64]) -> Vec<f64> {
         .collect()
 }
 
+/// Jitter: the mean absolute difference of consecutive RTTs, in their unit; `None` below two
+/// values. One definition for the page's echo pairs and `nowcast udp`'s bursts.
+pub fn jitter(rtts: &[f64]) -> Option<f64> {
+    if rtts.len() < 2 {
+        return None;
+    }
+    let sum: f64 = rtts.windows(2).map(|w| (w[1] - w[0]).abs()).sum();
+    Some(sum / (rtts.len() - 1) as f64)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -120,5 +131,13 @@ mod tests {
     #[test]
     fn cumulative_mae_is_the_running_mean_of_absolute_errors() {
         assert_eq!(cumulative_mae(&[1.0, -3.0, 2.0]), vec![1.0, 2.0, 2.0]);
+    }
+
+    #[test]
+    fn jitter_is_the_mean_step_between_consecutive_rtts() {
+        assert_eq!(jitter(&[]), None);
+        assert_eq!(jitter(&[5.0]), None);
+        assert_eq!(jitter(&[5.0, 7.5]), Some(2.5));
+        assert_eq!(jitter(&[1.0, 3.0, 2.0, 2.0]), Some(1.0));
     }
 }

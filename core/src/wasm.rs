@@ -530,3 +530,9 @@ pub fn transfer_rate(bytes: f64, raw_ms: f64, predicted_rtt_ms: Option<f64>) -> 
         .map(|r| vec![r.mbit_per_s, r.subtracted_ms])
         .unwrap_or_default()
 }
+
+/// Jitter of consecutive RTTs ([`crate::stats::jitter`]); undefined below two values.
+#[wasm_bindgen]
+pub fn jitter(rtts: &[f64]) -> Option<f64> {
+    crate::stats::jitter(rtts)
+}

@@ -10,6 +10,7 @@ import init, {
   methodsJson,
   rankJson,
   transferRate as rawTransferRate,
+  jitter,
   type InitInput,
 } from "../../core/pkg/nowcast_core.js";
 import type { NextForecast } from "./messages";
@@ -438,3 +439,6 @@ export function transferRate(
   const r = rawTransferRate(bytes, rawMs, predictedRttMs);
   return r.length === 2 ? { mbits: r[0]!, subtractedMs: r[1]! } : undefined;
 }
+
+/** Jitter of consecutive RTTs: their mean absolute difference; undefined below two values. */
+export { jitter };

@@ -339,6 +339,9 @@ function validate(r: Record): void {
   if (r.timeout_ms !== undefined && !(r.timeout_ms > 0)) {
     throw fail("timeout_ms", "must be a positive number");
   }
+  if (r.forecast !== undefined && r.forecast.method === "") {
+    throw fail("forecast.method", "must not be empty");
+  }
   if (r.forecast !== undefined && !(r.forecast.error >= 0)) {
     throw fail("forecast.error", "must be a non-negative number");
   }

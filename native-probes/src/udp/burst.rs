@@ -226,12 +226,7 @@ impl Burst {
             n if n % 2 == 1 => Some(sorted[n / 2]),
             n => Some((sorted[n / 2 - 1] + sorted[n / 2]) / 2.0),
         };
-        let jitter_ms = if rtts_ms.len() < 2 {
-            0.0
-        } else {
-            rtts_ms.windows(2).map(|w| (w[1] - w[0]).abs()).sum::<f64>()
-                / (rtts_ms.len() - 1) as f64
-        };
+        let jitter_ms = nowcast_core::stats::jitter(&rtts_ms).unwrap_or(0.0);
         Summary {
             sent,
             received,

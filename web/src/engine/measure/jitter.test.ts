@@ -1,5 +1,13 @@
-import { describe, expect, it } from "vitest";
+import { readFileSync } from "node:fs";
+import { beforeAll, describe, expect, it } from "vitest";
+import { loadForecasting } from "../../forecast";
 import { Jitter, jitter } from "./jitter";
+
+beforeAll(async () => {
+  await loadForecasting(
+    readFileSync(new URL("../../../../core/pkg/nowcast_core_bg.wasm", import.meta.url)),
+  );
+});
 
 describe("jitter", () => {
   it("is the mean absolute difference of consecutive RTTs", () => {

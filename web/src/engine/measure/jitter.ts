@@ -1,11 +1,11 @@
 // Jitter: how much consecutive echo RTTs differ, forecast like any series.
 
-/** Jitter: mean absolute difference of consecutive RTTs; undefined below two values. */
+import { jitter as coreJitter } from "../../forecast";
+
+/** Jitter: mean absolute difference of consecutive RTTs (the core's definition, shared with
+ *  `nowcast udp`); undefined below two values. */
 export function jitter(rtts: readonly number[]): number | undefined {
-  if (rtts.length < 2) return undefined;
-  let sum = 0;
-  for (let i = 1; i < rtts.length; i++) sum += Math.abs(rtts[i]! - rtts[i - 1]!);
-  return sum / (rtts.length - 1);
+  return coreJitter(Float64Array.from(rtts));
 }
 
 /** The jitter of each echo RTT with the one before it on the same connection. */
