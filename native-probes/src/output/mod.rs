@@ -163,7 +163,10 @@ mod tests {
             "{table}"
         );
         assert!(lines[3].ends_with("  3"), "{table}");
-        assert_eq!(lines[4], "--- 1 experiment ---", "{table}");
+        assert_eq!(
+            lines[4], "--- nowcast tcp → h:1: 1 experiment ---",
+            "{table}"
+        );
         assert_eq!(
             lines[6].split_whitespace().collect::<Vec<_>>(),
             ["rtt", "ms", "1", "0.0%", "0.052", "0.052", "0.052", "0.000", "0.050", "±", "0.020"],

@@ -84,6 +84,8 @@ impl Tally {
 /// The tallies of a run's series, in the order of the heading.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Summary {
+    /// What was probed, named in the closing rule (e.g. `nowcast udp → host:8060`).
+    pub what: Option<String>,
     pub experiments: u64,
     pub tallies: Vec<Tally>,
 }
@@ -91,6 +93,7 @@ pub struct Summary {
 impl Summary {
     pub fn new(metrics: &[Metric]) -> Self {
         Self {
+            what: None,
             experiments: 0,
             tallies: metrics.iter().map(|&m| Tally::new(m)).collect(),
         }
@@ -129,7 +132,15 @@ impl Summary {
     /// aligned row per series that was probed.
     pub fn lines(&self) -> Vec<String> {
         let plural = if self.experiments == 1 { "" } else { "s" };
-        let mut out = vec![format!("--- {} experiment{plural} ---", self.experiments)];
+        let what = self
+            .what
+            .as_ref()
+            .map(|w| format!("{w}: "))
+            .unwrap_or_default();
+        let mut out = vec![format!(
+            "--- {what}{} experiment{plural} ---",
+            self.experiments
+        )];
         let rows: Vec<[String; 8]> = self
             .tallies
             .iter()

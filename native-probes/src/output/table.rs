@@ -143,6 +143,10 @@ impl<W: Write> RecordSink for Table<W> {
         self.head = self.row(&headings);
         self.metrics = h.metrics.clone();
         self.summary = Summary::new(&h.metrics);
+        // "nowcast udp → host:port (address), …" is named by its first part.
+        let what = h.title.split(" (").next().unwrap_or_default();
+        let what = what.split(", ").next().unwrap_or_default().trim();
+        self.summary.what = (!what.is_empty()).then(|| what.to_string());
         writeln!(self.out, "{}", h.title)?;
         self.out.flush()
     }
