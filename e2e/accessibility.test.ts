@@ -49,7 +49,7 @@ describe.skipIf(why !== undefined)("accessibility (axe-core)", () => {
         const page = await context.newPage();
         await page.goto(`${rig.node.url}/?period=1`);
         await page.waitForSelector(
-          'figure[data-series="bandwidth_up/websocket"][data-measurements]',
+          'figure[data-series="bandwidth_up/http"][data-measurements]',
           {
             timeout: 10_000,
           },

@@ -152,7 +152,7 @@ describe.skipIf(why !== undefined)("the page at a glance", () => {
 
   it("keeps the hour's byte budget across a reload", async () => {
     const { page, done } = await openPage(rig, "?period=1&size=256k");
-    await waitForMeasurements(page, "bandwidth_up/websocket", 3, 15_000);
+    await waitForMeasurements(page, "bandwidth_up/http", 3, 15_000);
     await page.click("#suspend");
     await sleep(1500);
     const before = await usedThisHour(page);

@@ -73,7 +73,7 @@ describe.skipIf(why !== undefined)("outages", () => {
     const periodS = 2;
     const { page, done } = await open(rig, `?period=${periodS}&target=${encodeURIComponent(url)}`);
     try {
-      await waitForMeasurements(page, "bandwidth_up/websocket", 2, 15_000);
+      await waitForMeasurements(page, "bandwidth_up/http", 2, 15_000);
       expect(await page.isHidden("#banner")).toBe(true);
       const stoppedAt = Date.now();
       await target.close();

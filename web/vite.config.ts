@@ -19,5 +19,12 @@ export default defineConfig({
   // The worker's bundle is minified by Rolldown itself: with terser chosen above, Vite would
   // leave its whitespace in.
   worker: { format: "es", rolldownOptions: { output: { minify: true } } },
-  server: { fs: { allow: [".."] } },
+  // The dev server isolates the page as echo-node does (static-files.ts ISOLATION_HEADERS).
+  server: {
+    fs: { allow: [".."] },
+    headers: {
+      "Cross-Origin-Opener-Policy": "same-origin",
+      "Cross-Origin-Embedder-Policy": "require-corp",
+    },
+  },
 });

@@ -42,6 +42,9 @@ export function apiHeaders(origin: string | undefined): OutgoingHttpHeaders {
     "Cache-Control": "no-store, no-transform",
     "X-Content-Type-Options": "nosniff",
     "Timing-Allow-Origin": origin ?? "*",
+    // A cross-origin-isolated page (static-files.ts) may load a probe answer in any mode:
+    // they hold nothing but counts, times and random bytes.
+    "Cross-Origin-Resource-Policy": "cross-origin",
   };
   if (origin !== undefined) {
     headers["Access-Control-Allow-Origin"] = origin;

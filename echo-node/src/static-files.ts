@@ -18,6 +18,17 @@ import { pipeline } from "node:stream/promises";
 import { promisify } from "node:util";
 import { brotliCompress, constants as zlibConstants, gzip } from "node:zlib";
 
+/**
+ * The headers that make the page cross-origin isolated (`crossOriginIsolated` true in the
+ * page and its worker). Sent with every static file: the worker's script must carry COEP
+ * too, or the isolated page may not start it.
+ */
+export const ISOLATION_HEADERS = {
+  "Cross-Origin-Opener-Policy": "same-origin",
+  "Cross-Origin-Embedder-Policy": "require-corp",
+  "Cross-Origin-Resource-Policy": "same-origin",
+} as const;
+
 const CONTENT_TYPES: Record<string, string> = {
   ".html": "text/html; charset=utf-8",
   ".js": "text/javascript; charset=utf-8",
@@ -259,6 +270,12 @@ export class StaticFiles {
       "Content-Security-Policy": this.csp,
       "X-Content-Type-Options": "nosniff",
       "Referrer-Policy": "no-referrer",
+      // Cross-origin isolation (HTML: COOP same-origin with COEP require-corp): the browser
+      // then gives the page and its worker timers of 5 µs instead of 100 µs, which the RTT
+      // probes need. Everything the page loads must then be same-origin or say it may be
+      // loaded: a mirror's probe answers carry CORS headers (and CORP), its WebSocket needs
+      // neither (README, "Mirrors").
+      ...ISOLATION_HEADERS,
       // Ranges are not served: a range of a compressed body would be a range of bytes the
       // client never sees whole, and the page never asks for one.
       "Accept-Ranges": "none",

@@ -66,6 +66,9 @@ describe("static files", () => {
       expect(res.headers.get("content-type"), path).toBe(type);
       expect(res.headers.get("cache-control"), path).toBe(cache);
       expect(res.headers.get("x-content-type-options")).toBe("nosniff");
+      // Cross-origin isolation, for the page's 5 µs timers.
+      expect(res.headers.get("cross-origin-opener-policy"), path).toBe("same-origin");
+      expect(res.headers.get("cross-origin-embedder-policy"), path).toBe("require-corp");
       expect(res.headers.get("content-encoding")).toBeNull();
       const csp = res.headers.get("content-security-policy") ?? "";
       expect(csp).toContain("default-src 'self'");
