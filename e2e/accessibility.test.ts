@@ -48,12 +48,9 @@ describe.skipIf(why !== undefined)("accessibility (axe-core)", () => {
       try {
         const page = await context.newPage();
         await page.goto(`${rig.node.url}/?period=1`);
-        await page.waitForSelector(
-          'figure[data-series="bandwidth_up/http"][data-measurements]',
-          {
-            timeout: 10_000,
-          },
-        );
+        await page.waitForSelector('figure[data-series="bandwidth_up/http"][data-measurements]', {
+          timeout: 10_000,
+        });
         await page.waitForSelector("#mirror-list li", { timeout: 5000 });
         // The details under the headline open, so that their table is scanned too.
         await page.click("#details summary");

@@ -60,7 +60,14 @@ describe.skipIf(why !== undefined)("the target: two echo-nodes on loopback", () 
       await waitForMeasurements(page, series, 2, 10_000);
     }
     const after = await probeCounts(second);
-    for (const kind of ["echo", "download", "upload", "http_ping", "http_download", "http_upload"]) {
+    for (const kind of [
+      "echo",
+      "download",
+      "upload",
+      "http_ping",
+      "http_download",
+      "http_upload",
+    ]) {
       expect(after.get(kind) ?? 0, kind).toBeGreaterThan(before.get(kind) ?? 0);
     }
     expect(total(await probeCounts(rig.node))).toBe(siteBefore);
