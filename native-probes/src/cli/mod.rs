@@ -35,7 +35,8 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Run the forecaster bank over a series and report every forecaster's errors.
+    /// Forecast the next value of a series with its likely range, and report every
+    /// forecaster's errors (faithful and improved NWS banks, baselines, timeout rules).
     Forecast(forecast::Args),
     /// Passive analysis of TCP traffic in capture files or live: per-flow throughput, RTT
     /// (data→ACK and timestamps), retransmissions, IEPM-BW transfers, Wren available bandwidth.
