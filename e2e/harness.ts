@@ -43,6 +43,16 @@ export interface Rig {
   close(): Promise<void>;
 }
 
+/** Debian's Chromium, headless, with the rig's flags and `extra` ones. */
+export function launchChromium(extra: readonly string[] = []): Promise<Browser> {
+  return chromium.launch({
+    executablePath: CHROMIUM,
+    headless: true,
+    args: [...FLAGS, ...extra],
+    timeout: 20_000,
+  });
+}
+
 export async function startRig(overrides: Partial<Config> = {}): Promise<Rig> {
   if (!existsSync(join(DIST, "index.html"))) {
     throw new Error(`${DIST}/index.html is missing: build the page first (npm -w web run build)`);
@@ -57,12 +67,7 @@ export async function startRig(overrides: Partial<Config> = {}): Promise<Rig> {
   });
   let browser: Browser;
   try {
-    browser = await chromium.launch({
-      executablePath: CHROMIUM,
-      headless: true,
-      args: FLAGS,
-      timeout: 20_000,
-    });
+    browser = await launchChromium();
   } catch (e) {
     await node.close();
     throw e;
