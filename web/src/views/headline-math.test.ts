@@ -1,5 +1,8 @@
 import { describe, expect, it } from "vitest";
 import {
+  SHORT_PROBE_MS,
+  shortProbe,
+  transportReason,
   likelyRange,
   periodPhrase,
   pickSeries,
@@ -65,6 +68,27 @@ describe("the transport the headline shows", () => {
     expect(pickSeries([ws([10]), http([20, 21])], "higher")?.key).toBe("http");
     expect(pickSeries([ws([10, 10, 10]), http([10, 10, 10])], "higher")?.key).toBe("websocket");
     expect(pickSeries([ws([]), http([])], "higher")).toBeUndefined();
+  });
+});
+
+describe("the trust in a transfer and the transport's reason", () => {
+  it("calls a transfer shorter than 50 ms too short to time, and nothing else", () => {
+    expect(shortProbe({ payload_bytes: 65536, raw_ms: 0.4 })).toBe(true);
+    expect(shortProbe({ payload_bytes: 65536, raw_ms: SHORT_PROBE_MS })).toBe(false);
+    expect(shortProbe({ payload_bytes: 0, raw_ms: 0.1 })).toBe(false);
+    expect(shortProbe({ raw_ms: 1 })).toBe(false);
+    expect(shortProbe(undefined)).toBe(false);
+  });
+
+  it("says why the upload is over fetch, and why one of two transports is shown", () => {
+    expect(transportReason("bandwidth_up/http", undefined, "higher")).toMatch(/WebSocket/);
+    expect(transportReason("bandwidth_down/websocket", undefined, "higher")).toBe("");
+    expect(transportReason("bandwidth_down/http", "bandwidth_down/websocket", "higher")).toBe(
+      "the faster of the two lately",
+    );
+    expect(transportReason("rtt/websocket", "rtt/http", "lower")).toBe(
+      "the shorter of the two lately",
+    );
   });
 });
 

@@ -167,3 +167,42 @@ export function typicalError(
   }
   return mass.at(-1)?.a;
 }
+
+/**
+ * A transfer shorter than this (its raw time, ms) is too short to be timed: the round trip
+ * of its request, TCP's slow start and the timer's resolution are a large part of it, so it
+ * reads low. A fifth of the automatic size's target (engine/probe-math.ts AUTO_TARGET_MS,
+ * 250 ms): on loopback a 64 KB probe takes a fraction of a millisecond and read 82-265 Mbit/s
+ * where iperf3 read 16-18 Gbit/s.
+ */
+export const SHORT_PROBE_MS = 50;
+
+/** Whether a record's probe was a transfer too short to be timed ({@link SHORT_PROBE_MS}). */
+export function shortProbe(
+  probe: { payload_bytes?: number; raw_ms?: number } | undefined,
+): boolean {
+  return (
+    probe?.payload_bytes !== undefined &&
+    probe.payload_bytes > 0 &&
+    probe.raw_ms !== undefined &&
+    probe.raw_ms < SHORT_PROBE_MS
+  );
+}
+
+/**
+ * Why the headline shows the figure of `key` (`transport/…` series keys): the upload goes over
+ * fetch because a browser's WebSocket cannot keep a fast link busy (engine/plan.ts
+ * UPLOAD_KEY); with two transports measuring a direction, the better recent median wins
+ * ({@link pickSeries}). Empty when there is nothing to explain (one transport, as planned).
+ */
+export function transportReason(
+  key: string,
+  otherKey: string | undefined,
+  better: "higher" | "lower",
+): string {
+  if (otherKey !== undefined) {
+    return better === "higher" ? "the faster of the two lately" : "the shorter of the two lately";
+  }
+  if (key === "bandwidth_up/http") return "a browser's WebSocket upload falls behind on fast links";
+  return "";
+}

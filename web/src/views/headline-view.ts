@@ -14,7 +14,9 @@ import {
   periodPhrase,
   pickSeries,
   rangeText,
+  shortProbe,
   sparkPath,
+  transportReason,
   verdict,
   yRange,
   type Verdict,
@@ -61,8 +63,16 @@ const VERDICT_TEXT: { [v in Verdict]: string } = {
 /** A series as the headline keeps it: its newest probes and its next forecast. */
 interface Kept {
   unit: string;
-  /** Newest last: time, value (null: no value), and why not. */
-  points: { t: number; value: number | null; status: Record["status"]; error?: string }[];
+  /** Newest last: time, value (null: no value), and why not; `short` when the probe was a
+   *  transfer too short to be timed (headline-math.ts `shortProbe`). */
+  points: {
+    t: number;
+    value: number | null;
+    status: Record["status"];
+    error?: string;
+    short: boolean;
+    rawMs?: number;
+  }[];
   next: NextForecast | undefined;
   /** Values in its bank: the forecasts checked are one fewer. */
   count: number;
@@ -123,6 +133,7 @@ class Card {
     periodS: number,
     other: { key: string; median: number } | undefined,
     state: string,
+    better: "higher" | "lower" = "higher",
   ): void {
     const lastOk = s && [...s.points].reverse().find((p) => p.value !== null);
     const newest = s?.points.at(-1);
@@ -173,12 +184,22 @@ class Card {
       other === undefined
         ? ""
         : ` · ${transportOf(other.key)} reads ${formatValue(other.median, unit)}`;
+    // Which transport's figure this is and why; a transfer too short to be timed is said to
+    // be so, since it reads low.
+    const reason = transportReason(key, other?.key, better);
+    const short = lastOk?.short === true;
+    this.root.dataset.trust = short ? "short" : "timed";
+    const caution = short
+      ? `probe too short to time (${lastOk.rawMs?.toFixed(1)} ms), likely reads low: ` +
+        `use the automatic size or a larger one · `
+      : "";
     this.meta.textContent =
       lastOk === undefined
         ? why
         : stale
           ? `as of ${clock(lastOk.t)} · ${why || "no newer measurement"}`
-          : `via ${transportOf(key)} at ${clock(lastOk.t)}${others}`;
+          : `${caution}via ${transportOf(key)}${reason === "" ? "" : ` (${reason})`} at ` +
+            `${clock(lastOk.t)}${others}`;
 
     const values = s.points.slice(-SPARK_POINTS).map((p) => p.value);
     const measured = values.filter((v): v is number => v !== null);
@@ -254,6 +275,8 @@ export class HeadlineView {
       value: r.status === "ok" ? r.value : null,
       status: r.status,
       ...(r.error === undefined ? {} : { error: r.error }),
+      short: r.status === "ok" && shortProbe(r.probe),
+      ...(r.probe?.raw_ms === undefined ? {} : { rawMs: r.probe.raw_ms }),
     });
     if (s.points.length > SPARK_POINTS) s.points.splice(0, s.points.length - SPARK_POINTS);
   }
@@ -310,7 +333,7 @@ export class HeadlineView {
       const chosen = pickSeries(candidates, d.better) ?? candidates[0];
       const rest = candidates.find((c) => c !== chosen && c.values.length > 0);
       const other = rest && { key: rest.key, median: median(rest.values.slice(-COMPARED))! };
-      card.show(chosen?.s, chosen?.key ?? "", this.periodS(), other, this.state);
+      card.show(chosen?.s, chosen?.key ?? "", this.periodS(), other, this.state, d.better);
     }
   }
 }
