@@ -5,6 +5,7 @@ import {
   histogram,
   loadForecasting,
   methods,
+  parseRecord,
   ProbedSeries,
   rankSites,
   Series,
@@ -13,7 +14,7 @@ import {
   type SiteForecast,
 } from "./forecast";
 import { goldenMismatches, parseGolden } from "./golden";
-import { parseRecord, toLine, type Probe, type Record } from "./record";
+import { toLine, type Probe, type Record } from "./record";
 
 const golden = parseGolden(
   readFileSync(new URL("../../core/testdata/nws-golden-trace.csv", import.meta.url), "utf8"),

@@ -11,10 +11,23 @@ import init, {
   rankJson,
   transferRate as rawTransferRate,
   jitter,
+  parseRecordJson,
+  readNdjsonJson,
+  importTextJson,
+  exportCsv as rawExportCsv,
   type InitInput,
 } from "../../core/pkg/nowcast_core.js";
+import { toNdjson, type ImportResult, type ImportedSeries } from "./files";
 import type { NextForecast } from "./messages";
-import type { Metric, Probe, Record, RecordForecast, Transport } from "./record";
+import {
+  RecordError,
+  type LineError,
+  type Metric,
+  type Probe,
+  type Record,
+  type RecordForecast,
+  type Transport,
+} from "./record";
 
 /** "improved" is the default; "faithful" reproduces the original NWS library, quirks included. */
 export type Mode = "improved" | "faithful";
@@ -442,3 +455,83 @@ export function transferRate(
 
 /** Jitter of consecutive RTTs: their mean absolute difference; undefined below two values. */
 export { jitter };
+
+// The readers of files (core/src/record.rs and core/src/import): the same code as the CLI's
+// `nowcast forecast`, through WebAssembly. Call {@link loadForecasting} first.
+
+/**
+ * Parses and validates one NDJSON line by the core's record reader; throws a
+ * {@link RecordError} naming the field at fault.
+ */
+export function parseRecord(line: string): Record {
+  const out = JSON.parse(parseRecordJson(line)) as
+    { record: Record } | { error: { field?: string; message: string } };
+  if ("error" in out) throw new RecordError(out.error.field, out.error.message);
+  return out.record;
+}
+
+/**
+ * Reads NDJSON text by the core's record reader: every valid record, and every refused line
+ * (1-based) with its reason. Blank lines are skipped; one bad line loses nothing else.
+ */
+export function readNdjson(text: string): { records: Record[]; errors: LineError[] } {
+  return JSON.parse(readNdjsonJson(text)) as { records: Record[]; errors: LineError[] };
+}
+
+interface RawImported {
+  format: ImportResult["format"] | null;
+  series: (Omit<ImportedSeries, "points" | "metric" | "unit" | "to" | "transport" | "column"> & {
+    metric: ImportedSeries["metric"] | null;
+    unit: ImportedSeries["unit"] | null;
+    to: string | null;
+    transport: ImportedSeries["transport"] | null;
+    column: string | null;
+    times: number[];
+    values: number[];
+  })[];
+  errors: LineError[];
+  error_count: number;
+  unsupported: string | null;
+  notes: string[];
+}
+
+/**
+ * Reads a file in whichever format the core's reader finds in its content (NDJSON records,
+ * CSV including the page's export, TSV, one number a line, iperf3 -J, ping, mtr --json, irtt
+ * JSON, sockperf --full-log): its series with their points, the first refused lines, and the
+ * one message of an unsupported file.
+ */
+export function importText(text: string): ImportResult {
+  const raw = JSON.parse(importTextJson(text)) as RawImported;
+  return {
+    format: raw.format ?? undefined,
+    series: raw.series.map((s) => ({
+      name: s.name,
+      metric: s.metric ?? undefined,
+      unit: s.unit ?? undefined,
+      to: s.to ?? undefined,
+      transport: s.transport ?? undefined,
+      column: s.column ?? undefined,
+      clock: s.clock,
+      points: s.times.map((t, i) => ({ t, value: s.values[i]! })),
+    })),
+    errors: raw.errors,
+    errorCount: raw.error_count,
+    unsupported: raw.unsupported ?? undefined,
+    notes: raw.notes,
+  };
+}
+
+/**
+ * Measured values as the core's CSV export (`time,value,metric,unit,transport,to,series`),
+ * which {@link importText} and `nowcast forecast` read back one series per metric, target and
+ * transport; timeouts have no value and are left out (NDJSON keeps them).
+ */
+export function exportCsv(
+  series: readonly { label: string; records: readonly Record[] }[],
+): string {
+  return rawExportCsv(
+    series.map((s) => s.label),
+    series.map((s) => toNdjson(s.records)),
+  );
+}

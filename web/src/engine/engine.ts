@@ -4,8 +4,8 @@
 // the page in the plain messages of messages.ts. Off the main thread (worker.ts), so that
 // drawing never delays a timestamp.
 
-import { toCsv, toNdjson } from "../files";
-import { loadForecasting, methods } from "../forecast";
+import { toNdjson } from "../files";
+import { exportCsv, loadForecasting, methods } from "../forecast";
 import {
   parseMirrorKey,
   type MeasurementEvent,
@@ -235,7 +235,7 @@ export class Engine {
     });
     let text: string;
     if (format === "csv") {
-      text = toCsv(series);
+      text = exportCsv(series);
     } else {
       // A series shown twice (a mirror that is the target) is written once.
       const records = [...new Set(series.map((s) => s.records))].flat();

@@ -49,11 +49,34 @@ describe("an imported series", () => {
     i.clear();
   });
 
-  it("keeps a value the bank refuses, with the forecast it had", async () => {
+  it("refuses a value beyond the bank's range by its line, and forecasts the others", async () => {
     const { add, failures } = imports();
-    const ev = await add("big.csv", "1,1e200\n2,10\n3,1e300\n");
+    const ev = await add("big.csv", "1,1e200\n2,10\n3,1e300\n4,12\n");
     expect(failures).toEqual([]);
-    expect(ev.series[0]!.points.map((p) => p.next?.value)).toEqual([undefined, 10, 10]);
+    expect(ev.errorCount).toBe(2);
+    expect(ev.errors.map((e) => e.line)).toEqual([1, 3]);
+    expect(ev.series[0]!.points.map((p) => [p.value, p.next?.value])).toEqual([
+      [10, 10],
+      [12, 12],
+    ]);
+  });
+});
+
+describe("a file of a real tool, or of none", () => {
+  it("keeps each series' name and unit, and tells an unsupported file once", async () => {
+    const fixture = (name: string) =>
+      readFileSync(new URL(`../../../core/tests/import/${name}`, import.meta.url), "utf8");
+    const udp = await imports().add("udp.json", fixture("iperf3-udp.json"));
+    expect(udp.format).toBe("iperf3");
+    const byUnit = Object.fromEntries(udp.series.map((s) => [s.label.split(" ")[1], s.unit]));
+    expect(byUnit).toMatchObject({ jitter: "ms", loss: "fraction" });
+    expect(udp.series.every((s) => s.label.endsWith(" (udp.json)"))).toBe(true);
+
+    const prose = await imports().add("notes.txt", "dear diary\ntoday, the link was slow\n");
+    expect(prose.series).toEqual([]);
+    expect(prose.errorCount).toBe(0);
+    expect(prose.notes).toHaveLength(1);
+    expect(prose.notes[0]).toMatch(/no format Nowcast reads.*iperf3 -J/);
   });
 });
 

@@ -3,13 +3,13 @@
 // until removed, and replayed between rounds so that replaying never delays a probe's
 // timestamp.
 
-import { importText } from "../files";
-import { ProbedSeries } from "../forecast";
+import { importText, ProbedSeries } from "../forecast";
 import type { ImportedEvent, WorkerEvent } from "../messages";
 import type { History, StoredImport } from "./history";
 import { predictability } from "./series";
 
-/** The page shows at most this many refused lines of a file; the count says how many more. */
+/** The page shows at most this many refused lines of a file (the core keeps 100); the count
+ *  says how many more. */
 const MAX_REPORTED_ERRORS = 50;
 /**
  * Values kept of one imported series: the newest ones. Replaying takes about 10 µs a value
@@ -114,8 +114,11 @@ export class Imports {
   }
 
   private async read(file: string, text: string): Promise<void> {
-    const r = importText(text, file);
-    const notes: string[] = [];
+    // The core's reader (the CLI's): the format from the content, each series named and with
+    // its unit, a file in no supported format told so once.
+    const r = importText(text);
+    const notes: string[] = r.unsupported === undefined ? [] : [r.unsupported];
+    notes.push(...r.notes);
     const room = Math.max(0, MAX_IMPORTED_SERIES - this.series.size);
     if (r.series.length > room) {
       notes.push(
@@ -128,26 +131,29 @@ export class Imports {
       let points = s.points;
       if (points.length > MAX_IMPORTED_POINTS) {
         notes.push(
-          `${s.label}: kept the newest ${MAX_IMPORTED_POINTS} of ${points.length} values ` +
+          `${s.name}: kept the newest ${MAX_IMPORTED_POINTS} of ${points.length} values ` +
             `(at most ${MAX_IMPORTED_POINTS} per series)`,
         );
         points = [...points].sort((a, b) => a.t - b.t).slice(-MAX_IMPORTED_POINTS);
       }
+      if (s.clock === "relative") {
+        notes.push(`${s.name}: the times are the tool's own clock, not dates`);
+      }
       const stored: StoredImport = {
         file,
-        format: r.format,
-        label: `${s.label} (${file})`,
-        unit: s.unit,
+        format: r.format ?? "unknown",
+        label: `${s.name} (${file})`,
+        unit: s.unit ?? "",
         points,
       };
       const history = this.history();
       try {
         stored.id = await history?.addImport(stored);
       } catch (e) {
-        notes.push(`${s.label}: not kept for the next visit (${(e as Error).message})`);
+        notes.push(`${s.name}: not kept for the next visit (${(e as Error).message})`);
       }
       if (history === undefined) {
-        notes.push(`${s.label}: not kept for the next visit (no IndexedDB in this browser)`);
+        notes.push(`${s.name}: not kept for the next visit (no IndexedDB in this browser)`);
       }
       await this.betweenRounds();
       series.push(this.replay(stored, `import/${stored.id ?? `unsaved-${++this.unsaved}`}`));
@@ -155,10 +161,10 @@ export class Imports {
     this.post({
       type: "imported",
       file,
-      format: r.format,
+      format: r.format ?? "unknown",
       series,
       errors: r.errors.slice(0, MAX_REPORTED_ERRORS),
-      errorCount: r.errors.length,
+      errorCount: r.errorCount,
       notes,
       restored: false,
     });

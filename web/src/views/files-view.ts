@@ -127,11 +127,16 @@ export class FilesView {
     if (ev.errorCount > ev.errors.length) {
       lines.push(`… and ${ev.errorCount - ev.errors.length} more`);
     }
+    // A file in no supported format: the core's one message, which names what is, comes as
+    // the first note.
+    const summary =
+      ev.series.length === 0
+        ? `${ev.file}: nothing imported`
+        : `${ev.file} (${ev.format}): ${kept} values in ${ev.series.length} series`;
     this.report(
-      `${ev.file} (${ev.format}): ${kept} values in ${ev.series.length} series` +
-        (ev.errorCount === 0 ? "." : `; ${ev.errorCount} line(s) refused:`),
+      summary + (ev.errorCount === 0 ? "." : `; ${ev.errorCount} line(s) refused:`),
       [...ev.notes, ...lines],
-      ev.errorCount > 0 || ev.notes.length > 0,
+      ev.errorCount > 0 || ev.notes.length > 0 || ev.series.length === 0,
     );
   }
 
