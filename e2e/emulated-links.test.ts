@@ -185,7 +185,7 @@ describe.skipIf(why !== undefined)("the page on emulated links", () => {
    */
   async function settled(page: Page, key: string): Promise<Kept[]> {
     await measured(page, key, 1, 20_000);
-    const until = Date.now() + 60_000;
+    const until = Date.now() + 90_000;
     for (;;) {
       const ok = (await kept(page, key)).filter((r) => r.status === "ok");
       const last = ok.slice(-PROBES);
@@ -272,7 +272,7 @@ describe.skipIf(why !== undefined)("the page on emulated links", () => {
       };
       expect(errors).toEqual([]);
       expect(ok).toEqual({ down: true, fetch: true, up: true });
-    }, 120_000);
+    }, 240_000);
   }
 
   for (const oneWay of [0, DELAY_MS]) {
