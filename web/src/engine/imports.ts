@@ -128,16 +128,18 @@ export class Imports {
     }
     const series = [];
     for (const s of r.series.slice(0, room)) {
+      // In a note, a file of one series is named by the file alone.
+      const named = r.series.length === 1 ? file : s.name;
       let points = s.points;
       if (points.length > MAX_IMPORTED_POINTS) {
         notes.push(
-          `${s.name}: kept the newest ${MAX_IMPORTED_POINTS} of ${points.length} values ` +
+          `${named}: kept the newest ${MAX_IMPORTED_POINTS} of ${points.length} values ` +
             `(at most ${MAX_IMPORTED_POINTS} per series)`,
         );
         points = [...points].sort((a, b) => a.t - b.t).slice(-MAX_IMPORTED_POINTS);
       }
       if (s.clock === "relative") {
-        notes.push(`${s.name}: the times are the tool's own clock, not dates`);
+        notes.push(`${named}: the times are the tool's own clock, not dates`);
       }
       const stored: StoredImport = {
         file,
@@ -150,10 +152,10 @@ export class Imports {
       try {
         stored.id = await history?.addImport(stored);
       } catch (e) {
-        notes.push(`${s.name}: not kept for the next visit (${(e as Error).message})`);
+        notes.push(`${named}: not kept for the next visit (${(e as Error).message})`);
       }
       if (history === undefined) {
-        notes.push(`${s.name}: not kept for the next visit (no IndexedDB in this browser)`);
+        notes.push(`${named}: not kept for the next visit (no IndexedDB in this browser)`);
       }
       await this.betweenRounds();
       series.push(this.replay(stored, `import/${stored.id ?? `unsaved-${++this.unsaved}`}`));
