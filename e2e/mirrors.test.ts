@@ -11,7 +11,7 @@ import { defaultConfig } from "../echo-node/src/config.js";
 import { startEchoNode, type EchoNode } from "../echo-node/src/server.js";
 import { missing, probeCounts, startRig, total, type Rig } from "./harness.js";
 import { Link, netnsMissing } from "./netns.js";
-import { plotted, setTicked, waitForMeasurements } from "./page-helpers.js";
+import { insecureIsolation, plotted, setTicked, waitForMeasurements } from "./page-helpers.js";
 
 const why = missing();
 if (why !== undefined) console.warn(`e2e: skipping the mirror tests: ${why}`);
@@ -99,7 +99,7 @@ describe.skipIf(why !== undefined)("mirrors: two echo-nodes on loopback", () => 
     const errors: string[] = [];
     page.on("pageerror", (e) => errors.push(e.message));
     page.on("console", (m) => {
-      if (m.type() === "error") errors.push(m.text());
+      if (m.type() === "error" && !insecureIsolation(m.text())) errors.push(m.text());
     });
     await page.goto(`${rig.node.url}/${query}`);
     return {
@@ -333,7 +333,7 @@ describe.skipIf(whyNot !== undefined)("mirrors: two echo-nodes behind emulated l
     const errors: string[] = [];
     page.on("pageerror", (e) => errors.push(e.message));
     page.on("console", (m) => {
-      if (m.type() === "error") errors.push(m.text());
+      if (m.type() === "error" && !insecureIsolation(m.text())) errors.push(m.text());
     });
     await page.goto(`${siteUrl}?period=1`);
     const item = page.locator(`#mirror-list li[data-url="${mirrorUrl}"]`);

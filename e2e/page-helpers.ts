@@ -62,7 +62,7 @@ export async function openPage(
   const errors: string[] = [];
   page.on("pageerror", (e) => errors.push(e.message));
   page.on("console", (m) => {
-    if (m.type() === "error") errors.push(m.text());
+    if (m.type() === "error" && !insecureIsolation(m.text())) errors.push(m.text());
   });
   const startedAt = Date.now();
   await page.goto(`${rig.node.url}/${query}`);
@@ -87,4 +87,13 @@ export async function setTicked(box: Locator, ticked: boolean, timeout = 10_000)
     await box.press("Space");
   }
   expect(await box.isChecked()).toBe(ticked);
+}
+
+/**
+ * Chromium's console notice that a page served over plain http from an address other than
+ * loopback cannot be cross-origin isolated (echo-node sends COOP/COEP with every page; the
+ * browser honours them over https and on loopback only). Not an error of the page.
+ */
+export function insecureIsolation(text: string): boolean {
+  return /Cross-Origin-(Opener|Embedder)-Policy header has been ignored/.test(text);
 }
