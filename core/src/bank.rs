@@ -30,8 +30,9 @@ impl std::str::FromStr for Mode {
     }
 }
 
-/// Selector windows; the original's 99-slot ring makes its "100" effectively 98.
-const FAITHFUL_WINDOWS: [usize; 7] = [1, 5, 10, 20, 30, 50, 98];
+/// Selector windows. The original's "100" spans 97 errors: its window totals are running
+/// totals minus those of 97 steps before (reproduced over the long golden trace).
+const FAITHFUL_WINDOWS: [usize; 7] = [1, 5, 10, 20, 30, 50, 97];
 const IMPROVED_WINDOWS: [usize; 7] = [1, 5, 10, 20, 30, 50, 100];
 /// Two whole-history selectors plus two per window.
 pub const SELECTORS: usize = 16;
@@ -157,7 +158,11 @@ impl Bank {
             fc: vec![0.0; p],
             has,
             all_have_forecasts: false,
-            errors: ErrorTable::new(p, &selector_windows),
+            errors: if faithful {
+                ErrorTable::running(p, &selector_windows)
+            } else {
+                ErrorTable::new(p, &selector_windows)
+            },
             picks: [0; SELECTORS],
             sel_se: [0.0; SELECTORS],
             sel_ae: [0.0; SELECTORS],
@@ -246,7 +251,7 @@ impl Bank {
         self.all_have_forecasts = true;
         for j in 0..p {
             let (rule, state) = (&self.rules[j], &mut self.states[j]);
-            match primary::step(rule, state, x, self.n, &self.windows, faithful) {
+            match primary::step(rule, state, x, self.n, &self.windows) {
                 Some(f) => {
                     self.fc[j] = f;
                     self.has[j] = true;

@@ -163,6 +163,11 @@ impl Sorted {
         self.vals.remove(i);
     }
 
+    /// Smallest value; `None` when empty.
+    pub fn min(&self) -> Option<f64> {
+        self.vals.first().copied()
+    }
+
     /// Median (mean of the two middle values when even); `None` when empty.
     pub fn median(&self) -> Option<f64> {
         let m = self.vals.len();

@@ -97,7 +97,7 @@ fn damaged_or_foreign_state_is_refused() {
     bank.update_all(&[1.0, 2.0]).unwrap();
     let saved = state::save(&bank);
     assert!(state::restore::<Bank>(&saved).is_ok());
-    let newer = saved.replacen("\"version\":1", "\"version\":99", 1);
+    let newer = saved.replacen("\"version\":2", "\"version\":99", 1);
     let e = state::restore::<Bank>(&newer).unwrap_err().to_string();
     assert!(e.contains("version 99"), "{e}");
     assert!(state::restore::<Bank>("{}").is_err());
@@ -110,4 +110,17 @@ fn damaged_or_foreign_state_is_refused() {
     // Cut a forecaster's state out of the saved text: refused, not a panic later.
     let damaged = saved.replacen("\"n\":2", "\"n\":7", 1);
     assert!(state::restore::<Bank>(&damaged).is_err());
+}
+
+#[test]
+fn a_state_saved_by_an_older_build_is_refused_with_a_reason() {
+    let mut bank = Bank::new(Mode::Improved);
+    bank.update_all(&[1.0, 2.0]).unwrap();
+    let old = state::save(&bank).replacen(
+        &format!("\"version\":{}", state::VERSION),
+        "\"version\":1",
+        1,
+    );
+    let e = state::restore::<Bank>(&old).unwrap_err().to_string();
+    assert!(e.contains("version 1") && e.contains("older build"), "{e}");
 }
