@@ -3,17 +3,16 @@ import { beforeAll, describe, expect, it } from "vitest";
 import { ecdf, histogram, loadForecasting, methods, Series } from "./forecast";
 import { goldenMismatches, parseGolden } from "./golden";
 
-const golden = parseGolden(
-  readFileSync(
-    new URL("../../core/testdata/nws-golden-trace.csv", import.meta.url),
-    "utf8",
-  ),
+const testdata = (name: string) =>
+  readFileSync(new URL(`../../core/testdata/${name}`, import.meta.url), "utf8");
+const golden = parseGolden(testdata("nws-golden-trace.csv"));
+const goldenLong = parseGolden(
+  testdata("nws-golden-long.csv"),
+  testdata("nws-golden-long-input.txt"),
 );
 
 beforeAll(async () => {
-  const wasm = readFileSync(
-    new URL("../../core/pkg/nowcast_core_bg.wasm", import.meta.url),
-  );
+  const wasm = readFileSync(new URL("../../core/pkg/nowcast_core_bg.wasm", import.meta.url));
   await loadForecasting(wasm);
 });
 
@@ -27,6 +26,23 @@ describe("the real the core crate (nowcast-core) module", () => {
     );
     expect(wrong).toEqual([]);
     expect(s.count).toBe(golden.rows.length);
+  });
+
+  it("reproduces every column of the original's state over 2,000 values in faithful mode", () => {
+    // The long trace: every primary's own forecast (the adaptive medians adapt here), the
+    // reported forecasts, their errors and methods, to 1e-9 relative.
+    const s = Series.withoutTimeouts("faithful");
+    const wrong = goldenMismatches(
+      goldenLong,
+      (x) => s.update(x),
+      () => s.forecast(),
+      { tolerance: 1e-9, primaries: () => s.table().map((r) => r.forecast) },
+    );
+    expect(wrong.slice(0, 10)).toEqual([]);
+    expect(s.count).toBe(goldenLong.rows.length);
+    expect(goldenLong.rows.length).toBe(1999);
+    expect(goldenLong.rows[0]!.primaries!.length).toBe(18);
+    s.dispose();
   });
 
   it("gives the same forecasts from a batch as from single updates", () => {
