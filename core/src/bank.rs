@@ -1,6 +1,7 @@
 //! The NWS forecaster bank: primaries, sixteen selectors, and the reported MSE and MAE
 //! forecasts (algorithms.md §1; Wolski's NWS as used in JavaNws §2.1.2).
 
+use crate::aggregate::{Aggregate, Combine, Loss, Settings};
 use crate::errors::{argmin, Accum, ErrorTable, Kind};
 use crate::method::{describe, Rule, CANDIDATES, NWS_PRIMARIES};
 use crate::primary::{self, State};
@@ -109,8 +110,46 @@ pub struct Bank {
     /// Faithful mode: the original charges its MAE forecast |0 − x₁| at the first value.
     first_mae_charge: Option<f64>,
     oracle: Accum,
+    /// Improved mode: the reported forecasts are aggregates of every forecaster's, not one
+    /// forecaster picked by the selectors (which then do not run).
+    aggregates: Option<Box<Aggregates>>,
     #[serde(skip)]
     scratch: Vec<f64>,
+}
+
+/// The two aggregates of improved mode: by squared loss for the MSE forecast, by absolute
+/// loss for the MAE forecast (`aggregate.rs`).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Aggregates {
+    mse: Aggregate,
+    mae: Aggregate,
+}
+
+/// Improved mode's aggregation settings, chosen on one half of the evaluation data and
+/// checked on the other (README, "Forecast accuracy").
+pub const MSE_AGGREGATE: Settings = Settings {
+    loss: Loss::Squared,
+    combine: Combine::Mean,
+    share: 0.01,
+    scale_gain: 0.05,
+    clip: 1e4,
+};
+/// See [`MSE_AGGREGATE`].
+pub const MAE_AGGREGATE: Settings = Settings {
+    loss: Loss::Absolute,
+    combine: Combine::Mean,
+    share: 0.01,
+    scale_gain: 0.05,
+    clip: 1e4,
+};
+
+/// How a bank turns its forecasters' forecasts into the two reported ones.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Reporting {
+    /// The original's two-level selection (algorithms.md §1.2).
+    Selectors,
+    /// Weighted aggregates by squared and absolute loss.
+    Aggregates { mse: Settings, mae: Settings },
 }
 
 impl crate::state::Saved for Bank {
@@ -130,9 +169,26 @@ impl Bank {
         Self::with_rules(mode, rules)
     }
 
+    /// The reporting a bank in `mode` uses by default: the selectors when faithful, the
+    /// aggregates when improved.
+    pub fn default_reporting(mode: Mode) -> Reporting {
+        match mode {
+            Mode::Faithful => Reporting::Selectors,
+            Mode::Improved => Reporting::Aggregates {
+                mse: MSE_AGGREGATE,
+                mae: MAE_AGGREGATE,
+            },
+        }
+    }
+
     /// A bank with an explicit list of forecasters (for ablation studies). The first 18
     /// should be the NWS primaries so that method indices keep their meaning.
     pub fn with_rules(mode: Mode, rules: Vec<Rule>) -> Self {
+        Self::with_reporting(mode, rules, Self::default_reporting(mode))
+    }
+
+    /// A bank with explicit forecasters and reporting (for evaluation studies).
+    pub fn with_reporting(mode: Mode, rules: Vec<Rule>, reporting: Reporting) -> Self {
         let faithful = mode == Mode::Faithful;
         let p = rules.len();
         let windows = Windows::new(&primary::fixed_windows(&rules, faithful));
@@ -158,10 +214,11 @@ impl Bank {
             fc: vec![0.0; p],
             has,
             all_have_forecasts: false,
-            errors: if faithful {
-                ErrorTable::running(p, &selector_windows)
-            } else {
-                ErrorTable::new(p, &selector_windows)
+            errors: match reporting {
+                _ if faithful => ErrorTable::running(p, &selector_windows),
+                Reporting::Selectors => ErrorTable::new(p, &selector_windows),
+                // Without selectors only whole-history errors are kept.
+                Reporting::Aggregates { .. } => ErrorTable::new(p, &[]),
             },
             picks: [0; SELECTORS],
             sel_se: [0.0; SELECTORS],
@@ -171,6 +228,13 @@ impl Bank {
             mae_acc: Accum::default(),
             first_mae_charge: None,
             oracle: Accum::default(),
+            aggregates: match reporting {
+                Reporting::Selectors => None,
+                Reporting::Aggregates { mse, mae } => Some(Box::new(Aggregates {
+                    mse: Aggregate::new(p, mse),
+                    mae: Aggregate::new(p, mae),
+                })),
+            },
             scratch: vec![0.0; p],
             rules,
         }
@@ -221,8 +285,12 @@ impl Bank {
             None if faithful => self.first_mae_charge = Some(x.abs()),
             None => {}
         }
-        // 2. The selectors (each forecast what its chosen primary forecast).
-        if self.reported.is_some() {
+        // 2. The selectors (each forecast what its chosen primary forecast), or the
+        // aggregates' weights learn from every primary's forecast.
+        if let (Some(agg), true) = (&mut self.aggregates, self.all_have_forecasts) {
+            agg.mse.update(x, &self.fc);
+            agg.mae.update(x, &self.fc);
+        } else if self.reported.is_some() {
             for s in 0..SELECTORS {
                 let e = x - self.fc[self.picks[s]];
                 self.sel_se[s] += e * e;
@@ -277,6 +345,18 @@ impl Bank {
     /// Lets every selector pick a primary, then picks the reported forecasts among the
     /// selectors by their own whole-history errors (ties to the lower index).
     fn choose(&mut self) {
+        if let Some(agg) = &self.aggregates {
+            if self.all_have_forecasts {
+                let (ms, as_) = (agg.mse.leader(), agg.mae.leader());
+                self.reported = Some(Reported {
+                    mse_value: agg.mse.forecast(&self.fc),
+                    mse_method: ms,
+                    mae_value: agg.mae.forecast(&self.fc),
+                    mae_method: as_,
+                });
+                return;
+            }
+        }
         let windows = self.errors.window_count();
         if self.all_have_forecasts && self.errors.steady() {
             self.picks[0] = self.errors.best_steady(Kind::Squared, None);
@@ -407,6 +487,10 @@ impl Bank {
         }
         if self.windows.hist.count() != self.n {
             return Err("history length disagrees with the value count".into());
+        }
+        if let Some(agg) = &self.aggregates {
+            agg.mse.validate(p)?;
+            agg.mae.validate(p)?;
         }
         Ok(())
     }

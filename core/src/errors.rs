@@ -129,8 +129,16 @@ impl ErrorTable {
             win_ae: vec![unused; windows.len()],
             steady: false,
             running,
-            totals_se: if running { vec![[0.0; LANES]; RING] } else { Vec::new() },
-            totals_ae: if running { vec![[0.0; LANES]; RING] } else { Vec::new() },
+            totals_se: if running {
+                vec![[0.0; LANES]; RING]
+            } else {
+                Vec::new()
+            },
+            totals_ae: if running {
+                vec![[0.0; LANES]; RING]
+            } else {
+                Vec::new()
+            },
             steps: 0,
             min_se: vec![0.0; windows.len()],
             min_ae: vec![0.0; windows.len()],

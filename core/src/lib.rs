@@ -3,6 +3,7 @@
 //! format. Pure code (values and times in, numbers out); the same crate runs natively in
 //! the `nowcast` command and as WebAssembly in the page.
 
+pub mod aggregate;
 pub mod bank;
 pub mod errors;
 pub mod iepm;
@@ -18,7 +19,7 @@ pub mod window;
 #[cfg(target_arch = "wasm32")]
 pub mod wasm;
 
-pub use bank::{Bank, Forecast, Mode, PrimaryRow, Selected};
+pub use bank::{Bank, Forecast, Mode, PrimaryRow, Reporting, Selected};
 pub use errors::Accum;
 pub use series::Series;
 

@@ -209,7 +209,11 @@ impl AdaptiveMedian {
             .unwrap_or(0.0)
         };
         let lo = m(step);
-        let hi = m(if win + step <= max { step } else { max - win - 1 });
+        let hi = m(if win + step <= max {
+            step
+        } else {
+            max - win - 1
+        });
         let mid = window.median().unwrap_or(0.0);
         let err = |f: f64| (x - f).abs();
         let (lo, hi, mid) = (err(lo), err(hi), err(mid));
@@ -240,13 +244,7 @@ impl AdaptiveMedian {
 
 /// Takes the new value `x` into `state` and returns the rule's forecast of the next value.
 /// `windows` already hold `x`; `n` counts the values including `x`.
-pub fn step(
-    rule: &Rule,
-    state: &mut State,
-    x: f64,
-    n: u64,
-    windows: &Windows,
-) -> Option<f64> {
+pub fn step(rule: &Rule, state: &mut State, x: f64, n: u64, windows: &Windows) -> Option<f64> {
     match (rule, state) {
         (Rule::LastValue, _) => Some(x),
         (Rule::RunningMean, State::Sum(s)) => {

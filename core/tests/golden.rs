@@ -155,7 +155,11 @@ fn close_long(a: f64, b: f64) -> bool {
 fn faithful_bank_reproduces_every_column_of_the_long_golden_trace() {
     let (input, header, rows) = golden_long();
     assert_eq!(input.len(), 2000);
-    assert_eq!(rows.len(), 1999, "rows k = 1..1999, each with the value that follows");
+    assert_eq!(
+        rows.len(),
+        1999,
+        "rows k = 1..1999, each with the value that follows"
+    );
     let col = |name: &str| header.iter().position(|h| h == name).unwrap();
     let (next, mse_f, mae_f, mse_e, mae_e, mse_m, mae_m, p0) = (
         col("next"),
