@@ -17,7 +17,9 @@
 //! family member, for the frontier check (README, "Adaptive timeouts").
 
 use nowcast_core::aggregate::{Combine, Loss, Settings};
-use nowcast_core::bank::{Reporting, IMPROVED_EXTRAS, MAE_AGGREGATE, MSE_AGGREGATE};
+use nowcast_core::bank::{
+    Experts, Reporting, IMPROVED_EXPERTS, IMPROVED_EXTRAS, MAE_AGGREGATE, MSE_AGGREGATE,
+};
 use nowcast_core::method::{Rule, NWS_PRIMARIES};
 use nowcast_core::timeout::{self, Bounds};
 use nowcast_core::{Accum, Bank, Mode, Series};
@@ -155,27 +157,28 @@ fn grid() -> Vec<Config> {
         },
     ];
     for extras in [false, true] {
-        for share in [0.0, 0.002, 0.01, 0.05] {
-            for gain in [0.01, 0.05, 0.2] {
-                for clip in [25.0, 1e4] {
-                    for combine in [Combine::Mean, Combine::Median] {
+        for experts in [Experts::PrimariesAndSelection, Experts::All] {
+            for prior in [0.5, 0.9] {
+                for share in [0.002, 0.02] {
+                    for combine in [Combine::Mean, Combine::Median, Combine::Leader] {
                         let s = |loss| Settings {
                             loss,
                             combine,
                             share,
-                            scale_gain: gain,
-                            clip,
+                            scale_gain: 0.2,
+                            clip: 25.0,
+                            prior_last: prior,
                         };
                         out.push(Config {
                             name: format!(
-                                "agg{} share={share} gain={gain} clip={clip} {:?}",
+                                "agg{} {experts:?} prior={prior} share={share} {combine:?}",
                                 if extras { "+extras" } else { "" },
-                                combine
                             ),
                             rules: nws_rules(extras),
                             reporting: Reporting::Aggregates {
                                 mse: s(Loss::Squared),
                                 mae: s(Loss::Absolute),
+                                experts,
                             },
                         });
                     }
@@ -312,6 +315,30 @@ fn main() {
             "(previous improved mode, selectors + extras: RMSE ratio {r:.4}, MAE ratio {m:.4})"
         );
     }
+    // MAE per family for the best MAE settings on each half.
+    for half in 0..2 {
+        let mut ranked: Vec<(f64, usize)> = results
+            .iter()
+            .enumerate()
+            .map(|(i, r)| (score(&data, r, &faithful, half).1, i))
+            .collect();
+        ranked.sort_by(|a, b| a.0.total_cmp(&b.0));
+        println!(
+            "\nhalf {}: MAE ratio by family, best MAE settings",
+            ["A", "B"][half]
+        );
+        for &(sc, i) in ranked.iter().take(10) {
+            let fams: Vec<String> = FAMILIES
+                .iter()
+                .map(|f| {
+                    let (_, a) = pooled(&data, &results[i], half, f, false);
+                    let (_, fa) = pooled(&data, &faithful, half, f, false);
+                    format!("{f} {:.4}", a.mae() / fa.mae())
+                })
+                .collect();
+            println!("  {sc:.4} {} | {}", fams.join(" "), configs[i].name);
+        }
+    }
     // The top of the grid on each half, for the README's "what was tried".
     for half in 0..2 {
         let mut ranked: Vec<(f64, &str)> = results
@@ -341,6 +368,7 @@ fn main() {
             reporting: Reporting::Aggregates {
                 mse: MSE_AGGREGATE,
                 mae: MAE_AGGREGATE,
+                experts: IMPROVED_EXPERTS,
             },
         },
         Mode::Improved,

@@ -37,6 +37,8 @@ pub enum Loss {
 pub enum Combine {
     Mean,
     Median,
+    /// The heaviest forecaster's forecast (the weights still learn as Hedge's).
+    Leader,
 }
 
 /// Settings of one aggregate (chosen on one half of the evaluation data, README).
@@ -50,6 +52,9 @@ pub struct Settings {
     pub scale_gain: f64,
     /// Largest scaled loss counted for one step: one wild value cannot wipe out a weight.
     pub clip: f64,
+    /// Prior weight of the last forecaster (the others share the rest evenly); 0 for even
+    /// weights. Fixed share spreads weight back towards this prior.
+    pub prior_last: f64,
 }
 
 /// The exponentially weighted average of K forecasters' forecasts.
@@ -58,6 +63,8 @@ pub struct Aggregate {
     settings: Settings,
     /// Normalised weights (sum 1 over the forecasters).
     weights: Vec<f64>,
+    /// The prior weights they start from and are shared back towards.
+    prior: Vec<f64>,
     /// AdaHedge's cumulative mixability gap Δ; η = ln K / Δ (follow the leader while 0).
     gap: f64,
     /// Running scale of the series and the previous value (None before the first value).
@@ -70,9 +77,19 @@ pub struct Aggregate {
 impl Aggregate {
     pub fn new(k: usize, settings: Settings) -> Self {
         assert!(k > 0, "at least one forecaster");
+        let last = settings.prior_last;
+        let prior: Vec<f64> = if k > 1 && last > 0.0 && last < 1.0 {
+            let rest = (1.0 - last) / (k - 1) as f64;
+            (0..k)
+                .map(|j| if j + 1 == k { last } else { rest })
+                .collect()
+        } else {
+            vec![1.0 / k as f64; k]
+        };
         Self {
             settings,
-            weights: vec![1.0 / k as f64; k],
+            weights: prior.clone(),
+            prior,
             gap: 0.0,
             scale: 0.0,
             last: None,
@@ -112,6 +129,7 @@ impl Aggregate {
                 s
             }
             Combine::Median => weighted_median(forecasts, &self.weights),
+            Combine::Leader => forecasts[self.leader()],
         }
     }
 
@@ -119,27 +137,30 @@ impl Aggregate {
     pub fn update(&mut self, x: f64, forecasts: &[f64]) {
         let k = self.weights.len();
         debug_assert_eq!(forecasts.len(), k);
-        // The scale known before x: the running mean absolute change. Until there is one,
-        // the losses are taken as they come (AdaHedge is itself invariant to their scale).
-        let scale = if self.scale > 0.0 { self.scale } else { 1.0 };
+        // The scale known before x: the running mean absolute change. Until the series has
+        // changed once there is none, and nothing to learn that would be free of its unit.
+        let scale = self.scale;
+        if scale <= 0.0 {
+            self.learn_scale(x);
+            return;
+        }
         let loss = &mut self.scratch;
         loss.clear();
-        let clip = self.settings.clip;
-        for &f in forecasts {
-            let e = (x - f) / scale;
-            let l = match self.settings.loss {
-                Loss::Squared => e * e,
-                Loss::Absolute => e.abs(),
-            };
-            loss.push(if l.is_finite() { l.min(clip) } else { clip });
+        let (clip, inv) = (self.settings.clip, 1.0 / scale);
+        match self.settings.loss {
+            Loss::Squared => loss.extend(forecasts.iter().map(|&f| {
+                let e = (x - f) * inv;
+                (e * e).min(clip)
+            })),
+            Loss::Absolute => {
+                loss.extend(forecasts.iter().map(|&f| ((x - f) * inv).abs().min(clip)))
+            }
         }
-        let min = loss.iter().copied().fold(f64::INFINITY, f64::min);
-        let hedge: f64 = self
-            .weights
-            .iter()
-            .zip(loss.iter())
-            .map(|(w, l)| w * l)
-            .sum();
+        let (mut min, mut hedge) = (f64::INFINITY, 0.0);
+        for (&l, &w) in loss.iter().zip(&self.weights) {
+            min = if l < min { l } else { min };
+            hedge += w * l;
+        }
         // AdaHedge (de Rooij et al. 2014, §2.1): η = ln K / Δ; with Δ = 0, η = ∞ (follow the
         // leader): the mix loss is the smallest loss and the weight goes to the best so far.
         let ln_k = (k as f64).ln();
@@ -148,17 +169,16 @@ impl Aggregate {
         } else {
             f64::INFINITY
         };
-        let mut total = 0.0;
-        for (w, l) in self.weights.iter_mut().zip(loss.iter()) {
-            *w *= if eta.is_finite() {
-                (-eta * (l - min)).exp()
-            } else if *l == min {
-                1.0
-            } else {
-                0.0
-            };
-            total += *w;
+        if eta.is_finite() {
+            for (w, l) in self.weights.iter_mut().zip(loss.iter()) {
+                *w *= exp_nonpositive(-eta * (l - min));
+            }
+        } else {
+            for (w, l) in self.weights.iter_mut().zip(loss.iter()) {
+                *w = if *l == min { *w } else { 0.0 };
+            }
         }
+        let total = crate::window::sum(&self.weights);
         let mix = if eta.is_finite() && total > 0.0 {
             min - total.ln() / eta
         } else {
@@ -169,18 +189,22 @@ impl Aggregate {
                 *w /= total;
             }
         } else {
-            self.weights.fill(1.0 / k as f64);
+            self.weights.copy_from_slice(&self.prior);
         }
         // The gap h − m ≥ 0 by Jensen; rounding can make it a hair negative.
         self.gap += (hedge - mix).max(0.0);
-        // Fixed share (Herbster & Warmuth 1998): spread α of the weight evenly.
+        // Fixed share (Herbster & Warmuth 1998): spread α of the weight over the prior.
         let a = self.settings.share;
         if a > 0.0 {
-            let even = a / k as f64;
-            for w in &mut self.weights {
-                *w = (1.0 - a) * *w + even;
+            for (w, p) in self.weights.iter_mut().zip(&self.prior) {
+                *w = (1.0 - a) * *w + a * p;
             }
         }
+        self.learn_scale(x);
+    }
+
+    /// Moves the running scale towards the change from the previous value to `x`.
+    fn learn_scale(&mut self, x: f64) {
         if let Some(prev) = self.last {
             let change = (x - prev).abs();
             let g = self.settings.scale_gain;
@@ -197,6 +221,7 @@ impl Aggregate {
     pub(crate) fn validate(&self, k: usize) -> Result<(), String> {
         let sum: f64 = self.weights.iter().sum();
         let ok = self.weights.len() == k
+            && self.prior.len() == k
             && self.weights.iter().all(|w| w.is_finite() && *w >= 0.0)
             && (sum - 1.0).abs() < 1e-6
             && self.gap.is_finite()
@@ -210,6 +235,41 @@ impl Aggregate {
             Err("forecast weights are damaged".into())
         }
     }
+}
+
+/// e^x for x ≤ 0 (0 below −708), to about 1e-10 relative (plenty for weights): x = k·ln 2 + r
+/// with |r| ≤ ln 2 / 2, e^r by its Taylor polynomial to degree 9, times 2^k built in the
+/// exponent bits. No
+/// branches but the range guard, so the weight loop vectorises; the same on every platform.
+#[inline]
+fn exp_nonpositive(x: f64) -> f64 {
+    const LN2_HI: f64 = 6.931_471_803_691_238_2e-1;
+    const LN2_LO: f64 = 1.908_214_929_270_587_7e-10;
+    // Adding 1.5·2^52 rounds to an integer in the low mantissa bits, without a call to
+    // `round` (an SSE4.1 instruction the baseline target lacks), so the loop vectorises.
+    const SHIFT: f64 = 6_755_399_441_055_744.0;
+    let x = x.max(-708.0);
+    let t = x * std::f64::consts::LOG2_E + SHIFT;
+    let k = t - SHIFT;
+    let r = (x - k * LN2_HI) - k * LN2_LO;
+    // Horner from r^9/9! down to 1.
+    let mut p = 1.0 / 362_880.0;
+    for c in [
+        1.0 / 40_320.0,
+        1.0 / 5_040.0,
+        1.0 / 720.0,
+        1.0 / 120.0,
+        1.0 / 24.0,
+        1.0 / 6.0,
+        0.5,
+        1.0,
+        1.0,
+    ] {
+        p = p * r + c;
+    }
+    // k = t's mantissa bits less the shift's; −1022 ≤ k ≤ 0, so 2^k is a normal number.
+    let k = (t.to_bits() as i64).wrapping_sub(SHIFT.to_bits() as i64);
+    p * f64::from_bits(((k + 1023) as u64) << 52)
 }
 
 /// The smallest forecast at which the cumulative weight (in ascending order of forecast)
@@ -251,6 +311,7 @@ mod tests {
             share,
             scale_gain: 0.05,
             clip: 1e6,
+            prior_last: 0.0,
         }
     }
 
@@ -297,6 +358,18 @@ mod tests {
         for (a, b) in ms.iter().zip(&mbit) {
             assert!((a - b).abs() < 1e-9, "{ms:?} vs {mbit:?}");
         }
+    }
+
+    #[test]
+    fn exp_approximation_is_close_to_the_library_exp() {
+        let mut x = 0.0;
+        while x > -745.0 {
+            let (a, b) = (exp_nonpositive(x), x.exp());
+            assert!((a - b).abs() <= 1e-10 * b + 1e-300, "{x}: {a} vs {b}");
+            x -= 0.0137;
+        }
+        assert_eq!(exp_nonpositive(0.0), 1.0);
+        assert!(exp_nonpositive(-1e9) >= 0.0);
     }
 
     #[test]

@@ -41,11 +41,11 @@ pub const SELECTORS: usize = 16;
 /// Largest accepted magnitude: squares of errors must stay finite over long runs.
 pub const MAX_MAGNITUDE: f64 = 1e100;
 
-/// Improved mode's additions to the 18 primaries, chosen by `examples/ablation.rs` on the
-/// evaluation data: together they lower both selected forecasts' errors on every dataset
-/// (README, "Forecast accuracy"). A slow smoother and a long robust window: network series
-/// often hover around a level for longer than the original's windows of 31–51 values.
-/// Adding the 31–101 adaptive median as well was about as accurate and cost a third more time.
+/// The two forecasters the previous improved mode added to the 18 primaries, chosen then on
+/// all the dev data (Exp Smooth 2 %, 30 % trimmed mean over 101 values). Chosen again on one
+/// half of the dev traces and checked on the other, they did not earn their place in the
+/// aggregates (README, "Forecast accuracy"), so the improved bank no longer has them; they
+/// stay here for the evaluation to keep measuring.
 pub const IMPROVED_EXTRAS: [Rule; 2] = [Rule::ExpSmooth(0.02), Rule::TrimmedMean(101)];
 
 /// One of the two reported forecasts.
@@ -115,6 +115,39 @@ pub struct Bank {
     aggregates: Option<Box<Aggregates>>,
     #[serde(skip)]
     scratch: Vec<f64>,
+    #[serde(skip)]
+    expert_buf: Vec<f64>,
+}
+
+/// The forecasts an aggregate weighs, in its experts' order; `which` is 0 for the MSE
+/// aggregate, 1 for the MAE one.
+fn expert_forecasts<'a>(
+    experts: Experts,
+    fc: &'a [f64],
+    picks: &[usize; SELECTORS],
+    selected: Option<Reported>,
+    which: usize,
+    buf: &'a mut Vec<f64>,
+) -> &'a [f64] {
+    if experts == Experts::Primaries {
+        return fc;
+    }
+    buf.clear();
+    if experts != Experts::Selectors {
+        buf.extend_from_slice(fc);
+    }
+    if experts != Experts::PrimariesAndSelection {
+        buf.extend(picks.iter().map(|&j| fc[j]));
+    }
+    match experts {
+        Experts::Selectors | Experts::Both => {}
+        _ => buf.push(match (selected, which) {
+            (Some(r), 0) => r.mse_value,
+            (Some(r), _) => r.mae_value,
+            (None, _) => fc[0],
+        }),
+    }
+    buf
 }
 
 /// The two aggregates of improved mode: by squared loss for the MSE forecast, by absolute
@@ -123,6 +156,42 @@ pub struct Bank {
 pub struct Aggregates {
     mse: Aggregate,
     mae: Aggregate,
+    experts: Experts,
+    /// The original's two-level selection for the next value, when the experts include it.
+    selected: Option<Reported>,
+}
+
+/// Whose forecasts the aggregates weigh.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Experts {
+    /// Every primary forecaster.
+    Primaries,
+    /// The sixteen selectors' picks.
+    Selectors,
+    /// Both of the above.
+    Both,
+    /// Every primary plus the two-level selection (its MSE pick for the MSE aggregate, its
+    /// MAE pick for the MAE one).
+    PrimariesAndSelection,
+    /// Every primary, the sixteen selectors and the two-level selection.
+    All,
+}
+
+impl Experts {
+    fn count(self, p: usize) -> usize {
+        match self {
+            Experts::Primaries => p,
+            Experts::Selectors => SELECTORS,
+            Experts::Both => p + SELECTORS,
+            Experts::PrimariesAndSelection => p + 1,
+            Experts::All => p + SELECTORS + 1,
+        }
+    }
+
+    fn needs_selectors(self) -> bool {
+        self != Experts::Primaries
+    }
 }
 
 /// Improved mode's aggregation settings, chosen on one half of the evaluation data and
@@ -131,17 +200,23 @@ pub const MSE_AGGREGATE: Settings = Settings {
     loss: Loss::Squared,
     combine: Combine::Mean,
     share: 0.01,
-    scale_gain: 0.05,
-    clip: 1e4,
+    scale_gain: 0.2,
+    clip: 25.0,
+    prior_last: 0.0,
 };
-/// See [`MSE_AGGREGATE`].
+/// See [`MSE_AGGREGATE`]. Half the prior weight on the original's own MAE selection: the
+/// aggregate starts where the original would be and leaves it only on evidence.
 pub const MAE_AGGREGATE: Settings = Settings {
     loss: Loss::Absolute,
     combine: Combine::Mean,
-    share: 0.01,
-    scale_gain: 0.05,
-    clip: 1e4,
+    share: 0.002,
+    scale_gain: 0.2,
+    clip: 25.0,
+    prior_last: 0.5,
 };
+
+/// Whose forecasts improved mode's aggregates weigh (chosen like [`MSE_AGGREGATE`]).
+pub const IMPROVED_EXPERTS: Experts = Experts::All;
 
 /// How a bank turns its forecasters' forecasts into the two reported ones.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -149,7 +224,11 @@ pub enum Reporting {
     /// The original's two-level selection (algorithms.md §1.2).
     Selectors,
     /// Weighted aggregates by squared and absolute loss.
-    Aggregates { mse: Settings, mae: Settings },
+    Aggregates {
+        mse: Settings,
+        mae: Settings,
+        experts: Experts,
+    },
 }
 
 impl crate::state::Saved for Bank {
@@ -162,10 +241,7 @@ impl crate::state::Saved for Bank {
 impl Bank {
     /// A bank in `mode` with its standard forecasters.
     pub fn new(mode: Mode) -> Self {
-        let mut rules: Vec<Rule> = NWS_PRIMARIES.iter().map(|(r, _, _)| *r).collect();
-        if mode == Mode::Improved {
-            rules.extend(IMPROVED_EXTRAS);
-        }
+        let rules: Vec<Rule> = NWS_PRIMARIES.iter().map(|(r, _, _)| *r).collect();
         Self::with_rules(mode, rules)
     }
 
@@ -177,6 +253,7 @@ impl Bank {
             Mode::Improved => Reporting::Aggregates {
                 mse: MSE_AGGREGATE,
                 mae: MAE_AGGREGATE,
+                experts: IMPROVED_EXPERTS,
             },
         }
     }
@@ -217,6 +294,9 @@ impl Bank {
             errors: match reporting {
                 _ if faithful => ErrorTable::running(p, &selector_windows),
                 Reporting::Selectors => ErrorTable::new(p, &selector_windows),
+                Reporting::Aggregates { experts, .. } if experts.needs_selectors() => {
+                    ErrorTable::new(p, &selector_windows)
+                }
                 // Without selectors only whole-history errors are kept.
                 Reporting::Aggregates { .. } => ErrorTable::new(p, &[]),
             },
@@ -230,12 +310,15 @@ impl Bank {
             oracle: Accum::default(),
             aggregates: match reporting {
                 Reporting::Selectors => None,
-                Reporting::Aggregates { mse, mae } => Some(Box::new(Aggregates {
-                    mse: Aggregate::new(p, mse),
-                    mae: Aggregate::new(p, mae),
+                Reporting::Aggregates { mse, mae, experts } => Some(Box::new(Aggregates {
+                    mse: Aggregate::new(experts.count(p), mse),
+                    mae: Aggregate::new(experts.count(p), mae),
+                    experts,
+                    selected: None,
                 })),
             },
             scratch: vec![0.0; p],
+            expert_buf: Vec::new(),
             rules,
         }
     }
@@ -287,10 +370,24 @@ impl Bank {
         }
         // 2. The selectors (each forecast what its chosen primary forecast), or the
         // aggregates' weights learn from every primary's forecast.
+        let selectors = self
+            .aggregates
+            .as_ref()
+            .is_none_or(|a| a.experts.needs_selectors());
         if let (Some(agg), true) = (&mut self.aggregates, self.all_have_forecasts) {
-            agg.mse.update(x, &self.fc);
-            agg.mae.update(x, &self.fc);
-        } else if self.reported.is_some() {
+            for (loss, which) in [(&mut agg.mse, 0), (&mut agg.mae, 1)] {
+                let experts = expert_forecasts(
+                    agg.experts,
+                    &self.fc,
+                    &self.picks,
+                    agg.selected,
+                    which,
+                    &mut self.expert_buf,
+                );
+                loss.update(x, experts);
+            }
+        }
+        if selectors && self.reported.is_some() {
             for s in 0..SELECTORS {
                 let e = x - self.fc[self.picks[s]];
                 self.sel_se[s] += e * e;
@@ -346,7 +443,7 @@ impl Bank {
     /// selectors by their own whole-history errors (ties to the lower index).
     fn choose(&mut self) {
         if let Some(agg) = &self.aggregates {
-            if self.all_have_forecasts {
+            if self.all_have_forecasts && !agg.experts.needs_selectors() {
                 let (ms, as_) = (agg.mse.leader(), agg.mae.leader());
                 self.reported = Some(Reported {
                     mse_value: agg.mse.forecast(&self.fc),
@@ -357,6 +454,47 @@ impl Bank {
                 return;
             }
         }
+        self.select();
+        let p = self.rules.len();
+        if let (Some(agg), true) = (&mut self.aggregates, self.all_have_forecasts) {
+            agg.selected = self.reported;
+            let mut value_and_method = |a: &Aggregate, which: usize| {
+                let experts = expert_forecasts(
+                    agg.experts,
+                    &self.fc,
+                    &self.picks,
+                    agg.selected,
+                    which,
+                    &mut self.expert_buf,
+                );
+                let value = a.forecast(experts);
+                let lead = a.leader();
+                let method = match agg.experts {
+                    _ if lead < p && agg.experts != Experts::Selectors => lead,
+                    Experts::Selectors => self.picks[lead],
+                    Experts::Both => self.picks[lead - p],
+                    Experts::All if lead < p + SELECTORS => self.picks[lead - p],
+                    _ => match (which, agg.selected) {
+                        (0, Some(r)) => r.mse_method,
+                        (_, Some(r)) => r.mae_method,
+                        (_, None) => 0,
+                    },
+                };
+                (value, method)
+            };
+            let (mse_value, mse_method) = value_and_method(&agg.mse, 0);
+            let (mae_value, mae_method) = value_and_method(&agg.mae, 1);
+            self.reported = Some(Reported {
+                mse_value,
+                mse_method,
+                mae_value,
+                mae_method,
+            });
+        }
+    }
+
+    /// The original's two-level selection (algorithms.md §1.2) into `reported`.
+    fn select(&mut self) {
         let windows = self.errors.window_count();
         if self.all_have_forecasts && self.errors.steady() {
             self.picks[0] = self.errors.best_steady(Kind::Squared, None);
