@@ -251,11 +251,16 @@ fn main() {
     let dir = args
         .get(1)
         .expect("usage: evaluate DATA_DIR [BASELINE_JSON]");
-    let baseline: Option<serde_json::Value> = args.get(2).and_then(|p| {
-        let text = std::fs::read_to_string(p).ok()?;
-        serde_json::from_str(&text).ok()
-    });
+    let baseline: Option<serde_json::Value> =
+        args.get(2).filter(|a| !a.starts_with("--")).and_then(|p| {
+            let text = std::fs::read_to_string(p).ok()?;
+            serde_json::from_str(&text).ok()
+        });
     let data = traces(Path::new(dir));
+    if args.iter().any(|a| a == "--timeouts-only") {
+        timeouts(&data);
+        return;
+    }
     let faithful_cfg = Config {
         name: "faithful".into(),
         rules: nws_rules(false),

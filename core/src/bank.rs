@@ -627,8 +627,8 @@ impl Bank {
             return Err("history length disagrees with the value count".into());
         }
         if let Some(agg) = &self.aggregates {
-            agg.mse.validate(p)?;
-            agg.mae.validate(p)?;
+            agg.mse.validate(agg.experts.count(p))?;
+            agg.mae.validate(agg.experts.count(p))?;
         }
         Ok(())
     }
