@@ -592,10 +592,26 @@ fn timeouts(data: &[Trace]) {
             }
         }
         print!("{name:<11}");
-        for i in 0..rules.len() {
+        let point = |i: usize| {
             let n = judged[i].max(1) as f64;
-            print!(" {:>10.4}/{:<11.4}", misses[i] as f64 / n, sum[i] / n);
+            (misses[i] as f64 / n, sum[i] / n)
+        };
+        for i in 0..rules.len() {
+            let (m, t) = point(i);
+            print!(" {m:>10.4}/{t:<11.4}");
         }
-        println!();
+        // A rule is dominated when another misses no more and waits no longer, and one of
+        // the two strictly less.
+        let dominated: Vec<String> = (0..rules.len())
+            .filter(|&i| {
+                let (m, t) = point(i);
+                (0..rules.len()).any(|j| {
+                    let (mj, tj) = point(j);
+                    j != i && mj <= m && tj <= t && (mj < m || tj < t)
+                })
+            })
+            .map(|i| rules[i].id())
+            .collect();
+        println!("  dominated: {}", dominated.join(", "));
     }
 }
