@@ -122,11 +122,14 @@ impl Aggregate {
         debug_assert_eq!(forecasts.len(), self.weights.len());
         match self.settings.combine {
             Combine::Mean => {
+                // As offsets from one forecast, so that equal forecasts combine to exactly
+                // that value (weights summing to 1 only up to rounding cannot move it).
+                let base = forecasts[0];
                 let mut s = 0.0;
                 for (w, f) in self.weights.iter().zip(forecasts) {
-                    s += w * f;
+                    s += w * (f - base);
                 }
-                s
+                base + s
             }
             Combine::Median => weighted_median(forecasts, &self.weights),
             Combine::Leader => forecasts[self.leader()],

@@ -233,8 +233,9 @@ mod tests {
             },
         );
         bw.validate().unwrap();
-        // The bulk timeout comes from durations (ms), not from Mbit/s.
-        assert_eq!(set.timeout_ms(Metric::BandwidthUp), Some(300.0));
+        // The bulk timeout comes from durations (ms), not from Mbit/s; with one duration
+        // known it is the cold start, 3 × the longest (nowcast_core::timeout::COLD_FACTOR).
+        assert_eq!(set.timeout_ms(Metric::BandwidthUp), Some(900.0));
 
         let t = set.observe(
             &ctx(1),
