@@ -158,30 +158,28 @@ fn grid() -> Vec<Config> {
     ];
     for extras in [false, true] {
         for experts in [Experts::PrimariesAndSelection, Experts::All] {
-            for prior in [0.5, 0.9] {
-                for share in [0.002, 0.02] {
-                    for combine in [Combine::Mean, Combine::Median, Combine::Leader] {
-                        let s = |loss| Settings {
-                            loss,
-                            combine,
-                            share,
-                            scale_gain: 0.2,
-                            clip: 25.0,
-                            prior_last: prior,
-                        };
-                        out.push(Config {
-                            name: format!(
-                                "agg{} {experts:?} prior={prior} share={share} {combine:?}",
-                                if extras { "+extras" } else { "" },
-                            ),
-                            rules: nws_rules(extras),
-                            reporting: Reporting::Aggregates {
-                                mse: s(Loss::Squared),
-                                mae: s(Loss::Absolute),
-                                experts,
-                            },
-                        });
-                    }
+            for prior in [0.0, 0.5] {
+                for share in [0.002, 0.01] {
+                    let s = |loss| Settings {
+                        loss,
+                        combine: Combine::Mean,
+                        share,
+                        scale_gain: 0.2,
+                        clip: 25.0,
+                        prior_last: prior,
+                    };
+                    out.push(Config {
+                        name: format!(
+                            "agg{} {experts:?} prior={prior} share={share}",
+                            if extras { "+extras" } else { "" },
+                        ),
+                        rules: nws_rules(extras),
+                        reporting: Reporting::Aggregates {
+                            mse: s(Loss::Squared),
+                            mae: s(Loss::Absolute),
+                            experts,
+                        },
+                    });
                 }
             }
         }

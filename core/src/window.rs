@@ -129,10 +129,10 @@ impl Sorted {
         let i = rank(&self.vals, old);
         let j = rank(&self.vals, new);
         if j <= i {
-            self.vals.copy_within(j..i, j + 1);
+            shift_up(&mut self.vals, j, i);
             self.vals[j] = new;
         } else {
-            self.vals.copy_within(i + 1..j, i);
+            shift_down(&mut self.vals, i, j);
             self.vals[j - 1] = new;
         }
     }
@@ -333,6 +333,32 @@ mod tests {
     }
 }
 
+/// Moves `v[from..to]` one slot up (to `v[from + 1..=to]`). Shifts here are short (a new
+/// value usually lands near the one it replaces), where an element loop beats a call to
+/// memmove; long ones still go to `copy_within`.
+#[inline]
+fn shift_up<T: Copy>(v: &mut [T], from: usize, to: usize) {
+    if to - from > 16 {
+        v.copy_within(from..to, from + 1);
+    } else {
+        for k in (from..to).rev() {
+            v[k + 1] = v[k];
+        }
+    }
+}
+
+/// Moves `v[from + 1..to]` one slot down (to `v[from..to - 1]`); see [`shift_up`].
+#[inline]
+fn shift_down<T: Copy>(v: &mut [T], from: usize, to: usize) {
+    if to - from > 17 {
+        v.copy_within(from + 1..to, from);
+    } else {
+        for k in from + 1..to {
+            v[k - 1] = v[k];
+        }
+    }
+}
+
 /// Number of values below `x`: where `x` goes in sorted `vals`. Short windows count with a
 /// branch-free (vectorised) pass; long ones use a binary search whose steps are conditional
 /// moves, not branches, since a mispredicted branch costs more than the comparisons saved.
@@ -428,12 +454,12 @@ impl Tagged {
         }
         // Replace in one move, shifting only the entries between the two slots.
         let k = if j <= i {
-            self.vals.copy_within(j..i, j + 1);
-            self.seqs.copy_within(j..i, j + 1);
+            shift_up(&mut self.vals, j, i);
+            shift_up(&mut self.seqs, j, i);
             j
         } else {
-            self.vals.copy_within(i + 1..j, i);
-            self.seqs.copy_within(i + 1..j, i);
+            shift_down(&mut self.vals, i, j);
+            shift_down(&mut self.seqs, i, j);
             j - 1
         };
         self.vals[k] = x;
