@@ -255,7 +255,7 @@ impl Aggregate {
 /// branches but the range guard, so the weight loop vectorises; the same on every platform.
 #[inline]
 fn exp_nonpositive(x: f64) -> f64 {
-    const LN2_HI: f64 = 6.931_471_803_691_238_2e-1;
+    const LN2_HI: f64 = 6.931_471_803_691_238e-1;
     const LN2_LO: f64 = 1.908_214_929_270_587_7e-10;
     // Adding 1.5·2^52 rounds to an integer in the low mantissa bits, without a call to
     // `round` (an SSE4.1 instruction the baseline target lacks), so the loop vectorises.

@@ -260,7 +260,7 @@ impl Bank {
         }
     }
 
-    /// A bank with an explicit list of forecasters (for ablation studies). The first 18
+    /// A bank with an explicit list of forecasters (for evaluation studies). The first 18
     /// should be the NWS primaries so that method indices keep their meaning.
     pub fn with_rules(mode: Mode, rules: Vec<Rule>) -> Self {
         Self::with_reporting(mode, rules, Self::default_reporting(mode))
@@ -635,7 +635,7 @@ impl Bank {
         Ok(())
     }
 
-    /// Every candidate rule that improved mode may use (for ablation studies).
+    /// Every candidate rule that improved mode may use (for evaluation studies).
     pub fn candidates() -> impl Iterator<Item = Rule> {
         CANDIDATES.iter().map(|(r, _, _)| *r)
     }

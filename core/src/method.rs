@@ -82,7 +82,8 @@ pub const NWS_PRIMARIES: [(Rule, &str, &str); 18] = [
 ];
 
 /// Forecasters that improved mode may add to the 18 primaries. Which of them the default
-/// improved bank uses is decided by measurement (`examples/ablation.rs`, README "Accuracy").
+/// improved bank uses is decided by measurement (`examples/evaluate.rs`, README "Forecast
+/// accuracy"): at present none of them.
 pub const CANDIDATES: [(Rule, &str, &str); 10] = [
     (Rule::ExpSmooth(0.01), "exp_smooth_1", "Exp Smooth 1%"),
     (Rule::ExpSmooth(0.02), "exp_smooth_2", "Exp Smooth 2%"),
