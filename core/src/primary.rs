@@ -153,11 +153,18 @@ impl AdaptiveMedian {
         let hist = &windows.hist;
         let n = hist.count();
         recent.push(hist);
-        let median = |w: usize| recent.median_last(w, n);
         // A candidate outside [min, max] would be clamped back to win: leave it out.
-        let lo = (self.win >= self.min + self.step).then(|| median(self.win - self.step));
-        let hi = (self.win + self.step <= self.max).then(|| median(self.win + self.step));
-        *candidates = Some([lo.flatten(), median(self.win), hi.flatten()]);
+        let lo = if self.win >= self.min + self.step {
+            self.win - self.step
+        } else {
+            0
+        };
+        let hi = if self.win + self.step <= self.max {
+            self.win + self.step
+        } else {
+            0
+        };
+        *candidates = Some(recent.medians_last([lo, self.win, hi], n));
     }
 
     /// The original library's rule, quirks included, as its state over the long golden

@@ -305,6 +305,19 @@ mod tests {
                 let want = naive_median(&all[all.len() - k..]);
                 assert_eq!(t.median_last(m, i + 1), Some(want), "m={m} i={i}");
             }
+            for ms in [
+                [0, 26, 31],
+                [21, 26, 31],
+                [46, 51, 56],
+                [9, 10, 0],
+                [1, 2, 3],
+            ] {
+                let got = t.medians_last(ms, i + 1);
+                for (g, m) in got.into_iter().zip(ms) {
+                    let want = (m > 0).then(|| t.median_last(m, i + 1)).flatten();
+                    assert_eq!(g, want, "ms={ms:?} i={i}");
+                }
+            }
         }
     }
 
@@ -491,6 +504,34 @@ impl Tagged {
             }
         }
         Some((last[lo & 1] + last[hi & 1]) / 2.0)
+    }
+
+    /// [`median_last`](Self::median_last) for three suffix lengths in one walk (an
+    /// adaptive median's three candidate windows); lengths of 0 answer `None`.
+    pub fn medians_last(&self, ms: [usize; 3], n: u64) -> [Option<f64>; 3] {
+        let held = self.vals.len();
+        let ms = ms.map(|m| m.min(held));
+        let his = ms.map(|m| m / 2);
+        let los = ms.map(|m| m.saturating_sub(1) / 2);
+        let oldest = ms.map(|m| n - m as u64);
+        let (mut rank, mut last) = ([0usize; 3], [[0.0; 2]; 3]);
+        // As in median_last, one store and one add per entry and window; the walk ends when
+        // every window has passed its upper middle.
+        for (&v, &s) in self.vals.iter().zip(&self.seqs) {
+            for i in 0..3 {
+                // A window already past its upper middle keeps its pair.
+                if rank[i] <= his[i] {
+                    last[i][rank[i] & 1] = v;
+                    rank[i] += (s >= oldest[i]) as usize;
+                }
+            }
+            if (0..3).all(|i| ms[i] == 0 || rank[i] > his[i]) {
+                break;
+            }
+        }
+        std::array::from_fn(|i| {
+            (ms[i] > 0).then(|| (last[i][los[i] & 1] + last[i][his[i] & 1]) / 2.0)
+        })
     }
 
     pub(crate) fn validate(&self, hist: &History) -> Result<(), String> {
