@@ -1,7 +1,8 @@
 //! Rules that must hold for every input: forecasts stay finite, bad values are refused
 //! without disturbing the bank, and a saved bank resumes bit-identically.
 
-use nowcast_core::{state, Bank, ForecastError, Mode};
+use nowcast_core::timeout::Bounds;
+use nowcast_core::{state, Bank, ForecastError, Mode, Series};
 use proptest::prelude::*;
 
 fn magnitude() -> impl Strategy<Value = f64> {
@@ -56,6 +57,44 @@ proptest! {
             prop_assert_eq!(a.map(|f| f.mse.error.to_bits()), b.map(|f| f.mse.error.to_bits()));
             prop_assert_eq!(whole.table(), resumed.table());
         }
+    }
+
+    #[test]
+    fn a_restored_series_continues_bit_identically_with_its_timeouts(
+        xs in prop::collection::vec(0.1..1e4f64, 1..200),
+        cut in 0usize..200,
+        censor in 0usize..200,
+    ) {
+        let cut = cut.min(xs.len());
+        let feed = |s: &mut Series, i: usize, x: f64| {
+            if i == censor {
+                s.censored(x).unwrap();
+            } else {
+                s.observe(x).unwrap();
+            }
+        };
+        let mut whole = Series::new(Mode::Improved, Bounds::UNBOUNDED);
+        let mut first = Series::new(Mode::Improved, Bounds::UNBOUNDED);
+        for (i, &x) in xs[..cut].iter().enumerate() {
+            feed(&mut first, i, x);
+        }
+        let mut resumed: Series = state::restore(&state::save(&first)).unwrap();
+        for (i, &x) in xs.iter().enumerate() {
+            feed(&mut whole, i, x);
+        }
+        for (i, &x) in xs.iter().enumerate().skip(cut) {
+            feed(&mut resumed, i, x);
+        }
+        let bits = |s: &Series| {
+            let f = s.forecast().map(|f| (f.mse.value.to_bits(), f.mae.value.to_bits()));
+            let t: Vec<Option<u64>> = ["target_miss_1pct", "nws", "rfc6298"]
+                .iter()
+                .map(|id| s.timeout(id).map(f64::to_bits))
+                .collect();
+            (f, t)
+        };
+        prop_assert_eq!(bits(&whole), bits(&resumed));
+        prop_assert_eq!(whole.timeout_outcomes(), resumed.timeout_outcomes());
     }
 }
 
