@@ -196,21 +196,18 @@ impl Aggregate {
         } else {
             min
         };
+        // The gap h − m ≥ 0 by Jensen; rounding can make it a hair negative.
+        self.gap += (hedge - mix).max(0.0);
+        // Normalise, and fixed share (Herbster & Warmuth 1998): spread α of the weight over
+        // the prior, in one pass.
+        let a = self.settings.share;
         if total > 0.0 && total.is_finite() {
-            for w in &mut self.weights {
-                *w /= total;
+            let keep = (1.0 - a) / total;
+            for (w, p) in self.weights.iter_mut().zip(&self.prior) {
+                *w = keep * *w + a * p;
             }
         } else {
             self.weights.copy_from_slice(&self.prior);
-        }
-        // The gap h − m ≥ 0 by Jensen; rounding can make it a hair negative.
-        self.gap += (hedge - mix).max(0.0);
-        // Fixed share (Herbster & Warmuth 1998): spread α of the weight over the prior.
-        let a = self.settings.share;
-        if a > 0.0 {
-            for (w, p) in self.weights.iter_mut().zip(&self.prior) {
-                *w = (1.0 - a) * *w + a * p;
-            }
         }
         self.learn_scale(x);
     }
