@@ -5,7 +5,7 @@
 # (scripts/statsforecast-baseline.py), and the timeout rules' miss rates and mean timeouts.
 # statsforecast goes into a venv under target/eval-venv; if it cannot be installed the
 # comparison runs without it and says so. Its results are cached in target/eval/, keyed by
-# the data files' names and sizes.
+# the data files' names and sizes and the baseline script.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 data="${1:-../shared/data/dev}"
@@ -20,7 +20,7 @@ if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c "import statsforecast"
   fi
 fi
 if "$venv/bin/python" -c "import statsforecast" 2>/dev/null; then
-  key=$(cd "$data" && find pensieve-cooked tyrell-rtt -type f -printf '%p %s\n' | sort | sha256sum | cut -c1-16)
+  key=$( { (cd "$data" && find pensieve-cooked tyrell-rtt -type f -printf '%p %s\n' | sort); cat scripts/statsforecast-baseline.py; } | sha256sum | cut -c1-16)
   baseline="target/eval/statsforecast-$key.json"
   if [ ! -s "$baseline" ]; then
     "$venv/bin/python" scripts/statsforecast-baseline.py "$data" "$baseline"

@@ -1,13 +1,16 @@
 """Out-of-sample statsforecast baselines for `npm run evaluate` (README, "Forecast accuracy").
 
-For every dev trace (the same traces, names and quarters as core/examples/evaluate.rs), fits
-AutoARIMA and AutoETS (statsforecast, non-seasonal, default search) on the first half
-(values 0..n//2; for traces longer than 8,000 values, on the last 4,000 values of that half,
-to keep the fit to seconds), then scores one-step-ahead forecasts on the second half
-(values n//2..n) with that fitted model held fixed: statsforecast's `forward(y, h=1,
-fitted=True)` runs the fitted model over the whole trace with its coefficients (ARIMA) or
-smoothing parameters and initial state (ETS) unchanged, each forecast made from the values
-before it, without refitting. Writes {"traces": {name: {model: {n, sum_se, sum_ae}}}}.
+For every dev trace (the same traces and names as core/examples/evaluate.rs: each throughput
+trace, each tyrell RTT series whole), fits AutoARIMA and AutoETS (statsforecast,
+non-seasonal, default search) on the first half (values 0..n//2; for traces longer than
+8,000 values, on the last 4,000 values of that half, to keep the fit to seconds), then scores
+one-step-ahead forecasts on the second half (values n//2..n) with that fitted model held
+fixed: statsforecast's `forward(y, h=1, fitted=True)` runs the fitted model over the whole
+trace with its coefficients (ARIMA) or smoothing parameters and initial state (ETS)
+unchanged, each forecast made from the values before it, without refitting. Writes
+{"traces": {name: {model: {n, sum_se, sum_ae, q3: {...}, q4: {...}}}}}: the second half's
+sums, and those of its two quarters (values i with 4i//n = 2 and 3), which are in the
+evaluation's halves A and B of a long series.
 
 Usage: python statsforecast-baseline.py DATA_DIR OUT_JSON
 """
@@ -42,22 +45,28 @@ def traces(data_dir):
         if name != "LICENSE":
             yield name, read_series(os.path.join(cooked, name))
     for sid in ["005", "006", "010"]:
-        xs = read_series(os.path.join(data_dir, "tyrell-rtt", f"tyrell_roundtrip{sid}.csv"))
-        q = len(xs) // 4
-        for k in range(4):
-            end = len(xs) if k == 3 else (k + 1) * q
-            yield f"tyrell{sid} q{k + 1}", xs[k * q : end]
+        yield f"tyrell{sid}", read_series(
+            os.path.join(data_dir, "tyrell-rtt", f"tyrell_roundtrip{sid}.csv"))
+
+
+def sums(e):
+    e = e[np.isfinite(e)]
+    return {"n": int(len(e)), "sum_se": float(np.sum(e * e)), "sum_ae": float(np.sum(np.abs(e)))}
 
 
 def score(model, y):
-    half = len(y) // 2
+    n = len(y)
+    half = n // 2
     train = y[:half]
-    if len(y) > LONG:
+    if n > LONG:
         train = train[-FIT_TAIL:]
     fitted = model.fit(train).forward(y=y, h=1, fitted=True)["fitted"]
-    e = y[half:] - fitted[half:]
-    e = e[np.isfinite(e)]
-    return {"n": int(len(e)), "sum_se": float(np.sum(e * e)), "sum_ae": float(np.sum(np.abs(e)))}
+    e = y - fitted
+    quarter = (np.arange(n) * 4) // n
+    out = sums(e[half:])
+    out["q3"] = sums(e[quarter == 2])
+    out["q4"] = sums(e[quarter == 3])
+    return out
 
 
 def main():

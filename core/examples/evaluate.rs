@@ -1,25 +1,25 @@
 //! Honest evaluation of improved mode against the faithful original (`npm run evaluate`).
 //!
-//! The dev traces are split in two halves: within each family, traces sorted by name go to
-//! halves A and B alternately (Norway HSDPA, FCC 2016); each tyrell RTT series is cut into
-//! four consecutive quarters, quarters 1 and 3 going to A, 2 and 4 to B. Every setting of
-//! improved mode (the aggregates' fixed share, scale gain and loss clip, the MAE aggregate's
-//! mean or median, the extra forecasters) is chosen on one half and reported on the other,
-//! then the other way round. A setting's score on a half is the mean over families of its
-//! error relative to the faithful bank's (RMSE for the MSE aggregate, MAE for the MAE one),
-//! so that no family or unit dominates. Every trace runs through a fresh bank; errors are
-//! those of one-step forecasts over points 2..n, and over the second half of each trace
-//! (points ⌊n/2⌋+1..n) for the comparison with statsforecast's models, fitted on the first
-//! half (scripts/statsforecast-baseline.py, whose JSON output is read if given).
+//! Halves: the throughput traces (Norway HSDPA, FCC 2016), sorted by name within each family,
+//! go to halves A and B alternately; each long RTT series (tyrell) runs whole through one bank,
+//! as a long series would in use, and its errors on quarters 1 and 3 count to half A, on
+//! quarters 2 and 4 to half B. Every setting of improved mode (the aggregates' learning rates,
+//! fixed-share fractions, exponentiated-gradient rate, prior on the selection, and whether the
+//! two long forecasters are added) is chosen on one half and reported on the other, then the
+//! other way round. A setting's score on a half is the mean, over the five groups (Norway,
+//! FCC, and each tyrell series), of its error relative to the faithful bank's (RMSE for the
+//! MSE forecast, MAE for the MAE forecast), so that no family or unit dominates. Errors are
+//! those of one-step forecasts over points 2..n; for the comparison with statsforecast's
+//! models, fitted on each trace's first half (scripts/statsforecast-baseline.py, whose JSON
+//! output is read if given), over the second half of each trace (quarters 3 and 4 of a long
+//! series, in halves A and B).
 //!
 //! Usage: cargo run --release -p nowcast-core --example evaluate -- DATA_DIR [BASELINE_JSON]
-//! Also prints each timeout rule's miss rate and mean timeout per family and per trace
-//! family member, for the frontier check (README, "Adaptive timeouts").
+//! [--timeouts-only]. Also prints each timeout rule's miss rate and mean timeout per family
+//! and per long series, for the frontier check (README, "Adaptive timeouts").
 
-use nowcast_core::aggregate::{Combine, Loss, Settings};
-use nowcast_core::bank::{
-    Experts, Reporting, IMPROVED_EXPERTS, IMPROVED_EXTRAS, MAE_AGGREGATE, MSE_AGGREGATE,
-};
+use nowcast_core::aggregate::Settings;
+use nowcast_core::bank::{Reporting, IMPROVED_EXTRAS, MAE_AGGREGATE, MSE_AGGREGATE};
 use nowcast_core::method::{Rule, NWS_PRIMARIES};
 use nowcast_core::timeout::{self, Bounds};
 use nowcast_core::{Accum, Bank, Mode, Series};
@@ -28,10 +28,23 @@ use std::path::Path;
 
 struct Trace {
     family: &'static str,
+    /// The group a trace is reported in: its family, or its own name for a long series.
+    group: String,
     name: String,
-    half: usize,
+    /// Half of a whole short trace; None for a long series (split by quarters).
+    half: Option<usize>,
     values: Vec<f64>,
 }
+
+impl Trace {
+    /// Which half the error of the forecast of value `i` counts to.
+    fn half_of(&self, i: usize) -> usize {
+        self.half.unwrap_or_else(|| (i * 4 / self.values.len()) % 2)
+    }
+}
+
+const GROUPS: [&str; 5] = ["norway", "fcc", "tyrell005", "tyrell006", "tyrell010"];
+const HALF: [&str; 2] = ["A", "B"];
 
 fn read_series(path: &Path) -> Vec<f64> {
     std::fs::read_to_string(path)
@@ -60,40 +73,39 @@ fn traces(dir: &Path) -> Vec<Trace> {
         let i = seen.entry(family).or_default();
         out.push(Trace {
             family,
+            group: family.into(),
             name,
-            half: *i % 2,
+            half: Some(*i % 2),
             values: read_series(&p),
         });
         *i += 1;
     }
     for id in ["005", "006", "010"] {
-        let xs = read_series(&dir.join(format!("tyrell-rtt/tyrell_roundtrip{id}.csv")));
-        let q = xs.len() / 4;
-        for k in 0..4 {
-            let end = if k == 3 { xs.len() } else { (k + 1) * q };
-            out.push(Trace {
-                family: "tyrell",
-                name: format!("tyrell{id} q{}", k + 1),
-                half: k % 2,
-                values: xs[k * q..end].to_vec(),
-            });
-        }
+        out.push(Trace {
+            family: "tyrell",
+            group: format!("tyrell{id}"),
+            name: format!("tyrell{id}"),
+            half: None,
+            values: read_series(&dir.join(format!("tyrell-rtt/tyrell_roundtrip{id}.csv"))),
+        });
     }
     out
 }
 
-/// Errors of one forecast over points 2..n and over the second half.
+/// Errors of one forecast on one trace, by half: over all points, and over the trace's
+/// second half (for the statsforecast comparison).
 #[derive(Clone, Copy, Default)]
 struct Errs {
-    all: Accum,
-    late: Accum,
+    all: [Accum; 2],
+    late: [Accum; 2],
 }
 
 impl Errs {
-    fn add(&mut self, e: f64, late: bool) {
-        self.all.add(e);
-        if late {
-            self.late.add(e);
+    fn add(&mut self, t: &Trace, i: usize, e: f64) {
+        let h = t.half_of(i);
+        self.all[h].add(e);
+        if i >= t.values.len() / 2 {
+            self.late[h].add(e);
         }
     }
 }
@@ -104,28 +116,28 @@ fn merge(a: &mut Accum, b: Accum) {
     a.sum_ae += b.sum_ae;
 }
 
-/// (MSE-selected or aggregated, MAE-selected or aggregated) errors of one bank on one trace.
-fn run_bank(mode: Mode, rules: &[Rule], reporting: Reporting, xs: &[f64]) -> (Errs, Errs) {
+/// (MSE forecast, MAE forecast) errors of one bank on one trace.
+type Pair = (Errs, Errs);
+
+fn run_bank(mode: Mode, rules: &[Rule], reporting: Reporting, t: &Trace) -> Pair {
     let mut bank = Bank::with_reporting(mode, rules.to_vec(), reporting);
     let (mut mse, mut mae) = (Errs::default(), Errs::default());
-    let half = xs.len() / 2;
-    for (i, &x) in xs.iter().enumerate() {
+    for (i, &x) in t.values.iter().enumerate() {
         if let Some(f) = bank.forecast() {
-            mse.add(x - f.mse.value, i >= half);
-            mae.add(x - f.mae.value, i >= half);
+            mse.add(t, i, x - f.mse.value);
+            mae.add(t, i, x - f.mae.value);
         }
         bank.update(x).unwrap();
     }
     (mse, mae)
 }
 
-fn last_value(xs: &[f64]) -> Errs {
+fn last_value(t: &Trace) -> Pair {
     let mut e = Errs::default();
-    let half = xs.len() / 2;
-    for i in 1..xs.len() {
-        e.add(xs[i] - xs[i - 1], i >= half);
+    for i in 1..t.values.len() {
+        e.add(t, i, t.values[i] - t.values[i - 1]);
     }
-    e
+    (e, e)
 }
 
 #[derive(Clone)]
@@ -143,42 +155,33 @@ fn nws_rules(extras: bool) -> Vec<Rule> {
     r
 }
 
+/// The settings grid. Each configuration carries an MSE and an MAE setting (the two
+/// aggregates are independent, so one run scores one of each); the grid pairs them.
 fn grid() -> Vec<Config> {
-    let mut out = vec![
-        Config {
-            name: "improved selectors".into(),
-            rules: nws_rules(false),
-            reporting: Reporting::Selectors,
-        },
-        Config {
-            name: "improved selectors + extras".into(),
-            rules: nws_rules(true),
-            reporting: Reporting::Selectors,
-        },
-    ];
+    let mut out = Vec::new();
     for extras in [false, true] {
-        for experts in [Experts::PrimariesAndSelection, Experts::All] {
-            for prior in [0.0, 0.5] {
-                for share in [0.002, 0.01] {
-                    let s = |loss| Settings {
-                        loss,
-                        combine: Combine::Mean,
-                        share,
-                        scale_gain: 0.2,
-                        clip: 25.0,
-                        prior_last: prior,
+        for eta_i in 0..2 {
+            for shares in [[0.0005, 0.01], [0.002, 0.01]] {
+                for variant in 0..2 {
+                    let mse = Settings {
+                        eta: [0.1, 0.3][eta_i],
+                        shares,
+                        eg_rate: [0.0, 0.02][variant],
+                        ..MSE_AGGREGATE
+                    };
+                    let mae = Settings {
+                        eta: [0.3, 0.1][eta_i],
+                        shares,
+                        prior_last: [0.0, 0.5][variant],
+                        ..MAE_AGGREGATE
                     };
                     out.push(Config {
                         name: format!(
-                            "agg{} {experts:?} prior={prior} share={share}",
-                            if extras { "+extras" } else { "" },
+                            "extras={extras} shares={shares:?} | MSE eta={} eg={} | MAE eta={} prior={}",
+                            mse.eta, mse.eg_rate, mae.eta, mae.prior_last
                         ),
                         rules: nws_rules(extras),
-                        reporting: Reporting::Aggregates {
-                            mse: s(Loss::Squared),
-                            mae: s(Loss::Absolute),
-                            experts,
-                        },
+                        reporting: Reporting::Aggregates { mse, mae },
                     });
                 }
             }
@@ -187,12 +190,12 @@ fn grid() -> Vec<Config> {
     out
 }
 
-/// Per-trace results of one configuration: (MSE errs, MAE errs).
-type PerTrace = Vec<(Errs, Errs)>;
+/// Per-trace results of one configuration.
+type PerTrace = Vec<Pair>;
 
 fn run_config(c: &Config, mode: Mode, data: &[Trace]) -> PerTrace {
     data.iter()
-        .map(|t| run_bank(mode, &c.rules, c.reporting, &t.values))
+        .map(|t| run_bank(mode, &c.rules, c.reporting, t))
         .collect()
 }
 
@@ -219,29 +222,41 @@ fn run_all(configs: &[Config], data: &[Trace]) -> Vec<PerTrace> {
         .collect()
 }
 
-const FAMILIES: [&str; 3] = ["norway", "fcc", "tyrell"];
-
-fn pooled(data: &[Trace], r: &PerTrace, half: usize, family: &str, late: bool) -> (Accum, Accum) {
+/// Pooled (MSE forecast, MAE forecast) errors of the traces matching `pick`, on `half`
+/// (None: both).
+fn pooled(
+    data: &[Trace],
+    r: &PerTrace,
+    half: Option<usize>,
+    late: bool,
+    pick: impl Fn(&Trace) -> bool,
+) -> (Accum, Accum) {
     let (mut a, mut b) = (Accum::default(), Accum::default());
     for (t, (m, s)) in data.iter().zip(r) {
-        if t.half == half && t.family == family {
-            merge(&mut a, if late { m.late } else { m.all });
-            merge(&mut b, if late { s.late } else { s.all });
+        if !pick(t) {
+            continue;
+        }
+        for h in 0..2 {
+            if half.is_none_or(|x| x == h) {
+                merge(&mut a, if late { m.late[h] } else { m.all[h] });
+                merge(&mut b, if late { s.late[h] } else { s.all[h] });
+            }
         }
     }
     (a, b)
 }
 
-/// Mean over families of RMSE (MSE forecast) and MAE (MAE forecast) relative to faithful.
+/// Mean over the groups of (RMSE of the MSE forecast, MAE of the MAE forecast) relative to
+/// faithful's, on `half`.
 fn score(data: &[Trace], r: &PerTrace, faithful: &PerTrace, half: usize) -> (f64, f64) {
     let (mut s_rmse, mut s_mae) = (0.0, 0.0);
-    for fam in FAMILIES {
-        let (m, a) = pooled(data, r, half, fam, false);
-        let (fm, fa) = pooled(data, faithful, half, fam, false);
+    for g in GROUPS {
+        let (m, a) = pooled(data, r, Some(half), false, |t| t.group == g);
+        let (fm, fa) = pooled(data, faithful, Some(half), false, |t| t.group == g);
         s_rmse += m.rmse() / fm.rmse();
         s_mae += a.mae() / fa.mae();
     }
-    (s_rmse / 3.0, s_mae / 3.0)
+    (s_rmse / GROUPS.len() as f64, s_mae / GROUPS.len() as f64)
 }
 
 fn main() {
@@ -265,16 +280,25 @@ fn main() {
         reporting: Reporting::Selectors,
     };
     let faithful = run_config(&faithful_cfg, Mode::Faithful, &data);
-    let configs = grid();
+    let lv: PerTrace = data.iter().map(last_value).collect();
+    let mut configs = grid();
+    configs.push(Config {
+        name: "shipped default".into(),
+        rules: nws_rules(true),
+        reporting: Bank::default_reporting(Mode::Improved),
+    });
     eprintln!(
         "evaluate: {} traces, {} configurations",
         data.len(),
         configs.len()
     );
     let results = run_all(&configs, &data);
+    let shipped = results.last().unwrap().clone();
+    let configs = &configs[..configs.len() - 1];
+    let results = &results[..results.len() - 1];
 
     // Choose on one half, report on the other.
-    for train in 0..2 {
+    for (train, train_name) in HALF.iter().enumerate() {
         let test = 1 - train;
         let scores: Vec<(f64, f64)> = results
             .iter()
@@ -287,9 +311,8 @@ fn main() {
             .min_by(|&a, &b| scores[a].1.total_cmp(&scores[b].1))
             .unwrap();
         println!(
-            "\n== chosen on half {} , reported on half {}",
-            ["A", "B"][train],
-            ["A", "B"][test]
+            "\n== chosen on half {train_name}, reported on half {}",
+            HALF[test]
         );
         println!(
             "MSE forecast: {} (train score {:.4})",
@@ -299,158 +322,110 @@ fn main() {
             "MAE forecast: {} (train score {:.4})",
             configs[best_mae].name, scores[best_mae].1
         );
+        // The MSE forecast of one configuration with the MAE forecast of another.
+        let chosen: PerTrace = results[best_mse]
+            .iter()
+            .zip(&results[best_mae])
+            .map(|(m, a)| (m.0, a.1))
+            .collect();
         report(
             &data,
-            test,
+            Some(test),
             &faithful,
-            &results[best_mse],
-            &results[best_mae],
+            &chosen,
+            &lv,
             baseline.as_ref(),
         );
-        let sel = results
-            .iter()
-            .zip(&configs)
-            .find(|(_, c)| c.name == "improved selectors + extras")
-            .unwrap()
-            .0;
-        let (r, m) = score(&data, sel, &faithful, test);
-        println!(
-            "(previous improved mode, selectors + extras: RMSE ratio {r:.4}, MAE ratio {m:.4})"
-        );
     }
-    // MAE per family for the best MAE settings on each half.
-    for half in 0..2 {
-        let mut ranked: Vec<(f64, usize)> = results
-            .iter()
-            .enumerate()
-            .map(|(i, r)| (score(&data, r, &faithful, half).1, i))
-            .collect();
-        ranked.sort_by(|a, b| a.0.total_cmp(&b.0));
+    // The grid on each half.
+    for (half, half_name) in HALF.iter().enumerate() {
         println!(
-            "\nhalf {}: MAE ratio by family, best MAE settings",
-            ["A", "B"][half]
+            "\nhalf {half_name}: every setting (mean ratio to faithful over the groups: RMSE of the MSE forecast, MAE of the MAE forecast)"
         );
-        for &(sc, i) in ranked.iter().take(10) {
-            let fams: Vec<String> = FAMILIES
-                .iter()
-                .map(|f| {
-                    let (_, a) = pooled(&data, &results[i], half, f, false);
-                    let (_, fa) = pooled(&data, &faithful, half, f, false);
-                    format!("{f} {:.4}", a.mae() / fa.mae())
-                })
-                .collect();
-            println!("  {sc:.4} {} | {}", fams.join(" "), configs[i].name);
+        for (r, c) in results.iter().zip(configs) {
+            let (m, a) = score(&data, r, &faithful, half);
+            println!("  {m:.4} {a:.4}  {}", c.name);
         }
     }
-    // The top of the grid on each half, for the README's "what was tried".
-    for half in 0..2 {
-        let mut ranked: Vec<(f64, &str)> = results
-            .iter()
-            .zip(&configs)
-            .map(|(r, c)| {
-                let (a, b) = score(&data, r, &faithful, half);
-                (a + b, c.name.as_str())
-            })
-            .collect();
-        ranked.sort_by(|a, b| a.0.total_cmp(&b.0));
-        println!(
-            "\nhalf {}: best settings by RMSE+MAE ratio sum",
-            ["A", "B"][half]
-        );
-        for (s, n) in ranked.iter().take(8) {
-            println!("  {s:.4}  {n}");
-        }
-        for (s, n) in ranked.iter().filter(|(_, n)| n.starts_with("improved")) {
-            println!("  {s:.4}  {n}");
-        }
-    }
-    let shipped_r = run_config(
-        &Config {
-            name: "shipped".into(),
-            rules: nws_rules(false),
-            reporting: Reporting::Aggregates {
-                mse: MSE_AGGREGATE,
-                mae: MAE_AGGREGATE,
-                experts: IMPROVED_EXPERTS,
-            },
-        },
-        Mode::Improved,
-        &data,
-    );
-    println!("\n== the shipped default (bank.rs MSE_AGGREGATE / MAE_AGGREGATE), both halves");
-    for half in 0..2 {
-        report(
-            &data,
-            half,
-            &faithful,
-            &shipped_r,
-            &shipped_r,
-            baseline.as_ref(),
-        );
+    println!("\n== the shipped default (bank.rs MSE_AGGREGATE / MAE_AGGREGATE, IMPROVED_EXTRAS)");
+    for half in [Some(0), Some(1), None] {
+        report(&data, half, &faithful, &shipped, &lv, baseline.as_ref());
     }
     timeouts(&data);
 }
 
+fn ratio(a: f64, b: f64) -> String {
+    format!("{:.4}", a / b)
+}
+
+/// Per-group table, per-trace wins and the statsforecast comparison for one half (None:
+/// both halves).
 fn report(
     data: &[Trace],
-    half: usize,
+    half: Option<usize>,
     faithful: &PerTrace,
-    mse_r: &PerTrace,
-    mae_r: &PerTrace,
+    improved: &PerTrace,
+    lv: &PerTrace,
     baseline: Option<&serde_json::Value>,
 ) {
-    let lv: PerTrace = data
-        .iter()
-        .map(|t| {
-            let e = last_value(&t.values);
-            (e, e)
-        })
-        .collect();
+    let label = half.map_or("both halves".to_string(), |h| format!("half {}", HALF[h]));
     println!(
-        "{:<8} {:>6} {:>21} {:>21} {:>21}",
-        "half ".to_string() + ["A", "B"][half],
+        "{:<18} {:>6} {:>23} {:>23} {:>23} {:>15}",
+        label,
         "traces",
         "faithful MAE/RMSE",
         "improved MAE/RMSE",
-        "last value MAE/RMSE"
+        "last value MAE/RMSE",
+        "ratio MAE/RMSE"
     );
-    let mut ratio = (0.0, 0.0);
-    for fam in FAMILIES {
-        let n = data
-            .iter()
-            .filter(|t| t.half == half && t.family == fam)
-            .count();
-        let (fm, fa) = pooled(data, faithful, half, fam, false);
-        let (im, _) = pooled(data, mse_r, half, fam, false);
-        let (_, ia) = pooled(data, mae_r, half, fam, false);
-        let (lm, _) = pooled(data, &lv, half, fam, false);
+    let (mut mean_mae, mut mean_rmse) = (0.0, 0.0);
+    for name in GROUPS.iter().copied().chain(["tyrell pooled"]) {
+        let pick = |t: &Trace| t.group == name || (name == "tyrell pooled" && t.family == "tyrell");
+        let in_half = |t: &Trace| pick(t) && (half.is_none() || t.half.is_none() || t.half == half);
+        let n = data.iter().filter(|t| in_half(t)).count();
+        let (fm, fa) = pooled(data, faithful, half, false, in_half);
+        let (im, ia) = pooled(data, improved, half, false, in_half);
+        let (lm, _) = pooled(data, lv, half, false, in_half);
         println!(
-            "{fam:<8} {n:>6} {:>10.5}/{:<10.5} {:>10.5}/{:<10.5} {:>10.5}/{:<10.5}",
+            "{name:<18} {n:>6} {:>11.5}/{:<11.5} {:>11.5}/{:<11.5} {:>11.5}/{:<11.5} {:>7}/{:<7}",
             fa.mae(),
             fm.rmse(),
             ia.mae(),
             im.rmse(),
             lm.mae(),
-            lm.rmse()
+            lm.rmse(),
+            ratio(ia.mae(), fa.mae()),
+            ratio(im.rmse(), fm.rmse()),
         );
-        ratio.0 += ia.mae() / fa.mae() / 3.0;
-        ratio.1 += im.rmse() / fm.rmse() / 3.0;
+        if GROUPS.contains(&name) {
+            mean_mae += ia.mae() / fa.mae() / GROUPS.len() as f64;
+            mean_rmse += im.rmse() / fm.rmse() / GROUPS.len() as f64;
+        }
     }
-    println!(
-        "pooled (mean ratio to faithful over families): MAE {:.4}, RMSE {:.4}",
-        ratio.0, ratio.1
-    );
-    // Per-trace wins.
+    println!("mean ratio to faithful over the five groups: MAE {mean_mae:.4}, RMSE {mean_rmse:.4}");
+    // Per-trace wins: each short trace of the half, each long series' part in the half.
     let (mut wins_mae, mut wins_rmse, mut n, mut lv_mae, mut lv_rmse) = (0, 0, 0, 0, 0);
     let mut losses = Vec::new();
     for (i, t) in data.iter().enumerate() {
-        if t.half != half {
+        if half.is_some() && t.half.is_some() && t.half != half {
+            continue;
+        }
+        let one = |e: &Errs| {
+            let mut a = Accum::default();
+            for h in 0..2 {
+                if half.is_none_or(|x| x == h) {
+                    merge(&mut a, e.all[h]);
+                }
+            }
+            a
+        };
+        let (fm, fa) = (one(&faithful[i].0), one(&faithful[i].1));
+        let (im, ia) = (one(&improved[i].0), one(&improved[i].1));
+        let l = one(&lv[i].0);
+        if fm.n == 0 {
             continue;
         }
         n += 1;
-        let (fm, fa) = (faithful[i].0.all, faithful[i].1.all);
-        let (im, ia) = (mse_r[i].0.all, mae_r[i].1.all);
-        let l = lv[i].0.all;
         if ia.mae() < fa.mae() {
             wins_mae += 1;
         } else {
@@ -472,67 +447,79 @@ fn report(
     println!(
         "per trace: improved beats faithful on MAE {wins_mae}/{n}, RMSE {wins_rmse}/{n}; no worse than last value on MAE {lv_mae}/{n}, RMSE {lv_rmse}/{n}"
     );
-    for l in losses.iter().take(12) {
+    for l in losses.iter().take(16) {
         println!("  not won: {l}");
     }
     if let Some(b) = baseline {
-        second_half(data, half, faithful, mse_r, mae_r, &lv, b);
+        second_half(data, half, faithful, improved, lv, b);
+    }
+}
+
+/// statsforecast's sums for trace `t` on `half` (None: both), if it has a fit.
+fn sf_sums(b: &serde_json::Value, t: &Trace, model: &str, half: Option<usize>) -> Option<Accum> {
+    let entry = &b["traces"][&t.name][model];
+    let read = |e: &serde_json::Value| -> Option<Accum> {
+        Some(Accum {
+            n: e["n"].as_u64()?,
+            sum_se: e["sum_se"].as_f64()?,
+            sum_ae: e["sum_ae"].as_f64()?,
+        })
+    };
+    match (t.half, half) {
+        (Some(_), _) | (None, None) => read(entry),
+        (None, Some(h)) => read(&entry[["q3", "q4"][h]]),
     }
 }
 
 /// The second halves of the traces, beside statsforecast's models fitted on the first.
 fn second_half(
     data: &[Trace],
-    half: usize,
+    half: Option<usize>,
     faithful: &PerTrace,
-    mse_r: &PerTrace,
-    mae_r: &PerTrace,
+    improved: &PerTrace,
     lv: &PerTrace,
     b: &serde_json::Value,
 ) {
     for model in ["AutoARIMA", "AutoETS"] {
         println!("  second halves vs statsforecast {model} (MAE/RMSE):");
         let mut wins = (0, 0, 0);
-        for fam in FAMILIES {
-            let (fm, fa) = pooled(data, faithful, half, fam, true);
-            let (im, _) = pooled(data, mse_r, half, fam, true);
-            let (_, ia) = pooled(data, mae_r, half, fam, true);
-            let (lm, _) = pooled(data, lv, half, fam, true);
+        for g in GROUPS.iter().copied().chain(["tyrell pooled"]) {
+            let pick = |t: &Trace| {
+                (t.group == g || (g == "tyrell pooled" && t.family == "tyrell"))
+                    && (half.is_none() || t.half.is_none() || t.half == half)
+            };
+            let (fm, fa) = pooled(data, faithful, half, true, pick);
+            let (im, ia) = pooled(data, improved, half, true, pick);
+            let (lm, _) = pooled(data, lv, half, true, pick);
             let mut sf = Accum::default();
             let mut missing = 0;
             for (i, t) in data.iter().enumerate() {
-                if t.half != half || t.family != fam {
+                if !pick(t) {
                     continue;
                 }
-                let entry = &b["traces"][&t.name][model];
-                match (
-                    entry["n"].as_u64(),
-                    entry["sum_se"].as_f64(),
-                    entry["sum_ae"].as_f64(),
-                ) {
-                    (Some(n), Some(se), Some(ae)) => {
-                        merge(
-                            &mut sf,
-                            Accum {
-                                n,
-                                sum_se: se,
-                                sum_ae: ae,
-                            },
-                        );
-                        let sf_t = Accum {
-                            n,
-                            sum_se: se,
-                            sum_ae: ae,
-                        };
-                        wins.2 += 1;
-                        wins.0 += (mae_r[i].1.late.mae() < sf_t.mae()) as usize;
-                        wins.1 += (mse_r[i].0.late.rmse() < sf_t.rmse()) as usize;
+                match sf_sums(b, t, model, half) {
+                    Some(s) => {
+                        merge(&mut sf, s);
+                        if g != "tyrell pooled" {
+                            let mine = |e: &Errs| {
+                                let mut a = Accum::default();
+                                for h in 0..2 {
+                                    if half.is_none_or(|x| x == h) {
+                                        merge(&mut a, e.late[h]);
+                                    }
+                                }
+                                a
+                            };
+                            wins.2 += 1;
+                            wins.0 += (mine(&improved[i].1).mae() < s.mae()) as usize;
+                            wins.1 += (mine(&improved[i].0).rmse() < s.rmse()) as usize;
+                        }
                     }
-                    _ => missing += 1,
+                    None => missing += 1,
                 }
             }
             println!(
-                "    {fam:<8} faithful {:.5}/{:.5}  improved {:.5}/{:.5}  last value {:.5}/{:.5}  {model} {:.5}/{:.5}{}",
+                "    {g:<14} faithful {:.5}/{:.5}  improved {:.5}/{:.5}  last value {:.5}/{:.5}  {model} {:.5}/{:.5}{}",
                 fa.mae(),
                 fm.rmse(),
                 ia.mae(),
@@ -555,19 +542,13 @@ fn second_half(
     }
 }
 
-/// Each timeout rule's miss rate and mean timeout per family (and per tyrell series),
-/// with the values as the probes would see them (a timed-out value is entered censored).
+/// Each timeout rule's miss rate and mean timeout per family and per long series.
 fn timeouts(data: &[Trace]) {
     println!("\n== timeout rules: miss rate / mean timeout (series units), improved bank");
     let rules = timeout::Rule::standard();
     let mut groups: BTreeMap<String, Vec<&Trace>> = BTreeMap::new();
     for t in data {
-        let key = if t.family == "tyrell" {
-            t.name.split(' ').next().unwrap().to_string()
-        } else {
-            t.family.to_string()
-        };
-        groups.entry(key).or_default().push(t);
+        groups.entry(t.group.clone()).or_default().push(t);
     }
     print!("{:<11}", "series");
     for r in &rules {

@@ -1,25 +1,45 @@
 //! Online aggregation of the bank's forecasts (improved mode): instead of picking one
-//! forecaster, forecast with a weighted combination of all of them, the weights learnt from
-//! each one's losses so far. This is the exponentially weighted average forecaster
-//! (Cesa-Bianchi & Lugosi 2006, §2.1) with
-//! - the AdaHedge learning rate (de Rooij, van Erven, Grünwald & Koolen 2014, "Follow the
-//!   leader if you can, hedge if you must", §2): η = ln K / Δ, Δ the cumulative mixability
-//!   gap, so no rate has to be tuned and the rate adapts to the losses' range;
-//! - fixed share (Herbster & Warmuth 1998; Cesa-Bianchi & Lugosi §5.2): after each update a
-//!   fraction α of the weight is spread evenly, so that when another forecaster becomes the
-//!   best (a network path changes regime) its weight recovers within a few steps;
-//! - losses made scale-free: each error is divided by a running scale of the series (an
-//!   exponentially weighted mean absolute change between consecutive values, known before the
-//!   value), so one rule serves milliseconds and Mbit/s and a burst of large values weighs
-//!   no more than a calm stretch.
+//! forecaster, forecast with learnt combinations of all of them, and keep the original's own
+//! two-level selection as a safe choice that the combinations must earn their way past.
 //!
-//! The squared-loss aggregate forecasts the weighted mean: squared loss is convex, so by
-//! Jensen's inequality its loss is at most the weighted mean of the forecasters' losses, and
-//! Hedge's bound against the best forecaster holds for it (Cesa-Bianchi & Lugosi §2.1). For
-//! absolute loss the same argument covers the weighted mean; the weighted median, the natural
-//! minimiser of absolute loss, is only within a factor 2 of the weighted mean of the losses
-//! (at least half the weight lies on the far side of it from the value), so which one is used
-//! is decided by measurement (README, "Forecast accuracy").
+//! Two levels, each a standard online-learning algorithm:
+//!
+//! 1. **Mixtures** of the experts (every forecaster's forecast plus the original selection's,
+//!    which comes last). All learn from the same per-step losses, each error divided by a
+//!    running scale of the series (an exponentially weighted mean absolute change between
+//!    consecutive values, known before the value), so that one rule serves milliseconds and
+//!    Mbit/s, and clipped, so that one wild value cannot wipe out a weight:
+//!    - two **exponentially weighted averages** (Cesa-Bianchi & Lugosi 2006, §2.1) with
+//!      **fixed share** (Herbster & Warmuth 1998; Cesa-Bianchi & Lugosi §5.2): after each
+//!      update a fraction α of the weight is spread back over the prior, so that a forecaster
+//!      that becomes the best after a regime change recovers its weight. One shares slowly
+//!      (long memory: a stationary series' best forecaster keeps its weight), one quickly
+//!      (a throughput trace's level shifts). Both use the same fixed learning rate, so the
+//!      weight factors e^{−η·loss} are computed once for both;
+//!    - optionally (the MSE forecast) **exponentiated gradient** on the simplex (Kivinen &
+//!      Warmuth 1997, §5, "EG"): it competes with the best *convex combination* of the
+//!      forecasters, not only the best single one (e.g. a mostly-long mean with a little of
+//!      the last value, when a series' noise is slightly persistent).
+//!
+//!    The squared-loss forecast is the weighted mean: squared loss is convex, so by Jensen's
+//!    inequality its loss is at most the weighted mean of the forecasters' losses, and Hedge's
+//!    bound against the best forecaster holds for it (Cesa-Bianchi & Lugosi §2.1); the same
+//!    argument covers the weighted mean under absolute loss.
+//!
+//! 2. **AdaHedge** (de Rooij, van Erven, Grünwald & Koolen 2014, "Follow the leader if you
+//!    can, hedge if you must", §2, Algorithm 1) over the original's selection, the mixtures
+//!    and the leading expert (the one with the lowest cumulative loss: follow the leader, their
+//!    §1), on the loss the forecast is judged by (scaled, clipped far higher than at the first
+//!    level, so that rare spikes count nearly as they do in the MSE). Its weights are e^{−η·L}
+//!    of the inputs' cumulative losses L with η = ln K / Δ, Δ the cumulative mixability gap;
+//!    while Δ = 0 it follows the leader. By their Theorem 8, its cumulative loss is at most
+//!    that of the best input plus 2·√(ln K · L*(T − L*)/T) + (4/3·ln K + 2)·B, B the per-step
+//!    loss range (the clip): it is never much worse than the original's selection (an input),
+//!    and where a mixture is better by a margin that grows with the series, it ends up with
+//!    that mixture. On a stationary series, where the original already picks the best
+//!    forecaster (the running mean of independent RTT samples, say), it stays with the
+//!    selection or the leader instead of paying for the mixtures' exploration, which a single
+//!    mixture could not avoid.
 
 use serde::{Deserialize, Serialize};
 
@@ -31,41 +51,58 @@ pub enum Loss {
     Absolute,
 }
 
-/// How the weighted forecasters are combined into one forecast.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Combine {
-    Mean,
-    Median,
-    /// The heaviest forecaster's forecast (the weights still learn as Hedge's).
-    Leader,
-}
-
 /// Settings of one aggregate (chosen on one half of the evaluation data, README).
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Settings {
     pub loss: Loss,
-    pub combine: Combine,
-    /// Fixed-share fraction α in [0, 1).
-    pub share: f64,
+    /// Learning rate η of the two mixtures, on scaled losses.
+    pub eta: f64,
+    /// Fixed-share fractions α of the slow and the fast mixture, in [0, 1).
+    pub shares: [f64; 2],
+    /// Learning rate of the exponentiated-gradient mixture; 0 for none.
+    pub eg_rate: f64,
+    /// Fixed-share fraction of the exponentiated-gradient mixture (towards even weights).
+    pub eg_share: f64,
     /// Weight of the newest change in the running scale (0 < β ≤ 1).
     pub scale_gain: f64,
-    /// Largest scaled loss counted for one step: one wild value cannot wipe out a weight.
+    /// Largest scaled loss counted for one step by the mixtures.
     pub clip: f64,
-    /// Prior weight of the last forecaster (the others share the rest evenly); 0 for even
-    /// weights. Fixed share spreads weight back towards this prior.
+    /// Largest scaled loss counted for one step by the top level.
+    pub top_clip: f64,
+    /// The mixtures' prior weight on the last expert (the original's selection); the other
+    /// experts share the rest evenly. Fixed share spreads weight back towards this prior.
     pub prior_last: f64,
 }
 
-/// The exponentially weighted average of K forecasters' forecasts.
+/// Largest scaled error or forecast offset an exponentiated-gradient step uses.
+const EG_CLIP: f64 = 5.0;
+
+/// Inputs of the top level: the selection (the last expert), the slow and the fast mixture,
+/// the leading expert, and the exponentiated-gradient mixture when there is one.
+const TOP: usize = 5;
+const ANCHOR: usize = 0;
+const SLOW: usize = 1;
+const FAST: usize = 2;
+const LEADER: usize = 3;
+const EG: usize = 4;
+
+/// The two-level aggregate of K experts' forecasts (the last being the original selection).
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Aggregate {
     settings: Settings,
-    /// Normalised weights (sum 1 over the forecasters).
-    weights: Vec<f64>,
-    /// The prior weights they start from and are shared back towards.
+    /// Prior weights of the Hedge mixtures.
     prior: Vec<f64>,
-    /// AdaHedge's cumulative mixability gap Δ; η = ln K / Δ (follow the leader while 0).
+    /// Normalised weights of the slow and the fast mixture.
+    slow: Vec<f64>,
+    fast: Vec<f64>,
+    /// Normalised weights of the exponentiated-gradient mixture (empty without one).
+    eg: Vec<f64>,
+    /// Each expert's cumulative loss as the top level counts it; the leader (lowest, the
+    /// selection left out: it is an input already) is a top-level input.
+    expert_loss: Vec<f64>,
+    /// Top level: cumulative clipped scaled loss of each input, and AdaHedge's cumulative
+    /// mixability gap Δ.
+    top_loss: [f64; TOP],
     gap: f64,
     /// Running scale of the series and the previous value (None before the first value).
     scale: f64,
@@ -86,10 +123,19 @@ impl Aggregate {
         } else {
             vec![1.0 / k as f64; k]
         };
+        let eg = if settings.eg_rate > 0.0 {
+            vec![1.0 / k as f64; k]
+        } else {
+            Vec::new()
+        };
         Self {
             settings,
-            weights: prior.clone(),
+            slow: prior.clone(),
+            fast: prior.clone(),
             prior,
+            eg,
+            expert_loss: vec![0.0; k],
+            top_loss: [0.0; TOP],
             gap: 0.0,
             scale: 0.0,
             last: None,
@@ -101,53 +147,109 @@ impl Aggregate {
         self.settings
     }
 
-    /// Current weights, summing to 1.
-    pub fn weights(&self) -> &[f64] {
-        &self.weights
+    fn inputs(&self) -> usize {
+        if self.eg.is_empty() {
+            TOP - 1
+        } else {
+            TOP
+        }
     }
 
-    /// Index of the heaviest forecaster (the lowest on ties): the one a report names.
+    /// The expert with the lowest cumulative loss, the selection left out (the first on
+    /// ties): follow the leader (de Rooij et al. 2014, §1) among the experts.
+    fn leading_expert(&self) -> usize {
+        let losses = &self.expert_loss[..self.expert_loss.len() - 1];
+        let min = losses.iter().copied().fold(f64::INFINITY, f64::min);
+        losses.iter().position(|&l| l == min).unwrap_or(0)
+    }
+
+    /// The top level's forecasts for the next value: the selection's, the slow, the fast
+    /// mixture's, the leading expert's and (if any) the exponentiated-gradient mixture's.
+    fn input_forecasts(&self, forecasts: &[f64]) -> [f64; TOP] {
+        let anchor = forecasts[forecasts.len() - 1];
+        let mut f = [anchor; TOP];
+        f[SLOW] = mean(&self.slow, forecasts);
+        f[FAST] = mean(&self.fast, forecasts);
+        f[LEADER] = forecasts[self.leading_expert()];
+        if !self.eg.is_empty() {
+            f[EG] = mean(&self.eg, forecasts);
+        }
+        f
+    }
+
+    /// The top level's weights: e^{−η·L} of the cumulative losses, η = ln K / Δ; all on the
+    /// first leader while Δ = 0 (de Rooij et al. 2014, Algorithm 1, ties to the selection).
+    fn top_weights(&self) -> [f64; TOP] {
+        let n = self.inputs();
+        let losses = &self.top_loss[..n];
+        let min = losses.iter().copied().fold(f64::INFINITY, f64::min);
+        let mut w = [0.0; TOP];
+        if self.gap > 0.0 {
+            let eta = (n as f64).ln() / self.gap;
+            for (w, &l) in w.iter_mut().zip(losses) {
+                *w = exp_nonpositive(-eta * (l - min));
+            }
+            let total: f64 = w.iter().sum();
+            w.iter_mut().for_each(|v| *v /= total);
+        } else {
+            let leader = losses.iter().position(|&l| l == min).unwrap_or(0);
+            w[leader] = 1.0;
+        }
+        w
+    }
+
+    /// Each expert's share of the combined forecast: the top level's weights spread over the
+    /// mixtures' weights (the selection's top weight goes to the last expert).
+    pub fn effective_weights(&self) -> Vec<f64> {
+        let t = self.top_weights();
+        let k = self.slow.len();
+        let leader = self.leading_expert();
+        (0..k)
+            .map(|j| {
+                let mut w = t[SLOW] * self.slow[j] + t[FAST] * self.fast[j];
+                if !self.eg.is_empty() {
+                    w += t[EG] * self.eg[j];
+                }
+                if j + 1 == k {
+                    w += t[ANCHOR];
+                }
+                if j == leader {
+                    w += t[LEADER];
+                }
+                w
+            })
+            .collect()
+    }
+
+    /// Index of the expert with the largest share of the combined forecast (the lowest on
+    /// ties): the one a report names.
     pub fn leader(&self) -> usize {
+        let w = self.effective_weights();
         let mut best = 0;
-        for (j, &w) in self.weights.iter().enumerate() {
-            if w > self.weights[best] {
+        for (j, &v) in w.iter().enumerate() {
+            if v > w[best] {
                 best = j;
             }
         }
         best
     }
 
-    /// The combined forecast of `forecasts` (one per forecaster) with the current weights.
+    /// The combined forecast of `forecasts` (one per expert, the selection's last).
     pub fn forecast(&self, forecasts: &[f64]) -> f64 {
-        debug_assert_eq!(forecasts.len(), self.weights.len());
-        match self.settings.combine {
-            Combine::Mean => {
-                // As offsets from one forecast, so that equal forecasts combine to exactly
-                // that value (weights summing to 1 only up to rounding cannot move it).
-                let base = forecasts[0];
-                let mut acc = [0.0; 4];
-                let (w4, f4) = (self.weights.chunks_exact(4), forecasts.chunks_exact(4));
-                let tail: f64 = w4
-                    .remainder()
-                    .iter()
-                    .zip(f4.remainder())
-                    .map(|(w, f)| w * (f - base))
-                    .sum();
-                for (w, f) in w4.zip(f4) {
-                    for k in 0..4 {
-                        acc[k] += w[k] * (f[k] - base);
-                    }
-                }
-                base + ((acc[0] + acc[1]) + (acc[2] + acc[3]) + tail)
-            }
-            Combine::Median => weighted_median(forecasts, &self.weights),
-            Combine::Leader => forecasts[self.leader()],
+        debug_assert_eq!(forecasts.len(), self.slow.len());
+        let f = self.input_forecasts(forecasts);
+        let w = self.top_weights();
+        // As offsets from the selection, so that equal forecasts combine to exactly it.
+        let mut acc = 0.0;
+        for i in 1..self.inputs() {
+            acc += w[i] * (f[i] - f[0]);
         }
+        f[0] + acc
     }
 
-    /// Learns from value `x`, given the forecasts each forecaster made for it.
+    /// Learns from value `x`, given the forecasts each expert made for it.
     pub fn update(&mut self, x: f64, forecasts: &[f64]) {
-        let k = self.weights.len();
+        let k = self.slow.len();
         debug_assert_eq!(forecasts.len(), k);
         // The scale known before x: the running mean absolute change. Until the series has
         // changed once there is none, and nothing to learn that would be free of its unit.
@@ -156,58 +258,104 @@ impl Aggregate {
             self.learn_scale(x);
             return;
         }
-        let loss = &mut self.scratch;
-        loss.clear();
-        let (clip, inv) = (self.settings.clip, 1.0 / scale);
-        match self.settings.loss {
-            Loss::Squared => loss.extend(forecasts.iter().map(|&f| {
-                let e = (x - f) * inv;
-                (e * e).min(clip)
-            })),
-            Loss::Absolute => {
-                loss.extend(forecasts.iter().map(|&f| ((x - f) * inv).abs().min(clip)))
-            }
-        }
-        let (mut min, mut hedge) = (f64::INFINITY, 0.0);
-        for (&l, &w) in loss.iter().zip(&self.weights) {
-            min = if l < min { l } else { min };
-            hedge += w * l;
-        }
-        // AdaHedge (de Rooij et al. 2014, §2.1): η = ln K / Δ; with Δ = 0, η = ∞ (follow the
-        // leader): the mix loss is the smallest loss and the weight goes to the best so far.
-        let ln_k = (k as f64).ln();
-        let eta = if self.gap > 0.0 && ln_k > 0.0 {
-            ln_k / self.gap
-        } else {
-            f64::INFINITY
+        let inv = 1.0 / scale;
+        let s = self.settings;
+        let loss_of = |e: f64, clip: f64| match s.loss {
+            Loss::Squared => (e * e).min(clip),
+            Loss::Absolute => e.abs().min(clip),
         };
-        if eta.is_finite() {
-            for (w, l) in self.weights.iter_mut().zip(loss.iter()) {
-                *w *= exp_nonpositive(-eta * (l - min));
-            }
-        } else {
-            for (w, l) in self.weights.iter_mut().zip(loss.iter()) {
-                *w = if *l == min { *w } else { 0.0 };
-            }
+
+        // Top level (AdaHedge, de Rooij et al. 2014, Algorithm 1): the inputs' losses on the
+        // forecasts they made before x (the mixtures' weights are still those).
+        let n = self.inputs();
+        let inputs = self.input_forecasts(forecasts);
+        let w = self.top_weights();
+        let mut l = [0.0; TOP];
+        for i in 0..n {
+            l[i] = loss_of((x - inputs[i]) * inv, s.top_clip);
         }
-        let total = crate::window::sum(&self.weights);
-        let mix = if eta.is_finite() && total > 0.0 {
-            min - total.ln() / eta
+        let hedge: f64 = (0..n).map(|i| w[i] * l[i]).sum();
+        let mix = if self.gap > 0.0 {
+            let eta = (n as f64).ln() / self.gap;
+            let min = l[..n].iter().copied().fold(f64::INFINITY, f64::min);
+            let z: f64 = (0..n)
+                .map(|i| w[i] * exp_nonpositive(-eta * (l[i] - min)))
+                .sum();
+            min - z.ln() / eta
         } else {
-            min
+            // η = ∞: the mix loss is the smallest loss among the inputs holding weight.
+            (0..n)
+                .filter(|&i| w[i] > 0.0)
+                .map(|i| l[i])
+                .fold(f64::INFINITY, f64::min)
         };
         // The gap h − m ≥ 0 by Jensen; rounding can make it a hair negative.
         self.gap += (hedge - mix).max(0.0);
-        // Normalise, and fixed share (Herbster & Warmuth 1998): spread α of the weight over
-        // the prior, in one pass.
-        let a = self.settings.share;
-        if total > 0.0 && total.is_finite() {
-            let keep = (1.0 - a) / total;
-            for (w, p) in self.weights.iter_mut().zip(&self.prior) {
-                *w = keep * *w + a * p;
+        for (c, &li) in self.top_loss.iter_mut().zip(&l[..n]) {
+            *c += li;
+        }
+        for (c, &f) in self.expert_loss.iter_mut().zip(forecasts) {
+            *c += loss_of((x - f) * inv, s.top_clip);
+        }
+
+        // Exponentiated gradient (Kivinen & Warmuth 1997, §5): w_j ∝ w_j·e^{−η·∂loss/∂w_j}
+        // with the gradient of the loss of the combined forecast ŷ = Σ w_j f_j; taken
+        // relative to ŷ (a constant shift of all components cancels in the normalisation),
+        // scaled, and clipped.
+        if !self.eg.is_empty() {
+            let y = mean(&self.eg, forecasts);
+            let e = ((x - y) * inv).clamp(-EG_CLIP, EG_CLIP);
+            let c = s.eg_rate
+                * match s.loss {
+                    Loss::Squared => 2.0 * e,
+                    Loss::Absolute => e.signum(),
+                };
+            let g = &mut self.scratch;
+            g.clear();
+            g.extend(
+                forecasts
+                    .iter()
+                    .map(|&f| c * ((f - y) * inv).clamp(-EG_CLIP, EG_CLIP)),
+            );
+            let max = g.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+            for (w, &gj) in self.eg.iter_mut().zip(g.iter()) {
+                *w *= exp_nonpositive(gj - max);
             }
-        } else {
-            self.weights.copy_from_slice(&self.prior);
+            let total = crate::window::sum(&self.eg);
+            let a = s.eg_share;
+            if total > 0.0 && total.is_finite() {
+                let keep = (1.0 - a) / total;
+                let even = a / k as f64;
+                for w in self.eg.iter_mut() {
+                    *w = keep * *w + even;
+                }
+            } else {
+                self.eg.fill(1.0 / k as f64);
+            }
+        }
+
+        // The two Hedge mixtures: one weight factor e^{−η(ℓ_j − min ℓ)} per expert, shared.
+        let f = &mut self.scratch;
+        f.clear();
+        f.extend(forecasts.iter().map(|&fj| loss_of((x - fj) * inv, s.clip)));
+        let min = f.iter().copied().fold(f64::INFINITY, f64::min);
+        for v in f.iter_mut() {
+            *v = exp_nonpositive(-s.eta * (*v - min));
+        }
+        for (weights, a) in [(&mut self.slow, s.shares[0]), (&mut self.fast, s.shares[1])] {
+            for (w, &m) in weights.iter_mut().zip(f.iter()) {
+                *w *= m;
+            }
+            let total = crate::window::sum(weights);
+            // Normalise and share (Herbster & Warmuth 1998) in one pass.
+            if total > 0.0 && total.is_finite() {
+                let keep = (1.0 - a) / total;
+                for (w, p) in weights.iter_mut().zip(&self.prior) {
+                    *w = keep * *w + a * p;
+                }
+            } else {
+                weights.copy_from_slice(&self.prior);
+            }
         }
         self.learn_scale(x);
     }
@@ -226,24 +374,59 @@ impl Aggregate {
         self.last = Some(x);
     }
 
-    /// Checks a restored aggregate for `k` forecasters.
+    /// Checks a restored aggregate for `k` experts.
     pub(crate) fn validate(&self, k: usize) -> Result<(), String> {
-        let sum: f64 = self.weights.iter().sum();
-        let ok = self.weights.len() == k
-            && self.prior.len() == k
-            && self.weights.iter().all(|w| w.is_finite() && *w >= 0.0)
-            && (sum - 1.0).abs() < 1e-6
+        let simplex = |w: &Vec<f64>| {
+            w.len() == k
+                && w.iter().all(|v| v.is_finite() && *v >= 0.0)
+                && (w.iter().sum::<f64>() - 1.0).abs() < 1e-6
+        };
+        let s = &self.settings;
+        let ok = simplex(&self.slow)
+            && simplex(&self.fast)
+            && simplex(&self.prior)
+            && (self.eg.is_empty() == (s.eg_rate <= 0.0))
+            && (self.eg.is_empty() || simplex(&self.eg))
+            && self.expert_loss.len() == k
+            && self.expert_loss.iter().all(|l| l.is_finite() && *l >= 0.0)
+            && self.top_loss.iter().all(|l| l.is_finite() && *l >= 0.0)
             && self.gap.is_finite()
             && self.gap >= 0.0
             && self.scale.is_finite()
             && self.scale >= 0.0
-            && (0.0..1.0).contains(&self.settings.share);
+            && self.last.is_none_or(f64::is_finite)
+            && s.shares.iter().all(|a| (0.0..1.0).contains(a))
+            && (0.0..1.0).contains(&s.eg_share)
+            && s.eta > 0.0
+            && s.clip > 0.0
+            && s.top_clip > 0.0;
         if ok {
             Ok(())
         } else {
             Err("forecast weights are damaged".into())
         }
     }
+}
+
+/// Σ w_j·f_j for weights summing to 1, as offsets from f_0, so that equal forecasts combine
+/// to exactly that value (weights summing to 1 only up to rounding cannot move it). Four
+/// running sums, so that the additions overlap.
+fn mean(weights: &[f64], forecasts: &[f64]) -> f64 {
+    let base = forecasts[0];
+    let mut acc = [0.0; 4];
+    let (w4, f4) = (weights.chunks_exact(4), forecasts.chunks_exact(4));
+    let tail: f64 = w4
+        .remainder()
+        .iter()
+        .zip(f4.remainder())
+        .map(|(w, f)| w * (f - base))
+        .sum();
+    for (w, f) in w4.zip(f4) {
+        for k in 0..4 {
+            acc[k] += w[k] * (f[k] - base);
+        }
+    }
+    base + ((acc[0] + acc[1]) + (acc[2] + acc[3]) + tail)
 }
 
 /// e^x for x ≤ 0 (0 below −708), to about 2e-7 relative (plenty for weights that are a
@@ -271,92 +454,117 @@ fn exp_nonpositive(x: f64) -> f64 {
     p * f64::from_bits(((k + 1023) as u64) << 52)
 }
 
-/// The smallest forecast at which the cumulative weight (in ascending order of forecast)
-/// reaches one half; the mean of the two neighbours when it is exactly one half there.
-pub fn weighted_median(values: &[f64], weights: &[f64]) -> f64 {
-    let k = values.len();
-    let mut order = [0u8; 32];
-    let order = &mut order[..k.min(32)];
-    for (i, o) in order.iter_mut().enumerate() {
-        *o = i as u8;
-    }
-    order.sort_unstable_by(|&a, &b| values[a as usize].total_cmp(&values[b as usize]));
-    let total: f64 = weights.iter().sum();
-    let half = total / 2.0;
-    let mut acc = 0.0;
-    for (n, &i) in order.iter().enumerate() {
-        acc += weights[i as usize];
-        if acc > half {
-            return values[i as usize];
-        }
-        if acc == half {
-            let next = order
-                .get(n + 1)
-                .map_or(values[i as usize], |&j| values[j as usize]);
-            return (values[i as usize] + next) / 2.0;
-        }
-    }
-    values[order[order.len() - 1] as usize]
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn settings(loss: Loss, share: f64) -> Settings {
+    fn settings(loss: Loss, shares: [f64; 2], eg_rate: f64) -> Settings {
         Settings {
             loss,
-            combine: Combine::Mean,
-            share,
+            eta: 0.3,
+            shares,
+            eg_rate,
+            eg_share: 0.002,
             scale_gain: 0.05,
-            clip: 1e6,
+            clip: 25.0,
+            top_clip: 100.0,
             prior_last: 0.0,
         }
     }
 
     #[test]
     fn weight_goes_to_the_forecaster_that_is_right() {
-        let mut a = Aggregate::new(3, settings(Loss::Squared, 0.0));
-        for i in 0..200 {
+        let mut a = Aggregate::new(3, settings(Loss::Squared, [0.0, 0.0], 0.0));
+        for i in 0..300 {
             let x = 10.0 + (i % 3) as f64 * 0.1;
             a.update(x, &[x + 5.0, x + 0.01, x - 3.0]);
         }
         assert_eq!(a.leader(), 1);
-        assert!(a.weights()[1] > 0.99, "{:?}", a.weights());
+        assert!(a.slow[1] > 0.99, "{:?}", a.slow);
+        let f = a.forecast(&[15.0, 10.01, 7.0]);
+        assert!((f - 10.01).abs() < 0.1, "{f}");
     }
 
     #[test]
     fn fixed_share_lets_a_new_best_forecaster_take_over() {
         let run = |share: f64| {
-            let mut a = Aggregate::new(2, settings(Loss::Absolute, share));
+            let mut a = Aggregate::new(3, settings(Loss::Absolute, [share, share], 0.0));
             for i in 0..400 {
                 let x = (i % 5) as f64;
                 let (good, bad) = (x + 0.1, x + 2.0);
-                let f = if i < 300 { [good, bad] } else { [bad, good] };
+                let f = if i < 300 {
+                    [good, bad, bad]
+                } else {
+                    [bad, good, bad]
+                };
                 a.update(x, &f);
             }
-            a.weights()[1]
+            a.fast[1]
         };
         assert!(run(0.01) > 0.9, "shared: {}", run(0.01));
         assert!(run(0.01) > run(0.0));
     }
 
     #[test]
+    fn the_top_level_keeps_the_selection_when_it_is_best() {
+        // The last expert (the selection) forecasts the mean of independent noise; the
+        // others are off or noisy themselves, and no combination of them does better.
+        let mut a = Aggregate::new(4, settings(Loss::Squared, [0.0005, 0.01], 0.02));
+        let mut s: u64 = 1;
+        let mut noise = || {
+            s = s.wrapping_mul(6364136223846793005).wrapping_add(1);
+            ((s >> 33) % 1000) as f64 / 100.0 - 5.0
+        };
+        for _ in 0..3000 {
+            let (x, other) = (100.0 + noise(), 100.0 + noise());
+            a.update(x, &[other, 100.0 + 2.0, 100.0 - 4.0, 100.0]);
+        }
+        let w = a.top_weights();
+        assert!(w[0] > 0.5, "{w:?}");
+    }
+
+    #[test]
+    fn exponentiated_gradient_finds_a_convex_combination() {
+        // x = 0.7·a + 0.3·b exactly: neither forecaster alone is right.
+        let mut a = Aggregate::new(3, settings(Loss::Squared, [0.001, 0.01], 0.05));
+        let mut s: u64 = 3;
+        for _ in 0..4000 {
+            s = s.wrapping_mul(6364136223846793005).wrapping_add(1);
+            let u = ((s >> 33) % 1000) as f64 / 100.0;
+            let (fa, fb) = (50.0 + u, 40.0 - u);
+            let x = 0.7 * fa + 0.3 * fb;
+            a.update(x, &[fa, fb, fb]);
+        }
+        assert!((a.eg[0] - 0.7).abs() < 0.05, "{:?}", a.eg);
+    }
+
+    #[test]
     fn losses_are_scale_free() {
         let feed = |c: f64| {
-            let mut a = Aggregate::new(3, settings(Loss::Squared, 0.01));
+            let mut a = Aggregate::new(3, settings(Loss::Squared, [0.002, 0.01], 0.02));
             let mut s: u64 = 9;
             for _ in 0..300 {
                 s = s.wrapping_mul(6364136223846793005).wrapping_add(1);
                 let x = c * ((s >> 33) % 100) as f64;
                 a.update(x, &[x + c, x - 2.0 * c, 50.0 * c]);
             }
-            a.weights().to_vec()
+            a.effective_weights()
         };
         let (ms, mbit) = (feed(1.0), feed(1e-3));
         for (a, b) in ms.iter().zip(&mbit) {
             assert!((a - b).abs() < 1e-9, "{ms:?} vs {mbit:?}");
         }
+    }
+
+    #[test]
+    fn equal_forecasts_combine_to_exactly_that_value() {
+        let mut a = Aggregate::new(5, settings(Loss::Absolute, [0.002, 0.01], 0.0));
+        for i in 0..50 {
+            let x = (i % 7) as f64 * 0.37;
+            a.update(x, &[x + 1.0, x - 0.5, x, x * 2.0, x + 0.1]);
+        }
+        let v = 0.1 + 0.2;
+        assert_eq!(a.forecast(&[v; 5]), v);
     }
 
     #[test]
@@ -369,12 +577,5 @@ mod tests {
         }
         assert_eq!(exp_nonpositive(0.0), 1.0);
         assert!(exp_nonpositive(-1e9) >= 0.0);
-    }
-
-    #[test]
-    fn weighted_median_follows_the_weight() {
-        assert_eq!(weighted_median(&[1.0, 2.0, 3.0], &[0.2, 0.2, 0.6]), 3.0);
-        assert_eq!(weighted_median(&[3.0, 1.0, 2.0], &[0.3, 0.3, 0.4]), 2.0);
-        assert_eq!(weighted_median(&[1.0, 5.0], &[0.5, 0.5]), 3.0);
     }
 }

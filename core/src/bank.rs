@@ -1,7 +1,7 @@
 //! The NWS forecaster bank: primaries, sixteen selectors, and the reported MSE and MAE
 //! forecasts (algorithms.md §1; Wolski's NWS as used in JavaNws §2.1.2).
 
-use crate::aggregate::{Aggregate, Combine, Loss, Settings};
+use crate::aggregate::{Aggregate, Loss, Settings};
 use crate::errors::{argmin, Accum, ErrorTable, Kind};
 use crate::method::{describe, Rule, CANDIDATES, NWS_PRIMARIES};
 use crate::primary::{self, State};
@@ -41,12 +41,16 @@ pub const SELECTORS: usize = 16;
 /// Largest accepted magnitude: squares of errors must stay finite over long runs.
 pub const MAX_MAGNITUDE: f64 = 1e100;
 
-/// The two forecasters the previous improved mode added to the 18 primaries, chosen then on
-/// all the dev data (Exp Smooth 2 %, 30 % trimmed mean over 101 values). Chosen again on one
-/// half of the dev traces and checked on the other, they did not earn their place in the
-/// aggregates (README, "Forecast accuracy"), so the improved bank no longer has them; they
-/// stay here for the evaluation to keep measuring.
-pub const IMPROVED_EXTRAS: [Rule; 2] = [Rule::ExpSmooth(0.02), Rule::TrimmedMean(101)];
+/// The forecasters improved mode adds to the 18 primaries, for its aggregates only (the
+/// original's selection still ranks the 18): Exp Smooth 1 % (a long memory of the level) and
+/// the median of the last 255 values (the long-run median, which absolute loss rewards on
+/// RTT series: nearly independent noise around a level). Chosen on one half of the dev
+/// traces and checked on the other (README, "Forecast accuracy").
+pub const IMPROVED_EXTRAS: [Rule; 2] = [Rule::ExpSmooth(0.01), Rule::Median(255)];
+
+/// How many of a bank's first forecasters the original selection ranks in improved mode
+/// (the 18 NWS primaries); the rest serve the aggregates only.
+pub const SELECTED_PRIMARIES: usize = 18;
 
 /// One of the two reported forecasts.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
@@ -99,7 +103,12 @@ pub struct Bank {
     fc: Vec<f64>,
     has: Vec<bool>,
     all_have_forecasts: bool,
+    /// The original selection ranks the first `selected` forecasters (all of them but in
+    /// improved mode's aggregates, where it ranks the 18 primaries); `errors` holds theirs.
+    selected: usize,
     errors: ErrorTable,
+    /// Whole-history errors of the forecasters after the first `selected`.
+    extra_errors: Vec<Accum>,
     /// Each selector's choice of primary for the next value.
     picks: [usize; SELECTORS],
     sel_se: [f64; SELECTORS],
@@ -110,8 +119,8 @@ pub struct Bank {
     /// Faithful mode: the original charges its MAE forecast |0 − x₁| at the first value.
     first_mae_charge: Option<f64>,
     oracle: Accum,
-    /// Improved mode: the reported forecasts are aggregates of every forecaster's, not one
-    /// forecaster picked by the selectors (which then do not run).
+    /// Improved mode: the reported forecasts are aggregates of every forecaster's and the
+    /// selection's, not the selection alone.
     aggregates: Option<Box<Aggregates>>,
     #[serde(skip)]
     scratch: Vec<f64>,
@@ -119,118 +128,60 @@ pub struct Bank {
     expert_buf: Vec<f64>,
 }
 
-/// The forecasts an aggregate weighs, in its experts' order; `which` is 0 for the MSE
-/// aggregate, 1 for the MAE one.
-fn expert_forecasts<'a>(
-    experts: Experts,
-    fc: &'a [f64],
-    picks: &[usize; SELECTORS],
-    selected: Option<Reported>,
-    which: usize,
-    buf: &'a mut Vec<f64>,
-) -> &'a [f64] {
-    if experts == Experts::Primaries {
-        return fc;
-    }
-    buf.clear();
-    if experts != Experts::Selectors {
-        buf.extend_from_slice(fc);
-    }
-    if experts != Experts::PrimariesAndSelection {
-        buf.extend(picks.iter().map(|&j| fc[j]));
-    }
-    match experts {
-        Experts::Selectors | Experts::Both => {}
-        _ => buf.push(match (selected, which) {
-            (Some(r), 0) => r.mse_value,
-            (Some(r), _) => r.mae_value,
-            (None, _) => fc[0],
-        }),
-    }
-    buf
-}
-
 /// The two aggregates of improved mode: by squared loss for the MSE forecast, by absolute
-/// loss for the MAE forecast (`aggregate.rs`).
+/// loss for the MAE forecast (`aggregate.rs`). Their experts are every forecaster plus the
+/// original's two-level selection (its MSE pick for the MSE aggregate, its MAE pick for the
+/// MAE one), last.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Aggregates {
     mse: Aggregate,
     mae: Aggregate,
-    experts: Experts,
-    /// The original's two-level selection for the next value, when the experts include it.
+    /// The original's two-level selection for the next value.
     selected: Option<Reported>,
 }
 
-/// Whose forecasts the aggregates weigh.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Experts {
-    /// Every primary forecaster.
-    Primaries,
-    /// The sixteen selectors' picks.
-    Selectors,
-    /// Both of the above.
-    Both,
-    /// Every primary plus the two-level selection (its MSE pick for the MSE aggregate, its
-    /// MAE pick for the MAE one).
-    PrimariesAndSelection,
-    /// Every primary, the sixteen selectors and the two-level selection.
-    All,
-}
-
-impl Experts {
-    fn count(self, p: usize) -> usize {
-        match self {
-            Experts::Primaries => p,
-            Experts::Selectors => SELECTORS,
-            Experts::Both => p + SELECTORS,
-            Experts::PrimariesAndSelection => p + 1,
-            Experts::All => p + SELECTORS + 1,
-        }
-    }
-
-    fn needs_selectors(self) -> bool {
-        self != Experts::Primaries
-    }
+/// The experts' forecasts for one aggregate: every forecaster's, then the selection's.
+fn expert_forecasts<'a>(fc: &[f64], selection: f64, buf: &'a mut Vec<f64>) -> &'a [f64] {
+    buf.clear();
+    buf.extend_from_slice(fc);
+    buf.push(selection);
+    buf
 }
 
 /// Improved mode's aggregation settings, chosen on one half of the evaluation data and
 /// checked on the other (README, "Forecast accuracy").
 pub const MSE_AGGREGATE: Settings = Settings {
     loss: Loss::Squared,
-    combine: Combine::Mean,
-    share: 0.01,
+    eta: 0.1,
+    shares: [0.0005, 0.01],
+    eg_rate: 0.02,
+    eg_share: 0.002,
     scale_gain: 0.2,
     clip: 25.0,
+    top_clip: 100.0,
     prior_last: 0.0,
 };
-/// See [`MSE_AGGREGATE`]. Half the prior weight on the original's own MAE selection: the
-/// aggregate starts where the original would be and leaves it only on evidence.
+/// See [`MSE_AGGREGATE`]. Half the mixtures' prior weight on the original's own MAE
+/// selection: they start where the original would be and leave it only on evidence.
 pub const MAE_AGGREGATE: Settings = Settings {
     loss: Loss::Absolute,
-    combine: Combine::Mean,
-    share: 0.002,
+    eta: 0.3,
+    shares: [0.0005, 0.01],
+    eg_rate: 0.0,
+    eg_share: 0.002,
     scale_gain: 0.2,
     clip: 25.0,
+    top_clip: 100.0,
     prior_last: 0.5,
 };
-
-/// Whose forecasts improved mode's aggregates weigh (chosen like [`MSE_AGGREGATE`]): the
-/// primaries and the two-level selection. Adding the sixteen selectors ([`Experts::All`])
-/// was 0.1–0.2 % more accurate on the evaluation halves and a fifth slower.
-pub const IMPROVED_EXPERTS: Experts = Experts::PrimariesAndSelection;
 
 /// How a bank turns its forecasters' forecasts into the two reported ones.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Reporting {
     /// The original's two-level selection (algorithms.md §1.2).
     Selectors,
-    /// Weighted aggregates by squared and absolute loss.
-    Aggregates {
-        mse: Settings,
-        mae: Settings,
-        experts: Experts,
-    },
+    /// Two-level aggregates by squared and absolute loss (`aggregate.rs`).
+    Aggregates { mse: Settings, mae: Settings },
 }
 
 impl crate::state::Saved for Bank {
@@ -241,9 +192,13 @@ impl crate::state::Saved for Bank {
 }
 
 impl Bank {
-    /// A bank in `mode` with its standard forecasters.
+    /// A bank in `mode` with its standard forecasters: the 18 NWS primaries, and in
+    /// improved mode [`IMPROVED_EXTRAS`] after them.
     pub fn new(mode: Mode) -> Self {
-        let rules: Vec<Rule> = NWS_PRIMARIES.iter().map(|(r, _, _)| *r).collect();
+        let mut rules: Vec<Rule> = NWS_PRIMARIES.iter().map(|(r, _, _)| *r).collect();
+        if mode == Mode::Improved {
+            rules.extend(IMPROVED_EXTRAS);
+        }
         Self::with_rules(mode, rules)
     }
 
@@ -255,7 +210,6 @@ impl Bank {
             Mode::Improved => Reporting::Aggregates {
                 mse: MSE_AGGREGATE,
                 mae: MAE_AGGREGATE,
-                experts: IMPROVED_EXPERTS,
             },
         }
     }
@@ -285,6 +239,10 @@ impl Bank {
         } else {
             IMPROVED_WINDOWS
         };
+        let selected = match reporting {
+            Reporting::Aggregates { .. } if !faithful => p.min(SELECTED_PRIMARIES),
+            _ => p,
+        };
         Self {
             mode,
             states,
@@ -293,15 +251,13 @@ impl Bank {
             fc: vec![0.0; p],
             has,
             all_have_forecasts: false,
-            errors: match reporting {
-                _ if faithful => ErrorTable::running(p, &selector_windows),
-                Reporting::Selectors => ErrorTable::new(p, &selector_windows),
-                Reporting::Aggregates { experts, .. } if experts.needs_selectors() => {
-                    ErrorTable::new(p, &selector_windows)
-                }
-                // Without selectors only whole-history errors are kept.
-                Reporting::Aggregates { .. } => ErrorTable::new(p, &[]),
+            selected,
+            errors: if faithful {
+                ErrorTable::running(selected, &selector_windows)
+            } else {
+                ErrorTable::new(selected, &selector_windows)
             },
+            extra_errors: vec![Accum::default(); p - selected],
             picks: [0; SELECTORS],
             sel_se: [0.0; SELECTORS],
             sel_ae: [0.0; SELECTORS],
@@ -312,10 +268,9 @@ impl Bank {
             oracle: Accum::default(),
             aggregates: match reporting {
                 Reporting::Selectors => None,
-                Reporting::Aggregates { mse, mae, experts } => Some(Box::new(Aggregates {
-                    mse: Aggregate::new(experts.count(p), mse),
-                    mae: Aggregate::new(experts.count(p), mae),
-                    experts,
+                Reporting::Aggregates { mse, mae } => Some(Box::new(Aggregates {
+                    mse: Aggregate::new(p + 1, mse),
+                    mae: Aggregate::new(p + 1, mae),
                     selected: None,
                 })),
             },
@@ -370,26 +325,17 @@ impl Bank {
             None if faithful => self.first_mae_charge = Some(x.abs()),
             None => {}
         }
-        // 2. The selectors (each forecast what its chosen primary forecast), or the
-        // aggregates' weights learn from every primary's forecast.
-        let selectors = self
-            .aggregates
-            .as_ref()
-            .is_none_or(|a| a.experts.needs_selectors());
+        // 2. The aggregates learn from every forecaster's forecast and the selection's, and
+        // the selectors (each forecast what its chosen primary forecast) are scored.
         if let (Some(agg), true) = (&mut self.aggregates, self.all_have_forecasts) {
-            for (loss, which) in [(&mut agg.mse, 0), (&mut agg.mae, 1)] {
-                let experts = expert_forecasts(
-                    agg.experts,
-                    &self.fc,
-                    &self.picks,
-                    agg.selected,
-                    which,
-                    &mut self.expert_buf,
-                );
-                loss.update(x, experts);
+            if let Some(r) = agg.selected {
+                let experts = expert_forecasts(&self.fc, r.mse_value, &mut self.expert_buf);
+                agg.mse.update(x, experts);
+                let experts = expert_forecasts(&self.fc, r.mae_value, &mut self.expert_buf);
+                agg.mae.update(x, experts);
             }
         }
-        if selectors && self.reported.is_some() {
+        if self.reported.is_some() {
             for s in 0..SELECTORS {
                 let e = x - self.fc[self.picks[s]];
                 self.sel_se[s] += e * e;
@@ -407,7 +353,13 @@ impl Bank {
             let better = self.has[j] & (e.abs() < best.abs());
             best = if better { e } else { best };
         }
-        self.errors.record(&self.scratch, &self.has);
+        let sel = self.selected;
+        self.errors.record(&self.scratch[..sel], &self.has[..sel]);
+        for (acc, j) in self.extra_errors.iter_mut().zip(sel..) {
+            if self.has[j] {
+                acc.add(self.scratch[j]);
+            }
+        }
         if best.is_finite() {
             self.oracle.add(best);
         }
@@ -442,50 +394,25 @@ impl Bank {
     }
 
     /// Lets every selector pick a primary, then picks the reported forecasts among the
-    /// selectors by their own whole-history errors (ties to the lower index).
+    /// selectors by their own whole-history errors (ties to the lower index); in improved
+    /// mode the reported forecasts are then the aggregates' over that selection and every
+    /// forecaster.
     fn choose(&mut self) {
-        if let Some(agg) = &self.aggregates {
-            if self.all_have_forecasts && !agg.experts.needs_selectors() {
-                let (ms, as_) = (agg.mse.leader(), agg.mae.leader());
-                self.reported = Some(Reported {
-                    mse_value: agg.mse.forecast(&self.fc),
-                    mse_method: ms,
-                    mae_value: agg.mae.forecast(&self.fc),
-                    mae_method: as_,
-                });
-                return;
-            }
-        }
         self.select();
         let p = self.rules.len();
         if let (Some(agg), true) = (&mut self.aggregates, self.all_have_forecasts) {
             agg.selected = self.reported;
-            let mut value_and_method = |a: &Aggregate, which: usize| {
-                let experts = expert_forecasts(
-                    agg.experts,
-                    &self.fc,
-                    &self.picks,
-                    agg.selected,
-                    which,
-                    &mut self.expert_buf,
-                );
+            let Some(r) = self.reported else { return };
+            let mut value_and_method = |a: &Aggregate, selection: f64, method: usize| {
+                let experts = expert_forecasts(&self.fc, selection, &mut self.expert_buf);
                 let value = a.forecast(experts);
+                // The expert with the largest share names the method; the selection is
+                // named by the forecaster it picked.
                 let lead = a.leader();
-                let method = match agg.experts {
-                    _ if lead < p && agg.experts != Experts::Selectors => lead,
-                    Experts::Selectors => self.picks[lead],
-                    Experts::Both => self.picks[lead - p],
-                    Experts::All if lead < p + SELECTORS => self.picks[lead - p],
-                    _ => match (which, agg.selected) {
-                        (0, Some(r)) => r.mse_method,
-                        (_, Some(r)) => r.mae_method,
-                        (_, None) => 0,
-                    },
-                };
-                (value, method)
+                (value, if lead < p { lead } else { method })
             };
-            let (mse_value, mse_method) = value_and_method(&agg.mse, 0);
-            let (mae_value, mae_method) = value_and_method(&agg.mae, 1);
+            let (mse_value, mse_method) = value_and_method(&agg.mse, r.mse_value, r.mse_method);
+            let (mae_value, mae_method) = value_and_method(&agg.mae, r.mae_value, r.mae_method);
             self.reported = Some(Reported {
                 mse_value,
                 mse_method,
@@ -570,7 +497,11 @@ impl Bank {
 
     /// Whole-history errors of primary `j`.
     pub fn primary_accum(&self, j: usize) -> Accum {
-        self.errors.accum(j)
+        if j < self.selected {
+            self.errors.accum(j)
+        } else {
+            self.extra_errors[j - self.selected]
+        }
     }
 
     /// Each primary's current forecast, if it has one.
@@ -585,7 +516,7 @@ impl Bank {
             .enumerate()
             .map(|(j, rule)| {
                 let (id, name) = describe(rule);
-                let acc = self.errors.accum(j);
+                let acc = self.primary_accum(j);
                 PrimaryRow {
                     index: j,
                     id,
@@ -619,18 +550,21 @@ impl Bank {
             }
             primary::validate(state, &self.windows)?;
         }
-        self.errors.validate(p)?;
+        if self.selected > p || self.extra_errors.len() != p - self.selected {
+            return Err("forecaster lists have different lengths".into());
+        }
+        self.errors.validate(self.selected)?;
         self.windows
             .validate(&primary::fixed_windows(&self.rules, faithful))?;
-        if self.picks.iter().any(|&k| k >= p) {
+        if self.picks.iter().any(|&k| k >= self.selected.max(1)) {
             return Err("a selector points past the forecasters".into());
         }
         if self.windows.hist.count() != self.n {
             return Err("history length disagrees with the value count".into());
         }
         if let Some(agg) = &self.aggregates {
-            agg.mse.validate(agg.experts.count(p))?;
-            agg.mae.validate(agg.experts.count(p))?;
+            agg.mse.validate(p + 1)?;
+            agg.mae.validate(p + 1)?;
         }
         Ok(())
     }

@@ -10,7 +10,8 @@ use serde::{Deserialize, Serialize};
 /// Version of the saved layout; bumped whenever a saved type's fields or forecasters change.
 /// 2: faithful adaptive medians and window totals as the original keeps them; improved mode's
 /// aggregated forecasts and the target-miss-rate timeout rule.
-pub const VERSION: u32 = 2;
+/// 3: improved mode's two-level aggregates and its two added forecasters.
+pub const VERSION: u32 = 3;
 
 /// Something that can be saved: its format tag, and the checks a restored copy must pass.
 pub trait Saved: Serialize + DeserializeOwned {

@@ -9,11 +9,14 @@
 
 use serde::{Deserialize, Serialize};
 
-/// Values kept in arrival order. A window may be at most HISTORY − 1 long: its update reads
-/// the value that just left it, which must still be held.
+/// Values kept in arrival order, at least (a power of two). A window must be shorter than
+/// the history: its update reads the value that just left it, which must still be held.
 pub const HISTORY: usize = 128;
+/// The longest window a bank may ask for.
+pub const MAX_WINDOW: usize = 511;
 
-/// The last [`HISTORY`] values in arrival order.
+/// The last values in arrival order: [`HISTORY`] of them, or the next power of two above the
+/// longest window asked for.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct History {
     ring: Vec<f64>,
@@ -22,17 +25,37 @@ pub struct History {
 
 impl Default for History {
     fn default() -> Self {
-        Self {
-            ring: vec![0.0; HISTORY],
-            n: 0,
-        }
+        Self::for_windows(0)
     }
 }
 
 impl History {
+    /// A history long enough for windows of up to `longest` values.
+    pub fn for_windows(longest: usize) -> Self {
+        assert!(
+            longest <= MAX_WINDOW,
+            "window length {longest} out of range"
+        );
+        Self {
+            ring: vec![0.0; HISTORY.max((longest + 1).next_power_of_two())],
+            n: 0,
+        }
+    }
+
+    /// How many values it holds once the series is that long.
+    pub fn capacity(&self) -> usize {
+        self.ring.len()
+    }
+
+    fn slot(&self, i: u64) -> usize {
+        // The length is a power of two.
+        (i & (self.ring.len() as u64 - 1)) as usize
+    }
+
     /// Appends `x` as the newest value.
     pub fn push(&mut self, x: f64) {
-        self.ring[(self.n % HISTORY as u64) as usize] = x;
+        let i = self.slot(self.n);
+        self.ring[i] = x;
         self.n += 1;
     }
 
@@ -41,15 +64,15 @@ impl History {
         self.n
     }
 
-    /// Number of values held: min(count, HISTORY).
+    /// Number of values held: min(count, capacity).
     pub fn held(&self) -> usize {
-        (self.n as usize).min(HISTORY)
+        (self.n as usize).min(self.ring.len())
     }
 
     /// The value `k` steps before the newest (`ago(0)` is the newest); `k` < held().
     pub fn ago(&self, k: usize) -> f64 {
         debug_assert!(k < self.held());
-        self.ring[((self.n - 1 - k as u64) % HISTORY as u64) as usize]
+        self.ring[self.slot(self.n - 1 - k as u64)]
     }
 
     /// The newest value.
@@ -64,8 +87,14 @@ impl History {
         if m == 0 {
             return None;
         }
-        let mut buf = [0.0; HISTORY];
-        let buf = &mut buf[..m];
+        // On the stack for the short windows asked about (the faithful adaptive medians').
+        let (mut stack, mut heap) = ([0.0; HISTORY], Vec::new());
+        let buf = if m <= HISTORY {
+            &mut stack[..m]
+        } else {
+            heap.resize(m, 0.0);
+            &mut heap[..]
+        };
         for (k, slot) in buf.iter_mut().enumerate() {
             *slot = self.ago(k);
         }
@@ -81,7 +110,11 @@ impl History {
     }
 
     pub(crate) fn validate(&self) -> Result<(), String> {
-        if self.ring.len() == HISTORY && self.ring.iter().all(|v| v.is_finite()) {
+        let len = self.ring.len();
+        if len.is_power_of_two()
+            && (HISTORY..=MAX_WINDOW + 1).contains(&len)
+            && self.ring.iter().all(|v| v.is_finite())
+        {
             Ok(())
         } else {
             Err("value history is damaged".into())
@@ -97,10 +130,10 @@ pub struct Sorted {
 }
 
 impl Sorted {
-    /// An empty window of length `len` (1 ≤ len < HISTORY).
+    /// An empty window of length `len` (1 ≤ len ≤ MAX_WINDOW).
     pub fn new(len: usize) -> Self {
         assert!(
-            (1..HISTORY).contains(&len),
+            (1..=MAX_WINDOW).contains(&len),
             "window length {len} out of range"
         );
         Self {
@@ -140,7 +173,7 @@ impl Sorted {
     /// Changes the window's length, adding older values from `hist` or dropping the oldest.
     pub fn resize(&mut self, len: usize, hist: &History) {
         assert!(
-            (1..HISTORY).contains(&len),
+            (1..hist.capacity()).contains(&len),
             "window length {len} out of range"
         );
         let (have, want) = (self.vals.len(), len.min(hist.held()));
@@ -201,7 +234,7 @@ impl Sorted {
     }
 
     pub(crate) fn validate(&self, hist: &History) -> Result<(), String> {
-        let ok = (1..HISTORY).contains(&self.len)
+        let ok = (1..hist.capacity()).contains(&self.len)
             && self.vals.len() == self.len.min(hist.held())
             && self.vals.windows(2).all(|p| p[0] <= p[1])
             && self.vals.iter().all(|v| v.is_finite());
@@ -277,7 +310,7 @@ mod tests {
                 w.validate(&hist).unwrap();
             }
             for w in [1, 2, 5, 31, 64, 80] {
-                let m = w.min(all.len()).min(HISTORY);
+                let m = w.min(all.len()).min(hist.capacity());
                 let tail = &all[all.len() - m..];
                 assert_eq!(hist.median_last(w), Some(naive_median(tail)), "w={w}");
             }
@@ -438,7 +471,7 @@ pub struct Tagged {
 impl Tagged {
     pub fn new(cap: usize) -> Self {
         assert!(
-            (1..HISTORY).contains(&cap),
+            (1..=MAX_WINDOW).contains(&cap),
             "window length {cap} out of range"
         );
         Self {
@@ -536,7 +569,7 @@ impl Tagged {
 
     pub(crate) fn validate(&self, hist: &History) -> Result<(), String> {
         let n = hist.count();
-        let ok = (1..HISTORY).contains(&self.cap)
+        let ok = (1..hist.capacity()).contains(&self.cap)
             && self.vals.len() == self.cap.min(hist.held())
             && self.seqs.len() == self.vals.len()
             && self.vals.windows(2).all(|p| p[0] <= p[1])
@@ -564,7 +597,7 @@ impl Windows {
         lens.sort_unstable();
         lens.dedup();
         Self {
-            hist: History::default(),
+            hist: History::for_windows(lens.last().copied().unwrap_or(0)),
             fixed: lens.into_iter().map(Sorted::new).collect(),
         }
     }
