@@ -12,7 +12,10 @@ pub fn fixed_windows(rules: &[Rule], faithful: bool) -> Vec<usize> {
     let mut lens = Vec::new();
     for rule in rules {
         match *rule {
-            Rule::Median(w) | Rule::TrimmedMean(w) | Rule::Quantile(w, _) => lens.push(w),
+            Rule::Median(w)
+            | Rule::TrimmedMean(w)
+            | Rule::Quantile(w, _)
+            | Rule::Remedian(w, _) => lens.push(w),
             // Faithful adaptive medians read the last `max` values (their forecast until
             // that many arrived, and their smallest) and the median of the last `step`.
             Rule::AdaptiveMedian(_, _, max, step) if faithful => {
@@ -40,7 +43,107 @@ pub enum State {
     /// Current smoothed prediction.
     Smooth(f64),
     Adaptive(AdaptiveMedian),
+    Remedian(Remedian),
 }
+
+/// A remedian's state: the medians of its window at the last (count − 1)·w + 1 steps, so
+/// that those of the last `count` consecutive windows (lags 0, w, 2w, …) can be read.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Remedian {
+    /// Index of the shared fixed window whose median it reads.
+    window: usize,
+    w: usize,
+    count: usize,
+    /// Ring of past window medians, the number pushed and the newest one's slot.
+    past: Vec<f64>,
+    pushed: u64,
+    newest: usize,
+}
+
+impl Remedian {
+    fn step(&mut self, windows: &Windows) -> Option<f64> {
+        let m = windows.at(self.window).median()?;
+        let len = self.past.len();
+        // The newest median goes to the slot after the previous one's.
+        let newest = if self.pushed == 0 || self.newest + 1 == len {
+            0
+        } else {
+            self.newest + 1
+        };
+        self.newest = newest;
+        self.past[newest] = m;
+        self.pushed += 1;
+        // The medians of the last `count` windows that have ended (fewer at the start).
+        let k = if self.pushed >= len as u64 {
+            self.count
+        } else {
+            ((self.pushed - 1) / self.w as u64 + 1) as usize
+        };
+        let mut v = [0.0; REMEDIAN_MAX];
+        let mut at = newest;
+        for slot in v.iter_mut().take(k) {
+            *slot = self.past[at];
+            at = if at >= self.w {
+                at - self.w
+            } else {
+                at + len - self.w
+            };
+        }
+        if k == 9 {
+            return Some(median9(v[..9].try_into().expect("nine")));
+        }
+        // Insertion sort: a handful of values (while the first windows fill).
+        let v = &mut v[..k];
+        for i in 1..k {
+            let x = v[i];
+            let mut j = i;
+            while j > 0 && v[j - 1] > x {
+                v[j] = v[j - 1];
+                j -= 1;
+            }
+            v[j] = x;
+        }
+        Some((v[(k - 1) / 2] + v[k / 2]) / 2.0)
+    }
+}
+
+/// Median of nine values by the 19-exchange network of Paeth (as in Devillard 1998, "Fast
+/// median search: an ANSI C implementation", opt_med9), with min and max for the
+/// exchanges: no branches to mispredict.
+fn median9(mut p: [f64; 9]) -> f64 {
+    let mut sort = |a: usize, b: usize| {
+        let (lo, hi) = (p[a].min(p[b]), p[a].max(p[b]));
+        p[a] = lo;
+        p[b] = hi;
+    };
+    for (a, b) in [
+        (1, 2),
+        (4, 5),
+        (7, 8),
+        (0, 1),
+        (3, 4),
+        (6, 7),
+        (1, 2),
+        (4, 5),
+        (7, 8),
+        (0, 3),
+        (5, 8),
+        (4, 7),
+        (3, 6),
+        (1, 4),
+        (2, 5),
+        (4, 7),
+        (4, 2),
+        (6, 4),
+        (4, 2),
+    ] {
+        sort(a, b);
+    }
+    p[4]
+}
+
+/// The most windows a remedian takes the median of.
+pub const REMEDIAN_MAX: usize = 15;
 
 impl State {
     /// Initial state of `rule`; `windows` must hold the lengths [`fixed_windows`] asked for.
@@ -56,6 +159,20 @@ impl State {
             Rule::AdaptiveMedian(start, min, max, step) => State::Adaptive(AdaptiveMedian::new(
                 start, min, max, step, faithful, windows,
             )),
+            Rule::Remedian(w, count) => {
+                assert!(
+                    (1..=REMEDIAN_MAX).contains(&count),
+                    "remedian of {count} windows"
+                );
+                State::Remedian(Remedian {
+                    window: windows.index_of(w),
+                    w,
+                    count,
+                    past: vec![0.0; (count - 1) * w + 1],
+                    pushed: 0,
+                    newest: 0,
+                })
+            }
             _ => State::Stateless,
         }
     }
@@ -151,7 +268,6 @@ impl AdaptiveMedian {
             self.win = self.win.clamp(self.min, self.max);
         }
         let hist = &windows.hist;
-        let n = hist.count();
         recent.push(hist);
         // A candidate outside [min, max] would be clamped back to win: leave it out.
         let lo = if self.win >= self.min + self.step {
@@ -164,7 +280,7 @@ impl AdaptiveMedian {
         } else {
             0
         };
-        *candidates = Some(recent.medians_last([lo, self.win, hi], n));
+        *candidates = Some(recent.medians_last([lo, self.win, hi]));
     }
 
     /// The original library's rule, quirks included, as its state over the long golden
@@ -281,6 +397,7 @@ pub fn step(rule: &Rule, state: &mut State, x: f64, n: u64, windows: &Windows) -
         (Rule::Median(_), State::Fixed(i)) => windows.at(*i).median(),
         (Rule::TrimmedMean(_), State::Fixed(i)) => windows.at(*i).trimmed_mean(0.3),
         (Rule::Quantile(_, q), State::Fixed(i)) => windows.at(*i).quantile(*q),
+        (Rule::Remedian(..), State::Remedian(r)) => r.step(windows),
         (Rule::AdaptiveMedian(..), State::Adaptive(a)) => {
             a.observe(x, windows);
             a.current()
@@ -295,6 +412,17 @@ pub(crate) fn validate(state: &State, windows: &Windows) -> Result<(), String> {
     if let State::Fixed(i) = state {
         if !held(i) {
             return Err("a forecaster's window is missing".into());
+        }
+    }
+    if let State::Remedian(r) = state {
+        let ok = held(&r.window)
+            && (1..=REMEDIAN_MAX).contains(&r.count)
+            && r.w >= 1
+            && r.past.len() == (r.count - 1) * r.w + 1
+            && r.newest < r.past.len()
+            && r.past.iter().all(|v| v.is_finite());
+        if !ok {
+            return Err("a remedian's state is damaged".into());
         }
     }
     if let State::Adaptive(a) = state {
@@ -320,4 +448,107 @@ pub(crate) fn validate(state: &State, windows: &Windows) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn median(v: &mut [f64]) -> f64 {
+        v.sort_by(f64::total_cmp);
+        let m = v.len();
+        (v[(m - 1) / 2] + v[m / 2]) / 2.0
+    }
+
+    #[test]
+    fn the_nine_value_network_finds_the_median() {
+        let mut s: u64 = 7;
+        for _ in 0..5000 {
+            let mut v = [0.0; 9];
+            for x in v.iter_mut() {
+                s = s.wrapping_mul(6364136223846793005).wrapping_add(1);
+                *x = ((s >> 40) % 12) as f64;
+            }
+            assert_eq!(median9(v), median(&mut v.clone()), "{v:?}");
+        }
+    }
+
+    #[test]
+    fn remedian_is_the_median_of_the_last_windows_medians() {
+        for (w, count) in [(5, 3), (4, 9)] {
+            let rule = Rule::Remedian(w, count);
+            let mut windows = Windows::new(&fixed_windows(&[rule], false));
+            let mut state = State::new(&rule, false, &windows);
+            let (mut xs, mut meds) = (Vec::new(), Vec::new());
+            let mut s: u64 = 3;
+            for n in 1..=200u64 {
+                s = s.wrapping_mul(6364136223846793005).wrapping_add(1);
+                let x = ((s >> 35) % 40) as f64;
+                xs.push(x);
+                windows.push(x);
+                let k = xs.len().min(w);
+                meds.push(median(&mut xs[xs.len() - k..].to_vec()));
+                let mut last: Vec<f64> = (0..count)
+                    .map(|c| c * w)
+                    .filter(|&lag| lag < meds.len())
+                    .map(|lag| meds[meds.len() - 1 - lag])
+                    .collect();
+                let want = median(&mut last);
+                assert_eq!(step(&rule, &mut state, x, n, &windows), Some(want), "n={n}");
+                validate(&state, &windows).unwrap();
+            }
+        }
+    }
+
+    #[test]
+    fn intended_adaptive_median_follows_its_rule_over_naive_windows() {
+        for rule in [
+            Rule::AdaptiveMedian(10, 5, 21, 1),
+            Rule::AdaptiveMedian(30, 21, 51, 5),
+        ] {
+            let Rule::AdaptiveMedian(start, min, max, step) = rule else {
+                unreachable!()
+            };
+            let mut windows = Windows::new(&fixed_windows(&[rule], false));
+            let mut state = State::new(&rule, false, &windows);
+            let (mut xs, mut win, mut cands): (Vec<f64>, usize, Option<[Option<f64>; 3]>) =
+                (Vec::new(), start, None);
+            let mut moves = 0;
+            let mut s: u64 = 9;
+            for n in 1..=3000u64 {
+                s = s.wrapping_mul(6364136223846793005).wrapping_add(1);
+                // A level that shifts now and then, so that the window moves both ways.
+                let level = if (n / 400) % 2 == 0 { 10.0 } else { 30.0 };
+                let x = level + ((s >> 40) % 17) as f64;
+                // The rule, naively: score the candidates made before x, move, then forecast.
+                if let Some(c) = cands {
+                    let err = |f: Option<f64>| f.map_or(f64::INFINITY, |f| (x - f) * (x - f));
+                    let before = win;
+                    if err(c[0]) < err(c[1]) && err(c[0]) < err(c[2]) {
+                        win -= step;
+                    } else if err(c[2]) < err(c[1]) {
+                        win += step;
+                    }
+                    win = win.clamp(min, max);
+                    moves += (win != before) as u32;
+                }
+                xs.push(x);
+                let m = |len: usize| {
+                    let k = len.min(xs.len());
+                    median(&mut xs[xs.len() - k..].to_vec())
+                };
+                let lo = (win >= min + step).then(|| m(win - step));
+                let hi = (win + step <= max).then(|| m(win + step));
+                cands = Some([lo, Some(m(win)), hi]);
+                windows.push(x);
+                assert_eq!(
+                    super::step(&rule, &mut state, x, n, &windows),
+                    Some(m(win)),
+                    "n={n}"
+                );
+                validate(&state, &windows).unwrap();
+            }
+            assert!(moves > 20, "{rule:?}: the window moved only {moves} times");
+        }
+    }
 }

@@ -41,7 +41,7 @@ impl Series {
     pub fn observe(&mut self, x: f64) -> Result<(), ForecastError> {
         Bank::check(x)?;
         if !self.trackers.is_empty() {
-            let before = self.bank.forecast();
+            let before = self.bank.forecast_values();
             for t in &mut self.trackers {
                 t.observe(x, before.as_ref(), &self.bounds);
             }
@@ -55,7 +55,7 @@ impl Series {
     /// forecasts learn that the path got slower. Returns the value fed.
     pub fn censored(&mut self, at_least: f64) -> Result<f64, ForecastError> {
         Bank::check(at_least)?;
-        let before = self.bank.forecast();
+        let before = self.bank.forecast_values();
         for t in &mut self.trackers {
             t.observe_censored(at_least, before.as_ref(), &self.bounds);
         }
@@ -97,7 +97,7 @@ impl Series {
 
     /// The timeout rule `id` (see [`Rule::id`]) sets for the next probe.
     pub fn timeout(&self, id: &str) -> Option<f64> {
-        let f = self.bank.forecast();
+        let f = self.bank.forecast_values();
         self.trackers
             .iter()
             .find(|t| t.rule.id() == id)?

@@ -336,7 +336,7 @@ mod tests {
             for m in [1, 2, 5, 20, 46, 51, 56, 60] {
                 let k = m.min(all.len()).min(56);
                 let want = naive_median(&all[all.len() - k..]);
-                assert_eq!(t.median_last(m, i + 1), Some(want), "m={m} i={i}");
+                assert_eq!(t.median_last(m), Some(want), "m={m} i={i}");
             }
             for ms in [
                 [0, 26, 31],
@@ -345,11 +345,57 @@ mod tests {
                 [9, 10, 0],
                 [1, 2, 3],
             ] {
-                let got = t.medians_last(ms, i + 1);
+                let got = t.medians_last(ms);
                 for (g, m) in got.into_iter().zip(ms) {
-                    let want = (m > 0).then(|| t.median_last(m, i + 1)).flatten();
+                    let want = (m > 0).then(|| t.median_last(m)).flatten();
                     assert_eq!(g, want, "ms={ms:?} i={i}");
                 }
+            }
+        }
+    }
+
+    #[test]
+    fn broadword_select_matches_a_naive_one() {
+        let mut s: u64 = 11;
+        for _ in 0..2000 {
+            s = s
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let x = ((s as u128) << 64 | s.rotate_left(17) as u128) & (s as u128 | 0xF0F0);
+            let ones: Vec<usize> = (0..128).filter(|&b| x >> b & 1 == 1).collect();
+            for (k, &b) in ones.iter().enumerate() {
+                assert_eq!(select128(x, k as u32), b, "{x:#x} k={k}");
+            }
+        }
+        for m in 0..=127u64 {
+            let w = u64::from_le_bytes([0, 1, 5, 17, 64, 100, 126, 127]);
+            let want = [0, 1, 5, 17, 64, 100, 126, 127]
+                .iter()
+                .enumerate()
+                .fold(0, |acc, (i, &a)| acc | (((a as u64) < m) as u64) << i);
+            assert_eq!(below(w, m), want, "m={m}");
+        }
+    }
+
+    #[test]
+    fn the_longest_tagged_window_reads_every_suffix_median() {
+        let mut hist = History::for_windows(TAGGED_MAX);
+        let mut t = Tagged::new(TAGGED_MAX);
+        let mut all = Vec::new();
+        let mut s: u64 = 5;
+        for i in 0..600 {
+            s = s
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let x = ((s >> 40) % 50) as f64;
+            hist.push(x);
+            t.push(&hist);
+            all.push(x);
+            t.validate(&hist).unwrap();
+            for m in [1, 2, 63, 64, 65, 100, 126, 127] {
+                let k = m.min(all.len());
+                let want = naive_median(&all[all.len() - k..]);
+                assert_eq!(t.median_last(m), Some(want), "m={m} i={i}");
             }
         }
     }
@@ -458,122 +504,206 @@ pub fn sum(vals: &[f64]) -> f64 {
     (acc[0] + acc[1]) + (acc[2] + acc[3]) + tail
 }
 
-/// The last `cap` values in ascending order, each tagged with its arrival number, so that
-/// order statistics of any suffix (the last m ≤ cap values) can be read. Adaptive medians
-/// use one of these for all their candidate windows instead of a sorted window each.
+/// The last `cap` (at most [`TAGGED_MAX`]) values in ascending order, each tagged with its
+/// age (0 for the newest), so that order statistics of any suffix (the last m ≤ cap values)
+/// can be read. Adaptive medians use one of these for all their candidate windows instead of
+/// a sorted window each.
+///
+/// The ages are bytes, eight to a machine word, so that the questions are a few word
+/// operations instead of a walk over the entries: all ages grow by one in one addition per
+/// word; the entries of the last m values are those with age < m, found as a bit mask by a
+/// per-byte comparison; a median is the entry at a given rank among the mask's bits, found
+/// by the broadword select of Vigna (2008, "Broadword implementation of rank/select
+/// queries", §5).
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Tagged {
     cap: usize,
     vals: Vec<f64>,
-    seqs: Vec<u64>,
+    /// Age of each entry of `vals`, in the same order; bytes past `vals.len()` are unused.
+    ages: Vec<u8>,
+}
+
+/// The longest [`Tagged`] window (ages and masks fit in 128 bits).
+pub const TAGGED_MAX: usize = 127;
+
+const BYTES: u64 = 0x0101_0101_0101_0101;
+const HIGH: u64 = 0x8080_8080_8080_8080;
+
+/// Bit i set where byte i of `w` is below `m`; bytes and m at most 127.
+#[inline]
+fn below(w: u64, m: u64) -> u64 {
+    // Per byte, age + 128 − m stays within the byte (1..=255): its high bit is age ≥ m.
+    let ge = (w + (0x80 - m) * BYTES) & HIGH;
+    let lt = (!ge & HIGH) >> 7;
+    // Gather the bytes' low bits into one byte (bit i from byte i).
+    lt.wrapping_mul(0x0102_0408_1020_4080) >> 56
+}
+
+/// Position of the set bit of rank `k` (0-based) in `x`, which has more than k set bits
+/// (Vigna 2008, §5: byte counts by the sideways addition, their prefix sums by one
+/// multiplication, the byte by one comparison, the bit within it by clearing lower ones).
+#[inline]
+fn select64(x: u64, k: u32) -> u32 {
+    let mut c = x - ((x >> 1) & 0x5555_5555_5555_5555);
+    c = (c & 0x3333_3333_3333_3333) + ((c >> 2) & 0x3333_3333_3333_3333);
+    c = (c + (c >> 4)) & 0x0F0F_0F0F_0F0F_0F0F;
+    // Byte i of `prefix`: set bits in bytes 0..=i (at most 64).
+    let prefix = c.wrapping_mul(BYTES);
+    // High bit of each byte whose prefix exceeds k.
+    let past = (prefix + (0x80 - (k as u64 + 1)) * BYTES) & HIGH;
+    let byte = past.trailing_zeros() / 8;
+    let before = ((prefix << 8) >> (8 * byte)) & 0xFF;
+    let mut bits = (x >> (8 * byte)) & 0xFF;
+    for _ in 0..(k as u64 - before) {
+        bits &= bits - 1;
+    }
+    8 * byte + bits.trailing_zeros()
+}
+
+/// [`select64`] over a 128-bit mask.
+#[inline]
+fn select128(x: u128, k: u32) -> usize {
+    let low = x as u64;
+    let n = low.count_ones();
+    if k < n {
+        select64(low, k) as usize
+    } else {
+        64 + select64((x >> 64) as u64, k - n) as usize
+    }
 }
 
 impl Tagged {
     pub fn new(cap: usize) -> Self {
         assert!(
-            (1..=MAX_WINDOW).contains(&cap),
+            (1..=TAGGED_MAX).contains(&cap),
             "window length {cap} out of range"
         );
         Self {
             cap,
             vals: Vec::with_capacity(cap + 1),
-            seqs: Vec::with_capacity(cap + 1),
+            ages: vec![0; TAGGED_MAX + 1],
+        }
+    }
+
+    /// Ages every entry by one.
+    fn age(&mut self) {
+        let words = self.vals.len().div_ceil(8);
+        for w in self.ages.chunks_exact_mut(8).take(words) {
+            // No byte carries into the next: ages stay below 128 (bytes past the entries
+            // may hold anything; a carry out of them only reaches bytes past them too).
+            let v = u64::from_le_bytes(w.try_into().expect("8 bytes")).wrapping_add(BYTES);
+            w.copy_from_slice(&v.to_le_bytes());
         }
     }
 
     /// Takes in the newest value of `hist` and drops the one that left the window.
     pub fn push(&mut self, hist: &History) {
-        let n = hist.count();
-        let (x, seq) = (hist.ago(0), n - 1);
-        // The new value goes after any equal values, which all arrived earlier.
+        let x = hist.ago(0);
+        self.age();
+        let held = self.vals.len();
+        // Equal values are interchangeable for order statistics: any slot among them does.
         let j = rank_le(&self.vals, x);
-        if n <= self.cap as u64 {
+        if held < self.cap {
             self.vals.insert(j, x);
-            self.seqs.insert(j, seq);
+            self.ages.copy_within(j..held, j + 1);
+            self.ages[j] = 0;
             return;
         }
-        let (old, old_seq) = (hist.ago(self.cap), n - 1 - self.cap as u64);
-        // Among equal values entries are in arrival order: find the leaving one.
+        // The leaving entry is the one now aged `cap`; among equal values, find it.
+        let old = hist.ago(self.cap);
         let mut i = rank(&self.vals, old);
-        while self.seqs[i] != old_seq {
+        while self.ages[i] as usize != self.cap {
             i += 1;
         }
         // Replace in one move, shifting only the entries between the two slots.
         let k = if j <= i {
             shift_up(&mut self.vals, j, i);
-            shift_up(&mut self.seqs, j, i);
+            shift_up(&mut self.ages, j, i);
             j
         } else {
             shift_down(&mut self.vals, i, j);
-            shift_down(&mut self.seqs, i, j);
+            shift_down(&mut self.ages, i, j);
             j - 1
         };
         self.vals[k] = x;
-        self.seqs[k] = seq;
+        self.ages[k] = 0;
     }
 
-    /// Median of the last min(m, held) values of a series whose next arrival number is `n`.
-    pub fn median_last(&self, m: usize, n: u64) -> Option<f64> {
-        let m = m.min(self.vals.len());
-        if m == 0 {
-            return None;
-        }
-        let (lo, hi) = ((m - 1) / 2, m / 2);
-        if m == self.vals.len() {
-            return Some((self.vals[lo] + self.vals[hi]) / 2.0);
-        }
-        // Walk the sorted entries storing each into slot (rank & 1) of a two-entry buffer,
-        // where rank counts the recent entries so far: an old entry is overwritten by the
-        // next one, a recent entry stays once the rank moves on. At rank hi the two middle
-        // entries are both in the buffer. A store and an add per entry, no data-dependent
-        // branch but the exit.
-        let oldest = n - m as u64;
-        let (mut rank, mut last) = (0, [0.0; 2]);
-        for (&v, &s) in self.vals.iter().zip(&self.seqs) {
-            last[rank & 1] = v;
-            rank += (s >= oldest) as usize;
-            if rank > hi {
-                break;
+    /// Bit i set where entry i is among the last m values, for each of `ms`.
+    fn masks(&self, ms: [usize; 3]) -> [u128; 3] {
+        let held = self.vals.len();
+        let words = held.div_ceil(8);
+        let mut low = [0u64; 3];
+        let mut high = [0u64; 3];
+        for (word, w) in self.ages.chunks_exact(8).take(words.min(8)).enumerate() {
+            let w = u64::from_le_bytes(w.try_into().expect("8 bytes"));
+            for (mask, &m) in low.iter_mut().zip(&ms) {
+                *mask |= below(w, m as u64) << (8 * word);
             }
         }
-        Some((last[lo & 1] + last[hi & 1]) / 2.0)
+        for (word, w) in self.ages.chunks_exact(8).take(words).skip(8).enumerate() {
+            let w = u64::from_le_bytes(w.try_into().expect("8 bytes"));
+            for (mask, &m) in high.iter_mut().zip(&ms) {
+                *mask |= below(w, m as u64) << (8 * word);
+            }
+        }
+        let used = if held >= 128 {
+            u128::MAX
+        } else {
+            (1u128 << held) - 1
+        };
+        std::array::from_fn(|i| ((high[i] as u128) << 64 | low[i] as u128) & used)
     }
 
-    /// [`median_last`](Self::median_last) for three suffix lengths in one walk (an
-    /// adaptive median's three candidate windows); lengths of 0 answer `None`.
-    pub fn medians_last(&self, ms: [usize; 3], n: u64) -> [Option<f64>; 3] {
+    /// Median of the last min(m, held) values.
+    pub fn median_last(&self, m: usize) -> Option<f64> {
+        self.medians_last([m, 0, 0])[0]
+    }
+
+    /// [`median_last`](Self::median_last) for three suffix lengths (an adaptive median's
+    /// three candidate windows); lengths of 0 answer `None`.
+    pub fn medians_last(&self, ms: [usize; 3]) -> [Option<f64>; 3] {
         let held = self.vals.len();
         let ms = ms.map(|m| m.min(held));
-        let his = ms.map(|m| m / 2);
-        let los = ms.map(|m| m.saturating_sub(1) / 2);
-        let oldest = ms.map(|m| n - m as u64);
-        let (mut rank, mut last) = ([0usize; 3], [[0.0; 2]; 3]);
-        // As in median_last, one store and one add per entry and window; the walk ends when
-        // every window has passed its upper middle.
-        for (&v, &s) in self.vals.iter().zip(&self.seqs) {
-            for i in 0..3 {
-                // A window already past its upper middle keeps its pair.
-                if rank[i] <= his[i] {
-                    last[i][rank[i] & 1] = v;
-                    rank[i] += (s >= oldest[i]) as usize;
-                }
-            }
-            if (0..3).all(|i| ms[i] == 0 || rank[i] > his[i]) {
-                break;
-            }
-        }
+        let masks = self.masks(ms);
         std::array::from_fn(|i| {
-            (ms[i] > 0).then(|| (last[i][los[i] & 1] + last[i][his[i] & 1]) / 2.0)
+            let m = ms[i];
+            if m == 0 {
+                return None;
+            }
+            let (lo, hi) = ((m - 1) / 2, m / 2);
+            if m == held {
+                return Some((self.vals[lo] + self.vals[hi]) / 2.0);
+            }
+            let a = select128(masks[i], lo as u32);
+            let b = if hi == lo {
+                a
+            } else {
+                // The next set bit above a.
+                (masks[i] >> (a + 1)).trailing_zeros() as usize + a + 1
+            };
+            Some((self.vals[a] + self.vals[b]) / 2.0)
         })
     }
 
     pub(crate) fn validate(&self, hist: &History) -> Result<(), String> {
-        let n = hist.count();
-        let ok = (1..hist.capacity()).contains(&self.cap)
-            && self.vals.len() == self.cap.min(hist.held())
-            && self.seqs.len() == self.vals.len()
+        let held = self.vals.len();
+        let mut seen = [false; TAGGED_MAX + 1];
+        let distinct = self.ages.get(..held).is_some_and(|ages| {
+            ages.iter().all(|&a| {
+                let fresh = (a as usize) < self.cap && !seen[a as usize];
+                if fresh {
+                    seen[a as usize] = true;
+                }
+                fresh
+            })
+        });
+        let ok = (1..=TAGGED_MAX).contains(&self.cap)
+            && self.cap < hist.capacity()
+            && held == self.cap.min(hist.held())
+            && self.ages.len() == TAGGED_MAX + 1
+            && distinct
             && self.vals.windows(2).all(|p| p[0] <= p[1])
-            && self.seqs.iter().all(|&s| s < n && s + self.cap as u64 >= n)
             && self.vals.iter().all(|v| v.is_finite());
         if ok {
             Ok(())
