@@ -21,13 +21,16 @@ pub enum Rule {
     /// early spike does not inflate every later timeout (kept for comparison: it has no
     /// control over how often it fires).
     Windowed { k: f64, window: usize },
-    /// Improved: MSE forecast + k·s, s a running root mean square of the MSE forecast's
-    /// recent errors, with k learnt online so that the long-run share of values above their
-    /// timeout meets `miss` (e.g. 0.02). After each judged value k moves up by γ·(1 − miss)
-    /// on a miss and down by γ·miss otherwise: the stochastic-approximation quantile update
-    /// of Robbins & Monro (1951), in the form of adaptive conformal inference (Gibbs &
-    /// Candès 2021, §2), whose long-run miss rate meets the target whatever the errors'
-    /// distribution and however it shifts.
+    /// Improved: MAE forecast + k·s, s the larger of the MAE forecast's whole-history mean
+    /// absolute error and a running mean of its recent absolute errors (a stable spread on a
+    /// steady series that still widens at once when a level shift brings larger errors),
+    /// with k learnt online so that the long-run share of values above their timeout meets
+    /// `miss` (e.g. 0.01). After each judged value k moves up by γ·(1 − miss) on a miss and
+    /// down by γ·miss otherwise: the stochastic-approximation quantile update of Robbins &
+    /// Monro (1951), in the form of adaptive conformal inference (Gibbs & Candès 2021, §2),
+    /// whose long-run miss rate meets the target whatever the errors' distribution and
+    /// however it shifts. k starts at ln(1 / (2·miss)), the multiple of the mean absolute
+    /// deviation that a Laplace distribution exceeds on one side with probability `miss`.
     Target { miss: f64 },
 }
 
@@ -37,12 +40,16 @@ pub const MIN_ERRORS: u64 = 5;
 /// The cold-start timeout as a multiple of the largest value seen; 3 is RFC 6298's first
 /// timeout after one measurement R (R + 4·R/2, §2.2).
 pub const COLD_FACTOR: f64 = 3.0;
-/// Step γ of the target rule's k, and its starting value and range.
+/// Step γ of the target rule's k, and its range.
 const TARGET_STEP: f64 = 0.05;
-const TARGET_K0: f64 = 2.0;
 const TARGET_K_MAX: f64 = 50.0;
-/// Weight of the newest squared error in the target rule's running mean square.
+/// Weight of the newest absolute error in the target rule's running mean absolute error.
 const TARGET_GAIN: f64 = 0.05;
+
+/// The target rule's starting k for miss rate `miss` (see [`Rule::Target`]).
+fn target_k0(miss: f64) -> f64 {
+    (0.5 / miss.clamp(1e-6, 0.5)).ln().clamp(0.0, TARGET_K_MAX)
+}
 
 impl Rule {
     /// Stable name of the rule, used in reports and records.
@@ -57,8 +64,8 @@ impl Rule {
     }
 
     /// The improved rule the probes use by default: a 1 % target miss rate (README, "Adaptive
-    /// timeouts": on the dev series it sits on the miss-rate/mean-timeout frontier of the
-    /// rules but for one, where the NWS rule misses less and waits less).
+    /// timeouts": chosen on one half of the dev series and, on the other half, on the
+    /// miss-rate/mean-timeout frontier of the rules on every series).
     pub const DEFAULT: Rule = Rule::Target { miss: 0.01 };
 
     /// The rules every report compares.
@@ -142,9 +149,10 @@ pub struct Tracker {
     se_n: u64,
     /// Largest value seen (the cold-start timeout's base).
     max_seen: Option<f64>,
-    /// Target rule: the multiplier k and the running mean square of errors.
+    /// Target rule: the multiplier k and the running mean absolute error of the MAE
+    /// forecast.
     k: f64,
-    ms: f64,
+    mad: f64,
     /// Values judged, values above their timeout, and the sum of timeouts.
     pub judged: u64,
     pub misses: u64,
@@ -175,8 +183,11 @@ impl Tracker {
             se_sum: 0.0,
             se_n: 0,
             max_seen: None,
-            k: TARGET_K0,
-            ms: 0.0,
+            k: match rule {
+                Rule::Target { miss } => target_k0(miss),
+                _ => 0.0,
+            },
+            mad: 0.0,
             judged: 0,
             misses: 0,
             timeout_sum: 0.0,
@@ -208,7 +219,10 @@ impl Tracker {
                 let filled = (self.se_n as usize).min(self.ring.len());
                 f.mse.value + k * (self.ring_sum.max(0.0) / filled as f64).sqrt()
             }
-            Rule::Target { .. } => forecast?.mse.value + self.k * self.ms.sqrt(),
+            Rule::Target { .. } => {
+                let f = forecast?;
+                f.mae.value + self.k * self.mad.max(f.mae.error)
+            }
         };
         raw.is_finite().then(|| bounds.clamp(raw))
     }
@@ -256,10 +270,11 @@ impl Tracker {
             let se = e * e;
             self.se_sum += se;
             self.se_n += 1;
-            self.ms = if self.se_n == 1 {
-                se
+            let ae = (x - f.mae.value).abs();
+            self.mad = if self.se_n == 1 {
+                ae
             } else {
-                self.ms + TARGET_GAIN * (se - self.ms)
+                self.mad + TARGET_GAIN * (ae - self.mad)
             };
             if !self.ring.is_empty() {
                 self.ring_sum += se - self.ring[self.ring_pos];
@@ -297,8 +312,8 @@ impl Tracker {
     pub(crate) fn validate(&self) -> Result<(), String> {
         let ok = self.k.is_finite()
             && (0.0..=TARGET_K_MAX).contains(&self.k)
-            && self.ms.is_finite()
-            && self.ms >= 0.0
+            && self.mad.is_finite()
+            && self.mad >= 0.0
             && self.ring_pos < self.ring.len().max(1)
             && matches!(self.rule, Rule::Windowed { window, .. } if window.max(1) == self.ring.len())
                 == !self.ring.is_empty();
