@@ -544,53 +544,72 @@ fn second_half(
 
 /// Each timeout rule's miss rate and mean timeout per family and per long series.
 fn timeouts(data: &[Trace]) {
-    println!("\n== timeout rules: miss rate / mean timeout (series units), improved bank");
-    let rules = timeout::Rule::standard();
-    let mut groups: BTreeMap<String, Vec<&Trace>> = BTreeMap::new();
-    for t in data {
-        groups.entry(t.group.clone()).or_default().push(t);
-    }
-    print!("{:<11}", "series");
-    for r in &rules {
-        print!(" {:>22}", r.id());
-    }
-    println!();
-    for (name, ts) in &groups {
-        let mut judged = vec![0u64; rules.len()];
-        let mut misses = vec![0u64; rules.len()];
-        let mut sum = vec![0.0; rules.len()];
-        for t in ts {
-            let mut s = Series::new(Mode::Improved, Bounds::UNBOUNDED);
-            for &x in &t.values {
-                s.observe(x).unwrap();
-            }
-            for (i, o) in s.timeout_outcomes().iter().enumerate() {
-                judged[i] += o.judged;
-                misses[i] += (o.miss_rate * o.judged as f64).round() as u64;
-                sum[i] += o.mean_timeout * o.judged as f64;
-            }
+    // Whole series, then each half: the short traces of that half, and the long series'
+    // quarters of that half (1 and 3 for A, 2 and 4 for B), each quarter run as a series.
+    for half in [None, Some(0), Some(1)] {
+        let title = half.map_or("whole series".to_string(), |h| format!("half {}", HALF[h]));
+        println!(
+            "\n== timeout rules, {title}: miss rate / mean timeout (series units), improved bank"
+        );
+        let rules = timeout::Rule::standard();
+        let mut groups: BTreeMap<String, Vec<&[f64]>> = BTreeMap::new();
+        for t in data {
+            let parts: Vec<&[f64]> = match (half, t.half) {
+                (None, _) => vec![&t.values],
+                (Some(h), Some(th)) if h == th => vec![&t.values],
+                (Some(_), Some(_)) => vec![],
+                (Some(h), None) => {
+                    let q = t.values.len() / 4;
+                    vec![
+                        &t.values[h * q..(h + 1) * q],
+                        &t.values[(h + 2) * q..(h + 3) * q],
+                    ]
+                }
+            };
+            groups.entry(t.group.clone()).or_default().extend(parts);
         }
-        print!("{name:<11}");
-        let point = |i: usize| {
-            let n = judged[i].max(1) as f64;
-            (misses[i] as f64 / n, sum[i] / n)
-        };
-        for i in 0..rules.len() {
-            let (m, t) = point(i);
-            print!(" {m:>10.4}/{t:<11.4}");
+        print!("{:<11}", "series");
+        for r in &rules {
+            print!(" {:>22}", r.id());
         }
-        // A rule is dominated when another misses no more and waits no longer, and one of
-        // the two strictly less.
-        let dominated: Vec<String> = (0..rules.len())
-            .filter(|&i| {
+        println!();
+        for (name, ts) in &groups {
+            let mut judged = vec![0u64; rules.len()];
+            let mut misses = vec![0u64; rules.len()];
+            let mut sum = vec![0.0; rules.len()];
+            for values in ts {
+                let mut s = Series::new(Mode::Improved, Bounds::UNBOUNDED);
+                for &x in values.iter() {
+                    s.observe(x).unwrap();
+                }
+                for (i, o) in s.timeout_outcomes().iter().enumerate() {
+                    judged[i] += o.judged;
+                    misses[i] += (o.miss_rate * o.judged as f64).round() as u64;
+                    sum[i] += o.mean_timeout * o.judged as f64;
+                }
+            }
+            print!("{name:<11}");
+            let point = |i: usize| {
+                let n = judged[i].max(1) as f64;
+                (misses[i] as f64 / n, sum[i] / n)
+            };
+            for i in 0..rules.len() {
                 let (m, t) = point(i);
-                (0..rules.len()).any(|j| {
-                    let (mj, tj) = point(j);
-                    j != i && mj <= m && tj <= t && (mj < m || tj < t)
+                print!(" {m:>10.4}/{t:<11.4}");
+            }
+            // A rule is dominated when another misses no more and waits no longer, and one
+            // of the two strictly less.
+            let dominated: Vec<String> = (0..rules.len())
+                .filter(|&i| {
+                    let (m, t) = point(i);
+                    (0..rules.len()).any(|j| {
+                        let (mj, tj) = point(j);
+                        j != i && mj <= m && tj <= t && (mj < m || tj < t)
+                    })
                 })
-            })
-            .map(|i| rules[i].id())
-            .collect();
-        println!("  dominated: {}", dominated.join(", "));
+                .map(|i| rules[i].id())
+                .collect();
+            println!("  dominated: {}", dominated.join(", "));
+        }
     }
 }
