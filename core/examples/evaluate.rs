@@ -4,8 +4,8 @@
 //! go to halves A and B alternately; each long RTT series (tyrell) runs whole through one bank,
 //! as a long series would in use, and its errors on quarters 1 and 3 count to half A, on
 //! quarters 2 and 4 to half B. Every setting of improved mode (the aggregates' learning rates,
-//! fixed-share fractions, exponentiated-gradient rate, prior on the selection, and whether the
-//! two long forecasters are added) is chosen on one half and reported on the other, then the
+//! fixed-share fractions, exponentiated-gradient rate, prior on the selection, whether the
+//! leading expert is a top-level input, and whether the two long forecasters are added) is chosen on one half and reported on the other, then the
 //! other way round. A setting's score on a half is the mean, over the five groups (Norway,
 //! FCC, and each tyrell series), of its error relative to the faithful bank's (RMSE for the
 //! MSE forecast, MAE for the MAE forecast), so that no family or unit dominates. Errors are
@@ -160,29 +160,33 @@ fn nws_rules(extras: bool) -> Vec<Rule> {
 fn grid() -> Vec<Config> {
     let mut out = Vec::new();
     for extras in [false, true] {
-        for eta_i in 0..2 {
-            for shares in [[0.0005, 0.01], [0.002, 0.01]] {
-                for variant in 0..2 {
-                    let mse = Settings {
-                        eta: [0.1, 0.3][eta_i],
-                        shares,
-                        eg_rate: [0.0, 0.02][variant],
-                        ..MSE_AGGREGATE
-                    };
-                    let mae = Settings {
-                        eta: [0.3, 0.1][eta_i],
-                        shares,
-                        prior_last: [0.0, 0.5][variant],
-                        ..MAE_AGGREGATE
-                    };
-                    out.push(Config {
+        for leader in [false, true] {
+            for eta_i in 0..2 {
+                for shares in [[0.0005, 0.01], [0.002, 0.01]] {
+                    for variant in 0..2 {
+                        let mse = Settings {
+                            eta: [0.1, 0.3][eta_i],
+                            shares,
+                            eg_rate: [0.0, 0.02][variant],
+                            leader,
+                            ..MSE_AGGREGATE
+                        };
+                        let mae = Settings {
+                            eta: [0.3, 0.1][eta_i],
+                            shares,
+                            prior_last: [0.0, 0.5][variant],
+                            leader,
+                            ..MAE_AGGREGATE
+                        };
+                        out.push(Config {
                         name: format!(
-                            "extras={extras} shares={shares:?} | MSE eta={} eg={} | MAE eta={} prior={}",
+                            "extras={extras} leader={leader} shares={shares:?} | MSE eta={} eg={} | MAE eta={} prior={}",
                             mse.eta, mse.eg_rate, mae.eta, mae.prior_last
                         ),
                         rules: nws_rules(extras),
                         reporting: Reporting::Aggregates { mse, mae },
                     });
+                    }
                 }
             }
         }
@@ -443,11 +447,29 @@ fn report(
         }
         lv_mae += (ia.mae() <= l.mae()) as usize;
         lv_rmse += (im.rmse() <= l.rmse()) as usize;
+        if ia.mae() > l.mae() {
+            losses.push(format!(
+                "{} MAE {:.5} vs last value {:.5} (faithful {:.5})",
+                t.name,
+                ia.mae(),
+                l.mae(),
+                fa.mae()
+            ));
+        }
+        if im.rmse() > l.rmse() {
+            losses.push(format!(
+                "{} RMSE {:.5} vs last value {:.5} (faithful {:.5})",
+                t.name,
+                im.rmse(),
+                l.rmse(),
+                fm.rmse()
+            ));
+        }
     }
     println!(
         "per trace: improved beats faithful on MAE {wins_mae}/{n}, RMSE {wins_rmse}/{n}; no worse than last value on MAE {lv_mae}/{n}, RMSE {lv_rmse}/{n}"
     );
-    for l in losses.iter().take(16) {
+    for l in &losses {
         println!("  not won: {l}");
     }
     if let Some(b) = baseline {
