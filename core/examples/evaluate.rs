@@ -4,15 +4,15 @@
 //! go to halves A and B alternately; each long RTT series (tyrell) runs whole through one bank,
 //! as a long series would in use, and its errors on quarters 1 and 3 count to half A, on
 //! quarters 2 and 4 to half B. Every setting of improved mode (the aggregates' learning rates,
-//! fixed-share fractions, exponentiated-gradient rate, prior on the selection, whether the
-//! leading expert is a top-level input, and whether the two long forecasters are added) is chosen on one half and reported on the other, then the
-//! other way round. A setting's score on a half is the mean, over the five groups (Norway,
-//! FCC, and each tyrell series), of its error relative to the faithful bank's (RMSE for the
-//! MSE forecast, MAE for the MAE forecast), so that no family or unit dominates. Errors are
-//! those of one-step forecasts over points 2..n; for the comparison with statsforecast's
-//! models, fitted on each trace's first half (scripts/statsforecast-baseline.py, whose JSON
-//! output is read if given), over the second half of each trace (quarters 3 and 4 of a long
-//! series, in halves A and B).
+//! fixed-share fractions, exponentiated-gradient rate, prior on the selection, whether the leading
+//! expert is a top-level input, and whether the two long forecasters are added) is chosen on one
+//! half and reported on the other, then the other way round. A setting's score on a half is the
+//! mean, over the five groups (Norway, FCC, and each tyrell series), of its error relative to the
+//! faithful bank's (RMSE for the MSE forecast, MAE for the MAE forecast), so that no family or unit
+//! dominates. Errors are those of one-step forecasts over points 2..n; for the comparison with
+//! statsforecast's models, fitted on each trace's first half (scripts/statsforecast-baseline.py,
+//! whose JSON output is read if given), over the second half of each trace (quarters 3 and 4 of a
+//! long series, in halves A and B).
 //!
 //! Usage: cargo run --release -p nowcast-core --example evaluate -- DATA_DIR [BASELINE_JSON]
 //! [--timeouts-only]. Also prints each timeout rule's miss rate and mean timeout per family
