@@ -81,6 +81,14 @@ pub struct ErrorTable {
     win_ae: Vec<Row>,
     /// Set once every forecaster has a full longest window of errors (it stays set).
     steady: bool,
+    /// Faithful windows: each window's sums are the running totals now minus the running
+    /// totals `w` steps ago, as the original library keeps them (its rounding included),
+    /// instead of sums slid over the ring. `totals_*[i % RING]` hold the totals after step
+    /// `i`; `steps` counts the steps recorded.
+    running: bool,
+    totals_se: Vec<Row>,
+    totals_ae: Vec<Row>,
+    steps: u64,
     /// Smallest sum of each window row, found while the row was updated, so that a
     /// selection only has to find where it is.
     #[serde(skip)]
@@ -90,8 +98,20 @@ pub struct ErrorTable {
 }
 
 impl ErrorTable {
-    /// A table for `p` ≤ [`LANES`] forecasters with the given windows (each ≤ RING).
+    /// A table for `p` ≤ [`LANES`] forecasters with the given windows (each ≤ RING), whose
+    /// window sums slide (exact sums of the last `w` errors, see [`ErrorTable::record`]).
     pub fn new(p: usize, windows: &[usize]) -> Self {
+        Self::with_totals(p, windows, false)
+    }
+
+    /// A table whose window sums are differences of running totals, as in the original
+    /// library (faithful mode); windows must be shorter than RING.
+    pub fn running(p: usize, windows: &[usize]) -> Self {
+        assert!(windows.iter().all(|&w| w < RING));
+        Self::with_totals(p, windows, true)
+    }
+
+    fn with_totals(p: usize, windows: &[usize], running: bool) -> Self {
         assert!(windows.iter().all(|&w| (1..=RING).contains(&w)));
         assert!(p <= LANES, "at most {LANES} forecasters");
         let mut unused = [0.0; LANES];
@@ -108,6 +128,18 @@ impl ErrorTable {
             win_se: vec![unused; windows.len()],
             win_ae: vec![unused; windows.len()],
             steady: false,
+            running,
+            totals_se: if running {
+                vec![[0.0; LANES]; RING]
+            } else {
+                Vec::new()
+            },
+            totals_ae: if running {
+                vec![[0.0; LANES]; RING]
+            } else {
+                Vec::new()
+            },
+            steps: 0,
             min_se: vec![0.0; windows.len()],
             min_ae: vec![0.0; windows.len()],
         }
@@ -132,6 +164,44 @@ impl ErrorTable {
         let windows = self.windows.len();
         self.min_se.resize(windows, 0.0);
         self.min_ae.resize(windows, 0.0);
+        if self.running {
+            self.record_running();
+        } else {
+            self.record_sliding(&se, &ae);
+        }
+        if !self.steady {
+            let longest = self.windows.iter().copied().max().unwrap_or(0) as f64;
+            self.steady = self.scored[..self.p].iter().all(|&n| n >= longest);
+        }
+    }
+
+    /// Window sums as the original forms them: running totals now minus `w` steps ago.
+    fn record_running(&mut self) {
+        self.steps += 1;
+        let slot = (self.steps % RING as u64) as usize;
+        self.totals_se[slot] = self.cum_se;
+        self.totals_ae[slot] = self.cum_ae;
+        for (wi, &w) in self.windows.iter().enumerate() {
+            let zero = [0.0; LANES];
+            let (then_se, then_ae) = if self.steps >= w as u64 {
+                let old = ((self.steps - w as u64) % RING as u64) as usize;
+                (&self.totals_se[old], &self.totals_ae[old])
+            } else {
+                (&zero, &zero)
+            };
+            let (mut s, mut a) = ([f64::MAX; LANES], [f64::MAX; LANES]);
+            for j in 0..self.p {
+                s[j] = self.cum_se[j] - then_se[j];
+                a[j] = self.cum_ae[j] - then_ae[j];
+            }
+            (self.win_se[wi], self.win_ae[wi]) = (s, a);
+            (self.min_se[wi], self.min_ae[wi]) = (row_min(&s), row_min(&a));
+        }
+    }
+
+    /// Window sums slid by the entering and leaving errors, rebuilt exactly once per lap.
+    fn record_sliding(&mut self, se: &Row, ae: &Row) {
+        let (se, ae) = (*se, *ae);
         for (wi, &w) in self.windows.iter().enumerate() {
             if w == 1 {
                 // The last error itself, exactly: a slid sum would carry rounding residue
@@ -154,10 +224,6 @@ impl ErrorTable {
         if self.pos == 0 {
             // Sliding sums gather rounding residue; rebuild them exactly once per lap.
             self.rebuild_windows();
-        }
-        if !self.steady {
-            let longest = self.windows.iter().copied().max().unwrap_or(0) as f64;
-            self.steady = self.scored[..self.p].iter().all(|&n| n >= longest);
         }
     }
 
@@ -233,7 +299,9 @@ impl ErrorTable {
                     Kind::Squared => self.win_se[wi][j],
                     Kind::Absolute => self.win_ae[wi][j],
                 };
-                if n >= w {
+                // The original compares raw totals even before a window is full; sliding
+                // windows not yet full are scaled to their length.
+                if n >= w || self.running {
                     sum
                 } else {
                     sum * (w / n)

@@ -6,6 +6,7 @@
 //! clock); the same crate runs natively in the `nowcast` command and as WebAssembly in the
 //! page.
 
+pub mod aggregate;
 pub mod bank;
 pub mod errors;
 pub mod iepm;
@@ -26,7 +27,7 @@ pub mod wren;
 #[cfg(target_arch = "wasm32")]
 pub mod wasm;
 
-pub use bank::{Bank, Forecast, Mode, PrimaryRow, Selected};
+pub use bank::{Bank, Forecast, Mode, PrimaryRow, Reporting, Selected};
 pub use errors::Accum;
 pub use probed::ProbedSeries;
 pub use series::Series;

@@ -4,7 +4,7 @@
 //! fixed length); adaptive medians keep sorted windows of their own, since theirs move.
 
 use crate::method::Rule;
-use crate::window::{Tagged, Windows};
+use crate::window::{Sorted, Tagged, Windows};
 use serde::{Deserialize, Serialize};
 
 /// Fixed window lengths the rules ask the shared [`Windows`] for.
@@ -12,9 +12,12 @@ pub fn fixed_windows(rules: &[Rule], faithful: bool) -> Vec<usize> {
     let mut lens = Vec::new();
     for rule in rules {
         match *rule {
-            Rule::Median(w) | Rule::TrimmedMean(w) | Rule::Quantile(w, _) => lens.push(w),
-            // Faithful adaptive medians compare against a window of size `step` and end up at
-            // their maximum window for good; both are kept sorted with the fixed ones.
+            Rule::Median(w)
+            | Rule::TrimmedMean(w)
+            | Rule::Quantile(w, _)
+            | Rule::Remedian(w, _) => lens.push(w),
+            // Faithful adaptive medians read the last `max` values (their forecast until
+            // that many arrived, and their smallest) and the median of the last `step`.
             Rule::AdaptiveMedian(_, _, max, step) if faithful => {
                 lens.push(max);
                 if step > 1 {
@@ -40,7 +43,107 @@ pub enum State {
     /// Current smoothed prediction.
     Smooth(f64),
     Adaptive(AdaptiveMedian),
+    Remedian(Remedian),
 }
+
+/// A remedian's state: the medians of its window at the last (count − 1)·w + 1 steps, so
+/// that those of the last `count` consecutive windows (lags 0, w, 2w, …) can be read.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Remedian {
+    /// Index of the shared fixed window whose median it reads.
+    window: usize,
+    w: usize,
+    count: usize,
+    /// Ring of past window medians, the number pushed and the newest one's slot.
+    past: Vec<f64>,
+    pushed: u64,
+    newest: usize,
+}
+
+impl Remedian {
+    fn step(&mut self, windows: &Windows) -> Option<f64> {
+        let m = windows.at(self.window).median()?;
+        let len = self.past.len();
+        // The newest median goes to the slot after the previous one's.
+        let newest = if self.pushed == 0 || self.newest + 1 == len {
+            0
+        } else {
+            self.newest + 1
+        };
+        self.newest = newest;
+        self.past[newest] = m;
+        self.pushed += 1;
+        // The medians of the last `count` windows that have ended (fewer at the start).
+        let k = if self.pushed >= len as u64 {
+            self.count
+        } else {
+            ((self.pushed - 1) / self.w as u64 + 1) as usize
+        };
+        let mut v = [0.0; REMEDIAN_MAX];
+        let mut at = newest;
+        for slot in v.iter_mut().take(k) {
+            *slot = self.past[at];
+            at = if at >= self.w {
+                at - self.w
+            } else {
+                at + len - self.w
+            };
+        }
+        if k == 9 {
+            return Some(median9(v[..9].try_into().expect("nine")));
+        }
+        // Insertion sort: a handful of values (while the first windows fill).
+        let v = &mut v[..k];
+        for i in 1..k {
+            let x = v[i];
+            let mut j = i;
+            while j > 0 && v[j - 1] > x {
+                v[j] = v[j - 1];
+                j -= 1;
+            }
+            v[j] = x;
+        }
+        Some((v[(k - 1) / 2] + v[k / 2]) / 2.0)
+    }
+}
+
+/// Median of nine values by the 19-exchange network of Paeth (as in Devillard 1998, "Fast
+/// median search: an ANSI C implementation", opt_med9), with min and max for the
+/// exchanges: no branches to mispredict.
+fn median9(mut p: [f64; 9]) -> f64 {
+    let mut sort = |a: usize, b: usize| {
+        let (lo, hi) = (p[a].min(p[b]), p[a].max(p[b]));
+        p[a] = lo;
+        p[b] = hi;
+    };
+    for (a, b) in [
+        (1, 2),
+        (4, 5),
+        (7, 8),
+        (0, 1),
+        (3, 4),
+        (6, 7),
+        (1, 2),
+        (4, 5),
+        (7, 8),
+        (0, 3),
+        (5, 8),
+        (4, 7),
+        (3, 6),
+        (1, 4),
+        (2, 5),
+        (4, 7),
+        (4, 2),
+        (6, 4),
+        (4, 2),
+    ] {
+        sort(a, b);
+    }
+    p[4]
+}
+
+/// The most windows a remedian takes the median of.
+pub const REMEDIAN_MAX: usize = 15;
 
 impl State {
     /// Initial state of `rule`; `windows` must hold the lengths [`fixed_windows`] asked for.
@@ -56,13 +159,27 @@ impl State {
             Rule::AdaptiveMedian(start, min, max, step) => State::Adaptive(AdaptiveMedian::new(
                 start, min, max, step, faithful, windows,
             )),
+            Rule::Remedian(w, count) => {
+                assert!(
+                    (1..=REMEDIAN_MAX).contains(&count),
+                    "remedian of {count} windows"
+                );
+                State::Remedian(Remedian {
+                    window: windows.index_of(w),
+                    w,
+                    count,
+                    past: vec![0.0; (count - 1) * w + 1],
+                    pushed: 0,
+                    newest: 0,
+                })
+            }
             _ => State::Stateless,
         }
     }
 }
 
-/// Median over a window that follows whichever of win−step, win, win+step would have
-/// forecast the last value best (algorithms.md §1.1, "Adaptive window").
+/// Median over a window that moves to whichever neighbouring window would have forecast the
+/// last value best (algorithms.md §1.1, "Adaptive window").
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct AdaptiveMedian {
     min: usize,
@@ -70,16 +187,30 @@ pub struct AdaptiveMedian {
     step: usize,
     /// Current window.
     pub win: usize,
-    /// Improved mode: the last max+step values, from which every candidate window's median
-    /// is read. Faithful mode has none: its smaller and larger candidates are windows of size
-    /// `step` (the original's quirk), and its window only grows, so once at its maximum it
-    /// reads the shared fixed window of that length; before that, the history.
-    recent: Option<Tagged>,
-    /// Faithful mode: the shared windows of lengths `step` and `max` (None for step 1).
-    step_window: Option<usize>,
-    max_window: Option<usize>,
-    /// Forecasts the smaller, current and larger windows made for the next value.
-    candidates: Option<[Option<f64>; 3]>,
+    rule: Adapt,
+}
+
+/// How the window adapts: the intended rule (improved mode) or the original's (faithful).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+enum Adapt {
+    /// Improved: after each value, compare the squared errors that the medians over win−step,
+    /// win and win+step made (forecasts made before the value) and move by `step` to the
+    /// best, within [min, max]. `recent` holds the last max+step values, from which every
+    /// candidate's median is read; `candidates` are those forecasts for the next value.
+    Intended {
+        recent: Tagged,
+        candidates: Option<[Option<f64>; 3]>,
+    },
+    /// Faithful: the original library's rule, reconstructed from its full state over 2,000
+    /// values (`tests/golden.rs`, `nws-golden-long.csv`). See [`AdaptiveMedian::faithful_step`].
+    Original {
+        /// The last `win` values, sorted.
+        window: Sorted,
+        /// Shared fixed windows of lengths `max` and `step` (None when `step` is 1).
+        max_window: usize,
+        step_window: Option<usize>,
+        current: Option<f64>,
+    },
 }
 
 impl AdaptiveMedian {
@@ -91,77 +222,152 @@ impl AdaptiveMedian {
         faithful: bool,
         windows: &Windows,
     ) -> Self {
+        let rule = if faithful {
+            Adapt::Original {
+                window: Sorted::new(start),
+                max_window: windows.index_of(max),
+                step_window: (step > 1).then(|| windows.index_of(step)),
+                current: None,
+            }
+        } else {
+            Adapt::Intended {
+                recent: Tagged::new(max + step),
+                candidates: None,
+            }
+        };
         Self {
             min,
             max,
             step,
             win: start,
-            recent: (!faithful).then(|| Tagged::new(max + step)),
-            step_window: (faithful && step > 1).then(|| windows.index_of(step)),
-            max_window: faithful.then(|| windows.index_of(max)),
-            candidates: None,
+            rule,
         }
     }
 
-    /// Moves the window towards the candidate that forecast `x` best.
-    fn decide(&mut self, x: f64, faithful: bool) {
-        let Some(c) = self.candidates else { return };
-        let err = |f: Option<f64>| f.map_or(f64::INFINITY, |f| (x - f) * (x - f));
-        let (lo, mid, hi) = (err(c[0]), err(c[1]), err(c[2]));
-        if lo < mid && lo < hi {
-            self.win -= self.step;
-        } else if hi < mid {
-            self.win += self.step;
-        }
-        self.win = self.win.min(self.max);
-        if !faithful {
-            self.win = self.win.max(self.min);
+    fn observe(&mut self, x: f64, windows: &Windows) {
+        match &self.rule {
+            Adapt::Intended { .. } => self.intended_step(x, windows),
+            Adapt::Original { .. } => self.faithful_step(x, windows),
         }
     }
 
-    fn observe(&mut self, x: f64, windows: &Windows, faithful: bool) {
+    /// The intended rule: score the candidates' forecasts made before `x`, move by `step`,
+    /// then forecast with the new window and its neighbours.
+    fn intended_step(&mut self, x: f64, windows: &Windows) {
+        let Adapt::Intended { recent, candidates } = &mut self.rule else {
+            unreachable!("intended_step on an original-rule median")
+        };
+        if let Some(c) = *candidates {
+            let err = |f: Option<f64>| f.map_or(f64::INFINITY, |f| (x - f) * (x - f));
+            let (lo, mid, hi) = (err(c[0]), err(c[1]), err(c[2]));
+            if lo < mid && lo < hi {
+                self.win -= self.step;
+            } else if hi < mid {
+                self.win += self.step;
+            }
+            self.win = self.win.clamp(self.min, self.max);
+        }
         let hist = &windows.hist;
-        let n = hist.count();
-        self.decide(x, faithful);
-        self.candidates = Some(match &mut self.recent {
-            Some(recent) => {
-                recent.push(hist);
-                let median = |w: usize| recent.median_last(w, n);
-                // A candidate outside [min, max] would be clamped back to win: leave it out.
-                let lo = (self.win >= self.min + self.step).then(|| median(self.win - self.step));
-                let hi = (self.win + self.step <= self.max).then(|| median(self.win + self.step));
-                [lo.flatten(), median(self.win), hi.flatten()]
-            }
-            None => {
-                let side = match self.step_window {
+        recent.push(hist);
+        // A candidate outside [min, max] would be clamped back to win: leave it out.
+        let lo = if self.win >= self.min + self.step {
+            self.win - self.step
+        } else {
+            0
+        };
+        let hi = if self.win + self.step <= self.max {
+            self.win + self.step
+        } else {
+            0
+        };
+        *candidates = Some(recent.medians_last([lo, self.win, hi]));
+    }
+
+    /// The original library's rule, quirks included, as its state over the long golden
+    /// trace shows it (every step of forecasters 16 and 17 reproduced):
+    /// - until `max` values have arrived, the forecast is the median of all of them;
+    /// - from then on, once per value `x` (already in the history): the three candidates are
+    ///   scored *after* `x` is in them, as |x − candidate|; the smaller candidate is
+    ///   m(`step`) instead of the median over win−step, and so is the larger one while
+    ///   win+step ≤ max, else m(max − win − 1); the middle one is the median of the last
+    ///   `win` values. Here m(n) is the median of the newest n values for n ≥ 2, the
+    ///   smallest of the last `max` values for n = 1 (the original reads the first slot of
+    ///   the buffer it has just sorted), and 0 for n ≤ 0 (a median of nothing);
+    /// - the window moves by one, not by `step`: down if the smaller candidate is strictly
+    ///   best, else up if the larger one beats the middle; it is capped at `max` and, as in
+    ///   the original, not held above `min`;
+    /// - the forecast is the median of the last `win` values with the new window.
+    ///
+    /// Since both candidates equal m(`step`) while win+step ≤ max, the window only grows
+    /// until it nears `max`, where it then wanders (algorithms.md §1.1, faithful quirk).
+    fn faithful_step(&mut self, x: f64, windows: &Windows) {
+        let (max, step, win) = (self.max as isize, self.step as isize, self.win as isize);
+        let Adapt::Original {
+            window,
+            max_window,
+            step_window,
+            current,
+        } = &mut self.rule
+        else {
+            unreachable!("faithful_step on an intended-rule median")
+        };
+        let (max_window, step_window) = (*max_window, *step_window);
+        let hist = &windows.hist;
+        window.push(hist);
+        let all = windows.at(max_window);
+        if hist.count() < max as u64 {
+            *current = all.median();
+            return;
+        }
+        let m = |n: isize| -> f64 {
+            match n {
+                n if n >= 2 && n == step => match step_window {
                     Some(i) => windows.at(i).median(),
-                    None => hist.last(),
-                };
-                let mid = match self.max_window {
-                    Some(i) if self.win == self.max => windows.at(i).median(),
-                    _ => hist.median_last(self.win),
-                };
-                [side, mid, side]
+                    None => hist.median_last(n as usize),
+                },
+                n if n >= 2 => hist.median_last(n as usize),
+                1 => all.min(),
+                _ => Some(0.0),
             }
+            .unwrap_or(0.0)
+        };
+        let lo = m(step);
+        let hi = m(if win + step <= max {
+            step
+        } else {
+            max - win - 1
         });
+        let mid = window.median().unwrap_or(0.0);
+        let err = |f: f64| (x - f).abs();
+        let (lo, hi, mid) = (err(lo), err(hi), err(mid));
+        let next = if lo < mid && lo < hi {
+            win - 1
+        } else if hi < mid {
+            win + 1
+        } else {
+            win
+        };
+        // The original has no lower bound; one value is the least a median can use.
+        let next = next.clamp(1, max) as usize;
+        if next != window.length() {
+            window.resize(next, hist);
+        }
+        *current = window.median();
+        self.win = next;
     }
 
     /// The median over the current window, computed when the last value arrived.
     fn current(&self) -> Option<f64> {
-        self.candidates.and_then(|c| c[1])
+        match &self.rule {
+            Adapt::Intended { candidates, .. } => candidates.and_then(|c| c[1]),
+            Adapt::Original { current, .. } => *current,
+        }
     }
 }
 
 /// Takes the new value `x` into `state` and returns the rule's forecast of the next value.
 /// `windows` already hold `x`; `n` counts the values including `x`.
-pub fn step(
-    rule: &Rule,
-    state: &mut State,
-    x: f64,
-    n: u64,
-    windows: &Windows,
-    faithful: bool,
-) -> Option<f64> {
+pub fn step(rule: &Rule, state: &mut State, x: f64, n: u64, windows: &Windows) -> Option<f64> {
     match (rule, state) {
         (Rule::LastValue, _) => Some(x),
         (Rule::RunningMean, State::Sum(s)) => {
@@ -191,8 +397,9 @@ pub fn step(
         (Rule::Median(_), State::Fixed(i)) => windows.at(*i).median(),
         (Rule::TrimmedMean(_), State::Fixed(i)) => windows.at(*i).trimmed_mean(0.3),
         (Rule::Quantile(_, q), State::Fixed(i)) => windows.at(*i).quantile(*q),
+        (Rule::Remedian(..), State::Remedian(r)) => r.step(windows),
         (Rule::AdaptiveMedian(..), State::Adaptive(a)) => {
-            a.observe(x, windows, faithful);
+            a.observe(x, windows);
             a.current()
         }
         _ => None,
@@ -207,16 +414,141 @@ pub(crate) fn validate(state: &State, windows: &Windows) -> Result<(), String> {
             return Err("a forecaster's window is missing".into());
         }
     }
+    if let State::Remedian(r) = state {
+        let ok = held(&r.window)
+            && (1..=REMEDIAN_MAX).contains(&r.count)
+            && r.w >= 1
+            && r.past.len() == (r.count - 1) * r.w + 1
+            && r.newest < r.past.len()
+            && r.past.iter().all(|v| v.is_finite());
+        if !ok {
+            return Err("a remedian's state is damaged".into());
+        }
+    }
     if let State::Adaptive(a) = state {
-        if !a.step_window.iter().chain(&a.max_window).all(held) {
-            return Err("an adaptive median's window is missing".into());
-        }
-        if let Some(recent) = &a.recent {
-            recent.validate(&windows.hist)?;
-        }
-        if a.win > a.max || a.step == 0 {
+        if a.win > a.max || a.win == 0 || a.step == 0 {
             return Err("adaptive median window is inconsistent".into());
+        }
+        match &a.rule {
+            Adapt::Intended { recent, .. } => recent.validate(&windows.hist)?,
+            Adapt::Original {
+                window,
+                max_window,
+                step_window,
+                ..
+            } => {
+                if !std::iter::once(max_window).chain(step_window).all(held) {
+                    return Err("an adaptive median's window is missing".into());
+                }
+                if window.length() != a.win {
+                    return Err("adaptive median window is inconsistent".into());
+                }
+                window.validate(&windows.hist)?;
+            }
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn median(v: &mut [f64]) -> f64 {
+        v.sort_by(f64::total_cmp);
+        let m = v.len();
+        (v[(m - 1) / 2] + v[m / 2]) / 2.0
+    }
+
+    #[test]
+    fn the_nine_value_network_finds_the_median() {
+        let mut s: u64 = 7;
+        for _ in 0..5000 {
+            let mut v = [0.0; 9];
+            for x in v.iter_mut() {
+                s = s.wrapping_mul(6364136223846793005).wrapping_add(1);
+                *x = ((s >> 40) % 12) as f64;
+            }
+            assert_eq!(median9(v), median(&mut v.clone()), "{v:?}");
+        }
+    }
+
+    #[test]
+    fn remedian_is_the_median_of_the_last_windows_medians() {
+        for (w, count) in [(5, 3), (4, 9)] {
+            let rule = Rule::Remedian(w, count);
+            let mut windows = Windows::new(&fixed_windows(&[rule], false));
+            let mut state = State::new(&rule, false, &windows);
+            let (mut xs, mut meds) = (Vec::new(), Vec::new());
+            let mut s: u64 = 3;
+            for n in 1..=200u64 {
+                s = s.wrapping_mul(6364136223846793005).wrapping_add(1);
+                let x = ((s >> 35) % 40) as f64;
+                xs.push(x);
+                windows.push(x);
+                let k = xs.len().min(w);
+                meds.push(median(&mut xs[xs.len() - k..].to_vec()));
+                let mut last: Vec<f64> = (0..count)
+                    .map(|c| c * w)
+                    .filter(|&lag| lag < meds.len())
+                    .map(|lag| meds[meds.len() - 1 - lag])
+                    .collect();
+                let want = median(&mut last);
+                assert_eq!(step(&rule, &mut state, x, n, &windows), Some(want), "n={n}");
+                validate(&state, &windows).unwrap();
+            }
+        }
+    }
+
+    #[test]
+    fn intended_adaptive_median_follows_its_rule_over_naive_windows() {
+        for rule in [
+            Rule::AdaptiveMedian(10, 5, 21, 1),
+            Rule::AdaptiveMedian(30, 21, 51, 5),
+        ] {
+            let Rule::AdaptiveMedian(start, min, max, step) = rule else {
+                unreachable!()
+            };
+            let mut windows = Windows::new(&fixed_windows(&[rule], false));
+            let mut state = State::new(&rule, false, &windows);
+            let (mut xs, mut win, mut cands): (Vec<f64>, usize, Option<[Option<f64>; 3]>) =
+                (Vec::new(), start, None);
+            let mut moves = 0;
+            let mut s: u64 = 9;
+            for n in 1..=3000u64 {
+                s = s.wrapping_mul(6364136223846793005).wrapping_add(1);
+                // A level that shifts now and then, so that the window moves both ways.
+                let level = if (n / 400) % 2 == 0 { 10.0 } else { 30.0 };
+                let x = level + ((s >> 40) % 17) as f64;
+                // The rule, naively: score the candidates made before x, move, then forecast.
+                if let Some(c) = cands {
+                    let err = |f: Option<f64>| f.map_or(f64::INFINITY, |f| (x - f) * (x - f));
+                    let before = win;
+                    if err(c[0]) < err(c[1]) && err(c[0]) < err(c[2]) {
+                        win -= step;
+                    } else if err(c[2]) < err(c[1]) {
+                        win += step;
+                    }
+                    win = win.clamp(min, max);
+                    moves += (win != before) as u32;
+                }
+                xs.push(x);
+                let m = |len: usize| {
+                    let k = len.min(xs.len());
+                    median(&mut xs[xs.len() - k..].to_vec())
+                };
+                let lo = (win >= min + step).then(|| m(win - step));
+                let hi = (win + step <= max).then(|| m(win + step));
+                cands = Some([lo, Some(m(win)), hi]);
+                windows.push(x);
+                assert_eq!(
+                    super::step(&rule, &mut state, x, n, &windows),
+                    Some(m(win)),
+                    "n={n}"
+                );
+                validate(&state, &windows).unwrap();
+            }
+            assert!(moves > 20, "{rule:?}: the window moved only {moves} times");
+        }
+    }
 }

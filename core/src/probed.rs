@@ -11,8 +11,10 @@
 //! - **Timeout rule** ([`TIMEOUT_RULE`]): the NWS rule (algorithms.md §2), the MAE forecast
 //!   of the probe durations plus three root-mean-square errors, within a floor and a ceiling
 //!   (the floor is Allen, Wolski & Plank's static minimum, §6).
-//! - **Cold start**: until the durations have [`COLD_START_ERRORS`] forecast errors, their
-//!   spread is not known, so the timeout is never below the profile's initial timeout.
+//! - **Cold start**: the timeout rules' own ([`crate::timeout::MIN_ERRORS`]): until the
+//!   durations have enough forecast errors to know their spread, the timeout is
+//!   [`crate::timeout::COLD_FACTOR`] times the largest duration seen, within the bounds; with
+//!   no duration yet, the profile's initial timeout.
 //! - **What a timed-out probe feeds back**: its elapsed time plus the penalty to the
 //!   durations (NWS, algorithms.md §2), and for a rate the rate its payload would at most
 //!   have reached in that time, so both forecasts learn that the path got slower.
@@ -37,11 +39,6 @@ use serde::{Deserialize, Serialize};
 /// Replace it here, and only here, to change how every probe of the product times out.
 pub const TIMEOUT_RULE: Rule = Rule::Nws;
 
-/// Forecast errors the durations need before their spread is trusted: until then the
-/// timeout is at least the profile's initial timeout (a spread from one or two errors says
-/// little, and too short a timeout costs a probe and a penalty).
-pub const COLD_START_ERRORS: u64 = 4;
-
 /// What a series' value is, which decides where its timeout comes from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -63,7 +60,7 @@ pub struct TimeoutBounds {
     pub ceiling_ms: f64,
     /// Added to a timed-out probe's elapsed time when it is fed back (NWS).
     pub penalty_ms: f64,
-    /// The timeout until the durations' spread is known (see [`COLD_START_ERRORS`]).
+    /// The timeout of the first probe, before any duration is known.
     pub initial_ms: f64,
 }
 
@@ -443,17 +440,15 @@ impl ProbedSeries {
     }
 
     /// The timeout of the next probe, in ms; `None` for a statistic, which has none of its
-    /// own. [`TIMEOUT_RULE`] within the bounds, and during the cold start never below the
-    /// initial timeout.
+    /// own. [`TIMEOUT_RULE`] within the bounds (with the rules' cold start), or the initial
+    /// timeout before any duration is known.
     pub fn timeout_ms(&self) -> Option<f64> {
         let timing = self.timing()?;
-        let initial = self.config.bounds.initial();
-        let errors = timing.bank().mse_accum().n;
-        Some(match timing.timeout_by(TIMEOUT_RULE) {
-            Some(t) if errors >= COLD_START_ERRORS => t,
-            Some(t) => t.max(initial),
-            None => initial,
-        })
+        Some(
+            timing
+                .timeout_by(TIMEOUT_RULE)
+                .unwrap_or(self.config.bounds.initial()),
+        )
     }
 
     /// The forecast of the next value: MSE-selected, as JavaNws reports it, with its error
@@ -692,22 +687,27 @@ mod tests {
     }
 
     #[test]
-    fn the_cold_start_holds_the_initial_timeout_until_the_spread_is_known() {
+    fn the_cold_start_is_three_times_the_largest_until_the_spread_is_known() {
+        use crate::timeout::{COLD_FACTOR, MIN_ERRORS};
         let mut s = rtt();
         assert_eq!(
             s.timeout_ms(),
             Some(3_000.0),
             "no data: the initial timeout"
         );
-        // Durations far above the initial: the learned timeout exceeds it at once.
+        // A duration far above the initial: 3 × it, within the ceiling.
         let mut slow = rtt();
-        slow.observe(measured(0.0, 5_000.0, Some(5_000.0), Some(10_000.0)));
-        assert_eq!(slow.timeout_ms(), Some(5_000.0));
-        // Fast durations: the initial holds for the first errors, then the floor.
-        for i in 0..=COLD_START_ERRORS {
-            assert_eq!(s.timeout_ms(), Some(3_000.0), "after {i} values");
-            s.observe(measured(i as f64, 20.0 + i as f64, Some(20.0), None));
+        slow.observe(measured(0.0, 2_000.0, Some(2_000.0), Some(10_000.0)));
+        assert_eq!(slow.timeout_ms(), Some(COLD_FACTOR * 2_000.0));
+        // Fast durations: 3 × the largest, held up by the floor, until the spread is known;
+        // a timeout is never the last duration itself (the bug of a second probe timed out
+        // at exactly the first one's duration).
+        for i in 0..MIN_ERRORS {
+            s.observe(measured(i as f64, 400.0 + i as f64, Some(400.0), None));
+            let t = s.timeout_ms().unwrap();
+            assert!(t >= COLD_FACTOR * 400.0, "after {} values: {t}", i + 1);
         }
+        s.observe(measured(9.0, 405.0, Some(400.0), None));
         assert_eq!(s.timeout_ms(), Some(1_000.0), "the floor, once learned");
     }
 

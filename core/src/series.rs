@@ -41,7 +41,7 @@ impl Series {
     pub fn observe(&mut self, x: f64) -> Result<(), ForecastError> {
         Bank::check(x)?;
         if !self.trackers.is_empty() {
-            let before = self.bank.forecast();
+            let before = self.bank.forecast_values();
             for t in &mut self.trackers {
                 t.observe(x, before.as_ref(), &self.bounds);
             }
@@ -49,8 +49,24 @@ impl Series {
         self.bank.update(x)
     }
 
-    /// Records a probe that timed out after `elapsed`: it is fed back as its duration plus
-    /// the penalty (NWS), never dropped. Returns the value fed.
+    /// Records a probe that gave up after `at_least` (its value is at least that): the
+    /// value is censored, not known. The rules are judged as [`Tracker::observe_censored`]
+    /// says, and the bank is fed `at_least`, a lower bound (never a made-up penalty), so its
+    /// forecasts learn that the path got slower. Returns the value fed.
+    pub fn censored(&mut self, at_least: f64) -> Result<f64, ForecastError> {
+        Bank::check(at_least)?;
+        let before = self.bank.forecast_values();
+        for t in &mut self.trackers {
+            t.observe_censored(at_least, before.as_ref(), &self.bounds);
+        }
+        self.bank.update(at_least)?;
+        self.timeouts += 1;
+        Ok(at_least)
+    }
+
+    /// Records a probe that timed out after `elapsed` the original NWS way: fed back as its
+    /// duration plus the penalty, as a value (see [`Series::censored`] for the improved way).
+    /// Returns the value fed.
     pub fn timed_out(&mut self, elapsed: f64) -> Result<f64, ForecastError> {
         let v = self.bounds.timed_out_value(elapsed);
         self.observe(v)?;
@@ -91,7 +107,7 @@ impl Series {
     }
 
     fn tracked(&self, which: impl Fn(&Rule) -> bool) -> Option<f64> {
-        let f = self.bank.forecast();
+        let f = self.bank.forecast_values();
         self.trackers
             .iter()
             .find(|t| which(&t.rule))?
@@ -107,6 +123,9 @@ impl Series {
 impl Saved for Series {
     const FORMAT: &'static str = "nowcast.series-state";
     fn validate(&self) -> Result<(), String> {
+        for t in &self.trackers {
+            t.validate()?;
+        }
         Saved::validate(&self.bank)
     }
 }
@@ -123,12 +142,78 @@ mod tests {
             s.observe(100.0).unwrap();
         }
         assert_eq!(s.timeout("nws"), Some(5_000.0), "floor applies");
+        assert_eq!(s.timeout("target_miss_2pct"), Some(5_000.0));
         assert_eq!(s.timed_out(5_000.0).unwrap(), 10_000.0);
         assert_eq!(s.timeouts(), 1);
         assert_eq!(s.bank().len(), 11);
         let back: Series = state::restore(&state::save(&s)).unwrap();
         assert_eq!(back.timeout("nws"), s.timeout("nws"));
         assert_eq!(back.timeout_outcomes(), s.timeout_outcomes());
+    }
+
+    #[test]
+    fn no_timeout_comes_from_too_few_errors_to_know_the_spread() {
+        // The probe bug this fixes: the second timeout was the first duration exactly.
+        let mut s = Series::new(Mode::Improved, Bounds::UNBOUNDED);
+        assert_eq!(s.timeout("target_miss_2pct"), None, "no value, no timeout");
+        s.observe(100.0).unwrap();
+        for id in ["nws", "allen_k2", "windowed_k2_w20", "target_miss_2pct"] {
+            assert_eq!(
+                s.timeout(id),
+                Some(300.0),
+                "{id}: cold start, 3 × the largest"
+            );
+        }
+        for x in [101.0, 99.0, 140.0, 100.0, 102.0] {
+            s.observe(x).unwrap();
+        }
+        let t = s.timeout("target_miss_2pct").unwrap();
+        assert!(t > 100.0 && t < 300.0, "{t}");
+    }
+
+    #[test]
+    fn a_censored_probe_counts_as_a_miss_and_feeds_its_lower_bound() {
+        let mut s = Series::new(Mode::Improved, Bounds::UNBOUNDED);
+        for i in 0..50 {
+            s.observe(100.0 + (i % 5) as f64).unwrap();
+        }
+        let t = s.timeout("target_miss_2pct").unwrap();
+        let before = s.timeout_outcomes();
+        assert_eq!(s.censored(t + 1.0).unwrap(), t + 1.0);
+        assert_eq!(s.bank().len(), 51);
+        let after = s.timeout_outcomes();
+        let id = |o: &Vec<Outcome>| {
+            o.iter()
+                .find(|o| o.rule == "target_miss_2pct")
+                .map(|o| (o.judged, (o.miss_rate * o.judged as f64).round() as u64))
+                .unwrap()
+        };
+        let (j0, m0) = id(&before);
+        assert_eq!(id(&after), (j0 + 1, m0 + 1));
+        assert!(
+            s.timeout("target_miss_2pct").unwrap() > t,
+            "k and the forecast moved up"
+        );
+    }
+
+    #[test]
+    fn the_target_rule_meets_its_miss_rate_on_heavy_tailed_values() {
+        let mut s = Series::new(Mode::Improved, Bounds::UNBOUNDED);
+        let mut r: u64 = 5;
+        for _ in 0..20_000 {
+            r = r
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let u = ((r >> 11) as f64 + 0.5) / (1u64 << 53) as f64;
+            // Pareto-tailed delays around 20 ms.
+            s.observe(20.0 + 2.0 / u.sqrt()).unwrap();
+        }
+        let o = s
+            .timeout_outcomes()
+            .into_iter()
+            .find(|o| o.rule == "target_miss_2pct")
+            .unwrap();
+        assert!((o.miss_rate - 0.02).abs() < 0.004, "{o:?}");
     }
 
     #[test]

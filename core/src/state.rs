@@ -8,7 +8,10 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 /// Version of the saved layout; bumped whenever a saved type's fields or forecasters change.
-pub const VERSION: u32 = 1;
+/// 2: faithful adaptive medians and window totals as the original keeps them; improved mode's
+/// aggregated forecasts and the target-miss-rate timeout rule.
+/// 3: improved mode's two-level aggregates and its two added forecasters.
+pub const VERSION: u32 = 3;
 
 /// Something that can be saved: its format tag, and the checks a restored copy must pass.
 pub trait Saved: Serialize + DeserializeOwned {
@@ -57,8 +60,13 @@ pub fn restore<T: Saved>(text: &str) -> Result<T, ForecastError> {
         )));
     }
     if header.version != VERSION {
+        let why = if header.version < VERSION {
+            "it was saved by an older build whose forecasters have changed since"
+        } else {
+            "it was saved by a newer build"
+        };
         return Err(err(format!(
-            "version {} cannot be restored by this build (it reads version {VERSION}); start afresh",
+            "version {} cannot be restored by this build (it reads version {VERSION}): {why}; start afresh",
             header.version
         )));
     }

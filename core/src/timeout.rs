@@ -17,9 +17,38 @@ pub enum Rule {
     Allen { k: f64 },
     /// RFC 6298 retransmission timer: SRTT + max(G, 4·RTTVAR), α = 1/8, β = 1/4.
     Rfc6298 { granularity: f64 },
-    /// Improved: MSE forecast + k·√(mean squared error of the last `window` forecasts), so
-    /// that one early spike does not inflate every later timeout.
+    /// MSE forecast + k·√(mean squared error of the last `window` forecasts), so that one
+    /// early spike does not inflate every later timeout (kept for comparison: it has no
+    /// control over how often it fires).
     Windowed { k: f64, window: usize },
+    /// Improved: MAE forecast + k·s, s the larger of the MAE forecast's whole-history mean
+    /// absolute error and a running mean of its recent absolute errors (a stable spread on a
+    /// steady series that still widens at once when a level shift brings larger errors),
+    /// with k learnt online so that the long-run share of values above their timeout meets
+    /// `miss` (e.g. 0.01). After each judged value k moves up by γ·(1 − miss) on a miss and
+    /// down by γ·miss otherwise: the stochastic-approximation quantile update of Robbins &
+    /// Monro (1951), in the form of adaptive conformal inference (Gibbs & Candès 2021, §2),
+    /// whose long-run miss rate meets the target whatever the errors' distribution and
+    /// however it shifts. k starts at ln(1 / (2·miss)), the multiple of the mean absolute
+    /// deviation that a Laplace distribution exceeds on one side with probability `miss`.
+    Target { miss: f64 },
+}
+
+/// Fewer forecast errors than this and the spread is not known: the cold-start timeout
+/// applies ([`COLD_FACTOR`] times the largest value seen, within the bounds).
+pub const MIN_ERRORS: u64 = 5;
+/// The cold-start timeout as a multiple of the largest value seen; 3 is RFC 6298's first
+/// timeout after one measurement R (R + 4·R/2, §2.2).
+pub const COLD_FACTOR: f64 = 3.0;
+/// Step γ of the target rule's k, and its range.
+const TARGET_STEP: f64 = 0.05;
+const TARGET_K_MAX: f64 = 50.0;
+/// Weight of the newest absolute error in the target rule's running mean absolute error.
+const TARGET_GAIN: f64 = 0.05;
+
+/// The target rule's starting k for miss rate `miss` (see [`Rule::Target`]).
+fn target_k0(miss: f64) -> f64 {
+    (0.5 / miss.clamp(1e-6, 0.5)).ln().clamp(0.0, TARGET_K_MAX)
 }
 
 impl Rule {
@@ -30,8 +59,14 @@ impl Rule {
             Rule::Allen { k } => format!("allen_k{k}"),
             Rule::Rfc6298 { .. } => "rfc6298".into(),
             Rule::Windowed { k, window } => format!("windowed_k{k}_w{window}"),
+            Rule::Target { miss } => format!("target_miss_{}pct", miss * 100.0),
         }
     }
+
+    /// The improved rule the probes use by default: a 1 % target miss rate (README, "Adaptive
+    /// timeouts": chosen on one half of the dev series and, on the other half, on the
+    /// miss-rate/mean-timeout frontier of the rules on every series).
+    pub const DEFAULT: Rule = Rule::Target { miss: 0.01 };
 
     /// The rules every report compares.
     pub fn standard() -> Vec<Rule> {
@@ -41,6 +76,8 @@ impl Rule {
             Rule::Allen { k: 2.0 },
             Rule::Rfc6298 { granularity: 0.0 },
             Rule::Windowed { k: 2.0, window: 20 },
+            Rule::DEFAULT,
+            Rule::Target { miss: 0.02 },
         ]
     }
 }
@@ -110,6 +147,12 @@ pub struct Tracker {
     /// Whole-history squared error of the MSE forecast.
     se_sum: f64,
     se_n: u64,
+    /// Largest value seen (the cold-start timeout's base).
+    max_seen: Option<f64>,
+    /// Target rule: the multiplier k and the running mean absolute error of the MAE
+    /// forecast.
+    k: f64,
+    mad: f64,
     /// Values judged, values above their timeout, and the sum of timeouts.
     pub judged: u64,
     pub misses: u64,
@@ -139,16 +182,26 @@ impl Tracker {
             ring_sum: 0.0,
             se_sum: 0.0,
             se_n: 0,
+            max_seen: None,
+            k: match rule {
+                Rule::Target { miss } => target_k0(miss),
+                _ => 0.0,
+            },
+            mad: 0.0,
             judged: 0,
             misses: 0,
             timeout_sum: 0.0,
         }
     }
 
-    /// The timeout for the next value, given the bank's current forecast; `None` until the
-    /// rule has something to go on.
+    /// The timeout for the next value, given the bank's current forecast; `None` before any
+    /// value. While fewer than [`MIN_ERRORS`] errors are known, so that no spread can be
+    /// told from them, every rule but RFC 6298 (which has its own start, §2.2) answers the
+    /// cold-start timeout: [`COLD_FACTOR`] × the largest value seen, within the bounds.
     pub fn timeout(&self, forecast: Option<&Forecast>, bounds: &Bounds) -> Option<f64> {
+        let cold = !matches!(self.rule, Rule::Rfc6298 { .. }) && self.se_n < MIN_ERRORS;
         let raw = match self.rule {
+            _ if cold => COLD_FACTOR * self.max_seen?,
             Rule::Nws => {
                 let f = forecast?;
                 f.mae.value + 3.0 * f.mse.error.sqrt()
@@ -164,12 +217,11 @@ impl Tracker {
             Rule::Windowed { k, .. } => {
                 let f = forecast?;
                 let filled = (self.se_n as usize).min(self.ring.len());
-                let mse = if filled == 0 {
-                    0.0
-                } else {
-                    self.ring_sum.max(0.0) / filled as f64
-                };
-                f.mse.value + k * mse.sqrt()
+                f.mse.value + k * (self.ring_sum.max(0.0) / filled as f64).sqrt()
+            }
+            Rule::Target { .. } => {
+                let f = forecast?;
+                f.mae.value + self.k * self.mad.max(f.mae.error)
             }
         };
         raw.is_finite().then(|| bounds.clamp(raw))
@@ -178,18 +230,52 @@ impl Tracker {
     /// Judges `x` against the timeout this rule set before it, then learns from it.
     /// `forecast` is the bank's forecast made before `x`.
     pub fn observe(&mut self, x: f64, forecast: Option<&Forecast>, bounds: &Bounds) {
-        if let Some(t) = self.timeout(forecast, bounds) {
-            self.judged += 1;
-            self.timeout_sum += t;
-            if x > t {
-                self.misses += 1;
-            }
+        let missed = self.timeout(forecast, bounds).map(|t| self.judge(t, x > t));
+        self.learn(x, forecast, missed);
+    }
+
+    /// A probe that gave up after `at_least` (the value is at least that): judged a miss for
+    /// a rule whose timeout was below it, not judged for one whose timeout was not (whether
+    /// that rule would have waited long enough is unknown), and learnt from as the value
+    /// `at_least`, a lower bound rather than a made-up penalty.
+    pub fn observe_censored(
+        &mut self,
+        at_least: f64,
+        forecast: Option<&Forecast>,
+        bounds: &Bounds,
+    ) {
+        let missed = match self.timeout(forecast, bounds) {
+            Some(t) if t < at_least => Some(self.judge(t, true)),
+            _ => None,
+        };
+        self.learn(at_least, forecast, missed);
+    }
+
+    fn judge(&mut self, t: f64, missed: bool) -> bool {
+        self.judged += 1;
+        self.timeout_sum += t;
+        self.misses += missed as u64;
+        missed
+    }
+
+    fn learn(&mut self, x: f64, forecast: Option<&Forecast>, missed: Option<bool>) {
+        if let (Rule::Target { miss }, Some(m), false) = (self.rule, missed, self.se_n < MIN_ERRORS)
+        {
+            // Robbins–Monro / adaptive conformal step (Gibbs & Candès 2021, §2).
+            let step = if m { 1.0 - miss } else { -miss };
+            self.k = (self.k + TARGET_STEP * step).clamp(0.0, TARGET_K_MAX);
         }
         if let Some(f) = forecast {
             let e = x - f.mse.value;
             let se = e * e;
             self.se_sum += se;
             self.se_n += 1;
+            let ae = (x - f.mae.value).abs();
+            self.mad = if self.se_n == 1 {
+                ae
+            } else {
+                self.mad + TARGET_GAIN * (ae - self.mad)
+            };
             if !self.ring.is_empty() {
                 self.ring_sum += se - self.ring[self.ring_pos];
                 self.ring[self.ring_pos] = se;
@@ -200,6 +286,7 @@ impl Tracker {
                 }
             }
         }
+        self.max_seen = Some(self.max_seen.map_or(x, |m| m.max(x)));
         // RFC 6298 §2: first measurement sets SRTT = R, RTTVAR = R/2.
         self.rfc = Some(match self.rfc {
             None => (x, x / 2.0),
@@ -218,6 +305,22 @@ impl Tracker {
             judged: self.judged,
             miss_rate: self.misses as f64 / n,
             mean_timeout: self.timeout_sum / n,
+        }
+    }
+
+    /// Checks a restored tracker.
+    pub(crate) fn validate(&self) -> Result<(), String> {
+        let ok = self.k.is_finite()
+            && (0.0..=TARGET_K_MAX).contains(&self.k)
+            && self.mad.is_finite()
+            && self.mad >= 0.0
+            && self.ring_pos < self.ring.len().max(1)
+            && matches!(self.rule, Rule::Windowed { window, .. } if window.max(1) == self.ring.len())
+                == !self.ring.is_empty();
+        if ok {
+            Ok(())
+        } else {
+            Err(format!("timeout rule {} is damaged", self.rule.id()))
         }
     }
 }

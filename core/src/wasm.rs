@@ -82,7 +82,15 @@ impl Forecaster {
         Ok(())
     }
 
-    /// Records a probe that timed out after `elapsed`; returns the value fed back.
+    /// Records a probe that gave up after `at_least` as a censored value (at least that):
+    /// judged a miss by the rules whose timeout was below it, fed to the forecasters as the
+    /// lower bound, never with a penalty. Returns the value fed.
+    pub fn censored(&mut self, at_least: f64) -> Result<f64, JsError> {
+        self.series.censored(at_least).map_err(js_err)
+    }
+
+    /// Records a probe that timed out after `elapsed` the original NWS way (duration plus
+    /// the penalty); returns the value fed back.
     #[wasm_bindgen(js_name = timedOut)]
     pub fn timed_out(&mut self, elapsed: f64) -> Result<f64, JsError> {
         self.series.timed_out(elapsed).map_err(js_err)
@@ -146,7 +154,8 @@ impl Forecaster {
     }
 
     /// The timeout rule `rule` sets for the next probe ("nws", "allen_k1", "allen_k2",
-    /// "rfc6298", "windowed_k2_w20"); undefined until it has data.
+    /// "rfc6298", "windowed_k2_w20", "target_miss_1pct" (the improved default),
+    /// "target_miss_2pct"); undefined before any value.
     pub fn timeout(&self, rule: &str) -> Option<f64> {
         self.series.timeout(rule)
     }

@@ -9,11 +9,14 @@
 
 use serde::{Deserialize, Serialize};
 
-/// Values kept in arrival order. A window may be at most HISTORY − 1 long: its update reads
-/// the value that just left it, which must still be held.
+/// Values kept in arrival order, at least (a power of two). A window must be shorter than
+/// the history: its update reads the value that just left it, which must still be held.
 pub const HISTORY: usize = 128;
+/// The longest window a bank may ask for.
+pub const MAX_WINDOW: usize = 511;
 
-/// The last [`HISTORY`] values in arrival order.
+/// The last values in arrival order: [`HISTORY`] of them, or the next power of two above the
+/// longest window asked for.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct History {
     ring: Vec<f64>,
@@ -22,17 +25,37 @@ pub struct History {
 
 impl Default for History {
     fn default() -> Self {
-        Self {
-            ring: vec![0.0; HISTORY],
-            n: 0,
-        }
+        Self::for_windows(0)
     }
 }
 
 impl History {
+    /// A history long enough for windows of up to `longest` values.
+    pub fn for_windows(longest: usize) -> Self {
+        assert!(
+            longest <= MAX_WINDOW,
+            "window length {longest} out of range"
+        );
+        Self {
+            ring: vec![0.0; HISTORY.max((longest + 1).next_power_of_two())],
+            n: 0,
+        }
+    }
+
+    /// How many values it holds once the series is that long.
+    pub fn capacity(&self) -> usize {
+        self.ring.len()
+    }
+
+    fn slot(&self, i: u64) -> usize {
+        // The length is a power of two.
+        (i & (self.ring.len() as u64 - 1)) as usize
+    }
+
     /// Appends `x` as the newest value.
     pub fn push(&mut self, x: f64) {
-        self.ring[(self.n % HISTORY as u64) as usize] = x;
+        let i = self.slot(self.n);
+        self.ring[i] = x;
         self.n += 1;
     }
 
@@ -41,15 +64,15 @@ impl History {
         self.n
     }
 
-    /// Number of values held: min(count, HISTORY).
+    /// Number of values held: min(count, capacity).
     pub fn held(&self) -> usize {
-        (self.n as usize).min(HISTORY)
+        (self.n as usize).min(self.ring.len())
     }
 
     /// The value `k` steps before the newest (`ago(0)` is the newest); `k` < held().
     pub fn ago(&self, k: usize) -> f64 {
         debug_assert!(k < self.held());
-        self.ring[((self.n - 1 - k as u64) % HISTORY as u64) as usize]
+        self.ring[self.slot(self.n - 1 - k as u64)]
     }
 
     /// The newest value.
@@ -64,8 +87,14 @@ impl History {
         if m == 0 {
             return None;
         }
-        let mut buf = [0.0; HISTORY];
-        let buf = &mut buf[..m];
+        // On the stack for the short windows asked about (the faithful adaptive medians').
+        let (mut stack, mut heap) = ([0.0; HISTORY], Vec::new());
+        let buf = if m <= HISTORY {
+            &mut stack[..m]
+        } else {
+            heap.resize(m, 0.0);
+            &mut heap[..]
+        };
         for (k, slot) in buf.iter_mut().enumerate() {
             *slot = self.ago(k);
         }
@@ -81,7 +110,11 @@ impl History {
     }
 
     pub(crate) fn validate(&self) -> Result<(), String> {
-        if self.ring.len() == HISTORY && self.ring.iter().all(|v| v.is_finite()) {
+        let len = self.ring.len();
+        if len.is_power_of_two()
+            && (HISTORY..=MAX_WINDOW + 1).contains(&len)
+            && self.ring.iter().all(|v| v.is_finite())
+        {
             Ok(())
         } else {
             Err("value history is damaged".into())
@@ -97,10 +130,10 @@ pub struct Sorted {
 }
 
 impl Sorted {
-    /// An empty window of length `len` (1 ≤ len < HISTORY).
+    /// An empty window of length `len` (1 ≤ len ≤ MAX_WINDOW).
     pub fn new(len: usize) -> Self {
         assert!(
-            (1..HISTORY).contains(&len),
+            (1..=MAX_WINDOW).contains(&len),
             "window length {len} out of range"
         );
         Self {
@@ -129,10 +162,10 @@ impl Sorted {
         let i = rank(&self.vals, old);
         let j = rank(&self.vals, new);
         if j <= i {
-            self.vals.copy_within(j..i, j + 1);
+            shift_up(&mut self.vals, j, i);
             self.vals[j] = new;
         } else {
-            self.vals.copy_within(i + 1..j, i);
+            shift_down(&mut self.vals, i, j);
             self.vals[j - 1] = new;
         }
     }
@@ -140,7 +173,7 @@ impl Sorted {
     /// Changes the window's length, adding older values from `hist` or dropping the oldest.
     pub fn resize(&mut self, len: usize, hist: &History) {
         assert!(
-            (1..HISTORY).contains(&len),
+            (1..hist.capacity()).contains(&len),
             "window length {len} out of range"
         );
         let (have, want) = (self.vals.len(), len.min(hist.held()));
@@ -161,6 +194,11 @@ impl Sorted {
         let i = rank(&self.vals, x);
         debug_assert!(self.vals.get(i) == Some(&x), "leaving value not in window");
         self.vals.remove(i);
+    }
+
+    /// Smallest value; `None` when empty.
+    pub fn min(&self) -> Option<f64> {
+        self.vals.first().copied()
     }
 
     /// Median (mean of the two middle values when even); `None` when empty.
@@ -196,7 +234,7 @@ impl Sorted {
     }
 
     pub(crate) fn validate(&self, hist: &History) -> Result<(), String> {
-        let ok = (1..HISTORY).contains(&self.len)
+        let ok = (1..hist.capacity()).contains(&self.len)
             && self.vals.len() == self.len.min(hist.held())
             && self.vals.windows(2).all(|p| p[0] <= p[1])
             && self.vals.iter().all(|v| v.is_finite());
@@ -272,7 +310,7 @@ mod tests {
                 w.validate(&hist).unwrap();
             }
             for w in [1, 2, 5, 31, 64, 80] {
-                let m = w.min(all.len()).min(HISTORY);
+                let m = w.min(all.len()).min(hist.capacity());
                 let tail = &all[all.len() - m..];
                 assert_eq!(hist.median_last(w), Some(naive_median(tail)), "w={w}");
             }
@@ -298,7 +336,66 @@ mod tests {
             for m in [1, 2, 5, 20, 46, 51, 56, 60] {
                 let k = m.min(all.len()).min(56);
                 let want = naive_median(&all[all.len() - k..]);
-                assert_eq!(t.median_last(m, i + 1), Some(want), "m={m} i={i}");
+                assert_eq!(t.median_last(m), Some(want), "m={m} i={i}");
+            }
+            for ms in [
+                [0, 26, 31],
+                [21, 26, 31],
+                [46, 51, 56],
+                [9, 10, 0],
+                [1, 2, 3],
+            ] {
+                let got = t.medians_last(ms);
+                for (g, m) in got.into_iter().zip(ms) {
+                    let want = (m > 0).then(|| t.median_last(m)).flatten();
+                    assert_eq!(g, want, "ms={ms:?} i={i}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn broadword_select_matches_a_naive_one() {
+        let mut s: u64 = 11;
+        for _ in 0..2000 {
+            s = s
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let x = ((s as u128) << 64 | s.rotate_left(17) as u128) & (s as u128 | 0xF0F0);
+            let ones: Vec<usize> = (0..128).filter(|&b| x >> b & 1 == 1).collect();
+            for (k, &b) in ones.iter().enumerate() {
+                assert_eq!(select128(x, k as u32), b, "{x:#x} k={k}");
+            }
+        }
+        for m in 0..=127u64 {
+            let w = u64::from_le_bytes([0, 1, 5, 17, 64, 100, 126, 127]);
+            let want = [0, 1, 5, 17, 64, 100, 126, 127]
+                .iter()
+                .enumerate()
+                .fold(0, |acc, (i, &a)| acc | (((a as u64) < m) as u64) << i);
+            assert_eq!(below(w, m), want, "m={m}");
+        }
+    }
+
+    #[test]
+    fn the_longest_tagged_window_reads_every_suffix_median() {
+        let mut hist = History::for_windows(TAGGED_MAX);
+        let mut t = Tagged::new(TAGGED_MAX);
+        let mut all = Vec::new();
+        let mut s: u64 = 5;
+        for i in 0..600 {
+            s = s
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let x = ((s >> 40) % 50) as f64;
+            hist.push(x);
+            t.push(&hist);
+            all.push(x);
+            t.validate(&hist).unwrap();
+            for m in [1, 2, 63, 64, 65, 100, 126, 127] {
+                let k = m.min(all.len());
+                let want = naive_median(&all[all.len() - k..]);
+                assert_eq!(t.median_last(m), Some(want), "m={m} i={i}");
             }
         }
     }
@@ -325,6 +422,32 @@ mod tests {
         assert_eq!(w.quantile(0.0), Some(1.0));
         assert_eq!(w.quantile(1.0), Some(5.0));
         assert_eq!(w.quantile(0.5), Some(3.0));
+    }
+}
+
+/// Moves `v[from..to]` one slot up (to `v[from + 1..=to]`). Shifts here are short (a new
+/// value usually lands near the one it replaces), where an element loop beats a call to
+/// memmove; long ones still go to `copy_within`.
+#[inline]
+fn shift_up<T: Copy>(v: &mut [T], from: usize, to: usize) {
+    if to - from > 16 {
+        v.copy_within(from..to, from + 1);
+    } else {
+        for k in (from..to).rev() {
+            v[k + 1] = v[k];
+        }
+    }
+}
+
+/// Moves `v[from + 1..to]` one slot down (to `v[from..to - 1]`); see [`shift_up`].
+#[inline]
+fn shift_down<T: Copy>(v: &mut [T], from: usize, to: usize) {
+    if to - from > 17 {
+        v.copy_within(from + 1..to, from);
+    } else {
+        for k in from + 1..to {
+            v[k - 1] = v[k];
+        }
     }
 }
 
@@ -381,94 +504,207 @@ pub fn sum(vals: &[f64]) -> f64 {
     (acc[0] + acc[1]) + (acc[2] + acc[3]) + tail
 }
 
-/// The last `cap` values in ascending order, each tagged with its arrival number, so that
-/// order statistics of any suffix (the last m ≤ cap values) can be read. Adaptive medians
-/// use one of these for all their candidate windows instead of a sorted window each.
+/// The last `cap` (at most [`TAGGED_MAX`]) values in ascending order, each tagged with its
+/// age (0 for the newest), so that order statistics of any suffix (the last m ≤ cap values)
+/// can be read. Adaptive medians use one of these for all their candidate windows instead of
+/// a sorted window each.
+///
+/// The ages are bytes, eight to a machine word, so that the questions are a few word
+/// operations instead of a walk over the entries: all ages grow by one in one addition per
+/// word; the entries of the last m values are those with age < m, found as a bit mask by a
+/// per-byte comparison; a median is the entry at a given rank among the mask's bits, found
+/// by the broadword select of Vigna (2008, "Broadword implementation of rank/select
+/// queries", §5).
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Tagged {
     cap: usize,
     vals: Vec<f64>,
-    seqs: Vec<u64>,
+    /// Age of each entry of `vals`, in the same order; bytes past `vals.len()` are unused.
+    ages: Vec<u8>,
+}
+
+/// The longest [`Tagged`] window (ages and masks fit in 128 bits).
+pub const TAGGED_MAX: usize = 127;
+
+const BYTES: u64 = 0x0101_0101_0101_0101;
+const HIGH: u64 = 0x8080_8080_8080_8080;
+
+/// Bit i set where byte i of `w` is below `m`; bytes and m at most 127.
+#[inline]
+fn below(w: u64, m: u64) -> u64 {
+    // Per byte, age + 128 − m stays within the byte (1..=255): its high bit is age ≥ m.
+    // Unused bytes (past the window's length) may carry out of the top: wrapping is meant.
+    let ge = w.wrapping_add((0x80 - m) * BYTES) & HIGH;
+    let lt = (!ge & HIGH) >> 7;
+    // Gather the bytes' low bits into one byte (bit i from byte i).
+    lt.wrapping_mul(0x0102_0408_1020_4080) >> 56
+}
+
+/// Position of the set bit of rank `k` (0-based) in `x`, which has more than k set bits
+/// (Vigna 2008, §5: byte counts by the sideways addition, their prefix sums by one
+/// multiplication, the byte by one comparison, the bit within it by clearing lower ones).
+#[inline]
+fn select64(x: u64, k: u32) -> u32 {
+    let mut c = x - ((x >> 1) & 0x5555_5555_5555_5555);
+    c = (c & 0x3333_3333_3333_3333) + ((c >> 2) & 0x3333_3333_3333_3333);
+    c = (c + (c >> 4)) & 0x0F0F_0F0F_0F0F_0F0F;
+    // Byte i of `prefix`: set bits in bytes 0..=i (at most 64).
+    let prefix = c.wrapping_mul(BYTES);
+    // High bit of each byte whose prefix exceeds k.
+    let past = (prefix + (0x80 - (k as u64 + 1)) * BYTES) & HIGH;
+    let byte = past.trailing_zeros() / 8;
+    let before = ((prefix << 8) >> (8 * byte)) & 0xFF;
+    let mut bits = (x >> (8 * byte)) & 0xFF;
+    for _ in 0..(k as u64 - before) {
+        bits &= bits - 1;
+    }
+    8 * byte + bits.trailing_zeros()
+}
+
+/// [`select64`] over a 128-bit mask.
+#[inline]
+fn select128(x: u128, k: u32) -> usize {
+    let low = x as u64;
+    let n = low.count_ones();
+    if k < n {
+        select64(low, k) as usize
+    } else {
+        64 + select64((x >> 64) as u64, k - n) as usize
+    }
 }
 
 impl Tagged {
     pub fn new(cap: usize) -> Self {
         assert!(
-            (1..HISTORY).contains(&cap),
+            (1..=TAGGED_MAX).contains(&cap),
             "window length {cap} out of range"
         );
         Self {
             cap,
             vals: Vec::with_capacity(cap + 1),
-            seqs: Vec::with_capacity(cap + 1),
+            ages: vec![0; TAGGED_MAX + 1],
+        }
+    }
+
+    /// Ages every entry by one.
+    fn age(&mut self) {
+        let words = self.vals.len().div_ceil(8);
+        for w in self.ages.chunks_exact_mut(8).take(words) {
+            // No byte carries into the next: ages stay below 128 (bytes past the entries
+            // may hold anything; a carry out of them only reaches bytes past them too).
+            let v = u64::from_le_bytes(w.try_into().expect("8 bytes")).wrapping_add(BYTES);
+            w.copy_from_slice(&v.to_le_bytes());
         }
     }
 
     /// Takes in the newest value of `hist` and drops the one that left the window.
     pub fn push(&mut self, hist: &History) {
-        let n = hist.count();
-        let (x, seq) = (hist.ago(0), n - 1);
-        // The new value goes after any equal values, which all arrived earlier.
+        let x = hist.ago(0);
+        self.age();
+        let held = self.vals.len();
+        // Equal values are interchangeable for order statistics: any slot among them does.
         let j = rank_le(&self.vals, x);
-        if n <= self.cap as u64 {
+        if held < self.cap {
             self.vals.insert(j, x);
-            self.seqs.insert(j, seq);
+            self.ages.copy_within(j..held, j + 1);
+            self.ages[j] = 0;
             return;
         }
-        let (old, old_seq) = (hist.ago(self.cap), n - 1 - self.cap as u64);
-        // Among equal values entries are in arrival order: find the leaving one.
+        // The leaving entry is the one now aged `cap`; among equal values, find it.
+        let old = hist.ago(self.cap);
         let mut i = rank(&self.vals, old);
-        while self.seqs[i] != old_seq {
+        while self.ages[i] as usize != self.cap {
             i += 1;
         }
         // Replace in one move, shifting only the entries between the two slots.
         let k = if j <= i {
-            self.vals.copy_within(j..i, j + 1);
-            self.seqs.copy_within(j..i, j + 1);
+            shift_up(&mut self.vals, j, i);
+            shift_up(&mut self.ages, j, i);
             j
         } else {
-            self.vals.copy_within(i + 1..j, i);
-            self.seqs.copy_within(i + 1..j, i);
+            shift_down(&mut self.vals, i, j);
+            shift_down(&mut self.ages, i, j);
             j - 1
         };
         self.vals[k] = x;
-        self.seqs[k] = seq;
+        self.ages[k] = 0;
     }
 
-    /// Median of the last min(m, held) values of a series whose next arrival number is `n`.
-    pub fn median_last(&self, m: usize, n: u64) -> Option<f64> {
-        let m = m.min(self.vals.len());
-        if m == 0 {
-            return None;
-        }
-        let (lo, hi) = ((m - 1) / 2, m / 2);
-        if m == self.vals.len() {
-            return Some((self.vals[lo] + self.vals[hi]) / 2.0);
-        }
-        // Walk the sorted entries storing each into slot (rank & 1) of a two-entry buffer,
-        // where rank counts the recent entries so far: an old entry is overwritten by the
-        // next one, a recent entry stays once the rank moves on. At rank hi the two middle
-        // entries are both in the buffer. A store and an add per entry, no data-dependent
-        // branch but the exit.
-        let oldest = n - m as u64;
-        let (mut rank, mut last) = (0, [0.0; 2]);
-        for (&v, &s) in self.vals.iter().zip(&self.seqs) {
-            last[rank & 1] = v;
-            rank += (s >= oldest) as usize;
-            if rank > hi {
-                break;
+    /// Bit i set where entry i is among the last m values, for each of `ms`.
+    fn masks(&self, ms: [usize; 3]) -> [u128; 3] {
+        let held = self.vals.len();
+        let words = held.div_ceil(8);
+        let mut low = [0u64; 3];
+        let mut high = [0u64; 3];
+        for (word, w) in self.ages.chunks_exact(8).take(words.min(8)).enumerate() {
+            let w = u64::from_le_bytes(w.try_into().expect("8 bytes"));
+            for (mask, &m) in low.iter_mut().zip(&ms) {
+                *mask |= below(w, m as u64) << (8 * word);
             }
         }
-        Some((last[lo & 1] + last[hi & 1]) / 2.0)
+        for (word, w) in self.ages.chunks_exact(8).take(words).skip(8).enumerate() {
+            let w = u64::from_le_bytes(w.try_into().expect("8 bytes"));
+            for (mask, &m) in high.iter_mut().zip(&ms) {
+                *mask |= below(w, m as u64) << (8 * word);
+            }
+        }
+        let used = if held >= 128 {
+            u128::MAX
+        } else {
+            (1u128 << held) - 1
+        };
+        std::array::from_fn(|i| ((high[i] as u128) << 64 | low[i] as u128) & used)
+    }
+
+    /// Median of the last min(m, held) values.
+    pub fn median_last(&self, m: usize) -> Option<f64> {
+        self.medians_last([m, 0, 0])[0]
+    }
+
+    /// [`median_last`](Self::median_last) for three suffix lengths (an adaptive median's
+    /// three candidate windows); lengths of 0 answer `None`.
+    pub fn medians_last(&self, ms: [usize; 3]) -> [Option<f64>; 3] {
+        let held = self.vals.len();
+        let ms = ms.map(|m| m.min(held));
+        let masks = self.masks(ms);
+        std::array::from_fn(|i| {
+            let m = ms[i];
+            if m == 0 {
+                return None;
+            }
+            let (lo, hi) = ((m - 1) / 2, m / 2);
+            if m == held {
+                return Some((self.vals[lo] + self.vals[hi]) / 2.0);
+            }
+            let a = select128(masks[i], lo as u32);
+            let b = if hi == lo {
+                a
+            } else {
+                // The next set bit above a.
+                (masks[i] >> (a + 1)).trailing_zeros() as usize + a + 1
+            };
+            Some((self.vals[a] + self.vals[b]) / 2.0)
+        })
     }
 
     pub(crate) fn validate(&self, hist: &History) -> Result<(), String> {
-        let n = hist.count();
-        let ok = (1..HISTORY).contains(&self.cap)
-            && self.vals.len() == self.cap.min(hist.held())
-            && self.seqs.len() == self.vals.len()
+        let held = self.vals.len();
+        let mut seen = [false; TAGGED_MAX + 1];
+        let distinct = self.ages.get(..held).is_some_and(|ages| {
+            ages.iter().all(|&a| {
+                let fresh = (a as usize) < self.cap && !seen[a as usize];
+                if fresh {
+                    seen[a as usize] = true;
+                }
+                fresh
+            })
+        });
+        let ok = (1..=TAGGED_MAX).contains(&self.cap)
+            && self.cap < hist.capacity()
+            && held == self.cap.min(hist.held())
+            && self.ages.len() == TAGGED_MAX + 1
+            && distinct
             && self.vals.windows(2).all(|p| p[0] <= p[1])
-            && self.seqs.iter().all(|&s| s < n && s + self.cap as u64 >= n)
             && self.vals.iter().all(|v| v.is_finite());
         if ok {
             Ok(())
@@ -492,7 +728,7 @@ impl Windows {
         lens.sort_unstable();
         lens.dedup();
         Self {
-            hist: History::default(),
+            hist: History::for_windows(lens.last().copied().unwrap_or(0)),
             fixed: lens.into_iter().map(Sorted::new).collect(),
         }
     }

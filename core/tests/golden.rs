@@ -114,3 +114,100 @@ fn improved_smoothers_start_at_the_first_value() {
     }
     assert!(bank.table().iter().all(|r| r.mse == 0.0));
 }
+
+/// The original library's full state over 2,000 synthetic values (`nws-golden-long.csv`):
+/// every primary's own forecast, the reported forecasts, their errors and methods. Long
+/// enough for the adaptive medians (16, 17) to adapt, which the ten-value trace never does.
+struct LongRow {
+    k: usize,
+    cells: Vec<Option<f64>>,
+}
+
+fn golden_long() -> (Vec<f64>, Vec<String>, Vec<LongRow>) {
+    let input: Vec<f64> = include_str!("../testdata/nws-golden-long-input.txt")
+        .lines()
+        .map(|l| l.trim().parse().unwrap())
+        .collect();
+    let text = include_str!("../testdata/nws-golden-long.csv");
+    let mut lines = text.lines().filter(|l| !l.starts_with('#'));
+    let header: Vec<String> = lines.next().unwrap().split(',').map(String::from).collect();
+    let rows = lines
+        .map(|line| {
+            let cells: Vec<Option<f64>> = line
+                .split(',')
+                .map(|c| (!c.is_empty()).then(|| c.parse().unwrap()))
+                .collect();
+            LongRow {
+                k: cells[0].unwrap() as usize,
+                cells,
+            }
+        })
+        .collect();
+    (input, header, rows)
+}
+
+/// 1e-9 relative, as the data README asks (absolute below magnitude 1).
+fn close_long(a: f64, b: f64) -> bool {
+    (a - b).abs() <= 1e-9 * b.abs().max(1.0)
+}
+
+#[test]
+fn faithful_bank_reproduces_every_column_of_the_long_golden_trace() {
+    let (input, header, rows) = golden_long();
+    assert_eq!(input.len(), 2000);
+    assert_eq!(
+        rows.len(),
+        1999,
+        "rows k = 1..1999, each with the value that follows"
+    );
+    let col = |name: &str| header.iter().position(|h| h == name).unwrap();
+    let (next, mse_f, mae_f, mse_e, mae_e, mse_m, mae_m, p0) = (
+        col("next"),
+        col("mse_forecast"),
+        col("mae_forecast"),
+        col("mse_error"),
+        col("mae_error"),
+        col("mse_method"),
+        col("mae_method"),
+        col("p0"),
+    );
+    let mut bank = Bank::new(Mode::Faithful);
+    let mut wrong = Vec::new();
+    for row in &rows {
+        let k = row.k;
+        bank.update(input[k - 1]).unwrap();
+        assert_eq!(row.cells[next], Some(input[k]), "next value of row {k}");
+        let f = bank.forecast().unwrap();
+        let mut check = |name: &str, got: f64, want: Option<f64>| {
+            if !want.is_some_and(|w| close_long(got, w)) {
+                wrong.push(format!("k={k} {name}: {got} vs {want:?}"));
+            }
+        };
+        check("mse_forecast", f.mse.value, row.cells[mse_f]);
+        check("mae_forecast", f.mae.value, row.cells[mae_f]);
+        check("mse_error", f.mse.error, row.cells[mse_e]);
+        check("mae_error", f.mae.error, row.cells[mae_e]);
+        check("mse_method", f.mse.method as f64, row.cells[mse_m]);
+        check("mae_method", f.mae.method as f64, row.cells[mae_m]);
+        for j in 0..18 {
+            match (bank.primary_forecast(j), row.cells[p0 + j]) {
+                (Some(got), want) => check(&format!("p{j}"), got, want),
+                (None, None) => {}
+                (None, want) => check(&format!("p{j} (none)"), f64::NAN, want),
+            }
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "{} mismatches ({}), first: {:#?}",
+        wrong.len(),
+        {
+            let mut by: std::collections::BTreeMap<&str, usize> = Default::default();
+            for w in &wrong {
+                *by.entry(w.split(' ').nth(1).unwrap_or("")).or_default() += 1;
+            }
+            format!("{by:?}")
+        },
+        &wrong[..wrong.len().min(20)]
+    );
+}

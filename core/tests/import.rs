@@ -399,8 +399,10 @@ fn records_one_series_per_metric_transport_and_target() {
     let examples = std::fs::read_to_string(dir("../public/schema/examples/valid.ndjson")).unwrap();
     let r = read(&examples);
     clean(&r);
-    // Ten records: two of them without a value, two pairs of the same series.
-    assert_eq!(r.series.len(), 6, "{:?}", names(&r));
+    // Two records without a value, two pairs of the same series, and two from nowcast pcap
+    // (a Wren lower bound and a timestamp RTT of one flow).
+    assert_eq!(r.series.len(), 8, "{:?}", names(&r));
+    assert!(names(&r).contains(&"avail_bw_lower_bound/pcap to 198.51.100.2:35753"));
 }
 
 #[test]

@@ -1,7 +1,8 @@
 //! Rules that must hold for every input: forecasts stay finite, bad values are refused
 //! without disturbing the bank, and a saved bank resumes bit-identically.
 
-use nowcast_core::{state, Bank, ForecastError, Mode};
+use nowcast_core::timeout::Bounds;
+use nowcast_core::{state, Bank, ForecastError, Mode, Series};
 use proptest::prelude::*;
 
 fn magnitude() -> impl Strategy<Value = f64> {
@@ -57,6 +58,44 @@ proptest! {
             prop_assert_eq!(whole.table(), resumed.table());
         }
     }
+
+    #[test]
+    fn a_restored_series_continues_bit_identically_with_its_timeouts(
+        xs in prop::collection::vec(0.1..1e4f64, 1..200),
+        cut in 0usize..200,
+        censor in 0usize..200,
+    ) {
+        let cut = cut.min(xs.len());
+        let feed = |s: &mut Series, i: usize, x: f64| {
+            if i == censor {
+                s.censored(x).unwrap();
+            } else {
+                s.observe(x).unwrap();
+            }
+        };
+        let mut whole = Series::new(Mode::Improved, Bounds::UNBOUNDED);
+        let mut first = Series::new(Mode::Improved, Bounds::UNBOUNDED);
+        for (i, &x) in xs[..cut].iter().enumerate() {
+            feed(&mut first, i, x);
+        }
+        let mut resumed: Series = state::restore(&state::save(&first)).unwrap();
+        for (i, &x) in xs.iter().enumerate() {
+            feed(&mut whole, i, x);
+        }
+        for (i, &x) in xs.iter().enumerate().skip(cut) {
+            feed(&mut resumed, i, x);
+        }
+        let bits = |s: &Series| {
+            let f = s.forecast().map(|f| (f.mse.value.to_bits(), f.mae.value.to_bits()));
+            let t: Vec<Option<u64>> = ["target_miss_1pct", "nws", "rfc6298"]
+                .iter()
+                .map(|id| s.timeout(id).map(f64::to_bits))
+                .collect();
+            (f, t)
+        };
+        prop_assert_eq!(bits(&whole), bits(&resumed));
+        prop_assert_eq!(whole.timeout_outcomes(), resumed.timeout_outcomes());
+    }
 }
 
 #[test]
@@ -97,7 +136,11 @@ fn damaged_or_foreign_state_is_refused() {
     bank.update_all(&[1.0, 2.0]).unwrap();
     let saved = state::save(&bank);
     assert!(state::restore::<Bank>(&saved).is_ok());
-    let newer = saved.replacen("\"version\":1", "\"version\":99", 1);
+    let newer = saved.replacen(
+        &format!("\"version\":{}", state::VERSION),
+        "\"version\":99",
+        1,
+    );
     let e = state::restore::<Bank>(&newer).unwrap_err().to_string();
     assert!(e.contains("version 99"), "{e}");
     assert!(state::restore::<Bank>("{}").is_err());
@@ -110,4 +153,17 @@ fn damaged_or_foreign_state_is_refused() {
     // Cut a forecaster's state out of the saved text: refused, not a panic later.
     let damaged = saved.replacen("\"n\":2", "\"n\":7", 1);
     assert!(state::restore::<Bank>(&damaged).is_err());
+}
+
+#[test]
+fn a_state_saved_by_an_older_build_is_refused_with_a_reason() {
+    let mut bank = Bank::new(Mode::Improved);
+    bank.update_all(&[1.0, 2.0]).unwrap();
+    let old = state::save(&bank).replacen(
+        &format!("\"version\":{}", state::VERSION),
+        "\"version\":1",
+        1,
+    );
+    let e = state::restore::<Bank>(&old).unwrap_err().to_string();
+    assert!(e.contains("version 1") && e.contains("older build"), "{e}");
 }

@@ -296,7 +296,10 @@ mod tests {
             assert!(row.mae.is_finite() && row.rmse >= row.mae);
         }
         assert!(r.row("oracle").unwrap().mae <= r.row("nws_improved_mae").unwrap().mae);
-        assert_eq!(r.timeouts.len(), 5);
+        assert_eq!(
+            r.timeouts.len(),
+            nowcast_core::timeout::Rule::standard().len()
+        );
     }
 
     #[test]

@@ -70,8 +70,14 @@ fn json_report_covers_every_forecaster_and_rule() {
     ] {
         assert!(ids.contains(&id), "{id} missing from {ids:?}");
     }
-    assert_eq!(doc["report"]["primaries"].as_array().unwrap().len(), 20);
-    assert_eq!(doc["report"]["timeouts"].as_array().unwrap().len(), 5);
+    assert_eq!(
+        doc["report"]["primaries"].as_array().unwrap().len(),
+        nowcast_core::Bank::new(nowcast_core::Mode::Improved).primaries()
+    );
+    assert_eq!(
+        doc["report"]["timeouts"].as_array().unwrap().len(),
+        nowcast_core::timeout::Rule::standard().len()
+    );
     for row in doc["report"]["selected"].as_array().unwrap() {
         assert_eq!(row["n"], 399, "errors over points 2..n");
     }

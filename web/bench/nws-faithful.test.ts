@@ -5,8 +5,12 @@ import { goldenMismatches, parseGolden } from "../src/golden";
 import { NwsFaithfulBank } from "./nws-faithful";
 import { benchSeries } from "./series";
 
-const golden = parseGolden(
-  readFileSync(new URL("../../core/testdata/nws-golden-trace.csv", import.meta.url), "utf8"),
+const testdata = (name: string) =>
+  readFileSync(new URL(`../../core/testdata/${name}`, import.meta.url), "utf8");
+const golden = parseGolden(testdata("nws-golden-trace.csv"));
+const goldenLong = parseGolden(
+  testdata("nws-golden-long.csv"),
+  testdata("nws-golden-long-input.txt"),
 );
 
 beforeAll(async () => {
@@ -28,6 +32,20 @@ describe("the TypeScript faithful NWS bank", () => {
     );
     expect(wrong).toEqual([]);
     expect(bank.count).toBe(golden.rows.length);
+  });
+
+  it("reproduces every column of the original's state over 2,000 values", () => {
+    const bank = new NwsFaithfulBank();
+    const wrong = goldenMismatches(
+      goldenLong,
+      (x) => bank.update(x),
+      () => bank.forecast(),
+      {
+        tolerance: 1e-9,
+        primaries: () => Array.from({ length: 18 }, (_, j) => bank.primaryForecast(j)),
+      },
+    );
+    expect(wrong.slice(0, 10)).toEqual([]);
   });
 
   it("charges only the smoothers, for starting at 0, on a constant series", () => {

@@ -13,9 +13,9 @@ const HISTORY = 128;
 /** Steps of error history kept for the windowed selectors. */
 const RING = 100;
 const PRIMARIES = 18;
-/** Selector windows; the original's 99-slot ring makes its "100" effectively 98. */
-const WINDOWS = [1, 5, 10, 20, 30, 50, 98] as const;
-const LONGEST = 98;
+/** Selector windows; the original's "100" spans 97 errors (errors.rs, bank.rs). */
+const WINDOWS = [1, 5, 10, 20, 30, 50, 97] as const;
+const LONGEST = 97;
 const SELECTORS = 2 + 2 * WINDOWS.length;
 const GAINS = [0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75] as const;
 const FIRST_SMOOTHER = 2;
@@ -57,6 +57,17 @@ class History {
   /** The value `k` steps before the newest; `k` < held(). */
   ago(k: number): number {
     return this.ring[(this.end - 1 - k) & (HISTORY - 1)]!;
+  }
+
+  private readonly newest = new Float64Array(HISTORY);
+
+  /** Median of the newest n values (the adaptive medians' short candidates, n ≤ 4). */
+  medianOfNewest(n: number): number {
+    const v = this.newest.subarray(0, n);
+    for (let k = 0; k < n; k++) v[k] = this.ago(k);
+    v.sort();
+    const h = n >> 1;
+    return n & 1 ? v[h]! : (v[h - 1]! + v[h]!) / 2;
   }
 }
 
@@ -156,6 +167,11 @@ class SortedWindow {
     this.len = len;
   }
 
+  /** Smallest value of a non-empty window. */
+  min(): number {
+    return this.vals[0]!;
+  }
+
   /** Median (mean of the two middle values when even) of a non-empty window. */
   median(): number {
     const m = this.size;
@@ -187,17 +203,17 @@ class SortedWindow {
 }
 
 /**
- * Adaptive median, faithful quirk: the original compares its window with
- * one of size `step` (1 or 5) instead of win ± step, so the window only ever grows, by `step`,
- * whenever that small window forecast the last value better, up to `max`.
+ * Adaptive median as the original library adapts it (primary.rs `faithful_step`, reproduced
+ * over its 2,000-value state): the median of all values until `max` have arrived; then, per
+ * value x, |x − candidate| for the candidates m(step) (smaller), the current window
+ * (middle) and m(step) while win + step ≤ max, else m(max − win − 1) (larger), with m(n) the
+ * median of the newest n for n ≥ 2, the smallest of the last `max` for n = 1 and 0 below;
+ * the window moves by one (down if the smaller is strictly best, else up if the larger
+ * beats the middle), capped at `max`, and the forecast is the median over the new window.
  */
 class FaithfulAdaptiveMedian {
-  private readonly mid: SortedWindow;
+  private readonly window: SortedWindow;
   private win: number;
-  private started = false;
-  /** What the window and the size-`step` window forecast for the value now arriving. */
-  private current = 0;
-  private small = 0;
 
   constructor(
     start: number,
@@ -205,22 +221,33 @@ class FaithfulAdaptiveMedian {
     private readonly step: number,
   ) {
     this.win = start;
-    this.mid = new SortedWindow(start);
+    this.window = new SortedWindow(start);
   }
 
-  /** `hist` already holds `x`; `small` is the size-`step` window's median including `x`. */
-  observe(x: number, hist: History, small: number): number {
-    this.mid.push(hist);
-    if (this.started) {
-      const es = x - this.small;
-      const em = x - this.current;
-      if (es * es < em * em) this.win = Math.min(this.win + this.step, this.max);
+  /** `hist` already holds `x`; `all` is the sorted window of the last `max` values and
+   * `stepMedian` the median of the newest `step` values (read when `step` > 1). */
+  observe(x: number, hist: History, all: SortedWindow, stepMedian: number): number {
+    this.window.push(hist);
+    if (hist.count < this.max) return all.median();
+    const m = (n: number): number => {
+      if (n === 1) return all.min();
+      if (n < 1) return 0;
+      return n === this.step ? stepMedian : hist.medianOfNewest(n);
+    };
+    const lo = Math.abs(x - m(this.step));
+    const hi = Math.abs(
+      x - m(this.win + this.step <= this.max ? this.step : this.max - this.win - 1),
+    );
+    const mid = Math.abs(x - this.window.median());
+    let next = this.win;
+    if (lo < mid && lo < hi) next--;
+    else if (hi < mid) next++;
+    next = Math.max(1, Math.min(next, this.max));
+    if (next !== this.win) {
+      this.win = next;
+      this.window.resize(next, hist);
     }
-    this.started = true;
-    this.mid.resize(this.win, hist);
-    this.small = small;
-    this.current = this.mid.median();
-    return this.current;
+    return this.window.median();
   }
 }
 
@@ -260,70 +287,48 @@ class ErrorTable {
   readonly scored = new Float64Array(PRIMARIES);
   readonly cumSe = new Float64Array(PRIMARIES);
   readonly cumAe = new Float64Array(PRIMARIES);
-  private readonly ringSe = new Float64Array(RING * PRIMARIES);
-  private readonly ringAe = new Float64Array(RING * PRIMARIES);
-  private pos = 0;
+  /** Running totals after each of the last RING steps (`totals[i % RING]` after step i). */
+  private readonly totalsSe = new Float64Array(RING * PRIMARIES);
+  private readonly totalsAe = new Float64Array(RING * PRIMARIES);
+  private steps = 0;
   readonly winSe = new Float64Array(WINDOWS.length * PRIMARIES);
   readonly winAe = new Float64Array(WINDOWS.length * PRIMARIES);
-  /** Every primary has a full longest window of errors: windows compare as raw sums. */
+  /** Every primary has a full longest window of errors. */
   steady = false;
   private readonly scratch = new Float64Array(PRIMARIES);
 
   /**
    * Records one step of errors (measurement minus forecast). At the first value only the
-   * smoothers had a forecast, the original's 0; the others get no error that step.
+   * smoothers had a forecast, the original's 0; the others get no error that step. Window
+   * sums are the running totals now minus those `w` steps before, as the original forms
+   * them (rounding included: it decides ties between equal recent errors).
    */
   record(err: Float64Array, smoothersOnly: boolean): void {
-    const { ringSe, ringAe, winSe, winAe } = this;
-    const row = this.pos * PRIMARIES;
+    const { totalsSe, totalsAe, winSe, winAe, cumSe, cumAe } = this;
     for (let j = 0; j < PRIMARIES; j++) {
       const scoredNow = !smoothersOnly || (j >= FIRST_SMOOTHER && j < SMOOTHERS_END);
       const e = scoredNow ? err[j]! : 0;
       if (scoredNow) this.scored[j]!++;
-      ringSe[row + j] = e * e;
-      ringAe[row + j] = Math.abs(e);
-      this.cumSe[j]! += e * e;
-      this.cumAe[j]! += Math.abs(e);
+      cumSe[j]! += e * e;
+      cumAe[j]! += Math.abs(e);
     }
-    // Every window is shorter than the ring, so the row leaving it is not the one just written.
+    this.steps++;
+    const row = (this.steps % RING) * PRIMARIES;
+    totalsSe.set(cumSe, row);
+    totalsAe.set(cumAe, row);
     for (let wi = 0; wi < WINDOWS.length; wi++) {
       const at = wi * PRIMARIES;
-      if (WINDOWS[wi] === 1) {
-        // The last errors themselves, exactly, as errors.rs does (no sliding residue).
-        winSe.set(ringSe.subarray(row, row + PRIMARIES), at);
-        winAe.set(ringAe.subarray(row, row + PRIMARIES), at);
-        continue;
-      }
-      const old = ((this.pos + RING - WINDOWS[wi]!) % RING) * PRIMARIES;
+      const w = WINDOWS[wi]!;
+      const old = this.steps >= w ? ((this.steps - w) % RING) * PRIMARIES : -1;
       for (let j = 0; j < PRIMARIES; j++) {
-        winSe[at + j]! += ringSe[row + j]! - ringSe[old + j]!;
-        winAe[at + j]! += ringAe[row + j]! - ringAe[old + j]!;
+        winSe[at + j] = cumSe[j]! - (old < 0 ? 0 : totalsSe[old + j]!);
+        winAe[at + j] = cumAe[j]! - (old < 0 ? 0 : totalsAe[old + j]!);
       }
-    }
-    this.pos = this.pos + 1 === RING ? 0 : this.pos + 1;
-    if (this.pos === 0) {
-      this.rebuild(ringSe, winSe);
-      this.rebuild(ringAe, winAe);
     }
     if (!this.steady) {
       let all = true;
       for (let j = 0; j < PRIMARIES; j++) all &&= this.scored[j]! >= LONGEST;
       this.steady = all;
-    }
-  }
-
-  /**
-   * Sliding sums gather rounding residue: recomputes them exactly once per lap of the ring.
-   * Windows are nested, so one walk back from the newest step serves them all.
-   */
-  private rebuild(ring: Float64Array, win: Float64Array): void {
-    const acc = this.scratch;
-    acc.fill(0);
-    let wi = 0;
-    for (let back = 1; wi < WINDOWS.length; back++) {
-      const row = ((this.pos + RING - back) % RING) * PRIMARIES;
-      for (let j = 0; j < PRIMARIES; j++) acc[j]! += ring[row + j]!;
-      if (WINDOWS[wi] === back) win.set(acc, PRIMARIES * wi++);
     }
   }
 
@@ -346,10 +351,8 @@ class ErrorTable {
       if (n > 0 && wi < 0) {
         score = (squared ? this.cumSe : this.cumAe)[j]! / n;
       } else if (n > 0) {
-        // A window not yet full is scaled to its length, so full windows compare raw sums.
-        const w = WINDOWS[wi]!;
-        const sum = (squared ? this.winSe : this.winAe)[wi * PRIMARIES + j]!;
-        score = n >= w ? sum : sum * (w / n);
+        // The original compares raw window totals, full or not.
+        score = (squared ? this.winSe : this.winAe)[wi * PRIMARIES + j]!;
       }
       if (score < min) {
         min = score;
@@ -379,6 +382,7 @@ export class NwsFaithfulBank {
   private readonly median31 = new SortedWindow(31);
   private readonly median5 = new SortedWindow(5);
   private readonly window51 = new SortedWindow(51);
+  private readonly window21 = new SortedWindow(21);
   private readonly adaptive5to21 = new FaithfulAdaptiveMedian(10, 21, 1);
   private readonly adaptive21to51 = new FaithfulAdaptiveMedian(30, 51, 5);
   private readonly sliding31 = new SlidingSum(31);
@@ -442,6 +446,7 @@ export class NwsFaithfulBank {
     this.median31.push(hist);
     this.median5.push(hist);
     this.window51.push(hist);
+    this.window21.push(hist);
     const n = hist.count;
     fc[0] = x;
     this.sum += x;
@@ -456,8 +461,8 @@ export class NwsFaithfulBank {
     fc[13] = this.sliding5.push(x, hist);
     fc[14] = this.median31.trimmedMean();
     fc[15] = this.window51.trimmedMean();
-    fc[16] = this.adaptive5to21.observe(x, hist, x);
-    fc[17] = this.adaptive21to51.observe(x, hist, fc[11]!);
+    fc[16] = this.adaptive5to21.observe(x, hist, this.window21, x);
+    fc[17] = this.adaptive21to51.observe(x, hist, this.window51, fc[11]!);
     this.choose();
   }
 

@@ -16,8 +16,12 @@ import {
 import { goldenMismatches, parseGolden } from "./golden";
 import { toLine, type Probe, type Record } from "./record";
 
-const golden = parseGolden(
-  readFileSync(new URL("../../core/testdata/nws-golden-trace.csv", import.meta.url), "utf8"),
+const testdata = (name: string) =>
+  readFileSync(new URL(`../../core/testdata/${name}`, import.meta.url), "utf8");
+const golden = parseGolden(testdata("nws-golden-trace.csv"));
+const goldenLong = parseGolden(
+  testdata("nws-golden-long.csv"),
+  testdata("nws-golden-long-input.txt"),
 );
 
 beforeAll(async () => {
@@ -35,6 +39,23 @@ describe("the real nowcast-core module", () => {
     );
     expect(wrong).toEqual([]);
     expect(s.count).toBe(golden.rows.length);
+  });
+
+  it("reproduces every column of the original's state over 2,000 values in faithful mode", () => {
+    // The long trace: every primary's own forecast (the adaptive medians adapt here), the
+    // reported forecasts, their errors and methods, to 1e-9 relative.
+    const s = Series.withoutTimeouts("faithful");
+    const wrong = goldenMismatches(
+      goldenLong,
+      (x) => s.update(x),
+      () => s.forecast(),
+      { tolerance: 1e-9, primaries: () => s.table().map((r) => r.forecast) },
+    );
+    expect(wrong.slice(0, 10)).toEqual([]);
+    expect(s.count).toBe(goldenLong.rows.length);
+    expect(goldenLong.rows.length).toBe(1999);
+    expect(goldenLong.rows[0]!.primaries!.length).toBe(18);
+    s.dispose();
   });
 
   it("gives the same forecasts from a batch as from single updates", () => {

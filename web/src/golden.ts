@@ -1,5 +1,7 @@
-// Reads the NWS golden trace (core/testdata/nws-golden-trace.csv) for tests and
-// benchmarks that check an implementation against the original library's numbers.
+// Reads the NWS golden traces for tests and benchmarks that check an implementation against
+// the original library's numbers: the ten-value trace (core/testdata/nws-golden-trace.csv,
+// its input on a '# input:' line) and the 2,000-value one (nws-golden-long.csv, its input in
+// nws-golden-long-input.txt), which also holds every primary's own forecast (p0..p17).
 
 export interface GoldenRow {
   k: number;
@@ -10,18 +12,45 @@ export interface GoldenRow {
   mae_error: number;
   mse_method: number;
   mae_method: number;
+  /** Each primary's forecast (undefined where it has none); long trace only. */
+  primaries?: (number | undefined)[];
 }
 
-export function parseGolden(text: string): { series: number[]; rows: GoldenRow[] } {
-  const input = text.split("\n").find((l) => l.startsWith("# input: "));
-  if (input === undefined) throw new Error("golden trace: no '# input:' line");
-  const series = input.slice("# input: ".length).split(",").map(Number);
+export interface Golden {
+  series: number[];
+  rows: GoldenRow[];
+}
+
+/**
+ * Parses a golden trace. `input` is the separate input file of the long trace; without it
+ * the series is read from the trace's '# input:' line.
+ */
+export function parseGolden(text: string, input?: string): Golden {
+  let series: number[];
+  if (input !== undefined) {
+    series = input
+      .split("\n")
+      .filter((l) => l.trim() !== "")
+      .map(Number);
+  } else {
+    const line = text.split("\n").find((l) => l.startsWith("# input: "));
+    if (line === undefined) throw new Error("golden trace: no '# input:' line");
+    series = line.slice("# input: ".length).split(",").map(Number);
+  }
   const lines = text.split("\n").filter((l) => l.trim() !== "" && !l.startsWith("#"));
   const header = lines.shift()?.split(",") ?? [];
+  const firstPrimary = header.indexOf("p0");
   const rows = lines.map((line) => {
-    const cells = line.split(",").map(Number);
-    const row: Record<string, number> = {};
-    header.forEach((name, i) => (row[name] = cells[i] ?? NaN));
+    const cells = line.split(",");
+    const row: Record<string, unknown> = {};
+    header.forEach((name, i) => {
+      if (firstPrimary < 0 || i < firstPrimary) row[name] = Number(cells[i] ?? NaN);
+    });
+    if (firstPrimary >= 0) {
+      row.primaries = cells
+        .slice(firstPrimary)
+        .map((c) => (c.trim() === "" ? undefined : Number(c)));
+    }
     return row as unknown as GoldenRow;
   });
   return { series, rows };
@@ -35,15 +64,21 @@ export interface GoldenForecast {
 
 /**
  * Feeds the golden series to a bank (`update`, then `forecast`) and lists every number that
- * differs from the original's by more than 1e-6 (relative above 1); empty when all match.
+ * differs from the original's by more than `tolerance` (relative above 1, absolute below);
+ * empty when all match. The short trace prints 7 significant digits (1e-6, the default);
+ * the long one 17 (1e-9). With `primaries`, each primary's forecast is checked too where
+ * the trace has them.
  */
 export function goldenMismatches(
-  golden: { series: number[]; rows: GoldenRow[] },
+  golden: Golden,
   update: (x: number) => void,
   forecast: () => GoldenForecast | undefined,
+  options: { tolerance?: number; primaries?: () => (number | null | undefined)[] } = {},
 ): string[] {
   const out: string[] = [];
-  const tol = (v: number) => 1e-6 * Math.max(1, Math.abs(v));
+  const rel = options.tolerance ?? 1e-6;
+  const close = (got: number, want: number) =>
+    Math.abs(got - want) <= rel * Math.max(1, Math.abs(want));
   for (const row of golden.rows) {
     update(golden.series[row.k - 1]!);
     const f = forecast();
@@ -58,10 +93,18 @@ export function goldenMismatches(
       ["mae_error", f.mae.error, row.mae_error],
     ];
     for (const [name, got, want] of pairs) {
-      if (!(Math.abs(got - want) <= tol(want))) out.push(`k=${row.k}: ${name} ${got} ≠ ${want}`);
+      if (!close(got, want)) out.push(`k=${row.k}: ${name} ${got} ≠ ${want}`);
     }
     if (f.mse.method !== row.mse_method) out.push(`k=${row.k}: mse_method ${f.mse.method}`);
     if (f.mae.method !== row.mae_method) out.push(`k=${row.k}: mae_method ${f.mae.method}`);
+    if (options.primaries !== undefined && row.primaries !== undefined) {
+      const got = options.primaries();
+      row.primaries.forEach((want, j) => {
+        const g = got[j] ?? undefined;
+        const same = want === undefined ? g === undefined : g !== undefined && close(g, want);
+        if (!same) out.push(`k=${row.k}: p${j} ${g} ≠ ${want}`);
+      });
+    }
   }
   return out;
 }
