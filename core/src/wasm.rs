@@ -807,3 +807,13 @@ pub fn export_csv(labels: Vec<String>, records: Vec<String>) -> Result<String, J
             .zip(series.iter().map(Vec::as_slice)),
     ))
 }
+
+/// A page's record (its object as JSON text) as the core writes it ([`Record::to_line`], the
+/// line `nowcast` writes): read by [`Record::read`] and written back, so an export has the
+/// command's field order and checks. A record the reader refuses is an error naming the field.
+#[wasm_bindgen(js_name = recordLine)]
+pub fn record_line(json: &str) -> Result<String, JsError> {
+    parse_record(json)
+        .map(|r| r.to_line())
+        .map_err(|e| JsError::new(&e.to_string()))
+}

@@ -1,7 +1,6 @@
 import { readFileSync } from "node:fs";
 import { beforeAll, describe, expect, it } from "vitest";
-import { exportCsv, importText, loadForecasting, readNdjson } from "./forecast";
-import { toNdjson } from "./files";
+import { exportCsv, importText, loadForecasting, readNdjson, toNdjson } from "./forecast";
 import type { Record } from "./record";
 
 // The page reads files with the core's reader (core/src/import, the one `nowcast forecast`

@@ -1,16 +1,9 @@
 // Files in and out, as plain data: what the core's reader (core/src/import, the one reader of
 // measurement files, shared with `nowcast forecast` through WebAssembly: `importText` and
-// `exportCsv` of forecast.ts) makes of a file, and measurements written as NDJSON. The
-// readers themselves are not here: the page keeps no TypeScript twin of them.
+// `exportCsv` of forecast.ts) makes of a file. The readers and writers themselves are not here
+// (`toLine`, `toNdjson` are forecast.ts's, through the core): the page keeps no TypeScript twin.
 
-import {
-  toLine,
-  type LineError,
-  type Metric,
-  type Record,
-  type Transport,
-  type Unit,
-} from "./record";
+import type { LineError, Metric, Transport, Unit } from "./record";
 
 export interface ImportedPoint {
   /** ms since epoch (see {@link ImportedSeries.clock}) */
@@ -62,9 +55,4 @@ export interface ImportResult {
   unsupported: string | undefined;
   /** What the reader says beyond errors: columns left out, times missing, … */
   notes: string[];
-}
-
-/** Records as an NDJSON file. */
-export function toNdjson(records: readonly Record[]): string {
-  return records.map((r) => toLine(r) + "\n").join("");
 }

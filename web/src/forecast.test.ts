@@ -11,10 +11,11 @@ import {
   Series,
   type ProbeObservation,
   type ProbedSeriesOptions,
+  toLine,
   type SiteForecast,
 } from "./forecast";
 import { goldenMismatches, parseGolden } from "./golden";
-import { toLine, type Probe, type Record } from "./record";
+import type { Probe, Record } from "./record";
 
 const testdata = (name: string) =>
   readFileSync(new URL(`../../core/testdata/${name}`, import.meta.url), "utf8");

@@ -9,6 +9,7 @@ import init, {
   histogramJson,
   methodsJson,
   rankJson,
+  recordLine,
   transferRate as rawTransferRate,
   jitter,
   parseRecordJson,
@@ -17,7 +18,7 @@ import init, {
   exportCsv as rawExportCsv,
   type InitInput,
 } from "../../core/pkg/nowcast_core.js";
-import { toNdjson, type ImportResult, type ImportedSeries } from "./files";
+import type { ImportResult, ImportedSeries } from "./files";
 import type { NextForecast } from "./messages";
 import {
   RecordError,
@@ -532,6 +533,25 @@ export function exportCsv(
 ): string {
   return rawExportCsv(
     series.map((s) => s.label),
-    series.map((s) => toNdjson(s.records)),
+    // The core reads each record (and names the series and record it refuses).
+    series.map((s) => s.records.map((r) => JSON.stringify(r)).join("\n")),
   );
+}
+
+/**
+ * The record as one NDJSON line (without the newline) as the core writes it, the line
+ * `nowcast` writes: fields in the schema's order, absent optional fields left out. Throws a
+ * RecordError naming the field when the record is not one the schema allows.
+ */
+export function toLine(record: Record): string {
+  try {
+    return recordLine(JSON.stringify(record));
+  } catch (e) {
+    throw new RecordError(undefined, (e as Error).message);
+  }
+}
+
+/** Records as an NDJSON file, each line the core's ({@link toLine}). */
+export function toNdjson(records: readonly Record[]): string {
+  return records.map((r) => toLine(r) + "\n").join("");
 }

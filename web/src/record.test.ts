@@ -1,8 +1,8 @@
 import { readdirSync, readFileSync } from "node:fs";
 import Ajv2020 from "ajv/dist/2020";
 import { beforeAll, describe, expect, it } from "vitest";
-import { loadForecasting, parseRecord, readNdjson } from "./forecast";
-import { RecordError, toLine } from "./record";
+import { loadForecasting, parseRecord, readNdjson, toLine } from "./forecast";
+import { RecordError } from "./record";
 
 // The page's record reader is the core's (core/src/record.rs) through WebAssembly: these are
 // its tests as the page sees it, against the schema's shared examples and the schema itself.

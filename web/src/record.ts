@@ -93,37 +93,3 @@ export interface LineError {
   field?: string;
   message: string;
 }
-
-/**
- * The record as one NDJSON line (without the newline), fields in record.rs's order; absent
- * optional fields are left out, as JSON.stringify does with undefined properties.
- */
-export function toLine(record: Record): string {
-  const { probe: p, forecast: f } = record;
-  return JSON.stringify({
-    schema_version: record.schema_version,
-    timestamp_ms: record.timestamp_ms,
-    source: record.source,
-    metric: record.metric,
-    status: record.status,
-    value: record.value,
-    unit: record.unit,
-    from: record.from,
-    to: record.to,
-    seq: record.seq,
-    period_ms: record.period_ms,
-    timeout_ms: record.timeout_ms,
-    error: record.error,
-    probe: p && {
-      transport: p.transport,
-      payload_bytes: p.payload_bytes,
-      nagle: p.nagle,
-      streams: p.streams,
-      sndbuf_bytes: p.sndbuf_bytes,
-      rcvbuf_bytes: p.rcvbuf_bytes,
-      raw_ms: p.raw_ms,
-      rtt_subtracted_ms: p.rtt_subtracted_ms,
-    },
-    forecast: f && { value: f.value, method: f.method, selector: f.selector, error: f.error },
-  });
-}

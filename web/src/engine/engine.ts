@@ -4,8 +4,7 @@
 // the page in the plain messages of messages.ts. Off the main thread (worker.ts), so that
 // drawing never delays a timestamp.
 
-import { toNdjson } from "../files";
-import { exportCsv, loadForecasting, methods } from "../forecast";
+import { exportCsv, loadForecasting, methods, toNdjson } from "../forecast";
 import {
   parseMirrorKey,
   type MeasurementEvent,

@@ -1,7 +1,7 @@
 import { readFileSync } from "node:fs";
 import { beforeAll, describe, expect, it } from "vitest";
-import { loadForecasting, parseRecord, type ProbeObservation } from "../forecast";
-import { toLine, type Record } from "../record";
+import { loadForecasting, parseRecord, toLine, type ProbeObservation } from "../forecast";
+import type { Record } from "../record";
 import { measurement, predictability, SeriesSet } from "./series";
 
 beforeAll(async () => {
