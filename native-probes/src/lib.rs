@@ -5,6 +5,7 @@
 //! them do the I/O: [`tcp::io`], [`udp::io`], [`periodic`], [`serve`], [`delay`], [`net`],
 //! [`clock`], [`stop`], [`forecast`], and [`output`]'s record sinks.
 
+pub mod classify;
 pub mod clock;
 pub mod delay;
 pub mod evaluate;
