@@ -6,7 +6,7 @@
 use serde::{Deserialize, Serialize};
 
 /// The version this build writes.
-pub const SCHEMA_VERSION: &str = "1.1";
+pub const SCHEMA_VERSION: &str = "1.2";
 /// The major version this build reads (any 1.x).
 pub const MAJOR: u32 = 1;
 
@@ -123,6 +123,29 @@ pub struct RecordForecast {
     pub error: f64,
 }
 
+/// One congestion event of a FOBS transfer (since 1.2): a window with loss, the classifier's
+/// reading of its packet-loss signature, and what the controller did (Dickens §2.2).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Congestion {
+    /// The loss rate of the signature classified (the last `window` packets).
+    pub signature_loss_rate: f64,
+    /// `complexity`, `success_proportion`, `none` (below the operating range: ½) or `off`
+    /// (`--no-classifier`).
+    pub classifier_metric: String,
+    /// The metric's value, when one was computed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metric_value: Option<f64>,
+    /// P(CPU contention), when the classifier ran.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub p_cpu: Option<f64>,
+    /// `no_corrective_action`, `rate_from_response` or `already_answered`.
+    pub action: String,
+    /// The controller's long-term loss rate after the event.
+    pub long_term_loss_rate: f64,
+    /// The sending rate after the event, Mbit/s.
+    pub rate_mbit_s: f64,
+}
+
 /// One measurement.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Record {
@@ -155,6 +178,9 @@ pub struct Record {
     pub probe: Option<Probe>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub forecast: Option<RecordForecast>,
+    /// A FOBS congestion event (metric `loss`, value the window's loss rate); since 1.2.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub congestion: Option<Congestion>,
 }
 
 /// Why a record was refused: the field at fault (dotted path) and what is wrong with it.
@@ -191,6 +217,7 @@ impl Record {
             error: None,
             probe: None,
             forecast: None,
+            congestion: None,
         }
     }
 
@@ -277,6 +304,24 @@ impl Record {
         if self.timeout_ms.is_some_and(|t| !(t.is_finite() && t > 0.0)) {
             return fail("timeout_ms", "must be a positive number");
         }
+        if let Some(c) = &self.congestion {
+            let fraction = |v: f64| v.is_finite() && (0.0..=1.0).contains(&v);
+            if !fraction(c.signature_loss_rate) {
+                return fail("congestion.signature_loss_rate", "is a fraction between 0 and 1");
+            }
+            if c.p_cpu.is_some_and(|p| !fraction(p)) {
+                return fail("congestion.p_cpu", "is a probability between 0 and 1");
+            }
+            if !fraction(c.long_term_loss_rate) {
+                return fail("congestion.long_term_loss_rate", "is a fraction between 0 and 1");
+            }
+            if !(c.rate_mbit_s.is_finite() && c.rate_mbit_s >= 0.0) {
+                return fail("congestion.rate_mbit_s", "must be a non-negative number");
+            }
+            if c.metric_value.is_some_and(|v| !v.is_finite()) {
+                return fail("congestion.metric_value", "must be a finite number");
+            }
+        }
         if let Some(f) = &self.forecast {
             if !f.value.is_finite() {
                 return fail("forecast.value", "must be a finite number");
@@ -347,7 +392,7 @@ fn check_shape(obj: &serde_json::Map<String, serde_json::Value>) -> Result<(), R
         Ok(())
     }
     no_nulls(obj, "")?;
-    for key in ["probe", "forecast"] {
+    for key in ["probe", "forecast", "congestion"] {
         match obj.get(key) {
             Some(serde_json::Value::Object(inner)) => no_nulls(inner, &format!("{key}."))?,
             Some(_) => return fail(key, "must be an object"),

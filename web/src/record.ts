@@ -68,6 +68,17 @@ export interface RecordForecast {
   error: number;
 }
 
+/** A FOBS congestion event (since 1.2): the classifier's reading of a window's loss. */
+export interface Congestion {
+  signature_loss_rate: number;
+  classifier_metric: "complexity" | "success_proportion" | "none" | "off";
+  metric_value?: number;
+  p_cpu?: number;
+  action: "no_corrective_action" | "rate_from_response" | "already_answered";
+  long_term_loss_rate: number;
+  rate_mbit_s: number;
+}
+
 /** One measurement. Optional fields that were absent or null in the input are left out. */
 export interface Record {
   schema_version: string;
@@ -88,6 +99,8 @@ export interface Record {
   error?: string;
   probe?: Probe;
   forecast?: RecordForecast;
+  /** A FOBS congestion event; since 1.2. */
+  congestion?: Congestion;
 }
 
 /** Why a record was refused: the field at fault as a dotted path, and what is wrong with it. */
@@ -247,7 +260,31 @@ const forecast: Read<RecordForecast> = (v, path) => {
   };
 };
 
+const CLASSIFIER_METRICS = ["complexity", "success_proportion", "none", "off"] as const;
+const ACTIONS = ["no_corrective_action", "rate_from_response", "already_answered"] as const;
+
+const congestion: Read<Congestion> = (v, path) => {
+  if (!isObject(v)) throw invalidType(v, path, "struct Congestion");
+  const action = field(v, path, "action", oneOf(ACTIONS));
+  const classifier_metric = field(v, path, "classifier_metric", oneOf(CLASSIFIER_METRICS));
+  const long_term_loss_rate = field(v, path, "long_term_loss_rate", number);
+  const metric_value = optional(v, path, "metric_value", number);
+  const p_cpu = optional(v, path, "p_cpu", number);
+  const rate_mbit_s = field(v, path, "rate_mbit_s", number);
+  const signature_loss_rate = field(v, path, "signature_loss_rate", number);
+  return defined({
+    signature_loss_rate: required(signature_loss_rate, join(path, "signature_loss_rate")),
+    classifier_metric: required(classifier_metric, join(path, "classifier_metric")),
+    metric_value,
+    p_cpu,
+    action: required(action, join(path, "action")),
+    long_term_loss_rate: required(long_term_loss_rate, join(path, "long_term_loss_rate")),
+    rate_mbit_s: required(rate_mbit_s, join(path, "rate_mbit_s")),
+  });
+};
+
 function fields(obj: Json): Record {
+  const cg = optional(obj, "", "congestion", congestion);
   const error = optional(obj, "", "error", string);
   const fc = optional(obj, "", "forecast", forecast);
   const from = optional(obj, "", "from", string);
@@ -279,6 +316,7 @@ function fields(obj: Json): Record {
     error,
     probe: pr,
     forecast: fc,
+    congestion: cg,
   });
 }
 
@@ -338,6 +376,25 @@ function validate(r: Record): void {
   }
   if (r.timeout_ms !== undefined && !(r.timeout_ms > 0)) {
     throw fail("timeout_ms", "must be a positive number");
+  }
+  const c = r.congestion;
+  if (c !== undefined) {
+    const fraction = (v: number) => Number.isFinite(v) && v >= 0 && v <= 1;
+    if (!fraction(c.signature_loss_rate)) {
+      throw fail("congestion.signature_loss_rate", "is a fraction between 0 and 1");
+    }
+    if (c.p_cpu !== undefined && !fraction(c.p_cpu)) {
+      throw fail("congestion.p_cpu", "is a probability between 0 and 1");
+    }
+    if (!fraction(c.long_term_loss_rate)) {
+      throw fail("congestion.long_term_loss_rate", "is a fraction between 0 and 1");
+    }
+    if (!(Number.isFinite(c.rate_mbit_s) && c.rate_mbit_s >= 0)) {
+      throw fail("congestion.rate_mbit_s", "must be a non-negative number");
+    }
+    if (c.metric_value !== undefined && !Number.isFinite(c.metric_value)) {
+      throw fail("congestion.metric_value", "must be a finite number");
+    }
   }
   if (r.forecast !== undefined && !(r.forecast.error >= 0)) {
     throw fail("forecast.error", "must be a non-negative number");
@@ -408,7 +465,7 @@ export function readNdjson(text: string): { records: Record[]; errors: LineError
  * optional fields are left out, as JSON.stringify does with undefined properties.
  */
 export function toLine(record: Record): string {
-  const { probe: p, forecast: f } = record;
+  const { probe: p, forecast: f, congestion: c } = record;
   return JSON.stringify({
     schema_version: record.schema_version,
     timestamp_ms: record.timestamp_ms,
@@ -434,5 +491,14 @@ export function toLine(record: Record): string {
       rtt_subtracted_ms: p.rtt_subtracted_ms,
     },
     forecast: f && { value: f.value, method: f.method, selector: f.selector, error: f.error },
+    congestion: c && {
+      signature_loss_rate: c.signature_loss_rate,
+      classifier_metric: c.classifier_metric,
+      metric_value: c.metric_value,
+      p_cpu: c.p_cpu,
+      action: c.action,
+      long_term_loss_rate: c.long_term_loss_rate,
+      rate_mbit_s: c.rate_mbit_s,
+    },
   });
 }

@@ -1,8 +1,10 @@
 //! The command line: clap's flags parsed into plain configuration, handed to the library.
 //! Nothing here measures or decides; each subcommand's module only converts and wires.
 
+mod classify;
 mod common;
 mod delay;
+mod fobs;
 mod forecast;
 mod serve;
 mod tcp;
@@ -30,6 +32,10 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Diagnose packet-loss signatures (CPU or network loss), or train a model.
+    Classify(classify::Args),
+    /// FOBS bulk transfer over UDP with the loss classifier.
+    Fobs(fobs::Args),
     /// Run the forecaster bank over a series and report every forecaster's errors.
     Forecast(forecast::Args),
     /// Answer `nowcast tcp` and `nowcast udp` probes (TCP echo and sink, UDP echo).
@@ -48,6 +54,8 @@ enum Command {
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
+        Command::Classify(args) => classify::run(args),
+        Command::Fobs(args) => fobs::run(args),
         Command::Forecast(args) => forecast::run(args),
         Command::Serve(args) => serve::run(args),
         Command::Tcp(args) => tcp::run(args),
