@@ -307,13 +307,19 @@ impl Record {
         if let Some(c) = &self.congestion {
             let fraction = |v: f64| v.is_finite() && (0.0..=1.0).contains(&v);
             if !fraction(c.signature_loss_rate) {
-                return fail("congestion.signature_loss_rate", "is a fraction between 0 and 1");
+                return fail(
+                    "congestion.signature_loss_rate",
+                    "is a fraction between 0 and 1",
+                );
             }
             if c.p_cpu.is_some_and(|p| !fraction(p)) {
                 return fail("congestion.p_cpu", "is a probability between 0 and 1");
             }
             if !fraction(c.long_term_loss_rate) {
-                return fail("congestion.long_term_loss_rate", "is a fraction between 0 and 1");
+                return fail(
+                    "congestion.long_term_loss_rate",
+                    "is a fraction between 0 and 1",
+                );
             }
             if !(c.rate_mbit_s.is_finite() && c.rate_mbit_s >= 0.0) {
                 return fail("congestion.rate_mbit_s", "must be a non-negative number");
