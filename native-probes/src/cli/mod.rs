@@ -47,6 +47,9 @@ enum Command {
     /// Relay TCP or UDP with a fixed added delay (emulated links in the accuracy tests).
     #[command(hide = true)]
     Delay(delay::Args),
+    /// Delay IP packets between two TUN devices (emulated links in the FOBS benchmark).
+    #[command(hide = true)]
+    DelayTun(delay::TunArgs),
 }
 
 /// Parses the command line, runs the subcommand and turns its result into an exit status:
@@ -61,6 +64,7 @@ pub fn main() -> ExitCode {
         Command::Tcp(args) => tcp::run(args),
         Command::Udp(args) => udp::run(args),
         Command::Delay(args) => delay::run(args),
+        Command::DelayTun(args) => delay::run_tun(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
