@@ -31,7 +31,7 @@ if ! wasm-bindgen --version 2>/dev/null | grep -qx "wasm-bindgen $wb_version"; t
 fi
 
 # Debian packages for the browser and emulated-link tests.
-debs=(chromium chromium-driver iperf3 sockperf irtt iproute2 nftables ethtool tcpdump time curl hyperfine jq)
+debs=(chromium chromium-driver iperf3 sockperf irtt iproute2 nftables ethtool tcpdump time curl hyperfine jq ngtcp2-client ngtcp2-server)
 missing=()
 for p in "${debs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
