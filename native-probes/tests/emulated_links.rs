@@ -21,7 +21,7 @@
 
 mod common;
 
-use common::{records, run_bounded, text, Server, BIN};
+use common::{records, root_missing, run_bounded, sh, text, Server, BIN};
 use nowcast_core::record::{Metric, Record, Status};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
@@ -62,33 +62,7 @@ fn port_of(addr: &str) -> u16 {
 
 /// Why these tests cannot run here, if they cannot.
 fn missing() -> Option<String> {
-    let uid = Command::new("id")
-        .arg("-u")
-        .output()
-        .ok()
-        .map(|o| text(&o.stdout));
-    if uid.as_deref().map(str::trim) != Some("0") {
-        return Some("not running as root (network namespaces need it)".into());
-    }
-    for tool in ["ip", "tc", "nft", "taskset", "iperf3", "sockperf", "irtt"] {
-        let found = Command::new("sh")
-            .args(["-c", &format!("command -v {tool}")])
-            .stdout(Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success());
-        if !found {
-            return Some(format!("{tool} is not installed"));
-        }
-    }
-    None
-}
-
-fn sh(args: &[&str]) {
-    let out = Command::new(args[0])
-        .args(&args[1..])
-        .output()
-        .expect("run setup command");
-    assert!(out.status.success(), "{args:?}: {}", text(&out.stderr));
+    root_missing(&["ip", "tc", "nft", "taskset", "iperf3", "sockperf", "irtt"])
 }
 
 /// Two namespaces joined by veth, with a tbf bottleneck of the same rate on each side's

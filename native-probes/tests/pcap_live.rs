@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::{records, run_bounded, text, BIN};
+use common::{records, root_missing, run_bounded, sh, text, BIN};
 use nowcast_core::record::Metric;
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -15,33 +15,7 @@ use std::time::Duration;
 const LIMIT: Duration = Duration::from_secs(60);
 
 fn missing() -> Option<String> {
-    let uid = Command::new("id")
-        .arg("-u")
-        .output()
-        .ok()
-        .map(|o| text(&o.stdout));
-    if uid.as_deref().map(str::trim) != Some("0") {
-        return Some("not running as root (network namespaces need it)".into());
-    }
-    for tool in ["ip", "ethtool", "iperf3", "setpriv"] {
-        let found = Command::new("sh")
-            .args(["-c", &format!("command -v {tool}")])
-            .stdout(Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success());
-        if !found {
-            return Some(format!("{tool} is not installed"));
-        }
-    }
-    None
-}
-
-fn sh(args: &[&str]) {
-    let out = Command::new(args[0])
-        .args(&args[1..])
-        .output()
-        .expect("run");
-    assert!(out.status.success(), "{args:?}: {}", text(&out.stderr));
+    root_missing(&["ip", "ethtool", "iperf3", "setpriv"])
 }
 
 struct Pair {

@@ -17,7 +17,7 @@
 
 mod common;
 
-use common::{run_bounded, text, BIN};
+use common::{root_missing, run_bounded, sh, text, BIN};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -26,35 +26,9 @@ use std::time::Duration;
 const LIMIT: Duration = Duration::from_secs(60);
 
 fn missing() -> Option<String> {
-    let uid = Command::new("id")
-        .arg("-u")
-        .output()
-        .ok()
-        .map(|o| text(&o.stdout));
-    if uid.as_deref().map(str::trim) != Some("0") {
-        return Some("not running as root (network namespaces need it)".into());
-    }
-    for tool in [
+    root_missing(&[
         "ip", "tc", "nft", "ethtool", "tcpdump", "iperf3", "tshark", "editcap", "mergecap",
-    ] {
-        let found = Command::new("sh")
-            .args(["-c", &format!("command -v {tool}")])
-            .stdout(Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success());
-        if !found {
-            return Some(format!("{tool} is not installed"));
-        }
-    }
-    None
-}
-
-fn sh(args: &[&str]) {
-    let out = Command::new(args[0])
-        .args(&args[1..])
-        .output()
-        .expect("run");
-    assert!(out.status.success(), "{args:?}: {}", text(&out.stderr));
+    ])
 }
 
 /// Two namespaces joined by veth; the sender's egress shaped by tbf.

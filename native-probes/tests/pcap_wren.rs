@@ -26,7 +26,7 @@
 
 mod common;
 
-use common::{records, run_bounded, text};
+use common::{records, root_missing, run_bounded, sh, text};
 use nowcast_core::record::{Metric, Record};
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -46,33 +46,7 @@ const UDP_LEN: f64 = 1400.0;
 const UDP_FRAME: f64 = 1400.0 + 8.0 + 20.0 + 14.0;
 
 fn missing() -> Option<String> {
-    let uid = Command::new("id")
-        .arg("-u")
-        .output()
-        .ok()
-        .map(|o| text(&o.stdout));
-    if uid.as_deref().map(str::trim) != Some("0") {
-        return Some("not running as root (network namespaces need it)".into());
-    }
-    for tool in ["ip", "tc", "ethtool", "tcpdump", "iperf3"] {
-        let found = Command::new("sh")
-            .args(["-c", &format!("command -v {tool}")])
-            .stdout(Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success());
-        if !found {
-            return Some(format!("{tool} is not installed"));
-        }
-    }
-    None
-}
-
-fn sh(args: &[&str]) {
-    let out = Command::new(args[0])
-        .args(&args[1..])
-        .output()
-        .expect("run");
-    assert!(out.status.success(), "{args:?}: {}", text(&out.stderr));
+    root_missing(&["ip", "tc", "ethtool", "tcpdump", "iperf3"])
 }
 
 /// Sender ─ router (tbf) ─ receiver.

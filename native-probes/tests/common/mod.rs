@@ -174,3 +174,36 @@ pub fn records(out: &Output) -> Vec<Record> {
 pub fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
+
+/// Why a test that builds network namespaces cannot run here: not root, or one of `tools`
+/// missing from the PATH. `None` when it can.
+pub fn root_missing(tools: &[&str]) -> Option<String> {
+    let uid = Command::new("id")
+        .arg("-u")
+        .output()
+        .ok()
+        .map(|o| text(&o.stdout));
+    if uid.as_deref().map(str::trim) != Some("0") {
+        return Some("not running as root (network namespaces need it)".into());
+    }
+    tools
+        .iter()
+        .find(|tool| {
+            !Command::new("sh")
+                .args(["-c", &format!("command -v {tool}")])
+                .stdout(Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success())
+        })
+        .map(|tool| format!("{tool} is not installed"))
+}
+
+/// Runs a set-up command (`args[0]` with the rest as arguments); panics with its standard
+/// error when it fails.
+pub fn sh(args: &[&str]) {
+    let out = Command::new(args[0])
+        .args(&args[1..])
+        .output()
+        .expect("run set-up command");
+    assert!(out.status.success(), "{args:?}: {}", text(&out.stderr));
+}
