@@ -55,7 +55,7 @@ describe.skipIf(why !== undefined)("the page against a real echo-node", () => {
       "rtt/websocket",
       "jitter/websocket",
       "loaded_rtt/websocket",
-      "bandwidth_down/websocket",
+      "bandwidth_down/http",
       "bandwidth_up/http",
     ]) {
       await waitForMeasurements(page, series, 3, 5000);
@@ -82,7 +82,7 @@ describe.skipIf(why !== undefined)("the page against a real echo-node", () => {
 
   it("takes a probe size change at once and writes it to the URL", async () => {
     const { page, done } = await open("?period=1&size=64k");
-    const series = "bandwidth_down/websocket";
+    const series = "bandwidth_down/http";
     await waitForMeasurements(page, series, 2, 8000);
     await page.selectOption("#size", "256k");
     expect(new URL(page.url()).searchParams.get("size")).toBe("256k");
