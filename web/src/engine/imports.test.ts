@@ -1,12 +1,15 @@
 import { readFileSync } from "node:fs";
 import { beforeAll, describe, expect, it } from "vitest";
-import { loadForecasting } from "../forecast";
+import { loadForecasting, loadReader } from "../forecast";
 import type { ImportedEvent, PredictabilityEvent, WorkerEvent } from "../messages";
 import { Imports } from "./imports";
 
 beforeAll(async () => {
   await loadForecasting(
     readFileSync(new URL("../../../core/pkg/nowcast_core_bg.wasm", import.meta.url)),
+  );
+  await loadReader(
+    readFileSync(new URL("../../../core/pkg/reader/nowcast_reader_bg.wasm", import.meta.url)),
   );
 });
 
@@ -19,6 +22,7 @@ function imports() {
     () => Promise.resolve(),
     (e) => events.push(e),
     (m) => failures.push(m),
+    () => loadReader(),
   );
   /** Imports `text` as `file` and waits for it to be read and forecast. */
   const add = async (file: string, text: string) => {
@@ -107,6 +111,7 @@ describe("restoring saved imports", () => {
       () => Promise.resolve(),
       (e) => events.push(e),
       (m) => failures.push(m),
+      () => loadReader(),
     );
     i.restore();
     for (let n = 0; n < 50 && events.length < 2; n++) {
