@@ -74,7 +74,7 @@ step "the page in headless Chromium against echo-node on loopback (goals: first 
 npm -w web run --silent build
 npx tsx e2e/bench/page-bench.ts
 
-step "the page's accuracy on emulated links, the full rate sweep (goal: downloads over WebSocket and fetch and the upload each within ±5 % of iperf3, 10 Mbit/s to 1 Gbit/s; root only, says why when it skips)"
+step "the page's accuracy on emulated links, the full rate sweep (goal: the download and the upload, both over fetch as the page runs them, each within ±5 % of iperf3, 10 Mbit/s to 1 Gbit/s; root only, says why when it skips)"
 if [ -n "$quick" ]; then rates=20,300,1000; else rates=10,20,50,100,200,300,500,1000; fi
 NOWCAST_E2E_RATES=${NOWCAST_E2E_RATES:-$rates} npx vitest run --project e2e emulated-links -t "Mbit" ||
   echo "bench: a rate was outside ±5 % of iperf3 (the figures are above)"
