@@ -13,8 +13,9 @@ beforeAll(async () => {
   );
 });
 
-/** Imports without a history, whose events and failures are collected. */
-function imports() {
+/** Imports without a history, whose events and failures are collected; `reader` loads the
+ *  file readers' module (loaded above). */
+function imports(reader: () => Promise<void> = () => loadReader()) {
   const events: WorkerEvent[] = [];
   const failures: string[] = [];
   const i = new Imports(
@@ -22,7 +23,7 @@ function imports() {
     () => Promise.resolve(),
     (e) => events.push(e),
     (m) => failures.push(m),
-    () => loadReader(),
+    reader,
   );
   /** Imports `text` as `file` and waits for it to be read and forecast. */
   const add = async (file: string, text: string) => {
@@ -36,6 +37,18 @@ function imports() {
 }
 
 describe("an imported series", () => {
+  it("is not read when the file readers' module cannot be loaded, and says why", async () => {
+    const { i, events, failures } = imports(() =>
+      Promise.reject(new Error("nowcast_reader_bg.wasm: 404")),
+    );
+    i.add("rtt.csv", "1,10\n2,12\n");
+    for (let n = 0; n < 20 && failures.length === 0; n++) {
+      await new Promise((r) => setTimeout(r, 0));
+    }
+    expect(failures).toEqual(["import failed: nowcast_reader_bg.wasm: 404"]);
+    expect(events).toEqual([]);
+  });
+
   it("is forecast in time order, each point with the forecast after it, without timeouts", async () => {
     const { i, events, failures, add } = imports();
     const ev = await add("rtt.csv", "time,value\n3000,14\n1000,10\n2000,12\n");
