@@ -127,8 +127,9 @@ describe.skipIf(why !== undefined)("mirrors: two echo-nodes on loopback", () => 
     await setTicked(item.locator("input[type=checkbox]"), true);
     await waitForMirrorProbes(page, mirrorUrl, 3, 10_000);
     const counts = await probeCounts(mirror);
+    // The ranking's measurements: a WebSocket echo and a download over fetch.
     expect(counts.get("echo")).toBeGreaterThan(0);
-    expect(counts.get("download")).toBeGreaterThan(0);
+    expect(counts.get("http_download")).toBeGreaterThan(0);
 
     // Both sites ranked, each with a predicted time and a range around it.
     await waitForRanked(page, 2, 10_000);
@@ -167,9 +168,7 @@ describe.skipIf(why !== undefined)("mirrors: two echo-nodes on loopback", () => 
     const { page, done } = await open("?period=1");
     const item = page.locator(`#mirror-list li[data-url="${mirrorUrl}"]`);
     await setTicked(item.locator("input[type=checkbox]"), true, 5000);
-    const keys = ["rtt/websocket", "bandwidth_down/websocket"].map(
-      (k) => `mirror/${k}@${mirrorUrl}`,
-    );
+    const keys = ["rtt/websocket", "bandwidth_down/http"].map((k) => `mirror/${k}@${mirrorUrl}`);
     for (const k of keys) await waitForMeasurements(page, k, 3, 10_000);
     // Suspended, so that what is read here is all the history holds: read once a round on
     // the wire has ended (the counts hold still for a second).

@@ -55,7 +55,7 @@ describe.skipIf(why !== undefined)("the page against a real echo-node", () => {
       "rtt/websocket",
       "jitter/websocket",
       "loaded_rtt/websocket",
-      "bandwidth_down/websocket",
+      "bandwidth_down/http",
       "bandwidth_up/http",
     ]) {
       await waitForMeasurements(page, series, 3, 5000);
@@ -82,7 +82,7 @@ describe.skipIf(why !== undefined)("the page against a real echo-node", () => {
 
   it("takes a probe size change at once and writes it to the URL", async () => {
     const { page, done } = await open("?period=1&size=64k");
-    const series = "bandwidth_down/websocket";
+    const series = "bandwidth_down/http";
     await waitForMeasurements(page, series, 2, 8000);
     await page.selectOption("#size", "256k");
     expect(new URL(page.url()).searchParams.get("size")).toBe("256k");
@@ -129,7 +129,15 @@ describe.skipIf(why !== undefined)("the page against a real echo-node", () => {
   });
 
   it("imports the sample files, forecasts them, and names the broken file's bad lines", async () => {
-    const { page, done } = await open("?period=300");
+    // The file readers are a WebAssembly module of their own, fetched on the first import.
+    const readers: string[] = [];
+    const { page, done } = await openPage(rig, "?period=300", async (p) =>
+      p.context().on("request", (r) => {
+        if (r.url().includes("/assets/nowcast_reader")) readers.push(r.url());
+      }),
+    );
+    await waitForMeasurements(page, "rtt/websocket", 1, 5000);
+    expect(readers).toEqual([]);
     await page.setInputFiles(
       "#import",
       ["rtt-browser.ndjson", "iperf3-reverse.json", "rtt.csv", "broken.ndjson"].map((f) =>
@@ -158,6 +166,7 @@ describe.skipIf(why !== undefined)("the page against a real echo-node", () => {
     expect(report).toContain("line 5, schema_version");
     expect(report).toContain("line 8, value");
     expect(report).toContain("rtt-browser.ndjson (ndjson): 298 values in 1 series.");
+    expect(readers.some((u) => u.endsWith(".wasm"))).toBe(true);
     await done();
   });
 

@@ -150,7 +150,7 @@ describe.skipIf(why !== undefined)("the target: two echo-nodes on loopback", () 
     await item.waitFor({ timeout: 5000 });
     await setTicked(item.locator("input[type=checkbox]"), true);
     const rtt = `mirror/rtt/websocket@${secondUrl}`;
-    const down = `mirror/bandwidth_down/websocket@${secondUrl}`;
+    const down = `mirror/bandwidth_down/http@${secondUrl}`;
     await waitForMeasurements(page, rtt, 3, 10_000);
     await waitForMeasurements(page, down, 3, 10_000);
     for (const key of [rtt, down]) {

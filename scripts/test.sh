@@ -19,7 +19,7 @@ cargo fmt --all -- --check
 
 step "cargo clippy -D warnings"
 cargo clippy --quiet --workspace --all-targets -- -D warnings
-cargo clippy --quiet -p nowcast-core --lib --target wasm32-unknown-unknown -- -D warnings
+cargo clippy --quiet -p nowcast-core --lib --target wasm32-unknown-unknown --features wasm-page,wasm-reader -- -D warnings
 
 step "build wasm"
 bash scripts/build-wasm.sh

@@ -24,8 +24,13 @@ pub mod transfer;
 pub mod window;
 pub mod wren;
 
-#[cfg(target_arch = "wasm32")]
+// The page's two WebAssembly modules (scripts/build-wasm.sh builds the crate once with each
+// feature): the forecasters it loads on first open, and the file readers it loads when a
+// file is imported or exported.
+#[cfg(all(target_arch = "wasm32", feature = "wasm-page"))]
 pub mod wasm;
+#[cfg(all(target_arch = "wasm32", feature = "wasm-reader"))]
+pub mod wasm_reader;
 
 pub use bank::{Bank, Forecast, Mode, PrimaryRow, Reporting, Selected};
 pub use errors::Accum;

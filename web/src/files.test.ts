@@ -1,6 +1,13 @@
 import { readFileSync } from "node:fs";
 import { beforeAll, describe, expect, it } from "vitest";
-import { exportCsv, importText, loadForecasting, readNdjson, toNdjson } from "./forecast";
+import {
+  exportCsv,
+  importText,
+  loadForecasting,
+  loadReader,
+  readNdjson,
+  toNdjson,
+} from "./forecast";
 import type { Record } from "./record";
 
 // The page reads files with the core's reader (core/src/import, the one `nowcast forecast`
@@ -9,6 +16,9 @@ import type { Record } from "./record";
 beforeAll(async () => {
   await loadForecasting(
     readFileSync(new URL("../../core/pkg/nowcast_core_bg.wasm", import.meta.url)),
+  );
+  await loadReader(
+    readFileSync(new URL("../../core/pkg/reader/nowcast_reader_bg.wasm", import.meta.url)),
   );
 });
 

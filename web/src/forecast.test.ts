@@ -4,6 +4,7 @@ import {
   ecdf,
   histogram,
   loadForecasting,
+  loadReader,
   methods,
   parseRecord,
   ProbedSeries,
@@ -28,6 +29,9 @@ const goldenLong = parseGolden(
 beforeAll(async () => {
   const wasm = readFileSync(new URL("../../core/pkg/nowcast_core_bg.wasm", import.meta.url));
   await loadForecasting(wasm);
+  await loadReader(
+    readFileSync(new URL("../../core/pkg/reader/nowcast_reader_bg.wasm", import.meta.url)),
+  );
 });
 
 describe("the real nowcast-core module", () => {

@@ -9,13 +9,8 @@ import init, {
   histogramJson,
   methodsJson,
   rankJson,
-  recordLine,
   transferRate as rawTransferRate,
   jitter,
-  parseRecordJson,
-  readNdjsonJson,
-  importTextJson,
-  exportCsv as rawExportCsv,
   type InitInput,
 } from "../../core/pkg/nowcast_core.js";
 import type { ImportResult, ImportedSeries } from "./files";
@@ -458,14 +453,43 @@ export function transferRate(
 export { jitter };
 
 // The readers of files (core/src/record.rs and core/src/import): the same code as the CLI's
-// `nowcast forecast`, through WebAssembly. Call {@link loadForecasting} first.
+// `nowcast forecast`, through a second WebAssembly module (core/src/wasm_reader.rs) that the
+// page loads only when a file is imported or exported, so that its bytes are not in the first
+// open. Call {@link loadReader} first.
+
+type Reader = typeof import("../../core/pkg/reader/nowcast_reader.js");
+let reader: Reader | undefined;
+let readerLoading: Promise<void> | undefined;
+
+/**
+ * Loads the file readers' WebAssembly module once (its glue is a chunk of its own, fetched
+ * here). In the browser pass its URL; Node passes the bytes. A failed load is tried again on
+ * the next call.
+ */
+export function loadReader(input?: InitInput): Promise<void> {
+  readerLoading ??= import("../../core/pkg/reader/nowcast_reader.js")
+    .then(async (m) => {
+      await (input === undefined ? m.default() : m.default({ module_or_path: input }));
+      reader = m;
+    })
+    .catch((e: unknown) => {
+      readerLoading = undefined;
+      throw e;
+    });
+  return readerLoading;
+}
+
+function loadedReader(): Reader {
+  if (reader === undefined) throw new Error("the file reader is not loaded (loadReader first)");
+  return reader;
+}
 
 /**
  * Parses and validates one NDJSON line by the core's record reader; throws a
  * {@link RecordError} naming the field at fault.
  */
 export function parseRecord(line: string): Record {
-  const out = JSON.parse(parseRecordJson(line)) as
+  const out = JSON.parse(loadedReader().parseRecordJson(line)) as
     { record: Record } | { error: { field?: string; message: string } };
   if ("error" in out) throw new RecordError(out.error.field, out.error.message);
   return out.record;
@@ -476,7 +500,10 @@ export function parseRecord(line: string): Record {
  * (1-based) with its reason. Blank lines are skipped; one bad line loses nothing else.
  */
 export function readNdjson(text: string): { records: Record[]; errors: LineError[] } {
-  return JSON.parse(readNdjsonJson(text)) as { records: Record[]; errors: LineError[] };
+  return JSON.parse(loadedReader().readNdjsonJson(text)) as {
+    records: Record[];
+    errors: LineError[];
+  };
 }
 
 interface RawImported {
@@ -503,7 +530,7 @@ interface RawImported {
  * one message of an unsupported file.
  */
 export function importText(text: string): ImportResult {
-  const raw = JSON.parse(importTextJson(text)) as RawImported;
+  const raw = JSON.parse(loadedReader().importTextJson(text)) as RawImported;
   return {
     format: raw.format ?? undefined,
     series: raw.series.map((s) => ({
@@ -531,7 +558,7 @@ export function importText(text: string): ImportResult {
 export function exportCsv(
   series: readonly { label: string; records: readonly Record[] }[],
 ): string {
-  return rawExportCsv(
+  return loadedReader().exportCsv(
     series.map((s) => s.label),
     // The core reads each record (and names the series and record it refuses).
     series.map((s) => s.records.map((r) => JSON.stringify(r)).join("\n")),
@@ -544,8 +571,9 @@ export function exportCsv(
  * RecordError naming the field when the record is not one the schema allows.
  */
 export function toLine(record: Record): string {
+  const r = loadedReader();
   try {
-    return recordLine(JSON.stringify(record));
+    return r.recordLine(JSON.stringify(record));
   } catch (e) {
     throw new RecordError(undefined, (e as Error).message);
   }

@@ -1,7 +1,7 @@
 import { readdirSync, readFileSync } from "node:fs";
 import Ajv2020 from "ajv/dist/2020";
 import { beforeAll, describe, expect, it } from "vitest";
-import { loadForecasting, parseRecord, readNdjson, toLine } from "./forecast";
+import { loadForecasting, loadReader, parseRecord, readNdjson, toLine } from "./forecast";
 import { RecordError } from "./record";
 
 // The page's record reader is the core's (core/src/record.rs) through WebAssembly: these are
@@ -9,6 +9,9 @@ import { RecordError } from "./record";
 beforeAll(async () => {
   await loadForecasting(
     readFileSync(new URL("../../core/pkg/nowcast_core_bg.wasm", import.meta.url)),
+  );
+  await loadReader(
+    readFileSync(new URL("../../core/pkg/reader/nowcast_reader_bg.wasm", import.meta.url)),
   );
 });
 

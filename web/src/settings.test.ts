@@ -147,7 +147,7 @@ describe("the budget a choice of size and period needs", () => {
     expect(budgetStrain({ ...s, size: "auto" })).toBeUndefined();
     // A mirror adds its download.
     expect(budgetStrain({ ...DEFAULT_SETTINGS, size: 128 * 1024 }, 1)).toBeDefined();
-    expect(transfersPerRound("http", 2)).toBe(5);
+    expect(transfersPerRound("http", 2)).toBe(4);
   });
 
   it("reckons how long what is left lasts at the last round's pace", () => {

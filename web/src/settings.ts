@@ -161,13 +161,11 @@ export function settingsQuery(s: Settings): string {
   return text === "" ? "" : `?${text}`;
 }
 
-/** Bandwidth probes a round makes for the target: a WebSocket or a fetch download and the
- *  fetch upload, or both downloads and both uploads; and one download per mirror probed
+/** Bandwidth probes a round makes for the target: a download and an upload over fetch, and
+ *  with both transports the WebSocket ones too; and one download per mirror probed
  *  (plan.ts). */
 export function transfersPerRound(transport: TransportChoice, mirrors = 0): number {
-  const own = transport === "both" ? 4 : 2;
-  // With mirrors to rank, an http-only target gets the ranking's WebSocket download too.
-  return own + mirrors + (transport === "http" && mirrors > 0 ? 1 : 0);
+  return (transport === "both" ? 4 : 2) + mirrors;
 }
 
 /**

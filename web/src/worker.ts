@@ -2,6 +2,9 @@
 // delays a timestamp. This file only turns the page's messages into engine calls.
 
 import wasmUrl from "../../core/pkg/nowcast_core_bg.wasm?url";
+// The file readers' module: only its URL here; it is fetched when a file is imported or
+// exported (forecast.ts `loadReader`).
+import readerUrl from "../../core/pkg/reader/nowcast_reader_bg.wasm?url";
 import { Engine } from "./engine/engine";
 import type { PageCommand } from "./messages";
 
@@ -13,6 +16,7 @@ const engine = Engine.start(
     post: (e) => scope.postMessage(e),
   },
   wasmUrl,
+  readerUrl,
 );
 
 // A target or mirror the serving echo-node's Content-Security-Policy does not list cannot be

@@ -4,7 +4,7 @@
 // the page in the plain messages of messages.ts. Off the main thread (worker.ts), so that
 // drawing never delays a timestamp.
 
-import { exportCsv, loadForecasting, methods, toNdjson } from "../forecast";
+import { exportCsv, loadForecasting, loadReader, methods, toNdjson } from "../forecast";
 import {
   parseMirrorKey,
   type MeasurementEvent,
@@ -111,6 +111,7 @@ export class Engine {
     private readonly host: EngineHost,
     private history: History | undefined,
     private readonly limits: ServerLimits,
+    private readonly readerUrl: string,
   ) {
     this.scheduler = new Scheduler(
       browserClock,
@@ -122,17 +123,19 @@ export class Engine {
       () => this.scheduler.betweenRounds(),
       (e) => this.post(e),
       (message) => this.status("running", message),
+      () => loadReader(this.readerUrl),
     );
   }
 
   /** Loads the forecasters (`wasmUrl`), opens the history and reads the serving echo-node's
-   *  limits; the series imported before a reload come back between the first rounds. */
-  static async start(host: EngineHost, wasmUrl: string): Promise<Engine> {
+   *  limits; the series imported before a reload come back between the first rounds. The
+   *  file readers (`readerUrl`) are loaded when a file is first imported or exported. */
+  static async start(host: EngineHost, wasmUrl: string, readerUrl: string): Promise<Engine> {
     const [history, limits] = await Promise.all([
       loadForecasting(wasmUrl).then(() => History.open()),
       serverLimits(host.origin),
     ]);
-    const engine = new Engine(host, history, limits);
+    const engine = new Engine(host, history, limits, readerUrl);
     // The forecasters' display names, for the page's tables (it never loads the bank).
     host.post({ type: "methods", names: methods().map(({ id, name }) => [id, name]) });
     engine.imports.restore();
@@ -227,7 +230,17 @@ export class Engine {
    * Posts the records of the series the page shows (by their keys there, with their labels)
    * as an NDJSON file, or as CSV; imported series have none (they are the user's files).
    */
-  exportRecords(format: "ndjson" | "csv", shown: readonly { key: string; label: string }[]): void {
+  async exportRecords(
+    format: "ndjson" | "csv",
+    shown: readonly { key: string; label: string }[],
+  ): Promise<void> {
+    try {
+      // The core's writers are in the file readers' module, loaded on the first export.
+      await loadReader(this.readerUrl);
+    } catch (e) {
+      this.status("running", `export failed: ${(e as Error).message}`);
+      return;
+    }
     const series = shown.map(({ key, label }) => {
       const found = this.shown(key);
       return { label, records: found?.site.series.records(found.key) ?? [] };

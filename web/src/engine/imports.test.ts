@@ -1,6 +1,6 @@
 import { readFileSync } from "node:fs";
 import { beforeAll, describe, expect, it } from "vitest";
-import { loadForecasting } from "../forecast";
+import { loadForecasting, loadReader } from "../forecast";
 import type { ImportedEvent, PredictabilityEvent, WorkerEvent } from "../messages";
 import { Imports } from "./imports";
 
@@ -8,10 +8,14 @@ beforeAll(async () => {
   await loadForecasting(
     readFileSync(new URL("../../../core/pkg/nowcast_core_bg.wasm", import.meta.url)),
   );
+  await loadReader(
+    readFileSync(new URL("../../../core/pkg/reader/nowcast_reader_bg.wasm", import.meta.url)),
+  );
 });
 
-/** Imports without a history, whose events and failures are collected. */
-function imports() {
+/** Imports without a history, whose events and failures are collected; `reader` loads the
+ *  file readers' module (loaded above). */
+function imports(reader: () => Promise<void> = () => loadReader()) {
   const events: WorkerEvent[] = [];
   const failures: string[] = [];
   const i = new Imports(
@@ -19,6 +23,7 @@ function imports() {
     () => Promise.resolve(),
     (e) => events.push(e),
     (m) => failures.push(m),
+    reader,
   );
   /** Imports `text` as `file` and waits for it to be read and forecast. */
   const add = async (file: string, text: string) => {
@@ -32,6 +37,18 @@ function imports() {
 }
 
 describe("an imported series", () => {
+  it("is not read when the file readers' module cannot be loaded, and says why", async () => {
+    const { i, events, failures } = imports(() =>
+      Promise.reject(new Error("nowcast_reader_bg.wasm: 404")),
+    );
+    i.add("rtt.csv", "1,10\n2,12\n");
+    for (let n = 0; n < 20 && failures.length === 0; n++) {
+      await new Promise((r) => setTimeout(r, 0));
+    }
+    expect(failures).toEqual(["import failed: nowcast_reader_bg.wasm: 404"]);
+    expect(events).toEqual([]);
+  });
+
   it("is forecast in time order, each point with the forecast after it, without timeouts", async () => {
     const { i, events, failures, add } = imports();
     const ev = await add("rtt.csv", "time,value\n3000,14\n1000,10\n2000,12\n");
@@ -107,6 +124,7 @@ describe("restoring saved imports", () => {
       () => Promise.resolve(),
       (e) => events.push(e),
       (m) => failures.push(m),
+      () => loadReader(),
     );
     i.restore();
     for (let n = 0; n < 50 && events.length < 2; n++) {

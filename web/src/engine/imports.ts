@@ -38,6 +38,9 @@ export class Imports {
     private readonly betweenRounds: () => Promise<void>,
     private readonly post: (e: WorkerEvent) => void,
     private readonly failed: (message: string) => void,
+    /** Loads the file readers' module (forecast.ts `loadReader`), which a file's reading
+     *  needs and restoring saved imports does not. */
+    private readonly loadReader: () => Promise<void>,
   ) {}
 
   /** Queues work after what is queued, starting between rounds. */
@@ -116,6 +119,7 @@ export class Imports {
   private async read(file: string, text: string): Promise<void> {
     // The core's reader (the CLI's): the format from the content, each series named and with
     // its unit, a file in no supported format told so once.
+    await this.loadReader();
     const r = importText(text);
     const notes: string[] = r.unsupported === undefined ? [] : [r.unsupported];
     notes.push(...r.notes);

@@ -42,20 +42,20 @@ export const isTransfer = (s: Step) => s.measure !== "rtt";
 
 /** A site's series the ranking reads (messages.ts `MirrorEvent`, rank.ts). */
 export const MIRROR_RTT = "rtt/websocket";
-export const MIRROR_DOWN = "bandwidth_down/websocket";
+export const MIRROR_DOWN = "bandwidth_down/http";
 
 /**
  * What the ranking compares sites by, the same for the target and every mirror: a WebSocket
- * echo with nothing else on the wire, then a WebSocket download of the chosen size, with its
+ * echo with nothing else on the wire, then a download over fetch of the chosen size, with its
  * stream-count pretest and nothing beside it (no loaded-latency echoes: they would load one
- * site's download and not another's).
+ * site's download and not another's). Transfers go over fetch ({@link UPLOAD_KEY} says why).
  */
 export function rankingSteps(size: SizeChoice): Step[] {
   return [
     { measure: "rtt", transport: "websocket", key: MIRROR_RTT, ranking: 0 },
     {
       measure: "download",
-      transport: "websocket",
+      transport: "http",
       key: MIRROR_DOWN,
       size,
       streams: "pretest",
@@ -65,49 +65,54 @@ export function rankingSteps(size: SizeChoice): Step[] {
 }
 
 /**
- * The upload every plan of the target runs: over fetch, whatever the transport, because a
- * browser sends a fetch body from its network process's memory, as fast as the path takes it,
- * where a WebSocket message goes through a pipe of ~128 KB that the page's thread must keep
- * refilling; on a fast path with little delay that pipe runs dry, and the WebSocket upload
- * read 0.81-0.88 of iperf3 at 300 Mbit/s where downloads held within 1.5 % (issue 12). With
- * WebSocket in use, the loaded RTT is measured beside it.
+ * The upload every plan of the target runs: over fetch, whatever the transport, as the
+ * download is. A browser sends a fetch body from its network process's memory, as fast as the
+ * path takes it, and a fetch response is read by the network process too; a WebSocket message
+ * goes through a pipe of ~128 KB between the page's thread and the network process that the
+ * page's thread must keep refilling (upload) or draining (download). On a fast path with
+ * little delay, or a busy machine, that pipe runs dry or full: the WebSocket upload read
+ * 0.81-0.88 of iperf3 at 300 Mbit/s (issue 12), and the WebSocket download 0.90 at 500 Mbit/s
+ * and 0.46 at 1 Gbit/s, where fetch held within 2.5 % both ways. With WebSocket in use, the
+ * loaded RTT is measured beside the upload.
  */
 export const UPLOAD_KEY = "bandwidth_up/http";
 
 /**
- * The plan of the site the page measures (the target): over WebSocket the ranking's echo
- * (with jitter) and download; over fetch a ping and a download; both when the settings say
- * so, WebSocket first; then the upload over fetch ({@link UPLOAD_KEY}), with the loaded RTT
- * beside it when WebSocket is in use, and, when both transports are, the WebSocket upload
- * too, to compare. With mirrors to rank (`ranked`), the ranking's steps run whatever the
+ * The plan of the site the page measures (the target): the WebSocket echo (with jitter) with
+ * WebSocket in use, a ping over fetch with fetch in use; the download and the upload over
+ * fetch ({@link UPLOAD_KEY}), with the loaded RTT beside the upload when WebSocket is in use;
+ * and, when both transports are, the WebSocket download and upload too, to compare. With
+ * mirrors to rank (`ranked`), the ranking's steps (the echo, the download) run whatever the
  * transport, so that the target is compared on the same measurements as they are.
  */
 export function targetPlan(s: Pick<Settings, "transport" | "size">, ranked = false): Plan {
   const plan: Step[] = [];
   const ws = s.transport !== "http";
-  if (ws || ranked) {
-    const [echo, down] = rankingSteps(s.size) as [Step, Step];
-    plan.push({ ...echo, jitter: "jitter/websocket" }, down);
-  }
+  // Without mirrors the steps run in plan order (a round over several sites runs the ranking's
+  // steps phase by phase, before the others: round.ts `runSites`).
+  const [echo, down] = rankingSteps(s.size).map((step) =>
+    ranked ? step : { ...step, ranking: undefined },
+  ) as [Step, Step];
+  if (ws || ranked) plan.push({ ...echo, jitter: "jitter/websocket" });
+  if (s.transport !== "websocket")
+    plan.push({ measure: "rtt", transport: "http", key: "rtt/http" });
+  plan.push(down);
   if (s.transport === "both") {
-    plan.push({
-      measure: "upload",
-      transport: "websocket",
-      key: "bandwidth_up/websocket",
-      size: s.size,
-      streams: "pretest",
-      loaded: "loaded_rtt/websocket",
-    });
-  }
-  if (s.transport !== "websocket") {
     plan.push(
-      { measure: "rtt", transport: "http", key: "rtt/http" },
       {
         measure: "download",
-        transport: "http",
-        key: "bandwidth_down/http",
+        transport: "websocket",
+        key: "bandwidth_down/websocket",
         size: s.size,
         streams: "pretest",
+      },
+      {
+        measure: "upload",
+        transport: "websocket",
+        key: "bandwidth_up/websocket",
+        size: s.size,
+        streams: "pretest",
+        loaded: "loaded_rtt/websocket",
       },
     );
   }

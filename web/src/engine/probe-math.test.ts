@@ -7,7 +7,6 @@ import {
   AUTO_MAX_BYTES,
   chooseStreams,
   fetchRtt,
-  mbits,
   median,
   newStreamPlan,
   parseServerTiming,
@@ -32,9 +31,9 @@ beforeAll(async () => {
 });
 
 describe("rates", () => {
-  it("converts bytes per millisecond to Mbit/s", () => {
-    expect(mbits(125_000, 1000)).toBe(1); // 1 Mbit in one second
-    expect(mbits(64 * 1024, 0)).toBe(0);
+  it("converts bytes per millisecond to Mbit/s by the core's rule", () => {
+    expect(rateMinusRtt(125_000, 1000, undefined).mbits).toBe(1); // 1 Mbit in one second
+    expect(rateMinusRtt(64 * 1024, 0, undefined).mbits).toBe(0);
   });
 
   it.each([

@@ -33,11 +33,6 @@ export function rateMinusRtt(
   return { mbits: r?.mbits ?? 0, durationMs: rawMs - subtract, rttSubtractedMs: subtract };
 }
 
-/** Bytes over milliseconds as Mbit/s; 0 for a non-positive duration. */
-export function mbits(bytes: number, durationMs: number): number {
-  return durationMs > 0 ? bytes / durationMs / BYTES_PER_MS_PER_MBITS : 0;
-}
-
 /** One stream of a transfer on the client's clock (`performance.now()`, ms). */
 export interface StreamSpan {
   startMs: number;
@@ -113,7 +108,8 @@ export function uploadRate(
   const serverMs = last - first;
   if (!(serverMs > 0) || !(timed > 0)) return client;
   return {
-    mbits: mbits(timed, serverMs),
+    // The core's rate (no RTT in the server's span, so none is subtracted).
+    mbits: rateMinusRtt(timed, serverMs, undefined).mbits,
     durationMs: serverMs,
     rttSubtractedMs: 0,
     ...pick(client),

@@ -2,6 +2,7 @@ import { readFileSync } from "node:fs";
 import { beforeAll, describe, expect, it } from "vitest";
 import { loadForecasting } from "../forecast";
 import { BAND_K } from "../messages";
+import { MIRROR_DOWN, MIRROR_RTT } from "./plan";
 import { ranking } from "./rank";
 import { SeriesSet } from "./series";
 
@@ -11,20 +12,20 @@ beforeAll(async () => {
   );
 });
 
-/** A site's series with `rtt` (ms) and `down` (Mbit/s) measured three times each. */
-function measured(
-  to: string,
-  rtt: number,
-  down: number,
-  transport: "websocket" | "http" = "websocket",
-) {
+/** A site's ranking series (plan.ts `rankingSteps`) with `rtt` (ms) and `down` (Mbit/s)
+ *  measured three times each; with `other`, the other transports' series too, at 1000 times
+ *  the rate (the ranking must not read them). */
+function measured(to: string, rtt: number, down: number, other = false) {
   const s = new SeriesSet(to);
   for (let i = 0; i < 3; i++) {
     const o = { timestampMs: i, status: "ok", timeoutMs: 3000, probe: {} } as const;
-    const r = s.get(`rtt/${transport}`).observe({ ...o, value: rtt, durationMs: rtt });
-    s.keep(`rtt/${transport}`, r.record);
-    const d = s.get(`bandwidth_down/${transport}`).observe({ ...o, value: down, durationMs: 100 });
-    s.keep(`bandwidth_down/${transport}`, d.record);
+    const r = s.get(MIRROR_RTT).observe({ ...o, value: rtt, durationMs: rtt });
+    s.keep(MIRROR_RTT, r.record);
+    const d = s.get(MIRROR_DOWN).observe({ ...o, value: down, durationMs: 100 });
+    s.keep(MIRROR_DOWN, d.record);
+    if (other) {
+      s.get("bandwidth_down/websocket").observe({ ...o, value: 1000 * down, durationMs: 100 });
+    }
   }
   return s;
 }
@@ -32,12 +33,12 @@ function measured(
 describe("the ranking of the sites the page lists", () => {
   it("puts the fastest first, with the forecasts it ranked by; those not measured after", () => {
     const sites = new Map([
-      ["http://slow/", { series: measured("slow", 10, 10), unreachable: false }],
-      ["http://fast/", { series: measured("fast", 10, 100, "http"), unreachable: false }],
+      ["http://slow/", { series: measured("slow", 10, 10, true), unreachable: false }],
+      ["http://fast/", { series: measured("fast", 10, 100), unreachable: false }],
     ]);
     const r = ranking(["http://none/", "http://slow/", "http://fast/"], 1e6, (u) => sites.get(u));
     expect(r.map((s) => s.url)).toEqual(["http://fast/", "http://slow/", "http://none/"]);
-    // Over fetch when a site has no WebSocket series.
+    // By the ranking's series alone, whatever else a site measured.
     expect(r[0]).toMatchObject({ rtt: { value: 10 }, bandwidth: { value: 100 }, standing: "best" });
     expect(r[0]!.timeMs).toBeCloseTo(10 + 80, 6);
     // Steady series: no error, so no overlap.
@@ -71,7 +72,7 @@ describe("the ranking of the sites the page lists", () => {
       downs.forEach((down, i) => {
         const o = { timestampMs: i, status: "ok", timeoutMs: 3000, probe: {} } as const;
         s.get("rtt/websocket").observe({ ...o, value: 10, durationMs: 10 });
-        s.get("bandwidth_down/websocket").observe({ ...o, value: down, durationMs: 100 });
+        s.get(MIRROR_DOWN).observe({ ...o, value: down, durationMs: 100 });
       });
       return { series: s, unreachable: false };
     };

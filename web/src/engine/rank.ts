@@ -4,11 +4,16 @@
 
 import { rankSites, type Estimate } from "../forecast";
 import { BAND_K, type RankedSite } from "../messages";
+import { MIRROR_DOWN, MIRROR_RTT } from "./plan";
 import type { SeriesSet } from "./series";
 
-/** A site's forecast of `metric`: over WebSocket when it has one, else over fetch. */
-function forecast(series: SeriesSet, metric: "rtt" | "bandwidth_down"): Estimate | undefined {
-  const f = series.next(`${metric}/websocket`) ?? series.next(`${metric}/http`);
+/** A site's forecast of the ranking's series `key` (plan.ts `rankingSteps`): every site is
+ *  ranked by the same measurements. */
+function forecast(
+  series: SeriesSet,
+  key: typeof MIRROR_RTT | typeof MIRROR_DOWN,
+): Estimate | undefined {
+  const f = series.next(key);
   return f && { value: f.value, error: f.error };
 }
 
@@ -27,8 +32,8 @@ export function ranking(
     const site = measured(url);
     return {
       url,
-      rtt: site && forecast(site.series, "rtt"),
-      bandwidth: site && forecast(site.series, "bandwidth_down"),
+      rtt: site && forecast(site.series, MIRROR_RTT),
+      bandwidth: site && forecast(site.series, MIRROR_DOWN),
       unreachable: site?.unreachable ?? false,
     };
   });

@@ -91,6 +91,8 @@ class ScriptedSite {
       probe: (bytes, streams) => ({ transport, payload_bytes: bytes, streams }),
       run: async (_link, r) => {
         this.calls.push({ module: name, ...r });
+        // A site that refuses connections refuses fetch too.
+        if (this.refuse !== undefined) throw this.refuse;
         const o = this.script.get(name)?.shift() ?? this.fallback(name, r);
         if ("timedOut" in o) {
           if (transport === "websocket") this.open = false;
@@ -185,14 +187,14 @@ describe("a round", () => {
     await run(site, WS_64K, env);
     expect(site.calls.map((c) => c.module)).toEqual([
       "rtt/websocket",
-      "download/websocket",
+      "download/http",
       "upload/http",
     ]);
-    // The download is the ranking's, alone on the wire; the upload goes over fetch, with the
-    // WebSocket's loaded RTT beside it, which comes before the upload's own record.
+    // The download is the ranking's, alone on the wire; both transfers go over fetch, the
+    // upload with the WebSocket's loaded RTT beside it, which comes before its own record.
     expect(env.made()).toEqual([
       "rtt/websocket ok",
-      "bandwidth_down/websocket ok",
+      "bandwidth_down/http ok",
       "loaded_rtt/websocket ok",
       "bandwidth_up/http ok",
     ]);
@@ -201,23 +203,23 @@ describe("a round", () => {
     expect(env.budget.usedSinceStart).toBe(ECHO_BYTES + 2 * 64 * KIB + ECHO_BYTES);
   });
 
-  it("runs both transports' steps, WebSocket first, and a mirror's plan the same way", async () => {
+  it("runs both transports' steps, RTTs first, and a mirror's plan the same way", async () => {
     const site = new ScriptedSite(steady);
     await run(site, targetPlan({ transport: "both", size: 64 * KIB }), new Env());
     expect(site.calls.map((c) => c.module)).toEqual([
       "rtt/websocket",
-      "download/websocket",
-      "upload/websocket",
       "rtt/http",
       "download/http",
+      "download/websocket",
+      "upload/websocket",
       "upload/http",
     ]);
     const mirror = new ScriptedSite(steady);
     const env = new Env();
     await run(mirror, mirrorPlan({ size: 64 * KIB }), env);
-    expect(mirror.calls.map((c) => c.module)).toEqual(["rtt/websocket", "download/websocket"]);
+    expect(mirror.calls.map((c) => c.module)).toEqual(["rtt/websocket", "download/http"]);
     // No loaded latency, no jitter.
-    expect(env.made()).toEqual(["rtt/websocket ok", "bandwidth_down/websocket ok"]);
+    expect(env.made()).toEqual(["rtt/websocket ok", "bandwidth_down/http ok"]);
   });
 
   it("records a timed-out probe and feeds it back; a closed connection ends its transport", async () => {
@@ -246,21 +248,21 @@ describe("a round", () => {
     // The WebSocket's upload is not tried; fetch goes on.
     expect(site.calls.map((c) => c.module)).toEqual([
       "rtt/websocket",
-      "download/websocket",
       "rtt/http",
       "download/http",
+      "download/websocket",
       "upload/http",
     ]);
     expect(env.made()).toEqual([
       "rtt/websocket ok",
-      "bandwidth_down/websocket error",
-      "bandwidth_up/websocket error",
       "rtt/http ok",
       "bandwidth_down/http ok",
+      "bandwidth_down/websocket error",
+      "bandwidth_up/websocket error",
       "loaded_rtt/websocket ok",
       "bandwidth_up/http ok",
     ]);
-    expect(env.records[1]!.record).toMatchObject({
+    expect(env.records[3]!.record).toMatchObject({
       status: "error",
       value: null,
       error: "refused",
@@ -277,16 +279,16 @@ describe("a round", () => {
     const env = new Env();
     for (let round = 0; round < 2; round++) {
       const report = await run(site, WS_64K, env);
-      expect(report).toMatchObject({ answered: 1, failed: 2 });
+      expect(report).toMatchObject({ answered: 0, failed: 3 });
     }
-    // The fetch upload still runs, without the loaded RTT its WebSocket would have measured
-    // (a path that refuses WebSockets but not fetch, as some proxies do).
-    expect(site.calls.map((c) => c.module)).toEqual(["upload/http", "upload/http"]);
+    // The fetch transfers are tried (fetch needs no connection of the page's own): the
+    // download fails, and the upload after it is recorded with its reason.
+    expect(site.calls.map((c) => c.module)).toEqual(["download/http", "download/http"]);
     expect(env.made()).toEqual(
       Array.from({ length: 2 }, () => [
         "rtt/websocket error",
-        "bandwidth_down/websocket error",
-        "bandwidth_up/http ok",
+        "bandwidth_down/http error",
+        "bandwidth_up/http error",
       ]).flat(),
     );
     const reasons = new Set(env.records.flatMap((e) => e.record.error ?? []));
@@ -400,7 +402,7 @@ describe("a round over several sites", () => {
       const order = turn === 0 ? ["target", "a", "b"] : ["a", "b", "target"];
       expect(log).toEqual([
         ...order.map((n) => `${n} rtt/websocket`),
-        ...order.map((n) => `${n} download/websocket`),
+        ...order.map((n) => `${n} download/http`),
         "target upload/http",
       ]);
     }
@@ -424,7 +426,7 @@ describe("a round over several sites", () => {
       [3, 0],
       [0, 2],
     ]);
-    expect(envs[1]!.made()).toEqual(["rtt/websocket error", "bandwidth_down/websocket error"]);
+    expect(envs[1]!.made()).toEqual(["rtt/websocket error", "bandwidth_down/http error"]);
   });
 });
 
@@ -477,7 +479,7 @@ describe("the series a round feeds", () => {
     const env = new Env(2);
     const plan = mirrorPlan({ size: "auto" });
     for (let round = 0; round <= PRETEST_AFTER; round++) await run(site, plan, env);
-    const downloads = site.calls.filter((c) => c.module === "download/websocket");
+    const downloads = site.calls.filter((c) => c.module === "download/http");
     // The first probe is the smallest automatic size; then the size the forecast rate
     // (100 Mbit/s for 250 ms: 3.125 MB) rounds up to.
     expect(downloads[0]!.bytes).toBe(AUTO_MIN_BYTES);
@@ -491,10 +493,10 @@ describe("the series a round feeds", () => {
     expect(tries.every((c) => c.bytes === pretestBytes(downloads.at(-1)!.bytes))).toBe(true);
     expect(downloads.at(-1)!.streams).toBe(2);
     expect(env.pretests).toEqual([
-      { key: "bandwidth_down/websocket", results: expect.any(Array), streams: 2 },
+      { key: "bandwidth_down/http", results: expect.any(Array), streams: 2 },
     ]);
     // The tries are not measurements of the series.
-    const down = env.records.filter((e) => e.key === "bandwidth_down/websocket");
+    const down = env.records.filter((e) => e.key === "bandwidth_down/http");
     expect(down).toHaveLength(PRETEST_AFTER + 1);
   });
 
@@ -502,7 +504,9 @@ describe("the series a round feeds", () => {
     const site = new ScriptedSite(steady);
     const env = new Env(2);
     // An echo and the WebSocket upload, which has echoes beside it.
-    const upload = targetPlan({ transport: "both", size: 64 * KIB })[2]!;
+    const upload = targetPlan({ transport: "both", size: 64 * KIB }).find(
+      (s) => s.key === "bandwidth_up/websocket",
+    )!;
     expect(upload.key).toBe("bandwidth_up/websocket");
     const plan: Plan = [mirrorPlan({ size: 64 * KIB })[0]!, upload];
     for (let round = 0; round < PRETEST_AFTER; round++) await run(site, plan, env);
@@ -520,7 +524,7 @@ describe("the series a round feeds", () => {
 describe("records", () => {
   it("read back as the history keeps them rebuild the same series", async () => {
     const site = new ScriptedSite(steady);
-    site.script.set("download/websocket", [{ value: 90 }, { timedOut: true }, { value: 110 }]);
+    site.script.set("download/http", [{ value: 90 }, { timedOut: true }, { value: 110 }]);
     const env = new Env();
     for (let round = 0; round < 3; round++) {
       site.drop();

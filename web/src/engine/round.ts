@@ -332,7 +332,12 @@ class Run {
     recordLoad: boolean,
   ): Promise<Sample> {
     const { site, env } = this;
-    const predictedRttMs = site.series.next(`rtt/${step.transport}`)?.value;
+    // The transport's own RTT, else the other's: the same path (a plan over WebSocket has no
+    // fetch ping, yet its transfers go over fetch).
+    const predictedRttMs = (
+      site.series.next(`rtt/${step.transport}`) ??
+      site.series.next(step.transport === "http" ? "rtt/websocket" : "rtt/http")
+    )?.value;
     const work = m.run(site.link, { ...r, predictedRttMs });
     if (step.loaded === undefined || !this.loadOpen) return work;
     const loaded = this.series(step.loaded);

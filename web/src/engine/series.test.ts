@@ -1,12 +1,21 @@
 import { readFileSync } from "node:fs";
 import { beforeAll, describe, expect, it } from "vitest";
-import { loadForecasting, parseRecord, toLine, type ProbeObservation } from "../forecast";
+import {
+  loadForecasting,
+  loadReader,
+  parseRecord,
+  toLine,
+  type ProbeObservation,
+} from "../forecast";
 import type { Record } from "../record";
 import { measurement, predictability, SeriesSet } from "./series";
 
 beforeAll(async () => {
   await loadForecasting(
     readFileSync(new URL("../../../core/pkg/nowcast_core_bg.wasm", import.meta.url)),
+  );
+  await loadReader(
+    readFileSync(new URL("../../../core/pkg/reader/nowcast_reader_bg.wasm", import.meta.url)),
   );
 });
 

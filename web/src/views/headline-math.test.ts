@@ -82,7 +82,9 @@ describe("the trust in a transfer and the transport's reason", () => {
 
   it("says why the upload is over fetch, and why one of two transports is shown", () => {
     expect(transportReason("bandwidth_up/http", undefined, "higher")).toMatch(/WebSocket/);
+    expect(transportReason("bandwidth_down/http", undefined, "higher")).toMatch(/WebSocket/);
     expect(transportReason("bandwidth_down/websocket", undefined, "higher")).toBe("");
+    expect(transportReason("rtt/websocket", undefined, "lower")).toBe("");
     expect(transportReason("bandwidth_down/http", "bandwidth_down/websocket", "higher")).toBe(
       "the faster of the two lately",
     );

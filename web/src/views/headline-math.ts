@@ -190,8 +190,8 @@ export function shortProbe(
 }
 
 /**
- * Why the headline shows the figure of `key` (`transport/…` series keys): the upload goes over
- * fetch because a browser's WebSocket cannot keep a fast link busy (engine/plan.ts
+ * Why the headline shows the figure of `key` (`metric/transport` series keys): transfers go
+ * over fetch because a browser's WebSocket cannot keep up with a fast link (engine/plan.ts
  * UPLOAD_KEY); with two transports measuring a direction, the better recent median wins
  * ({@link pickSeries}). Empty when there is nothing to explain (one transport, as planned).
  */
@@ -203,6 +203,8 @@ export function transportReason(
   if (otherKey !== undefined) {
     return better === "higher" ? "the faster of the two lately" : "the shorter of the two lately";
   }
-  if (key === "bandwidth_up/http") return "a browser's WebSocket upload falls behind on fast links";
+  if (key.startsWith("bandwidth_") && key.endsWith("/http")) {
+    return "a browser's WebSocket falls behind on fast links";
+  }
   return "";
 }

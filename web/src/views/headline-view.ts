@@ -38,7 +38,7 @@ const DIRECTIONS: Direction[] = [
   {
     id: "down",
     name: "Download",
-    keys: ["bandwidth_down/websocket", "bandwidth_down/http"],
+    keys: ["bandwidth_down/http", "bandwidth_down/websocket"],
     better: "higher",
   },
   {

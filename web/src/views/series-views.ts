@@ -23,9 +23,9 @@ const TITLES: Partial<Record<SeriesKey, string>> = {
   "jitter/websocket": "Jitter, WebSocket echo",
   "loaded_rtt/websocket": "Loaded RTT, WebSocket echo during transfers",
   "rtt/http": "RTT, fetch",
-  "bandwidth_down/websocket": "Download, WebSocket",
   "bandwidth_down/http": "Download, fetch",
   "bandwidth_up/http": "Upload, fetch",
+  "bandwidth_down/websocket": "Download, WebSocket",
   "bandwidth_up/websocket": "Upload, WebSocket",
 };
 /** Console and graph order, whatever order the probes report in. */
