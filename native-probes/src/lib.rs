@@ -14,6 +14,7 @@
 
 pub mod archive;
 pub mod campaign;
+pub mod classify;
 pub mod clock;
 pub mod delay;
 pub mod evaluate;
