@@ -18,6 +18,7 @@ pub mod classify;
 pub mod clock;
 pub mod delay;
 pub mod evaluate;
+pub mod fobs;
 pub mod forecast;
 pub mod format;
 pub mod net;

@@ -258,23 +258,14 @@ impl Tally {
     }
 }
 
+/// Labelled signatures drawn the two ways: scattered single losses (network) and runs of
+/// losses (CPU stalls), at loss rates from 10⁻⁴ to 5·10⁻² (for tests).
 #[cfg(test)]
-mod tests {
-    use super::*;
+pub(crate) mod tests_support {
+    use super::signature::{Label, Labelled, Signature};
 
-    #[test]
-    fn erfc_matches_reference_values() {
-        // erfc(0) = 1, erfc(1) = 0.157299207, erfc(2) = 0.004677735, erfc(-1) = 1.842700793.
-        for (x, want) in [(0.0, 1.0), (1.0, 0.157_299_207), (2.0, 0.004_677_735), (-1.0, 1.842_700_793)] {
-            assert!((erfc(x) - want).abs() < 2e-7 * want.max(1e-3), "{x}");
-        }
-        // One σ away: 1 − 0.6827 of the mass lies further out.
-        assert!((likelihood(1.0, 0.0, 1.0) - 0.317_310_5).abs() < 1e-6);
-    }
+    pub fn synthetic(n: usize, seed: u64) -> Vec<Labelled> {
 
-    /// Labelled signatures drawn the two ways: scattered single losses (network) and runs of
-    /// losses (CPU stalls), at loss rates from 10⁻⁴ to 5·10⁻².
-    pub(crate) fn synthetic(n: usize, seed: u64) -> Vec<Labelled> {
         let mut x = seed | 1;
         let mut rnd = move || {
             x ^= x << 13;
@@ -305,6 +296,23 @@ mod tests {
         }
         out
     }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn erfc_matches_reference_values() {
+        // erfc(0) = 1, erfc(1) = 0.157299207, erfc(2) = 0.004677735, erfc(-1) = 1.842700793.
+        for (x, want) in [(0.0, 1.0), (1.0, 0.157_299_207), (2.0, 0.004_677_735), (-1.0, 1.842_700_793)] {
+            assert!((erfc(x) - want).abs() < 2e-7 * want.max(1e-3), "{x}");
+        }
+        // One σ away: 1 − 0.6827 of the mass lies further out.
+        assert!((likelihood(1.0, 0.0, 1.0) - 0.317_310_5).abs() < 1e-6);
+    }
+
+    use super::tests_support::synthetic;
 
     #[test]
     fn a_model_trained_on_synthetic_causes_tells_them_apart() {

@@ -1,0 +1,1 @@
+//! The FOBS edge: sockets, files, hash, clock. Filled in below.
