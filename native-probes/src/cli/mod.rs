@@ -3,8 +3,10 @@
 
 mod archive;
 mod campaign;
+mod classify;
 mod common;
 mod delay;
+mod fobs;
 mod forecast;
 mod pcap;
 mod report;
@@ -35,6 +37,10 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Diagnose packet-loss signatures (CPU or network loss), or train a model.
+    Classify(classify::Args),
+    /// FOBS bulk transfer over UDP with the loss classifier.
+    Fobs(fobs::Args),
     /// Forecast the next value of a series with its likely range, and report every
     /// forecaster's errors (faithful and improved NWS banks, baselines, timeout rules).
     Forecast(forecast::Args),
@@ -73,6 +79,8 @@ pub fn main() -> ExitCode {
     let cli = Cli::parse();
     let probe = matches!(cli.command, Command::Tcp(_) | Command::Udp(_));
     let result = match cli.command {
+        Command::Classify(args) => classify::run(args),
+        Command::Fobs(args) => fobs::run(args),
         Command::Forecast(args) => forecast::run(args),
         Command::Pcap(args) => pcap::run(args),
         Command::Serve(args) => serve::run(args),

@@ -220,6 +220,11 @@ impl Sender {
         self.controller.rate()
     }
 
+    /// Payload bytes per packet.
+    pub fn packet_size(&self) -> u16 {
+        self.cfg.hello.packet
+    }
+
     pub fn is_finished(&self) -> bool {
         self.phase == Phase::Finished
     }

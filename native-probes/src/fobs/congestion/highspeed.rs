@@ -17,7 +17,7 @@
 //!   open interval.
 //! - **Slow start** (RFC 5348 §4.3): until the first counted loss the rate doubles each
 //!   window; at the first counted loss the history is replaced by one interval chosen so
-//!   that the response gives the rate the receiver saw (RFC 5348 §6.3.1), so the overshoot
+//!   that the response gives 0.85 of the rate the receiver saw (RFC 5348 §6.3.1), so the overshoot
 //!   that ends slow start is not charged as if it were the path's loss rate.
 //! - **Bounds**: never more than twice the receiver's arrival rate (RFC 5348 §4.3), never
 //!   more than the cap (the sender's `--max-rate`, the receiver's limit), never less than one
@@ -112,7 +112,9 @@ impl Controller for HighSpeed {
         let counted = r.congestion && r.lost > 0;
         if counted && self.slow_start {
             self.slow_start = false;
-            let seen = r.receive_rate.unwrap_or(self.rate).min(self.rate);
+            // 0.85 of what arrived: the overshoot left a standing queue, which a rate of
+            // exactly the arrival rate would never drain.
+            let seen = 0.85 * r.receive_rate.unwrap_or(self.rate).min(self.rate);
             let w = (seen * self.rtt / self.packet).max(1.0);
             self.intervals.clear();
             self.intervals.push_front(1.0 / loss_for_window(w));
@@ -225,7 +227,7 @@ mod tests {
         c.on_window(&report(100, 0, true, 1e6));
         assert_eq!(c.rate(), 2e6, "bounded by twice the receive rate");
         c.on_window(&report(100, 3, true, 1.5e6));
-        assert!((c.rate() - 1.5e6).abs() < 1e3, "{}", c.rate());
+        assert!((c.rate() - 0.85 * 1.5e6).abs() < 1e3, "{}", c.rate());
         assert!(c.loss_rate() > 0.0);
     }
 
