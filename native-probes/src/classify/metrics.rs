@@ -174,10 +174,10 @@ mod tests {
     fn success_proportion_rows() {
         let rows: [(&str, Option<f64>); 8] = [
             ("1111", None),
-            ("1110", None),       // the only loss has no successor
+            ("1110", None), // the only loss has no successor
             ("1011", Some(0.0)),
-            ("1001", Some(0.5)),  // 0 then 0: one success of two
-            ("1000", Some(1.0)),  // the run reaches the end: both counted losses are followed by a loss
+            ("1001", Some(0.5)), // 0 then 0: one success of two
+            ("1000", Some(1.0)), // the run reaches the end: both counted losses are followed by a loss
             ("0000", Some(1.0)),
             ("0101", Some(0.0)),
             ("100011101", Some(2.0 / 4.0)),

@@ -201,26 +201,46 @@ pub fn train(signatures: &[Labelled], trained_on: &str) -> Result<Model, String>
             }
         }
     }
-    let need = |what: &str, label: &str, n: usize| format!("too few {label} signatures to fit {what} ({n})");
-    let net_c = fit_curve(&rows[0], 2).ok_or_else(|| need("complexity", "network", rows[0].len()))?;
+    let need = |what: &str, label: &str, n: usize| {
+        format!("too few {label} signatures to fit {what} ({n})")
+    };
+    let net_c =
+        fit_curve(&rows[0], 2).ok_or_else(|| need("complexity", "network", rows[0].len()))?;
     let cpu_c = fit_curve(&rows[1], 1).ok_or_else(|| need("complexity", "cpu", rows[1].len()))?;
-    let net_s = fit_normal(&sps[0]).ok_or_else(|| need("success proportions", "network", sps[0].len()))?;
-    let cpu_s = fit_normal(&sps[1]).ok_or_else(|| need("success proportions", "cpu", sps[1].len()))?;
+    let net_s =
+        fit_normal(&sps[0]).ok_or_else(|| need("success proportions", "network", sps[0].len()))?;
+    let cpu_s =
+        fit_normal(&sps[1]).ok_or_else(|| need("success proportions", "cpu", sps[1].len()))?;
     // A σ of 0 (every sample alike) would make any other value impossible; keep a floor.
     let floor = |s: f64| s.max(1e-3);
     let mut model = Model {
         format: FORMAT.into(),
         trained_on: trained_on.into(),
         samples: Pair {
-            network: Samples { complexity: rows[0].len(), success: sps[0].len() },
-            cpu: Samples { complexity: rows[1].len(), success: sps[1].len() },
+            network: Samples {
+                complexity: rows[0].len(),
+                success: sps[0].len(),
+            },
+            cpu: Samples {
+                complexity: rows[1].len(),
+                success: sps[1].len(),
+            },
         },
         complexity_from: COMPLEXITY_FROM,
         success_from: SUCCESS_FROM,
-        complexity: Pair { network: net_c, cpu: cpu_c },
-        success: Pair { network: net_s, cpu: cpu_s },
+        complexity: Pair {
+            network: net_c,
+            cpu: cpu_c,
+        },
+        success: Pair {
+            network: net_s,
+            cpu: cpu_s,
+        },
     };
-    for s in [&mut model.success.network.sigma, &mut model.success.cpu.sigma] {
+    for s in [
+        &mut model.success.network.sigma,
+        &mut model.success.cpu.sigma,
+    ] {
         *s = floor(*s);
     }
     Ok(model)
@@ -240,7 +260,9 @@ impl Tally {
         match (truth, d) {
             (_, Diagnosis::OutOfRange) => self.out_of_range += 1,
             (_, Diagnosis::Inconclusive) => self.inconclusive += 1,
-            (Label::Cpu, Diagnosis::Cpu) | (Label::Network, Diagnosis::Network) => self.correct += 1,
+            (Label::Cpu, Diagnosis::Cpu) | (Label::Network, Diagnosis::Network) => {
+                self.correct += 1
+            }
             _ => self.wrong += 1,
         }
     }
@@ -262,10 +284,9 @@ impl Tally {
 /// losses (CPU stalls), at loss rates from 10⁻⁴ to 5·10⁻² (for tests).
 #[cfg(test)]
 pub(crate) mod tests_support {
-    use super::signature::{Label, Labelled, Signature};
+    use crate::classify::signature::{Label, Labelled, Signature};
 
     pub fn synthetic(n: usize, seed: u64) -> Vec<Labelled> {
-
         let mut x = seed | 1;
         let mut rnd = move || {
             x ^= x << 13;
@@ -278,7 +299,11 @@ pub(crate) mod tests_support {
         for i in 0..n {
             let rate = 10f64.powf(-4.0 + 2.7 * rnd());
             let mut s = Signature::all_received(len);
-            let label = if i % 2 == 0 { Label::Network } else { Label::Cpu };
+            let label = if i % 2 == 0 {
+                Label::Network
+            } else {
+                Label::Cpu
+            };
             match label {
                 Label::Network => (0..len).filter(|_| rnd() < rate).for_each(|j| s.lose(j)),
                 Label::Cpu => {
@@ -292,7 +317,10 @@ pub(crate) mod tests_support {
                     }
                 }
             }
-            out.push(Labelled { label: Some(label), signature: s });
+            out.push(Labelled {
+                label: Some(label),
+                signature: s,
+            });
         }
         out
     }
@@ -305,14 +333,19 @@ mod tests {
     #[test]
     fn erfc_matches_reference_values() {
         // erfc(0) = 1, erfc(1) = 0.157299207, erfc(2) = 0.004677735, erfc(-1) = 1.842700793.
-        for (x, want) in [(0.0, 1.0), (1.0, 0.157_299_207), (2.0, 0.004_677_735), (-1.0, 1.842_700_793)] {
+        for (x, want) in [
+            (0.0, 1.0),
+            (1.0, 0.157_299_207),
+            (2.0, 0.004_677_735),
+            (-1.0, 1.842_700_793),
+        ] {
             assert!((erfc(x) - want).abs() < 2e-7 * want.max(1e-3), "{x}");
         }
         // One σ away: 1 − 0.6827 of the mass lies further out.
         assert!((likelihood(1.0, 0.0, 1.0) - 0.317_310_5).abs() < 1e-6);
     }
 
-    use super::tests_support::synthetic;
+    use crate::classify::tests_support::synthetic;
 
     #[test]
     fn a_model_trained_on_synthetic_causes_tells_them_apart() {
@@ -343,7 +376,10 @@ mod tests {
         let model = train(&synthetic(1000, 3), "synthetic").unwrap();
         let mut c = Classifier::new(model);
         let v = c.classify(&Labelled::parse("? 4096").unwrap().signature);
-        assert_eq!((v.basis, v.p_cpu, v.diagnosis()), (Basis::None, 0.5, Diagnosis::OutOfRange));
+        assert_eq!(
+            (v.basis, v.p_cpu, v.diagnosis()),
+            (Basis::None, 0.5, Diagnosis::OutOfRange)
+        );
         let v = c.classify(&Labelled::parse("? 100000 5").unwrap().signature);
         assert_eq!(v.basis, Basis::None);
     }

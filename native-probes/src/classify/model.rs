@@ -50,7 +50,12 @@ fn band_upper(x: f64) -> f64 {
 
 impl Curve {
     pub fn mean(&self, x: f64) -> f64 {
-        self.c + self.terms.iter().map(|(a, b)| a * (-b * x).exp()).sum::<f64>()
+        self.c
+            + self
+                .terms
+                .iter()
+                .map(|(a, b)| a * (-b * x).exp())
+                .sum::<f64>()
     }
 
     /// σ at loss rate `x`.
@@ -80,7 +85,11 @@ impl Curve {
         self.bands = bands
             .into_iter()
             .map(|(u, s, n)| {
-                let sigma = if n >= MIN_BAND { (s / n as f64).sqrt() } else { self.sigma };
+                let sigma = if n >= MIN_BAND {
+                    (s / n as f64).sqrt()
+                } else {
+                    self.sigma
+                };
                 (u, sigma.max(MIN_SIGMA))
             })
             .collect();
@@ -178,8 +187,9 @@ fn linear_fit(rows: &[(f64, f64)], basis: &dyn Fn(f64) -> Vec<f64>) -> Option<(V
         for r in 0..k {
             if r != col {
                 let f = ata[r][col] / ata[col][col];
-                for c in col..=k {
-                    ata[r][c] -= f * ata[col][c];
+                let pivot_row = ata[col].clone();
+                for (cell, p) in ata[r].iter_mut().zip(&pivot_row).skip(col) {
+                    *cell -= f * p;
                 }
             }
         }
@@ -299,7 +309,11 @@ mod tests {
             .collect();
         let fit = fit_curve(&rows, 2).unwrap();
         for &(x, y) in &rows {
-            assert!((fit.mean(x) - y).abs() < 2e-3, "{x}: {} vs {y}", fit.mean(x));
+            assert!(
+                (fit.mean(x) - y).abs() < 2e-3,
+                "{x}: {} vs {y}",
+                fit.mean(x)
+            );
         }
         assert!(fit.sigma <= MIN_SIGMA);
         assert!(!fit.bands.is_empty());
@@ -310,22 +324,41 @@ mod tests {
 
     #[test]
     fn model_files_refuse_other_formats_and_bad_sigmas() {
-        let n = Normal { mean: 0.1, sigma: 0.05 };
-        let c = Curve { c: 0.5, terms: vec![(-0.2, 100.0)], sigma: 0.03, bands: vec![(0.001, 0.01)] };
+        let n = Normal {
+            mean: 0.1,
+            sigma: 0.05,
+        };
+        let c = Curve {
+            c: 0.5,
+            terms: vec![(-0.2, 100.0)],
+            sigma: 0.03,
+            bands: vec![(0.001, 0.01)],
+        };
         let mut m = Model {
             format: FORMAT.into(),
             trained_on: "test".into(),
-            samples: Pair { network: Samples::default(), cpu: Samples::default() },
+            samples: Pair {
+                network: Samples::default(),
+                cpu: Samples::default(),
+            },
             complexity_from: 0.0005,
             success_from: 0.00008,
-            complexity: Pair { network: c.clone(), cpu: c },
-            success: Pair { network: n.clone(), cpu: n },
+            complexity: Pair {
+                network: c.clone(),
+                cpu: c,
+            },
+            success: Pair {
+                network: n.clone(),
+                cpu: n,
+            },
         };
         assert_eq!(Model::from_json(&m.to_json()).unwrap(), m);
         m.success.cpu.sigma = 0.0;
         assert!(Model::from_json(&m.to_json()).is_err());
         m.success.cpu.sigma = 0.1;
         m.format = "nowcast-fobs-classifier/2".into();
-        assert!(Model::from_json(&m.to_json()).unwrap_err().contains("format"));
+        assert!(Model::from_json(&m.to_json())
+            .unwrap_err()
+            .contains("format"));
     }
 }

@@ -103,7 +103,12 @@ impl Signature {
 
     /// Packets lost.
     pub fn lost(&self) -> usize {
-        self.len - self.words.iter().map(|w| w.count_ones() as usize).sum::<usize>()
+        self.len
+            - self
+                .words
+                .iter()
+                .map(|w| w.count_ones() as usize)
+                .sum::<usize>()
     }
 
     /// Lost packets / packets (0 for an empty window).
@@ -184,7 +189,8 @@ impl Labelled {
                 None => (w, w),
             };
             let parse = |s: &str| -> Result<usize, String> {
-                s.parse().map_err(|_| format!("'{w}' is not a position or FIRST-LAST"))
+                s.parse()
+                    .map_err(|_| format!("'{w}' is not a position or FIRST-LAST"))
             };
             let (a, b) = (parse(a)?, parse(b)?);
             if a > b || b >= len || previous.is_some_and(|p| a <= p) {
@@ -224,9 +230,21 @@ mod tests {
         assert_eq!(l.label, Some(Label::Network));
         assert_eq!(l.signature.len(), 200);
         assert_eq!(l.signature.lost(), 6);
-        assert_eq!(l.signature.loss_runs(), vec![(7, 7), (100, 103), (199, 199)]);
+        assert_eq!(
+            l.signature.loss_runs(),
+            vec![(7, 7), (100, 103), (199, 199)]
+        );
         assert_eq!(l.to_string(), "network 200 7 100-103 199");
-        for bad in ["", "wifi 10", "cpu", "cpu x", "cpu 10 10", "cpu 10 5 3", "cpu 10 4-2", "? 99999999999"] {
+        for bad in [
+            "",
+            "wifi 10",
+            "cpu",
+            "cpu x",
+            "cpu 10 10",
+            "cpu 10 5 3",
+            "cpu 10 4-2",
+            "? 99999999999",
+        ] {
             assert!(Labelled::parse(bad).is_err(), "{bad}");
         }
     }
@@ -240,7 +258,10 @@ mod tests {
         let b = s.to_bitmap();
         assert_eq!(b.len(), 10);
         assert_eq!(Signature::from_bitmap(77, &b), s);
-        assert_eq!(Signature::from_bitmap(77, &[0xff; 20]), Signature::all_received(77));
+        assert_eq!(
+            Signature::from_bitmap(77, &[0xff; 20]),
+            Signature::all_received(77)
+        );
         assert_eq!(Signature::from_bitmap(70, &[]).lost(), 70);
         assert_eq!(s.losses().collect::<Vec<_>>(), vec![0, 64, 76]);
     }

@@ -72,13 +72,19 @@ fn read(path: &Path) -> Result<Vec<Labelled>> {
 }
 
 pub fn run(args: Args) -> Result<()> {
-    if let Some(Sub::Train { files, out, trained_on }) = args.command {
+    if let Some(Sub::Train {
+        files,
+        out,
+        trained_on,
+    }) = args.command
+    {
         let mut all = Vec::new();
         for f in &files {
             all.extend(read(f)?);
         }
         let model = train(&all, &trained_on).map_err(|e| anyhow!(e))?;
-        std::fs::write(&out, model.to_json() + "\n").with_context(|| format!("{}", out.display()))?;
+        std::fs::write(&out, model.to_json() + "\n")
+            .with_context(|| format!("{}", out.display()))?;
         let s = &model.samples;
         println!(
             "model written to {}: network {} complexity / {} success-proportion samples, cpu {} / {}",
@@ -136,8 +142,17 @@ pub fn run(args: Args) -> Result<()> {
     if args.json {
         return Ok(());
     }
-    let pct = |n: usize, d: usize| if d == 0 { 0.0 } else { 100.0 * n as f64 / d as f64 };
-    println!("{:<8} {:>8} {:>9} {:>9} {:>13} {:>13}", "cause", "in range", "correct", "wrong", "inconclusive", "out of range");
+    let pct = |n: usize, d: usize| {
+        if d == 0 {
+            0.0
+        } else {
+            100.0 * n as f64 / d as f64
+        }
+    };
+    println!(
+        "{:<8} {:>8} {:>9} {:>9} {:>13} {:>13}",
+        "cause", "in range", "correct", "wrong", "inconclusive", "out of range"
+    );
     for (name, t) in [("network", tallies[0]), ("cpu", tallies[1])] {
         let d = t.diagnosed();
         if d + t.out_of_range == 0 {

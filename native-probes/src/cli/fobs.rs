@@ -36,10 +36,12 @@ enum Sub {
 }
 
 #[derive(clap::Args)]
-#[command(after_help = "Rates are bits per second with an optional K, M or G (decimal): 500M, 1G. \
+#[command(
+    after_help = "Rates are bits per second with an optional K, M or G (decimal): 500M, 1G. \
     Records with --json (source \"nowcast fobs\"): one `loss` record per congestion event with \
     the classifier's reading (congestion.*), then `throughput` (goodput, Mbit/s) and `loss` \
-    (packets lost / sent).")]
+    (packets lost / sent)."
+)]
 pub struct SendArgs {
     file: PathBuf,
     /// The receiver, HOST or HOST:PORT ([v6]:PORT).
@@ -91,8 +93,10 @@ pub struct SendArgs {
 }
 
 #[derive(clap::Args)]
-#[command(after_help = "Prints its token at start; a sender must present it. One transfer at a \
-    time; see SECURITY.md (\"FOBS receiver\") for what a receiver on a public address accepts.")]
+#[command(
+    after_help = "Prints its token at start; a sender must present it. One transfer at a \
+    time; see SECURITY.md (\"FOBS receiver\") for what a receiver on a public address accepts."
+)]
 pub struct RecvArgs {
     /// Directory to store files in.
     #[arg(long, default_value = ".")]
@@ -140,7 +144,9 @@ fn parse_rate(s: &str) -> Result<f64> {
         Some('g' | 'G') => (&t[..t.len() - 1], 1e9),
         _ => (t, 1.0),
     };
-    let v: f64 = num.parse().map_err(|_| anyhow!("'{s}' is not a rate (e.g. 500M, 1G)"))?;
+    let v: f64 = num
+        .parse()
+        .map_err(|_| anyhow!("'{s}' is not a rate (e.g. 500M, 1G)"))?;
     if !(v.is_finite() && v > 0.0) {
         bail!("'{s}': a rate must be positive");
     }
@@ -203,12 +209,29 @@ fn send(a: SendArgs) -> Result<()> {
         Some(r) => Box::new(Fixed::new(parse_rate(r)?, packet)),
         None => Box::new(HighSpeed::new(initial, max, packet)),
     };
-    let classifier = if a.no_classifier { None } else { Some(Classifier::new(load_model(a.model.as_deref())?)) };
+    let classifier = if a.no_classifier {
+        None
+    } else {
+        Some(Classifier::new(load_model(a.model.as_deref())?))
+    };
     let classifying = classifier.is_some();
-    let sender = Sender::new(sender::Config { hello, initial_rate: initial }, controller, classifier);
+    let sender = Sender::new(
+        sender::Config {
+            hello,
+            initial_rate: initial,
+        },
+        controller,
+        classifier,
+    );
     let stop = Stop::on_signals().map_err(|e| anyhow!("cannot install signal handlers: {e}"))?;
     let mut sigs = match &a.signatures {
-        Some(p) => Some(std::fs::OpenOptions::new().create(true).append(true).open(p).with_context(|| format!("{}", p.display()))?),
+        Some(p) => Some(
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(p)
+                .with_context(|| format!("{}", p.display()))?,
+        ),
         None => None,
     };
     let label = match a.label.as_str() {
@@ -234,7 +257,11 @@ fn send(a: SendArgs) -> Result<()> {
     let summary = io::send(sender, &file, target.addrs[0], &stop, &mut |u| match u {
         SendUpdate::Event(Event::Signature(s)) => {
             if let Some(f) = sigs.as_mut() {
-                let line = Labelled { label, signature: s.clone() }.to_string();
+                let line = Labelled {
+                    label,
+                    signature: s.clone(),
+                }
+                .to_string();
                 if let Err(e) = writeln!(f, "{line}") {
                     failure.get_or_insert(e.into());
                 }
@@ -255,7 +282,11 @@ fn send(a: SendArgs) -> Result<()> {
                 }
             }
         }
-        SendUpdate::Progress { delivered, total, rate } => {
+        SendUpdate::Progress {
+            delivered,
+            total,
+            rate,
+        } => {
             let done = (delivered * u64::from(a.packet)).min(size);
             let msg = format!(
                 "{:.0} Mbit/s, lost {}, verdicts cpu {cpu} network {net} unsure {inc}",
@@ -267,12 +298,15 @@ fn send(a: SendArgs) -> Result<()> {
                 b.set_message(msg);
             } else if plain && last_plain.elapsed() >= Duration::from_secs(1) {
                 last_plain = std::time::Instant::now();
-                eprintln!("{:5.1}% of {total} packets, {msg}", 100.0 * done as f64 / size.max(1) as f64);
+                eprintln!(
+                    "{:5.1}% of {total} packets, {msg}",
+                    100.0 * done as f64 / size.max(1) as f64
+                );
             }
         }
         _ => {}
     })
-    .with_context(|| format!("{}", target.name))?;
+    .with_context(|| target.name.clone())?;
     if let Some(b) = bar {
         b.finish_and_clear();
     }
@@ -283,10 +317,18 @@ fn send(a: SendArgs) -> Result<()> {
         bail!("{}: refused: {}", target.name, r.reason());
     }
     let sent = summary.bytes - summary.held_bytes;
-    let goodput = if summary.seconds > 0.0 { sent as f64 * 8e-6 / summary.seconds } else { 0.0 };
+    let goodput = if summary.seconds > 0.0 {
+        sent as f64 * 8e-6 / summary.seconds
+    } else {
+        0.0
+    };
     let loss = summary.stats.lost as f64 / summary.stats.sent.max(1) as f64;
     if a.json {
-        let probe = Probe { transport: Some(Transport::Fobs), payload_bytes: Some(size), ..Probe::default() };
+        let probe = Probe {
+            transport: Some(Transport::Fobs),
+            payload_bytes: Some(size),
+            ..Probe::default()
+        };
         let from = summary.local.map(|l| l.ip().to_string());
         for (metric, value) in [(Metric::Throughput, goodput), (Metric::Loss, loss)] {
             let mut r = Record::new(wall_ms(), "nowcast fobs", metric, value, &to);
@@ -315,18 +357,38 @@ fn send(a: SendArgs) -> Result<()> {
     }
     match (summary.done, summary.failed) {
         (Some(Done::Stored), _) => Ok(()),
-        (Some(Done::HashMismatch), _) => bail!("the receiver's copy did not match the hash; it was discarded"),
+        (Some(Done::HashMismatch), _) => {
+            bail!("the receiver's copy did not match the hash; it was discarded")
+        }
         (Some(Done::StorageFailed), _) => bail!("the receiver could not store the file"),
-        (Some(Done::Abandoned), _) => bail!("the receiver abandoned the transfer (resume with --resume)"),
+        (Some(Done::Abandoned), _) => {
+            bail!("the receiver abandoned the transfer (resume with --resume)")
+        }
         (None, Some(f)) => bail!("{f} (resume with --resume)"),
         (None, None) => bail!("the transfer did not finish"),
     }
 }
 
-fn congestion_record(w: &sender::WindowOutcome, to: &str, seq: u64, packet: u16, classifying: bool) -> Record {
-    let mut r = Record::new(wall_ms(), "nowcast fobs", Metric::Loss, w.lost as f64 / w.packets.max(1) as f64, to);
+fn congestion_record(
+    w: &sender::WindowOutcome,
+    to: &str,
+    seq: u64,
+    packet: u16,
+    classifying: bool,
+) -> Record {
+    let mut r = Record::new(
+        wall_ms(),
+        "nowcast fobs",
+        Metric::Loss,
+        w.lost as f64 / w.packets.max(1) as f64,
+        to,
+    );
     r.seq = Some(seq);
-    r.probe = Some(Probe { transport: Some(Transport::Fobs), payload_bytes: Some(u64::from(packet)), ..Probe::default() });
+    r.probe = Some(Probe {
+        transport: Some(Transport::Fobs),
+        payload_bytes: Some(u64::from(packet)),
+        ..Probe::default()
+    });
     r.congestion = Some(Congestion {
         signature_loss_rate: w.verdict.map_or(w.lost as f64 / w.packets.max(1) as f64, |v| v.loss_rate),
         classifier_metric: match (classifying, w.verdict.map(|v| v.basis)) {
@@ -357,12 +419,18 @@ fn recv(a: RecvArgs) -> Result<()> {
             t
         }
     };
-    let ip: std::net::IpAddr = a.listen.parse().map_err(|_| anyhow!("--listen '{}' is not an IP address", a.listen))?;
-    let dir = a.dir.canonicalize().with_context(|| format!("--dir {}", a.dir.display()))?;
+    let ip: std::net::IpAddr = a
+        .listen
+        .parse()
+        .map_err(|_| anyhow!("--listen '{}' is not an IP address", a.listen))?;
+    let dir = a
+        .dir
+        .canonicalize()
+        .with_context(|| format!("--dir {}", a.dir.display()))?;
     if !dir.is_dir() {
         bail!("--dir {} is not a directory", dir.display());
     }
-    if !(a.grace_ms.is_finite() && a.grace_ms >= 0.0) || !(a.idle.is_finite() && a.idle > 0.0) {
+    if !(a.grace_ms.is_finite() && a.grace_ms >= 0.0 && a.idle.is_finite() && a.idle > 0.0) {
         bail!("--grace-ms must be ≥ 0 and --idle > 0");
     }
     let opts = RecvOptions {
@@ -389,10 +457,22 @@ fn recv(a: RecvArgs) -> Result<()> {
                 hex(&token)
             )),
             RecvUpdate::Refused { peer, why } if !quiet => Some(format!("{peer}: {why}")),
-            RecvUpdate::Transfer { peer, name, size, resumed } if !quiet => {
-                Some(format!("{peer}: receiving {name} ({size} bytes, {resumed} packets already held)"))
-            }
-            RecvUpdate::Finished { peer, name, result, drops, seconds, bytes } => {
+            RecvUpdate::Transfer {
+                peer,
+                name,
+                size,
+                resumed,
+            } if !quiet => Some(format!(
+                "{peer}: receiving {name} ({size} bytes, {resumed} packets already held)"
+            )),
+            RecvUpdate::Finished {
+                peer,
+                name,
+                result,
+                drops,
+                seconds,
+                bytes,
+            } => {
                 if opts.once && !matches!(result, Ok(Done::Stored)) {
                     failed = Some(format!("{name}: {result:?}"));
                 }

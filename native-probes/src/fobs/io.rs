@@ -46,14 +46,25 @@ pub fn fill_random(b: &mut [u8]) {
 fn wait_readable(fds: &[i32], timeout: Duration) -> io::Result<Vec<bool>> {
     let mut pfds: Vec<libc::pollfd> = fds
         .iter()
-        .map(|&fd| libc::pollfd { fd, events: libc::POLLIN, revents: 0 })
+        .map(|&fd| libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        })
         .collect();
     let ts = libc::timespec {
         tv_sec: timeout.as_secs() as libc::time_t,
         tv_nsec: timeout.subsec_nanos() as libc::c_long,
     };
     // SAFETY: pfds is a valid array of pollfd for its length; ts is a valid timespec.
-    let n = unsafe { libc::ppoll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, &ts, std::ptr::null()) };
+    let n = unsafe {
+        libc::ppoll(
+            pfds.as_mut_ptr(),
+            pfds.len() as libc::nfds_t,
+            &ts,
+            std::ptr::null(),
+        )
+    };
     if n < 0 {
         let e = io::Error::last_os_error();
         if e.kind() == io::ErrorKind::Interrupted {
@@ -61,7 +72,10 @@ fn wait_readable(fds: &[i32], timeout: Duration) -> io::Result<Vec<bool>> {
         }
         return Err(e);
     }
-    Ok(pfds.iter().map(|p| p.revents & (libc::POLLIN | libc::POLLHUP | libc::POLLERR) != 0).collect())
+    Ok(pfds
+        .iter()
+        .map(|p| p.revents & (libc::POLLIN | libc::POLLHUP | libc::POLLERR) != 0)
+        .collect())
 }
 
 /// Reads what the nonblocking stream has; `Ok(false)` when the peer closed it.
@@ -86,7 +100,10 @@ fn write_all_nb(s: &mut TcpStream, mut buf: &[u8], limit: Duration) -> io::Resul
             Ok(n) => buf = &buf[n..],
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                 if std::time::Instant::now() >= until {
-                    return Err(io::Error::new(io::ErrorKind::TimedOut, "control connection stalled"));
+                    return Err(io::Error::new(
+                        io::ErrorKind::TimedOut,
+                        "control connection stalled",
+                    ));
                 }
                 std::thread::sleep(Duration::from_micros(200));
             }
@@ -108,7 +125,11 @@ pub fn hash_file(path: &Path) -> io::Result<[u8; HASH_LEN]> {
 pub enum SendUpdate<'a> {
     Event(&'a sender::Event),
     /// Every ~100 ms: packets acknowledged, total, the rate now (bytes/s).
-    Progress { delivered: u64, total: u64, rate: f64 },
+    Progress {
+        delivered: u64,
+        total: u64,
+        rate: f64,
+    },
 }
 
 /// The end of a send.
@@ -140,7 +161,11 @@ pub fn send(
     tcp.set_nodelay(true)?;
     tcp.set_nonblocking(true)?;
     let local = tcp.local_addr().ok();
-    let bind: SocketAddr = if to.is_ipv4() { "0.0.0.0:0".parse().expect("addr") } else { "[::]:0".parse().expect("addr") };
+    let bind: SocketAddr = if to.is_ipv4() {
+        "0.0.0.0:0".parse().expect("addr")
+    } else {
+        "[::]:0".parse().expect("addr")
+    };
     let udp = UdpSocket::bind(bind)?;
     let _ = socket2::SockRef::from(&udp).set_send_buffer_size(4 << 20);
     let mut framer = Framer::default();
@@ -164,7 +189,9 @@ pub fn send(
         let now = clock.now();
         let mut budget = 512;
         while budget > 0 {
-            let Some(t) = sender.poll_transmit(now, &mut buf) else { break };
+            let Some(t) = sender.poll_transmit(now, &mut buf) else {
+                break;
+            };
             budget -= 1;
             match t {
                 Transmit::Control => write_all_nb(&mut tcp, &buf, Duration::from_secs(10))?,
@@ -185,10 +212,12 @@ pub fn send(
             }
         }
         if !read_available(&mut tcp, &mut framer)? {
-            summary.failed.get_or_insert_with(|| "the receiver closed the control connection".into());
+            summary
+                .failed
+                .get_or_insert_with(|| "the receiver closed the control connection".into());
         }
         loop {
-            match framer.next() {
+            match framer.next_message() {
                 Ok(Some(m)) => {
                     if let Control::Welcome(w) = &m {
                         if w.status == Refusal::Accepted && !connected {
@@ -201,14 +230,18 @@ pub fn send(
                 }
                 Ok(None) => break,
                 Err(e) => {
-                    summary.failed = Some(format!("malformed control message from the receiver ({e:?})"));
+                    summary.failed = Some(format!(
+                        "malformed control message from the receiver ({e:?})"
+                    ));
                     break;
                 }
             }
         }
         while let Some(e) = sender.poll_event() {
             match &e {
-                sender::Event::Accepted { held } => summary.held_bytes = held * u64::from(sender_packet(&sender)),
+                sender::Event::Accepted { held } => {
+                    summary.held_bytes = held * u64::from(sender_packet(&sender))
+                }
                 sender::Event::Refused(r) => summary.refused = Some(*r),
                 sender::Event::Finished(d) => summary.done = Some(*d),
                 sender::Event::Failed(f) => summary.failed = Some(f.clone()),
@@ -269,23 +302,55 @@ pub struct RecvOptions {
 
 /// What a receiver reports.
 pub enum RecvUpdate<'a> {
-    Listening { tcp: SocketAddr },
-    Refused { peer: SocketAddr, why: String },
-    Transfer { peer: SocketAddr, name: &'a str, size: u64, resumed: u64 },
-    Window { signature: &'a crate::classify::signature::Signature },
-    Progress { stored: u64, total: u64 },
-    Finished { peer: SocketAddr, name: &'a str, result: Result<Done, String>, drops: receiver::Drops, seconds: f64, bytes: u64 },
+    Listening {
+        tcp: SocketAddr,
+    },
+    Refused {
+        peer: SocketAddr,
+        why: String,
+    },
+    Transfer {
+        peer: SocketAddr,
+        name: &'a str,
+        size: u64,
+        resumed: u64,
+    },
+    Window {
+        signature: &'a crate::classify::signature::Signature,
+    },
+    Progress {
+        stored: u64,
+        total: u64,
+    },
+    Finished {
+        peer: SocketAddr,
+        name: &'a str,
+        result: Result<Done, String>,
+        drops: receiver::Drops,
+        seconds: f64,
+        bytes: u64,
+    },
 }
 
 fn part_paths(dir: &Path, name: &str) -> (PathBuf, PathBuf, PathBuf) {
-    (dir.join(format!(".{name}.fobs-part")), dir.join(format!(".{name}.fobs-state")), dir.join(name))
+    (
+        dir.join(format!(".{name}.fobs-part")),
+        dir.join(format!(".{name}.fobs-state")),
+        dir.join(name),
+    )
 }
 
 const STATE_MAGIC: &[u8; 8] = b"FOBSST01";
 
 fn write_state(path: &Path, h: &super::wire::Hello, have: &[u8]) -> io::Result<()> {
     let tmp = path.with_extension("fobs-state-new");
-    let mut f = OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).custom_flags(libc::O_NOFOLLOW).open(&tmp)?;
+    let mut f = OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(&tmp)?;
     f.write_all(STATE_MAGIC)?;
     f.write_all(&h.size.to_le_bytes())?;
     f.write_all(&h.packet.to_le_bytes())?;
@@ -297,7 +362,11 @@ fn write_state(path: &Path, h: &super::wire::Hello, have: &[u8]) -> io::Result<(
 
 /// The packets a state file says are held, if it describes the same transfer.
 fn read_state(path: &Path, h: &super::wire::Hello) -> Option<Vec<u8>> {
-    let mut f = OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW).open(path).ok()?;
+    let mut f = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)
+        .ok()?;
     let mut b = Vec::new();
     f.read_to_end(&mut b).ok()?;
     let head = 8 + 8 + 2 + HASH_LEN;
@@ -315,7 +384,15 @@ fn rename_noreplace(from: &Path, to: &Path) -> io::Result<()> {
     let a = std::ffi::CString::new(from.as_os_str().as_bytes())?;
     let b = std::ffi::CString::new(to.as_os_str().as_bytes())?;
     // SAFETY: both are valid NUL-terminated paths.
-    let r = unsafe { libc::renameat2(libc::AT_FDCWD, a.as_ptr(), libc::AT_FDCWD, b.as_ptr(), libc::RENAME_NOREPLACE) };
+    let r = unsafe {
+        libc::renameat2(
+            libc::AT_FDCWD,
+            a.as_ptr(),
+            libc::AT_FDCWD,
+            b.as_ptr(),
+            libc::RENAME_NOREPLACE,
+        )
+    };
     if r == 0 {
         Ok(())
     } else {
@@ -324,7 +401,11 @@ fn rename_noreplace(from: &Path, to: &Path) -> io::Result<()> {
 }
 
 /// Receives transfers into `opts.dir` until `stop` (or one, with `once`).
-pub fn recv(opts: &RecvOptions, stop: &Stop, update: &mut dyn FnMut(RecvUpdate<'_>)) -> io::Result<()> {
+pub fn recv(
+    opts: &RecvOptions,
+    stop: &Stop,
+    update: &mut dyn FnMut(RecvUpdate<'_>),
+) -> io::Result<()> {
     use crate::serve::limits::{ClientBuckets, Prefixes, Rate};
     let listener = TcpListener::bind(opts.listen)?;
     let at = listener.local_addr()?;
@@ -344,7 +425,10 @@ pub fn recv(opts: &RecvOptions, stop: &Stop, update: &mut dyn FnMut(RecvUpdate<'
     let clock = Clock::new();
     let prefixes = Prefixes::default();
     let mut buckets: ClientBuckets<1> = ClientBuckets::new(
-        [Rate { per_second: opts.per_client_per_minute / 60.0, burst: opts.per_client_per_minute.max(1.0) }],
+        [Rate {
+            per_second: opts.per_client_per_minute / 60.0,
+            burst: opts.per_client_per_minute.max(1.0),
+        }],
         4096,
         random_u64(),
     );
@@ -355,7 +439,10 @@ pub fn recv(opts: &RecvOptions, stop: &Stop, update: &mut dyn FnMut(RecvUpdate<'
         let (conn, peer) = match listener.accept() {
             Ok(x) => x,
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                wait_readable(&[listener.as_raw_fd(), udp.as_raw_fd()], Duration::from_millis(200))?;
+                wait_readable(
+                    &[listener.as_raw_fd(), udp.as_raw_fd()],
+                    Duration::from_millis(200),
+                )?;
                 continue;
             }
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
@@ -363,12 +450,18 @@ pub fn recv(opts: &RecvOptions, stop: &Stop, update: &mut dyn FnMut(RecvUpdate<'
         };
         let client = prefixes.client(peer.ip());
         if buckets.take(&client, [1.0], clock.now()).is_err() {
-            update(RecvUpdate::Refused { peer, why: "too many connections from its network".into() });
+            update(RecvUpdate::Refused {
+                peer,
+                why: "too many connections from its network".into(),
+            });
             continue;
         }
         let done = transfer(opts, conn, peer, &udp, &clock, stop, update);
         if let Err(e) = done {
-            update(RecvUpdate::Refused { peer, why: e.to_string() });
+            update(RecvUpdate::Refused {
+                peer,
+                why: e.to_string(),
+            });
         }
         if opts.once {
             break;
@@ -436,7 +529,7 @@ fn transfer(
         }
         let open = read_available(&mut conn, &mut framer).unwrap_or(false);
         loop {
-            match framer.next() {
+            match framer.next_message() {
                 Ok(Some(m)) => rx.handle_control(clock.now(), m),
                 Ok(None) => break,
                 Err(_) => {
@@ -460,7 +553,11 @@ fn transfer(
                         rx.refuse(Refusal::Exists);
                         continue;
                     }
-                    let have = if hello.resume { read_state(&s, &hello) } else { None };
+                    let have = if hello.resume {
+                        read_state(&s, &hello)
+                    } else {
+                        None
+                    };
                     let file = OpenOptions::new()
                         .read(true)
                         .write(true)
@@ -475,12 +572,19 @@ fn transfer(
                             paths = Some((p, s, f_path(&opts.dir, &hello.name)));
                             let have = have.unwrap_or_default();
                             rx.opened(clock.now(), &have);
-                            update(RecvUpdate::Transfer { peer, name: &name, size, resumed: rx.stored_packets() });
+                            update(RecvUpdate::Transfer {
+                                peer,
+                                name: &name,
+                                size,
+                                resumed: rx.stored_packets(),
+                            });
                         }
                         Err(_) => rx.refuse(Refusal::Storage),
                     }
                 }
-                receiver::Event::Window { signature, .. } => update(RecvUpdate::Window { signature: &signature }),
+                receiver::Event::Window { signature, .. } => update(RecvUpdate::Window {
+                    signature: &signature,
+                }),
                 receiver::Event::Complete => {
                     let (p, s, f) = paths.clone().expect("open");
                     let expected = rx.hello().map(|h| h.hash).unwrap_or_default();
@@ -523,7 +627,10 @@ fn transfer(
         let now = clock.now();
         if now.saturating_sub(last_progress) >= 200_000_000 && rx.total_packets() > 0 {
             last_progress = now;
-            update(RecvUpdate::Progress { stored: rx.stored_packets(), total: rx.total_packets() });
+            update(RecvUpdate::Progress {
+                stored: rx.stored_packets(),
+                total: rx.total_packets(),
+            });
         }
         let unfinished = !matches!(result, Some(Ok(Done::Stored)));
         if let (Some(h), Some((_, s, _))) = (rx.hello(), &paths) {
@@ -535,7 +642,10 @@ fn transfer(
         if result.is_some() {
             break;
         }
-        let due = rx.poll_timeout().unwrap_or(now + 50_000_000).min(now + 50_000_000);
+        let due = rx
+            .poll_timeout()
+            .unwrap_or(now + 50_000_000)
+            .min(now + 50_000_000);
         let wait = Duration::from_nanos(due.saturating_sub(clock.now()));
         if !wait.is_zero() {
             wait_readable(&[conn.as_raw_fd(), udp.as_raw_fd()], wait)?;

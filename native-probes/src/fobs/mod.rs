@@ -17,5 +17,4 @@ pub mod wire;
 #[cfg(test)]
 mod sim;
 
-/// Nanoseconds on the caller's monotonic clock.
-pub type Nanos = u64;
+pub use wire::Nanos;

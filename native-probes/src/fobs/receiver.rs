@@ -16,11 +16,10 @@
 //! waits `grace` (for the window's last datagrams, which may still be in the socket or on the
 //! wire behind the announcement) and sends the window's bitmap: its packet-loss signature.
 
+use super::wire::Nanos;
 use super::wire::{
-    valid_name, Ack, Control, DataHeader, Done, Hello, Refusal, Welcome, DATA_HEADER,
-    MAX_WINDOW,
+    valid_name, Ack, Control, DataHeader, Done, Hello, Refusal, Welcome, DATA_HEADER, MAX_WINDOW,
 };
-use super::Nanos;
 use crate::classify::signature::Signature;
 use std::collections::VecDeque;
 
@@ -74,7 +73,13 @@ pub struct Drops {
 
 impl Drops {
     pub fn total(&self) -> u64 {
-        self.malformed + self.source + self.session + self.window + self.packet + self.rate + self.control
+        self.malformed
+            + self.source
+            + self.session
+            + self.window
+            + self.packet
+            + self.rate
+            + self.control
     }
 }
 
@@ -190,7 +195,8 @@ impl Receiver {
             have: Vec::new(),
         }));
         self.phase = Phase::Finished;
-        self.events.push_back(Event::Failed(format!("refused: {}", why.reason())));
+        self.events
+            .push_back(Event::Failed(format!("refused: {}", why.reason())));
     }
 
     fn fail(&mut self, why: String) {
@@ -272,7 +278,11 @@ impl Receiver {
             session: self.cfg.session,
             udp_port: self.cfg.udp_port,
             max_rate: self.cfg.max_rate as u64,
-            have: if have.is_empty() { Vec::new() } else { self.have_bitmap() },
+            have: if have.is_empty() {
+                Vec::new()
+            } else {
+                self.have_bitmap()
+            },
         }));
         self.phase = Phase::Receiving;
         self.last_heard = now;
@@ -319,7 +329,11 @@ impl Receiver {
         while self.pending.len() <= i {
             self.pending.push_back(None);
         }
-        let bytes = self.hello.as_ref().map_or(0, |h| h.window as usize).div_ceil(8);
+        let bytes = self
+            .hello
+            .as_ref()
+            .map_or(0, |h| h.window as usize)
+            .div_ceil(8);
         Some(self.pending[i].get_or_insert_with(|| Pending {
             got: vec![0; bytes],
             count: None,
@@ -344,7 +358,9 @@ impl Receiver {
             self.drops.source += 1;
             return None;
         }
-        if !matches!(self.phase, Phase::Receiving | Phase::Verifying) || h.session != self.cfg.session {
+        if !matches!(self.phase, Phase::Receiving | Phase::Verifying)
+            || h.session != self.cfg.session
+        {
             self.drops.session += 1;
             return None;
         }
@@ -399,7 +415,11 @@ impl Receiver {
         self.have[slot] |= 1 << bit;
         self.have_count += 1;
         self.check_complete();
-        Some(Store { offset, start: DATA_HEADER, end: DATA_HEADER + len })
+        Some(Store {
+            offset,
+            start: DATA_HEADER,
+            end: DATA_HEADER + len,
+        })
     }
 
     /// Acknowledges the windows whose grace has passed; abandons an idle transfer.
@@ -434,9 +454,11 @@ impl Receiver {
                 _ => break,
             }
         }
-        if self.phase != Phase::Finished && now.saturating_sub(self.last_heard) >= self.cfg.idle_ns {
+        if self.phase != Phase::Finished && now.saturating_sub(self.last_heard) >= self.cfg.idle_ns
+        {
             self.phase = Phase::Finished;
-            self.events.push_back(Event::Failed("the sender went silent".into()));
+            self.events
+                .push_back(Event::Failed("the sender went silent".into()));
         }
     }
 
@@ -448,7 +470,11 @@ impl Receiver {
         if self.phase == Phase::Finished {
             return None;
         }
-        let ack = self.pending.front().and_then(|p| p.as_ref()).and_then(|p| p.ack_at);
+        let ack = self
+            .pending
+            .front()
+            .and_then(|p| p.as_ref())
+            .and_then(|p| p.ack_at);
         let idle = self.last_heard + self.cfg.idle_ns;
         Some(ack.map_or(idle, |a| a.min(idle)))
     }

@@ -23,8 +23,8 @@
 //! reason to slow down whatever the cause.
 
 use super::congestion::{Controller, WindowReport};
+use super::wire::Nanos;
 use super::wire::{Ack, Control, DataHeader, Done, Hello, Refusal, WindowEnd, DATA_HEADER};
-use super::Nanos;
 use crate::classify::signature::Signature;
 use crate::classify::{Classifier, Verdict, CPU_THRESHOLD};
 use std::collections::VecDeque;
@@ -103,7 +103,9 @@ pub struct WindowOutcome {
 #[derive(Clone, Debug, PartialEq)]
 pub enum Event {
     /// The receiver took the transfer; `held` packets were already there (resume).
-    Accepted { held: u64 },
+    Accepted {
+        held: u64,
+    },
     Refused(Refusal),
     Window(WindowOutcome),
     /// A block of `window` consecutive acknowledged packets that had loss (for signature
@@ -176,7 +178,11 @@ fn packets_of(size: u64, packet: u16) -> u64 {
 
 impl Sender {
     /// A sender that will say hello at its first [`Sender::poll_transmit`].
-    pub fn new(cfg: Config, controller: Box<dyn Controller>, classifier: Option<Classifier>) -> Self {
+    pub fn new(
+        cfg: Config,
+        controller: Box<dyn Controller>,
+        classifier: Option<Classifier>,
+    ) -> Self {
         let total = packets_of(cfg.hello.size, cfg.hello.packet);
         let mut control = VecDeque::new();
         control.push_back(Control::Hello(cfg.hello.clone()));
@@ -267,7 +273,11 @@ impl Sender {
             window: self.next_id,
             count: seqs.len() as u32,
         }));
-        self.outstanding.push_back(Outstanding { id: self.next_id, seqs, ended: now });
+        self.outstanding.push_back(Outstanding {
+            id: self.next_id,
+            seqs,
+            ended: now,
+        });
         self.next_id = self.next_id.wrapping_add(1);
     }
 
@@ -308,7 +318,13 @@ impl Sender {
         let offset = seq * packet;
         let len = (self.cfg.hello.size - offset).min(packet) as usize;
         buf.resize(DATA_HEADER, 0);
-        DataHeader { session: self.session, window: self.next_id, index, seq }.encode(buf);
+        DataHeader {
+            session: self.session,
+            window: self.next_id,
+            index,
+            seq,
+        }
+        .encode(buf);
         self.stats.sent += 1;
         // Pacing: one packet's time at the current rate; a caller that woke late may catch
         // up at most MAX_BURST_NS of sending at once.
@@ -331,7 +347,11 @@ impl Sender {
                 let busy = !self.current.is_empty()
                     || (self.outstanding.len() < MAX_OUTSTANDING
                         && (!self.retx.is_empty() || self.next_new < self.total));
-                Some(if busy { self.next_send.min(stall) } else { stall })
+                Some(if busy {
+                    self.next_send.min(stall)
+                } else {
+                    stall
+                })
             }
         }
     }
@@ -401,7 +421,12 @@ impl Sender {
         };
         let o = self.outstanding.remove(pos).expect("found");
         if a.count as usize != o.seqs.len() {
-            return self.fail(format!("window {} acknowledged with {} packets, {} sent", a.window, a.count, o.seqs.len()));
+            return self.fail(format!(
+                "window {} acknowledged with {} packets, {} sent",
+                a.window,
+                a.count,
+                o.seqs.len()
+            ));
         }
         self.last_ack = now;
         let sig = Signature::from_bitmap(o.seqs.len(), &a.bitmap);
@@ -428,7 +453,8 @@ impl Sender {
         });
         let received = o.seqs.len() as u64 - lost;
         let bytes = received as f64 * (f64::from(self.cfg.hello.packet) + DATA_HEADER as f64);
-        let receive_rate = (received >= 2 && a.span_ns > 0).then(|| bytes / (a.span_ns as f64 / 1e9));
+        let receive_rate =
+            (received >= 2 && a.span_ns > 0).then(|| bytes / (a.span_ns as f64 / 1e9));
         let verdict = if lost > 0 {
             self.classifier.as_mut().map(|c| {
                 let recent: Vec<bool> = self.recent.iter().copied().collect();
@@ -456,7 +482,9 @@ impl Sender {
         if congestion && !hold {
             // Every window already sent was sent at the old rate: its loss belongs to this
             // congestion event.
-            self.recovery_until = self.next_id.wrapping_add(u32::from(!self.current.is_empty()));
+            self.recovery_until = self
+                .next_id
+                .wrapping_add(u32::from(!self.current.is_empty()));
         }
         self.controller.on_window(&WindowReport {
             packets: o.seqs.len() as u64,

@@ -7,8 +7,8 @@
 use super::congestion::HighSpeed;
 use super::receiver::{self, Receiver};
 use super::sender::{self, Action, Event, Sender, Transmit};
+use super::wire::Nanos;
 use super::wire::{Control, Done, Framer, Hello, HASH_LEN, TOKEN_LEN};
-use super::Nanos;
 use crate::classify::{train, Classifier};
 use std::collections::VecDeque;
 
@@ -179,13 +179,13 @@ pub fn run(
         }
         while to_rx.front().is_some_and(|d| d.0 <= now) {
             rx_framer.push(&to_rx.pop_front().unwrap().1);
-            while let Some(m) = rx_framer.next().unwrap() {
+            while let Some(m) = rx_framer.next_message().unwrap() {
                 rx.handle_control(now, m);
             }
         }
         while to_tx.front().is_some_and(|d| d.0 <= now) {
             tx_framer.push(&to_tx.pop_front().unwrap().1);
-            while let Some(m) = tx_framer.next().unwrap() {
+            while let Some(m) = tx_framer.next_message().unwrap() {
                 sender.handle_control(now, m);
             }
         }
@@ -202,17 +202,32 @@ pub fn run(
 pub fn sender(h: Hello, rate: f64, classifier: bool) -> Sender {
     let packet = f64::from(h.packet);
     let model = classifier.then(|| {
-        Classifier::new(train(&crate::classify::tests_support::synthetic(3000, 7), "synthetic").unwrap())
+        Classifier::new(
+            train(
+                &crate::classify::tests_support::synthetic(3000, 7),
+                "synthetic",
+            )
+            .unwrap(),
+        )
     });
     Sender::new(
-        sender::Config { hello: h, initial_rate: rate },
+        sender::Config {
+            hello: h,
+            initial_rate: rate,
+        },
         Box::new(HighSpeed::new(rate, 1e10, packet)),
         model,
     )
 }
 
 fn world(rate: f64, loss: Box<dyn FnMut(Nanos) -> bool>) -> World {
-    World { rate, delay: 5_000_000, queue: 256 * 1024, loss, forged: Vec::new() }
+    World {
+        rate,
+        delay: 5_000_000,
+        queue: 256 * 1024,
+        loss,
+        forged: Vec::new(),
+    }
 }
 
 #[test]
@@ -220,7 +235,14 @@ fn a_clean_link_delivers_the_file_intact_without_retransmissions() {
     let data = file(3_000_123);
     let mut w = world(12.5e6, Box::new(|_| false));
     let mut stored = Vec::new();
-    let o = run(&mut w, &data, sender(hello(&data, 1000, false), 1e6, true), None, &mut stored, None);
+    let o = run(
+        &mut w,
+        &data,
+        sender(hello(&data, 1000, false), 1e6, true),
+        None,
+        &mut stored,
+        None,
+    );
     assert_eq!(o.done, Some(Done::Stored));
     assert_eq!(o.file, data);
     // Slow start ends at the bottleneck: the queue overflows once, then the rate settles.
@@ -228,7 +250,17 @@ fn a_clean_link_delivers_the_file_intact_without_retransmissions() {
     let secs = o.elapsed as f64 / 1e9;
     for w in &o.windows {
         if std::env::var("SIM_DEBUG").is_ok() {
-            eprintln!("{} {} {} {:?} {:.6} {:.0} {:.4} {:?}", w.window, w.packets, w.lost, w.action, w.loss_rate, w.rate * 8e-6, w.rtt, w.verdict.map(|v| (v.basis, v.value, v.p_cpu)));
+            eprintln!(
+                "{} {} {} {:?} {:.6} {:.0} {:.4} {:?}",
+                w.window,
+                w.packets,
+                w.lost,
+                w.action,
+                w.loss_rate,
+                w.rate * 8e-6,
+                w.rtt,
+                w.verdict.map(|v| (v.basis, v.value, v.p_cpu))
+            );
         }
     }
     // 3 MB at 100 Mbit/s is 0.24 s at full rate; slow start's overshoot costs the rest
@@ -242,7 +274,14 @@ fn random_loss_is_repaired_and_answered() {
     let mut r = xorshift(11);
     let mut w = world(12.5e6, Box::new(move |_| r() < 0.01));
     let mut stored = Vec::new();
-    let o = run(&mut w, &data, sender(hello(&data, 1000, false), 1e6, true), None, &mut stored, None);
+    let o = run(
+        &mut w,
+        &data,
+        sender(hello(&data, 1000, false), 1e6, true),
+        None,
+        &mut stored,
+        None,
+    );
     assert_eq!(o.done, Some(Done::Stored));
     assert_eq!(o.file, data);
     assert!(o.stats.retransmitted >= 10, "{:?}", o.stats);
@@ -256,13 +295,17 @@ fn cpu_stalls_are_not_answered_with_the_classifier_and_are_without_it() {
     let stall = |t: Nanos| t % 50_000_000 < 1_000_000;
     let mut times = Vec::new();
     for classifier in [true, false] {
-        let mut w = world(125e6, Box::new(move |t| stall(t)));
+        let mut w = world(125e6, Box::new(stall));
         w.queue = 4 << 20;
         let mut stored = Vec::new();
         let s = sender(hello(&data, 1400, false), 10e6, classifier);
         let o = run(&mut w, &data, s, None, &mut stored, None);
         assert_eq!(o.file, data);
-        let ignored = o.windows.iter().filter(|w| w.action == Action::Ignored).count();
+        let ignored = o
+            .windows
+            .iter()
+            .filter(|w| w.action == Action::Ignored)
+            .count();
         times.push((o.elapsed as f64 / 1e9, ignored, o.stats));
     }
     let (with, without) = (&times[0], &times[1]);
@@ -275,10 +318,23 @@ fn forged_datagrams_are_dropped_and_counted() {
     let data = file(100_000);
     let mut w = world(12.5e6, Box::new(|_| false));
     let mut forged_session = vec![0u8; 28 + 1000];
-    super::wire::DataHeader { session: 0xbad, window: 0, index: 0, seq: 0 }.encode(&mut forged_session);
+    super::wire::DataHeader {
+        session: 0xbad,
+        window: 0,
+        index: 0,
+        seq: 0,
+    }
+    .encode(&mut forged_session);
     w.forged = vec![vec![1, 2, 3], forged_session];
     let mut stored = Vec::new();
-    let o = run(&mut w, &data, sender(hello(&data, 1000, false), 1e6, false), None, &mut stored, None);
+    let o = run(
+        &mut w,
+        &data,
+        sender(hello(&data, 1000, false), 1e6, false),
+        None,
+        &mut stored,
+        None,
+    );
     assert_eq!(o.file, data);
     assert_eq!(o.drops.malformed, 2);
     assert_eq!(o.drops.source, 1);
@@ -290,7 +346,14 @@ fn an_interrupted_transfer_resumes_where_it_stopped() {
     let data = file(1_000_000);
     let mut w = world(12.5e6, Box::new(|_| false));
     let mut stored = Vec::new();
-    let first = run(&mut w, &data, sender(hello(&data, 1000, false), 1e6, false), None, &mut stored, Some(500));
+    let first = run(
+        &mut w,
+        &data,
+        sender(hello(&data, 1000, false), 1e6, false),
+        None,
+        &mut stored,
+        Some(500),
+    );
     assert_eq!(first.done, None);
     // What a receiver's state file keeps: the packets stored so far.
     let mut have = vec![0u8; 1000usize.div_ceil(8)];
@@ -299,7 +362,14 @@ fn an_interrupted_transfer_resumes_where_it_stopped() {
             have[i / 8] |= 1 << (i % 8);
         }
     }
-    let o = run(&mut w, &data, sender(hello(&data, 1000, true), 1e6, false), Some(have), &mut stored, None);
+    let o = run(
+        &mut w,
+        &data,
+        sender(hello(&data, 1000, true), 1e6, false),
+        Some(have),
+        &mut stored,
+        None,
+    );
     assert_eq!(o.done, Some(Done::Stored));
     assert_eq!(o.file, data);
     assert!(o.held >= 500, "{}", o.held);

@@ -21,6 +21,9 @@
 //! Control frame: `u8 type, u32 body length, body` ([`MAX_BODY`] at most). Bodies:
 //! Hello (type 1), Welcome (2), WindowEnd (3), Ack (4), Done (5); see each struct.
 
+/// Nanoseconds on the caller's monotonic clock (every FOBS core's time).
+pub type Nanos = u64;
+
 /// The data datagram's magic number.
 pub const MAGIC: u16 = 0xF0B5;
 pub const VERSION: u8 = 1;
@@ -268,7 +271,13 @@ impl Control {
 
     /// Decodes one body of type `kind`.
     pub fn decode(kind: u8, b: &[u8]) -> Result<Control, Malformed> {
-        let need = |n: usize| if b.len() < n { Err(Malformed::Length) } else { Ok(()) };
+        let need = |n: usize| {
+            if b.len() < n {
+                Err(Malformed::Length)
+            } else {
+                Ok(())
+            }
+        };
         match kind {
             1 => {
                 need(4 + 1 + TOKEN_LEN + 8 + 2 + 4 + 1 + HASH_LEN + 1)?;
@@ -386,7 +395,7 @@ impl Framer {
 
     /// The next whole message, `Ok(None)` when more bytes are needed; an error is final
     /// (the connection must be closed).
-    pub fn next(&mut self) -> Result<Option<Control>, Malformed> {
+    pub fn next_message(&mut self) -> Result<Option<Control>, Malformed> {
         if self.buf.len() < 5 {
             return Ok(None);
         }
@@ -410,7 +419,9 @@ pub fn valid_name(name: &str) -> bool {
     !name.is_empty()
         && name.len() <= MAX_NAME
         && !name.starts_with('.')
-        && !name.chars().any(|c| c == '/' || c == '\\' || c.is_control())
+        && !name
+            .chars()
+            .any(|c| c == '/' || c == '\\' || c.is_control())
 }
 
 #[cfg(test)]
@@ -440,7 +451,10 @@ mod tests {
                 max_rate: 125_000_000,
                 have: vec![0xff, 0x01],
             }),
-            Control::WindowEnd(WindowEnd { window: 3, count: 4096 }),
+            Control::WindowEnd(WindowEnd {
+                window: 3,
+                count: 4096,
+            }),
             Control::Ack(Ack {
                 window: 3,
                 count: 10,
@@ -459,7 +473,7 @@ mod tests {
         // One byte at a time: frames split anywhere.
         for b in bytes {
             f.push(&[b]);
-            while let Some(m) = f.next().unwrap() {
+            while let Some(m) = f.next_message().unwrap() {
                 got.push(m);
             }
         }
@@ -468,7 +482,12 @@ mod tests {
 
     #[test]
     fn data_headers_round_trip_and_bad_ones_are_named() {
-        let h = DataHeader { session: 1, window: 2, index: 3, seq: 4 };
+        let h = DataHeader {
+            session: 1,
+            window: 2,
+            index: 3,
+            seq: 4,
+        };
         let mut b = [0u8; DATA_HEADER + 5];
         h.encode(&mut b);
         assert_eq!(DataHeader::decode(&b), Ok(h));
@@ -490,7 +509,19 @@ mod tests {
             assert!(valid_name(ok), "{ok}");
         }
         let long = "x".repeat(256);
-        for bad in ["", ".", "..", ".hidden", "a/b", "../x", "/etc/passwd", "a\\b", "a\0b", "a\nb", &long] {
+        for bad in [
+            "",
+            ".",
+            "..",
+            ".hidden",
+            "a/b",
+            "../x",
+            "/etc/passwd",
+            "a\\b",
+            "a\0b",
+            "a\nb",
+            &long,
+        ] {
             assert!(!valid_name(bad), "{bad:?}");
         }
     }
@@ -501,6 +532,6 @@ mod tests {
         let mut b = vec![4u8];
         b.extend_from_slice(&(MAX_BODY as u32 + 1).to_le_bytes());
         f.push(&b);
-        assert_eq!(f.next(), Err(Malformed::Length));
+        assert_eq!(f.next_message(), Err(Malformed::Length));
     }
 }

@@ -13,7 +13,11 @@ pub struct Fixed {
 impl Fixed {
     /// `rate` bytes/s of `packet`-byte payloads.
     pub fn new(rate: f64, packet: f64) -> Self {
-        Self { rate, packet, rtt: 0.0 }
+        Self {
+            rate,
+            packet,
+            rtt: 0.0,
+        }
     }
 }
 
