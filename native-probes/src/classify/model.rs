@@ -245,13 +245,16 @@ pub fn fit_curve(rows: &[(f64, f64)], terms: usize) -> Option<Curve> {
         1 => grid.iter().for_each(|&a| consider(vec![a])),
         _ => {
             for (i, &a) in grid.iter().enumerate() {
-                for &b in &grid[i + 1..] {
+                for &b in grid.iter().skip(i + 2) {
                     consider(vec![a, b]);
                 }
             }
         }
     }
     let (mut lb, mut sse) = best?;
+    // Two rates closer than a factor of 2 make the two terms nearly collinear, and least
+    // squares then cancels huge coefficients against each other: keep them apart.
+    let apart = |t: &[f64]| t.windows(2).all(|w| w[1] - w[0] >= std::f64::consts::LN_2);
     let mut step = 0.25;
     while step > 1e-4 {
         let mut improved = false;
@@ -259,6 +262,9 @@ pub fn fit_curve(rows: &[(f64, f64)], terms: usize) -> Option<Curve> {
             for d in [-step, step] {
                 let mut t = lb.clone();
                 t[k] = (t[k] + d).clamp(-2.0, 14.0);
+                if !apart(&t) {
+                    continue;
+                }
                 if let Some((_, s)) = curve_for(rows, &t) {
                     if s < sse {
                         (lb, sse, improved) = (t, s, true);

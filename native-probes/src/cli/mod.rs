@@ -62,6 +62,9 @@ enum Command {
     /// Relay TCP or UDP with a fixed added delay (emulated links in the accuracy tests).
     #[command(hide = true)]
     Delay(delay::Args),
+    /// Delay IP packets between two TUN devices (emulated links in the FOBS benchmark).
+    #[command(hide = true)]
+    DelayTun(delay::TunArgs),
 }
 
 /// Exit status of `nowcast tcp` and `nowcast udp` when a series measured nothing (every
@@ -90,6 +93,7 @@ pub fn main() -> ExitCode {
         Command::Campaign(args) => campaign::run(args),
         Command::Report(args) => report::run(args),
         Command::Archive(args) => archive::run(args),
+        Command::DelayTun(args) => delay::run_tun(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
