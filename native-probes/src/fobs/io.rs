@@ -92,6 +92,30 @@ fn read_available(s: &mut TcpStream, framer: &mut Framer) -> io::Result<bool> {
     }
 }
 
+/// Ends a control connection without resetting it: closing a socket with unread bytes (a
+/// window end the sender wrote before it read the verdict) sends a RST, which can destroy the
+/// verdict in flight. So: no more writes, then read and discard until the peer closes (it
+/// does once it has the verdict), for at most `limit`.
+fn close_gracefully(s: &mut TcpStream, limit: Duration) {
+    let _ = s.shutdown(std::net::Shutdown::Write);
+    let until = std::time::Instant::now() + limit;
+    let mut buf = [0u8; 4096];
+    loop {
+        match s.read(&mut buf) {
+            Ok(0) => return,
+            Ok(_) => {}
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                let left = until.saturating_duration_since(std::time::Instant::now());
+                if left.is_zero() || wait_readable(&[s.as_raw_fd()], left).is_err() {
+                    return;
+                }
+            }
+            Err(_) => return,
+        }
+    }
+}
+
 /// Writes all of `buf` to a nonblocking stream, waiting for room (bounded by `limit`).
 fn write_all_nb(s: &mut TcpStream, mut buf: &[u8], limit: Duration) -> io::Result<()> {
     let until = std::time::Instant::now() + limit;
@@ -651,6 +675,7 @@ fn transfer(
             wait_readable(&[conn.as_raw_fd(), udp.as_raw_fd()], wait)?;
         }
     }
+    close_gracefully(&mut conn, Duration::from_secs(2));
     let seconds = clock.now().saturating_sub(start) as f64 / 1e9;
     update(RecvUpdate::Finished {
         peer,
