@@ -163,16 +163,22 @@ impl Model {
 
 /// Solves the normal equations of linear least squares for `y ≈ Σ βⱼ·fⱼ(x)` (Gaussian
 /// elimination with partial pivoting on the k×k system; k ≤ 3 here).
-fn linear_fit(rows: &[(f64, f64)], basis: &dyn Fn(f64) -> Vec<f64>) -> Option<(Vec<f64>, f64)> {
+/// Each row counts with weight `weight(x)`; the sum of squared errors returned is weighted.
+fn linear_fit(
+    rows: &[(f64, f64)],
+    basis: &dyn Fn(f64) -> Vec<f64>,
+    weight: &dyn Fn(f64) -> f64,
+) -> Option<(Vec<f64>, f64)> {
     let k = basis(0.0).len();
     let mut ata = vec![vec![0.0; k + 1]; k];
     for &(x, y) in rows {
         let f = basis(x);
+        let w = weight(x);
         for i in 0..k {
             for j in 0..k {
-                ata[i][j] += f[i] * f[j];
+                ata[i][j] += w * f[i] * f[j];
             }
-            ata[i][k] += f[i] * y;
+            ata[i][k] += w * f[i] * y;
         }
     }
     for (i, row) in ata.iter_mut().enumerate() {
@@ -200,42 +206,67 @@ fn linear_fit(rows: &[(f64, f64)], basis: &dyn Fn(f64) -> Vec<f64>) -> Option<(V
         .map(|&(x, y)| {
             let f = basis(x);
             let fit: f64 = f.iter().zip(&beta).map(|(a, b)| a * b).sum();
-            (y - fit).powi(2)
+            weight(x) * (y - fit).powi(2)
         })
         .sum();
     beta.iter().all(|b| b.is_finite()).then_some((beta, sse))
 }
 
-/// Least squares with the rates `log_b` fixed: returns the curve (σ from the residuals) and
-/// the sum of squared errors.
-fn curve_for(rows: &[(f64, f64)], log_b: &[f64]) -> Option<(Curve, f64)> {
+/// Weighted least squares with the rates `log_b` fixed: returns the curve (σ, the
+/// unweighted root-mean-square residual) and the weighted sum of squared errors.
+fn curve_for(
+    rows: &[(f64, f64)],
+    log_b: &[f64],
+    weight: &dyn Fn(f64) -> f64,
+) -> Option<(Curve, f64)> {
     let bs: Vec<f64> = log_b.iter().map(|l| l.exp()).collect();
     let basis = |x: f64| {
         let mut f = vec![1.0];
         f.extend(bs.iter().map(|b| (-b * x).exp()));
         f
     };
-    let (beta, sse) = linear_fit(rows, &basis)?;
-    let curve = Curve {
+    let (beta, sse) = linear_fit(rows, &basis, weight)?;
+    let mut curve = Curve {
         c: beta[0],
         terms: beta[1..].iter().copied().zip(bs.iter().copied()).collect(),
-        sigma: (sse / rows.len().max(1) as f64).sqrt(),
+        sigma: 0.0,
         bands: Vec::new(),
     };
+    let r2: f64 = rows.iter().map(|&(x, y)| (y - curve.mean(x)).powi(2)).sum();
+    curve.sigma = (r2 / rows.len().max(1) as f64).sqrt();
     Some((curve, sse))
 }
 
 /// Fits `c + Σₖ aₖ·e^(−bₖ·x)` with `terms` exponentials to (loss rate, metric) points.
+///
+/// The spread is not the same at every loss rate (at low rates a cause's complexities can
+/// be nearly all alike, at high rates they vary more), so after an unweighted first pass the
+/// fit is repeated twice weighting each point by 1/σ² of its band of loss rates (from the
+/// pass before): the mean then follows the tight bands closely instead of being pulled by
+/// the loose ones, which is what the likelihoods need.
 pub fn fit_curve(rows: &[(f64, f64)], terms: usize) -> Option<Curve> {
     if rows.len() < terms * 2 + 2 {
         return None;
     }
+    let mut curve = fit_weighted(rows, terms, &|_| 1.0)?;
+    curve.fit_bands(rows);
+    for _ in 0..2 {
+        let prev = curve.clone();
+        let weight = move |x: f64| 1.0 / prev.sigma_at(x).powi(2);
+        curve = fit_weighted(rows, terms, &weight)?;
+        curve.fit_bands(rows);
+    }
+    Some(curve)
+}
+
+/// One weighted fit: the rates on a grid, then refined by pattern search.
+fn fit_weighted(rows: &[(f64, f64)], terms: usize, weight: &dyn Fn(f64) -> f64) -> Option<Curve> {
     // Rates from 1 to 10⁵ per unit loss rate: the curves bend between loss rates of 10⁻⁵
     // and 1.
     let grid: Vec<f64> = (0..=25).map(|i| (i as f64 * 0.46).min(11.6)).collect();
     let mut best: Option<(Vec<f64>, f64)> = None;
     let mut consider = |lb: Vec<f64>| {
-        if let Some((_, sse)) = curve_for(rows, &lb) {
+        if let Some((_, sse)) = curve_for(rows, &lb, weight) {
             if best.as_ref().is_none_or(|(_, s)| sse < *s) {
                 best = Some((lb, sse));
             }
@@ -265,7 +296,7 @@ pub fn fit_curve(rows: &[(f64, f64)], terms: usize) -> Option<Curve> {
                 if !apart(&t) {
                     continue;
                 }
-                if let Some((_, s)) = curve_for(rows, &t) {
+                if let Some((_, s)) = curve_for(rows, &t, weight) {
                     if s < sse {
                         (lb, sse, improved) = (t, s, true);
                     }
@@ -276,9 +307,7 @@ pub fn fit_curve(rows: &[(f64, f64)], terms: usize) -> Option<Curve> {
             step /= 2.0;
         }
     }
-    let (mut curve, _) = curve_for(rows, &lb)?;
-    curve.fit_bands(rows);
-    Some(curve)
+    curve_for(rows, &lb, weight).map(|(c, _)| c)
 }
 
 /// Mean and σ of values.

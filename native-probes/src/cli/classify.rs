@@ -101,6 +101,16 @@ pub fn run(args: Args) -> Result<()> {
     }
     let mut c = Classifier::new(load_model(args.model.as_deref())?);
     let mut tallies = [Tally::default(), Tally::default()];
+    // Per cause and band of loss rates: [0.00008, 0.0005) (success proportion), then
+    // [0.0005, 0.002), [0.002, 0.01), [0.01, 0.1), [0.1, 1].
+    const BANDS: [(&str, f64); 5] = [
+        ("0.00008–0.0005", 0.0005),
+        ("0.0005–0.002", 0.002),
+        ("0.002–0.01", 0.01),
+        ("0.01–0.1", 0.1),
+        ("0.1–1", f64::INFINITY),
+    ];
+    let mut by_band = [[Tally::default(); BANDS.len()]; 2];
     let (mut signatures, mut packets, mut nanos) = (0u64, 0u64, 0u128);
     let mut unlabelled = [0usize; 4];
     for f in &args.files {
@@ -112,7 +122,17 @@ pub fn run(args: Args) -> Result<()> {
             packets += l.signature.len() as u64;
             let d = v.diagnosis();
             match l.label {
-                Some(label) => tallies[usize::from(label == Label::Cpu)].add(label, d),
+                Some(label) => {
+                    let k = usize::from(label == Label::Cpu);
+                    tallies[k].add(label, d);
+                    if d != Diagnosis::OutOfRange {
+                        let b = BANDS
+                            .iter()
+                            .position(|(_, upper)| v.loss_rate < *upper)
+                            .unwrap_or(BANDS.len() - 1);
+                        by_band[k][b].add(label, d);
+                    }
+                }
                 None => {
                     unlabelled[match d {
                         Diagnosis::Cpu => 0,
@@ -165,6 +185,20 @@ pub fn run(args: Args) -> Result<()> {
             pct(t.inconclusive, d),
             t.out_of_range
         );
+    }
+    for (k, name) in ["network", "cpu"].iter().enumerate() {
+        for (b, (band, _)) in BANDS.iter().enumerate() {
+            let t = by_band[k][b];
+            let d = t.diagnosed();
+            if d > 0 {
+                println!(
+                    "  {name:<7} loss {band:<15} {d:>6} {:>8.2}% {:>8.2}% {:>12.2}%",
+                    pct(t.correct, d),
+                    pct(t.wrong, d),
+                    pct(t.inconclusive, d),
+                );
+            }
+        }
     }
     if unlabelled.iter().sum::<usize>() > 0 {
         println!(
