@@ -124,12 +124,16 @@ pub fn run_bounded(mut cmd: Command, limit: Duration) -> Output {
         .stderr(Stdio::piped())
         .spawn()
         .expect("start command");
-    wait_child(child, limit)
+    wait_named(child, limit, &format!("{cmd:?}"))
 }
 
 /// Waits for a child started with piped standard output and error, killing it after
 /// `limit`.
-pub fn wait_child(mut child: Child, limit: Duration) -> Output {
+pub fn wait_child(child: Child, limit: Duration) -> Output {
+    wait_named(child, limit, "a command")
+}
+
+fn wait_named(mut child: Child, limit: Duration, name: &str) -> Output {
     let mut out = child.stdout.take().expect("piped");
     let mut err = child.stderr.take().expect("piped");
     let t_out = std::thread::spawn(move || {
@@ -150,7 +154,7 @@ pub fn wait_child(mut child: Child, limit: Duration) -> Output {
         if Instant::now() >= until {
             let _ = child.kill();
             let s = child.wait().expect("wait");
-            panic!("a command ran longer than {limit:?} and was killed ({s})");
+            panic!("{name} ran longer than {limit:?} and was killed ({s})");
         }
         std::thread::sleep(Duration::from_millis(10));
     };
