@@ -285,6 +285,55 @@ pub struct Congestion {
     pub rate_mbit_s: f64,
 }
 
+impl Congestion {
+    /// Checks the rules of the schema beyond the shape (fractions, probabilities, rates).
+    pub fn validate(&self) -> Result<(), RecordError> {
+        let fraction = |v: f64| v.is_finite() && (0.0..=1.0).contains(&v);
+        if !fraction(self.signature_loss_rate) {
+            return fail(
+                "congestion.signature_loss_rate",
+                "must be a fraction between 0 and 1",
+            );
+        }
+        if self.metric_value.is_some_and(|v| !v.is_finite()) {
+            return fail("congestion.metric_value", "must be a finite number");
+        }
+        if self.p_cpu.is_some_and(|p| !fraction(p)) {
+            return fail("congestion.p_cpu", "must be a probability between 0 and 1");
+        }
+        if !fraction(self.long_term_loss_rate) {
+            return fail(
+                "congestion.long_term_loss_rate",
+                "must be a fraction between 0 and 1",
+            );
+        }
+        if let Err(why) = check_value(self.rate_mbit_s, Some(Unit::MbitPerS)) {
+            return fail("congestion.rate_mbit_s", why);
+        }
+        Ok(())
+    }
+
+    /// The object as a record writes it (the archives keep it as this text).
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self).expect("congestion events hold only finite numbers")
+    }
+
+    /// Reads the object back from [`Congestion::to_json`]'s text, with a record's rules;
+    /// errors name the field as `congestion.FIELD`.
+    pub fn from_json(text: &str) -> Result<Congestion, RecordError> {
+        let raw: serde_json::Value = serde_json::from_str(text).map_err(|e| RecordError {
+            field: Some("congestion".into()),
+            message: format!("not valid JSON ({e})"),
+        })?;
+        if !raw.is_object() {
+            return fail("congestion", "must be an object");
+        }
+        let c = read_congestion(&&raw)?;
+        c.validate()?;
+        Ok(c)
+    }
+}
+
 /// One measurement.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Record {
@@ -505,31 +554,7 @@ impl Record {
             }
         }
         if let Some(c) = &self.congestion {
-            let fraction = |v: f64| v.is_finite() && (0.0..=1.0).contains(&v);
-            if !fraction(c.signature_loss_rate) {
-                return fail(
-                    "congestion.signature_loss_rate",
-                    "must be a fraction between 0 and 1",
-                );
-            }
-            if c.metric_value.is_some_and(|v| !v.is_finite()) {
-                return fail("congestion.metric_value", "must be a finite number");
-            }
-            if c.p_cpu.is_some_and(|p| !fraction(p)) {
-                return fail(
-                    "congestion.p_cpu",
-                    "must be a probability between 0 and 1",
-                );
-            }
-            if !fraction(c.long_term_loss_rate) {
-                return fail(
-                    "congestion.long_term_loss_rate",
-                    "must be a fraction between 0 and 1",
-                );
-            }
-            if let Err(why) = check_value(c.rate_mbit_s, Some(Unit::MbitPerS)) {
-                return fail("congestion.rate_mbit_s", why);
-            }
+            c.validate()?;
         }
         Ok(())
     }
@@ -828,7 +853,11 @@ mod tests {
         assert_eq!(c.classifier_metric, ClassifierMetric::Complexity);
         assert_eq!(c.action, CongestionAction::NoCorrectiveAction);
         assert_eq!((c.metric_value, c.p_cpu), (Some(0.3011), Some(0.998)));
-        assert_eq!(r.to_line(), CONGESTION);
+        // The writer's line reads back as the same record, and is written the same again.
+        let line = r.to_line();
+        assert!(line.contains(r#""action":"no_corrective_action","long_term_loss_rate":0.00002,"rate_mbit_s":940.5}}"#), "{line}");
+        assert_eq!(Record::parse(&line), Ok(r.clone()));
+        assert_eq!(Record::parse(&line).unwrap().to_line(), line);
         // Without the optional members (the classifier switched off), and the writer's own.
         let mut off = Record::new(5.0, "nowcast fobs", Metric::Loss, 0.25, "h:1");
         off.congestion = Some(Congestion {

@@ -107,7 +107,7 @@ transport Nullable(String), payload_bytes Nullable(UInt64), nagle Nullable(UInt8
 streams Nullable(UInt32), sndbuf_bytes Nullable(UInt64), rcvbuf_bytes Nullable(UInt64), \
 raw_ms Nullable(Float64), rtt_subtracted_ms Nullable(Float64), forecast_value Nullable(Float64), \
 forecast_method Nullable(String), forecast_selector Nullable(String), \
-forecast_error Nullable(Float64), schema_version String";
+forecast_error Nullable(Float64), schema_version String, congestion Nullable(String)";
 
 /// The columns of ClickHouse's `runs` table after `day`.
 pub const CLICKHOUSE_RUN_COLUMNS: &str = "id UInt64, campaign String, job String, target String, \
@@ -124,6 +124,8 @@ pub fn clickhouse_ddl(db: &str) -> Vec<String> {
             "CREATE TABLE IF NOT EXISTS {db}.records (day Date, {CLICKHOUSE_COLUMNS}) \
              ENGINE = MergeTree() PARTITION BY day ORDER BY (target, metric, ts_ms)"
         ),
+        // Tables made before schema 1.2 have no `congestion` column.
+        format!("ALTER TABLE {db}.records {ADD_CONGESTION}"),
         format!(
             "CREATE TABLE IF NOT EXISTS {db}.runs (day Date, {CLICKHOUSE_RUN_COLUMNS}) \
              ENGINE = MergeTree() PARTITION BY toYYYYMM(day) ORDER BY (campaign, job, nominal_ms, id)"
@@ -131,6 +133,9 @@ pub fn clickhouse_ddl(db: &str) -> Vec<String> {
         format!("CREATE MATERIALIZED VIEW IF NOT EXISTS {db}.latest {LATEST_VIEW} FROM {db}.records {LATEST_GROUP}"),
     ]
 }
+
+/// The column schema 1.2 added, for tables made before it.
+const ADD_CONGESTION: &str = "ADD COLUMN IF NOT EXISTS congestion Nullable(String)";
 
 /// The latest ok value of every series, kept by a materialized view as records arrive, so
 /// that the question reads a row per series instead of every record.
@@ -155,6 +160,8 @@ pub fn clickhouse_cluster_ddl(db: &str, cluster: &str) -> Vec<String> {
             "CREATE TABLE IF NOT EXISTS {db}.records ON CLUSTER {cluster} AS {db}.records_local \
              ENGINE = Distributed({cluster}, {db}, records_local, cityHash64(target))"
         ),
+        format!("ALTER TABLE {db}.records_local ON CLUSTER {cluster} {ADD_CONGESTION}"),
+        format!("ALTER TABLE {db}.records ON CLUSTER {cluster} {ADD_CONGESTION}"),
         format!(
             "CREATE TABLE IF NOT EXISTS {db}.runs_local ON CLUSTER {cluster} (day Date, {CLICKHOUSE_RUN_COLUMNS}) \
              ENGINE = ReplicatedMergeTree('/clickhouse/tables/{{shard}}/{db}/runs', '{{replica}}') \

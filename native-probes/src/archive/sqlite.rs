@@ -12,7 +12,9 @@ use super::row::Row;
 use crate::campaign::runlog::{GateResult, JobHistory, Outcome, Resume, RunLog};
 use crate::when::{Ms, HOUR};
 use anyhow::{Context, Result};
-use nowcast_core::record::{Metric, Record, Selector, Status, Transport, SCHEMA_VERSION};
+use nowcast_core::record::{
+    Congestion, Metric, Record, Selector, Status, Transport, SCHEMA_VERSION,
+};
 use rusqlite::{params, Connection, OpenFlags, OptionalExtension};
 use std::collections::HashMap;
 use std::path::Path;
@@ -35,7 +37,7 @@ CREATE TABLE IF NOT EXISTS records (
   transport TEXT, payload_bytes INTEGER, nagle INTEGER, streams INTEGER,
   sndbuf_bytes INTEGER, rcvbuf_bytes INTEGER, raw_ms REAL, rtt_subtracted_ms REAL,
   forecast_value REAL, forecast_method TEXT, forecast_selector TEXT, forecast_error REAL,
-  schema_version TEXT
+  schema_version TEXT, congestion TEXT
 );
 CREATE INDEX IF NOT EXISTS records_by_series ON records (series, id);
 CREATE TABLE IF NOT EXISTS runs (
@@ -65,21 +67,21 @@ const PER_MS: i64 = 4096;
 const RECORD_COLUMNS: &str = "r.ts_ms, s.target, s.metric, s.source, r.status, r.value, r.origin, \
 r.seq, r.period_ms, r.timeout_ms, r.error, r.transport, r.payload_bytes, r.nagle, r.streams, \
 r.sndbuf_bytes, r.rcvbuf_bytes, r.raw_ms, r.rtt_subtracted_ms, r.forecast_value, \
-r.forecast_method, r.forecast_selector, r.forecast_error, r.schema_version";
+r.forecast_method, r.forecast_selector, r.forecast_error, r.schema_version, r.congestion";
 
 const RUN_COLUMNS: &str = "campaign, id, job, target, probe, nominal_ms, due_ms, started_ms, ended_ms, outcome, reason, slots, gate_check";
 
 /// Records per INSERT statement.
 const CHUNK: usize = 32;
 /// Columns of a row of `records`.
-const COLUMNS: usize = 23;
+const COLUMNS: usize = 24;
 
 fn insert_sql(rows: usize) -> String {
     let mut sql = String::from(
         "INSERT OR IGNORE INTO records (id, series, ts_ms, status, value, origin, seq, period_ms, \
          timeout_ms, error, transport, payload_bytes, nagle, streams, sndbuf_bytes, rcvbuf_bytes, \
          raw_ms, rtt_subtracted_ms, forecast_value, forecast_method, forecast_selector, \
-         forecast_error, schema_version) VALUES ",
+         forecast_error, schema_version, congestion) VALUES ",
     );
     for r in 0..rows {
         sql.push_str(if r == 0 { "(" } else { ", (" });
@@ -133,7 +135,8 @@ fn bind(
     put(&f.map(|f| f.method.as_str()))?;
     put(&f.map(|f| f.selector.name()))?;
     put(&f.map(|f| f.error))?;
-    put(&version)
+    put(&version)?;
+    put(&r.congestion.as_ref().map(|c| c.to_json()))
 }
 
 fn status_code(s: Status) -> i64 {
@@ -215,6 +218,18 @@ impl Sqlite {
             conn.pragma_update(None, "synchronous", "FULL")
                 .with_context(ctx)?;
             conn.execute_batch(SCHEMA).with_context(ctx)?;
+            // Archives made before schema 1.2 have no `congestion` column.
+            let has: bool = conn
+                .query_row(
+                    "SELECT count(*) FROM pragma_table_info('records') WHERE name = 'congestion'",
+                    [],
+                    |r| r.get(0),
+                )
+                .with_context(ctx)?;
+            if !has {
+                conn.execute_batch("ALTER TABLE records ADD COLUMN congestion TEXT")
+                    .with_context(ctx)?;
+            }
         }
         conn.pragma_update(None, "cache_size", -262_144)
             .with_context(ctx)?;
@@ -474,6 +489,11 @@ impl Sqlite {
                 schema_version: r
                     .get::<_, Option<String>>(23)?
                     .unwrap_or_else(|| SCHEMA_VERSION.to_string()),
+                congestion: r
+                    .get::<_, Option<String>>(24)?
+                    .map(|c| Congestion::from_json(&c))
+                    .transpose()
+                    .map_err(|e| anyhow::anyhow!("archive row: {e}"))?,
             };
             each(
                 row.into_record()

@@ -134,6 +134,14 @@ pub struct Samples {
 }
 
 impl Model {
+    /// The model shipped with the project (`native-probes/models/fobs-classifier.json`).
+    pub const SHIPPED: &'static str = include_str!("../../models/fobs-classifier.json");
+
+    /// The shipped model, read.
+    pub fn shipped() -> Model {
+        Model::from_json(Model::SHIPPED).expect("the shipped model reads (tested)")
+    }
+
     /// Reads a model file's text; refuses another format or a model that cannot classify
     /// (a σ that is not positive, a value that is not finite).
     pub fn from_json(text: &str) -> Result<Model, String> {

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 /// The model shipped with the project (native-probes/models/fobs-classifier.json).
-pub const SHIPPED_MODEL: &str = include_str!("../../models/fobs-classifier.json");
+pub const SHIPPED_MODEL: &str = Model::SHIPPED;
 
 #[derive(clap::Args)]
 #[command(

@@ -5,17 +5,16 @@ use super::classify::load_model;
 use anyhow::{anyhow, bail, Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 use nowcast::classify::signature::{Label, Labelled};
-use nowcast::classify::{Basis, Classifier, Diagnosis};
+use nowcast::classify::{Classifier, Diagnosis};
 use nowcast::clock::wall_ms;
 use nowcast::fobs::congestion::{Controller, Fixed, HighSpeed};
 use nowcast::fobs::io::{self, RecvOptions, RecvUpdate, SendUpdate};
-use nowcast::fobs::sender::{self, Action, Event, Sender};
-use nowcast::fobs::wire::{Done, Hello, DEFAULT_PORT, TOKEN_LEN};
+use nowcast::fobs::record;
+use nowcast::fobs::sender::{self, Event, Sender};
+use nowcast::fobs::wire::{self, Done, Hello, DEFAULT_PORT, TOKEN_LEN};
 use nowcast::net::{parse_size, resolve};
 use nowcast::stop::Stop;
-use nowcast_core::record::{
-    ClassifierMetric, Congestion, CongestionAction, Metric, Probe, Record, Transport,
-};
+use nowcast_core::record::{Metric, Probe, Record, Transport};
 use std::fs::File;
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
@@ -127,6 +126,10 @@ pub struct RecvArgs {
     /// Exit after one transfer.
     #[arg(long)]
     once: bool,
+    /// Check each file's hash, then delete it rather than keep it (a receiver for measuring
+    /// transfers, e.g. a campaign's `fobs` probes, whose disk must not fill).
+    #[arg(long)]
+    discard: bool,
     /// Connections accepted per client network per minute.
     #[arg(long, default_value_t = 30.0)]
     per_client_per_minute: f64,
@@ -135,34 +138,12 @@ pub struct RecvArgs {
     quiet: bool,
 }
 
-/// Bits per second with an optional decimal K, M or G; returned in bytes per second.
 fn parse_rate(s: &str) -> Result<f64> {
-    let t = s.trim();
-    let (num, mult) = match t.chars().last() {
-        Some('k' | 'K') => (&t[..t.len() - 1], 1e3),
-        Some('m' | 'M') => (&t[..t.len() - 1], 1e6),
-        Some('g' | 'G') => (&t[..t.len() - 1], 1e9),
-        _ => (t, 1.0),
-    };
-    let v: f64 = num
-        .parse()
-        .map_err(|_| anyhow!("'{s}' is not a rate (e.g. 500M, 1G)"))?;
-    if !(v.is_finite() && v > 0.0) {
-        bail!("'{s}': a rate must be positive");
-    }
-    Ok(v * mult / 8.0)
+    wire::parse_rate(s).map_err(|e| anyhow!(e))
 }
 
 fn parse_token(s: &str) -> Result<[u8; TOKEN_LEN]> {
-    let s = s.trim();
-    if s.len() != TOKEN_LEN * 2 || !s.bytes().all(|b| b.is_ascii_hexdigit()) {
-        bail!("a token is {} hex digits", TOKEN_LEN * 2);
-    }
-    let mut t = [0u8; TOKEN_LEN];
-    for (i, b) in t.iter_mut().enumerate() {
-        *b = u8::from_str_radix(&s[2 * i..2 * i + 2], 16).expect("hex");
-    }
-    Ok(t)
+    wire::parse_token(s).map_err(|e| anyhow!(e))
 }
 
 fn hex(b: &[u8]) -> String {
@@ -275,7 +256,7 @@ fn send(a: SendArgs) -> Result<()> {
                 None => {}
             }
             if a.json {
-                let r = congestion_record(w, &to, seq, a.packet, classifying);
+                let r = record::congestion(w, wall_ms(), &to, seq, a.packet, classifying);
                 seq += 1;
                 if let Err(e) = writeln!(stdout, "{}", r.to_line()) {
                     failure.get_or_insert(e.into());
@@ -317,12 +298,8 @@ fn send(a: SendArgs) -> Result<()> {
         bail!("{}: refused: {}", target.name, r.reason());
     }
     let sent = summary.bytes - summary.held_bytes;
-    let goodput = if summary.seconds > 0.0 {
-        sent as f64 * 8e-6 / summary.seconds
-    } else {
-        0.0
-    };
-    let loss = summary.stats.lost as f64 / summary.stats.sent.max(1) as f64;
+    let goodput = record::goodput_mbit_s(sent, summary.seconds);
+    let loss = record::loss(&summary.stats);
     if a.json {
         let probe = Probe {
             transport: Some(Transport::Fobs),
@@ -331,7 +308,7 @@ fn send(a: SendArgs) -> Result<()> {
         };
         let from = summary.local.map(|l| l.ip().to_string());
         for (metric, value) in [(Metric::Throughput, goodput), (Metric::Loss, loss)] {
-            let mut r = Record::new(wall_ms(), "nowcast fobs", metric, value, &to);
+            let mut r = Record::new(wall_ms(), record::SOURCE, metric, value, &to);
             r.from.clone_from(&from);
             r.probe = Some(probe.clone());
             writeln!(stdout, "{}", r.to_line())?;
@@ -369,47 +346,6 @@ fn send(a: SendArgs) -> Result<()> {
     }
 }
 
-fn congestion_record(
-    w: &sender::WindowOutcome,
-    to: &str,
-    seq: u64,
-    packet: u16,
-    classifying: bool,
-) -> Record {
-    let mut r = Record::new(
-        wall_ms(),
-        "nowcast fobs",
-        Metric::Loss,
-        w.lost as f64 / w.packets.max(1) as f64,
-        to,
-    );
-    r.seq = Some(seq);
-    r.probe = Some(Probe {
-        transport: Some(Transport::Fobs),
-        payload_bytes: Some(u64::from(packet)),
-        ..Probe::default()
-    });
-    r.congestion = Some(Congestion {
-        signature_loss_rate: w.verdict.map_or(w.lost as f64 / w.packets.max(1) as f64, |v| v.loss_rate),
-        classifier_metric: match (classifying, w.verdict.map(|v| v.basis)) {
-            (false, _) => ClassifierMetric::Off,
-            (true, Some(Basis::Complexity)) => ClassifierMetric::Complexity,
-            (true, Some(Basis::SuccessProportion)) => ClassifierMetric::SuccessProportion,
-            (true, Some(Basis::None) | None) => ClassifierMetric::NotComputed,
-        },
-        metric_value: w.verdict.and_then(|v| v.value),
-        p_cpu: w.verdict.map(|v| v.p_cpu),
-        action: match w.action {
-            Action::Ignored => CongestionAction::NoCorrectiveAction,
-            Action::Held => CongestionAction::AlreadyAnswered,
-            _ => CongestionAction::RateFromResponse,
-        },
-        long_term_loss_rate: w.loss_rate.min(1.0),
-        rate_mbit_s: w.rate * 8e-6,
-    });
-    r
-}
-
 fn recv(a: RecvArgs) -> Result<()> {
     let token = match &a.token {
         Some(t) => parse_token(t)?,
@@ -443,6 +379,7 @@ fn recv(a: RecvArgs) -> Result<()> {
         idle: Duration::from_secs_f64(a.idle),
         rcvbuf: a.rcvbuf,
         once: a.once,
+        discard: a.discard,
         per_client_per_minute: a.per_client_per_minute,
     };
     let stop = Stop::on_signals().map_err(|e| anyhow!("cannot install signal handlers: {e}"))?;

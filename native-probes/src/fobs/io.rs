@@ -626,6 +626,8 @@ pub struct RecvOptions {
     pub rcvbuf: Option<usize>,
     /// Stop after one transfer.
     pub once: bool,
+    /// Delete each file once its hash matched instead of keeping it (a measuring receiver).
+    pub discard: bool,
     /// Connections per client (/32, /64) per minute.
     pub per_client_per_minute: f64,
 }
@@ -936,7 +938,11 @@ fn transfer(
                             let _ = std::fs::remove_file(&s);
                             return Ok(Done::HashMismatch);
                         }
-                        rename_noreplace(&p, &f)?;
+                        if opts.discard {
+                            std::fs::remove_file(&p)?;
+                        } else {
+                            rename_noreplace(&p, &f)?;
+                        }
                         let _ = std::fs::remove_file(&s);
                         Ok(Done::Stored)
                     })();

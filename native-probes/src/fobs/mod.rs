@@ -4,13 +4,14 @@
 //!
 //! Deterministic cores in quinn-proto's shape ([`sender`], [`receiver`], [`wire`],
 //! [`congestion`]): bytes and nanosecond times in, bytes, file writes and timers out; no
-//! sockets, no clock, no files. The thin edge ([`io`]) owns the UDP and TCP sockets, the
+//! sockets, no clock, no files; [`record`] writes a transfer's records. The thin edge ([`io`]) owns the UDP and TCP sockets, the
 //! files, the hash and the clock. Tests run both cores together in a simulator with one
 //! clock and scripted loss (`sim`).
 
 pub mod congestion;
 pub mod io;
 pub mod receiver;
+pub mod record;
 pub mod sender;
 pub mod wire;
 

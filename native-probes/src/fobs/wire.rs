@@ -198,7 +198,8 @@ pub struct Ack {
 /// The transfer's end (type 5).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Done {
-    /// The file's hash matched and it is in place under its name.
+    /// The file's hash matched and it is in place under its name (deleted, by a receiver
+    /// started with `--discard`).
     Stored = 0,
     HashMismatch = 1,
     StorageFailed = 2,
@@ -422,6 +423,38 @@ pub fn valid_name(name: &str) -> bool {
         && !name
             .chars()
             .any(|c| c == '/' || c == '\\' || c.is_control())
+}
+
+/// A rate in bits per second with an optional decimal K, M or G (`500M`, `1G`), returned in
+/// bytes per second.
+pub fn parse_rate(s: &str) -> Result<f64, String> {
+    let t = s.trim();
+    let (num, mult) = match t.chars().last() {
+        Some('k' | 'K') => (&t[..t.len() - 1], 1e3),
+        Some('m' | 'M') => (&t[..t.len() - 1], 1e6),
+        Some('g' | 'G') => (&t[..t.len() - 1], 1e9),
+        _ => (t, 1.0),
+    };
+    let v: f64 = num
+        .parse()
+        .map_err(|_| format!("'{s}' is not a rate (e.g. 500M, 1G)"))?;
+    if !(v.is_finite() && v > 0.0) {
+        return Err(format!("'{s}': a rate must be positive"));
+    }
+    Ok(v * mult / 8.0)
+}
+
+/// A receiver's token: [`TOKEN_LEN`] bytes written as hex digits.
+pub fn parse_token(s: &str) -> Result<[u8; TOKEN_LEN], String> {
+    let s = s.trim();
+    if s.len() != TOKEN_LEN * 2 || !s.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Err(format!("a token is {} hex digits", TOKEN_LEN * 2));
+    }
+    let mut t = [0u8; TOKEN_LEN];
+    for (i, b) in t.iter_mut().enumerate() {
+        *b = u8::from_str_radix(&s[2 * i..2 * i + 2], 16).expect("hex");
+    }
+    Ok(t)
 }
 
 #[cfg(test)]
