@@ -21,7 +21,7 @@
 
 mod common;
 
-use common::{run_bounded, text, BIN};
+use common::{root_missing, run_bounded, sh, text, BIN};
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -33,36 +33,6 @@ const TX_IP: &str = "10.232.0.1";
 const TOKEN: &str = "00112233445566778899aabbccddeeff";
 const PORT: &str = "8071";
 const LIMIT: Duration = Duration::from_secs(60);
-
-fn missing() -> Option<String> {
-    let uid = Command::new("id")
-        .arg("-u")
-        .output()
-        .ok()
-        .map(|o| text(&o.stdout));
-    if uid.as_deref().map(str::trim) != Some("0") {
-        return Some("not running as root (network namespaces need it)".into());
-    }
-    for tool in ["ip", "tc", "nft", "ethtool", "sha256sum"] {
-        let found = Command::new("sh")
-            .args(["-c", &format!("command -v {tool}")])
-            .stdout(Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success());
-        if !found {
-            return Some(format!("{tool} is not installed"));
-        }
-    }
-    None
-}
-
-fn sh(args: &[&str]) {
-    let out = Command::new(args[0])
-        .args(&args[1..])
-        .output()
-        .expect("run setup command");
-    assert!(out.status.success(), "{args:?}: {}", text(&out.stderr));
-}
 
 /// A receiver's output lines, collected as they come.
 type Lines = Arc<Mutex<Vec<String>>>;
@@ -329,7 +299,7 @@ fn names_in(dir: &Path) -> Vec<String> {
 
 #[test]
 fn fobs_transfers_resumes_drops_forgeries_refuses_strangers_and_classifies() {
-    if let Some(why) = missing() {
+    if let Some(why) = root_missing(&["ip", "tc", "nft", "ethtool", "sha256sum"]) {
         eprintln!("skipped: {why}");
         return;
     }

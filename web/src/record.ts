@@ -21,7 +21,11 @@ const STATUSES = ["ok", "timeout", "error"] as const;
 const TRANSPORTS = ["websocket", "http", "tcp", "udp", "pcap", "fobs"] as const;
 const SELECTORS = ["mse", "mae"] as const;
 const CLASSIFIER_METRICS = ["complexity", "success_proportion", "none", "off"] as const;
-const CONGESTION_ACTIONS = ["no_corrective_action", "rate_from_response", "already_answered"] as const;
+const CONGESTION_ACTIONS = [
+  "no_corrective_action",
+  "rate_from_response",
+  "already_answered",
+] as const;
 
 /** What was measured; the names are the same in Rust, the schema and the UI. */
 export type Metric = (typeof METRICS)[number];
