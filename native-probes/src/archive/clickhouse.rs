@@ -272,8 +272,31 @@ impl Clickhouse {
 
     /// Creates the database and tables if they are missing.
     pub fn ensure_schema(&self) -> Result<()> {
-        for sql in query::clickhouse_ddl(&self.cfg.database) {
+        let db = &self.cfg.database;
+        for sql in query::clickhouse_ddl(db) {
             self.execute(&sql)?;
+        }
+        // Tables made before schema 1.2 have no `congestion` column.
+        #[derive(Deserialize)]
+        struct Count {
+            n: u8,
+        }
+        let mut has = 0;
+        self.rows(
+            &format!(
+                "SELECT toUInt8(count() > 0) AS n FROM system.columns WHERE database = '{db}' \
+                 AND table = 'records' AND name = 'congestion'"
+            ),
+            |c: Count| {
+                has = c.n;
+                Ok(())
+            },
+        )?;
+        if has == 0 {
+            self.execute(&format!(
+                "ALTER TABLE {db}.records {}",
+                query::ADD_CONGESTION
+            ))?;
         }
         Ok(())
     }

@@ -124,8 +124,6 @@ pub fn clickhouse_ddl(db: &str) -> Vec<String> {
             "CREATE TABLE IF NOT EXISTS {db}.records (day Date, {CLICKHOUSE_COLUMNS}) \
              ENGINE = MergeTree() PARTITION BY day ORDER BY (target, metric, ts_ms)"
         ),
-        // Tables made before schema 1.2 have no `congestion` column.
-        format!("ALTER TABLE {db}.records {ADD_CONGESTION}"),
         format!(
             "CREATE TABLE IF NOT EXISTS {db}.runs (day Date, {CLICKHOUSE_RUN_COLUMNS}) \
              ENGINE = MergeTree() PARTITION BY toYYYYMM(day) ORDER BY (campaign, job, nominal_ms, id)"
@@ -134,8 +132,9 @@ pub fn clickhouse_ddl(db: &str) -> Vec<String> {
     ]
 }
 
-/// The column schema 1.2 added, for tables made before it.
-const ADD_CONGESTION: &str = "ADD COLUMN IF NOT EXISTS congestion Nullable(String)";
+/// The column schema 1.2 added, for `records` tables made before it (ClickHouse 18.16 has
+/// no `ADD COLUMN IF NOT EXISTS`: add it when `system.columns` does not list it).
+pub const ADD_CONGESTION: &str = "ADD COLUMN congestion Nullable(String)";
 
 /// The latest ok value of every series, kept by a materialized view as records arrive, so
 /// that the question reads a row per series instead of every record.
@@ -160,8 +159,7 @@ pub fn clickhouse_cluster_ddl(db: &str, cluster: &str) -> Vec<String> {
             "CREATE TABLE IF NOT EXISTS {db}.records ON CLUSTER {cluster} AS {db}.records_local \
              ENGINE = Distributed({cluster}, {db}, records_local, cityHash64(target))"
         ),
-        format!("ALTER TABLE {db}.records_local ON CLUSTER {cluster} {ADD_CONGESTION}"),
-        format!("ALTER TABLE {db}.records ON CLUSTER {cluster} {ADD_CONGESTION}"),
+
         format!(
             "CREATE TABLE IF NOT EXISTS {db}.runs_local ON CLUSTER {cluster} (day Date, {CLICKHOUSE_RUN_COLUMNS}) \
              ENGINE = ReplicatedMergeTree('/clickhouse/tables/{{shard}}/{db}/runs', '{{replica}}') \
