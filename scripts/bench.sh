@@ -52,6 +52,7 @@ cargo bench --quiet -p native-probes --bench hostile
 fuzz_cases=${quick:+20000}
 NOWCAST_FUZZ_CASES=${fuzz_cases:-200000} cargo test --quiet --release -p native-probes --test fuzz
 NOWCAST_FUZZ_CASES=${fuzz_cases:-200000} cargo test --quiet --release -p nowcast-core --test import_fuzz
+NOWCAST_FUZZ_CASES=${fuzz_cases:-200000} cargo test --quiet --release -p native-probes --test fobs_fuzz
 
 step "nowcast pcap on a 1 GB capture against tshark and tcptrace, one core (goals: ≥ 2 M packets/s, ≥ 20× tshark, ≤ 100 MB); live capture at 1 Gbit/s"
 bash native-probes/bench/pcap.sh
