@@ -52,6 +52,7 @@ cargo bench --quiet -p native-probes --bench hostile
 fuzz_cases=${quick:+20000}
 NOWCAST_FUZZ_CASES=${fuzz_cases:-200000} cargo test --quiet --release -p native-probes --test fuzz
 NOWCAST_FUZZ_CASES=${fuzz_cases:-200000} cargo test --quiet --release -p nowcast-core --test import_fuzz
+NOWCAST_FUZZ_CASES=${fuzz_cases:-200000} cargo test --quiet --release -p native-probes --test fobs_fuzz
 
 step "nowcast pcap on a 1 GB capture against tshark and tcptrace, one core (goals: ≥ 2 M packets/s, ≥ 20× tshark, ≤ 100 MB); live capture at 1 Gbit/s"
 bash native-probes/bench/pcap.sh
@@ -59,6 +60,16 @@ bash native-probes/bench/pcap.sh
 step "Wren's lower bounds on emulated links, long phases (goals: phase medians within 10 % of the available bandwidth, never 5 % above; changes seen within 2 s)"
 PCAP_WREN_SECS=${PCAP_WREN_SECS:-$([ -n "$quick" ] && echo 6 || echo 20)} \
   cargo test --quiet --release -p native-probes --test pcap_wren -- --nocapture
+
+step "FOBS loss classifier on the held-out signatures (goals: ≥ 99 % correct for each cause, ≤ 0.2 % wrong; inconclusive reported) and its cost"
+target/release/nowcast classify native-probes/models/signatures/eval-*.sig
+for f in native-probes/models/signatures/eval-*.sig; do
+  echo "$(basename "$f"):"
+  target/release/nowcast classify "$f" | sed -n 2p
+done
+
+step "FOBS against iperf3 TCP (cubic, bbr) and QUIC (ngtcp2) on an emulated 1 Gbit/s, 30 ms link: clean, receiver CPU contention, 0.5 % loss shared with iperf3 (goals: ≥ 90 % of the link; ≥ 10× without the classifier and ahead of TCP and QUIC; Jain's index ≥ 0.9)"
+python3 native-probes/bench/fobs_link.py bench ${quick:+--quick}
 
 step "echo-node throughput against iperf3 on loopback"
 if [ -n "$quick" ]; then

@@ -12,7 +12,7 @@ use crate::import::json::{Json, Kind};
 use serde::Serialize;
 
 /// The version this build writes.
-pub const SCHEMA_VERSION: &str = "1.1";
+pub const SCHEMA_VERSION: &str = "1.2";
 /// The major version this build reads (any 1.x).
 pub const MAJOR: u32 = 1;
 /// The latest time JavaScript's `Date` can hold (ECMAScript's time value range, ms since
@@ -230,6 +230,110 @@ pub struct RecordForecast {
     pub error: f64,
 }
 
+/// What the FOBS loss classifier read a congestion event's packet-loss signature with
+/// (Dickens §3): the complexity metric, the success proportion, nothing (the window's loss
+/// rate is below the classifier's operating range, P(CPU) ½) or the classifier switched off.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ClassifierMetric {
+    Complexity,
+    SuccessProportion,
+    NotComputed,
+    Off,
+}
+
+named!(ClassifierMetric, "classifier metric", {
+    Complexity => "complexity",
+    SuccessProportion => "success_proportion",
+    NotComputed => "none",
+    Off => "off",
+});
+
+/// What FOBS's rate controller did about a congestion event (Dickens §2.2): nothing (the
+/// loss was diagnosed as CPU contention), a new rate from its response function, or nothing
+/// more (the loss belongs to a window sent before the last answer took effect).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CongestionAction {
+    NoCorrectiveAction,
+    RateFromResponse,
+    AlreadyAnswered,
+}
+
+named!(CongestionAction, "congestion action", {
+    NoCorrectiveAction => "no_corrective_action",
+    RateFromResponse => "rate_from_response",
+    AlreadyAnswered => "already_answered",
+});
+
+/// One congestion event of a FOBS transfer (since 1.2): a window with loss, the classifier's
+/// reading of its packet-loss signature, and what the controller did (Dickens §2.2). It rides
+/// on a `loss` record whose value is the window's loss rate.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Congestion {
+    /// The loss rate of the signature classified (the last window's packets).
+    pub signature_loss_rate: f64,
+    pub classifier_metric: ClassifierMetric,
+    /// The metric's value, when one was computed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub metric_value: Option<f64>,
+    /// P(CPU contention), when the classifier ran.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub p_cpu: Option<f64>,
+    pub action: CongestionAction,
+    /// The controller's long-term loss rate after the event.
+    pub long_term_loss_rate: f64,
+    /// The sending rate after the event, Mbit/s.
+    pub rate_mbit_s: f64,
+}
+
+impl Congestion {
+    /// Checks the rules of the schema beyond the shape (fractions, probabilities, rates).
+    pub fn validate(&self) -> Result<(), RecordError> {
+        let fraction = |v: f64| v.is_finite() && (0.0..=1.0).contains(&v);
+        if !fraction(self.signature_loss_rate) {
+            return fail(
+                "congestion.signature_loss_rate",
+                "must be a fraction between 0 and 1",
+            );
+        }
+        if self.metric_value.is_some_and(|v| !v.is_finite()) {
+            return fail("congestion.metric_value", "must be a finite number");
+        }
+        if self.p_cpu.is_some_and(|p| !fraction(p)) {
+            return fail("congestion.p_cpu", "must be a probability between 0 and 1");
+        }
+        if !fraction(self.long_term_loss_rate) {
+            return fail(
+                "congestion.long_term_loss_rate",
+                "must be a fraction between 0 and 1",
+            );
+        }
+        if let Err(why) = check_value(self.rate_mbit_s, Some(Unit::MbitPerS)) {
+            return fail("congestion.rate_mbit_s", why);
+        }
+        Ok(())
+    }
+
+    /// The object as a record writes it (the archives keep it as this text).
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self).expect("congestion events hold only finite numbers")
+    }
+
+    /// Reads the object back from [`Congestion::to_json`]'s text, with a record's rules;
+    /// errors name the field as `congestion.FIELD`.
+    pub fn from_json(text: &str) -> Result<Congestion, RecordError> {
+        let raw: serde_json::Value = serde_json::from_str(text).map_err(|e| RecordError {
+            field: Some("congestion".into()),
+            message: format!("not valid JSON ({e})"),
+        })?;
+        if !raw.is_object() {
+            return fail("congestion", "must be an object");
+        }
+        let c = read_congestion(&&raw)?;
+        c.validate()?;
+        Ok(c)
+    }
+}
+
 /// One measurement.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Record {
@@ -256,6 +360,9 @@ pub struct Record {
     pub probe: Option<Probe>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub forecast: Option<RecordForecast>,
+    /// A FOBS congestion event (metric `loss`, value the window's loss rate); since 1.2.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub congestion: Option<Congestion>,
 }
 
 /// Why a record was refused: the field at fault (dotted path) and what is wrong with it.
@@ -300,6 +407,7 @@ impl Record {
             error: None,
             probe: None,
             forecast: None,
+            congestion: None,
         }
     }
 
@@ -344,6 +452,10 @@ impl Record {
             .object("forecast")?
             .map(|f| read_forecast(&f))
             .transpose()?;
+        let congestion = o
+            .object("congestion")?
+            .map(|c| read_congestion(&c))
+            .transpose()?;
         let record = Record {
             schema_version,
             timestamp_ms,
@@ -360,6 +472,7 @@ impl Record {
             error,
             probe,
             forecast,
+            congestion,
         };
         record.validate()?;
         Ok(record)
@@ -439,6 +552,9 @@ impl Record {
             if !(f.error.is_finite() && f.error >= 0.0) {
                 return fail("forecast.error", "must be a non-negative number");
             }
+        }
+        if let Some(c) = &self.congestion {
+            c.validate()?;
         }
         Ok(())
     }
@@ -589,6 +705,22 @@ fn read_forecast<J: Json>(v: &J) -> Result<RecordForecast, RecordError> {
     })
 }
 
+fn read_congestion<J: Json>(v: &J) -> Result<Congestion, RecordError> {
+    let o = Fields {
+        v,
+        prefix: "congestion.",
+    };
+    Ok(Congestion {
+        signature_loss_rate: o.req("signature_loss_rate", o.number("signature_loss_rate"))?,
+        classifier_metric: o.req("classifier_metric", o.name("classifier_metric"))?,
+        metric_value: o.number("metric_value")?,
+        p_cpu: o.number("p_cpu")?,
+        action: o.req("action", o.name("action"))?,
+        long_term_loss_rate: o.req("long_term_loss_rate", o.number("long_term_loss_rate"))?,
+        rate_mbit_s: o.req("rate_mbit_s", o.number("rate_mbit_s"))?,
+    })
+}
+
 /// `schema_version`: MAJOR.MINOR with major 1 (any minor).
 fn check_version<J: Json>(v: Option<J>) -> Result<String, RecordError> {
     let Some(v) = v else {
@@ -710,5 +842,61 @@ mod tests {
         assert_eq!(r.seq, Some(5));
         let r = Record::parse(&GOOD.replace("}", ",\"seq\":18446744073709551615}")).unwrap();
         assert_eq!(r.seq, Some(u64::MAX));
+    }
+
+    const CONGESTION: &str = r#"{"schema_version":"1.2","timestamp_ms":1795219209100,"source":"nowcast fobs","metric":"loss","status":"ok","value":0.0123,"unit":"fraction","to":"10.231.0.2:8070","seq":17,"probe":{"transport":"fobs","payload_bytes":1400},"congestion":{"signature_loss_rate":0.0061,"classifier_metric":"complexity","metric_value":0.3011,"p_cpu":0.998,"action":"no_corrective_action","long_term_loss_rate":2e-5,"rate_mbit_s":940.5}}"#;
+
+    #[test]
+    fn a_congestion_event_round_trips() {
+        let r = Record::parse(CONGESTION).unwrap();
+        let c = r.congestion.clone().expect("congestion read");
+        assert_eq!(c.classifier_metric, ClassifierMetric::Complexity);
+        assert_eq!(c.action, CongestionAction::NoCorrectiveAction);
+        assert_eq!((c.metric_value, c.p_cpu), (Some(0.3011), Some(0.998)));
+        // The writer's line reads back as the same record, and is written the same again.
+        let line = r.to_line();
+        assert!(line.contains(r#""action":"no_corrective_action","long_term_loss_rate":0.00002,"rate_mbit_s":940.5}}"#), "{line}");
+        assert_eq!(Record::parse(&line), Ok(r.clone()));
+        assert_eq!(Record::parse(&line).unwrap().to_line(), line);
+        // Without the optional members (the classifier switched off), and the writer's own.
+        let mut off = Record::new(5.0, "nowcast fobs", Metric::Loss, 0.25, "h:1");
+        off.congestion = Some(Congestion {
+            signature_loss_rate: 0.25,
+            classifier_metric: ClassifierMetric::Off,
+            metric_value: None,
+            p_cpu: None,
+            action: CongestionAction::RateFromResponse,
+            long_term_loss_rate: 0.01,
+            rate_mbit_s: 0.0,
+        });
+        let line = off.to_line();
+        assert!(line.contains(r#""congestion":{"signature_loss_rate":0.25,"classifier_metric":"off","action":"rate_from_response","#), "{line}");
+        assert_eq!(Record::parse(&line), Ok(off));
+    }
+
+    #[test]
+    fn a_malformed_congestion_event_names_its_field() {
+        let cases = [
+            ("\"signature_loss_rate\":0.0061", "\"signature_loss_rate\":1.5", "congestion.signature_loss_rate", "fraction between 0 and 1"),
+            ("\"signature_loss_rate\":0.0061,", "", "congestion.signature_loss_rate", "is required"),
+            ("\"complexity\"", "\"entropy\"", "congestion.classifier_metric", "'entropy' is not a classifier metric (one of complexity, success_proportion, none, off)"),
+            ("\"metric_value\":0.3011", "\"metric_value\":\"high\"", "congestion.metric_value", "must be a number, not a string"),
+            ("\"p_cpu\":0.998", "\"p_cpu\":-0.1", "congestion.p_cpu", "probability between 0 and 1"),
+            ("\"p_cpu\":0.998", "\"p_cpu\":null", "congestion.p_cpu", "must not be null"),
+            ("\"no_corrective_action\"", "\"slow_down\"", "congestion.action", "is not a congestion action"),
+            ("\"long_term_loss_rate\":2e-5", "\"long_term_loss_rate\":2", "congestion.long_term_loss_rate", "fraction between 0 and 1"),
+            ("\"rate_mbit_s\":940.5", "\"rate_mbit_s\":-1", "congestion.rate_mbit_s", "outside"),
+            ("{\"signature_loss_rate\"", "[{\"signature_loss_rate\"", "congestion", "must be an object"),
+        ];
+        for (from, to, field, message) in cases {
+            let mut line = CONGESTION.replacen(from, to, 1);
+            if to.starts_with('[') {
+                line = line.replacen("}}", "}]}", 1);
+            }
+            assert_ne!(line, CONGESTION, "{from}");
+            let e = refused(&line);
+            assert_eq!(e.field.as_deref(), Some(field), "{line}: {e}");
+            assert!(e.message.contains(message), "{line}: {e}");
+        }
     }
 }

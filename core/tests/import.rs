@@ -399,9 +399,11 @@ fn records_one_series_per_metric_transport_and_target() {
     let examples = std::fs::read_to_string(dir("../public/schema/examples/valid.ndjson")).unwrap();
     let r = read(&examples);
     clean(&r);
-    // Two records without a value, two pairs of the same series, and two from nowcast pcap
-    // (a Wren lower bound and a timestamp RTT of one flow).
-    assert_eq!(r.series.len(), 8, "{:?}", names(&r));
+    // Two records without a value, two pairs of the same series, two from nowcast pcap
+    // (a Wren lower bound and a timestamp RTT of one flow) and two from nowcast fobs (a
+    // transfer's goodput, and a congestion event's loss).
+    assert_eq!(r.series.len(), 10, "{:?}", names(&r));
+    assert!(names(&r).contains(&"loss/fobs to 10.231.0.2:8070"));
     assert!(names(&r).contains(&"avail_bw_lower_bound/pcap to 198.51.100.2:35753"));
 }
 

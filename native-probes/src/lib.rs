@@ -14,9 +14,11 @@
 
 pub mod archive;
 pub mod campaign;
+pub mod classify;
 pub mod clock;
 pub mod delay;
 pub mod evaluate;
+pub mod fobs;
 pub mod forecast;
 pub mod format;
 pub mod net;

@@ -12,7 +12,10 @@ use nowcast::archive::query::{close, Filter};
 use nowcast::archive::sqlite::Sqlite;
 use nowcast::archive::{Archive, ArchiveConfig};
 use nowcast::campaign::runlog::{Outcome, RunLog};
-use nowcast_core::record::{Metric, Probe, Record, RecordForecast, Selector, Status, Transport};
+use nowcast_core::record::{
+    ClassifierMetric, Congestion, CongestionAction, Metric, Probe, Record, RecordForecast,
+    Selector, Status, Transport,
+};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -83,13 +86,27 @@ fn synthetic() -> Vec<Record> {
                 tp.error = Some("iperf3: connection refused".into());
             }
             out.push(tp);
-            out.push(Record::new(
+            let mut loss = Record::new(
                 ts + 0.75,
                 "nowcast udp",
                 Metric::Loss,
                 (rnd() * 0.1 * 1000.0).round() / 1000.0,
                 &to,
-            ));
+            );
+            // Now and then a FOBS congestion event (schema 1.2), its object kept whole.
+            if k % 10 == 0 {
+                loss.source = "nowcast fobs".into();
+                loss.congestion = Some(Congestion {
+                    signature_loss_rate: rnd() * 0.05,
+                    classifier_metric: ClassifierMetric::Complexity,
+                    metric_value: Some(rnd()),
+                    p_cpu: (t % 2 == 0).then(|| rnd()),
+                    action: CongestionAction::RateFromResponse,
+                    long_term_loss_rate: rnd() * 0.01,
+                    rate_mbit_s: 900.0 * rnd(),
+                });
+            }
+            out.push(loss);
         }
     }
     out

@@ -556,3 +556,186 @@ targets = ["good"]
     drop(server);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A real `nowcast fobs recv` on loopback, keeping nothing (`--discard`), until dropped.
+struct FobsReceiver {
+    child: std::process::Child,
+    port: u16,
+}
+
+impl FobsReceiver {
+    fn start(dir: &Path, token: &str, rcvbuf: &str) -> FobsReceiver {
+        let port = free_port();
+        let mut child = Command::new(BIN)
+            .args([
+                "fobs",
+                "recv",
+                "--listen",
+                "127.0.0.1",
+                "--port",
+                &port.to_string(),
+                "--token",
+                token,
+                "--discard",
+                "--rcvbuf",
+                rcvbuf,
+            ])
+            .arg("--dir")
+            .arg(dir)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut first = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut first)
+            .unwrap();
+        assert!(first.contains("listening on"), "{first}");
+        FobsReceiver { child, port }
+    }
+}
+
+impl Drop for FobsReceiver {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn a_campaign_archives_fobs_transfers_and_gates_them() {
+    let dir: PathBuf =
+        std::env::temp_dir().join(format!("nowcast-campaign-fobs-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let incoming = dir.join("incoming");
+    std::fs::create_dir_all(&incoming).unwrap();
+    let token = "00112233445566778899aabbccddeeff";
+    let server = Server::start(&["--bind", "127.0.0.1"]);
+    // A small receive buffer: on loopback the sender outruns it, so the transfers have
+    // congestion events for the archive to keep.
+    let rx = FobsReceiver::start(&incoming, token, "65536");
+    let dead = free_port();
+    let cfg = format!(
+        r#"name = "loop"
+seed = 3
+shutdown_grace = "3s"
+gate_max_age = "30s"
+
+[[targets]]
+name = "good"
+host = "127.0.0.1"
+port = {port}
+fobs_port = {fobs}
+fobs_token = "{token}"
+
+[[targets]]
+name = "dead"
+host = "127.0.0.1"
+port = {dead}
+fobs_port = {dead}
+
+[[probes]]
+name = "rtt"
+kind = "tcp"
+every = "1h"
+gate = true
+timeout = "2s"
+
+[[probes]]
+name = "fobs"
+kind = "fobs"
+every = "2s"
+max_runs = 2
+size = "8M"
+rate = "100M"
+token = "ffeeddccbbaa99887766554433221100"
+"#,
+        port = server.port(),
+        fobs = rx.port,
+    );
+    let cfg_path = dir.join("fobs.toml");
+    std::fs::write(&cfg_path, &cfg).unwrap();
+    let check = nowcast(
+        &["campaign", "check", cfg_path.to_str().unwrap()],
+        Duration::from_secs(10),
+    );
+    assert!(check.status.success(), "{}", text(&check.stderr));
+    let plan = text(&check.stdout);
+    assert!(plan.contains("good/fobs"), "{plan}");
+
+    let mut c = Running::start(&cfg_path);
+    let db = dir.join("loop.sqlite");
+    let until = Instant::now() + Duration::from_secs(45);
+    let done = |rows: &[RunLog]| {
+        count(rows, "good/fobs", Outcome::Ok) + count(rows, "good/fobs", Outcome::Failed) >= 2
+            && count(rows, "dead/fobs", Outcome::Skipped) >= 1
+    };
+    while Instant::now() < until && !(db.exists() && done(&runs(&db))) {
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    assert!(
+        c.stop(Duration::from_secs(15)),
+        "{:?}",
+        c.lines.lock().unwrap()
+    );
+    let rows = runs(&db);
+    let show = rows
+        .iter()
+        .map(|r| format!("{} {} {:?}", r.job, r.outcome.name(), r.reason))
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert_eq!(count(&rows, "good/fobs", Outcome::Ok), 2, "{show}");
+    // The dead target's sanity check failed: its transfers are skipped, saying why.
+    let skipped = rows
+        .iter()
+        .find(|r| r.job == "dead/fobs" && r.outcome == Outcome::Skipped)
+        .unwrap_or_else(|| panic!("{show}"));
+    assert!(
+        skipped.reason.as_deref().unwrap_or("").contains("sanity"),
+        "{show}"
+    );
+
+    let all = records(&db);
+    let fobs: Vec<&Record> = all
+        .iter()
+        .filter(|r| r.source == "nowcast fobs" && r.to == format!("127.0.0.1:{}", rx.port))
+        .collect();
+    let goodput: Vec<f64> = fobs
+        .iter()
+        .filter(|r| r.metric == Metric::Throughput && r.status == Status::Ok)
+        .map(|r| r.value.unwrap())
+        .collect();
+    assert_eq!(goodput.len(), 2, "{fobs:?}");
+    assert!(goodput.iter().all(|&g| g > 1.0), "{goodput:?}");
+    let transfer_loss = fobs
+        .iter()
+        .filter(|r| r.metric == Metric::Loss && r.congestion.is_none())
+        .count();
+    assert_eq!(transfer_loss, 2, "{fobs:?}");
+    for r in &fobs {
+        assert_eq!(
+            r.probe.as_ref().and_then(|p| p.transport),
+            Some(nowcast_core::record::Transport::Fobs)
+        );
+    }
+    // Every congestion event came back from the archive whole, as FOBS wrote it.
+    let events: Vec<&Record> = fobs
+        .iter()
+        .copied()
+        .filter(|r| r.congestion.is_some())
+        .collect();
+    assert!(
+        !events.is_empty(),
+        "no congestion event on loopback into a 64 KiB buffer: {fobs:?}"
+    );
+    for e in &events {
+        assert_eq!(e.metric, Metric::Loss);
+        let c = e.congestion.as_ref().unwrap();
+        assert!(c.rate_mbit_s > 0.0 && c.signature_loss_rate > 0.0, "{e:?}");
+        assert_eq!(Record::parse(&e.to_line()).as_ref(), Ok(*e));
+    }
+    // The receiver checked each file's hash and kept nothing.
+    assert_eq!(std::fs::read_dir(&incoming).unwrap().count(), 0);
+    drop(rx);
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -2,7 +2,7 @@ import { readdirSync, readFileSync } from "node:fs";
 import Ajv2020 from "ajv/dist/2020";
 import { beforeAll, describe, expect, it } from "vitest";
 import { loadForecasting, loadReader, parseRecord, readNdjson, toLine } from "./forecast";
-import { RecordError } from "./record";
+import { RecordError, type Congestion, type Record } from "./record";
 
 // The page's record reader is the core's (core/src/record.rs) through WebAssembly: these are
 // its tests as the page sees it, against the schema's shared examples and the schema itself.
@@ -150,6 +150,67 @@ describe("parseRecord", () => {
 
   it("names the field in the error's text", () => {
     expect(String(refusal(goodLine.replace('"x"', '""')))).toBe("field 'to': must not be empty");
+  });
+});
+
+describe("a FOBS congestion event (schema 1.2)", () => {
+  const congestion: Congestion = {
+    signature_loss_rate: 0.0061,
+    classifier_metric: "complexity",
+    metric_value: 0.3011,
+    p_cpu: 0.998,
+    action: "no_corrective_action",
+    long_term_loss_rate: 0.00002,
+    rate_mbit_s: 940.5,
+  };
+  const event: Record = {
+    schema_version: "1.2",
+    timestamp_ms: 1795219209100,
+    source: "nowcast fobs",
+    metric: "loss",
+    status: "ok",
+    value: 0.0123,
+    unit: "fraction",
+    to: "10.231.0.2:8070",
+    seq: 17,
+    probe: { transport: "fobs", payload_bytes: 1400 },
+    congestion,
+  };
+
+  it("round-trips through the core's reader and writer", () => {
+    const line = toLine(event);
+    expect(line).toContain(
+      '"congestion":{"signature_loss_rate":0.0061,"classifier_metric":"complexity",',
+    );
+    expect(parseRecord(line)).toEqual(event);
+    // Without the optional members: the classifier switched off.
+    const { metric_value: _m, p_cpu: _p, ...bare } = congestion;
+    const off: Record = { ...event, congestion: { ...bare, classifier_metric: "off" } };
+    expect(parseRecord(toLine(off))).toEqual(off);
+    expect(toLine(off)).not.toContain("p_cpu");
+  });
+
+  const withCongestion = (c: object) => JSON.stringify({ ...event, congestion: c });
+  it.each([
+    [{ ...congestion, signature_loss_rate: 1.5 }, "congestion.signature_loss_rate", /fraction/],
+    [{ ...congestion, p_cpu: -0.1 }, "congestion.p_cpu", /probability/],
+    [{ ...congestion, p_cpu: null }, "congestion.p_cpu", /must not be null/],
+    [{ ...congestion, long_term_loss_rate: 2 }, "congestion.long_term_loss_rate", /fraction/],
+    [{ ...congestion, rate_mbit_s: -1 }, "congestion.rate_mbit_s", /outside/],
+    [{ ...congestion, metric_value: "high" }, "congestion.metric_value", /must be a number/],
+    [
+      { ...congestion, classifier_metric: "entropy" },
+      "congestion.classifier_metric",
+      /'entropy' is not a classifier metric/,
+    ],
+    [{ ...congestion, action: "slow_down" }, "congestion.action", /not a congestion action/],
+    [{ ...congestion, action: undefined }, "congestion.action", /is required/],
+    [[congestion], "congestion", /must be an object/],
+  ])("%j → %s", (c, field, message) => {
+    const e = refusal(withCongestion(c));
+    expect(e.field).toBe(field);
+    expect(e.message).toMatch(message);
+    expect(() => toLine({ ...event, congestion: c as Congestion })).toThrow(field);
   });
 });
 

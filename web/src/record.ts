@@ -20,6 +20,12 @@ const UNITS = ["ms", "Mbit/s", "fraction"] as const;
 const STATUSES = ["ok", "timeout", "error"] as const;
 const TRANSPORTS = ["websocket", "http", "tcp", "udp", "pcap", "fobs"] as const;
 const SELECTORS = ["mse", "mae"] as const;
+const CLASSIFIER_METRICS = ["complexity", "success_proportion", "none", "off"] as const;
+const CONGESTION_ACTIONS = [
+  "no_corrective_action",
+  "rate_from_response",
+  "already_answered",
+] as const;
 
 /** What was measured; the names are the same in Rust, the schema and the UI. */
 export type Metric = (typeof METRICS)[number];
@@ -27,6 +33,8 @@ export type Unit = (typeof UNITS)[number];
 export type Status = (typeof STATUSES)[number];
 export type Transport = (typeof TRANSPORTS)[number];
 export type Selector = (typeof SELECTORS)[number];
+export type ClassifierMetric = (typeof CLASSIFIER_METRICS)[number];
+export type CongestionAction = (typeof CONGESTION_ACTIONS)[number];
 
 /** Probe parameters. */
 export interface Probe {
@@ -50,6 +58,27 @@ export interface RecordForecast {
   error: number;
 }
 
+/**
+ * A FOBS congestion event (since 1.2): a window with loss, the loss classifier's reading of its
+ * packet-loss signature and what the rate controller did. It rides on a `loss` record whose
+ * value is the window's loss rate.
+ */
+export interface Congestion {
+  /** The loss rate of the signature classified. */
+  signature_loss_rate: number;
+  /** "none": below the classifier's operating range; "off": the classifier was switched off. */
+  classifier_metric: ClassifierMetric;
+  /** The metric's value, when one was computed. */
+  metric_value?: number;
+  /** P(CPU contention), when the classifier ran. */
+  p_cpu?: number;
+  action: CongestionAction;
+  /** The controller's long-term loss rate after the event. */
+  long_term_loss_rate: number;
+  /** The sending rate after the event, Mbit/s. */
+  rate_mbit_s: number;
+}
+
 /** One measurement. Optional fields that were absent or null in the input are left out. */
 export interface Record {
   schema_version: string;
@@ -70,6 +99,8 @@ export interface Record {
   error?: string;
   probe?: Probe;
   forecast?: RecordForecast;
+  /** A FOBS congestion event (metric "loss"); since 1.2. */
+  congestion?: Congestion;
 }
 
 /** Why a record was refused: the field at fault as a dotted path, and what is wrong with it. */

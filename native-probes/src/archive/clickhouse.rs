@@ -8,7 +8,7 @@ use super::row::Row;
 use crate::campaign::runlog::{Outcome, RunLog};
 use crate::when::{date, Ms};
 use anyhow::{anyhow, bail, Context, Result};
-use nowcast_core::record::{Metric, Record, Selector, Status, Transport};
+use nowcast_core::record::{Congestion, Metric, Record, Selector, Status, Transport};
 use serde::{Deserialize, Serialize};
 use std::io::{BufRead, BufReader, Read};
 use std::time::Duration;
@@ -58,6 +58,8 @@ struct ChRow {
     forecast_selector: Option<String>,
     forecast_error: Option<f64>,
     schema_version: String,
+    #[serde(default)]
+    congestion: Option<String>,
 }
 
 impl ChRow {
@@ -92,6 +94,12 @@ impl ChRow {
                 .and_then(Selector::from_name),
             forecast_error: self.forecast_error,
             schema_version: self.schema_version,
+            congestion: self
+                .congestion
+                .as_deref()
+                .map(Congestion::from_json)
+                .transpose()
+                .map_err(|e| anyhow!("archive row: {e}"))?,
         };
         row.into_record().map_err(|e| anyhow!("archive row: {e}"))
     }
@@ -176,6 +184,9 @@ fn row_binary(out: &mut Vec<u8>, row: &Row) {
     put_opt(out, row.forecast_selector.map(Selector::name), strb);
     put_opt(out, row.forecast_error, f64b);
     strb(out, &row.schema_version);
+    put_opt(out, row.congestion.as_ref().map(|c| c.to_json()), |o, v| {
+        strb(o, &v)
+    });
 }
 
 /// Percent-encodes a URL query value.
@@ -261,8 +272,31 @@ impl Clickhouse {
 
     /// Creates the database and tables if they are missing.
     pub fn ensure_schema(&self) -> Result<()> {
-        for sql in query::clickhouse_ddl(&self.cfg.database) {
+        let db = &self.cfg.database;
+        for sql in query::clickhouse_ddl(db) {
             self.execute(&sql)?;
+        }
+        // Tables made before schema 1.2 have no `congestion` column.
+        #[derive(Deserialize)]
+        struct Count {
+            n: u8,
+        }
+        let mut has = 0;
+        self.rows(
+            &format!(
+                "SELECT toUInt8(count() > 0) AS n FROM system.columns WHERE database = '{db}' \
+                 AND table = 'records' AND name = 'congestion'"
+            ),
+            |c: Count| {
+                has = c.n;
+                Ok(())
+            },
+        )?;
+        if has == 0 {
+            self.execute(&format!(
+                "ALTER TABLE {db}.records {}",
+                query::ADD_CONGESTION
+            ))?;
         }
         Ok(())
     }
@@ -315,7 +349,7 @@ impl Clickhouse {
         let cols = "ts_ms, target, metric, source, status, value, origin, seq, period_ms, timeout_ms, \
                     error, transport, payload_bytes, nagle, streams, sndbuf_bytes, rcvbuf_bytes, raw_ms, \
                     rtt_subtracted_ms, forecast_value, forecast_method, forecast_selector, forecast_error, \
-                    schema_version";
+                    schema_version, congestion";
         let sql = format!(
             "SELECT {cols} FROM {}.records WHERE {} ORDER BY ts_ms",
             self.cfg.database,

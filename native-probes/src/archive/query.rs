@@ -107,7 +107,7 @@ transport Nullable(String), payload_bytes Nullable(UInt64), nagle Nullable(UInt8
 streams Nullable(UInt32), sndbuf_bytes Nullable(UInt64), rcvbuf_bytes Nullable(UInt64), \
 raw_ms Nullable(Float64), rtt_subtracted_ms Nullable(Float64), forecast_value Nullable(Float64), \
 forecast_method Nullable(String), forecast_selector Nullable(String), \
-forecast_error Nullable(Float64), schema_version String";
+forecast_error Nullable(Float64), schema_version String, congestion Nullable(String)";
 
 /// The columns of ClickHouse's `runs` table after `day`.
 pub const CLICKHOUSE_RUN_COLUMNS: &str = "id UInt64, campaign String, job String, target String, \
@@ -132,6 +132,10 @@ pub fn clickhouse_ddl(db: &str) -> Vec<String> {
     ]
 }
 
+/// The column schema 1.2 added, for `records` tables made before it (ClickHouse 18.16 has
+/// no `ADD COLUMN IF NOT EXISTS`: add it when `system.columns` does not list it).
+pub const ADD_CONGESTION: &str = "ADD COLUMN congestion Nullable(String)";
+
 /// The latest ok value of every series, kept by a materialized view as records arrive, so
 /// that the question reads a row per series instead of every record.
 const LATEST_VIEW: &str = "ENGINE = AggregatingMergeTree() ORDER BY (target, metric) POPULATE AS \
@@ -155,6 +159,7 @@ pub fn clickhouse_cluster_ddl(db: &str, cluster: &str) -> Vec<String> {
             "CREATE TABLE IF NOT EXISTS {db}.records ON CLUSTER {cluster} AS {db}.records_local \
              ENGINE = Distributed({cluster}, {db}, records_local, cityHash64(target))"
         ),
+
         format!(
             "CREATE TABLE IF NOT EXISTS {db}.runs_local ON CLUSTER {cluster} (day Date, {CLICKHOUSE_RUN_COLUMNS}) \
              ENGINE = ReplicatedMergeTree('/clickhouse/tables/{{shard}}/{db}/runs', '{{replica}}') \

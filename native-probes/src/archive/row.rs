@@ -6,7 +6,8 @@
 //! Deterministic core: conversions both ways.
 
 use nowcast_core::record::{
-    Metric, Probe, Record, RecordError, RecordForecast, Selector, Status, Transport, Unit,
+    Congestion, Metric, Probe, Record, RecordError, RecordForecast, Selector, Status, Transport,
+    Unit,
 };
 
 /// One record, flat. Column names are these field names (`origin` is the record's `from`,
@@ -37,10 +38,13 @@ pub struct Row {
     pub forecast_selector: Option<Selector>,
     pub forecast_error: Option<f64>,
     pub schema_version: String,
+    /// A FOBS congestion event (since 1.2), one column as the record writes it (JSON text):
+    /// [`Congestion::to_json`].
+    pub congestion: Option<Congestion>,
 }
 
 /// The columns after `ts_ms, target, metric, source, status, value`, in [`Row`]'s order.
-pub const DETAIL_COLUMNS: [&str; 18] = [
+pub const DETAIL_COLUMNS: [&str; 19] = [
     "origin",
     "seq",
     "period_ms",
@@ -59,6 +63,7 @@ pub const DETAIL_COLUMNS: [&str; 18] = [
     "forecast_selector",
     "forecast_error",
     "schema_version",
+    "congestion",
 ];
 
 impl Row {
@@ -90,6 +95,7 @@ impl Row {
             forecast_selector: f.map(|f| f.selector),
             forecast_error: f.map(|f| f.error),
             schema_version: r.schema_version.clone(),
+            congestion: r.congestion.clone(),
         }
     }
 
@@ -135,6 +141,7 @@ impl Row {
             error: self.error,
             probe: (probe != Probe::default()).then_some(probe),
             forecast,
+            congestion: self.congestion,
         };
         r.validate()?;
         Ok(r)

@@ -12,8 +12,10 @@ use super::row::Row;
 use crate::campaign::runlog::{GateResult, JobHistory, Outcome, Resume, RunLog};
 use crate::when::{Ms, HOUR};
 use anyhow::{Context, Result};
-use nowcast_core::record::{Metric, Record, Selector, Status, Transport, SCHEMA_VERSION};
-use rusqlite::types::{ToSqlOutput, ValueRef};
+use nowcast_core::record::{
+    Congestion, Metric, Record, Selector, Status, Transport, SCHEMA_VERSION,
+};
+use rusqlite::types::{ToSqlOutput, Value, ValueRef};
 use rusqlite::{params, Connection, OpenFlags, OptionalExtension};
 use std::collections::hash_map::Entry;
 use std::collections::HashMap;
@@ -37,7 +39,7 @@ CREATE TABLE IF NOT EXISTS records (
   transport TEXT, payload_bytes INTEGER, nagle INTEGER, streams INTEGER,
   sndbuf_bytes INTEGER, rcvbuf_bytes INTEGER, raw_ms REAL, rtt_subtracted_ms REAL,
   forecast_value REAL, forecast_method TEXT, forecast_selector TEXT, forecast_error REAL,
-  schema_version TEXT
+  schema_version TEXT, congestion TEXT
 );
 CREATE INDEX IF NOT EXISTS records_by_series ON records (series, id);
 CREATE TABLE IF NOT EXISTS runs (
@@ -67,14 +69,14 @@ const PER_MS: i64 = 4096;
 const RECORD_COLUMNS: &str = "r.ts_ms, s.target, s.metric, s.source, r.status, r.value, r.origin, \
 r.seq, r.period_ms, r.timeout_ms, r.error, r.transport, r.payload_bytes, r.nagle, r.streams, \
 r.sndbuf_bytes, r.rcvbuf_bytes, r.raw_ms, r.rtt_subtracted_ms, r.forecast_value, \
-r.forecast_method, r.forecast_selector, r.forecast_error, r.schema_version";
+r.forecast_method, r.forecast_selector, r.forecast_error, r.schema_version, r.congestion";
 
 const RUN_COLUMNS: &str = "campaign, id, job, target, probe, nominal_ms, due_ms, started_ms, ended_ms, outcome, reason, slots, gate_check";
 
 /// Records per INSERT statement.
 const CHUNK: usize = 32;
 /// Columns of a row of `records`, in the order of [`columns`].
-const COLUMN_NAMES: [&str; 23] = [
+const COLUMN_NAMES: [&str; 24] = [
     "id",
     "series",
     "ts_ms",
@@ -98,6 +100,7 @@ const COLUMN_NAMES: [&str; 23] = [
     "forecast_selector",
     "forecast_error",
     "schema_version",
+    "congestion",
 ];
 const COLUMNS: usize = COLUMN_NAMES.len();
 /// Every column: the shape of the statement that takes any record.
@@ -130,19 +133,21 @@ fn insert_sql(rows: usize, shape: u32) -> String {
 }
 
 /// One record's row, in the order of [`COLUMN_NAMES`].
-fn columns<'a>(id: i64, series: i64, r: &'a Record) -> [ValueRef<'a>; COLUMNS] {
+fn columns<'a>(id: i64, series: i64, r: &'a Record) -> [ToSqlOutput<'a>; COLUMNS] {
     let p = r.probe.as_ref();
     let f = r.forecast.as_ref();
-    let int = |v: Option<i64>| v.map_or(ValueRef::Null, ValueRef::Integer);
-    let real = |v: Option<f64>| v.map_or(ValueRef::Null, ValueRef::Real);
-    let text = |v: Option<&'a str>| v.map_or(ValueRef::Null, |t| ValueRef::Text(t.as_bytes()));
+    let int = |v: Option<i64>| ToSqlOutput::Borrowed(v.map_or(ValueRef::Null, ValueRef::Integer));
+    let real = |v: Option<f64>| ToSqlOutput::Borrowed(v.map_or(ValueRef::Null, ValueRef::Real));
+    let text = |v: Option<&'a str>| {
+        ToSqlOutput::Borrowed(v.map_or(ValueRef::Null, |t| ValueRef::Text(t.as_bytes())))
+    };
     // The current version is the common case: stored as NULL.
     let version = (r.schema_version != SCHEMA_VERSION).then_some(r.schema_version.as_str());
     [
-        ValueRef::Integer(id),
-        ValueRef::Integer(series),
-        ValueRef::Real(r.timestamp_ms),
-        ValueRef::Integer(status_code(r.status)),
+        int(Some(id)),
+        int(Some(series)),
+        real(Some(r.timestamp_ms)),
+        int(Some(status_code(r.status))),
         real(r.value),
         text(r.from.as_deref()),
         int(r.seq.map(|v| v as i64)),
@@ -162,14 +167,24 @@ fn columns<'a>(id: i64, series: i64, r: &'a Record) -> [ValueRef<'a>; COLUMNS] {
         text(f.map(|f| f.selector.name())),
         real(f.map(|f| f.error)),
         text(version),
+        ToSqlOutput::Owned(
+            r.congestion
+                .as_ref()
+                .map_or(Value::Null, |c| Value::Text(c.to_json())),
+        ),
     ]
 }
 
 /// The columns of `row` that are not NULL.
-fn shape_of(row: &[ValueRef<'_>; COLUMNS]) -> u32 {
+fn shape_of(row: &[ToSqlOutput<'_>; COLUMNS]) -> u32 {
     row.iter()
         .enumerate()
-        .filter(|(_, v)| !matches!(v, ValueRef::Null))
+        .filter(|(_, v)| {
+            !matches!(
+                v,
+                ToSqlOutput::Borrowed(ValueRef::Null) | ToSqlOutput::Owned(Value::Null)
+            )
+        })
         .fold(0, |m, (c, _)| m | (1 << c))
 }
 
@@ -178,13 +193,13 @@ fn bind(
     stmt: &mut rusqlite::CachedStatement<'_>,
     base: usize,
     shape: u32,
-    row: &[ValueRef<'_>; COLUMNS],
+    row: &[ToSqlOutput<'_>; COLUMNS],
 ) -> rusqlite::Result<usize> {
     let mut i = base;
     for (c, v) in row.iter().enumerate() {
         if shape & (1 << c) != 0 {
             i += 1;
-            stmt.raw_bind_parameter(i, ToSqlOutput::Borrowed(*v))?;
+            stmt.raw_bind_parameter(i, v)?;
         }
     }
     Ok(i)
@@ -269,6 +284,18 @@ impl Sqlite {
             conn.pragma_update(None, "synchronous", "FULL")
                 .with_context(ctx)?;
             conn.execute_batch(SCHEMA).with_context(ctx)?;
+            // Archives made before schema 1.2 have no `congestion` column.
+            let has: bool = conn
+                .query_row(
+                    "SELECT count(*) FROM pragma_table_info('records') WHERE name = 'congestion'",
+                    [],
+                    |r| r.get(0),
+                )
+                .with_context(ctx)?;
+            if !has {
+                conn.execute_batch("ALTER TABLE records ADD COLUMN congestion TEXT")
+                    .with_context(ctx)?;
+            }
         }
         // Statements by shape and size (see `insert_sql`) besides the queries.
         conn.set_prepared_statement_cache_capacity(64);
@@ -377,7 +404,7 @@ impl Sqlite {
             })?;
             // Fresh rows in key order (appended to the table), CHUNK at a time, each
             // statement naming only the columns its rows fill.
-            let mut fresh: Vec<[ValueRef<'_>; COLUMNS]> = Vec::with_capacity(order.len());
+            let mut fresh: Vec<[ToSqlOutput<'_>; COLUMNS]> = Vec::with_capacity(order.len());
             let mut old: Vec<(i64, i64, &Record)> = Vec::new();
             for (r, series) in order {
                 let id = self.keys.next(r.timestamp_ms)?;
@@ -545,6 +572,11 @@ impl Sqlite {
                 schema_version: r
                     .get::<_, Option<String>>(23)?
                     .unwrap_or_else(|| SCHEMA_VERSION.to_string()),
+                congestion: r
+                    .get::<_, Option<String>>(24)?
+                    .map(|c| Congestion::from_json(&c))
+                    .transpose()
+                    .map_err(|e| anyhow::anyhow!("archive row: {e}"))?,
             };
             each(
                 row.into_record()

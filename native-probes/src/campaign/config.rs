@@ -5,11 +5,12 @@
 
 use super::cron::Cron;
 use super::plan::{
-    Direction, Every, HttpParams, Iperf3Params, Kind, PingParams, Plan, ProbeSpec, Target,
-    TcpParams, UdpParams, When,
+    Direction, Every, FobsParams, HttpParams, Iperf3Params, Kind, PingParams, Plan, ProbeSpec,
+    Target, TcpParams, UdpParams, When,
 };
 use crate::archive::clickhouse::ClickhouseConfig;
 use crate::archive::ArchiveConfig;
+use crate::fobs::wire::{self as fobs_wire, DEFAULT_PORT as FOBS_PORT};
 use crate::net::parse_size;
 use crate::when::{parse_duration, parse_time, Ms, MINUTE, SECOND};
 use crate::wire::DEFAULT_PORT;
@@ -75,6 +76,8 @@ struct TargetFile {
     port: Option<u16>,
     udp_port: Option<u16>,
     iperf3_port: Option<u16>,
+    fobs_port: Option<u16>,
+    fobs_token: Option<String>,
     url: Option<String>,
     #[serde(default)]
     groups: Vec<String>,
@@ -145,6 +148,12 @@ struct ProbeFile {
     port: Option<u16>,
     program: Option<String>,
     count: Option<u32>,
+    rate: Option<String>,
+    max_rate: Option<String>,
+    min_rate: Option<String>,
+    packet: Option<u16>,
+    classifier: Option<bool>,
+    token: Option<String>,
 }
 
 /// The parameters each kind takes.
@@ -157,6 +166,17 @@ fn allowed(kind: &str) -> Option<&'static [&'static str]> {
             "duration", "streams", "window", "reverse", "port", "program",
         ],
         "ping" => &["count", "interval", "size", "program"],
+        "fobs" => &[
+            "size",
+            "rate",
+            "max_rate",
+            "min_rate",
+            "packet",
+            "window",
+            "classifier",
+            "token",
+            "port",
+        ],
         _ => return None,
     })
 }
@@ -184,6 +204,12 @@ impl ProbeFile {
         mark(self.port.is_some(), "port");
         mark(self.program.is_some(), "program");
         mark(self.count.is_some(), "count");
+        mark(self.rate.is_some(), "rate");
+        mark(self.max_rate.is_some(), "max_rate");
+        mark(self.min_rate.is_some(), "min_rate");
+        mark(self.packet.is_some(), "packet");
+        mark(self.classifier.is_some(), "classifier");
+        mark(self.token.is_some(), "token");
         g
     }
 }
@@ -254,6 +280,15 @@ pub fn parse(text: &str, dir: &Path, stem: &str) -> Result<Campaign> {
             port: t.port.unwrap_or(DEFAULT_PORT),
             udp_port: t.udp_port.or(t.port).unwrap_or(DEFAULT_PORT),
             iperf3_port: t.iperf3_port.unwrap_or(5201),
+            fobs_port: t.fobs_port.unwrap_or(FOBS_PORT),
+            fobs_token: match &t.fobs_token {
+                Some(tok) => {
+                    fobs_wire::parse_token(tok)
+                        .map_err(|e| anyhow!("target '{}': fobs_token: {e}", t.name))?;
+                    Some(tok.trim().to_string())
+                }
+                None => None,
+            },
             url: t.url.clone(),
             groups: t.groups.clone(),
             tags: t.tags.clone(),
@@ -298,6 +333,18 @@ pub fn parse(text: &str, dir: &Path, stem: &str) -> Result<Campaign> {
             Some(sels) => sels.iter().any(|s| selects(s, &targets[ti])),
         })
     };
+    for j in &plan.jobs {
+        let (probe, target) = (&plan.probes[j.probe], &plan.targets[j.target]);
+        if let Kind::Fobs(f) = &probe.kind {
+            if f.token.is_none() && target.fobs_token.is_none() {
+                bail!(
+                    "probe '{}' on target '{}': no token for its `nowcast fobs recv` (give the probe a token or the target a fobs_token)",
+                    probe.name,
+                    target.name
+                );
+            }
+        }
+    }
     let a = f.archive.as_ref();
     let sqlite = a
         .and_then(|a| a.sqlite.clone())
@@ -355,7 +402,7 @@ fn probe_specs(p: &ProbeFile) -> Result<Vec<(ProbeSpec, Option<Vec<String>>)>> {
     }
     let Some(allowed) = allowed(&p.kind) else {
         bail!(
-            "{what}: unknown kind '{}' (tcp, udp, http, iperf3, ping)",
+            "{what}: unknown kind '{}' (tcp, udp, http, iperf3, ping, fobs)",
             p.kind
         );
     };
@@ -502,6 +549,53 @@ fn probe_specs(p: &ProbeFile) -> Result<Vec<(ProbeSpec, Option<Vec<String>>)>> {
                 program: p.program.clone().unwrap_or_else(|| "ping".into()),
             }),
         )],
+        "fobs" => {
+            let rate = |text: &Option<String>, default: &str, key: &str| {
+                fobs_wire::parse_rate(text.as_deref().unwrap_or(default))
+                    .map_err(|e| anyhow!("{what}: {key}: {e}"))
+            };
+            let start = rate(&p.rate, "20M", "rate")?;
+            let max_rate = rate(&p.max_rate, "10G", "max_rate")?;
+            let min_rate = match &p.min_rate {
+                Some(_) => rate(&p.min_rate, "", "min_rate")?,
+                None => start / 2.0,
+            };
+            if !(min_rate <= start && start <= max_rate) {
+                bail!("{what}: rates must be min_rate ≤ rate ≤ max_rate");
+            }
+            let size = size(&p.size, "size")
+                .map_err(wrap)?
+                .ok_or_else(|| anyhow!("{what}: give the bytes to send, size = \"64M\""))?;
+            if size == 0 {
+                bail!("{what}: size must be at least 1 byte");
+            }
+            let window = match &p.window {
+                None => 4096,
+                Some(OneOrMany::One(w)) => size_of(w, "window").map_err(wrap)?,
+                Some(OneOrMany::Many(_)) => bail!("{what}: window is one number of packets"),
+            };
+            let packet = p.packet.unwrap_or(1400);
+            if !(64..=65_000).contains(&packet) || !(64..=65_536).contains(&window) {
+                bail!("{what}: packet must be 64–65000 bytes and window 64–65536 packets");
+            }
+            if let Some(t) = &p.token {
+                fobs_wire::parse_token(t).map_err(|e| anyhow!("{what}: token: {e}"))?;
+            }
+            vec![(
+                p.name.clone(),
+                Kind::Fobs(FobsParams {
+                    size,
+                    rate: start,
+                    max_rate,
+                    min_rate,
+                    packet,
+                    window: window as u32,
+                    classifier: p.classifier.unwrap_or(true),
+                    token: p.token.as_ref().map(|t| t.trim().to_string()),
+                    port: p.port,
+                }),
+            )]
+        }
         _ => unreachable!("kinds are checked above"),
     };
     let mut out = Vec::new();
@@ -559,6 +653,23 @@ mod tests {
             .probes
             .iter()
             .all(|p| p.bound_ms >= p.kind.least_bound_ms()));
+        // The FOBS transfer: 256 MiB at 10 Mbit/s (214.75 s) and 5 s, exclusive and gated; the
+        // target's own token.
+        let t = c.plan.probes.iter().find(|p| p.name == "transfer").unwrap();
+        assert!(t.exclusive && t.gated);
+        assert_eq!(t.bound_ms, 214_749 + 5_000);
+        let Kind::Fobs(f) = &t.kind else {
+            panic!("{:?}", t.kind)
+        };
+        assert_eq!((f.rate, f.max_rate, f.min_rate), (2.5e6, 1.25e9, 1.25e6));
+        assert_eq!((f.packet, f.window, f.classifier), (1400, 4096, true));
+        let caltech = &c.plan.targets[0];
+        assert_eq!(caltech.fobs_port, 8070);
+        assert_eq!(
+            caltech.fobs_token.as_deref(),
+            Some("3f9c0b5e7a1d42c8b6e0f1a2d3c4b5a6")
+        );
+        assert_eq!(caltech.record_to(&t.kind), "127.0.0.1:8070");
     }
 
     #[test]
@@ -567,7 +678,13 @@ mod tests {
         let rows = [
             ("[[probes]]\nname = \"p\"\nkind = \"tcp\"\nevery = \"1m\"\nstreams = 4\n", "'streams' is not a parameter of kind tcp"),
             ("[[probes]]\nname = \"p\"\nkind = \"tcp\"\n", "give one of every"),
-            ("[[probes]]\nname = \"p\"\nkind = \"fobs\"\nevery = \"1m\"\n", "unknown kind 'fobs'"),
+            ("[[probes]]\nname = \"p\"\nkind = \"fobs2\"\nevery = \"1m\"\n", "unknown kind 'fobs2'"),
+            ("[[probes]]\nname = \"p\"\nkind = \"fobs\"\nevery = \"1m\"\n", "give the bytes to send"),
+            ("[[probes]]\nname = \"p\"\nkind = \"fobs\"\nevery = \"1m\"\nsize = \"1M\"\ntoken = \"12\"\n", "probe 'p': token: a token is 32 hex digits"),
+            ("[[probes]]\nname = \"p\"\nkind = \"fobs\"\nevery = \"1m\"\nsize = \"1M\"\nrate = \"fast\"\n", "rate: 'fast' is not a rate"),
+            ("[[probes]]\nname = \"p\"\nkind = \"fobs\"\nevery = \"1m\"\nsize = \"1M\"\nstreams = 2\n", "'streams' is not a parameter of kind fobs"),
+            ("[[probes]]\nname = \"p\"\nkind = \"fobs\"\nevery = \"1h\"\nsize = \"1G\"\ntimeout = \"1s\"\n", "shorter than a run needs"),
+            ("[[probes]]\nname = \"p\"\nkind = \"fobs\"\nevery = \"1h\"\nsize = \"1M\"\n", "probe 'p' on target 'a': no token"),
             ("[[probes]]\nname = \"p\"\nkind = \"tcp\"\nevery = \"1m\"\nslip = \"40s\"\n", "slip must be at most half"),
             ("[[probes]]\nname = \"p\"\nkind = \"iperf3\"\nevery = \"1h\"\ntimeout = \"5s\"\n", "shorter than a run needs"),
             ("[[probes]]\nname = \"p\"\nkind = \"ping\"\nevery = \"1m\"\ntargets = [\"group:x\"]\n", "selects no target"),

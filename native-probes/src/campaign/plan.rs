@@ -30,6 +30,11 @@ pub struct Target {
     pub udp_port: u16,
     /// iperf3's server port.
     pub iperf3_port: u16,
+    /// `nowcast fobs recv`'s port (TCP control and UDP data).
+    pub fobs_port: u16,
+    /// The token of the target's `nowcast fobs recv` (32 hex digits), when it has one of
+    /// its own; it overrides the probe's.
+    pub fobs_token: Option<String>,
     /// The URL of the HTTP download probe, when the target has one.
     pub url: Option<String>,
     pub groups: Vec<String>,
@@ -54,6 +59,7 @@ impl Target {
             Kind::Iperf3(p) => self.address(p.port.unwrap_or(self.iperf3_port)),
             Kind::Http(p) => p.url_for(self),
             Kind::Ping(_) => self.host.clone(),
+            Kind::Fobs(p) => self.address(p.port.unwrap_or(self.fobs_port)),
         }
     }
 }
@@ -128,6 +134,39 @@ pub struct PingParams {
     pub program: String,
 }
 
+/// A FOBS transfer (Dickens §2–5, `nowcast fobs send`) of `size` bytes to the target's
+/// `nowcast fobs recv`: its goodput, the share of packets lost, and one record per
+/// congestion event with the loss classifier's reading.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FobsParams {
+    /// Bytes sent.
+    pub size: u64,
+    /// The rate to start at, bytes/s.
+    pub rate: f64,
+    /// The highest rate, bytes/s.
+    pub max_rate: f64,
+    /// The slowest rate the bound allows for (bytes/s): a run is given the time to send
+    /// `size` at this rate, and no more.
+    pub min_rate: f64,
+    /// Payload bytes per packet.
+    pub packet: u16,
+    /// Packets per signature and most packets per transmission window.
+    pub window: u32,
+    /// The loss classifier on (CPU loss not answered) or off (all loss answered).
+    pub classifier: bool,
+    /// The receivers' token when a target has none of its own.
+    pub token: Option<String>,
+    /// Overrides the target's `fobs_port`.
+    pub port: Option<u16>,
+}
+
+impl FobsParams {
+    /// The time to send `size` bytes at `rate` bytes/s, ms (rounded up).
+    fn send_ms(&self, rate: f64) -> Ms {
+        (self.size as f64 * 1e3 / rate.max(1.0)).ceil() as Ms
+    }
+}
+
 /// A probe type and its parameters.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Kind {
@@ -136,6 +175,7 @@ pub enum Kind {
     Http(HttpParams),
     Iperf3(Iperf3Params),
     Ping(PingParams),
+    Fobs(FobsParams),
 }
 
 impl Kind {
@@ -147,6 +187,7 @@ impl Kind {
             Kind::Http(_) => "http",
             Kind::Iperf3(_) => "iperf3",
             Kind::Ping(_) => "ping",
+            Kind::Fobs(_) => "fobs",
         }
     }
 
@@ -158,6 +199,7 @@ impl Kind {
             Kind::Http(_) => "nowcast http",
             Kind::Iperf3(_) => "iperf3",
             Kind::Ping(_) => "ping",
+            Kind::Fobs(_) => crate::fobs::record::SOURCE,
         }
     }
 
@@ -167,6 +209,7 @@ impl Kind {
             Kind::Udp(_) => Some(Transport::Udp),
             Kind::Http(_) => Some(Transport::Http),
             Kind::Ping(_) => None,
+            Kind::Fobs(_) => Some(Transport::Fobs),
         }
     }
 
@@ -188,6 +231,8 @@ impl Kind {
             Kind::Udp(_) | Kind::Ping(_) => vec![Metric::Rtt, Metric::Jitter, Metric::Loss],
             Kind::Http(_) => vec![Metric::BandwidthDown],
             Kind::Iperf3(_) => vec![Metric::Throughput],
+            // Congestion events add `loss` records of their own, outside the series.
+            Kind::Fobs(_) => vec![Metric::Throughput, Metric::Loss],
         }
     }
 
@@ -196,7 +241,7 @@ impl Kind {
     pub fn loads_the_link(&self) -> bool {
         match self {
             Kind::Tcp(p) => p.size.is_some(),
-            Kind::Http(_) | Kind::Iperf3(_) => true,
+            Kind::Http(_) | Kind::Iperf3(_) | Kind::Fobs(_) => true,
             Kind::Udp(_) | Kind::Ping(_) => false,
         }
     }
@@ -211,6 +256,8 @@ impl Kind {
             // iperf3's own connect, parameter exchange and results after the test.
             Kind::Iperf3(p) => Ms::from(p.duration_s) * SECOND + 10 * SECOND,
             Kind::Ping(p) => Ms::from(p.count) * p.interval_ms + 3 * SECOND,
+            // Connecting, the hash at both ends and the receiver's verdict: 5 s.
+            Kind::Fobs(p) => p.send_ms(p.min_rate) + 5 * SECOND,
         }
     }
 
@@ -220,6 +267,7 @@ impl Kind {
             Kind::Udp(p) => p.probes as Ms * p.interval_ms + 100,
             Kind::Iperf3(p) => Ms::from(p.duration_s) * SECOND + SECOND,
             Kind::Ping(p) => Ms::from(p.count.saturating_sub(1)) * p.interval_ms + SECOND,
+            Kind::Fobs(p) => p.send_ms(p.max_rate) + SECOND,
             _ => 100,
         }
     }
@@ -257,6 +305,12 @@ impl Kind {
                 if p.reverse { ", reverse" } else { "" }
             ),
             Kind::Ping(p) => format!("ping ×{}", p.count),
+            Kind::Fobs(p) => format!(
+                "fobs {} bytes, from {:.0} Mbit/s{}",
+                p.size,
+                p.rate * 8e-6,
+                if p.classifier { "" } else { ", classifier off" }
+            ),
         }
     }
 }
@@ -418,11 +472,30 @@ mod tests {
             port: 8060,
             udp_port: 8060,
             iperf3_port: 5201,
+            fobs_port: 8070,
+            fobs_token: None,
             url: None,
             groups: vec![],
             tags: BTreeMap::new(),
         };
         assert_eq!(t.record_to(&iperf), "[::1]:5201");
         assert_eq!(t.record_to(&rtt), "[::1]:8060");
+        let fobs = Kind::Fobs(FobsParams {
+            size: 100_000_000,
+            rate: 2.5e6,
+            max_rate: 1.25e9,
+            min_rate: 1.25e6,
+            packet: 1400,
+            window: 4096,
+            classifier: true,
+            token: None,
+            port: None,
+        });
+        // 100 MB at 10 Mbit/s is 80 s, plus 5 s; at the most, 10 Gbit/s, 80 ms plus 1 s.
+        assert_eq!(fobs.default_bound_ms(), 85_000);
+        assert_eq!(fobs.least_bound_ms(), 1_080);
+        assert!(fobs.loads_the_link());
+        assert_eq!(fobs.metrics(), [Metric::Throughput, Metric::Loss]);
+        assert_eq!(t.record_to(&fobs), "[::1]:8070");
     }
 }

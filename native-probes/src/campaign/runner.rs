@@ -85,9 +85,14 @@ pub fn resume(c: &Campaign) -> Result<Resume> {
     db.resume(&c.plan.name, &jobs)
 }
 
-/// The finish of a run from its records: ok if any measured, else the first reason.
+/// The finish of a run from its records: ok if any measured, else the first reason. A FOBS
+/// transfer's congestion events are measured along the way and do not make a failed
+/// transfer a success.
 fn judge(records: &[Record]) -> Finish {
-    if records.iter().any(|r| r.status == Status::Ok) {
+    if records
+        .iter()
+        .any(|r| r.status == Status::Ok && r.congestion.is_none())
+    {
         return Finish::Ok;
     }
     match records.first() {

@@ -635,6 +635,8 @@ mod tests {
             port: 8060,
             udp_port: 8060,
             iperf3_port: 5201,
+            fobs_port: 8070,
+            fobs_token: None,
             url: None,
             groups: vec![],
             tags: BTreeMap::new(),

@@ -59,3 +59,37 @@ pub fn run(args: Args) -> Result<()> {
         }
     }
 }
+
+#[derive(clap::Args)]
+pub struct TunArgs {
+    /// The TUN device packets are read from (created if missing; routed into by the caller).
+    #[arg(long)]
+    from: String,
+    /// The TUN device packets are written into, the delay later.
+    #[arg(long)]
+    to: String,
+    /// Delay added, in ms.
+    #[arg(long)]
+    one_way: f64,
+}
+
+/// `nowcast delay-tun`: the packet-level delay line of the bulk-transfer benchmarks.
+pub fn run_tun(args: TunArgs) -> Result<()> {
+    if !(args.one_way.is_finite() && args.one_way >= 0.0) {
+        return Err(anyhow!("--one-way must be ≥ 0 ms"));
+    }
+    let from = nowcast::delay::open_tun(&args.from).map_err(|e| anyhow!("{}: {e}", args.from))?;
+    let to = nowcast::delay::open_tun(&args.to).map_err(|e| anyhow!("{}: {e}", args.to))?;
+    let stop = Stop::on_signals().map_err(|e| anyhow!("cannot install signal handlers: {e}"))?;
+    {
+        let mut out = std::io::stdout().lock();
+        writeln!(
+            out,
+            "nowcast delay-tun: {} → {}, +{} ms",
+            args.from, args.to, args.one_way
+        )?;
+        out.flush()?;
+    }
+    nowcast::delay::tun(from, to, Duration::from_secs_f64(args.one_way / 1e3), &stop)
+        .map_err(|e| anyhow!("delay-tun: {e}"))
+}

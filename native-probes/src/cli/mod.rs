@@ -3,8 +3,10 @@
 
 mod archive;
 mod campaign;
+mod classify;
 mod common;
 mod delay;
+mod fobs;
 mod forecast;
 mod pcap;
 mod report;
@@ -35,6 +37,10 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Diagnose packet-loss signatures (CPU or network loss), or train a model.
+    Classify(classify::Args),
+    /// FOBS bulk transfer over UDP with the loss classifier.
+    Fobs(fobs::Args),
     /// Forecast the next value of a series with its likely range, and report every
     /// forecaster's errors (faithful and improved NWS banks, baselines, timeout rules).
     Forecast(forecast::Args),
@@ -56,6 +62,9 @@ enum Command {
     /// Relay TCP or UDP with a fixed added delay (emulated links in the accuracy tests).
     #[command(hide = true)]
     Delay(delay::Args),
+    /// Delay IP packets between two TUN devices (emulated links in the FOBS benchmark).
+    #[command(hide = true)]
+    DelayTun(delay::TunArgs),
 }
 
 /// Exit status of `nowcast tcp` and `nowcast udp` when a series measured nothing (every
@@ -73,6 +82,8 @@ pub fn main() -> ExitCode {
     let cli = Cli::parse();
     let probe = matches!(cli.command, Command::Tcp(_) | Command::Udp(_));
     let result = match cli.command {
+        Command::Classify(args) => classify::run(args),
+        Command::Fobs(args) => fobs::run(args),
         Command::Forecast(args) => forecast::run(args),
         Command::Pcap(args) => pcap::run(args),
         Command::Serve(args) => serve::run(args),
@@ -82,6 +93,7 @@ pub fn main() -> ExitCode {
         Command::Campaign(args) => campaign::run(args),
         Command::Report(args) => report::run(args),
         Command::Archive(args) => archive::run(args),
+        Command::DelayTun(args) => delay::run_tun(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -119,11 +119,21 @@ impl Drop for Server {
 
 /// Runs `cmd` to completion, killing it after `limit`.
 pub fn run_bounded(mut cmd: Command, limit: Duration) -> Output {
-    let mut child = cmd
+    let child = cmd
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .expect("start command");
+    wait_named(child, limit, &format!("{cmd:?}"))
+}
+
+/// Waits for a child started with piped standard output and error, killing it after
+/// `limit`.
+pub fn wait_child(child: Child, limit: Duration) -> Output {
+    wait_named(child, limit, "a command")
+}
+
+fn wait_named(mut child: Child, limit: Duration, name: &str) -> Output {
     let mut out = child.stdout.take().expect("piped");
     let mut err = child.stderr.take().expect("piped");
     let t_out = std::thread::spawn(move || {
@@ -144,7 +154,7 @@ pub fn run_bounded(mut cmd: Command, limit: Duration) -> Output {
         if Instant::now() >= until {
             let _ = child.kill();
             let s = child.wait().expect("wait");
-            panic!("{cmd:?} ran longer than {limit:?} and was killed ({s})");
+            panic!("{name} ran longer than {limit:?} and was killed ({s})");
         }
         std::thread::sleep(Duration::from_millis(10));
     };

@@ -1,10 +1,12 @@
 //! One module per probe type, each running one run of its [`Kind`] and giving its records.
 //! The project's own probes call the library ([`tcp`], [`udp`]); [`http`] times a
 //! download; [`iperf3`] and [`ping`] run the external tools in a process group of their own
-//! (so that a kill reaches everything they started) and parse their output. A new probe type
-//! (a FOBS transfer, say) is one variant of [`Kind`] and one module here.
+//! (so that a kill reaches everything they started) and parse their output; [`fobs`] is a
+//! FOBS transfer through the library. A new probe type is one variant of [`Kind`] and one
+//! module here.
 
 pub mod external;
+pub mod fobs;
 pub mod http;
 pub mod iperf3;
 pub mod ping;
@@ -48,6 +50,7 @@ pub fn run(
         Kind::Http(p) => http::run(p, target, bound_ms, set),
         Kind::Iperf3(p) => iperf3::run(p, target, bound_ms, set, cancel),
         Kind::Ping(p) => ping::run(p, target, bound_ms, set, cancel),
+        Kind::Fobs(p) => fobs::run(p, target, bound_ms, set, index),
     }
 }
 

@@ -1,0 +1,215 @@
+//! `nowcast classify`: the FOBS loss classifier on its own. Diagnoses signature files
+//! (`nowcast classify FILE…`), and fits a model for a new system from labelled ones
+//! (`nowcast classify train FILE… --out MODEL`). Flags to configuration and printing only;
+//! the classifier is `nowcast::classify`.
+
+use anyhow::{anyhow, bail, Context, Result};
+use nowcast::classify::model::Model;
+use nowcast::classify::signature::{Label, Labelled};
+use nowcast::classify::{train, Classifier, Diagnosis, Tally};
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+/// The model shipped with the project (native-probes/models/fobs-classifier.json).
+pub const SHIPPED_MODEL: &str = Model::SHIPPED;
+
+#[derive(clap::Args)]
+#[command(
+    args_conflicts_with_subcommands = true,
+    after_help = "Signature files: one signature a line, `LABEL LEN LOSSES…` (LABEL cpu, network \
+    or ?; LOSSES the 0-based lost positions, runs as FIRST-LAST), as `nowcast fobs send \
+    --signatures` writes them. With labelled signatures the summary scores the verdicts: \
+    correct, wrong, inconclusive (P(CPU) between 0.05 and 0.95) and out of range (loss rate \
+    below 0.00008: ½ by rule)."
+)]
+pub struct Args {
+    #[command(subcommand)]
+    command: Option<Sub>,
+    /// Signature files to diagnose.
+    files: Vec<PathBuf>,
+    /// The model (default: the one shipped, trained on this project's emulated links).
+    #[arg(long, value_name = "FILE")]
+    model: Option<PathBuf>,
+    /// One JSON object per signature on standard output.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(clap::Subcommand)]
+enum Sub {
+    /// Fit a model from labelled signature files.
+    Train {
+        /// Labelled signature files (cpu and network).
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+        /// Where to write the model.
+        #[arg(long, value_name = "FILE")]
+        out: PathBuf,
+        /// What the model was trained on (kept in the file).
+        #[arg(long, default_value = "labelled signatures")]
+        trained_on: String,
+    },
+}
+
+/// Reads a model file, or the shipped model.
+pub fn load_model(path: Option<&Path>) -> Result<Model> {
+    match path {
+        Some(p) => {
+            let text = std::fs::read_to_string(p).with_context(|| format!("{}", p.display()))?;
+            Model::from_json(&text).map_err(|e| anyhow!("{}: {e}", p.display()))
+        }
+        None => Model::from_json(SHIPPED_MODEL).map_err(|e| anyhow!("shipped model: {e}")),
+    }
+}
+
+fn read(path: &Path) -> Result<Vec<Labelled>> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("{}", path.display()))?;
+    text.lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty() && !l.starts_with('#'))
+        .map(|(i, l)| Labelled::parse(l).map_err(|e| anyhow!("{}:{}: {e}", path.display(), i + 1)))
+        .collect()
+}
+
+pub fn run(args: Args) -> Result<()> {
+    if let Some(Sub::Train {
+        files,
+        out,
+        trained_on,
+    }) = args.command
+    {
+        let mut all = Vec::new();
+        for f in &files {
+            all.extend(read(f)?);
+        }
+        let model = train(&all, &trained_on).map_err(|e| anyhow!(e))?;
+        std::fs::write(&out, model.to_json() + "\n")
+            .with_context(|| format!("{}", out.display()))?;
+        let s = &model.samples;
+        println!(
+            "model written to {}: network {} complexity / {} success-proportion samples, cpu {} / {}",
+            out.display(),
+            s.network.complexity,
+            s.network.success,
+            s.cpu.complexity,
+            s.cpu.success
+        );
+        return Ok(());
+    }
+    if args.files.is_empty() {
+        bail!("no signature files (see --help)");
+    }
+    let mut c = Classifier::new(load_model(args.model.as_deref())?);
+    let mut tallies = [Tally::default(), Tally::default()];
+    // Per cause and band of loss rates: [0.00008, 0.0005) (success proportion), then
+    // [0.0005, 0.002), [0.002, 0.01), [0.01, 0.1), [0.1, 1].
+    const BANDS: [(&str, f64); 5] = [
+        ("0.00008–0.0005", 0.0005),
+        ("0.0005–0.002", 0.002),
+        ("0.002–0.01", 0.01),
+        ("0.01–0.1", 0.1),
+        ("0.1–1", f64::INFINITY),
+    ];
+    let mut by_band = [[Tally::default(); BANDS.len()]; 2];
+    let (mut signatures, mut packets, mut nanos) = (0u64, 0u64, 0u128);
+    let mut unlabelled = [0usize; 4];
+    for f in &args.files {
+        for l in read(f)? {
+            let t = Instant::now();
+            let v = c.classify(&l.signature);
+            nanos += t.elapsed().as_nanos();
+            signatures += 1;
+            packets += l.signature.len() as u64;
+            let d = v.diagnosis();
+            match l.label {
+                Some(label) => {
+                    let k = usize::from(label == Label::Cpu);
+                    tallies[k].add(label, d);
+                    if d != Diagnosis::OutOfRange {
+                        let b = BANDS
+                            .iter()
+                            .position(|(_, upper)| v.loss_rate < *upper)
+                            .unwrap_or(BANDS.len() - 1);
+                        by_band[k][b].add(label, d);
+                    }
+                }
+                None => {
+                    unlabelled[match d {
+                        Diagnosis::Cpu => 0,
+                        Diagnosis::Network => 1,
+                        Diagnosis::Inconclusive => 2,
+                        Diagnosis::OutOfRange => 3,
+                    }] += 1
+                }
+            }
+            if args.json {
+                println!(
+                    "{}",
+                    serde_json::json!({
+                        "file": f.display().to_string(),
+                        "label": l.label.map(Label::name),
+                        "packets": l.signature.len(),
+                        "loss_rate": v.loss_rate,
+                        "metric": v.basis.name(),
+                        "value": v.value,
+                        "p_cpu": v.p_cpu,
+                        "diagnosis": format!("{d:?}").to_lowercase(),
+                    })
+                );
+            }
+        }
+    }
+    if args.json {
+        return Ok(());
+    }
+    let pct = |n: usize, d: usize| {
+        if d == 0 {
+            0.0
+        } else {
+            100.0 * n as f64 / d as f64
+        }
+    };
+    println!(
+        "{:<8} {:>8} {:>9} {:>9} {:>13} {:>13}",
+        "cause", "in range", "correct", "wrong", "inconclusive", "out of range"
+    );
+    for (name, t) in [("network", tallies[0]), ("cpu", tallies[1])] {
+        let d = t.diagnosed();
+        if d + t.out_of_range == 0 {
+            continue;
+        }
+        println!(
+            "{name:<8} {d:>8} {:>8.2}% {:>8.2}% {:>12.2}% {:>13}",
+            pct(t.correct, d),
+            pct(t.wrong, d),
+            pct(t.inconclusive, d),
+            t.out_of_range
+        );
+    }
+    for (k, name) in ["network", "cpu"].iter().enumerate() {
+        for (b, (band, _)) in BANDS.iter().enumerate() {
+            let t = by_band[k][b];
+            let d = t.diagnosed();
+            if d > 0 {
+                println!(
+                    "  {name:<7} loss {band:<15} {d:>6} {:>8.2}% {:>8.2}% {:>12.2}%",
+                    pct(t.correct, d),
+                    pct(t.wrong, d),
+                    pct(t.inconclusive, d),
+                );
+            }
+        }
+    }
+    if unlabelled.iter().sum::<usize>() > 0 {
+        println!(
+            "unlabelled: cpu {}, network {}, inconclusive {}, out of range {}",
+            unlabelled[0], unlabelled[1], unlabelled[2], unlabelled[3]
+        );
+    }
+    println!(
+        "cost: {:.2} µs per signature, {:.2} ns per packet ({signatures} signatures, {packets} packets)",
+        nanos as f64 / 1e3 / signatures.max(1) as f64,
+        nanos as f64 / packets.max(1) as f64
+    );
+    Ok(())
+}

@@ -1,0 +1,446 @@
+//! `nowcast fobs send FILE HOST[:PORT]` and `nowcast fobs recv`: flags into the FOBS cores'
+//! configuration, progress and records out. Wiring only; the protocol is `nowcast::fobs`.
+
+use super::classify::load_model;
+use anyhow::{anyhow, bail, Context, Result};
+use indicatif::{ProgressBar, ProgressStyle};
+use nowcast::classify::signature::{Label, Labelled};
+use nowcast::classify::{Classifier, Diagnosis};
+use nowcast::clock::wall_ms;
+use nowcast::fobs::congestion::{Controller, Fixed, HighSpeed};
+use nowcast::fobs::io::{self, RecvOptions, RecvUpdate, SendUpdate};
+use nowcast::fobs::record;
+use nowcast::fobs::sender::{self, Event, Sender};
+use nowcast::fobs::wire::{self, Done, Hello, DEFAULT_PORT, TOKEN_LEN};
+use nowcast::net::{parse_size, resolve};
+use nowcast::stop::Stop;
+use nowcast_core::record::{Metric, Probe, Record, Transport};
+use std::fs::File;
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
+use std::time::Duration;
+
+#[derive(clap::Args)]
+pub struct Args {
+    #[command(subcommand)]
+    command: Sub,
+}
+
+#[derive(clap::Subcommand)]
+enum Sub {
+    /// Send FILE to a `nowcast fobs recv` at HOST[:PORT].
+    Send(SendArgs),
+    /// Receive transfers into a directory.
+    Recv(RecvArgs),
+}
+
+#[derive(clap::Args)]
+#[command(
+    after_help = "Rates are bits per second with an optional K, M or G (decimal): 500M, 1G. \
+    Records with --json (source \"nowcast fobs\"): one `loss` record per congestion event with \
+    the classifier's reading (congestion.*), then `throughput` (goodput, Mbit/s) and `loss` \
+    (packets lost / sent)."
+)]
+pub struct SendArgs {
+    file: PathBuf,
+    /// The receiver, HOST or HOST:PORT ([v6]:PORT).
+    target: String,
+    /// The receiver's token (printed by `nowcast fobs recv`).
+    #[arg(long)]
+    token: String,
+    /// Name to store the file under (default: FILE's name).
+    #[arg(long)]
+    name: Option<String>,
+    /// Payload bytes per packet.
+    #[arg(long, default_value_t = 1400)]
+    packet: u16,
+    /// Packets per signature (the length the classifier's model was trained on) and most
+    /// packets per transmission window.
+    #[arg(long, default_value_t = 4096)]
+    window: u32,
+    /// The rate to start at.
+    #[arg(long, default_value = "20M")]
+    rate: String,
+    /// The highest rate.
+    #[arg(long, default_value = "10G")]
+    max_rate: String,
+    /// Treat all loss as network loss (the comparison run).
+    #[arg(long)]
+    no_classifier: bool,
+    /// Send at this constant rate, with no congestion control (experiments only: signature
+    /// collection and the classifier's overhead).
+    #[arg(long, value_name = "RATE")]
+    fixed_rate: Option<String>,
+    /// Classifier model file (default: the shipped model).
+    #[arg(long, value_name = "FILE")]
+    model: Option<PathBuf>,
+    /// Continue an interrupted transfer of the same file.
+    #[arg(long)]
+    resume: bool,
+    /// NDJSON records on standard output instead of the summary.
+    #[arg(long)]
+    json: bool,
+    /// Append the signatures of `window` packets that had loss to FILE (for training).
+    #[arg(long, value_name = "FILE")]
+    signatures: Option<PathBuf>,
+    /// The label written with --signatures.
+    #[arg(long, value_parser = ["cpu", "network", "?"], default_value = "?")]
+    label: String,
+    /// No progress display.
+    #[arg(long, short)]
+    quiet: bool,
+}
+
+#[derive(clap::Args)]
+#[command(
+    after_help = "Prints its token at start; a sender must present it. One transfer at a \
+    time; see SECURITY.md (\"FOBS receiver\") for what a receiver on a public address accepts."
+)]
+pub struct RecvArgs {
+    /// Directory to store files in.
+    #[arg(long, default_value = ".")]
+    dir: PathBuf,
+    /// Address to listen on (TCP control and UDP data on the same port).
+    #[arg(long, default_value = "0.0.0.0")]
+    listen: String,
+    #[arg(long, default_value_t = DEFAULT_PORT)]
+    port: u16,
+    /// The token senders must present, 32 hex digits (default: a random one, printed).
+    #[arg(long)]
+    token: Option<String>,
+    /// Largest file accepted.
+    #[arg(long, default_value = "16G")]
+    max_size: String,
+    /// Highest data rate accepted (datagrams beyond it are dropped).
+    #[arg(long, default_value = "10G")]
+    max_rate: String,
+    /// Milliseconds to wait after a window's end before acknowledging it.
+    #[arg(long, default_value_t = 2.0)]
+    grace_ms: f64,
+    /// Seconds without a valid datagram or message before a transfer is abandoned.
+    #[arg(long, default_value_t = 30.0)]
+    idle: f64,
+    /// SO_RCVBUF of the data socket, bytes (a small one makes CPU-like loss).
+    #[arg(long)]
+    rcvbuf: Option<usize>,
+    /// Exit after one transfer.
+    #[arg(long)]
+    once: bool,
+    /// Check each file's hash, then delete it rather than keep it (a receiver for measuring
+    /// transfers, e.g. a campaign's `fobs` probes, whose disk must not fill).
+    #[arg(long)]
+    discard: bool,
+    /// Connections accepted per client network per minute.
+    #[arg(long, default_value_t = 30.0)]
+    per_client_per_minute: f64,
+    /// Print nothing but the listening line and errors.
+    #[arg(long, short)]
+    quiet: bool,
+}
+
+fn parse_rate(s: &str) -> Result<f64> {
+    wire::parse_rate(s).map_err(|e| anyhow!(e))
+}
+
+fn parse_token(s: &str) -> Result<[u8; TOKEN_LEN]> {
+    wire::parse_token(s).map_err(|e| anyhow!(e))
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+pub fn run(args: Args) -> Result<()> {
+    match args.command {
+        Sub::Send(a) => send(a),
+        Sub::Recv(a) => recv(a),
+    }
+}
+
+fn send(a: SendArgs) -> Result<()> {
+    let target = resolve(&a.target, DEFAULT_PORT).map_err(|e| anyhow!(e))?;
+    let file = File::open(&a.file).with_context(|| format!("{}", a.file.display()))?;
+    let size = file.metadata()?.len();
+    let name = match &a.name {
+        Some(n) => n.clone(),
+        None => a
+            .file
+            .file_name()
+            .and_then(|n| n.to_str())
+            .ok_or_else(|| anyhow!("{}: no file name; give --name", a.file.display()))?
+            .to_string(),
+    };
+    if !(64..=65_000).contains(&a.packet) || !(64..=65_536).contains(&a.window) {
+        bail!("--packet must be 64–65000 bytes and --window 64–65536 packets");
+    }
+    let hash = io::hash_file(&a.file).with_context(|| format!("hash {}", a.file.display()))?;
+    let hello = Hello {
+        token: parse_token(&a.token)?,
+        size,
+        packet: a.packet,
+        window: a.window,
+        resume: a.resume,
+        hash,
+        name,
+    };
+    let initial = parse_rate(&a.rate)?;
+    let max = parse_rate(&a.max_rate)?;
+    let packet = f64::from(a.packet);
+    let controller: Box<dyn Controller> = match &a.fixed_rate {
+        Some(r) => Box::new(Fixed::new(parse_rate(r)?, packet)),
+        None => Box::new(HighSpeed::new(initial, max, packet)),
+    };
+    let classifier = if a.no_classifier {
+        None
+    } else {
+        Some(Classifier::new(load_model(a.model.as_deref())?))
+    };
+    let classifying = classifier.is_some();
+    let sender = Sender::new(
+        sender::Config {
+            hello,
+            initial_rate: initial,
+        },
+        controller,
+        classifier,
+    );
+    let stop = Stop::on_signals().map_err(|e| anyhow!("cannot install signal handlers: {e}"))?;
+    let mut sigs = match &a.signatures {
+        Some(p) => Some(
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(p)
+                .with_context(|| format!("{}", p.display()))?,
+        ),
+        None => None,
+    };
+    let label = match a.label.as_str() {
+        "cpu" => Some(Label::Cpu),
+        "network" => Some(Label::Network),
+        _ => None,
+    };
+    let bar = (!a.quiet && !a.json && std::io::stderr().is_terminal()).then(|| {
+        let b = ProgressBar::new(size);
+        b.set_style(
+            ProgressStyle::with_template("{bar:30} {percent:>3}% {msg} ETA {eta}")
+                .expect("template"),
+        );
+        b
+    });
+    let plain = !a.quiet && !a.json && bar.is_none();
+    let mut last_plain = std::time::Instant::now();
+    let to = target.name.clone();
+    let mut stdout = std::io::stdout().lock();
+    let mut seq = 0u64;
+    let (mut cpu, mut net, mut inc) = (0u64, 0u64, 0u64);
+    let mut failure: Option<anyhow::Error> = None;
+    let summary = io::send(sender, &file, target.addrs[0], &stop, &mut |u| match u {
+        SendUpdate::Event(Event::Signature(s)) => {
+            if let Some(f) = sigs.as_mut() {
+                let line = Labelled {
+                    label,
+                    signature: s.clone(),
+                }
+                .to_string();
+                if let Err(e) = writeln!(f, "{line}") {
+                    failure.get_or_insert(e.into());
+                }
+            }
+        }
+        SendUpdate::Event(Event::Window(w)) if w.lost > 0 => {
+            match w.verdict.map(|v| v.diagnosis()) {
+                Some(Diagnosis::Cpu) => cpu += 1,
+                Some(Diagnosis::Network) => net += 1,
+                Some(_) => inc += 1,
+                None => {}
+            }
+            if a.json {
+                let r = record::congestion(w, wall_ms(), &to, seq, a.packet, classifying);
+                seq += 1;
+                if let Err(e) = writeln!(stdout, "{}", r.to_line()) {
+                    failure.get_or_insert(e.into());
+                }
+            }
+        }
+        SendUpdate::Progress {
+            delivered,
+            total,
+            rate,
+        } => {
+            let done = (delivered * u64::from(a.packet)).min(size);
+            let msg = format!(
+                "{:.0} Mbit/s, lost {}, verdicts cpu {cpu} network {net} unsure {inc}",
+                rate * 8e-6,
+                0
+            );
+            if let Some(b) = &bar {
+                b.set_position(done);
+                b.set_message(msg);
+            } else if plain && last_plain.elapsed() >= Duration::from_secs(1) {
+                last_plain = std::time::Instant::now();
+                eprintln!(
+                    "{:5.1}% of {total} packets, {msg}",
+                    100.0 * done as f64 / size.max(1) as f64
+                );
+            }
+        }
+        _ => {}
+    })
+    .with_context(|| target.name.clone())?;
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
+    if let Some(e) = failure {
+        return Err(e);
+    }
+    if let Some(r) = summary.refused {
+        bail!("{}: refused: {}", target.name, r.reason());
+    }
+    let sent = summary.bytes - summary.held_bytes;
+    let goodput = record::goodput_mbit_s(sent, summary.seconds);
+    let loss = record::loss(&summary.stats);
+    if a.json {
+        let probe = Probe {
+            transport: Some(Transport::Fobs),
+            payload_bytes: Some(size),
+            ..Probe::default()
+        };
+        let from = summary.local.map(|l| l.ip().to_string());
+        for (metric, value) in [(Metric::Throughput, goodput), (Metric::Loss, loss)] {
+            let mut r = Record::new(wall_ms(), record::SOURCE, metric, value, &to);
+            r.from.clone_from(&from);
+            r.probe = Some(probe.clone());
+            writeln!(stdout, "{}", r.to_line())?;
+        }
+    } else {
+        let s = summary.stats;
+        writeln!(
+            stdout,
+            "{}: {} bytes in {:.2} s: {:.1} Mbit/s goodput; {} packets sent, {} lost ({:.4} %), {} windows; classifier {}: cpu {}, network {}, inconclusive {}",
+            target.name,
+            sent,
+            summary.seconds,
+            goodput,
+            s.sent,
+            s.lost,
+            100.0 * loss,
+            s.windows,
+            if classifying { "on" } else { "off" },
+            s.cpu_verdicts,
+            s.network_verdicts,
+            s.inconclusive
+        )?;
+    }
+    match (summary.done, summary.failed) {
+        (Some(Done::Stored), _) => Ok(()),
+        (Some(Done::HashMismatch), _) => {
+            bail!("the receiver's copy did not match the hash; it was discarded")
+        }
+        (Some(Done::StorageFailed), _) => bail!("the receiver could not store the file"),
+        (Some(Done::Abandoned), _) => {
+            bail!("the receiver abandoned the transfer (resume with --resume)")
+        }
+        (None, Some(f)) => bail!("{f} (resume with --resume)"),
+        (None, None) => bail!("the transfer did not finish"),
+    }
+}
+
+fn recv(a: RecvArgs) -> Result<()> {
+    let token = match &a.token {
+        Some(t) => parse_token(t)?,
+        None => {
+            let mut t = [0u8; TOKEN_LEN];
+            io::fill_random(&mut t);
+            t
+        }
+    };
+    let ip: std::net::IpAddr = a
+        .listen
+        .parse()
+        .map_err(|_| anyhow!("--listen '{}' is not an IP address", a.listen))?;
+    let dir = a
+        .dir
+        .canonicalize()
+        .with_context(|| format!("--dir {}", a.dir.display()))?;
+    if !dir.is_dir() {
+        bail!("--dir {} is not a directory", dir.display());
+    }
+    if !(a.grace_ms.is_finite() && a.grace_ms >= 0.0 && a.idle.is_finite() && a.idle > 0.0) {
+        bail!("--grace-ms must be ≥ 0 and --idle > 0");
+    }
+    let opts = RecvOptions {
+        listen: std::net::SocketAddr::new(ip, a.port),
+        dir,
+        token,
+        max_size: parse_size(&a.max_size).map_err(|e| anyhow!("--max-size: {e}"))?,
+        max_rate: parse_rate(&a.max_rate)?,
+        grace: Duration::from_secs_f64(a.grace_ms / 1e3),
+        idle: Duration::from_secs_f64(a.idle),
+        rcvbuf: a.rcvbuf,
+        once: a.once,
+        discard: a.discard,
+        per_client_per_minute: a.per_client_per_minute,
+    };
+    let stop = Stop::on_signals().map_err(|e| anyhow!("cannot install signal handlers: {e}"))?;
+    let quiet = a.quiet;
+    let mut out = std::io::stdout().lock();
+    let mut failed = None;
+    io::recv(&opts, &stop, &mut |u| {
+        let line = match u {
+            RecvUpdate::Listening { tcp } => Some(format!(
+                "nowcast fobs recv: listening on {tcp} (tcp and udp), directory {}, token {}",
+                opts.dir.display(),
+                hex(&token)
+            )),
+            RecvUpdate::Refused { peer, why } if !quiet => Some(format!("{peer}: {why}")),
+            RecvUpdate::Transfer {
+                peer,
+                name,
+                size,
+                resumed,
+            } if !quiet => Some(format!(
+                "{peer}: receiving {name} ({size} bytes, {resumed} packets already held)"
+            )),
+            RecvUpdate::Finished {
+                peer,
+                name,
+                result,
+                drops,
+                seconds,
+                bytes,
+            } => {
+                if opts.once && !matches!(result, Ok(Done::Stored)) {
+                    failed = Some(format!("{name}: {result:?}"));
+                }
+                (!quiet).then(|| {
+                    format!(
+                        "{peer}: {name}: {} in {seconds:.2} s ({:.1} Mbit/s); datagrams dropped: {} (malformed {}, wrong source {}, wrong session {}, window {}, packet {}, over rate {})",
+                        match &result {
+                            Ok(Done::Stored) => "stored, hash verified".to_string(),
+                            Ok(d) => format!("{d:?}"),
+                            Err(e) => e.clone(),
+                        },
+                        bytes as f64 * 8e-6 / seconds.max(1e-9),
+                        drops.total(),
+                        drops.malformed,
+                        drops.source,
+                        drops.session,
+                        drops.window,
+                        drops.packet,
+                        drops.rate
+                    )
+                })
+            }
+            _ => None,
+        };
+        if let Some(l) = line {
+            let _ = writeln!(out, "{l}");
+            let _ = out.flush();
+        }
+    })?;
+    match failed {
+        Some(f) => bail!(f),
+        None => Ok(()),
+    }
+}

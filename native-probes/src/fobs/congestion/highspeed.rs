@@ -1,0 +1,294 @@
+//! FOBS's controller: TCP-Friendly Rate Control with the HighSpeed TCP response function
+//! (Dickens §2.1; RFC 5348's structure, RFC 3649's response).
+//!
+//! - **Response** (RFC 3649 §5, Dickens eq. 1–2): for a loss rate p, the congestion window
+//!   is w = 0.12 / p^0.835 packets when that is at least `Low_Window` = 38, else the
+//!   standard TCP response w = 1.2 / √p (the two meet near p = 10⁻³, RFC 3649's `Low_P`).
+//!   The pacing rate is w packets per round-trip time (RFC 5348 §3.1, with HighSpeed's
+//!   response in place of TCP's equation, as Dickens §2.1 and RFC 3649 §11 suggest).
+//! - **Long-term loss rate** p = 1 / (average loss interval), RFC 5348 §5.4: the weighted
+//!   mean (weights 1, 1, 1, 1, 0.8, 0.6, 0.4, 0.2) of the last 8 intervals, counting the
+//!   open interval (packets since the last counted loss) when that raises the mean. Every
+//!   lost packet closes an interval (a window of P packets since the last counted loss with
+//!   L of them lost adds min(L, 8) intervals of P / L packets): p is a packet loss rate, as
+//!   the HighSpeed response and Dickens's experiments use it (§4.1), not TFRC's loss-event
+//!   rate. A window whose loss is not counted (the classifier said CPU, §2.2: "the long-term
+//!   loss rate is updated in a manner consistent with no packet loss") only lengthens the
+//!   open interval.
+//! - **Slow start** (RFC 5348 §4.3): until the first counted loss the rate doubles each
+//!   window; at the first counted loss the history is replaced by one interval chosen so
+//!   that the response gives 0.85 of the rate the receiver saw (RFC 5348 §6.3.1), so the overshoot
+//!   that ends slow start is not charged as if it were the path's loss rate.
+//! - **Bounds**: never more than twice the receiver's arrival rate (RFC 5348 §4.3), never
+//!   more than the cap (the sender's `--max-rate`, the receiver's limit), never less than one
+//!   packet per round trip.
+
+use super::{Controller, WindowReport};
+use std::collections::VecDeque;
+
+/// RFC 3649 §5: below this window the standard response applies.
+pub const LOW_WINDOW: f64 = 38.0;
+/// RFC 5348 §5.4's weights, newest interval first.
+const WEIGHTS: [f64; 8] = [1.0, 1.0, 1.0, 1.0, 0.8, 0.6, 0.4, 0.2];
+
+/// The HighSpeed TCP response function: congestion window (packets) for loss rate `p`.
+pub fn response(p: f64) -> f64 {
+    if p <= 0.0 {
+        return f64::INFINITY;
+    }
+    let hs = 0.12 / p.powf(0.835);
+    if hs >= LOW_WINDOW {
+        hs
+    } else {
+        1.2 / p.sqrt()
+    }
+}
+
+/// The loss rate at which [`response`] gives window `w` (its inverse).
+pub fn loss_for_window(w: f64) -> f64 {
+    if w >= LOW_WINDOW {
+        (0.12 / w).powf(1.0 / 0.835)
+    } else {
+        (1.2 / w).powi(2).min(1.0)
+    }
+}
+
+pub struct HighSpeed {
+    packet: f64,
+    max_rate: f64,
+    rate: f64,
+    rtt: f64,
+    slow_start: bool,
+    /// Closed loss intervals (packets per lost packet), newest first, at most 8.
+    intervals: VecDeque<f64>,
+    /// Packets since the last counted loss.
+    open: f64,
+}
+
+impl HighSpeed {
+    /// Starts at `initial` bytes/s of `packet`-byte payloads, never above `max_rate`.
+    pub fn new(initial: f64, max_rate: f64, packet: f64) -> Self {
+        Self {
+            packet,
+            max_rate,
+            rate: initial.min(max_rate),
+            rtt: 0.1,
+            slow_start: true,
+            intervals: VecDeque::new(),
+            open: 0.0,
+        }
+    }
+
+    fn mean_interval(&self) -> Option<f64> {
+        if self.intervals.is_empty() {
+            return None;
+        }
+        let weighted = |xs: &mut dyn Iterator<Item = &f64>| {
+            let (mut sum, mut wsum) = (0.0, 0.0);
+            for (x, w) in xs.zip(WEIGHTS) {
+                sum += x * w;
+                wsum += w;
+            }
+            sum / wsum
+        };
+        let closed = weighted(&mut self.intervals.iter());
+        let with_open = weighted(&mut std::iter::once(&self.open).chain(self.intervals.iter()));
+        Some(closed.max(with_open))
+    }
+}
+
+impl Controller for HighSpeed {
+    fn on_window(&mut self, r: &WindowReport) {
+        if r.rtt > 0.0 {
+            self.rtt = r.rtt;
+        }
+        self.open += r.packets as f64;
+        if r.hold {
+            if let Some(recv) = r.receive_rate {
+                self.rate = self.rate.min(2.0 * recv).max(self.packet / self.rtt);
+            }
+            return;
+        }
+        let counted = r.congestion && r.lost > 0;
+        if counted && self.slow_start {
+            self.slow_start = false;
+            // 0.85 of what arrived: the overshoot left a standing queue, which a rate of
+            // exactly the arrival rate would never drain.
+            let seen = 0.85 * r.receive_rate.unwrap_or(self.rate).min(self.rate);
+            let w = (seen * self.rtt / self.packet).max(1.0);
+            self.intervals.clear();
+            self.intervals.push_front(1.0 / loss_for_window(w));
+            self.open = 0.0;
+        } else if counted {
+            let each = (self.open / r.lost as f64).max(1.0);
+            for _ in 0..r.lost.min(8) {
+                self.intervals.push_front(each);
+            }
+            self.intervals.truncate(8);
+            self.open = 0.0;
+        }
+        let mut rate = if self.slow_start {
+            self.rate * 2.0
+        } else {
+            let p = 1.0 / self.mean_interval().unwrap_or(f64::INFINITY);
+            response(p) * self.packet / self.rtt
+        };
+        if let Some(recv) = r.receive_rate {
+            rate = rate.min(2.0 * recv);
+        }
+        self.rate = rate.min(self.max_rate).max(self.packet / self.rtt);
+    }
+
+    fn rate(&self) -> f64 {
+        self.rate
+    }
+
+    fn window(&self) -> f64 {
+        self.rate * self.rtt / self.packet
+    }
+
+    fn set_cap(&mut self, max: f64) {
+        self.max_rate = self.max_rate.min(max);
+        self.rate = self.rate.min(self.max_rate);
+    }
+
+    fn loss_rate(&self) -> f64 {
+        if self.slow_start {
+            0.0
+        } else {
+            self.mean_interval().map_or(0.0, |i| 1.0 / i)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// RFC 3649 §5, Table 1 ("Packet Drop Rate P", "Congestion Window W"): the response
+    /// function's own figures. The RFC rounds to whole packets.
+    #[test]
+    fn response_matches_rfc_3649_table() {
+        let rows = [
+            (1e-2, 12.0),
+            (1e-3, 38.0),
+            (1e-4, 263.0),
+            (1e-5, 1795.0),
+            (1e-6, 12279.0),
+            (1e-7, 83981.0),
+            (1e-8, 574_356.0),
+            (1e-9, 3_928_088.0),
+            (1e-10, 26_864_653.0),
+        ];
+        for (p, w) in rows {
+            let got = response(p);
+            assert!((got - w).abs() <= 0.005 * w + 0.5, "p {p}: {got} vs {w}");
+            assert!(
+                (loss_for_window(got) - p).abs() < 1e-6 * p.max(1e-9) + 0.01 * p,
+                "{p}"
+            );
+        }
+        assert_eq!(response(0.0), f64::INFINITY);
+    }
+
+    /// Linux `net/ipv4/tcp_highspeed.c`'s table (RFC 3649 Appendix B): row i holds the
+    /// window up to which the increase a(w) is i + 1 packets per RTT, and the decrease
+    /// b(w) · 256. With p(w) the inverse of the response function, RFC 3649 §5 defines
+    /// b(w) = (0.1 − 0.5)·(ln w − ln 38)/(ln 83000 − ln 38) + 0.5 and
+    /// a(w) = w²·p(w)·2·b(w)/(2 − b(w)); the table is those rules evaluated.
+    #[test]
+    fn response_agrees_with_the_linux_highspeed_table() {
+        let table: [(f64, f64); 31] = [
+            (38.0, 128.0),
+            (118.0, 112.0),
+            (221.0, 104.0),
+            (347.0, 98.0),
+            (495.0, 93.0),
+            (663.0, 89.0),
+            (851.0, 86.0),
+            (1058.0, 83.0),
+            (1284.0, 81.0),
+            (1529.0, 78.0),
+            (1793.0, 76.0),
+            (2076.0, 74.0),
+            (2378.0, 72.0),
+            (2699.0, 71.0),
+            (3039.0, 69.0),
+            (3399.0, 68.0),
+            (3778.0, 66.0),
+            (4177.0, 65.0),
+            (4596.0, 64.0),
+            (5036.0, 62.0),
+            (5497.0, 61.0),
+            (5979.0, 60.0),
+            (6483.0, 59.0),
+            (7009.0, 58.0),
+            (7558.0, 57.0),
+            (8130.0, 56.0),
+            (8726.0, 55.0),
+            (9346.0, 54.0),
+            (9991.0, 53.0),
+            (10661.0, 52.0),
+            (11358.0, 52.0),
+        ];
+        for (i, (w, md)) in table.into_iter().enumerate() {
+            let b = (0.1 - 0.5) * (w.ln() - 38f64.ln()) / (83000f64.ln() - 38f64.ln()) + 0.5;
+            assert!(
+                (b * 256.0 - md).abs() < 1.0,
+                "row {i}: b·256 = {}",
+                b * 256.0
+            );
+            let p = loss_for_window(w);
+            let a = w * w * p * 2.0 * b / (2.0 - b);
+            let want = (i + 1) as f64;
+            assert!((a - want).abs() <= 0.05 * want, "row {i}: a({w}) = {a}");
+        }
+    }
+
+    fn report(packets: u64, lost: u64, congestion: bool, recv: f64) -> WindowReport {
+        WindowReport {
+            packets,
+            lost,
+            congestion,
+            hold: false,
+            receive_rate: Some(recv),
+            rtt: 0.03,
+        }
+    }
+
+    #[test]
+    fn slow_start_doubles_then_settles_at_what_the_receiver_saw() {
+        let s = 1400.0;
+        let mut c = HighSpeed::new(1e6, 1e9, s);
+        c.on_window(&report(100, 0, true, 1e6));
+        assert_eq!(c.rate(), 2e6);
+        c.on_window(&report(100, 0, true, 1e6));
+        assert_eq!(c.rate(), 2e6, "bounded by twice the receive rate");
+        c.on_window(&report(100, 3, true, 1.5e6));
+        assert!((c.rate() - 0.85 * 1.5e6).abs() < 1e3, "{}", c.rate());
+        assert!(c.loss_rate() > 0.0);
+    }
+
+    #[test]
+    fn uncounted_loss_keeps_the_rate_and_counted_loss_cuts_it() {
+        let s = 1400.0;
+        let start = |c: &mut HighSpeed| {
+            c.on_window(&report(4096, 0, true, 1e8));
+            c.on_window(&report(4096, 1, true, 1e8));
+        };
+        let (mut cpu, mut net) = (HighSpeed::new(5e7, 1e9, s), HighSpeed::new(5e7, 1e9, s));
+        start(&mut cpu);
+        start(&mut net);
+        let before = cpu.rate();
+        for _ in 0..10 {
+            cpu.on_window(&report(4096, 20, false, before));
+            net.on_window(&report(4096, 20, true, before));
+        }
+        assert!(cpu.rate() >= before, "{} {before}", cpu.rate());
+        assert!(net.rate() < before / 10.0, "{} {before}", net.rate());
+        // 20 of 4,096 lost every window: p → 20/4096, w → 1.2/√p.
+        let p = 20.0 / 4096.0;
+        assert!((net.loss_rate() - p).abs() < 0.1 * p, "{}", net.loss_rate());
+        assert!((net.window() - response(p)).abs() < 0.15 * response(p));
+    }
+}

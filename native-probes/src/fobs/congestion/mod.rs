@@ -1,0 +1,44 @@
+//! Congestion control of a FOBS sender: one trait, one file per controller (quinn-proto's
+//! `congestion.rs` shape). A controller sees one report per acknowledged transmission window
+//! and sets the pacing rate of what follows. Whether a window's loss counts as congestion
+//! is decided before the controller sees it, by the classifier (Dickens §2.2): loss
+//! diagnosed as CPU contention with P(CPU) ≥ 0.95 arrives here as `congestion: false`.
+
+mod fixed;
+mod highspeed;
+
+pub use fixed::Fixed;
+pub use highspeed::{response, HighSpeed, LOW_WINDOW};
+
+/// What one acknowledged window tells the controller.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct WindowReport {
+    /// Packets in the window.
+    pub packets: u64,
+    /// Packets of the window the receiver did not get.
+    pub lost: u64,
+    /// Whether the loss is to be answered as network congestion.
+    pub congestion: bool,
+    /// The window was sent before the last answer took effect (within one RTT of it): its
+    /// loss is part of the congestion already answered, and the rate holds (RFC 5348 §5.2's
+    /// loss events; TCP's one reduction per window of data, RFC 5681 §3.2).
+    pub hold: bool,
+    /// The receiver's arrival rate over the window, bytes/s (`None`: fewer than 2 arrivals).
+    pub receive_rate: Option<f64>,
+    /// The smoothed round-trip time, seconds.
+    pub rtt: f64,
+}
+
+/// A rate controller.
+pub trait Controller: Send {
+    /// Takes one acknowledged window.
+    fn on_window(&mut self, report: &WindowReport);
+    /// The pacing rate now, bytes/s.
+    fn rate(&self) -> f64;
+    /// The congestion window the rate stands for, packets per RTT.
+    fn window(&self) -> f64;
+    /// The long-term loss rate the controller uses (0 before any counted loss).
+    fn loss_rate(&self) -> f64;
+    /// Lowers the highest rate the controller may set (the receiver's limit), bytes/s.
+    fn set_cap(&mut self, max: f64);
+}

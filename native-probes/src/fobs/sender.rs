@@ -1,0 +1,539 @@
+//! The FOBS sender as a deterministic state machine (quinn-proto's shape): control
+//! messages and times in through [`Sender::handle_control`], datagrams and control bytes out
+//! through [`Sender::poll_transmit`], the next instant it needs the caller through
+//! [`Sender::poll_timeout`], and what happened through [`Sender::poll_event`]. It never reads
+//! the file: a data transmit names the payload's offset and length, and the edge copies those
+//! bytes behind the header.
+//!
+//! Sending (Dickens §2): every packet is numbered; packets go out paced at the controller's
+//! rate, grouped in transmission windows. A window closes when it holds `window` packets or
+//! when it has been open for a smoothed round-trip time (so the controller hears from the
+//! path about once per RTT whatever the rate), and its end is announced on the control
+//! channel. The receiver answers each window with its selective acknowledgement, the
+//! window's packet-loss signature; lost packets go to the front of the queue and are sent
+//! again in a later window, until every packet has been acknowledged.
+//!
+//! Congestion response (§2.2, §4.1): when a window had loss, the classifier is asked about
+//! the signature of the last `window` packets acknowledged (a fixed length, the length the
+//! model was trained on, however short the windows are at low rates). With P(CPU) ≥ 0.95 the
+//! loss is not answered (the controller sees `congestion: false`); otherwise, or without a
+//! classifier (`--no-classifier`), it is answered as network congestion. Loss of more than
+//! [`MAX_CPU_LOSS`] of the last `window` packets is always answered: a receiver that slow,
+//! or a queue overflowing at a steady overshoot (whose drops are as regular as a stall's),
+//! is a reason to slow down whatever the cause.
+
+use super::congestion::{Controller, WindowReport};
+use super::wire::Nanos;
+use super::wire::{Ack, Control, DataHeader, Done, Hello, Refusal, WindowEnd, DATA_HEADER};
+use crate::classify::signature::Signature;
+use crate::classify::{Classifier, Verdict, CPU_THRESHOLD};
+use std::collections::VecDeque;
+
+/// Above this loss rate in the classified signature, loss is answered whatever the
+/// classifier says.
+pub const MAX_CPU_LOSS: f64 = 0.1;
+/// Windows in flight at most (the receiver tracks as many).
+pub const MAX_OUTSTANDING: usize = 64;
+/// Most sending time a late caller may catch up at once (a burst), ns. A busy machine wakes
+/// a sleeping sender milliseconds late; with less than that to catch up, the lost time is
+/// lost rate (at 1 ms the bench's sender reached 45 % of a 1 Gbit/s link at load 12). 4 ms
+/// at 1 Gbit/s is 500 KB, less than a TSO-sized TCP burst train and well inside the
+/// bottleneck queues FOBS shares.
+const MAX_BURST_NS: Nanos = 4_000_000;
+/// Shortest time a window stays open, ns.
+const MIN_WINDOW_NS: Nanos = 1_000_000;
+/// Without any acknowledgement for this long while windows are outstanding, give up.
+pub const STALL_NS: Nanos = 30_000_000_000;
+
+/// What a sender sends and how.
+#[derive(Clone, Debug)]
+pub struct Config {
+    pub hello: Hello,
+    /// The rate to start at, bytes/s.
+    pub initial_rate: f64,
+}
+
+/// A datagram or control bytes, written into the caller's buffer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Transmit {
+    /// A data datagram: the header is in the buffer; append `len` file bytes from `offset`.
+    Data { offset: u64, len: usize },
+    /// Control bytes for the TCP connection: the whole buffer.
+    Control,
+}
+
+/// What the controller did about a window.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Action {
+    /// The window had no loss.
+    None,
+    /// Loss diagnosed as CPU contention: no corrective action (§2.2).
+    Ignored,
+    /// Loss answered as network congestion: long-term loss rate and rate updated.
+    Responded,
+    /// Network loss in a window sent before the last answer took effect: already answered.
+    Held,
+}
+
+impl Action {
+    pub fn name(self) -> &'static str {
+        match self {
+            Action::None => "none",
+            Action::Ignored => "no_corrective_action",
+            Action::Responded => "rate_from_response",
+            Action::Held => "already_answered",
+        }
+    }
+}
+
+/// One acknowledged window, as reported to the caller.
+#[derive(Clone, Debug, PartialEq)]
+pub struct WindowOutcome {
+    pub window: u32,
+    pub packets: u64,
+    pub lost: u64,
+    /// The classifier's verdict on the last `window` packets (when there was loss and a
+    /// classifier).
+    pub verdict: Option<Verdict>,
+    pub action: Action,
+    /// The long-term loss rate after the window.
+    pub loss_rate: f64,
+    /// The pacing rate after the window, bytes/s.
+    pub rate: f64,
+    /// The smoothed RTT, seconds.
+    pub rtt: f64,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Event {
+    /// The receiver took the transfer; `held` packets were already there (resume).
+    Accepted {
+        held: u64,
+    },
+    Refused(Refusal),
+    Window(WindowOutcome),
+    /// A block of `window` consecutive acknowledged packets that had loss (for signature
+    /// files: non-overlapping, of the model's length).
+    Signature(Signature),
+    /// The receiver's last word.
+    Finished(Done),
+    /// The protocol broke (an unexpected message, a stall).
+    Failed(String),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Phase {
+    Hello,
+    Sending,
+    Finished,
+}
+
+struct Outstanding {
+    id: u32,
+    seqs: Vec<u64>,
+    ended: Nanos,
+}
+
+/// Counters for the summary.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Stats {
+    pub sent: u64,
+    pub retransmitted: u64,
+    pub lost: u64,
+    pub windows: u64,
+    pub cpu_verdicts: u64,
+    pub network_verdicts: u64,
+    pub inconclusive: u64,
+}
+
+pub struct Sender {
+    cfg: Config,
+    phase: Phase,
+    total: u64,
+    delivered: Vec<u64>,
+    delivered_count: u64,
+    next_new: u64,
+    retx: VecDeque<u64>,
+    session: u64,
+    next_id: u32,
+    /// Windows below this id were sent before the last answer to congestion took effect.
+    recovery_until: u32,
+    current: Vec<u64>,
+    opened: Nanos,
+    outstanding: VecDeque<Outstanding>,
+    controller: Box<dyn Controller>,
+    classifier: Option<Classifier>,
+    next_send: Nanos,
+    hello_sent: Nanos,
+    srtt: Option<f64>,
+    last_ack: Nanos,
+    control: VecDeque<Control>,
+    events: VecDeque<Event>,
+    /// The last `window` acknowledged outcomes, oldest first.
+    recent: VecDeque<bool>,
+    /// Outcomes since the last signature block was cut.
+    block: Vec<bool>,
+    pub stats: Stats,
+}
+
+fn packets_of(size: u64, packet: u16) -> u64 {
+    size.div_ceil(u64::from(packet.max(1)))
+}
+
+impl Sender {
+    /// A sender that will say hello at its first [`Sender::poll_transmit`].
+    pub fn new(
+        cfg: Config,
+        controller: Box<dyn Controller>,
+        classifier: Option<Classifier>,
+    ) -> Self {
+        let total = packets_of(cfg.hello.size, cfg.hello.packet);
+        let mut control = VecDeque::new();
+        control.push_back(Control::Hello(cfg.hello.clone()));
+        Self {
+            phase: Phase::Hello,
+            total,
+            delivered: vec![0; total.div_ceil(64) as usize],
+            delivered_count: 0,
+            next_new: 0,
+            retx: VecDeque::new(),
+            session: 0,
+            next_id: 0,
+            recovery_until: 0,
+            current: Vec::new(),
+            opened: 0,
+            outstanding: VecDeque::new(),
+            controller,
+            classifier,
+            next_send: 0,
+            hello_sent: 0,
+            srtt: None,
+            last_ack: 0,
+            control,
+            events: VecDeque::new(),
+            recent: VecDeque::new(),
+            block: Vec::new(),
+            stats: Stats::default(),
+            cfg,
+        }
+    }
+
+    pub fn total_packets(&self) -> u64 {
+        self.total
+    }
+
+    pub fn delivered_packets(&self) -> u64 {
+        self.delivered_count
+    }
+
+    pub fn rate(&self) -> f64 {
+        self.controller.rate()
+    }
+
+    /// Payload bytes per packet.
+    pub fn packet_size(&self) -> u16 {
+        self.cfg.hello.packet
+    }
+
+    pub fn is_finished(&self) -> bool {
+        self.phase == Phase::Finished
+    }
+
+    fn is_delivered(&self, seq: u64) -> bool {
+        self.delivered[(seq / 64) as usize] >> (seq % 64) & 1 == 1
+    }
+
+    fn deliver(&mut self, seq: u64) {
+        if !self.is_delivered(seq) {
+            self.delivered[(seq / 64) as usize] |= 1 << (seq % 64);
+            self.delivered_count += 1;
+        }
+    }
+
+    fn rtt_s(&self) -> f64 {
+        self.srtt.unwrap_or(0.1)
+    }
+
+    fn next_seq(&mut self) -> Option<u64> {
+        while let Some(s) = self.retx.pop_front() {
+            if !self.is_delivered(s) {
+                self.stats.retransmitted += 1;
+                return Some(s);
+            }
+        }
+        while self.next_new < self.total {
+            let s = self.next_new;
+            self.next_new += 1;
+            if !self.is_delivered(s) {
+                return Some(s);
+            }
+        }
+        None
+    }
+
+    fn close_window(&mut self, now: Nanos) {
+        let seqs = std::mem::take(&mut self.current);
+        self.control.push_back(Control::WindowEnd(WindowEnd {
+            window: self.next_id,
+            count: seqs.len() as u32,
+        }));
+        self.outstanding.push_back(Outstanding {
+            id: self.next_id,
+            seqs,
+            ended: now,
+        });
+        self.next_id = self.next_id.wrapping_add(1);
+    }
+
+    /// The next thing to send at `now`, written into `buf` (cleared first).
+    pub fn poll_transmit(&mut self, now: Nanos, buf: &mut Vec<u8>) -> Option<Transmit> {
+        buf.clear();
+        if let Some(c) = self.control.pop_front() {
+            if matches!(c, Control::Hello(_)) {
+                self.hello_sent = now;
+            }
+            c.encode(buf);
+            return Some(Transmit::Control);
+        }
+        if self.phase != Phase::Sending || now < self.next_send {
+            return None;
+        }
+        let window_time = ((self.rtt_s() * 1e9) as Nanos).max(MIN_WINDOW_NS);
+        if !self.current.is_empty() && now.saturating_sub(self.opened) >= window_time {
+            self.close_window(now);
+            return self.poll_transmit(now, buf);
+        }
+        if self.outstanding.len() >= MAX_OUTSTANDING {
+            return None;
+        }
+        let Some(seq) = self.next_seq() else {
+            if !self.current.is_empty() {
+                self.close_window(now);
+                return self.poll_transmit(now, buf);
+            }
+            return None;
+        };
+        if self.current.is_empty() {
+            self.opened = now;
+        }
+        let index = self.current.len() as u32;
+        self.current.push(seq);
+        let packet = u64::from(self.cfg.hello.packet);
+        let offset = seq * packet;
+        let len = (self.cfg.hello.size - offset).min(packet) as usize;
+        buf.resize(DATA_HEADER, 0);
+        DataHeader {
+            session: self.session,
+            window: self.next_id,
+            index,
+            seq,
+        }
+        .encode(buf);
+        self.stats.sent += 1;
+        // Pacing: one packet's time at the current rate; a caller that woke late may catch
+        // up at most MAX_BURST_NS of sending at once.
+        let gap = ((len + DATA_HEADER) as f64 / self.controller.rate() * 1e9) as Nanos;
+        self.next_send = self.next_send.max(now.saturating_sub(MAX_BURST_NS)) + gap;
+        if self.current.len() >= self.cfg.hello.window as usize {
+            self.close_window(now);
+        }
+        Some(Transmit::Data { offset, len })
+    }
+
+    /// When the sender next needs [`Sender::poll_transmit`] or [`Sender::handle_timeout`].
+    pub fn poll_timeout(&self) -> Option<Nanos> {
+        match self.phase {
+            Phase::Finished => None,
+            _ if !self.control.is_empty() => Some(0),
+            Phase::Hello => Some(self.hello_sent + STALL_NS),
+            Phase::Sending => {
+                let stall = self.last_ack + STALL_NS;
+                let busy = !self.current.is_empty()
+                    || (self.outstanding.len() < MAX_OUTSTANDING
+                        && (!self.retx.is_empty() || self.next_new < self.total));
+                Some(if busy {
+                    self.next_send.min(stall)
+                } else {
+                    stall
+                })
+            }
+        }
+    }
+
+    /// Gives up when the receiver has been silent too long.
+    pub fn handle_timeout(&mut self, now: Nanos) {
+        let since = match self.phase {
+            Phase::Hello => self.hello_sent,
+            Phase::Sending => self.last_ack,
+            Phase::Finished => return,
+        };
+        if now >= since + STALL_NS {
+            self.fail("the receiver stopped answering".into());
+        }
+    }
+
+    fn fail(&mut self, why: String) {
+        self.phase = Phase::Finished;
+        self.events.push_back(Event::Failed(why));
+    }
+
+    pub fn poll_event(&mut self) -> Option<Event> {
+        self.events.pop_front()
+    }
+
+    /// Takes one control message from the receiver.
+    pub fn handle_control(&mut self, now: Nanos, msg: Control) {
+        match (self.phase, msg) {
+            (Phase::Hello, Control::Welcome(w)) => {
+                if w.status != Refusal::Accepted {
+                    self.phase = Phase::Finished;
+                    self.events.push_back(Event::Refused(w.status));
+                    return;
+                }
+                self.session = w.session;
+                let have = Signature::from_bitmap(self.total as usize, &w.have);
+                let mut held = 0;
+                if !w.have.is_empty() {
+                    for seq in 0..self.total {
+                        if have.received(seq as usize) {
+                            self.deliver(seq);
+                            held += 1;
+                        }
+                    }
+                }
+                self.srtt = Some((now.saturating_sub(self.hello_sent) as f64 / 1e9).max(1e-5));
+                self.controller.set_cap(w.max_rate as f64);
+                self.phase = Phase::Sending;
+                self.next_send = now;
+                self.last_ack = now;
+                // When everything is there already, the receiver verifies and says done.
+                self.events.push_back(Event::Accepted { held });
+            }
+            (Phase::Sending, Control::Ack(a)) => self.on_ack(now, a),
+            (Phase::Hello | Phase::Sending, Control::Done(d)) => {
+                self.phase = Phase::Finished;
+                self.events.push_back(Event::Finished(d));
+            }
+            (Phase::Finished, _) => {}
+            (_, other) => self.fail(format!("unexpected message from the receiver: {other:?}")),
+        }
+    }
+
+    fn on_ack(&mut self, now: Nanos, a: Ack) {
+        let Some(pos) = self.outstanding.iter().position(|o| o.id == a.window) else {
+            return self.fail(format!("acknowledgement of unknown window {}", a.window));
+        };
+        let o = self.outstanding.remove(pos).expect("found");
+        if a.count as usize != o.seqs.len() {
+            return self.fail(format!(
+                "window {} acknowledged with {} packets, {} sent",
+                a.window,
+                a.count,
+                o.seqs.len()
+            ));
+        }
+        self.last_ack = now;
+        let sig = Signature::from_bitmap(o.seqs.len(), &a.bitmap);
+        let mut lost = 0u64;
+        for (i, &seq) in o.seqs.iter().enumerate() {
+            let got = sig.received(i);
+            if got {
+                self.deliver(seq);
+            } else {
+                lost += 1;
+                if !self.is_delivered(seq) {
+                    self.retx.push_back(seq);
+                }
+            }
+            self.remember(got);
+        }
+        self.stats.lost += lost;
+        self.stats.windows += 1;
+        let sample = now.saturating_sub(o.ended).saturating_sub(a.held_ns) as f64 / 1e9;
+        let sample = sample.max(1e-5);
+        self.srtt = Some(match self.srtt {
+            Some(s) => 0.875 * s + 0.125 * sample,
+            None => sample,
+        });
+        let received = o.seqs.len() as u64 - lost;
+        let bytes = received as f64 * (f64::from(self.cfg.hello.packet) + DATA_HEADER as f64);
+        let receive_rate =
+            (received >= 2 && a.span_ns > 0).then(|| bytes / (a.span_ns as f64 / 1e9));
+        let verdict = if lost > 0 {
+            self.classifier.as_mut().map(|c| {
+                let recent: Vec<bool> = self.recent.iter().copied().collect();
+                let mut s = Signature::all_received(recent.len());
+                for (i, got) in recent.iter().enumerate() {
+                    if !got {
+                        s.lose(i);
+                    }
+                }
+                c.classify(&s)
+            })
+        } else {
+            None
+        };
+        if let Some(v) = verdict {
+            match v.diagnosis() {
+                crate::classify::Diagnosis::Cpu => self.stats.cpu_verdicts += 1,
+                crate::classify::Diagnosis::Network => self.stats.network_verdicts += 1,
+                _ => self.stats.inconclusive += 1,
+            }
+        }
+        let cpu = verdict.is_some_and(|v| v.p_cpu >= CPU_THRESHOLD && v.loss_rate <= MAX_CPU_LOSS);
+        let congestion = lost > 0 && !cpu;
+        let hold = congestion && a.window.wrapping_sub(self.recovery_until) >= u32::MAX / 2;
+        if congestion && !hold {
+            // Every window already sent was sent at the old rate: its loss belongs to this
+            // congestion event.
+            self.recovery_until = self
+                .next_id
+                .wrapping_add(u32::from(!self.current.is_empty()));
+        }
+        self.controller.on_window(&WindowReport {
+            packets: o.seqs.len() as u64,
+            lost,
+            congestion,
+            hold,
+            receive_rate,
+            rtt: self.rtt_s(),
+        });
+        let action = match (lost, congestion, hold) {
+            (0, _, _) => Action::None,
+            (_, true, false) => Action::Responded,
+            (_, true, true) => Action::Held,
+            (_, false, _) => Action::Ignored,
+        };
+        self.events.push_back(Event::Window(WindowOutcome {
+            window: a.window,
+            packets: o.seqs.len() as u64,
+            lost,
+            verdict,
+            action,
+            loss_rate: self.controller.loss_rate(),
+            rate: self.controller.rate(),
+            rtt: self.rtt_s(),
+        }));
+    }
+
+    fn remember(&mut self, got: bool) {
+        let w = self.cfg.hello.window as usize;
+        if self.recent.len() == w {
+            self.recent.pop_front();
+        }
+        self.recent.push_back(got);
+        self.block.push(got);
+        if self.block.len() == w {
+            if self.block.iter().any(|g| !g) {
+                let mut s = Signature::all_received(w);
+                for (i, g) in self.block.iter().enumerate() {
+                    if !g {
+                        s.lose(i);
+                    }
+                }
+                self.events.push_back(Event::Signature(s));
+            }
+            self.block.clear();
+        }
+    }
+}

@@ -1,0 +1,379 @@
+//! Sender and receiver together in one simulated world (quinn-proto's `Pair`): one clock,
+//! no sockets. The data path is a bottleneck of a given rate with a drop-tail queue and a
+//! one-way delay; the control path is reliable with the same delay. Loss is scripted: random
+//! network loss on the data path, or receiver stalls (CPU contention: datagrams arriving
+//! while the receiver is descheduled are lost).
+
+use super::congestion::HighSpeed;
+use super::receiver::{self, Receiver};
+use super::sender::{self, Action, Event, Sender, Transmit};
+use super::wire::Nanos;
+use super::wire::{Control, Done, Framer, Hello, HASH_LEN, TOKEN_LEN};
+use crate::classify::{train, Classifier};
+use std::collections::VecDeque;
+
+pub struct World {
+    pub rate: f64,
+    pub delay: Nanos,
+    pub queue: usize,
+    /// Per data packet at the receiver: lost?
+    pub loss: Box<dyn FnMut(Nanos) -> bool>,
+    /// Forged datagrams to inject at the receiver, once, from another address.
+    pub forged: Vec<Vec<u8>>,
+}
+
+pub struct Outcome {
+    pub file: Vec<u8>,
+    pub done: Option<Done>,
+    pub elapsed: Nanos,
+    pub windows: Vec<sender::WindowOutcome>,
+    pub stats: sender::Stats,
+    pub drops: receiver::Drops,
+    pub held: u64,
+}
+
+pub fn xorshift(seed: u64) -> impl FnMut() -> f64 {
+    let mut x = seed | 1;
+    move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        (x >> 11) as f64 / (1u64 << 53) as f64
+    }
+}
+
+pub fn file(n: usize) -> Vec<u8> {
+    let mut r = xorshift(5);
+    (0..n).map(|_| (r() * 256.0) as u8).collect()
+}
+
+pub fn hello(data: &[u8], packet: u16, resume: bool) -> Hello {
+    Hello {
+        token: [3; TOKEN_LEN],
+        size: data.len() as u64,
+        packet,
+        window: 4096,
+        resume,
+        hash: *blake3::hash(data).as_bytes(),
+        name: "f.bin".into(),
+    }
+}
+
+fn receiver_cfg() -> receiver::Config {
+    receiver::Config {
+        token: [3; TOKEN_LEN],
+        max_size: 1 << 30,
+        max_rate: 1e10,
+        grace_ns: 200_000,
+        idle_ns: 5_000_000_000,
+        session: 0x5eed,
+        udp_port: 9,
+    }
+}
+
+/// Runs a transfer of `data` until done, `stop_after` packets stored, or 600 s simulated.
+pub fn run(
+    world: &mut World,
+    data: &[u8],
+    mut sender: Sender,
+    have: Option<Vec<u8>>,
+    stored: &mut Vec<u8>,
+    stop_after: Option<u64>,
+) -> Outcome {
+    let mut rx = Receiver::new(receiver_cfg(), 0);
+    let mut now: Nanos = 0;
+    let mut data_q: VecDeque<(Nanos, Vec<u8>)> = VecDeque::new();
+    let mut to_rx: VecDeque<(Nanos, Vec<u8>)> = VecDeque::new();
+    let mut to_tx: VecDeque<(Nanos, Vec<u8>)> = VecDeque::new();
+    let (mut rx_framer, mut tx_framer) = (Framer::default(), Framer::default());
+    let mut link_free: Nanos = 0;
+    let mut queued = 0usize;
+    let mut out = Outcome {
+        file: Vec::new(),
+        done: None,
+        elapsed: 0,
+        windows: Vec::new(),
+        stats: sender::Stats::default(),
+        drops: receiver::Drops::default(),
+        held: 0,
+    };
+    let mut buf = Vec::new();
+    let mut forged = std::mem::take(&mut world.forged);
+    let mut complete = false;
+    while now < 600_000_000_000 {
+        // Sender output.
+        while let Some(t) = sender.poll_transmit(now, &mut buf) {
+            match t {
+                Transmit::Control => to_rx.push_back((now + world.delay, buf.clone())),
+                Transmit::Data { offset, len } => {
+                    let mut d = buf.clone();
+                    d.extend_from_slice(&data[offset as usize..offset as usize + len]);
+                    if queued + d.len() > world.queue {
+                        continue; // drop-tail
+                    }
+                    let start = link_free.max(now);
+                    link_free = start + (d.len() as f64 / world.rate * 1e9) as Nanos;
+                    queued += d.len();
+                    data_q.push_back((link_free + world.delay, d));
+                }
+            }
+        }
+        while let Some(e) = rx.poll_event() {
+            match e {
+                receiver::Event::Open { hello } => {
+                    stored.resize(hello.size as usize, 0);
+                    rx.opened(now, have.as_deref().unwrap_or(&[]));
+                }
+                receiver::Event::Complete => {
+                    complete = true;
+                    let ok = blake3::hash(stored).as_bytes() == &rx.hello().unwrap().hash;
+                    rx.verified(if ok { Done::Stored } else { Done::HashMismatch });
+                }
+                _ => {}
+            }
+        }
+        let mut cbuf = Vec::new();
+        while rx.poll_transmit(&mut cbuf) {}
+        if !cbuf.is_empty() {
+            to_tx.push_back((now + world.delay, cbuf));
+        }
+        while let Some(e) = sender.poll_event() {
+            match e {
+                Event::Window(w) => out.windows.push(w),
+                Event::Finished(d) => out.done = Some(d),
+                Event::Accepted { held } => out.held = held,
+                Event::Failed(f) => panic!("sender failed: {f}"),
+                _ => {}
+            }
+        }
+        if sender.is_finished() || stop_after.is_some_and(|n| rx.stored_packets() >= n) {
+            break;
+        }
+        let _ = complete;
+        for f in forged.drain(..) {
+            rx.handle_datagram(now, false, &f);
+            rx.handle_datagram(now, true, &f);
+        }
+        // The next event.
+        let next = [
+            sender.poll_timeout(),
+            rx.poll_timeout(),
+            data_q.front().map(|d| d.0),
+            to_rx.front().map(|d| d.0),
+            to_tx.front().map(|d| d.0),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
+        .expect("something is pending");
+        now = now.max(next);
+        while data_q.front().is_some_and(|d| d.0 <= now) {
+            let (at, d) = data_q.pop_front().unwrap();
+            queued -= d.len();
+            if !(world.loss)(at) {
+                if let Some(s) = rx.handle_datagram(at, true, &d) {
+                    stored[s.offset as usize..s.offset as usize + (s.end - s.start)]
+                        .copy_from_slice(&d[s.start..s.end]);
+                }
+            }
+        }
+        while to_rx.front().is_some_and(|d| d.0 <= now) {
+            rx_framer.push(&to_rx.pop_front().unwrap().1);
+            while let Some(m) = rx_framer.next_message().unwrap() {
+                rx.handle_control(now, m);
+            }
+        }
+        while to_tx.front().is_some_and(|d| d.0 <= now) {
+            tx_framer.push(&to_tx.pop_front().unwrap().1);
+            while let Some(m) = tx_framer.next_message().unwrap() {
+                sender.handle_control(now, m);
+            }
+        }
+        rx.handle_timeout(now);
+        sender.handle_timeout(now);
+    }
+    out.elapsed = now;
+    out.stats = sender.stats;
+    out.drops = rx.drops;
+    out.file = stored.clone();
+    out
+}
+
+pub fn sender(h: Hello, rate: f64, classifier: bool) -> Sender {
+    let packet = f64::from(h.packet);
+    let model = classifier.then(|| {
+        Classifier::new(
+            train(
+                &crate::classify::tests_support::synthetic(3000, 7),
+                "synthetic",
+            )
+            .unwrap(),
+        )
+    });
+    Sender::new(
+        sender::Config {
+            hello: h,
+            initial_rate: rate,
+        },
+        Box::new(HighSpeed::new(rate, 1e10, packet)),
+        model,
+    )
+}
+
+fn world(rate: f64, loss: Box<dyn FnMut(Nanos) -> bool>) -> World {
+    World {
+        rate,
+        delay: 5_000_000,
+        queue: 256 * 1024,
+        loss,
+        forged: Vec::new(),
+    }
+}
+
+#[test]
+fn a_clean_link_delivers_the_file_intact_without_retransmissions() {
+    let data = file(3_000_123);
+    let mut w = world(12.5e6, Box::new(|_| false));
+    let mut stored = Vec::new();
+    let o = run(
+        &mut w,
+        &data,
+        sender(hello(&data, 1000, false), 1e6, true),
+        None,
+        &mut stored,
+        None,
+    );
+    assert_eq!(o.done, Some(Done::Stored));
+    assert_eq!(o.file, data);
+    // Slow start ends at the bottleneck: the queue overflows once, then the rate settles.
+    assert!(o.stats.sent < 3001 * 125 / 100, "{:?}", o.stats);
+    let secs = o.elapsed as f64 / 1e9;
+    for w in &o.windows {
+        if std::env::var("SIM_DEBUG").is_ok() {
+            eprintln!(
+                "{} {} {} {:?} {:.6} {:.0} {:.4} {:?}",
+                w.window,
+                w.packets,
+                w.lost,
+                w.action,
+                w.loss_rate,
+                w.rate * 8e-6,
+                w.rtt,
+                w.verdict.map(|v| (v.basis, v.value, v.p_cpu))
+            );
+        }
+    }
+    // 3 MB at 100 Mbit/s is 0.24 s at full rate; slow start's overshoot costs the rest
+    // (the HighSpeed response grows slowly after a loss).
+    assert!(secs < 2.5, "{secs}");
+}
+
+#[test]
+fn random_loss_is_repaired_and_answered() {
+    let data = file(2_000_000);
+    let mut r = xorshift(11);
+    let mut w = world(12.5e6, Box::new(move |_| r() < 0.01));
+    let mut stored = Vec::new();
+    let o = run(
+        &mut w,
+        &data,
+        sender(hello(&data, 1000, false), 1e6, true),
+        None,
+        &mut stored,
+        None,
+    );
+    assert_eq!(o.done, Some(Done::Stored));
+    assert_eq!(o.file, data);
+    assert!(o.stats.retransmitted >= 10, "{:?}", o.stats);
+    assert!(o.windows.iter().any(|w| w.action == Action::Responded));
+}
+
+#[test]
+fn cpu_stalls_are_not_answered_with_the_classifier_and_are_without_it() {
+    // The receiver is descheduled for 1 ms every 50 ms: 2 % loss, in runs.
+    let data = file(40_000_000);
+    let stall = |t: Nanos| t % 50_000_000 < 1_000_000;
+    let mut times = Vec::new();
+    for classifier in [true, false] {
+        let mut w = world(125e6, Box::new(stall));
+        w.queue = 4 << 20;
+        let mut stored = Vec::new();
+        let s = sender(hello(&data, 1400, false), 10e6, classifier);
+        let o = run(&mut w, &data, s, None, &mut stored, None);
+        assert_eq!(o.file, data);
+        let ignored = o
+            .windows
+            .iter()
+            .filter(|w| w.action == Action::Ignored)
+            .count();
+        times.push((o.elapsed as f64 / 1e9, ignored, o.stats));
+    }
+    let (with, without) = (&times[0], &times[1]);
+    assert!(with.1 > 0 && without.1 == 0, "{times:?}");
+    assert!(with.0 * 3.0 < without.0, "{times:?}");
+}
+
+#[test]
+fn forged_datagrams_are_dropped_and_counted() {
+    let data = file(100_000);
+    let mut w = world(12.5e6, Box::new(|_| false));
+    let mut forged_session = vec![0u8; 28 + 1000];
+    super::wire::DataHeader {
+        session: 0xbad,
+        window: 0,
+        index: 0,
+        seq: 0,
+    }
+    .encode(&mut forged_session);
+    w.forged = vec![vec![1, 2, 3], forged_session];
+    let mut stored = Vec::new();
+    let o = run(
+        &mut w,
+        &data,
+        sender(hello(&data, 1000, false), 1e6, false),
+        None,
+        &mut stored,
+        None,
+    );
+    assert_eq!(o.file, data);
+    assert_eq!(o.drops.malformed, 2);
+    assert_eq!(o.drops.source, 1);
+    assert!(o.drops.session >= 1);
+}
+
+#[test]
+fn an_interrupted_transfer_resumes_where_it_stopped() {
+    let data = file(1_000_000);
+    let mut w = world(12.5e6, Box::new(|_| false));
+    let mut stored = Vec::new();
+    let first = run(
+        &mut w,
+        &data,
+        sender(hello(&data, 1000, false), 1e6, false),
+        None,
+        &mut stored,
+        Some(500),
+    );
+    assert_eq!(first.done, None);
+    // What a receiver's state file keeps: the packets stored so far.
+    let mut have = vec![0u8; 1000usize.div_ceil(8)];
+    for i in 0..1000 {
+        if stored[i * 1000..(i + 1) * 1000] == data[i * 1000..(i + 1) * 1000] {
+            have[i / 8] |= 1 << (i % 8);
+        }
+    }
+    let o = run(
+        &mut w,
+        &data,
+        sender(hello(&data, 1000, true), 1e6, false),
+        Some(have),
+        &mut stored,
+        None,
+    );
+    assert_eq!(o.done, Some(Done::Stored));
+    assert_eq!(o.file, data);
+    assert!(o.held >= 500, "{}", o.held);
+    assert!(o.stats.sent <= 1000 - o.held + 100, "{:?}", o.stats);
+    let _ = HASH_LEN;
+    let _: Option<Control> = None;
+}

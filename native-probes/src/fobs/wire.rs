@@ -1,0 +1,570 @@
+//! FOBS on the wire: data datagrams (UDP, sender → receiver only) and control messages
+//! (one TCP connection, both ways). Decoders take untrusted bytes and never panic; anything
+//! that does not parse exactly is an error the caller counts and drops.
+//!
+//! Why a TCP control channel: set-up, acknowledgements and completion must arrive, in
+//! order, and TCP gives that without a second reliability layer; its handshake proves the
+//! sender can receive at its address before the receiver commits anything, so the UDP side
+//! is never answered at all (no reflection, no amplification: the receiver sends no UDP).
+//! A window's acknowledgement is a few hundred bytes per window of up to 4,096 data packets,
+//! so the control channel costs well under 0.1 % of the data rate.
+//!
+//! Data datagram (all integers little-endian), [`DATA_HEADER`] = 28 bytes then the payload:
+//!
+//! ```text
+//! 0  u16 magic 0xF0B5   2 u8 version (1)   3 u8 kind (0 = data)
+//! 4  u64 session (chosen by the receiver, secret to the two ends)
+//! 12 u32 window          16 u32 index within the window
+//! 20 u64 packet number (file offset = number × payload size)
+//! ```
+//!
+//! Control frame: `u8 type, u32 body length, body` ([`MAX_BODY`] at most). Bodies:
+//! Hello (type 1), Welcome (2), WindowEnd (3), Ack (4), Done (5); see each struct.
+
+/// Nanoseconds on the caller's monotonic clock (every FOBS core's time).
+pub type Nanos = u64;
+
+/// The data datagram's magic number.
+pub const MAGIC: u16 = 0xF0B5;
+pub const VERSION: u8 = 1;
+pub const DATA_HEADER: usize = 28;
+/// Longest control body: a Welcome carrying the resume bitmap of a 16 GiB file in 1,400-byte
+/// packets is 1.5 MiB; this allows 8 MiB (64 Gi packets of any size cannot be asked for).
+pub const MAX_BODY: usize = 8 << 20;
+/// The shared secret a receiver accepts transfers with.
+pub const TOKEN_LEN: usize = 16;
+pub const HASH_LEN: usize = 32;
+/// Longest file name (bytes).
+pub const MAX_NAME: usize = 255;
+/// Largest window a receiver tracks (packets).
+pub const MAX_WINDOW: u32 = 65_536;
+/// Default port (TCP control and UDP data use the same number).
+pub const DEFAULT_PORT: u16 = 8070;
+
+/// Why bytes were refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Malformed {
+    Short,
+    Magic,
+    Version,
+    Kind,
+    Length,
+    Value,
+}
+
+/// One data datagram's header.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DataHeader {
+    pub session: u64,
+    pub window: u32,
+    pub index: u32,
+    pub seq: u64,
+}
+
+impl DataHeader {
+    pub fn encode(&self, out: &mut [u8]) {
+        out[0..2].copy_from_slice(&MAGIC.to_le_bytes());
+        out[2] = VERSION;
+        out[3] = 0;
+        out[4..12].copy_from_slice(&self.session.to_le_bytes());
+        out[12..16].copy_from_slice(&self.window.to_le_bytes());
+        out[16..20].copy_from_slice(&self.index.to_le_bytes());
+        out[20..28].copy_from_slice(&self.seq.to_le_bytes());
+    }
+
+    /// The header of a datagram; the payload is `bytes[DATA_HEADER..]`.
+    pub fn decode(bytes: &[u8]) -> Result<DataHeader, Malformed> {
+        if bytes.len() < DATA_HEADER {
+            return Err(Malformed::Short);
+        }
+        if u16::from_le_bytes([bytes[0], bytes[1]]) != MAGIC {
+            return Err(Malformed::Magic);
+        }
+        if bytes[2] != VERSION {
+            return Err(Malformed::Version);
+        }
+        if bytes[3] != 0 {
+            return Err(Malformed::Kind);
+        }
+        Ok(DataHeader {
+            session: u64_at(bytes, 4),
+            window: u32_at(bytes, 12),
+            index: u32_at(bytes, 16),
+            seq: u64_at(bytes, 20),
+        })
+    }
+}
+
+fn u32_at(b: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes(b[at..at + 4].try_into().expect("4 bytes"))
+}
+
+fn u64_at(b: &[u8], at: usize) -> u64 {
+    u64::from_le_bytes(b[at..at + 8].try_into().expect("8 bytes"))
+}
+
+/// The sender's request (type 1).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Hello {
+    pub token: [u8; TOKEN_LEN],
+    /// File size, bytes.
+    pub size: u64,
+    /// Payload bytes per data packet.
+    pub packet: u16,
+    /// Most packets per transmission window.
+    pub window: u32,
+    /// Continue a transfer of the same file (same name, size, packet size and hash).
+    pub resume: bool,
+    /// BLAKE3 of the whole file.
+    pub hash: [u8; HASH_LEN],
+    pub name: String,
+}
+
+/// The receiver's answer to a Hello (type 2).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Welcome {
+    pub status: Refusal,
+    pub session: u64,
+    pub udp_port: u16,
+    /// The most the receiver takes, bytes per second.
+    pub max_rate: u64,
+    /// Packets already held (resume): bit i of byte i / 8, LSB first. Empty otherwise.
+    pub have: Vec<u8>,
+}
+
+/// Whether a Hello was accepted, and why not.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Refusal {
+    Accepted = 0,
+    Token = 1,
+    TooLarge = 2,
+    Name = 3,
+    Busy = 4,
+    Exists = 5,
+    Parameters = 6,
+    Storage = 7,
+}
+
+impl Refusal {
+    fn from_u8(b: u8) -> Result<Self, Malformed> {
+        use Refusal::*;
+        Ok(match b {
+            0 => Accepted,
+            1 => Token,
+            2 => TooLarge,
+            3 => Name,
+            4 => Busy,
+            5 => Exists,
+            6 => Parameters,
+            7 => Storage,
+            _ => return Err(Malformed::Value),
+        })
+    }
+
+    pub fn reason(self) -> &'static str {
+        match self {
+            Refusal::Accepted => "accepted",
+            Refusal::Token => "wrong token",
+            Refusal::TooLarge => "file larger than the receiver accepts",
+            Refusal::Name => "file name not allowed (one plain name, no path)",
+            Refusal::Busy => "the receiver is busy with another transfer",
+            Refusal::Exists => "a file of that name already exists at the receiver",
+            Refusal::Parameters => "packet or window size out of range",
+            Refusal::Storage => "the receiver cannot store the file",
+        }
+    }
+}
+
+/// The end of a transmission window (type 3): its packets have all been sent.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WindowEnd {
+    pub window: u32,
+    pub count: u32,
+}
+
+/// A window's selective acknowledgement (type 4): its packet-loss signature.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Ack {
+    pub window: u32,
+    pub count: u32,
+    /// From the window's first to its last arrival at the receiver, ns.
+    pub span_ns: u64,
+    /// How long the receiver held the acknowledgement after the WindowEnd, ns.
+    pub held_ns: u64,
+    /// Bit i (LSB first in byte i / 8) = packet i of the window arrived.
+    pub bitmap: Vec<u8>,
+}
+
+/// The transfer's end (type 5).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Done {
+    /// The file's hash matched and it is in place under its name (deleted, by a receiver
+    /// started with `--discard`).
+    Stored = 0,
+    HashMismatch = 1,
+    StorageFailed = 2,
+    /// The receiver gave up (no progress, stopped by its operator).
+    Abandoned = 3,
+}
+
+/// Any control message.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Control {
+    Hello(Hello),
+    Welcome(Welcome),
+    WindowEnd(WindowEnd),
+    Ack(Ack),
+    Done(Done),
+}
+
+const HELLO_MAGIC: &[u8; 4] = b"FOBS";
+
+impl Control {
+    /// Appends the framed message to `out`.
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        let start = out.len();
+        out.extend_from_slice(&[0; 5]);
+        let kind = match self {
+            Control::Hello(h) => {
+                out.extend_from_slice(HELLO_MAGIC);
+                out.push(VERSION);
+                out.extend_from_slice(&h.token);
+                out.extend_from_slice(&h.size.to_le_bytes());
+                out.extend_from_slice(&h.packet.to_le_bytes());
+                out.extend_from_slice(&h.window.to_le_bytes());
+                out.push(u8::from(h.resume));
+                out.extend_from_slice(&h.hash);
+                let name = &h.name.as_bytes()[..h.name.len().min(MAX_NAME)];
+                out.push(name.len() as u8);
+                out.extend_from_slice(name);
+                1
+            }
+            Control::Welcome(w) => {
+                out.push(w.status as u8);
+                out.extend_from_slice(&w.session.to_le_bytes());
+                out.extend_from_slice(&w.udp_port.to_le_bytes());
+                out.extend_from_slice(&w.max_rate.to_le_bytes());
+                out.extend_from_slice(&w.have);
+                2
+            }
+            Control::WindowEnd(e) => {
+                out.extend_from_slice(&e.window.to_le_bytes());
+                out.extend_from_slice(&e.count.to_le_bytes());
+                3
+            }
+            Control::Ack(a) => {
+                out.extend_from_slice(&a.window.to_le_bytes());
+                out.extend_from_slice(&a.count.to_le_bytes());
+                out.extend_from_slice(&a.span_ns.to_le_bytes());
+                out.extend_from_slice(&a.held_ns.to_le_bytes());
+                out.extend_from_slice(&a.bitmap);
+                4
+            }
+            Control::Done(d) => {
+                out.push(*d as u8);
+                5
+            }
+        };
+        let len = (out.len() - start - 5) as u32;
+        out[start] = kind;
+        out[start + 1..start + 5].copy_from_slice(&len.to_le_bytes());
+    }
+
+    /// Decodes one body of type `kind`.
+    pub fn decode(kind: u8, b: &[u8]) -> Result<Control, Malformed> {
+        let need = |n: usize| {
+            if b.len() < n {
+                Err(Malformed::Length)
+            } else {
+                Ok(())
+            }
+        };
+        match kind {
+            1 => {
+                need(4 + 1 + TOKEN_LEN + 8 + 2 + 4 + 1 + HASH_LEN + 1)?;
+                if &b[0..4] != HELLO_MAGIC {
+                    return Err(Malformed::Magic);
+                }
+                if b[4] != VERSION {
+                    return Err(Malformed::Version);
+                }
+                let mut at = 5;
+                let token: [u8; TOKEN_LEN] = b[at..at + TOKEN_LEN].try_into().expect("len");
+                at += TOKEN_LEN;
+                let size = u64_at(b, at);
+                let packet = u16::from_le_bytes([b[at + 8], b[at + 9]]);
+                let window = u32_at(b, at + 10);
+                let resume = match b[at + 14] {
+                    0 => false,
+                    1 => true,
+                    _ => return Err(Malformed::Value),
+                };
+                at += 15;
+                let hash: [u8; HASH_LEN] = b[at..at + HASH_LEN].try_into().expect("len");
+                at += HASH_LEN;
+                let n = usize::from(b[at]);
+                at += 1;
+                if b.len() != at + n {
+                    return Err(Malformed::Length);
+                }
+                let name = std::str::from_utf8(&b[at..]).map_err(|_| Malformed::Value)?;
+                Ok(Control::Hello(Hello {
+                    token,
+                    size,
+                    packet,
+                    window,
+                    resume,
+                    hash,
+                    name: name.to_string(),
+                }))
+            }
+            2 => {
+                need(19)?;
+                Ok(Control::Welcome(Welcome {
+                    status: Refusal::from_u8(b[0])?,
+                    session: u64_at(b, 1),
+                    udp_port: u16::from_le_bytes([b[9], b[10]]),
+                    max_rate: u64_at(b, 11),
+                    have: b[19..].to_vec(),
+                }))
+            }
+            3 => {
+                if b.len() != 8 {
+                    return Err(Malformed::Length);
+                }
+                Ok(Control::WindowEnd(WindowEnd {
+                    window: u32_at(b, 0),
+                    count: u32_at(b, 4),
+                }))
+            }
+            4 => {
+                need(24)?;
+                let count = u32_at(b, 4);
+                if count > MAX_WINDOW || b.len() != 24 + (count as usize).div_ceil(8) {
+                    return Err(Malformed::Length);
+                }
+                Ok(Control::Ack(Ack {
+                    window: u32_at(b, 0),
+                    count,
+                    span_ns: u64_at(b, 8),
+                    held_ns: u64_at(b, 16),
+                    bitmap: b[24..].to_vec(),
+                }))
+            }
+            5 => {
+                if b.len() != 1 {
+                    return Err(Malformed::Length);
+                }
+                Ok(Control::Done(match b[0] {
+                    0 => Done::Stored,
+                    1 => Done::HashMismatch,
+                    2 => Done::StorageFailed,
+                    3 => Done::Abandoned,
+                    _ => return Err(Malformed::Value),
+                }))
+            }
+            _ => Err(Malformed::Kind),
+        }
+    }
+}
+
+/// Splits a TCP byte stream into control messages. Holds at most one frame's bytes plus
+/// what the caller pushes at once.
+pub struct Framer {
+    buf: Vec<u8>,
+    limit: usize,
+}
+
+impl Default for Framer {
+    fn default() -> Self {
+        Self::with_limit(MAX_BODY)
+    }
+}
+
+impl Framer {
+    /// A framer that refuses bodies above `limit` bytes (a receiver takes only small ones).
+    pub fn with_limit(limit: usize) -> Self {
+        Self {
+            buf: Vec::new(),
+            limit: limit.min(MAX_BODY),
+        }
+    }
+
+    pub fn push(&mut self, bytes: &[u8]) {
+        self.buf.extend_from_slice(bytes);
+    }
+
+    /// The next whole message, `Ok(None)` when more bytes are needed; an error is final
+    /// (the connection must be closed).
+    pub fn next_message(&mut self) -> Result<Option<Control>, Malformed> {
+        if self.buf.len() < 5 {
+            return Ok(None);
+        }
+        let len = u32_at(&self.buf, 1) as usize;
+        if len > self.limit {
+            return Err(Malformed::Length);
+        }
+        if self.buf.len() < 5 + len {
+            return Ok(None);
+        }
+        let msg = Control::decode(self.buf[0], &self.buf[5..5 + len]);
+        self.buf.drain(..5 + len);
+        msg.map(Some)
+    }
+}
+
+/// Whether `name` may be stored: one plain file name (no directory part, not `.` or `..`,
+/// no leading dot, which the receiver's own temporary files use), UTF-8 without control
+/// characters, at most [`MAX_NAME`] bytes.
+pub fn valid_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= MAX_NAME
+        && !name.starts_with('.')
+        && !name
+            .chars()
+            .any(|c| c == '/' || c == '\\' || c.is_control())
+}
+
+/// A rate in bits per second with an optional decimal K, M or G (`500M`, `1G`), returned in
+/// bytes per second.
+pub fn parse_rate(s: &str) -> Result<f64, String> {
+    let t = s.trim();
+    let (num, mult) = match t.chars().last() {
+        Some('k' | 'K') => (&t[..t.len() - 1], 1e3),
+        Some('m' | 'M') => (&t[..t.len() - 1], 1e6),
+        Some('g' | 'G') => (&t[..t.len() - 1], 1e9),
+        _ => (t, 1.0),
+    };
+    let v: f64 = num
+        .parse()
+        .map_err(|_| format!("'{s}' is not a rate (e.g. 500M, 1G)"))?;
+    if !(v.is_finite() && v > 0.0) {
+        return Err(format!("'{s}': a rate must be positive"));
+    }
+    Ok(v * mult / 8.0)
+}
+
+/// A receiver's token: [`TOKEN_LEN`] bytes written as hex digits.
+pub fn parse_token(s: &str) -> Result<[u8; TOKEN_LEN], String> {
+    let s = s.trim();
+    if s.len() != TOKEN_LEN * 2 || !s.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Err(format!("a token is {} hex digits", TOKEN_LEN * 2));
+    }
+    let mut t = [0u8; TOKEN_LEN];
+    for (i, b) in t.iter_mut().enumerate() {
+        *b = u8::from_str_radix(&s[2 * i..2 * i + 2], 16).expect("hex");
+    }
+    Ok(t)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    pub(crate) fn hello() -> Hello {
+        Hello {
+            token: [7; TOKEN_LEN],
+            size: 1_000_000,
+            packet: 1400,
+            window: 4096,
+            resume: false,
+            hash: [9; HASH_LEN],
+            name: "data.bin".into(),
+        }
+    }
+
+    #[test]
+    fn every_message_round_trips_through_the_framer() {
+        let msgs = vec![
+            Control::Hello(hello()),
+            Control::Welcome(Welcome {
+                status: Refusal::Accepted,
+                session: 42,
+                udp_port: 8070,
+                max_rate: 125_000_000,
+                have: vec![0xff, 0x01],
+            }),
+            Control::WindowEnd(WindowEnd {
+                window: 3,
+                count: 4096,
+            }),
+            Control::Ack(Ack {
+                window: 3,
+                count: 10,
+                span_ns: 5,
+                held_ns: 6,
+                bitmap: vec![0xff, 0x02],
+            }),
+            Control::Done(Done::Stored),
+        ];
+        let mut bytes = Vec::new();
+        for m in &msgs {
+            m.encode(&mut bytes);
+        }
+        let mut f = Framer::default();
+        let mut got = Vec::new();
+        // One byte at a time: frames split anywhere.
+        for b in bytes {
+            f.push(&[b]);
+            while let Some(m) = f.next_message().unwrap() {
+                got.push(m);
+            }
+        }
+        assert_eq!(got, msgs);
+    }
+
+    #[test]
+    fn data_headers_round_trip_and_bad_ones_are_named() {
+        let h = DataHeader {
+            session: 1,
+            window: 2,
+            index: 3,
+            seq: 4,
+        };
+        let mut b = [0u8; DATA_HEADER + 5];
+        h.encode(&mut b);
+        assert_eq!(DataHeader::decode(&b), Ok(h));
+        assert_eq!(DataHeader::decode(&b[..27]), Err(Malformed::Short));
+        let mut bad = b;
+        bad[0] ^= 1;
+        assert_eq!(DataHeader::decode(&bad), Err(Malformed::Magic));
+        let mut bad = b;
+        bad[2] = 2;
+        assert_eq!(DataHeader::decode(&bad), Err(Malformed::Version));
+        let mut bad = b;
+        bad[3] = 1;
+        assert_eq!(DataHeader::decode(&bad), Err(Malformed::Kind));
+    }
+
+    #[test]
+    fn names_are_single_plain_components() {
+        for ok in ["a", "data.bin", "ünïcode", "x y"] {
+            assert!(valid_name(ok), "{ok}");
+        }
+        let long = "x".repeat(256);
+        for bad in [
+            "",
+            ".",
+            "..",
+            ".hidden",
+            "a/b",
+            "../x",
+            "/etc/passwd",
+            "a\\b",
+            "a\0b",
+            "a\nb",
+            &long,
+        ] {
+            assert!(!valid_name(bad), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn oversized_frames_are_refused_before_they_are_buffered() {
+        let mut f = Framer::default();
+        let mut b = vec![4u8];
+        b.extend_from_slice(&(MAX_BODY as u32 + 1).to_le_bytes());
+        f.push(&b);
+        assert_eq!(f.next_message(), Err(Malformed::Length));
+    }
+}
