@@ -7,6 +7,7 @@ mod common;
 mod delay;
 mod forecast;
 mod pcap;
+mod proxy;
 mod report;
 mod serve;
 mod tcp;
@@ -41,6 +42,9 @@ enum Command {
     /// Passive analysis of TCP traffic in capture files or live: per-flow throughput, RTT
     /// (data→ACK and timestamps), retransmissions, IEPM-BW transfers, Wren available bandwidth.
     Pcap(pcap::Args),
+    /// HTTP/1.1 reverse proxy that sends each request to the replica forecast to be fastest
+    /// (available bandwidth and RTT from the traffic it carries; Wren proxy, §4–5).
+    Proxy(proxy::Args),
     /// Answer `nowcast tcp` and `nowcast udp` probes (TCP echo and sink, UDP echo).
     Serve(serve::Args),
     /// NWS TCP probe: handshake, 2-byte RTT with Nagle off and on, bandwidth, forecasts.
@@ -76,6 +80,7 @@ pub fn main() -> ExitCode {
         Command::Forecast(args) => forecast::run(args),
         Command::Pcap(args) => pcap::run(args),
         Command::Serve(args) => serve::run(args),
+        Command::Proxy(args) => proxy::run(args),
         Command::Tcp(args) => tcp::run(args),
         Command::Udp(args) => udp::run(args),
         Command::Delay(args) => delay::run(args),
