@@ -60,6 +60,20 @@ step "Wren's lower bounds on emulated links, long phases (goals: phase medians w
 PCAP_WREN_SECS=${PCAP_WREN_SECS:-$([ -n "$quick" ] && echo 6 || echo 20)} \
   cargo test --quiet --release -p native-probes --test pcap_wren -- --nocapture
 
+step "nowcast proxy on emulated links, long halves, and where the replicas do not differ (goals: ≥ 95 % to the better replica within 2 s of the change, total within 10 % of the oracle, mean and p95 ≥ 20 % better than round-robin, least-connections, P2C peak-EWMA and nearest)"
+PROXY_LINKS_SECS=${PROXY_LINKS_SECS:-$([ -n "$quick" ] && echo 8 || echo 30)} PROXY_LINKS_EQUAL=1 \
+  cargo test --quiet --release -p native-probes --test proxy_links -- --nocapture
+
+step "nowcast proxy's overhead on loopback next to nginx (goals: ≥ 80 % of nginx's throughput, ≤ 1 ms p99 added)"
+cargo bench --quiet -p native-probes --bench proxy
+
+step "nowcast bench timeouts: the reduction tree on loopback, 10 sets of 100 reductions per policy (goals: best dynamic p95 ≥ 20 % and variance ≥ 50 % below the best static, mean no worse, ≤ 5 % of sends retried)"
+if [ -n "$quick" ]; then
+  target/release/nowcast bench timeouts --sets 3 --reductions 30 --scale 0.005
+else
+  target/release/nowcast bench timeouts --sets 10 --reductions 100 --scale 0.01
+fi
+
 step "echo-node throughput against iperf3 on loopback"
 if [ -n "$quick" ]; then
   BENCH_BYTES=${BENCH_BYTES:-268435456} npm -w echo-node run --silent bench

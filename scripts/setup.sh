@@ -31,9 +31,9 @@ if ! wasm-bindgen --version 2>/dev/null | grep -qx "wasm-bindgen $wb_version"; t
 fi
 
 # Debian packages for the browser and emulated-link tests.
-# libpcap-dev: `nowcast pcap --live` links libpcap; tshark and tcptrace: the passive analysis'
+# libpcap-dev: `nowcast pcap --live` links libpcap; nginx: the proxy bench's peer; tshark and tcptrace: the passive analysis'
 # peers (tshark's wireshark-common asks whether non-root users may capture: preseeded "no").
-debs=(chromium chromium-driver iperf3 sockperf irtt iproute2 nftables ethtool tcpdump time curl hyperfine jq libpcap-dev tshark tcptrace bc clickhouse-server iputils-ping sqlite3)
+debs=(chromium chromium-driver iperf3 sockperf irtt iproute2 nftables ethtool tcpdump time curl hyperfine jq libpcap-dev tshark tcptrace bc clickhouse-server iputils-ping sqlite3 nginx)
 missing=()
 for p in "${debs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

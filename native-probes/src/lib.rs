@@ -32,6 +32,7 @@ pub mod series_input;
 pub mod serve;
 pub mod stop;
 pub mod tcp;
+pub mod timeouts;
 pub mod udp;
 pub mod when;
 pub mod wire;

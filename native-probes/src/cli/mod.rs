@@ -2,6 +2,7 @@
 //! Nothing here measures or decides; each subcommand's module only converts and wires.
 
 mod archive;
+mod bench;
 mod campaign;
 mod common;
 mod delay;
@@ -57,6 +58,8 @@ enum Command {
     Report(report::Args),
     /// The measurement archive: import, export, query, schema.
     Archive(archive::Args),
+    /// Experiments that reproduce the papers' tables (timeouts: Allen, Wolski & Plank).
+    Bench(bench::Args),
     /// Relay TCP or UDP with a fixed added delay (emulated links in the accuracy tests).
     #[command(hide = true)]
     Delay(delay::Args),
@@ -81,6 +84,7 @@ pub fn main() -> ExitCode {
         Command::Pcap(args) => pcap::run(args),
         Command::Serve(args) => serve::run(args),
         Command::Proxy(args) => proxy::run(args),
+        Command::Bench(args) => bench::run(args),
         Command::Tcp(args) => tcp::run(args),
         Command::Udp(args) => udp::run(args),
         Command::Delay(args) => delay::run(args),

@@ -777,12 +777,22 @@ impl Policy {
             }
             Balance::Completion | Balance::Bandwidth => {
                 self.decisions += 1;
-                // Unmeasured replicas first, the one with the fewest in flight.
-                if let Some(&r) = choices
+                // Replicas without an RTT yet first, the one with the fewest in flight,
+                // ties in turn.
+                let unmeasured: Vec<usize> = choices
                     .iter()
-                    .filter(|&&r| self.bandwidth(r, now_ms).is_none() || self.rtt(r).is_none())
-                    .min_by_key(|&&r| self.replicas[r].inflight)
-                {
+                    .copied()
+                    .filter(|&r| self.rtt(r).is_none())
+                    .collect();
+                if !unmeasured.is_empty() {
+                    let svc = &mut self.services[s];
+                    let start = svc.rr % unmeasured.len();
+                    svc.rr = svc.rr.wrapping_add(1);
+                    let n = unmeasured.len();
+                    let r = (0..n)
+                        .map(|i| unmeasured[(start + i) % n])
+                        .min_by_key(|&r| self.replicas[r].inflight)
+                        .expect("unmeasured");
                     return (r, Reason::Unmeasured);
                 }
                 let best = self.best(&choices, size, now_ms);
@@ -797,12 +807,20 @@ impl Policy {
         }
     }
 
-    /// The best of `choices` by the forecast rule (all have forecasts).
+    /// The best of `choices` by the forecast rule (all have an RTT forecast). While some
+    /// have no bandwidth forecast yet (traffic too small to measure one), the completion
+    /// rule compares the RTTs alone, and the bandwidth rule takes an unknown bandwidth as 0.
     fn best(&self, choices: &[usize], size: f64, now_ms: f64) -> usize {
+        let all_bw = choices.iter().all(|&r| self.bandwidth(r, now_ms).is_some());
+        let k = self.cfg.error_k;
         let key = |r: usize| -> (f64, f64) {
             let v = self.view(r, size, now_ms);
             match self.cfg.balance {
                 Balance::Bandwidth => (-v.bandwidth.map_or(0.0, |b| b.value), 0.0),
+                _ if !all_bw => {
+                    let rtt = v.rtt.expect("measured");
+                    (rtt.value + k * rtt.error.abs(), rtt.value)
+                }
                 _ => {
                     // Worst case first (errors weighed by k), the point forecast breaks
                     // ties (both infinite when bandwidth − k·error ≤ 0).
