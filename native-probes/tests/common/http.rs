@@ -30,6 +30,7 @@ fn full(s: impl Into<Bytes>) -> Body {
 /// - anything else: its name.
 pub struct Upstream {
     pub addr: SocketAddr,
+    /// Requests other than the proxy's probes.
     pub requests: Arc<AtomicU64>,
     stop: Arc<AtomicBool>,
     thread: Option<std::thread::JoinHandle<()>>,
@@ -56,17 +57,13 @@ async fn answer(name: Arc<String>, req: Request<Incoming>) -> Result<Response<Bo
             .insert("x-replica", name.as_str().parse().unwrap());
         return Ok(r);
     }
-    if let Some(n) = path
-        .strip_prefix("/bytes/")
-        .and_then(|n| n.parse::<u64>().ok())
-    {
+    // Paths keep any service prefix: match the last segments.
+    let tail = |key: &str| path.rsplit_once(key).and_then(|(_, n)| n.parse::<u64>().ok());
+    if let Some(n) = tail("/bytes/") {
         let chunk = Bytes::from(vec![0x61u8; 64 * 1024]);
         return Ok(Response::new(BodyExt::boxed(Chunks { left: n, chunk })));
     }
-    if let Some(ms) = path
-        .strip_prefix("/sleep/")
-        .and_then(|n| n.parse::<u64>().ok())
-    {
+    if let Some(ms) = tail("/sleep/") {
         tokio::time::sleep(Duration::from_millis(ms)).await;
         return Ok(Response::new(full("slept")));
     }
@@ -143,8 +140,15 @@ impl Upstream {
                     let _ = s.set_nodelay(true);
                     let (name, req2) = (name.clone(), req2.clone());
                     tokio::spawn(async move {
-                        let svc = hyper::service::service_fn(move |r| {
-                            req2.fetch_add(1, Ordering::Relaxed);
+                        let svc = hyper::service::service_fn(move |r: Request<Incoming>| {
+                            // The proxy's own probes are not counted.
+                            let probe = r
+                                .headers()
+                                .get("user-agent")
+                                .is_some_and(|v| v == "nowcast-proxy-probe");
+                            if !probe {
+                                req2.fetch_add(1, Ordering::Relaxed);
+                            }
                             answer(name.clone(), r)
                         });
                         let _ = hyper::server::conn::http1::Builder::new()
