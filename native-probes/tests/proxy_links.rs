@@ -364,8 +364,9 @@ fn compare(
     ];
     let better_after = if c1 > 0.0 { "s2" } else { "s1" };
     let mut out = Vec::new();
-    let rules: [&str; 6] = [
+    let rules: [&str; 7] = [
         "completion",
+        "completion-explore-fresh",
         "round-robin",
         "least-connections",
         "p2c-peak-ewma",
@@ -391,6 +392,8 @@ fn compare(
         let oracle = rule == "oracle";
         if oracle {
             args.extend(["--service", "/s1=s1", "--service", "/s2=s2"].map(String::from));
+        } else if rule == "completion-explore-fresh" {
+            args.extend(["--balance", "completion", "--explore-fresh"].map(String::from));
         } else {
             args.extend(["--balance".to_string(), rule.to_string()]);
         }

@@ -40,6 +40,10 @@ pub struct Args {
     /// Share of requests sent to an alternate replica so that no forecast goes stale.
     #[arg(long, default_value_t = 0.05)]
     epsilon: f64,
+    /// Explore fresh alternates too (the Wren proxy's rule); by default only alternates with
+    /// no sample within --ttl are explored, since the probes keep the others fresh.
+    #[arg(long)]
+    explore_fresh: bool,
     /// Weight of the forecast errors in the completion time (0: the point forecasts).
     #[arg(long, default_value_t = 1.0)]
     error_k: f64,
@@ -184,6 +188,7 @@ pub fn run(a: Args) -> Result<()> {
     let cfg = policy::Config {
         balance,
         epsilon: a.epsilon,
+        explore_fresh: a.explore_fresh,
         error_k: a.error_k,
         ttl_ms: a.ttl * 1e3,
         eject_after: a.eject_after,

@@ -240,6 +240,10 @@ pub struct Config {
     pub balance: Balance,
     /// Share of requests sent to an alternate (forecast rules only).
     pub epsilon: f64,
+    /// Explore fresh alternates too (Zangrilli & Lowekamp §4's rule). By default a request
+    /// explores only alternates with no sample within the TTL: the active probes keep the
+    /// others fresh, and a request sent to a replica known to be slower costs its client.
+    pub explore_fresh: bool,
     /// Errors' weight in the completion time (0: the point forecast).
     pub error_k: f64,
     /// A replica with no sample younger than this gets an active probe.
@@ -267,6 +271,7 @@ impl Default for Config {
         Self {
             balance: Balance::Completion,
             epsilon: 0.05,
+            explore_fresh: false,
             error_k: 1.0,
             ttl_ms: 1_000.0,
             eject_after: 3,
@@ -797,10 +802,24 @@ impl Policy {
                 }
                 let best = self.best(&choices, size, now_ms);
                 if choices.len() > 1 && draws[0] < self.cfg.epsilon && avoid.is_none() {
-                    let others: Vec<usize> =
-                        choices.iter().copied().filter(|&r| r != best).collect();
-                    self.explored += 1;
-                    return (others[pick_index(draws[1], others.len())], Reason::Explore);
+                    // Alternates whose estimate has gone stale (no sample within the TTL),
+                    // or every alternate when told to explore always (the paper's rule).
+                    let ttl = self.cfg.ttl_ms;
+                    let others: Vec<usize> = choices
+                        .iter()
+                        .copied()
+                        .filter(|&r| r != best)
+                        .filter(|&r| {
+                            self.cfg.explore_fresh
+                                || self.replicas[r]
+                                    .last_sample_ms
+                                    .is_none_or(|t| now_ms - t > ttl)
+                        })
+                        .collect();
+                    if !others.is_empty() {
+                        self.explored += 1;
+                        return (others[pick_index(draws[1], others.len())], Reason::Explore);
+                    }
                 }
                 (best, Reason::Best)
             }
@@ -1004,10 +1023,14 @@ mod tests {
     use crate::rng::Rng;
 
     fn two(balance: Balance) -> Policy {
-        let cfg = Config {
+        two_with(Config {
             balance,
+            explore_fresh: true,
             ..Config::default()
-        };
+        })
+    }
+
+    fn two_with(cfg: Config) -> Policy {
         Policy::new(
             cfg,
             vec![
@@ -1132,6 +1155,22 @@ mod tests {
         // Exploration: a draw under ε goes to the other one.
         let e = p.choose(0, Some(10 << 20), None, 300.0, [0.01, 0.5]);
         assert_eq!((e.replica, e.reason), (1, Reason::Explore));
+    }
+
+    #[test]
+    fn by_default_only_stale_alternates_are_explored() {
+        let mut p = two_with(Config::default());
+        for i in 0..5 {
+            let t = i as f64 * 10.0;
+            p.finish(&ok(0, t, 100.0, 2.0, 1 << 20));
+            p.finish(&ok(1, t, 10.0, 2.0, 1 << 20));
+        }
+        // b was sampled 10 ms ago: a draw under ε stays with the best.
+        let d = p.choose(0, Some(1 << 20), None, 50.0, [0.01, 0.5]);
+        assert_eq!((d.replica, d.reason), (0, Reason::Best));
+        // Past the TTL with no sample, b is explored.
+        let d = p.choose(0, Some(1 << 20), None, 1_100.0, [0.01, 0.5]);
+        assert_eq!((d.replica, d.reason), (1, Reason::Explore));
     }
 
     #[test]

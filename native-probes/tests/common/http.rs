@@ -58,7 +58,10 @@ async fn answer(name: Arc<String>, req: Request<Incoming>) -> Result<Response<Bo
         return Ok(r);
     }
     // Paths keep any service prefix: match the last segments.
-    let tail = |key: &str| path.rsplit_once(key).and_then(|(_, n)| n.parse::<u64>().ok());
+    let tail = |key: &str| {
+        path.rsplit_once(key)
+            .and_then(|(_, n)| n.parse::<u64>().ok())
+    };
     if let Some(n) = tail("/bytes/") {
         let chunk = Bytes::from(vec![0x61u8; 64 * 1024]);
         return Ok(Response::new(BodyExt::boxed(Chunks { left: n, chunk })));
