@@ -113,6 +113,11 @@ pub struct Args {
     /// Seed of the exploration draws (default: from the clock; printed).
     #[arg(long)]
     seed: Option<u64>,
+    /// Where upload bandwidth comes from: transfer (the upload's goodput: bytes over the time
+    /// to the response head less the handshake) or tcp-info (the kernel's
+    /// delivery rate of the upstream connection when the response ends).
+    #[arg(long, default_value = "transfer", value_parser = ["transfer", "tcp-info"])]
+    bandwidth_from: String,
     /// Worker threads (default: the number of cores).
     #[arg(long)]
     threads: Option<usize>,
@@ -242,6 +247,7 @@ pub fn run(a: Args) -> Result<()> {
         connect_timeout: secs("connect-timeout", a.connect_timeout)?,
         client_idle: secs("client-idle", a.client_idle)?,
         max_connections: a.max_connections,
+        tcp_info_rate: a.bandwidth_from == "tcp-info",
     };
     let mut rt = tokio::runtime::Builder::new_multi_thread();
     if let Some(n) = a.threads {
@@ -251,9 +257,10 @@ pub fn run(a: Args) -> Result<()> {
     let to_stdout = a.records.as_deref() == Some("-");
     let summary = rt.block_on(server::serve(opts, true, |r| {
         let line = format!(
-            "nowcast proxy: listening on {} (balance {}, bandwidth from tcp_info, seed {seed})",
+            "nowcast proxy: listening on {} (balance {}, bandwidth from {}, RTT from tcp_info, seed {seed})",
             r.addr,
-            balance.name()
+            balance.name(),
+            a.bandwidth_from
         );
         // With records on standard output, the ready line goes to standard error.
         if to_stdout {

@@ -300,8 +300,8 @@ pub fn render(p: &Policy, e: &Edge, now_ms: f64) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::super::policy::{Config, Done, ReplicaSpec, ServiceSpec, Source};
     use super::*;
+    use crate::proxy::policy::{Config, Done, ReplicaSpec, ServiceSpec, Source};
 
     #[test]
     fn the_page_names_every_replica_with_its_forecasts_and_counts() {

@@ -121,6 +121,9 @@ pub struct Options {
     pub connect_timeout: Duration,
     pub client_idle: Duration,
     pub max_connections: usize,
+    /// Upload bandwidth from TCP_INFO's delivery rate at the end of the response instead of
+    /// the upload's goodput.
+    pub tcp_info_rate: bool,
 }
 
 #[derive(Default)]
@@ -141,6 +144,7 @@ struct Shared {
     explain: bool,
     probe: ProbeSpec,
     connect_timeout: Duration,
+    tcp_info_rate: bool,
     origin: Instant,
     wall0_ms: f64,
     edge: EdgeCounts,
@@ -255,10 +259,17 @@ impl Pending {
         let down_ms = (end - self.head).as_secs_f64() * 1e3;
         let bandwidth = if !complete || failure.is_some() {
             None
-        } else if up >= MIN_SAMPLE_BYTES {
+        } else if up >= MIN_SAMPLE_BYTES && self.sh.tcp_info_rate {
             info.map(|i| i.delivery_mbits)
                 .filter(|m| *m > 0.0)
                 .map(|m| (m, Source::TcpInfo))
+        } else if up >= MIN_SAMPLE_BYTES {
+            // The upload's goodput: its bytes over the time from dispatch to the response
+            // head, less the connection's handshake. (Less the RTT too would subtract the
+            // queue this very upload built: TCP_INFO's smoothed RTT at the end includes it.)
+            let head_ms = (self.head - self.start).as_secs_f64() * 1e3;
+            let ms = head_ms - handshake.unwrap_or(0.0);
+            (ms > 0.0).then(|| (up as f64 * 8.0 / (ms * 1e3), Source::Transfer))
         } else if self.bytes_down >= MIN_SAMPLE_BYTES && down_ms > 0.0 {
             Some((
                 self.bytes_down as f64 * 8.0 / (down_ms * 1e3),
@@ -567,7 +578,11 @@ async fn handle(
                 retries_refused: p.budget.refused,
                 client_timeouts: sh.edge.client_timeouts.load(Relaxed),
                 uptime_s: sh.origin.elapsed().as_secs_f64(),
-                bandwidth_source: Source::TcpInfo.name(),
+                bandwidth_source: if sh.tcp_info_rate {
+                    Source::TcpInfo.name()
+                } else {
+                    Source::Transfer.name()
+                },
             };
             metrics::render(&p, &e, sh.now_ms())
         };
@@ -845,6 +860,7 @@ pub async fn serve(
         explain: opts.explain,
         probe: opts.probe,
         connect_timeout: opts.connect_timeout,
+        tcp_info_rate: opts.tcp_info_rate,
         origin: Instant::now(),
         wall0_ms: crate::clock::wall_ms(),
         edge: EdgeCounts::default(),
