@@ -66,7 +66,7 @@ pub fn run(a: Args) -> Result<()> {
     if !(2..=64).contains(&t.procs) || t.sets == 0 || t.reductions == 0 {
         bail!("--procs must be 2..64, --sets and --reductions at least 1");
     }
-    if !(t.scale > 0.0 && t.scale <= 1.0) {
+    if t.scale.is_nan() || t.scale <= 0.0 || t.scale > 1.0 {
         bail!("--scale {}: must be in (0, 1]", t.scale);
     }
     let params = Params {

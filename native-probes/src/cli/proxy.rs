@@ -187,7 +187,7 @@ pub fn run(a: Args) -> Result<()> {
         });
     }
     let balance = Balance::parse(&a.balance).map_err(|e| anyhow!("--balance: {e}"))?;
-    if !(a.ttl > 0.0) {
+    if a.ttl.is_nan() || a.ttl <= 0.0 {
         bail!("--ttl {}: must be above 0", a.ttl);
     }
     let cfg = policy::Config {

@@ -190,10 +190,8 @@ async fn send(s: &mut Sender, r: usize, link: usize, scale: f64, payload: usize)
 /// Runs `per_set` reductions (numbered from `first`) under one policy on loopback.
 async fn run_set(
     opts: &Options,
-    addrs: &[std::net::SocketAddr],
     senders: &[Arc<tokio::sync::Mutex<Sender>>],
     first: usize,
-    total: usize,
 ) -> SetResult {
     let mut out = SetResult::default();
     let t = tree(opts.params.procs);
@@ -219,7 +217,7 @@ async fn run_set(
             let tx = txs[child].take().expect("one send per child");
             let results = results.clone();
             let (scale, payload) = (opts.scale, opts.payload);
-            let _ = parent;
+            debug_assert!(parent < child);
             tasks.push(tokio::spawn(async move {
                 for mut w in waits {
                     let _ = w.wait_for(|v| *v).await;
@@ -245,7 +243,6 @@ async fn run_set(
         for (a, ab) in results.lock().expect("results").iter() {
             out.add_send(*a, *ab);
         }
-        let _ = (addrs, total);
     }
     out
 }
@@ -311,7 +308,7 @@ pub fn run(opts: &Options) -> std::io::Result<(Vec<Row>, Vec<Vec<SetResult>>)> {
                 .collect();
             for k in 0..opts.sets {
                 for i in 0..opts.policies.len() {
-                    let set = run_set(opts, &addrs, &senders[i], k * opts.per_set, total).await;
+                    let set = run_set(opts, &senders[i], k * opts.per_set).await;
                     sets[i].push(set);
                 }
             }
