@@ -248,7 +248,7 @@ fn nginx(up: SocketAddr, dir: &std::path::Path) -> Option<(Killed, SocketAddr)> 
         format!(
             "daemon off;\nworker_processes 1;\npid {d}/nginx.pid;\nerror_log {d}/error.log;\n\
              events {{ worker_connections 1024; }}\n\
-             http {{\n access_log off;\n client_body_temp_path {d};\n proxy_temp_path {d};\n\
+             http {{\n access_log off;\n keepalive_requests 1000000;\n client_body_temp_path {d};\n proxy_temp_path {d};\n\
              upstream u {{ server {up}; keepalive 64; }}\n\
              server {{ listen 127.0.0.1:{port}; location / {{ proxy_pass http://u;\n\
              proxy_http_version 1.1; proxy_set_header Connection \"\"; proxy_buffering off; }} }}\n}}\n",

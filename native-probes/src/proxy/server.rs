@@ -975,20 +975,22 @@ pub async fn serve(
     let unfinished = sh.edge.in_flight.load(Relaxed) as usize;
     let finished = tokio::time::timeout(opts.grace, graceful.shutdown()).await;
     prober.abort();
-    let p = sh.policy.lock().expect("policy");
+    let (explored, decisions) = {
+        let p = sh.policy.lock().expect("policy");
+        (p.explored, p.decisions)
+    };
     let summary = Summary {
         requests: sh.edge.requests.load(Relaxed),
         failed: sh.edge.failed.load(Relaxed),
         rejected: sh.edge.rejected.load(Relaxed),
-        explored: p.explored,
-        decisions: p.decisions,
+        explored,
+        decisions,
         unfinished: if finished.is_ok() {
             0
         } else {
             unfinished.max(1)
         },
     };
-    drop(p);
     // Close the record channel so the writer ends, once every body holding the state is gone.
     if let Ok(shared) = Arc::try_unwrap(sh) {
         drop(shared);
