@@ -12,7 +12,8 @@
 //! by PID before their namespace is deleted. `on_emulated_links` in the name: `cargo test
 //! --workspace` skips it, `npm test` runs it alone (as root) so that its figures print.
 //! Length: PROXY_LINKS_SECS per half (default 4; `npm run bench` runs longer ones and the
-//! case where the replicas do not differ, PROXY_LINKS_EQUAL=1).
+//! case where the replicas do not differ, PROXY_LINKS_EQUAL=1). PROXY_LINKS_OURS adds flags
+//! to our rule's proxy; PROXY_LINKS_EXPLAIN=1 prints its decisions and every unit.
 
 mod common;
 
@@ -397,6 +398,12 @@ fn compare(
             "0.5".into(),
         ];
         let oracle = rule == "oracle";
+        if rule.starts_with("completion") {
+            // Extra flags for our rule (e.g. PROXY_LINKS_OURS="--error-k 0"), to try settings.
+            if let Ok(extra) = std::env::var("PROXY_LINKS_OURS") {
+                args.extend(extra.split_whitespace().map(String::from));
+            }
+        }
         if rule == "completion" {
             args.push("--explain".into());
         }
