@@ -11,6 +11,11 @@
 //! types and the runner as edges), [`archive`] (SQLite and ClickHouse behind a spool; one more
 //! record sink) and [`report`] (IEPM-BW's analysis and its table, JSON and HTML). [`when`] and
 //! [`format`] write times and numbers for people.
+//!
+//! [`proxy`]: `nowcast proxy` (the selection policy, retry budget, sticky table and metrics
+//! as cores; the hyper server and upstream pool as edges). [`timeouts`]: `nowcast bench
+//! timeouts` (the reduction tree's model and tables as cores, the loopback run as an edge).
+//! [`rng`]: the seeded generator the cores take their randomness from.
 
 pub mod archive;
 pub mod campaign;
