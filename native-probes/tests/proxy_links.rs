@@ -18,42 +18,12 @@
 mod common;
 
 use common::http::{read_response, thread_in, Proxy, Upstream};
-use common::text;
+use common::{root_missing, sh};
 use std::io::{BufReader, Write};
 use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-
-fn missing() -> Option<String> {
-    let uid = Command::new("id")
-        .arg("-u")
-        .output()
-        .ok()
-        .map(|o| text(&o.stdout));
-    if uid.as_deref().map(str::trim) != Some("0") {
-        return Some("not running as root (network namespaces need it)".into());
-    }
-    for tool in ["ip", "tc", "ethtool", "iperf3"] {
-        let found = Command::new("sh")
-            .args(["-c", &format!("command -v {tool}")])
-            .stdout(Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success());
-        if !found {
-            return Some(format!("{tool} is not installed"));
-        }
-    }
-    None
-}
-
-fn sh(args: &[&str]) {
-    let out = Command::new(args[0])
-        .args(&args[1..])
-        .output()
-        .expect("run");
-    assert!(out.status.success(), "{args:?}: {}", text(&out.stderr));
-}
 
 /// proxy ─ router i (tbf toward server i) ─ server i, for i = 1, 2.
 struct Net {
@@ -523,7 +493,7 @@ fn print(title: &str, rows: &[Outcome]) {
 
 #[test]
 fn on_emulated_links_the_proxy_follows_the_available_bandwidth() {
-    if let Some(why) = missing() {
+    if let Some(why) = root_missing(&["ip", "tc", "ethtool", "iperf3"]) {
         eprintln!("skipped: {why}");
         return;
     }

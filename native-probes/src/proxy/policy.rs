@@ -30,7 +30,7 @@
 //! once).
 
 use super::budget::{RetryBudget, Sticky};
-use nowcast_core::probed::{self, Observation, Outcome, ProbedSeries, COLD_START_ERRORS};
+use nowcast_core::probed::{self, Observation, Outcome, ProbedSeries};
 use nowcast_core::rank::{self, Estimate, Site};
 use nowcast_core::record::{Metric, Probe, Record, Transport};
 use nowcast_core::timeout::{Bounds, Rule};
@@ -550,18 +550,17 @@ impl Policy {
         })
     }
 
-    /// The request timeout for `r`, ms: the rule's timeout for the wait, within the bounds,
-    /// and while the wait's spread is unknown never below the initial timeout.
+    /// The request timeout for `r`, ms: the rule's timeout for the wait within the bounds,
+    /// with the rules' own cold start while the wait's spread is unknown
+    /// ([`nowcast_core::timeout::MIN_ERRORS`]: [`nowcast_core::timeout::COLD_FACTOR`] × the
+    /// longest wait seen), or the initial timeout before any wait is known.
     pub fn timeout_ms(&self, r: usize) -> f64 {
         let b = self.cfg.timeout;
         let initial = b.initial_ms.max(b.floor_ms).min(b.ceiling_ms);
-        let wait = &self.replicas[r].wait;
-        let errors = wait.bank().mse_accum().n;
-        match wait.timeout_by(self.cfg.timeout_rule) {
-            Some(t) if errors >= COLD_START_ERRORS => t,
-            Some(t) => t.max(initial),
-            None => initial,
-        }
+        self.replicas[r]
+            .wait
+            .timeout_by(self.cfg.timeout_rule)
+            .unwrap_or(initial)
     }
 
     fn ewma_cost(&self, r: usize, now_ms: f64) -> Option<f64> {

@@ -118,6 +118,7 @@ impl Policy {
             Policy::Dynamic(Rule::Allen { k: 2.0 }),
             Policy::Dynamic(Rule::Nws),
             Policy::Dynamic(Rule::Windowed { k: 2.0, window: 20 }),
+            Policy::Dynamic(Rule::DEFAULT),
             Policy::Dynamic(Rule::Rfc6298 { granularity: 0.0 }),
             Policy::Hedge,
         ]
@@ -128,7 +129,10 @@ impl Policy {
             Policy::Static(t) => format!("static {t} s"),
             Policy::Dynamic(Rule::Allen { k }) => format!("mean+{k}sd"),
             Policy::Dynamic(Rule::Nws) => "nws original".into(),
-            Policy::Dynamic(Rule::Windowed { .. }) => "improved (windowed)".into(),
+            Policy::Dynamic(Rule::Windowed { .. }) => "windowed".into(),
+            Policy::Dynamic(Rule::Target { miss }) => {
+                format!("improved (target {}%)", miss * 100.0)
+            }
             Policy::Dynamic(Rule::Rfc6298 { .. }) => "rfc 6298".into(),
             Policy::Hedge => "hedge at p95".into(),
         }
@@ -185,13 +189,11 @@ impl Link {
         let rule = match self.policy {
             Policy::Static(t) => return t,
             Policy::Dynamic(rule) => rule,
-            Policy::Hedge => Rule::Windowed { k: 2.0, window: 20 },
+            Policy::Hedge => Rule::DEFAULT,
         };
-        let warm = self.series.bank().mse_accum().n >= nowcast_core::probed::COLD_START_ERRORS;
-        match self.series.timeout_by(rule) {
-            Some(t) if warm => t,
-            _ => INITIAL_S,
-        }
+        // The rules' own cold start (3 × the longest attempt seen until the spread is known);
+        // the most generous static timeout before any attempt.
+        self.series.timeout_by(rule).unwrap_or(INITIAL_S)
     }
 
     /// When hedging sends its second copy, s after the first: the forecast's p95 (MSE
@@ -201,7 +203,7 @@ impl Link {
             return None;
         }
         let f = self.series.forecast()?;
-        if self.series.bank().mse_accum().n < nowcast_core::probed::COLD_START_ERRORS {
+        if self.series.bank().mse_accum().n < nowcast_core::timeout::MIN_ERRORS {
             return None;
         }
         Some((f.mse.value + 1.645 * f.mse.error.max(0.0).sqrt()).max(BOUNDS.floor))
