@@ -47,6 +47,11 @@ pub struct Args {
     /// Weight of the forecast errors in the completion time (0: the point forecasts).
     #[arg(long, default_value_t = 1.0)]
     error_k: f64,
+    /// Forecast errors kept per replica for the worst case's spread, the RMS of the recent
+    /// shortfalls (bandwidth below, RTT above the forecast); 0: the forecast's whole-history
+    /// two-sided RMSE.
+    #[arg(long, default_value_t = 20)]
+    error_window: usize,
     /// Seconds after which a replica with no newer sample is probed.
     #[arg(long, default_value_t = 1.0)]
     ttl: f64,
@@ -195,6 +200,7 @@ pub fn run(a: Args) -> Result<()> {
         epsilon: a.epsilon,
         explore_fresh: a.explore_fresh,
         error_k: a.error_k,
+        error_window: a.error_window,
         ttl_ms: a.ttl * 1e3,
         eject_after: a.eject_after,
         backoff_min_ms: a.backoff * 1e3,
