@@ -71,6 +71,20 @@ done
 step "FOBS against iperf3 TCP (cubic, bbr) and QUIC (ngtcp2) on an emulated 1 Gbit/s, 30 ms link: clean, receiver CPU contention, 0.5 % loss shared with iperf3 (goals: ≥ 90 % of the link; ≥ 10× without the classifier and ahead of TCP and QUIC; Jain's index ≥ 0.9)"
 python3 native-probes/bench/fobs_link.py bench ${quick:+--quick}
 
+step "nowcast proxy on emulated links, long halves, and where the replicas do not differ (goals: ≥ 95 % to the better replica within 2 s of the change, total within 10 % of the oracle, mean and p95 ≥ 20 % better than round-robin, least-connections, P2C peak-EWMA and nearest)"
+PROXY_LINKS_SECS=${PROXY_LINKS_SECS:-$([ -n "$quick" ] && echo 8 || echo 30)} PROXY_LINKS_EQUAL=1 \
+  cargo test --quiet --release -p native-probes --test proxy_links -- --nocapture
+
+step "nowcast proxy's overhead on loopback next to nginx (goals: ≥ 80 % of nginx's throughput, ≤ 1 ms p99 added)"
+cargo bench --quiet -p native-probes --bench proxy
+
+step "nowcast bench timeouts: the reduction tree on loopback, 10 sets of 100 reductions per policy (goals: best dynamic p95 ≥ 20 % and variance ≥ 50 % below the best static, mean no worse, ≤ 5 % of sends retried)"
+if [ -n "$quick" ]; then
+  target/release/nowcast bench timeouts --sets 3 --reductions 30 --scale 0.005
+else
+  target/release/nowcast bench timeouts --sets 10 --reductions 100 --scale 0.01
+fi
+
 step "echo-node throughput against iperf3 on loopback"
 if [ -n "$quick" ]; then
   BENCH_BYTES=${BENCH_BYTES:-268435456} npm -w echo-node run --silent bench

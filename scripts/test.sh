@@ -34,6 +34,9 @@ cargo test --quiet --release -p native-probes --test emulated_links -- --nocaptu
 for t in pcap_peers pcap_wren pcap_live; do
   cargo test --quiet --release -p native-probes --test "$t" -- --nocapture
 done
+# nowcast proxy on emulated links against the comparison rules and an oracle (root only; it
+# says why when it skips), alone for the same reason.
+cargo test --quiet --release -p native-probes --test proxy_links -- --nocapture
 
 step "prettier --check"
 npx prettier --check .

@@ -11,6 +11,11 @@
 //! types and the runner as edges), [`archive`] (SQLite and ClickHouse behind a spool; one more
 //! record sink) and [`report`] (IEPM-BW's analysis and its table, JSON and HTML). [`when`] and
 //! [`format`] write times and numbers for people.
+//!
+//! [`proxy`]: `nowcast proxy` (the selection policy, retry budget, sticky table and metrics
+//! as cores; the hyper server and upstream pool as edges). [`timeouts`]: `nowcast bench
+//! timeouts` (the reduction tree's model and tables as cores, the loopback run as an edge).
+//! [`rng`]: the seeded generator the cores take their randomness from.
 
 pub mod archive;
 pub mod campaign;
@@ -25,13 +30,16 @@ pub mod net;
 pub mod output;
 pub mod pcap;
 pub mod periodic;
+pub mod proxy;
 pub mod report;
+pub mod rng;
 pub mod schedule;
 pub mod series;
 pub mod series_input;
 pub mod serve;
 pub mod stop;
 pub mod tcp;
+pub mod timeouts;
 pub mod udp;
 pub mod when;
 pub mod wire;

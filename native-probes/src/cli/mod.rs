@@ -2,6 +2,7 @@
 //! Nothing here measures or decides; each subcommand's module only converts and wires.
 
 mod archive;
+mod bench;
 mod campaign;
 mod classify;
 mod common;
@@ -9,6 +10,7 @@ mod delay;
 mod fobs;
 mod forecast;
 mod pcap;
+mod proxy;
 mod report;
 mod serve;
 mod tcp;
@@ -47,6 +49,9 @@ enum Command {
     /// Passive analysis of TCP traffic in capture files or live: per-flow throughput, RTT
     /// (data→ACK and timestamps), retransmissions, IEPM-BW transfers, Wren available bandwidth.
     Pcap(pcap::Args),
+    /// HTTP/1.1 reverse proxy that sends each request to the replica forecast to be fastest
+    /// (available bandwidth and RTT from the traffic it carries; Wren proxy, §4–5).
+    Proxy(proxy::Args),
     /// Answer `nowcast tcp` and `nowcast udp` probes (TCP echo and sink, UDP echo).
     Serve(serve::Args),
     /// NWS TCP probe: handshake, 2-byte RTT with Nagle off and on, bandwidth, forecasts.
@@ -59,6 +64,8 @@ enum Command {
     Report(report::Args),
     /// The measurement archive: import, export, query, schema.
     Archive(archive::Args),
+    /// Experiments that reproduce the papers' tables (timeouts: Allen, Wolski & Plank).
+    Bench(bench::Args),
     /// Relay TCP or UDP with a fixed added delay (emulated links in the accuracy tests).
     #[command(hide = true)]
     Delay(delay::Args),
@@ -87,6 +94,8 @@ pub fn main() -> ExitCode {
         Command::Forecast(args) => forecast::run(args),
         Command::Pcap(args) => pcap::run(args),
         Command::Serve(args) => serve::run(args),
+        Command::Proxy(args) => proxy::run(args),
+        Command::Bench(args) => bench::run(args),
         Command::Tcp(args) => tcp::run(args),
         Command::Udp(args) => udp::run(args),
         Command::Delay(args) => delay::run(args),

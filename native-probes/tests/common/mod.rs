@@ -5,6 +5,7 @@
 
 pub mod clickhouse;
 pub mod corpus;
+pub mod http;
 
 use nowcast_core::record::Record;
 use std::io::{BufRead, BufReader, Read};

@@ -1,0 +1,131 @@
+//! `nowcast bench`: experiments that reproduce a paper's figures. `timeouts`: Allen, Wolski
+//! & Plank's reduction tree (see `nowcast::timeouts`).
+
+use anyhow::{anyhow, bail, Result};
+use nowcast::timeouts::model::{Params, Policy, ATTEMPTS};
+use nowcast::timeouts::run::{run as run_experiment, Options};
+use nowcast::timeouts::stats::render;
+use std::io::Write;
+
+#[derive(clap::Args)]
+pub struct Args {
+    #[command(subcommand)]
+    what: What,
+}
+
+#[derive(clap::Subcommand)]
+enum What {
+    /// The adaptive-timeout experiment: a binary reduction tree on loopback, every send
+    /// acknowledged, cancel–reconnect–resend on timeout (5 attempts, then abandoned), a
+    /// seeded delay model with heavy-tailed stalls, slow links and a regime change half-way;
+    /// static, Mean+kSD, NWS, the improved rule, RFC 6298 and hedging, on the same trace.
+    /// Prints Tables 1 and 2 with 95 % confidence intervals.
+    Timeouts(TimeoutArgs),
+}
+
+#[derive(clap::Args)]
+struct TimeoutArgs {
+    /// Processes in the tree (8–16 in the paper's spirit).
+    #[arg(long, default_value_t = 16)]
+    procs: usize,
+    /// Sets of reductions (interleaved across policies) and reductions per set.
+    #[arg(long, default_value_t = 10)]
+    sets: usize,
+    #[arg(long, default_value_t = 100)]
+    reductions: usize,
+    /// Real seconds per paper second (0.01: a 2 s timeout runs as 20 ms).
+    #[arg(long, default_value_t = 0.01)]
+    scale: f64,
+    /// Seed of the delay trace.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Compute the sends in virtual time instead of running them on loopback.
+    #[arg(long = "virtual")]
+    virtual_time: bool,
+    /// The delay model: lognormal spread of a link's send times, probability that an
+    /// attempt stalls, and the stalls' Pareto shape (see `nowcast::timeouts::model::Params`).
+    #[arg(long, default_value_t = Params::default().sigma)]
+    sigma: f64,
+    #[arg(long, default_value_t = Params::default().stall_p)]
+    stall_p: f64,
+    #[arg(long, default_value_t = Params::default().stall_alpha)]
+    stall_alpha: f64,
+    /// Payload of each send, bytes.
+    #[arg(long, default_value_t = 1024)]
+    payload: usize,
+    /// Write the rows and every set's figures as JSON here.
+    #[arg(long)]
+    json: Option<String>,
+    /// Write the delay trace (reduction, link, attempt, delay in paper seconds) as CSV here.
+    #[arg(long)]
+    save_trace: Option<String>,
+}
+
+pub fn run(a: Args) -> Result<()> {
+    let What::Timeouts(t) = a.what;
+    if !(2..=64).contains(&t.procs) || t.sets == 0 || t.reductions == 0 {
+        bail!("--procs must be 2..64, --sets and --reductions at least 1");
+    }
+    if t.scale.is_nan() || t.scale <= 0.0 || t.scale > 1.0 {
+        bail!("--scale {}: must be in (0, 1]", t.scale);
+    }
+    let params = Params {
+        procs: t.procs,
+        sigma: t.sigma,
+        stall_p: t.stall_p,
+        stall_alpha: t.stall_alpha,
+        ..Params::default()
+    };
+    let total = t.sets * t.reductions;
+    if let Some(path) = &t.save_trace {
+        let mut f = std::io::BufWriter::new(
+            std::fs::File::create(path).map_err(|e| anyhow!("--save-trace {path}: {e}"))?,
+        );
+        writeln!(f, "# nowcast bench timeouts trace, seed {}", t.seed)?;
+        writeln!(f, "reduction,link,attempt,delay_s")?;
+        for r in 0..total {
+            for link in 1..t.procs {
+                for att in 0..ATTEMPTS {
+                    writeln!(
+                        f,
+                        "{r},{link},{att},{}",
+                        params.delay(t.seed, r, total, link, att)
+                    )?;
+                }
+            }
+        }
+        f.flush()?;
+    }
+    let opts = Options {
+        params,
+        seed: t.seed,
+        sets: t.sets,
+        per_set: t.reductions,
+        scale: t.scale,
+        policies: Policy::all(),
+        virtual_time: t.virtual_time,
+        payload: t.payload,
+    };
+    eprintln!(
+        "nowcast bench timeouts: {} processes, {} sets × {} reductions × {} policies, seed {}, {}",
+        t.procs,
+        t.sets,
+        t.reductions,
+        opts.policies.len(),
+        t.seed,
+        if t.virtual_time {
+            "virtual time".to_string()
+        } else {
+            format!("loopback at scale {}", t.scale)
+        }
+    );
+    let (rows, sets) = run_experiment(&opts)?;
+    print!("{}", render(&rows, "s (paper time)"));
+    if let Some(path) = &t.json {
+        let v = serde_json::json!({ "seed": t.seed, "scale": t.scale, "virtual": t.virtual_time,
+            "procs": t.procs, "rows": rows, "sets": sets });
+        std::fs::write(path, serde_json::to_string_pretty(&v)?)
+            .map_err(|e| anyhow!("--json {path}: {e}"))?;
+    }
+    Ok(())
+}

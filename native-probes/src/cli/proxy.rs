@@ -1,0 +1,293 @@
+//! `nowcast proxy`: its flags, turned into [`nowcast::proxy::server::Options`]; runs the
+//! server on a tokio runtime and prints where it listens and, when stopped, what it did.
+
+use anyhow::{anyhow, bail, Result};
+use nowcast::net::parse_size;
+use nowcast::proxy::policy::{self, Balance, ReplicaSpec, ServiceSpec};
+use nowcast::proxy::server::{self, Options, ProbeSpec, UnitKey};
+use nowcast::proxy::upstream::Target;
+use nowcast_core::probed::TimeoutBounds;
+use nowcast_core::timeout::Rule;
+use std::io::Write;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+#[derive(clap::Args)]
+#[command(
+    after_help = "Prints one line with the address it listens on when ready, then \
+    proxies until SIGINT or SIGTERM, finishes the requests in flight (at most --grace \
+    seconds) and prints what it did. Bandwidth comes from the kernel's TCP_INFO delivery rate \
+    of the upstream connections (uploads of 64 KiB or more) and from the transfer's own rate \
+    (downloads); RTT from TCP_INFO. GET /healthz and GET /metrics are answered by the proxy. \
+    See native-probes/README.md, \"nowcast proxy\"."
+)]
+pub struct Args {
+    /// Address to listen on (port 0 picks a free one).
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    listen: SocketAddr,
+    /// A replica: NAME=http://HOST[:PORT][/BASE] (repeat for each).
+    #[arg(long = "replica", value_name = "NAME=URL", required = true)]
+    replicas: Vec<String>,
+    /// A service: PREFIX=NAME,NAME,... routes paths under PREFIX to those replicas (repeat;
+    /// the longest prefix wins). Without any, every path goes to every replica.
+    #[arg(long = "service", value_name = "PREFIX=NAMES")]
+    services: Vec<String>,
+    /// How to choose: completion (lowest forecast completion time for the request's size),
+    /// bandwidth (highest forecast bandwidth, the Wren proxy's rule), or a comparison rule:
+    /// round-robin, least-connections, p2c-peak-ewma, nearest.
+    #[arg(long, default_value = "completion")]
+    balance: String,
+    /// Share of requests sent to an alternate replica so that no forecast goes stale.
+    #[arg(long, default_value_t = 0.05)]
+    epsilon: f64,
+    /// Explore fresh alternates too (the Wren proxy's rule); by default only alternates with
+    /// no sample within --ttl are explored, since the probes keep the others fresh.
+    #[arg(long)]
+    explore_fresh: bool,
+    /// Weight of the forecast errors in the completion time (0: the point forecasts).
+    #[arg(long, default_value_t = 1.0)]
+    error_k: f64,
+    /// Forecast errors kept per replica for the worst case's spread, the RMS of the recent
+    /// shortfalls (bandwidth below, RTT above the forecast); 0: the forecast's whole-history
+    /// two-sided RMSE (the default; a window of 20 is an option not yet confirmed).
+    #[arg(long, default_value_t = 0)]
+    error_window: usize,
+    /// Seconds after which a replica with no newer sample is probed.
+    #[arg(long, default_value_t = 1.0)]
+    ttl: f64,
+    /// Probe path (GET, or POST of --probe-bytes zeros).
+    #[arg(long, default_value = "/")]
+    probe_path: String,
+    /// Bytes an active probe uploads (0: a GET, RTT only). Sizes in KiB or with B/K/M/G.
+    #[arg(long, default_value = "0B", value_parser = parse_size)]
+    probe_bytes: u64,
+    /// Failures in a row that eject a replica.
+    #[arg(long, default_value_t = 3)]
+    eject_after: u32,
+    /// Seconds an ejected replica waits before a probe tries it again (doubling while it
+    /// keeps failing, up to --backoff-max).
+    #[arg(long, default_value_t = 1.0)]
+    backoff: f64,
+    #[arg(long, default_value_t = 30.0)]
+    backoff_max: f64,
+    /// Adaptive timeout rule of each replica's wait for a response: nws, allen_k1,
+    /// allen_k2, rfc6298, windowed_k2_w20.
+    #[arg(long, default_value = "nws")]
+    timeout_rule: String,
+    /// Timeout floor, ceiling and the timeout before the rule has data, seconds.
+    #[arg(long, default_value_t = 1.0)]
+    timeout_floor: f64,
+    #[arg(long, default_value_t = 60.0)]
+    timeout_ceiling: f64,
+    #[arg(long, default_value_t = 30.0)]
+    timeout_initial: f64,
+    /// Retry budget: share of requests that may be retried, retries a second on top, and
+    /// the most saved up.
+    #[arg(long, default_value_t = 0.1)]
+    retry_ratio: f64,
+    #[arg(long, default_value_t = 1.0)]
+    retry_per_sec: f64,
+    #[arg(long, default_value_t = 10.0)]
+    retry_burst: f64,
+    /// What names a unit of work that must stay on one replica: header:NAME, cookie:NAME,
+    /// query:NAME or path:N (the N-th path segment).
+    #[arg(long)]
+    sticky: Option<String>,
+    /// Print, for every request, each replica's forecasts, errors and sample age and why the
+    /// request went where it did (one JSON line each, on standard error).
+    #[arg(long)]
+    explain: bool,
+    /// Write every measurement as an NDJSON record to this file (- for standard output).
+    #[arg(long, value_name = "PATH")]
+    records: Option<String>,
+    /// Largest request head accepted (431 above it).
+    #[arg(long, default_value = "32K", value_parser = parse_size)]
+    max_header_bytes: u64,
+    /// Seconds to connect to a replica.
+    #[arg(long, default_value_t = 3.0)]
+    connect_timeout: f64,
+    /// Close a client connection that moves nothing either way for this many seconds.
+    #[arg(long, default_value_t = 120.0)]
+    client_idle: f64,
+    /// Most client connections at once.
+    #[arg(long, default_value_t = 4096)]
+    max_connections: usize,
+    /// Seconds to finish requests in flight after SIGINT or SIGTERM.
+    #[arg(long, default_value_t = 30.0)]
+    grace: f64,
+    /// Seed of the exploration draws (default: from the clock; printed).
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Where upload bandwidth comes from: transfer (the upload's goodput: bytes over the time
+    /// to the response head less the handshake) or tcp-info (the kernel's
+    /// delivery rate of the upstream connection when the response ends).
+    #[arg(long, default_value = "transfer", value_parser = ["transfer", "tcp-info"])]
+    bandwidth_from: String,
+    /// Worker threads (default: the number of cores).
+    #[arg(long)]
+    threads: Option<usize>,
+}
+
+fn rule(s: &str) -> Result<Rule> {
+    Rule::standard()
+        .into_iter()
+        .find(|r| r.id() == s)
+        .ok_or_else(|| {
+            let ids: Vec<String> = Rule::standard().iter().map(Rule::id).collect();
+            anyhow!("--timeout-rule '{s}' is not one of {}", ids.join(", "))
+        })
+}
+
+fn secs(name: &str, v: f64) -> Result<Duration> {
+    Duration::try_from_secs_f64(v).map_err(|_| anyhow!("--{name} {v}: not a number of seconds"))
+}
+
+pub fn run(a: Args) -> Result<()> {
+    let mut replicas = Vec::new();
+    for r in &a.replicas {
+        let (name, url) = r
+            .split_once('=')
+            .ok_or_else(|| anyhow!("--replica '{r}': expected NAME=URL"))?;
+        if name.is_empty()
+            || replicas
+                .iter()
+                .any(|(s, _): &(ReplicaSpec, Target)| s.name == name)
+        {
+            bail!("--replica '{r}': the name must be given and used once");
+        }
+        let target = Target::parse(url).map_err(|e| anyhow!("--replica '{r}': {e}"))?;
+        replicas.push((
+            ReplicaSpec {
+                name: name.into(),
+                url: url.into(),
+            },
+            target,
+        ));
+    }
+    let mut services = Vec::new();
+    for s in &a.services {
+        let (prefix, names) = s
+            .split_once('=')
+            .ok_or_else(|| anyhow!("--service '{s}': expected PREFIX=NAME,NAME"))?;
+        if !prefix.starts_with('/') {
+            bail!("--service '{s}': the prefix must start with /");
+        }
+        let mut idx = Vec::new();
+        for n in names.split(',') {
+            let i = replicas
+                .iter()
+                .position(|(spec, _)| spec.name == n)
+                .ok_or_else(|| anyhow!("--service '{s}': no replica is named '{n}'"))?;
+            idx.push(i);
+        }
+        services.push(ServiceSpec {
+            prefix: prefix.into(),
+            replicas: idx,
+        });
+    }
+    if services.is_empty() {
+        services.push(ServiceSpec {
+            prefix: "/".into(),
+            replicas: (0..replicas.len()).collect(),
+        });
+    }
+    let balance = Balance::parse(&a.balance).map_err(|e| anyhow!("--balance: {e}"))?;
+    if a.ttl.is_nan() || a.ttl <= 0.0 {
+        bail!("--ttl {}: must be above 0", a.ttl);
+    }
+    let cfg = policy::Config {
+        balance,
+        epsilon: a.epsilon,
+        explore_fresh: a.explore_fresh,
+        error_k: a.error_k,
+        error_window: a.error_window,
+        ttl_ms: a.ttl * 1e3,
+        eject_after: a.eject_after,
+        backoff_min_ms: a.backoff * 1e3,
+        backoff_max_ms: a.backoff_max.max(a.backoff) * 1e3,
+        timeout_rule: rule(&a.timeout_rule)?,
+        timeout: TimeoutBounds {
+            floor_ms: a.timeout_floor * 1e3,
+            ceiling_ms: a.timeout_ceiling * 1e3,
+            penalty_ms: a.timeout_floor * 1e3,
+            initial_ms: a.timeout_initial * 1e3,
+        },
+        retry_ratio: a.retry_ratio,
+        retry_per_sec: a.retry_per_sec,
+        retry_burst: a.retry_burst,
+        ..policy::Config::default()
+    };
+    let sticky = a
+        .sticky
+        .as_deref()
+        .map(UnitKey::parse)
+        .transpose()
+        .map_err(|e| anyhow!(e))?;
+    let records: Option<Box<dyn Write + Send>> = match a.records.as_deref() {
+        None => None,
+        Some("-") => Some(Box::new(std::io::stdout())),
+        Some(p) => Some(Box::new(std::io::BufWriter::new(
+            std::fs::File::create(p).map_err(|e| anyhow!("--records {p}: {e}"))?,
+        ))),
+    };
+    let seed = a.seed.unwrap_or_else(|| {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(1, |d| d.as_nanos() as u64)
+    });
+    let opts = Options {
+        listen: a.listen,
+        policy: cfg,
+        replicas,
+        services,
+        sticky,
+        explain: a.explain,
+        records,
+        max_header_bytes: a.max_header_bytes as usize,
+        probe: ProbeSpec {
+            path: a.probe_path,
+            bytes: a.probe_bytes,
+        },
+        seed,
+        grace: secs("grace", a.grace)?,
+        connect_timeout: secs("connect-timeout", a.connect_timeout)?,
+        client_idle: secs("client-idle", a.client_idle)?,
+        max_connections: a.max_connections,
+        tcp_info_rate: a.bandwidth_from == "tcp-info",
+    };
+    let mut rt = tokio::runtime::Builder::new_multi_thread();
+    if let Some(n) = a.threads {
+        rt.worker_threads(n.max(1));
+    }
+    let rt = rt.enable_all().build()?;
+    let to_stdout = a.records.as_deref() == Some("-");
+    let summary = rt.block_on(server::serve(opts, true, |r| {
+        let line = format!(
+            "nowcast proxy: listening on {} (balance {}, bandwidth from {}, RTT from tcp_info, seed {seed})",
+            r.addr,
+            balance.name(),
+            a.bandwidth_from
+        );
+        // With records on standard output, the ready line goes to standard error.
+        if to_stdout {
+            eprintln!("{line}");
+        } else {
+            println!("{line}");
+            let _ = std::io::stdout().flush();
+        }
+    }))?;
+    eprintln!(
+        "nowcast proxy: {} requests, {} failed, {} refused, {} of {} forecast decisions explored{}",
+        summary.requests,
+        summary.failed,
+        summary.rejected,
+        summary.explored,
+        summary.decisions,
+        if summary.unfinished > 0 {
+            format!(", {} still in flight after the grace", summary.unfinished)
+        } else {
+            String::new()
+        }
+    );
+    Ok(())
+}

@@ -1,0 +1,1006 @@
+//! The proxy's server (edge): accepts HTTP/1.1 clients (hyper), asks the [`Policy`] where each
+//! request goes, streams the request body up and the response body down without holding
+//! either whole, enforces the replica's adaptive timeout, retries what can be retried within
+//! the budget, runs the active probes the policy asks for, and tells the policy how each
+//! attempt went. `/healthz` and `/metrics` are answered here; everything else is proxied.
+
+use super::metrics::{self, Edge};
+use super::policy::{Balance, Decision, Done, Failure, Policy, ReplicaSpec, ServiceSpec, Source};
+use super::upstream::{Conn, Pool, Target};
+use crate::rng::Rng;
+use bytes::Bytes;
+use http_body_util::combinators::BoxBody;
+use http_body_util::{BodyExt, Empty, Full};
+use hyper::body::{Body, Frame, Incoming, SizeHint};
+use hyper::header::{self, HeaderMap, HeaderName, HeaderValue};
+use hyper::{Method, Request, Response, StatusCode, Uri};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use nowcast_core::record::Record;
+use std::convert::Infallible;
+use std::io::Write;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::Notify;
+
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+/// A request body on its way to a replica.
+pub type UpBody = Counting<BoxBody<Bytes, BoxError>>;
+/// A response body on its way to a client.
+pub type DownBody = BoxBody<Bytes, BoxError>;
+
+/// Smallest transfer whose rate is a bandwidth sample.
+pub const MIN_SAMPLE_BYTES: u64 = 64 * 1024;
+
+/// How a request names its unit of work.
+#[derive(Clone, Debug, PartialEq)]
+pub enum UnitKey {
+    Header(HeaderName),
+    Cookie(String),
+    Query(String),
+    /// The n-th segment of the path (0: the first after the leading `/`).
+    Path(usize),
+}
+
+impl UnitKey {
+    pub fn parse(s: &str) -> Result<UnitKey, String> {
+        let (kind, name) = s.split_once(':').ok_or_else(|| {
+            format!("--sticky '{s}': expected header:NAME, cookie:NAME, query:NAME or path:N")
+        })?;
+        match kind {
+            "header" => HeaderName::from_bytes(name.as_bytes())
+                .map(UnitKey::Header)
+                .map_err(|_| format!("--sticky '{s}': '{name}' is not a header name")),
+            "cookie" if !name.is_empty() => Ok(UnitKey::Cookie(name.into())),
+            "query" if !name.is_empty() => Ok(UnitKey::Query(name.into())),
+            "path" => name
+                .parse()
+                .map(UnitKey::Path)
+                .map_err(|_| format!("--sticky '{s}': '{name}' is not a segment number")),
+            _ => Err(format!(
+                "--sticky '{s}': expected header:NAME, cookie:NAME, query:NAME or path:N"
+            )),
+        }
+    }
+
+    /// The unit of work `uri` and `headers` name, if any.
+    pub fn of(&self, uri: &Uri, headers: &HeaderMap) -> Option<String> {
+        match self {
+            UnitKey::Header(h) => headers.get(h)?.to_str().ok().map(str::to_string),
+            UnitKey::Cookie(name) => headers
+                .get_all(header::COOKIE)
+                .iter()
+                .filter_map(|v| v.to_str().ok())
+                .flat_map(|v| v.split(';'))
+                .filter_map(|kv| kv.trim().split_once('='))
+                .find(|(k, _)| k == name)
+                .map(|(_, v)| v.to_string()),
+            UnitKey::Query(name) => uri
+                .query()?
+                .split('&')
+                .filter_map(|kv| kv.split_once('='))
+                .find(|(k, _)| k == name)
+                .map(|(_, v)| v.to_string()),
+            UnitKey::Path(n) => uri
+                .path()
+                .split('/')
+                .skip(1)
+                .nth(*n)
+                .filter(|s| !s.is_empty())
+                .map(str::to_string),
+        }
+        .filter(|u| u.len() <= 256)
+    }
+}
+
+/// An active probe: GET the path, or POST this many bytes to it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ProbeSpec {
+    pub path: String,
+    pub bytes: u64,
+}
+
+/// Everything `nowcast proxy` runs with.
+pub struct Options {
+    pub listen: SocketAddr,
+    pub policy: super::policy::Config,
+    pub replicas: Vec<(ReplicaSpec, Target)>,
+    pub services: Vec<ServiceSpec>,
+    pub sticky: Option<UnitKey>,
+    pub explain: bool,
+    pub records: Option<Box<dyn Write + Send>>,
+    pub max_header_bytes: usize,
+    pub probe: ProbeSpec,
+    pub seed: u64,
+    pub grace: Duration,
+    pub connect_timeout: Duration,
+    pub client_idle: Duration,
+    pub max_connections: usize,
+    /// Upload bandwidth from TCP_INFO's delivery rate at the end of the response instead of
+    /// the upload's goodput.
+    pub tcp_info_rate: bool,
+}
+
+#[derive(Default)]
+struct EdgeCounts {
+    requests: AtomicU64,
+    in_flight: AtomicU64,
+    connections: AtomicU64,
+    rejected: AtomicU64,
+    failed: AtomicU64,
+    client_timeouts: AtomicU64,
+}
+
+struct Shared {
+    policy: Mutex<Policy>,
+    rng: Mutex<Rng>,
+    pools: Vec<Pool>,
+    sticky: Option<UnitKey>,
+    explain: bool,
+    probe: ProbeSpec,
+    connect_timeout: Duration,
+    tcp_info_rate: bool,
+    origin: Instant,
+    wall0_ms: f64,
+    edge: EdgeCounts,
+    records: Option<std::sync::mpsc::Sender<Record>>,
+}
+
+impl Shared {
+    fn now_ms(&self) -> f64 {
+        self.wall0_ms + self.origin.elapsed().as_secs_f64() * 1e3
+    }
+
+    fn ns(&self) -> u64 {
+        self.origin.elapsed().as_nanos() as u64
+    }
+
+    fn draws(&self) -> [f64; 2] {
+        let mut r = self.rng.lock().expect("rng");
+        [r.unit(), r.unit()]
+    }
+
+    fn finish(&self, d: Done) {
+        let recs = self.policy.lock().expect("policy").finish(&d);
+        if let Some(tx) = &self.records {
+            for r in recs {
+                let _ = tx.send(r);
+            }
+        }
+    }
+}
+
+/// Upload progress of one attempt, in ns since the proxy's start (0: not yet).
+#[derive(Default)]
+pub struct Progress {
+    bytes: AtomicU64,
+    last_ns: AtomicU64,
+    done_ns: AtomicU64,
+}
+
+/// A body that counts what passes and when it ended.
+pub struct Counting<B> {
+    inner: B,
+    progress: Arc<Progress>,
+    origin: Instant,
+}
+
+impl<B> Body for Counting<B>
+where
+    B: Body<Data = Bytes> + Unpin,
+{
+    type Data = Bytes;
+    type Error = B::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, B::Error>>> {
+        let now = |s: &Self| s.origin.elapsed().as_nanos() as u64;
+        let r = Pin::new(&mut self.inner).poll_frame(cx);
+        match &r {
+            Poll::Ready(Some(Ok(f))) => {
+                if let Some(d) = f.data_ref() {
+                    self.progress.bytes.fetch_add(d.len() as u64, Relaxed);
+                }
+                let t = now(&self);
+                self.progress.last_ns.store(t, Relaxed);
+                if self.inner.is_end_stream() {
+                    self.progress.done_ns.store(t.max(1), Relaxed);
+                }
+            }
+            Poll::Ready(None) => {
+                let t = now(&self).max(1);
+                if self.progress.done_ns.load(Relaxed) == 0 {
+                    self.progress.done_ns.store(t, Relaxed);
+                }
+            }
+            _ => {}
+        }
+        r
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+/// What is needed to report an attempt once its response body has been read.
+struct Pending {
+    sh: Arc<Shared>,
+    replica: usize,
+    conn: Option<Conn>,
+    start: Instant,
+    head: Instant,
+    progress: Arc<Progress>,
+    probe: bool,
+    wait_ms: Option<f64>,
+    status_failure: bool,
+    bytes_down: u64,
+}
+
+impl Pending {
+    fn done(&mut self, failure: Option<Failure>, complete: bool) {
+        let end = Instant::now();
+        let conn = self.conn.take();
+        let up = self.progress.bytes.load(Relaxed);
+        let info = conn.as_ref().and_then(Conn::info);
+        let handshake = conn.as_ref().and_then(|c| c.handshake_ms);
+        let rtt_ms = info.map(|i| i.rtt_ms).filter(|r| *r > 0.0).or(handshake);
+        let down_ms = (end - self.head).as_secs_f64() * 1e3;
+        let bandwidth = if !complete || failure.is_some() {
+            None
+        } else if up >= MIN_SAMPLE_BYTES && self.sh.tcp_info_rate {
+            info.map(|i| i.delivery_mbits)
+                .filter(|m| *m > 0.0)
+                .map(|m| (m, Source::TcpInfo))
+        } else if up >= MIN_SAMPLE_BYTES {
+            // The upload's goodput: its bytes over the time from dispatch to the response
+            // head, less the connection's handshake. (Less the RTT too would subtract the
+            // queue this very upload built: TCP_INFO's smoothed RTT at the end includes it.)
+            let head_ms = (self.head - self.start).as_secs_f64() * 1e3;
+            let ms = head_ms - handshake.unwrap_or(0.0);
+            (ms > 0.0).then(|| (up as f64 * 8.0 / (ms * 1e3), Source::Transfer))
+        } else if self.bytes_down >= MIN_SAMPLE_BYTES && down_ms > 0.0 {
+            Some((
+                self.bytes_down as f64 * 8.0 / (down_ms * 1e3),
+                Source::Transfer,
+            ))
+        } else {
+            None
+        };
+        let failure = failure.or(self.status_failure.then_some(Failure::Status));
+        if let (Some(c), None, true) = (conn, failure, complete) {
+            self.sh.pools[self.replica].put(c);
+        }
+        self.sh.finish(Done {
+            replica: self.replica,
+            now_ms: self.sh.now_ms(),
+            probe: self.probe,
+            bytes_up: up,
+            bytes_down: self.bytes_down,
+            total_ms: (end - self.start).as_secs_f64() * 1e3,
+            wait_ms: if complete { self.wait_ms } else { None },
+            rtt_ms: if complete { rtt_ms } else { None },
+            bandwidth,
+            failure,
+        });
+    }
+}
+
+/// A replica's response body on its way down, reporting the attempt when it ends.
+struct Tracked {
+    inner: Incoming,
+    pending: Option<Pending>,
+}
+
+impl Body for Tracked {
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        let r = Pin::new(&mut self.inner).poll_frame(cx);
+        match r {
+            Poll::Ready(Some(Ok(f))) => {
+                if let (Some(d), Some(p)) = (f.data_ref(), self.pending.as_mut()) {
+                    p.bytes_down += d.len() as u64;
+                }
+                if self.inner.is_end_stream() {
+                    if let Some(mut p) = self.pending.take() {
+                        p.done(None, true);
+                    }
+                }
+                Poll::Ready(Some(Ok(f)))
+            }
+            Poll::Ready(None) => {
+                if let Some(mut p) = self.pending.take() {
+                    p.done(None, true);
+                }
+                Poll::Ready(None)
+            }
+            Poll::Ready(Some(Err(e))) => {
+                if let Some(mut p) = self.pending.take() {
+                    p.done(Some(Failure::Reset), false);
+                }
+                Poll::Ready(Some(Err(Box::new(e))))
+            }
+            Poll::Pending => Poll::Pending,
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+impl Drop for Tracked {
+    fn drop(&mut self) {
+        // The client went away (or stopped being served) before the end: no sample, and the
+        // connection is not reused.
+        if let Some(mut p) = self.pending.take() {
+            p.done(None, false);
+        }
+    }
+}
+
+/// Hop-by-hop headers (RFC 9110 §7.6.1) and those the `Connection` header lists.
+fn strip_hop_by_hop(h: &mut HeaderMap) {
+    let listed: Vec<HeaderName> = h
+        .get_all(header::CONNECTION)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .filter_map(|n| HeaderName::from_bytes(n.trim().as_bytes()).ok())
+        .collect();
+    for n in listed {
+        h.remove(n);
+    }
+    for n in [
+        "connection",
+        "keep-alive",
+        "proxy-connection",
+        "te",
+        "trailer",
+        "upgrade",
+        "proxy-authorization",
+    ] {
+        h.remove(n);
+    }
+}
+
+fn local(status: StatusCode, text: impl Into<Bytes>) -> Response<DownBody> {
+    let mut r = Response::new(
+        Full::new(text.into())
+            .map_err(|e: Infallible| -> BoxError { match e {} })
+            .boxed(),
+    );
+    *r.status_mut() = status;
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    r
+}
+
+/// The parts of a request needed to send it again.
+#[derive(Clone)]
+struct Head {
+    method: Method,
+    path_and_query: String,
+    headers: HeaderMap,
+}
+
+enum Attempt {
+    Ok(Response<DownBody>),
+    /// Failed before a response head; `retryable` when nothing of the body was taken.
+    Failed {
+        retryable: bool,
+    },
+}
+
+/// One attempt at `replica`: connect, send, wait for the head within the adaptive timeout.
+async fn attempt(
+    sh: &Arc<Shared>,
+    replica: usize,
+    head: &Head,
+    body: BoxBody<Bytes, BoxError>,
+    timeout_ms: f64,
+    probe: bool,
+) -> Attempt {
+    let start = Instant::now();
+    let pool = &sh.pools[replica];
+    let progress = Arc::new(Progress::default());
+    let fail = |f: Failure, wait: Option<f64>, up: u64| {
+        sh.finish(Done {
+            replica,
+            now_ms: sh.now_ms(),
+            probe,
+            bytes_up: up,
+            bytes_down: 0,
+            total_ms: start.elapsed().as_secs_f64() * 1e3,
+            wait_ms: wait,
+            rtt_ms: None,
+            bandwidth: None,
+            failure: Some(f),
+        });
+    };
+    let mut conn = match pool.get(sh.connect_timeout).await {
+        Ok(c) => c,
+        Err(_) => {
+            fail(Failure::Connect, None, 0);
+            return Attempt::Failed { retryable: true };
+        }
+    };
+    let uri = format!("{}{}", pool.target.base_path, head.path_and_query);
+    let mut req = Request::builder()
+        .method(head.method.clone())
+        .uri(uri)
+        .body(Counting {
+            inner: body,
+            progress: progress.clone(),
+            origin: sh.origin,
+        })
+        .expect("a valid request");
+    *req.headers_mut() = head.headers.clone();
+    if let Ok(v) = HeaderValue::from_str(&pool.target.authority) {
+        req.headers_mut().insert(header::HOST, v);
+    }
+    let bodiless = req.body().is_end_stream();
+    let sent_at = sh.ns();
+    if bodiless {
+        progress.done_ns.store(sent_at.max(1), Relaxed);
+    }
+    let fut = conn.send.send_request(req);
+    tokio::pin!(fut);
+    let timeout_ns = (timeout_ms * 1e6) as u64;
+    let result = loop {
+        // The clock runs from the end of the upload, or from its last progress while it goes.
+        let done = progress.done_ns.load(Relaxed);
+        let from = if done > 0 {
+            done
+        } else {
+            progress.last_ns.load(Relaxed).max(sent_at)
+        };
+        let deadline = from + timeout_ns;
+        let now = sh.ns();
+        if now >= deadline {
+            break None;
+        }
+        tokio::select! {
+            r = &mut fut => break Some(r),
+            _ = tokio::time::sleep(Duration::from_nanos(deadline - now)) => {}
+        }
+    };
+    let up = progress.bytes.load(Relaxed);
+    let done = progress.done_ns.load(Relaxed);
+    let wait_ms = |now: u64| (done > 0).then(|| now.saturating_sub(done) as f64 / 1e6);
+    match result {
+        None => {
+            let w = wait_ms(sh.ns());
+            fail(Failure::Timeout, w, up);
+            Attempt::Failed {
+                retryable: bodiless,
+            }
+        }
+        Some(Err(_)) => {
+            fail(Failure::Reset, wait_ms(sh.ns()), up);
+            Attempt::Failed {
+                retryable: bodiless,
+            }
+        }
+        Some(Ok(resp)) => {
+            let head_at = Instant::now();
+            let status = resp.status();
+            let (mut parts, inner) = resp.into_parts();
+            strip_hop_by_hop(&mut parts.headers);
+            let pending = Pending {
+                sh: sh.clone(),
+                replica,
+                conn: Some(conn),
+                start,
+                head: head_at,
+                progress,
+                probe,
+                wait_ms: wait_ms(sh.ns()),
+                status_failure: matches!(status.as_u16(), 502..=504),
+                bytes_down: 0,
+            };
+            let body = Tracked {
+                inner,
+                pending: Some(pending),
+            };
+            Attempt::Ok(Response::from_parts(parts, body.boxed()))
+        }
+    }
+}
+
+fn explain(sh: &Shared, head: &Head, service: &str, d: &Decision) {
+    let line = serde_json::json!({
+        "timestamp_ms": sh.now_ms(),
+        "method": head.method.as_str(),
+        "path": head.path_and_query,
+        "service": service,
+        "size_bytes": d.size_bytes,
+        "chose": sh.policy.lock().expect("policy").spec(d.replica).name,
+        "reason": d.reason.name(),
+        "timeout_ms": d.timeout_ms,
+        "replicas": d.views,
+    });
+    eprintln!("{line}");
+}
+
+async fn handle(
+    sh: Arc<Shared>,
+    req: Request<Incoming>,
+    peer: SocketAddr,
+) -> Result<Response<DownBody>, Infallible> {
+    sh.edge.requests.fetch_add(1, Relaxed);
+    let path = req.uri().path().to_string();
+    if req.method() == Method::GET && path == "/healthz" {
+        let up = {
+            let p = sh.policy.lock().expect("policy");
+            let now = sh.now_ms();
+            (0..p.replica_count())
+                .filter(|&r| p.view(r, 0.0, now).health == super::policy::Health::Up)
+                .count()
+        };
+        return Ok(if up > 0 {
+            local(StatusCode::OK, format!("ok: {up} replica(s) up\n"))
+        } else {
+            local(StatusCode::SERVICE_UNAVAILABLE, "no replica up\n")
+        });
+    }
+    if req.method() == Method::GET && path == "/metrics" {
+        let text = {
+            let p = sh.policy.lock().expect("policy");
+            let e = Edge {
+                requests: sh.edge.requests.load(Relaxed),
+                in_flight: sh.edge.in_flight.load(Relaxed),
+                connections_open: sh.edge.connections.load(Relaxed),
+                rejected: sh.edge.rejected.load(Relaxed),
+                failed: sh.edge.failed.load(Relaxed),
+                retries_refused: p.budget.refused,
+                client_timeouts: sh.edge.client_timeouts.load(Relaxed),
+                uptime_s: sh.origin.elapsed().as_secs_f64(),
+                bandwidth_source: if sh.tcp_info_rate {
+                    Source::TcpInfo.name()
+                } else {
+                    Source::Transfer.name()
+                },
+            };
+            metrics::render(&p, &e, sh.now_ms())
+        };
+        let mut r = local(StatusCode::OK, text);
+        r.headers_mut().insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("text/plain; version=0.0.4"),
+        );
+        return Ok(r);
+    }
+    let service = sh.policy.lock().expect("policy").route(&path);
+    let Some(service) = service else {
+        sh.edge.rejected.fetch_add(1, Relaxed);
+        return Ok(local(
+            StatusCode::NOT_FOUND,
+            format!("nowcast proxy: no service for path {path}\n"),
+        ));
+    };
+    let size = req
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    let unit = sh
+        .sticky
+        .as_ref()
+        .and_then(|k| k.of(req.uri(), req.headers()));
+    let (parts, body) = req.into_parts();
+    let mut headers = parts.headers;
+    strip_hop_by_hop(&mut headers);
+    let xff = match headers.get("x-forwarded-for").and_then(|v| v.to_str().ok()) {
+        Some(prev) => format!("{prev}, {}", peer.ip()),
+        None => peer.ip().to_string(),
+    };
+    if let Ok(v) = HeaderValue::from_str(&xff) {
+        headers.insert("x-forwarded-for", v);
+    }
+    let head = Head {
+        method: parts.method,
+        path_and_query: parts
+            .uri
+            .path_and_query()
+            .map_or_else(|| "/".to_string(), |p| p.as_str().to_string()),
+        headers,
+    };
+    let decision = {
+        let draws = sh.draws();
+        let now = sh.now_ms();
+        sh.policy
+            .lock()
+            .expect("policy")
+            .choose(service, size, unit.as_deref(), now, draws)
+    };
+    if sh.explain {
+        let prefix = sh
+            .policy
+            .lock()
+            .expect("policy")
+            .service_prefix(service)
+            .to_string();
+        explain(&sh, &head, &prefix, &decision);
+    }
+    sh.edge.in_flight.fetch_add(1, Relaxed);
+    let mut body = Some(body.map_err(|e| -> BoxError { Box::new(e) }).boxed());
+    let mut d = decision;
+    let out = loop {
+        let b = body
+            .take()
+            .unwrap_or_else(|| Empty::new().map_err(|e: Infallible| match e {}).boxed());
+        match attempt(&sh, d.replica, &head, b, d.timeout_ms, false).await {
+            Attempt::Ok(r) => break r,
+            Attempt::Failed { retryable } => {
+                let next = if retryable {
+                    let draws = sh.draws();
+                    let now = sh.now_ms();
+                    sh.policy
+                        .lock()
+                        .expect("policy")
+                        .retry(service, size, d.replica, now, draws)
+                } else {
+                    None
+                };
+                match next {
+                    Some(n) => {
+                        if sh.explain {
+                            explain(&sh, &head, "retry", &n);
+                        }
+                        d = n;
+                    }
+                    None => {
+                        sh.edge.failed.fetch_add(1, Relaxed);
+                        break local(
+                            StatusCode::BAD_GATEWAY,
+                            "nowcast proxy: the replica failed or timed out\n",
+                        );
+                    }
+                }
+            }
+        }
+    };
+    sh.edge.in_flight.fetch_sub(1, Relaxed);
+    Ok(out)
+}
+
+/// A probe of `replica`, run to the end of its response.
+async fn probe(sh: Arc<Shared>, replica: usize) {
+    let (method, body) = if sh.probe.bytes > 0 {
+        let zeros = Bytes::from(vec![0u8; sh.probe.bytes.min(64 << 20) as usize]);
+        (
+            Method::POST,
+            Full::new(zeros)
+                .map_err(|e: Infallible| -> BoxError { match e {} })
+                .boxed(),
+        )
+    } else {
+        (
+            Method::GET,
+            Empty::new()
+                .map_err(|e: Infallible| -> BoxError { match e {} })
+                .boxed(),
+        )
+    };
+    let mut headers = HeaderMap::new();
+    headers.insert(
+        header::USER_AGENT,
+        HeaderValue::from_static("nowcast-proxy-probe"),
+    );
+    let head = Head {
+        method,
+        path_and_query: sh.probe.path.clone(),
+        headers,
+    };
+    let timeout = sh.policy.lock().expect("policy").timeout_ms(replica);
+    if let Attempt::Ok(r) = attempt(&sh, replica, &head, body, timeout, true).await {
+        let mut b = r.into_body();
+        while let Some(f) = b.frame().await {
+            if f.is_err() {
+                break;
+            }
+        }
+    }
+}
+
+/// A client socket that notes when bytes last moved either way.
+struct Watched {
+    inner: TcpStream,
+    last: Arc<AtomicU64>,
+    origin: Instant,
+}
+
+impl Watched {
+    fn touch(&self) {
+        self.last
+            .store(self.origin.elapsed().as_nanos() as u64, Relaxed);
+    }
+}
+
+impl AsyncRead for Watched {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let before = buf.filled().len();
+        let r = Pin::new(&mut self.inner).poll_read(cx, buf);
+        if buf.filled().len() > before {
+            self.touch();
+        }
+        r
+    }
+}
+
+impl AsyncWrite for Watched {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        let r = Pin::new(&mut self.inner).poll_write(cx, buf);
+        if matches!(r, Poll::Ready(Ok(n)) if n > 0) {
+            self.touch();
+        }
+        r
+    }
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        let r = Pin::new(&mut self.inner).poll_write_vectored(cx, bufs);
+        if matches!(r, Poll::Ready(Ok(n)) if n > 0) {
+            self.touch();
+        }
+        r
+    }
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+}
+
+/// What the proxy did, for its closing line.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Summary {
+    pub requests: u64,
+    pub failed: u64,
+    pub rejected: u64,
+    pub explored: u64,
+    pub decisions: u64,
+    pub unfinished: usize,
+}
+
+/// A running proxy: where it listens, and how to stop it.
+pub struct Running {
+    pub addr: SocketAddr,
+    stop: Arc<Notify>,
+}
+
+impl Running {
+    pub fn stop(&self) {
+        self.stop.notify_one();
+    }
+}
+
+/// Binds and serves until `stop` (or SIGINT/SIGTERM when `signals`); then finishes the
+/// requests in flight, for at most `grace`. `ready` is told the bound address first.
+pub async fn serve(
+    opts: Options,
+    signals: bool,
+    ready: impl FnOnce(&Running),
+) -> std::io::Result<Summary> {
+    let listener = TcpListener::bind(opts.listen)
+        .await
+        .map_err(|e| std::io::Error::new(e.kind(), format!("listen on {}: {e}", opts.listen)))?;
+    let addr = listener.local_addr()?;
+    let (specs, targets): (Vec<ReplicaSpec>, Vec<Target>) = opts.replicas.into_iter().unzip();
+    let policy = Policy::new(opts.policy, specs, opts.services)
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
+    let (tx, writer) = match opts.records {
+        Some(mut out) => {
+            let (tx, rx) = std::sync::mpsc::channel::<Record>();
+            let h = std::thread::spawn(move || {
+                while let Ok(r) = rx.recv() {
+                    let mut ok = writeln!(out, "{}", r.to_line()).is_ok();
+                    while let Ok(r) = rx.try_recv() {
+                        ok &= writeln!(out, "{}", r.to_line()).is_ok();
+                    }
+                    if !ok || out.flush().is_err() {
+                        eprintln!(
+                            "nowcast proxy: writing records failed; records are no longer written"
+                        );
+                        while rx.recv().is_ok() {}
+                        break;
+                    }
+                }
+            });
+            (Some(tx), Some(h))
+        }
+        None => (None, None),
+    };
+    let ttl = policy.config().ttl_ms;
+    let sh = Arc::new(Shared {
+        policy: Mutex::new(policy),
+        rng: Mutex::new(Rng::new(opts.seed)),
+        pools: targets
+            .into_iter()
+            .map(|t| Pool::new(t, 64, Duration::from_secs(30)))
+            .collect(),
+        sticky: opts.sticky,
+        explain: opts.explain,
+        probe: opts.probe,
+        connect_timeout: opts.connect_timeout,
+        tcp_info_rate: opts.tcp_info_rate,
+        origin: Instant::now(),
+        wall0_ms: crate::clock::wall_ms(),
+        edge: EdgeCounts::default(),
+        records: tx,
+    });
+    let stop = Arc::new(Notify::new());
+    ready(&Running {
+        addr,
+        stop: stop.clone(),
+    });
+    // Probes: whatever the policy says is due, checked four times a TTL.
+    let prober = {
+        let sh = sh.clone();
+        let balance = sh.policy.lock().expect("policy").config().balance;
+        let forecasts = balance.forecasts() || balance == Balance::Nearest;
+        tokio::spawn(async move {
+            if !forecasts {
+                return;
+            }
+            let tick = Duration::from_secs_f64((ttl / 4.0 / 1e3).max(0.02));
+            loop {
+                let due = {
+                    let now = sh.now_ms();
+                    let mut p = sh.policy.lock().expect("policy");
+                    let due = p.due_probes(now);
+                    for &r in &due {
+                        p.probe_started(r);
+                    }
+                    due
+                };
+                for r in due {
+                    tokio::spawn(probe(sh.clone(), r));
+                }
+                tokio::time::sleep(tick).await;
+            }
+        })
+    };
+    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    let slots = Arc::new(tokio::sync::Semaphore::new(opts.max_connections.max(1)));
+    let signal = async {
+        if signals {
+            let mut term =
+                tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+                    .expect("SIGTERM handler");
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+            }
+        } else {
+            std::future::pending::<()>().await
+        }
+    };
+    tokio::pin!(signal);
+    loop {
+        let permit = tokio::select! {
+            p = slots.clone().acquire_owned() => p.expect("semaphore"),
+            _ = stop.notified() => break,
+            _ = &mut signal => break,
+        };
+        let (stream, peer) = tokio::select! {
+            a = listener.accept() => match a {
+                Ok(a) => a,
+                Err(_) => {
+                    // Out of descriptors or a reset before accept: wait a little.
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                    continue;
+                }
+            },
+            _ = stop.notified() => break,
+            _ = &mut signal => break,
+        };
+        let _ = stream.set_nodelay(true);
+        let last = Arc::new(AtomicU64::new(sh.ns()));
+        let io = TokioIo::new(Watched {
+            inner: stream,
+            last: last.clone(),
+            origin: sh.origin,
+        });
+        let shc = sh.clone();
+        let svc = hyper::service::service_fn(move |req| handle(shc.clone(), req, peer));
+        let conn = hyper::server::conn::http1::Builder::new()
+            .timer(TokioTimer::new())
+            .header_read_timeout(Duration::from_secs(10))
+            .keep_alive(true)
+            .max_buf_size(opts.max_header_bytes.max(8192))
+            .serve_connection(io, svc);
+        let conn = graceful.watch(conn);
+        let idle = opts.client_idle;
+        let sh2 = sh.clone();
+        sh.edge.connections.fetch_add(1, Relaxed);
+        tokio::spawn(async move {
+            let watchdog = async {
+                loop {
+                    let now = sh2.ns();
+                    let at = last.load(Relaxed);
+                    let due = at + idle.as_nanos() as u64;
+                    if now >= due {
+                        break;
+                    }
+                    tokio::time::sleep(Duration::from_nanos(due - now)).await;
+                }
+            };
+            tokio::select! {
+                _ = conn => {}
+                _ = watchdog => { sh2.edge.client_timeouts.fetch_add(1, Relaxed); }
+            }
+            sh2.edge.connections.fetch_sub(1, Relaxed);
+            drop(permit);
+        });
+    }
+    drop(listener);
+    let unfinished = sh.edge.in_flight.load(Relaxed) as usize;
+    let finished = tokio::time::timeout(opts.grace, graceful.shutdown()).await;
+    prober.abort();
+    let (explored, decisions) = {
+        let p = sh.policy.lock().expect("policy");
+        (p.explored, p.decisions)
+    };
+    let summary = Summary {
+        requests: sh.edge.requests.load(Relaxed),
+        failed: sh.edge.failed.load(Relaxed),
+        rejected: sh.edge.rejected.load(Relaxed),
+        explored,
+        decisions,
+        unfinished: if finished.is_ok() {
+            0
+        } else {
+            unfinished.max(1)
+        },
+    };
+    // Close the record channel so the writer ends, once every body holding the state is gone.
+    if let Ok(shared) = Arc::try_unwrap(sh) {
+        drop(shared);
+    }
+    if let Some(w) = writer {
+        // Bodies still held by a connection past the grace keep a sender: do not wait forever.
+        let deadline = Instant::now() + Duration::from_secs(2);
+        while !w.is_finished() && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+    Ok(summary)
+}

@@ -1,0 +1,214 @@
+//! Connections to the replicas (edge): an HTTP/1.1 client connection per request in flight,
+//! kept alive in a small pool per replica, and the kernel's view of each connection
+//! (TCP_INFO: smoothed RTT and delivery rate, RFC 9293's sender state as Linux reports it).
+
+use hyper::body::Incoming;
+use hyper::client::conn::http1::{self, SendRequest};
+use hyper_util::rt::TokioIo;
+use std::collections::VecDeque;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+use tokio::net::TcpStream;
+
+use super::server::UpBody;
+
+/// Where a replica is.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Target {
+    /// host:port to connect to.
+    pub authority: String,
+    /// Path prefix prepended to every request's path ("" for none).
+    pub base_path: String,
+}
+
+impl Target {
+    /// Parses `http://host[:port][/path]`.
+    pub fn parse(url: &str) -> Result<Target, String> {
+        let rest = url.strip_prefix("http://").ok_or_else(|| {
+            format!("replica URL '{url}': only http:// replicas are supported (the proxy does not speak TLS upstream)")
+        })?;
+        let (auth, path) = match rest.find('/') {
+            Some(i) => (&rest[..i], rest[i..].trim_end_matches('/')),
+            None => (rest, ""),
+        };
+        if auth.is_empty() {
+            return Err(format!("replica URL '{url}': no host"));
+        }
+        let authority = if auth.starts_with('[') {
+            if auth.contains("]:") {
+                auth.to_string()
+            } else {
+                format!("{auth}:80")
+            }
+        } else if auth.contains(':') {
+            let port = auth.rsplit(':').next().unwrap_or("");
+            port.parse::<u16>()
+                .map_err(|_| format!("replica URL '{url}': port '{port}' is not a number"))?;
+            auth.to_string()
+        } else {
+            format!("{auth}:80")
+        };
+        Ok(Target {
+            authority,
+            base_path: path.to_string(),
+        })
+    }
+}
+
+/// One upstream connection: hyper's request handle and a duplicate of the socket, through
+/// which the kernel's counters are read.
+pub struct Conn {
+    pub send: SendRequest<UpBody>,
+    fd: OwnedFd,
+    /// The TCP handshake's duration (SYN to SYN-ACK), ms, for a new connection.
+    pub handshake_ms: Option<f64>,
+}
+
+/// What TCP_INFO says of a connection.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Info {
+    /// Smoothed RTT, ms.
+    pub rtt_ms: f64,
+    /// The most recent delivery rate, Mbit/s (Linux ≥ 4.9; 0 when unknown).
+    pub delivery_mbits: f64,
+    /// Bytes the peer acknowledged over the connection's life.
+    pub bytes_acked: u64,
+}
+
+impl Conn {
+    pub fn info(&self) -> Option<Info> {
+        tcp_info(self.fd.as_raw_fd())
+    }
+}
+
+fn tcp_info(fd: i32) -> Option<Info> {
+    // SAFETY: getsockopt writes at most `len` bytes into `info`, a plain C struct.
+    let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
+    let rc = unsafe {
+        libc::getsockopt(
+            fd,
+            libc::IPPROTO_TCP,
+            libc::TCP_INFO,
+            (&mut info as *mut libc::tcp_info).cast(),
+            &mut len,
+        )
+    };
+    (rc == 0).then(|| Info {
+        rtt_ms: info.tcpi_rtt as f64 / 1e3,
+        delivery_mbits: info.tcpi_delivery_rate as f64 * 8.0 / 1e6,
+        bytes_acked: info.tcpi_bytes_acked,
+    })
+}
+
+/// A replica's idle connections.
+pub struct Pool {
+    pub target: Target,
+    idle: Mutex<VecDeque<(Conn, Instant)>>,
+    max_idle: usize,
+    idle_for: Duration,
+}
+
+impl Pool {
+    pub fn new(target: Target, max_idle: usize, idle_for: Duration) -> Self {
+        Self {
+            target,
+            idle: Mutex::new(VecDeque::new()),
+            max_idle,
+            idle_for,
+        }
+    }
+
+    /// An idle connection that is still open, else a new one within `connect_timeout`.
+    pub async fn get(&self, connect_timeout: Duration) -> std::io::Result<Conn> {
+        loop {
+            let next = {
+                let mut idle = self.idle.lock().expect("pool lock");
+                idle.pop_back()
+            };
+            match next {
+                Some((c, at)) if at.elapsed() < self.idle_for && !c.send.is_closed() => {
+                    let mut c = c;
+                    c.handshake_ms = None;
+                    if c.send.is_ready() {
+                        return Ok(c);
+                    }
+                }
+                Some(_) => continue,
+                None => break,
+            }
+        }
+        let start = Instant::now();
+        let stream =
+            tokio::time::timeout(connect_timeout, TcpStream::connect(&self.target.authority))
+                .await
+                .map_err(|_| {
+                    std::io::Error::new(
+                        std::io::ErrorKind::TimedOut,
+                        format!("connect to {}: timed out", self.target.authority),
+                    )
+                })?
+                .map_err(|e| {
+                    std::io::Error::new(
+                        e.kind(),
+                        format!("connect to {}: {e}", self.target.authority),
+                    )
+                })?;
+        let handshake_ms = start.elapsed().as_secs_f64() * 1e3;
+        stream.set_nodelay(true)?;
+        let fd = stream.as_fd().try_clone_to_owned()?;
+        let (send, conn) = http1::Builder::new()
+            .handshake::<_, UpBody>(TokioIo::new(stream))
+            .await
+            .map_err(std::io::Error::other)?;
+        tokio::spawn(async move {
+            let _ = conn.await;
+        });
+        Ok(Conn {
+            send,
+            fd,
+            handshake_ms: Some(handshake_ms),
+        })
+    }
+
+    /// Gives back a connection whose last response was read to its end.
+    pub fn put(&self, c: Conn) {
+        if c.send.is_closed() {
+            return;
+        }
+        let mut idle = self.idle.lock().expect("pool lock");
+        while idle.len() >= self.max_idle {
+            idle.pop_front();
+        }
+        idle.push_back((c, Instant::now()));
+    }
+}
+
+/// The type of a response from a replica.
+pub type UpResponse = hyper::Response<Incoming>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn replica_urls_parse_or_say_what_is_wrong() {
+        assert_eq!(
+            Target::parse("http://10.0.0.1:8080/base/").unwrap(),
+            Target {
+                authority: "10.0.0.1:8080".into(),
+                base_path: "/base".into()
+            }
+        );
+        assert_eq!(Target::parse("http://h").unwrap().authority, "h:80");
+        assert_eq!(Target::parse("http://[::1]").unwrap().authority, "[::1]:80");
+        assert!(Target::parse("https://h")
+            .unwrap_err()
+            .contains("only http://"));
+        assert!(Target::parse("http://h:x")
+            .unwrap_err()
+            .contains("port 'x'"));
+        assert!(Target::parse("http:///p").unwrap_err().contains("no host"));
+    }
+}

@@ -1,0 +1,456 @@
+//! Real HTTP servers and a plain HTTP/1.1 client for the proxy's tests: upstream replicas
+//! (hyper, on their own thread and runtime, optionally inside a network namespace), a replica
+//! that resets in the middle of a body, a running `nowcast proxy`, and a client on raw
+//! sockets so that malformed and oversized requests can be sent as they are.
+
+use super::BIN;
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::body::{Frame, Incoming};
+use hyper::{Request, Response};
+use std::convert::Infallible;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::os::fd::AsRawFd;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+type Body = http_body_util::combinators::BoxBody<Bytes, Infallible>;
+
+fn full(s: impl Into<Bytes>) -> Body {
+    Full::new(s.into()).boxed()
+}
+
+/// An upstream replica: answers
+/// - any request with a body: reads it all, answers `read N` (N bytes);
+/// - `GET /bytes/N`: N bytes, streamed in 64 KiB chunks;
+/// - `GET /sleep/MS`: `slept` after MS milliseconds;
+/// - anything else: its name.
+pub struct Upstream {
+    pub addr: SocketAddr,
+    /// Requests other than the proxy's probes.
+    pub requests: Arc<AtomicU64>,
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+async fn answer(name: Arc<String>, req: Request<Incoming>) -> Result<Response<Body>, Infallible> {
+    let path = req.uri().path().to_string();
+    let has_body = req
+        .headers()
+        .get("content-length")
+        .is_some_and(|v| v != "0")
+        || req.headers().contains_key("transfer-encoding");
+    if has_body {
+        let mut body = req.into_body();
+        let mut n = 0u64;
+        while let Some(f) = body.frame().await {
+            match f {
+                Ok(f) => n += f.data_ref().map_or(0, |d| d.len() as u64),
+                Err(_) => break,
+            }
+        }
+        let mut r = Response::new(full(format!("read {n}")));
+        r.headers_mut()
+            .insert("x-replica", name.as_str().parse().unwrap());
+        return Ok(r);
+    }
+    // Paths keep any service prefix: match the last segments.
+    let tail = |key: &str| {
+        path.rsplit_once(key)
+            .and_then(|(_, n)| n.parse::<u64>().ok())
+    };
+    if let Some(n) = tail("/bytes/") {
+        let chunk = Bytes::from(vec![0x61u8; 64 * 1024]);
+        return Ok(Response::new(BodyExt::boxed(Chunks { left: n, chunk })));
+    }
+    if let Some(ms) = tail("/sleep/") {
+        tokio::time::sleep(Duration::from_millis(ms)).await;
+        return Ok(Response::new(full("slept")));
+    }
+    Ok(Response::new(full(name.as_bytes().to_vec())))
+}
+
+/// `n` bytes as frames of at most `chunk`'s length.
+struct Chunks {
+    left: u64,
+    chunk: Bytes,
+}
+
+impl hyper::body::Body for Chunks {
+    type Data = Bytes;
+    type Error = Infallible;
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        if self.left == 0 {
+            return std::task::Poll::Ready(None);
+        }
+        let n = (self.chunk.len() as u64).min(self.left) as usize;
+        self.left -= n as u64;
+        std::task::Poll::Ready(Some(Ok(Frame::data(self.chunk.slice(..n)))))
+    }
+    fn is_end_stream(&self) -> bool {
+        self.left == 0
+    }
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        hyper::body::SizeHint::with_exact(self.left)
+    }
+}
+
+/// Runs `f` on a new thread, inside network namespace `ns` when given.
+pub fn thread_in(
+    ns: Option<String>,
+    f: impl FnOnce() + Send + 'static,
+) -> std::thread::JoinHandle<()> {
+    std::thread::spawn(move || {
+        if let Some(ns) = ns {
+            let path = format!("/var/run/netns/{ns}");
+            let file = std::fs::File::open(&path).expect("open the namespace");
+            // SAFETY: setns on this thread only, with a namespace descriptor.
+            let rc = unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) };
+            assert_eq!(rc, 0, "setns {path}");
+        }
+        f()
+    })
+}
+
+impl Upstream {
+    /// Starts a replica named `name` on `bind` (port 0: a free one), in `ns` if given.
+    pub fn start(name: &str, bind: &str, ns: Option<&str>) -> Upstream {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let stop = Arc::new(AtomicBool::new(false));
+        let requests = Arc::new(AtomicU64::new(0));
+        let (name, bind) = (Arc::new(name.to_string()), bind.to_string());
+        let (stop2, req2) = (stop.clone(), requests.clone());
+        let thread = thread_in(ns.map(str::to_string), move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            rt.block_on(async move {
+                let l = tokio::net::TcpListener::bind(&bind)
+                    .await
+                    .expect("bind upstream");
+                tx.send(l.local_addr().unwrap()).unwrap();
+                while !stop2.load(Ordering::Relaxed) {
+                    let accepted =
+                        tokio::time::timeout(Duration::from_millis(100), l.accept()).await;
+                    let Ok(Ok((s, _))) = accepted else { continue };
+                    let _ = s.set_nodelay(true);
+                    let (name, req2) = (name.clone(), req2.clone());
+                    tokio::spawn(async move {
+                        let svc = hyper::service::service_fn(move |r: Request<Incoming>| {
+                            // The proxy's own probes are not counted.
+                            let probe = r
+                                .headers()
+                                .get("user-agent")
+                                .is_some_and(|v| v == "nowcast-proxy-probe");
+                            if !probe {
+                                req2.fetch_add(1, Ordering::Relaxed);
+                            }
+                            answer(name.clone(), r)
+                        });
+                        let _ = hyper::server::conn::http1::Builder::new()
+                            .serve_connection(hyper_util::rt::TokioIo::new(s), svc)
+                            .await;
+                    });
+                }
+            });
+        });
+        let addr = rx
+            .recv_timeout(Duration::from_secs(5))
+            .expect("upstream address");
+        Upstream {
+            addr,
+            requests,
+            stop,
+            thread: Some(thread),
+        }
+    }
+
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+}
+
+impl Drop for Upstream {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// A replica that answers every request with the head of a 1 MiB body, sends 64 KiB of it
+/// and resets the connection.
+pub struct Resetter {
+    pub addr: SocketAddr,
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Resetter {
+    pub fn start() -> Resetter {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        l.set_nonblocking(true).unwrap();
+        let addr = l.local_addr().unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let s2 = stop.clone();
+        let thread = std::thread::spawn(move || {
+            while !s2.load(Ordering::Relaxed) {
+                let Ok((mut c, _)) = l.accept() else {
+                    std::thread::sleep(Duration::from_millis(10));
+                    continue;
+                };
+                c.set_nonblocking(false).unwrap();
+                c.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+                let mut r = BufReader::new(c.try_clone().unwrap());
+                let mut line = String::new();
+                while r.read_line(&mut line).is_ok_and(|n| n > 0) && line != "\r\n" {
+                    line.clear();
+                }
+                let _ = c.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 1048576\r\n\r\n");
+                let _ = c.write_all(&vec![b'r'; 64 * 1024]);
+                std::thread::sleep(Duration::from_millis(50));
+                let linger = libc::linger {
+                    l_onoff: 1,
+                    l_linger: 0,
+                };
+                // SAFETY: SO_LINGER with a valid linger struct: close sends a reset.
+                unsafe {
+                    libc::setsockopt(
+                        c.as_raw_fd(),
+                        libc::SOL_SOCKET,
+                        libc::SO_LINGER,
+                        (&linger as *const libc::linger).cast(),
+                        std::mem::size_of::<libc::linger>() as libc::socklen_t,
+                    );
+                }
+                drop(c);
+            }
+        });
+        Resetter {
+            addr,
+            stop,
+            thread: Some(thread),
+        }
+    }
+}
+
+impl Drop for Resetter {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// A running `nowcast proxy`, stopped (SIGKILL) on drop if still running.
+pub struct Proxy {
+    pub child: Child,
+    pub addr: SocketAddr,
+    pub stderr: Arc<std::sync::Mutex<String>>,
+}
+
+impl Proxy {
+    /// Starts `nowcast proxy --listen 127.0.0.1:0 ARGS` (inside `prefix`, e.g. `ip netns exec
+    /// NS`, when given) and waits for its ready line.
+    pub fn start_in(prefix: &[&str], args: &[&str]) -> Proxy {
+        let mut cmd = if prefix.is_empty() {
+            Command::new(BIN)
+        } else {
+            let mut c = Command::new(prefix[0]);
+            c.args(&prefix[1..]).arg(BIN);
+            c
+        };
+        let mut child = cmd
+            .arg("proxy")
+            .args(["--listen", "127.0.0.1:0"])
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start nowcast proxy");
+        let mut out = BufReader::new(child.stdout.take().unwrap());
+        let mut line = String::new();
+        out.read_line(&mut line).expect("ready line");
+        let addr = line
+            .split("listening on ")
+            .nth(1)
+            .and_then(|r| r.split_whitespace().next())
+            .and_then(|a| a.parse().ok())
+            .unwrap_or_else(|| panic!("no address in {line:?}"));
+        let stderr = Arc::new(std::sync::Mutex::new(String::new()));
+        let mut err = child.stderr.take().unwrap();
+        let e2 = stderr.clone();
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 65536];
+            while let Ok(n) = err.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                e2.lock()
+                    .unwrap()
+                    .push_str(&String::from_utf8_lossy(&buf[..n]));
+            }
+        });
+        std::thread::spawn(move || {
+            let mut sink = Vec::new();
+            let _ = out.read_to_end(&mut sink);
+        });
+        Proxy {
+            child,
+            addr,
+            stderr,
+        }
+    }
+
+    pub fn start(args: &[&str]) -> Proxy {
+        Self::start_in(&[], args)
+    }
+
+    /// SIGTERM, then waits at most `limit` for the exit status.
+    pub fn terminate(&mut self, limit: Duration) -> Option<std::process::ExitStatus> {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
+        let end = Instant::now() + limit;
+        while Instant::now() < end {
+            if let Ok(Some(s)) = self.child.try_wait() {
+                return Some(s);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        None
+    }
+
+    pub fn rss_kib(&self) -> u64 {
+        std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
+            .ok()
+            .and_then(|s| {
+                s.lines()
+                    .find(|l| l.starts_with("VmRSS:"))
+                    .and_then(|l| l.split_whitespace().nth(1))
+                    .and_then(|v| v.parse().ok())
+            })
+            .unwrap_or(0)
+    }
+
+    pub fn metrics(&self) -> String {
+        let r = request(self.addr, b"GET /metrics HTTP/1.1\r\nhost: p\r\n\r\n");
+        assert_eq!(r.status, 200, "{}", r.text());
+        r.text()
+    }
+
+    /// The value of a metric line that starts with `prefix` (name and labels).
+    pub fn metric(&self, prefix: &str) -> Option<f64> {
+        self.metrics()
+            .lines()
+            .find(|l| l.starts_with(prefix))
+            .and_then(|l| l.rsplit(' ').next())
+            .and_then(|v| v.parse().ok())
+    }
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A response as read off the wire.
+#[derive(Debug)]
+pub struct Resp {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+    /// The body was cut before its content-length.
+    pub truncated: bool,
+}
+
+impl Resp {
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+}
+
+/// Reads one response (head and a content-length or chunked body) from `r`.
+pub fn read_response(r: &mut BufReader<TcpStream>) -> std::io::Result<Resp> {
+    let mut line = String::new();
+    r.read_line(&mut line)?;
+    let status = line
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| std::io::Error::other(format!("bad status line {line:?}")))?;
+    let mut headers = Vec::new();
+    loop {
+        line.clear();
+        r.read_line(&mut line)?;
+        if line == "\r\n" || line.is_empty() {
+            break;
+        }
+        if let Some((k, v)) = line.trim_end().split_once(':') {
+            headers.push((k.trim().to_ascii_lowercase(), v.trim().to_string()));
+        }
+    }
+    let get = |k: &str| headers.iter().find(|h| h.0 == k).map(|h| h.1.clone());
+    let mut body = Vec::new();
+    let mut truncated = false;
+    if let Some(n) = get("content-length").and_then(|v| v.parse::<usize>().ok()) {
+        body.resize(n, 0);
+        let mut got = 0;
+        while got < n {
+            match r.read(&mut body[got..]) {
+                Ok(0) | Err(_) => {
+                    truncated = true;
+                    break;
+                }
+                Ok(k) => got += k,
+            }
+        }
+        body.truncate(got);
+    } else if get("transfer-encoding").is_some_and(|v| v.contains("chunked")) {
+        loop {
+            line.clear();
+            if r.read_line(&mut line)? == 0 {
+                truncated = true;
+                break;
+            }
+            let n = usize::from_str_radix(line.trim(), 16).unwrap_or(0);
+            let mut chunk = vec![0u8; n + 2];
+            if r.read_exact(&mut chunk).is_err() {
+                truncated = true;
+                break;
+            }
+            if n == 0 {
+                break;
+            }
+            body.extend_from_slice(&chunk[..n]);
+        }
+    } else if status != 204 && status != 304 {
+        let _ = r.read_to_end(&mut body);
+    }
+    Ok(Resp {
+        status,
+        headers,
+        body,
+        truncated,
+    })
+}
+
+/// Sends `raw` on a new connection and reads one response (10 s limit).
+pub fn request(addr: SocketAddr, raw: &[u8]) -> Resp {
+    let mut s = TcpStream::connect(addr).expect("connect to the proxy");
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.write_all(raw).unwrap();
+    let mut r = BufReader::new(s);
+    read_response(&mut r).expect("a response")
+}

@@ -1,0 +1,352 @@
+//! `nowcast proxy` on loopback against real upstream HTTP servers (hyper, and a raw socket
+//! for the replica that resets): streaming both ways with keep-alive, services by prefix,
+//! sticky units of work, `/healthz`, `/metrics`, `--explain`, the records, adaptive timeouts
+//! with retries and ejection, bad input (malformed and oversized heads, a replica that
+//! resets mid-body, a client that stops reading) and a clean shutdown that finishes the
+//! requests in flight. Every test bounds its time and stops what it started.
+
+mod common;
+
+use common::http::{read_response, request, Proxy, Resetter, Upstream};
+use nowcast_core::record::Record;
+use std::io::{BufReader, Read, Write};
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+fn replica(name: &str, u: &Upstream) -> String {
+    format!("{name}={}", u.url())
+}
+
+#[test]
+fn streams_both_ways_with_keep_alive_and_writes_valid_records() {
+    let (a, b) = (
+        Upstream::start("a", "127.0.0.1:0", None),
+        Upstream::start("b", "127.0.0.1:0", None),
+    );
+    let dir = std::env::temp_dir().join(format!("nwp-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let recs = dir.join("records.ndjson");
+    let mut p = Proxy::start(&[
+        "--replica",
+        &replica("a", &a),
+        "--replica",
+        &replica("b", &b),
+        "--records",
+        recs.to_str().unwrap(),
+        "--explain",
+        "--seed",
+        "1",
+    ]);
+    let s = TcpStream::connect(p.addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let mut w = s.try_clone().unwrap();
+    let mut r = BufReader::new(s);
+    // An 8 MiB upload, then a 16 MiB download, then a small GET, on one connection.
+    let body = vec![7u8; 8 << 20];
+    write!(
+        w,
+        "POST /up HTTP/1.1\r\nhost: x\r\ncontent-length: {}\r\n\r\n",
+        body.len()
+    )
+    .unwrap();
+    w.write_all(&body).unwrap();
+    let up = read_response(&mut r).unwrap();
+    assert_eq!((up.status, up.text()), (200, format!("read {}", 8 << 20)));
+    w.write_all(b"GET /bytes/16777216 HTTP/1.1\r\nhost: x\r\n\r\n")
+        .unwrap();
+    let down = read_response(&mut r).unwrap();
+    assert_eq!(down.status, 200);
+    assert_eq!(down.body.len(), 16 << 20);
+    assert!(!down.truncated);
+    // A chunked upload of unknown length.
+    w.write_all(b"POST /up HTTP/1.1\r\nhost: x\r\ntransfer-encoding: chunked\r\n\r\n")
+        .unwrap();
+    for _ in 0..4 {
+        write!(w, "10000\r\n").unwrap();
+        w.write_all(&vec![1u8; 0x10000]).unwrap();
+        w.write_all(b"\r\n").unwrap();
+    }
+    w.write_all(b"0\r\n\r\n").unwrap();
+    let chunked = read_response(&mut r).unwrap();
+    assert_eq!(chunked.text(), "read 262144");
+    w.write_all(b"GET /who HTTP/1.1\r\nhost: x\r\n\r\n")
+        .unwrap();
+    let who = read_response(&mut r).unwrap();
+    assert!(who.text() == "a" || who.text() == "b", "{}", who.text());
+    let h = request(p.addr, b"GET /healthz HTTP/1.1\r\nhost: x\r\n\r\n");
+    assert_eq!(h.status, 200, "{}", h.text());
+    assert!(p.metric("nowcast_proxy_requests_total").unwrap() >= 4.0);
+    assert!(p.metric("nowcast_proxy_bandwidth_forecast_mbits{").unwrap() > 0.0);
+    drop((w, r));
+    let status = p.terminate(Duration::from_secs(10)).expect("exits");
+    assert!(status.success());
+    let text = std::fs::read_to_string(&recs).unwrap();
+    let records: Vec<Record> = text
+        .lines()
+        .map(|l| Record::parse(l).unwrap_or_else(|e| panic!("{l}: {e}")))
+        .collect();
+    assert!(records.iter().all(|r| r.source == "nowcast proxy"));
+    assert!(records
+        .iter()
+        .any(|r| r.metric == nowcast_core::record::Metric::BandwidthUp));
+    assert!(records
+        .iter()
+        .any(|r| r.metric == nowcast_core::record::Metric::Rtt));
+    // --explain: one JSON line per decision with every replica's view and the reason.
+    let err = p.stderr.lock().unwrap().clone();
+    let lines: Vec<serde_json::Value> = err
+        .lines()
+        .filter(|l| l.starts_with('{'))
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert!(lines.len() >= 4, "{err}");
+    assert!(lines
+        .iter()
+        .all(|l| l["replicas"].as_array().unwrap().len() == 2 && l["reason"].is_string()));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn services_by_prefix_and_sticky_units_of_work() {
+    let (a, b, c) = (
+        Upstream::start("a", "127.0.0.1:0", None),
+        Upstream::start("b", "127.0.0.1:0", None),
+        Upstream::start("c", "127.0.0.1:0", None),
+    );
+    let p = Proxy::start(&[
+        "--replica",
+        &replica("a", &a),
+        "--replica",
+        &replica("b", &b),
+        "--replica",
+        &replica("c", &c),
+        "--service",
+        "/api=a,b",
+        "--service",
+        "/static=c",
+        "--balance",
+        "round-robin",
+        "--sticky",
+        "header:x-unit",
+    ]);
+    for _ in 0..4 {
+        let r = request(p.addr, b"GET /static/x HTTP/1.1\r\nhost: x\r\n\r\n");
+        assert_eq!(r.text(), "c");
+    }
+    let no = request(p.addr, b"GET /other HTTP/1.1\r\nhost: x\r\n\r\n");
+    assert_eq!(no.status, 404);
+    assert!(no.text().contains("no service for path /other"));
+    // Round robin spreads; one unit of work stays put.
+    let mut seen = std::collections::HashSet::new();
+    for _ in 0..4 {
+        seen.insert(request(p.addr, b"GET /api/x HTTP/1.1\r\nhost: x\r\n\r\n").text());
+    }
+    assert_eq!(seen.len(), 2, "{seen:?}");
+    let first = request(
+        p.addr,
+        b"GET /api/x HTTP/1.1\r\nhost: x\r\nx-unit: job-9\r\n\r\n",
+    )
+    .text();
+    for _ in 0..10 {
+        let r = request(
+            p.addr,
+            b"GET /api/y HTTP/1.1\r\nhost: x\r\nx-unit: job-9\r\n\r\n",
+        );
+        assert_eq!(r.text(), first);
+    }
+    assert!(
+        p.metric("nowcast_proxy_choices_total{replica=\"c\",reason=\"round_robin\"}")
+            .unwrap()
+            >= 4.0
+    );
+    assert!(p.metrics().contains("reason=\"sticky\"} 10"));
+}
+
+#[test]
+fn malformed_and_oversized_requests_are_refused_and_others_served() {
+    let a = Upstream::start("a", "127.0.0.1:0", None);
+    let p = Proxy::start(&["--replica", &replica("a", &a), "--max-header-bytes", "16K"]);
+    let bad = request(p.addr, b"NOT A REQUEST\r\n\r\n");
+    assert_eq!(bad.status, 400);
+    let mut big = b"GET / HTTP/1.1\r\nhost: x\r\nx-big: ".to_vec();
+    big.extend(std::iter::repeat_n(b'z', 64 * 1024));
+    big.extend_from_slice(b"\r\n\r\n");
+    let mut s = TcpStream::connect(p.addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let _ = s.write_all(&big);
+    let resp = read_response(&mut BufReader::new(s)).unwrap();
+    assert_eq!(resp.status, 431);
+    let bad_len = request(
+        p.addr,
+        b"POST / HTTP/1.1\r\nhost: x\r\ncontent-length: zz\r\n\r\n",
+    );
+    assert_eq!(bad_len.status, 400);
+    assert_eq!(
+        a.requests.load(std::sync::atomic::Ordering::Relaxed),
+        0,
+        "nothing reached the replica"
+    );
+    let ok = request(p.addr, b"GET / HTTP/1.1\r\nhost: x\r\n\r\n");
+    assert_eq!((ok.status, ok.text()), (200, "a".to_string()));
+}
+
+#[test]
+fn a_replica_that_resets_mid_body_affects_only_its_own_requests() {
+    let a = Upstream::start("a", "127.0.0.1:0", None);
+    let bad = Resetter::start();
+    let p = Proxy::start(&[
+        "--replica",
+        &replica("a", &a),
+        "--replica",
+        &format!("bad=http://{}", bad.addr),
+        "--service",
+        "/good=a",
+        "--service",
+        "/bad=bad",
+    ]);
+    // A download from the healthy replica runs throughout.
+    let addr = p.addr;
+    let good = std::thread::spawn(move || {
+        request(
+            addr,
+            b"GET /good/bytes/33554432 HTTP/1.1\r\nhost: x\r\n\r\n",
+        )
+    });
+    for _ in 0..3 {
+        let r = request(p.addr, b"GET /bad/x HTTP/1.1\r\nhost: x\r\n\r\n");
+        assert_eq!(r.status, 200);
+        assert!(r.truncated, "the client sees the body cut short");
+        assert!(r.body.len() < 1 << 20);
+    }
+    let g = good.join().unwrap();
+    assert_eq!(
+        (g.status, g.body.len(), g.truncated),
+        (200, 32 << 20, false)
+    );
+    let resets = p
+        .metric("nowcast_proxy_errors_total{replica=\"bad\",kind=\"reset\"}")
+        .unwrap();
+    assert!(resets >= 3.0, "{resets}");
+    let ok = request(p.addr, b"GET /good/who HTTP/1.1\r\nhost: x\r\n\r\n");
+    assert_eq!(ok.text(), "a");
+}
+
+#[test]
+fn a_client_that_stops_reading_is_cut_off_and_memory_stays_flat() {
+    let a = Upstream::start("a", "127.0.0.1:0", None);
+    let p = Proxy::start(&["--replica", &replica("a", &a), "--client-idle", "1"]);
+    let before = p.rss_kib();
+    // Four clients ask for 1 GiB each and never read.
+    let stalled: Vec<TcpStream> = (0..4)
+        .map(|_| {
+            let mut s = TcpStream::connect(p.addr).unwrap();
+            s.write_all(b"GET /bytes/1073741824 HTTP/1.1\r\nhost: x\r\n\r\n")
+                .unwrap();
+            s
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(500));
+    // Others are served meanwhile.
+    let ok = request(p.addr, b"GET /who HTTP/1.1\r\nhost: x\r\n\r\n");
+    assert_eq!(ok.text(), "a");
+    let end = Instant::now() + Duration::from_secs(10);
+    while p
+        .metric("nowcast_proxy_client_timeouts_total")
+        .unwrap_or(0.0)
+        < 4.0
+    {
+        assert!(Instant::now() < end, "stalled clients not cut off");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let after = p.rss_kib();
+    // Nothing buffered per stalled client beyond the sockets' own buffers.
+    assert!(
+        after < before + 32 * 1024,
+        "RSS {before} KiB -> {after} KiB"
+    );
+    for mut s in stalled {
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let mut buf = vec![0u8; 1 << 20];
+        let mut total = 0usize;
+        loop {
+            match s.read(&mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => total += n,
+            }
+        }
+        assert!(total < 1 << 30, "the connection was closed before the end");
+    }
+}
+
+#[test]
+fn slow_replicas_time_out_adaptively_retries_stay_in_budget_and_dead_ones_are_ejected() {
+    let a = Upstream::start("a", "127.0.0.1:0", None);
+    let dead = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let dead_addr = dead.local_addr().unwrap();
+    drop(dead);
+    let p = Proxy::start(&[
+        "--replica",
+        &replica("a", &a),
+        "--replica",
+        &format!("dead=http://{dead_addr}"),
+        "--timeout-floor",
+        "0.2",
+        "--timeout-initial",
+        "0.4",
+        "--backoff",
+        "30",
+        "--retry-burst",
+        "3",
+        "--retry-per-sec",
+        "0",
+    ]);
+    // Every GET succeeds: connect failures are retried on the other replica.
+    for _ in 0..8 {
+        let r = request(p.addr, b"GET /who HTTP/1.1\r\nhost: x\r\n\r\n");
+        assert_eq!((r.status, r.text()), (200, "a".to_string()));
+    }
+    assert_eq!(p.metric("nowcast_proxy_up{replica=\"dead\"}"), Some(0.0));
+    assert!(
+        p.metric("nowcast_proxy_errors_total{replica=\"dead\",kind=\"connect\"}")
+            .unwrap()
+            >= 1.0
+    );
+    // a learns fast waits; a 3 s sleep is cut at a's adaptive timeout (floor 0.2 s), not 3 s.
+    for _ in 0..10 {
+        request(p.addr, b"GET /who HTTP/1.1\r\nhost: x\r\n\r\n");
+    }
+    let t0 = Instant::now();
+    let r = request(p.addr, b"GET /sleep/3000 HTTP/1.1\r\nhost: x\r\n\r\n");
+    let took = t0.elapsed();
+    assert_eq!(r.status, 502, "{}", r.text());
+    assert!(took < Duration::from_millis(2_500), "{took:?}");
+    assert!(
+        p.metric("nowcast_proxy_errors_total{replica=\"a\",kind=\"timeout\"}")
+            .unwrap()
+            >= 1.0
+    );
+    // The budget holds: many failing requests, few retries.
+    for _ in 0..5 {
+        request(p.addr, b"GET /sleep/3000 HTTP/1.1\r\nhost: x\r\n\r\n");
+    }
+    let retries = p.metric("nowcast_proxy_retries_total").unwrap();
+    assert!(retries <= 3.0 + 0.1 * 30.0 + 1.0, "{retries}");
+    assert!(p.metric("nowcast_proxy_retries_refused_total").unwrap() >= 1.0);
+}
+
+#[test]
+fn shutdown_finishes_the_requests_in_flight() {
+    let a = Upstream::start("a", "127.0.0.1:0", None);
+    let mut p = Proxy::start(&["--replica", &replica("a", &a)]);
+    let addr = p.addr;
+    let slow =
+        std::thread::spawn(move || request(addr, b"GET /sleep/1500 HTTP/1.1\r\nhost: x\r\n\r\n"));
+    std::thread::sleep(Duration::from_millis(300));
+    let status = p
+        .terminate(Duration::from_secs(10))
+        .expect("exits within the grace");
+    assert!(status.success());
+    let r = slow.join().unwrap();
+    assert_eq!((r.status, r.text()), (200, "slept".to_string()));
+    assert!(TcpStream::connect(addr).is_err(), "no longer listening");
+}

@@ -1,0 +1,562 @@
+//! `nowcast proxy` on emulated links: the Wren proxy's experiment (Zangrilli & Lowekamp §5.1,
+//! Figs. 7–10), reproduced. Two replicas in network namespaces, each behind a router whose
+//! egress to it is a 100 Mbit/s tbf; `iperf3 -u` cross traffic of 25 Mbit/s on the path to
+//! the first throughout, and of 75 Mbit/s on the path to the second for the first half of
+//! the run, then none. A client in the proxy's namespace uploads units of work through the
+//! proxy at a rate that saturates neither path. The same workload and cross-traffic schedule
+//! run through `nowcast proxy` (completion-time rule) and through the comparison rules
+//! (round-robin, least connections, P2C peak-EWMA, nearest), and through an oracle that
+//! knows the cross traffic (a proxy pinned to the first replica, then to the second).
+//!
+//! Bounds: addresses in the namespaces only, every step with a time limit, processes killed
+//! by PID before their namespace is deleted. `on_emulated_links` in the name: `cargo test
+//! --workspace` skips it, `npm test` runs it alone (as root) so that its figures print.
+//! Length: PROXY_LINKS_SECS per half (default 4; `npm run bench` runs longer ones and the
+//! case where the replicas do not differ, PROXY_LINKS_EQUAL=1). PROXY_LINKS_OURS adds flags
+//! to our rule's proxy; PROXY_LINKS_EXPLAIN=1 prints its decisions and every unit;
+//! PROXY_LINKS_CROSS="C1,C2" sets other cross-traffic rates and PROXY_LINKS_RULES="a,b" runs
+//! only those rules (trials: then nothing is asserted).
+
+mod common;
+
+use common::http::{read_response, thread_in, Proxy, Upstream};
+use common::{root_missing, sh};
+use std::io::{BufReader, Write};
+use std::net::TcpStream;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// proxy ─ router i (tbf toward server i) ─ server i, for i = 1, 2.
+struct Net {
+    ns: Vec<String>,
+    children: Vec<Child>,
+}
+
+const S_IP: [&str; 2] = ["10.241.11.2", "10.241.12.2"];
+
+impl Net {
+    fn new(rate_mbit: u32) -> Net {
+        let id = std::process::id();
+        let names = ["p", "r1", "r2", "s1", "s2"].map(|n| format!("nwx{n}{id}"));
+        let mut net = Net {
+            ns: names.to_vec(),
+            children: Vec::new(),
+        };
+        for n in &names {
+            sh(&["ip", "netns", "add", n]);
+            sh(&["ip", "-n", n, "link", "set", "lo", "up"]);
+        }
+        let [p, r1, r2, s1, s2] = &names;
+        for (i, (r, s)) in [(r1, s1), (r2, s2)].into_iter().enumerate() {
+            let k = i + 1;
+            let (pv, rp, rs, sv) = (
+                format!("xp{k}{id}"),
+                format!("xrp{k}{id}"),
+                format!("xrs{k}{id}"),
+                format!("xs{k}{id}"),
+            );
+            sh(&[
+                "ip", "link", "add", &pv, "type", "veth", "peer", "name", &rp,
+            ]);
+            sh(&[
+                "ip", "link", "add", &rs, "type", "veth", "peer", "name", &sv,
+            ]);
+            for (dev, n) in [(&pv, p), (&rp, r), (&rs, r), (&sv, s)] {
+                sh(&["ip", "link", "set", dev, "netns", n]);
+            }
+            for (n, dev, addr) in [
+                (p, &pv, format!("10.241.{k}.1/24")),
+                (r, &rp, format!("10.241.{k}.254/24")),
+                (r, &rs, format!("10.241.1{k}.254/24")),
+                (s, &sv, format!("10.241.1{k}.2/24")),
+            ] {
+                sh(&["ip", "-n", n, "addr", "add", &addr, "dev", dev]);
+                sh(&["ip", "-n", n, "link", "set", dev, "up"]);
+                sh(&[
+                    "ip", "netns", "exec", n, "ethtool", "-K", dev, "tso", "off", "gso", "off",
+                    "gro", "off",
+                ]);
+            }
+            sh(&[
+                "ip",
+                "-n",
+                p,
+                "route",
+                "add",
+                &format!("10.241.1{k}.0/24"),
+                "via",
+                &format!("10.241.{k}.254"),
+            ]);
+            sh(&[
+                "ip",
+                "-n",
+                s,
+                "route",
+                "add",
+                "default",
+                "via",
+                &format!("10.241.1{k}.254"),
+            ]);
+            sh(&[
+                "ip",
+                "netns",
+                "exec",
+                r,
+                "sysctl",
+                "-qw",
+                "net.ipv4.ip_forward=1",
+            ]);
+            sh(&[
+                "ip",
+                "netns",
+                "exec",
+                r,
+                "tc",
+                "qdisc",
+                "add",
+                "dev",
+                &rs,
+                "root",
+                "tbf",
+                "rate",
+                &format!("{rate_mbit}mbit"),
+                "burst",
+                "15000b",
+                "latency",
+                "20ms",
+            ]);
+        }
+        for (i, s) in [s1, s2].into_iter().enumerate() {
+            let _ = i;
+            let c = Command::new("ip")
+                .args(["netns", "exec", s, "iperf3", "-s", "-p", "5201"])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("iperf3 -s");
+            net.children.push(c);
+        }
+        std::thread::sleep(Duration::from_millis(300));
+        net
+    }
+
+    /// `iperf3 -u` from the proxy's namespace to server `i` at `mbit` for `secs`.
+    fn cross(&mut self, i: usize, mbit: f64, secs: f64) -> usize {
+        let c = Command::new("ip")
+            .args([
+                "netns",
+                "exec",
+                &self.ns[0],
+                "iperf3",
+                "-u",
+                "-c",
+                S_IP[i],
+                "-p",
+                "5201",
+            ])
+            .args([
+                "-l",
+                "1400",
+                "-b",
+                &format!("{mbit}M"),
+                "--pacing-timer",
+                "100",
+            ])
+            .args(["-t", &format!("{}", secs.ceil() as u64 + 1)])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("iperf3 -u");
+        self.children.push(c);
+        self.children.len() - 1
+    }
+
+    fn stop(&mut self, k: usize) {
+        let _ = self.children[k].kill();
+        let _ = self.children[k].wait();
+    }
+}
+
+impl Drop for Net {
+    fn drop(&mut self) {
+        for c in &mut self.children {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        for n in &self.ns {
+            let _ = Command::new("ip").args(["netns", "del", n]).status();
+        }
+    }
+}
+
+/// One upload: when it started (s from the run's start), how long it took (ms), where it went.
+#[derive(Clone, Debug)]
+struct Unit {
+    start_s: f64,
+    ms: f64,
+    replica: String,
+}
+
+/// The workload: uploads of `bytes` every `period` for `secs`, by `workers` keep-alive
+/// clients in the proxy's namespace; `path(t)` says which path a unit goes to.
+fn workload(
+    ns: &str,
+    proxy: std::net::SocketAddr,
+    bytes: usize,
+    period: Duration,
+    secs: f64,
+    path: Arc<dyn Fn(f64) -> String + Send + Sync>,
+) -> Vec<Unit> {
+    let n = (secs / period.as_secs_f64()) as usize;
+    let next = Arc::new(Mutex::new(0usize));
+    let units = Arc::new(Mutex::new(Vec::new()));
+    let t0 = Instant::now();
+    let workers: Vec<_> = (0..6)
+        .map(|_| {
+            let (next, units, path) = (next.clone(), units.clone(), path.clone());
+            thread_in(Some(ns.to_string()), move || {
+                let body = vec![0x42u8; bytes];
+                let mut conn: Option<(TcpStream, BufReader<TcpStream>)> = None;
+                loop {
+                    let k = {
+                        let mut g = next.lock().unwrap();
+                        let k = *g;
+                        *g += 1;
+                        k
+                    };
+                    if k >= n {
+                        break;
+                    }
+                    let at = t0 + period * k as u32;
+                    let now = Instant::now();
+                    if at > now {
+                        std::thread::sleep(at - now);
+                    }
+                    let start = Instant::now();
+                    let start_s = (start - t0).as_secs_f64();
+                    if conn.is_none() {
+                        let s = TcpStream::connect(proxy).expect("connect to the proxy");
+                        s.set_nodelay(true).unwrap();
+                        s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+                        conn = Some((s.try_clone().unwrap(), BufReader::new(s)));
+                    }
+                    let (w, r) = conn.as_mut().unwrap();
+                    let p = path(start_s);
+                    let ok = write!(
+                        w,
+                        "POST {p} HTTP/1.1\r\nhost: x\r\ncontent-length: {bytes}\r\n\r\n"
+                    )
+                    .and_then(|_| w.write_all(&body))
+                    .is_ok();
+                    let resp = if ok { read_response(r).ok() } else { None };
+                    let ms = start.elapsed().as_secs_f64() * 1e3;
+                    match resp {
+                        Some(resp) if resp.status == 200 => {
+                            let replica = resp
+                                .headers
+                                .iter()
+                                .find(|h| h.0 == "x-replica")
+                                .map(|h| h.1.clone())
+                                .unwrap_or_default();
+                            units.lock().unwrap().push(Unit {
+                                start_s,
+                                ms,
+                                replica,
+                            });
+                        }
+                        _ => {
+                            units.lock().unwrap().push(Unit {
+                                start_s,
+                                ms,
+                                replica: "failed".into(),
+                            });
+                            conn = None;
+                        }
+                    }
+                }
+            })
+        })
+        .collect();
+    for w in workers {
+        w.join().expect("worker");
+    }
+    let mut v = units.lock().unwrap().clone();
+    v.sort_by(|a, b| a.start_s.total_cmp(&b.start_s));
+    v
+}
+
+struct Outcome {
+    name: String,
+    mean: f64,
+    p95: f64,
+    total: f64,
+    /// Share of units after the change + 2 s that went to the better replica.
+    after: f64,
+    failed: usize,
+}
+
+fn summarize(name: &str, units: &[Unit], half: f64, better_after: &str) -> Outcome {
+    let mut ms: Vec<f64> = units.iter().map(|u| u.ms).collect();
+    ms.sort_by(f64::total_cmp);
+    let total: f64 = ms.iter().sum();
+    let late: Vec<&Unit> = units.iter().filter(|u| u.start_s >= half + 2.0).collect();
+    let good = late.iter().filter(|u| u.replica == better_after).count();
+    Outcome {
+        name: name.into(),
+        mean: total / ms.len().max(1) as f64,
+        p95: ms[((ms.len() as f64 * 0.95).ceil() as usize).clamp(1, ms.len()) - 1],
+        total,
+        after: good as f64 / late.len().max(1) as f64,
+        failed: units.iter().filter(|u| u.replica == "failed").count(),
+    }
+}
+
+fn secs() -> f64 {
+    std::env::var("PROXY_LINKS_SECS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(4.0)
+}
+
+/// One run of every rule on the same schedule: cross traffic `c1` on path 1 throughout,
+/// `c2` on path 2 in the first half.
+fn compare(
+    net: &mut Net,
+    ups: &[Upstream],
+    c1: f64,
+    c2: f64,
+    alike: bool,
+    half: f64,
+) -> Vec<Outcome> {
+    let bytes = 512 * 1024;
+    let period = Duration::from_millis(250);
+    let replicas = [
+        format!("s1=http://{}:{}", S_IP[0], ups[0].addr.port()),
+        format!("s2=http://{}:{}", S_IP[1], ups[1].addr.port()),
+    ];
+    let better_after = if c1 > 0.0 { "s2" } else { "s1" };
+    let mut out = Vec::new();
+    let rules: [&str; 8] = [
+        "completion",
+        "completion-explore-fresh",
+        "completion-tcp-info",
+        "round-robin",
+        "least-connections",
+        "p2c-peak-ewma",
+        "nearest",
+        "oracle",
+    ];
+    // The variants of our rule (explore fresh alternates too; TCP_INFO's delivery rate as the
+    // bandwidth) only in the bench's long run.
+    let long = std::env::var("PROXY_LINKS_EQUAL").is_ok();
+    // PROXY_LINKS_RULES="completion,oracle" runs only those (a trial; nothing is asserted).
+    let only = std::env::var("PROXY_LINKS_RULES").ok();
+    for rule in rules
+        .into_iter()
+        .filter(|r| long || only.is_some() || !r.starts_with("completion-"))
+        .filter(|r| {
+            only.as_deref()
+                .is_none_or(|o| o.split(',').any(|x| x == *r))
+        })
+    {
+        let prefix = ["ip", "netns", "exec", net.ns[0].as_str()];
+        let mut args: Vec<String> = vec![
+            "--replica".into(),
+            replicas[0].clone(),
+            "--replica".into(),
+            replicas[1].clone(),
+            "--seed".into(),
+            "7".into(),
+            "--probe-path".into(),
+            "/probe".into(),
+            "--probe-bytes".into(),
+            "256K".into(),
+            "--ttl".into(),
+            "0.5".into(),
+        ];
+        let oracle = rule == "oracle";
+        if rule.starts_with("completion") {
+            // Extra flags for our rule (e.g. PROXY_LINKS_OURS="--error-k 0"), to try settings.
+            if let Ok(extra) = std::env::var("PROXY_LINKS_OURS") {
+                args.extend(extra.split_whitespace().map(String::from));
+            }
+        }
+        if rule == "completion" {
+            args.push("--explain".into());
+        }
+        if oracle {
+            args.extend(["--service", "/s1=s1", "--service", "/s2=s2"].map(String::from));
+        } else if rule == "completion-tcp-info" {
+            args.extend(
+                ["--balance", "completion", "--bandwidth-from", "tcp-info"].map(String::from),
+            );
+        } else if rule == "completion-explore-fresh" {
+            args.extend(["--balance", "completion", "--explore-fresh"].map(String::from));
+        } else {
+            args.extend(["--balance".to_string(), rule.to_string()]);
+        }
+        let argv: Vec<&str> = args.iter().map(String::as_str).collect();
+        let proxy = Proxy::start_in(&prefix, &argv);
+        // Let the proxy see both paths as they are before the run (its probes; the others
+        // learn from traffic) with the cross traffic already on.
+        let k1 = (c1 > 0.0).then(|| net.cross(0, c1, 2.0 * half + 1.5));
+        let k2_secs = if alike { 2.0 * half + 1.5 } else { half + 1.5 };
+        let k2 = (c2 > 0.0).then(|| net.cross(1, c2, k2_secs));
+        std::thread::sleep(Duration::from_millis(1500));
+        let h = half;
+        let s1_better_first = c1 <= c2;
+        let path: Arc<dyn Fn(f64) -> String + Send + Sync> = Arc::new(move |t: f64| {
+            if !oracle {
+                return "/up".into();
+            }
+            let first = if s1_better_first { "/s1/up" } else { "/s2/up" };
+            let second = if better_after == "s2" && !alike {
+                "/s2/up"
+            } else {
+                first
+            };
+            (if t < h { first } else { second }).into()
+        });
+        // The second half starts when path 2's cross traffic stops.
+        let stopper = k2.filter(|_| !alike).map(|k| {
+            let pid = net.children[k].id();
+            std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_secs_f64(h));
+                let _ = Command::new("kill")
+                    .args(["-TERM", &pid.to_string()])
+                    .status();
+            })
+        });
+        let units = workload(&net.ns[0], proxy.addr, bytes, period, 2.0 * half, path);
+        if let Some(s) = stopper {
+            s.join().unwrap();
+        }
+        for k in [k1, k2].into_iter().flatten() {
+            net.stop(k);
+        }
+        let name = if oracle { "oracle" } else { rule };
+        if rule == "completion" {
+            // Where our rule sent each unit, and what it believed then (--explain).
+            let err = proxy.stderr.lock().unwrap().clone();
+            for l in err.lines().filter(|l| l.starts_with('{')) {
+                let v: serde_json::Value = serde_json::from_str(l).unwrap();
+                let views: Vec<String> = v["replicas"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|r| {
+                        format!(
+                            "{} bw {:.0}±{:.0} rtt {:.2} t {:.0}/{:.0} age {:.0}",
+                            r["replica"].as_str().unwrap_or(""),
+                            r["bandwidth"]["value"].as_f64().unwrap_or(f64::NAN),
+                            r["bandwidth"]["error"].as_f64().unwrap_or(f64::NAN),
+                            r["rtt"]["value"].as_f64().unwrap_or(f64::NAN),
+                            r["time_ms"].as_f64().unwrap_or(f64::NAN),
+                            r["worst_ms"].as_f64().unwrap_or(f64::NAN),
+                            r["sample_age_ms"].as_f64().unwrap_or(f64::NAN),
+                        )
+                    })
+                    .collect();
+                if std::env::var("PROXY_LINKS_EXPLAIN").is_ok() {
+                    eprintln!(
+                        "  {} {:<10} | {}",
+                        v["chose"].as_str().unwrap_or(""),
+                        v["reason"].as_str().unwrap_or(""),
+                        views.join(" | ")
+                    );
+                }
+            }
+            if std::env::var("PROXY_LINKS_EXPLAIN").is_ok() {
+                for u in &units {
+                    eprintln!("  unit {:.2} s {:.1} ms {}", u.start_s, u.ms, u.replica);
+                }
+            }
+        }
+        out.push(summarize(name, &units, half, better_after));
+        drop(proxy);
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    out
+}
+
+fn print(title: &str, rows: &[Outcome]) {
+    eprintln!("\n{title}");
+    eprintln!(
+        "{:<20} {:>10} {:>10} {:>12} {:>22} {:>7}",
+        "rule", "mean ms", "p95 ms", "total s", "after change: better", "failed"
+    );
+    for r in rows {
+        eprintln!(
+            "{:<20} {:>10.1} {:>10.1} {:>12.2} {:>21.1}% {:>7}",
+            r.name,
+            r.mean,
+            r.p95,
+            r.total / 1e3,
+            100.0 * r.after,
+            r.failed
+        );
+    }
+}
+
+#[test]
+fn on_emulated_links_the_proxy_follows_the_available_bandwidth() {
+    if let Some(why) = root_missing(&["ip", "tc", "ethtool", "iperf3"]) {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let half = secs();
+    let mut net = Net::new(100);
+    let ups = [
+        Upstream::start("s1", &format!("{}:0", S_IP[0]), Some(&net.ns[3])),
+        Upstream::start("s2", &format!("{}:0", S_IP[1]), Some(&net.ns[4])),
+    ];
+    // PROXY_LINKS_CROSS="C1,C2" runs another scenario than the paper's 25 and 75 Mbit/s.
+    let cross: Vec<f64> = std::env::var("PROXY_LINKS_CROSS")
+        .ok()
+        .map(|v| v.split(',').filter_map(|x| x.trim().parse().ok()).collect())
+        .filter(|v: &Vec<f64>| v.len() == 2)
+        .unwrap_or(vec![25.0, 75.0]);
+    let (c1, c2) = (cross[0], cross[1]);
+    let rows = compare(&mut net, &ups, c1, c2, false, half);
+    print(
+        &format!(
+            "replicas differ: {c1} Mbit/s cross to s1 throughout, {c2} to s2 for {half} s then \
+             none; 512 KiB uploads every 250 ms"
+        ),
+        &rows,
+    );
+    if std::env::var("PROXY_LINKS_RULES").is_ok() {
+        return;
+    }
+    let get = |n: &str| rows.iter().find(|r| r.name == n).unwrap();
+    let (ours, oracle) = (get("completion"), get("oracle"));
+    assert_eq!(ours.failed, 0);
+    // Goals (printed above, not asserted on a shared test machine): ≥ 95 % to the better
+    // replica 2 s after the change, total within 10 % of the oracle, mean and p95 ≥ 20 %
+    // better than every comparison rule. Asserted, with room for the machine's load: the
+    // total within 20 % of the oracle's, and a lower mean than the rules that ignore paths.
+    assert!(
+        ours.total <= oracle.total * 1.2,
+        "total {:.2} s vs oracle {:.2} s",
+        ours.total / 1e3,
+        oracle.total / 1e3
+    );
+    for other in ["round-robin", "least-connections"] {
+        let o = get(other);
+        assert!(
+            ours.mean < o.mean,
+            "mean {} vs {other} {}",
+            ours.mean,
+            o.mean
+        );
+    }
+    if std::env::var("PROXY_LINKS_EQUAL").is_ok() {
+        let rows = compare(&mut net, &ups, 25.0, 25.0, true, half);
+        print(
+            "replicas alike: 25 Mbit/s cross traffic to both throughout",
+            &rows,
+        );
+    }
+    drop(ups);
+}
