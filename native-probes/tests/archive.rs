@@ -100,7 +100,7 @@ fn synthetic() -> Vec<Record> {
                     signature_loss_rate: rnd() * 0.05,
                     classifier_metric: ClassifierMetric::Complexity,
                     metric_value: Some(rnd()),
-                    p_cpu: (t % 2 == 0).then(|| rnd()),
+                    p_cpu: (t % 2 == 0).then(&mut rnd),
                     action: CongestionAction::RateFromResponse,
                     long_term_loss_rate: rnd() * 0.01,
                     rate_mbit_s: 900.0 * rnd(),
