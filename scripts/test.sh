@@ -5,8 +5,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 start=$(date +%s)
+# Each step's header says how long the suite has run so far (to see which steps the 20-minute
+# budget goes to).
+step() { printf '\n\033[1m== %s\033[0m (at %ss)\n' "$*" "$(( $(date +%s) - start ))"; }
 
 step "setup"
 bash scripts/setup.sh

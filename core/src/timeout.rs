@@ -63,9 +63,10 @@ impl Rule {
         }
     }
 
-    /// The improved rule the probes use by default: a 1 % target miss rate (README, "Adaptive
-    /// timeouts": chosen on one half of the dev series and, on the other half, on the
-    /// miss-rate/mean-timeout frontier of the rules on every series).
+    /// The improved rule: a 1 % target miss rate (README, "Adaptive timeouts": chosen on one
+    /// half of the dev series and, on the other half, on the miss-rate/mean-timeout frontier of
+    /// the rules on every series). Every report compares it ([`Rule::standard`]) and the timeout
+    /// experiment runs it; the product's probes time out by [`crate::probed::TIMEOUT_RULE`].
     pub const DEFAULT: Rule = Rule::Target { miss: 0.01 };
 
     /// The rules every report compares.

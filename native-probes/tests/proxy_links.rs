@@ -348,13 +348,17 @@ fn compare(
         "oracle",
     ];
     // The variants of our rule (explore fresh alternates too; TCP_INFO's delivery rate as the
-    // bandwidth) only in the bench's long run.
+    // bandwidth) and the rules the short run asserts nothing of (P2C, nearest) only in the
+    // bench's long run.
     let long = std::env::var("PROXY_LINKS_EQUAL").is_ok();
     // PROXY_LINKS_RULES="completion,oracle" runs only those (a trial; nothing is asserted).
     let only = std::env::var("PROXY_LINKS_RULES").ok();
     for rule in rules
         .into_iter()
-        .filter(|r| long || only.is_some() || !r.starts_with("completion-"))
+        .filter(|r| {
+            long || only.is_some()
+                || !(r.starts_with("completion-") || matches!(*r, "p2c-peak-ewma" | "nearest"))
+        })
         .filter(|r| {
             only.as_deref()
                 .is_none_or(|o| o.split(',').any(|x| x == *r))
