@@ -24,6 +24,17 @@ pub fn number(v: f64) -> String {
     }
 }
 
+/// A size in binary units when it is a whole number of them (`64 KiB`, `4 MiB`, `1 GiB`), else
+/// in bytes (`1500 bytes`): sizes in configs are usually powers of two.
+pub fn bytes(n: u64) -> String {
+    for (unit, size) in [("GiB", 1u64 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)] {
+        if n >= size && n % size == 0 {
+            return format!("{} {unit}", n / size);
+        }
+    }
+    format!("{n} bytes")
+}
+
 /// Three significant digits without exponent notation (the page's `significant`):
 /// `941`, `23.5`, `2.35`, `0.418`.
 pub fn significant(v: f64) -> String {
@@ -110,6 +121,16 @@ pub fn scaled(v: f64, unit: Unit) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn sizes_in_whole_binary_units_else_bytes() {
+        assert_eq!(bytes(65_536), "64 KiB");
+        assert_eq!(bytes(4_194_304), "4 MiB");
+        assert_eq!(bytes(268_435_456), "256 MiB");
+        assert_eq!(bytes(1 << 30), "1 GiB");
+        assert_eq!(bytes(1_500), "1500 bytes");
+        assert_eq!(bytes(0), "0 bytes");
+    }
+
     use super::*;
 
     #[test]

@@ -13,6 +13,7 @@
 //! Deterministic core: plain data and arithmetic.
 
 use super::cron::Cron;
+use crate::format::bytes;
 use crate::when::{human, Ms, SECOND};
 use nowcast_core::record::{Metric, Transport};
 use std::collections::BTreeMap;
@@ -286,7 +287,11 @@ impl Kind {
     pub fn describe(&self) -> String {
         match self {
             Kind::Tcp(p) => match p.size {
-                Some(s) => format!("tcp, bandwidth {s} bytes {:?}", p.direction).to_lowercase(),
+                Some(s) => format!(
+                    "tcp, bandwidth {} {}",
+                    bytes(s),
+                    format!("{:?}", p.direction).to_lowercase()
+                ),
                 None => "tcp round trips".into(),
             },
             Kind::Udp(p) => format!("udp, {} probes every {} ms", p.probes, p.interval_ms),
@@ -300,14 +305,14 @@ impl Kind {
                 p.streams,
                 if p.streams == 1 { "" } else { "s" },
                 p.window
-                    .map(|w| format!(", window {w}"))
+                    .map(|w| format!(", window {}", bytes(w)))
                     .unwrap_or_default(),
                 if p.reverse { ", reverse" } else { "" }
             ),
             Kind::Ping(p) => format!("ping ×{}", p.count),
             Kind::Fobs(p) => format!(
-                "fobs {} bytes, from {:.0} Mbit/s{}",
-                p.size,
+                "fobs {}, from {:.0} Mbit/s{}",
+                bytes(p.size),
                 p.rate * 8e-6,
                 if p.classifier { "" } else { ", classifier off" }
             ),

@@ -144,28 +144,47 @@ fn check(path: &Path, json: bool) -> Result<()> {
         c.plan.jobs.len(),
         c.archive.sqlite.display()
     );
-    for (j, job) in c.plan.jobs.iter().enumerate() {
-        let p = c.plan.probe(j);
-        let flags: Vec<&str> = [
-            (p.exclusive, "exclusive"),
-            (p.gate, "sanity check"),
-            (p.gated && c.plan.gate_of(j).is_some(), "gated"),
-        ]
-        .into_iter()
-        .filter_map(|(on, n)| on.then_some(n))
+    // Columns as wide as their widest cell (a probe's description can be long).
+    let rows: Vec<[String; 6]> = c
+        .plan
+        .jobs
+        .iter()
+        .enumerate()
+        .map(|(j, job)| {
+            let p = c.plan.probe(j);
+            let flags: Vec<&str> = [
+                (p.exclusive, "exclusive"),
+                (p.gate, "sanity check"),
+                (p.gated && c.plan.gate_of(j).is_some(), "gated"),
+            ]
+            .into_iter()
+            .filter_map(|(on, n)| on.then_some(n))
+            .collect();
+            [
+                job.key.clone(),
+                p.kind.describe(),
+                p.when.describe(),
+                format!("bound {}", human(p.bound_ms)),
+                flags.join(", "),
+                format!(
+                    "first {}",
+                    next[j]
+                        .1
+                        .map(|s| datetime(s.due_ms))
+                        .unwrap_or_else(|| "never".into())
+                ),
+            ]
+        })
         .collect();
-        println!(
-            "  {:<30} {:<34} {:<30} bound {:<6} {:<28} first {}",
-            job.key,
-            p.kind.describe(),
-            p.when.describe(),
-            human(p.bound_ms),
-            flags.join(", "),
-            next[j]
-                .1
-                .map(|s| datetime(s.due_ms))
-                .unwrap_or_else(|| "never".into())
-        );
+    let width = |k: usize| rows.iter().map(|r| r[k].chars().count()).max().unwrap_or(0);
+    let widths: Vec<usize> = (0..6).map(width).collect();
+    for r in &rows {
+        let cells: Vec<String> = r
+            .iter()
+            .zip(&widths)
+            .map(|(cell, w)| format!("{cell:<w$}"))
+            .collect();
+        println!("  {}", cells.join("  ").trim_end());
     }
     Ok(())
 }
