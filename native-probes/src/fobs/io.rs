@@ -958,8 +958,16 @@ fn transfer(
         }
         out.clear();
         while rx.poll_transmit(&mut out) {}
-        if !out.is_empty() && write_all_nb(&mut conn, &out, Duration::from_secs(5)).is_err() {
-            result.get_or_insert(Err("the sender stopped reading".into()));
+        if !out.is_empty() {
+            if let Err(e) = write_all_nb(&mut conn, &out, Duration::from_secs(5)) {
+                // A sender that died resets the connection (the write fails at once); one that
+                // is alive but does not read stalls it until the limit.
+                result.get_or_insert(Err(if e.kind() == io::ErrorKind::TimedOut {
+                    "the sender stopped reading".into()
+                } else {
+                    "the sender closed the control connection".into()
+                }));
+            }
         }
         if stop.is_set() && result.is_none() {
             rx.abandon();
