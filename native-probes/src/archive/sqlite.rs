@@ -8,7 +8,7 @@
 //! transaction as their rows, so that a batch retried after a crash is written once.
 
 use super::query::{Bucket, Filter, Latest, Summary};
-use super::row::Row;
+use super::row::{Row, DETAIL_COLUMNS};
 use crate::campaign::runlog::{GateResult, JobHistory, Outcome, Resume, RunLog};
 use crate::when::{Ms, HOUR};
 use anyhow::{Context, Result};
@@ -75,45 +75,28 @@ const RUN_COLUMNS: &str = "campaign, id, job, target, probe, nominal_ms, due_ms,
 
 /// Records per INSERT statement.
 const CHUNK: usize = 32;
+/// The columns of `records` before [`DETAIL_COLUMNS`] (the rest follow in [`Row`]'s order).
+const KEY_COLUMNS: [&str; 5] = ["id", "series", "ts_ms", "status", "value"];
 /// Columns of a row of `records`, in the order of [`columns`].
-const COLUMN_NAMES: [&str; 24] = [
-    "id",
-    "series",
-    "ts_ms",
-    "status",
-    "value",
-    "origin",
-    "seq",
-    "period_ms",
-    "timeout_ms",
-    "error",
-    "transport",
-    "payload_bytes",
-    "nagle",
-    "streams",
-    "sndbuf_bytes",
-    "rcvbuf_bytes",
-    "raw_ms",
-    "rtt_subtracted_ms",
-    "forecast_value",
-    "forecast_method",
-    "forecast_selector",
-    "forecast_error",
-    "schema_version",
-    "congestion",
-];
-const COLUMNS: usize = COLUMN_NAMES.len();
+const COLUMNS: usize = KEY_COLUMNS.len() + DETAIL_COLUMNS.len();
+
+fn column_name(c: usize) -> &'static str {
+    KEY_COLUMNS
+        .get(c)
+        .copied()
+        .unwrap_or_else(|| DETAIL_COLUMNS[c - KEY_COLUMNS.len()])
+}
 /// Every column: the shape of the statement that takes any record.
 const ALL: u32 = (1 << COLUMNS) - 1;
 
 /// `INSERT OR IGNORE` of `rows` rows giving only the columns in `shape` (bit i for
-/// `COLUMN_NAMES[i]`; the others are NULL by default). Records of one kind leave most
+/// `column_name(i)`; the others are NULL by default). Records of one kind leave most
 /// optional columns empty: naming only the filled ones halves the work per row (binding a
 /// NULL costs as much as binding a value, and every named column is one more VDBE step).
 fn insert_sql(rows: usize, shape: u32) -> String {
     let names: Vec<&str> = (0..COLUMNS)
         .filter(|c| shape & (1 << c) != 0)
-        .map(|c| COLUMN_NAMES[c])
+        .map(column_name)
         .collect();
     let mut sql = format!(
         "INSERT OR IGNORE INTO records ({}) VALUES ",
@@ -132,7 +115,7 @@ fn insert_sql(rows: usize, shape: u32) -> String {
     sql
 }
 
-/// One record's row, in the order of [`COLUMN_NAMES`].
+/// One record's row, in the order of [`column_name`].
 fn columns<'a>(id: i64, series: i64, r: &'a Record) -> [ToSqlOutput<'a>; COLUMNS] {
     let p = r.probe.as_ref();
     let f = r.forecast.as_ref();
