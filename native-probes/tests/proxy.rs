@@ -350,3 +350,211 @@ fn shutdown_finishes_the_requests_in_flight() {
     assert_eq!((r.status, r.text()), (200, "slept".to_string()));
     assert!(TcpStream::connect(addr).is_err(), "no longer listening");
 }
+
+/// A request body streamed in 64 KiB frames from one buffer (the client holds it; the proxy
+/// must not).
+struct Frames {
+    data: bytes::Bytes,
+    at: usize,
+}
+
+impl hyper::body::Body for Frames {
+    type Data = bytes::Bytes;
+    type Error = std::convert::Infallible;
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<bytes::Bytes>, Self::Error>>> {
+        let at = self.at;
+        if at >= self.data.len() {
+            return std::task::Poll::Ready(None);
+        }
+        let end = (at + 64 * 1024).min(self.data.len());
+        self.at = end;
+        std::task::Poll::Ready(Some(Ok(hyper::body::Frame::data(self.data.slice(at..end)))))
+    }
+    fn is_end_stream(&self) -> bool {
+        self.at >= self.data.len()
+    }
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        hyper::body::SizeHint::with_exact((self.data.len() - self.at) as u64)
+    }
+}
+
+type H2Send = hyper::client::conn::http2::SendRequest<
+    http_body_util::Either<Frames, http_body_util::Empty<bytes::Bytes>>,
+>;
+
+/// One HTTP/2 request on `send`; the status, the headers and the whole body.
+async fn h2(
+    send: &mut H2Send,
+    addr: std::net::SocketAddr,
+    method: &str,
+    path: &str,
+    body: Option<bytes::Bytes>,
+) -> (u16, hyper::HeaderMap, Vec<u8>) {
+    use http_body_util::BodyExt;
+    let mut b = hyper::Request::builder()
+        .method(method)
+        .uri(format!("http://{addr}{path}"));
+    let body = match body {
+        Some(data) => {
+            b = b.header("content-length", data.len());
+            http_body_util::Either::Left(Frames { data, at: 0 })
+        }
+        None => http_body_util::Either::Right(http_body_util::Empty::new()),
+    };
+    send.ready().await.expect("HTTP/2 connection ready");
+    let resp = send
+        .send_request(b.body(body).unwrap())
+        .await
+        .expect("HTTP/2 response");
+    assert_eq!(resp.version(), hyper::Version::HTTP_2);
+    let (parts, incoming) = resp.into_parts();
+    let got = incoming.collect().await.expect("HTTP/2 body").to_bytes();
+    (parts.status.as_u16(), parts.headers, got.to_vec())
+}
+
+#[test]
+fn http2_clients_with_prior_knowledge_stream_both_ways_on_concurrent_streams() {
+    let (a, b) = (
+        Upstream::start("a", "127.0.0.1:0", None),
+        Upstream::start("b", "127.0.0.1:0", None),
+    );
+    let mut p = Proxy::start(&[
+        "--replica",
+        &replica("a", &a),
+        "--replica",
+        &replica("b", &b),
+        "--seed",
+        "3",
+        // The slow streams below wait 3 s: above the adaptive timeout's default floor.
+        "--timeout-floor",
+        "20",
+    ]);
+    let addr = p.addr;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let metrics_addr = addr;
+    rt.block_on(async move {
+        tokio::time::timeout(Duration::from_secs(60), async move {
+            let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+            let (mut send, conn) = hyper::client::conn::http2::handshake(
+                hyper_util::rt::TokioExecutor::new(),
+                hyper_util::rt::TokioIo::new(tcp),
+            )
+            .await
+            .expect("HTTP/2 handshake with prior knowledge");
+            let driver = tokio::spawn(conn);
+            // A 24 MiB upload streamed in 64 KiB frames: the replica hashes what it reads.
+            let mut data = vec![0u8; 24 << 20];
+            let mut x = 0x9e37_79b9_7f4a_7c15u64;
+            for c in data.chunks_mut(8) {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                c.copy_from_slice(&x.to_le_bytes()[..c.len()]);
+            }
+            let want = blake3::hash(&data).to_hex().to_string();
+            let (status, headers, body) = h2(
+                &mut send,
+                addr,
+                "POST",
+                "/up",
+                Some(bytes::Bytes::from(data)),
+            )
+            .await;
+            assert_eq!(status, 200);
+            assert_eq!(String::from_utf8_lossy(&body), format!("read {}", 24 << 20));
+            assert_eq!(headers.get("x-blake3").unwrap().to_str().unwrap(), want);
+            // A 32 MiB download back on the same connection, intact.
+            let (status, _, body) = h2(&mut send, addr, "GET", "/bytes/33554432", None).await;
+            assert_eq!(status, 200);
+            assert_eq!(body.len(), 32 << 20);
+            assert!(body.iter().all(|&c| c == b'a'));
+            // Eight concurrent streams on the one connection: six slow ones held open by the
+            // replicas while two downloads and an upload go through; the proxy counts all
+            // six in flight at once over one client connection besides the metrics' own.
+            let mut tasks = Vec::new();
+            for _ in 0..6 {
+                let mut s = send.clone();
+                tasks.push(tokio::spawn(async move {
+                    h2(&mut s, addr, "GET", "/sleep/3000", None).await
+                }));
+            }
+            let mut seen = (0.0, 0.0);
+            let until = Instant::now() + Duration::from_secs(20);
+            while Instant::now() < until {
+                let m = tokio::task::spawn_blocking(move || {
+                    request(
+                        metrics_addr,
+                        b"GET /metrics HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n",
+                    )
+                    .text()
+                })
+                .await
+                .unwrap();
+                let val = |name: &str| {
+                    m.lines()
+                        .find(|l| l.starts_with(name))
+                        .and_then(|l| l.split_whitespace().last())
+                        .and_then(|v| v.parse::<f64>().ok())
+                        .unwrap_or(0.0)
+                };
+                seen = (
+                    val("nowcast_proxy_requests_in_flight"),
+                    val("nowcast_proxy_connections_open"),
+                );
+                if seen.0 >= 6.0 {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            assert!(seen.0 >= 6.0, "in flight at once: {seen:?}");
+            assert_eq!(
+                seen.1, 2.0,
+                "one HTTP/2 connection plus the metrics request"
+            );
+            for _ in 0..2 {
+                let mut s = send.clone();
+                tasks.push(tokio::spawn(async move {
+                    h2(&mut s, addr, "GET", "/bytes/1048576", None).await
+                }));
+            }
+            let mut s = send.clone();
+            tasks.push(tokio::spawn(async move {
+                h2(
+                    &mut s,
+                    addr,
+                    "POST",
+                    "/x",
+                    Some(bytes::Bytes::from(vec![1u8; 3 << 20])),
+                )
+                .await
+            }));
+            let mut bodies = Vec::new();
+            for t in tasks {
+                let (status, _, body) = t.await.unwrap();
+                assert_eq!(status, 200);
+                bodies.push(body);
+            }
+            assert!(bodies[..6].iter().all(|b| b == b"slept"));
+            assert!(bodies[6..8].iter().all(|b| b.len() == 1 << 20));
+            assert_eq!(bodies[8], format!("read {}", 3 << 20).into_bytes());
+            drop(send);
+            let _ = tokio::time::timeout(Duration::from_secs(5), driver).await;
+        })
+        .await
+        .expect("the HTTP/2 exchange within 60 s");
+    });
+    // HTTP/1.1 on the same port still works, and the proxy stops cleanly.
+    let r = request(
+        p.addr,
+        b"GET /healthz HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n",
+    );
+    assert_eq!(r.status, 200);
+    let st = p.terminate(Duration::from_secs(10)).expect("exits");
+    assert!(st.success(), "{}", p.stderr.lock().unwrap());
+}

@@ -1,4 +1,5 @@
-//! The proxy's server (edge): accepts HTTP/1.1 clients (hyper), asks the [`Policy`] where each
+//! The proxy's server (edge): accepts HTTP/1.1 and HTTP/2 cleartext clients (hyper; h2c with
+//! prior knowledge, on the same port), asks the [`Policy`] where each
 //! request goes, streams the request body up and the response body down without holding
 //! either whole, enforces the replica's adaptive timeout, retries what can be retried within
 //! the budget, runs the active probes the policy asks for, and tells the policy how each
@@ -14,7 +15,7 @@ use http_body_util::{BodyExt, Empty, Full};
 use hyper::body::{Body, Frame, Incoming, SizeHint};
 use hyper::header::{self, HeaderMap, HeaderName, HeaderValue};
 use hyper::{Method, Request, Response, StatusCode, Uri};
-use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use nowcast_core::record::Record;
 use std::convert::Infallible;
 use std::io::Write;
@@ -899,6 +900,18 @@ pub async fn serve(
         })
     };
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(Duration::from_secs(10))
+        .keep_alive(true)
+        .max_buf_size(opts.max_header_bytes.max(8192));
+    builder
+        .http2()
+        .timer(TokioTimer::new())
+        .max_header_list_size(opts.max_header_bytes.clamp(1, u32::MAX as usize) as u32)
+        .max_concurrent_streams(256);
     let slots = Arc::new(tokio::sync::Semaphore::new(opts.max_connections.max(1)));
     let signal = async {
         if signals {
@@ -941,12 +954,9 @@ pub async fn serve(
         });
         let shc = sh.clone();
         let svc = hyper::service::service_fn(move |req| handle(shc.clone(), req, peer));
-        let conn = hyper::server::conn::http1::Builder::new()
-            .timer(TokioTimer::new())
-            .header_read_timeout(Duration::from_secs(10))
-            .keep_alive(true)
-            .max_buf_size(opts.max_header_bytes.max(8192))
-            .serve_connection(io, svc);
+        // HTTP/1.1, or HTTP/2 with prior knowledge (h2c), told apart by the connection's
+        // first bytes; upstream stays HTTP/1.1.
+        let conn = builder.serve_connection(io, svc).into_owned();
         let conn = graceful.watch(conn);
         let idle = opts.client_idle;
         let sh2 = sh.clone();

@@ -24,7 +24,8 @@ fn full(s: impl Into<Bytes>) -> Body {
 }
 
 /// An upstream replica: answers
-/// - any request with a body: reads it all, answers `read N` (N bytes);
+/// - any request with a body: reads it all, answers `read N` (N bytes) with the body's
+///   BLAKE3 in `x-blake3`;
 /// - `GET /bytes/N`: N bytes, streamed in 64 KiB chunks;
 /// - `GET /sleep/MS`: `slept` after MS milliseconds;
 /// - anything else: its name.
@@ -46,15 +47,25 @@ async fn answer(name: Arc<String>, req: Request<Incoming>) -> Result<Response<Bo
     if has_body {
         let mut body = req.into_body();
         let mut n = 0u64;
+        let mut hash = blake3::Hasher::new();
         while let Some(f) = body.frame().await {
             match f {
-                Ok(f) => n += f.data_ref().map_or(0, |d| d.len() as u64),
+                Ok(f) => {
+                    if let Some(d) = f.data_ref() {
+                        n += d.len() as u64;
+                        hash.update(d);
+                    }
+                }
                 Err(_) => break,
             }
         }
         let mut r = Response::new(full(format!("read {n}")));
         r.headers_mut()
             .insert("x-replica", name.as_str().parse().unwrap());
+        r.headers_mut().insert(
+            "x-blake3",
+            hash.finalize().to_hex().as_str().parse().unwrap(),
+        );
         return Ok(r);
     }
     // Paths keep any service prefix: match the last segments.
