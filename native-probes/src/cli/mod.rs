@@ -11,6 +11,7 @@ mod fobs;
 mod forecast;
 mod pcap;
 mod proxy;
+mod proxy_config;
 mod report;
 mod serve;
 mod tcp;

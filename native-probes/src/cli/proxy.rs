@@ -25,8 +25,28 @@ pub struct Args {
     /// Address to listen on (port 0 picks a free one).
     #[arg(long, default_value = "127.0.0.1:8080")]
     listen: SocketAddr,
+    /// A TOML file with the services, their replicas and the settings below (example:
+    /// native-probes/examples/proxy.toml). The flags it can hold are then refused, not
+    /// merged: only --listen, --explain, --records, --seed and --threads go with it.
+    #[arg(
+        long,
+        value_name = "FILE",
+        conflicts_with_all = [
+            "replicas", "services", "balance", "epsilon", "explore_fresh", "error_k",
+            "error_window", "ttl", "probe_path", "probe_bytes", "eject_after", "backoff",
+            "backoff_max", "timeout_rule", "timeout_floor", "timeout_ceiling",
+            "timeout_initial", "retry_ratio", "retry_per_sec", "retry_burst", "sticky",
+            "max_header_bytes", "connect_timeout", "client_idle", "max_connections", "grace",
+            "bandwidth_from",
+        ]
+    )]
+    config: Option<std::path::PathBuf>,
     /// A replica: NAME=http://HOST[:PORT][/BASE] (repeat for each).
-    #[arg(long = "replica", value_name = "NAME=URL", required = true)]
+    #[arg(
+        long = "replica",
+        value_name = "NAME=URL",
+        required_unless_present = "config"
+    )]
     replicas: Vec<String>,
     /// A service: PREFIX=NAME,NAME,... routes paths under PREFIX to those replicas (repeat;
     /// the longest prefix wins). Without any, every path goes to every replica.
@@ -142,7 +162,54 @@ fn secs(name: &str, v: f64) -> Result<Duration> {
     Duration::try_from_secs_f64(v).map_err(|_| anyhow!("--{name} {v}: not a number of seconds"))
 }
 
-pub fn run(a: Args) -> Result<()> {
+/// The file's settings in place of the flags' defaults (the two are never mixed: clap
+/// refuses the flags with --config), and its replicas and services.
+fn apply(l: super::proxy_config::Loaded, a: &mut Args) {
+    fn set<T>(to: &mut T, v: Option<T>) {
+        if let Some(v) = v {
+            *to = v;
+        }
+    }
+    set(&mut a.balance, l.balance);
+    set(&mut a.epsilon, l.epsilon);
+    set(&mut a.explore_fresh, l.explore_fresh);
+    set(&mut a.error_k, l.error_k);
+    set(&mut a.error_window, l.error_window);
+    set(&mut a.ttl, l.ttl);
+    set(&mut a.probe_path, l.probe_path);
+    set(&mut a.probe_bytes, l.probe_bytes);
+    set(&mut a.eject_after, l.eject_after);
+    set(&mut a.backoff, l.backoff);
+    set(&mut a.backoff_max, l.backoff_max);
+    set(&mut a.timeout_rule, l.timeout_rule);
+    set(&mut a.timeout_floor, l.timeout_floor);
+    set(&mut a.timeout_ceiling, l.timeout_ceiling);
+    set(&mut a.timeout_initial, l.timeout_initial);
+    set(&mut a.retry_ratio, l.retry_ratio);
+    set(&mut a.retry_per_sec, l.retry_per_sec);
+    set(&mut a.retry_burst, l.retry_burst);
+    a.sticky = l.sticky;
+    set(&mut a.max_header_bytes, l.max_header_bytes);
+    set(&mut a.connect_timeout, l.connect_timeout);
+    set(&mut a.client_idle, l.client_idle);
+    set(&mut a.max_connections, l.max_connections);
+    set(&mut a.grace, l.grace);
+    set(&mut a.bandwidth_from, l.bandwidth_from);
+}
+
+pub fn run(mut a: Args) -> Result<()> {
+    let from_file = match a.config.clone() {
+        Some(path) => {
+            let mut l = super::proxy_config::load(&path)?;
+            let topology = (
+                std::mem::take(&mut l.replicas),
+                std::mem::take(&mut l.services),
+            );
+            apply(l, &mut a);
+            Some(topology)
+        }
+        None => None,
+    };
     let mut replicas = Vec::new();
     for r in &a.replicas {
         let (name, url) = r
@@ -184,6 +251,9 @@ pub fn run(a: Args) -> Result<()> {
             prefix: prefix.into(),
             replicas: idx,
         });
+    }
+    if let Some((r, s)) = from_file {
+        (replicas, services) = (r, s);
     }
     if services.is_empty() {
         services.push(ServiceSpec {
