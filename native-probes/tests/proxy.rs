@@ -558,3 +558,120 @@ fn http2_clients_with_prior_knowledge_stream_both_ways_on_concurrent_streams() {
     let st = p.terminate(Duration::from_secs(10)).expect("exits");
     assert!(st.success(), "{}", p.stderr.lock().unwrap());
 }
+
+#[test]
+fn a_config_file_gives_services_replicas_and_settings() {
+    let (a, b, c) = (
+        Upstream::start("a", "127.0.0.1:0", None),
+        Upstream::start("b", "127.0.0.1:0", None),
+        Upstream::start("c", "127.0.0.1:0", None),
+    );
+    let dir = std::env::temp_dir().join(format!("nwp-config-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    // The commented example, run as it is but for its replicas' addresses (loopback here).
+    let example =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/examples/proxy.toml"))
+            .unwrap()
+            .replace("http://10.0.1.2:8080", &a.url())
+            .replace("http://10.0.2.2:8080", &b.url())
+            .replace("http://10.0.3.2:8080", &c.url());
+    let ex = dir.join("example.toml");
+    std::fs::write(&ex, example).unwrap();
+    let p = Proxy::start(&["--config", ex.to_str().unwrap(), "--seed", "5"]);
+    // The example's sticky key holds a unit of work on one replica of /upload.
+    let first = request(
+        p.addr,
+        b"GET /upload/x HTTP/1.1\r\nhost: x\r\nx-unit: j1\r\n\r\n",
+    )
+    .text();
+    assert!(first == "a" || first == "b", "{first}");
+    for _ in 0..5 {
+        let r = request(
+            p.addr,
+            b"GET /upload/y HTTP/1.1\r\nhost: x\r\nx-unit: j1\r\n\r\n",
+        );
+        assert_eq!(r.text(), first);
+    }
+    let r = request(p.addr, b"GET /z HTTP/1.1\r\nhost: x\r\n\r\n");
+    assert_eq!(r.status, 200);
+    let m = p.metrics();
+    for name in ["s1", "s2", "s3"] {
+        assert!(m.contains(&format!("replica=\"{name}\"")), "{name} in {m}");
+    }
+    drop(p);
+
+    // A file of its own: round-robin from the file, a replica shared by two services.
+    let cfg = dir.join("proxy.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "balance = \"round-robin\"\n\
+             [[service]]\nprefix = \"/api\"\nreplicas = [{{ name = \"a\", url = \"{}\" }}, {{ name = \"b\", url = \"{}\" }}]\n\
+             [[service]]\nprefix = \"/static\"\nreplicas = [{{ name = \"b\", url = \"{}\" }}]\n",
+            a.url(),
+            b.url(),
+            b.url()
+        ),
+    )
+    .unwrap();
+    let p = Proxy::start(&["--config", cfg.to_str().unwrap()]);
+    let mut seen = std::collections::HashSet::new();
+    for _ in 0..4 {
+        seen.insert(request(p.addr, b"GET /api/x HTTP/1.1\r\nhost: x\r\n\r\n").text());
+    }
+    assert_eq!(seen.len(), 2, "round-robin from the file: {seen:?}");
+    for _ in 0..3 {
+        let r = request(p.addr, b"GET /static/x HTTP/1.1\r\nhost: x\r\n\r\n");
+        assert_eq!(r.text(), "b");
+    }
+    assert_eq!(
+        request(p.addr, b"GET /x HTTP/1.1\r\nhost: x\r\n\r\n").status,
+        404
+    );
+    drop(p);
+
+    // Bad files: the proxy does not start, and says which file, where and what.
+    let run = |args: &[&str]| {
+        let out = std::process::Command::new(common::BIN)
+            .arg("proxy")
+            .args(["--listen", "127.0.0.1:0"])
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(!out.status.success());
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let bad = dir.join("bad.toml");
+    std::fs::write(
+        &bad,
+        "ttl = 1.0\nepsilon = 2.0\n[[service]]\nprefix = \"/\"\nreplicas = [{ name = \"a\", url = \"http://127.0.0.1:9\" }]\n",
+    )
+    .unwrap();
+    let e = run(&["--config", bad.to_str().unwrap()]);
+    assert!(
+        e.contains(&format!(
+            "--config {}: line 2, column 11: `epsilon`: 2 is not within 0..1",
+            bad.display()
+        )),
+        "{e}"
+    );
+    std::fs::write(
+        &bad,
+        "[[service]]\nprefix = \"/\"\nreplicas = [{ name = \"a\", url = 9 }]\n",
+    )
+    .unwrap();
+    let e = run(&["--config", bad.to_str().unwrap()]);
+    assert!(
+        e.contains(&bad.display().to_string()) && e.contains("line 3") && e.contains("url"),
+        "{e}"
+    );
+    // Flags and the file are not mixed.
+    let e = run(&["--config", cfg.to_str().unwrap(), "--balance", "bandwidth"]);
+    assert!(
+        e.contains("'--config <FILE>' cannot be used with '--balance"),
+        "{e}"
+    );
+    let e = run(&["--config", dir.join("none.toml").to_str().unwrap()]);
+    assert!(e.contains("none.toml: cannot read it"), "{e}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
