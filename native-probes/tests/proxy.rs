@@ -438,6 +438,13 @@ fn http2_clients_with_prior_knowledge_stream_both_ways_on_concurrent_streams() {
         .build()
         .unwrap();
     let metrics_addr = addr;
+    let pid = p.child.id();
+    // HTTP/1.1 on the same port as HTTP/2.
+    let r = request(
+        p.addr,
+        b"GET /healthz HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n",
+    );
+    assert_eq!(r.status, 200);
     rt.block_on(async move {
         tokio::time::timeout(Duration::from_secs(60), async move {
             let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
@@ -543,20 +550,47 @@ fn http2_clients_with_prior_knowledge_stream_both_ways_on_concurrent_streams() {
             assert!(bodies[..6].iter().all(|b| b == b"slept"));
             assert!(bodies[6..8].iter().all(|b| b.len() == 1 << 20));
             assert_eq!(bodies[8], format!("read {}", 3 << 20).into_bytes());
+            // SIGTERM while a stream is in flight: it is finished, then the proxy exits.
+            let mut s = send.clone();
+            let last =
+                tokio::spawn(async move { h2(&mut s, addr, "GET", "/sleep/1500", None).await });
+            let until = Instant::now() + Duration::from_secs(20);
+            while h2_in_flight(addr).await < 1.0 && Instant::now() < until {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            let killed = std::process::Command::new("kill")
+                .args(["-TERM", &pid.to_string()])
+                .status()
+                .unwrap();
+            assert!(killed.success());
+            let (status, _, body) = last.await.unwrap();
+            assert_eq!((status, body.as_slice()), (200, &b"slept"[..]));
             drop(send);
             let _ = tokio::time::timeout(Duration::from_secs(5), driver).await;
         })
         .await
         .expect("the HTTP/2 exchange within 60 s");
     });
-    // HTTP/1.1 on the same port still works, and the proxy stops cleanly.
-    let r = request(
-        p.addr,
-        b"GET /healthz HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n",
-    );
-    assert_eq!(r.status, 200);
     let st = p.terminate(Duration::from_secs(10)).expect("exits");
     assert!(st.success(), "{}", p.stderr.lock().unwrap());
+}
+
+/// The proxy's requests in flight, from /metrics over HTTP/1.1.
+async fn h2_in_flight(addr: std::net::SocketAddr) -> f64 {
+    let m = tokio::task::spawn_blocking(move || {
+        request(
+            addr,
+            b"GET /metrics HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n",
+        )
+        .text()
+    })
+    .await
+    .unwrap();
+    m.lines()
+        .find(|l| l.starts_with("nowcast_proxy_requests_in_flight"))
+        .and_then(|l| l.split_whitespace().last())
+        .and_then(|v| v.parse::<f64>().ok())
+        .unwrap_or(0.0)
 }
 
 #[test]
