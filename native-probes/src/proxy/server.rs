@@ -385,6 +385,22 @@ fn strip_hop_by_hop(h: &mut HeaderMap) {
     }
 }
 
+/// HTTP/2 clients may split `Cookie` into several fields; HTTP/1.1 allows one, so they are
+/// joined with "; " before going upstream (RFC 9113 §8.2.3).
+fn join_cookies(h: &mut HeaderMap) {
+    if h.get_all(header::COOKIE).iter().count() < 2 {
+        return;
+    }
+    let joined: Vec<&[u8]> = h
+        .get_all(header::COOKIE)
+        .iter()
+        .map(|v| v.as_bytes())
+        .collect();
+    if let Ok(v) = HeaderValue::from_bytes(&joined.join(&b"; "[..])) {
+        h.insert(header::COOKIE, v);
+    }
+}
+
 fn local(status: StatusCode, text: impl Into<Bytes>) -> Response<DownBody> {
     let mut r = Response::new(
         Full::new(text.into())
@@ -614,6 +630,7 @@ async fn handle(
     let (parts, body) = req.into_parts();
     let mut headers = parts.headers;
     strip_hop_by_hop(&mut headers);
+    join_cookies(&mut headers);
     let xff = match headers.get("x-forwarded-for").and_then(|v| v.to_str().ok()) {
         Some(prev) => format!("{prev}, {}", peer.ip()),
         None => peer.ip().to_string(),
@@ -1013,4 +1030,31 @@ pub async fn serve(
         }
     }
     Ok(summary)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn proxy_joins_split_cookies_for_http1_upstreams() {
+        let mut h = HeaderMap::new();
+        h.append(header::COOKIE, HeaderValue::from_static("a=1"));
+        h.append(header::COOKIE, HeaderValue::from_static("unit=j7; b=2"));
+        h.append(header::HOST, HeaderValue::from_static("x"));
+        join_cookies(&mut h);
+        let all: Vec<&str> = h
+            .get_all(header::COOKIE)
+            .iter()
+            .map(|v| v.to_str().unwrap())
+            .collect();
+        assert_eq!(all, ["a=1; unit=j7; b=2"]);
+        let key = UnitKey::parse("cookie:unit").unwrap();
+        assert_eq!(key.of(&Uri::from_static("/"), &h).as_deref(), Some("j7"));
+        // One field is left as it is.
+        let mut one = HeaderMap::new();
+        one.append(header::COOKIE, HeaderValue::from_static("a=1"));
+        join_cookies(&mut one);
+        assert_eq!(one.get(header::COOKIE).unwrap(), "a=1");
+    }
 }
