@@ -439,6 +439,8 @@ fn http2_clients_with_prior_knowledge_stream_both_ways_on_concurrent_streams() {
         .unwrap();
     let metrics_addr = addr;
     let pid = p.child.id();
+    let counts = [a.requests.clone(), b.requests.clone()];
+    use std::sync::atomic::Ordering::Relaxed;
     // HTTP/1.1 on the same port as HTTP/2.
     let r = request(
         p.addr,
@@ -476,6 +478,22 @@ fn http2_clients_with_prior_knowledge_stream_both_ways_on_concurrent_streams() {
             assert_eq!(status, 200);
             assert_eq!(String::from_utf8_lossy(&body), format!("read {}", 24 << 20));
             assert_eq!(headers.get("x-blake3").unwrap().to_str().unwrap(), want);
+            // A head over --max-header-bytes (32 KiB) is refused (431) on its stream only;
+            // the connection goes on.
+            let big = hyper::Request::builder()
+                .uri(format!("http://{addr}/big"))
+                .header("x-big", "b".repeat(40 << 10))
+                .body(http_body_util::Either::Right(http_body_util::Empty::new()))
+                .unwrap();
+            let before = counts.iter().map(|c| c.load(Relaxed)).sum::<u64>();
+            send.ready().await.unwrap();
+            let refused = send
+                .send_request(big)
+                .await
+                .expect("a response, not a reset");
+            assert_eq!(refused.status(), 431);
+            let after = counts.iter().map(|c| c.load(Relaxed)).sum::<u64>();
+            assert_eq!(before, after, "nothing reached a replica");
             // A 32 MiB download back on the same connection, intact.
             let (status, _, body) = h2(&mut send, addr, "GET", "/bytes/33554432", None).await;
             assert_eq!(status, 200);
