@@ -727,3 +727,101 @@ fn a_config_file_gives_services_replicas_and_settings() {
     assert!(e.contains("none.toml: cannot read it"), "{e}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn an_http2_client_that_stops_reading_its_streams_is_cut_off_and_memory_stays_flat() {
+    let a = Upstream::start("a", "127.0.0.1:0", None);
+    let p = Proxy::start(&["--replica", &replica("a", &a), "--client-idle", "1"]);
+    let addr = p.addr;
+    let before = p.rss_kib();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let (during, cut) = rt.block_on(async {
+        let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let (mut send, conn) = hyper::client::conn::http2::handshake(
+            hyper_util::rt::TokioExecutor::new(),
+            hyper_util::rt::TokioIo::new(tcp),
+        )
+        .await
+        .unwrap();
+        let driver = tokio::spawn(conn);
+        // Eight streams of 1 GiB each, whose bodies are never read: HTTP/2's flow control
+        // stops the proxy, which stops reading the replica.
+        let mut held = Vec::new();
+        for _ in 0..8 {
+            let (status, body) = tokio::time::timeout(
+                Duration::from_secs(10),
+                h2_head(&mut send, addr, "/bytes/1073741824"),
+            )
+            .await
+            .expect("a response head");
+            assert_eq!(status, 200);
+            held.push(body);
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        // Memory while the eight streams are stalled.
+        let during = p.rss_kib();
+        tokio::task::spawn_blocking(move || {
+            // Others are served meanwhile.
+            let ok = request(addr, b"GET /who HTTP/1.1\r\nhost: x\r\n\r\n");
+            assert_eq!(ok.text(), "a");
+        })
+        .await
+        .unwrap();
+        // The connection moves nothing: cut off after --client-idle; the bodies end early.
+        let mut cut = 0;
+        for mut b in held {
+            use http_body_util::BodyExt;
+            let mut total = 0u64;
+            let r = tokio::time::timeout(Duration::from_secs(20), async {
+                while let Some(f) = b.frame().await {
+                    match f {
+                        Ok(f) => total += f.data_ref().map_or(0, |d| d.len() as u64),
+                        Err(_) => return false,
+                    }
+                }
+                true
+            })
+            .await
+            .expect("the stream ends within 20 s");
+            if !r && total < 1 << 30 {
+                cut += 1;
+            }
+        }
+        drop(send);
+        let _ = tokio::time::timeout(Duration::from_secs(5), driver).await;
+        (during, cut)
+    });
+    assert_eq!(cut, 8, "every stalled stream was cut before its end");
+    assert!(
+        p.metric("nowcast_proxy_client_timeouts_total")
+            .unwrap_or(0.0)
+            >= 1.0
+    );
+    let after = p.rss_kib();
+    eprintln!("RSS {before} KiB, {during} KiB stalled, {after} KiB after");
+    // Nothing buffered per stalled stream beyond HTTP/2's windows and the sockets' buffers.
+    for rss in [during, after] {
+        assert!(
+            rss < before + 32 * 1024,
+            "RSS {before} KiB -> {during} KiB stalled -> {after} KiB"
+        );
+    }
+}
+
+/// One HTTP/2 GET on `send`: the status and the body, not read.
+async fn h2_head(
+    send: &mut H2Send,
+    addr: std::net::SocketAddr,
+    path: &str,
+) -> (u16, hyper::body::Incoming) {
+    let req = hyper::Request::builder()
+        .uri(format!("http://{addr}{path}"))
+        .body(http_body_util::Either::Right(http_body_util::Empty::new()))
+        .unwrap();
+    send.ready().await.unwrap();
+    let resp = send.send_request(req).await.unwrap();
+    (resp.status().as_u16(), resp.into_body())
+}
