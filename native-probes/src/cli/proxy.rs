@@ -14,7 +14,10 @@ use std::time::Duration;
 
 #[derive(clap::Args)]
 #[command(
-    after_help = "Prints one line with the address it listens on when ready, then \
+    after_help = "Services, replicas and settings come from the flags or from --config FILE \
+    (TOML; example in native-probes/examples/proxy.toml), not both. HTTP/1.1 and HTTP/2 \
+    cleartext with prior knowledge are served on the same port. \
+    Prints one line with the address it listens on when ready, then \
     proxies until SIGINT or SIGTERM, finishes the requests in flight (at most --grace \
     seconds) and prints what it did. Bandwidth comes from the kernel's TCP_INFO delivery rate \
     of the upstream connections (uploads of 64 KiB or more) and from the transfer's own rate \
