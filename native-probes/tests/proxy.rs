@@ -825,3 +825,74 @@ async fn h2_head(
     let resp = send.send_request(req).await.unwrap();
     (resp.status().as_u16(), resp.into_body())
 }
+
+#[test]
+fn a_client_that_dribbles_its_head_or_the_http2_preface_is_cut_at_the_head_timeout() {
+    let a = Upstream::start("a", "127.0.0.1:0", None);
+    let p = Proxy::start(&[
+        "--replica",
+        &replica("a", &a),
+        "--head-timeout",
+        "1",
+        "--client-idle",
+        "60",
+    ]);
+    // Each byte comes before --client-idle; the whole head takes 4 s, over --head-timeout.
+    for head in [
+        &b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"[..],
+        &b"GET /who HTTP/1.1\r\nhost: x\r\n\r\n"[..],
+    ] {
+        let mut s = TcpStream::connect(p.addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let gap = Duration::from_millis(4000 / head.len() as u64);
+        for &b in head {
+            if s.write_all(&[b]).is_err() {
+                break;
+            }
+            std::thread::sleep(gap);
+        }
+        // Served, the proxy would answer (HTTP/2 SETTINGS, or the replica's name); cut, the
+        // stream ends without a byte.
+        let mut buf = [0u8; 64];
+        let n = s.read(&mut buf).unwrap_or(0);
+        assert_eq!(n, 0, "answered {:?}", String::from_utf8_lossy(&buf[..n]));
+    }
+    // The preface is cut by the proxy's own deadline (counted); the HTTP/1.1 head by
+    // hyper's header read timeout or that deadline, whichever fires first.
+    assert!(
+        p.metric("nowcast_proxy_client_timeouts_total")
+            .unwrap_or(0.0)
+            >= 1.0
+    );
+    // Clients that send their head at once are served, over HTTP/1.1 and HTTP/2.
+    let r = request(p.addr, b"GET /who HTTP/1.1\r\nhost: x\r\n\r\n");
+    assert_eq!(r.text(), "a");
+    let addr = p.addr;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let (mut send, conn) = hyper::client::conn::http2::handshake(
+            hyper_util::rt::TokioExecutor::new(),
+            hyper_util::rt::TokioIo::new(tcp),
+        )
+        .await
+        .unwrap();
+        let driver = tokio::spawn(conn);
+        for _ in 0..3 {
+            let (status, _, body) = tokio::time::timeout(
+                Duration::from_secs(10),
+                h2(&mut send, addr, "GET", "/who", None),
+            )
+            .await
+            .unwrap();
+            assert_eq!((status, body.as_slice()), (200, &b"a"[..]));
+            // Later requests on the connection are not held to the first head's deadline.
+            tokio::time::sleep(Duration::from_millis(600)).await;
+        }
+        drop(send);
+        let _ = tokio::time::timeout(Duration::from_secs(5), driver).await;
+    });
+}

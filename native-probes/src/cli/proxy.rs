@@ -39,7 +39,8 @@ pub struct Args {
             "error_window", "ttl", "probe_path", "probe_bytes", "eject_after", "backoff",
             "backoff_max", "timeout_rule", "timeout_floor", "timeout_ceiling",
             "timeout_initial", "retry_ratio", "retry_per_sec", "retry_burst", "sticky",
-            "max_header_bytes", "connect_timeout", "client_idle", "max_connections", "grace",
+            "max_header_bytes", "connect_timeout", "client_idle", "head_timeout",
+            "max_connections", "grace",
             "bandwidth_from",
         ]
     )]
@@ -132,6 +133,9 @@ pub struct Args {
     /// Close a client connection that moves nothing either way for this many seconds.
     #[arg(long, default_value_t = 120.0)]
     client_idle: f64,
+    /// Seconds from a client's connection to its first request's head (HTTP/1.1 or HTTP/2).
+    #[arg(long, default_value_t = 10.0)]
+    head_timeout: f64,
     /// Most client connections at once.
     #[arg(long, default_value_t = 4096)]
     max_connections: usize,
@@ -195,6 +199,7 @@ fn apply(l: super::proxy_config::Loaded, a: &mut Args) {
     set(&mut a.max_header_bytes, l.max_header_bytes);
     set(&mut a.connect_timeout, l.connect_timeout);
     set(&mut a.client_idle, l.client_idle);
+    set(&mut a.head_timeout, l.head_timeout);
     set(&mut a.max_connections, l.max_connections);
     set(&mut a.grace, l.grace);
     set(&mut a.bandwidth_from, l.bandwidth_from);
@@ -325,6 +330,7 @@ pub fn run(mut a: Args) -> Result<()> {
         grace: secs("grace", a.grace)?,
         connect_timeout: secs("connect-timeout", a.connect_timeout)?,
         client_idle: secs("client-idle", a.client_idle)?,
+        head_timeout: secs("head-timeout", a.head_timeout)?,
         max_connections: a.max_connections,
         tcp_info_rate: a.bandwidth_from == "tcp-info",
     };

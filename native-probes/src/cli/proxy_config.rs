@@ -77,6 +77,7 @@ struct File {
     max_header_bytes: Option<Spanned<Size>>,
     connect_timeout: Option<Spanned<f64>>,
     client_idle: Option<Spanned<f64>>,
+    head_timeout: Option<Spanned<f64>>,
     max_connections: Option<Spanned<usize>>,
     grace: Option<Spanned<f64>>,
     probe: Option<FileProbe>,
@@ -105,6 +106,7 @@ pub struct Loaded {
     pub max_header_bytes: Option<u64>,
     pub connect_timeout: Option<f64>,
     pub client_idle: Option<f64>,
+    pub head_timeout: Option<f64>,
     pub max_connections: Option<usize>,
     pub grace: Option<f64>,
     pub probe_path: Option<String>,
@@ -204,6 +206,7 @@ pub fn parse(text: &str) -> Result<Loaded> {
     l.max_header_bytes = size(&f.max_header_bytes, "max_header_bytes")?;
     l.connect_timeout = num(&f.connect_timeout, "connect_timeout", 0.0, false)?;
     l.client_idle = num(&f.client_idle, "client_idle", 0.0, false)?;
+    l.head_timeout = num(&f.head_timeout, "head_timeout", 0.0, false)?;
     if let Some(n) = &f.max_connections {
         if *n.get_ref() == 0 {
             return Err(err(
@@ -355,6 +358,7 @@ mod tests {
         assert_eq!(l.max_header_bytes, Some(32 << 10));
         assert_eq!(l.timeout_rule.as_deref(), Some("nws"));
         assert_eq!(l.retry_burst, Some(10.0));
+        assert_eq!(l.head_timeout, Some(10.0));
     }
 
     fn fails(text: &str) -> String {

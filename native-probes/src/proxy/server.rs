@@ -121,6 +121,9 @@ pub struct Options {
     pub grace: Duration,
     pub connect_timeout: Duration,
     pub client_idle: Duration,
+    /// Time from accept to the first request's head (HTTP/1.1's header read timeout; for
+    /// HTTP/2, the preface, SETTINGS and the first HEADERS).
+    pub head_timeout: Duration,
     pub max_connections: usize,
     /// Upload bandwidth from TCP_INFO's delivery rate at the end of the response instead of
     /// the upload's goodput.
@@ -921,7 +924,7 @@ pub async fn serve(
     builder
         .http1()
         .timer(TokioTimer::new())
-        .header_read_timeout(Duration::from_secs(10))
+        .header_read_timeout(opts.head_timeout)
         .keep_alive(true)
         .max_buf_size(opts.max_header_bytes.max(8192));
     builder
@@ -970,12 +973,20 @@ pub async fn serve(
             origin: sh.origin,
         });
         let shc = sh.clone();
-        let svc = hyper::service::service_fn(move |req| handle(shc.clone(), req, peer));
+        // Set by the first request: until then the connection has `head_timeout` (the
+        // version sniffing and an h2 preface have no timeout of their own).
+        let started = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let st = started.clone();
+        let svc = hyper::service::service_fn(move |req| {
+            st.store(true, Relaxed);
+            handle(shc.clone(), req, peer)
+        });
         // HTTP/1.1, or HTTP/2 with prior knowledge (h2c), told apart by the connection's
         // first bytes; upstream stays HTTP/1.1.
         let conn = builder.serve_connection(io, svc).into_owned();
         let conn = graceful.watch(conn);
         let idle = opts.client_idle;
+        let head_timeout = opts.head_timeout;
         let sh2 = sh.clone();
         sh.edge.connections.fetch_add(1, Relaxed);
         tokio::spawn(async move {
@@ -990,9 +1001,16 @@ pub async fn serve(
                     tokio::time::sleep(Duration::from_nanos(due - now)).await;
                 }
             };
+            let first_head = async {
+                tokio::time::sleep(head_timeout).await;
+                if started.load(Relaxed) {
+                    std::future::pending::<()>().await;
+                }
+            };
             tokio::select! {
                 _ = conn => {}
                 _ = watchdog => { sh2.edge.client_timeouts.fetch_add(1, Relaxed); }
+                _ = first_head => { sh2.edge.client_timeouts.fetch_add(1, Relaxed); }
             }
             sh2.edge.connections.fetch_sub(1, Relaxed);
             drop(permit);
