@@ -5,6 +5,9 @@ import {
   aggregateRate,
   autoSize,
   AUTO_MAX_BYTES,
+  AUTO_TARGET_MS,
+  bandwidthEvery,
+  burstNext,
   chooseStreams,
   fetchRtt,
   median,
@@ -23,6 +26,7 @@ import {
   type UploadStream,
   endpointUrl,
 } from "./probe-math";
+import { probeShare } from "./budget";
 
 beforeAll(async () => {
   await loadForecasting(
@@ -316,6 +320,72 @@ describe("automatic probe size", () => {
       expect(s).toBeGreaterThanOrEqual(64 * 1024);
       expect(s).toBeLessThanOrEqual(10 * 1024 * 1024);
     }
+  });
+});
+
+describe("first-run burst", () => {
+  const MiB = 1024 * 1024;
+  /** A scripted link: each try costs `overheadMs` (request, slow start) plus its bytes at
+   *  `mbits`; the rate it reads is its bytes over that whole time, as a short probe's does. */
+  function ramp(mbits: number, overheadMs: number, cap: number): number[] {
+    const sizes: number[] = [];
+    let bytes: number | undefined = 64 * 1024;
+    while (bytes !== undefined) {
+      sizes.push(bytes);
+      const ms = overheadMs + (bytes * 8) / (mbits * 1000);
+      bytes = burstNext(bytes, (bytes * 8) / (ms * 1000), ms, cap);
+      expect(sizes.length).toBeLessThan(20);
+    }
+    return sizes;
+  }
+
+  it("ramps from 64 KiB until a try lasts the target time", () => {
+    // 100 Mbit/s, 2 ms of overhead: 64 KiB reads ~72 Mbit/s → its automatic size, 4 MiB
+    // (~337 ms), is long enough.
+    expect(ramp(100, 2, 1 << 30)).toEqual([64 * 1024, 4 * MiB]);
+  });
+
+  it("grows at least fourfold when a short try reads far below the link", () => {
+    // 16 Gbit/s behind 3 ms of overhead: 64 KiB reads ~170 Mbit/s (8 MiB), 8 MiB reads
+    // ~11 Gbit/s (32 MiB), and 32 MiB is the cap though it lasts only ~20 ms.
+    expect(ramp(16_000, 3, 1 << 30)).toEqual([64 * 1024, 8 * MiB, 32 * MiB]);
+    // A slow link: 1 Mbit/s reads 64 KiB long enough at once.
+    expect(ramp(1, 2, 1 << 30)).toEqual([64 * 1024]);
+  });
+
+  it("stops at the server's cap", () => {
+    expect(ramp(16_000, 3, 4 * MiB)).toEqual([64 * 1024, 4 * MiB]);
+    expect(burstNext(4 * MiB, 100, 10, 4 * MiB)).toBeUndefined();
+  });
+
+  it("ends when a try lasted the target or read nothing", () => {
+    expect(burstNext(64 * 1024, 1, AUTO_TARGET_MS, 1 << 30)).toBeUndefined();
+    expect(burstNext(64 * 1024, 0, 10, 1 << 30)).toBeUndefined();
+    expect(burstNext(64 * 1024, NaN, 10, 1 << 30)).toBeUndefined();
+  });
+});
+
+describe("bandwidth probes spaced by the budget", () => {
+  const MiB = 1024 * 1024;
+  it("probes every round when the wanted size fits the share", () => {
+    expect(bandwidthEvery(64 * 1024, 128 * 1024)).toBe(1);
+    expect(bandwidthEvery(128 * 1024, 128 * 1024)).toBe(1);
+  });
+
+  it("spaces probes ⌈wanted / share⌉ rounds apart otherwise", () => {
+    expect(bandwidthEvery(128 * 1024 + 1, 128 * 1024)).toBe(2);
+    // The page's defaults: 500 MiB an hour, 2 s, two transfers a round and pretests.
+    const share = probeShare(500 * MiB, 2, 2 * (1 + PRETEST_SHARE));
+    expect(share).toBe(132_395);
+    const k = bandwidthEvery(32 * MiB, share);
+    expect(k).toBe(254);
+    // Spaced so, the probes spend no more than the budget in an hour.
+    expect((3600 / 2 / k) * 2 * (1 + PRETEST_SHARE) * 32 * MiB).toBeLessThanOrEqual(500 * MiB);
+  });
+
+  it("never probes when there is no share, and at once when nothing is wanted", () => {
+    expect(bandwidthEvery(MiB, 0)).toBe(Infinity);
+    expect(bandwidthEvery(0, 0)).toBe(1);
   });
 });
 

@@ -289,6 +289,49 @@ export function autoSize(predictedMbits: number | undefined, capBytes: number): 
   return Math.min(size, max);
 }
 
+/**
+ * The first-run burst's growth: each try moves this many times the bytes of the one before,
+ * unless the rate it read already asks for more ({@link burstNext}).
+ */
+export const BURST_GROWTH = 4;
+/** The share of the hourly budget one series' burst may spend before it settles with the
+ *  size it has reached. */
+export const BURST_BUDGET_SHARE = 0.25;
+
+/**
+ * The first-run burst's next size after a try of `bytes` that read `mbits` over `durationMs`,
+ * or undefined when the burst is over: the try lasted {@link AUTO_TARGET_MS} (long enough to
+ * be timed), or it was already at `capBytes` (the server's cap, or 32 MiB), or it read no
+ * rate. The next size is the larger of {@link BURST_GROWTH} times this one and the automatic
+ * size of the rate it read (a 64 KiB try on a fast link reads low, since its time is mostly
+ * the request's round trip and TCP's slow start, so the rate alone would ramp slowly), never
+ * above the cap.
+ */
+export function burstNext(
+  bytes: number,
+  mbits: number,
+  durationMs: number,
+  capBytes: number,
+): number | undefined {
+  const cap = Math.max(AUTO_MIN_BYTES, Math.min(AUTO_MAX_BYTES, capBytes));
+  if (durationMs >= AUTO_TARGET_MS || bytes >= cap || !(mbits > 0)) return undefined;
+  return Math.min(cap, Math.max(bytes * BURST_GROWTH, autoSize(mbits, cap)));
+}
+
+/**
+ * Every how many rounds a bandwidth series is probed: `1` when a probe of the wanted size fits
+ * in one round's share of the hourly budget, else ⌈wanted / share⌉, so that every probe is
+ * long enough to be timed and the probes together stay within the budget (the RTT keeps the
+ * page's period: it costs no budget). At 500 MiB an hour, a 2 s period and two transfers a
+ * round (and room for pretests), the share is ~129 KiB: a link that wants 32 MiB probes is
+ * probed every 254 rounds (8.5 minutes).
+ */
+export function bandwidthEvery(wantedBytes: number, shareBytes: number): number {
+  if (!(wantedBytes > 0)) return 1;
+  if (!(shareBytes > 0)) return Infinity;
+  return Math.max(1, Math.ceil(wantedBytes / shareBytes));
+}
+
 /** Median of `xs` (mean of the middle two for an even count); undefined when empty. */
 export function median(xs: readonly number[]): number | undefined {
   if (xs.length === 0) return undefined;
