@@ -332,6 +332,29 @@ export function bandwidthEvery(wantedBytes: number, shareBytes: number): number 
   return Math.max(1, Math.ceil(wantedBytes / shareBytes));
 }
 
+/** Where a bandwidth series stands with the first-run burst and its spacing. */
+export interface BandwidthSchedule {
+  /** Whether the burst ran (this page's first probe of the series has its size). */
+  ramped: boolean;
+  /** Rounds since its last probe; undefined before the first. */
+  sinceProbe: number | undefined;
+}
+
+export function newBandwidthSchedule(): BandwidthSchedule {
+  return { ramped: false, sinceProbe: undefined };
+}
+
+/**
+ * Whether a bandwidth series spaced every `every` rounds ({@link bandwidthEvery}) is probed
+ * this round; counts the round. The first round probes at once; a wait that the spacing
+ * shortened (the rate fell, or the budget grew) ends early.
+ */
+export function bandwidthDue(schedule: BandwidthSchedule, every: number): boolean {
+  if (schedule.sinceProbe === undefined) return true;
+  schedule.sinceProbe++;
+  return schedule.sinceProbe >= every;
+}
+
 /** Median of `xs` (mean of the middle two for an even count); undefined when empty. */
 export function median(xs: readonly number[]): number | undefined {
   if (xs.length === 0) return undefined;

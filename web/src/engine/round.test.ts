@@ -480,13 +480,15 @@ describe("the series a round feeds", () => {
     const plan = mirrorPlan({ size: "auto" });
     for (let round = 0; round <= PRETEST_AFTER; round++) await run(site, plan, env);
     const downloads = site.calls.filter((c) => c.module === "download/http");
-    // The first probe is the smallest automatic size; then the size the forecast rate
-    // (100 Mbit/s for 250 ms: 3.125 MB) rounds up to.
+    // The first-run burst's one try is the smallest automatic size (it lasted 250 ms, long
+    // enough); then every probe has the size its rate (100 Mbit/s for 250 ms: 3.125 MB)
+    // rounds up to.
     expect(downloads[0]!.bytes).toBe(AUTO_MIN_BYTES);
     expect(downloads[1]!.bytes).toBe(4096 * KIB);
+    expect(downloads[2]!.bytes).toBe(4096 * KIB);
     // After PRETEST_AFTER measurements: each candidate tried PRETEST_PASSES times, half a
     // probe each, interleaved, then the probe on the streams chosen.
-    const tries = downloads.slice(PRETEST_AFTER, -1);
+    const tries = downloads.slice(PRETEST_AFTER + 1, -1);
     expect(tries.map((c) => c.streams)).toEqual(
       Array.from({ length: PRETEST_PASSES }, () => [1, 2, 4]).flat(),
     );
@@ -498,6 +500,57 @@ describe("the series a round feeds", () => {
     // The tries are not measurements of the series.
     const down = env.records.filter((e) => e.key === "bandwidth_down/http");
     expect(down).toHaveLength(PRETEST_AFTER + 1);
+  });
+
+  it("ramp an automatic size in a first-run burst until a probe lasts long enough", async () => {
+    // 16 Gbit/s behind 3 ms of request and slow start: a 64 KiB probe reads ~170 Mbit/s.
+    const site = new ScriptedSite((m, r) => {
+      if (m.startsWith("rtt")) return { value: 10 };
+      const durationMs = 3 + (r.bytes * 8) / 16e6;
+      return { value: (r.bytes * 8) / (durationMs * 1000), durationMs };
+    });
+    const env = new Env(2);
+    await run(site, mirrorPlan({ size: "auto" }), env);
+    const sizes = site.calls.filter((c) => c.module === "download/http").map((c) => c.bytes);
+    // 64 KiB reads ~170 Mbit/s (8 MiB), 8 MiB ~9.3 Gbit/s (the 16 MiB cap), 16 MiB is the
+    // cap: the burst ends and the round's probe has that size.
+    expect(sizes).toEqual([64 * KIB, 8192 * KIB, 16384 * KIB, 16384 * KIB]);
+    // Only the probe is a record; the tries were charged to the budget.
+    const down = env.records.filter((e) => e.key === "bandwidth_down/http");
+    expect(down.map((e) => e.record.probe.payload_bytes)).toEqual([16384 * KIB]);
+    expect(env.budget.usedSinceStart).toBe(ECHO_BYTES + (64 + 8192 + 2 * 16384) * KIB);
+    // The next rounds run no burst.
+    await run(site, mirrorPlan({ size: "auto" }), env);
+    expect(site.calls.filter((c) => c.module === "download/http")).toHaveLength(5);
+  });
+
+  it("space automatic probes by the budget, and record the period they are taken at", async () => {
+    const site = new ScriptedSite((m) =>
+      m.startsWith("rtt") ? { value: 10 } : { value: 100, durationMs: 250 },
+    );
+    // 100 MiB an hour at 2 s, one transfer and its pretests: a share of 52,958 bytes a
+    // round, where 100 Mbit/s wants 4 MiB probes: one every ⌈4 MiB / 52,958⌉ = 80 rounds.
+    const env = new Env(2, 100 * 1024 * KIB);
+    const plan = mirrorPlan({ size: "auto" });
+    for (let round = 0; round <= 80; round++) await run(site, plan, env);
+    const down = env.records.filter((e) => e.key === "bandwidth_down/http");
+    expect(down.map((e) => e.record.probe.payload_bytes)).toEqual([4096 * KIB, 4096 * KIB]);
+    expect(down.map((e) => e.record.period_ms)).toEqual([160_000, 160_000]);
+    // The RTT keeps the page's period.
+    const rtt = env.records.filter((e) => e.key === "rtt/websocket");
+    expect(rtt).toHaveLength(81);
+    expect(rtt.every((e) => e.record.period_ms === 2000)).toBe(true);
+    // Every probe fitted: none held back, and the hour's spend is within its budget.
+    expect(env.overBudgets).toBe(0);
+    expect(env.budget.usedSinceStart).toBeLessThanOrEqual(100 * 1024 * KIB);
+  });
+
+  it("probe a chosen size every round, with no burst", async () => {
+    const site = new ScriptedSite(steady);
+    const env = new Env(2, 100 * 1024 * KIB);
+    for (let round = 0; round < 3; round++) await run(site, mirrorPlan({ size: 1024 * KIB }), env);
+    const sizes = site.calls.filter((c) => c.module === "download/http").map((c) => c.bytes);
+    expect(sizes).toEqual([1024 * KIB, 1024 * KIB, 1024 * KIB]);
   });
 
   it("leave a pretest's loaded echoes unrecorded, and stop it at a timeout", async () => {

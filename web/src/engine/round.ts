@@ -14,7 +14,17 @@ import type { Jitter } from "./measure/jitter";
 import type { Link, Measurement, Measurements, Sample } from "./measure/measurement";
 import { streamCount, type PretestResult } from "./measure/pretest";
 import { isTransfer, type Plan, type Step, type StepTransport } from "./plan";
-import { autoSize, median, PRETEST_SHARE, surprised } from "./probe-math";
+import {
+  AUTO_MIN_BYTES,
+  autoSize,
+  bandwidthDue,
+  bandwidthEvery,
+  BURST_BUDGET_SHARE,
+  burstNext,
+  median,
+  PRETEST_SHARE,
+  surprised,
+} from "./probe-math";
 import { measurement, type SeriesSet } from "./series";
 
 /** What a round needs of a site. */
@@ -158,7 +168,7 @@ export class SiteRound {
       }
       const outcome = isTransfer(step) ? await this.run.transfer(step) : await this.run.rtt(step);
       if (outcome === "held") this.stopped.set(step.transport, undefined);
-      else this.report.answered++;
+      else if (outcome === "answered") this.report.answered++;
     } catch (e) {
       const wait = backoffSeconds(e);
       const reason = wait === undefined ? failureReason(e) : `the server asked to wait ${wait} s`;
@@ -176,9 +186,10 @@ export class SiteRound {
   }
 }
 
-/** What a step came to: a value or a timeout ("answered"), or held back (the budget, a
- *  closed connection) with nothing to record. */
-type Outcome = "answered" | "held";
+/** What a step came to: a value or a timeout ("answered"), held back (the budget, a closed
+ *  connection) with nothing to record, or not due this round (a bandwidth probe spaced by the
+ *  budget, probe-math.ts `bandwidthEvery`). */
+type Outcome = "answered" | "held" | "skipped";
 
 /** One round's steps against one site. */
 class Run {
@@ -205,10 +216,11 @@ class Run {
     return m;
   }
 
-  /** The series of `key`, which writes this round's period into its records. */
-  private series(key: SeriesKey): ProbedSeries {
+  /** The series of `key`, which writes the period it is probed at into its records: this
+   *  round's, or a bandwidth series' spacing ({@link Run.transfer}). */
+  private series(key: SeriesKey, periodMs = this.periodMs): ProbedSeries {
     const s = this.site.series.get(key);
-    s.setPeriodMs(this.periodMs);
+    s.setPeriodMs(periodMs);
     return s;
   }
 
@@ -235,8 +247,9 @@ class Run {
     bytes: number,
     streams: number,
     run: (timeoutMs: number) => Promise<Sample>,
+    periodMs = this.periodMs,
   ): Promise<{ sample: Sample; event: MeasurementEvent } | undefined> {
-    const s = this.series(step.key);
+    const s = this.series(step.key, periodMs);
     // A probed step's series times its probes (only a statistic has no timeout of its own).
     const timeoutMs = s.timeoutMs()!;
     this.env.budget.spend(m.cost(bytes), this.env.now());
@@ -310,15 +323,59 @@ class Run {
     return "answered";
   }
 
-  /** The step's size: as chosen, or automatic (probe-math.ts `autoSize`) within its share
-   *  of the hourly budget and of the server's allowance; never above the server's cap. */
-  private size(step: Step): number {
+  /**
+   * The step's size and how many rounds apart its probes go: as chosen, every round; or
+   * automatic (probe-math.ts `autoSize`: the predicted rate for {@link AUTO_TARGET_MS}, within
+   * the server's cap), spaced ⌈size / share⌉ rounds apart (`bandwidthEvery`) when one round's
+   * share of the hourly budget and of the server's allowance cannot afford it, so that every
+   * probe lasts long enough to be timed. `rate` is a rate just read (the burst's), else the
+   * series' forecast sizes it.
+   */
+  private size(step: Step, rate?: number): { bytes: number; every: number } {
     const { maxPayload, perMinute } = this.env.limits();
     const size = step.size ?? "auto";
-    if (size !== "auto") return Math.min(size, maxPayload);
+    if (size !== "auto") return { bytes: Math.min(size, maxPayload), every: 1 };
     const probes = this.transfers * (1 + PRETEST_SHARE);
     const share = probeShare(this.env.budget.perHour, this.env.periodS, probes, perMinute);
-    return autoSize(this.site.series.next(step.key)?.value, Math.min(maxPayload, share));
+    const bytes = autoSize(rate ?? this.site.series.next(step.key)?.value, maxPayload);
+    return { bytes, every: bandwidthEvery(bytes, share) };
+  }
+
+  /**
+   * The first-run burst of an automatically sized step: tries of growing size (from 64 KiB,
+   * `burstNext`: ×4 or the automatic size of the rate read, up to the server's cap) until one
+   * lasts {@link AUTO_TARGET_MS}, so that the first recorded probe is long enough to be timed
+   * rather than the series creeping up from 64 KiB over many short, low-reading probes. The
+   * tries are not recorded (like the stream-count pretest's: a try too short to be timed is
+   * a sizing step, not a measurement); they are charged to the budget, and the burst stops
+   * after {@link BURST_BUDGET_SHARE} of the hour's budget (shared among the round's
+   * transfers), when the budget refuses the next try, or when a try times out. Returns the
+   * rate the last try read, undefined when none did.
+   */
+  private async burst(step: Step, m: Measurement, streams: number): Promise<number | undefined> {
+    const { env } = this;
+    const { maxPayload } = env.limits();
+    const allowed = (env.budget.perHour * BURST_BUDGET_SHARE) / Math.max(1, this.transfers);
+    let spent = 0;
+    let bytes: number | undefined = Math.min(AUTO_MIN_BYTES, maxPayload);
+    let rate: number | undefined;
+    while (bytes !== undefined) {
+      const cost = m.cost(bytes);
+      if (env.suspended() || spent + cost > allowed || !env.budget.allows(cost, env.now())) break;
+      env.budget.spend(cost, env.now());
+      spent += cost;
+      const timeoutMs = this.site.series.get(step.key).timeoutMs()!;
+      let sample: Sample;
+      try {
+        sample = await this.runTransfer(step, m, { bytes, streams, timeoutMs }, false);
+      } catch (e) {
+        if (e instanceof ProbeTimeout) break;
+        throw e;
+      }
+      rate = sample.value;
+      bytes = burstNext(bytes, sample.value, sample.durationMs, maxPayload);
+    }
+    return rate;
   }
 
   /**
@@ -396,7 +453,15 @@ class Run {
         if (step.transport === "websocket") throw e;
       }
     }
-    const bytes = this.size(step);
+    const schedule = site.series.schedule(step.key);
+    let rate: number | undefined;
+    if (step.size === "auto" && !schedule.ramped) {
+      schedule.ramped = true;
+      rate = await this.burst(step, m, site.series.streams(step.key).streams);
+      if (env.suspended() || !site.link.connected(step.transport)) return "held";
+    }
+    const { bytes, every } = this.size(step, rate);
+    if (!bandwidthDue(schedule, every)) return "skipped";
     if (!env.budget.allows(bytes, env.now())) {
       env.overBudget(bytes);
       return "held";
@@ -425,8 +490,14 @@ class Run {
       if (found.results !== undefined) env.pretested(step.key, found.results, streams);
     }
     if (env.suspended() || !site.link.connected(step.transport)) return "held";
-    const r = await this.probe(step, m, bytes, streams, (timeoutMs) =>
-      this.runTransfer(step, m, { bytes, streams, timeoutMs }, true),
+    schedule.sinceProbe = 0;
+    const r = await this.probe(
+      step,
+      m,
+      bytes,
+      streams,
+      (timeoutMs) => this.runTransfer(step, m, { bytes, streams, timeoutMs }, true),
+      this.periodMs * every,
     );
     if (r !== undefined) {
       plan.measurements = r.event.count;

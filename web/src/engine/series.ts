@@ -8,7 +8,12 @@ import { ecdf, histogram, ProbedSeries, type ProbedState } from "../forecast";
 import type { MeasurementEvent, PredictabilityEvent, SeriesKey } from "../messages";
 import type { Metric, Record, Transport } from "../record";
 import { MAX_RECORDS_PER_SERIES } from "./history";
-import { newStreamPlan, type StreamPlan } from "./probe-math";
+import {
+  newBandwidthSchedule,
+  newStreamPlan,
+  type BandwidthSchedule,
+  type StreamPlan,
+} from "./probe-math";
 
 /** What the page's messages carry of a series besides a record. */
 export type Shown = Omit<MeasurementEvent, "type" | "key" | "record">;
@@ -52,6 +57,7 @@ export class SeriesSet {
   private readonly probed = new Map<SeriesKey, ProbedSeries>();
   private readonly stored = new Map<SeriesKey, Record[]>();
   private readonly streamPlans = new Map<SeriesKey, StreamPlan>();
+  private readonly schedules = new Map<SeriesKey, BandwidthSchedule>();
 
   /** @param to whose series these are: records' `to`, and the history's key. */
   constructor(readonly to: string) {}
@@ -125,10 +131,18 @@ export class SeriesSet {
     return plan;
   }
 
-  /** Starts the stream counts afresh (the site's plan changed: it became or stopped being
-   *  the target). */
+  /** `key`'s first-run burst and bandwidth spacing (probe-math.ts `bandwidthDue`). */
+  schedule(key: SeriesKey): BandwidthSchedule {
+    let s = this.schedules.get(key);
+    if (s === undefined) this.schedules.set(key, (s = newBandwidthSchedule()));
+    return s;
+  }
+
+  /** Starts the stream counts and the bandwidth schedules afresh (the site's plan changed: it
+   *  became or stopped being the target). */
   resetStreams(): void {
     this.streamPlans.clear();
+    this.schedules.clear();
   }
 
   dispose(): void {
