@@ -55,7 +55,7 @@ describe("settings in the URL", () => {
   it("round-trips through the query string and leaves defaults out", () => {
     const s = {
       periodS: 10,
-      size: "auto" as const,
+      size: 1024 * 1024,
       transport: "http" as const,
       budgetMiB: 50,
       mirrors: ["http://127.0.0.1:8081/", "https://mirror.example.org/nowcast"],
@@ -142,7 +142,8 @@ describe("the budget a choice of size and period needs", () => {
     const strain = budgetStrain(s);
     expect(strain?.lastsS).toBeCloseTo(500 / 32, 9);
     expect(strain?.hourBytes).toBe(32 * 1024 * 1024 * 3600);
-    // The default, 64 KiB every 2 s, fits (225 MiB an hour); the automatic size always does.
+    // The default, the automatic size, always fits (its probes are spaced by the budget).
+    expect(DEFAULT_SETTINGS.size).toBe("auto");
     expect(budgetStrain({ ...DEFAULT_SETTINGS })).toBeUndefined();
     expect(budgetStrain({ ...s, size: "auto" })).toBeUndefined();
     // A mirror adds its download.

@@ -31,7 +31,7 @@ const BUDGET_MAX_MIB = 1_048_576;
 
 export const DEFAULT_SETTINGS: Readonly<Settings> = {
   periodS: 2,
-  size: 64 * 1024,
+  size: "auto",
   transport: "websocket",
   budgetMiB: 500,
   mirrors: [],

@@ -47,6 +47,9 @@ describe("the headline's range in words", () => {
     expect(periodPhrase(60)).toBe("next minute");
     expect(periodPhrase(300)).toBe("next 5 minutes");
     expect(periodPhrase(90)).toBe("next 90 s");
+    // A bandwidth series probed every 254 rounds of 2 s.
+    expect(periodPhrase(508)).toBe("next ~8 minutes");
+    expect(periodPhrase(0.5)).toBe("next 0.5 s");
   });
 });
 

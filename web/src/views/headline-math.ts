@@ -55,11 +55,13 @@ export function rangeText(lo: number, hi: number, unit: string): string {
   return a === b ? `about ${a} ${u}` : `${a}–${b} ${u}`;
 }
 
-/** The span one period covers, as the headline says it: "next 2 s", "next minute". */
+/** The span one period covers, as the headline says it: "next 2 s", "next minute", and for
+ *  a bandwidth series spaced by the budget (engine/round.ts), "next ~8 minutes". */
 export function periodPhrase(periodS: number): string {
   if (periodS === 60) return "next minute";
   if (periodS > 60 && periodS % 60 === 0) return `next ${periodS / 60} minutes`;
-  return `next ${periodS} s`;
+  if (periodS >= 150) return `next ~${Math.round(periodS / 60)} minutes`;
+  return `next ${Math.round(periodS * 10) / 10} s`;
 }
 
 /** The middle value of `xs`; undefined when empty. */

@@ -76,6 +76,9 @@ interface Kept {
   next: NextForecast | undefined;
   /** Values in its bank: the forecasts checked are one fewer. */
   count: number;
+  /** The period its newest record was measured at (a bandwidth series spaced by the budget
+   *  is probed less often than the page's period), when the record says. */
+  periodMs?: number;
 }
 
 /** One card's elements. */
@@ -125,6 +128,8 @@ class Card {
   /**
    * Shows `key`'s series (undefined: none yet): its latest value, next range and verdict,
    * stale when its last probe did not give a value or the last value is older than `staleMs`.
+   * `periodS` is the page's period, which the series' own (its records' `period_ms`)
+   * overrides.
    * `other` is the other transport's recent median, when there is one.
    */
   show(
@@ -135,6 +140,9 @@ class Card {
     state: string,
     better: "higher" | "lower" = "higher",
   ): void {
+    // The series' own period: its forecast is of its next probe, and its values go stale
+    // at its pace.
+    const ownS = s?.periodMs !== undefined && s.periodMs > 0 ? s.periodMs / 1000 : periodS;
     const lastOk = s && [...s.points].reverse().find((p) => p.value !== null);
     const newest = s?.points.at(-1);
     if (s === undefined || newest === undefined) {
@@ -163,11 +171,11 @@ class Card {
     this.next.textContent =
       next === undefined
         ? "Forecast after the first measurement"
-        : `${periodPhrase(periodS)}: ${rangeText(...likelyRange(next), unit)}`;
+        : `${periodPhrase(ownS)}: ${rangeText(...likelyRange(next), unit)}`;
     this.setVerdict(verdict(next, s.count - 1));
 
     const ageMs = Date.now() - (lastOk?.t ?? 0);
-    const staleMs = Math.max(3 * periodS * 1000, periodS * 1000 + 30_000);
+    const staleMs = Math.max(3 * ownS * 1000, ownS * 1000 + 30_000);
     const why =
       newest.status === "error"
         ? `last probe failed: ${newest.error ?? "error"}`
@@ -278,6 +286,7 @@ export class HeadlineView {
       short: r.status === "ok" && shortProbe(r.probe),
       ...(r.probe?.raw_ms === undefined ? {} : { rawMs: r.probe.raw_ms }),
     });
+    if (r.period_ms !== undefined) s.periodMs = r.period_ms;
     if (s.points.length > SPARK_POINTS) s.points.splice(0, s.points.length - SPARK_POINTS);
   }
 

@@ -130,7 +130,9 @@ export class SeriesViews {
   measurement(m: MeasurementEvent, key: string = m.key, label?: string): void {
     const { record, next } = m;
     const v = this.view(key, record.unit, label);
-    this.plot(v, record, next, this.stepMs());
+    // A record's own period (a bandwidth series spaced by the budget is probed less often
+    // than the page's period) places its next forecast.
+    this.plot(v, record, next, record.period_ms ?? this.stepMs());
     v.row.show(lastText(record), next, m.mae, m.count, m.timeouts, v.failed);
     if (key === m.key && HeadlineView.shows(key)) {
       this.headline.measurement(m.key, record, next, m.count);
@@ -151,7 +153,7 @@ export class SeriesViews {
         i + 1 < s.records.length
           ? f && { value: f.value, error: f.error, method: f.method }
           : s.next;
-      this.plot(v, r, next, step);
+      this.plot(v, r, next, r.period_ms ?? step);
     });
     v.row.show(lastText(last), s.next, s.mae, s.count, s.timeouts, v.failed);
     if (key === s.key && HeadlineView.shows(key)) {
