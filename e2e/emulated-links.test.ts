@@ -260,8 +260,8 @@ describe.skipIf(why !== undefined)("the page on emulated links", () => {
         page.on("console", (m) => {
           if (m.text().includes("pretest")) console.log(`e2e: @${mbit} Mbit/s ${m.text()}`);
         });
-        // A budget that lets the automatic size follow the link (the default keeps a page
-        // left open to ~70 KB a probe at one round a second).
+        // A budget that lets the automatic size probe every round (the default budget spaces
+        // probes long enough to be timed minutes apart on a fast link).
         await page.goto(`${url}/?period=1&size=auto&budget=1000000&transport=${transport}`);
         await prioritizeBrowser();
         const out = [];

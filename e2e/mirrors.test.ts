@@ -165,7 +165,7 @@ describe.skipIf(why !== undefined)("mirrors: two echo-nodes on loopback", () => 
   });
 
   it("brings a mirror's series back after a reload, and clears them with the history", async () => {
-    const { page, done } = await open("?period=1");
+    const { page, done } = await open("?period=1&size=64k");
     const item = page.locator(`#mirror-list li[data-url="${mirrorUrl}"]`);
     await setTicked(item.locator("input[type=checkbox]"), true, 5000);
     const keys = ["rtt/websocket", "bandwidth_down/http"].map((k) => `mirror/${k}@${mirrorUrl}`);
@@ -271,7 +271,7 @@ describe.skipIf(why !== undefined)("mirrors: two on the same host as the site", 
     const page = await rig.newPage();
     const errors: string[] = [];
     page.on("pageerror", (e) => errors.push(e.message));
-    await page.goto(`${rig.node.url}/?period=1`);
+    await page.goto(`${rig.node.url}/?period=1&size=64k`);
     for (const url of urls) {
       await setTicked(
         page.locator(`#mirror-list li[data-url="${url}"] input[type=checkbox]`),
@@ -334,7 +334,7 @@ describe.skipIf(whyNot !== undefined)("mirrors: two echo-nodes behind emulated l
     page.on("console", (m) => {
       if (m.type() === "error" && !insecureIsolation(m.text())) errors.push(m.text());
     });
-    await page.goto(`${siteUrl}?period=1`);
+    await page.goto(`${siteUrl}?period=1&size=64k`);
     const item = page.locator(`#mirror-list li[data-url="${mirrorUrl}"]`);
     await setTicked(item.locator("input[type=checkbox]"), true, 10_000);
     // A few probes of each, so that both forecasts stand on more than one measurement.

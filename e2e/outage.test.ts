@@ -71,7 +71,10 @@ describe.skipIf(why !== undefined)("outages", () => {
     const url = new URL(target.url).href;
     const host = new URL(target.url).host;
     const periodS = 2;
-    const { page, done } = await open(rig, `?period=${periodS}&target=${encodeURIComponent(url)}`);
+    const { page, done } = await open(
+      rig,
+      `?period=${periodS}&size=64k&target=${encodeURIComponent(url)}`,
+    );
     try {
       await waitForMeasurements(page, "bandwidth_up/http", 2, 15_000);
       expect(await page.isHidden("#banner")).toBe(true);

@@ -49,7 +49,7 @@ describe.skipIf(why !== undefined)("the page against a real echo-node", () => {
   });
 
   it("shows a forecast for each measurement and the newest one period ahead", async () => {
-    const { page, done } = await open("?period=1");
+    const { page, done } = await open("?period=1&size=64k");
     await waitForMeasurements(page, "rtt/websocket", 3, 10_000);
     for (const series of [
       "rtt/websocket",
@@ -117,7 +117,7 @@ describe.skipIf(why !== undefined)("the page against a real echo-node", () => {
   });
 
   it("measures over fetch too: ping RTT, download and upload", async () => {
-    const { page, done } = await open("?period=1&transport=both");
+    const { page, done } = await open("?period=1&transport=both&size=64k");
     await waitForMeasurements(page, "rtt/http", 2, 8000);
     await waitForMeasurements(page, "bandwidth_down/http", 2, 8000);
     await waitForMeasurements(page, "bandwidth_up/http", 2, 8000);
@@ -216,7 +216,7 @@ describe.skipIf(why !== undefined)("the page against a real echo-node", () => {
   });
 
   it("exports the same records before and after a reload, each with its period", async () => {
-    const { page, done } = await open("?period=1");
+    const { page, done } = await open("?period=1&size=64k");
     await waitForMeasurements(page, "bandwidth_up/http", 2, 10_000);
     await page.click("#suspend");
     // Read once the round on the wire has ended: the export holds still for a second and a

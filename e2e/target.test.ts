@@ -54,7 +54,7 @@ describe.skipIf(why !== undefined)("the target: two echo-nodes on loopback", () 
     const before = await probeCounts(second);
     const { page, done } = await openPage(
       rig,
-      `?period=1&transport=both&target=${encodeURIComponent(secondUrl)}`,
+      `?period=1&transport=both&size=64k&target=${encodeURIComponent(secondUrl)}`,
     );
     for (const series of ["rtt/websocket", "bandwidth_up/websocket", "bandwidth_down/http"]) {
       await waitForMeasurements(page, series, 2, 10_000);
@@ -145,7 +145,7 @@ describe.skipIf(why !== undefined)("the target: two echo-nodes on loopback", () 
   });
 
   it("draws an opted-in mirror's series and offers them to the predictability view", async () => {
-    const { page, done } = await openPage(rig, "?period=1");
+    const { page, done } = await openPage(rig, "?period=1&size=64k");
     const item = page.locator(`#mirror-list li[data-url="${secondUrl}"]`);
     await item.waitFor({ timeout: 5000 });
     await setTicked(item.locator("input[type=checkbox]"), true);
