@@ -486,7 +486,14 @@ export class Engine {
       });
     } finally {
       for (const site of entered) site.leave();
-      this.roundBytes = this.budget.usedSinceStart - spentBefore;
+      const spent = this.budget.usedSinceStart - spentBefore;
+      // Automatic sizes are spaced to stay within the budget (round.ts `size`): a round that
+      // ran a first-run burst or a spaced probe spends more than its share, and is no pace to
+      // warn of; the hour's own pace bounds theirs.
+      this.roundBytes =
+        this.settings.size === "auto"
+          ? Math.min(spent, (this.budget.perHour * this.settings.periodS) / 3600)
+          : spent;
       this.flush();
       if (this.scheduler.suspended) this.closeConnections();
     }
