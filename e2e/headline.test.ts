@@ -178,57 +178,71 @@ describe.skipIf(why !== undefined)("the page at a glance", () => {
     await done();
   });
 
-  it("measures truly by default: after the first-run burst the download reads as a large probe", async () => {
+  it("measures truly by default: after the first-run burst the download reads as large probes do", async () => {
     // The defaults: automatic size, 500 MiB an hour. On loopback a 64 KiB probe lasts well
     // under a millisecond; the burst ramps the size until a probe lasts long enough (or
-    // reaches the 32 MiB cap), and the first recorded probe has that size.
-    const { page, done } = await openPage(rig, "?period=1");
-    await waitForMeasurements(page, "bandwidth_down/http", 1, 20_000);
-    const down = page.locator('.card[data-direction="down"]');
-    const value = Number(await down.locator(".value").textContent());
-    const unit = (await down.locator(".unit").textContent()) ?? "";
-    const headline = unit === "Gbit/s" ? value * 1000 : unit === "Mbit/s" ? value : NaN;
-    const trust = await down.getAttribute("data-trust");
-    const meta = (await down.locator(".meta").textContent()) ?? "";
-    const next = (await down.locator(".next").textContent()) ?? "";
-    // The page's measuring stops, so that the large probes below have the wire to
-    // themselves (and its bandwidth probes are spaced minutes apart anyway).
-    await page.click("#suspend");
-    await sleep(1000);
-    // The page's own best large probe: 32 MiB fetched and read to its end, five times.
-    const rates = await page.evaluate(async () => {
-      const out: number[] = [];
-      for (let i = 0; i < 5; i++) {
-        const bytes = 32 * 1024 * 1024;
-        const t0 = performance.now();
-        const res = await fetch(`/api/download?bytes=${bytes}&n=large${i}`, {
-          cache: "no-store",
+    // reaches the 32 MiB cap), and the first recorded probe has that size. Three first
+    // runs, each in a browser context of its own (no history, a fresh budget).
+    const firsts: number[] = [];
+    let rates: number[] = [];
+    for (let run = 0; run < 3; run++) {
+      const { page, done } = await openPage(rig, "?period=1");
+      await waitForMeasurements(page, "bandwidth_down/http", 1, 20_000);
+      const down = page.locator('.card[data-direction="down"]');
+      const value = Number(await down.locator(".value").textContent());
+      const unit = (await down.locator(".unit").textContent()) ?? "";
+      const trust = await down.getAttribute("data-trust");
+      const meta = (await down.locator(".meta").textContent()) ?? "";
+      const next = (await down.locator(".next").textContent()) ?? "";
+      firsts.push(unit === "Gbit/s" ? value * 1000 : unit === "Mbit/s" ? value : NaN);
+      console.log(`e2e: first-run download: ${value} ${unit} (${trust}; "${next}"; ${meta})`);
+      expect(trust).toBe("timed");
+      expect(meta).not.toMatch(/too short/);
+      // The budget cannot afford a probe that long every second: the forecast is of the
+      // next probe, minutes away, and the card says so.
+      expect(next).toMatch(/^next (~?\d+ minutes|\d+ s):/);
+      expect(next).not.toMatch(/^next 1 s/);
+      // The page's measuring stops, so that the large probes below have the wire to
+      // themselves (its bandwidth probes are spaced minutes apart anyway).
+      await page.click("#suspend");
+      await sleep(1000);
+      if (run === 2) {
+        // The page's own large probes: 32 MiB fetched and read to its end, seven times.
+        rates = await page.evaluate(async () => {
+          const out: number[] = [];
+          for (let i = 0; i < 7; i++) {
+            const bytes = 32 * 1024 * 1024;
+            const t0 = performance.now();
+            const res = await fetch(`/api/download?bytes=${bytes}&n=large${i}`, {
+              cache: "no-store",
+            });
+            const reader = res.body!.getReader();
+            let got = 0;
+            for (;;) {
+              const r = await reader.read();
+              if (r.done) break;
+              got += r.value.byteLength;
+            }
+            out.push((got * 8) / ((performance.now() - t0) * 1000));
+          }
+          return out;
         });
-        const reader = res.body!.getReader();
-        let got = 0;
-        for (;;) {
-          const { done, value } = await reader.read();
-          if (done) break;
-          got += value.byteLength;
-        }
-        const ms = performance.now() - t0;
-        out.push((got * 8) / (ms * 1000));
       }
-      return out;
-    });
+      await done();
+    }
+    // On a loaded two-core machine one 32 MiB fetch on loopback varies 1.6-3.3x from one
+    // to the next (the scheduling of the browser's and echo-node's threads decides it), so
+    // the comparison is of typical figures: the median of the three first runs against the
+    // median of the seven large fetches. The best is printed.
+    const mid = (xs: number[]) => [...xs].sort((a, b) => a - b)[xs.length >> 1]!;
+    const first = mid(firsts);
+    const typical = mid(rates);
     const best = Math.max(...rates);
     console.log(
-      `e2e: first-run download ${headline.toFixed(0)} Mbit/s (${trust}; "${next}"; ${meta}); ` +
-        `32 MiB fetches ${rates.map((r) => r.toFixed(0)).join(", ")} Mbit/s: ratio ` +
-        `${(headline / best).toFixed(3)}`,
+      `e2e: first-run downloads ${firsts.map((r) => r.toFixed(0)).join(", ")} Mbit/s; ` +
+        `32 MiB fetches ${rates.map((r) => r.toFixed(0)).join(", ")} Mbit/s; median ` +
+        `${(first / typical).toFixed(3)} of theirs, ${(first / best).toFixed(3)} of their best`,
     );
-    expect(trust).toBe("timed");
-    expect(meta).not.toMatch(/too short/);
-    expect(Math.abs(headline / best - 1)).toBeLessThanOrEqual(0.25);
-    // The budget cannot afford a probe that long every second: the forecast is of the next
-    // probe, minutes away, and the card says so.
-    expect(next).toMatch(/^next (~?\d+ minutes|\d+ s):/);
-    expect(next).not.toMatch(/^next 1 s/);
-    await done();
-  }, 60_000);
+    expect(Math.abs(first / typical - 1)).toBeLessThanOrEqual(0.25);
+  }, 90_000);
 });
