@@ -148,7 +148,8 @@ export const STREAMS_GAIN = 0.01;
 export const PRETEST_PASSES = 2;
 /** The first pretest waits for this many measurements, so the automatic size has grown. */
 export const PRETEST_AFTER = 3;
-/** Pretests are repeated every this many rounds, since paths change. */
+/** Pretests are repeated every this many probes of the series (rounds in which it is probed:
+ *  a series spaced by the budget, round.ts, counts only those), since paths change. */
 export const PRETEST_EVERY = 30;
 /** A pretest's bytes as a share of the probes' between two pretests: its candidates move
  *  half a probe a try ({@link pretestBytes}), {@link PRETEST_PASSES} tries each, once every

@@ -455,7 +455,7 @@ class Run {
     }
     const schedule = site.series.schedule(step.key);
     let rate: number | undefined;
-    if (step.size === "auto" && !schedule.ramped) {
+    if ((step.size ?? "auto") === "auto" && !schedule.ramped) {
       schedule.ramped = true;
       rate = await this.burst(step, m, site.series.streams(step.key).streams);
       if (env.suspended() || !site.link.connected(step.transport)) return "held";
