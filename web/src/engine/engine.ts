@@ -532,6 +532,13 @@ export class Engine {
         this.status("over-budget", "");
       },
       pretested: (key, results, streams) => this.pretested(site, key, results, streams),
+      bursting: () => {
+        // The round's measurements so far (its echo) go to the page before the burst's
+        // transfers, which may take a second on a slow link; the rest wait for the round's end.
+        const events = this.held ?? [];
+        if (this.held !== undefined) this.held = [];
+        for (const e of events) this.host.post(e);
+      },
     };
   }
 

@@ -136,6 +136,7 @@ class Env implements RoundEnv {
   readonly records: MeasurementEvent[] = [];
   readonly pretests: { key: string; results: readonly PretestResult[]; streams: number }[] = [];
   overBudgets = 0;
+  bursts = 0;
   suspend = () => false;
   private t = 0;
 
@@ -164,6 +165,9 @@ class Env implements RoundEnv {
   }
   overBudget() {
     this.overBudgets++;
+  }
+  bursting() {
+    this.bursts++;
   }
   pretested(key: string, results: readonly PretestResult[], streams: number) {
     this.pretests.push({ key, results, streams });
@@ -519,8 +523,10 @@ describe("the series a round feeds", () => {
     const down = env.records.filter((e) => e.key === "bandwidth_down/http");
     expect(down.map((e) => e.record.probe?.payload_bytes)).toEqual([16384 * KIB]);
     expect(env.budget.usedSinceStart).toBe(ECHO_BYTES + (64 + 8192 + 2 * 16384) * KIB);
+    expect(env.bursts).toBe(1);
     // The next rounds run no burst.
     await run(site, mirrorPlan({ size: "auto" }), env);
+    expect(env.bursts).toBe(1);
     expect(site.calls.filter((c) => c.module === "download/http")).toHaveLength(5);
   });
 

@@ -55,6 +55,9 @@ export interface RoundEnv {
   /** A transfer of `bytes` did not fit in the hour's budget: its transport's other steps
    *  wait. */
   overBudget(bytes: number): void;
+  /** A first-run burst is about to start: what the round measured so far may be shown now
+   *  rather than after the burst (the page's first figures should not wait for it). */
+  bursting(): void;
   /** A stream-count pretest ran for `key`. */
   pretested(key: SeriesKey, results: readonly PretestResult[], streams: number): void;
 }
@@ -457,6 +460,7 @@ class Run {
     let rate: number | undefined;
     if ((step.size ?? "auto") === "auto" && !schedule.ramped) {
       schedule.ramped = true;
+      env.bursting();
       rate = await this.burst(step, m, site.series.streams(step.key).streams);
       if (env.suspended() || !site.link.connected(step.transport)) return "held";
     }
