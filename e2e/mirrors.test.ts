@@ -114,7 +114,7 @@ describe.skipIf(why !== undefined)("mirrors: two echo-nodes on loopback", () => 
   }
 
   it("lists the mirror, probes it only when opted in, and ranks both sites", async () => {
-    const { page, done } = await open("?period=1");
+    const { page, done } = await open("?period=1&size=64k");
     const item = page.locator(`#mirror-list li[data-url="${mirrorUrl}"]`);
     await item.waitFor({ timeout: 5000 });
     expect(await item.textContent()).toContain("Second");
