@@ -203,6 +203,7 @@ describe.skipIf(why !== undefined)("the page at a glance", () => {
       // next probe, minutes away, and the card says so.
       expect(next).toMatch(/^next (~?\d+ minutes|\d+ s):/);
       expect(next).not.toMatch(/^next 1 s/);
+      if (run === 0) await page.screenshot({ path: join(ARTIFACTS, "first-run.png") });
       // The page's measuring stops, so that the large probes below have the wire to
       // themselves (its bandwidth probes are spaced minutes apart anyway).
       await page.click("#suspend");
