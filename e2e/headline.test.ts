@@ -203,6 +203,9 @@ describe.skipIf(why !== undefined)("the page at a glance", () => {
       // next probe, minutes away, and the card says so.
       expect(next).toMatch(/^next (~?\d+ minutes|\d+ s):/);
       expect(next).not.toMatch(/^next 1 s/);
+      // An echo is no transfer: the RTT card is never "too short".
+      const rtt = page.locator('.card[data-direction="rtt"]');
+      expect(await rtt.getAttribute("data-trust")).toBe("timed");
       if (run === 0) await page.screenshot({ path: join(ARTIFACTS, "first-run.png") });
       // The page's measuring stops, so that the large probes below have the wire to
       // themselves (its bandwidth probes are spaced minutes apart anyway).

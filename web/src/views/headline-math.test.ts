@@ -76,11 +76,16 @@ describe("the transport the headline shows", () => {
 
 describe("the trust in a transfer and the transport's reason", () => {
   it("calls a transfer shorter than 50 ms too short to time, and nothing else", () => {
-    expect(shortProbe({ payload_bytes: 65536, raw_ms: 0.4 })).toBe(true);
-    expect(shortProbe({ payload_bytes: 65536, raw_ms: SHORT_PROBE_MS })).toBe(false);
-    expect(shortProbe({ payload_bytes: 0, raw_ms: 0.1 })).toBe(false);
-    expect(shortProbe({ raw_ms: 1 })).toBe(false);
-    expect(shortProbe(undefined)).toBe(false);
+    const D = "bandwidth_down";
+    expect(shortProbe(D, { payload_bytes: 65536, raw_ms: 0.4 })).toBe(true);
+    expect(shortProbe("bandwidth_up", { payload_bytes: 65536, raw_ms: 0.4 })).toBe(true);
+    expect(shortProbe(D, { payload_bytes: 65536, raw_ms: SHORT_PROBE_MS })).toBe(false);
+    expect(shortProbe(D, { payload_bytes: 0, raw_ms: 0.1 })).toBe(false);
+    expect(shortProbe(D, { raw_ms: 1 })).toBe(false);
+    expect(shortProbe(D, undefined)).toBe(false);
+    // An echo's record (2 bytes, its raw time the RTT) is no transfer.
+    expect(shortProbe("rtt", { payload_bytes: 2, raw_ms: 0.8 })).toBe(false);
+    expect(shortProbe("loaded_rtt", { payload_bytes: 2, raw_ms: 0.8 })).toBe(false);
   });
 
   it("says why the upload is over fetch, and why one of two transports is shown", () => {

@@ -181,9 +181,13 @@ export const SHORT_PROBE_MS = 50;
 
 /** Whether a record's probe was a transfer too short to be timed ({@link SHORT_PROBE_MS}). */
 export function shortProbe(
+  metric: string,
   probe: { payload_bytes?: number; raw_ms?: number } | undefined,
 ): boolean {
+  // Only a transfer's rate reads low when it is short: an echo is short by nature (its
+  // payload is 2 bytes, its raw time the RTT itself).
   return (
+    metric.startsWith("bandwidth") &&
     probe?.payload_bytes !== undefined &&
     probe.payload_bytes > 0 &&
     probe.raw_ms !== undefined &&

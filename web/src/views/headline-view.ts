@@ -283,7 +283,7 @@ export class HeadlineView {
       value: r.status === "ok" ? r.value : null,
       status: r.status,
       ...(r.error === undefined ? {} : { error: r.error }),
-      short: r.status === "ok" && shortProbe(r.probe),
+      short: r.status === "ok" && shortProbe(r.metric, r.probe),
       ...(r.probe?.raw_ms === undefined ? {} : { rawMs: r.probe.raw_ms }),
     });
     if (r.period_ms !== undefined) s.periodMs = r.period_ms;
