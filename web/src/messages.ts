@@ -42,6 +42,9 @@ export interface StatusEvent {
   budgetBytes: number;
   /** The period in force, s. */
   periodS: number;
+  /** Seconds between the target's bandwidth probes when the budget spaces them further
+   *  apart than the period (automatic size, engine/round.ts); undefined when it does not. */
+  bandwidthEveryS: number | undefined;
   /** Bytes the last round spent: the pace at which the budget goes. */
   roundBytes: number;
   /** When the hour's budget has room again for the bandwidth probe it held back (wall-clock

@@ -104,6 +104,9 @@ export class Engine {
   private heldBytes: number | undefined;
   /** Bytes the last round spent: the pace the budget's warning reckons with. */
   private roundBytes = 0;
+  /** The target's automatically sized bandwidth series and every how many rounds each is
+   *  probed, as the round that ran last set them. */
+  private readonly spacing = new Map<string, number>();
   /** Wall-clock ms at which the wait the target's server asked for ends. */
   private waitUntil = 0;
 
@@ -419,6 +422,7 @@ export class Engine {
    */
   private async round(): Promise<void> {
     this.held = [];
+    this.spacing.clear();
     const spentBefore = this.budget.usedSinceStart;
     const entered: Site[] = [];
     try {
@@ -499,6 +503,13 @@ export class Engine {
     }
   }
 
+  /** Seconds between the target's bandwidth probes (the most spaced series), when the
+   *  budget spaces them beyond the period. */
+  private bandwidthEveryS(): number | undefined {
+    const every = Math.max(1, ...this.spacing.values());
+    return every > 1 && Number.isFinite(every) ? every * this.settings.periodS : undefined;
+  }
+
   /** Whether `site` was reached in a round that started at `at`: a site that answered no
    *  step and failed some is unreachable (ranked last), and its outage dates from the first
    *  such round. A server that asks to wait has answered. */
@@ -532,6 +543,9 @@ export class Engine {
         this.status("over-budget", "");
       },
       pretested: (key, results, streams) => this.pretested(site, key, results, streams),
+      spaced: (key, every) => {
+        if (site === this.target) this.spacing.set(key, every);
+      },
       bursting: () => {
         // The round's measurements so far (its echo) go to the page before the burst's
         // transfers, which may take a second on a slow link; the rest wait for the round's end.
@@ -604,6 +618,7 @@ export class Engine {
       bytesSinceStart: this.budget.usedSinceStart,
       budgetBytes: this.budget.perHour,
       periodS: this.settings.periodS,
+      bandwidthEveryS: this.bandwidthEveryS(),
       roundBytes: this.roundBytes,
       budgetResumesAt: held === undefined ? undefined : this.budget.resumesAt(held, now),
       outage: this.target?.outage,

@@ -137,6 +137,7 @@ class Env implements RoundEnv {
   readonly pretests: { key: string; results: readonly PretestResult[]; streams: number }[] = [];
   overBudgets = 0;
   bursts = 0;
+  readonly spacing = new Map<string, number>();
   suspend = () => false;
   private t = 0;
 
@@ -165,6 +166,9 @@ class Env implements RoundEnv {
   }
   overBudget() {
     this.overBudgets++;
+  }
+  spaced(key: string, every: number) {
+    this.spacing.set(key, every);
   }
   bursting() {
     this.bursts++;
@@ -542,6 +546,7 @@ describe("the series a round feeds", () => {
     const down = env.records.filter((e) => e.key === "bandwidth_down/http");
     expect(down.map((e) => e.record.probe?.payload_bytes)).toEqual([4096 * KIB, 4096 * KIB]);
     expect(down.map((e) => e.record.period_ms)).toEqual([160_000, 160_000]);
+    expect(env.spacing.get("bandwidth_down/http")).toBe(80);
     // The RTT keeps the page's period.
     const rtt = env.records.filter((e) => e.key === "rtt/websocket");
     expect(rtt).toHaveLength(81);

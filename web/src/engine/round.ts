@@ -55,6 +55,9 @@ export interface RoundEnv {
   /** A transfer of `bytes` did not fit in the hour's budget: its transport's other steps
    *  wait. */
   overBudget(bytes: number): void;
+  /** An automatically sized bandwidth series `key` is probed every `every` rounds (1: each
+   *  round), as its size and the budget's share set it this round. */
+  spaced(key: SeriesKey, every: number): void;
   /** A first-run burst is about to start: what the round measured so far may be shown now
    *  rather than after the burst (the page's first figures should not wait for it). */
   bursting(): void;
@@ -465,6 +468,7 @@ class Run {
       if (env.suspended() || !site.link.connected(step.transport)) return "held";
     }
     const { bytes, every } = this.size(step, rate);
+    if ((step.size ?? "auto") === "auto") env.spaced(step.key, every);
     if (!bandwidthDue(schedule, every)) return "skipped";
     if (!env.budget.allows(bytes, env.now())) {
       env.overBudget(bytes);

@@ -78,9 +78,13 @@ function stateText(ev: StatusEvent): string {
     case "over-budget":
       return `Measuring every ${formatPeriod(ev.periodS)} (bandwidth paused)`;
     default:
-      return ev.outage === undefined
-        ? `Measuring every ${formatPeriod(ev.periodS)}`
-        : "Cannot reach the target";
+      return ev.outage !== undefined
+        ? "Cannot reach the target"
+        : ev.bandwidthEveryS === undefined
+          ? `Measuring every ${formatPeriod(ev.periodS)}`
+          : // The budget spaces bandwidth probes long enough to be timed further apart.
+            `Measuring every ${formatPeriod(ev.periodS)}, bandwidth every ` +
+            formatSpan(ev.bandwidthEveryS * 1000);
   }
 }
 
