@@ -203,6 +203,12 @@ describe.skipIf(why !== undefined)("the page at a glance", () => {
       // next probe, minutes away, and the card says so.
       expect(next).toMatch(/^next (~?\d+ minutes|\d+ s):/);
       expect(next).not.toMatch(/^next 1 s/);
+      // The status line says so too, once the round has ended.
+      await page.waitForFunction(
+        () => /bandwidth every \d+ min/.test(document.querySelector("#state")?.textContent ?? ""),
+        undefined,
+        { timeout: 10_000, polling: 50 },
+      );
       // An echo is no transfer: the RTT card is never "too short".
       const rtt = page.locator('.card[data-direction="rtt"]');
       expect(await rtt.getAttribute("data-trust")).toBe("timed");
