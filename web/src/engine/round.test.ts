@@ -58,6 +58,8 @@ class ScriptedSite {
   readonly loadedEchoes: number[][] = [];
   private open = false;
   connects = 0;
+  /** Times the second connection (for loaded-RTT echoes) was asked for. */
+  loadConnects = 0;
   /** What opening a WebSocket fails with, when it does. */
   refuse: Error | undefined;
 
@@ -80,6 +82,7 @@ class ScriptedSite {
     },
     connected: (transport: StepTransport) => transport === "http" || this.open,
     connectLoad: async () => {
+      this.loadConnects++;
       if (this.refuse !== undefined) throw this.refuse;
     },
   };
@@ -554,6 +557,20 @@ describe("the series a round feeds", () => {
     // Every probe fitted: none held back, and the hour's spend is within its budget.
     expect(env.overBudgets).toBe(0);
     expect(env.budget.usedSinceStart).toBeLessThanOrEqual(100 * 1024 * KIB);
+  });
+
+  it("open nothing for an upload that is not due", async () => {
+    const site = new ScriptedSite((m) =>
+      m.startsWith("rtt") ? { value: 10 } : { value: 100, durationMs: 250 },
+    );
+    const env = new Env(2, 100 * 1024 * KIB);
+    const plan = targetPlan({ transport: "websocket", size: "auto" });
+    for (let round = 0; round < 5; round++) await run(site, plan, env);
+    // Probed in the first round only (4 MiB each way is ~160 rounds of this budget's share):
+    // the loaded-RTT connection was asked for then and not in the four skipped rounds.
+    expect(env.records.filter((e) => e.key === "bandwidth_up/http")).toHaveLength(1);
+    expect(site.loadConnects).toBe(1);
+    expect(env.records.filter((e) => e.key === "rtt/websocket")).toHaveLength(5);
   });
 
   it("probe a chosen size every round, with no burst", async () => {

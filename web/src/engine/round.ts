@@ -448,6 +448,14 @@ class Run {
   async transfer(step: Step): Promise<Outcome> {
     const { site, env } = this;
     const m = this.measurement(step);
+    const auto = (step.size ?? "auto") === "auto";
+    const schedule = site.series.schedule(step.key);
+    if (schedule.ramped || !auto) {
+      // Not due this round (spaced by the budget): nothing is opened or sent for it.
+      const { every } = this.size(step);
+      if (auto) env.spaced(step.key, every);
+      if (!bandwidthDue(schedule, every)) return "skipped";
+    }
     if (step.loaded !== undefined && !this.loadBegun) {
       this.loadBegun = true;
       try {
@@ -459,17 +467,16 @@ class Run {
         if (step.transport === "websocket") throw e;
       }
     }
-    const schedule = site.series.schedule(step.key);
     let rate: number | undefined;
-    if ((step.size ?? "auto") === "auto" && !schedule.ramped) {
+    if (auto && !schedule.ramped) {
       schedule.ramped = true;
       env.bursting();
       rate = await this.burst(step, m, site.series.streams(step.key).streams);
       if (env.suspended() || !site.link.connected(step.transport)) return "held";
     }
+    // Sized from the burst's rate on the first run, else as the due check sized it.
     const { bytes, every } = this.size(step, rate);
-    if ((step.size ?? "auto") === "auto") env.spaced(step.key, every);
-    if (!bandwidthDue(schedule, every)) return "skipped";
+    if (auto) env.spaced(step.key, every);
     if (!env.budget.allows(bytes, env.now())) {
       env.overBudget(bytes);
       return "held";
