@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import {
   SHORT_PROBE_MS,
+  SHORT_PROBE_RTTS,
   shortProbe,
   transportReason,
   likelyRange,
@@ -86,6 +87,20 @@ describe("the trust in a transfer and the transport's reason", () => {
     // An echo's record (2 bytes, its raw time the RTT) is no transfer.
     expect(shortProbe("rtt", { payload_bytes: 2, raw_ms: 0.8 })).toBe(false);
     expect(shortProbe("loaded_rtt", { payload_bytes: 2, raw_ms: 0.8 })).toBe(false);
+  });
+
+  it("holds a transfer of 40 round trips or more timed, under 50 ms too", () => {
+    const D = "bandwidth_down";
+    const big = 32 * 1024 * 1024;
+    // Loopback: 32 MiB in 43.5 ms after a 0.3 ms RTT was subtracted is 145 round trips.
+    expect(shortProbe(D, { payload_bytes: big, raw_ms: 43.5, rtt_subtracted_ms: 0.3 })).toBe(false);
+    expect(shortProbe(D, { payload_bytes: 65536, raw_ms: 0.4, rtt_subtracted_ms: 0.3 })).toBe(true);
+    expect(shortProbe(D, { payload_bytes: big, raw_ms: 11.9, rtt_subtracted_ms: 0.3 })).toBe(true);
+    expect(shortProbe(D, { payload_bytes: big, raw_ms: 12, rtt_subtracted_ms: 0.3 })).toBe(false);
+    // A longer path keeps the 50 ms floor; an unknown RTT (0) too.
+    expect(shortProbe(D, { payload_bytes: big, raw_ms: 49, rtt_subtracted_ms: 20 })).toBe(true);
+    expect(shortProbe(D, { payload_bytes: big, raw_ms: 20, rtt_subtracted_ms: 0 })).toBe(true);
+    expect(SHORT_PROBE_RTTS * 0.3).toBe(12);
   });
 
   it("says why the upload is over fetch, and why one of two transports is shown", () => {
