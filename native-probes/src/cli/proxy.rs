@@ -73,8 +73,8 @@ pub struct Args {
     error_k: f64,
     /// Forecast errors kept per replica for the worst case's spread, the RMS of the recent
     /// shortfalls (bandwidth below, RTT above the forecast); 0: the forecast's whole-history
-    /// two-sided RMSE (the default; a window of 20 is an option not yet confirmed).
-    #[arg(long, default_value_t = 0)]
+    /// two-sided RMSE.
+    #[arg(long, default_value_t = 20)]
     error_window: usize,
     /// Seconds after which a replica with no newer sample is probed.
     #[arg(long, default_value_t = 1.0)]

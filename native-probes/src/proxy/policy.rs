@@ -23,13 +23,18 @@
 //! failing. A unit of work stays with its replica ([`Sticky`]). Retries spend a token
 //! ([`RetryBudget`]).
 //!
-//! The worst case's spread is by default the forecast's whole-history RMSE. With
-//! `error_window` N it is instead each forecast's lower semideviation over its last N errors
-//! ([`Shortfalls`]): the root mean square of the shortfalls only (bandwidth below its
-//! forecast, RTT above it), the one-sided risk measure of Markowitz (1959, ch. 9) for a
-//! one-sided bound, over a window as the library's windowed timeout rule keeps one
-//! (`windowed_k2_w20`), so that a replica that got better is not made to look riskier by
-//! it. It is not the default: on a second emulated scenario it did worse (BENCHMARKS.md).
+//! The worst case's spread is each forecast's lower semideviation over its last
+//! `error_window` (20) errors ([`Shortfalls`]): the root mean square of the shortfalls only
+//! (bandwidth below its forecast, RTT above it), the one-sided risk measure of Markowitz
+//! (1959, ch. 9) for a one-sided bound, over a window as the library's windowed timeout rule
+//! keeps one (`windowed_k2_w20`), so that a replica that got better is not made to look
+//! riskier by it. With `error_window` 0 it is the forecast's whole-history RMSE, which holds
+//! the jump at a change and the old regime's noise for as long as the history lasts
+//! (BENCHMARKS.md, "The worst case's spread").
+//!
+//! The RTT is the path's least ([`Done::rtt_ms`]) and a transfer's bandwidth is its bytes over
+//! its time less one such RTT, so that RTT + size ÷ bandwidth gives back a transfer's time and
+//! the queue a transfer builds is counted once, in its bandwidth.
 //!
 //! The comparison policies of the emulated-link experiment are here too, so that every one
 //! sees the same inputs: round-robin, least connections, power of two choices with peak-EWMA
@@ -235,7 +240,8 @@ pub struct Done {
     pub total_ms: f64,
     /// From the end of the upload to the response head, ms.
     pub wait_ms: Option<f64>,
-    /// RTT of the upstream connection (TCP_INFO's smoothed RTT, or the handshake), ms.
+    /// RTT of the upstream path, ms: TCP_INFO's least RTT of the connection (the path without
+    /// the queue its own transfers built), else its smoothed RTT, else the handshake.
     pub rtt_ms: Option<f64>,
     /// A bandwidth sample in Mbit/s and where it came from.
     pub bandwidth: Option<(f64, Source)>,
@@ -254,8 +260,8 @@ pub struct Config {
     pub explore_fresh: bool,
     /// Errors' weight in the completion time (0: the point forecast).
     pub error_k: f64,
-    /// Forecast errors kept per series for the worst case's one-sided spread (0, the
-    /// default: the forecast's whole-history two-sided RMSE).
+    /// Forecast errors kept per series for the worst case's one-sided spread (20; 0: the
+    /// forecast's whole-history two-sided RMSE).
     pub error_window: usize,
     /// A replica with no sample younger than this gets an active probe.
     pub ttl_ms: f64,
@@ -286,7 +292,7 @@ impl Default for Config {
             error_k: 1.0,
             // The recent shortfalls (20) did not confirm on a second emulated scenario
             // (BENCHMARKS.md): the whole-history RMSE stays the default.
-            error_window: 0,
+            error_window: 20,
             ttl_ms: 1_000.0,
             eject_after: 3,
             backoff_min_ms: 1_000.0,

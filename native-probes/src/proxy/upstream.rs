@@ -68,8 +68,11 @@ pub struct Conn {
 /// What TCP_INFO says of a connection.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Info {
-    /// Smoothed RTT, ms.
+    /// Smoothed RTT, ms: with the queue the connection's own transfers built.
     pub rtt_ms: f64,
+    /// The lowest RTT seen over the connection's life, ms (Linux ≥ 4.6; 0 when unknown): the
+    /// path without the queue a transfer builds.
+    pub min_rtt_ms: f64,
     /// The most recent delivery rate, Mbit/s (Linux ≥ 4.9; 0 when unknown).
     pub delivery_mbits: f64,
     /// Bytes the peer acknowledged over the connection's life.
@@ -97,6 +100,7 @@ fn tcp_info(fd: i32) -> Option<Info> {
     };
     (rc == 0).then(|| Info {
         rtt_ms: info.tcpi_rtt as f64 / 1e3,
+        min_rtt_ms: info.tcpi_min_rtt as f64 / 1e3,
         delivery_mbits: info.tcpi_delivery_rate as f64 * 8.0 / 1e6,
         bytes_acked: info.tcpi_bytes_acked,
     })
