@@ -333,6 +333,7 @@ mod tests {
             total_ms: 3.0,
             wait_ms: Some(1.0),
             rtt_ms: Some(0.5),
+            base_rtt_ms: None,
             bandwidth: Some((80.0, Source::TcpInfo)),
             failure: None,
         });

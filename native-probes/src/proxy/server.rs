@@ -17,6 +17,7 @@ use hyper::header::{self, HeaderMap, HeaderName, HeaderValue};
 use hyper::{Method, Request, Response, StatusCode, Uri};
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use nowcast_core::record::Record;
+use nowcast_core::transfer::rate_minus_rtt;
 use std::convert::Infallible;
 use std::io::Write;
 use std::net::SocketAddr;
@@ -259,19 +260,12 @@ impl Pending {
         let up = self.progress.bytes.load(Relaxed);
         let info = conn.as_ref().and_then(Conn::info);
         let handshake = conn.as_ref().and_then(|c| c.handshake_ms);
+        let rtt_ms = info.map(|i| i.rtt_ms).filter(|r| *r > 0.0).or(handshake);
         // The path's RTT without the queue this very upload built (the smoothed RTT at the
         // end holds it: 12–19 ms against a 0.1 ms path under a 512 KiB upload through a tbf
-        // queue), so that RTT + size ÷ bandwidth does not count that queue twice.
-        let rtt_ms = info
-            .map(|i| {
-                if i.min_rtt_ms > 0.0 {
-                    i.min_rtt_ms
-                } else {
-                    i.rtt_ms
-                }
-            })
-            .filter(|r| *r > 0.0)
-            .or(handshake);
+        // queue), so that RTT + size ÷ bandwidth does not count that queue twice. Only a
+        // kernel's own minimum (Linux ≥ 4.6): the smoothed RTT in its place would.
+        let base_rtt_ms = info.map(|i| i.min_rtt_ms).filter(|r| *r > 0.0);
         let down_ms = (end - self.head).as_secs_f64() * 1e3;
         let bandwidth = if !complete || failure.is_some() {
             None
@@ -282,12 +276,14 @@ impl Pending {
         } else if up >= MIN_SAMPLE_BYTES {
             // The upload's goodput: its bytes over the time from dispatch to the response
             // head, less the connection's handshake and one round trip of the path (the
-            // request's own, as JavaNws §2.1.1 takes the RTT off a transfer), so that the
-            // policy's RTT + size ÷ bandwidth gives back this upload's time. The RTT is the
-            // path's least (above): the queue the upload built is part of its transfer.
+            // request's own, as JavaNws §2.1.1 takes the RTT off a transfer, when that leaves
+            // half the time), so that the policy's base RTT + size ÷ bandwidth gives back
+            // this upload's time: the queue the upload built is part of its transfer.
             let head_ms = (self.head - self.start).as_secs_f64() * 1e3;
-            let ms = head_ms - handshake.unwrap_or(0.0) - rtt_ms.unwrap_or(0.0);
-            (ms > 0.0).then(|| (up as f64 * 8.0 / (ms * 1e3), Source::Transfer))
+            rate_minus_rtt(up as f64, head_ms - handshake.unwrap_or(0.0), base_rtt_ms)
+                .map(|r| r.mbit_per_s)
+                .filter(|m| *m > 0.0)
+                .map(|m| (m, Source::Transfer))
         } else if self.bytes_down >= MIN_SAMPLE_BYTES && down_ms > 0.0 {
             Some((
                 self.bytes_down as f64 * 8.0 / (down_ms * 1e3),
@@ -309,6 +305,7 @@ impl Pending {
             total_ms: (end - self.start).as_secs_f64() * 1e3,
             wait_ms: if complete { self.wait_ms } else { None },
             rtt_ms: if complete { rtt_ms } else { None },
+            base_rtt_ms: if complete { base_rtt_ms } else { None },
             bandwidth,
             failure,
         });
@@ -470,6 +467,7 @@ async fn attempt(
             total_ms: start.elapsed().as_secs_f64() * 1e3,
             wait_ms: wait,
             rtt_ms: None,
+            base_rtt_ms: None,
             bandwidth: None,
             failure: Some(f),
         });

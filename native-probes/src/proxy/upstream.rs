@@ -1,6 +1,7 @@
 //! Connections to the replicas (edge): an HTTP/1.1 client connection per request in flight,
 //! kept alive in a small pool per replica, and the kernel's view of each connection
-//! (TCP_INFO: smoothed RTT and delivery rate, RFC 9293's sender state as Linux reports it).
+//! (TCP_INFO: smoothed and least RTT and delivery rate, RFC 9293's sender state as Linux
+//! reports it).
 
 use hyper::body::Incoming;
 use hyper::client::conn::http1::{self, SendRequest};
