@@ -220,6 +220,8 @@ fn nowcast_proxy(up: SocketAddr) -> (Killed, SocketAddr) {
     let mut c = Command::new(bin)
         .args(["proxy", "--listen", "127.0.0.1:0", "--threads", "1"])
         .args(["--replica", &format!("u=http://{up}")])
+        // The source the figures were measured with (as root, `auto` would capture on lo).
+        .args(["--bandwidth-source", "transfer"])
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()

@@ -393,7 +393,7 @@ fn compare(
             args.extend(["--service", "/s1=s1", "--service", "/s2=s2"].map(String::from));
         } else if rule == "completion-tcp-info" {
             args.extend(
-                ["--balance", "completion", "--bandwidth-from", "tcp-info"].map(String::from),
+                ["--balance", "completion", "--bandwidth-source", "tcp-info"].map(String::from),
             );
         } else if rule == "completion-explore-fresh" {
             args.extend(["--balance", "completion", "--explore-fresh"].map(String::from));

@@ -128,6 +128,8 @@ pub struct Options {
     /// Upload bandwidth from TCP_INFO's delivery rate at the end of the response instead of
     /// the upload's goodput.
     pub tcp_info_rate: bool,
+    /// The live capture whose Wren lower bounds are the preferred bandwidth samples.
+    pub capture: Option<super::capture::Capture>,
 }
 
 #[derive(Default)]
@@ -153,6 +155,7 @@ struct Shared {
     wall0_ms: f64,
     edge: EdgeCounts,
     records: Option<std::sync::mpsc::Sender<Record>>,
+    capture: Option<Arc<super::capture::Counts>>,
 }
 
 impl Shared {
@@ -598,11 +601,14 @@ async fn handle(
                 retries_refused: p.budget.refused,
                 client_timeouts: sh.edge.client_timeouts.load(Relaxed),
                 uptime_s: sh.origin.elapsed().as_secs_f64(),
-                bandwidth_source: if sh.tcp_info_rate {
+                bandwidth_source: if sh.capture.as_ref().is_some_and(|c| c.running()) {
+                    Source::Wren.name()
+                } else if sh.tcp_info_rate {
                     Source::TcpInfo.name()
                 } else {
                     Source::Transfer.name()
                 },
+                capture: sh.capture.as_ref().map(|c| c.snapshot()),
             };
             metrics::render(&p, &e, sh.now_ms())
         };
@@ -886,7 +892,37 @@ pub async fn serve(
         wall0_ms: crate::clock::wall_ms(),
         edge: EdgeCounts::default(),
         records: tx,
+        capture: opts.capture.as_ref().map(|c| c.counts()),
     });
+    let mut capture = opts.capture;
+    // Wren's lower bounds from the capture thread, into the policy as they come (§4.3's lag:
+    // at most one tick here).
+    let feeder = capture
+        .as_mut()
+        .and_then(super::capture::Capture::take_samples)
+        .map(|rx| {
+            let sh = sh.clone();
+            tokio::spawn(async move {
+                loop {
+                    let recs: Vec<Record> = {
+                        let now = sh.now_ms();
+                        let mut p = sh.policy.lock().expect("policy");
+                        std::iter::from_fn(|| rx.try_recv().ok())
+                            .filter_map(|s| {
+                                let ts = s.ts_ms.min(now);
+                                p.bandwidth_sample(s.replica, Source::Wren, ts, s.mbit, s.bytes)
+                            })
+                            .collect()
+                    };
+                    if let Some(tx) = &sh.records {
+                        for r in recs {
+                            let _ = tx.send(r);
+                        }
+                    }
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+            })
+        });
     let stop = Arc::new(Notify::new());
     ready(&Running {
         addr,
@@ -1020,6 +1056,13 @@ pub async fn serve(
     let unfinished = sh.edge.in_flight.load(Relaxed) as usize;
     let finished = tokio::time::timeout(opts.grace, graceful.shutdown()).await;
     prober.abort();
+    if let Some(f) = feeder {
+        f.abort();
+        let _ = f.await;
+    }
+    if let Some(c) = capture.as_mut() {
+        c.stop();
+    }
     let (explored, decisions) = {
         let p = sh.policy.lock().expect("policy");
         (p.explored, p.decisions)
