@@ -119,8 +119,7 @@ fn proxy_bandwidth_source_says_which_is_in_use_without_the_privilege() {
     let err = p.stderr.lock().unwrap().clone();
     let last: serde_json::Value = err
         .lines()
-        .filter(|l| l.starts_with('{'))
-        .last()
+        .rfind(|l| l.starts_with('{'))
         .map(|l| serde_json::from_str(l).unwrap())
         .expect("an --explain line");
     let view = &last["replicas"][0];
@@ -194,6 +193,10 @@ fn proxy_bandwidth_source_says_which_is_in_use_without_the_privilege() {
     let mut p = Proxy::start(&["--config", cfg.to_str().unwrap()]);
     let _ = std::fs::remove_file(&cfg);
     assert!(p.ready.contains("bandwidth from tcp_info,"), "{}", p.ready);
+    // One request first: the proxy installs its SIGTERM handler once it serves (a SIGTERM
+    // right after the ready line can come before it).
+    let h = request(p.addr, b"GET /healthz HTTP/1.1\r\nhost: p\r\n\r\n");
+    assert_eq!(h.status, 200, "{}", h.text());
     assert!(p.terminate(LIMIT).is_some_and(|s| s.success()));
     let err = p.stderr.lock().unwrap().clone();
     assert!(
