@@ -17,7 +17,8 @@
 //!   bursts that Wren rightly rejects (BENCHMARKS.md, Wren on emulated links).
 //!   PROXY_WREN_SECS sets the upload phase (default 5 s; `npm run bench` runs longer);
 //!   PROXY_WREN_PACE=0 leaves the sender as it is (a trial: the figures print, and the test
-//!   fails if Wren then finds too few bounds).
+//!   fails if Wren then finds too few bounds); PROXY_WREN_IFACE names the capture's interface
+//!   (`any`: every interface, with Linux's cooked header).
 //!
 //! Bounds: loopback and namespaces the test creates only, every step with a time limit,
 //! processes killed by PID before their namespace is deleted, files removed.
@@ -428,22 +429,25 @@ fn on_emulated_links_the_proxy_takes_wren_from_its_own_uploads() {
     let recs = temp("wren.ndjson");
     let replica = format!("s=http://{S_IP}:{}", up.addr.port());
     let prefix = ["ip", "netns", "exec", net.ns[0].as_str()];
-    let mut proxy = Proxy::start_in(
-        &prefix,
-        &[
-            "--replica",
-            &replica,
-            "--bandwidth-source",
-            "wren",
-            "--records",
-            recs.to_str().unwrap(),
-        ],
+    // PROXY_WREN_IFACE=any captures on every interface (Linux's cooked header).
+    let iface = std::env::var("PROXY_WREN_IFACE").ok();
+    let mut args = vec![
+        "--replica",
+        &replica,
+        "--bandwidth-source",
+        "wren",
+        "--records",
+        recs.to_str().unwrap(),
+    ];
+    if let Some(i) = &iface {
+        args.extend(["--capture-interface", i.as_str()]);
+    }
+    let mut proxy = Proxy::start_in(&prefix, &args);
+    let expect = format!(
+        "bandwidth from wren (capture on {}",
+        iface.as_deref().unwrap_or("yp")
     );
-    assert!(
-        proxy.ready.contains("bandwidth from wren (capture on yp"),
-        "ready line: {}",
-        proxy.ready
-    );
+    assert!(proxy.ready.contains(&expect), "ready line: {}", proxy.ready);
     std::thread::sleep(Duration::from_millis(300));
     let k = net.spawn(
         0,
