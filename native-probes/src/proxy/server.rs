@@ -924,6 +924,17 @@ pub async fn serve(
             })
         });
     let stop = Arc::new(Notify::new());
+    // The signal handlers exist before the ready line: a SIGTERM right after it must stop
+    // the proxy cleanly, not kill it.
+    let handlers = if signals {
+        use tokio::signal::unix::{signal, SignalKind};
+        Some((
+            signal(SignalKind::terminate())?,
+            signal(SignalKind::interrupt())?,
+        ))
+    } else {
+        None
+    };
     ready(&Running {
         addr,
         stop: stop.clone(),
@@ -969,17 +980,15 @@ pub async fn serve(
         .max_header_list_size(opts.max_header_bytes.clamp(1, u32::MAX as usize) as u32)
         .max_concurrent_streams(256);
     let slots = Arc::new(tokio::sync::Semaphore::new(opts.max_connections.max(1)));
-    let signal = async {
-        if signals {
-            let mut term =
-                tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-                    .expect("SIGTERM handler");
-            tokio::select! {
-                _ = tokio::signal::ctrl_c() => {}
-                _ = term.recv() => {}
+    let signal = async move {
+        match handlers {
+            Some((mut term, mut int)) => {
+                tokio::select! {
+                    _ = int.recv() => {}
+                    _ = term.recv() => {}
+                }
             }
-        } else {
-            std::future::pending::<()>().await
+            None => std::future::pending::<()>().await,
         }
     };
     tokio::pin!(signal);
