@@ -150,8 +150,15 @@ fn proxy_bandwidth_source_says_which_is_in_use_without_the_privilege() {
     } else {
         vec![]
     };
+    let setpriv = Command::new("sh")
+        .args(["-c", "command -v setpriv"])
+        .stdout(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
     if !is_root() && has_net_raw() {
         eprintln!("part 2 skipped: this process holds CAP_NET_RAW, so auto would capture");
+    } else if is_root() && !setpriv {
+        eprintln!("part 2 skipped: running as root and setpriv is not installed");
     } else {
         let mut p = Proxy::start_in(
             &prefix,
