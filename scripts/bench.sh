@@ -75,6 +75,10 @@ step "nowcast proxy on emulated links, long halves, and where the replicas do no
 PROXY_LINKS_SECS=${PROXY_LINKS_SECS:-$([ -n "$quick" ] && echo 8 || echo 30)} PROXY_LINKS_EQUAL=1 \
   cargo test --quiet --release -p native-probes --test proxy_links -- --nocapture
 
+step "nowcast proxy's Wren on its own uploads, long phase (goal: median lower bound within 15 % of the available bandwidth; TCP_INFO's rates of the same run printed beside it)"
+PROXY_WREN_SECS=${PROXY_WREN_SECS:-$([ -n "$quick" ] && echo 8 || echo 30)} \
+  cargo test --quiet --release -p native-probes --test proxy_wren -- --nocapture on_emulated_links
+
 step "nowcast proxy's overhead on loopback next to nginx (goals: ≥ 80 % of nginx's throughput, ≤ 1 ms p99 added)"
 cargo bench --quiet -p native-probes --bench proxy
 

@@ -39,6 +39,9 @@ done
 # nowcast proxy on emulated links against the comparison rules and an oracle (root only; it
 # says why when it skips), alone for the same reason.
 cargo test --quiet --release -p native-probes --test proxy_links -- --nocapture
+# Wren on the proxy's own uploads against the available bandwidth (root only; it says why
+# when it skips); the test's loopback part ran above.
+cargo test --quiet --release -p native-probes --test proxy_wren -- --nocapture on_emulated_links
 
 step "prettier --check"
 npx prettier --check .

@@ -7,6 +7,7 @@
 //! - bulk: 64 MiB downloads, Gbit/s.
 //!
 //! Each figure is the median of RUNS runs (BENCH_QUICK=1: fewer and shorter).
+//! PROXY_BENCH_SOURCE=wren runs the proxy with its live capture for Wren (default transfer).
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -220,6 +221,12 @@ fn nowcast_proxy(up: SocketAddr) -> (Killed, SocketAddr) {
     let mut c = Command::new(bin)
         .args(["proxy", "--listen", "127.0.0.1:0", "--threads", "1"])
         .args(["--replica", &format!("u=http://{up}")])
+        // The source the figures were measured with (as root, `auto` would capture on lo);
+        // PROXY_BENCH_SOURCE=wren measures the live capture's cost (Zangrilli & Lowekamp §4.1).
+        .args([
+            "--bandwidth-source",
+            &std::env::var("PROXY_BENCH_SOURCE").unwrap_or_else(|_| "transfer".into()),
+        ])
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()

@@ -15,7 +15,9 @@
 //! case where the replicas do not differ, PROXY_LINKS_EQUAL=1). PROXY_LINKS_OURS adds flags
 //! to our rule's proxy; PROXY_LINKS_EXPLAIN=1 prints its decisions and every unit;
 //! PROXY_LINKS_CROSS="C1,C2" sets other cross-traffic rates and PROXY_LINKS_RULES="a,b" runs
-//! only those rules (trials: then nothing is asserted).
+//! only those rules (trials: then nothing is asserted); PROXY_LINKS_PACE=1 makes the proxy's
+//! sender pace each packet, as Wren's trains need (with PROXY_LINKS_OURS="--bandwidth-source
+//! wren").
 
 mod common;
 
@@ -77,6 +79,11 @@ impl Net {
                     "ip", "netns", "exec", n, "ethtool", "-K", dev, "tso", "off", "gso", "off",
                     "gro", "off",
                 ]);
+            }
+            if std::env::var("PROXY_LINKS_PACE").is_ok() {
+                // The proxy's sender paces each packet (one segment per GSO packet; the
+                // machine's TCP is BBR, which paces): Wren's trains need it (tests/proxy_wren.rs).
+                sh(&["ip", "-n", p, "link", "set", &pv, "gso_max_segs", "1"]);
             }
             sh(&[
                 "ip",
@@ -396,7 +403,7 @@ fn compare(
             args.extend(["--service", "/s1=s1", "--service", "/s2=s2"].map(String::from));
         } else if rule == "completion-tcp-info" {
             args.extend(
-                ["--balance", "completion", "--bandwidth-from", "tcp-info"].map(String::from),
+                ["--balance", "completion", "--bandwidth-source", "tcp-info"].map(String::from),
             );
         } else if rule == "completion-explore-fresh" {
             args.extend(["--balance", "completion", "--explore-fresh"].map(String::from));
@@ -454,10 +461,11 @@ fn compare(
                     .iter()
                     .map(|r| {
                         format!(
-                            "{} bw {:.0}±{:.0} rtt {:.2} t {:.0}/{:.0} age {:.0}",
+                            "{} bw {:.0}±{:.0} {} rtt {:.2} t {:.0}/{:.0} age {:.0}",
                             r["replica"].as_str().unwrap_or(""),
                             r["bandwidth"]["value"].as_f64().unwrap_or(f64::NAN),
                             r["bandwidth"]["error"].as_f64().unwrap_or(f64::NAN),
+                            r["bandwidth_source"].as_str().unwrap_or("-"),
                             r["rtt"]["value"].as_f64().unwrap_or(f64::NAN),
                             r["time_ms"].as_f64().unwrap_or(f64::NAN),
                             r["worst_ms"].as_f64().unwrap_or(f64::NAN),

@@ -3,6 +3,7 @@
 
 use anyhow::{anyhow, bail, Result};
 use nowcast::net::parse_size;
+use nowcast::proxy::capture::{Capture, Choice};
 use nowcast::proxy::policy::{self, Balance, ReplicaSpec, ServiceSpec};
 use nowcast::proxy::server::{self, Options, ProbeSpec, UnitKey};
 use nowcast::proxy::upstream::Target;
@@ -19,9 +20,10 @@ use std::time::Duration;
     cleartext with prior knowledge are served on the same port. \
     Prints one line with the address it listens on when ready, then \
     proxies until SIGINT or SIGTERM, finishes the requests in flight (at most --grace \
-    seconds) and prints what it did. Bandwidth comes from the kernel's TCP_INFO delivery rate \
-    of the upstream connections (uploads of 64 KiB or more) and from the transfer's own rate \
-    (downloads); RTT from TCP_INFO. GET /healthz and GET /metrics are answered by the proxy. \
+    seconds) and prints what it did. Upload bandwidth comes from Wren's lower bounds on a live \
+    capture of the upstream connections where the proxy may capture (CAP_NET_RAW), else from \
+    the kernel's TCP_INFO delivery rate (uploads of 64 KiB or more; --bandwidth-source), \
+    download bandwidth from the transfer's own rate; RTT from TCP_INFO. GET /healthz and GET /metrics are answered by the proxy. \
     See native-probes/README.md, \"nowcast proxy\"."
 )]
 pub struct Args {
@@ -41,7 +43,7 @@ pub struct Args {
             "timeout_initial", "retry_ratio", "retry_per_sec", "retry_burst", "sticky",
             "max_header_bytes", "connect_timeout", "client_idle", "head_timeout",
             "max_connections", "grace",
-            "bandwidth_from",
+            "bandwidth_source", "capture_interface",
         ]
     )]
     config: Option<std::path::PathBuf>,
@@ -145,11 +147,17 @@ pub struct Args {
     /// Seed of the exploration draws (default: from the clock; printed).
     #[arg(long)]
     seed: Option<u64>,
-    /// Where upload bandwidth comes from: transfer (the upload's goodput: bytes over the time
-    /// to the response head less the handshake) or tcp-info (the kernel's
-    /// delivery rate of the upstream connection when the response ends).
-    #[arg(long, default_value = "transfer", value_parser = ["transfer", "tcp-info"])]
-    bandwidth_from: String,
+    /// Where upload bandwidth comes from: wren (Wren's lower bounds from a live capture of the
+    /// upstream connections: needs CAP_NET_RAW, an error without it), tcp-info (the kernel's
+    /// delivery rate of the upstream connection when the response ends), transfer (the
+    /// upload's goodput: bytes over the time to the response head less the handshake), or
+    /// auto: wren when the capture can be opened, else tcp-info, saying why.
+    #[arg(long, alias = "bandwidth-from", default_value = "auto", value_parser = Choice::NAMES)]
+    bandwidth_source: String,
+    /// Interface to capture on for Wren (default: the one the routes to the replicas use,
+    /// `any` when they are several).
+    #[arg(long, value_name = "IFACE")]
+    capture_interface: Option<String>,
     /// Worker threads (default: the number of cores).
     #[arg(long)]
     threads: Option<usize>,
@@ -202,7 +210,10 @@ fn apply(l: super::proxy_config::Loaded, a: &mut Args) {
     set(&mut a.head_timeout, l.head_timeout);
     set(&mut a.max_connections, l.max_connections);
     set(&mut a.grace, l.grace);
-    set(&mut a.bandwidth_from, l.bandwidth_from);
+    set(&mut a.bandwidth_source, l.bandwidth_source);
+    if l.capture_interface.is_some() {
+        a.capture_interface = l.capture_interface;
+    }
 }
 
 pub fn run(mut a: Args) -> Result<()> {
@@ -313,6 +324,34 @@ pub fn run(mut a: Args) -> Result<()> {
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(1, |d| d.as_nanos() as u64)
     });
+    // Wren where the capture opens (Zangrilli & Lowekamp §3–4), else the kernel's view.
+    let choice =
+        Choice::parse(&a.bandwidth_source).map_err(|e| anyhow!("--bandwidth-source: {e}"))?;
+    let capture = if choice.wants_capture() {
+        let eps: Vec<(usize, String)> = replicas
+            .iter()
+            .enumerate()
+            .map(|(i, (_, t))| (i, t.authority.clone()))
+            .collect();
+        match Capture::open(&eps, a.capture_interface.as_deref()) {
+            Ok(c) => Some(c),
+            Err(e) if choice == Choice::Wren => bail!("--bandwidth-source wren: {e}"),
+            Err(e) => {
+                eprintln!("nowcast proxy: bandwidth from tcp_info, not wren: {e}");
+                None
+            }
+        }
+    } else {
+        None
+    };
+    let source = match &capture {
+        Some(c) => format!(
+            "wren (capture on {}; tcp_info without a recent wren sample)",
+            c.iface
+        ),
+        None if choice == Choice::Transfer => "transfer".into(),
+        None => "tcp_info".into(),
+    };
     let opts = Options {
         listen: a.listen,
         policy: cfg,
@@ -332,7 +371,8 @@ pub fn run(mut a: Args) -> Result<()> {
         client_idle: secs("client-idle", a.client_idle)?,
         head_timeout: secs("head-timeout", a.head_timeout)?,
         max_connections: a.max_connections,
-        tcp_info_rate: a.bandwidth_from == "tcp-info",
+        tcp_info_rate: choice != Choice::Transfer,
+        capture,
     };
     let mut rt = tokio::runtime::Builder::new_multi_thread();
     if let Some(n) = a.threads {
@@ -342,10 +382,9 @@ pub fn run(mut a: Args) -> Result<()> {
     let to_stdout = a.records.as_deref() == Some("-");
     let summary = rt.block_on(server::serve(opts, true, |r| {
         let line = format!(
-            "nowcast proxy: listening on {} (balance {}, bandwidth from {}, RTT from tcp_info, seed {seed})",
+            "nowcast proxy: listening on {} (balance {}, bandwidth from {source}, RTT from tcp_info, seed {seed})",
             r.addr,
             balance.name(),
-            a.bandwidth_from
         );
         // With records on standard output, the ready line goes to standard error.
         if to_stdout {

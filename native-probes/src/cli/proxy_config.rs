@@ -73,7 +73,8 @@ struct File {
     eject_after: Option<Spanned<u32>>,
     backoff: Option<Spanned<f64>>,
     backoff_max: Option<Spanned<f64>>,
-    bandwidth_from: Option<Spanned<String>>,
+    bandwidth_source: Option<Spanned<String>>,
+    capture_interface: Option<String>,
     max_header_bytes: Option<Spanned<Size>>,
     connect_timeout: Option<Spanned<f64>>,
     client_idle: Option<Spanned<f64>>,
@@ -102,7 +103,8 @@ pub struct Loaded {
     pub eject_after: Option<u32>,
     pub backoff: Option<f64>,
     pub backoff_max: Option<f64>,
-    pub bandwidth_from: Option<String>,
+    pub bandwidth_source: Option<String>,
+    pub capture_interface: Option<String>,
     pub max_header_bytes: Option<u64>,
     pub connect_timeout: Option<f64>,
     pub client_idle: Option<f64>,
@@ -193,16 +195,12 @@ pub fn parse(text: &str) -> Result<Loaded> {
     }
     l.backoff = num(&f.backoff, "backoff", 0.0, false)?;
     l.backoff_max = num(&f.backoff_max, "backoff_max", 0.0, false)?;
-    if let Some(b) = &f.bandwidth_from {
-        if !["transfer", "tcp-info"].contains(&b.get_ref().as_str()) {
-            return Err(err(
-                b.span(),
-                "bandwidth_from",
-                format!("'{}' is neither transfer nor tcp-info", b.get_ref()),
-            ));
-        }
-        l.bandwidth_from = Some(b.get_ref().clone());
+    if let Some(b) = &f.bandwidth_source {
+        nowcast::proxy::capture::Choice::parse(b.get_ref())
+            .map_err(|e| err(b.span(), "bandwidth_source", e))?;
+        l.bandwidth_source = Some(b.get_ref().clone());
     }
+    l.capture_interface = f.capture_interface;
     l.max_header_bytes = size(&f.max_header_bytes, "max_header_bytes")?;
     l.connect_timeout = num(&f.connect_timeout, "connect_timeout", 0.0, false)?;
     l.client_idle = num(&f.client_idle, "client_idle", 0.0, false)?;
@@ -359,6 +357,7 @@ mod tests {
         assert_eq!(l.timeout_rule.as_deref(), Some("nws"));
         assert_eq!(l.retry_burst, Some(10.0));
         assert_eq!(l.head_timeout, Some(10.0));
+        assert_eq!(l.bandwidth_source.as_deref(), Some("auto"));
     }
 
     fn fails(text: &str) -> String {
@@ -402,6 +401,13 @@ mod tests {
         assert!(e.starts_with("line 2, column 9: `probe.bytes`"), "{e}");
         let e = with("sticky = \"body:x\"\n");
         assert!(e.starts_with("line 1, column 10: `sticky`"), "{e}");
+        let e = with("bandwidth_source = \"tcp_info\"\n");
+        assert!(
+            e.starts_with(
+                "line 1, column 20: `bandwidth_source`: 'tcp_info' is not a bandwidth source"
+            ),
+            "{e}"
+        );
         let e = with("ttl = 0.0\n");
         assert_eq!(e, "line 1, column 7: `ttl`: 0 must be above 0");
         // Services and replicas.

@@ -50,6 +50,10 @@ pub struct Config {
     pub keep_samples: bool,
     /// Keep every train (for `--trains`), not only the lower bounds.
     pub keep_trains: bool,
+    /// Keep each finished flow's totals for IEPM-BW's transfers at the end ([`Analyzer::finish`]);
+    /// off for a capture that never ends (the proxy's), whose memory must not grow with the
+    /// flows it has seen.
+    pub transfers: bool,
 }
 
 impl Default for Config {
@@ -62,6 +66,7 @@ impl Default for Config {
             transfer_gap_s: 5.0,
             keep_samples: false,
             keep_trains: false,
+            transfers: true,
         }
     }
 }
@@ -554,7 +559,8 @@ impl Analyzer {
             // IEPM-BW's flow records (Netflow-like): the direction that carried the data,
             // over the flow's whole duration.
             let other = &report.directions[1 - d];
-            if dr.payload_bytes > 0 && dr.payload_bytes >= other.payload_bytes {
+            if self.cfg.transfers && dr.payload_bytes > 0 && dr.payload_bytes >= other.payload_bytes
+            {
                 self.transfer_flows.push((
                     (dr.from.addr, dr.to.addr),
                     report.start_ns,

@@ -596,13 +596,23 @@ pub mod live {
     impl Live {
         /// Opens `iface` (`any` for every interface) with an optional BPF `filter`.
         pub fn open(iface: &str, filter: Option<&str>, snaplen: i32) -> Result<Self, String> {
+            Self::open_with(iface, filter, snaplen, 64 << 20)
+        }
+
+        /// [`Live::open`] with a kernel ring of `buffer` bytes.
+        pub fn open_with(
+            iface: &str,
+            filter: Option<&str>,
+            snaplen: i32,
+            buffer: i32,
+        ) -> Result<Self, String> {
             let cap = pcap::Capture::from_device(iface)
                 .map_err(|e| explain(iface, e))?
                 .promisc(false)
                 .snaplen(snaplen)
                 .immediate_mode(true)
                 .timeout(100)
-                .buffer_size(64 << 20)
+                .buffer_size(buffer)
                 .precision(pcap::Precision::Nano)
                 .open()
                 .map_err(|e| explain(iface, e))?

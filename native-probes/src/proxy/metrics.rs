@@ -3,7 +3,7 @@
 //! failures and ejections; for the proxy the exploration share, the retry budget and the
 //! edge's own counters. Deterministic: a policy and the edge's counts in, text out.
 
-use super::policy::{Failure, Health, Policy, Reason};
+use super::policy::{Failure, Health, Policy, Reason, Source};
 use std::fmt::Write as _;
 
 /// What the edge counts itself.
@@ -20,6 +20,21 @@ pub struct Edge {
     pub client_timeouts: u64,
     pub uptime_s: f64,
     pub bandwidth_source: &'static str,
+    /// The live capture's counts, when Wren runs.
+    pub capture: Option<CaptureCounts>,
+}
+
+/// What the live capture for Wren counted (`proxy::capture`).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct CaptureCounts {
+    /// Packets the filter let through and the analyser read.
+    pub packets: u64,
+    /// Wren's lower bounds on the paths to the replicas.
+    pub bounds: u64,
+    /// Lower bounds dropped because the proxy had not taken the earlier ones yet.
+    pub queue_dropped: u64,
+    /// Packets the kernel dropped because the analyser did not read them in time.
+    pub kernel_dropped: u64,
 }
 
 fn escape(s: &str) -> String {
@@ -60,6 +75,40 @@ pub fn render(p: &Policy, e: &Edge, now_ms: f64) -> String {
                 "nowcast_proxy_bandwidth_forecast_mbits{{replica=\"{n}\",source=\"{}\"}} {}",
                 s.name(),
                 b.value
+            );
+        }
+    }
+    head(
+        &mut o,
+        "nowcast_proxy_bandwidth_sample_age_seconds",
+        "gauge",
+        "Age of the newest bandwidth sample to the replica, by source.",
+    );
+    for (r, (n, _)) in reps.iter().enumerate() {
+        for s in Source::ALL {
+            if let Some(a) = p.bandwidth_age_ms(r, s, now_ms) {
+                let _ = writeln!(
+                    o,
+                    "nowcast_proxy_bandwidth_sample_age_seconds{{replica=\"{n}\",source=\"{}\"}} {}",
+                    s.name(),
+                    a / 1e3
+                );
+            }
+        }
+    }
+    head(
+        &mut o,
+        "nowcast_proxy_bandwidth_samples_total",
+        "counter",
+        "Bandwidth samples to the replica, by source.",
+    );
+    for (r, (n, _)) in reps.iter().enumerate() {
+        for s in Source::ALL {
+            let _ = writeln!(
+                o,
+                "nowcast_proxy_bandwidth_samples_total{{replica=\"{n}\",source=\"{}\"}} {}",
+                s.name(),
+                p.counters(r).bandwidth_samples[s as usize]
             );
         }
     }
@@ -287,6 +336,36 @@ pub fn render(p: &Policy, e: &Edge, now_ms: f64) -> String {
         "Seconds since the proxy started.",
         e.uptime_s,
     );
+    if let Some(c) = &e.capture {
+        for (name, kind, help, v) in [
+            (
+                "nowcast_proxy_capture_packets_total",
+                "counter",
+                "Packets of the upstream connections the live capture analysed.",
+                c.packets,
+            ),
+            (
+                "nowcast_proxy_capture_bounds_total",
+                "counter",
+                "Wren's lower bounds on the paths to the replicas.",
+                c.bounds,
+            ),
+            (
+                "nowcast_proxy_capture_queue_dropped_total",
+                "counter",
+                "Lower bounds dropped because the proxy had not taken the earlier ones.",
+                c.queue_dropped,
+            ),
+            (
+                "nowcast_proxy_capture_kernel_dropped_total",
+                "counter",
+                "Packets the kernel dropped before the capture read them.",
+                c.kernel_dropped,
+            ),
+        ] {
+            one(&mut o, name, kind, help, v as f64);
+        }
+    }
     let _ = writeln!(
         o,
         "# HELP nowcast_proxy_info The bandwidth source in use and the rule.\n\
@@ -301,7 +380,7 @@ pub fn render(p: &Policy, e: &Edge, now_ms: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::proxy::policy::{Config, Done, ReplicaSpec, ServiceSpec, Source};
+    use crate::proxy::policy::{Config, Done, ReplicaSpec, ServiceSpec};
 
     #[test]
     fn the_page_names_every_replica_with_its_forecasts_and_counts() {
@@ -337,7 +416,28 @@ mod tests {
             bandwidth: Some((80.0, Source::TcpInfo)),
             failure: None,
         });
-        let text = render(&p, &Edge::default(), 1_010.0);
+        p.bandwidth_sample(1, Source::Wren, 500.0, 70.0, 15_000);
+        let e = Edge {
+            bandwidth_source: "wren",
+            capture: Some(CaptureCounts {
+                packets: 12,
+                bounds: 1,
+                queue_dropped: 0,
+                kernel_dropped: 0,
+            }),
+            ..Edge::default()
+        };
+        let text = render(&p, &e, 1_010.0);
+        assert!(text
+            .contains("nowcast_proxy_bandwidth_forecast_mbits{replica=\"b\",source=\"wren\"} 70"));
+        assert!(text.contains(
+            "nowcast_proxy_bandwidth_sample_age_seconds{replica=\"b\",source=\"wren\"} 0.51"
+        ));
+        assert!(text.contains(
+            "nowcast_proxy_bandwidth_samples_total{replica=\"a\\\"x\",source=\"tcp_info\"} 1"
+        ));
+        assert!(text.contains("nowcast_proxy_capture_packets_total 12"));
+        assert!(text.contains("nowcast_proxy_info{bandwidth_source=\"wren\""));
         assert!(text.contains(
             "nowcast_proxy_bandwidth_forecast_mbits{replica=\"a\\\"x\",source=\"tcp_info\"} 80"
         ));

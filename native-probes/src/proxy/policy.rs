@@ -356,6 +356,8 @@ pub struct Counters {
     pub ejections: u64,
     pub bytes_up: u64,
     pub bytes_down: u64,
+    /// Bandwidth samples taken, by [`Source`].
+    pub bandwidth_samples: [u64; Source::ALL.len()],
 }
 
 /// The last shortfalls of a series against the forecast made before each value (0 where the
@@ -410,6 +412,39 @@ struct Replica {
     counters: Counters,
 }
 
+impl Replica {
+    /// One bandwidth sample from `src`: (time ms, Mbit/s, the transfer's duration ms).
+    fn bandwidth_sample(
+        &mut self,
+        src: Source,
+        upload: bool,
+        (ts_ms, mbit, duration_ms): (f64, f64, Option<f64>),
+        probe: Probe,
+        window: usize,
+    ) -> Record {
+        let url = &self.spec.url;
+        let series = self.bw[src.index()].get_or_insert_with(|| series(src.metric(upload), url));
+        let mut o = Observation::new(
+            ts_ms,
+            Outcome::Measured {
+                value: mbit,
+                duration_ms,
+            },
+            None,
+        );
+        o.probe = Some(probe);
+        if let Some(f) = series.next() {
+            self.bw_short[src.index()].push(f.value - mbit, window);
+        }
+        let rec = series.observe(o);
+        let last = &mut self.bw_last_ms[src.index()];
+        *last = Some(last.map_or(ts_ms, |t| t.max(ts_ms)));
+        self.last_sample_ms = Some(self.last_sample_ms.map_or(ts_ms, |t| t.max(ts_ms)));
+        self.counters.bandwidth_samples[src.index()] += 1;
+        rec
+    }
+}
+
 struct Service {
     spec: ServiceSpec,
     rr: usize,
@@ -426,6 +461,8 @@ pub struct View {
     /// The bandwidth forecast in use, Mbit/s, its error and source.
     pub bandwidth: Option<Estimate>,
     pub bandwidth_source: Option<Source>,
+    /// Age of the newest sample of the bandwidth source in use, ms.
+    pub bandwidth_age_ms: Option<f64>,
     pub rtt: Option<Estimate>,
     /// Forecast completion time for the request's size, ms (and its worst case).
     pub time_ms: Option<f64>,
@@ -689,6 +726,7 @@ impl Policy {
             health: rep.health,
             bandwidth: bw.map(|b| b.0),
             bandwidth_source: bw.map(|b| b.1),
+            bandwidth_age_ms: bw.and_then(|b| self.bandwidth_age_ms(r, b.1, now_ms)),
             rtt,
             time_ms: p.time_ms,
             worst_ms: p.high_ms,
@@ -1025,23 +1063,8 @@ impl Policy {
                 }
                 if let Some((mbit, src)) = d.bandwidth.filter(|b| b.0.is_finite() && b.0 > 0.0) {
                     let upload = d.bytes_up >= d.bytes_down;
-                    let series = rep.bw[src.index()]
-                        .get_or_insert_with(|| series(src.metric(upload), &rep.spec.url));
-                    let mut o = Observation::new(
-                        d.now_ms,
-                        Outcome::Measured {
-                            value: mbit,
-                            duration_ms: Some(d.total_ms),
-                        },
-                        None,
-                    );
-                    o.probe = Some(probe_info);
-                    if let Some(f) = series.next() {
-                        rep.bw_short[src.index()].push(f.value - mbit, window);
-                    }
-                    out.push(series.observe(o));
-                    rep.bw_last_ms[src.index()] = Some(d.now_ms);
-                    rep.last_sample_ms = Some(d.now_ms);
+                    let sample = (d.now_ms, mbit, Some(d.total_ms));
+                    out.push(rep.bandwidth_sample(src, upload, sample, probe_info, window));
                 }
                 // Peak EWMA of completion time (Finagle): jumps up, decays down.
                 let x = d.total_ms.max(0.0);
@@ -1095,6 +1118,38 @@ impl Policy {
             }
         }
         out
+    }
+
+    /// A bandwidth sample the edge measured outside a request, such as Wren's lower bound from
+    /// the capture (§3.2), taken at `ts_ms`; `bytes`: the bytes it measured. Returns its record.
+    pub fn bandwidth_sample(
+        &mut self,
+        r: usize,
+        src: Source,
+        ts_ms: f64,
+        mbit: f64,
+        bytes: u64,
+    ) -> Option<Record> {
+        if !(mbit.is_finite() && mbit > 0.0) {
+            return None;
+        }
+        let window = self.cfg.error_window;
+        let probe = Probe {
+            transport: Some(if src == Source::Wren {
+                Transport::Pcap
+            } else {
+                Transport::Http
+            }),
+            payload_bytes: Some(bytes),
+            ..Probe::default()
+        };
+        let rep = self.replicas.get_mut(r)?;
+        Some(rep.bandwidth_sample(src, true, (ts_ms, mbit, None), probe, window))
+    }
+
+    /// Age of the newest sample of `src` for `r`, ms.
+    pub fn bandwidth_age_ms(&self, r: usize, src: Source, now_ms: f64) -> Option<f64> {
+        self.replicas[r].bw_last_ms[src.index()].map(|t| (now_ms - t).max(0.0))
     }
 
     /// Share of forecast-rule decisions that explored.
@@ -1519,5 +1574,41 @@ mod tests {
         assert_eq!(bw.to, "http://10.0.0.1:80");
         let line = serde_json::to_string(bw).unwrap();
         assert_eq!(Record::parse(&line).unwrap(), *bw);
+    }
+
+    #[test]
+    fn wren_samples_from_the_capture_are_preferred_while_fresh_and_recorded_as_lower_bounds() {
+        let mut p = two(Balance::Bandwidth);
+        for i in 0..5 {
+            let t = i as f64 * 100.0;
+            p.finish(&ok(0, t, 20.0, 2.0, 1 << 20));
+            p.finish(&ok(1, t, 60.0, 2.0, 1 << 20));
+        }
+        // The capture says a's path has 90 Mbit/s: Wren is preferred, and a is now best.
+        let mut recs = Vec::new();
+        for i in 0..5 {
+            let t = 450.0 + i as f64 * 10.0;
+            recs.extend(p.bandwidth_sample(0, Source::Wren, t, 90.0, 15_000));
+        }
+        assert!(p
+            .bandwidth_sample(0, Source::Wren, 500.0, f64::NAN, 1)
+            .is_none());
+        assert!(p.bandwidth_sample(9, Source::Wren, 500.0, 1.0, 1).is_none());
+        let d = p.choose(0, Some(1 << 20), None, 500.0, [0.9, 0.0]);
+        assert_eq!((d.replica, d.reason), (0, Reason::Best));
+        let a = &d.views[0];
+        assert_eq!(a.bandwidth_source, Some(Source::Wren));
+        assert_eq!(a.bandwidth_age_ms, Some(10.0));
+        assert_eq!(d.views[1].bandwidth_source, Some(Source::TcpInfo));
+        assert_eq!(p.counters(0).bandwidth_samples, [5, 5, 0]);
+        let r = recs.last().unwrap();
+        assert_eq!(r.metric, Metric::AvailBwLowerBound);
+        assert_eq!(r.source, SOURCE);
+        assert_eq!(r.timestamp_ms, 490.0);
+        assert_eq!(r.probe.as_ref().unwrap().transport, Some(Transport::Pcap));
+        // Ten TTLs without a Wren sample: TCP_INFO's forecast is in use again.
+        p.finish(&ok(0, 20_000.0, 20.0, 2.0, 1 << 20));
+        let v = p.view(0, 1e6, 20_000.0);
+        assert_eq!(v.bandwidth_source, Some(Source::TcpInfo));
     }
 }

@@ -129,6 +129,8 @@ pub struct Options {
     /// Upload bandwidth from TCP_INFO's delivery rate at the end of the response instead of
     /// the upload's goodput.
     pub tcp_info_rate: bool,
+    /// The live capture whose Wren lower bounds are the preferred bandwidth samples.
+    pub capture: Option<super::capture::Capture>,
 }
 
 #[derive(Default)]
@@ -154,6 +156,7 @@ struct Shared {
     wall0_ms: f64,
     edge: EdgeCounts,
     records: Option<std::sync::mpsc::Sender<Record>>,
+    capture: Option<Arc<super::capture::Counts>>,
 }
 
 impl Shared {
@@ -610,11 +613,14 @@ async fn handle(
                 retries_refused: p.budget.refused,
                 client_timeouts: sh.edge.client_timeouts.load(Relaxed),
                 uptime_s: sh.origin.elapsed().as_secs_f64(),
-                bandwidth_source: if sh.tcp_info_rate {
+                bandwidth_source: if sh.capture.as_ref().is_some_and(|c| c.running()) {
+                    Source::Wren.name()
+                } else if sh.tcp_info_rate {
                     Source::TcpInfo.name()
                 } else {
                     Source::Transfer.name()
                 },
+                capture: sh.capture.as_ref().map(|c| c.snapshot()),
             };
             metrics::render(&p, &e, sh.now_ms())
         };
@@ -898,8 +904,49 @@ pub async fn serve(
         wall0_ms: crate::clock::wall_ms(),
         edge: EdgeCounts::default(),
         records: tx,
+        capture: opts.capture.as_ref().map(|c| c.counts()),
     });
+    let mut capture = opts.capture;
+    // Wren's lower bounds from the capture thread, into the policy as they come (§4.3's lag:
+    // at most one tick here).
+    let feeder = capture
+        .as_mut()
+        .and_then(super::capture::Capture::take_samples)
+        .map(|rx| {
+            let sh = sh.clone();
+            tokio::spawn(async move {
+                loop {
+                    let recs: Vec<Record> = {
+                        let now = sh.now_ms();
+                        let mut p = sh.policy.lock().expect("policy");
+                        std::iter::from_fn(|| rx.try_recv().ok())
+                            .filter_map(|s| {
+                                let ts = s.ts_ms.min(now);
+                                p.bandwidth_sample(s.replica, Source::Wren, ts, s.mbit, s.bytes)
+                            })
+                            .collect()
+                    };
+                    if let Some(tx) = &sh.records {
+                        for r in recs {
+                            let _ = tx.send(r);
+                        }
+                    }
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+            })
+        });
     let stop = Arc::new(Notify::new());
+    // The signal handlers exist before the ready line: a SIGTERM right after it must stop
+    // the proxy cleanly, not kill it.
+    let handlers = if signals {
+        use tokio::signal::unix::{signal, SignalKind};
+        Some((
+            signal(SignalKind::terminate())?,
+            signal(SignalKind::interrupt())?,
+        ))
+    } else {
+        None
+    };
     ready(&Running {
         addr,
         stop: stop.clone(),
@@ -945,17 +992,15 @@ pub async fn serve(
         .max_header_list_size(opts.max_header_bytes.clamp(1, u32::MAX as usize) as u32)
         .max_concurrent_streams(256);
     let slots = Arc::new(tokio::sync::Semaphore::new(opts.max_connections.max(1)));
-    let signal = async {
-        if signals {
-            let mut term =
-                tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-                    .expect("SIGTERM handler");
-            tokio::select! {
-                _ = tokio::signal::ctrl_c() => {}
-                _ = term.recv() => {}
+    let signal = async move {
+        match handlers {
+            Some((mut term, mut int)) => {
+                tokio::select! {
+                    _ = int.recv() => {}
+                    _ = term.recv() => {}
+                }
             }
-        } else {
-            std::future::pending::<()>().await
+            None => std::future::pending::<()>().await,
         }
     };
     tokio::pin!(signal);
@@ -1032,6 +1077,13 @@ pub async fn serve(
     let unfinished = sh.edge.in_flight.load(Relaxed) as usize;
     let finished = tokio::time::timeout(opts.grace, graceful.shutdown()).await;
     prober.abort();
+    if let Some(f) = feeder {
+        f.abort();
+        let _ = f.await;
+    }
+    if let Some(c) = capture.as_mut() {
+        c.stop();
+    }
     let (explored, decisions) = {
         let p = sh.policy.lock().expect("policy");
         (p.explored, p.decisions)

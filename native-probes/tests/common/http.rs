@@ -267,6 +267,8 @@ pub struct Proxy {
     pub child: Child,
     pub addr: SocketAddr,
     pub stderr: Arc<std::sync::Mutex<String>>,
+    /// The ready line.
+    pub ready: String,
 }
 
 impl Proxy {
@@ -280,10 +282,20 @@ impl Proxy {
             c.args(&prefix[1..]).arg(BIN);
             c
         };
+        // The proxy's other tests keep the bandwidth source they were written against (as
+        // root, `auto` would capture); tests/proxy_wren.rs tests the source itself.
+        let pinned = args
+            .iter()
+            .any(|a| *a == "--bandwidth-source" || *a == "--config");
         let mut child = cmd
             .arg("proxy")
             .args(["--listen", "127.0.0.1:0"])
             .args(args)
+            .args(if pinned {
+                &[][..]
+            } else {
+                &["--bandwidth-source", "transfer"][..]
+            })
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
@@ -319,6 +331,7 @@ impl Proxy {
             child,
             addr,
             stderr,
+            ready: line,
         }
     }
 

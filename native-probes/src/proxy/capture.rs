@@ -1,0 +1,348 @@
+//! The proxy's live capture of its own upstream connections, for Wren (edge). Zangrilli &
+//! Lowekamp §4: "Wren produces a series of available bandwidth measurements for each
+//! connection established on the proxy machine … gathered for each connection/path between
+//! the proxy and each server". Their trace facility (§3.1) timestamps packets in the kernel;
+//! here libpcap's kernel timestamps do (§3.1.1's alternative, [`crate::pcap::read::live`]).
+//! The analysis (§3.2: trains of evenly spaced departures, ISR against the ACK return rate,
+//! the RTT trend, lower bounds) is the passive analyser's ([`crate::pcap::analysis`], Wren on
+//! the sending side: the proxy's uploads), run on a thread of its own as the paper's analysis
+//! thread (§3.2, §4.3) and fed packet by packet, so the lag is the capture's, not a polling
+//! period's.
+//!
+//! Which replica a lower bound belongs to: the flow's remote endpoint (address and port) is
+//! a replica's. The filter lets through only TCP to and from the replicas' endpoints; the
+//! interface is the one whose address the kernel's route to the replicas uses (`any`, Linux's
+//! cooked header, which the decoder reads, when they are reached through several).
+//!
+//! Bounded: flows expire (idle for [`IDLE_NS`] of capture time, or closed), the analyser
+//! keeps no IEPM-BW totals, and samples reach the proxy through a queue of [`QUEUE`]: when
+//! the proxy has not taken them, new ones are dropped and counted, never waited for.
+
+use super::metrics::CaptureCounts;
+use crate::pcap::analysis::{Analyzer, Config, WrenSide};
+use crate::pcap::read::live::Live;
+use nowcast_core::record::Metric;
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr, ToSocketAddrs, UdpSocket};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::mpsc::{Receiver, SyncSender, TrySendError};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// Lower bounds waiting for the proxy, at most.
+pub const QUEUE: usize = 4096;
+/// A flow with no packet for this long (capture time) is dropped (the upstream pool closes
+/// connections idle for 30 s).
+pub const IDLE_NS: i64 = 60_000_000_000;
+/// Bytes kept of each packet: a cooked header, IP and TCP with options.
+const SNAPLEN: i32 = 192;
+/// The kernel's ring for the capture: about 30,000 packets' headers, a third of a second of a
+/// busy gigabit link (the analyser reads it continuously).
+const RING: i32 = 8 << 20;
+
+/// Where upload bandwidth comes from (`--bandwidth-source`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Choice {
+    /// Wren when the capture can be opened, else TCP_INFO.
+    Auto,
+    /// Wren, or an error when the capture cannot be opened.
+    Wren,
+    TcpInfo,
+    Transfer,
+}
+
+impl Choice {
+    pub const NAMES: [&'static str; 4] = ["auto", "wren", "tcp-info", "transfer"];
+
+    pub fn parse(s: &str) -> Result<Choice, String> {
+        match s {
+            "auto" => Ok(Choice::Auto),
+            "wren" => Ok(Choice::Wren),
+            "tcp-info" => Ok(Choice::TcpInfo),
+            "transfer" => Ok(Choice::Transfer),
+            _ => Err(format!(
+                "'{s}' is not a bandwidth source (auto, wren, tcp-info, transfer)"
+            )),
+        }
+    }
+
+    /// Whether a capture is attempted.
+    pub fn wants_capture(self) -> bool {
+        matches!(self, Choice::Auto | Choice::Wren)
+    }
+}
+
+/// One lower bound on the available bandwidth of the path to a replica.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Sample {
+    pub replica: usize,
+    /// Capture time of the train's end, ms since 1970.
+    pub ts_ms: f64,
+    pub mbit: f64,
+    /// Bytes of the train.
+    pub bytes: u64,
+}
+
+/// The capture thread's counts, shared with the proxy's `/metrics`.
+#[derive(Default)]
+pub struct Counts {
+    packets: AtomicU64,
+    bounds: AtomicU64,
+    queue_dropped: AtomicU64,
+    kernel_dropped: AtomicU64,
+    /// Set when the thread ended by itself (the capture failed).
+    ended: AtomicBool,
+}
+
+impl Counts {
+    pub fn snapshot(&self) -> CaptureCounts {
+        CaptureCounts {
+            packets: self.packets.load(Relaxed),
+            bounds: self.bounds.load(Relaxed),
+            queue_dropped: self.queue_dropped.load(Relaxed),
+            kernel_dropped: self.kernel_dropped.load(Relaxed),
+        }
+    }
+
+    /// Whether the capture still runs.
+    pub fn running(&self) -> bool {
+        !self.ended.load(Relaxed)
+    }
+}
+
+/// A running capture.
+pub struct Capture {
+    /// The interface captured on.
+    pub iface: String,
+    /// The BPF filter.
+    pub filter: String,
+    /// The lower bounds, for the proxy to take (see [`Capture::take_samples`]).
+    samples: Option<Receiver<Sample>>,
+    counts: Arc<Counts>,
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+/// The replicas' endpoints: `(replica, "host:port")` resolved now.
+pub fn endpoints(replicas: &[(usize, String)]) -> Result<HashMap<SocketAddr, Vec<usize>>, String> {
+    let mut map: HashMap<SocketAddr, Vec<usize>> = HashMap::new();
+    for (r, authority) in replicas {
+        let addrs = authority
+            .to_socket_addrs()
+            .map_err(|e| format!("cannot resolve replica {authority}: {e}"))?;
+        for a in addrs {
+            let v = map.entry(a).or_default();
+            if !v.contains(r) {
+                v.push(*r);
+            }
+        }
+    }
+    if map.is_empty() {
+        return Err("no replica address to capture".into());
+    }
+    Ok(map)
+}
+
+/// The BPF filter: TCP to or from any of `eps`.
+pub fn filter(eps: &HashMap<SocketAddr, Vec<usize>>) -> String {
+    let mut terms: Vec<String> = eps
+        .keys()
+        .map(|a| format!("(host {} and port {})", a.ip(), a.port()))
+        .collect();
+    terms.sort();
+    format!("tcp and ({})", terms.join(" or "))
+}
+
+/// The interface the kernel sends to `ip` from: the one holding the source address it picks.
+fn iface_toward(ip: IpAddr, devices: &[pcap::Device]) -> Option<String> {
+    let bind: SocketAddr = match ip {
+        IpAddr::V4(_) => "0.0.0.0:0".parse().ok()?,
+        IpAddr::V6(_) => "[::]:0".parse().ok()?,
+    };
+    let s = UdpSocket::bind(bind).ok()?;
+    // A UDP connect sends nothing: it asks the routing table.
+    s.connect(SocketAddr::new(ip, 9)).ok()?;
+    let local = s.local_addr().ok()?.ip();
+    devices
+        .iter()
+        .find(|d| d.addresses.iter().any(|a| a.addr == local))
+        .map(|d| d.name.clone())
+}
+
+/// The interface(s) toward the replicas: one name, or `any` when they are several or unknown.
+pub fn interface(eps: &HashMap<SocketAddr, Vec<usize>>) -> String {
+    let devices = pcap::Device::list().unwrap_or_default();
+    let mut names: Vec<Option<String>> =
+        eps.keys().map(|a| iface_toward(a.ip(), &devices)).collect();
+    names.sort();
+    names.dedup();
+    match names.as_slice() {
+        [Some(one)] => one.clone(),
+        _ => "any".into(),
+    }
+}
+
+impl Capture {
+    /// Opens the capture (on `iface`, or the interface toward the replicas) and starts its
+    /// thread. The error says why it cannot (privilege, interface) in words a user can act on.
+    pub fn open(replicas: &[(usize, String)], iface: Option<&str>) -> Result<Capture, String> {
+        let eps = endpoints(replicas)?;
+        let iface = iface.map_or_else(|| interface(&eps), str::to_string);
+        let filter = filter(&eps);
+        let live = Live::open_with(&iface, Some(&filter), SNAPLEN, RING)?;
+        let (tx, rx) = std::sync::mpsc::sync_channel(QUEUE);
+        let counts = Arc::new(Counts::default());
+        let stop = Arc::new(AtomicBool::new(false));
+        let thread = {
+            let (counts, stop) = (counts.clone(), stop.clone());
+            std::thread::Builder::new()
+                .name("nowcast-wren".into())
+                .spawn(move || {
+                    run(live, eps, tx, &counts, &stop);
+                    counts.ended.store(true, Relaxed);
+                })
+                .map_err(|e| format!("cannot start the capture thread: {e}"))?
+        };
+        Ok(Capture {
+            iface,
+            filter,
+            samples: Some(rx),
+            counts,
+            stop,
+            thread: Some(thread),
+        })
+    }
+
+    /// The receiving end of the lower bounds (once).
+    pub fn take_samples(&mut self) -> Option<Receiver<Sample>> {
+        self.samples.take()
+    }
+
+    /// The counts, which stay readable after the capture is stopped.
+    pub fn counts(&self) -> Arc<Counts> {
+        self.counts.clone()
+    }
+
+    /// Stops the thread and waits for it (it looks at the flag at least every millisecond).
+    pub fn stop(&mut self) {
+        self.stop.store(true, Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for Capture {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// The capture thread: frames to the analyser, lower bounds to the queue.
+fn run(
+    mut live: Live,
+    eps: HashMap<SocketAddr, Vec<usize>>,
+    tx: SyncSender<Sample>,
+    counts: &Counts,
+    stop: &AtomicBool,
+) {
+    let mut an = Analyzer::new(Config {
+        wren_side: WrenSide::Sender,
+        idle_ns: IDLE_NS,
+        linger_ns: 2_000_000_000,
+        keep_samples: false,
+        keep_trains: false,
+        transfers: false,
+        ..Config::default()
+    });
+    let mut stats_at = Instant::now();
+    while !stop.load(Relaxed) {
+        let frame = match live.next_frame() {
+            Ok(Some(f)) => f,
+            Ok(None) => continue,
+            Err(e) => {
+                eprintln!("nowcast proxy: the capture stopped ({e}); bandwidth from the upstream connections' TCP_INFO from now on");
+                return;
+            }
+        };
+        counts.packets.fetch_add(1, Relaxed);
+        let _ = an.frame(
+            frame.number,
+            frame.link,
+            frame.data,
+            frame.orig_len,
+            frame.ts_ns,
+        );
+        // Flow reports are not wanted here; records are, but only the lower bounds.
+        drop(an.take_finished());
+        for rec in an.take_records() {
+            if rec.metric != Metric::AvailBwLowerBound {
+                continue;
+            }
+            let (Some(mbit), Ok(to)) = (rec.value, rec.to.parse::<SocketAddr>()) else {
+                continue;
+            };
+            let Some(replicas) = eps.get(&to) else {
+                continue;
+            };
+            counts.bounds.fetch_add(1, Relaxed);
+            let bytes = rec
+                .probe
+                .as_ref()
+                .and_then(|p| p.payload_bytes)
+                .unwrap_or(0);
+            for &replica in replicas {
+                let s = Sample {
+                    replica,
+                    ts_ms: rec.timestamp_ms,
+                    mbit,
+                    bytes,
+                };
+                match tx.try_send(s) {
+                    Ok(()) => {}
+                    Err(TrySendError::Full(_)) => {
+                        counts.queue_dropped.fetch_add(1, Relaxed);
+                    }
+                    Err(TrySendError::Disconnected(_)) => return,
+                }
+            }
+        }
+        if stats_at.elapsed() >= Duration::from_secs(1) {
+            stats_at = Instant::now();
+            counts.kernel_dropped.store(live.stats().dropped, Relaxed);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_filter_names_every_replica_endpoint_and_an_address_maps_to_its_replicas() {
+        let eps = endpoints(&[
+            (0, "10.0.0.2:8080".into()),
+            (1, "[fd00::1]:80".into()),
+            (2, "10.0.0.2:8080".into()),
+        ])
+        .unwrap();
+        assert_eq!(
+            filter(&eps),
+            "tcp and ((host 10.0.0.2 and port 8080) or (host fd00::1 and port 80))"
+        );
+        assert_eq!(eps[&"10.0.0.2:8080".parse().unwrap()], vec![0, 2]);
+        assert_eq!(eps[&"[fd00::1]:80".parse().unwrap()], vec![1]);
+        // No port: refused before any lookup.
+        assert!(endpoints(&[(0, "10.0.0.2".into())]).is_err());
+    }
+
+    #[test]
+    fn the_choice_is_one_of_four_names() {
+        for n in Choice::NAMES {
+            assert!(Choice::parse(n).is_ok());
+        }
+        assert!(Choice::parse("tcp_info").unwrap_err().contains("tcp-info"));
+        assert!(Choice::Auto.wants_capture() && !Choice::TcpInfo.wants_capture());
+    }
+}
