@@ -3,7 +3,10 @@
 //! every send is followed by an application acknowledgement and is cancelled, reconnected and
 //! resent when its timeout expires (5 attempts, then abandoned); a seeded per-link delay
 //! model with heavy-tailed stalls, links ten times slower than others and a regime change
-//! half-way; and the timeout policies compared.
+//! half-way; and the timeout policies compared: the paper's static and Mean+kSD timeouts
+//! (§4), the library's other rules, and hedging (a second copy without cancelling the first,
+//! within a budget; each copy under its own timeout), which the experiment's candidate uses
+//! because on a slow link a cancel–resend costs a whole new send.
 //!
 //! Times here are "paper seconds": the experiment runs them scaled (`--scale`). A delay is a
 //! pure function of (seed, reduction, link, attempt), so the same trace is replayed for every
@@ -372,7 +375,6 @@ impl Link {
                         out.time_s = a;
                         return out;
                     }
-                    (Some(_), None) => unreachable!("the first copy won above"),
                     (_, Some(b)) => {
                         // The first copy timed out before b, or was cancelled at b and so
                         // took at least that.
@@ -385,7 +387,8 @@ impl Link {
                         out.time_s = b;
                         return out;
                     }
-                    (None, None) => {
+                    // (Some, None) is the first arm's.
+                    _ => {
                         self.timed_out(t);
                         self.timed_out(t);
                         out.time_s = h + t;

@@ -298,7 +298,7 @@ impl Versus {
 /// The best static policy: the lowest p95 of the static ones that abandon no send (a
 /// static timeout below a link's own send time gives up on it and looks fast). `None` when
 /// every static one abandons.
-pub fn best_static<'a>(rows: &'a [Row], is_static: &[bool]) -> Option<usize> {
+pub fn best_static(rows: &[Row], is_static: &[bool]) -> Option<usize> {
     rows.iter()
         .enumerate()
         .filter(|(i, r)| is_static[*i] && r.abandoned_pct.value == 0.0)
@@ -452,6 +452,6 @@ mod tests {
             ..v.clone()
         };
         assert_eq!(worse.met(), [true, true, true, false]);
-        assert!(render_goal(&[worse.clone()], Some(&worse)).contains("NOT MET"));
+        assert!(render_goal(std::slice::from_ref(&worse), Some(&worse)).contains("NOT MET"));
     }
 }
