@@ -271,8 +271,13 @@ async fn run_set(
                     let _ = w.wait_for(|v| *v).await;
                 }
                 let mut s = sender.lock().await;
+                let hedges = s.link.hedges;
                 let (attempts, abandoned) = send(&mut s, r, child, scale, payload).await;
-                results.lock().expect("results").push((attempts, abandoned));
+                let hedged = s.link.hedges > hedges;
+                results
+                    .lock()
+                    .expect("results")
+                    .push((attempts, abandoned, hedged));
                 let _ = tx.send(true);
             }));
         }
@@ -288,8 +293,11 @@ async fn run_set(
         for task in tasks {
             let _ = task.await;
         }
-        for (a, ab) in results.lock().expect("results").iter() {
-            out.add_send(*a, *ab);
+        for &(a, ab, hedged) in results.lock().expect("results").iter() {
+            out.add_send(a, ab);
+            if hedged {
+                out.add_hedge();
+            }
         }
     }
     out
@@ -353,6 +361,9 @@ pub fn run(opts: &Options) -> std::io::Result<(Vec<Row>, Vec<Vec<SetResult>>)> {
                     }
                     for s in sends {
                         set.add_send(s.attempts, s.abandoned);
+                        if s.hedge_at_s.is_some() {
+                            set.add_hedge();
+                        }
                     }
                 }
                 sets[i].push(set);
@@ -412,4 +423,44 @@ pub fn run(opts: &Options) -> std::io::Result<(Vec<Row>, Vec<Vec<SetResult>>)> {
         .map(|(p, s)| row(&p.name(), s))
         .collect();
     Ok((rows, sets))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn on_loopback_every_send_is_accounted_and_hedges_go_out() {
+        // Stalls on a third of the attempts (short ones), so that the candidate's hedges and
+        // cancels both happen within a few reductions; 4 processes, 3 links.
+        let params = Params {
+            procs: 4,
+            stall_p: 0.3,
+            stall_cap_s: 10.0,
+            ..Params::default()
+        };
+        let opts = Options {
+            params,
+            seed: 5,
+            sets: 2,
+            per_set: 12,
+            scale: 0.002,
+            policies: vec![Policy::Static(15.0), Policy::CANDIDATE],
+            virtual_time: false,
+            payload: 256,
+            sends_csv: None,
+        };
+        let (rows, sets) = run(&opts).expect("loopback run");
+        assert_eq!(rows.len(), 2);
+        for (row, sets) in rows.iter().zip(&sets) {
+            assert_eq!(row.reductions, 24, "{}", row.policy);
+            assert_eq!(sets.iter().map(|s| s.sends).sum::<u64>(), 24 * 3);
+            assert!(row.min.value > 0.0 && row.max.value >= row.p95.value);
+        }
+        // The candidate hedges (on a second connection), and its hedged sends count as
+        // retried; static 15 s never hedges.
+        assert_eq!(rows[0].hedged_pct.value, 0.0);
+        assert!(rows[1].hedged_pct.value > 0.0, "{:?}", rows[1]);
+        assert!(rows[1].retried_pct.value >= rows[1].hedged_pct.value);
+    }
 }

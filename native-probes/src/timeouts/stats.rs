@@ -18,9 +18,16 @@ pub struct SetResult {
     /// Attempts beyond the first, summed.
     pub extra_attempts: u64,
     pub abandoned: u64,
+    /// Sends that sent a hedge (a second copy without cancelling the first).
+    pub hedged: u64,
 }
 
 impl SetResult {
+    /// The last send added sent a hedge.
+    pub fn add_hedge(&mut self) {
+        self.hedged += 1;
+    }
+
     pub fn add_send(&mut self, attempts: usize, abandoned: bool) {
         self.sends += 1;
         if attempts > 1 {
@@ -58,6 +65,8 @@ pub struct Row {
     pub extra_bytes_pct: Ci,
     /// % of sends abandoned after every attempt.
     pub abandoned_pct: Ci,
+    /// % of sends hedged (they count as retried too).
+    pub hedged_pct: Ci,
 }
 
 /// Student's t quantile at 0.975 for `df` degrees of freedom.
@@ -181,6 +190,14 @@ pub fn row(policy: &str, sets: &[SetResult]) -> Row {
             },
             &per(&|s| pct(s.abandoned, s.sends)),
         ),
+        hedged_pct: ci(
+            if sends > 0.0 {
+                100.0 * sum(&|s| s.hedged) / sends
+            } else {
+                0.0
+            },
+            &per(&|s| pct(s.hedged, s.sends)),
+        ),
     }
 }
 
@@ -220,18 +237,19 @@ pub fn render(rows: &[Row], unit: &str) -> String {
     let _ = writeln!(o, "\nTable 2: timeouts");
     let _ = writeln!(
         o,
-        "{:<24} {:>16} {:>16} {:>16} {:>16}",
-        "policy", "% sends retried", "avg retries", "extra bytes %", "abandoned %"
+        "{:<24} {:>16} {:>16} {:>16} {:>16} {:>14}",
+        "policy", "% sends retried", "avg retries", "extra bytes %", "abandoned %", "hedged %"
     );
     for r in rows {
         let _ = writeln!(
             o,
-            "{:<24} {:>16} {:>16} {:>16} {:>16}",
+            "{:<24} {:>16} {:>16} {:>16} {:>16} {:>14}",
             r.policy,
             cell(r.retried_pct, 2),
             cell(r.avg_retries, 3),
             cell(r.extra_bytes_pct, 2),
-            cell(r.abandoned_pct, 3)
+            cell(r.abandoned_pct, 3),
+            cell(r.hedged_pct, 2)
         );
     }
     o
@@ -382,6 +400,7 @@ mod tests {
         };
         b.add_send(1, false);
         b.add_send(6, true);
+        b.add_hedge();
         let r = row("x", &[a, b]);
         assert_eq!(r.reductions, 6);
         assert_eq!(r.mean.value, 2.5);
@@ -392,6 +411,7 @@ mod tests {
         assert_eq!(r.avg_retries.value, 3.5);
         assert_eq!(r.extra_bytes_pct.value, 175.0);
         assert_eq!(r.abandoned_pct.value, 25.0);
+        assert_eq!(r.hedged_pct.value, 25.0);
         assert_eq!(percentile(&[5.0, 1.0, 3.0, 2.0, 4.0], 95.0), 5.0);
         assert_eq!(
             percentile(&(1..=100).map(f64::from).collect::<Vec<_>>(), 95.0),
