@@ -28,6 +28,15 @@ impl Series {
         }
     }
 
+    /// A series in `mode` that tracks only `rules` (say, the one a caller times out by, when
+    /// it is not one of [`Rule::standard`]).
+    pub fn with_rules(mode: Mode, bounds: Bounds, rules: &[Rule]) -> Self {
+        Self {
+            trackers: rules.iter().copied().map(Tracker::new).collect(),
+            ..Self::new(mode, bounds)
+        }
+    }
+
     /// A series without timeout rules, for values that are not probe results (an imported
     /// series, say): the same forecasts without the rules' bookkeeping.
     pub fn without_timeouts(mode: Mode) -> Self {
@@ -194,6 +203,25 @@ mod tests {
             s.timeout("target_miss_2pct").unwrap() > t,
             "k and the forecast moved up"
         );
+    }
+
+    #[test]
+    fn a_probe_given_up_at_its_own_timeout_is_a_miss_of_the_rule_that_fired() {
+        // The caller waits exactly the rule's timeout and enters the wait censored: that rule
+        // missed (its probe was not answered by then), or its miss rate would never learn
+        // from its own timeouts.
+        let rule = Rule::Target { miss: 0.03 };
+        let mut s = Series::with_rules(Mode::Improved, Bounds::UNBOUNDED, &[rule]);
+        for i in 0..50 {
+            s.observe(100.0 + (i % 5) as f64).unwrap();
+        }
+        let t = s.timeout_by(rule).unwrap();
+        let before = s.timeout_outcomes()[0].clone();
+        s.censored(t).unwrap();
+        let after = s.timeout_outcomes()[0].clone();
+        assert_eq!(after.judged, before.judged + 1);
+        assert!(after.miss_rate > before.miss_rate, "{before:?} → {after:?}");
+        assert_eq!(s.timeout_outcomes().len(), 1, "only the rule asked for");
     }
 
     #[test]

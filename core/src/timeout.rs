@@ -236,8 +236,9 @@ impl Tracker {
     }
 
     /// A probe that gave up after `at_least` (the value is at least that): judged a miss for
-    /// a rule whose timeout was below it, not judged for one whose timeout was not (whether
-    /// that rule would have waited long enough is unknown), and learnt from as the value
+    /// a rule whose timeout was at or below it (the rule that fired is one: its probe was not
+    /// answered by its timeout), not judged for one whose timeout was longer (whether that
+    /// rule would have waited long enough is unknown), and learnt from as the value
     /// `at_least`, a lower bound rather than a made-up penalty.
     pub fn observe_censored(
         &mut self,
@@ -246,7 +247,7 @@ impl Tracker {
         bounds: &Bounds,
     ) {
         let missed = match self.timeout(forecast, bounds) {
-            Some(t) if t < at_least => Some(self.judge(t, true)),
+            Some(t) if t <= at_least => Some(self.judge(t, true)),
             _ => None,
         };
         self.learn(at_least, forecast, missed);

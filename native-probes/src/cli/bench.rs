@@ -4,7 +4,8 @@
 use anyhow::{anyhow, bail, Result};
 use nowcast::timeouts::model::{Params, Policy, ATTEMPTS};
 use nowcast::timeouts::run::{run as run_experiment, Options};
-use nowcast::timeouts::stats::render;
+use nowcast::timeouts::stats::{best_static, render, render_goal, Versus};
+use nowcast_core::timeout::Rule;
 use std::io::Write;
 
 #[derive(clap::Args)]
@@ -53,12 +54,71 @@ struct TimeoutArgs {
     /// Payload of each send, bytes.
     #[arg(long, default_value_t = 1024)]
     payload: usize,
+    /// The policies to compare, comma-separated, instead of the standard set: `static:S`,
+    /// `allen:K`, `nws`, `windowed`, `rfc6298`, `target:MISS` (the improved rule, e.g.
+    /// target:0.03), `censored:MISS` (the improved rule with timed-out attempts entered
+    /// censored), `hedge:AT:CANCEL:BUDGET` (AT `p95` or a miss rate, CANCEL a miss rate,
+    /// BUDGET hedges per send).
+    #[arg(long, value_delimiter = ',')]
+    policies: Vec<String>,
+    /// The dynamic policy the goal line judges (as in --policies; default: the experiment's
+    /// candidate, `Policy::CANDIDATE`, chosen on other seeds than the default one).
+    #[arg(long)]
+    goal: Option<String>,
     /// Write the rows and every set's figures as JSON here.
     #[arg(long)]
     json: Option<String>,
+    /// With --virtual: write every send (attempts, the timeouts they ran under, the parts of
+    /// their delays) as CSV here.
+    #[arg(long)]
+    sends_csv: Option<String>,
     /// Write the delay trace (reduction, link, attempt, delay in paper seconds) as CSV here.
     #[arg(long)]
     save_trace: Option<String>,
+}
+
+/// One `--policies` item (see [`TimeoutArgs::policies`]).
+fn policy(spec: &str) -> Result<Policy> {
+    let bad = || {
+        anyhow!("--policies: '{spec}' is not static:S, allen:K, nws, windowed, rfc6298, target:MISS, censored:MISS or hedge:AT:CANCEL:BUDGET")
+    };
+    let num = |v: &str, lo: f64, hi: f64| -> Result<f64> {
+        let x: f64 = v.parse().map_err(|_| bad())?;
+        if x.is_finite() && x > lo && x <= hi {
+            Ok(x)
+        } else {
+            Err(anyhow!("--policies: '{spec}': {v} must be in ({lo}, {hi}]"))
+        }
+    };
+    let parts: Vec<&str> = spec.trim().split(':').collect();
+    Ok(match parts.as_slice() {
+        ["static", t] => Policy::Static(num(t, 0.0, 3600.0)?),
+        ["allen", k] => Policy::Dynamic(Rule::Allen {
+            k: num(k, 0.0, 10.0)?,
+        }),
+        ["nws"] => Policy::Dynamic(Rule::Nws),
+        ["windowed"] => Policy::Dynamic(Rule::Windowed { k: 2.0, window: 20 }),
+        ["rfc6298"] => Policy::Dynamic(Rule::Rfc6298 { granularity: 0.0 }),
+        ["target", m] => Policy::Dynamic(Rule::Target {
+            miss: num(m, 0.0, 0.5)?,
+        }),
+        ["censored", m] => Policy::Censored(Rule::Target {
+            miss: num(m, 0.0, 0.5)?,
+        }),
+        ["hedge", at, cancel, budget] => Policy::Hedge {
+            at: match *at {
+                "p95" => None,
+                m => Some(Rule::Target {
+                    miss: num(m, 0.0, 0.5)?,
+                }),
+            },
+            cancel: Rule::Target {
+                miss: num(cancel, 0.0, 0.5)?,
+            },
+            budget: num(budget, 0.0, 1.0)?,
+        },
+        _ => return Err(bad()),
+    })
 }
 
 pub fn run(a: Args) -> Result<()> {
@@ -68,6 +128,9 @@ pub fn run(a: Args) -> Result<()> {
     }
     if t.scale.is_nan() || t.scale <= 0.0 || t.scale > 1.0 {
         bail!("--scale {}: must be in (0, 1]", t.scale);
+    }
+    if t.sends_csv.is_some() && !t.virtual_time {
+        bail!("--sends-csv needs --virtual (the loopback run does not record its sends)");
     }
     let params = Params {
         procs: t.procs,
@@ -96,15 +159,31 @@ pub fn run(a: Args) -> Result<()> {
         }
         f.flush()?;
     }
+    let goal = match &t.goal {
+        Some(g) => policy(g)?,
+        None => Policy::CANDIDATE,
+    };
+    let mut policies: Vec<Policy> = if t.policies.is_empty() {
+        Policy::all()
+    } else {
+        t.policies
+            .iter()
+            .map(|p| policy(p))
+            .collect::<Result<_>>()?
+    };
+    if !goal.is_static() && !policies.contains(&goal) {
+        policies.push(goal);
+    }
     let opts = Options {
         params,
         seed: t.seed,
         sets: t.sets,
         per_set: t.reductions,
         scale: t.scale,
-        policies: Policy::all(),
+        policies,
         virtual_time: t.virtual_time,
         payload: t.payload,
+        sends_csv: t.sends_csv.clone(),
     };
     eprintln!(
         "nowcast bench timeouts: {} processes, {} sets × {} reductions × {} policies, seed {}, {}",
@@ -121,9 +200,25 @@ pub fn run(a: Args) -> Result<()> {
     );
     let (rows, sets) = run_experiment(&opts)?;
     print!("{}", render(&rows, "s (paper time)"));
+    let is_static: Vec<bool> = opts.policies.iter().map(Policy::is_static).collect();
+    let versus: Vec<Versus> = match best_static(&rows, &is_static) {
+        Some(b) => (0..rows.len())
+            .filter(|&i| !is_static[i])
+            .map(|i| Versus::new(&rows[i], &sets[i], &rows[b], &sets[b]))
+            .collect(),
+        None => {
+            println!("\nEvery static policy abandoned sends: no reference for the goal.");
+            Vec::new()
+        }
+    };
+    let goal_name = goal.name();
+    print!(
+        "{}",
+        render_goal(&versus, versus.iter().find(|v| v.policy == goal_name))
+    );
     if let Some(path) = &t.json {
         let v = serde_json::json!({ "seed": t.seed, "scale": t.scale, "virtual": t.virtual_time,
-            "procs": t.procs, "rows": rows, "sets": sets });
+            "procs": t.procs, "rows": rows, "versus": versus, "sets": sets });
         std::fs::write(path, serde_json::to_string_pretty(&v)?)
             .map_err(|e| anyhow!("--json {path}: {e}"))?;
     }

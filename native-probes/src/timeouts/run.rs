@@ -9,6 +9,7 @@
 
 use super::model::{reduce, tree, Link, Params, Policy, ATTEMPTS};
 use super::stats::{row, Row, SetResult};
+use std::io::Write as _;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -24,6 +25,9 @@ pub struct Options {
     pub policies: Vec<Policy>,
     pub virtual_time: bool,
     pub payload: usize,
+    /// In virtual time: write every send (its attempts, the timeouts they ran under and the
+    /// parts of their delays) as CSV here, to see where the reduction times come from.
+    pub sends_csv: Option<String>,
 }
 
 /// A message: reduction, link, attempt, payload length; then the payload.
@@ -110,48 +114,92 @@ async fn send(s: &mut Sender, r: usize, link: usize, scale: f64, payload: usize)
             attempts = 1;
             let m0 = message(r, link, 0, payload);
             let mut a0 = Box::pin(attempt_on(&mut first, &m0));
-            let hedge_at = Duration::from_secs_f64(h * scale);
-            let deadline = Duration::from_secs_f64(t * scale);
-            let won = tokio::select! {
-                res = &mut a0 => res.is_ok(),
-                _ = tokio::time::sleep(hedge_at) => false,
+            let timeout = Duration::from_secs_f64(t * scale);
+            let early = tokio::select! {
+                res = &mut a0 => Some(res.is_ok()),
+                _ = tokio::time::sleep(Duration::from_secs_f64(h * scale)) => None,
             };
-            if won {
-                s.link.succeeded(start.elapsed().as_secs_f64() / scale);
-                drop(a0);
-                s.conn = Some(first);
-                return (attempts, false);
-            }
-            // No answer by the forecast's p95: a second copy on a new connection.
-            s.link.hedged();
-            attempts = 2;
-            next = 2;
-            let mut second = connect(s.to).await.ok();
-            let m1 = message(r, link, 1, payload);
-            let left = deadline.saturating_sub(start.elapsed());
-            let got = match second.as_mut() {
-                Some(c2) => {
-                    let a1 = attempt_on(c2, &m1);
-                    tokio::select! {
-                        res = &mut a0 => res.is_ok().then_some(0),
-                        res = a1 => res.is_ok().then_some(1),
-                        _ = tokio::time::sleep(left) => None,
+            match early {
+                Some(true) => {
+                    s.link.succeeded(start.elapsed().as_secs_f64() / scale);
+                    drop(a0);
+                    s.conn = Some(first);
+                    return (attempts, false);
+                }
+                Some(false) => {
+                    // The connection failed before h: an attempt that timed out at once.
+                    drop(a0);
+                    s.link.timed_out(start.elapsed().as_secs_f64() / scale);
+                    next = 1;
+                }
+                None => {
+                    // No answer by h: a second copy on a new connection, the first not
+                    // cancelled; each copy under its own timeout from its own start, and
+                    // the first answer wins (as `Link::send` in virtual time).
+                    s.link.hedged();
+                    attempts = 2;
+                    next = 2;
+                    let hedge_start = Instant::now();
+                    let mut second = connect(s.to).await.ok();
+                    let m1 = message(r, link, 1, payload);
+                    let mut a1 = Box::pin(async {
+                        match second.as_mut() {
+                            Some(c) => attempt_on(c, &m1).await,
+                            None => Err(std::io::ErrorKind::NotConnected.into()),
+                        }
+                    });
+                    let (mut alive0, mut alive1) = (true, true);
+                    let first_due = tokio::time::Instant::from_std(start + timeout);
+                    let second_due = tokio::time::Instant::from_std(hedge_start + timeout);
+                    let mut winner = None;
+                    while alive0 || alive1 {
+                        tokio::select! {
+                            res = &mut a0, if alive0 => {
+                                alive0 = false;
+                                if res.is_ok() {
+                                    winner = Some(0);
+                                    break;
+                                }
+                            }
+                            res = &mut a1, if alive1 => {
+                                alive1 = false;
+                                if res.is_ok() {
+                                    winner = Some(1);
+                                    break;
+                                }
+                            }
+                            _ = tokio::time::sleep_until(first_due), if alive0 => {
+                                alive0 = false;
+                                s.link.timed_out(t);
+                            }
+                            _ = tokio::time::sleep_until(second_due), if alive1 => {
+                                alive1 = false;
+                                s.link.timed_out(t);
+                            }
+                        }
+                    }
+                    drop(a0);
+                    drop(a1);
+                    match winner {
+                        Some(0) => {
+                            s.link.succeeded(start.elapsed().as_secs_f64() / scale);
+                            s.conn = Some(first);
+                            return (attempts, false);
+                        }
+                        Some(_) => {
+                            if alive0 {
+                                // Cancelled: the first copy took at least this long.
+                                s.link.censored(start.elapsed().as_secs_f64() / scale);
+                            }
+                            s.link
+                                .succeeded(hedge_start.elapsed().as_secs_f64() / scale);
+                            s.conn = second;
+                            return (attempts, false);
+                        }
+                        None => {}
                     }
                 }
-                None => tokio::time::timeout(left, &mut a0)
-                    .await
-                    .ok()
-                    .and_then(|r| r.ok())
-                    .map(|_| 0),
-            };
-            drop(a0);
-            if let Some(which) = got {
-                s.link.succeeded(start.elapsed().as_secs_f64() / scale);
-                // Keep the connection that answered; the other is cancelled.
-                s.conn = if which == 0 { Some(first) } else { second };
-                return (attempts, false);
             }
-            s.link.timed_out(t);
         }
     }
     for a in next..ATTEMPTS {
@@ -223,8 +271,13 @@ async fn run_set(
                     let _ = w.wait_for(|v| *v).await;
                 }
                 let mut s = sender.lock().await;
+                let hedges = s.link.hedges;
                 let (attempts, abandoned) = send(&mut s, r, child, scale, payload).await;
-                results.lock().expect("results").push((attempts, abandoned));
+                let hedged = s.link.hedges > hedges;
+                results
+                    .lock()
+                    .expect("results")
+                    .push((attempts, abandoned, hedged));
                 let _ = tx.send(true);
             }));
         }
@@ -240,8 +293,11 @@ async fn run_set(
         for task in tasks {
             let _ = task.await;
         }
-        for (a, ab) in results.lock().expect("results").iter() {
-            out.add_send(*a, *ab);
+        for &(a, ab, hedged) in results.lock().expect("results").iter() {
+            out.add_send(a, ab);
+            if hedged {
+                out.add_hedge();
+            }
         }
     }
     out
@@ -253,6 +309,25 @@ pub fn run(opts: &Options) -> std::io::Result<(Vec<Row>, Vec<Vec<SetResult>>)> {
     let total = opts.sets * opts.per_set;
     let mut sets: Vec<Vec<SetResult>> = vec![Vec::new(); opts.policies.len()];
     if opts.virtual_time {
+        let mut csv =
+            match &opts.sends_csv {
+                Some(path) => {
+                    let f = std::fs::File::create(path)
+                        .map_err(|e| std::io::Error::new(e.kind(), format!("{path}: {e}")))?;
+                    let mut w = std::io::BufWriter::new(f);
+                    writeln!(
+                    w,
+                    "policy,set,reduction,level,link,parent,attempts,abandoned,time_s,hedge_at_s,\
+                     reduction_s,{},{},{}",
+                    (0..ATTEMPTS).map(|a| format!("timeout{a}_s")).collect::<Vec<_>>().join(","),
+                    (0..ATTEMPTS).map(|a| format!("own{a}_s")).collect::<Vec<_>>().join(","),
+                    (0..ATTEMPTS).map(|a| format!("stall{a}_s")).collect::<Vec<_>>().join(",")
+                )?;
+                    Some(w)
+                }
+                None => None,
+            };
+        let shape = tree(opts.params.procs);
         let mut links: Vec<Vec<Link>> = opts
             .policies
             .iter()
@@ -264,12 +339,38 @@ pub fn run(opts: &Options) -> std::io::Result<(Vec<Row>, Vec<Vec<SetResult>>)> {
                 for r in k * opts.per_set..(k + 1) * opts.per_set {
                     let (t, sends) = reduce(&opts.params, opts.seed, r, total, &mut links[i]);
                     set.times.push(t);
+                    if let Some(w) = csv.as_mut() {
+                        for (s, &(level, link, parent)) in sends.iter().zip(&shape) {
+                            let parts: Vec<(f64, f64)> = (0..ATTEMPTS)
+                                .map(|a| opts.params.delay_parts(opts.seed, r, total, link, a))
+                                .collect();
+                            let join = |v: Vec<String>| v.join(",");
+                            writeln!(
+                                w,
+                                "{},{k},{r},{level},{link},{parent},{},{},{},{},{t},{},{},{}",
+                                opts.policies[i].name(),
+                                s.attempts,
+                                s.abandoned,
+                                s.time_s,
+                                s.hedge_at_s.map_or(String::new(), |h| h.to_string()),
+                                join(s.timeouts_s.iter().map(|x| x.to_string()).collect()),
+                                join(parts.iter().map(|p| p.0.to_string()).collect()),
+                                join(parts.iter().map(|p| p.1.to_string()).collect()),
+                            )?;
+                        }
+                    }
                     for s in sends {
                         set.add_send(s.attempts, s.abandoned);
+                        if s.hedge_at_s.is_some() {
+                            set.add_hedge();
+                        }
                     }
                 }
                 sets[i].push(set);
             }
+        }
+        if let Some(mut w) = csv {
+            w.flush()?;
         }
     } else {
         let rt = tokio::runtime::Builder::new_multi_thread()
@@ -322,4 +423,44 @@ pub fn run(opts: &Options) -> std::io::Result<(Vec<Row>, Vec<Vec<SetResult>>)> {
         .map(|(p, s)| row(&p.name(), s))
         .collect();
     Ok((rows, sets))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn on_loopback_every_send_is_accounted_and_hedges_go_out() {
+        // Stalls on a third of the attempts (short ones), so that the candidate's hedges and
+        // cancels both happen within a few reductions; 4 processes, 3 links.
+        let params = Params {
+            procs: 4,
+            stall_p: 0.3,
+            stall_cap_s: 10.0,
+            ..Params::default()
+        };
+        let opts = Options {
+            params,
+            seed: 5,
+            sets: 2,
+            per_set: 12,
+            scale: 0.002,
+            policies: vec![Policy::Static(15.0), Policy::CANDIDATE],
+            virtual_time: false,
+            payload: 256,
+            sends_csv: None,
+        };
+        let (rows, sets) = run(&opts).expect("loopback run");
+        assert_eq!(rows.len(), 2);
+        for (row, sets) in rows.iter().zip(&sets) {
+            assert_eq!(row.reductions, 24, "{}", row.policy);
+            assert_eq!(sets.iter().map(|s| s.sends).sum::<u64>(), 24 * 3);
+            assert!(row.min.value > 0.0 && row.max.value >= row.p95.value);
+        }
+        // The candidate hedges (on a second connection), and its hedged sends count as
+        // retried; static 15 s never hedges.
+        assert_eq!(rows[0].hedged_pct.value, 0.0);
+        assert!(rows[1].hedged_pct.value > 0.0, "{:?}", rows[1]);
+        assert!(rows[1].retried_pct.value >= rows[1].hedged_pct.value);
+    }
 }
