@@ -320,6 +320,7 @@ mod tests {
             vec![ServiceSpec {
                 prefix: "/".into(),
                 replicas: vec![0, 1],
+                settings: None,
             }],
         )
         .unwrap();
