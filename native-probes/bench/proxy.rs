@@ -286,9 +286,20 @@ fn wait_port(a: SocketAddr) {
     }
 }
 
+/// A child stopped on drop: SIGTERM first (nginx's master then stops its workers; a SIGKILL
+/// would leave them running), SIGKILL after 5 s.
 struct Killed(Child);
 impl Drop for Killed {
     fn drop(&mut self) {
+        // SAFETY: kill(2) on our own child's pid.
+        unsafe { libc::kill(self.0.id() as libc::pid_t, libc::SIGTERM) };
+        let end = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < end {
+            if let Ok(Some(_)) = self.0.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
