@@ -477,7 +477,7 @@ impl Bank {
 
     /// [`forecast`](Self::forecast) with the selection's methods (what the timeout rules
     /// read: values and errors, not names), without weighing the aggregates' shares.
-    pub(crate) fn forecast_values(&self) -> Option<Forecast> {
+    pub fn forecast_values(&self) -> Option<Forecast> {
         let r = self.reported?;
         Some(Forecast {
             mse: Selected {

@@ -729,6 +729,130 @@ fn a_config_file_gives_services_replicas_and_settings() {
 }
 
 #[test]
+fn services_in_a_config_file_choose_with_settings_of_their_own() {
+    let (a, b) = (
+        Upstream::start("a", "127.0.0.1:0", None),
+        Upstream::start("b", "127.0.0.1:0", None),
+    );
+    let dir = std::env::temp_dir().join(format!("nwp-services-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let reps = format!(
+        "replicas = [{{ name = \"a\", url = \"{}\" }}, {{ name = \"b\", url = \"{}\" }}]\n",
+        a.url(),
+        b.url()
+    );
+    // The top level explores half of the requests, fresh alternates too; /calm never
+    // explores and keeps units of work on their replica; /wild takes the bandwidth rule
+    // and the top level's exploration, and has no unit of work.
+    let cfg = dir.join("proxy.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "epsilon = 0.5\nexplore_fresh = true\nttl = 30.0\n\
+             [[service]]\nprefix = \"/calm\"\nepsilon = 0.0\nsticky = \"header:x-unit\"\n{reps}\
+             [[service]]\nprefix = \"/wild\"\nbalance = \"bandwidth\"\n{reps}"
+        ),
+    )
+    .unwrap();
+    let mut p = Proxy::start(&[
+        "--config",
+        cfg.to_str().unwrap(),
+        "--explain",
+        "--seed",
+        "9",
+    ]);
+    for _ in 0..40 {
+        for path in ["/calm/x", "/wild/x"] {
+            let r = request(
+                p.addr,
+                format!("GET {path} HTTP/1.1\r\nhost: x\r\n\r\n").as_bytes(),
+            );
+            assert_eq!(r.status, 200, "{path}: {}", r.text());
+        }
+    }
+    for _ in 0..5 {
+        for path in ["/calm/u", "/wild/u"] {
+            let raw = format!("GET {path} HTTP/1.1\r\nhost: x\r\nx-unit: j1\r\n\r\n");
+            assert_eq!(request(p.addr, raw.as_bytes()).status, 200);
+        }
+    }
+    assert!(p
+        .terminate(Duration::from_secs(10))
+        .expect("exits")
+        .success());
+    std::thread::sleep(Duration::from_millis(100));
+    let err = p.stderr.lock().unwrap().clone();
+    let lines: Vec<serde_json::Value> = err
+        .lines()
+        .filter(|l| l.starts_with('{'))
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let of = |service: &str| -> Vec<&serde_json::Value> {
+        lines.iter().filter(|l| l["service"] == service).collect()
+    };
+    let count =
+        |v: &[&serde_json::Value], reason: &str| v.iter().filter(|l| l["reason"] == reason).count();
+    let (calm, wild) = (of("/calm"), of("/wild"));
+    assert_eq!((calm.len(), wild.len()), (45, 45), "{err}");
+    assert!(calm.iter().all(|l| l["balance"] == "completion"));
+    assert!(wild.iter().all(|l| l["balance"] == "bandwidth"));
+    // ε = 0 in /calm: never an exploration; the top level's ε = 0.5 in /wild: about half.
+    assert_eq!(count(&calm, "explore"), 0, "{err}");
+    let explored = count(&wild, "explore");
+    assert!(
+        (8..=35).contains(&explored),
+        "/wild explored {explored} of 45"
+    );
+    // The unit of work is /calm's only: its 4 requests after the first stay put.
+    assert_eq!(count(&calm, "sticky"), 4);
+    assert_eq!(count(&wild, "sticky"), 0);
+    let calm_units: std::collections::HashSet<&str> = calm
+        .iter()
+        .rev()
+        .take(5)
+        .map(|l| l["chose"].as_str().unwrap())
+        .collect();
+    assert_eq!(calm_units.len(), 1, "one replica for the unit of work");
+
+    // A key a service cannot have, misspelt or not, is refused with the file and its line;
+    // so are services that share a replica and disagree on what it keeps.
+    let run = |text: &str| {
+        let bad = dir.join("bad.toml");
+        std::fs::write(&bad, text).unwrap();
+        let out = std::process::Command::new(common::BIN)
+            .args(["proxy", "--listen", "127.0.0.1:0", "--config"])
+            .arg(&bad)
+            .output()
+            .unwrap();
+        assert!(!out.status.success());
+        let e = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(e.contains(&format!("--config {}: ", bad.display())), "{e}");
+        e
+    };
+    let one = format!("[[service]]\nprefix = \"/\"\n{reps}");
+    let e = run(&format!("{one}epsilom = 0.1\n"));
+    assert!(e.contains("line 4") && e.contains("epsilom"), "{e}");
+    let e = run(&format!("{one}grace = 1.0\n"));
+    assert!(
+        e.contains("line 4") && e.contains("unknown field `grace`"),
+        "{e}"
+    );
+    let e = run(&format!("{one}[service.timeout]\nfloor = -1.0\n"));
+    assert!(
+        e.contains("line 5, column 9: `service.timeout.floor`: -1 must be above 0"),
+        "{e}"
+    );
+    let e = run(&format!(
+        "[[service]]\nprefix = \"/x\"\nttl = 2.0\n{reps}[[service]]\nprefix = \"/y\"\n{reps}"
+    ));
+    assert!(
+        e.contains("replica 'a' is in services '/x' and '/y', whose ttl differ"),
+        "{e}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
 fn an_http2_client_that_stops_reading_its_streams_is_cut_off_and_memory_stays_flat() {
     let a = Upstream::start("a", "127.0.0.1:0", None);
     let p = Proxy::start(&["--replica", &replica("a", &a), "--client-idle", "1"]);

@@ -1,6 +1,7 @@
 //! `nowcast proxy`: its flags, turned into [`nowcast::proxy::server::Options`]; runs the
 //! server on a tokio runtime and prints where it listens and, when stopped, what it did.
 
+use super::proxy_config::Selection;
 use anyhow::{anyhow, bail, Result};
 use nowcast::net::parse_size;
 use nowcast::proxy::capture::{Capture, Choice};
@@ -42,7 +43,7 @@ pub struct Args {
             "backoff_max", "timeout_rule", "timeout_floor", "timeout_ceiling",
             "timeout_initial", "retry_ratio", "retry_per_sec", "retry_burst", "sticky",
             "max_header_bytes", "connect_timeout", "client_idle", "head_timeout",
-            "max_connections", "grace",
+            "max_connections", "grace", "assumed_size",
             "bandwidth_source", "capture_interface",
         ]
     )]
@@ -81,6 +82,10 @@ pub struct Args {
     /// Seconds after which a replica with no newer sample is probed.
     #[arg(long, default_value_t = 1.0)]
     ttl: f64,
+    /// Size assumed for a request that does not give its length, before any request of the
+    /// service did (then: the mean of those seen). Sizes in KiB or with B/K/M/G.
+    #[arg(long, default_value = "64K", value_parser = parse_size)]
+    assumed_size: u64,
     /// Probe path (GET, or POST of --probe-bytes zeros).
     #[arg(long, default_value = "/")]
     probe_path: String,
@@ -214,6 +219,38 @@ fn apply(l: super::proxy_config::Loaded, a: &mut Args) {
     if l.capture_interface.is_some() {
         a.capture_interface = l.capture_interface;
     }
+    set(&mut a.assumed_size, l.assumed_size);
+}
+
+/// `top` with the settings `s` gives of its own (a `[[service]]` of --config).
+fn service_config(top: &policy::Config, s: &Selection) -> Result<policy::Config> {
+    let mut c = top.clone();
+    if let Some(b) = &s.balance {
+        c.balance = Balance::parse(b).map_err(|e| anyhow!("balance: {e}"))?;
+    }
+    let ms = |x: f64| x * 1e3;
+    c.epsilon = s.epsilon.unwrap_or(c.epsilon);
+    c.explore_fresh = s.explore_fresh.unwrap_or(c.explore_fresh);
+    c.error_k = s.error_k.unwrap_or(c.error_k);
+    c.error_window = s.error_window.unwrap_or(c.error_window);
+    c.ttl_ms = s.ttl.map_or(c.ttl_ms, ms);
+    c.eject_after = s.eject_after.unwrap_or(c.eject_after);
+    c.backoff_min_ms = s.backoff.map_or(c.backoff_min_ms, ms);
+    c.backoff_max_ms = s
+        .backoff_max
+        .map_or(c.backoff_max_ms, ms)
+        .max(c.backoff_min_ms);
+    c.default_size = s.assumed_size.map_or(c.default_size, |n| n as f64);
+    if let Some(r) = &s.timeout_rule {
+        c.timeout_rule = rule(r)?;
+    }
+    if let Some(f) = s.timeout_floor {
+        c.timeout.floor_ms = ms(f);
+        c.timeout.penalty_ms = ms(f);
+    }
+    c.timeout.ceiling_ms = s.timeout_ceiling.map_or(c.timeout.ceiling_ms, ms);
+    c.timeout.initial_ms = s.timeout_initial.map_or(c.timeout.initial_ms, ms);
+    Ok(c)
 }
 
 pub fn run(mut a: Args) -> Result<()> {
@@ -223,6 +260,7 @@ pub fn run(mut a: Args) -> Result<()> {
             let topology = (
                 std::mem::take(&mut l.replicas),
                 std::mem::take(&mut l.services),
+                std::mem::take(&mut l.service_settings),
             );
             apply(l, &mut a);
             Some(topology)
@@ -269,15 +307,18 @@ pub fn run(mut a: Args) -> Result<()> {
         services.push(ServiceSpec {
             prefix: prefix.into(),
             replicas: idx,
+            settings: None,
         });
     }
-    if let Some((r, s)) = from_file {
-        (replicas, services) = (r, s);
+    let mut own = Vec::new();
+    if let Some((r, s, o)) = from_file {
+        (replicas, services, own) = (r, s, o);
     }
     if services.is_empty() {
         services.push(ServiceSpec {
             prefix: "/".into(),
             replicas: (0..replicas.len()).collect(),
+            settings: None,
         });
     }
     let balance = Balance::parse(&a.balance).map_err(|e| anyhow!("--balance: {e}"))?;
@@ -304,6 +345,7 @@ pub fn run(mut a: Args) -> Result<()> {
         retry_ratio: a.retry_ratio,
         retry_per_sec: a.retry_per_sec,
         retry_burst: a.retry_burst,
+        default_size: a.assumed_size as f64,
         ..policy::Config::default()
     };
     let sticky = a
@@ -312,6 +354,38 @@ pub fn run(mut a: Args) -> Result<()> {
         .map(UnitKey::parse)
         .transpose()
         .map_err(|e| anyhow!(e))?;
+    // Each service's settings: the top-level ones with those of its own (--config).
+    let mut stickies = vec![sticky; services.len()];
+    for (i, o) in own.iter().enumerate() {
+        let whose = format!(
+            "--config {}: service '{}'",
+            a.config
+                .as_deref()
+                .unwrap_or(std::path::Path::new(""))
+                .display(),
+            services[i].prefix
+        );
+        if *o != Selection::default() {
+            let c = service_config(&cfg, o).map_err(|e| anyhow!("{whose}: {e}"))?;
+            services[i].settings = Some(c);
+        }
+        if let Some(k) = &o.sticky {
+            stickies[i] = k
+                .as_deref()
+                .map(UnitKey::parse)
+                .transpose()
+                .map_err(|e| anyhow!("{whose}: {e}"))?;
+        }
+    }
+    // The policy's own checks (a replica shared by services that disagree on what it keeps,
+    // say), before anything listens, naming the file they come from.
+    let specs = replicas.iter().map(|(s, _)| s.clone()).collect();
+    if let Err(e) = policy::Policy::new(cfg.clone(), specs, services.clone()) {
+        match &a.config {
+            Some(p) => bail!("--config {}: {e}", p.display()),
+            None => bail!("{e}"),
+        }
+    }
     let records: Option<Box<dyn Write + Send>> = match a.records.as_deref() {
         None => None,
         Some("-") => Some(Box::new(std::io::stdout())),
@@ -357,7 +431,7 @@ pub fn run(mut a: Args) -> Result<()> {
         policy: cfg,
         replicas,
         services,
-        sticky,
+        sticky: stickies,
         explain: a.explain,
         records,
         max_header_bytes: a.max_header_bytes as usize,
@@ -374,10 +448,17 @@ pub fn run(mut a: Args) -> Result<()> {
         tcp_info_rate: choice != Choice::Transfer,
         capture,
     };
-    let mut rt = tokio::runtime::Builder::new_multi_thread();
-    if let Some(n) = a.threads {
-        rt.worker_threads(n.max(1));
-    }
+    // One thread: tokio's current-thread scheduler (one event loop, as an nginx worker),
+    // which spares the work-stealing scheduler's cross-thread wake-ups and queues.
+    let mut rt = match a.threads {
+        Some(1) => tokio::runtime::Builder::new_current_thread(),
+        Some(n) => {
+            let mut b = tokio::runtime::Builder::new_multi_thread();
+            b.worker_threads(n.max(1));
+            b
+        }
+        None => tokio::runtime::Builder::new_multi_thread(),
+    };
     let rt = rt.enable_all().build()?;
     let to_stdout = a.records.as_deref() == Some("-");
     let summary = rt.block_on(server::serve(opts, true, |r| {

@@ -2,7 +2,9 @@
 //! that holds the services, their replicas and the settings the flags otherwise give. Every
 //! error names the file, the line and column and the key, and says what is wrong: syntax and
 //! type errors come from toml's spans, the checks of values here from `toml::Spanned`.
-//! Example: native-probes/examples/proxy.toml.
+//! The selection settings (rule, ε, error weight and window, TTL, unit of work, ejection,
+//! timeout, size assumed) may also be given in a `[[service]]` table, for that service: the
+//! top-level ones are the defaults. Example: native-probes/examples/proxy.toml.
 
 use anyhow::{anyhow, bail, Context, Result};
 use nowcast::proxy::policy::{Balance, ReplicaSpec, ServiceSpec};
@@ -53,11 +55,25 @@ struct FileReplica {
     url: Spanned<String>,
 }
 
+/// A service: its prefix, its replicas, and the selection settings it has of its own (the
+/// same keys as at the top level; `sticky = "none"` for no unit of work).
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct FileService {
     prefix: Spanned<String>,
     replicas: Spanned<Vec<FileReplica>>,
+    balance: Option<Spanned<String>>,
+    epsilon: Option<Spanned<f64>>,
+    explore_fresh: Option<bool>,
+    error_k: Option<Spanned<f64>>,
+    error_window: Option<usize>,
+    ttl: Option<Spanned<f64>>,
+    sticky: Option<Spanned<String>>,
+    eject_after: Option<Spanned<u32>>,
+    backoff: Option<Spanned<f64>>,
+    backoff_max: Option<Spanned<f64>>,
+    assumed_size: Option<Spanned<Size>>,
+    timeout: Option<FileTimeout>,
 }
 
 #[derive(Deserialize)]
@@ -73,6 +89,7 @@ struct File {
     eject_after: Option<Spanned<u32>>,
     backoff: Option<Spanned<f64>>,
     backoff_max: Option<Spanned<f64>>,
+    assumed_size: Option<Spanned<Size>>,
     bandwidth_source: Option<Spanned<String>>,
     capture_interface: Option<String>,
     max_header_bytes: Option<Spanned<Size>>,
@@ -120,6 +137,164 @@ pub struct Loaded {
     pub retry_ratio: Option<f64>,
     pub retry_per_sec: Option<f64>,
     pub retry_burst: Option<f64>,
+    pub assumed_size: Option<u64>,
+    /// Each service's own selection settings, in the order of `services`.
+    pub service_settings: Vec<Selection>,
+}
+
+/// The selection settings a `[[service]]` gives of its own, checked; `None`: the top-level
+/// setting (or the flag's default).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Selection {
+    pub balance: Option<String>,
+    pub epsilon: Option<f64>,
+    pub explore_fresh: Option<bool>,
+    pub error_k: Option<f64>,
+    pub error_window: Option<usize>,
+    pub ttl: Option<f64>,
+    /// `Some(None)`: no unit of work in this service ("none").
+    pub sticky: Option<Option<String>>,
+    pub eject_after: Option<u32>,
+    pub backoff: Option<f64>,
+    pub backoff_max: Option<f64>,
+    pub assumed_size: Option<u64>,
+    pub timeout_rule: Option<String>,
+    pub timeout_floor: Option<f64>,
+    pub timeout_ceiling: Option<f64>,
+    pub timeout_initial: Option<f64>,
+}
+
+/// The selection keys of a table (the top level's or a service's).
+struct SelectionKeys<'a> {
+    balance: &'a Option<Spanned<String>>,
+    epsilon: &'a Option<Spanned<f64>>,
+    explore_fresh: Option<bool>,
+    error_k: &'a Option<Spanned<f64>>,
+    error_window: Option<usize>,
+    ttl: &'a Option<Spanned<f64>>,
+    sticky: &'a Option<Spanned<String>>,
+    eject_after: &'a Option<Spanned<u32>>,
+    backoff: &'a Option<Spanned<f64>>,
+    backoff_max: &'a Option<Spanned<f64>>,
+    assumed_size: &'a Option<Spanned<Size>>,
+    timeout: &'a Option<FileTimeout>,
+}
+
+fn err(text: &str, span: Range<usize>, key: &str, what: String) -> anyhow::Error {
+    anyhow!("{}: `{key}`: {what}", place(text, span.start))
+}
+
+/// A number of seconds (or a share, a rate) that must be finite and above `min`
+/// (`or_equal`: at least `min`).
+fn num(
+    text: &str,
+    v: &Option<Spanned<f64>>,
+    key: &str,
+    min: f64,
+    or_equal: bool,
+) -> Result<Option<f64>> {
+    let Some(s) = v else { return Ok(None) };
+    let x = *s.get_ref();
+    let ok = x.is_finite() && if or_equal { x >= min } else { x > min };
+    if !ok {
+        let bound = if or_equal { "at least" } else { "above" };
+        return Err(err(
+            text,
+            s.span(),
+            key,
+            format!("{x} must be {bound} {min}"),
+        ));
+    }
+    Ok(Some(x))
+}
+
+fn size(text: &str, v: &Option<Spanned<Size>>, key: &str) -> Result<Option<u64>> {
+    let Some(s) = v else { return Ok(None) };
+    match s.get_ref() {
+        Size::Bytes(n) => Ok(Some(*n)),
+        Size::Text(t) => nowcast::net::parse_size(t)
+            .map(Some)
+            .map_err(|e| err(text, s.span(), key, e)),
+    }
+}
+
+/// Checks the selection keys of a table; `scope` ("" or "service.") prefixes the keys named
+/// in errors.
+fn selection(text: &str, k: SelectionKeys, scope: &str) -> Result<Selection> {
+    let key = |name: &str| format!("{scope}{name}");
+    let mut l = Selection {
+        explore_fresh: k.explore_fresh,
+        error_window: k.error_window,
+        ..Selection::default()
+    };
+    if let Some(b) = k.balance {
+        Balance::parse(b.get_ref()).map_err(|e| err(text, b.span(), &key("balance"), e))?;
+        l.balance = Some(b.get_ref().clone());
+    }
+    if let Some(e) = k.epsilon {
+        let x = *e.get_ref();
+        if !(0.0..=1.0).contains(&x) {
+            return Err(err(
+                text,
+                e.span(),
+                &key("epsilon"),
+                format!("{x} is not within 0..1"),
+            ));
+        }
+        l.epsilon = Some(x);
+    }
+    l.error_k = num(text, k.error_k, &key("error_k"), 0.0, true)?;
+    l.ttl = num(text, k.ttl, &key("ttl"), 0.0, false)?;
+    if let Some(s) = k.sticky {
+        if s.get_ref() == "none" {
+            l.sticky = Some(None);
+        } else {
+            UnitKey::parse(s.get_ref()).map_err(|e| err(text, s.span(), &key("sticky"), e))?;
+            l.sticky = Some(Some(s.get_ref().clone()));
+        }
+    }
+    if let Some(n) = k.eject_after {
+        if *n.get_ref() == 0 {
+            return Err(err(
+                text,
+                n.span(),
+                &key("eject_after"),
+                "must be at least 1".into(),
+            ));
+        }
+        l.eject_after = Some(*n.get_ref());
+    }
+    l.backoff = num(text, k.backoff, &key("backoff"), 0.0, false)?;
+    l.backoff_max = num(text, k.backoff_max, &key("backoff_max"), 0.0, false)?;
+    l.assumed_size = size(text, k.assumed_size, &key("assumed_size"))?;
+    if let Some(t) = k.timeout {
+        if let Some(r) = &t.rule {
+            if !Rule::standard().iter().any(|x| x.id() == *r.get_ref()) {
+                let ids: Vec<String> = Rule::standard().iter().map(Rule::id).collect();
+                return Err(err(
+                    text,
+                    r.span(),
+                    &key("timeout.rule"),
+                    format!("'{}' is not one of {}", r.get_ref(), ids.join(", ")),
+                ));
+            }
+            l.timeout_rule = Some(r.get_ref().clone());
+        }
+        l.timeout_floor = num(text, &t.floor, &key("timeout.floor"), 0.0, false)?;
+        l.timeout_ceiling = num(text, &t.ceiling, &key("timeout.ceiling"), 0.0, false)?;
+        l.timeout_initial = num(text, &t.initial, &key("timeout.initial"), 0.0, false)?;
+        if let (Some(lo), Some(hi), Some(c)) = (l.timeout_floor, l.timeout_ceiling, &t.ceiling) {
+            if hi < lo {
+                return Err(err(
+                    text,
+                    c.span(),
+                    &key("timeout.ceiling"),
+                    format!("{hi} is below timeout.floor {lo}"),
+                ));
+            }
+        }
+    }
+    Ok(l)
 }
 
 /// "line L, column C" of a byte offset in `text` (both from 1).
@@ -141,60 +316,47 @@ pub fn load(path: &Path) -> Result<Loaded> {
 pub fn parse(text: &str) -> Result<Loaded> {
     // toml's message carries the line, column and a snippet of the offending text.
     let f: File = toml::from_str(text).map_err(|e| anyhow!("{}", e.to_string().trim_end()))?;
-    let err = |span: Range<usize>, key: &str, what: String| {
-        anyhow!("{}: `{key}`: {what}", place(text, span.start))
-    };
-    // A number of seconds (or a share, a rate) that must be finite and above `min`
-    // (`or_equal`: at least `min`).
+    let err = |span: Range<usize>, key: &str, what: String| err(text, span, key, what);
     let num = |v: &Option<Spanned<f64>>, key: &str, min: f64, or_equal: bool| {
-        let Some(s) = v else { return Ok(None) };
-        let x = *s.get_ref();
-        let ok = x.is_finite() && if or_equal { x >= min } else { x > min };
-        if !ok {
-            let bound = if or_equal { "at least" } else { "above" };
-            return Err(err(s.span(), key, format!("{x} must be {bound} {min}")));
-        }
-        Ok(Some(x))
+        num(text, v, key, min, or_equal)
     };
-    let size = |v: &Option<Spanned<Size>>, key: &str| -> Result<Option<u64>> {
-        let Some(s) = v else { return Ok(None) };
-        match s.get_ref() {
-            Size::Bytes(n) => Ok(Some(*n)),
-            Size::Text(t) => nowcast::net::parse_size(t)
-                .map(Some)
-                .map_err(|e| err(s.span(), key, e)),
-        }
-    };
+    let size = |v: &Option<Spanned<Size>>, key: &str| size(text, v, key);
+    let top = selection(
+        text,
+        SelectionKeys {
+            balance: &f.balance,
+            epsilon: &f.epsilon,
+            explore_fresh: f.explore_fresh,
+            error_k: &f.error_k,
+            error_window: f.error_window,
+            ttl: &f.ttl,
+            sticky: &f.sticky,
+            eject_after: &f.eject_after,
+            backoff: &f.backoff,
+            backoff_max: &f.backoff_max,
+            assumed_size: &f.assumed_size,
+            timeout: &f.timeout,
+        },
+        "",
+    )?;
     let mut l = Loaded {
-        explore_fresh: f.explore_fresh,
-        error_window: f.error_window,
+        balance: top.balance,
+        epsilon: top.epsilon,
+        explore_fresh: top.explore_fresh,
+        error_k: top.error_k,
+        error_window: top.error_window,
+        ttl: top.ttl,
+        sticky: top.sticky.flatten(),
+        eject_after: top.eject_after,
+        backoff: top.backoff,
+        backoff_max: top.backoff_max,
+        assumed_size: top.assumed_size,
+        timeout_rule: top.timeout_rule,
+        timeout_floor: top.timeout_floor,
+        timeout_ceiling: top.timeout_ceiling,
+        timeout_initial: top.timeout_initial,
         ..Loaded::default()
     };
-    if let Some(b) = &f.balance {
-        Balance::parse(b.get_ref()).map_err(|e| err(b.span(), "balance", e))?;
-        l.balance = Some(b.get_ref().clone());
-    }
-    if let Some(e) = &f.epsilon {
-        let x = *e.get_ref();
-        if !(0.0..=1.0).contains(&x) {
-            return Err(err(e.span(), "epsilon", format!("{x} is not within 0..1")));
-        }
-        l.epsilon = Some(x);
-    }
-    l.error_k = num(&f.error_k, "error_k", 0.0, true)?;
-    l.ttl = num(&f.ttl, "ttl", 0.0, false)?;
-    if let Some(s) = &f.sticky {
-        UnitKey::parse(s.get_ref()).map_err(|e| err(s.span(), "sticky", e))?;
-        l.sticky = Some(s.get_ref().clone());
-    }
-    if let Some(n) = &f.eject_after {
-        if *n.get_ref() == 0 {
-            return Err(err(n.span(), "eject_after", "must be at least 1".into()));
-        }
-        l.eject_after = Some(*n.get_ref());
-    }
-    l.backoff = num(&f.backoff, "backoff", 0.0, false)?;
-    l.backoff_max = num(&f.backoff_max, "backoff_max", 0.0, false)?;
     if let Some(b) = &f.bandwidth_source {
         nowcast::proxy::capture::Choice::parse(b.get_ref())
             .map_err(|e| err(b.span(), "bandwidth_source", e))?;
@@ -224,31 +386,6 @@ pub fn parse(text: &str) -> Result<Loaded> {
             l.probe_path = Some(path.get_ref().clone());
         }
         l.probe_bytes = size(&p.bytes, "probe.bytes")?;
-    }
-    if let Some(t) = &f.timeout {
-        if let Some(r) = &t.rule {
-            if !Rule::standard().iter().any(|x| x.id() == *r.get_ref()) {
-                let ids: Vec<String> = Rule::standard().iter().map(Rule::id).collect();
-                return Err(err(
-                    r.span(),
-                    "timeout.rule",
-                    format!("'{}' is not one of {}", r.get_ref(), ids.join(", ")),
-                ));
-            }
-            l.timeout_rule = Some(r.get_ref().clone());
-        }
-        l.timeout_floor = num(&t.floor, "timeout.floor", 0.0, false)?;
-        l.timeout_ceiling = num(&t.ceiling, "timeout.ceiling", 0.0, false)?;
-        l.timeout_initial = num(&t.initial, "timeout.initial", 0.0, false)?;
-        if let (Some(lo), Some(hi), Some(c)) = (l.timeout_floor, l.timeout_ceiling, &t.ceiling) {
-            if hi < lo {
-                return Err(err(
-                    c.span(),
-                    "timeout.ceiling",
-                    format!("{hi} is below timeout.floor {lo}"),
-                ));
-            }
-        }
     }
     if let Some(r) = &f.retry {
         l.retry_ratio = num(&r.ratio, "retry.ratio", 0.0, true)?;
@@ -329,7 +466,26 @@ pub fn parse(text: &str) -> Result<Loaded> {
         l.services.push(ServiceSpec {
             prefix: prefix.clone(),
             replicas: idx,
+            settings: None,
         });
+        l.service_settings.push(selection(
+            text,
+            SelectionKeys {
+                balance: &s.balance,
+                epsilon: &s.epsilon,
+                explore_fresh: s.explore_fresh,
+                error_k: &s.error_k,
+                error_window: s.error_window,
+                ttl: &s.ttl,
+                sticky: &s.sticky,
+                eject_after: &s.eject_after,
+                backoff: &s.backoff,
+                backoff_max: &s.backoff_max,
+                assumed_size: &s.assumed_size,
+                timeout: &s.timeout,
+            },
+            "service.",
+        )?);
     }
     Ok(l)
 }
@@ -358,6 +514,19 @@ mod tests {
         assert_eq!(l.retry_burst, Some(10.0));
         assert_eq!(l.head_timeout, Some(10.0));
         assert_eq!(l.bandwidth_source.as_deref(), Some("auto"));
+        assert_eq!(l.assumed_size, Some(64 << 10));
+        assert_eq!(
+            l.service_settings,
+            [
+                Selection {
+                    balance: Some("bandwidth".into()),
+                    epsilon: Some(0.1),
+                    assumed_size: Some(1 << 20),
+                    ..Selection::default()
+                },
+                Selection::default()
+            ]
+        );
     }
 
     fn fails(text: &str) -> String {
@@ -379,10 +548,11 @@ mod tests {
         // Unknown keys (a typo) are refused, not ignored.
         let e = with("epsilom = 0.1\n");
         assert!(e.contains("epsilom") && e.contains("line 1"), "{e}");
-        // A setting after a [[service]] belongs to that service's table: named as such.
-        let e = fails(&format!("{ONE}epsilon = 0.1\n"));
+        // A setting after a [[service]] belongs to that service's table: one a service
+        // cannot have of its own is refused there, named as such.
+        let e = fails(&format!("{ONE}grace = 1.0\n"));
         assert!(
-            e.contains("line 4") && e.contains("unknown field `epsilon`"),
+            e.contains("line 4") && e.contains("unknown field `grace`"),
             "{e}"
         );
         // Values.
@@ -436,6 +606,69 @@ mod tests {
         );
         let e = fails("[[service]]\nprefix = \"/\"\nreplicas = [{ name = \"a\" }]\n");
         assert!(e.contains("line 3") && e.contains("url"), "{e}");
+    }
+
+    #[test]
+    fn proxy_config_services_have_selection_settings_of_their_own() {
+        let l = parse(&format!(
+            "epsilon = 0.2\nsticky = \"header:x-unit\"\n{ONE}balance = \"bandwidth\"\nepsilon = 0.0\n\
+             explore_fresh = true\nerror_k = 2.0\nerror_window = 20\nttl = 3.0\n\
+             sticky = \"cookie:job\"\neject_after = 5\nbackoff = 2.0\nbackoff_max = 8.0\n\
+             assumed_size = \"1M\"\n[service.timeout]\nrule = \"rfc6298\"\nfloor = 0.5\n\
+             ceiling = 9.0\ninitial = 4.0\n\
+             [[service]]\nprefix = \"/x\"\nsticky = \"none\"\n\
+             replicas = [{{ name = \"b\", url = \"http://127.0.0.1:2\" }}]\n"
+        ))
+        .unwrap();
+        assert_eq!(
+            (l.epsilon, l.sticky.as_deref()),
+            (Some(0.2), Some("header:x-unit"))
+        );
+        assert_eq!(
+            l.service_settings[0],
+            Selection {
+                balance: Some("bandwidth".into()),
+                epsilon: Some(0.0),
+                explore_fresh: Some(true),
+                error_k: Some(2.0),
+                error_window: Some(20),
+                ttl: Some(3.0),
+                sticky: Some(Some("cookie:job".into())),
+                eject_after: Some(5),
+                backoff: Some(2.0),
+                backoff_max: Some(8.0),
+                assumed_size: Some(1 << 20),
+                timeout_rule: Some("rfc6298".into()),
+                timeout_floor: Some(0.5),
+                timeout_ceiling: Some(9.0),
+                timeout_initial: Some(4.0),
+            }
+        );
+        assert_eq!(
+            l.service_settings[1],
+            Selection {
+                sticky: Some(None),
+                ..Selection::default()
+            }
+        );
+        // Their values are checked and named with their line.
+        let e = fails(&format!("{ONE}epsilon = 3.0\n"));
+        assert_eq!(
+            e,
+            "line 4, column 11: `service.epsilon`: 3 is not within 0..1"
+        );
+        let e = fails(&format!("{ONE}[service.timeout]\nrule = \"never\"\n"));
+        assert!(
+            e.starts_with("line 5, column 8: `service.timeout.rule`: 'never' is not one of"),
+            "{e}"
+        );
+        let e = fails(&format!("{ONE}sticky = \"body:x\"\n"));
+        assert!(e.starts_with("line 4, column 10: `service.sticky`"), "{e}");
+        let e = fails(&format!("{ONE}epsilom = 0.1\n"));
+        assert!(
+            e.contains("line 4") && e.contains("unknown field `epsilom`"),
+            "{e}"
+        );
     }
 
     #[test]

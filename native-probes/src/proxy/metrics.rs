@@ -399,6 +399,7 @@ mod tests {
             vec![ServiceSpec {
                 prefix: "/".into(),
                 replicas: vec![0, 1],
+                settings: None,
             }],
         )
         .unwrap();

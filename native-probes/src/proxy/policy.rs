@@ -36,6 +36,12 @@
 //! its time less one such RTT, so that RTT + size ÷ bandwidth gives back a transfer's time and
 //! the queue a transfer builds is counted once, in its bandwidth.
 //!
+//! Settings: the policy's [`Config`] is the default of every service; a service may have its
+//! own (`ServiceSpec::settings`, from `[[service]]` tables of `nowcast proxy --config`). The
+//! choice (rule, ε, error weight, size assumed) is the service's; what a replica keeps (its
+//! TTL, error window, ejection and timeout) is the replica's, set by the services that list
+//! it, which must agree on it (one replica, one state: [`Policy::new`] refuses otherwise).
+//!
 //! The comparison policies of the emulated-link experiment are here too, so that every one
 //! sees the same inputs: round-robin, least connections, power of two choices with peak-EWMA
 //! latency (Finagle's `P2CPeakEwma`: latency EWMA with decay τ that jumps to any higher
@@ -52,6 +58,11 @@ use serde::Serialize;
 
 /// The records' `source`.
 pub const SOURCE: &str = "nowcast proxy";
+
+/// RTT and wait samples a replica takes from every request before
+/// [`Config::sample_gap_ms`] spaces them: its forecasts and timeout learn from a burst at
+/// the start as they did from every request.
+pub const WARM_SAMPLES: u64 = 100;
 
 /// Where a bandwidth sample came from, in the order of preference.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -283,6 +294,10 @@ pub struct Config {
     pub ewma_tau_ms: f64,
     /// Size assumed for a request whose size is not known, before any was seen.
     pub default_size: f64,
+    /// A replica's RTT and wait samples from requests: at most one per this many ms (0: one
+    /// per request) once it has [`WARM_SAMPLES`]. Probes, failures and bandwidth samples are
+    /// always taken.
+    pub sample_gap_ms: f64,
 }
 
 impl Default for Config {
@@ -316,6 +331,12 @@ impl Default for Config {
             sticky_idle_ms: 600_000.0,
             ewma_tau_ms: 10_000.0,
             default_size: 65_536.0,
+            // At most 100 RTT and wait samples a second per replica: beyond that, requests
+            // would each pay two forecaster banks' updates (≈ 17,000 instructions each; with
+            // their records 44 % of a request's instructions) for a sample that says what
+            // the last one said 10 ms ago (TCP_INFO's RTT is the kernel's smoothed RTT),
+            // and the banks' windows (the last 5 to 50 values) would span milliseconds.
+            sample_gap_ms: 10.0,
         }
     }
 }
@@ -333,6 +354,57 @@ pub struct ReplicaSpec {
 pub struct ServiceSpec {
     pub prefix: String,
     pub replicas: Vec<usize>,
+    /// Its own settings; `None`: the policy's.
+    pub settings: Option<Config>,
+}
+
+impl Config {
+    /// The first of the settings a replica keeps (its state's) that differ between `self`
+    /// and `o`, by its name in the config file.
+    fn replica_difference(&self, o: &Config) -> Option<&'static str> {
+        let t = (self.timeout, o.timeout);
+        [
+            ("ttl", self.ttl_ms != o.ttl_ms),
+            ("error_window", self.error_window != o.error_window),
+            ("eject_after", self.eject_after != o.eject_after),
+            ("backoff", self.backoff_min_ms != o.backoff_min_ms),
+            ("backoff_max", self.backoff_max_ms != o.backoff_max_ms),
+            ("timeout.rule", self.timeout_rule != o.timeout_rule),
+            ("timeout.floor", t.0.floor_ms != t.1.floor_ms),
+            ("timeout.ceiling", t.0.ceiling_ms != t.1.ceiling_ms),
+            ("timeout.initial", t.0.initial_ms != t.1.initial_ms),
+            ("timeout.penalty", t.0.penalty_ms != t.1.penalty_ms),
+        ]
+        .into_iter()
+        .find(|(_, differ)| *differ)
+        .map(|(name, _)| name)
+    }
+
+    /// Checks the values; `whose` names the settings in the message.
+    fn check(&self, whose: &str) -> Result<(), String> {
+        if !(0.0..=1.0).contains(&self.epsilon) {
+            return Err(format!(
+                "{whose}epsilon {} is not within 0..1",
+                self.epsilon
+            ));
+        }
+        if self.ttl_ms.is_nan() || self.ttl_ms <= 0.0 {
+            return Err(format!("{whose}ttl {} ms is not above 0", self.ttl_ms));
+        }
+        if !(self.default_size.is_finite() && self.default_size >= 0.0) {
+            return Err(format!(
+                "{whose}size assumed {} is not a size",
+                self.default_size
+            ));
+        }
+        let b = self.timeout;
+        if !(b.floor_ms > 0.0 && b.ceiling_ms >= b.floor_ms && b.initial_ms > 0.0) {
+            return Err(format!(
+                "{whose}timeouts need 0 < floor ≤ ceiling and initial > 0"
+            ));
+        }
+        Ok(())
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
@@ -393,6 +465,10 @@ impl Shortfalls {
 
 struct Replica {
     spec: ReplicaSpec,
+    /// The settings of the services that list it (they agree on what a replica keeps).
+    cfg: Config,
+    /// Whether a service that lists it chooses by forecasts (or the nearest), and so probes.
+    probed: bool,
     bw: [Option<ProbedSeries>; 3],
     bw_last_ms: [Option<f64>; 3],
     bw_short: [Shortfalls; 3],
@@ -402,6 +478,9 @@ struct Replica {
     base_rtt_ms: Option<f64>,
     wait: Series,
     last_sample_ms: Option<f64>,
+    /// When a request's RTT and wait were last fed to the series, and how many were.
+    last_fed_ms: Option<f64>,
+    fed: u64,
     inflight: u32,
     health: Health,
     failures_in_row: u32,
@@ -433,8 +512,8 @@ impl Replica {
             None,
         );
         o.probe = Some(probe);
-        if let Some(f) = series.next() {
-            self.bw_short[src.index()].push(f.value - mbit, window);
+        if let Some((f, _)) = estimate(series).filter(|_| window > 0) {
+            self.bw_short[src.index()].push(f - mbit, window);
         }
         let rec = series.observe(o);
         let last = &mut self.bw_last_ms[src.index()];
@@ -447,6 +526,7 @@ impl Replica {
 
 struct Service {
     spec: ServiceSpec,
+    cfg: Config,
     rr: usize,
     nearest: Option<usize>,
     /// Mean request size seen (EWMA), for requests without a length.
@@ -474,14 +554,13 @@ pub struct View {
     pub ewma_cost: Option<f64>,
 }
 
-/// Where a request goes and why, with every candidate's view.
+/// Where a request goes and why (every candidate's view: [`Policy::views`]).
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Decision {
     pub replica: usize,
     pub reason: Reason,
     pub size_bytes: f64,
     pub timeout_ms: f64,
-    pub views: Vec<View>,
 }
 
 /// The policy: every replica's state, the services, the sticky table and the retry budget.
@@ -499,6 +578,39 @@ pub struct Policy {
 fn series(metric: Metric, to: &str) -> ProbedSeries {
     let c = probed::Config::new(metric, Some(Transport::Http), SOURCE, to);
     ProbedSeries::new(c).expect("the profiles' bounds are valid")
+}
+
+/// The series' forecast of its next value and its error: [`ProbedSeries::next`]'s value and
+/// error, without naming the method (the choice of every request reads it).
+fn estimate(s: &ProbedSeries) -> Option<(f64, f64)> {
+    let f = s.values().bank().forecast_values()?;
+    Some((f.mse.value, f.mse.error.max(0.0).sqrt()))
+}
+
+/// The worst case's spread: the recent shortfalls' RMS, or `whole` (the forecast's
+/// whole-history RMSE) with no window or before any shortfall is known.
+fn spread(window: usize, short: &Shortfalls, whole: f64) -> f64 {
+    match window {
+        0 => whole,
+        _ => short.spread().unwrap_or(whole),
+    }
+}
+
+/// Of `prefixes`, the index of the longest that `path` starts with (at a `/` boundary).
+pub fn route<'a>(prefixes: impl IntoIterator<Item = &'a str>, path: &str) -> Option<usize> {
+    prefixes
+        .into_iter()
+        .enumerate()
+        .filter(|(_, prefix)| {
+            let p = prefix.trim_end_matches('/');
+            path.starts_with(p)
+                && (p.is_empty()
+                    || path.len() == p.len()
+                    || path.as_bytes()[p.len()] == b'/'
+                    || path.as_bytes()[p.len()] == b'?')
+        })
+        .max_by_key(|(_, prefix)| prefix.trim_end_matches('/').len())
+        .map(|(i, _)| i)
 }
 
 impl Policy {
@@ -520,43 +632,80 @@ impl Policy {
                 ));
             }
         }
-        if !(0.0..=1.0).contains(&cfg.epsilon) {
-            return Err(format!("epsilon {} is not within 0..1", cfg.epsilon));
+        cfg.check("")?;
+        let svc_cfgs: Vec<Config> = services
+            .iter()
+            .map(|s| s.settings.clone().unwrap_or_else(|| cfg.clone()))
+            .collect();
+        for (s, c) in services.iter().zip(&svc_cfgs) {
+            c.check(&format!("service '{}': ", s.prefix))?;
         }
-        let b = cfg.timeout;
-        if !(b.floor_ms > 0.0 && b.ceiling_ms >= b.floor_ms && b.initial_ms > 0.0) {
-            return Err("timeouts need 0 < floor ≤ ceiling and initial > 0".into());
+        // Each replica keeps the settings of the first service that lists it; the others
+        // must agree on them. A replica in no service keeps the policy's.
+        let mut owner: Vec<Option<usize>> = vec![None; replicas.len()];
+        for (i, s) in services.iter().enumerate() {
+            for &r in &s.replicas {
+                match owner[r] {
+                    None => owner[r] = Some(i),
+                    Some(j) => {
+                        if let Some(key) = svc_cfgs[j].replica_difference(&svc_cfgs[i]) {
+                            return Err(format!(
+                                "replica '{}' is in services '{}' and '{}', whose {key} \
+                                 differ: a replica keeps one state (forecasts, timeout, \
+                                 ejection), so they must agree on it; give both the same \
+                                 {key}, or the replica another name in one of them",
+                                replicas[r].name, services[j].prefix, s.prefix
+                            ));
+                        }
+                    }
+                }
+            }
         }
-        let bounds = Bounds {
-            floor: b.floor_ms,
-            ceiling: b.ceiling_ms,
-            penalty: b.penalty_ms,
-        };
         let reps = replicas
             .into_iter()
-            .map(|spec| Replica {
-                bw: [None, None, None],
-                bw_last_ms: [None; 3],
-                bw_short: Default::default(),
-                rtt: series(Metric::Rtt, &spec.url),
-                rtt_short: Shortfalls::default(),
-                base_rtt_ms: None,
-                wait: Series::new(Mode::Improved, bounds),
-                last_sample_ms: None,
-                inflight: 0,
-                health: Health::Up,
-                failures_in_row: 0,
-                backoff_ms: cfg.backoff_min_ms,
-                probing: false,
-                ewma: None,
-                counters: Counters::default(),
-                spec,
+            .enumerate()
+            .map(|(r, spec)| {
+                let rc = owner[r].map_or_else(|| cfg.clone(), |i| svc_cfgs[i].clone());
+                let probed = services.iter().zip(&svc_cfgs).any(|(s, c)| {
+                    s.replicas.contains(&r)
+                        && (c.balance.forecasts() || c.balance == Balance::Nearest)
+                });
+                let b = rc.timeout;
+                let bounds = Bounds {
+                    floor: b.floor_ms,
+                    ceiling: b.ceiling_ms,
+                    penalty: b.penalty_ms,
+                };
+                Replica {
+                    bw: [None, None, None],
+                    bw_last_ms: [None; 3],
+                    bw_short: Default::default(),
+                    rtt: series(Metric::Rtt, &spec.url),
+                    rtt_short: Shortfalls::default(),
+                    base_rtt_ms: None,
+                    wait: Series::new(Mode::Improved, bounds),
+                    last_sample_ms: None,
+                    last_fed_ms: None,
+                    fed: 0,
+                    inflight: 0,
+                    health: Health::Up,
+                    failures_in_row: 0,
+                    backoff_ms: rc.backoff_min_ms,
+                    probing: false,
+                    ewma: None,
+                    counters: Counters::default(),
+                    spec,
+                    cfg: rc,
+                    probed,
+                }
             })
             .collect();
         let services = services
             .into_iter()
-            .map(|spec| Service {
+            .zip(svc_cfgs)
+            .map(|(spec, cfg)| Service {
                 spec,
+                cfg,
                 rr: 0,
                 nearest: None,
                 size: None,
@@ -573,8 +722,24 @@ impl Policy {
         })
     }
 
+    /// The policy's settings (every service's unless it has its own).
     pub fn config(&self) -> &Config {
         &self.cfg
+    }
+
+    /// The settings service `s` chooses with.
+    pub fn service_config(&self, s: usize) -> &Config {
+        &self.services[s].cfg
+    }
+
+    /// How often the prober should look for due probes, ms: a quarter of the shortest TTL of
+    /// the replicas that are probed; `None` when none is.
+    pub fn probe_tick_ms(&self) -> Option<f64> {
+        self.replicas
+            .iter()
+            .filter(|r| r.probed)
+            .map(|r| r.cfg.ttl_ms / 4.0)
+            .min_by(f64::total_cmp)
     }
 
     pub fn replica_count(&self) -> usize {
@@ -599,26 +764,14 @@ impl Policy {
 
     /// The service whose prefix is the longest that `path` starts with (at a `/` boundary).
     pub fn route(&self, path: &str) -> Option<usize> {
-        self.services
-            .iter()
-            .enumerate()
-            .filter(|(_, s)| {
-                let p = s.spec.prefix.trim_end_matches('/');
-                path.starts_with(p)
-                    && (p.is_empty()
-                        || path.len() == p.len()
-                        || path.as_bytes()[p.len()] == b'/'
-                        || path.as_bytes()[p.len()] == b'?')
-            })
-            .max_by_key(|(_, s)| s.spec.prefix.trim_end_matches('/').len())
-            .map(|(i, _)| i)
+        route(self.services.iter().map(|s| s.spec.prefix.as_str()), path)
     }
 
     /// The forecast bandwidth in use for `r`: the preferred source that has samples.
     fn bandwidth(&self, r: usize, now_ms: f64) -> Option<(Estimate, Source)> {
         let rep = &self.replicas[r];
         let fresh = |s: Source| {
-            rep.bw_last_ms[s.index()].is_some_and(|t| now_ms - t <= 10.0 * self.cfg.ttl_ms)
+            rep.bw_last_ms[s.index()].is_some_and(|t| now_ms - t <= 10.0 * rep.cfg.ttl_ms)
         };
         let pick = Source::ALL.into_iter().find(|&s| fresh(s)).or_else(|| {
             // Nothing recent: the source sampled last.
@@ -630,11 +783,11 @@ impl Policy {
                     t(a).total_cmp(&t(b))
                 })
         })?;
-        let f = rep.bw[pick.index()].as_ref()?.next()?;
+        let (value, whole) = estimate(rep.bw[pick.index()].as_ref()?)?;
         Some((
             Estimate {
-                value: f.value,
-                error: self.spread(&rep.bw_short[pick.index()], f.error),
+                value,
+                error: spread(rep.cfg.error_window, &rep.bw_short[pick.index()], whole),
             },
             pick,
         ))
@@ -642,19 +795,10 @@ impl Policy {
 
     fn rtt(&self, r: usize) -> Option<Estimate> {
         let rep = &self.replicas[r];
-        rep.rtt.next().map(|f| Estimate {
-            value: f.value,
-            error: self.spread(&rep.rtt_short, f.error),
+        estimate(&rep.rtt).map(|(value, whole)| Estimate {
+            value,
+            error: spread(rep.cfg.error_window, &rep.rtt_short, whole),
         })
-    }
-
-    /// The worst case's spread: the recent shortfalls' RMS, or `whole` (the forecast's
-    /// whole-history RMSE) with no window or before any shortfall is known.
-    fn spread(&self, short: &Shortfalls, whole: f64) -> f64 {
-        match self.cfg.error_window {
-            0 => whole,
-            _ => short.spread().unwrap_or(whole),
-        }
     }
 
     /// The request timeout for `r`, ms: the rule's timeout for the wait within the bounds,
@@ -662,12 +806,10 @@ impl Policy {
     /// ([`nowcast_core::timeout::MIN_ERRORS`]: [`nowcast_core::timeout::COLD_FACTOR`] × the
     /// longest wait seen), or the initial timeout before any wait is known.
     pub fn timeout_ms(&self, r: usize) -> f64 {
-        let b = self.cfg.timeout;
+        let rep = &self.replicas[r];
+        let b = rep.cfg.timeout;
         let initial = b.initial_ms.max(b.floor_ms).min(b.ceiling_ms);
-        self.replicas[r]
-            .wait
-            .timeout_by(self.cfg.timeout_rule)
-            .unwrap_or(initial)
+        rep.wait.timeout_by(rep.cfg.timeout_rule).unwrap_or(initial)
     }
 
     fn ewma_cost(&self, r: usize, now_ms: f64) -> Option<f64> {
@@ -691,15 +833,21 @@ impl Policy {
 
     /// Every replica of service `s` as seen for a request of `size` bytes.
     pub fn views(&self, s: usize, size: f64, now_ms: f64) -> Vec<View> {
+        let k = self.services[s].cfg.error_k;
         self.services[s]
             .spec
             .replicas
             .iter()
-            .map(|&r| self.view(r, size, now_ms))
+            .map(|&r| self.view_k(r, size, now_ms, k))
             .collect()
     }
 
+    /// Replica `r` as seen for a request of `size` bytes, with the policy's error weight.
     pub fn view(&self, r: usize, size: f64, now_ms: f64) -> View {
+        self.view_k(r, size, now_ms, self.cfg.error_k)
+    }
+
+    fn view_k(&self, r: usize, size: f64, now_ms: f64, k: f64) -> View {
         let rep = &self.replicas[r];
         let bw = self.bandwidth(r, now_ms);
         let rtt = self.rtt(r);
@@ -720,7 +868,7 @@ impl Policy {
             bandwidth: bw.map(|b| b.0),
             unreachable: false,
         };
-        let p = rank::predict(&site, size, self.cfg.error_k);
+        let p = rank::predict(&site, size, k);
         View {
             replica: rep.spec.name.clone(),
             health: rep.health,
@@ -745,7 +893,7 @@ impl Policy {
                 svc.size = Some(svc.size.map_or(n, |m| 0.9 * m + 0.1 * n));
                 n
             }
-            None => svc.size.unwrap_or(self.cfg.default_size),
+            None => svc.size.unwrap_or(svc.cfg.default_size),
         }
     }
 
@@ -771,7 +919,7 @@ impl Policy {
         if let Some(u) = unit {
             self.sticky.set(s, u, replica, now_ms);
         }
-        self.commit(s, replica, reason, size, now_ms)
+        self.commit(replica, reason, size)
     }
 
     /// A retry of a request to service `s` that failed on `failed`: another healthy
@@ -790,10 +938,10 @@ impl Policy {
         }
         let size = size.map_or_else(|| self.size_of(s, None), |n| n as f64);
         let (replica, _) = self.pick(s, size, now_ms, draws, Some(failed));
-        Some(self.commit(s, replica, Reason::Retry, size, now_ms))
+        Some(self.commit(replica, Reason::Retry, size))
     }
 
-    fn commit(&mut self, s: usize, r: usize, reason: Reason, size: f64, now_ms: f64) -> Decision {
+    fn commit(&mut self, r: usize, reason: Reason, size: f64) -> Decision {
         let rep = &mut self.replicas[r];
         rep.inflight += 1;
         rep.counters.chosen[reason as usize] += 1;
@@ -802,7 +950,6 @@ impl Policy {
             reason,
             size_bytes: size,
             timeout_ms: self.timeout_ms(r),
-            views: self.views(s, size, now_ms),
         }
     }
 
@@ -814,16 +961,15 @@ impl Policy {
         draws: [f64; 2],
         avoid: Option<usize>,
     ) -> (usize, Reason) {
-        let all = self.services[s].spec.replicas.clone();
-        let up: Vec<usize> = all
+        let all = &self.services[s].spec.replicas;
+        let up = |r: usize| self.replicas[r].health == Health::Up;
+        // The healthy replicas, less the one that failed if another is healthy.
+        let skip = avoid.filter(|&a| all.iter().any(|&r| r != a && up(r)));
+        let choices: Vec<usize> = all
             .iter()
             .copied()
-            .filter(|&r| self.replicas[r].health == Health::Up)
+            .filter(|&r| up(r) && Some(r) != skip)
             .collect();
-        let choices: Vec<usize> = match avoid {
-            Some(a) if up.iter().any(|&r| r != a) => up.into_iter().filter(|&r| r != a).collect(),
-            _ => up,
-        };
         if choices.is_empty() {
             // Every replica ejected or on trial: the one whose backoff ends first.
             let r = all
@@ -840,7 +986,9 @@ impl Policy {
             return (r, Reason::AllEjected);
         }
         let pick_index = |d: f64, n: usize| ((d * n as f64) as usize).min(n - 1);
-        match self.cfg.balance {
+        let cfg = &self.services[s].cfg;
+        let (epsilon, explore_fresh, balance) = (cfg.epsilon, cfg.explore_fresh, cfg.balance);
+        match balance {
             Balance::RoundRobin => {
                 let svc = &mut self.services[s];
                 let r = choices[svc.rr % choices.len()];
@@ -918,20 +1066,20 @@ impl Policy {
                         .expect("unmeasured");
                     return (r, Reason::Unmeasured);
                 }
-                let best = self.best(&choices, size, now_ms);
-                if choices.len() > 1 && draws[0] < self.cfg.epsilon && avoid.is_none() {
+                let best = self.best(s, &choices, size, now_ms);
+                if choices.len() > 1 && draws[0] < epsilon && avoid.is_none() {
                     // Alternates whose estimate has gone stale (no sample within the TTL),
                     // or every alternate when told to explore always (the paper's rule).
-                    let ttl = self.cfg.ttl_ms;
                     let others: Vec<usize> = choices
                         .iter()
                         .copied()
                         .filter(|&r| r != best)
                         .filter(|&r| {
-                            self.cfg.explore_fresh
-                                || self.replicas[r]
+                            let rep = &self.replicas[r];
+                            explore_fresh
+                                || rep
                                     .last_sample_ms
-                                    .is_none_or(|t| now_ms - t > ttl)
+                                    .is_none_or(|t| now_ms - t > rep.cfg.ttl_ms)
                         })
                         .collect();
                     if !others.is_empty() {
@@ -947,32 +1095,41 @@ impl Policy {
     /// The best of `choices` by the forecast rule (all have an RTT forecast). While some
     /// have no bandwidth forecast yet (traffic too small to measure one), the completion
     /// rule compares the RTTs alone, and the bandwidth rule takes an unknown bandwidth as 0.
-    fn best(&self, choices: &[usize], size: f64, now_ms: f64) -> usize {
+    fn best(&self, s: usize, choices: &[usize], size: f64, now_ms: f64) -> usize {
+        if let [only] = choices {
+            return *only;
+        }
+        let cfg = &self.services[s].cfg;
         let all_bw = choices.iter().all(|&r| self.bandwidth(r, now_ms).is_some());
-        let k = self.cfg.error_k;
+        let k = cfg.error_k;
         let key = |r: usize| -> (f64, f64) {
-            let v = self.view(r, size, now_ms);
-            match self.cfg.balance {
-                Balance::Bandwidth => (-v.bandwidth.map_or(0.0, |b| b.value), 0.0),
+            let bw = self.bandwidth(r, now_ms).map(|b| b.0);
+            match cfg.balance {
+                Balance::Bandwidth => (-bw.map_or(0.0, |b| b.value), 0.0),
                 _ if !all_bw => {
-                    let rtt = v.rtt.expect("measured");
+                    let rtt = self.rtt(r).expect("measured");
                     (rtt.value + k * rtt.error.abs(), rtt.value)
                 }
                 _ => {
                     // Worst case first (errors weighed by k), the point forecast breaks
                     // ties (both infinite when bandwidth − k·error ≤ 0).
-                    let t = v.time_ms.unwrap_or(f64::INFINITY);
-                    (v.worst_ms.unwrap_or(f64::INFINITY), t)
+                    let site = Site {
+                        url: String::new(),
+                        rtt: self.rtt(r),
+                        bandwidth: bw,
+                        unreachable: false,
+                    };
+                    let p = rank::predict(&site, size, k);
+                    let t = p.time_ms.unwrap_or(f64::INFINITY);
+                    (p.high_ms.unwrap_or(f64::INFINITY), t)
                 }
             }
         };
-        choices
+        let keyed: Vec<(usize, (f64, f64))> = choices.iter().map(|&r| (r, key(r))).collect();
+        keyed
             .iter()
-            .copied()
-            .min_by(|&a, &b| {
-                let (ka, kb) = (key(a), key(b));
-                ka.0.total_cmp(&kb.0).then(ka.1.total_cmp(&kb.1))
-            })
+            .min_by(|(_, ka), (_, kb)| ka.0.total_cmp(&kb.0).then(ka.1.total_cmp(&kb.1)))
+            .map(|(r, _)| *r)
             .expect("choices")
     }
 
@@ -980,12 +1137,12 @@ impl Policy {
     /// sample younger than the TTL. Each is marked as being probed until its probe finishes.
     pub fn due_probes(&mut self, now_ms: f64) -> Vec<usize> {
         self.update_health(now_ms);
-        let ttl = self.cfg.ttl_ms;
         let mut due = Vec::new();
         for (i, rep) in self.replicas.iter_mut().enumerate() {
-            if rep.probing {
+            if rep.probing || !rep.probed {
                 continue;
             }
+            let ttl = rep.cfg.ttl_ms;
             let stale = rep.last_sample_ms.is_none_or(|t| now_ms - t > ttl);
             let want = match rep.health {
                 Health::Trial => true,
@@ -1001,6 +1158,16 @@ impl Policy {
         due
     }
 
+    /// Whether a request to `r` that ends now would be an RTT and wait sample (at most one
+    /// per [`Config::sample_gap_ms`]); the edge reads TCP_INFO only then.
+    pub fn sample_due(&self, r: usize, now_ms: f64) -> bool {
+        let rep = &self.replicas[r];
+        rep.fed < WARM_SAMPLES
+            || rep
+                .last_fed_ms
+                .is_none_or(|t| now_ms - t >= self.cfg.sample_gap_ms)
+    }
+
     /// A probe was started by [`Policy::due_probes`]'s caller: count it in flight.
     pub fn probe_started(&mut self, r: usize) {
         self.replicas[r].inflight += 1;
@@ -1009,12 +1176,12 @@ impl Policy {
     /// An attempt (request or probe) finished: learn from it. Returns the records of its
     /// measurements (RTT, bandwidth), each with the forecast made before it.
     pub fn finish(&mut self, d: &Done) -> Vec<Record> {
-        let cfg_min = self.cfg.backoff_min_ms;
-        let cfg_max = self.cfg.backoff_max_ms;
-        let eject_after = self.cfg.eject_after.max(1);
         let tau = self.cfg.ewma_tau_ms;
-        let window = self.cfg.error_window;
         let rep = &mut self.replicas[d.replica];
+        let cfg_min = rep.cfg.backoff_min_ms;
+        let cfg_max = rep.cfg.backoff_max_ms;
+        let eject_after = rep.cfg.eject_after.max(1);
+        let window = rep.cfg.error_window;
         rep.inflight = rep.inflight.saturating_sub(1);
         if d.probe {
             rep.probing = false;
@@ -1028,6 +1195,11 @@ impl Policy {
             payload_bytes: Some(payload),
             ..Probe::default()
         };
+        let fed = d.probe
+            || rep.fed < WARM_SAMPLES
+            || rep
+                .last_fed_ms
+                .is_none_or(|t| d.now_ms - t >= self.cfg.sample_gap_ms);
         match d.failure {
             None => {
                 rep.counters.completed += 1;
@@ -1036,13 +1208,17 @@ impl Policy {
                     rep.health = Health::Up;
                 }
                 rep.backoff_ms = cfg_min;
-                if let Some(w) = d.wait_ms.filter(|w| w.is_finite() && *w >= 0.0) {
+                if fed && (d.wait_ms.is_some() || d.rtt_ms.is_some()) {
+                    rep.last_fed_ms = Some(d.now_ms);
+                    rep.fed += 1;
+                }
+                if let Some(w) = d.wait_ms.filter(|w| fed && w.is_finite() && *w >= 0.0) {
                     let _ = rep.wait.observe(w);
                 }
                 if let Some(b) = d.base_rtt_ms.filter(|x| x.is_finite() && *x > 0.0) {
                     rep.base_rtt_ms = Some(b);
                 }
-                if let Some(rtt) = d.rtt_ms.filter(|x| x.is_finite() && *x >= 0.0) {
+                if let Some(rtt) = d.rtt_ms.filter(|x| fed && x.is_finite() && *x >= 0.0) {
                     let mut o = Observation::new(
                         d.now_ms,
                         Outcome::Measured {
@@ -1055,8 +1231,8 @@ impl Policy {
                         transport: Some(Transport::Tcp),
                         ..Probe::default()
                     });
-                    if let Some(f) = rep.rtt.next() {
-                        rep.rtt_short.push(rtt - f.value, window);
+                    if let Some((f, _)) = estimate(&rep.rtt).filter(|_| window > 0) {
+                        rep.rtt_short.push(rtt - f, window);
                     }
                     out.push(rep.rtt.observe(o));
                     rep.last_sample_ms = Some(d.now_ms);
@@ -1191,6 +1367,7 @@ mod tests {
             vec![ServiceSpec {
                 prefix: "/".into(),
                 replicas: vec![0, 1],
+                settings: None,
             }],
         )
         .unwrap()
@@ -1357,7 +1534,8 @@ mod tests {
         let big = p.choose(0, Some(10 << 20), None, 300.0, [0.9, 0.0]);
         assert_eq!((big.replica, big.reason), (0, Reason::Best));
         // The views say why: a's forecast time for 10 MB is below b's.
-        let (a, b) = (&big.views[0], &big.views[1]);
+        let views = p.views(0, big.size_bytes, 300.0);
+        let (a, b) = (&views[0], &views[1]);
         assert!(a.time_ms.unwrap() < b.time_ms.unwrap());
         assert_eq!(a.bandwidth_source, Some(Source::TcpInfo));
         assert!(a.sample_age_ms.unwrap() > 0.0);
@@ -1477,10 +1655,10 @@ mod tests {
         let mut p = two(Balance::Completion);
         assert_eq!(p.timeout_ms(0), 30_000.0, "initial timeout while cold");
         for i in 0..50 {
-            let mut d = ok(0, i as f64, 50.0, 2.0, 1000);
+            let mut d = ok(0, i as f64 * 10.0, 50.0, 2.0, 1000);
             d.wait_ms = Some(200.0 + (i % 5) as f64 * 20.0);
             p.finish(&d);
-            let mut d = ok(1, i as f64, 50.0, 2.0, 1000);
+            let mut d = ok(1, i as f64 * 10.0, 50.0, 2.0, 1000);
             d.wait_ms = Some(5_000.0 + (i % 5) as f64 * 500.0);
             p.finish(&d);
         }
@@ -1488,13 +1666,62 @@ mod tests {
         // a's waits are ≈ 240 ms: the floor (1 s) holds; b's ≈ 6 s, its timeout above them.
         assert_eq!(ta, 1_000.0);
         assert!((6_000.0..15_000.0).contains(&tb), "{tb}");
-        let mut t = fail(1, 60.0, Failure::Timeout);
+        let mut t = fail(1, 600.0, Failure::Timeout);
         t.total_ms = tb;
         t.wait_ms = Some(tb);
         let recs = p.finish(&t);
         assert_eq!(recs.len(), 1);
         assert_eq!(recs[0].status, nowcast_core::record::Status::Timeout);
         assert!(p.timeout_ms(1) > tb, "a timeout raises the next one");
+    }
+
+    #[test]
+    fn requests_give_rtt_and_wait_samples_at_most_once_per_sample_gap() {
+        let mut p = two(Balance::Completion);
+        // 1,000 small requests 1 ms apart to a: the first 100 are all samples, then one each
+        // 10 ms (t = 109, 119 … 999: 90), the wait series fed as often; probes and failures
+        // are always taken.
+        let mut rtt_records = 0;
+        for i in 0..1_000 {
+            let t = i as f64;
+            let due = i < 100 || (i >= 109 && (i - 109) % 10 == 0);
+            assert_eq!(p.sample_due(0, t), due, "at {t}");
+            let mut d = ok(0, t, 50.0, 2.0, 1000);
+            d.bandwidth = None;
+            rtt_records += p.finish(&d).len();
+        }
+        assert_eq!(rtt_records, 190);
+        assert_eq!(p.replicas[0].wait.bank().len(), 190);
+        assert_eq!(p.counters(0).completed, 1_000);
+        let mut probe = ok(0, 1_000.5, 50.0, 2.0, 1000);
+        (probe.probe, probe.bandwidth) = (true, None);
+        assert_eq!(p.finish(&probe).len(), 1, "a probe is always a sample");
+        let mut t = fail(0, 1_000.6, Failure::Timeout);
+        t.wait_ms = Some(5_000.0);
+        p.finish(&t);
+        assert_eq!(
+            p.replicas[0].wait.bank().len(),
+            192,
+            "a timeout is always fed back"
+        );
+        // Bandwidth samples (transfers of 64 KiB or more) are all taken.
+        p.replicas[1].fed = WARM_SAMPLES;
+        let mut bw = 0;
+        for i in 0..20 {
+            bw += p
+                .finish(&ok(1, 2_000.0 + i as f64, 50.0, 2.0, 1 << 20))
+                .len();
+        }
+        assert_eq!(bw, 20 + 2, "20 bandwidth records and 2 RTT ones");
+        // A gap of 0: every request is a sample.
+        let mut every = two_with(Config {
+            sample_gap_ms: 0.0,
+            ..Config::default()
+        });
+        let n: usize = (0..50)
+            .map(|i| every.finish(&ok(0, i as f64 * 0.1, 50.0, 2.0, 1000)).len())
+            .sum();
+        assert_eq!(n, 100);
     }
 
     #[test]
@@ -1531,6 +1758,177 @@ mod tests {
         assert!((28..=31).contains(&allowed), "{allowed}");
     }
 
+    fn pair() -> Vec<ReplicaSpec> {
+        ["a", "b"]
+            .iter()
+            .enumerate()
+            .map(|(i, n)| ReplicaSpec {
+                name: (*n).into(),
+                url: format!("http://10.0.0.{}:80", i + 1),
+            })
+            .collect()
+    }
+
+    fn service(prefix: &str, settings: Option<Config>) -> ServiceSpec {
+        ServiceSpec {
+            prefix: prefix.into(),
+            replicas: vec![0, 1],
+            settings,
+        }
+    }
+
+    #[test]
+    fn each_service_chooses_with_its_own_settings() {
+        let top = Config {
+            explore_fresh: true,
+            ..Config::default()
+        };
+        // /calm: the completion rule and no exploration; /wild: the bandwidth rule, no
+        // exploration, a size assumed of its own; /curious: always explores.
+        let calm = Config {
+            epsilon: 0.0,
+            ..top.clone()
+        };
+        let wild = Config {
+            epsilon: 0.0,
+            balance: Balance::Bandwidth,
+            default_size: 1e6,
+            ..top.clone()
+        };
+        let curious = Config {
+            epsilon: 1.0,
+            ..top.clone()
+        };
+        let mut p = Policy::new(
+            top.clone(),
+            pair(),
+            vec![
+                service("/calm", Some(calm)),
+                service("/wild", Some(wild)),
+                service("/curious", Some(curious)),
+            ],
+        )
+        .unwrap();
+        // The size assumed for a request without a length, before any was seen, is the
+        // service's.
+        assert_eq!(p.choose(1, None, None, 0.0, [0.5, 0.5]).size_bytes, 1e6);
+        assert_eq!(
+            p.choose(0, None, None, 0.0, [0.5, 0.5]).size_bytes,
+            65_536.0
+        );
+        // a: 100 ms, 100 Mbit/s; b: 5 ms, 10 Mbit/s. Small requests finish first on b.
+        for i in 0..20 {
+            let t = i as f64 * 10.0;
+            p.finish(&ok(0, t, 100.0, 100.0, 1 << 20));
+            p.finish(&ok(1, t, 10.0, 5.0, 1 << 20));
+        }
+        for draw in [0.0, 0.5, 0.99] {
+            let c = p.choose(0, Some(1_000), None, 300.0, [draw, draw]);
+            assert_eq!((c.replica, c.reason), (1, Reason::Best), "calm at {draw}");
+            let w = p.choose(1, Some(1_000), None, 300.0, [draw, draw]);
+            assert_eq!((w.replica, w.reason), (0, Reason::Best), "wild at {draw}");
+            let e = p.choose(2, Some(1_000), None, 300.0, [draw, 0.0]);
+            assert_eq!(
+                (e.replica, e.reason),
+                (0, Reason::Explore),
+                "curious at {draw}"
+            );
+        }
+        assert_eq!(p.service_config(1).balance, Balance::Bandwidth);
+        assert_eq!(p.config().balance, Balance::Completion);
+    }
+
+    #[test]
+    fn a_replica_keeps_the_settings_of_its_services_which_must_agree() {
+        // Replica settings (TTL, timeout, ejection) from the service that lists it.
+        let own = Config {
+            ttl_ms: 5_000.0,
+            eject_after: 1,
+            timeout: probed::TimeoutBounds {
+                initial_ms: 4_000.0,
+                ..Config::default().timeout
+            },
+            ..Config::default()
+        };
+        let mut p = Policy::new(
+            Config::default(),
+            pair(),
+            vec![
+                ServiceSpec {
+                    prefix: "/a".into(),
+                    replicas: vec![0],
+                    settings: Some(own.clone()),
+                },
+                ServiceSpec {
+                    prefix: "/b".into(),
+                    replicas: vec![1],
+                    settings: None,
+                },
+            ],
+        )
+        .unwrap();
+        assert_eq!((p.timeout_ms(0), p.timeout_ms(1)), (4_000.0, 30_000.0));
+        for r in p.due_probes(0.0) {
+            p.probe_started(r);
+            let mut d = ok(r, 10.0, 50.0, 2.0, 1000);
+            d.probe = true;
+            p.finish(&d);
+        }
+        // b's TTL is 1 s, a's 5 s.
+        assert_eq!(p.due_probes(2_000.0), vec![1]);
+        assert_eq!(p.probe_tick_ms(), Some(250.0));
+        // One failure ejects a (eject_after 1), not b (3).
+        p.finish(&fail(0, 2_100.0, Failure::Reset));
+        p.finish(&fail(1, 2_100.0, Failure::Reset));
+        assert!(matches!(
+            p.view(0, 1.0, 2_200.0).health,
+            Health::Ejected { .. }
+        ));
+        assert_eq!(p.view(1, 1.0, 2_200.0).health, Health::Up);
+        // Two services that share a replica and disagree on what it keeps are refused; on
+        // the choice alone they may differ.
+        let e = Policy::new(
+            Config::default(),
+            pair(),
+            vec![service("/x", Some(own)), service("/y", None)],
+        )
+        .err()
+        .expect("refused");
+        assert!(
+            e.contains("replica 'a' is in services '/x' and '/y', whose ttl differ"),
+            "{e}"
+        );
+        let choice_only = Config {
+            epsilon: 0.0,
+            balance: Balance::Bandwidth,
+            error_k: 2.0,
+            ..Config::default()
+        };
+        assert!(Policy::new(
+            Config::default(),
+            pair(),
+            vec![service("/x", Some(choice_only)), service("/y", None)],
+        )
+        .is_ok());
+        // A service's values are checked, naming it.
+        let bad = Config {
+            epsilon: 2.0,
+            ..Config::default()
+        };
+        let e = Policy::new(Config::default(), pair(), vec![service("/x", Some(bad))])
+            .err()
+            .expect("refused");
+        assert_eq!(e, "service '/x': epsilon 2 is not within 0..1");
+        // Replicas only in services of a comparison rule are not probed.
+        let rr = Config {
+            balance: Balance::RoundRobin,
+            ..Config::default()
+        };
+        let mut p = Policy::new(Config::default(), pair(), vec![service("/", Some(rr))]).unwrap();
+        assert!(p.due_probes(0.0).is_empty());
+        assert_eq!(p.probe_tick_ms(), None);
+    }
+
     #[test]
     fn services_route_by_longest_prefix_at_a_segment_boundary() {
         let p = Policy::new(
@@ -1543,10 +1941,12 @@ mod tests {
                 ServiceSpec {
                     prefix: "/".into(),
                     replicas: vec![0],
+                    settings: None,
                 },
                 ServiceSpec {
                     prefix: "/api".into(),
                     replicas: vec![0],
+                    settings: None,
                 },
             ],
         )
@@ -1596,10 +1996,11 @@ mod tests {
         assert!(p.bandwidth_sample(9, Source::Wren, 500.0, 1.0, 1).is_none());
         let d = p.choose(0, Some(1 << 20), None, 500.0, [0.9, 0.0]);
         assert_eq!((d.replica, d.reason), (0, Reason::Best));
-        let a = &d.views[0];
+        let views = p.views(0, (1 << 20) as f64, 500.0);
+        let a = &views[0];
         assert_eq!(a.bandwidth_source, Some(Source::Wren));
         assert_eq!(a.bandwidth_age_ms, Some(10.0));
-        assert_eq!(d.views[1].bandwidth_source, Some(Source::TcpInfo));
+        assert_eq!(views[1].bandwidth_source, Some(Source::TcpInfo));
         assert_eq!(p.counters(0).bandwidth_samples, [5, 5, 0]);
         let r = recs.last().unwrap();
         assert_eq!(r.metric, Metric::AvailBwLowerBound);

@@ -6,7 +6,7 @@
 //! attempt went. `/healthz` and `/metrics` are answered here; everything else is proxied.
 
 use super::metrics::{self, Edge};
-use super::policy::{Balance, Decision, Done, Failure, Policy, ReplicaSpec, ServiceSpec, Source};
+use super::policy::{Decision, Done, Failure, Policy, ReplicaSpec, ServiceSpec, Source};
 use super::upstream::{Conn, Pool, Target};
 use crate::rng::Rng;
 use bytes::Bytes;
@@ -14,6 +14,7 @@ use http_body_util::combinators::BoxBody;
 use http_body_util::{BodyExt, Empty, Full};
 use hyper::body::{Body, Frame, Incoming, SizeHint};
 use hyper::header::{self, HeaderMap, HeaderName, HeaderValue};
+use hyper::http::uri::PathAndQuery;
 use hyper::{Method, Request, Response, StatusCode, Uri};
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use nowcast_core::record::Record;
@@ -113,7 +114,8 @@ pub struct Options {
     pub policy: super::policy::Config,
     pub replicas: Vec<(ReplicaSpec, Target)>,
     pub services: Vec<ServiceSpec>,
-    pub sticky: Option<UnitKey>,
+    /// What names a unit of work in each service (in the order of `services`).
+    pub sticky: Vec<Option<UnitKey>>,
     pub explain: bool,
     pub records: Option<Box<dyn Write + Send>>,
     pub max_header_bytes: usize,
@@ -147,7 +149,9 @@ struct Shared {
     policy: Mutex<Policy>,
     rng: Mutex<Rng>,
     pools: Vec<Pool>,
-    sticky: Option<UnitKey>,
+    /// Services' prefixes, in the policy's order (routing reads them without its lock).
+    prefixes: Vec<String>,
+    sticky: Vec<Option<UnitKey>>,
     explain: bool,
     probe: ProbeSpec,
     connect_timeout: Duration,
@@ -175,6 +179,10 @@ impl Shared {
 
     fn finish(&self, d: Done) {
         let recs = self.policy.lock().expect("policy").finish(&d);
+        self.write(recs);
+    }
+
+    fn write(&self, recs: Vec<Record>) {
         if let Some(tx) = &self.records {
             for r in recs {
                 let _ = tx.send(r);
@@ -261,7 +269,14 @@ impl Pending {
         let end = Instant::now();
         let conn = self.conn.take();
         let up = self.progress.bytes.load(Relaxed);
-        let info = conn.as_ref().and_then(Conn::info);
+        let now_ms = self.sh.now_ms();
+        let mut policy = self.sh.policy.lock().expect("policy");
+        // TCP_INFO (a system call) only when the policy takes this request's RTT, or its
+        // upload's bandwidth (the delivery rate, or the goodput net of the least RTT).
+        let ok = complete && failure.is_none();
+        let want_info =
+            ok && (self.probe || policy.sample_due(self.replica, now_ms) || up >= MIN_SAMPLE_BYTES);
+        let info = conn.as_ref().filter(|_| want_info).and_then(Conn::info);
         let handshake = conn.as_ref().and_then(|c| c.handshake_ms);
         let rtt_ms = info.map(|i| i.rtt_ms).filter(|r| *r > 0.0).or(handshake);
         // The path's RTT without the queue this very upload built (the smoothed RTT at the
@@ -296,12 +311,9 @@ impl Pending {
             None
         };
         let failure = failure.or(self.status_failure.then_some(Failure::Status));
-        if let (Some(c), None, true) = (conn, failure, complete) {
-            self.sh.pools[self.replica].put(c);
-        }
-        self.sh.finish(Done {
+        let recs = policy.finish(&Done {
             replica: self.replica,
-            now_ms: self.sh.now_ms(),
+            now_ms,
             probe: self.probe,
             bytes_up: up,
             bytes_down: self.bytes_down,
@@ -312,6 +324,11 @@ impl Pending {
             bandwidth,
             failure,
         });
+        drop(policy);
+        self.sh.write(recs);
+        if let (Some(c), None, true) = (conn, failure, complete) {
+            self.sh.pools[self.replica].put(c);
+        }
     }
 }
 
@@ -377,27 +394,39 @@ impl Drop for Tracked {
     }
 }
 
-/// Hop-by-hop headers (RFC 9110 §7.6.1) and those the `Connection` header lists.
+/// Whether `k` is hop-by-hop (RFC 9110 §7.6.1, with `Keep-Alive`, `Proxy-Connection` and
+/// `Proxy-Authorization`).
+fn is_hop_by_hop(k: &HeaderName) -> bool {
+    matches!(
+        k.as_str(),
+        "connection"
+            | "keep-alive"
+            | "proxy-connection"
+            | "te"
+            | "trailer"
+            | "upgrade"
+            | "proxy-authorization"
+    )
+}
+
+/// Hop-by-hop headers and those the `Connection` header lists.
 fn strip_hop_by_hop(h: &mut HeaderMap) {
+    // Most messages have none: one pass over the names, without hashing any.
+    if !h.keys().any(is_hop_by_hop) {
+        return;
+    }
     let listed: Vec<HeaderName> = h
         .get_all(header::CONNECTION)
         .iter()
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(','))
-        .filter_map(|n| HeaderName::from_bytes(n.trim().as_bytes()).ok())
+        .map(str::trim)
+        // The usual options name no header that is not hop-by-hop already.
+        .filter(|n| !n.eq_ignore_ascii_case("keep-alive") && !n.eq_ignore_ascii_case("close"))
+        .filter_map(|n| HeaderName::from_bytes(n.as_bytes()).ok())
+        .chain(h.keys().filter(|k| is_hop_by_hop(k)).cloned())
         .collect();
     for n in listed {
-        h.remove(n);
-    }
-    for n in [
-        "connection",
-        "keep-alive",
-        "proxy-connection",
-        "te",
-        "trailer",
-        "upgrade",
-        "proxy-authorization",
-    ] {
         h.remove(n);
     }
 }
@@ -436,7 +465,7 @@ fn local(status: StatusCode, text: impl Into<Bytes>) -> Response<DownBody> {
 #[derive(Clone)]
 struct Head {
     method: Method,
-    path_and_query: String,
+    path_and_query: PathAndQuery,
     headers: HeaderMap,
 }
 
@@ -482,7 +511,13 @@ async fn attempt(
             return Attempt::Failed { retryable: true };
         }
     };
-    let uri = format!("{}{}", pool.target.base_path, head.path_and_query);
+    let uri = if pool.target.base_path.is_empty() {
+        Uri::from(head.path_and_query.clone())
+    } else {
+        format!("{}{}", pool.target.base_path, head.path_and_query)
+            .parse()
+            .unwrap_or_else(|_| Uri::from(head.path_and_query.clone()))
+    };
     let mut req = Request::builder()
         .method(head.method.clone())
         .uri(uri)
@@ -493,8 +528,8 @@ async fn attempt(
         })
         .expect("a valid request");
     *req.headers_mut() = head.headers.clone();
-    if let Ok(v) = HeaderValue::from_str(&pool.target.authority) {
-        req.headers_mut().insert(header::HOST, v);
+    if let Some(v) = &pool.host {
+        req.headers_mut().insert(header::HOST, v.clone());
     }
     let bodiless = req.body().is_end_stream();
     let sent_at = sh.ns();
@@ -565,17 +600,21 @@ async fn attempt(
     }
 }
 
-fn explain(sh: &Shared, head: &Head, service: &str, d: &Decision) {
+/// One `--explain` line: where a request to service `s` went and why, with every replica's
+/// view as the policy saw it (`p` is the policy, still locked by the caller).
+fn explain(sh: &Shared, p: &Policy, head: &Head, s: usize, retry: bool, d: &Decision) {
+    let now = sh.now_ms();
     let line = serde_json::json!({
-        "timestamp_ms": sh.now_ms(),
+        "timestamp_ms": now,
         "method": head.method.as_str(),
-        "path": head.path_and_query,
-        "service": service,
+        "path": head.path_and_query.as_str(),
+        "service": if retry { "retry" } else { p.service_prefix(s) },
+        "balance": p.service_config(s).balance.name(),
         "size_bytes": d.size_bytes,
-        "chose": sh.policy.lock().expect("policy").spec(d.replica).name,
+        "chose": p.spec(d.replica).name,
         "reason": d.reason.name(),
         "timeout_ms": d.timeout_ms,
-        "replicas": d.views,
+        "replicas": p.views(s, d.size_bytes, now),
     });
     eprintln!("{line}");
 }
@@ -583,10 +622,10 @@ fn explain(sh: &Shared, head: &Head, service: &str, d: &Decision) {
 async fn handle(
     sh: Arc<Shared>,
     req: Request<Incoming>,
-    peer: SocketAddr,
+    peer: &HeaderValue,
 ) -> Result<Response<DownBody>, Infallible> {
     sh.edge.requests.fetch_add(1, Relaxed);
-    let path = req.uri().path().to_string();
+    let path = req.uri().path();
     if req.method() == Method::GET && path == "/healthz" {
         let up = {
             let p = sh.policy.lock().expect("policy");
@@ -631,8 +670,7 @@ async fn handle(
         );
         return Ok(r);
     }
-    let service = sh.policy.lock().expect("policy").route(&path);
-    let Some(service) = service else {
+    let Some(service) = super::policy::route(sh.prefixes.iter().map(String::as_str), path) else {
         sh.edge.rejected.fetch_add(1, Relaxed);
         return Ok(local(
             StatusCode::NOT_FOUND,
@@ -644,19 +682,24 @@ async fn handle(
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok());
-    let unit = sh
-        .sticky
+    let unit = sh.sticky[service]
         .as_ref()
         .and_then(|k| k.of(req.uri(), req.headers()));
     let (parts, body) = req.into_parts();
     let mut headers = parts.headers;
     strip_hop_by_hop(&mut headers);
     join_cookies(&mut headers);
-    let xff = match headers.get("x-forwarded-for").and_then(|v| v.to_str().ok()) {
-        Some(prev) => format!("{prev}, {}", peer.ip()),
-        None => peer.ip().to_string(),
+    let xff = match headers.get("x-forwarded-for").map(HeaderValue::as_bytes) {
+        Some(prev) => {
+            let mut v = Vec::with_capacity(prev.len() + 2 + peer.len());
+            v.extend_from_slice(prev);
+            v.extend_from_slice(b", ");
+            v.extend_from_slice(peer.as_bytes());
+            HeaderValue::from_bytes(&v).ok()
+        }
+        None => Some(peer.clone()),
     };
-    if let Ok(v) = HeaderValue::from_str(&xff) {
+    if let Some(v) = xff {
         headers.insert("x-forwarded-for", v);
     }
     let head = Head {
@@ -664,26 +707,20 @@ async fn handle(
         path_and_query: parts
             .uri
             .path_and_query()
-            .map_or_else(|| "/".to_string(), |p| p.as_str().to_string()),
+            .cloned()
+            .unwrap_or_else(|| PathAndQuery::from_static("/")),
         headers,
     };
     let decision = {
         let draws = sh.draws();
         let now = sh.now_ms();
-        sh.policy
-            .lock()
-            .expect("policy")
-            .choose(service, size, unit.as_deref(), now, draws)
+        let mut p = sh.policy.lock().expect("policy");
+        let d = p.choose(service, size, unit.as_deref(), now, draws);
+        if sh.explain {
+            explain(&sh, &p, &head, service, false, &d);
+        }
+        d
     };
-    if sh.explain {
-        let prefix = sh
-            .policy
-            .lock()
-            .expect("policy")
-            .service_prefix(service)
-            .to_string();
-        explain(&sh, &head, &prefix, &decision);
-    }
     sh.edge.in_flight.fetch_add(1, Relaxed);
     let mut body = Some(body.map_err(|e| -> BoxError { Box::new(e) }).boxed());
     let mut d = decision;
@@ -697,20 +734,17 @@ async fn handle(
                 let next = if retryable {
                     let draws = sh.draws();
                     let now = sh.now_ms();
-                    sh.policy
-                        .lock()
-                        .expect("policy")
-                        .retry(service, size, d.replica, now, draws)
+                    let mut p = sh.policy.lock().expect("policy");
+                    let n = p.retry(service, size, d.replica, now, draws);
+                    if let (Some(n), true) = (&n, sh.explain) {
+                        explain(&sh, &p, &head, service, true, n);
+                    }
+                    n
                 } else {
                     None
                 };
                 match next {
-                    Some(n) => {
-                        if sh.explain {
-                            explain(&sh, &head, "retry", &n);
-                        }
-                        d = n;
-                    }
+                    Some(n) => d = n,
                     None => {
                         sh.edge.failed.fetch_add(1, Relaxed);
                         break local(
@@ -751,7 +785,8 @@ async fn probe(sh: Arc<Shared>, replica: usize) {
     );
     let head = Head {
         method,
-        path_and_query: sh.probe.path.clone(),
+        path_and_query: PathAndQuery::try_from(sh.probe.path.as_str())
+            .unwrap_or_else(|_| PathAndQuery::from_static("/")),
         headers,
     };
     let timeout = sh.policy.lock().expect("policy").timeout_ms(replica);
@@ -887,7 +922,12 @@ pub async fn serve(
         }
         None => (None, None),
     };
-    let ttl = policy.config().ttl_ms;
+    let tick_ms = policy.probe_tick_ms();
+    let prefixes = (0..policy.service_count())
+        .map(|s| policy.service_prefix(s).to_string())
+        .collect();
+    let mut sticky = opts.sticky;
+    sticky.resize(policy.service_count(), None);
     let sh = Arc::new(Shared {
         policy: Mutex::new(policy),
         rng: Mutex::new(Rng::new(opts.seed)),
@@ -895,7 +935,8 @@ pub async fn serve(
             .into_iter()
             .map(|t| Pool::new(t, 64, Duration::from_secs(30)))
             .collect(),
-        sticky: opts.sticky,
+        prefixes,
+        sticky,
         explain: opts.explain,
         probe: opts.probe,
         connect_timeout: opts.connect_timeout,
@@ -951,16 +992,15 @@ pub async fn serve(
         addr,
         stop: stop.clone(),
     });
-    // Probes: whatever the policy says is due, checked four times a TTL.
+    // Probes: whatever the policy says is due, checked four times a TTL (the shortest of
+    // the replicas that are probed: those of services that choose by forecasts).
     let prober = {
         let sh = sh.clone();
-        let balance = sh.policy.lock().expect("policy").config().balance;
-        let forecasts = balance.forecasts() || balance == Balance::Nearest;
         tokio::spawn(async move {
-            if !forecasts {
+            let Some(tick_ms) = tick_ms else {
                 return;
-            }
-            let tick = Duration::from_secs_f64((ttl / 4.0 / 1e3).max(0.02));
+            };
+            let tick = Duration::from_secs_f64((tick_ms / 1e3).max(0.02));
             loop {
                 let due = {
                     let now = sh.now_ms();
@@ -1030,13 +1070,16 @@ pub async fn serve(
             origin: sh.origin,
         });
         let shc = sh.clone();
+        // X-Forwarded-For's value for this client, made once per connection.
+        let peer_ip = HeaderValue::from_str(&peer.ip().to_string()).expect("an address");
         // Set by the first request: until then the connection has `head_timeout` (the
         // version sniffing and an h2 preface have no timeout of their own).
         let started = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let st = started.clone();
         let svc = hyper::service::service_fn(move |req| {
             st.store(true, Relaxed);
-            handle(shc.clone(), req, peer)
+            let (sh, ip) = (shc.clone(), peer_ip.clone());
+            async move { handle(sh, req, &ip).await }
         });
         // HTTP/1.1, or HTTP/2 with prior knowledge (h2c), told apart by the connection's
         // first bytes; upstream stays HTTP/1.1.
@@ -1117,6 +1160,27 @@ pub async fn serve(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn hop_by_hop_headers_and_those_connection_lists_are_dropped() {
+        let mut h = HeaderMap::new();
+        h.append(
+            header::CONNECTION,
+            HeaderValue::from_static("x-trace, close"),
+        );
+        h.append("x-trace", HeaderValue::from_static("1"));
+        h.append("keep-alive", HeaderValue::from_static("timeout=5"));
+        h.append(header::TE, HeaderValue::from_static("trailers"));
+        h.append(header::HOST, HeaderValue::from_static("x"));
+        h.append("x-unit", HeaderValue::from_static("j1"));
+        strip_hop_by_hop(&mut h);
+        let mut left: Vec<&str> = h.keys().map(HeaderName::as_str).collect();
+        left.sort_unstable();
+        assert_eq!(left, ["host", "x-unit"]);
+        // Nothing hop-by-hop: nothing changes.
+        strip_hop_by_hop(&mut h);
+        assert_eq!(h.len(), 2);
+    }
 
     #[test]
     fn proxy_joins_split_cookies_for_http1_upstreams() {

@@ -110,6 +110,8 @@ fn tcp_info(fd: i32) -> Option<Info> {
 /// A replica's idle connections.
 pub struct Pool {
     pub target: Target,
+    /// The `Host` header of every request to it (its authority), made once.
+    pub host: Option<hyper::header::HeaderValue>,
     idle: Mutex<VecDeque<(Conn, Instant)>>,
     max_idle: usize,
     idle_for: Duration,
@@ -118,6 +120,7 @@ pub struct Pool {
 impl Pool {
     pub fn new(target: Target, max_idle: usize, idle_for: Duration) -> Self {
         Self {
+            host: hyper::header::HeaderValue::from_str(&target.authority).ok(),
             target,
             idle: Mutex::new(VecDeque::new()),
             max_idle,
