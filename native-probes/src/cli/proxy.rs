@@ -71,8 +71,9 @@ pub struct Args {
     /// no sample within --ttl are explored, since the probes keep the others fresh.
     #[arg(long)]
     explore_fresh: bool,
-    /// Weight of the forecast errors in the completion time (0: the point forecasts).
-    #[arg(long, default_value_t = 1.0)]
+    /// Weight of the forecast errors in the completion time (0, the default: the point
+    /// forecasts, the least expected time; k > 0 is averse to risk by k errors).
+    #[arg(long, default_value_t = 0.0)]
     error_k: f64,
     /// Forecast errors kept per replica for the worst case's spread, the RMS of the recent
     /// shortfalls (bandwidth below, RTT above the forecast); 0: the forecast's whole-history
