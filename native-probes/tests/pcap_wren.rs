@@ -26,12 +26,13 @@
 
 mod common;
 
-use common::{records, root_missing, run_bounded, sh, text};
+use common::path3::Path3;
+
+use common::{records, root_missing, run_bounded, text};
 use nowcast_core::record::{Metric, Record};
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
-use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -47,147 +48,6 @@ const UDP_FRAME: f64 = 1400.0 + 8.0 + 20.0 + 14.0;
 
 fn missing() -> Option<String> {
     root_missing(&["ip", "tc", "ethtool", "tcpdump", "iperf3"])
-}
-
-/// Sender ─ router (tbf) ─ receiver.
-struct Path3 {
-    ns: [String; 3],
-    children: Vec<Child>,
-}
-
-const R_IP: &str = "10.231.92.2";
-
-impl Path3 {
-    fn new(tag: &str, rate_mbit: u32) -> Path3 {
-        let id = format!("{}{tag}", std::process::id());
-        let ns = [
-            format!("nwws{id}"),
-            format!("nwwr{id}"),
-            format!("nwwd{id}"),
-        ];
-        let p = Path3 {
-            ns: ns.clone(),
-            children: Vec::new(),
-        };
-        for n in &ns {
-            sh(&["ip", "netns", "add", n]);
-        }
-        let (s, r, d) = (&ns[0], &ns[1], &ns[2]);
-        let (sv, rs, rd, dv) = (
-            format!("ws{id}"),
-            format!("wrs{id}"),
-            format!("wrd{id}"),
-            format!("wd{id}"),
-        );
-        sh(&[
-            "ip", "link", "add", &sv, "type", "veth", "peer", "name", &rs,
-        ]);
-        sh(&[
-            "ip", "link", "add", &rd, "type", "veth", "peer", "name", &dv,
-        ]);
-        for (dev, n) in [(&sv, s), (&rs, r), (&rd, r), (&dv, d)] {
-            sh(&["ip", "link", "set", dev, "netns", n]);
-        }
-        for (n, dev, addr) in [
-            (s, &sv, "10.231.91.1/24"),
-            (r, &rs, "10.231.91.254/24"),
-            (r, &rd, "10.231.92.254/24"),
-            (d, &dv, "10.231.92.2/24"),
-        ] {
-            sh(&["ip", "-n", n, "addr", "add", addr, "dev", dev]);
-            sh(&["ip", "-n", n, "link", "set", dev, "up"]);
-            sh(&["ip", "-n", n, "link", "set", "lo", "up"]);
-            sh(&[
-                "ip", "netns", "exec", n, "ethtool", "-K", dev, "tso", "off", "gso", "off", "gro",
-                "off",
-            ]);
-        }
-        sh(&[
-            "ip",
-            "-n",
-            s,
-            "route",
-            "add",
-            "default",
-            "via",
-            "10.231.91.254",
-        ]);
-        // Every segment acknowledged at once (no delayed ACKs).
-        sh(&[
-            "ip",
-            "-n",
-            d,
-            "route",
-            "add",
-            "default",
-            "via",
-            "10.231.92.254",
-            "quickack",
-            "1",
-        ]);
-        sh(&[
-            "ip",
-            "netns",
-            "exec",
-            r,
-            "sysctl",
-            "-qw",
-            "net.ipv4.ip_forward=1",
-        ]);
-        // The bucket holds three frames: a longer line-rate burst queues (a bigger bucket
-        // really is bandwidth above the rate for the trains that fit in it).
-        let burst = "4600b".to_string();
-        sh(&[
-            "ip",
-            "netns",
-            "exec",
-            r,
-            "tc",
-            "qdisc",
-            "add",
-            "dev",
-            &rd,
-            "root",
-            "tbf",
-            "rate",
-            &format!("{rate_mbit}mbit"),
-            "burst",
-            &burst,
-            "latency",
-            "30ms",
-        ]);
-        p
-    }
-
-    fn spawn(&mut self, i: usize, args: &[&str]) -> usize {
-        let child = Command::new("ip")
-            .args(["netns", "exec", &self.ns[i]])
-            .args(args)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn in namespace");
-        self.children.push(child);
-        self.children.len() - 1
-    }
-
-    fn stop(&mut self, k: usize, signal: &str) {
-        let pid = self.children[k].id().to_string();
-        let _ = Command::new("kill").args([signal, &pid]).status();
-        let _ = self.children[k].wait();
-    }
-}
-
-impl Drop for Path3 {
-    fn drop(&mut self) {
-        for c in &mut self.children {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-        for n in &self.ns {
-            let _ = Command::new("ip").args(["netns", "del", n]).status();
-        }
-    }
 }
 
 /// Runs `f` on a thread that has entered network namespace `ns`.
@@ -303,7 +163,8 @@ fn available(rate: f64, cross_payload: f64) -> f64 {
 /// Runs one experiment: cross traffic `phases` (Mbit/s of UDP payload, each `secs` long) and
 /// the application `how`; returns the lower-bound records and the capture's start.
 fn experiment(tag: &str, rate: u32, phases: &[f64], secs: f64, how: Sending) -> (Vec<Record>, f64) {
-    let mut p = Path3::new(tag, rate);
+    let mut p = Path3::new(&format!("w{tag}"), ["10.231.91", "10.231.92"], rate);
+    let r_ip = p.receiver_ip.clone();
     let dir = std::env::temp_dir().join(format!("nww-{}{tag}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let file = dir.join("wren.pcap");
@@ -327,7 +188,7 @@ fn experiment(tag: &str, rate: u32, phases: &[f64], secs: f64, how: Sending) -> 
             "tcp",
             "and",
             "host",
-            R_IP,
+            &r_ip,
         ],
     );
     std::thread::sleep(Duration::from_millis(800));
@@ -338,36 +199,42 @@ fn experiment(tag: &str, rate: u32, phases: &[f64], secs: f64, how: Sending) -> 
     let total = secs * phases.len() as f64;
     let sender = {
         let stop = stop.clone();
-        let to = format!("{R_IP}:{port}");
+        let to = format!("{r_ip}:{port}");
         in_ns(&p.ns[0], move || {
             send(to, Sending { secs: total, ..how }, stop)
         })
     };
     for (i, cross) in phases.iter().enumerate() {
         let t0 = Instant::now();
-        if *cross > 0.0 {
-            let mut cmd = Command::new("ip");
-            cmd.args([
-                "netns", "exec", &p.ns[0], "iperf3", "-u", "-c", R_IP, "-p", &ports[i],
-            ])
-            .args(["-l", &format!("{UDP_LEN}"), "-b", &format!("{}M", cross)])
-            .args([
-                "--pacing-timer",
-                "100",
-                "-t",
-                &format!("{}", secs.ceil() as u64),
-            ]);
-            let c = cmd
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .expect("iperf3");
-            p.children.push(c);
-        }
+        let k = (*cross > 0.0).then(|| {
+            let (len, rate, t) = (
+                format!("{UDP_LEN}"),
+                format!("{cross}M"),
+                format!("{}", secs.ceil() as u64),
+            );
+            p.spawn(
+                0,
+                &[
+                    "iperf3",
+                    "-u",
+                    "-c",
+                    &r_ip,
+                    "-p",
+                    &ports[i],
+                    "-l",
+                    &len,
+                    "-b",
+                    &rate,
+                    "--pacing-timer",
+                    "100",
+                    "-t",
+                    &t,
+                ],
+            )
+        });
         let left = Duration::from_secs_f64(secs).saturating_sub(t0.elapsed());
         std::thread::sleep(left);
-        if *cross > 0.0 {
-            let k = p.children.len() - 1;
+        if let Some(k) = k {
             p.stop(k, "-TERM");
         }
     }

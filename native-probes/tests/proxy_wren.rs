@@ -25,12 +25,14 @@
 
 mod common;
 
+use common::path3::Path3;
+
 use common::http::{read_response, request, thread_in, Proxy, Upstream};
 use common::{root_missing, run_bounded, sh, text, BIN};
 use nowcast_core::record::{Metric, Record};
 use std::io::{BufReader, Write};
 use std::net::TcpStream;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 const LIMIT: Duration = Duration::from_secs(30);
@@ -232,155 +234,6 @@ fn proxy_bandwidth_source_says_which_is_in_use_without_the_privilege() {
     );
 }
 
-/// proxy ─ router (tbf toward the replica) ─ replica.
-struct Net {
-    ns: [String; 3],
-    children: Vec<Child>,
-}
-
-const S_IP: &str = "10.243.2.2";
-
-impl Net {
-    fn new(rate_mbit: u32, pace: bool) -> Net {
-        let id = std::process::id();
-        let ns = ["p", "r", "s"].map(|n| format!("nwy{n}{id}"));
-        let net = Net {
-            ns: ns.clone(),
-            children: Vec::new(),
-        };
-        for n in &ns {
-            sh(&["ip", "netns", "add", n]);
-            sh(&["ip", "-n", n, "link", "set", "lo", "up"]);
-        }
-        let [p, r, s] = &ns;
-        let (pv, rp, rs, sv) = (
-            format!("yp{id}"),
-            format!("yrp{id}"),
-            format!("yrs{id}"),
-            format!("ys{id}"),
-        );
-        sh(&[
-            "ip", "link", "add", &pv, "type", "veth", "peer", "name", &rp,
-        ]);
-        sh(&[
-            "ip", "link", "add", &rs, "type", "veth", "peer", "name", &sv,
-        ]);
-        for (dev, n) in [(&pv, p), (&rp, r), (&rs, r), (&sv, s)] {
-            sh(&["ip", "link", "set", dev, "netns", n]);
-        }
-        for (n, dev, addr) in [
-            (p, &pv, "10.243.1.1/24"),
-            (r, &rp, "10.243.1.254/24"),
-            (r, &rs, "10.243.2.254/24"),
-            (s, &sv, "10.243.2.2/24"),
-        ] {
-            sh(&["ip", "-n", n, "addr", "add", addr, "dev", dev]);
-            sh(&["ip", "-n", n, "link", "set", dev, "up"]);
-            sh(&[
-                "ip", "netns", "exec", n, "ethtool", "-K", dev, "tso", "off", "gso", "off", "gro",
-                "off",
-            ]);
-        }
-        if pace {
-            // A sender that paces each packet: one segment per GSO packet, and BBR, which
-            // paces in the kernel without fq (TCP's internal pacing).
-            sh(&["ip", "-n", p, "link", "set", &pv, "gso_max_segs", "1"]);
-            sh(&[
-                "ip",
-                "netns",
-                "exec",
-                p,
-                "sysctl",
-                "-qw",
-                "net.ipv4.tcp_congestion_control=bbr",
-            ]);
-        }
-        sh(&[
-            "ip",
-            "-n",
-            p,
-            "route",
-            "add",
-            "10.243.2.0/24",
-            "via",
-            "10.243.1.254",
-        ]);
-        // Every segment acknowledged at once (no delayed ACKs), as Wren's ACK timing needs.
-        sh(&[
-            "ip",
-            "-n",
-            s,
-            "route",
-            "add",
-            "default",
-            "via",
-            "10.243.2.254",
-            "quickack",
-            "1",
-        ]);
-        sh(&[
-            "ip",
-            "netns",
-            "exec",
-            r,
-            "sysctl",
-            "-qw",
-            "net.ipv4.ip_forward=1",
-        ]);
-        // The bucket holds three frames, as in tests/pcap_wren.rs: a longer line-rate burst
-        // queues.
-        sh(&[
-            "ip",
-            "netns",
-            "exec",
-            r,
-            "tc",
-            "qdisc",
-            "add",
-            "dev",
-            &rs,
-            "root",
-            "tbf",
-            "rate",
-            &format!("{rate_mbit}mbit"),
-            "burst",
-            "4600b",
-            "latency",
-            "30ms",
-        ]);
-        net
-    }
-
-    fn spawn(&mut self, i: usize, args: &[&str]) -> usize {
-        let c = Command::new("ip")
-            .args(["netns", "exec", &self.ns[i]])
-            .args(args)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn in a namespace");
-        self.children.push(c);
-        self.children.len() - 1
-    }
-
-    fn stop(&mut self, k: usize) {
-        let _ = self.children[k].kill();
-        let _ = self.children[k].wait();
-    }
-}
-
-impl Drop for Net {
-    fn drop(&mut self) {
-        for c in &mut self.children {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-        for n in &self.ns {
-            let _ = Command::new("ip").args(["netns", "del", n]).status();
-        }
-    }
-}
-
 /// Cross traffic datagram payload, and its frame on the wire.
 const UDP_LEN: f64 = 1400.0;
 const UDP_FRAME: f64 = 1400.0 + 8.0 + 20.0 + 14.0;
@@ -429,11 +282,37 @@ fn on_emulated_links_the_proxy_takes_wren_from_its_own_uploads() {
     let pace = std::env::var("PROXY_WREN_PACE").as_deref() != Ok("0");
     let (rate, cross) = (100.0, 25.0);
     let truth = available(rate, cross);
-    let mut net = Net::new(rate as u32, pace);
+    // proxy ─ router (tbf toward the replica) ─ replica.
+    let mut net = Path3::new("y", ["10.243.1", "10.243.2"], rate as u32);
+    if pace {
+        // A sender that paces each packet: one segment per GSO packet, and BBR, which
+        // paces in the kernel without fq (TCP's internal pacing).
+        let p = net.ns[0].clone();
+        sh(&[
+            "ip",
+            "-n",
+            &p,
+            "link",
+            "set",
+            &net.sender_dev,
+            "gso_max_segs",
+            "1",
+        ]);
+        sh(&[
+            "ip",
+            "netns",
+            "exec",
+            &p,
+            "sysctl",
+            "-qw",
+            "net.ipv4.tcp_congestion_control=bbr",
+        ]);
+    }
+    let s_ip = net.receiver_ip.clone();
     let up = Upstream::start("s", "0.0.0.0:0", Some(&net.ns[2]));
     net.spawn(2, &["iperf3", "-s", "-p", "5201"]);
     let recs = temp("wren.ndjson");
-    let replica = format!("s=http://{S_IP}:{}", up.addr.port());
+    let replica = format!("s=http://{s_ip}:{}", up.addr.port());
     let prefix = ["ip", "netns", "exec", net.ns[0].as_str()];
     // PROXY_WREN_IFACE=any captures on every interface (Linux's cooked header).
     let iface = std::env::var("PROXY_WREN_IFACE").ok();
@@ -451,7 +330,7 @@ fn on_emulated_links_the_proxy_takes_wren_from_its_own_uploads() {
     let mut proxy = Proxy::start_in(&prefix, &args);
     let expect = format!(
         "bandwidth from wren (capture on {}",
-        iface.as_deref().unwrap_or("yp")
+        iface.as_deref().unwrap_or(&net.sender_dev)
     );
     assert!(proxy.ready.contains(&expect), "ready line: {}", proxy.ready);
     std::thread::sleep(Duration::from_millis(300));
@@ -461,7 +340,7 @@ fn on_emulated_links_the_proxy_takes_wren_from_its_own_uploads() {
             "iperf3",
             "-u",
             "-c",
-            S_IP,
+            &s_ip,
             "-p",
             "5201",
             "-l",
@@ -505,7 +384,7 @@ fn on_emulated_links_the_proxy_takes_wren_from_its_own_uploads() {
     });
     client.join().expect("the client");
     let m = metrics_in(&net.ns[0], addr);
-    net.stop(k);
+    net.stop(k, "-KILL");
     let t_stop = Instant::now();
     let status = proxy.terminate(LIMIT);
     let stop_s = t_stop.elapsed().as_secs_f64();
