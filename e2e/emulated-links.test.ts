@@ -14,10 +14,10 @@
  *   thread must refill or drain, and on a path of little delay the kernel's buffers are small
  *   too, so every late wake-up of either thread leaves the link idle; a fetch body or
  *   response is moved by the network process itself.
- * - RTT (WebSocket echo, median of 10) against `sockperf ping-pong --tcp --full-rtt` on the
- *   bare veth and on a link with 40 ms added by `nowcast delay` relays (tbf has no delay):
- *   printed against the goal ±(0.3 ms + 3 %), asserted within ±(0.5 ms + 5 %) with the delay
- *   and below a 10 ms regression guard on the bare veth, where the goal is not met yet.
+ * - RTT (the page's WebSocket RTT series, median of 10 probes: echo-node's timed pings,
+ *   engine/measure/echo.ts) against `sockperf ping-pong --tcp --full-rtt` on the bare veth and
+ *   on a link with 40 ms added by `nowcast delay` relays (tbf has no delay): asserted within
+ *   the goal ±(0.3 ms + 3 %) of sockperf's median in both.
  * Root only (namespaces), with iperf3, sockperf and the `nowcast` binary; skipped with a
  * message that says what is missing otherwise. Figures are printed side by side.
  */
@@ -151,17 +151,10 @@ const RATES = (process.env.NOWCAST_E2E_RATES ?? "20,100,300")
   .map((r) => Number(r.trim()))
   .filter((r) => r > 0);
 /** The RTT's goal (issue 12): the page within ±(RTT_ABS_MS + RTT_REL · sockperf's RTT) of
- *  sockperf. Not met yet on a bare veth (the page's WebSocket echo carries about 1 ms of
- *  browser and event-loop wake-ups that sockperf's back-to-back ping-pong does not): the
- *  figure is printed against it, and the assertions below are the bounds it does hold. */
+ *  sockperf. An echo timed on the page missed it by ~1 ms on the bare veth (the browser's
+ *  hops between the page's thread and its network process); the timed pings leave those out. */
 const RTT_ABS_MS = 0.3;
 const RTT_REL = 0.03;
-/** Asserted with a delay: the bound this test has held since the delay relays came. */
-const RTT_HELD_ABS_MS = 0.5;
-const RTT_HELD_REL = 0.05;
-/** Asserted on the bare veth: a guard against regressions (an echo path gone slow), far
- *  above the ~1 ms the page reads there on a quiet machine. */
-const RTT_BARE_GUARD_MS = 10;
 /** The fixed one-way delay of the delayed link (ms): a round trip gains twice this. */
 const DELAY_MS = 20;
 
@@ -349,20 +342,9 @@ describe.skipIf(why !== undefined)("the page on emulated links", () => {
             `${rtts.map((r) => r.value!.toFixed(2)).join(" ")}) sockperf --tcp ${theirs.toFixed(3)} ms, ` +
             `difference ${(ours - theirs).toFixed(3)} ms (load average ${loadavg()[0]!.toFixed(2)})`,
         );
-        const goal = Math.abs(ours - theirs) <= RTT_ABS_MS + RTT_REL * theirs;
-        console.log(
-          `e2e: rtt +${2 * oneWay} ms: the goal ±(${RTT_ABS_MS} ms + ${RTT_REL * 100} %) is ` +
-            (goal ? "met" : "NOT met (issue 12 open)"),
-        );
         expect(errors).toEqual([]);
         expect(rtts.length).toBeGreaterThanOrEqual(PROBES / 2);
-        if (oneWay > 0) {
-          expect(Math.abs(ours - theirs)).toBeLessThanOrEqual(
-            RTT_HELD_ABS_MS + RTT_HELD_REL * theirs,
-          );
-        } else {
-          expect(ours).toBeLessThan(RTT_BARE_GUARD_MS);
-        }
+        expect(Math.abs(ours - theirs)).toBeLessThanOrEqual(RTT_ABS_MS + RTT_REL * theirs);
       },
       90_000,
     );

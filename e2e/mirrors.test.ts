@@ -127,8 +127,8 @@ describe.skipIf(why !== undefined)("mirrors: two echo-nodes on loopback", () => 
     await setTicked(item.locator("input[type=checkbox]"), true);
     await waitForMirrorProbes(page, mirrorUrl, 3, 10_000);
     const counts = await probeCounts(mirror);
-    // The ranking's measurements: a WebSocket echo and a download over fetch.
-    expect(counts.get("echo")).toBeGreaterThan(0);
+    // The ranking's measurements: timed WebSocket pings and a download over fetch.
+    expect(counts.get("ping")).toBeGreaterThan(0);
     expect(counts.get("http_download")).toBeGreaterThan(0);
 
     // Both sites ranked, each with a predicted time and a range around it.

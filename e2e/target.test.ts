@@ -61,7 +61,7 @@ describe.skipIf(why !== undefined)("the target: two echo-nodes on loopback", () 
     }
     const after = await probeCounts(second);
     for (const kind of [
-      "echo",
+      "ping",
       "download",
       "upload",
       "http_ping",
@@ -122,7 +122,7 @@ describe.skipIf(why !== undefined)("the target: two echo-nodes on loopback", () 
       'target "ftp://127.0.0.1/" must be an http(s) or ws(s) URL, not ftp:; measuring this site instead',
     );
     await waitForMeasurements(page, "rtt/websocket", 1, 5000);
-    expect((await probeCounts(rig.node)).get("echo")).toBeGreaterThan(siteBefore.get("echo") ?? 0);
+    expect((await probeCounts(rig.node)).get("ping")).toBeGreaterThan(siteBefore.get("ping") ?? 0);
     expect(await page.textContent("#target-name")).toBe(siteHost);
     expect(await page.inputValue("#target-select")).toBe("");
     await done();
@@ -228,7 +228,7 @@ describe.skipIf(why !== undefined)("a target named only in the link", () => {
       await waitForMeasurements(page, series, 2, 10_000);
     }
     const after = await probeCounts(other);
-    for (const kind of ["echo", "http_ping"]) {
+    for (const kind of ["ping", "http_ping"]) {
       expect(after.get(kind) ?? 0, kind).toBeGreaterThan(before.get(kind) ?? 0);
     }
     expect(await page.textContent("#target-name")).toBe(new URL(other.url).host);

@@ -6,6 +6,7 @@ import { LIMIT_NAMES, type LimitName } from "./limits.js";
 
 export const PROBE_KINDS = [
   "echo",
+  "ping",
   "upload",
   "download",
   "http_ping",

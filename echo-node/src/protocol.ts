@@ -11,6 +11,10 @@
 export const PROTOCOL_VERSION = 1;
 /** Optional WebSocket subprotocol; selected when a client offers it. */
 export const SUBPROTOCOL = "nowcast.v1";
+/** Protocol 1 with the timed PING (revision 1): a server that has PING selects this name when
+ *  a client offers it, so a client learns from `WebSocket.protocol` whether it may send PING;
+ *  a server without it selects plain `nowcast.v1` (PROTOCOL.md, "Versioning"). */
+export const SUBPROTOCOL_PING = "nowcast.v1.1";
 export const WS_PATH = "/ws";
 
 export const MSG = {
@@ -18,13 +22,24 @@ export const MSG = {
   UPLOAD_START: 0x02,
   UPLOAD_DATA: 0x03,
   DOWNLOAD: 0x04,
+  PING: 0x05,
   HELLO: 0x80,
   ECHO_REPLY: 0x81,
   UPLOAD_ACK: 0x82,
   PROGRESS: 0x83,
   DOWNLOAD_DATA: 0x84,
   DOWNLOAD_END: 0x85,
+  PING_REPLY: 0x86,
 } as const;
+
+/** The most WebSocket pings one PING asks the server to time (PROTOCOL.md, "RTT (timed
+ *  ping)"): a warm-up and a back-to-back train are a handful; the bound keeps every reply in
+ *  one short frame and the server's work per message fixed. */
+export const MAX_PING_COUNT = 16;
+/** The payload of the pings a PING sends: the request's sequence number's low byte and the
+ *  ping's index, so that a pong is matched to its ping (RFC 6455 §5.5.3: a pong carries the
+ *  ping's payload). Two bytes, as the NWS RTT probe's exchange (JavaNws §2.1.1). */
+export const PING_PAYLOAD_BYTES = 2;
 
 /** Echo payloads are small by design: the NWS RTT probe is a 2-byte exchange (JavaNws
  *  §2.1.1). 120 keeps every echo message within a 125-byte WebSocket frame. */
@@ -60,7 +75,8 @@ export type ClientMessage =
   | { type: "echo"; seq: number; payload: Uint8Array }
   | { type: "upload_start"; probeId: number; bytes: number; progressMs: number }
   | { type: "upload_data"; bytes: number }
-  | { type: "download"; probeId: number; bytes: number; chunk: number; progressMs: number };
+  | { type: "download"; probeId: number; bytes: number; chunk: number; progressMs: number }
+  | { type: "ping"; seq: number; count: number };
 
 export type ServerMessage =
   | { type: "hello"; version: number; maxPayload: number; maxMessage: number }
@@ -77,7 +93,9 @@ export type ServerMessage =
     }
   | { type: "progress"; probeId: number; bytes: number; at: number }
   | { type: "download_data"; bytes: number }
-  | { type: "download_end"; probeId: number; bytes: number };
+  | { type: "download_end"; probeId: number; bytes: number }
+  /** The round-trip times of the pings a PING asked for, in the order sent (ms). */
+  | { type: "ping_reply"; seq: number; rttsMs: number[] };
 
 /** A message the server cannot accept; `close` says which close code the connection gets. */
 export class ProtocolError extends Error {
@@ -147,6 +165,14 @@ export function decodeClientMessage(data: Uint8Array): ClientMessage {
         chunk: v.getUint32(9),
         progressMs: checkProgress(v.getUint16(13)),
       };
+    case MSG.PING: {
+      checkLength(data, 6, "PING");
+      const count = data[5]!;
+      if (count < 1 || count > MAX_PING_COUNT) {
+        throw malformed(`PING count ${count} is outside 1–${MAX_PING_COUNT}`);
+      }
+      return { type: "ping", seq: v.getUint32(1), count };
+    }
     default:
       throw malformed(`unknown message type 0x${type.toString(16).padStart(2, "0")}`);
   }
@@ -158,6 +184,15 @@ export function encodeEcho(seq: number, payload: Uint8Array = new Uint8Array(0))
   out[0] = MSG.ECHO;
   view(out).setUint32(1, seq);
   out.set(payload, 5);
+  return out;
+}
+
+/** PING: `count` WebSocket pings timed on the server's clock (PROTOCOL.md). */
+export function encodePing(seq: number, count: number): Uint8Array {
+  const out = new Uint8Array(6);
+  out[0] = MSG.PING;
+  view(out).setUint32(1, seq);
+  out[5] = count;
   return out;
 }
 
@@ -203,6 +238,22 @@ export function encodeEchoReply(seq: number, payload: Uint8Array): Buffer {
   out[0] = MSG.ECHO_REPLY;
   out.writeUInt32BE(seq, 1);
   out.set(payload, 5);
+  return out;
+}
+
+/** The payload of ping `index` of the PING with sequence number `seq`. */
+export function pingPayload(seq: number, index: number): Buffer {
+  return Buffer.from([seq & 0xff, index]);
+}
+
+/** PING_REPLY: each round-trip time as float32 ms, so that the reply is no larger than the
+ *  pongs that earned it (4 bytes a ping against a pong's 8 on the wire). */
+export function encodePingReply(seq: number, rttsMs: readonly number[]): Buffer {
+  const out = Buffer.alloc(6 + 4 * rttsMs.length);
+  out[0] = MSG.PING_REPLY;
+  out.writeUInt32BE(seq, 1);
+  out[5] = rttsMs.length;
+  rttsMs.forEach((ms, i) => out.writeFloatBE(ms, 6 + 4 * i));
   return out;
 }
 
@@ -280,6 +331,14 @@ export function decodeServerMessage(data: Uint8Array): ServerMessage {
     case MSG.DOWNLOAD_END:
       checkLength(data, 9, "DOWNLOAD_END");
       return { type: "download_end", probeId: v.getUint32(1), bytes: v.getUint32(5) };
+    case MSG.PING_REPLY: {
+      const count = data[5] ?? 0;
+      if (data.byteLength < 6 || data.byteLength !== 6 + 4 * count) {
+        throw malformed(`PING_REPLY of ${data.byteLength} bytes does not hold its ${count} times`);
+      }
+      const rttsMs = Array.from({ length: count }, (_, i) => v.getFloat32(6 + 4 * i));
+      return { type: "ping_reply", seq: v.getUint32(1), rttsMs };
+    }
     default:
       throw malformed(`unknown server message type ${data[0]}`);
   }

@@ -32,7 +32,7 @@ import { ClientLimits, type LimitName } from "./limits.js";
 import { Metrics } from "./metrics.js";
 import { loadMirrorsFile, mirrorOrigins, type Mirror } from "./mirrors.js";
 import { OriginPolicy, type Verdict } from "./origin-policy.js";
-import { CLOSE, PROTOCOL_VERSION, SUBPROTOCOL, WS_PATH } from "./protocol.js";
+import { CLOSE, PROTOCOL_VERSION, SUBPROTOCOL, SUBPROTOCOL_PING, WS_PATH } from "./protocol.js";
 import { RandomPool } from "./random-pool.js";
 import { install as boundReceiveBuffering, receiveBackstop } from "./receive-buffers.js";
 import { excerpt, RefusalLog } from "./refusal-log.js";
@@ -208,7 +208,11 @@ export async function startEchoNode(config: Config): Promise<EchoNode> {
     ...(config.name !== undefined ? { server: config.name } : {}),
     version: SERVER_VERSION,
     protocolVersion: PROTOCOL_VERSION,
-    websocket: { path: WS_PATH, subprotocol: SUBPROTOCOL },
+    websocket: {
+      path: WS_PATH,
+      subprotocol: SUBPROTOCOL,
+      subprotocols: [SUBPROTOCOL_PING, SUBPROTOCOL],
+    },
     limits: {
       maxPayloadBytes: config.maxPayload,
       maxMessageBytes: config.maxMessage,
@@ -523,7 +527,13 @@ export async function startEchoNode(config: Config): Promise<EchoNode> {
     ...receiveBackstop(config.maxMessage),
     clientTracking: false,
     allowSynchronousEvents: true,
-    handleProtocols: (offered) => (offered.has(SUBPROTOCOL) ? SUBPROTOCOL : false),
+    // The newest revision the client offers: `nowcast.v1.1` says PING may be sent.
+    handleProtocols: (offered) =>
+      offered.has(SUBPROTOCOL_PING)
+        ? SUBPROTOCOL_PING
+        : offered.has(SUBPROTOCOL)
+          ? SUBPROTOCOL
+          : false,
   });
 
   /** Refuses an accepted WebSocket with a documented code: a browser cannot read the status

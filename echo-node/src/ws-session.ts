@@ -1,6 +1,6 @@
 /**
- * One WebSocket probe connection: the I/O edge around protocol.ts. Implements echo, upload
- * and download probes (PROTOCOL.md), charges probes to the client's byte budget up front and
+ * One WebSocket probe connection: the I/O edge around protocol.ts. Implements echo, timed
+ * ping, upload and download probes (PROTOCOL.md), charges probes to the client's byte budget up front and
  * every message (control frames included) to its message rate, and enforces the
  * per-connection limits (payload cap, idle and slow-client timeouts, bounded send buffer).
  * Every other byte on the socket is metered by the server (traffic-meter.ts).
@@ -21,8 +21,10 @@ import {
   encodeDownloadEnd,
   encodeEchoReply,
   encodeHello,
+  encodePingReply,
   encodeProgress,
   encodeUploadAck,
+  pingPayload,
   type ClientMessage,
 } from "./protocol.js";
 import type { RandomPool } from "./random-pool.js";
@@ -84,12 +86,23 @@ interface Download {
   progress: NodeJS.Timeout | undefined;
 }
 
+/** A PING's train: one WebSocket ping out at a time, the next sent when its pong arrives. */
+interface PingTrain {
+  seq: number;
+  count: number;
+  /** Round-trip times of the pings answered so far (ms). */
+  rttsMs: number[];
+  /** When the ping awaiting its pong was handed to the socket. */
+  sentAt: number;
+}
+
 export class ProbeSession {
   /** Last message from the client, or last moment a transfer was still running. */
   private lastActivityAt = performance.now();
   private lastSeq = -1;
   private upload: Upload | undefined;
   private download: Download | undefined;
+  private ping: PingTrain | undefined;
   /** Arrival time and index of the socket read being parsed (see onSocketData). */
   private readAt = performance.now();
   private readIndex = 0;
@@ -113,7 +126,9 @@ export class ProbeSession {
     ws.on("message", (data, isBinary) => this.onMessage(data as Buffer, isBinary));
     // ws answers pings by itself; they cost the same work as a message, so they count too.
     ws.on("ping", () => this.takeMessage());
-    ws.on("pong", () => this.takeMessage());
+    ws.on("pong", (data) => {
+      if (this.takeMessage()) this.onPong(data);
+    });
     ws.on("error", () => {
       // ws reports frame-level violations (bad opcode, oversized message, invalid UTF-8) as
       // errors and closes with the RFC 6455 code itself; we only count them.
@@ -183,17 +198,21 @@ export class ProbeSession {
   private handle(m: ClientMessage): void {
     switch (m.type) {
       case "echo":
-        // Strictly increasing, so a client can tell a lost reply from a late one and the
-        // server can tell a replayed or confused client from a correct one.
-        if (m.seq <= this.lastSeq) {
-          throw new ProtocolError(
-            CLOSE.OUT_OF_ORDER,
-            `echo sequence ${m.seq} not above previous ${this.lastSeq}`,
-          );
-        }
-        this.lastSeq = m.seq;
+        this.checkSeq(m.seq, "echo");
         this.deps.metrics.probes.echo++;
         this.send(encodeEchoReply(m.seq, m.payload));
+        return;
+      case "ping":
+        this.checkSeq(m.seq, "ping");
+        if (this.ping !== undefined) {
+          throw new ProtocolError(
+            CLOSE.OUT_OF_ORDER,
+            `PING ${m.seq} while the pings of ${this.ping.seq} are running`,
+          );
+        }
+        this.deps.metrics.probes.ping++;
+        this.ping = { seq: m.seq, count: m.count, rttsMs: [], sentAt: 0 };
+        this.sendPing(this.ping);
         return;
       case "upload_start":
         this.checkIdle("UPLOAD_START");
@@ -346,6 +365,49 @@ export class ProbeSession {
     }
   };
 
+  /** ECHO and PING sequence numbers: strictly increasing, so a client can tell a lost reply
+   *  from a late one and the server can tell a replayed or confused client from a correct one. */
+  private checkSeq(seq: number, what: string): void {
+    if (seq <= this.lastSeq) {
+      throw new ProtocolError(
+        CLOSE.OUT_OF_ORDER,
+        `${what} sequence ${seq} not above previous ${this.lastSeq}`,
+      );
+    }
+    this.lastSeq = seq;
+  }
+
+  /**
+   * Sends the train's next WebSocket ping. Timed from when the frame has been handed to the
+   * socket (ws writes it at once) to the arrival of the read that carries its pong (`readAt`,
+   * before ws parses it), so the server's own parsing and framing are not in the figure.
+   */
+  private sendPing(t: PingTrain): void {
+    if (this.closing) return;
+    if (this.ws.bufferedAmount > MAX_QUEUED) {
+      this.cutOffSlowClient();
+      return;
+    }
+    this.deps.metrics.bytesOut += 2 + 2;
+    this.ws.ping(pingPayload(t.seq, t.rttsMs.length));
+    t.sentAt = performance.now();
+  }
+
+  /** A pong: the next ping of the train, or its reply. A pong that answers no ping of the
+   *  running train is ignored (RFC 6455 §5.5.3 allows unsolicited pongs). */
+  private onPong(data: Buffer): void {
+    const t = this.ping;
+    if (t === undefined || !data.equals(pingPayload(t.seq, t.rttsMs.length))) return;
+    this.lastActivityAt = this.readAt;
+    t.rttsMs.push(Math.max(0, this.readAt - t.sentAt));
+    if (t.rttsMs.length < t.count) {
+      this.sendPing(t);
+      return;
+    }
+    this.ping = undefined;
+    this.send(encodePingReply(t.seq, t.rttsMs));
+  }
+
   /** Sends a small message, unless the client has stopped reading. */
   private send(message: Buffer): void {
     if (this.closing) return;
@@ -409,6 +471,7 @@ export class ProbeSession {
     clearInterval(this.download?.progress);
     this.upload = undefined;
     this.download = undefined;
+    this.ping = undefined;
   }
 
   /** Called once when the connection is gone, whatever the cause. */

@@ -7,10 +7,13 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
   encodeDownload,
   encodeEcho,
+  encodePing,
   encodeUploadStart,
+  MAX_PING_COUNT,
   MSG,
   PROTOCOL_VERSION,
   SUBPROTOCOL,
+  SUBPROTOCOL_PING,
   type ServerMessage,
 } from "../src/protocol.js";
 import type { EchoNode } from "../src/server.js";
@@ -91,6 +94,74 @@ describe("WebSocket probes", () => {
     // The NWS 2-byte exchange and an empty echo are both valid.
     c.send(encodeEcho(1000));
     expect(await c.next()).toMatchObject({ type: "echo_reply", seq: 1000 });
+  });
+
+  it("selects the timed-ping revision when offered, and plain v1 to a client without it", async () => {
+    const both = new TestClient(node.url, {}, [SUBPROTOCOL_PING, SUBPROTOCOL]);
+    const old = new TestClient(node.url, {}, [SUBPROTOCOL]);
+    await both.open();
+    await old.open();
+    expect(both.ws.protocol).toBe(SUBPROTOCOL_PING);
+    expect(old.ws.protocol).toBe(SUBPROTOCOL);
+    // The server allows few connections per address: the tests after this one need theirs.
+    both.terminate();
+    old.terminate();
+  });
+
+  it("times a train of WebSocket pings answered by the client's stack, one at a time", async () => {
+    const c = new TestClient(node.url, {}, [SUBPROTOCOL_PING, SUBPROTOCOL]);
+    await c.open();
+    // What the server sends: each ping only after the previous one's pong (a client that
+    // answers nothing gets one ping, never a burst).
+    const pings: Buffer[] = [];
+    c.ws.on("ping", (data: Buffer) => pings.push(Buffer.from(data)));
+    c.send(encodePing(7, 9));
+    const reply = await c.next();
+    expect(reply.type).toBe("ping_reply");
+    if (reply.type !== "ping_reply") return;
+    expect(reply.seq).toBe(7);
+    expect(reply.rttsMs).toHaveLength(9);
+    for (const ms of reply.rttsMs) {
+      expect(ms).toBeGreaterThan(0);
+      expect(ms).toBeLessThan(1000);
+    }
+    expect(pings.map((p) => [...p])).toEqual(Array.from({ length: 9 }, (_, i) => [7, i]));
+    // PING and ECHO share the sequence: an echo after it must be above 7.
+    c.send(encodeEcho(8));
+    expect(await c.next()).toMatchObject({ type: "echo_reply", seq: 8 });
+    c.send(encodePing(MAX_PING_COUNT + 100, MAX_PING_COUNT));
+    const full = await c.next();
+    expect(full).toMatchObject({ type: "ping_reply", seq: MAX_PING_COUNT + 100 });
+    c.terminate();
+  });
+
+  it("sends a client that does not answer one ping and waits, and refuses a second PING", async () => {
+    const c = new TestClient(node.url, { autoPong: false }, [SUBPROTOCOL_PING]);
+    await c.open();
+    let pings = 0;
+    c.ws.on("ping", () => pings++);
+    c.send(encodePing(1, 16));
+    await new Promise((r) => setTimeout(r, 200));
+    expect(pings).toBe(1);
+    // An unsolicited or wrong pong is ignored (RFC 6455 §5.5.3), not counted as the answer.
+    c.ws.pong(Buffer.from([9, 9]));
+    await new Promise((r) => setTimeout(r, 100));
+    expect(pings).toBe(1);
+    c.send(encodePing(2, 1));
+    expect(await c.closed).toEqual({
+      code: 4001,
+      reason: "message out of order: PING 2 while the pings of 1 are running",
+    });
+  });
+
+  it("refuses a PING asking for no pings or more than its bound", async () => {
+    for (const count of [0, MAX_PING_COUNT + 1]) {
+      const c = await openClient(node);
+      c.send(encodePing(1, count));
+      const closed = await c.closed;
+      expect(closed.code).toBe(4000);
+      expect(closed.reason).toContain(`PING count ${count}`);
+    }
   });
 
   it("acknowledges uploads of every size from 0 to the cap with the exact count", async () => {
@@ -347,6 +418,7 @@ describe("HTTP probes", () => {
     const metrics = await (await fetch(`${allowed.url}/metrics`)).text();
     for (const kind of [
       "echo",
+      "ping",
       "upload",
       "download",
       "http_ping",

@@ -306,7 +306,9 @@ class Run {
   /** An RTT probe, and the jitter it makes with the one before. Always goes on. */
   async rtt(step: Step): Promise<Outcome> {
     const m = this.measurement(step);
-    const request = { bytes: 0, streams: 1, predictedRttMs: undefined };
+    // Its own forecast: how many pings a probe sends depends on it (measure/echo.ts).
+    const predictedRttMs = this.site.series.next(step.key)?.value;
+    const request = { bytes: 0, streams: 1, predictedRttMs };
     const r = await this.probe(step, m, 0, 1, (timeoutMs) =>
       m.run(this.site.link, { ...request, timeoutMs }),
     );

@@ -7,9 +7,12 @@ import {
   decodeServerMessage,
   encodeDownload,
   encodeEcho,
+  encodePing,
   encodeUploadStart,
+  MAX_PING_COUNT,
   MSG,
   SUBPROTOCOL,
+  SUBPROTOCOL_PING,
   WS_PATH,
   type ServerMessage,
 } from "../../../echo-node/src/protocol";
@@ -59,7 +62,8 @@ export class WsConnection {
   static open(base: string, timeoutMs: number): Promise<WsConnection> {
     const url = endpointUrl(base, WS_PATH);
     url.protocol = url.protocol === "https:" ? "wss:" : "ws:";
-    const ws = new WebSocket(url, SUBPROTOCOL);
+    // Offered newest first: a server with the timed PING selects SUBPROTOCOL_PING.
+    const ws = new WebSocket(url, [SUBPROTOCOL_PING, SUBPROTOCOL]);
     ws.binaryType = "arraybuffer";
     return new Promise((resolve, reject) => {
       const timer = setTimeout(() => {
@@ -81,6 +85,11 @@ export class WsConnection {
         reject(new ConnectionClosed(e.code, e.reason));
       };
     });
+  }
+
+  /** Whether the server times WebSocket pings for this client (PING, PROTOCOL.md). */
+  get timedPing(): boolean {
+    return this.ws.protocol === SUBPROTOCOL_PING;
   }
 
   get open(): boolean {
@@ -144,6 +153,22 @@ export class WsConnection {
         this.ws.send(encodeEcho(seq, ECHO_PAYLOAD));
       },
       (m) => (m.type === "echo_reply" && m.seq === seq ? performance.now() - t0 : undefined),
+    );
+  }
+
+  /**
+   * Round-trip times of `count` WebSocket pings sent back to back by the server and timed on
+   * its clock (ms, in the order sent). The browser's network stack answers a ping itself
+   * (RFC 6455 §5.5.2), so these times leave out the hops between it and this thread that an
+   * echo's time carries. Only where `timedPing`.
+   */
+  ping(count: number, timeoutMs: number): Promise<number[]> {
+    const seq = ++this.seq;
+    const n = Math.max(1, Math.min(MAX_PING_COUNT, Math.round(count)));
+    return this.exchange(
+      timeoutMs,
+      () => this.ws.send(encodePing(seq, n)),
+      (m) => (m.type === "ping_reply" && m.seq === seq ? m.rttsMs : undefined),
     );
   }
 

@@ -1,9 +1,9 @@
-// Loaded latency: echoes on a second connection while a transfer runs, one every
+// Loaded latency: echoes (timed pings where the server has them) on a second connection while a transfer runs, one every
 // LOADED_ECHO_GAP_MS, for as long as it lasts. Their median is one loaded RTT, the queueing
 // the transfer causes; a timed-out echo ends them (and is recorded as a loaded-RTT timeout).
 
 import { ProbeTimeout } from "../errors";
-import { ECHO_BYTES } from "./echo";
+import { ECHO_BYTES, pingBytes } from "./echo";
 import type { LoadedEchoes, LoadedLatency } from "./measurement";
 
 /** Gap between loaded-RTT echoes, so that they measure the queue without loading the server. */
@@ -19,9 +19,13 @@ export const loadedLatency: LoadedLatency = {
     });
     const echoes: LoadedEchoes = { samples: [], timedOut: undefined };
     while (!finished && lc.open) {
-      spend(ECHO_BYTES);
+      spend(lc.timedPing ? pingBytes(1) : ECHO_BYTES);
       try {
-        echoes.samples.push(await lc.echo(timeoutMs));
+        // One timed ping where the server has them (no warm-up: the transfer keeps the path
+        // awake), timed as the idle RTT is (echo.ts), so the two compare.
+        echoes.samples.push(
+          lc.timedPing ? (await lc.ping(1, timeoutMs))[0]! : await lc.echo(timeoutMs),
+        );
       } catch (e) {
         if (e instanceof ProbeTimeout)
           echoes.timedOut = { atMs: Date.now(), elapsedMs: e.elapsedMs };
