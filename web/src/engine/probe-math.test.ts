@@ -131,6 +131,29 @@ describe("parallel streams", () => {
       { streams: 4, mbits: 95.1 },
     ];
     expect(chooseStreams(tries)).toBe(4);
+    // At 1 Gbit/s (the emulated-link sweep): one stream's tries 962.3 and 952.1, two streams'
+    // 962.3 and 963.0. One stream reached what two give for sure and dipped 1.1 % once: one.
+    expect(
+      chooseStreams([
+        { streams: 1, mbits: 962.3 },
+        { streams: 2, mbits: 962.3 },
+        { streams: 4, mbits: 951.4 },
+        { streams: 1, mbits: 952.1 },
+        { streams: 2, mbits: 963.0 },
+        { streams: 4, mbits: 958.2 },
+      ]),
+    ).toBe(1);
+    // ... but a try 40 % low is no scheduling blip: two streams (10 Mbit/s, the same sweep).
+    expect(
+      chooseStreams([
+        { streams: 1, mbits: 5.7 },
+        { streams: 2, mbits: 9.6 },
+        { streams: 4, mbits: 6.0 },
+        { streams: 1, mbits: 9.6 },
+        { streams: 2, mbits: 9.6 },
+        { streams: 4, mbits: 4.1 },
+      ]),
+    ).toBe(2);
     // A try without a rate leaves the candidate's other try to count.
     expect(
       chooseStreams([

@@ -112,7 +112,7 @@ describe("the trust in a transfer and the transport's reason", () => {
       "the faster of the two lately",
     );
     expect(transportReason("rtt/websocket", "rtt/http", "lower")).toBe(
-      "the shorter of the two lately",
+      "pings timed by the server; the shorter of the two lately",
     );
   });
 });

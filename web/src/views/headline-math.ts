@@ -227,8 +227,13 @@ export function transportReason(
   otherKey: string | undefined,
   better: "higher" | "lower",
 ): string {
+  // The WebSocket RTT is timed by echo-node from pings the browser answers itself
+  // (engine/measure/echo.ts), which is why it reads lower than a fetch timed on the page.
+  const how = key === "rtt/websocket" ? "pings timed by the server; " : "";
   if (otherKey !== undefined) {
-    return better === "higher" ? "the faster of the two lately" : "the shorter of the two lately";
+    return (
+      how + (better === "higher" ? "the faster of the two lately" : "the shorter of the two lately")
+    );
   }
   if (key.startsWith("bandwidth_") && key.endsWith("/http")) {
     return "a browser's WebSocket falls behind on fast links";

@@ -19,9 +19,9 @@ import { HeadlineView } from "./headline-view";
 import type { PredictabilityPanel } from "./predictability-view";
 
 const TITLES: Partial<Record<SeriesKey, string>> = {
-  "rtt/websocket": "RTT, WebSocket echo",
-  "jitter/websocket": "Jitter, WebSocket echo",
-  "loaded_rtt/websocket": "Loaded RTT, WebSocket echo during transfers",
+  "rtt/websocket": "RTT, WebSocket ping",
+  "jitter/websocket": "Jitter, WebSocket ping",
+  "loaded_rtt/websocket": "Loaded RTT, WebSocket ping during transfers",
   "rtt/http": "RTT, fetch",
   "bandwidth_down/http": "Download, fetch",
   "bandwidth_up/http": "Upload, fetch",
