@@ -269,7 +269,7 @@ pub struct TransferReport {
     pub mbps: [f64; 3],
 }
 
-/// Frames that gave no TCP segment, by reason.
+/// Frames that gave no TCP segment, by reason; and RTT samples left out.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Skips {
     pub not_ip: u64,
@@ -278,6 +278,8 @@ pub struct Skips {
     pub unknown_link: u64,
     pub truncated: u64,
     pub malformed: u64,
+    /// RTT samples that spanned a step of the capture's clock ([`tcp::MAX_RTT_S`]).
+    pub clock_steps: u64,
 }
 
 /// The live view of a flow still open.
@@ -438,6 +440,7 @@ impl Analyzer {
         let [h0, h1] = &mut flow.halves;
         let (fwd, rev) = if d == 0 { (h0, h1) } else { (h1, h0) };
         let seen = tcp::observe(fwd, rev, p, orig_len, first_rtt);
+        self.skips.clock_steps += u64::from(seen.clock_steps);
         if self.cfg.keep_samples {
             for (rtt, ts) in [(seen.ack_rtt, false), (seen.ts_rtt, true)] {
                 if let Some(r) = rtt {

@@ -309,6 +309,10 @@ fn skips_line(s: &Skips) -> String {
         (s.unknown_link, "unknown link type"),
         (s.truncated, "headers cut by the snap length"),
         (s.malformed, "malformed headers"),
+        (
+            s.clock_steps,
+            "RTT samples across a step of the capture's clock",
+        ),
     ] {
         if n > 0 {
             parts.push(format!("{n} {what}"));

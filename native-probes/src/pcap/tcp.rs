@@ -118,6 +118,23 @@ pub struct Half {
     last_tsval: Option<u32>,
 }
 
+/// The longest RTT sample believed, s. A segment not retransmitted (Karn's rule leaves the
+/// others out) is acknowledged within the sender's retransmission timeout, at most minutes
+/// (RFC 6298 §2.5 allows a ceiling of 60 s or more; Linux's is 120 s): a sample of more than
+/// an hour, or below zero, spans a step of the capture's clock (a clock set while capturing,
+/// a merged or damaged file), not the network, and is left out and counted.
+pub const MAX_RTT_S: f64 = 3600.0;
+
+/// `r` as an RTT sample, unless it spans a step of the capture's clock ([`MAX_RTT_S`]).
+fn believed(r: f64, clock_steps: &mut u32) -> Option<f64> {
+    if (0.0..=MAX_RTT_S).contains(&r) {
+        Some(r)
+    } else {
+        *clock_steps += 1;
+        None
+    }
+}
+
 /// What [`observe`] found in one packet.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Seen {
@@ -126,6 +143,9 @@ pub struct Seen {
     pub ack_rtt: Option<f64>,
     /// A timestamp RTT sample this packet completed (for the other direction's TSval), s.
     pub ts_rtt: Option<f64>,
+    /// Samples this packet completed that spanned a step of the capture's clock and were
+    /// left out ([`MAX_RTT_S`]).
+    pub clock_steps: u32,
 }
 
 impl Half {
@@ -261,12 +281,13 @@ pub fn observe(
     fwd.window = Some(p.window);
 
     // The ACK this packet carries times the other direction's segments.
+    let mut clock_steps = 0;
     let mut ack_rtt = None;
     if p.has(flag::ACK) {
         while let Some(s) = rev.unacked.front_mut() {
             if seq_le(s.end, p.ack) {
                 if s.end == p.ack && !s.resent {
-                    ack_rtt = Some((t - s.t) as f64 * 1e-9);
+                    ack_rtt = believed((t - s.t) as f64 * 1e-9, &mut clock_steps);
                 }
                 rev.unacked.pop_front();
             } else {
@@ -300,9 +321,10 @@ pub fn observe(
             if let Some(f) = rev.tsvals.front_mut() {
                 if f.0 == ecr && !f.2 {
                     f.2 = true;
-                    let r = (t - f.1) as f64 * 1e-9;
-                    rev.ts_rtt.push(r);
-                    ts_rtt = Some(r);
+                    if let Some(r) = believed((t - f.1) as f64 * 1e-9, &mut clock_steps) {
+                        rev.ts_rtt.push(r);
+                        ts_rtt = Some(r);
+                    }
                 }
             }
         }
@@ -311,6 +333,7 @@ pub fn observe(
         kind,
         ack_rtt,
         ts_rtt,
+        clock_steps,
     }
 }
 
@@ -340,6 +363,44 @@ mod tests {
     }
 
     const A: u8 = flag::ACK;
+
+    #[test]
+    fn samples_across_a_step_of_the_capture_clock_are_left_out_and_counted() {
+        let (mut s, mut r) = (Half::default(), Half::default());
+        let rtt = Some(10_000_000);
+        // Data at 0 and at 1 ms; the first is acknowledged "two hours later" (the clock was
+        // set), the second "before it was sent" (a merged file out of order).
+        observe(&mut s, &mut r, &pkt(0, 1000, 1, A, 100, None), 140, rtt);
+        let hours = 2 * 3600 * 1_000_000;
+        let seen = observe(&mut r, &mut s, &pkt(hours, 1, 1100, A, 0, None), 54, rtt);
+        assert_eq!((seen.ack_rtt, seen.clock_steps), (None, 1));
+        observe(
+            &mut s,
+            &mut r,
+            &pkt(hours + 1000, 1100, 1, A, 100, None),
+            140,
+            rtt,
+        );
+        let seen = observe(
+            &mut r,
+            &mut s,
+            &pkt(hours - 5000, 1, 1200, A, 0, None),
+            54,
+            rtt,
+        );
+        assert_eq!((seen.ack_rtt, seen.clock_steps), (None, 1));
+        assert!(s.ack_rtt.is_empty(), "no sample kept");
+        // Within the hour, a sample is believed however long.
+        observe(&mut s, &mut r, &pkt(hours, 1200, 1, A, 100, None), 140, rtt);
+        let seen = observe(
+            &mut r,
+            &mut s,
+            &pkt(hours + 3_000_000_000, 1, 1300, A, 0, None),
+            54,
+            rtt,
+        );
+        assert_eq!((seen.ack_rtt, seen.clock_steps), (Some(3000.0), 0));
+    }
 
     #[test]
     fn data_ack_rtt_with_karns_rule_and_retransmission_kinds() {
