@@ -1007,7 +1007,7 @@ pub async fn serve(
                     let mut p = sh.policy.lock().expect("policy");
                     let due = p.due_probes(now);
                     for &r in &due {
-                        p.probe_started(r);
+                        p.probe_started(r, sh.probe.bytes, now);
                     }
                     due
                 };
