@@ -607,6 +607,35 @@ fn compare(
                 }
             }
         }
+        if std::env::var("PROXY_LINKS_EXPLAIN").is_ok() {
+            // Every rule's failed requests, and what its proxy said of them.
+            for u in units.iter().filter(|u| u.replica == "failed") {
+                eprintln!(
+                    "  {name}: failed at {:.2} s after {:.1} ms, {} B",
+                    u.start_s, u.ms, u.bytes
+                );
+            }
+            let err = proxy.stderr.lock().unwrap().clone();
+            for l in err.lines().filter(|l| !l.starts_with('{')) {
+                eprintln!("  {name} proxy: {l}");
+            }
+            let addr = proxy.addr;
+            let text = Arc::new(Mutex::new(String::new()));
+            let into = text.clone();
+            let _ = thread_in(Some(net.ns[0].clone()), move || {
+                let r = common::http::request(addr, b"GET /metrics HTTP/1.1\r\nhost: p\r\n\r\n");
+                *into.lock().unwrap() = r.text();
+            })
+            .join();
+            let metrics = text.lock().unwrap().clone();
+            for l in metrics
+                .lines()
+                .filter(|l| l.contains("errors_total") || l.contains("timeout"))
+                .filter(|l| !l.starts_with('#') && !l.ends_with(" 0"))
+            {
+                eprintln!("  {name} metrics: {l}");
+            }
+        }
         out.push(summarize(name, &units, half, better_after, sizes));
         drop(proxy);
         std::thread::sleep(Duration::from_millis(300));
