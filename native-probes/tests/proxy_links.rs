@@ -577,7 +577,7 @@ fn compare(
                     .iter()
                     .map(|r| {
                         format!(
-                            "{} bw {:.0}±{:.0} {} rtt {:.2} t {:.0}/{:.0} age {:.0}",
+                            "{} bw {:.0}±{:.0} {} rtt {:.2} t {:.0}/{:.0} age {:.0} backlog {:.0}K",
                             r["replica"].as_str().unwrap_or(""),
                             r["bandwidth"]["value"].as_f64().unwrap_or(f64::NAN),
                             r["bandwidth"]["error"].as_f64().unwrap_or(f64::NAN),
@@ -586,12 +586,15 @@ fn compare(
                             r["time_ms"].as_f64().unwrap_or(f64::NAN),
                             r["worst_ms"].as_f64().unwrap_or(f64::NAN),
                             r["sample_age_ms"].as_f64().unwrap_or(f64::NAN),
+                            r["backlog_bytes"].as_f64().unwrap_or(f64::NAN) / 1024.0,
                         )
                     })
                     .collect();
                 if std::env::var("PROXY_LINKS_EXPLAIN").is_ok() {
                     eprintln!(
-                        "  {} {:<10} | {}",
+                        "  {:.0} ms {} B: {} {:<10} | {}",
+                        v["timestamp_ms"].as_f64().unwrap_or(f64::NAN),
+                        v["size_bytes"].as_f64().unwrap_or(f64::NAN),
                         v["chose"].as_str().unwrap_or(""),
                         v["reason"].as_str().unwrap_or(""),
                         views.join(" | ")

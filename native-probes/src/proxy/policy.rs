@@ -33,6 +33,13 @@
 //! the jump at a change and the old regime's noise for as long as the history lasts
 //! (BENCHMARKS.md, "The worst case's spread").
 //!
+//! The size timed is the request's plus the proxy's own bytes still in flight to that replica
+//! that it would share the path with ([`shared_bytes`], [`backlog_at`]): a fluid backlog each
+//! request and probe fills and the forecast bandwidth drains, of which a flow in flight counts
+//! at most the new request's size (processor sharing), so that concurrent transfers do not all
+//! herd to the replica with the lowest forecast. ε-exploration skips an alternate whose probe
+//! is under way (the two would share its path).
+//!
 //! The RTT is the path's least ([`Done::rtt_ms`]) and a transfer's bandwidth is its bytes over
 //! its time less one such RTT, so that RTT + size ÷ bandwidth gives back a transfer's time and
 //! the queue a transfer builds is counted once, in its bandwidth.
