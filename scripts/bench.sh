@@ -75,6 +75,10 @@ step "nowcast proxy on emulated links, long halves, and where the replicas do no
 PROXY_LINKS_SECS=${PROXY_LINKS_SECS:-$([ -n "$quick" ] && echo 8 || echo 30)} PROXY_LINKS_EQUAL=1 \
   cargo test --quiet --release -p native-probes --test proxy_links -- --nocapture
 
+step "nowcast proxy on emulated links with a mix of request sizes (9 of 10 uploads 16 KiB, 1 of 10 2 MiB, at the same 16.8 Mbit/s): every rule's mean and p95, overall and per size, where the replicas differ and where they do not (a second comparison, printed; no request may fail)"
+PROXY_LINKS_SIZES="16K:9,2M:1" PROXY_LINKS_SECS=${PROXY_LINKS_SECS:-$([ -n "$quick" ] && echo 8 || echo 30)} PROXY_LINKS_EQUAL=1 \
+  cargo test --quiet --release -p native-probes --test proxy_links -- --nocapture
+
 step "nowcast proxy's Wren on its own uploads, long phase (goal: median lower bound within 15 % of the available bandwidth; TCP_INFO's rates of the same run printed beside it)"
 PROXY_WREN_SECS=${PROXY_WREN_SECS:-$([ -n "$quick" ] && echo 8 || echo 30)} \
   cargo test --quiet --release -p native-probes --test proxy_wren -- --nocapture on_emulated_links

@@ -729,6 +729,82 @@ fn a_config_file_gives_services_replicas_and_settings() {
 }
 
 #[test]
+fn services_on_the_command_line_choose_with_settings_of_their_own() {
+    let (a, b) = (
+        Upstream::start("a", "127.0.0.1:0", None),
+        Upstream::start("b", "127.0.0.1:0", None),
+    );
+    // As the config file's test: the flags' ε = 0.5 (fresh alternates too) is /wild's, which
+    // takes the bandwidth rule; /calm never explores and keeps units of work on their replica.
+    let mut p = Proxy::start(&[
+        "--replica",
+        &replica("a", &a),
+        "--replica",
+        &replica("b", &b),
+        "--service",
+        "/calm=a,b;epsilon=0;sticky=header:x-unit",
+        "--service",
+        "/wild=a,b;balance=bandwidth",
+        "--epsilon",
+        "0.5",
+        "--explore-fresh",
+        "--ttl",
+        "30",
+        "--explain",
+        "--seed",
+        "9",
+    ]);
+    for _ in 0..20 {
+        for path in ["/calm/u", "/wild/u"] {
+            let raw = format!("GET {path} HTTP/1.1\r\nhost: x\r\nx-unit: j1\r\n\r\n");
+            assert_eq!(request(p.addr, raw.as_bytes()).status, 200);
+        }
+    }
+    assert!(p
+        .terminate(Duration::from_secs(10))
+        .expect("exits")
+        .success());
+    std::thread::sleep(Duration::from_millis(100));
+    let err = p.stderr.lock().unwrap().clone();
+    let lines: Vec<serde_json::Value> = err
+        .lines()
+        .filter(|l| l.starts_with('{'))
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let of = |service: &str| -> Vec<&serde_json::Value> {
+        lines.iter().filter(|l| l["service"] == service).collect()
+    };
+    let (calm, wild) = (of("/calm"), of("/wild"));
+    assert_eq!((calm.len(), wild.len()), (20, 20), "{err}");
+    assert!(calm.iter().all(|l| l["balance"] == "completion"));
+    assert!(wild.iter().all(|l| l["balance"] == "bandwidth"));
+    let count =
+        |v: &[&serde_json::Value], reason: &str| v.iter().filter(|l| l["reason"] == reason).count();
+    assert_eq!(count(&calm, "explore"), 0, "{err}");
+    assert_eq!(count(&calm, "sticky"), 19, "{err}");
+    assert_eq!(
+        count(&wild, "sticky"),
+        0,
+        "no --sticky: no unit of work: {err}"
+    );
+    // A bad setting is refused before the proxy listens, naming the flag and the pair.
+    let out = std::process::Command::new(common::BIN)
+        .args(["proxy", "--listen", "127.0.0.1:0", "--replica"])
+        .arg(replica("a", &a))
+        .args(["--service", "/x=a;ttl=2;epsilon=3"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let e = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        e.contains(
+            "--service '/x=a;ttl=2;epsilon=3': 'epsilon=3': `epsilon`: 3 is not within 0..1"
+        ),
+        "{e}"
+    );
+}
+
+#[test]
 fn services_in_a_config_file_choose_with_settings_of_their_own() {
     let (a, b) = (
         Upstream::start("a", "127.0.0.1:0", None),

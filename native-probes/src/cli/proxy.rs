@@ -56,8 +56,10 @@ pub struct Args {
     )]
     replicas: Vec<String>,
     /// A service: PREFIX=NAME,NAME,... routes paths under PREFIX to those replicas (repeat;
-    /// the longest prefix wins). Without any, every path goes to every replica.
-    #[arg(long = "service", value_name = "PREFIX=NAMES")]
+    /// the longest prefix wins). Without any, every path goes to every replica. Settings of
+    /// its own follow, separated by ';', with the keys of a [[service]] table of --config:
+    /// '/api=a,b;balance=p2c-peak-ewma;epsilon=0.1;timeout.rule=rfc6298'.
+    #[arg(long = "service", value_name = "PREFIX=NAMES[;KEY=VALUE...]")]
     services: Vec<String>,
     /// How to choose: completion (lowest forecast completion time for the request's size),
     /// bandwidth (highest forecast bandwidth, the Wren proxy's rule), or a comparison rule:
@@ -290,8 +292,16 @@ pub fn run(mut a: Args) -> Result<()> {
         ));
     }
     let mut services = Vec::new();
+    let mut own = Vec::new();
     for s in &a.services {
-        let (prefix, names) = s
+        let mut parts = s.split(';');
+        let head = parts.next().unwrap_or_default();
+        let pairs: Vec<&str> = parts.filter(|p| !p.trim().is_empty()).collect();
+        own.push(
+            super::proxy_config::service_flag(&pairs)
+                .map_err(|e| anyhow!("--service '{s}': {e}"))?,
+        );
+        let (prefix, names) = head
             .split_once('=')
             .ok_or_else(|| anyhow!("--service '{s}': expected PREFIX=NAME,NAME"))?;
         if !prefix.starts_with('/') {
@@ -311,7 +321,6 @@ pub fn run(mut a: Args) -> Result<()> {
             settings: None,
         });
     }
-    let mut own = Vec::new();
     if let Some((r, s, o)) = from_file {
         (replicas, services, own) = (r, s, o);
     }
@@ -358,14 +367,14 @@ pub fn run(mut a: Args) -> Result<()> {
     // Each service's settings: the top-level ones with those of its own (--config).
     let mut stickies = vec![sticky; services.len()];
     for (i, o) in own.iter().enumerate() {
-        let whose = format!(
-            "--config {}: service '{}'",
-            a.config
-                .as_deref()
-                .unwrap_or(std::path::Path::new(""))
-                .display(),
-            services[i].prefix
-        );
+        let whose = match a.config.as_deref() {
+            Some(path) => format!(
+                "--config {}: service '{}'",
+                path.display(),
+                services[i].prefix
+            ),
+            None => format!("--service '{}'", a.services[i]),
+        };
         if *o != Selection::default() {
             let c = service_config(&cfg, o).map_err(|e| anyhow!("{whose}: {e}"))?;
             services[i].settings = Some(c);

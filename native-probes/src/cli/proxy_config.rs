@@ -297,6 +297,130 @@ fn selection(text: &str, k: SelectionKeys, scope: &str) -> Result<Selection> {
     Ok(l)
 }
 
+/// The selection keys a `--service` flag may set (those of a `[[service]]` table).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FlagSelection {
+    balance: Option<Spanned<String>>,
+    epsilon: Option<Spanned<f64>>,
+    explore_fresh: Option<bool>,
+    error_k: Option<Spanned<f64>>,
+    error_window: Option<usize>,
+    ttl: Option<Spanned<f64>>,
+    sticky: Option<Spanned<String>>,
+    eject_after: Option<Spanned<u32>>,
+    backoff: Option<Spanned<f64>>,
+    backoff_max: Option<Spanned<f64>>,
+    assumed_size: Option<Spanned<Size>>,
+    timeout: Option<FileTimeout>,
+}
+
+/// The settings of one `--service PREFIX=NAMES;KEY=VALUE;...` flag: the keys of a
+/// `[[service]]` table (`timeout.rule`, `timeout.floor`, ... for its timeout table), checked
+/// by the file's checks. Each pair is one line of a TOML document (a value that is not a TOML
+/// number or boolean is taken as a string); an error names the pair and says what is wrong.
+pub fn service_flag(pairs: &[&str]) -> Result<Selection> {
+    let mut top = Vec::new();
+    let mut timeout = Vec::new();
+    for &pair in pairs {
+        let (k, v) = pair
+            .split_once('=')
+            .ok_or_else(|| anyhow!("'{pair}': expected KEY=VALUE"))?;
+        let (k, v) = (k.trim(), v.trim());
+        let bare = |c: char| c.is_ascii_alphanumeric() || c == '_';
+        let (table, key) = match k.strip_prefix("timeout.") {
+            Some(key) => (&mut timeout, key),
+            None => (&mut top, k),
+        };
+        if key.is_empty() || !key.chars().all(bare) {
+            bail!("'{pair}': '{k}' is not a setting of a service");
+        }
+        // Numbers as TOML writes them (".5" and "1." are numbers here too), then booleans.
+        let value = if let Ok(n) = v.parse::<i64>() {
+            n.to_string()
+        } else if let Some(x) = v.parse::<f64>().ok().filter(|x| x.is_finite()) {
+            format!("{x:?}")
+        } else if v == "true" || v == "false" {
+            v.to_string()
+        } else {
+            // A TOML basic string: quotes, backslashes and control characters escaped.
+            let mut q = String::from("\"");
+            for c in v.chars() {
+                match c {
+                    '"' | '\\' => {
+                        q.push('\\');
+                        q.push(c);
+                    }
+                    c if c.is_control() => q.push_str(&format!("\\u{:04X}", c as u32)),
+                    c => q.push(c),
+                }
+            }
+            q.push('"');
+            q
+        };
+        table.push((pair, format!("{key} = {value}")));
+    }
+    // The document, and which pair each of its lines is.
+    let mut text = String::new();
+    let mut of_line: Vec<Option<&str>> = Vec::new();
+    for (pair, line) in &top {
+        text.push_str(line);
+        text.push('\n');
+        of_line.push(Some(pair));
+    }
+    if !timeout.is_empty() {
+        text.push_str("[timeout]\n");
+        of_line.push(None);
+        for (pair, line) in &timeout {
+            text.push_str(line);
+            text.push('\n');
+            of_line.push(Some(pair));
+        }
+    }
+    let named = |at: usize, what: &str| -> anyhow::Error {
+        let line = text[..at.min(text.len())].matches('\n').count();
+        match of_line.get(line).copied().flatten() {
+            Some(pair) => anyhow!("'{pair}': {what}"),
+            None => anyhow!("{what}"),
+        }
+    };
+    let f: FlagSelection = toml::from_str(&text).map_err(|e| {
+        let what = e.message().trim_end().to_string();
+        named(e.span().map_or(0, |s| s.start), &what)
+    })?;
+    selection(
+        &text,
+        SelectionKeys {
+            balance: &f.balance,
+            epsilon: &f.epsilon,
+            explore_fresh: f.explore_fresh,
+            error_k: &f.error_k,
+            error_window: f.error_window,
+            ttl: &f.ttl,
+            sticky: &f.sticky,
+            eject_after: &f.eject_after,
+            backoff: &f.backoff,
+            backoff_max: &f.backoff_max,
+            assumed_size: &f.assumed_size,
+            timeout: &f.timeout,
+        },
+        "",
+    )
+    .map_err(|e| {
+        // The file's checks name a line and column: here, the pair.
+        let msg = e.to_string();
+        let line: Option<usize> = msg
+            .strip_prefix("line ")
+            .and_then(|r| r.split(',').next())
+            .and_then(|n| n.parse().ok());
+        let what = msg.split_once(": ").map_or(msg.as_str(), |(_, w)| w);
+        match line.and_then(|l| of_line.get(l - 1).copied().flatten()) {
+            Some(pair) => anyhow!("'{pair}': {what}"),
+            None => anyhow!("{msg}"),
+        }
+    })
+}
+
 /// "line L, column C" of a byte offset in `text` (both from 1).
 fn place(text: &str, at: usize) -> String {
     let before = &text[..at.min(text.len())];
@@ -669,6 +793,59 @@ mod tests {
             e.contains("line 4") && e.contains("unknown field `epsilom`"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn service_flag_settings_are_the_service_tables_keys_with_the_same_checks() {
+        let l = service_flag(&[
+            "balance=p2c-peak-ewma",
+            "epsilon=.1",
+            "explore_fresh=true",
+            "error_window=5",
+            "sticky=none",
+            "assumed_size=1M",
+            "timeout.rule=rfc6298",
+            "timeout.floor=0.5",
+        ])
+        .unwrap();
+        assert_eq!(
+            l,
+            Selection {
+                balance: Some("p2c-peak-ewma".into()),
+                epsilon: Some(0.1),
+                explore_fresh: Some(true),
+                error_window: Some(5),
+                sticky: Some(None),
+                assumed_size: Some(1 << 20),
+                timeout_rule: Some("rfc6298".into()),
+                timeout_floor: Some(0.5),
+                ..Selection::default()
+            }
+        );
+        assert_eq!(service_flag(&[]).unwrap(), Selection::default());
+        let e = |pairs: &[&str]| service_flag(pairs).unwrap_err().to_string();
+        assert_eq!(
+            e(&["ttl=2", "epsilon=3"]),
+            "'epsilon=3': `epsilon`: 3 is not within 0..1"
+        );
+        assert!(e(&["balance=fastest"]).starts_with("'balance=fastest': `balance`"));
+        assert!(
+            e(&["timeout.rule=never"]).starts_with("'timeout.rule=never': `timeout.rule`"),
+            "{}",
+            e(&["timeout.rule=never"])
+        );
+        let unknown = e(&["ttl=1", "colour=red"]);
+        assert!(
+            unknown.starts_with("'colour=red': unknown field `colour`"),
+            "{unknown}"
+        );
+        assert_eq!(e(&["ttl"]), "'ttl': expected KEY=VALUE");
+        assert!(
+            e(&["ttl=soon"]).starts_with("'ttl=soon': "),
+            "{}",
+            e(&["ttl=soon"])
+        );
+        assert!(e(&["a b=1"]).contains("is not a setting"));
     }
 
     #[test]

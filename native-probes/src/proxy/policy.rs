@@ -33,6 +33,13 @@
 //! the jump at a change and the old regime's noise for as long as the history lasts
 //! (BENCHMARKS.md, "The worst case's spread").
 //!
+//! The size timed is the request's plus the proxy's own bytes still in flight to that replica
+//! that it would share the path with ([`shared_bytes`], [`backlog_at`]): a fluid backlog each
+//! request and probe fills and the forecast bandwidth drains, of which a flow in flight counts
+//! at most the new request's size (processor sharing), so that concurrent transfers do not all
+//! herd to the replica with the lowest forecast. ε-exploration skips an alternate whose probe
+//! is under way (the two would share its path).
+//!
 //! The RTT is the path's least ([`Done::rtt_ms`]) and a transfer's bandwidth is its bytes over
 //! its time less one such RTT, so that RTT + size ÷ bandwidth gives back a transfer's time and
 //! the queue a transfer builds is counted once, in its bandwidth.
@@ -486,6 +493,10 @@ struct Replica {
     last_fed_ms: Option<f64>,
     fed: u64,
     inflight: u32,
+    /// The proxy's own bytes still to cross the path to it, as (bytes, when): a fluid queue
+    /// that each request and probe sent there fills by its size and that drains at the
+    /// forecast bandwidth ([`backlog_at`]); empty when nothing is in flight.
+    backlog: (f64, f64),
     health: Health,
     failures_in_row: u32,
     backoff_ms: f64,
@@ -553,6 +564,9 @@ pub struct View {
     pub worst_ms: Option<f64>,
     pub sample_age_ms: Option<f64>,
     pub inflight: u32,
+    /// The proxy's own bytes still in flight to it (the fluid estimate), and how much of
+    /// them the time for this request's size counts ([`shared_bytes`]).
+    pub backlog_bytes: f64,
     pub timeout_ms: f64,
     /// Peak-EWMA cost (ms × (in flight + 1)).
     pub ewma_cost: Option<f64>,
@@ -601,6 +615,29 @@ fn spread(window: usize, short: &Shortfalls, whole: f64) -> f64 {
 }
 
 /// Of `prefixes`, the index of the longest that `path` starts with (at a `/` boundary).
+/// Bytes per ms in one Mbit/s.
+const BYTES_PER_MS_PER_MBIT: f64 = 1e6 / 8.0 / 1e3;
+
+/// A replica's backlog of the proxy's own bytes at `now_ms`: `backlog` = (bytes, when), drained
+/// since at `mbit` (kept whole without a bandwidth forecast).
+pub fn backlog_at(backlog: (f64, f64), mbit: Option<f64>, now_ms: f64) -> f64 {
+    let (bytes, at) = backlog;
+    match mbit.filter(|m| m.is_finite() && *m > 0.0) {
+        Some(m) => (bytes - m * BYTES_PER_MS_PER_MBIT * (now_ms - at).max(0.0)).max(0.0),
+        None => bytes,
+    }
+}
+
+/// The bytes that a new transfer of `size` shares the path with when `inflight` transfers
+/// with `backlog` bytes left are on it: processor sharing (each flow gets an equal share of
+/// the bottleneck, Kleinrock 1976, §4.4) delays the new transfer by min(size, left) for each
+/// other flow, which is at most min(inflight × size, backlog). So a unit next to an upload of
+/// its own size counts both, and a small request next to a bulk one counts twice its size,
+/// not the bulk's.
+pub fn shared_bytes(size: f64, inflight: u32, backlog: f64) -> f64 {
+    (inflight as f64 * size.max(0.0)).min(backlog.max(0.0))
+}
+
 pub fn route<'a>(prefixes: impl IntoIterator<Item = &'a str>, path: &str) -> Option<usize> {
     prefixes
         .into_iter()
@@ -692,6 +729,7 @@ impl Policy {
                     last_fed_ms: None,
                     fed: 0,
                     inflight: 0,
+                    backlog: (0.0, 0.0),
                     health: Health::Up,
                     failures_in_row: 0,
                     backoff_ms: rc.backoff_min_ms,
@@ -851,28 +889,45 @@ impl Policy {
         self.view_k(r, size, now_ms, self.cfg.error_k)
     }
 
-    fn view_k(&self, r: usize, size: f64, now_ms: f64, k: f64) -> View {
+    /// What the completion time of a request of `size` to `r` is forecast from: the site
+    /// (RTT, bandwidth), the bandwidth's source, and the size to time, which adds the bytes of
+    /// the proxy's own transfers in flight there that it will share the path with
+    /// ([`shared_bytes`]).
+    fn site(&self, r: usize, size: f64, now_ms: f64) -> (Site, Option<Source>, f64) {
         let rep = &self.replicas[r];
         let bw = self.bandwidth(r, now_ms);
-        let rtt = self.rtt(r);
         // With a bandwidth, the time is the path's least RTT + size ÷ bandwidth: the transfer
         // samples are net of that RTT and hold the queue a transfer meets or builds, and so
         // does their spread (the least RTT is a floor, with none of its own). The smoothed
         // RTT holds that queue too; it is what an RTT-only comparison weighs.
-        let base = match (bw, rep.base_rtt_ms) {
+        let rtt = match (bw, rep.base_rtt_ms) {
             (Some(_), Some(b)) => Some(Estimate {
                 value: b,
                 error: 0.0,
             }),
-            _ => rtt,
+            _ => self.rtt(r),
+        };
+        let backlog = if rep.inflight == 0 {
+            0.0
+        } else {
+            backlog_at(rep.backlog, bw.map(|b| b.0.value), now_ms)
         };
         let site = Site {
-            url: rep.spec.name.clone(),
-            rtt: base,
+            url: String::new(),
+            rtt,
             bandwidth: bw.map(|b| b.0),
             unreachable: false,
         };
-        let p = rank::predict(&site, size, k);
+        let timed = size + shared_bytes(size, rep.inflight, backlog);
+        (site, bw.map(|b| b.1), timed)
+    }
+
+    fn view_k(&self, r: usize, size: f64, now_ms: f64, k: f64) -> View {
+        let rep = &self.replicas[r];
+        let (site, source, timed) = self.site(r, size, now_ms);
+        let rtt = self.rtt(r);
+        let p = rank::predict(&site, timed, k);
+        let bw = site.bandwidth.zip(source);
         View {
             replica: rep.spec.name.clone(),
             health: rep.health,
@@ -884,6 +939,7 @@ impl Policy {
             worst_ms: p.high_ms,
             sample_age_ms: rep.last_sample_ms.map(|t| (now_ms - t).max(0.0)),
             inflight: rep.inflight,
+            backlog_bytes: timed - size,
             timeout_ms: self.timeout_ms(r),
             ewma_cost: self.ewma_cost(r, now_ms),
         }
@@ -923,7 +979,7 @@ impl Policy {
         if let Some(u) = unit {
             self.sticky.set(s, u, replica, now_ms);
         }
-        self.commit(replica, reason, size)
+        self.commit(replica, reason, size, now_ms)
     }
 
     /// A retry of a request to service `s` that failed on `failed`: another healthy
@@ -942,10 +998,11 @@ impl Policy {
         }
         let size = size.map_or_else(|| self.size_of(s, None), |n| n as f64);
         let (replica, _) = self.pick(s, size, now_ms, draws, Some(failed));
-        Some(self.commit(replica, Reason::Retry, size))
+        Some(self.commit(replica, Reason::Retry, size, now_ms))
     }
 
-    fn commit(&mut self, r: usize, reason: Reason, size: f64) -> Decision {
+    fn commit(&mut self, r: usize, reason: Reason, size: f64, now_ms: f64) -> Decision {
+        self.fill_backlog(r, size, now_ms);
         let rep = &mut self.replicas[r];
         rep.inflight += 1;
         rep.counters.chosen[reason as usize] += 1;
@@ -1073,17 +1130,22 @@ impl Policy {
                 let best = self.best(s, &choices, size, now_ms);
                 if choices.len() > 1 && draws[0] < epsilon && avoid.is_none() {
                     // Alternates whose estimate has gone stale (no sample within the TTL),
-                    // or every alternate when told to explore always (the paper's rule).
+                    // or every alternate when told to explore always (the paper's rule);
+                    // not one whose active probe is under way: the probe is measuring it
+                    // already, and a request sent there would share the path with it (a
+                    // stale alternate is the one the prober picks, so the two met: twice a
+                    // unit's time, the slowest units where the replicas are alike).
                     let others: Vec<usize> = choices
                         .iter()
                         .copied()
                         .filter(|&r| r != best)
                         .filter(|&r| {
                             let rep = &self.replicas[r];
-                            explore_fresh
-                                || rep
-                                    .last_sample_ms
-                                    .is_none_or(|t| now_ms - t > rep.cfg.ttl_ms)
+                            !rep.probing
+                                && (explore_fresh
+                                    || rep
+                                        .last_sample_ms
+                                        .is_none_or(|t| now_ms - t > rep.cfg.ttl_ms))
                         })
                         .collect();
                     if !others.is_empty() {
@@ -1117,13 +1179,9 @@ impl Policy {
                 _ => {
                     // Worst case first (errors weighed by k), the point forecast breaks
                     // ties (both infinite when bandwidth − k·error ≤ 0).
-                    let site = Site {
-                        url: String::new(),
-                        rtt: self.rtt(r),
-                        bandwidth: bw,
-                        unreachable: false,
-                    };
-                    let p = rank::predict(&site, size, k);
+                    // The same forecast as the view's ([`Policy::site`]).
+                    let (site, _, timed) = self.site(r, size, now_ms);
+                    let p = rank::predict(&site, timed, k);
                     let t = p.time_ms.unwrap_or(f64::INFINITY);
                     (p.high_ms.unwrap_or(f64::INFINITY), t)
                 }
@@ -1172,9 +1230,22 @@ impl Policy {
                 .is_none_or(|t| now_ms - t >= self.cfg.sample_gap_ms)
     }
 
-    /// A probe was started by [`Policy::due_probes`]'s caller: count it in flight.
-    pub fn probe_started(&mut self, r: usize) {
+    /// A probe of `bytes` was started by [`Policy::due_probes`]'s caller: count it in flight.
+    pub fn probe_started(&mut self, r: usize, bytes: u64, now_ms: f64) {
+        self.fill_backlog(r, bytes as f64, now_ms);
         self.replicas[r].inflight += 1;
+    }
+
+    /// A transfer of `bytes` joins `r`'s backlog of the proxy's own bytes.
+    fn fill_backlog(&mut self, r: usize, bytes: f64, now_ms: f64) {
+        let mbit = self.bandwidth(r, now_ms).map(|b| b.0.value);
+        let rep = &mut self.replicas[r];
+        let left = if rep.inflight == 0 {
+            0.0
+        } else {
+            backlog_at(rep.backlog, mbit, now_ms)
+        };
+        rep.backlog = (left + bytes.max(0.0), now_ms);
     }
 
     /// An attempt (request or probe) finished: learn from it. Returns the records of its
@@ -1187,6 +1258,9 @@ impl Policy {
         let eject_after = rep.cfg.eject_after.max(1);
         let window = rep.cfg.error_window;
         rep.inflight = rep.inflight.saturating_sub(1);
+        if rep.inflight == 0 {
+            rep.backlog = (0.0, d.now_ms);
+        }
         if d.probe {
             rep.probing = false;
         }
@@ -1426,7 +1500,7 @@ mod tests {
                 (_, true) => 100.0,
             };
             for r in p.due_probes(t) {
-                p.probe_started(r);
+                p.probe_started(r, 0, t);
                 let mut d = ok(r, t, bw(r), 5.0, 256 * 1024);
                 d.probe = true;
                 p.finish(&d);
@@ -1476,7 +1550,7 @@ mod tests {
                 }
             };
             for r in p.due_probes(t) {
-                p.probe_started(r);
+                p.probe_started(r, 0, t);
                 let mut d = ok(r, t, bw(r), 5.0, 256 * 1024);
                 d.probe = true;
                 p.finish(&d);
@@ -1557,6 +1631,121 @@ mod tests {
     }
 
     #[test]
+    fn the_backlog_drains_at_the_bandwidth_and_a_transfer_shares_at_most_its_size_per_flow() {
+        // 1 Mbit/s drains 125 bytes a ms; without a bandwidth the backlog stays whole.
+        assert_eq!(backlog_at((10_000.0, 100.0), Some(1.0), 140.0), 5_000.0);
+        assert_eq!(backlog_at((10_000.0, 100.0), Some(1.0), 500.0), 0.0);
+        assert_eq!(backlog_at((10_000.0, 100.0), None, 500.0), 10_000.0);
+        assert_eq!(backlog_at((10_000.0, 100.0), Some(1.0), 50.0), 10_000.0);
+        // Next to one upload of its own size: both; a small one next to a bulk one: its own
+        // size per flow; nothing in flight: nothing.
+        assert_eq!(shared_bytes(512.0, 1, 400.0), 400.0);
+        assert_eq!(shared_bytes(10.0, 1, 2_000_000.0), 10.0);
+        assert_eq!(shared_bytes(10.0, 3, 2_000_000.0), 30.0);
+        assert_eq!(shared_bytes(512.0, 0, 0.0), 0.0);
+    }
+
+    /// Two replicas alike (80 Mbit/s, 1 ms least RTT) but for `a`'s bandwidth, `mbit_a`.
+    fn alike(mbit_a: f64) -> Policy {
+        let mut p = two_with(Config::default());
+        for i in 0..20 {
+            let t = i as f64 * 10.0;
+            for (r, mbit) in [(0, mbit_a), (1, 80.0)] {
+                let mut d = ok(r, t, mbit, 12.0, 512 << 10);
+                d.base_rtt_ms = Some(1.0);
+                p.finish(&d);
+            }
+        }
+        p
+    }
+
+    #[test]
+    fn concurrent_units_spread_over_alike_replicas_and_come_back_once_the_path_drains() {
+        // a is a little faster: alone, every unit goes there.
+        let mut p = alike(82.0);
+        let first = p.choose(0, Some(512 << 10), None, 300.0, [0.9, 0.0]);
+        assert_eq!((first.replica, first.reason), (0, Reason::Best));
+        // A second unit 10 ms later would share a's path with the first's ~430 KB still to
+        // go (≈ 94 ms there) against 53 ms alone on b: it goes to b, and the views say why.
+        let views = p.views(0, (512 << 10) as f64, 310.0);
+        let left = (512 << 10) as f64 - 82.0 * 125.0 * 10.0;
+        assert!((views[0].backlog_bytes - left).abs() < 1.0, "{views:?}");
+        assert_eq!(views[1].backlog_bytes, 0.0);
+        assert!(views[0].time_ms.unwrap() > views[1].time_ms.unwrap() + 30.0);
+        let second = p.choose(0, Some(512 << 10), None, 310.0, [0.9, 0.0]);
+        assert_eq!((second.replica, second.reason), (1, Reason::Best));
+        // A unit of a replica whose transfers are all done finds its path empty.
+        let mut d = ok(0, 355.0, 82.0, 12.0, 512 << 10);
+        d.base_rtt_ms = Some(1.0);
+        p.finish(&d);
+        let third = p.choose(0, Some(512 << 10), None, 356.0, [0.9, 0.0]);
+        assert_eq!(third.replica, 0);
+        // The forecast drains what it does not hear of: 60 ms after it was sent, a unit at
+        // 82 Mbit/s has crossed (≈ 51 ms alone), and a fourth unit goes to a again although
+        // the third's end has not been reported.
+        let fourth = p.choose(0, Some(512 << 10), None, 420.0, [0.9, 0.0]);
+        let views = p.views(0, fourth.size_bytes, 420.0);
+        assert_eq!(fourth.replica, 0, "{views:?}");
+    }
+
+    #[test]
+    fn an_active_probe_in_flight_counts_against_its_replica() {
+        // a is a little faster, but its 512 KiB probe has just started: a unit goes to b.
+        let mut p = alike(82.0);
+        p.probe_started(0, 512 << 10, 300.0);
+        let d = p.choose(0, Some(512 << 10), None, 301.0, [0.9, 0.0]);
+        assert_eq!((d.replica, d.reason), (1, Reason::Best));
+        // A small request shares only its own size with it: a, still the faster, takes it.
+        let small = p.choose(0, Some(2_000), None, 301.0, [0.9, 0.0]);
+        assert_eq!(small.replica, 0);
+    }
+
+    #[test]
+    fn the_choice_times_a_transfer_from_the_least_rtt_as_the_views_do() {
+        // a: 80 Mbit/s, its smoothed RTT 20 ms (the queue its uploads built), least RTT 1 ms;
+        // b: 70 Mbit/s, smoothed 5 ms, least 1 ms. The transfers' bandwidth is net of the
+        // least RTT and holds the queue: a is faster (53 against 61 ms for 512 KiB), though
+        // its smoothed RTT + size ÷ bandwidth would say otherwise (72 against 65).
+        let mut p = two_with(Config::default());
+        for i in 0..20 {
+            let t = i as f64 * 10.0;
+            for (r, mbit, rtt) in [(0, 80.0, 20.0), (1, 70.0, 5.0)] {
+                let mut d = ok(r, t, mbit, rtt, 512 << 10);
+                d.base_rtt_ms = Some(1.0);
+                p.finish(&d);
+            }
+        }
+        let views = p.views(0, (512 << 10) as f64, 300.0);
+        assert!(
+            views[0].time_ms.unwrap() < views[1].time_ms.unwrap(),
+            "{views:?}"
+        );
+        let d = p.choose(0, Some(512 << 10), None, 300.0, [0.9, 0.0]);
+        assert_eq!((d.replica, d.reason), (0, Reason::Best));
+    }
+
+    #[test]
+    fn an_alternate_whose_probe_is_under_way_is_not_explored() {
+        // b is stale (no sample for 1.5 s, over the 1 s TTL) and due a probe: a draw under ε
+        // would explore it, but not while its probe runs, and again once the probe is back.
+        let mut p = alike(90.0);
+        let e = p.choose(0, Some(512 << 10), None, 1_700.0, [0.01, 0.5]);
+        assert_eq!((e.replica, e.reason), (1, Reason::Explore));
+        let mut p = alike(90.0);
+        assert_eq!(p.due_probes(1_700.0), vec![0, 1]);
+        p.probe_started(1, 512 << 10, 1_700.0);
+        let d = p.choose(0, Some(512 << 10), None, 1_701.0, [0.01, 0.5]);
+        assert_eq!((d.replica, d.reason), (0, Reason::Best));
+        let mut back = ok(1, 1_760.0, 80.0, 12.0, 512 << 10);
+        back.probe = true;
+        p.finish(&back);
+        assert_eq!(
+            p.replicas[1].backlog.0, 0.0,
+            "nothing in flight, nothing left"
+        );
+    }
+
+    #[test]
     fn by_default_only_stale_alternates_are_explored() {
         let mut p = two_with(Config::default());
         for i in 0..5 {
@@ -1579,7 +1768,7 @@ mod tests {
         assert_eq!(d.reason, Reason::Unmeasured);
         assert_eq!(p.due_probes(0.0), vec![0, 1]);
         assert!(p.due_probes(10.0).is_empty(), "already being probed");
-        p.probe_started(0);
+        p.probe_started(0, 0, 10.0);
         let mut pr = ok(0, 20.0, 50.0, 2.0, 1000);
         pr.probe = true;
         p.finish(&pr);
@@ -1612,7 +1801,7 @@ mod tests {
         // After the 1 s backoff, b is on trial and probed; the probe fails: 2 s backoff.
         let due = p.due_probes(1_013.0);
         assert!(due.contains(&1), "{due:?}");
-        p.probe_started(1);
+        p.probe_started(1, 0, 1_013.0);
         let mut f = fail(1, 1_013.0, Failure::Connect);
         f.probe = true;
         p.finish(&f);
@@ -1622,7 +1811,7 @@ mod tests {
         );
         assert!(!p.due_probes(2_000.0).contains(&1));
         assert!(p.due_probes(3_100.0).contains(&1));
-        p.probe_started(1);
+        p.probe_started(1, 0, 3_100.0);
         let mut good = ok(1, 3_110.0, 80.0, 2.0, 1000);
         good.probe = true;
         p.finish(&good);
@@ -1881,7 +2070,7 @@ mod tests {
         .unwrap();
         assert_eq!((p.timeout_ms(0), p.timeout_ms(1)), (4_000.0, 30_000.0));
         for r in p.due_probes(0.0) {
-            p.probe_started(r);
+            p.probe_started(r, 0, 0.0);
             let mut d = ok(r, 10.0, 50.0, 2.0, 1000);
             d.probe = true;
             p.finish(&d);

@@ -536,20 +536,39 @@ async fn attempt(
     if bodiless {
         progress.done_ns.store(sent_at.max(1), Relaxed);
     }
+    let fd = conn.raw_fd();
     let fut = conn.send.send_request(req);
     tokio::pin!(fut);
     let timeout_ns = (timeout_ms * 1e6) as u64;
+    // The peer's acknowledgements when a deadline was last reached, and when they last grew.
+    let mut acked: Option<u64> = None;
+    let mut acked_at = 0u64;
     let result = loop {
         // The clock runs from the end of the upload, or from its last progress while it goes.
         let done = progress.done_ns.load(Relaxed);
         let from = if done > 0 {
-            done
+            done.max(acked_at)
         } else {
             progress.last_ns.load(Relaxed).max(sent_at)
         };
         let deadline = from + timeout_ns;
         let now = sh.ns();
         if now >= deadline {
+            // The body has left hyper, but the kernel may still be sending it from the
+            // socket's buffer (megabytes: a bulk upload on a slow path takes seconds to
+            // drain), and a wait from the end of the upload would then time out a transfer
+            // that is going. While the socket still sends and the peer's acknowledgements
+            // grow from one deadline to the next, the clock restarts. TCP_INFO is read only
+            // here, when a deadline is reached.
+            if done > 0 {
+                if let Some(i) = super::upstream::tcp_info(fd) {
+                    if i.sending && acked.is_none_or(|a| i.bytes_acked > a) {
+                        acked = Some(i.bytes_acked);
+                        acked_at = now;
+                        continue;
+                    }
+                }
+            }
             break None;
         }
         tokio::select! {
@@ -559,7 +578,10 @@ async fn attempt(
     };
     let up = progress.bytes.load(Relaxed);
     let done = progress.done_ns.load(Relaxed);
-    let wait_ms = |now: u64| (done > 0).then(|| now.saturating_sub(done) as f64 / 1e6);
+    // From the end of the upload, or of its drain from the socket's buffer where a deadline
+    // saw it still going.
+    let waited_from = done.max(acked_at);
+    let wait_ms = |now: u64| (done > 0).then(|| now.saturating_sub(waited_from) as f64 / 1e6);
     match result {
         None => {
             let w = wait_ms(sh.ns());
@@ -1007,7 +1029,7 @@ pub async fn serve(
                     let mut p = sh.policy.lock().expect("policy");
                     let due = p.due_probes(now);
                     for &r in &due {
-                        p.probe_started(r);
+                        p.probe_started(r, sh.probe.bytes, now);
                     }
                     due
                 };

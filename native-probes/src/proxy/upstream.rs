@@ -78,15 +78,25 @@ pub struct Info {
     pub delivery_mbits: f64,
     /// Bytes the peer acknowledged over the connection's life.
     pub bytes_acked: u64,
+    /// Whether the socket still holds data to send or to see acknowledged (segments in
+    /// flight, or bytes not sent yet).
+    pub sending: bool,
 }
 
 impl Conn {
     pub fn info(&self) -> Option<Info> {
         tcp_info(self.fd.as_raw_fd())
     }
+
+    /// The socket's descriptor, for [`tcp_info`] while hyper holds the connection's handle
+    /// (valid as long as the `Conn` lives).
+    pub fn raw_fd(&self) -> i32 {
+        self.fd.as_raw_fd()
+    }
 }
 
-fn tcp_info(fd: i32) -> Option<Info> {
+/// TCP_INFO of the socket `fd`.
+pub fn tcp_info(fd: i32) -> Option<Info> {
     // SAFETY: getsockopt writes at most `len` bytes into `info`, a plain C struct.
     let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
     let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
@@ -104,6 +114,7 @@ fn tcp_info(fd: i32) -> Option<Info> {
         min_rtt_ms: info.tcpi_min_rtt as f64 / 1e3,
         delivery_mbits: info.tcpi_delivery_rate as f64 * 8.0 / 1e6,
         bytes_acked: info.tcpi_bytes_acked,
+        sending: info.tcpi_unacked > 0 || info.tcpi_notsent_bytes > 0,
     })
 }
 
