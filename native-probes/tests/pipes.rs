@@ -76,4 +76,13 @@ fn a_closed_pipe_is_a_quiet_success() {
         assert!(!line.is_empty());
     }
     let _ = std::fs::remove_dir_all(&dir);
+
+    // One JSON line per signature: the shipped held-out signatures fill the pipe many times.
+    let sigs = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/models/signatures/eval-network-random.sig"
+    );
+    let (status, stderr, line) = piped_to_head(&format!("classify --json '{sigs}'"));
+    assert_eq!((status.as_str(), stderr.as_str()), ("0", ""), "classify");
+    assert!(line.starts_with('{'), "{line}");
 }

@@ -272,7 +272,7 @@ pub fn run(args: Args) -> Result<()> {
                 None => query::clickhouse_ddl(&database),
             };
             for s in ddl {
-                println!("{s};\n");
+                writeln!(std::io::stdout().lock(), "{s};\n")?;
             }
             Ok(())
         }
@@ -446,7 +446,7 @@ fn run_query(q: QueryKind, source: &Source, now: Ms) -> Result<()> {
             serde_json::to_string(&l)?
         }
     };
-    println!("{json}");
+    writeln!(std::io::stdout().lock(), "{json}")?;
     eprintln!(
         "nowcast: query took {:.3} s",
         started.elapsed().as_secs_f64()

@@ -7,6 +7,7 @@ use nowcast::archive::sqlite::Sqlite;
 use nowcast::campaign::{config, runner, scheduler::Scheduler, status};
 use nowcast::stop::Stop;
 use nowcast::when::{datetime, human, parse_time, Ms};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
 #[derive(clap::Args)]
@@ -97,7 +98,7 @@ fn show_status(path: &Path, since: &str, json: bool) -> Result<()> {
         .collect();
     let s = status::build(&c.plan, &runs, &sched.next_slots(), archives, now, since);
     if json {
-        println!("{}", serde_json::to_string(&s)?);
+        writeln!(std::io::stdout().lock(), "{}", serde_json::to_string(&s)?)?;
     } else {
         print!("{}", status::text(&s));
     }
@@ -130,20 +131,22 @@ fn check(path: &Path, json: bool) -> Result<()> {
                 })
             })
             .collect();
-        println!(
+        writeln!(
+            std::io::stdout().lock(),
             "{}",
             serde_json::json!({"campaign": c.plan.name, "jobs": jobs})
-        );
+        )?;
         return Ok(());
     }
-    println!(
+    writeln!(
+        std::io::stdout().lock(),
         "campaign {}: {} targets, {} probes, {} jobs; archive {}",
         c.plan.name,
         c.plan.targets.len(),
         c.plan.probes.len(),
         c.plan.jobs.len(),
         c.archive.sqlite.display()
-    );
+    )?;
     // Columns as wide as their widest cell (a probe's description can be long).
     let rows: Vec<[String; 6]> = c
         .plan
@@ -184,7 +187,11 @@ fn check(path: &Path, json: bool) -> Result<()> {
             .zip(&widths)
             .map(|(cell, w)| format!("{cell:<w$}"))
             .collect();
-        println!("  {}", cells.join("  ").trim_end());
+        writeln!(
+            std::io::stdout().lock(),
+            "  {}",
+            cells.join("  ").trim_end()
+        )?;
     }
     Ok(())
 }

@@ -7,6 +7,7 @@ use anyhow::{anyhow, bail, Context, Result};
 use nowcast::classify::model::Model;
 use nowcast::classify::signature::{Label, Labelled};
 use nowcast::classify::{train, Classifier, Diagnosis, Tally};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -72,9 +73,11 @@ fn read(path: &Path) -> Result<Vec<Labelled>> {
 }
 
 pub fn run(args: Args) -> Result<()> {
+    // Written, not printed: a reader that stops early (`| head`) ends the output quietly.
+    let mut out = std::io::stdout().lock();
     if let Some(Sub::Train {
         files,
-        out,
+        out: model_file,
         trained_on,
     }) = args.command
     {
@@ -83,17 +86,17 @@ pub fn run(args: Args) -> Result<()> {
             all.extend(read(f)?);
         }
         let model = train(&all, &trained_on).map_err(|e| anyhow!(e))?;
-        std::fs::write(&out, model.to_json() + "\n")
-            .with_context(|| format!("{}", out.display()))?;
+        std::fs::write(&model_file, model.to_json() + "\n")
+            .with_context(|| format!("{}", model_file.display()))?;
         let s = &model.samples;
-        println!(
+        writeln!(out,
             "model written to {}: network {} complexity / {} success-proportion samples, cpu {} / {}",
-            out.display(),
+            model_file.display(),
             s.network.complexity,
             s.network.success,
             s.cpu.complexity,
             s.cpu.success
-        );
+        )?;
         return Ok(());
     }
     if args.files.is_empty() {
@@ -143,7 +146,8 @@ pub fn run(args: Args) -> Result<()> {
                 }
             }
             if args.json {
-                println!(
+                writeln!(
+                    out,
                     "{}",
                     serde_json::json!({
                         "file": f.display().to_string(),
@@ -155,7 +159,7 @@ pub fn run(args: Args) -> Result<()> {
                         "p_cpu": v.p_cpu,
                         "diagnosis": format!("{d:?}").to_lowercase(),
                     })
-                );
+                )?;
             }
         }
     }
@@ -169,47 +173,51 @@ pub fn run(args: Args) -> Result<()> {
             100.0 * n as f64 / d as f64
         }
     };
-    println!(
+    writeln!(
+        out,
         "{:<8} {:>8} {:>9} {:>9} {:>13} {:>13}",
         "cause", "in range", "correct", "wrong", "inconclusive", "out of range"
-    );
+    )?;
     for (name, t) in [("network", tallies[0]), ("cpu", tallies[1])] {
         let d = t.diagnosed();
         if d + t.out_of_range == 0 {
             continue;
         }
-        println!(
+        writeln!(
+            out,
             "{name:<8} {d:>8} {:>8.2}% {:>8.2}% {:>12.2}% {:>13}",
             pct(t.correct, d),
             pct(t.wrong, d),
             pct(t.inconclusive, d),
             t.out_of_range
-        );
+        )?;
     }
     for (k, name) in ["network", "cpu"].iter().enumerate() {
         for (b, (band, _)) in BANDS.iter().enumerate() {
             let t = by_band[k][b];
             let d = t.diagnosed();
             if d > 0 {
-                println!(
+                writeln!(
+                    out,
                     "  {name:<7} loss {band:<15} {d:>6} {:>8.2}% {:>8.2}% {:>12.2}%",
                     pct(t.correct, d),
                     pct(t.wrong, d),
                     pct(t.inconclusive, d),
-                );
+                )?;
             }
         }
     }
     if unlabelled.iter().sum::<usize>() > 0 {
-        println!(
+        writeln!(
+            out,
             "unlabelled: cpu {}, network {}, inconclusive {}, out of range {}",
             unlabelled[0], unlabelled[1], unlabelled[2], unlabelled[3]
-        );
+        )?;
     }
-    println!(
+    writeln!(out,
         "cost: {:.2} µs per signature, {:.2} ns per packet ({signatures} signatures, {packets} packets)",
         nanos as f64 / 1e3 / signatures.max(1) as f64,
         nanos as f64 / packets.max(1) as f64
-    );
+    )?;
     Ok(())
 }
