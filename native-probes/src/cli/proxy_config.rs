@@ -55,54 +55,77 @@ struct FileReplica {
     url: Spanned<String>,
 }
 
-/// A service: its prefix, its replicas, and the selection settings it has of its own (the
-/// same keys as at the top level; `sticky = "none"` for no unit of work).
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct FileService {
-    prefix: Spanned<String>,
-    replicas: Spanned<Vec<FileReplica>>,
-    balance: Option<Spanned<String>>,
-    epsilon: Option<Spanned<f64>>,
-    explore_fresh: Option<bool>,
-    error_k: Option<Spanned<f64>>,
-    error_window: Option<usize>,
-    ttl: Option<Spanned<f64>>,
-    sticky: Option<Spanned<String>>,
-    eject_after: Option<Spanned<u32>>,
-    backoff: Option<Spanned<f64>>,
-    backoff_max: Option<Spanned<f64>>,
-    assumed_size: Option<Spanned<Size>>,
-    timeout: Option<FileTimeout>,
+/// Declares a table with the selection keys (a `[[service]]` table's, which the top level and
+/// the `--service` flag have too) after its own fields, and `keys()`, which lends them to
+/// [`selection`]. serde's `flatten` would share one struct of them, but not under
+/// `deny_unknown_fields`.
+macro_rules! selection_table {
+    ($(#[$doc:meta])* struct $name:ident { $($(#[$fa:meta])* $field:ident: $ty:ty,)* }) => {
+        $(#[$doc])*
+        #[derive(Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct $name {
+            $($(#[$fa])* $field: $ty,)*
+            balance: Option<Spanned<String>>,
+            epsilon: Option<Spanned<f64>>,
+            explore_fresh: Option<bool>,
+            error_k: Option<Spanned<f64>>,
+            error_window: Option<usize>,
+            ttl: Option<Spanned<f64>>,
+            sticky: Option<Spanned<String>>,
+            eject_after: Option<Spanned<u32>>,
+            backoff: Option<Spanned<f64>>,
+            backoff_max: Option<Spanned<f64>>,
+            assumed_size: Option<Spanned<Size>>,
+            timeout: Option<FileTimeout>,
+        }
+
+        impl $name {
+            fn keys(&self) -> SelectionKeys<'_> {
+                SelectionKeys {
+                    balance: &self.balance,
+                    epsilon: &self.epsilon,
+                    explore_fresh: self.explore_fresh,
+                    error_k: &self.error_k,
+                    error_window: self.error_window,
+                    ttl: &self.ttl,
+                    sticky: &self.sticky,
+                    eject_after: &self.eject_after,
+                    backoff: &self.backoff,
+                    backoff_max: &self.backoff_max,
+                    assumed_size: &self.assumed_size,
+                    timeout: &self.timeout,
+                }
+            }
+        }
+    };
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct File {
-    balance: Option<Spanned<String>>,
-    epsilon: Option<Spanned<f64>>,
-    explore_fresh: Option<bool>,
-    error_k: Option<Spanned<f64>>,
-    error_window: Option<usize>,
-    ttl: Option<Spanned<f64>>,
-    sticky: Option<Spanned<String>>,
-    eject_after: Option<Spanned<u32>>,
-    backoff: Option<Spanned<f64>>,
-    backoff_max: Option<Spanned<f64>>,
-    assumed_size: Option<Spanned<Size>>,
-    bandwidth_source: Option<Spanned<String>>,
-    capture_interface: Option<String>,
-    max_header_bytes: Option<Spanned<Size>>,
-    connect_timeout: Option<Spanned<f64>>,
-    client_idle: Option<Spanned<f64>>,
-    head_timeout: Option<Spanned<f64>>,
-    max_connections: Option<Spanned<usize>>,
-    grace: Option<Spanned<f64>>,
-    probe: Option<FileProbe>,
-    timeout: Option<FileTimeout>,
-    retry: Option<FileRetry>,
-    #[serde(default)]
-    service: Vec<FileService>,
+selection_table! {
+    /// A service: its prefix, its replicas, and the selection settings it has of its own (the
+    /// same keys as at the top level; `sticky = "none"` for no unit of work).
+    struct FileService {
+        prefix: Spanned<String>,
+        replicas: Spanned<Vec<FileReplica>>,
+    }
+}
+
+selection_table! {
+    /// The whole file: the top level's settings, then its services.
+    struct File {
+        bandwidth_source: Option<Spanned<String>>,
+        capture_interface: Option<String>,
+        max_header_bytes: Option<Spanned<Size>>,
+        connect_timeout: Option<Spanned<f64>>,
+        client_idle: Option<Spanned<f64>>,
+        head_timeout: Option<Spanned<f64>>,
+        max_connections: Option<Spanned<usize>>,
+        grace: Option<Spanned<f64>>,
+        probe: Option<FileProbe>,
+        retry: Option<FileRetry>,
+        #[serde(default)]
+        service: Vec<FileService>,
+    }
 }
 
 /// What a file gives, checked; `None`: the flag's default.
@@ -297,22 +320,9 @@ fn selection(text: &str, k: SelectionKeys, scope: &str) -> Result<Selection> {
     Ok(l)
 }
 
-/// The selection keys a `--service` flag may set (those of a `[[service]]` table).
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct FlagSelection {
-    balance: Option<Spanned<String>>,
-    epsilon: Option<Spanned<f64>>,
-    explore_fresh: Option<bool>,
-    error_k: Option<Spanned<f64>>,
-    error_window: Option<usize>,
-    ttl: Option<Spanned<f64>>,
-    sticky: Option<Spanned<String>>,
-    eject_after: Option<Spanned<u32>>,
-    backoff: Option<Spanned<f64>>,
-    backoff_max: Option<Spanned<f64>>,
-    assumed_size: Option<Spanned<Size>>,
-    timeout: Option<FileTimeout>,
+selection_table! {
+    /// The selection keys a `--service` flag may set (those of a `[[service]]` table).
+    struct FlagSelection {}
 }
 
 /// The settings of one `--service PREFIX=NAMES;KEY=VALUE;...` flag: the keys of a
@@ -388,25 +398,7 @@ pub fn service_flag(pairs: &[&str]) -> Result<Selection> {
         let what = e.message().trim_end().to_string();
         named(e.span().map_or(0, |s| s.start), &what)
     })?;
-    selection(
-        &text,
-        SelectionKeys {
-            balance: &f.balance,
-            epsilon: &f.epsilon,
-            explore_fresh: f.explore_fresh,
-            error_k: &f.error_k,
-            error_window: f.error_window,
-            ttl: &f.ttl,
-            sticky: &f.sticky,
-            eject_after: &f.eject_after,
-            backoff: &f.backoff,
-            backoff_max: &f.backoff_max,
-            assumed_size: &f.assumed_size,
-            timeout: &f.timeout,
-        },
-        "",
-    )
-    .map_err(|e| {
+    selection(&text, f.keys(), "").map_err(|e| {
         // The file's checks name a line and column: here, the pair.
         let msg = e.to_string();
         let line: Option<usize> = msg
@@ -445,24 +437,7 @@ pub fn parse(text: &str) -> Result<Loaded> {
         num(text, v, key, min, or_equal)
     };
     let size = |v: &Option<Spanned<Size>>, key: &str| size(text, v, key);
-    let top = selection(
-        text,
-        SelectionKeys {
-            balance: &f.balance,
-            epsilon: &f.epsilon,
-            explore_fresh: f.explore_fresh,
-            error_k: &f.error_k,
-            error_window: f.error_window,
-            ttl: &f.ttl,
-            sticky: &f.sticky,
-            eject_after: &f.eject_after,
-            backoff: &f.backoff,
-            backoff_max: &f.backoff_max,
-            assumed_size: &f.assumed_size,
-            timeout: &f.timeout,
-        },
-        "",
-    )?;
+    let top = selection(text, f.keys(), "")?;
     let mut l = Loaded {
         balance: top.balance,
         epsilon: top.epsilon,
@@ -592,24 +567,8 @@ pub fn parse(text: &str) -> Result<Loaded> {
             replicas: idx,
             settings: None,
         });
-        l.service_settings.push(selection(
-            text,
-            SelectionKeys {
-                balance: &s.balance,
-                epsilon: &s.epsilon,
-                explore_fresh: s.explore_fresh,
-                error_k: &s.error_k,
-                error_window: s.error_window,
-                ttl: &s.ttl,
-                sticky: &s.sticky,
-                eject_after: &s.eject_after,
-                backoff: &s.backoff,
-                backoff_max: &s.backoff_max,
-                assumed_size: &s.assumed_size,
-                timeout: &s.timeout,
-            },
-            "service.",
-        )?);
+        l.service_settings
+            .push(selection(text, s.keys(), "service.")?);
     }
     Ok(l)
 }
