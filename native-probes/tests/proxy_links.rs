@@ -26,178 +26,85 @@
 mod common;
 
 use common::http::{read_response, thread_in, Proxy, Upstream};
+use common::netns::Netns;
 use common::{root_missing, sh};
 use std::io::{BufReader, Write};
 use std::net::TcpStream;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-/// proxy ─ router i (tbf toward server i) ─ server i, for i = 1, 2.
-struct Net {
-    ns: Vec<String>,
-    children: Vec<Child>,
-}
+/// proxy ─ router i (tbf toward server i) ─ server i, for i = 1, 2: namespaces
+/// [proxy, router 1, router 2, server 1, server 2], each server running `iperf3 -s`.
+struct Net(Netns);
 
 const S_IP: [&str; 2] = ["10.241.11.2", "10.241.12.2"];
+
+impl std::ops::Deref for Net {
+    type Target = Netns;
+    fn deref(&self) -> &Netns {
+        &self.0
+    }
+}
 
 impl Net {
     fn new(rate_mbit: u32) -> Net {
         let id = std::process::id();
         let names = ["p", "r1", "r2", "s1", "s2"].map(|n| format!("nwx{n}{id}"));
-        let mut net = Net {
-            ns: names.to_vec(),
-            children: Vec::new(),
-        };
-        for n in &names {
-            sh(&["ip", "netns", "add", n]);
-            sh(&["ip", "-n", n, "link", "set", "lo", "up"]);
-        }
+        let mut net = Netns::new(&names);
         let [p, r1, r2, s1, s2] = &names;
         for (i, (r, s)) in [(r1, s1), (r2, s2)].into_iter().enumerate() {
             let k = i + 1;
-            let (pv, rp, rs, sv) = (
-                format!("xp{k}{id}"),
-                format!("xrp{k}{id}"),
-                format!("xrs{k}{id}"),
-                format!("xs{k}{id}"),
-            );
-            sh(&[
-                "ip", "link", "add", &pv, "type", "veth", "peer", "name", &rp,
-            ]);
-            sh(&[
-                "ip", "link", "add", &rs, "type", "veth", "peer", "name", &sv,
-            ]);
-            for (dev, n) in [(&pv, p), (&rp, r), (&rs, r), (&sv, s)] {
-                sh(&["ip", "link", "set", dev, "netns", n]);
-            }
-            for (n, dev, addr) in [
-                (p, &pv, format!("10.241.{k}.1/24")),
-                (r, &rp, format!("10.241.{k}.254/24")),
-                (r, &rs, format!("10.241.1{k}.254/24")),
-                (s, &sv, format!("10.241.1{k}.2/24")),
-            ] {
-                sh(&["ip", "-n", n, "addr", "add", &addr, "dev", dev]);
-                sh(&["ip", "-n", n, "link", "set", dev, "up"]);
-                sh(&[
-                    "ip", "netns", "exec", n, "ethtool", "-K", dev, "tso", "off", "gso", "off",
-                    "gro", "off",
-                ]);
-            }
+            let dev = |d: &str| format!("x{d}{k}{id}");
+            let (pv, rp, rs, sv) = (dev("p"), dev("rp"), dev("rs"), dev("s"));
+            let addr = |net: &str, host: u8| format!("10.241.{net}.{host}/24");
+            let (near, far) = (k.to_string(), format!("1{k}"));
+            net.veth((p, &pv, &addr(&near, 1)), (r, &rp, &addr(&near, 254)));
+            net.veth((r, &rs, &addr(&far, 254)), (s, &sv, &addr(&far, 2)));
             if std::env::var("PROXY_LINKS_PACE").is_ok() {
                 // The proxy's sender paces each packet (one segment per GSO packet; the
                 // machine's TCP is BBR, which paces): Wren's trains need it (tests/proxy_wren.rs).
                 sh(&["ip", "-n", p, "link", "set", &pv, "gso_max_segs", "1"]);
             }
-            sh(&[
-                "ip",
-                "-n",
-                p,
-                "route",
-                "add",
-                &format!("10.241.1{k}.0/24"),
-                "via",
-                &format!("10.241.{k}.254"),
-            ]);
-            sh(&[
-                "ip",
-                "-n",
-                s,
-                "route",
-                "add",
-                "default",
-                "via",
-                &format!("10.241.1{k}.254"),
-            ]);
-            sh(&[
-                "ip",
-                "netns",
-                "exec",
-                r,
-                "sysctl",
-                "-qw",
-                "net.ipv4.ip_forward=1",
-            ]);
-            sh(&[
-                "ip",
-                "netns",
-                "exec",
-                r,
-                "tc",
-                "qdisc",
-                "add",
-                "dev",
-                &rs,
-                "root",
-                "tbf",
-                "rate",
-                &format!("{rate_mbit}mbit"),
-                "burst",
-                "15000b",
-                "latency",
-                "20ms",
-            ]);
+            let via = |host: &str| format!("10.241.{host}.254");
+            net.route(p, &[&format!("10.241.{far}.0/24"), "via", &via(&near)]);
+            net.route(s, &["default", "via", &via(&far)]);
+            net.forward(r);
+            net.tbf(r, &rs, rate_mbit, "15000b", "20ms");
         }
-        for (i, s) in [s1, s2].into_iter().enumerate() {
-            let _ = i;
-            let c = Command::new("ip")
-                .args(["netns", "exec", s, "iperf3", "-s", "-p", "5201"])
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .expect("iperf3 -s");
-            net.children.push(c);
+        for i in [3, 4] {
+            net.spawn(i, &["iperf3", "-s", "-p", "5201"]);
         }
         std::thread::sleep(Duration::from_millis(300));
-        net
+        Net(net)
     }
 
     /// `iperf3 -u` from the proxy's namespace to server `i` at `mbit` for `secs`.
     fn cross(&mut self, i: usize, mbit: f64, secs: f64) -> usize {
-        let c = Command::new("ip")
-            .args([
-                "netns",
-                "exec",
-                &self.ns[0],
+        let (rate, time) = (format!("{mbit}M"), format!("{}", secs.ceil() as u64 + 1));
+        self.0.spawn(
+            0,
+            &[
                 "iperf3",
                 "-u",
                 "-c",
                 S_IP[i],
                 "-p",
                 "5201",
-            ])
-            .args([
                 "-l",
                 "1400",
                 "-b",
-                &format!("{mbit}M"),
+                &rate,
                 "--pacing-timer",
                 "100",
-            ])
-            .args(["-t", &format!("{}", secs.ceil() as u64 + 1)])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("iperf3 -u");
-        self.children.push(c);
-        self.children.len() - 1
+                "-t",
+                &time,
+            ],
+        )
     }
 
     fn stop(&mut self, k: usize) {
-        let _ = self.children[k].kill();
-        let _ = self.children[k].wait();
-    }
-}
-
-impl Drop for Net {
-    fn drop(&mut self) {
-        for c in &mut self.children {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-        for n in &self.ns {
-            let _ = Command::new("ip").args(["netns", "del", n]).status();
-        }
+        self.0.stop(k, "-KILL");
     }
 }
 

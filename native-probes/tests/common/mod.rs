@@ -6,6 +6,7 @@
 pub mod clickhouse;
 pub mod corpus;
 pub mod http;
+pub mod netns;
 pub mod path3;
 
 use nowcast_core::record::Record;

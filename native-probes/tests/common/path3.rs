@@ -3,8 +3,7 @@
 //! Wren's trains need) and every segment acknowledged at once (quickack). Child processes
 //! started in it and the namespaces go when it is dropped.
 
-use super::sh;
-use std::process::{Child, Command, Stdio};
+use super::netns::Netns;
 
 /// Namespaces `ns` = [sender, router, receiver].
 pub struct Path3 {
@@ -13,7 +12,7 @@ pub struct Path3 {
     pub sender_dev: String,
     /// The receiver's address.
     pub receiver_ip: String,
-    children: Vec<Child>,
+    net: Netns,
 }
 
 impl Path3 {
@@ -26,123 +25,33 @@ impl Path3 {
         let ns = ["s", "r", "d"].map(|role| format!("nw{role}{id}"));
         let [sv, rs, rd, dv] = ["s", "rs", "rd", "d"].map(|d| format!("{d}{id}"));
         let [a, b] = subnets;
-        let p = Path3 {
-            ns: ns.clone(),
-            sender_dev: sv.clone(),
-            receiver_ip: format!("{b}.2"),
-            children: Vec::new(),
-        };
-        for n in &ns {
-            sh(&["ip", "netns", "add", n]);
-            sh(&["ip", "-n", n, "link", "set", "lo", "up"]);
-        }
+        let net = Netns::new(&ns);
         let [s, r, d] = &ns;
-        sh(&[
-            "ip", "link", "add", &sv, "type", "veth", "peer", "name", &rs,
-        ]);
-        sh(&[
-            "ip", "link", "add", &rd, "type", "veth", "peer", "name", &dv,
-        ]);
-        for (dev, n) in [(&sv, s), (&rs, r), (&rd, r), (&dv, d)] {
-            sh(&["ip", "link", "set", dev, "netns", n]);
-        }
-        for (n, dev, addr) in [
-            (s, &sv, format!("{a}.1/24")),
-            (r, &rs, format!("{a}.254/24")),
-            (r, &rd, format!("{b}.254/24")),
-            (d, &dv, format!("{b}.2/24")),
-        ] {
-            sh(&["ip", "-n", n, "addr", "add", &addr, "dev", dev]);
-            sh(&["ip", "-n", n, "link", "set", dev, "up"]);
-            sh(&[
-                "ip", "netns", "exec", n, "ethtool", "-K", dev, "tso", "off", "gso", "off", "gro",
-                "off",
-            ]);
-        }
-        sh(&[
-            "ip",
-            "-n",
-            s,
-            "route",
-            "add",
-            "default",
-            "via",
-            &format!("{a}.254"),
-        ]);
+        let (sa, ra) = (format!("{a}.1/24"), format!("{a}.254/24"));
+        let (rb, db) = (format!("{b}.254/24"), format!("{b}.2/24"));
+        net.veth((s, &sv, &sa), (r, &rs, &ra));
+        net.veth((r, &rd, &rb), (d, &dv, &db));
+        net.route(s, &["default", "via", &format!("{a}.254")]);
         // Every segment acknowledged at once (no delayed ACKs), as Wren's ACK timing needs.
-        sh(&[
-            "ip",
-            "-n",
-            d,
-            "route",
-            "add",
-            "default",
-            "via",
-            &format!("{b}.254"),
-            "quickack",
-            "1",
-        ]);
-        sh(&[
-            "ip",
-            "netns",
-            "exec",
-            r,
-            "sysctl",
-            "-qw",
-            "net.ipv4.ip_forward=1",
-        ]);
-        sh(&[
-            "ip",
-            "netns",
-            "exec",
-            r,
-            "tc",
-            "qdisc",
-            "add",
-            "dev",
-            &rd,
-            "root",
-            "tbf",
-            "rate",
-            &format!("{rate_mbit}mbit"),
-            "burst",
-            "4600b",
-            "latency",
-            "30ms",
-        ]);
-        p
+        net.route(d, &["default", "via", &format!("{b}.254"), "quickack", "1"]);
+        net.forward(r);
+        net.tbf(r, &rd, rate_mbit, "4600b", "30ms");
+        Path3 {
+            ns: ns.clone(),
+            sender_dev: sv,
+            receiver_ip: format!("{b}.2"),
+            net,
+        }
     }
 
     /// Starts `args` in namespace `i` (output discarded); returns its index for
     /// [`Path3::stop`].
     pub fn spawn(&mut self, i: usize, args: &[&str]) -> usize {
-        let child = Command::new("ip")
-            .args(["netns", "exec", &self.ns[i]])
-            .args(args)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn in a namespace");
-        self.children.push(child);
-        self.children.len() - 1
+        self.net.spawn(i, args)
     }
 
     /// Sends `signal` (e.g. "-TERM") to child `k` and waits for it.
     pub fn stop(&mut self, k: usize, signal: &str) {
-        let pid = self.children[k].id().to_string();
-        let _ = Command::new("kill").args([signal, &pid]).status();
-        let _ = self.children[k].wait();
-    }
-}
-
-impl Drop for Path3 {
-    fn drop(&mut self) {
-        for c in &mut self.children {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-        for n in &self.ns {
-            let _ = Command::new("ip").args(["netns", "del", n]).status();
-        }
+        self.net.stop(k, signal)
     }
 }
