@@ -17,6 +17,36 @@ fn replica(name: &str, u: &Upstream) -> String {
     format!("{name}={}", u.url())
 }
 
+/// The `--explain` lines (one JSON object per decision) among a proxy's stderr.
+fn decisions(stderr: &str) -> Vec<serde_json::Value> {
+    stderr
+        .lines()
+        .filter(|l| l.starts_with('{'))
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// Stops the proxy (it must exit with success) and returns what it wrote to stderr.
+fn stopped_stderr(p: &mut Proxy) -> String {
+    assert!(p
+        .terminate(Duration::from_secs(10))
+        .expect("exits")
+        .success());
+    std::thread::sleep(Duration::from_millis(100));
+    let err = p.stderr.lock().unwrap().clone();
+    err
+}
+
+/// The decisions of one service.
+fn in_service<'a>(lines: &'a [serde_json::Value], service: &str) -> Vec<&'a serde_json::Value> {
+    lines.iter().filter(|l| l["service"] == service).collect()
+}
+
+/// How many of `decisions` went where they did for `reason`.
+fn with_reason(decisions: &[&serde_json::Value], reason: &str) -> usize {
+    decisions.iter().filter(|l| l["reason"] == reason).count()
+}
+
 #[test]
 fn streams_both_ways_with_keep_alive_and_writes_valid_records() {
     let (a, b) = (
@@ -94,11 +124,7 @@ fn streams_both_ways_with_keep_alive_and_writes_valid_records() {
         .any(|r| r.metric == nowcast_core::record::Metric::Rtt));
     // --explain: one JSON line per decision with every replica's view and the reason.
     let err = p.stderr.lock().unwrap().clone();
-    let lines: Vec<serde_json::Value> = err
-        .lines()
-        .filter(|l| l.starts_with('{'))
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let lines = decisions(&err);
     assert!(lines.len() >= 4, "{err}");
     assert!(lines
         .iter()
@@ -760,30 +786,17 @@ fn services_on_the_command_line_choose_with_settings_of_their_own() {
             assert_eq!(request(p.addr, raw.as_bytes()).status, 200);
         }
     }
-    assert!(p
-        .terminate(Duration::from_secs(10))
-        .expect("exits")
-        .success());
-    std::thread::sleep(Duration::from_millis(100));
-    let err = p.stderr.lock().unwrap().clone();
-    let lines: Vec<serde_json::Value> = err
-        .lines()
-        .filter(|l| l.starts_with('{'))
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
-    let of = |service: &str| -> Vec<&serde_json::Value> {
-        lines.iter().filter(|l| l["service"] == service).collect()
-    };
+    let err = stopped_stderr(&mut p);
+    let lines = decisions(&err);
+    let of = |service: &str| in_service(&lines, service);
     let (calm, wild) = (of("/calm"), of("/wild"));
     assert_eq!((calm.len(), wild.len()), (20, 20), "{err}");
     assert!(calm.iter().all(|l| l["balance"] == "completion"));
     assert!(wild.iter().all(|l| l["balance"] == "bandwidth"));
-    let count =
-        |v: &[&serde_json::Value], reason: &str| v.iter().filter(|l| l["reason"] == reason).count();
-    assert_eq!(count(&calm, "explore"), 0, "{err}");
-    assert_eq!(count(&calm, "sticky"), 19, "{err}");
+    assert_eq!(with_reason(&calm, "explore"), 0, "{err}");
+    assert_eq!(with_reason(&calm, "sticky"), 19, "{err}");
     assert_eq!(
-        count(&wild, "sticky"),
+        with_reason(&wild, "sticky"),
         0,
         "no --sticky: no unit of work: {err}"
     );
@@ -852,36 +865,23 @@ fn services_in_a_config_file_choose_with_settings_of_their_own() {
             assert_eq!(request(p.addr, raw.as_bytes()).status, 200);
         }
     }
-    assert!(p
-        .terminate(Duration::from_secs(10))
-        .expect("exits")
-        .success());
-    std::thread::sleep(Duration::from_millis(100));
-    let err = p.stderr.lock().unwrap().clone();
-    let lines: Vec<serde_json::Value> = err
-        .lines()
-        .filter(|l| l.starts_with('{'))
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
-    let of = |service: &str| -> Vec<&serde_json::Value> {
-        lines.iter().filter(|l| l["service"] == service).collect()
-    };
-    let count =
-        |v: &[&serde_json::Value], reason: &str| v.iter().filter(|l| l["reason"] == reason).count();
+    let err = stopped_stderr(&mut p);
+    let lines = decisions(&err);
+    let of = |service: &str| in_service(&lines, service);
     let (calm, wild) = (of("/calm"), of("/wild"));
     assert_eq!((calm.len(), wild.len()), (45, 45), "{err}");
     assert!(calm.iter().all(|l| l["balance"] == "completion"));
     assert!(wild.iter().all(|l| l["balance"] == "bandwidth"));
     // ε = 0 in /calm: never an exploration; the top level's ε = 0.5 in /wild: about half.
-    assert_eq!(count(&calm, "explore"), 0, "{err}");
-    let explored = count(&wild, "explore");
+    assert_eq!(with_reason(&calm, "explore"), 0, "{err}");
+    let explored = with_reason(&wild, "explore");
     assert!(
         (8..=35).contains(&explored),
         "/wild explored {explored} of 45"
     );
     // The unit of work is /calm's only: its 4 requests after the first stay put.
-    assert_eq!(count(&calm, "sticky"), 4);
-    assert_eq!(count(&wild, "sticky"), 0);
+    assert_eq!(with_reason(&calm, "sticky"), 4);
+    assert_eq!(with_reason(&wild, "sticky"), 0);
     let calm_units: std::collections::HashSet<&str> = calm
         .iter()
         .rev()
