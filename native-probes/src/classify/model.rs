@@ -44,7 +44,7 @@ pub const MIN_BAND: usize = 20;
 pub const MIN_SIGMA: f64 = 0.004;
 
 /// The band of loss rate `x`: four a decade.
-fn band_upper(x: f64) -> f64 {
+pub(crate) fn band_upper(x: f64) -> f64 {
     10f64.powf((x.log10() * 4.0).floor() / 4.0 + 0.25)
 }
 
@@ -105,7 +105,7 @@ pub struct Normal {
 }
 
 /// The two hypotheses' models of one metric.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Pair<T> {
     pub network: T,
     pub cpu: T,
@@ -125,6 +125,82 @@ pub struct Model {
     pub success_from: f64,
     pub complexity: Pair<Curve>,
     pub success: Pair<Normal>,
+    /// The success proportion's mean and σ per band of loss rates in the complexity range
+    /// (four bands a decade, as the σ of the curves; bands with [`MIN_BAND`] samples): the
+    /// "models relating success proportions to loss rates" that Dickens §3.1.5 names as
+    /// missing for using the metric above 0.0005, and with them a second opinion beside
+    /// complexity there (`Classifier`). Empty in a model trained before it: complexity alone,
+    /// as algorithms.md §5.
+    #[serde(default)]
+    pub success_by_band: Pair<Vec<Band>>,
+}
+
+/// The success proportion in one band of loss rates: below `upper`, from the band's lower
+/// edge (a quarter of a decade down).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Band {
+    pub upper: f64,
+    pub mean: f64,
+    pub sigma: f64,
+    pub samples: usize,
+}
+
+/// Lowest σ of the success proportion in a band: one success more or less among a hundred
+/// losses.
+pub const MIN_SUCCESS_SIGMA: f64 = 0.01;
+
+impl Model {
+    /// The success proportion's normals (network, CPU) for loss rate `x`: each cause's band
+    /// of `x`, or where it has none, its nearest band (the metric moves slowly with the loss
+    /// rate, Dickens §3.1.5); `None` if a cause has no band at all.
+    pub fn success_at(&self, x: f64) -> Option<(Normal, Normal)> {
+        let upper = band_upper(x);
+        let find = |bands: &[Band]| {
+            bands
+                .iter()
+                .min_by(|a, b| {
+                    let d = |b: &Band| (b.upper / upper).ln().abs();
+                    d(a).total_cmp(&d(b))
+                })
+                .map(|b| Normal {
+                    mean: b.mean,
+                    sigma: b.sigma,
+                })
+        };
+        Some((
+            find(&self.success_by_band.network)?,
+            find(&self.success_by_band.cpu)?,
+        ))
+    }
+}
+
+/// Bands of the success proportion from (loss rate, success proportion) points: every band
+/// with at least [`MIN_BAND`] points, its mean and σ (floored at [`MIN_SUCCESS_SIGMA`]).
+pub fn fit_bands(points: &[(f64, f64)]) -> Vec<Band> {
+    let mut by: Vec<(f64, Vec<f64>)> = Vec::new();
+    for &(x, v) in points {
+        let upper = band_upper(x);
+        match by
+            .iter_mut()
+            .find(|(u, _)| (*u - upper).abs() <= 1e-9 * upper)
+        {
+            Some((_, vs)) => vs.push(v),
+            None => by.push((upper, vec![v])),
+        }
+    }
+    by.sort_by(|a, b| a.0.total_cmp(&b.0));
+    by.into_iter()
+        .filter(|(_, vs)| vs.len() >= MIN_BAND)
+        .filter_map(|(upper, vs)| {
+            let n = fit_normal(&vs)?;
+            Some(Band {
+                upper,
+                mean: n.mean,
+                sigma: n.sigma.max(MIN_SUCCESS_SIGMA),
+                samples: vs.len(),
+            })
+        })
+        .collect()
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -149,16 +225,27 @@ impl Model {
         if m.format != FORMAT {
             return Err(format!("format '{}' is not {FORMAT}", m.format));
         }
-        let curves = [&m.complexity.network, &m.complexity.cpu];
-        let normals = [&m.success.network, &m.success.cpu];
-        let finite = curves.iter().all(|c| {
-            c.c.is_finite() && c.terms.iter().all(|(a, b)| a.is_finite() && b.is_finite())
-        }) && normals.iter().all(|n| n.mean.is_finite());
-        let sigmas = curves
-            .iter()
-            .flat_map(|c| std::iter::once(c.sigma).chain(c.bands.iter().map(|b| b.1)))
-            .chain(normals.iter().map(|n| n.sigma));
-        if !finite || sigmas.clone().any(|s| !(s.is_finite() && s > 0.0)) {
+        let ok = {
+            let curves = [&m.complexity.network, &m.complexity.cpu];
+            let normals = [&m.success.network, &m.success.cpu];
+            let finite = curves.iter().all(|c| {
+                c.c.is_finite() && c.terms.iter().all(|(a, b)| a.is_finite() && b.is_finite())
+            }) && normals.iter().all(|n| n.mean.is_finite());
+            let bands = || {
+                [&m.success_by_band.network, &m.success_by_band.cpu]
+                    .into_iter()
+                    .flatten()
+            };
+            let finite = finite && bands().all(|b| b.mean.is_finite() && b.upper > 0.0);
+            let sigmas = curves
+                .iter()
+                .flat_map(|c| std::iter::once(c.sigma).chain(c.bands.iter().map(|b| b.1)))
+                .chain(normals.iter().map(|n| n.sigma))
+                .chain(bands().map(|b| b.sigma));
+            let positive = sigmas.clone().all(|s| s.is_finite() && s > 0.0);
+            finite && positive
+        };
+        if !ok {
             return Err("a model value is not finite or a σ is not positive".into());
         }
         Ok(m)
@@ -394,11 +481,31 @@ mod tests {
                 network: n.clone(),
                 cpu: n,
             },
+            success_by_band: Pair::default(),
         };
         assert_eq!(Model::from_json(&m.to_json()).unwrap(), m);
         m.success.cpu.sigma = 0.0;
         assert!(Model::from_json(&m.to_json()).is_err());
         m.success.cpu.sigma = 0.1;
+        // A model file from before the success bands reads, with none.
+        let old = m.to_json().replace(
+            ",\n  \"success_by_band\": {\n    \"network\": [],\n    \"cpu\": []\n  }",
+            "",
+        );
+        assert!(!old.contains("success_by_band"), "{old}");
+        assert_eq!(Model::from_json(&old).unwrap(), m);
+        // A band's σ must be positive too.
+        let band = Band {
+            upper: 0.001,
+            mean: 0.5,
+            sigma: 0.0,
+            samples: 30,
+        };
+        m.success_by_band.cpu.push(band);
+        assert!(Model::from_json(&m.to_json()).is_err());
+        m.success_by_band.cpu[0].sigma = 0.1;
+        assert_eq!(Model::from_json(&m.to_json()).unwrap(), m);
+        m.success_by_band.cpu.clear();
         m.format = "nowcast-fobs-classifier/2".into();
         assert!(Model::from_json(&m.to_json())
             .unwrap_err()

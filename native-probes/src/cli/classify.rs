@@ -34,6 +34,10 @@ pub struct Args {
     /// One JSON object per signature on standard output.
     #[arg(long)]
     json: bool,
+    /// Complexity alone from a loss rate of 0.0005, as the paper and algorithms.md §5 (by
+    /// default the success proportion is a second opinion there, where the model has it).
+    #[arg(long)]
+    paper: bool,
 }
 
 #[derive(clap::Subcommand)]
@@ -102,7 +106,12 @@ pub fn run(args: Args) -> Result<()> {
     if args.files.is_empty() {
         bail!("no signature files (see --help)");
     }
-    let mut c = Classifier::new(load_model(args.model.as_deref())?);
+    let model = load_model(args.model.as_deref())?;
+    let mut c = if args.paper {
+        Classifier::paper(model)
+    } else {
+        Classifier::new(model)
+    };
     let mut tallies = [Tally::default(), Tally::default()];
     // Per cause and band of loss rates: [0.00008, 0.0005) (success proportion), then
     // [0.0005, 0.002), [0.002, 0.01), [0.01, 0.1), [0.1, 1].
