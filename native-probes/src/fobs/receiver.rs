@@ -523,7 +523,7 @@ mod tests {
     fn first_missing_finds_the_end_of_the_stored_run() {
         let mut rx = Receiver::new(
             Config {
-                token: [0; super::super::wire::TOKEN_LEN],
+                token: [0; crate::fobs::wire::TOKEN_LEN],
                 max_size: 1 << 30,
                 max_rate: 1e9,
                 grace_ns: 0,
