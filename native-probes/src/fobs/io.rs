@@ -611,6 +611,78 @@ impl Writes {
     }
 }
 
+/// The file's BLAKE3 hash computed as it arrives: the run of packets stored from the start
+/// is read back from the file (the page cache) and hashed a step at a time, so that when
+/// the last packet arrives only what follows the run is left to hash. Hashing the whole
+/// file at the end, and writing it all to disk then, made the sender wait: a 200 MiB
+/// transfer's verdict came ~0.25 s after its last datagram (BLAKE3 and `fdatasync` of
+/// 200 MiB), a tenth of the transfer at 1 Gbit/s. What is hashed is what the file holds,
+/// as before. Each hashed stretch is also handed to the kernel's writeback
+/// (`sync_file_range`), so that the `fdatasync` before the rename has little left to do.
+struct Digest {
+    hasher: blake3::Hasher,
+    /// Bytes hashed: the file's first `hashed` bytes.
+    hashed: u64,
+    /// Bytes handed to writeback.
+    flushed: u64,
+    buf: Vec<u8>,
+}
+
+/// Most bytes hashed per pass of the receiving loop while datagrams arrive (~0.1 ms of
+/// BLAKE3: the loop must get back to its socket, whose buffer may be small).
+const DIGEST_STEP: usize = 256 * 1024;
+/// Writeback is started every this many hashed bytes.
+const WRITEBACK_STEP: u64 = 8 << 20;
+
+impl Digest {
+    fn new() -> Self {
+        Self {
+            hasher: blake3::Hasher::new(),
+            hashed: 0,
+            flushed: 0,
+            buf: vec![0; DIGEST_STEP],
+        }
+    }
+
+    /// Hashes what is stored in order past what was hashed, `budget` bytes at most.
+    fn advance(&mut self, f: &File, rx: &Receiver, budget: u64) -> io::Result<()> {
+        let Some(h) = rx.hello() else { return Ok(()) };
+        let packet = u64::from(h.packet.max(1));
+        let ready = (rx.first_missing(self.hashed / packet) * packet).min(h.size);
+        let until = ready.min(self.hashed.saturating_add(budget));
+        while self.hashed < until {
+            let n = ((until - self.hashed) as usize).min(self.buf.len());
+            f.read_exact_at(&mut self.buf[..n], self.hashed)?;
+            self.hasher.update(&self.buf[..n]);
+            self.hashed += n as u64;
+        }
+        if self.hashed >= self.flushed + WRITEBACK_STEP
+            || (self.hashed == h.size && self.hashed > self.flushed)
+        {
+            // SAFETY: a plain system call on an open descriptor; it only starts writeback.
+            unsafe {
+                libc::sync_file_range(
+                    f.as_raw_fd(),
+                    self.flushed as libc::off64_t,
+                    (self.hashed - self.flushed) as libc::off64_t,
+                    libc::SYNC_FILE_RANGE_WRITE,
+                )
+            };
+            self.flushed = self.hashed;
+        }
+        Ok(())
+    }
+
+    /// The hash of the whole file (`size` bytes), hashing what is left.
+    fn finish(&mut self, f: &File, rx: &Receiver, size: u64) -> io::Result<[u8; HASH_LEN]> {
+        self.advance(f, rx, u64::MAX)?;
+        if self.hashed != size {
+            return Err(io::Error::other("the file is not whole"));
+        }
+        Ok(*self.hasher.finalize().as_bytes())
+    }
+}
+
 /// What a receiver is configured with, beyond the core's [`receiver::Config`].
 #[derive(Clone, Debug)]
 pub struct RecvOptions {
@@ -834,6 +906,7 @@ fn transfer(
     let mut out = Vec::new();
     let mut dgrams = Datagrams::new();
     let mut writes = Writes::default();
+    let mut digest = Digest::new();
     let peer_ip: IpAddr = peer.ip().to_canonical();
     let mut result: Option<Result<Done, String>> = None;
     let mut last_save = start;
@@ -869,6 +942,7 @@ fn transfer(
         // the hash is computed or the resume state is saved.
         if let Some(f) = &part {
             writes.flush(f)?;
+            digest.advance(f, &rx, DIGEST_STEP as u64)?;
         }
         let open = read_available(&mut conn, &mut framer).unwrap_or(false);
         loop {
@@ -932,8 +1006,10 @@ fn transfer(
                     let (p, s, f) = paths.clone().expect("open");
                     let expected = rx.hello().map(|h| h.hash).unwrap_or_default();
                     let verdict = (|| -> io::Result<Done> {
-                        part.as_ref().expect("open").sync_data()?;
-                        if hash_file(&p)? != expected {
+                        let file = part.as_ref().expect("open");
+                        let hash = digest.finish(file, &rx, size)?;
+                        file.sync_data()?;
+                        if hash != expected {
                             let _ = std::fs::remove_file(&p);
                             let _ = std::fs::remove_file(&s);
                             return Ok(Done::HashMismatch);

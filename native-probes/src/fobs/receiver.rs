@@ -177,6 +177,22 @@ impl Receiver {
         self.have_count
     }
 
+    /// The first packet at or after `from` not yet stored (`total_packets()` when every one
+    /// from there on is): the packets `from..` it can be hashed in order as they stand in the
+    /// file, before the transfer completes.
+    pub fn first_missing(&self, from: u64) -> u64 {
+        let mut i = from;
+        while i < self.total {
+            let below = (1u64 << (i % 64)) - 1;
+            let word = self.have[(i / 64) as usize] | below;
+            if word != u64::MAX {
+                return (i / 64 * 64 + u64::from((!word).trailing_zeros())).min(self.total);
+            }
+            i = (i / 64 + 1) * 64;
+        }
+        self.total
+    }
+
     /// The packets held, as a bitmap (bit i of byte i / 8): what a resume state file keeps.
     pub fn have_bitmap(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(self.total.div_ceil(8) as usize);
@@ -496,5 +512,46 @@ impl Receiver {
 
     pub fn is_finished(&self) -> bool {
         self.phase == Phase::Finished && self.control.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn first_missing_finds_the_end_of_the_stored_run() {
+        let mut rx = Receiver::new(
+            Config {
+                token: [0; crate::fobs::wire::TOKEN_LEN],
+                max_size: 1 << 30,
+                max_rate: 1e9,
+                grace_ns: 0,
+                idle_ns: 1,
+                session: 1,
+                udp_port: 1,
+            },
+            0,
+        );
+        rx.total = 200;
+        rx.have = vec![0; 4];
+        assert_eq!(rx.first_missing(0), 0);
+        for i in (0..130).chain(140..200) {
+            rx.have[i / 64] |= 1 << (i % 64);
+        }
+        assert_eq!(rx.first_missing(0), 130);
+        assert_eq!(rx.first_missing(63), 130);
+        assert_eq!(rx.first_missing(128), 130);
+        assert_eq!(rx.first_missing(130), 130);
+        assert_eq!(
+            rx.first_missing(140),
+            200,
+            "the last word's unused bits are not packets"
+        );
+        assert_eq!(rx.first_missing(200), 200);
+        for i in 130..140 {
+            rx.have[i / 64] |= 1 << (i % 64);
+        }
+        assert_eq!(rx.first_missing(5), 200);
     }
 }

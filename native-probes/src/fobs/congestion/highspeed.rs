@@ -16,7 +16,11 @@
 //!   loss rate is updated in a manner consistent with no packet loss") only lengthens the
 //!   open interval.
 //! - **Slow start** (RFC 5348 §4.3): until the first counted loss the rate doubles each
-//!   window; at the first counted loss the history is replaced by one interval chosen so
+//!   window, but never beyond twice the receiver's arrival rate over the window acknowledged
+//!   (X = min(2X, 2X_recv)). That arrival rate is as old as the window's length plus a round
+//!   trip, so the rate can double only once in that time: the sender shortens its windows
+//!   to a quarter of a round trip while this controller is in slow start (see
+//!   `sender::SLOW_START_WINDOWS`). At the first counted loss the history is replaced by one interval chosen so
 //!   that the response gives 0.85 of the rate the receiver saw (RFC 5348 §6.3.1), so the overshoot
 //!   that ends slow start is not charged as if it were the path's loss rate.
 //! - **Bounds**: never more than twice the receiver's arrival rate (RFC 5348 §4.3), never
@@ -150,6 +154,10 @@ impl Controller for HighSpeed {
     fn set_cap(&mut self, max: f64) {
         self.max_rate = self.max_rate.min(max);
         self.rate = self.rate.min(self.max_rate);
+    }
+
+    fn in_slow_start(&self) -> bool {
+        self.slow_start
     }
 
     fn loss_rate(&self) -> f64 {

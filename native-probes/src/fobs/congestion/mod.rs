@@ -41,4 +41,8 @@ pub trait Controller: Send {
     fn loss_rate(&self) -> f64;
     /// Lowers the highest rate the controller may set (the receiver's limit), bytes/s.
     fn set_cap(&mut self, max: f64);
+    /// Whether the controller is still in slow start (no counted loss yet).
+    fn in_slow_start(&self) -> bool {
+        false
+    }
 }
