@@ -419,7 +419,10 @@ impl Analyzer {
         let d = usize::from(p.src != flow.a);
         // The handshake's times (for the out-of-order window and the capture side).
         let syn_ack = p.flags & (flag::SYN | flag::ACK);
-        if syn_ack == flag::SYN && d == 0 && flow.syn_ns.is_none() {
+        if syn_ack == flag::SYN && d == 0 && flow.synack_ns.is_none() {
+            // The most recent SYN (Wireshark's `ts_mru_syn`): a SYN lost and sent again a
+            // second later must not make the first RTT a second long, or every retransmission
+            // within that second would read as out of order.
             flow.syn_ns = Some(t);
         } else if syn_ack == flag::SYN | flag::ACK && d == 1 && flow.synack_ns.is_none() {
             flow.synack_ns = Some(t);
@@ -946,6 +949,54 @@ mod tests {
             an.frame(i as u64 + 1, linktype::ETHERNET, f, f.len() as u32, *t)
                 .unwrap();
         }
+    }
+
+    #[test]
+    fn a_resent_syn_does_not_stretch_the_out_of_order_window() {
+        // The SYN is lost and sent again 1 s later; the handshake then takes 10 ms. Three
+        // segments, and the first sent again 50 ms after the highest with no duplicate ACKs:
+        // a retransmission (tshark's too), not out of order (it came after the first RTT).
+        let mut an = Analyzer::new(Config::default());
+        let (c, s, port) = ([10, 0, 0, 1], [10, 0, 0, 2], 40002);
+        let at = |us: i64| (1_700_000_000_000_000 + us) * 1000;
+        let mut frames = vec![
+            (
+                at(0),
+                ipv4_tcp(c, s, (port, 80), 100, 0, flag::SYN, 0, None),
+            ),
+            (
+                at(1_000_000),
+                ipv4_tcp(c, s, (port, 80), 100, 0, flag::SYN, 0, None),
+            ),
+            (
+                at(1_010_000),
+                ipv4_tcp(s, c, (80, port), 500, 101, flag::SYN | flag::ACK, 0, None),
+            ),
+            (
+                at(1_010_100),
+                ipv4_tcp(c, s, (port, 80), 101, 501, flag::ACK, 0, None),
+            ),
+        ];
+        for i in 0..3u32 {
+            let t = 1_011_000 + i as i64 * 1000;
+            frames.push((
+                at(t),
+                ipv4_tcp(c, s, (port, 80), 101 + i * 1000, 501, flag::ACK, 1000, None),
+            ));
+        }
+        frames.push((
+            at(1_063_000),
+            ipv4_tcp(c, s, (port, 80), 101, 501, flag::ACK, 1000, None),
+        ));
+        for (i, (t, f)) in frames.iter().enumerate() {
+            an.frame(i as u64 + 1, linktype::ETHERNET, f, f.len() as u32, *t)
+                .unwrap();
+        }
+        an.finish();
+        let flows = an.take_finished();
+        let up = &flows[0].directions[0];
+        // The SYN sent again is a retransmission too, as tshark counts it.
+        assert_eq!((up.retransmissions, up.out_of_order), (2, 0), "{up:?}");
     }
 
     #[test]
