@@ -33,8 +33,8 @@ fn stopped_stderr(p: &mut Proxy) -> String {
         .expect("exits")
         .success());
     std::thread::sleep(Duration::from_millis(100));
-    let err = p.stderr.lock().unwrap().clone();
-    err
+    let err = p.stderr.lock().unwrap();
+    err.clone()
 }
 
 /// The decisions of one service.

@@ -44,8 +44,26 @@ pub const MIN_BAND: usize = 20;
 pub const MIN_SIGMA: f64 = 0.004;
 
 /// The band of loss rate `x`: four a decade.
-pub(crate) fn band_upper(x: f64) -> f64 {
+fn band_upper(x: f64) -> f64 {
     10f64.powf((x.log10() * 4.0).floor() / 4.0 + 0.25)
+}
+
+/// (loss rate, value) points grouped by band of loss rate ([`band_upper`]): the bands in
+/// increasing order, each with its values in the order given.
+fn by_band(points: impl IntoIterator<Item = (f64, f64)>) -> Vec<(f64, Vec<f64>)> {
+    let mut by: Vec<(f64, Vec<f64>)> = Vec::new();
+    for (x, v) in points {
+        let upper = band_upper(x);
+        match by
+            .iter_mut()
+            .find(|(u, _)| (*u - upper).abs() <= 1e-9 * upper)
+        {
+            Some((_, vs)) => vs.push(v),
+            None => by.push((upper, vec![v])),
+        }
+    }
+    by.sort_by(|a, b| a.0.total_cmp(&b.0));
+    by
 }
 
 impl Curve {
@@ -68,25 +86,14 @@ impl Curve {
 
     /// Sets the per-band σ from the training points.
     fn fit_bands(&mut self, rows: &[(f64, f64)]) {
-        let mut bands: Vec<(f64, f64, usize)> = Vec::new();
         let mut sorted = rows.to_vec();
         sorted.sort_by(|a, b| a.0.total_cmp(&b.0));
-        for &(x, y) in &sorted {
-            let upper = band_upper(x);
-            let r2 = (y - self.mean(x)).powi(2);
-            match bands.last_mut() {
-                Some((u, s, n)) if (*u - upper).abs() < 1e-12 * upper => {
-                    *s += r2;
-                    *n += 1;
-                }
-                _ => bands.push((upper, r2, 1)),
-            }
-        }
-        self.bands = bands
+        let squares = sorted.iter().map(|&(x, y)| (x, (y - self.mean(x)).powi(2)));
+        self.bands = by_band(squares)
             .into_iter()
-            .map(|(u, s, n)| {
-                let sigma = if n >= MIN_BAND {
-                    (s / n as f64).sqrt()
+            .map(|(u, r2)| {
+                let sigma = if r2.len() >= MIN_BAND {
+                    (r2.iter().sum::<f64>() / r2.len() as f64).sqrt()
                 } else {
                     self.sigma
                 };
@@ -149,6 +156,30 @@ pub struct Band {
 /// losses.
 pub const MIN_SUCCESS_SIGMA: f64 = 0.01;
 
+/// Bands of the success proportion from (loss rate, success proportion) points: every band
+/// with at least [`MIN_BAND`] points, its mean and σ (floored at [`MIN_SUCCESS_SIGMA`]).
+pub fn fit_bands(points: &[(f64, f64)]) -> Vec<Band> {
+    by_band(points.iter().copied())
+        .into_iter()
+        .filter(|(_, vs)| vs.len() >= MIN_BAND)
+        .filter_map(|(upper, vs)| {
+            let n = fit_normal(&vs)?;
+            Some(Band {
+                upper,
+                mean: n.mean,
+                sigma: n.sigma.max(MIN_SUCCESS_SIGMA),
+                samples: vs.len(),
+            })
+        })
+        .collect()
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Samples {
+    pub complexity: usize,
+    pub success: usize,
+}
+
 impl Model {
     /// The success proportion's normals (network, CPU) for loss rate `x`: each cause's band
     /// of `x`, or where it has none, its nearest band (the metric moves slowly with the loss
@@ -172,44 +203,7 @@ impl Model {
             find(&self.success_by_band.cpu)?,
         ))
     }
-}
 
-/// Bands of the success proportion from (loss rate, success proportion) points: every band
-/// with at least [`MIN_BAND`] points, its mean and σ (floored at [`MIN_SUCCESS_SIGMA`]).
-pub fn fit_bands(points: &[(f64, f64)]) -> Vec<Band> {
-    let mut by: Vec<(f64, Vec<f64>)> = Vec::new();
-    for &(x, v) in points {
-        let upper = band_upper(x);
-        match by
-            .iter_mut()
-            .find(|(u, _)| (*u - upper).abs() <= 1e-9 * upper)
-        {
-            Some((_, vs)) => vs.push(v),
-            None => by.push((upper, vec![v])),
-        }
-    }
-    by.sort_by(|a, b| a.0.total_cmp(&b.0));
-    by.into_iter()
-        .filter(|(_, vs)| vs.len() >= MIN_BAND)
-        .filter_map(|(upper, vs)| {
-            let n = fit_normal(&vs)?;
-            Some(Band {
-                upper,
-                mean: n.mean,
-                sigma: n.sigma.max(MIN_SUCCESS_SIGMA),
-                samples: vs.len(),
-            })
-        })
-        .collect()
-}
-
-#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct Samples {
-    pub complexity: usize,
-    pub success: usize,
-}
-
-impl Model {
     /// The model shipped with the project (`native-probes/models/fobs-classifier.json`).
     pub const SHIPPED: &'static str = include_str!("../../models/fobs-classifier.json");
 
