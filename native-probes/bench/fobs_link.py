@@ -259,9 +259,10 @@ def signatures(outdir, seconds=20):
     rx_dir = os.path.join(tmp, "rx")
     os.makedirs(rx_dir)
     link = Link("s", 1000)
-    # FOBS_SIGNATURE_WINDOW: packets per signature (`fobs send --window`), default the tool's.
-    window = os.environ.get("FOBS_SIGNATURE_WINDOW")
-    out = lambda split, kind: ["--signatures", f"{outdir}/{split}-{kind}.sig"] + (["--window", window] if window else [])
+    # FOBS_SIGNATURE_PACKETS: packets per signature (`fobs send --signature-packets`), default
+    # the length of the model the tool ships.
+    length = os.environ.get("FOBS_SIGNATURE_PACKETS")
+    out = lambda split, kind: ["--signatures", f"{outdir}/{split}-{kind}.sig"] + (["--signature-packets", length] if length else [])
     try:
         for split, seed in [("train", 1), ("eval", 2)]:
             rng = random.Random(seed)

@@ -13,7 +13,7 @@
 //! - fresh labelled signatures (network: 3 % random drops; CPU: the receiver stopped with
 //!   SIGSTOP/SIGCONT for a few ms at a time behind a small SO_RCVBUF) are diagnosed by the
 //!   shipped model as their cause (at least 70 % correct, at most 20 % wrong, in this short
-//!   run of about ten signatures each; the held-out accuracy is measured by the bench).
+//!   run of about six signatures each; the held-out accuracy is measured by the bench).
 //!
 //! Needs root, iproute2, nft, ethtool and sha256sum; skips with a message otherwise. Namespaces and
 //! devices are named after this process; every process started in a namespace is killed by
@@ -297,6 +297,9 @@ fn names_in(dir: &Path) -> Vec<String> {
     v
 }
 
+/// Transfers of the 48 MiB file per cause for the fresh signatures.
+const SIGNATURE_SENDS: usize = 3;
+
 #[test]
 fn fobs_transfers_resumes_drops_forgeries_refuses_strangers_and_classifies() {
     if let Some(why) = root_missing(&["ip", "tc", "nft", "ethtool", "sha256sum"]) {
@@ -450,32 +453,39 @@ fn fobs_transfers_resumes_drops_forgeries_refuses_strangers_and_classifies() {
             label.into(),
         ]
     };
+    // A signature is 16,384 packets (the shipped model's length), two of this file's 36,000:
+    // three transfers of it for each cause.
     let a = sig_args(&net, "network");
-    let out = link.send(
-        &src,
-        "n.bin",
-        &a.iter().map(String::as_str).collect::<Vec<_>>(),
-    );
-    assert!(out.status.success(), "{}", text(&out.stderr));
+    for _ in 0..SIGNATURE_SENDS {
+        let out = link.send(
+            &src,
+            "n.bin",
+            &a.iter().map(String::as_str).collect::<Vec<_>>(),
+        );
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        std::fs::remove_file(rx_dir.join("n.bin")).expect("remove");
+    }
     link.clear_drop();
-    std::fs::remove_file(rx_dir.join("n.bin")).expect("remove");
     // A second receiver with a small socket buffer, stopped for 3–8 ms every 40–200 ms.
     link.stop(0);
     let (k, _) = link.receiver(&["--rcvbuf", "65536", "-q"]);
     let pid = link.children[k].id() as i32;
     let a = sig_args(&cpu, "cpu");
-    let mut cmd = link.send_cmd(
-        &src,
-        "c.bin",
-        &a.iter().map(String::as_str).collect::<Vec<_>>(),
-    );
-    let sender = cmd
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("send");
-    let stalls = stall(pid, sender, 0xc0ffee);
-    assert!(stalls.status.success(), "{}", text(&stalls.stderr));
+    for i in 0..SIGNATURE_SENDS {
+        let mut cmd = link.send_cmd(
+            &src,
+            "c.bin",
+            &a.iter().map(String::as_str).collect::<Vec<_>>(),
+        );
+        let sender = cmd
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("send");
+        let stalls = stall(pid, sender, 0xc0ffee + i as u64);
+        assert!(stalls.status.success(), "{}", text(&stalls.stderr));
+        std::fs::remove_file(rx_dir.join("c.bin")).expect("remove");
+    }
     let mut cmd = Command::new(BIN);
     cmd.args(["classify"]).arg(&net).arg(&cpu);
     let out = run_bounded(cmd, LIMIT);

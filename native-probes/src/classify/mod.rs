@@ -29,7 +29,10 @@ pub mod model;
 pub mod signature;
 
 use metrics::{success_proportion, Complexity};
-use model::{fit_bands, fit_curve, fit_normal, Model, Pair, Samples, FORMAT};
+use model::{
+    fit_bands, fit_curve, fit_normal, Model, Pair, Samples, FORMAT, SIGNATURE_PACKETS_MAX,
+    SIGNATURE_PACKETS_MIN,
+};
 use signature::{Label, Labelled, Signature};
 
 /// Below this likelihood under both hypotheses, the verdict is ½ (inconclusive).
@@ -239,6 +242,22 @@ pub fn train(signatures: &[Labelled], trained_on: &str) -> Result<Model, String>
             }
         }
     }
+    // One length for all: the metrics depend on it (see `Model::signature_packets`).
+    let mut lengths = signatures
+        .iter()
+        .filter(|l| l.label.is_some())
+        .map(|l| l.signature.len());
+    let signature_packets = lengths.next().ok_or("no labelled signatures")?;
+    if let Some(other) = lengths.find(|&n| n != signature_packets) {
+        return Err(format!(
+            "signatures of {signature_packets} and of {other} packets: a model is trained on one length"
+        ));
+    }
+    if !(SIGNATURE_PACKETS_MIN..=SIGNATURE_PACKETS_MAX).contains(&signature_packets) {
+        return Err(format!(
+            "signatures of {signature_packets} packets: a model takes {SIGNATURE_PACKETS_MIN}–{SIGNATURE_PACKETS_MAX}"
+        ));
+    }
     let need = |what: &str, label: &str, n: usize| {
         format!("too few {label} signatures to fit {what} ({n})")
     };
@@ -254,6 +273,7 @@ pub fn train(signatures: &[Labelled], trained_on: &str) -> Result<Model, String>
     let mut model = Model {
         format: FORMAT.into(),
         trained_on: trained_on.into(),
+        signature_packets,
         samples: Pair {
             network: Samples {
                 complexity: rows[0].len(),
@@ -452,6 +472,15 @@ mod tests {
                 ours[k]
             );
         }
+    }
+
+    #[test]
+    fn a_model_is_trained_on_one_signature_length_and_records_it() {
+        let mut sigs = synthetic(1000, 3);
+        assert_eq!(train(&sigs, "s").unwrap().signature_packets, 4096);
+        sigs.push(Labelled::parse("cpu 16384 5-40").unwrap());
+        let e = train(&sigs, "s").unwrap_err();
+        assert!(e.contains("4096") && e.contains("16384"), "{e}");
     }
 
     #[test]

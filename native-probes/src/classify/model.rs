@@ -124,6 +124,12 @@ pub struct Model {
     pub format: String,
     /// Free text: what the model was trained on.
     pub trained_on: String,
+    /// Packets in each signature the model was trained on. Complexity and the success
+    /// proportion are read off a signature of this length (a word count over 17-bit words
+    /// grows with the length it is counted in), so the sender classifies the last this many
+    /// packets. Files from before the field: 4,096.
+    #[serde(default = "legacy_signature_packets")]
+    pub signature_packets: usize,
     /// Training signatures per hypothesis and metric.
     pub samples: Pair<Samples>,
     /// Lowest loss rate where complexity is used (§3.3: 0.0005).
@@ -142,6 +148,10 @@ pub struct Model {
     pub success_by_band: Pair<Vec<Band>>,
 }
 
+fn legacy_signature_packets() -> usize {
+    4096
+}
+
 /// The success proportion in one band of loss rates: below `upper`, from the band's lower
 /// edge (a quarter of a decade down).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -151,6 +161,10 @@ pub struct Band {
     pub sigma: f64,
     pub samples: usize,
 }
+
+/// Shortest and longest signature a model may be trained on, packets.
+pub const SIGNATURE_PACKETS_MIN: usize = 64;
+pub const SIGNATURE_PACKETS_MAX: usize = 1 << 20;
 
 /// Lowest σ of the success proportion in a band: one success more or less among a hundred
 /// losses.
@@ -241,6 +255,12 @@ impl Model {
         };
         if !ok {
             return Err("a model value is not finite or a σ is not positive".into());
+        }
+        if !(SIGNATURE_PACKETS_MIN..=SIGNATURE_PACKETS_MAX).contains(&m.signature_packets) {
+            return Err(format!(
+                "signature_packets {} is not within {SIGNATURE_PACKETS_MIN}–{SIGNATURE_PACKETS_MAX}",
+                m.signature_packets
+            ));
         }
         Ok(m)
     }
@@ -461,6 +481,7 @@ mod tests {
         let mut m = Model {
             format: FORMAT.into(),
             trained_on: "test".into(),
+            signature_packets: 4096,
             samples: Pair {
                 network: Samples::default(),
                 cpu: Samples::default(),
@@ -488,6 +509,16 @@ mod tests {
         );
         assert!(!old.contains("success_by_band"), "{old}");
         assert_eq!(Model::from_json(&old).unwrap(), m);
+        // So does one from before the signature length: its signatures were 4,096 packets.
+        let old = m.to_json().replace("\n  \"signature_packets\": 4096,", "");
+        assert!(!old.contains("signature_packets"), "{old}");
+        assert_eq!(Model::from_json(&old).unwrap(), m);
+        m.signature_packets = 16;
+        assert!(Model::from_json(&m.to_json())
+            .unwrap_err()
+            .contains("signature_packets"));
+        m.signature_packets = 16384;
+        assert_eq!(Model::from_json(&m.to_json()).unwrap(), m);
         // A band's σ must be positive too.
         let band = Band {
             upper: 0.001,

@@ -125,8 +125,18 @@ pub fn run(args: Args) -> Result<()> {
     let mut by_band = [[Tally::default(); BANDS.len()]; 2];
     let (mut signatures, mut packets, mut nanos) = (0u64, 0u64, 0u128);
     let mut unlabelled = [0usize; 4];
+    let trained = c.model.signature_packets;
     for f in &args.files {
-        for l in read(f)? {
+        let labelled = read(f)?;
+        if let Some(l) = labelled.iter().find(|l| l.signature.len() != trained) {
+            eprintln!(
+                "warning: {}: {}-packet signatures, and the model was trained on {trained}-packet ones: \
+                 complexity depends on the length, so its verdicts on these are not calibrated",
+                f.display(),
+                l.signature.len()
+            );
+        }
+        for l in labelled {
             let t = Instant::now();
             let v = c.classify(&l.signature);
             nanos += t.elapsed().as_nanos();

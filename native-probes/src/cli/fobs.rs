@@ -4,6 +4,7 @@
 use super::classify::load_model;
 use anyhow::{anyhow, bail, Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
+use nowcast::classify::model::{SIGNATURE_PACKETS_MAX, SIGNATURE_PACKETS_MIN};
 use nowcast::classify::signature::{Label, Labelled};
 use nowcast::classify::{Classifier, Diagnosis};
 use nowcast::clock::wall_ms;
@@ -54,8 +55,7 @@ pub struct SendArgs {
     /// Payload bytes per packet.
     #[arg(long, default_value_t = 1400)]
     packet: u16,
-    /// Packets per signature (the length the classifier's model was trained on) and most
-    /// packets per transmission window.
+    /// Most packets per transmission window (a window also closes after a round trip).
     #[arg(long, default_value_t = 4096)]
     window: u32,
     /// The rate to start at.
@@ -80,9 +80,14 @@ pub struct SendArgs {
     /// NDJSON records on standard output instead of the summary.
     #[arg(long)]
     json: bool,
-    /// Append the signatures of `window` packets that had loss to FILE (for training).
+    /// Append the signatures that had loss to FILE (for training): consecutive blocks of
+    /// --signature-packets acknowledged packets.
     #[arg(long, value_name = "FILE")]
     signatures: Option<PathBuf>,
+    /// Packets in each signature written with --signatures (default: the length the
+    /// classifier's model was trained on, which is also how many packets it classifies).
+    #[arg(long, value_name = "N")]
+    signature_packets: Option<usize>,
     /// The label written with --signatures.
     #[arg(long, value_parser = ["cpu", "network", "?"], default_value = "?")]
     label: String,
@@ -190,16 +195,22 @@ fn send(a: SendArgs) -> Result<()> {
         Some(r) => Box::new(Fixed::new(parse_rate(r)?, packet)),
         None => Box::new(HighSpeed::new(initial, max, packet)),
     };
-    let classifier = if a.no_classifier {
-        None
-    } else {
-        Some(Classifier::new(load_model(a.model.as_deref())?))
-    };
+    let model = load_model(a.model.as_deref())?;
+    let signature_packets = a.signature_packets.unwrap_or(model.signature_packets);
+    if !(SIGNATURE_PACKETS_MIN..=SIGNATURE_PACKETS_MAX).contains(&signature_packets) {
+        bail!("--signature-packets must be {SIGNATURE_PACKETS_MIN}–{SIGNATURE_PACKETS_MAX}");
+    }
+    let classifier = (!a.no_classifier).then(|| Classifier::new(model));
     let classifying = classifier.is_some();
     let sender = Sender::new(
         sender::Config {
             hello,
             initial_rate: initial,
+            signature_packets: if a.signatures.is_some() {
+                signature_packets
+            } else {
+                0
+            },
         },
         controller,
         classifier,

@@ -15,11 +15,13 @@
 //! again in a later window, until every packet has been acknowledged.
 //!
 //! Congestion response (§2.2, §4.1): when a window had loss, the classifier is asked about
-//! the signature of the last `window` packets acknowledged (a fixed length, the length the
-//! model was trained on, however short the windows are at low rates). With P(CPU) ≥ 0.95 the
+//! the signature of the last packets acknowledged, as many as the model's signatures hold
+//! (`Model::signature_packets`: a fixed length, however short the windows are at low rates;
+//! the shipped model's 16,384 packets are ~24 MB, where one lost packet is a loss rate below
+//! the classifier's range, as in the paper's 100 MB windows, §4.1.1). With P(CPU) ≥ 0.95 the
 //! loss is not answered (the controller sees `congestion: false`); otherwise, or without a
 //! classifier (`--no-classifier`), it is answered as network congestion. Loss of more than
-//! [`MAX_CPU_LOSS`] of the last `window` packets is always answered: a receiver that slow,
+//! [`MAX_CPU_LOSS`] of the classified packets is always answered: a receiver that slow,
 //! or a queue overflowing at a steady overshoot (whose drops are as regular as a stall's),
 //! is a reason to slow down whatever the cause.
 
@@ -60,6 +62,8 @@ pub struct Config {
     pub hello: Hello,
     /// The rate to start at, bytes/s.
     pub initial_rate: f64,
+    /// Packets in each signature reported for training ([`Event::Signature`]); 0 for none.
+    pub signature_packets: usize,
 }
 
 /// A datagram or control bytes, written into the caller's buffer.
@@ -101,8 +105,8 @@ pub struct WindowOutcome {
     pub window: u32,
     pub packets: u64,
     pub lost: u64,
-    /// The classifier's verdict on the last `window` packets (when there was loss and a
-    /// classifier).
+    /// The classifier's verdict on the last packets acknowledged, as many as its model's
+    /// signatures hold (when there was loss and a classifier).
     pub verdict: Option<Verdict>,
     pub action: Action,
     /// The long-term loss rate after the window.
@@ -121,8 +125,8 @@ pub enum Event {
     },
     Refused(Refusal),
     Window(WindowOutcome),
-    /// A block of `window` consecutive acknowledged packets that had loss (for signature
-    /// files: non-overlapping, of the model's length).
+    /// A block of `signature_packets` consecutive acknowledged packets that had loss (for
+    /// signature files: non-overlapping).
     Signature(Signature),
     /// The receiver's last word.
     Finished(Done),
@@ -182,8 +186,9 @@ pub struct Sender {
     last_ack: Nanos,
     control: VecDeque<Control>,
     events: VecDeque<Event>,
-    /// The last `window` acknowledged outcomes, oldest first.
+    /// The last `history` acknowledged outcomes, oldest first: what the classifier reads.
     recent: VecDeque<bool>,
+    history: usize,
     /// Outcomes since the last signature block was cut.
     block: Vec<bool>,
     pub stats: Stats,
@@ -201,6 +206,7 @@ impl Sender {
         classifier: Option<Classifier>,
     ) -> Self {
         let total = packets_of(cfg.hello.size, cfg.hello.packet);
+        let history = classifier.as_ref().map_or(0, |c| c.model.signature_packets);
         let mut control = VecDeque::new();
         control.push_back(Control::Hello(cfg.hello.clone()));
         Self {
@@ -225,7 +231,8 @@ impl Sender {
             last_ack: 0,
             control,
             events: VecDeque::new(),
-            recent: VecDeque::new(),
+            recent: VecDeque::with_capacity(history),
+            history,
             block: Vec::new(),
             stats: Stats::default(),
             cfg,
@@ -551,11 +558,16 @@ impl Sender {
     }
 
     fn remember(&mut self, got: bool) {
-        let w = self.cfg.hello.window as usize;
-        if self.recent.len() == w {
-            self.recent.pop_front();
+        if self.history > 0 {
+            if self.recent.len() == self.history {
+                self.recent.pop_front();
+            }
+            self.recent.push_back(got);
         }
-        self.recent.push_back(got);
+        let w = self.cfg.signature_packets;
+        if w == 0 {
+            return;
+        }
         self.block.push(got);
         if self.block.len() == w {
             if self.block.iter().any(|g| !g) {

@@ -214,6 +214,7 @@ pub fn sender(h: Hello, rate: f64, classifier: bool) -> Sender {
         sender::Config {
             hello: h,
             initial_rate: rate,
+            signature_packets: 0,
         },
         Box::new(HighSpeed::new(rate, 1e10, packet)),
         model,

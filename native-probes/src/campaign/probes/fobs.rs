@@ -143,6 +143,7 @@ fn transfer(
         sender::Config {
             hello,
             initial_rate: p.rate,
+            signature_packets: 0,
         },
         Box::new(HighSpeed::new(p.rate, p.max_rate, f64::from(p.packet))),
         classifier,
