@@ -68,6 +68,12 @@ for f in native-probes/models/signatures/eval-*.sig; do
   target/release/nowcast classify "$f" | sed -n 2p
 done
 
+step "FOBS loss classifier on fresh signatures from settings it was not trained on (fobs_link.py unseen: other drop rates, stall shapes and buffers)"
+unseen_dir=$(mktemp -d)
+FOBS_SIGNATURE_SECONDS=$([ -n "$quick" ] && echo 5 || echo 20) python3 native-probes/bench/fobs_link.py unseen "$unseen_dir"
+if compgen -G "$unseen_dir/*.sig" >/dev/null; then target/release/nowcast classify "$unseen_dir"/*.sig; fi
+rm -rf "$unseen_dir"
+
 step "FOBS against iperf3 TCP (cubic, bbr) and QUIC (ngtcp2) on an emulated 1 Gbit/s, 30 ms link: clean, receiver CPU contention, 0.5 % loss shared with iperf3 (goals: ≥ 90 % of the link; ≥ 10× without the classifier and ahead of TCP and QUIC; Jain's index ≥ 0.9)"
 python3 native-probes/bench/fobs_link.py bench ${quick:+--quick}
 
