@@ -18,12 +18,14 @@
 //! the signature of the last packets acknowledged, as many as the model's signatures hold
 //! (`Model::signature_packets`: a fixed length, however short the windows are at low rates;
 //! the shipped model's 16,384 packets are ~24 MB, where one lost packet is a loss rate below
-//! the classifier's range, as in the paper's 100 MB windows, §4.1.1). With P(CPU) ≥ 0.95 the
-//! loss is not answered (the controller sees `congestion: false`); otherwise, or without a
-//! classifier (`--no-classifier`), it is answered as network congestion. Loss of more than
-//! [`MAX_CPU_LOSS`] of the classified packets is always answered: a receiver that slow,
-//! or a queue overflowing at a steady overshoot (whose drops are as regular as a stall's),
-//! is a reason to slow down whatever the cause.
+//! the classifier's range, as in the paper's 100 MB windows, §4.1.1). Before the transfer
+//! has sent that many, the slots before its first packet count as received, and a CPU
+//! verdict also needs the window's own loss to hold a run (see `on_ack`). With P(CPU) ≥ 0.95
+//! the loss is not answered (the controller sees `congestion: false`); otherwise, or without
+//! a classifier (`--no-classifier`), it is answered as network congestion. Loss of more than
+//! [`MAX_CPU_LOSS`] of the packets classified (of those sent, early in a transfer) is always
+//! answered: a receiver that slow, or a queue overflowing at a steady overshoot (whose drops
+//! are as regular as a stall's), is a reason to slow down whatever the cause.
 
 use super::congestion::{Controller, WindowReport};
 use super::wire::Nanos;
@@ -526,7 +528,15 @@ impl Sender {
         // run). Then a CPU verdict also needs this window's own loss to hold a run: a stall
         // behind a socket buffer loses consecutive packets when it loses any.
         let whole = self.recent.len() >= self.history;
-        let cpu = verdict.is_some_and(|v| v.p_cpu >= CPU_THRESHOLD && v.loss_rate <= MAX_CPU_LOSS)
+        // The share lost of the packets actually sent (the padded signature's loss rate
+        // would understate it early on).
+        let lost_share = if verdict.is_some() {
+            self.recent.iter().filter(|got| !**got).count() as f64 / self.recent.len() as f64
+        } else {
+            0.0
+        };
+        let cpu = verdict.is_some_and(|v| v.p_cpu >= CPU_THRESHOLD)
+            && lost_share <= MAX_CPU_LOSS
             && (whole || (1..o.seqs.len()).any(|i| !sig.received(i - 1) && !sig.received(i)));
         let congestion = lost > 0 && !cpu;
         let hold = congestion

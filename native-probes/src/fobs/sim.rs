@@ -334,6 +334,38 @@ fn random_loss_early_in_a_transfer_is_not_taken_for_cpu_loss_by_the_shipped_mode
 }
 
 #[test]
+fn a_long_stall_early_in_a_transfer_is_answered_whatever_its_cause() {
+    // The receiver stops for 40 ms a fifth of a second in: once more than MAX_CPU_LOSS of
+    // the packets sent so far are lost, the loss is answered, though the padded
+    // 16,384-packet signature's loss rate is still under it.
+    let data = file(4_000_000);
+    let mut w = world(
+        12.5e6,
+        Box::new(|t: Nanos| (200_000_000..240_000_000).contains(&t)),
+    );
+    let mut stored = Vec::new();
+    let packet = 1000;
+    let s = Sender::new(
+        sender::Config {
+            hello: hello(&data, packet, false),
+            initial_rate: 5e6,
+            signature_packets: 0,
+        },
+        Box::new(HighSpeed::new(5e6, 1e10, f64::from(packet))),
+        Some(Classifier::new(crate::classify::model::Model::shipped())),
+    );
+    let o = run(&mut w, &data, s, None, &mut stored, None);
+    assert_eq!(o.file, data);
+    let lossy: Vec<_> = o.windows.iter().filter(|w| w.lost > 0).collect();
+    let lost: u64 = lossy.iter().map(|w| w.lost).sum();
+    assert!(lost >= 100, "the stall lost {lost}: {:?}", o.stats);
+    // Answered within a couple of windows of the stall, not after the padded signature's
+    // loss rate reached MAX_CPU_LOSS (ten windows later).
+    let answered = lossy.iter().position(|w| w.action == Action::Responded);
+    assert!(answered.is_some_and(|i| i <= 2), "{answered:?}: {lossy:?}");
+}
+
+#[test]
 fn cpu_stalls_are_not_answered_with_the_classifier_and_are_without_it() {
     // The receiver is descheduled for 1 ms every 50 ms: 2 % loss, in runs.
     let data = file(40_000_000);
