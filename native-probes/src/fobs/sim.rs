@@ -9,6 +9,7 @@ use super::receiver::{self, Receiver};
 use super::sender::{self, Action, Event, Sender, Transmit};
 use super::wire::Nanos;
 use super::wire::{Control, Done, Framer, Hello, HASH_LEN, TOKEN_LEN};
+use crate::classify::model::Model;
 use crate::classify::{train, Classifier};
 use std::collections::VecDeque;
 
@@ -200,16 +201,19 @@ pub fn run(
 }
 
 pub fn sender(h: Hello, rate: f64, classifier: bool) -> Sender {
-    let packet = f64::from(h.packet);
     let model = classifier.then(|| {
-        Classifier::new(
-            train(
-                &crate::classify::tests_support::synthetic(3000, 7),
-                "synthetic",
-            )
-            .unwrap(),
+        train(
+            &crate::classify::tests_support::synthetic(3000, 7),
+            "synthetic",
         )
+        .unwrap()
     });
+    sender_with(h, rate, model)
+}
+
+/// A HighSpeed sender starting at `rate`, classifying with `model` (none: all loss answered).
+pub fn sender_with(h: Hello, rate: f64, model: Option<Model>) -> Sender {
+    let packet = f64::from(h.packet);
     Sender::new(
         sender::Config {
             hello: h,
@@ -217,7 +221,7 @@ pub fn sender(h: Hello, rate: f64, classifier: bool) -> Sender {
             signature_packets: 0,
         },
         Box::new(HighSpeed::new(rate, 1e10, packet)),
-        model,
+        model.map(Classifier::new),
     )
 }
 
@@ -310,16 +314,7 @@ fn random_loss_early_in_a_transfer_is_not_taken_for_cpu_loss_by_the_shipped_mode
             }),
         );
         let mut stored = Vec::new();
-        let packet = 1000;
-        let s = Sender::new(
-            sender::Config {
-                hello: hello(&data, packet, false),
-                initial_rate: 1e6,
-                signature_packets: 0,
-            },
-            Box::new(HighSpeed::new(1e6, 1e10, f64::from(packet))),
-            Some(Classifier::new(crate::classify::model::Model::shipped())),
-        );
+        let s = sender_with(hello(&data, 1000, false), 1e6, Some(Model::shipped()));
         let o = run(&mut w, &data, s, None, &mut stored, None);
         assert_eq!(o.file, data);
         let lossy: Vec<_> = o.windows.iter().filter(|w| w.lost > 0).collect();
@@ -344,16 +339,7 @@ fn a_long_stall_early_in_a_transfer_is_answered_whatever_its_cause() {
         Box::new(|t: Nanos| (200_000_000..240_000_000).contains(&t)),
     );
     let mut stored = Vec::new();
-    let packet = 1000;
-    let s = Sender::new(
-        sender::Config {
-            hello: hello(&data, packet, false),
-            initial_rate: 5e6,
-            signature_packets: 0,
-        },
-        Box::new(HighSpeed::new(5e6, 1e10, f64::from(packet))),
-        Some(Classifier::new(crate::classify::model::Model::shipped())),
-    );
+    let s = sender_with(hello(&data, 1000, false), 5e6, Some(Model::shipped()));
     let o = run(&mut w, &data, s, None, &mut stored, None);
     assert_eq!(o.file, data);
     let lossy: Vec<_> = o.windows.iter().filter(|w| w.lost > 0).collect();
