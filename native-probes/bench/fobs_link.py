@@ -171,8 +171,11 @@ def receiver(link, outdir, extra=(), cpu=None):
     return p
 
 
-def send(link, path, extra=(), timeout=300, name=None):
+def send(link, path, extra=(), timeout=300, name=None, memory=None):
+    """`memory`: the path-memory file (`--path-memory`); none: `--no-path-memory`, so that
+    nothing here reads or writes the user's."""
     args = [BIN, "fobs", "send", path, f"{link.b_ip}:8070", "--token", TOKEN, "-q"] + list(extra)
+    args += ["--path-memory", memory] if memory else ["--no-path-memory"]
     if name:
         args += ["--name", name]
     r = subprocess.run(["ip", "netns", "exec", link.a] + args, capture_output=True, text=True, timeout=timeout)
@@ -404,6 +407,7 @@ class Bench:
            "-keyout", self.key, "-out", self.cert, "-days", "2", "-subj", "/CN=fobs-bench")
         self.quic = shutil.which("gtlsserver") or (os.path.exists("/usr/sbin/gtlsserver") and "/usr/sbin/gtlsserver")
         self.quic_client = shutil.which("gtlsclient")
+        self.memory = None
 
     def use(self, src, mb):
         """Transfers from now on move `src` (`mb` MiB)."""
@@ -428,11 +432,15 @@ class Bench:
         except Exception:
             return float("nan")
 
+    def scenario(self, name):
+        """A new path memory: each scenario is a path as its first transfer finds it."""
+        self.memory = os.path.join(self.tmp, f"paths-{name}.json")
+
     def fobs(self, extra=(), stall=None, rng=None, rcvbuf=None):
         link = self.link
         rx = receiver(link, self.rx_dir, ["--rcvbuf", str(rcvbuf)] if rcvbuf else [])
         st = Stalls(rx.pid, *stall, rng) if stall else None
-        r = send(link, self.src, ["--json"] + list(extra), name="b.bin")
+        r = send(link, self.src, ["--json"] + list(extra), name="b.bin", memory=self.memory)
         if st:
             st.stop()
         stop(rx)
@@ -492,6 +500,8 @@ def bench(quick):
     link.offloads_off()
     print(f"link: A - router - B, tbf {rate} Mbit/s (queue {rtt:g} ms) on the router's way to B, +{rtt:g} ms on the "
           f"way back (nowcast delay-tun), offloads off; {mb} MiB file; medians of {runs} runs (min–max)")
+    print("FOBS rows: \"cold start\" runs first with --rate 20M; the others with the default --rate auto, from the "
+          "path memory the earlier FOBS runs of the same scenario left (each scenario starts with none)")
     rng = random.Random(3)
     rows = []
 
@@ -511,7 +521,11 @@ def bench(quick):
             out[("clean", cc)] = row(sc, f"iperf3 TCP {cc}", [b.iperf(cc) for _ in range(runs)])
         for cc in ["cubic", "bbr"]:
             out[("clean", "quic " + cc)] = row(sc, f"QUIC ngtcp2 {cc}", [b.quic_get(cc) for _ in range(runs)])
-        for name, extra in [("fobs", []), ("fobs --no-classifier", ["--no-classifier"])]:
+        # FOBS cold (`--rate 20M`: a path it has not used in the last hour), then from the
+        # path memory those transfers left (`--rate auto`, the default).
+        b.scenario("clean")
+        for name, extra in [("fobs, cold start", ["--rate", "20M"]), ("fobs --no-classifier, cold start", ["--no-classifier", "--rate", "20M"]),
+                            ("fobs", []), ("fobs --no-classifier", ["--no-classifier"])]:
             res = [b.fobs(extra) for _ in range(runs)]
             out[("clean", name)] = row(sc, name, [r[0] for r in res], f"loss {median([r[3] for r in res]) * 100:.3f} %, "
                                        f"{median([r[1] for r in res]):.0f} congestion events")
@@ -524,7 +538,9 @@ def bench(quick):
             out[("cpu", cc)] = row(sc, f"iperf3 TCP {cc}", [b.iperf(cc, stall, rng) for _ in range(runs)])
         for cc in ["cubic", "bbr"]:
             out[("cpu", "quic " + cc)] = row(sc, f"QUIC ngtcp2 {cc}", [b.quic_get(cc, stall, rng) for _ in range(runs)])
-        for name, extra in [("fobs", []), ("fobs --no-classifier", ["--no-classifier"])]:
+        b.scenario("cpu")
+        for name, extra in [("fobs, cold start", ["--rate", "20M"]), ("fobs --no-classifier, cold start", ["--no-classifier", "--rate", "20M"]),
+                            ("fobs", []), ("fobs --no-classifier", ["--no-classifier"])]:
             res = [b.fobs(extra, stall, rng, rcvbuf=262144) for _ in range(runs)]
             out[("cpu", name)] = row(sc, name, [r[0] for r in res],
                                      f"loss {median([r[3] for r in res]) * 100:.3f} %, {median([r[1] for r in res]):.0f} congestion events, "
@@ -536,7 +552,8 @@ def bench(quick):
         b.use(small, loss_mb)
         sc = f"0.5 % random loss, {loss_mb} MiB"
         out[("loss", "cubic")] = row(sc, "iperf3 TCP cubic, alone", [b.iperf("cubic") for _ in range(runs)])
-        for name, extra in [("fobs", []), ("fobs --no-classifier", ["--no-classifier"])]:
+        b.scenario("loss")
+        for name, extra in [("fobs, cold start", ["--rate", "20M"]), ("fobs", []), ("fobs --no-classifier", ["--no-classifier"])]:
             res = [b.fobs(extra) for _ in range(runs)]
             out[("loss", name)] = row(sc, name + ", alone", [r[0] for r in res],
                                       f"{median([r[1] for r in res]):.0f} congestion events, {median([r[2] for r in res]):.0f} not answered")
@@ -556,6 +573,8 @@ def bench(quick):
         shutil.rmtree(tmp, ignore_errors=True)
     g = lambda k: out.get(k, float("nan"))
     print("\nratios (medians):")
+    print(f"  clean, cold start: fobs / link {g(('clean', 'fobs, cold start')) / rate:.3f}; CPU contention, cold start: fobs / fobs "
+          f"--no-classifier {g(('cpu', 'fobs, cold start')) / g(('cpu', 'fobs --no-classifier, cold start')):.1f}")
     print(f"  clean: fobs / link {g(('clean', 'fobs')) / rate:.3f}; fobs / iperf3 cubic {g(('clean', 'fobs')) / g(('clean', 'cubic')):.2f}, "
           f"/ bbr {g(('clean', 'fobs')) / g(('clean', 'bbr')):.2f}, / QUIC cubic {g(('clean', 'fobs')) / g(('clean', 'quic cubic')):.2f}")
     print(f"  CPU contention: fobs / fobs --no-classifier {g(('cpu', 'fobs')) / g(('cpu', 'fobs --no-classifier')):.1f}; "
@@ -592,7 +611,7 @@ def share(b):
     t0 = time.time()
     time.sleep(2)
     ts = time.time() - t0
-    r = send(b.link, b.src, ["--json"], name="share.bin", timeout=secs)
+    r = send(b.link, b.src, ["--json"], name="share.bin", timeout=secs, memory=b.memory)
     te = time.time() - t0
     stop(ip)
     reader.join(timeout=5)

@@ -112,6 +112,8 @@ impl Link {
     fn in_ns(&self, ns: &str) -> Command {
         let mut c = Command::new("ip");
         c.args(["netns", "exec", ns]);
+        // The senders' path memory in the test's own directory, not the user's.
+        c.env("XDG_STATE_HOME", self.dir.join("state"));
         c
     }
 
@@ -336,6 +338,67 @@ fn fobs_transfers_resumes_drops_forgeries_refuses_strangers_and_classifies() {
         "loss {loss} under 1 % random drops"
     );
     wait_line(&lines, "lossy.bin: stored, hash verified", LIMIT);
+
+    // 1b. The path memory: each finished transfer's peak delivery rate is kept per receiver,
+    // and the next transfer to it starts at half the forecast of those rates.
+    let memory = link.dir.join("state/nowcast/fobs-paths.json");
+    let remembered = || -> Vec<f64> {
+        let v: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&memory).expect("the path memory"))
+                .expect("the path memory is JSON");
+        v["paths"][RX_IP]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|t| t["peak_delivery_mbit_s"].as_f64())
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    assert_eq!(remembered().len(), 1, "the lossy transfer is remembered");
+    let out = link.send(&src, "clean.bin", &[]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let rates = remembered();
+    assert_eq!(rates.len(), 2, "{rates:?}");
+    assert!(
+        (300.0..=420.0).contains(&rates[1]),
+        "the clean transfer's peak on a 400 Mbit/s link: {rates:?}"
+    );
+    let loud = |name: &str| {
+        let mut cmd = link.in_ns(&link.tx);
+        cmd.args([BIN, "fobs", "send"])
+            .arg(&src)
+            .arg(format!("{RX_IP}:{PORT}"))
+            .args(["--token", TOKEN, "--name", name]);
+        run_bounded(cmd, LIMIT)
+    };
+    let out = loud("warm.bin");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let said = text(&out.stderr);
+    let start = count_after(&said, "starting at ");
+    assert!(
+        start >= 50 && said.contains(&format!("from 2 transfers to {RX_IP}")),
+        "{said}"
+    );
+    assert_eq!(remembered().len(), 3);
+    // A memory file that cannot be read is named, left as it is, and costs only the warm
+    // start.
+    std::fs::write(&memory, "{\"version\": 1, \"paths\": [").unwrap();
+    let out = loud("cold.bin");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let said = text(&out.stderr);
+    assert!(
+        said.contains("warning: path memory")
+            && said.contains("fobs-paths.json")
+            && said.contains("line 1"),
+        "{said}"
+    );
+    assert!(!said.contains("starting at"), "{said}");
+    assert_eq!(
+        std::fs::read_to_string(&memory).unwrap(),
+        "{\"version\": 1, \"paths\": ["
+    );
+    std::fs::remove_file(&memory).unwrap();
 
     // 2. Interrupted, then resumed.
     let mut cmd = link.send_cmd(&src, "resumed.bin", &["--fixed-rate", "80M"]);

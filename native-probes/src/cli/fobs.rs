@@ -10,6 +10,7 @@ use nowcast::classify::{Classifier, Diagnosis};
 use nowcast::clock::wall_ms;
 use nowcast::fobs::congestion::{Controller, Fixed, HighSpeed};
 use nowcast::fobs::io::{self, RecvOptions, RecvUpdate, SendUpdate};
+use nowcast::fobs::memory::{Basis, PathMemory, Transfer};
 use nowcast::fobs::record;
 use nowcast::fobs::sender::{self, Event, Sender};
 use nowcast::fobs::wire::{self, Done, Hello, DEFAULT_PORT, TOKEN_LEN};
@@ -58,8 +59,9 @@ pub struct SendArgs {
     /// Most packets per transmission window (a window also closes after a round trip).
     #[arg(long, default_value_t = 4096)]
     window: u32,
-    /// The rate to start at.
-    #[arg(long, default_value = "20M")]
+    /// The rate to start at: auto is half the rate this path delivered in its transfers of
+    /// the last hour (forecast from them; see --path-memory), or 20M on a path with none.
+    #[arg(long, default_value = "auto")]
     rate: String,
     /// The highest rate.
     #[arg(long, default_value = "10G")]
@@ -91,6 +93,13 @@ pub struct SendArgs {
     /// The label written with --signatures.
     #[arg(long, value_parser = ["cpu", "network", "?"], default_value = "?")]
     label: String,
+    /// The file of recent delivery rates per receiver that --rate auto starts from (default:
+    /// $XDG_STATE_HOME/nowcast/fobs-paths.json, or ~/.local/state/nowcast/fobs-paths.json).
+    #[arg(long, value_name = "FILE")]
+    path_memory: Option<PathBuf>,
+    /// Neither read nor add to the path memory (a cold start at 20M unless --rate says).
+    #[arg(long, conflicts_with = "path_memory")]
+    no_path_memory: bool,
     /// No progress display.
     #[arg(long, short)]
     quiet: bool,
@@ -188,8 +197,35 @@ fn send(a: SendArgs) -> Result<()> {
         hash,
         name,
     };
-    let initial = parse_rate(&a.rate)?;
     let max = parse_rate(&a.max_rate)?;
+    let path = target.addrs[0].ip().to_string();
+    let memory = (!a.no_path_memory).then(|| Memory::open(a.path_memory.clone()));
+    let initial = match (a.rate.as_str(), &memory) {
+        ("auto", Some(m)) => {
+            let cold = parse_rate(COLD_START)?;
+            let s = m.memory.start(&path, wall_ms(), cold, max);
+            if let (
+                Basis::Remembered {
+                    transfers,
+                    forecast_mbit_s,
+                },
+                false,
+                true,
+            ) = (s.basis, a.quiet, s.rate > cold)
+            {
+                eprintln!(
+                    "starting at {:.0} Mbit/s: half the rate this path delivered \
+                     ({forecast_mbit_s:.0} Mbit/s, forecast from {transfers} transfer{} to \
+                     {path} in the last hour; --rate 20M for a cold start)",
+                    s.rate * 8e-6,
+                    if transfers == 1 { "" } else { "s" }
+                );
+            }
+            s.rate
+        }
+        ("auto", None) => parse_rate(COLD_START)?,
+        (r, _) => parse_rate(r)?,
+    };
     let packet = f64::from(a.packet);
     let controller: Box<dyn Controller> = match &a.fixed_rate {
         Some(r) => Box::new(Fixed::new(parse_rate(r)?, packet)),
@@ -244,7 +280,7 @@ fn send(a: SendArgs) -> Result<()> {
     let to = target.name.clone();
     let mut stdout = std::io::stdout().lock();
     let mut seq = 0u64;
-    let (mut cpu, mut net, mut inc) = (0u64, 0u64, 0u64);
+    let (mut cpu, mut net, mut inc, mut lost) = (0u64, 0u64, 0u64, 0u64);
     let mut failure: Option<anyhow::Error> = None;
     let summary = io::send(sender, &file, target.addrs[0], &stop, &mut |u| match u {
         SendUpdate::Event(Event::Signature(s)) => {
@@ -260,6 +296,7 @@ fn send(a: SendArgs) -> Result<()> {
             }
         }
         SendUpdate::Event(Event::Window(w)) if w.lost > 0 => {
+            lost += w.lost;
             match w.verdict.map(|v| v.diagnosis()) {
                 Some(Diagnosis::Cpu) => cpu += 1,
                 Some(Diagnosis::Network) => net += 1,
@@ -281,9 +318,8 @@ fn send(a: SendArgs) -> Result<()> {
         } => {
             let done = (delivered * u64::from(a.packet)).min(size);
             let msg = format!(
-                "{:.0} Mbit/s, lost {}, verdicts cpu {cpu} network {net} unsure {inc}",
+                "{:.0} Mbit/s, lost {lost}, verdicts cpu {cpu} network {net} unsure {inc}",
                 rate * 8e-6,
-                0
             );
             if let Some(b) = &bar {
                 b.set_position(done);
@@ -310,6 +346,17 @@ fn send(a: SendArgs) -> Result<()> {
     }
     let sent = summary.bytes - summary.held_bytes;
     let goodput = record::goodput_mbit_s(sent, summary.seconds);
+    if let (Some(m), Some(Done::Stored)) = (memory, summary.done) {
+        if summary.stats.peak_delivery > 0 {
+            m.remember(
+                &path,
+                Transfer {
+                    at_ms: wall_ms(),
+                    peak_delivery_mbit_s: summary.stats.peak_delivery as f64 * 8e-6,
+                },
+            );
+        }
+    }
     let loss = record::loss(&summary.stats);
     if a.json {
         let probe = Probe {
@@ -355,6 +402,85 @@ fn send(a: SendArgs) -> Result<()> {
         (None, Some(f)) => bail!("{f} (resume with --resume)"),
         (None, None) => bail!("the transfer did not finish"),
     }
+}
+
+/// `--rate`'s start on a path with nothing remembered.
+const COLD_START: &str = "20M";
+
+/// The path memory's file: read at the start of a transfer, a finished transfer's goodput
+/// added at its end. A file that cannot be read is reported and left as it is.
+struct Memory {
+    file: Option<PathBuf>,
+    memory: PathMemory,
+    writable: bool,
+}
+
+impl Memory {
+    fn open(file: Option<PathBuf>) -> Self {
+        let file = file.or_else(default_memory_file);
+        let mut m = Self {
+            file,
+            memory: PathMemory::new(),
+            writable: true,
+        };
+        let Some(f) = &m.file else { return m };
+        match std::fs::read_to_string(f) {
+            Ok(text) => match PathMemory::parse(&text) {
+                Ok(memory) => m.memory = memory,
+                Err(e) => {
+                    eprintln!(
+                        "warning: path memory {}: {e}; starting cold, and the file is left as it is",
+                        f.display()
+                    );
+                    m.writable = false;
+                }
+            },
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => {
+                eprintln!("warning: path memory {}: {e}; starting cold", f.display());
+                m.writable = false;
+            }
+        }
+        m
+    }
+
+    /// Adds the transfer to the file as it is now (another sender may have written since
+    /// it was read), through a temporary file renamed over it.
+    fn remember(self, path: &str, t: Transfer) {
+        let (Some(f), true) = (self.file, self.writable) else {
+            return;
+        };
+        let mut now = match std::fs::read_to_string(&f) {
+            Ok(text) => match PathMemory::parse(&text) {
+                Ok(m) => m,
+                Err(_) => return,
+            },
+            Err(_) => PathMemory::new(),
+        };
+        now.remember(path, t);
+        let tmp = f.with_extension(format!("tmp.{}", std::process::id()));
+        let written = f
+            .parent()
+            .map_or(Ok(()), std::fs::create_dir_all)
+            .and_then(|()| std::fs::write(&tmp, now.to_json()))
+            .and_then(|()| std::fs::rename(&tmp, &f));
+        if let Err(e) = written {
+            let _ = std::fs::remove_file(&tmp);
+            eprintln!("warning: path memory {}: {e}; not updated", f.display());
+        }
+    }
+}
+
+/// $XDG_STATE_HOME/nowcast/fobs-paths.json, or ~/.local/state/nowcast/fobs-paths.json.
+fn default_memory_file() -> Option<PathBuf> {
+    let non_empty = |v: &str| {
+        std::env::var_os(v)
+            .filter(|x| !x.is_empty())
+            .map(PathBuf::from)
+    };
+    let state = non_empty("XDG_STATE_HOME")
+        .or_else(|| non_empty("HOME").map(|h| h.join(".local/state")))?;
+    Some(state.join("nowcast").join("fobs-paths.json"))
 }
 
 fn recv(a: RecvArgs) -> Result<()> {

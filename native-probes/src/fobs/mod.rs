@@ -10,6 +10,7 @@
 
 pub mod congestion;
 pub mod io;
+pub mod memory;
 pub mod receiver;
 pub mod record;
 pub mod sender;

@@ -161,7 +161,20 @@ pub struct Stats {
     pub cpu_verdicts: u64,
     pub network_verdicts: u64,
     pub inconclusive: u64,
+    /// The highest delivery rate (payload bytes/s) over any stretch of at least two round
+    /// trips and [`PEAK_SPAN_MIN`]: what the path carried at its best in this transfer, whatever the controller
+    /// then chose (the path memory's measure). Measured as BBR estimates delivery rate
+    /// (draft-cheng-iccrg-delivery-rate-estimation): packets newly delivered between two
+    /// acknowledgements over the longer of the time between them and the time between the
+    /// ends of the windows they acknowledge, so neither acknowledgements bunched at the
+    /// sender nor datagrams bunched in the receiver's socket read faster than the path.
+    pub peak_delivery: u64,
 }
+
+/// [`Stats::peak_delivery`]'s stretches are at least two round trips and this long (ns):
+/// a token-bucket shaper passes its bucket at line rate (a tbf's burst is commonly 10 ms of
+/// its rate), and over 100 ms that can add no more than a tenth.
+const PEAK_SPAN_MIN: Nanos = 100_000_000;
 
 pub struct Sender {
     cfg: Config,
@@ -169,6 +182,9 @@ pub struct Sender {
     total: u64,
     delivered: Vec<u64>,
     delivered_count: u64,
+    /// (acknowledged at, the window's end, packets delivered by then) of recent
+    /// acknowledgements, for [`Stats::peak_delivery`].
+    acked: VecDeque<(Nanos, Nanos, u64)>,
     next_new: u64,
     retx: VecDeque<u64>,
     session: u64,
@@ -216,6 +232,7 @@ impl Sender {
             total,
             delivered: vec![0; total.div_ceil(64) as usize],
             delivered_count: 0,
+            acked: VecDeque::new(),
             next_new: 0,
             retx: VecDeque::new(),
             session: 0,
@@ -448,6 +465,23 @@ impl Sender {
         }
     }
 
+    /// Updates [`Stats::peak_delivery`] at an acknowledgement received at `now` of a window
+    /// that ended at `ended`.
+    fn delivery_sample(&mut self, now: Nanos, ended: Nanos) {
+        let span = ((2.0 * self.srtt.unwrap_or(0.0) * 1e9) as Nanos).max(PEAK_SPAN_MIN);
+        self.acked.push_back((now, ended, self.delivered_count));
+        while self.acked.len() >= 2 && now.saturating_sub(self.acked[1].0) >= span {
+            self.acked.pop_front();
+        }
+        let (at, end, delivered) = self.acked[0];
+        let elapsed = now.saturating_sub(at).max(ended.saturating_sub(end));
+        if elapsed >= span {
+            let bytes = (self.delivered_count - delivered) * u64::from(self.cfg.hello.packet);
+            let rate = (bytes as f64 / (elapsed as f64 / 1e9)) as u64;
+            self.stats.peak_delivery = self.stats.peak_delivery.max(rate);
+        }
+    }
+
     fn on_ack(&mut self, now: Nanos, a: Ack) {
         let Some(pos) = self.outstanding.iter().position(|o| o.id == a.window) else {
             return self.fail(format!("acknowledgement of unknown window {}", a.window));
@@ -492,6 +526,7 @@ impl Sender {
             * (f64::from(self.cfg.hello.packet) + DATA_HEADER as f64);
         let receive_rate =
             (received >= 2 && a.span_ns > 0).then(|| bytes / (a.span_ns as f64 / 1e9));
+        self.delivery_sample(now, o.ended);
         let verdict = if lost > 0 {
             self.classifier.as_mut().map(|c| {
                 // Always the model's length: before the transfer has sent that many packets,

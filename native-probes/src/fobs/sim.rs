@@ -4,11 +4,11 @@
 //! network loss on the data path, or receiver stalls (CPU contention: datagrams arriving
 //! while the receiver is descheduled are lost).
 
-use super::congestion::HighSpeed;
+use super::congestion::{Fixed, HighSpeed};
 use super::receiver::{self, Receiver};
 use super::sender::{self, Action, Event, Sender, Transmit};
 use super::wire::Nanos;
-use super::wire::{Control, Done, Framer, Hello, HASH_LEN, TOKEN_LEN};
+use super::wire::{Control, Done, Framer, Hello, DATA_HEADER, HASH_LEN, TOKEN_LEN};
 use crate::classify::model::Model;
 use crate::classify::{train, Classifier};
 use std::collections::VecDeque;
@@ -271,6 +271,48 @@ fn a_clean_link_delivers_the_file_intact_without_retransmissions() {
     // 3 MB at 100 Mbit/s is 0.24 s at full rate; slow start's overshoot costs the rest
     // (the HighSpeed response grows slowly after a loss).
     assert!(secs < 2.5, "{secs}");
+}
+
+#[test]
+fn the_peak_delivery_rate_is_what_the_path_carried_never_more() {
+    // Sent at a fixed rate through a 100 Mbit/s path (no congestion control): what was
+    // sent is what reads, at 90 % of the path's payload rate and at a fifth of it.
+    let data = file(6_000_000);
+    let link = 12.5e6;
+    let payload = 1000.0 / (1000.0 + DATA_HEADER as f64);
+    for rate in [0.9 * link * payload, link / 5.0] {
+        let mut w = world(link, Box::new(|_| false));
+        let mut stored = Vec::new();
+        let s = Sender::new(
+            sender::Config {
+                hello: hello(&data, 1000, false),
+                initial_rate: rate,
+                signature_packets: 0,
+            },
+            Box::new(Fixed::new(rate, 1000.0)),
+            None,
+        );
+        let o = run(&mut w, &data, s, None, &mut stored, None);
+        assert_eq!(o.done, Some(Done::Stored));
+        let read = o.stats.peak_delivery as f64 / rate;
+        assert!(
+            (0.97..=1.01).contains(&read),
+            "sent at {rate}: read {read} of it"
+        );
+    }
+    // Slow start overshoots the path by up to twice its rate: the peak is the path's.
+    let mut w = world(link, Box::new(|_| false));
+    let mut stored = Vec::new();
+    let o = run(
+        &mut w,
+        &data,
+        sender(hello(&data, 1000, false), 1e6, true),
+        None,
+        &mut stored,
+        None,
+    );
+    let read = o.stats.peak_delivery as f64 / (link * payload);
+    assert!((0.5..=1.0).contains(&read), "{read} of the path");
 }
 
 #[test]
