@@ -225,6 +225,12 @@ pub fn sender_with(h: Hello, rate: f64, model: Option<Model>) -> Sender {
     )
 }
 
+/// A whole transfer of `data` by `s` through `w`, from nothing stored.
+fn through(w: &mut World, data: &[u8], s: Sender) -> Outcome {
+    let mut stored = Vec::new();
+    run(w, data, s, None, &mut stored, None)
+}
+
 fn world(rate: f64, loss: Box<dyn FnMut(Nanos) -> bool>) -> World {
     World {
         rate,
@@ -239,15 +245,7 @@ fn world(rate: f64, loss: Box<dyn FnMut(Nanos) -> bool>) -> World {
 fn a_clean_link_delivers_the_file_intact_without_retransmissions() {
     let data = file(3_000_123);
     let mut w = world(12.5e6, Box::new(|_| false));
-    let mut stored = Vec::new();
-    let o = run(
-        &mut w,
-        &data,
-        sender(hello(&data, 1000, false), 1e6, true),
-        None,
-        &mut stored,
-        None,
-    );
+    let o = through(&mut w, &data, sender(hello(&data, 1000, false), 1e6, true));
     assert_eq!(o.done, Some(Done::Stored));
     assert_eq!(o.file, data);
     // Slow start ends at the bottleneck: the queue overflows once, then the rate settles.
@@ -282,7 +280,6 @@ fn the_peak_delivery_rate_is_what_the_path_carried_never_more() {
     let payload = 1000.0 / (1000.0 + DATA_HEADER as f64);
     for rate in [0.9 * link * payload, link / 5.0] {
         let mut w = world(link, Box::new(|_| false));
-        let mut stored = Vec::new();
         let s = Sender::new(
             sender::Config {
                 hello: hello(&data, 1000, false),
@@ -292,7 +289,7 @@ fn the_peak_delivery_rate_is_what_the_path_carried_never_more() {
             Box::new(Fixed::new(rate, 1000.0)),
             None,
         );
-        let o = run(&mut w, &data, s, None, &mut stored, None);
+        let o = through(&mut w, &data, s);
         assert_eq!(o.done, Some(Done::Stored));
         let read = o.stats.peak_delivery as f64 / rate;
         assert!(
@@ -302,15 +299,7 @@ fn the_peak_delivery_rate_is_what_the_path_carried_never_more() {
     }
     // Slow start overshoots the path by up to twice its rate: the peak is the path's.
     let mut w = world(link, Box::new(|_| false));
-    let mut stored = Vec::new();
-    let o = run(
-        &mut w,
-        &data,
-        sender(hello(&data, 1000, false), 1e6, true),
-        None,
-        &mut stored,
-        None,
-    );
+    let o = through(&mut w, &data, sender(hello(&data, 1000, false), 1e6, true));
     let read = o.stats.peak_delivery as f64 / (link * payload);
     assert!((0.5..=1.0).contains(&read), "{read} of the path");
 }
@@ -320,15 +309,7 @@ fn random_loss_is_repaired_and_answered() {
     let data = file(2_000_000);
     let mut r = xorshift(11);
     let mut w = world(12.5e6, Box::new(move |_| r() < 0.01));
-    let mut stored = Vec::new();
-    let o = run(
-        &mut w,
-        &data,
-        sender(hello(&data, 1000, false), 1e6, true),
-        None,
-        &mut stored,
-        None,
-    );
+    let o = through(&mut w, &data, sender(hello(&data, 1000, false), 1e6, true));
     assert_eq!(o.done, Some(Done::Stored));
     assert_eq!(o.file, data);
     assert!(o.stats.retransmitted >= 10, "{:?}", o.stats);
@@ -355,9 +336,8 @@ fn random_loss_early_in_a_transfer_is_not_taken_for_cpu_loss_by_the_shipped_mode
                 pair.is_some_and(|p| n == p || n == p + 1) || r() < 0.005
             }),
         );
-        let mut stored = Vec::new();
         let s = sender_with(hello(&data, 1000, false), 1e6, Some(Model::shipped()));
-        let o = run(&mut w, &data, s, None, &mut stored, None);
+        let o = through(&mut w, &data, s);
         assert_eq!(o.file, data);
         let lossy: Vec<_> = o.windows.iter().filter(|w| w.lost > 0).collect();
         assert!(lossy.len() >= 5, "{}", lossy.len());
@@ -380,9 +360,8 @@ fn a_long_stall_early_in_a_transfer_is_answered_whatever_its_cause() {
         12.5e6,
         Box::new(|t: Nanos| (200_000_000..240_000_000).contains(&t)),
     );
-    let mut stored = Vec::new();
     let s = sender_with(hello(&data, 1000, false), 5e6, Some(Model::shipped()));
-    let o = run(&mut w, &data, s, None, &mut stored, None);
+    let o = through(&mut w, &data, s);
     assert_eq!(o.file, data);
     let lossy: Vec<_> = o.windows.iter().filter(|w| w.lost > 0).collect();
     let lost: u64 = lossy.iter().map(|w| w.lost).sum();
@@ -402,9 +381,8 @@ fn cpu_stalls_are_not_answered_with_the_classifier_and_are_without_it() {
     for classifier in [true, false] {
         let mut w = world(125e6, Box::new(stall));
         w.queue = 4 << 20;
-        let mut stored = Vec::new();
         let s = sender(hello(&data, 1400, false), 10e6, classifier);
-        let o = run(&mut w, &data, s, None, &mut stored, None);
+        let o = through(&mut w, &data, s);
         assert_eq!(o.file, data);
         let ignored = o
             .windows
@@ -431,15 +409,7 @@ fn forged_datagrams_are_dropped_and_counted() {
     }
     .encode(&mut forged_session);
     w.forged = vec![vec![1, 2, 3], forged_session];
-    let mut stored = Vec::new();
-    let o = run(
-        &mut w,
-        &data,
-        sender(hello(&data, 1000, false), 1e6, false),
-        None,
-        &mut stored,
-        None,
-    );
+    let o = through(&mut w, &data, sender(hello(&data, 1000, false), 1e6, false));
     assert_eq!(o.file, data);
     assert_eq!(o.drops.malformed, 2);
     assert_eq!(o.drops.source, 1);
@@ -506,14 +476,10 @@ fn slow_start_reaches_the_path_rate_in_a_few_round_trips() {
         loss: Box::new(|_| false),
         forged: Vec::new(),
     };
-    let mut stored = Vec::new();
-    let o = run(
+    let o = through(
         &mut w,
         &data,
         sender(hello(&data, 1400, false), 2.5e6, false),
-        None,
-        &mut stored,
-        None,
     );
     assert_eq!(o.done, Some(Done::Stored));
     // Simulated time (deterministic): 0.41 s against 0.47 s with round-trip-long windows.
