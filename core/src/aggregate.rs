@@ -191,6 +191,7 @@ impl Aggregate {
 
     /// The top level's inputs: the selection and the two mixtures, then the leading expert
     /// and the exponentiated-gradient mixture where the settings have them.
+    #[cfg_attr(target_arch = "x86_64", inline(always))]
     fn present(&self) -> ([usize; TOP], usize) {
         let mut idx = [ANCHOR, SLOW, FAST, 0, 0];
         let mut n = 3;
@@ -207,6 +208,7 @@ impl Aggregate {
 
     /// The top level's forecasts for the next value: the selection's, the slow, the fast
     /// mixture's, the leading expert's and (if any) the exponentiated-gradient mixture's.
+    #[cfg_attr(target_arch = "x86_64", inline(always))]
     fn input_forecasts(&self, forecasts: &[f64]) -> [f64; TOP] {
         let anchor = forecasts[forecasts.len() - 1];
         let mut f = [anchor; TOP];
@@ -223,6 +225,7 @@ impl Aggregate {
     /// The top level's weights from its inputs' cumulative losses: e^{−η·L} with
     /// η = ln K / Δ; all on the first leader while Δ = 0 (de Rooij et al. 2014, Algorithm 1;
     /// ties go to the selection).
+    #[cfg_attr(target_arch = "x86_64", inline(always))]
     fn weigh_top(&mut self) {
         let (idx, n) = self.present();
         let idx = &idx[..n];
@@ -232,7 +235,7 @@ impl Aggregate {
             .fold(f64::INFINITY, f64::min);
         let mut w = [0.0; TOP];
         if self.gap > 0.0 {
-            let eta = (n as f64).ln() / self.gap;
+            let eta = ln_inputs(n) / self.gap;
             for &i in idx {
                 w[i] = exp_nonpositive(-eta * (self.top_loss[i] - min));
             }
@@ -276,6 +279,7 @@ impl Aggregate {
 
     /// The combined forecast of `forecasts` (one per expert, the selection's last), which
     /// the next [`update`](Self::update) must be given too.
+    #[cfg_attr(target_arch = "x86_64", inline(always))]
     pub fn forecast(&mut self, forecasts: &[f64]) -> f64 {
         debug_assert_eq!(forecasts.len(), self.slow.len());
         let f = self.input_forecasts(forecasts);
@@ -291,6 +295,7 @@ impl Aggregate {
     }
 
     /// Learns from value `x`, given the forecasts each expert made for it.
+    #[cfg_attr(target_arch = "x86_64", inline(always))]
     pub fn update(&mut self, x: f64, forecasts: &[f64]) {
         let k = self.slow.len();
         debug_assert_eq!(forecasts.len(), k);
@@ -321,7 +326,7 @@ impl Aggregate {
         }
         let hedge: f64 = idx.iter().map(|&i| w[i] * l[i]).sum();
         let mix = if self.gap > 0.0 {
-            let eta = (n as f64).ln() / self.gap;
+            let eta = ln_inputs(n) / self.gap;
             let min = idx.iter().map(|&i| l[i]).fold(f64::INFINITY, f64::min);
             let z: f64 = idx
                 .iter()
@@ -440,6 +445,7 @@ impl Aggregate {
     }
 
     /// Moves the running scale towards the change from the previous value to `x`.
+    #[cfg_attr(target_arch = "x86_64", inline(always))]
     fn learn_scale(&mut self, x: f64) {
         if let Some(prev) = self.last {
             let change = (x - prev).abs();
@@ -512,9 +518,25 @@ impl Aggregate {
     }
 }
 
+/// ln n for the top level's n ≤ 5 inputs (AdaHedge's η = ln K / Δ), without a call to the
+/// library's logarithm twice a step.
+#[cfg_attr(target_arch = "x86_64", inline(always))]
+fn ln_inputs(n: usize) -> f64 {
+    const LN: [f64; TOP + 1] = [
+        0.0,
+        0.0,
+        std::f64::consts::LN_2,
+        1.098_612_288_668_109_8,
+        1.386_294_361_119_890_6,
+        1.609_437_912_434_100_3,
+    ];
+    LN[n]
+}
+
 /// Σ w_j·f_j for weights summing to 1, as offsets from f_0, so that equal forecasts combine
 /// to exactly that value (weights summing to 1 only up to rounding cannot move it). Four
 /// running sums, so that the additions overlap.
+#[cfg_attr(target_arch = "x86_64", inline(always))]
 fn mean(weights: &[f32], forecasts: &[f64]) -> f64 {
     let base = forecasts[0];
     let mut acc = [0.0; 4];
@@ -535,6 +557,7 @@ fn mean(weights: &[f32], forecasts: &[f64]) -> f64 {
 
 /// The weighted means [`mean`] of the three weight vectors in one pass over the forecasts
 /// (an empty third vector gives 0 for it).
+#[cfg_attr(target_arch = "x86_64", inline(always))]
 fn means(a: &[f32], b: &[f32], c: &[f32], forecasts: &[f64]) -> [f64; 3] {
     if c.is_empty() {
         return [mean(a, forecasts), mean(b, forecasts), 0.0];
@@ -567,6 +590,7 @@ fn means(a: &[f32], b: &[f32], c: &[f32], forecasts: &[f64]) -> [f64; 3] {
 
 /// Multiplies each weight by its factor and returns the new total (four running sums in a
 /// fixed order: the same result on every platform).
+#[cfg_attr(target_arch = "x86_64", inline(always))]
 fn scale_and_sum(weights: &mut [f32], factors: &[f32]) -> f32 {
     let mut acc = [0.0f32; 4];
     let mut w4 = weights.chunks_exact_mut(4);
@@ -743,6 +767,13 @@ mod tests {
         }
         let v = 0.1 + 0.2;
         assert_eq!(a.forecast(&[v; 5]), v);
+    }
+
+    #[test]
+    fn the_logarithms_of_the_input_counts_are_the_library_ones() {
+        for n in 1..=TOP {
+            assert_eq!(ln_inputs(n), (n as f64).ln(), "{n}");
+        }
     }
 
     #[test]

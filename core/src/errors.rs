@@ -37,6 +37,7 @@ pub struct Accum {
 
 impl Accum {
     /// Adds one error (measurement minus forecast).
+    #[cfg_attr(target_arch = "x86_64", inline(always))]
     pub fn add(&mut self, e: f64) {
         self.n += 1;
         self.sum_se += e * e;
@@ -147,6 +148,7 @@ impl ErrorTable {
 
     /// Records one step: `err[j]` is measurement minus forecast for the forecasters with
     /// `has[j]`; the others get no error this step.
+    #[cfg_attr(target_arch = "x86_64", inline(always))]
     pub fn record(&mut self, err: &[f64], has: &[bool]) {
         let mut se = [0.0; LANES];
         let mut ae = [0.0; LANES];
@@ -176,6 +178,7 @@ impl ErrorTable {
     }
 
     /// Window sums as the original forms them: running totals now minus `w` steps ago.
+    #[cfg_attr(target_arch = "x86_64", inline(always))]
     fn record_running(&mut self) {
         self.steps += 1;
         let slot = (self.steps % RING as u64) as usize;
@@ -200,6 +203,7 @@ impl ErrorTable {
     }
 
     /// Window sums slid by the entering and leaving errors, rebuilt exactly once per lap.
+    #[cfg_attr(target_arch = "x86_64", inline(always))]
     fn record_sliding(&mut self, se: &Row, ae: &Row) {
         let (se, ae) = (*se, *ae);
         for (wi, &w) in self.windows.iter().enumerate() {
@@ -250,6 +254,7 @@ impl ErrorTable {
     /// The forecaster with the lowest mean error over the whole history (`window` None) or
     /// over the last `windows[window]` steps. Forecasters without errors rank as infinite;
     /// ties go to the lower index. Among forecasters that have a forecast (`has`) only.
+    #[cfg_attr(target_arch = "x86_64", inline(always))]
     pub fn best(&self, kind: Kind, window: Option<usize>, has: &[bool]) -> Option<usize> {
         let mut best: Option<(usize, f64)> = None;
         for (j, _) in has.iter().enumerate().take(self.p).filter(|(_, &h)| h) {
@@ -270,6 +275,7 @@ impl ErrorTable {
 
     /// [`best`](Self::best) for a table where every forecaster has a forecast and
     /// [`steady`](Self::steady) holds: an arg-min over one row.
+    #[cfg_attr(target_arch = "x86_64", inline(always))]
     pub fn best_steady(&self, kind: Kind, window: Option<usize>) -> usize {
         match (window, kind) {
             (None, Kind::Squared) => argmin_row(&div(&self.cum_se, &self.scored)),
@@ -280,6 +286,7 @@ impl ErrorTable {
     }
 
     /// Mean error scaled by the window length (so a full window compares raw sums).
+    #[cfg_attr(target_arch = "x86_64", inline(always))]
     fn score(&self, kind: Kind, window: Option<usize>, j: usize) -> f64 {
         let n = self.scored[j];
         if n == 0.0 {
@@ -359,6 +366,7 @@ fn add(acc: &mut Row, v: &Row) {
     }
 }
 
+#[cfg_attr(target_arch = "x86_64", inline(always))]
 fn div(a: &Row, b: &Row) -> Row {
     let mut out = [0.0; LANES];
     for k in 0..LANES {
@@ -368,6 +376,7 @@ fn div(a: &Row, b: &Row) -> Row {
 }
 
 /// Smallest value of a row, over four independent lanes so that comparisons overlap.
+#[cfg_attr(target_arch = "x86_64", inline(always))]
 fn row_min(r: &Row) -> f64 {
     let mut lanes = [f64::INFINITY; 4];
     for c in 0..LANES / 4 {
@@ -382,6 +391,7 @@ fn row_min(r: &Row) -> f64 {
 }
 
 /// Index of the first entry equal to `v` (a bit mask of matches, then its lowest bit).
+#[cfg_attr(target_arch = "x86_64", inline(always))]
 fn first_equal(row: &Row, v: f64) -> usize {
     let mut mask = 0u32;
     for (k, &x) in row.iter().enumerate() {
@@ -391,6 +401,7 @@ fn first_equal(row: &Row, v: f64) -> usize {
 }
 
 /// Index of the first smallest value of a row (no NaN occurs: errors of finite values).
+#[cfg_attr(target_arch = "x86_64", inline(always))]
 fn argmin_row(row: &Row) -> usize {
     first_equal(row, row_min(row))
 }
@@ -398,6 +409,7 @@ fn argmin_row(row: &Row) -> usize {
 /// Moves window sums: adds the entering errors and removes the leaving ones; returns the
 /// smallest new sum.
 #[cfg(not(target_arch = "wasm32"))]
+#[cfg_attr(target_arch = "x86_64", inline(always))]
 fn slide(sums: &mut Row, entering: &Row, leaving: &Row) -> f64 {
     let (mut s, e, l) = (*sums, *entering, *leaving);
     for k in 0..LANES {
@@ -419,6 +431,7 @@ fn slide(sums: &mut Row, entering: &Row, leaving: &Row) -> f64 {
 }
 
 /// Index of the first smallest value (no NaN occurs: errors of finite values).
+#[cfg_attr(target_arch = "x86_64", inline(always))]
 pub(crate) fn argmin(row: &[f64]) -> usize {
     // The minimum over four independent lanes (neighbouring comparisons do not wait on each
     // other, and the loop vectorises), then the first position that holds it.

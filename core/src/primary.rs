@@ -61,6 +61,7 @@ pub struct Remedian {
 }
 
 impl Remedian {
+    #[cfg_attr(target_arch = "x86_64", inline(always))]
     fn step(&mut self, windows: &Windows) -> Option<f64> {
         let m = windows.at(self.window).median()?;
         let len = self.past.len();
@@ -110,6 +111,7 @@ impl Remedian {
 /// Median of nine values by the 19-exchange network of Paeth (as in Devillard 1998, "Fast
 /// median search: an ANSI C implementation", opt_med9), with min and max for the
 /// exchanges: no branches to mispredict.
+#[cfg_attr(target_arch = "x86_64", inline(always))]
 fn median9(mut p: [f64; 9]) -> f64 {
     let mut sort = |a: usize, b: usize| {
         let (lo, hi) = (p[a].min(p[b]), p[a].max(p[b]));
@@ -244,6 +246,7 @@ impl AdaptiveMedian {
         }
     }
 
+    #[cfg_attr(target_arch = "x86_64", inline(always))]
     fn observe(&mut self, x: f64, windows: &Windows) {
         match &self.rule {
             Adapt::Intended { .. } => self.intended_step(x, windows),
@@ -253,6 +256,7 @@ impl AdaptiveMedian {
 
     /// The intended rule: score the candidates' forecasts made before `x`, move by `step`,
     /// then forecast with the new window and its neighbours.
+    #[cfg_attr(target_arch = "x86_64", inline(always))]
     fn intended_step(&mut self, x: f64, windows: &Windows) {
         let Adapt::Intended { recent, candidates } = &mut self.rule else {
             unreachable!("intended_step on an original-rule median")
@@ -300,6 +304,7 @@ impl AdaptiveMedian {
     ///
     /// Since both candidates equal m(`step`) while win+step ≤ max, the window only grows
     /// until it nears `max`, where it then wanders (algorithms.md §1.1, faithful quirk).
+    #[cfg_attr(target_arch = "x86_64", inline(always))]
     fn faithful_step(&mut self, x: f64, windows: &Windows) {
         let (max, step, win) = (self.max as isize, self.step as isize, self.win as isize);
         let Adapt::Original {
@@ -357,6 +362,7 @@ impl AdaptiveMedian {
     }
 
     /// The median over the current window, computed when the last value arrived.
+    #[cfg_attr(target_arch = "x86_64", inline(always))]
     fn current(&self) -> Option<f64> {
         match &self.rule {
             Adapt::Intended { candidates, .. } => candidates.and_then(|c| c[1]),
@@ -367,6 +373,7 @@ impl AdaptiveMedian {
 
 /// Takes the new value `x` into `state` and returns the rule's forecast of the next value.
 /// `windows` already hold `x`; `n` counts the values including `x`.
+#[cfg_attr(target_arch = "x86_64", inline(always))]
 pub fn step(rule: &Rule, state: &mut State, x: f64, n: u64, windows: &Windows) -> Option<f64> {
     match (rule, state) {
         (Rule::LastValue, _) => Some(x),

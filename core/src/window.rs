@@ -47,12 +47,14 @@ impl History {
         self.ring.len()
     }
 
+    #[cfg_attr(target_arch = "x86_64", inline(always))]
     fn slot(&self, i: u64) -> usize {
         // The length is a power of two.
         (i & (self.ring.len() as u64 - 1)) as usize
     }
 
     /// Appends `x` as the newest value.
+    #[cfg_attr(target_arch = "x86_64", inline(always))]
     pub fn push(&mut self, x: f64) {
         let i = self.slot(self.n);
         self.ring[i] = x;
@@ -60,16 +62,19 @@ impl History {
     }
 
     /// Number of values pushed so far.
+    #[cfg_attr(target_arch = "x86_64", inline(always))]
     pub fn count(&self) -> u64 {
         self.n
     }
 
     /// Number of values held: min(count, capacity).
+    #[cfg_attr(target_arch = "x86_64", inline(always))]
     pub fn held(&self) -> usize {
         (self.n as usize).min(self.ring.len())
     }
 
     /// The value `k` steps before the newest (`ago(0)` is the newest); `k` < held().
+    #[cfg_attr(target_arch = "x86_64", inline(always))]
     pub fn ago(&self, k: usize) -> f64 {
         debug_assert!(k < self.held());
         self.ring[self.slot(self.n - 1 - k as u64)]
@@ -82,6 +87,7 @@ impl History {
 
     /// Median of the last min(w, n) values, by copying and selecting: O(w), for windows
     /// asked about too rarely to keep sorted.
+    #[cfg_attr(target_arch = "x86_64", inline(always))]
     pub fn median_last(&self, w: usize) -> Option<f64> {
         let m = w.min(self.held());
         if m == 0 {
@@ -150,6 +156,7 @@ impl Sorted {
     /// Takes in the newest value of `hist` (already pushed there) and lets the value that
     /// fell out of the window go. Equal values are interchangeable, so replacing any copy of
     /// the leaving value is exact.
+    #[cfg_attr(target_arch = "x86_64", inline(always))]
     pub fn push(&mut self, hist: &History) {
         let new = hist.ago(0);
         if hist.count() <= self.len as u64 {
@@ -171,6 +178,7 @@ impl Sorted {
     }
 
     /// Changes the window's length, adding older values from `hist` or dropping the oldest.
+    #[cfg_attr(target_arch = "x86_64", inline(always))]
     pub fn resize(&mut self, len: usize, hist: &History) {
         assert!(
             (1..hist.capacity()).contains(&len),
@@ -186,10 +194,12 @@ impl Sorted {
         self.len = len;
     }
 
+    #[cfg_attr(target_arch = "x86_64", inline(always))]
     fn insert(&mut self, x: f64) {
         self.vals.insert(rank(&self.vals, x), x);
     }
 
+    #[cfg_attr(target_arch = "x86_64", inline(always))]
     fn remove(&mut self, x: f64) {
         let i = rank(&self.vals, x);
         debug_assert!(self.vals.get(i) == Some(&x), "leaving value not in window");
@@ -197,11 +207,13 @@ impl Sorted {
     }
 
     /// Smallest value; `None` when empty.
+    #[cfg_attr(target_arch = "x86_64", inline(always))]
     pub fn min(&self) -> Option<f64> {
         self.vals.first().copied()
     }
 
     /// Median (mean of the two middle values when even); `None` when empty.
+    #[cfg_attr(target_arch = "x86_64", inline(always))]
     pub fn median(&self) -> Option<f64> {
         let m = self.vals.len();
         match m {
@@ -213,6 +225,7 @@ impl Sorted {
 
     /// Sort the m values, drop ⌊frac·m⌋ from each end, average the rest (algorithms.md §1.1,
     /// forecasters 14 and 15).
+    #[cfg_attr(target_arch = "x86_64", inline(always))]
     pub fn trimmed_mean(&self, frac: f64) -> Option<f64> {
         let m = self.vals.len();
         if m == 0 {
@@ -224,6 +237,7 @@ impl Sorted {
     }
 
     /// Quantile `q` in 0..=1 by nearest rank.
+    #[cfg_attr(target_arch = "x86_64", inline(always))]
     pub fn quantile(&self, q: f64) -> Option<f64> {
         let m = self.vals.len();
         if m == 0 {
@@ -428,7 +442,7 @@ mod tests {
 /// Moves `v[from..to]` one slot up (to `v[from + 1..=to]`). Shifts here are short (a new
 /// value usually lands near the one it replaces), where an element loop beats a call to
 /// memmove; long ones still go to `copy_within`.
-#[inline]
+#[cfg_attr(target_arch = "x86_64", inline(always))]
 fn shift_up<T: Copy>(v: &mut [T], from: usize, to: usize) {
     if to - from > 16 {
         v.copy_within(from..to, from + 1);
@@ -440,7 +454,7 @@ fn shift_up<T: Copy>(v: &mut [T], from: usize, to: usize) {
 }
 
 /// Moves `v[from + 1..to]` one slot down (to `v[from..to - 1]`); see [`shift_up`].
-#[inline]
+#[cfg_attr(target_arch = "x86_64", inline(always))]
 fn shift_down<T: Copy>(v: &mut [T], from: usize, to: usize) {
     if to - from > 17 {
         v.copy_within(from + 1..to, from);
@@ -454,6 +468,7 @@ fn shift_down<T: Copy>(v: &mut [T], from: usize, to: usize) {
 /// Number of values below `x`: where `x` goes in sorted `vals`. Short windows count with a
 /// branch-free (vectorised) pass; long ones use a binary search whose steps are conditional
 /// moves, not branches, since a mispredicted branch costs more than the comparisons saved.
+#[cfg_attr(target_arch = "x86_64", inline(always))]
 fn rank(vals: &[f64], x: f64) -> usize {
     if vals.len() <= 32 {
         return vals.iter().map(|&v| (v < x) as usize).sum();
@@ -472,6 +487,7 @@ fn rank(vals: &[f64], x: f64) -> usize {
 }
 
 /// Number of values at most `x` (see [`rank`]).
+#[cfg_attr(target_arch = "x86_64", inline(always))]
 fn rank_le(vals: &[f64], x: f64) -> usize {
     if vals.len() <= 32 {
         return vals.iter().map(|&v| (v <= x) as usize).sum();
@@ -491,6 +507,7 @@ fn rank_le(vals: &[f64], x: f64) -> usize {
 
 /// Sum with four running partial sums, so the additions overlap instead of each waiting for
 /// the previous one. The order is fixed, so results are reproducible on every platform.
+#[cfg_attr(target_arch = "x86_64", inline(always))]
 pub fn sum(vals: &[f64]) -> f64 {
     let mut acc = [0.0; 4];
     let chunks = vals.chunks_exact(4);
@@ -530,7 +547,7 @@ const BYTES: u64 = 0x0101_0101_0101_0101;
 const HIGH: u64 = 0x8080_8080_8080_8080;
 
 /// Bit i set where byte i of `w` is below `m`; bytes and m at most 127.
-#[inline]
+#[cfg_attr(target_arch = "x86_64", inline(always))]
 fn below(w: u64, m: u64) -> u64 {
     // Per byte, age + 128 − m stays within the byte (1..=255): its high bit is age ≥ m.
     // Unused bytes (past the window's length) may carry out of the top: wrapping is meant.
@@ -542,8 +559,8 @@ fn below(w: u64, m: u64) -> u64 {
 
 /// Position of the set bit of rank `k` (0-based) in `x`, which has more than k set bits
 /// (Vigna 2008, §5: byte counts by the sideways addition, their prefix sums by one
-/// multiplication, the byte by one comparison, the bit within it by clearing lower ones).
-#[inline]
+/// multiplication, the byte by one comparison, the bit within it from a table).
+#[cfg_attr(target_arch = "x86_64", inline(always))]
 fn select64(x: u64, k: u32) -> u32 {
     let mut c = x - ((x >> 1) & 0x5555_5555_5555_5555);
     c = (c & 0x3333_3333_3333_3333) + ((c >> 2) & 0x3333_3333_3333_3333);
@@ -554,15 +571,31 @@ fn select64(x: u64, k: u32) -> u32 {
     let past = (prefix + (0x80 - (k as u64 + 1)) * BYTES) & HIGH;
     let byte = past.trailing_zeros() / 8;
     let before = ((prefix << 8) >> (8 * byte)) & 0xFF;
-    let mut bits = (x >> (8 * byte)) & 0xFF;
-    for _ in 0..(k as u64 - before) {
-        bits &= bits - 1;
-    }
-    8 * byte + bits.trailing_zeros()
+    let bits = (x >> (8 * byte)) & 0xFF;
+    8 * byte + u32::from(SELECT_IN_BYTE[bits as usize][(k as u64 - before) as usize])
 }
 
+/// `SELECT_IN_BYTE[b][r]`: the position of the set bit of rank r in byte b (a table instead
+/// of clearing r lower bits one at a time, a loop whose exit the processor mispredicts).
+const SELECT_IN_BYTE: [[u8; 8]; 256] = {
+    let mut table = [[8u8; 8]; 256];
+    let mut b = 0;
+    while b < 256 {
+        let (mut rank, mut bit) = (0, 0);
+        while bit < 8 {
+            if b >> bit & 1 == 1 {
+                table[b][rank] = bit as u8;
+                rank += 1;
+            }
+            bit += 1;
+        }
+        b += 1;
+    }
+    table
+};
+
 /// [`select64`] over a 128-bit mask.
-#[inline]
+#[cfg_attr(target_arch = "x86_64", inline(always))]
 fn select128(x: u128, k: u32) -> usize {
     let low = x as u64;
     let n = low.count_ones();
@@ -587,6 +620,7 @@ impl Tagged {
     }
 
     /// Ages every entry by one.
+    #[cfg_attr(target_arch = "x86_64", inline(always))]
     fn age(&mut self) {
         let words = self.vals.len().div_ceil(8);
         for w in self.ages.chunks_exact_mut(8).take(words) {
@@ -598,6 +632,7 @@ impl Tagged {
     }
 
     /// Takes in the newest value of `hist` and drops the one that left the window.
+    #[cfg_attr(target_arch = "x86_64", inline(always))]
     pub fn push(&mut self, hist: &History) {
         let x = hist.ago(0);
         self.age();
@@ -631,6 +666,7 @@ impl Tagged {
     }
 
     /// Bit i set where entry i is among the last m values, for each of `ms`.
+    #[cfg_attr(target_arch = "x86_64", inline(always))]
     fn masks(&self, ms: [usize; 3]) -> [u128; 3] {
         let held = self.vals.len();
         let words = held.div_ceil(8);
@@ -653,38 +689,47 @@ impl Tagged {
         } else {
             (1u128 << held) - 1
         };
-        std::array::from_fn(|i| ((high[i] as u128) << 64 | low[i] as u128) & used)
+        let mut out = [0u128; 3];
+        for (o, (&h, &l)) in out.iter_mut().zip(high.iter().zip(&low)) {
+            *o = ((h as u128) << 64 | l as u128) & used;
+        }
+        out
     }
 
     /// Median of the last min(m, held) values.
+    #[cfg_attr(target_arch = "x86_64", inline(always))]
     pub fn median_last(&self, m: usize) -> Option<f64> {
         self.medians_last([m, 0, 0])[0]
     }
 
     /// [`median_last`](Self::median_last) for three suffix lengths (an adaptive median's
     /// three candidate windows); lengths of 0 answer `None`.
+    #[cfg_attr(target_arch = "x86_64", inline(always))]
     pub fn medians_last(&self, ms: [usize; 3]) -> [Option<f64>; 3] {
         let held = self.vals.len();
         let ms = ms.map(|m| m.min(held));
         let masks = self.masks(ms);
-        std::array::from_fn(|i| {
-            let m = ms[i];
+        // A loop rather than `array::from_fn`, whose closure the compiler keeps out of line.
+        let mut out = [None; 3];
+        for ((slot, &m), &mask) in out.iter_mut().zip(&ms).zip(&masks) {
             if m == 0 {
-                return None;
+                continue;
             }
             let (lo, hi) = ((m - 1) / 2, m / 2);
             if m == held {
-                return Some((self.vals[lo] + self.vals[hi]) / 2.0);
+                *slot = Some((self.vals[lo] + self.vals[hi]) / 2.0);
+                continue;
             }
-            let a = select128(masks[i], lo as u32);
+            let a = select128(mask, lo as u32);
             let b = if hi == lo {
                 a
             } else {
                 // The next set bit above a.
-                (masks[i] >> (a + 1)).trailing_zeros() as usize + a + 1
+                (mask >> (a + 1)).trailing_zeros() as usize + a + 1
             };
-            Some((self.vals[a] + self.vals[b]) / 2.0)
-        })
+            *slot = Some((self.vals[a] + self.vals[b]) / 2.0);
+        }
+        out
     }
 
     pub(crate) fn validate(&self, hist: &History) -> Result<(), String> {
@@ -734,6 +779,7 @@ impl Windows {
     }
 
     /// Appends `x` to the history and to every fixed window.
+    #[cfg_attr(target_arch = "x86_64", inline(always))]
     pub fn push(&mut self, x: f64) {
         self.hist.push(x);
         for w in &mut self.fixed {
@@ -751,6 +797,7 @@ impl Windows {
     }
 
     /// The fixed window at `index`.
+    #[cfg_attr(target_arch = "x86_64", inline(always))]
     pub fn at(&self, index: usize) -> &Sorted {
         &self.fixed[index]
     }
