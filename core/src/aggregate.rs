@@ -548,6 +548,8 @@ fn mean(weights: &[f32], forecasts: &[f64]) -> f64 {
         .map(|(&w, f)| w as f64 * (f - base))
         .sum();
     for (w, f) in w4.zip(f4) {
+        let w: &[f32; 4] = w.try_into().expect("4 lanes");
+        let f: &[f64; 4] = f.try_into().expect("4 lanes");
         for k in 0..4 {
             acc[k] += w[k] as f64 * (f[k] - base);
         }
@@ -566,13 +568,20 @@ fn means(a: &[f32], b: &[f32], c: &[f32], forecasts: &[f64]) -> [f64; 3] {
     let k = forecasts.len();
     let (mut sa, mut sb, mut sc) = ([0.0; 2], [0.0; 2], [0.0; 2]);
     let pairs = k / 2;
-    for i in 0..pairs {
+    let (a2, b2, c2) = (a.chunks_exact(2), b.chunks_exact(2), c.chunks_exact(2));
+    for (((f, a), b), c) in forecasts.chunks_exact(2).zip(a2).zip(b2).zip(c2).take(pairs) {
+        // As arrays, so that the two lanes are one vector operation, not two.
+        let f: &[f64; 2] = f.try_into().expect("2 lanes");
+        let (a, b, c): (&[f32; 2], &[f32; 2], &[f32; 2]) = (
+            a.try_into().expect("2 lanes"),
+            b.try_into().expect("2 lanes"),
+            c.try_into().expect("2 lanes"),
+        );
         for l in 0..2 {
-            let j = 2 * i + l;
-            let d = forecasts[j] - base;
-            sa[l] += a[j] as f64 * d;
-            sb[l] += b[j] as f64 * d;
-            sc[l] += c[j] as f64 * d;
+            let d = f[l] - base;
+            sa[l] += a[l] as f64 * d;
+            sb[l] += b[l] as f64 * d;
+            sc[l] += c[l] as f64 * d;
         }
     }
     if k % 2 == 1 {
@@ -596,10 +605,15 @@ fn scale_and_sum(weights: &mut [f32], factors: &[f32]) -> f32 {
     let mut w4 = weights.chunks_exact_mut(4);
     let mut f4 = factors.chunks_exact(4);
     for (w, f) in (&mut w4).zip(&mut f4) {
+        // As arrays, so that the four lanes are one vector operation, not four.
+        let w: &mut [f32; 4] = w.try_into().expect("4 lanes");
+        let f: &[f32; 4] = f.try_into().expect("4 lanes");
+        let mut v = *w;
         for l in 0..4 {
-            w[l] *= f[l];
-            acc[l] += w[l];
+            v[l] *= f[l];
+            acc[l] += v[l];
         }
+        *w = v;
     }
     let mut tail = 0.0;
     for (w, f) in w4.into_remainder().iter_mut().zip(f4.remainder()) {
