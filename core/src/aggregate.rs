@@ -364,8 +364,10 @@ impl Aggregate {
         // smallest loss is needed (the normalisation cancels one); a setting that could
         // leave it takes the offset.
         let f = &mut self.scratch;
-        f.clear();
-        f.resize(k, 0.0);
+        // Every entry is written below before it is read.
+        if f.len() != k {
+            f.resize(k, 0.0);
+        }
         let (clip, eta) = (s.clip as f32, s.eta as f32);
         let inv32 = inv as f32;
         let scaled = |fj: f64| ((x - fj) as f32) * inv32;

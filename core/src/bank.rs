@@ -154,12 +154,24 @@ pub struct Aggregates {
     selected: Option<Reported>,
 }
 
-/// The experts' forecasts for one aggregate: every forecaster's, then the selection's.
+/// The experts' forecasts for one aggregate: every forecaster's, then the selection's. The
+/// buffer keeps its length, so that only the forecasts are copied.
 #[cfg_attr(target_arch = "x86_64", inline(always))]
 fn expert_forecasts<'a>(fc: &[f64], selection: f64, buf: &'a mut Vec<f64>) -> &'a [f64] {
-    buf.clear();
-    buf.extend_from_slice(fc);
-    buf.push(selection);
+    let p = fc.len();
+    if buf.len() != p + 1 {
+        buf.resize(p + 1, 0.0);
+    }
+    buf[..p].copy_from_slice(fc);
+    buf[p] = selection;
+    buf
+}
+
+/// [`expert_forecasts`] with another selection: the forecasters' part is already there.
+#[cfg_attr(target_arch = "x86_64", inline(always))]
+fn with_selection(buf: &mut [f64], selection: f64) -> &[f64] {
+    let last = buf.len() - 1;
+    buf[last] = selection;
     buf
 }
 
@@ -386,8 +398,8 @@ impl Bank {
             if let Some(r) = agg.selected {
                 let experts = expert_forecasts(&self.fc, r.mse_value, &mut self.expert_buf);
                 agg.mse.update(x, experts);
-                let experts = expert_forecasts(&self.fc, r.mae_value, &mut self.expert_buf);
-                agg.mae.update(x, experts);
+                agg.mae
+                    .update(x, with_selection(&mut self.expert_buf, r.mae_value));
             }
         }
         if self.reported.is_some() {
@@ -399,7 +411,9 @@ impl Bank {
         }
         // 3. The primaries that had a forecast, and the oracle (best primary this step).
         let p = self.rules.len();
-        self.scratch.resize(p, 0.0);
+        if self.scratch.len() != p {
+            self.scratch.resize(p, 0.0);
+        }
         let mut best = f64::INFINITY;
         for j in 0..p {
             let e = x - self.fc[j];
@@ -459,7 +473,7 @@ impl Bank {
             let Some(r) = self.reported else { return };
             let (fc, buf) = (&self.fc, &mut self.expert_buf);
             let mse_value = agg.mse.forecast(expert_forecasts(fc, r.mse_value, buf));
-            let mae_value = agg.mae.forecast(expert_forecasts(fc, r.mae_value, buf));
+            let mae_value = agg.mae.forecast(with_selection(buf, r.mae_value));
             // The methods stay the selection's here; `forecast` names the aggregates' when
             // asked (their weights do not change until the next value).
             self.reported = Some(Reported {

@@ -164,8 +164,11 @@ impl ErrorTable {
         add(&mut self.cum_se, &se);
         add(&mut self.cum_ae, &ae);
         let windows = self.windows.len();
-        self.min_se.resize(windows, 0.0);
-        self.min_ae.resize(windows, 0.0);
+        if self.min_se.len() != windows {
+            // Not saved: a restored table has them empty until its first step.
+            self.min_se.resize(windows, 0.0);
+            self.min_ae.resize(windows, 0.0);
+        }
         if self.running {
             self.record_running();
         } else {
