@@ -571,7 +571,13 @@ fn means(a: &[f32], b: &[f32], c: &[f32], forecasts: &[f64]) -> [f64; 3] {
     let (mut sa, mut sb, mut sc) = ([0.0; 2], [0.0; 2], [0.0; 2]);
     let pairs = k / 2;
     let (a2, b2, c2) = (a.chunks_exact(2), b.chunks_exact(2), c.chunks_exact(2));
-    for (((f, a), b), c) in forecasts.chunks_exact(2).zip(a2).zip(b2).zip(c2).take(pairs) {
+    for (((f, a), b), c) in forecasts
+        .chunks_exact(2)
+        .zip(a2)
+        .zip(b2)
+        .zip(c2)
+        .take(pairs)
+    {
         // As arrays, so that the two lanes are one vector operation, not two.
         let f: &[f64; 2] = f.try_into().expect("2 lanes");
         let (a, b, c): (&[f32; 2], &[f32; 2], &[f32; 2]) = (
