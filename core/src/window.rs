@@ -381,13 +381,13 @@ mod tests {
                 assert_eq!(select128(x, k as u32), b, "{x:#x} k={k}");
             }
         }
-        for m in 0..=127u64 {
-            let w = u64::from_le_bytes([0, 1, 5, 17, 64, 100, 126, 127]);
-            let want = [0, 1, 5, 17, 64, 100, 126, 127]
+        let ages = [0, 1, 5, 17, 64, 100, 126, 127, 3, 2, 99, 98, 0, 127, 60, 61];
+        for m in 0..=127u8 {
+            let want = ages
                 .iter()
                 .enumerate()
-                .fold(0, |acc, (i, &a)| acc | (((a as u64) < m) as u64) << i);
-            assert_eq!(below(w, m), want, "m={m}");
+                .fold(0u16, |acc, (i, &a)| acc | u16::from(a < m) << i);
+            assert_eq!(below16(&ages, m as i8), want, "m={m}");
         }
     }
 
@@ -546,15 +546,41 @@ pub const TAGGED_MAX: usize = 127;
 const BYTES: u64 = 0x0101_0101_0101_0101;
 const HIGH: u64 = 0x8080_8080_8080_8080;
 
-/// Bit i set where byte i of `w` is below `m`; bytes and m at most 127.
+/// Bit i set where byte i of `ages` is below `m`; ages and m at most 127. One comparison
+/// of sixteen bytes and one gathering of their sign bits (SSE2's pcmpgtb and pmovmskb, part
+/// of x86-64's baseline; simd128's i8x16.lt_s and i8x16.bitmask in WebAssembly).
 #[cfg_attr(target_arch = "x86_64", inline(always))]
-fn below(w: u64, m: u64) -> u64 {
-    // Per byte, age + 128 − m stays within the byte (1..=255): its high bit is age ≥ m.
-    // Unused bytes (past the window's length) may carry out of the top: wrapping is meant.
-    let ge = w.wrapping_add((0x80 - m) * BYTES) & HIGH;
-    let lt = (!ge & HIGH) >> 7;
-    // Gather the bytes' low bits into one byte (bit i from byte i).
-    lt.wrapping_mul(0x0102_0408_1020_4080) >> 56
+fn below16(ages: &[u8; 16], m: i8) -> u16 {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::{_mm_cmplt_epi8, _mm_movemask_epi8, _mm_set1_epi8, _mm_set_epi64x};
+        let lo = i64::from_le_bytes(ages[..8].try_into().expect("8 bytes"));
+        let hi = i64::from_le_bytes(ages[8..].try_into().expect("8 bytes"));
+        // SAFETY: SSE2 is part of x86-64's baseline, so every x86-64 processor has these
+        // instructions; they read only their register arguments.
+        unsafe {
+            let lt = _mm_cmplt_epi8(_mm_set_epi64x(hi, lo), _mm_set1_epi8(m));
+            _mm_movemask_epi8(lt) as u16
+        }
+    }
+    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+    {
+        use std::arch::wasm32::{i8x16_bitmask, i8x16_lt, i8x16_splat, u64x2};
+        let lo = u64::from_le_bytes(ages[..8].try_into().expect("8 bytes"));
+        let hi = u64::from_le_bytes(ages[8..].try_into().expect("8 bytes"));
+        i8x16_bitmask(i8x16_lt(u64x2(lo, hi), i8x16_splat(m)))
+    }
+    #[cfg(not(any(
+        target_arch = "x86_64",
+        all(target_arch = "wasm32", target_feature = "simd128")
+    )))]
+    {
+        let mut bits = 0;
+        for (b, &age) in ages.iter().enumerate() {
+            bits |= u16::from((age as i8) < m) << b;
+        }
+        bits
+    }
 }
 
 /// Position of the set bit of rank `k` (0-based) in `x`, which has more than k set bits
@@ -669,19 +695,17 @@ impl Tagged {
     #[cfg_attr(target_arch = "x86_64", inline(always))]
     fn masks(&self, ms: [usize; 3]) -> [u128; 3] {
         let held = self.vals.len();
-        let words = held.div_ceil(8);
-        let mut low = [0u64; 3];
-        let mut high = [0u64; 3];
-        for (word, w) in self.ages.chunks_exact(8).take(words.min(8)).enumerate() {
-            let w = u64::from_le_bytes(w.try_into().expect("8 bytes"));
-            for (mask, &m) in low.iter_mut().zip(&ms) {
-                *mask |= below(w, m as u64) << (8 * word);
-            }
-        }
-        for (word, w) in self.ages.chunks_exact(8).take(words).skip(8).enumerate() {
-            let w = u64::from_le_bytes(w.try_into().expect("8 bytes"));
-            for (mask, &m) in high.iter_mut().zip(&ms) {
-                *mask |= below(w, m as u64) << (8 * word);
+        let mut out = [0u128; 3];
+        // Sixteen ages at a time: one byte comparison and one gathering of its sign bits.
+        for (c, chunk) in self
+            .ages
+            .chunks_exact(16)
+            .take(held.div_ceil(16))
+            .enumerate()
+        {
+            let chunk: &[u8; 16] = chunk.try_into().expect("16 bytes");
+            for (mask, &m) in out.iter_mut().zip(&ms) {
+                *mask |= u128::from(below16(chunk, m as i8)) << (16 * c);
             }
         }
         let used = if held >= 128 {
@@ -689,9 +713,8 @@ impl Tagged {
         } else {
             (1u128 << held) - 1
         };
-        let mut out = [0u128; 3];
-        for (o, (&h, &l)) in out.iter_mut().zip(high.iter().zip(&low)) {
-            *o = ((h as u128) << 64 | l as u128) & used;
+        for o in out.iter_mut() {
+            *o &= used;
         }
         out
     }
