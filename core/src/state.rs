@@ -11,8 +11,7 @@ use serde::{Deserialize, Serialize};
 /// 2: faithful adaptive medians and window totals as the original keeps them; improved mode's
 /// aggregated forecasts and the target-miss-rate timeout rule.
 /// 3: improved mode's two-level aggregates and its two added forecasters.
-/// 4: improved mode's anchor selection over three windows instead of seven.
-pub const VERSION: u32 = 4;
+pub const VERSION: u32 = 3;
 
 /// Something that can be saved: its format tag, and the checks a restored copy must pass.
 pub trait Saved: Serialize + DeserializeOwned {
