@@ -11,7 +11,9 @@
 //!   every 100 ms (about 42 Mbit/s, below the path's available bandwidth) through the proxy
 //!   with `--bandwidth-source wren`. The proxy's samples must be Wren's (`/metrics`, records)
 //!   and their median within [`TOLERANCE`] of the available bandwidth, shown next to the
-//!   TCP_INFO delivery rates of the same run. The proxy's namespace is set up as a sender
+//!   TCP_INFO delivery rates of the same run, which are the run's control: a run whose
+//!   TCP_INFO median is off by more than [`CONTROL`] was disturbed and runs again, once (it
+//!   must be within it then). The proxy's namespace is set up as a sender
 //!   that paces each packet: BBR (which paces in the kernel, without fq) and one segment per
 //!   GSO packet (`gso_max_segs 1`); Linux's sender otherwise leaves the wire in line-rate
 //!   bursts that Wren rightly rejects (BENCHMARKS.md, Wren on emulated links).
@@ -269,6 +271,12 @@ fn median(mut v: Vec<f64>) -> Option<f64> {
     })
 }
 
+/// Largest relative distance of the TCP_INFO delivery rates' median from the available
+/// bandwidth in a run that measures Wren: further off, the run itself was disturbed (the VM's
+/// neighbours took the cores; once seen: TCP_INFO −31.7 % and Wren +16.4 %, where undisturbed
+/// runs read −3.6 to +0.6 % and +7.5 to +8.3 %), and it is run again, once.
+const CONTROL: f64 = 0.2;
+
 #[test]
 fn on_emulated_links_the_proxy_takes_wren_from_its_own_uploads() {
     if let Some(why) = root_missing(&["ip", "tc", "ethtool", "iperf3"]) {
@@ -280,6 +288,43 @@ fn on_emulated_links_the_proxy_takes_wren_from_its_own_uploads() {
         .and_then(|s| s.parse().ok())
         .unwrap_or(5.0);
     let pace = std::env::var("PROXY_WREN_PACE").as_deref() != Ok("0");
+    let mut runs = Vec::new();
+    for _ in 0..2 {
+        let run = wren_trial(secs, pace);
+        let undisturbed = (run.tcp_info / run.truth - 1.0).abs() <= CONTROL;
+        runs.push(run);
+        if undisturbed {
+            break;
+        }
+        eprintln!("proxy_wren: TCP_INFO's median is off by more than {CONTROL}: run again");
+    }
+    let run = runs.last().expect("a run");
+    assert!(
+        (run.tcp_info / run.truth - 1.0).abs() <= CONTROL,
+        "TCP_INFO's median {:.1} Mbit/s is not within {CONTROL} of {:.1} in {} runs",
+        run.tcp_info,
+        run.truth,
+        runs.len()
+    );
+    assert!(
+        (run.wren / run.truth - 1.0).abs() <= TOLERANCE,
+        "Wren's median {:.1} Mbit/s is not within {TOLERANCE} of {:.1}",
+        run.wren,
+        run.truth
+    );
+}
+
+/// One run's medians, Mbit/s, and the available bandwidth they estimate.
+struct WrenRun {
+    truth: f64,
+    wren: f64,
+    tcp_info: f64,
+}
+
+/// The emulated link, the proxy with `--bandwidth-source wren` and the uploads through it;
+/// asserts what does not depend on timing (Wren's samples are the ones in use, enough of
+/// them, a clean stop) and returns the medians.
+fn wren_trial(secs: f64, pace: bool) -> WrenRun {
     let (rate, cross) = (100.0, 25.0);
     let truth = available(rate, cross);
     // proxy ─ router (tbf toward the replica) ─ replica.
@@ -434,9 +479,9 @@ fn on_emulated_links_the_proxy_takes_wren_from_its_own_uploads() {
         "the forecast in use is not Wren's: {m}"
     );
     assert!(wren.len() >= 10, "only {} lower bounds", wren.len());
-    let mw = mw.unwrap();
-    assert!(
-        (mw / truth - 1.0).abs() <= TOLERANCE,
-        "Wren's median {mw:.1} Mbit/s is not within {TOLERANCE} of {truth:.1}"
-    );
+    WrenRun {
+        truth,
+        wren: mw.expect("lower bounds"),
+        tcp_info: mt.unwrap_or(f64::NAN),
+    }
 }
