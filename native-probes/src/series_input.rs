@@ -460,23 +460,34 @@ mod tests {
 
     #[test]
     fn a_bad_value_is_quoted_in_part_and_so_is_its_reason() {
-        let opts = ReadOptions {
+        let auto = ReadOptions {
             max_line: MAX_LINE,
             ..opts(Format::Auto, None, false)
         };
         let junk = "x".repeat(100_000);
-        let err = read_values(format!("1\n{junk}\n").as_bytes(), &opts, |_| {})
+        let err = read_values(format!("1\n{junk}\n").as_bytes(), &auto, |_| {})
             .unwrap_err()
             .to_string();
         assert!(err.starts_with("line 2: 'xxx"), "{err}");
         assert!(err.len() < 300, "{} bytes: {err}", err.len());
         // A record whose reason could repeat its text.
         let rec = format!(r#"{{"schema_version":"{junk}"}}"#);
-        let err = read_values(format!("{rec}\n").as_bytes(), &opts, |_| {})
+        let err = read_values(format!("{rec}\n").as_bytes(), &auto, |_| {})
             .unwrap_err()
             .to_string();
         assert!(err.starts_with("line 1: field 'schema_version'"), "{err}");
         assert!(err.len() < 450, "{} bytes", err.len());
+        // A CSV header whose one column is a whole long line (found by tests/fuzz.rs: an
+        // NDJSON file read as CSV): the column's name is quoted in part too.
+        let csv = ReadOptions {
+            max_line: MAX_LINE,
+            ..opts(Format::Csv, Some("0"), false)
+        };
+        let err = read_values(format!("{rec}\nnot a number\n").as_bytes(), &csv, |_| {})
+            .unwrap_err()
+            .to_string();
+        assert!(err.starts_with("line 2: field '{"), "{err}");
+        assert!(err.chars().count() < 400, "{} characters: {err}", err.len());
     }
 
     #[test]

@@ -173,7 +173,7 @@ impl std::fmt::Display for LineError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "line {}: ", self.line)?;
         if let Some(field) = &self.field {
-            write!(f, "field '{field}': ")?;
+            write!(f, "field '{}': ", quote(field))?;
         }
         f.write_str(&self.message)?;
         if !self.text.is_empty() {
