@@ -11,7 +11,9 @@ use serde::{Deserialize, Serialize};
 /// 2: faithful adaptive medians and window totals as the original keeps them; improved mode's
 /// aggregated forecasts and the target-miss-rate timeout rule.
 /// 3: improved mode's two-level aggregates and its two added forecasters.
-pub const VERSION: u32 = 3;
+/// 4: the aggregates' top level learns from the loss itself (no scale, no clip); the MSE
+/// aggregate without exponentiated gradient.
+pub const VERSION: u32 = 4;
 
 /// Something that can be saved: its format tag, and the checks a restored copy must pass.
 pub trait Saved: Serialize + DeserializeOwned {

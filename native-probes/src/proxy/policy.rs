@@ -1569,13 +1569,18 @@ mod tests {
 
     #[test]
     fn a_replica_that_got_better_is_not_held_back_by_its_old_errors() {
-        // Averse to risk (a worst case at 1 error): both wait for b's point forecast to catch
-        // up (one probe a second); the whole history's spread holds b back about a second
-        // longer (0.82 vs 0.76 with these seeds).
-        let recent = noisy_change(1.0, 20, 20_000.0, 40_000.0);
-        let whole = noisy_change(1.0, 0, 20_000.0, 40_000.0);
+        // Averse to risk (a worst case at 2 errors): with the spread of its last 20 errors b
+        // is followed as soon as its point forecast catches up (one probe a second); the
+        // whole history's spread, the old regime's noise in it, holds b back for the rest of
+        // the run (0.94 vs 0.14 with these seeds; at 1 error the forecast reacts fast enough
+        // that the two no longer differ: 0.94 both).
+        let recent = noisy_change(2.0, 20, 20_000.0, 40_000.0);
+        let whole = noisy_change(2.0, 0, 20_000.0, 40_000.0);
         assert!(recent >= 0.8, "recent shortfalls: {recent}");
-        assert!(recent > whole, "recent {recent} vs whole-history {whole}");
+        assert!(
+            recent > whole + 0.5,
+            "recent {recent} vs whole-history {whole}"
+        );
         // The default, the point forecasts, follows b at least as soon.
         let point = noisy_change(0.0, 20, 20_000.0, 40_000.0);
         assert!(
