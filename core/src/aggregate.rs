@@ -542,36 +542,53 @@ fn ln_inputs(n: usize) -> f64 {
     LN[n]
 }
 
-/// Σ w_j·f_j for weights summing to 1, as offsets from f_0, so that equal forecasts combine
-/// to exactly that value (weights summing to 1 only up to rounding cannot move it). Four
-/// running sums, so that the additions overlap.
+/// Σ w_j·f_j of two weight vectors (each summing to 1) in one pass over the forecasts, as
+/// offsets from f_0, so that equal forecasts combine to exactly that value (weights summing
+/// to 1 only up to rounding cannot move it). Four running sums each, so that the additions
+/// overlap.
 #[cfg_attr(target_arch = "x86_64", inline(always))]
-fn mean(weights: &[f32], forecasts: &[f64]) -> f64 {
+fn mean2(a: &[f32], b: &[f32], forecasts: &[f64]) -> [f64; 2] {
     let base = forecasts[0];
-    let mut acc = [0.0; 4];
-    let (w4, f4) = (weights.chunks_exact(4), forecasts.chunks_exact(4));
-    let tail: f64 = w4
+    let (mut sa, mut sb) = ([0.0; 4], [0.0; 4]);
+    let (a4, b4, f4) = (
+        a.chunks_exact(4),
+        b.chunks_exact(4),
+        forecasts.chunks_exact(4),
+    );
+    let (mut ta, mut tb) = (0.0, 0.0);
+    for ((&wa, &wb), f) in a4
         .remainder()
         .iter()
+        .zip(b4.remainder())
         .zip(f4.remainder())
-        .map(|(&w, f)| w as f64 * (f - base))
-        .sum();
-    for (w, f) in w4.zip(f4) {
-        let w: &[f32; 4] = w.try_into().expect("4 lanes");
+    {
+        let d = f - base;
+        ta += wa as f64 * d;
+        tb += wb as f64 * d;
+    }
+    for ((wa, wb), f) in a4.zip(b4).zip(f4) {
+        let wa: &[f32; 4] = wa.try_into().expect("4 lanes");
+        let wb: &[f32; 4] = wb.try_into().expect("4 lanes");
         let f: &[f64; 4] = f.try_into().expect("4 lanes");
         for k in 0..4 {
-            acc[k] += w[k] as f64 * (f[k] - base);
+            let d = f[k] - base;
+            sa[k] += wa[k] as f64 * d;
+            sb[k] += wb[k] as f64 * d;
         }
     }
-    base + ((acc[0] + acc[1]) + (acc[2] + acc[3]) + tail)
+    [
+        base + ((sa[0] + sa[1]) + (sa[2] + sa[3]) + ta),
+        base + ((sb[0] + sb[1]) + (sb[2] + sb[3]) + tb),
+    ]
 }
 
-/// The weighted means [`mean`] of the three weight vectors in one pass over the forecasts
+/// The weighted means ([`mean2`]) of the three weight vectors in one pass over the forecasts
 /// (an empty third vector gives 0 for it).
 #[cfg_attr(target_arch = "x86_64", inline(always))]
 fn means(a: &[f32], b: &[f32], c: &[f32], forecasts: &[f64]) -> [f64; 3] {
     if c.is_empty() {
-        return [mean(a, forecasts), mean(b, forecasts), 0.0];
+        let [ma, mb] = mean2(a, b, forecasts);
+        return [ma, mb, 0.0];
     }
     let base = forecasts[0];
     let k = forecasts.len();
