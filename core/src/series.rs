@@ -251,4 +251,20 @@ mod tests {
         let back: Series = state::restore(&state::save(&s)).unwrap();
         assert_eq!(back.bounds(), Bounds::UNBOUNDED);
     }
+
+    #[test]
+    fn rules_apart_from_the_bank_judge_as_the_series_does() {
+        use crate::timeout::TimeoutRules;
+        let mut whole = Series::new(Mode::Improved, Bounds::NWS_MS);
+        let mut bank = Series::without_timeouts(Mode::Improved);
+        let mut rules = TimeoutRules::standard(Bounds::NWS_MS);
+        for i in 0..500 {
+            let x = 100.0 + (i % 7) as f64 * 3.0 + if i % 50 == 0 { 400.0 } else { 0.0 };
+            rules.observe(x, bank.bank().forecast_values().as_ref());
+            bank.observe(x).unwrap();
+            whole.observe(x).unwrap();
+        }
+        assert_eq!(rules.outcomes(), whole.timeout_outcomes());
+        assert!(rules.outcomes().iter().all(|o| o.judged > 400));
+    }
 }

@@ -135,6 +135,38 @@ impl Bounds {
     }
 }
 
+/// The standard timeout rules of one series, kept apart from its bank: each value is judged
+/// and learnt from with the forecast the bank made before it. [`crate::Series`] holds its
+/// rules beside its bank; this is for a caller that runs the bank on one thread and the
+/// rules on another (`nowcast forecast`), which gives them the same values and forecasts.
+#[derive(Clone, Debug)]
+pub struct TimeoutRules {
+    trackers: Vec<Tracker>,
+    bounds: Bounds,
+}
+
+impl TimeoutRules {
+    pub fn standard(bounds: Bounds) -> Self {
+        Self {
+            trackers: Rule::standard().into_iter().map(Tracker::new).collect(),
+            bounds,
+        }
+    }
+
+    /// Judges `x` against each rule's timeout and learns from it; `before` is the bank's
+    /// forecast made before `x` (as [`crate::Series::observe`] uses it).
+    pub fn observe(&mut self, x: f64, before: Option<&Forecast>) {
+        for t in &mut self.trackers {
+            t.observe(x, before, &self.bounds);
+        }
+    }
+
+    /// Miss rate and mean timeout of every rule so far.
+    pub fn outcomes(&self) -> Vec<Outcome> {
+        self.trackers.iter().map(Tracker::outcome).collect()
+    }
+}
+
 /// One rule's running state and its record of misses.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Tracker {

@@ -7,8 +7,8 @@
 
 use crate::format::BAND_K;
 use nowcast_core::iepm::{Ewma, MeanOfLast};
-use nowcast_core::timeout::{Bounds, Outcome};
-use nowcast_core::{Accum, Mode, Series};
+use nowcast_core::timeout::{Bounds, Outcome, TimeoutRules};
+use nowcast_core::{Accum, Forecast, Mode, Series};
 use serde::Serialize;
 
 /// Errors of one forecast over the points it forecast (points 2..n).
@@ -94,12 +94,46 @@ impl Baselines {
     }
 }
 
+/// What learns from a bank's values besides the bank: the timeout rules (judged by the
+/// bank's forecasts) and the baselines. Apart from the bank, so that they can run on a
+/// thread of their own, a chunk behind it.
+#[derive(Default)]
+pub struct Judges {
+    rules: Option<TimeoutRules>,
+    baselines: Option<Baselines>,
+}
+
+impl Judges {
+    /// Whether there is anything to feed.
+    pub fn is_empty(&self) -> bool {
+        self.rules.is_none() && self.baselines.is_none()
+    }
+
+    /// Whether [`Judges::push`] needs the bank's forecasts.
+    pub fn wants_forecasts(&self) -> bool {
+        self.rules.is_some()
+    }
+
+    /// Feeds `xs`; `before[i]` is the bank's forecast made before `xs[i]` (read only when
+    /// [`Judges::wants_forecasts`]).
+    pub fn push(&mut self, xs: &[f64], before: &[Option<Forecast>]) {
+        for (i, &x) in xs.iter().enumerate() {
+            if let Some(b) = &mut self.baselines {
+                b.observe(x);
+            }
+            if let Some(r) = &mut self.rules {
+                r.observe(x, before[i].as_ref());
+            }
+        }
+    }
+}
+
 /// One mode's bank, with the timeout rules and the baselines when asked for.
 pub struct BankPart {
     mode: Mode,
+    /// The bank (its timeout rules are in `judges`).
     series: Series,
-    timeouts: bool,
-    baselines: Option<Baselines>,
+    judges: Judges,
 }
 
 impl BankPart {
@@ -108,13 +142,11 @@ impl BankPart {
     pub fn new(mode: Mode, bounds: Bounds, timeouts: bool, baselines: bool) -> Self {
         Self {
             mode,
-            series: if timeouts {
-                Series::new(mode, bounds)
-            } else {
-                Series::without_timeouts(mode)
+            series: Series::without_timeouts(mode),
+            judges: Judges {
+                rules: timeouts.then(|| TimeoutRules::standard(bounds)),
+                baselines: baselines.then(Baselines::new),
             },
-            timeouts,
-            baselines: baselines.then(Baselines::new),
         }
     }
 
@@ -122,14 +154,37 @@ impl BankPart {
         self.mode
     }
 
+    /// Feeds `xs` to the bank and to the judges.
     pub fn push(&mut self, xs: &[f64]) {
+        let mut before = Vec::new();
+        let want = self.judges.wants_forecasts();
+        self.push_bank(xs, want.then_some(&mut before));
+        self.judges.push(xs, &before);
+    }
+
+    /// Feeds `xs` to the bank alone; with `before`, writes there (after clearing it) the
+    /// forecast the bank made before each value, for [`Judges::push`].
+    pub fn push_bank(&mut self, xs: &[f64], mut before: Option<&mut Vec<Option<Forecast>>>) {
+        if let Some(b) = before.as_deref_mut() {
+            b.clear();
+            b.reserve(xs.len());
+        }
         for &x in xs {
-            if let Some(b) = &mut self.baselines {
-                b.observe(x);
+            if let Some(b) = before.as_deref_mut() {
+                b.push(self.series.bank().forecast_values());
             }
             // Values were validated by the reader; out-of-range ones are refused there too.
             let _ = self.series.observe(x);
         }
+    }
+
+    /// Takes the judges out (to feed them elsewhere); [`BankPart::set_judges`] puts them back.
+    pub fn take_judges(&mut self) -> Judges {
+        std::mem::take(&mut self.judges)
+    }
+
+    pub fn set_judges(&mut self, judges: Judges) {
+        self.judges = judges;
     }
 
     fn label(&self) -> &'static str {
@@ -182,7 +237,7 @@ impl BankPart {
 
     /// Last value (the bank's first primary) and the baselines, if they were fed.
     pub fn baselines(&self) -> Vec<Row> {
-        let Some(b) = &self.baselines else {
+        let Some(b) = &self.judges.baselines else {
             return Vec::new();
         };
         vec![
@@ -200,11 +255,10 @@ impl BankPart {
 
     /// The timeout rules' outcomes, if they were kept.
     pub fn timeouts(&self) -> Vec<Outcome> {
-        if self.timeouts {
-            self.series.timeout_outcomes()
-        } else {
-            Vec::new()
-        }
+        self.judges
+            .rules
+            .as_ref()
+            .map_or_else(Vec::new, TimeoutRules::outcomes)
     }
 
     /// The forecast of the next value.

@@ -10,7 +10,7 @@ use crate::series_input::{read_values, ReadOptions, ReadStats};
 use anyhow::{bail, Context, Result};
 use nowcast_core::record::Unit;
 use nowcast_core::timeout::Bounds;
-use nowcast_core::Mode;
+use nowcast_core::{Forecast, Mode};
 use serde::Serialize;
 use std::io::Write;
 use std::path::PathBuf;
@@ -75,13 +75,36 @@ fn unit_of(stats: &ReadStats) -> Option<UnitOf> {
     })
 }
 
-/// Starts a thread feeding `part` with the chunks it is sent.
+/// Starts a thread feeding `part` with the chunks it is sent. Its timeout rules and
+/// baselines run on a thread of their own, a chunk behind the bank, fed the bank's forecast
+/// before each value: the bank is the longest part of the work, and alone on its thread it
+/// sets the pace.
 fn worker(mut part: BankPart) -> (SyncSender<Arc<Vec<f64>>>, std::thread::JoinHandle<BankPart>) {
     let (to, from) = sync_channel::<Arc<Vec<f64>>>(4);
     let handle = std::thread::spawn(move || {
-        for chunk in from {
-            part.push(&chunk);
+        let mut judges = part.take_judges();
+        if judges.is_empty() {
+            for chunk in from {
+                part.push_bank(&chunk, None);
+            }
+            return part;
         }
+        let want = judges.wants_forecasts();
+        let (to_judges, judged) = sync_channel::<(Arc<Vec<f64>>, Vec<Option<Forecast>>)>(4);
+        let judging = std::thread::spawn(move || {
+            for (chunk, before) in judged {
+                judges.push(&chunk, &before);
+            }
+            judges
+        });
+        for chunk in from {
+            let mut before = Vec::new();
+            part.push_bank(&chunk, want.then_some(&mut before));
+            // The judging thread only stops early by panicking, which join() reports below.
+            let _ = to_judges.send((chunk, before));
+        }
+        drop(to_judges);
+        part.set_judges(judging.join().expect("timeout rules thread"));
         part
     });
     (to, handle)
