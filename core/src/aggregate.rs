@@ -845,3 +845,28 @@ mod tests {
         assert!(exp_nonpositive(-1e9) >= 0.0);
     }
 }
+
+#[cfg(test)]
+mod unit_free {
+    use crate::{Bank, Mode};
+
+    /// The top level learns from raw losses, so its sums carry the series' unit squared:
+    /// values from 1e-140 to 1e-174 (squared errors down in and below f64's subnormals) and
+    /// 1e90 still give finite forecasts.
+    #[test]
+    fn raw_losses_stay_finite_in_any_unit() {
+        let scales = (140..175).map(|e| 10f64.powi(-e)).chain([1e90]);
+        for scale in scales {
+            let mut b = Bank::new(Mode::Improved);
+            for i in 0..400 {
+                let x = scale * (1.0 + ((i * 7919) % 13) as f64 / 13.0);
+                b.update(x).unwrap();
+                let f = b.forecast().expect("a forecast after a value");
+                assert!(
+                    f.mse.value.is_finite() && f.mae.value.is_finite(),
+                    "{scale:e} at {i}: {f:?}"
+                );
+            }
+        }
+    }
+}
