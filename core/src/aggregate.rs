@@ -230,6 +230,15 @@ impl Aggregate {
         f
     }
 
+    /// AdaHedge's learning rate η = ln K / Δ over `n` inputs; None for η = ∞ (Δ = 0, or so
+    /// small, as raw losses in a tiny unit can make it, that ln K / Δ overflows): follow the
+    /// leader.
+    #[cfg_attr(target_arch = "x86_64", inline(always))]
+    fn top_rate(&self, n: usize) -> Option<f64> {
+        let eta = ln_inputs(n) / self.gap;
+        (self.gap > 0.0 && eta.is_finite()).then_some(eta)
+    }
+
     /// The top level's weights from its inputs' cumulative losses: e^{−η·L} with
     /// η = ln K / Δ; all on the first leader while Δ = 0 (de Rooij et al. 2014, Algorithm 1;
     /// ties go to the selection).
@@ -242,8 +251,7 @@ impl Aggregate {
             .map(|&i| self.top_loss[i])
             .fold(f64::INFINITY, f64::min);
         let mut w = [0.0; TOP];
-        if self.gap > 0.0 {
-            let eta = ln_inputs(n) / self.gap;
+        if let Some(eta) = self.top_rate(n) {
             for &i in idx {
                 w[i] = exp_nonpositive(-eta * (self.top_loss[i] - min));
             }
@@ -333,8 +341,7 @@ impl Aggregate {
             l[i] = loss_of(x - inputs[i]).min(TOP_LOSS_MAX);
         }
         let hedge: f64 = idx.iter().map(|&i| w[i] * l[i]).sum();
-        let mix = if self.gap > 0.0 {
-            let eta = ln_inputs(n) / self.gap;
+        let mix = if let Some(eta) = self.top_rate(n) {
             let min = idx.iter().map(|&i| l[i]).fold(f64::INFINITY, f64::min);
             let z: f64 = idx
                 .iter()
@@ -849,6 +856,23 @@ mod tests {
 #[cfg(test)]
 mod unit_free {
     use crate::{Bank, Mode};
+
+    /// A mixability gap so small that ln K / Δ overflows is η = ∞: all weight on the
+    /// leader, as at Δ = 0 (found in review: ∞·0 made every input's factor the same).
+    #[test]
+    fn a_gap_too_small_for_its_rate_follows_the_leader() {
+        let mut a = super::Aggregate::new(3, crate::bank::MSE_AGGREGATE);
+        a.top_loss = [0.0, 1e-300, 1e-300, 1e-300, 0.0];
+        for gap in [1e-308, 5e-309, 1e-320] {
+            a.gap = gap;
+            a.weigh_top();
+            assert!(
+                a.top_weights[super::ANCHOR] > 0.999,
+                "{gap:e}: {:?}",
+                a.top_weights
+            );
+        }
+    }
 
     /// The top level learns from raw losses, so its sums carry the series' unit squared:
     /// values from 1e-140 to 1e-174 (squared errors down in and below f64's subnormals) and
