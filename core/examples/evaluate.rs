@@ -671,22 +671,28 @@ fn timeouts(data: &[Trace]) {
 /// 1 % of values tripled), which no setting is chosen on: a check that rare spikes do not
 /// turn the aggregates against the selection they start from.
 fn synthetic() {
-    let t = Trace {
+    let data = [Trace {
         family: "synthetic",
         group: "synthetic".into(),
         name: "bench_bank series".into(),
         half: None,
         values: bench_series::series(1_000_000),
-    };
-    let (fm, fa) = run_bank(Mode::Faithful, &nws_rules(false), Reporting::Selectors, &t);
+    }];
+    let faithful = vec![run_bank(
+        Mode::Faithful,
+        &nws_rules(false),
+        Reporting::Selectors,
+        &data[0],
+    )];
     let reporting = Bank::default_reporting(Mode::Improved);
-    let (im, ia) = run_bank(Mode::Improved, &nws_rules(true), reporting, &t);
-    let whole = |e: &Errs| {
-        let mut a = Accum::default();
-        e.all.iter().for_each(|h| merge(&mut a, *h));
-        a
-    };
-    let (fm, fa, im, ia) = (whole(&fm), whole(&fa), whole(&im), whole(&ia));
+    let improved = vec![run_bank(
+        Mode::Improved,
+        &nws_rules(true),
+        reporting,
+        &data[0],
+    )];
+    let (fm, fa) = pooled(&data, &faithful, None, false, |_| true);
+    let (im, ia) = pooled(&data, &improved, None, false, |_| true);
     println!(
         "\n== the shipped default on the benchmark's synthetic series (1 M points, 1 % spikes; never chosen on)\n\
          faithful MAE {:.5} RMSE {:.5}; improved MAE {:.5} RMSE {:.5}; ratio MAE {} RMSE {}",

@@ -3,7 +3,7 @@
 
 use crate::bank::{Bank, Forecast, Mode};
 use crate::state::Saved;
-use crate::timeout::{Bounds, Outcome, Rule, Tracker};
+use crate::timeout::{Bounds, Outcome, Rule, TimeoutRules};
 use crate::ForecastError;
 use serde::{Deserialize, Serialize};
 
@@ -11,8 +11,9 @@ use serde::{Deserialize, Serialize};
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Series {
     bank: Bank,
-    trackers: Vec<Tracker>,
-    bounds: Bounds,
+    /// Saved as their fields (`trackers`, `bounds`) beside the bank's.
+    #[serde(flatten)]
+    rules: TimeoutRules,
     /// Probes that timed out and were fed back with a penalty.
     timeouts: u64,
 }
@@ -22,8 +23,7 @@ impl Series {
     pub fn new(mode: Mode, bounds: Bounds) -> Self {
         Self {
             bank: Bank::new(mode),
-            trackers: Rule::standard().into_iter().map(Tracker::new).collect(),
-            bounds,
+            rules: TimeoutRules::standard(bounds),
             timeouts: 0,
         }
     }
@@ -32,7 +32,7 @@ impl Series {
     /// it is not one of [`Rule::standard`]).
     pub fn with_rules(mode: Mode, bounds: Bounds, rules: &[Rule]) -> Self {
         Self {
-            trackers: rules.iter().copied().map(Tracker::new).collect(),
+            rules: TimeoutRules::new(rules, bounds),
             ..Self::new(mode, bounds)
         }
     }
@@ -41,7 +41,7 @@ impl Series {
     /// series, say): the same forecasts without the rules' bookkeeping.
     pub fn without_timeouts(mode: Mode) -> Self {
         Self {
-            trackers: Vec::new(),
+            rules: TimeoutRules::new(&[], Bounds::UNBOUNDED),
             ..Self::new(mode, Bounds::UNBOUNDED)
         }
     }
@@ -49,25 +49,21 @@ impl Series {
     /// Feeds a measurement: timeout rules are judged against the forecast made before it.
     pub fn observe(&mut self, x: f64) -> Result<(), ForecastError> {
         Bank::check(x)?;
-        if !self.trackers.is_empty() {
+        if !self.rules.is_empty() {
             let before = self.bank.forecast_values();
-            for t in &mut self.trackers {
-                t.observe(x, before.as_ref(), &self.bounds);
-            }
+            self.rules.observe(x, before.as_ref());
         }
         self.bank.update(x)
     }
 
     /// Records a probe that gave up after `at_least` (its value is at least that): the
-    /// value is censored, not known. The rules are judged as [`Tracker::observe_censored`]
+    /// value is censored, not known. The rules are judged as [`crate::timeout::Tracker::observe_censored`]
     /// says, and the bank is fed `at_least`, a lower bound (never a made-up penalty), so its
     /// forecasts learn that the path got slower. Returns the value fed.
     pub fn censored(&mut self, at_least: f64) -> Result<f64, ForecastError> {
         Bank::check(at_least)?;
         let before = self.bank.forecast_values();
-        for t in &mut self.trackers {
-            t.observe_censored(at_least, before.as_ref(), &self.bounds);
-        }
+        self.rules.observe_censored(at_least, before.as_ref());
         self.bank.update(at_least)?;
         self.timeouts += 1;
         Ok(at_least)
@@ -77,7 +73,7 @@ impl Series {
     /// duration plus the penalty, as a value (see [`Series::censored`] for the improved way).
     /// Returns the value fed.
     pub fn timed_out(&mut self, elapsed: f64) -> Result<f64, ForecastError> {
-        let v = self.bounds.timed_out_value(elapsed);
+        let v = self.rules.bounds().timed_out_value(elapsed);
         self.observe(v)?;
         self.timeouts += 1;
         Ok(v)
@@ -92,11 +88,11 @@ impl Series {
     }
 
     pub fn bounds(&self) -> Bounds {
-        self.bounds
+        self.rules.bounds()
     }
 
     pub fn set_bounds(&mut self, bounds: Bounds) {
-        self.bounds = bounds;
+        self.rules.set_bounds(bounds);
     }
 
     /// Number of probes that timed out.
@@ -116,25 +112,20 @@ impl Series {
     }
 
     fn tracked(&self, which: impl Fn(&Rule) -> bool) -> Option<f64> {
-        let f = self.bank.forecast_values();
-        self.trackers
-            .iter()
-            .find(|t| which(&t.rule))?
-            .timeout(f.as_ref(), &self.bounds)
+        self.rules
+            .timeout(which, self.bank.forecast_values().as_ref())
     }
 
     /// Miss rate and mean timeout of every rule so far.
     pub fn timeout_outcomes(&self) -> Vec<Outcome> {
-        self.trackers.iter().map(Tracker::outcome).collect()
+        self.rules.outcomes()
     }
 }
 
 impl Saved for Series {
     const FORMAT: &'static str = "nowcast.series-state";
     fn validate(&self) -> Result<(), String> {
-        for t in &self.trackers {
-            t.validate()?;
-        }
+        self.rules.validate()?;
         Saved::validate(&self.bank)
     }
 }

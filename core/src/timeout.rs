@@ -135,35 +135,77 @@ impl Bounds {
     }
 }
 
-/// The standard timeout rules of one series, kept apart from its bank: each value is judged
-/// and learnt from with the forecast the bank made before it. [`crate::Series`] holds its
-/// rules beside its bank; this is for a caller that runs the bank on one thread and the
-/// rules on another (`nowcast forecast`), which gives them the same values and forecasts.
-#[derive(Clone, Debug)]
+/// The timeout rules of one series: each value is judged and learnt from with the forecast
+/// its bank made before it. [`crate::Series`] keeps its rules in one, beside its bank; a
+/// caller that runs the bank on one thread and the rules on another (`nowcast forecast`)
+/// keeps one apart and feeds it the same values and forecasts.
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct TimeoutRules {
     trackers: Vec<Tracker>,
     bounds: Bounds,
 }
 
 impl TimeoutRules {
-    pub fn standard(bounds: Bounds) -> Self {
+    /// `rules` within `bounds`.
+    pub fn new(rules: &[Rule], bounds: Bounds) -> Self {
         Self {
-            trackers: Rule::standard().into_iter().map(Tracker::new).collect(),
+            trackers: rules.iter().copied().map(Tracker::new).collect(),
             bounds,
         }
     }
 
+    /// [`Rule::standard`] within `bounds`.
+    pub fn standard(bounds: Bounds) -> Self {
+        Self::new(&Rule::standard(), bounds)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.trackers.is_empty()
+    }
+
+    pub fn bounds(&self) -> Bounds {
+        self.bounds
+    }
+
+    pub fn set_bounds(&mut self, bounds: Bounds) {
+        self.bounds = bounds;
+    }
+
     /// Judges `x` against each rule's timeout and learns from it; `before` is the bank's
-    /// forecast made before `x` (as [`crate::Series::observe`] uses it).
+    /// forecast made before `x`.
     pub fn observe(&mut self, x: f64, before: Option<&Forecast>) {
         for t in &mut self.trackers {
             t.observe(x, before, &self.bounds);
         }
     }
 
+    /// [`Tracker::observe_censored`] for every rule.
+    pub fn observe_censored(&mut self, at_least: f64, before: Option<&Forecast>) {
+        for t in &mut self.trackers {
+            t.observe_censored(at_least, before, &self.bounds);
+        }
+    }
+
+    /// The timeout the first rule `which` picks sets after `forecast`, if there is one.
+    pub fn timeout(
+        &self,
+        which: impl Fn(&Rule) -> bool,
+        forecast: Option<&Forecast>,
+    ) -> Option<f64> {
+        self.trackers
+            .iter()
+            .find(|t| which(&t.rule))?
+            .timeout(forecast, &self.bounds)
+    }
+
     /// Miss rate and mean timeout of every rule so far.
     pub fn outcomes(&self) -> Vec<Outcome> {
         self.trackers.iter().map(Tracker::outcome).collect()
+    }
+
+    /// Checks restored rules.
+    pub fn validate(&self) -> Result<(), String> {
+        self.trackers.iter().try_for_each(Tracker::validate)
     }
 }
 
