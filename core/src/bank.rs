@@ -220,6 +220,139 @@ pub enum Reporting {
     },
 }
 
+/// Steps 4 and 5 of [`Bank::update`]: appends `x` (the `n`-th value) to the history and
+/// lets every primary take it, writing its next forecast into `fc` where it has one (`has`);
+/// true when all of them have one. The one code for a bank's own primaries and for
+/// [`Primaries`] taken out of it.
+#[inline(always)]
+fn advance(
+    rules: &[Rule],
+    states: &mut [State],
+    windows: &mut Windows,
+    n: u64,
+    x: f64,
+    fc: &mut [f64],
+    has: &mut [bool],
+) -> bool {
+    windows.push(x);
+    let mut all = true;
+    for j in 0..rules.len() {
+        match primary::step(&rules[j], &mut states[j], x, n, windows) {
+            Some(f) => {
+                fc[j] = f;
+                has[j] = true;
+            }
+            None => {
+                has[j] = false;
+                all = false;
+            }
+        }
+    }
+    all
+}
+
+/// A bank's primaries taken out of it ([`Bank::take_primaries`]) to run on a thread of
+/// their own.
+#[derive(Clone, Debug)]
+pub struct Primaries {
+    rules: Vec<Rule>,
+    states: Vec<State>,
+    windows: Windows,
+    n: u64,
+    fc: Vec<f64>,
+    has: Vec<bool>,
+}
+
+impl Primaries {
+    /// Takes in `xs` (checked values, see [`Bank::check`]) and appends to `out` every
+    /// primary's forecast after each of them, for [`Bank::update_given`].
+    pub fn push(&mut self, xs: &[f64], out: &mut NextForecasts) {
+        out.p = self.rules.len();
+        out.fc.reserve(xs.len() * out.p);
+        out.has.reserve(xs.len() * out.p);
+        out.all.reserve(xs.len());
+        #[cfg(target_arch = "x86_64")]
+        if std::is_x86_feature_detected!("avx2") {
+            // SAFETY: the processor has AVX2, checked just above.
+            unsafe { self.push_avx2(xs, out) };
+            return;
+        }
+        self.push_each(xs, out);
+    }
+
+    /// [`push_each`](Self::push_each) compiled for AVX2, as [`Bank::update`] is.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2")]
+    fn push_avx2(&mut self, xs: &[f64], out: &mut NextForecasts) {
+        self.push_each(xs, out)
+    }
+
+    #[inline(always)]
+    fn push_each(&mut self, xs: &[f64], out: &mut NextForecasts) {
+        for &x in xs {
+            self.n += 1;
+            let all = advance(
+                &self.rules,
+                &mut self.states,
+                &mut self.windows,
+                self.n,
+                x,
+                &mut self.fc,
+                &mut self.has,
+            );
+            out.fc.extend_from_slice(&self.fc);
+            out.has.extend_from_slice(&self.has);
+            out.all.push(all);
+        }
+    }
+}
+
+/// The primaries' forecasts after each of a run of values, as [`Primaries::push`] writes
+/// them; [`NextForecasts::get`] gives one value's to [`Bank::update_given`].
+#[derive(Clone, Debug, Default)]
+pub struct NextForecasts {
+    p: usize,
+    fc: Vec<f64>,
+    has: Vec<bool>,
+    all: Vec<bool>,
+}
+
+/// The primaries' forecasts after one value: each one's, whether it has one, whether all do.
+#[derive(Clone, Copy, Debug)]
+pub struct Next<'a> {
+    fc: &'a [f64],
+    has: &'a [bool],
+    all: bool,
+}
+
+impl NextForecasts {
+    /// How many values' forecasts it holds.
+    pub fn len(&self) -> usize {
+        self.all.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.all.is_empty()
+    }
+
+    /// Empties it, keeping its memory (to be filled again).
+    pub fn clear(&mut self) {
+        self.fc.clear();
+        self.has.clear();
+        self.all.clear();
+    }
+
+    /// The forecasts after the `i`-th value pushed.
+    pub fn get(&self, i: usize) -> Next<'_> {
+        let row = i * self.p..(i + 1) * self.p;
+        Next {
+            fc: &self.fc[row.clone()],
+            has: &self.has[row],
+            all: self.all[i],
+        }
+    }
+}
+
 impl crate::state::Saved for Bank {
     const FORMAT: &'static str = "nowcast.forecaster-state";
     fn validate(&self) -> Result<(), String> {
@@ -261,6 +394,7 @@ impl Bank {
     pub fn with_reporting(mode: Mode, rules: Vec<Rule>, reporting: Reporting) -> Self {
         let faithful = mode == Mode::Faithful;
         let p = rules.len();
+        assert!(p > 0, "a bank needs a forecaster");
         let windows = Windows::new(&primary::fixed_windows(&rules, faithful));
         let states = rules
             .iter()
@@ -359,8 +493,11 @@ impl Bank {
     /// doubles or eight singles to an instruction instead of two or four): the operations and
     /// their order are the same, and Rust never fuses a multiply and an add on its own, so the
     /// results are bit for bit those of the baseline build (tested).
+    ///
+    /// Panics if the primaries are out ([`Bank::take_primaries`]).
     pub fn update(&mut self, x: f64) -> Result<(), ForecastError> {
         Self::check(x)?;
+        assert!(!self.states.is_empty(), "the bank's primaries are out");
         #[cfg(target_arch = "x86_64")]
         if std::is_x86_feature_detected!("avx2") {
             // SAFETY: the processor has AVX2, checked just above.
@@ -382,6 +519,25 @@ impl Bank {
     /// Takes in a checked value (see [`update`](Self::update)).
     #[inline(always)]
     fn step(&mut self, x: f64) {
+        self.score(x);
+        // 4. Append to the history. 5. Update every primary and take its next forecast.
+        self.n += 1;
+        self.all_have_forecasts = advance(
+            &self.rules,
+            &mut self.states,
+            &mut self.windows,
+            self.n,
+            x,
+            &mut self.fc,
+            &mut self.has,
+        );
+        self.choose();
+    }
+
+    /// Steps 1–3 of [`update`](Self::update): everything that scores the forecasts made
+    /// before `x`.
+    #[inline(always)]
+    fn score(&mut self, x: f64) {
         let faithful = self.mode == Mode::Faithful;
 
         // 1. The reported forecasts.
@@ -433,24 +589,72 @@ impl Bank {
         if best.is_finite() {
             self.oracle.add(best);
         }
-        // 4. Append to the history.
-        self.windows.push(x);
-        self.n += 1;
-        // 5. Update every primary and take its next forecast.
-        self.all_have_forecasts = true;
-        for j in 0..p {
-            let (rule, state) = (&self.rules[j], &mut self.states[j]);
-            match primary::step(rule, state, x, self.n, &self.windows) {
-                Some(f) => {
-                    self.fc[j] = f;
-                    self.has[j] = true;
-                }
-                None => {
-                    self.has[j] = false;
-                    self.all_have_forecasts = false;
-                }
-            }
+    }
+
+    /// Takes the primaries out of the bank, to run on another thread: their forecasts
+    /// depend on the values alone, never on the scores or the selection, so an update splits
+    /// into two stages that can run side by side, the primaries a few values ahead
+    /// ([`Primaries::push`], then [`Bank::update_given`] with what it wrote, value by value).
+    /// [`Bank::set_primaries`] puts them back; until then [`Bank::update`] panics, and a
+    /// saved state would not restore.
+    pub fn take_primaries(&mut self) -> Primaries {
+        assert!(!self.states.is_empty(), "the primaries are already out");
+        Primaries {
+            rules: self.rules.clone(),
+            states: std::mem::take(&mut self.states),
+            windows: std::mem::replace(&mut self.windows, Windows::new(&[])),
+            n: self.n,
+            fc: self.fc.clone(),
+            has: self.has.clone(),
         }
+    }
+
+    /// Puts back the primaries [`Bank::take_primaries`] took, once the bank has been given
+    /// every forecast they made. Panics if they are not this bank's or are ahead of it.
+    pub fn set_primaries(&mut self, p: Primaries) {
+        assert!(self.states.is_empty(), "the bank has its primaries");
+        assert!(
+            p.rules == self.rules && p.n == self.n,
+            "primaries of another bank, or ahead of it"
+        );
+        self.states = p.states;
+        self.windows = p.windows;
+    }
+
+    /// [`update`](Self::update) for a bank whose primaries were taken out: `next` holds their
+    /// forecasts after `x`, as [`Primaries::push`] wrote them for it. The same operations
+    /// in the same order, so the bank is bit for bit the one [`update`](Self::update) makes
+    /// (tested).
+    pub fn update_given(&mut self, x: f64, next: Next<'_>) -> Result<(), ForecastError> {
+        Self::check(x)?;
+        assert!(
+            self.states.is_empty() && next.fc.len() == self.fc.len(),
+            "forecasts given to a bank that has its primaries, or of another bank"
+        );
+        #[cfg(target_arch = "x86_64")]
+        if std::is_x86_feature_detected!("avx2") {
+            // SAFETY: the processor has AVX2, checked just above.
+            unsafe { self.step_given_avx2(x, next) };
+            return Ok(());
+        }
+        self.step_given(x, next);
+        Ok(())
+    }
+
+    /// [`step_given`](Self::step_given) compiled for AVX2, as [`step_avx2`](Self::step_avx2).
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2")]
+    fn step_given_avx2(&mut self, x: f64, next: Next<'_>) {
+        self.step_given(x, next)
+    }
+
+    #[inline(always)]
+    fn step_given(&mut self, x: f64, next: Next<'_>) {
+        self.score(x);
+        self.n += 1;
+        self.fc.copy_from_slice(next.fc);
+        self.has.copy_from_slice(next.has);
+        self.all_have_forecasts = next.all;
         self.choose();
     }
 
@@ -675,6 +879,56 @@ impl Bank {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A bank whose primaries run apart ([`Bank::take_primaries`], [`Primaries::push`],
+    /// [`Bank::update_given`]) is bit for bit the bank [`Bank::update`] makes, in both modes,
+    /// taken out at the start or part-way, in runs of any length, and goes on as one
+    /// once they are back.
+    #[test]
+    fn primaries_run_apart_give_the_same_bank() {
+        let xs: Vec<f64> = (0..3_000)
+            .map(|i| 50.0 + ((i * 7919) % 101) as f64 * 0.3 + if i % 97 == 0 { 200.0 } else { 0.0 })
+            .collect();
+        for mode in [Mode::Faithful, Mode::Improved] {
+            let mut whole = Bank::new(mode);
+            whole.update_all(&xs).unwrap();
+            for start in [0, 1, 40, 777] {
+                let mut split = Bank::new(mode);
+                split.update_all(&xs[..start]).unwrap();
+                let mut primaries = split.take_primaries();
+                let mut next = NextForecasts::default();
+                let mut at = start;
+                for len in [1, 2, 500, 1_000].into_iter().cycle() {
+                    let run = &xs[at..(at + len).min(2_000)];
+                    next.clear();
+                    primaries.push(run, &mut next);
+                    assert_eq!(next.len(), run.len());
+                    for (i, &x) in run.iter().enumerate() {
+                        split.update_given(x, next.get(i)).unwrap();
+                    }
+                    at += run.len();
+                    if at == 2_000 {
+                        break;
+                    }
+                }
+                split.set_primaries(primaries);
+                split.update_all(&xs[2_000..]).unwrap();
+                assert_eq!(
+                    crate::state::save(&split),
+                    crate::state::save(&whole),
+                    "{mode:?} from {start}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    #[should_panic(expected = "primaries are out")]
+    fn a_bank_without_its_primaries_cannot_update_alone() {
+        let mut bank = Bank::new(Mode::Improved);
+        let _primaries = bank.take_primaries();
+        let _ = bank.update(1.0);
+    }
 
     /// The AVX2 build of the update (taken by [`Bank::update`] where the processor has it)
     /// and the baseline one give the same bank, bit for bit, in both modes: a state saved on

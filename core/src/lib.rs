@@ -32,7 +32,9 @@ pub mod wasm;
 #[cfg(all(target_arch = "wasm32", feature = "wasm-reader"))]
 pub mod wasm_reader;
 
-pub use bank::{Bank, Forecast, Mode, PrimaryRow, Reporting, Selected};
+pub use bank::{
+    Bank, Forecast, Mode, Next, NextForecasts, Primaries, PrimaryRow, Reporting, Selected,
+};
 pub use errors::Accum;
 pub use probed::ProbedSeries;
 pub use series::Series;

@@ -8,7 +8,7 @@
 use crate::format::BAND_K;
 use nowcast_core::iepm::{Ewma, MeanOfLast};
 use nowcast_core::timeout::{Bounds, Outcome, TimeoutRules};
-use nowcast_core::{Accum, Forecast, Mode, Series};
+use nowcast_core::{Accum, Bank, Forecast, Mode, NextForecasts, Primaries};
 use serde::Serialize;
 
 /// Errors of one forecast over the points it forecast (points 2..n).
@@ -131,8 +131,8 @@ impl Judges {
 /// One mode's bank, with the timeout rules and the baselines when asked for.
 pub struct BankPart {
     mode: Mode,
-    /// The bank (its timeout rules are in `judges`).
-    series: Series,
+    /// The bank (the timeout rules are in `judges`).
+    bank: Bank,
     judges: Judges,
 }
 
@@ -142,7 +142,7 @@ impl BankPart {
     pub fn new(mode: Mode, bounds: Bounds, timeouts: bool, baselines: bool) -> Self {
         Self {
             mode,
-            series: Series::without_timeouts(mode),
+            bank: Bank::new(mode),
             judges: Judges {
                 rules: timeouts.then(|| TimeoutRules::standard(bounds)),
                 baselines: baselines.then(Baselines::new),
@@ -171,11 +171,39 @@ impl BankPart {
         }
         for &x in xs {
             if let Some(b) = before.as_deref_mut() {
-                b.push(self.series.bank().forecast_values());
+                b.push(self.bank.forecast_values());
             }
             // Values were validated by the reader; out-of-range ones are refused there too.
-            let _ = self.series.observe(x);
+            let _ = self.bank.update(x);
         }
+    }
+
+    /// [`BankPart::push_bank`] for a bank whose primaries run apart
+    /// ([`BankPart::take_primaries`]): `next` holds their forecasts after each of `xs`.
+    /// Appends to `before` (without clearing it).
+    pub fn push_given(
+        &mut self,
+        xs: &[f64],
+        next: &NextForecasts,
+        mut before: Option<&mut Vec<Option<Forecast>>>,
+    ) {
+        for (i, &x) in xs.iter().enumerate() {
+            if let Some(b) = before.as_deref_mut() {
+                b.push(self.bank.forecast_values());
+            }
+            // As in push_bank: the reader validated the values.
+            let _ = self.bank.update_given(x, next.get(i));
+        }
+    }
+
+    /// Takes the bank's primaries out, to run on another thread ([`Bank::take_primaries`]);
+    /// [`BankPart::set_primaries`] puts them back.
+    pub fn take_primaries(&mut self) -> Primaries {
+        self.bank.take_primaries()
+    }
+
+    pub fn set_primaries(&mut self, primaries: Primaries) {
+        self.bank.set_primaries(primaries);
     }
 
     /// Takes the judges out (to feed them elsewhere); [`BankPart::set_judges`] puts them back.
@@ -196,7 +224,7 @@ impl BankPart {
 
     /// The two selected forecasts of this mode.
     pub fn selected(&self) -> Vec<Row> {
-        let bank = self.series.bank();
+        let bank = &self.bank;
         let (m, mode) = (self.label(), Some(self.mode));
         vec![
             Row::new(
@@ -220,13 +248,13 @@ impl BankPart {
             "oracle",
             "Oracle (best primary each step)",
             Some(self.mode),
-            self.series.bank().oracle_accum(),
+            self.bank.oracle_accum(),
         )
     }
 
     /// Every primary of the bank.
     pub fn primaries(&self) -> Vec<Row> {
-        let bank = self.series.bank();
+        let bank = &self.bank;
         (0..bank.primaries())
             .map(|j| {
                 let (id, name) = bank.method(j);
@@ -241,12 +269,7 @@ impl BankPart {
             return Vec::new();
         };
         vec![
-            Row::new(
-                "last_value",
-                "Last value",
-                None,
-                self.series.bank().primary_accum(0),
-            ),
+            Row::new("last_value", "Last value", None, self.bank.primary_accum(0)),
             Row::new("mean_5", "Mean of last 5 (IEPM-BW)", None, b.mean5_acc),
             Row::new("ewma_0.7", "EWMA w=0.7 (IEPM-BW)", None, b.ewma_acc),
             Row::new("rfc6298_srtt", "RFC 6298 SRTT", None, b.srtt_acc),
@@ -263,8 +286,8 @@ impl BankPart {
 
     /// The forecast of the next value.
     pub fn next(&self) -> Option<NextForecast> {
-        let f = self.series.forecast()?;
-        let (id, name) = self.series.bank().method(f.mse.method);
+        let f = self.bank.forecast()?;
+        let (id, name) = self.bank.method(f.mse.method);
         let error = f.mse.error.max(0.0).sqrt();
         Some(NextForecast {
             mode: self.mode,

@@ -1,8 +1,9 @@
 //! `nowcast forecast FILE`: streams a series through the faithful and/or improved banks, the
 //! baselines and the timeout rules, and reports the forecast of the next value with its
 //! likely range (± 2·error, as on the page) and every forecaster's errors, in the series'
-//! unit. Each bank runs on its own thread, fed by the reader in chunks, so memory stays
-//! constant and both cores work.
+//! unit. Each bank runs as a pipeline of threads (its primaries, the rest of it, its timeout
+//! rules and baselines), fed by the reader in chunks, so memory stays constant and both cores
+//! work.
 
 use crate::evaluate::{BankPart, NextForecast, Report, Row};
 use crate::format::{Scale, BAND_K};
@@ -10,12 +11,14 @@ use crate::series_input::{read_values, ReadOptions, ReadStats};
 use anyhow::{bail, Context, Result};
 use nowcast_core::record::Unit;
 use nowcast_core::timeout::Bounds;
-use nowcast_core::{Forecast, Mode};
+use nowcast_core::{Forecast, Mode, NextForecasts};
 use serde::Serialize;
 use std::io::Write;
+use std::ops::Range;
 use std::path::PathBuf;
 use std::sync::mpsc::{sync_channel, SyncSender};
 use std::sync::Arc;
+use std::thread::JoinHandle;
 
 const CHUNK: usize = 1 << 14;
 
@@ -75,36 +78,68 @@ fn unit_of(stats: &ReadStats) -> Option<UnitOf> {
     })
 }
 
-/// Starts a thread feeding `part` with the chunks it is sent. Its timeout rules and
-/// baselines run on a thread of their own, a chunk behind the bank, fed the bank's forecast
-/// before each value: the bank is the longest part of the work, and alone on its thread it
-/// sets the pace.
-fn worker(mut part: BankPart) -> (SyncSender<Arc<Vec<f64>>>, std::thread::JoinHandle<BankPart>) {
+/// Values the primaries' thread hands on at a time: their forecasts (some 170 KB) stay in
+/// the cache between the two threads.
+const PIECE: usize = 1 << 12;
+
+type Piece = (Arc<Vec<f64>>, Range<usize>, NextForecasts);
+
+/// Starts the threads that feed `part` with the chunks it is sent, a pipeline of three:
+/// - the bank's primaries, a piece of a chunk ahead ([`BankPart::take_primaries`]: their
+///   forecasts depend on the values alone);
+/// - the rest of the bank (scores, selection, aggregates), given their forecasts;
+/// - its timeout rules and baselines, a chunk behind, given the bank's forecast before each
+///   value.
+///
+/// On two cores the three stages and the other mode's share the work more evenly than a
+/// whole bank on one thread, which would set the pace alone.
+fn worker(mut part: BankPart) -> (SyncSender<Arc<Vec<f64>>>, JoinHandle<BankPart>) {
     let (to, from) = sync_channel::<Arc<Vec<f64>>>(4);
+    let mut primaries = part.take_primaries();
+    let (to_bank, pieces) = sync_channel::<Piece>(4);
+    let (give_back, spare) = sync_channel::<NextForecasts>(16);
+    let ahead = std::thread::spawn(move || {
+        for chunk in from {
+            for start in (0..chunk.len()).step_by(PIECE) {
+                let range = start..(start + PIECE).min(chunk.len());
+                let mut next = spare.try_recv().unwrap_or_default();
+                next.clear();
+                primaries.push(&chunk[range.clone()], &mut next);
+                if to_bank.send((chunk.clone(), range, next)).is_err() {
+                    // The bank's thread panicked; its join() reports it.
+                    return primaries;
+                }
+            }
+        }
+        primaries
+    });
     let handle = std::thread::spawn(move || {
         let mut judges = part.take_judges();
-        if judges.is_empty() {
-            for chunk in from {
-                part.push_bank(&chunk, None);
-            }
-            return part;
-        }
         let want = judges.wants_forecasts();
         let (to_judges, judged) = sync_channel::<(Arc<Vec<f64>>, Vec<Option<Forecast>>)>(4);
-        let judging = std::thread::spawn(move || {
-            for (chunk, before) in judged {
-                judges.push(&chunk, &before);
-            }
-            judges
+        let judging = (!judges.is_empty()).then(|| {
+            std::thread::spawn(move || {
+                for (chunk, before) in judged {
+                    judges.push(&chunk, &before);
+                }
+                judges
+            })
         });
-        for chunk in from {
-            let mut before = Vec::new();
-            part.push_bank(&chunk, want.then_some(&mut before));
-            // The judging thread only stops early by panicking, which join() reports below.
-            let _ = to_judges.send((chunk, before));
+        let mut before = Vec::new();
+        for (chunk, range, next) in pieces {
+            let whole = range.end == chunk.len();
+            part.push_given(&chunk[range], &next, want.then_some(&mut before));
+            let _ = give_back.try_send(next);
+            if whole && judging.is_some() {
+                // The judging thread only stops early by panicking, which join() reports.
+                let _ = to_judges.send((chunk, std::mem::take(&mut before)));
+            }
         }
         drop(to_judges);
-        part.set_judges(judging.join().expect("timeout rules thread"));
+        part.set_primaries(ahead.join().expect("primaries thread"));
+        if let Some(judging) = judging {
+            part.set_judges(judging.join().expect("timeout rules thread"));
+        }
         part
     });
     (to, handle)
@@ -431,6 +466,66 @@ mod tests {
             column: column.map(String::from),
             ..ReadStats::default()
         }
+    }
+
+    /// The threads (each bank's primaries a piece ahead of the rest of it, the timeout rules
+    /// and baselines a chunk behind) give the report one thread gives: over several chunks
+    /// and a last short one, in every mode, to the bit.
+    #[test]
+    fn the_pipeline_reports_what_one_thread_does() {
+        let xs: Vec<f64> = (0..CHUNK * 2 + PIECE + 123)
+            .map(|i| 30.0 + ((i * 7919) % 89) as f64 * 0.25 + if i % 301 == 0 { 90.0 } else { 0.0 })
+            .collect();
+        let dir = std::env::temp_dir().join(format!("nowcast-pipeline-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("s.txt");
+        let text: String = xs.iter().map(|x| format!("{x}\n")).collect();
+        std::fs::write(&file, text).unwrap();
+        let bounds = Bounds::NWS_MS;
+        for (modes, parts) in [
+            (
+                Modes::Both,
+                vec![
+                    BankPart::new(Mode::Faithful, bounds, false, false),
+                    BankPart::new(Mode::Improved, bounds, true, true),
+                ],
+            ),
+            (
+                Modes::Faithful,
+                vec![BankPart::new(Mode::Faithful, bounds, true, true)],
+            ),
+            (
+                Modes::Improved,
+                vec![BankPart::new(Mode::Improved, bounds, true, true)],
+            ),
+        ] {
+            let cfg = Config {
+                file: file.clone(),
+                read: ReadOptions {
+                    format: crate::series_input::Format::Plain,
+                    select: Default::default(),
+                    skip_bad: false,
+                    max_line: crate::series_input::MAX_LINE,
+                },
+                modes,
+                json: true,
+                bounds,
+            };
+            let mut out = Vec::new();
+            run(&cfg, &mut out).unwrap();
+            let doc: serde_json::Value = serde_json::from_slice(&out).unwrap();
+            let mut parts = parts;
+            for p in &mut parts {
+                p.push(&xs);
+            }
+            let one = Report::build(xs.len() as u64, &parts.iter().collect::<Vec<_>>());
+            assert_eq!(
+                doc["report"],
+                serde_json::to_value(&one).unwrap(),
+                "{modes:?}"
+            );
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
