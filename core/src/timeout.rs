@@ -219,8 +219,7 @@ pub struct Tracker {
     ring: Vec<f64>,
     ring_pos: usize,
     ring_sum: f64,
-    /// Whole-history squared error of the MSE forecast.
-    se_sum: f64,
+    /// Forecast errors seen (the cold start lasts until [`MIN_ERRORS`]).
     se_n: u64,
     /// Largest value seen (the cold-start timeout's base).
     max_seen: Option<f64>,
@@ -255,7 +254,6 @@ impl Tracker {
             ring: vec![0.0; window],
             ring_pos: 0,
             ring_sum: 0.0,
-            se_sum: 0.0,
             se_n: 0,
             max_seen: None,
             k: match rule {
@@ -334,7 +332,20 @@ impl Tracker {
         missed
     }
 
+    /// Learns from `x`: each rule keeps only what its own timeout reads (every rule but
+    /// RFC 6298 the error count and the largest value, for the cold start).
     fn learn(&mut self, x: f64, forecast: Option<&Forecast>, missed: Option<bool>) {
+        if let Rule::Rfc6298 { .. } = self.rule {
+            // RFC 6298 §2: first measurement sets SRTT = R, RTTVAR = R/2.
+            self.rfc = Some(match self.rfc {
+                None => (x, x / 2.0),
+                Some((srtt, rttvar)) => {
+                    let rttvar = 0.75 * rttvar + 0.25 * (srtt - x).abs();
+                    (0.875 * srtt + 0.125 * x, rttvar)
+                }
+            });
+            return;
+        }
         if let (Rule::Target { miss }, Some(m), false) = (self.rule, missed, self.se_n < MIN_ERRORS)
         {
             // Robbins–Monro / adaptive conformal step (Gibbs & Candès 2021, §2).
@@ -342,35 +353,31 @@ impl Tracker {
             self.k = (self.k + TARGET_STEP * step).clamp(0.0, TARGET_K_MAX);
         }
         if let Some(f) = forecast {
-            let e = x - f.mse.value;
-            let se = e * e;
-            self.se_sum += se;
             self.se_n += 1;
-            let ae = (x - f.mae.value).abs();
-            self.mad = if self.se_n == 1 {
-                ae
-            } else {
-                self.mad + TARGET_GAIN * (ae - self.mad)
-            };
-            if !self.ring.is_empty() {
-                self.ring_sum += se - self.ring[self.ring_pos];
-                self.ring[self.ring_pos] = se;
-                self.ring_pos = (self.ring_pos + 1) % self.ring.len();
-                if self.ring_pos == 0 {
-                    // Re-sum once per lap so rounding residue cannot build up.
-                    self.ring_sum = self.ring.iter().sum();
+            match self.rule {
+                Rule::Target { .. } => {
+                    let ae = (x - f.mae.value).abs();
+                    self.mad = if self.se_n == 1 {
+                        ae
+                    } else {
+                        self.mad + TARGET_GAIN * (ae - self.mad)
+                    };
                 }
+                Rule::Windowed { .. } => {
+                    let e = x - f.mse.value;
+                    let se = e * e;
+                    self.ring_sum += se - self.ring[self.ring_pos];
+                    self.ring[self.ring_pos] = se;
+                    self.ring_pos = (self.ring_pos + 1) % self.ring.len();
+                    if self.ring_pos == 0 {
+                        // Re-sum once per lap so rounding residue cannot build up.
+                        self.ring_sum = self.ring.iter().sum();
+                    }
+                }
+                _ => {}
             }
         }
         self.max_seen = Some(self.max_seen.map_or(x, |m| m.max(x)));
-        // RFC 6298 §2: first measurement sets SRTT = R, RTTVAR = R/2.
-        self.rfc = Some(match self.rfc {
-            None => (x, x / 2.0),
-            Some((srtt, rttvar)) => {
-                let rttvar = 0.75 * rttvar + 0.25 * (srtt - x).abs();
-                (0.875 * srtt + 0.125 * x, rttvar)
-            }
-        });
     }
 
     /// Miss rate and mean timeout so far.
