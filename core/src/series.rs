@@ -151,6 +151,27 @@ mod tests {
         assert_eq!(back.timeout_outcomes(), s.timeout_outcomes());
     }
 
+    /// A state saved before the rules stopped keeping a sum no timeout read (`se_sum`, and
+    /// every rule's SRTT and running error) restores, and goes on as one saved now.
+    #[test]
+    fn a_state_saved_with_the_rules_old_fields_restores() {
+        let mut s = Series::new(Mode::Improved, Bounds::NWS_MS);
+        for i in 0..300 {
+            s.observe(100.0 + (i % 9) as f64 * 4.0).unwrap();
+        }
+        let now = state::save(&s);
+        let old = now.replace("\"se_n\":", "\"se_sum\":1234.5,\"se_n\":");
+        assert_eq!(old.matches("se_sum").count(), Rule::standard().len());
+        let (mut a, mut b): (Series, Series) =
+            (state::restore(&now).unwrap(), state::restore(&old).unwrap());
+        for i in 0..100 {
+            let x = 90.0 + (i % 13) as f64 * 5.0;
+            a.observe(x).unwrap();
+            b.observe(x).unwrap();
+        }
+        assert_eq!(state::save(&a), state::save(&b));
+    }
+
     #[test]
     fn no_timeout_comes_from_too_few_errors_to_know_the_spread() {
         // The probe bug this fixes: the second timeout was the first duration exactly.
