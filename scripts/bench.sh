@@ -30,9 +30,14 @@ trap 'rm -rf "$tmp"' EXIT
 target/release/examples/bench_bank --write "$tmp/series.txt"
 runs=${quick:+3}
 runs=${runs:-7}
+# Both modes (the default) and each alone, interleaved so that the VM's drift touches all.
 for _ in $(seq "$runs"); do
   /usr/bin/time -f '%e %M' -o "$tmp/t" target/release/nowcast forecast "$tmp/series.txt" >/dev/null
   cat "$tmp/t" >>"$tmp/times"
+  for mode in improved faithful; do
+    /usr/bin/time -f '%e %M' -o "$tmp/t" target/release/nowcast forecast --mode "$mode" "$tmp/series.txt" >/dev/null
+    cat "$tmp/t" >>"$tmp/times-$mode"
+  done
 done
 # Peer in the same run: reading and parsing the same file with the same reader and nothing
 # else (`--format plain` through `wc` would not parse numbers; awk does).
@@ -42,6 +47,9 @@ for _ in $(seq "$runs"); do
 done
 median() { sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] " (" v[1] "–" v[NR] ")" }'; }
 echo "nowcast forecast: wall s median $(cut -d' ' -f1 "$tmp/times" | median), peak KB median $(cut -d' ' -f2 "$tmp/times" | median), $runs runs"
+for mode in improved faithful; do
+  echo "nowcast forecast --mode $mode: wall s median $(cut -d' ' -f1 "$tmp/times-$mode" | median), peak KB median $(cut -d' ' -f2 "$tmp/times-$mode" | median)"
+done
 echo "awk sum of the same file (peer, parse only): wall s median $(cut -d' ' -f1 "$tmp/awk" | median)"
 
 step "nowcast probes and server against sockperf and iperf3 on loopback; binary size and start-up"
