@@ -151,15 +151,19 @@ impl ErrorTable {
     /// `has[j]`; the others get no error this step.
     #[cfg_attr(target_arch = "x86_64", inline(always))]
     pub fn record(&mut self, err: &[f64], has: &[bool]) {
-        let mut se = [0.0; LANES];
-        let mut ae = [0.0; LANES];
-        let mut count = [0.0; LANES];
-        for j in 0..self.p {
-            if has[j] {
-                se[j] = err[j] * err[j];
-                ae[j] = err[j].abs();
-                count[j] = 1.0;
-            }
+        // Without branches: a forecaster without a forecast counts 0 times its (finite) error,
+        // +0 exactly, as a skipped lane would hold; one with a forecast counts its error times 1,
+        // exactly its error.
+        let p = self.p;
+        let (mut e, mut count) = ([0.0; LANES], [0.0; LANES]);
+        e[..p].copy_from_slice(&err[..p]);
+        for (c, &h) in count.iter_mut().zip(&has[..p]) {
+            *c = f64::from(u8::from(h));
+        }
+        let (mut se, mut ae) = ([0.0; LANES], [0.0; LANES]);
+        for k in 0..LANES {
+            se[k] = e[k] * e[k] * count[k];
+            ae[k] = e[k].abs() * count[k];
         }
         add(&mut self.scored, &count);
         add(&mut self.cum_se, &se);
