@@ -12,6 +12,7 @@ pub mod errors;
 pub mod iepm;
 pub mod import;
 pub mod method;
+pub mod primaries;
 pub mod primary;
 pub mod probed;
 pub mod rank;
@@ -32,10 +33,9 @@ pub mod wasm;
 #[cfg(all(target_arch = "wasm32", feature = "wasm-reader"))]
 pub mod wasm_reader;
 
-pub use bank::{
-    Bank, Forecast, Mode, Next, NextForecasts, Primaries, PrimaryRow, Reporting, Selected,
-};
+pub use bank::{Bank, Forecast, Mode, PrimaryRow, Reporting, Selected};
 pub use errors::Accum;
+pub use primaries::{Next, NextForecasts, Primaries};
 pub use probed::ProbedSeries;
 pub use series::Series;
 

@@ -154,33 +154,23 @@ impl BankPart {
         self.mode
     }
 
-    /// Feeds `xs` to the bank and to the judges.
+    /// Feeds `xs` to the bank and to the judges, on this thread.
     pub fn push(&mut self, xs: &[f64]) {
-        let mut before = Vec::new();
         let want = self.judges.wants_forecasts();
-        self.push_bank(xs, want.then_some(&mut before));
-        self.judges.push(xs, &before);
-    }
-
-    /// Feeds `xs` to the bank alone; with `before`, writes there (after clearing it) the
-    /// forecast the bank made before each value, for [`Judges::push`].
-    pub fn push_bank(&mut self, xs: &[f64], mut before: Option<&mut Vec<Option<Forecast>>>) {
-        if let Some(b) = before.as_deref_mut() {
-            b.clear();
-            b.reserve(xs.len());
-        }
+        let mut before = Vec::with_capacity(if want { xs.len() } else { 0 });
         for &x in xs {
-            if let Some(b) = before.as_deref_mut() {
-                b.push(self.bank.forecast_values());
+            if want {
+                before.push(self.bank.forecast_values());
             }
             // Values were validated by the reader; out-of-range ones are refused there too.
             let _ = self.bank.update(x);
         }
+        self.judges.push(xs, &before);
     }
 
-    /// [`BankPart::push_bank`] for a bank whose primaries run apart
-    /// ([`BankPart::take_primaries`]): `next` holds their forecasts after each of `xs`.
-    /// Appends to `before` (without clearing it).
+    /// Feeds `xs` to a bank whose primaries run apart ([`BankPart::take_primaries`]):
+    /// `next` holds their forecasts after each of `xs`. With `before`, appends there the
+    /// forecast the bank made before each value, for [`Judges::push`].
     pub fn push_given(
         &mut self,
         xs: &[f64],
@@ -191,7 +181,7 @@ impl BankPart {
             if let Some(b) = before.as_deref_mut() {
                 b.push(self.bank.forecast_values());
             }
-            // As in push_bank: the reader validated the values.
+            // As in push: the reader validated the values.
             let _ = self.bank.update_given(x, next.get(i));
         }
     }
