@@ -76,10 +76,13 @@ fn periodic_probes_write_schema_records_with_forecasts_and_the_server_stops_clea
         let expect = 256.0 * 1024.0 * 8.0 / ((raw - sub) / 1e3) / 1e6;
         assert!((bw.value.unwrap() - expect).abs() < 1e-6 * expect);
         if bw.seq == Some(0) {
+            // The first RTT, where it leaves half the raw time (core/src/transfer.rs); on a
+            // busy machine a 256 KiB upload on loopback can take under twice a slow RTT.
+            let rtt = recs[1].value.unwrap();
+            let want = if raw - rtt >= raw / 2.0 { rtt } else { 0.0 };
             assert_eq!(
-                sub,
-                recs[1].value.unwrap(),
-                "the first subtraction is the first RTT"
+                sub, want,
+                "the first subtraction is the first RTT (raw {raw} ms)"
             );
         }
     }
