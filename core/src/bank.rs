@@ -467,14 +467,15 @@ impl Bank {
     /// saved state would not restore.
     pub fn take_primaries(&mut self) -> Primaries {
         assert!(!self.states.is_empty(), "the primaries are already out");
-        Primaries {
-            rules: self.rules.clone(),
-            states: std::mem::take(&mut self.states),
-            windows: std::mem::replace(&mut self.windows, Windows::new(&[])),
-            n: self.n,
-            fc: self.fc.clone(),
-            has: self.has.clone(),
-        }
+        Primaries::of_bank(
+            self.mode,
+            self.rules.clone(),
+            std::mem::take(&mut self.states),
+            std::mem::replace(&mut self.windows, Windows::new(&[])),
+            self.n,
+            self.fc.clone(),
+            self.has.clone(),
+        )
     }
 
     /// Puts back the primaries [`Bank::take_primaries`] took, once the bank has been given
@@ -482,8 +483,8 @@ impl Bank {
     pub fn set_primaries(&mut self, p: Primaries) {
         assert!(self.states.is_empty(), "the bank has its primaries");
         assert!(
-            p.rules == self.rules && p.n == self.n,
-            "primaries of another bank, or ahead of it"
+            p.banks.len() == 1 && p.rules == self.rules && p.n == self.n,
+            "primaries of another bank, of several, or ahead of it"
         );
         self.states = p.states;
         self.windows = p.windows;
@@ -770,7 +771,7 @@ mod tests {
                 for len in [1, 2, 500, 1_000].into_iter().cycle() {
                     let run = &xs[at..(at + len).min(2_000)];
                     next.clear();
-                    primaries.push(run, &mut next);
+                    primaries.push(run, std::slice::from_mut(&mut next));
                     assert_eq!(next.len(), run.len());
                     for (i, &x) in run.iter().enumerate() {
                         split.update_given(x, next.get(i)).unwrap();
@@ -789,6 +790,73 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// Banks whose primaries are joined ([`Primaries::join`]) and pushed as one, in both
+    /// modes or the same one, in either order, are bit for bit the banks that run alone, and
+    /// go on alone once [`Primaries::split`] gives each its own back. Both modes share all
+    /// but the adaptive medians.
+    #[test]
+    fn joined_primaries_give_each_bank_its_own() {
+        let xs: Vec<f64> = (0..3_000)
+            .map(|i| 50.0 + ((i * 7919) % 101) as f64 * 0.3 + if i % 89 == 0 { 300.0 } else { 0.0 })
+            .collect();
+        use Mode::{Faithful, Improved};
+        for modes in [
+            [Faithful, Improved],
+            [Improved, Faithful],
+            [Improved, Improved],
+        ] {
+            let mut banks = modes.map(Bank::new);
+            let wholes = modes.map(|m| {
+                let mut b = Bank::new(m);
+                b.update_all(&xs).unwrap();
+                b
+            });
+            let [a, b] = &mut banks;
+            let mut joint = a.take_primaries().join(b.take_primaries());
+            assert_eq!(joint.banks(), 2);
+            let stepped = joint.rules.len();
+            assert_eq!(
+                stepped,
+                if modes[0] == modes[1] { 20 } else { 22 },
+                "{modes:?}"
+            );
+            let mut next = [NextForecasts::default(), NextForecasts::default()];
+            let mut at = 0;
+            for len in [1, 3, 700].into_iter().cycle() {
+                let run = &xs[at..(at + len).min(2_000)];
+                next.iter_mut().for_each(NextForecasts::clear);
+                joint.push(run, &mut next);
+                for (bank, next) in banks.iter_mut().zip(&next) {
+                    assert_eq!(next.len(), run.len());
+                    for (i, &x) in run.iter().enumerate() {
+                        bank.update_given(x, next.get(i)).unwrap();
+                    }
+                }
+                at += run.len();
+                if at == 2_000 {
+                    break;
+                }
+            }
+            for ((bank, own), whole) in banks.iter_mut().zip(joint.split()).zip(&wholes) {
+                bank.set_primaries(own);
+                bank.update_all(&xs[2_000..]).unwrap();
+                assert_eq!(
+                    crate::state::save(bank),
+                    crate::state::save(whole),
+                    "{modes:?}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    #[should_panic(expected = "have taken no value")]
+    fn only_fresh_primaries_join() {
+        let (mut a, mut b) = (Bank::new(Mode::Faithful), Bank::new(Mode::Improved));
+        a.update(1.0).unwrap();
+        let _ = a.take_primaries().join(b.take_primaries());
     }
 
     #[test]

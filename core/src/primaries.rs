@@ -3,9 +3,11 @@
 //! can run them on a thread of their own a few values ahead ([`crate::Bank::take_primaries`],
 //! [`Primaries::push`], [`crate::Bank::update_given`]).
 
+use crate::bank::Mode;
 use crate::method::Rule;
 use crate::primary::{self, State};
 use crate::window::Windows;
+use std::ops::Range;
 
 /// Steps 4 and 5 of [`crate::Bank::update`]: appends `x` (the `n`-th value) to the history and
 /// lets every primary take it, writing its next forecast into `fc` where it has one (`has`);
@@ -38,44 +40,194 @@ pub(crate) fn advance(
     all
 }
 
-/// A bank's primaries taken out of it ([`crate::Bank::take_primaries`]) to run on a thread of
-/// their own.
+/// Primaries taken out of one bank ([`crate::Bank::take_primaries`]) or of several fed the
+/// same values ([`Primaries::join`]), to run on a thread of their own. Joined, a forecaster
+/// that two banks share, whose forecasts do not depend on the bank's mode, is stepped once
+/// for both (in `nowcast forecast`'s both modes, 16 of the faithful bank's 18).
 #[derive(Clone, Debug)]
 pub struct Primaries {
+    /// The forecasters stepped, each once.
     pub(crate) rules: Vec<Rule>,
     pub(crate) states: Vec<State>,
     pub(crate) windows: Windows,
     pub(crate) n: u64,
     pub(crate) fc: Vec<f64>,
     pub(crate) has: Vec<bool>,
+    /// Whose forecasts they are: one entry a bank, in the order joined.
+    pub(crate) banks: Vec<Share>,
+}
+
+/// One bank's forecasters among those a [`Primaries`] steps.
+#[derive(Clone, Debug)]
+pub(crate) struct Share {
+    pub(crate) mode: Mode,
+    pub(crate) rules: Vec<Rule>,
+    /// Where the bank's forecasters are among the stepped ones, in order: runs of
+    /// neighbours, each copied out at once.
+    pub(crate) runs: Vec<Range<usize>>,
+}
+
+impl Share {
+    /// Where each of the bank's forecasters is among the stepped ones.
+    fn at(&self) -> impl Iterator<Item = usize> + '_ {
+        self.runs.iter().flat_map(Range::clone)
+    }
+}
+
+/// `at` as runs of consecutive indices.
+fn runs(at: &[usize]) -> Vec<Range<usize>> {
+    let mut runs: Vec<Range<usize>> = Vec::new();
+    for &k in at {
+        match runs.last_mut() {
+            Some(r) if r.end == k => r.end += 1,
+            _ => runs.push(k..k + 1),
+        }
+    }
+    runs
 }
 
 impl Primaries {
-    /// Takes in `xs` (checked values, see [`crate::Bank::check`]) and appends to `out` every
-    /// primary's forecast after each of them, for [`crate::Bank::update_given`].
-    pub fn push(&mut self, xs: &[f64], out: &mut NextForecasts) {
-        out.p = self.rules.len();
-        out.fc.reserve(xs.len() * out.p);
-        out.has.reserve(xs.len() * out.p);
-        out.all.reserve(xs.len());
+    /// One bank's primaries, stepped as that bank steps them.
+    pub(crate) fn of_bank(
+        mode: Mode,
+        rules: Vec<Rule>,
+        states: Vec<State>,
+        windows: Windows,
+        n: u64,
+        fc: Vec<f64>,
+        has: Vec<bool>,
+    ) -> Self {
+        let banks = vec![Share {
+            mode,
+            rules: rules.clone(),
+            runs: std::iter::once(0..rules.len()).collect(),
+        }];
+        Self {
+            rules,
+            states,
+            windows,
+            n,
+            fc,
+            has,
+            banks,
+        }
+    }
+
+    /// How many banks' forecasts it writes ([`Primaries::push`] takes one
+    /// [`NextForecasts`] for each).
+    pub fn banks(&self) -> usize {
+        self.banks.len()
+    }
+
+    /// Joins `other`'s primaries to these, so that one [`Primaries::push`] writes every
+    /// bank's forecasts, those of `other` last, each exactly what its bank's own primaries
+    /// would have written. A forecaster both hold stays one where its forecasts do not depend
+    /// on the bank's mode (all but the adaptive medians, [`primary::depends_on_mode`]).
+    /// [`Primaries::split`] gives each bank its own back.
+    ///
+    /// Panics unless both are fresh (no value taken yet): only then do shared forecasters
+    /// certainly hold the same state.
+    pub fn join(self, other: Primaries) -> Primaries {
+        assert!(
+            self.n == 0 && other.n == 0,
+            "only the primaries of banks that have taken no value join"
+        );
+        let mut banks = self.banks;
+        banks.extend(other.banks);
+        let mut keys: Vec<(Rule, Option<Mode>)> = Vec::new();
+        for bank in &mut banks {
+            let at: Vec<usize> = bank
+                .rules
+                .iter()
+                .map(|r| {
+                    let key = (*r, primary::depends_on_mode(r).then_some(bank.mode));
+                    keys.iter().position(|k| *k == key).unwrap_or_else(|| {
+                        keys.push(key);
+                        keys.len() - 1
+                    })
+                })
+                .collect();
+            bank.runs = runs(&at);
+        }
+        let faithful = |m: Option<Mode>| m == Some(Mode::Faithful);
+        let lens: Vec<usize> = keys
+            .iter()
+            .flat_map(|&(r, m)| primary::fixed_windows(&[r], faithful(m)))
+            .collect();
+        let windows = Windows::new(&lens);
+        let states = keys
+            .iter()
+            .map(|(r, m)| State::new(r, faithful(*m), &windows))
+            .collect();
+        Self {
+            rules: keys.iter().map(|(r, _)| *r).collect(),
+            states,
+            windows,
+            n: 0,
+            fc: vec![0.0; keys.len()],
+            has: vec![false; keys.len()],
+            banks,
+        }
+    }
+
+    /// Each bank's own primaries back, in the order joined, with the states and windows
+    /// they would have had stepped alone ([`crate::Bank::set_primaries`] takes them).
+    pub fn split(self) -> Vec<Primaries> {
+        let gather = |bank: &Share| -> (Vec<f64>, Vec<bool>) {
+            bank.at().map(|k| (self.fc[k], self.has[k])).unzip()
+        };
+        self.banks
+            .iter()
+            .map(|bank| {
+                let lens = primary::fixed_windows(&bank.rules, bank.mode == Mode::Faithful);
+                let windows = self.windows.subset(&lens);
+                let states = bank
+                    .at()
+                    .map(|k| self.states[k].reindexed(&self.windows, &windows))
+                    .collect();
+                let (fc, has) = gather(bank);
+                Primaries::of_bank(
+                    bank.mode,
+                    bank.rules.clone(),
+                    states,
+                    windows,
+                    self.n,
+                    fc,
+                    has,
+                )
+            })
+            .collect()
+    }
+
+    /// Takes in `xs` (checked values, see [`crate::Bank::check`]) and appends to `outs[b]`
+    /// every primary of bank `b`'s forecast after each of them, for
+    /// [`crate::Bank::update_given`]. Panics unless there is one `outs` a bank.
+    pub fn push(&mut self, xs: &[f64], outs: &mut [NextForecasts]) {
+        assert_eq!(outs.len(), self.banks.len(), "one NextForecasts a bank");
+        for (out, bank) in outs.iter_mut().zip(&self.banks) {
+            out.p = bank.rules.len();
+            out.fc.reserve(xs.len() * out.p);
+            out.has.reserve(xs.len() * out.p);
+            out.all.reserve(xs.len());
+        }
         #[cfg(target_arch = "x86_64")]
         if std::is_x86_feature_detected!("avx2") {
             // SAFETY: the processor has AVX2, checked just above.
-            unsafe { self.push_avx2(xs, out) };
+            unsafe { self.push_avx2(xs, outs) };
             return;
         }
-        self.push_each(xs, out);
+        self.push_each(xs, outs);
     }
 
     /// [`push_each`](Self::push_each) compiled for AVX2, as [`crate::Bank::update`] is.
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx2")]
-    fn push_avx2(&mut self, xs: &[f64], out: &mut NextForecasts) {
-        self.push_each(xs, out)
+    fn push_avx2(&mut self, xs: &[f64], outs: &mut [NextForecasts]) {
+        self.push_each(xs, outs)
     }
 
     #[inline(always)]
-    fn push_each(&mut self, xs: &[f64], out: &mut NextForecasts) {
+    fn push_each(&mut self, xs: &[f64], outs: &mut [NextForecasts]) {
         for &x in xs {
             self.n += 1;
             let all = advance(
@@ -87,9 +239,18 @@ impl Primaries {
                 &mut self.fc,
                 &mut self.has,
             );
-            out.fc.extend_from_slice(&self.fc);
-            out.has.extend_from_slice(&self.has);
-            out.all.push(all);
+            for (out, bank) in outs.iter_mut().zip(&self.banks) {
+                for r in &bank.runs {
+                    out.fc.extend_from_slice(&self.fc[r.clone()]);
+                    out.has.extend_from_slice(&self.has[r.clone()]);
+                }
+                out.all.push(
+                    all || bank
+                        .runs
+                        .iter()
+                        .all(|r| self.has[r.clone()].iter().all(|&h| h)),
+                );
+            }
         }
     }
 }

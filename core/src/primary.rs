@@ -30,6 +30,14 @@ pub fn fixed_windows(rules: &[Rule], faithful: bool) -> Vec<usize> {
     lens
 }
 
+/// Whether `rule`'s forecasts depend on the bank's mode. Only the adaptive medians' do (the
+/// original's rule or the intended one, [`State::new`]); any other rule forecasts the same
+/// in both modes from the same values, which lets banks in different modes share it
+/// ([`crate::Primaries::join`]).
+pub(crate) fn depends_on_mode(rule: &Rule) -> bool {
+    matches!(rule, Rule::AdaptiveMedian(..))
+}
+
 /// Per-forecaster state that does not live in the shared window.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub enum State {
@@ -177,6 +185,33 @@ impl State {
             }
             _ => State::Stateless,
         }
+    }
+}
+
+impl State {
+    /// This state for `to`, a set of windows holding the same values as `from` (the one it
+    /// reads now), with every window it reads.
+    pub(crate) fn reindexed(&self, from: &Windows, to: &Windows) -> State {
+        let moved = |i: usize| to.index_of(from.at(i).length());
+        let mut s = self.clone();
+        match &mut s {
+            State::Fixed(i) => *i = moved(*i),
+            State::Remedian(r) => r.window = moved(r.window),
+            State::Adaptive(AdaptiveMedian {
+                rule:
+                    Adapt::Original {
+                        max_window,
+                        step_window,
+                        ..
+                    },
+                ..
+            }) => {
+                *max_window = moved(*max_window);
+                *step_window = step_window.map(moved);
+            }
+            _ => {}
+        }
+        s
     }
 }
 

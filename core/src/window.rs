@@ -115,6 +115,21 @@ impl History {
         Some((lower + upper) / 2.0)
     }
 
+    /// The same values in a history of `capacity` (a power of two, at least [`HISTORY`]):
+    /// the newest of them that it holds, in the slots it would have put them in.
+    fn resized(&self, capacity: usize) -> History {
+        let mut h = History {
+            ring: vec![0.0; capacity],
+            n: self.n,
+        };
+        let keep = self.held().min(capacity);
+        for k in 0..keep {
+            let i = h.slot(self.n - 1 - k as u64);
+            h.ring[i] = self.ago(k);
+        }
+        h
+    }
+
     pub(crate) fn validate(&self) -> Result<(), String> {
         let len = self.ring.len();
         if len.is_power_of_two()
@@ -808,6 +823,17 @@ impl Windows {
         for w in &mut self.fixed {
             w.push(&self.hist);
         }
+    }
+
+    /// The windows of the lengths `lens` (each one held here), over the same values: what
+    /// [`Windows::new`] would hold for them after the same pushes.
+    pub fn subset(&self, lens: &[usize]) -> Windows {
+        let mut w = Windows::new(lens);
+        w.hist = self.hist.resized(w.hist.capacity());
+        for sorted in &mut w.fixed {
+            *sorted = self.at(self.index_of(sorted.length())).clone();
+        }
+        w
     }
 
     /// Index of the fixed window of length `len`, which must have been asked for in

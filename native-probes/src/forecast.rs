@@ -1,9 +1,9 @@
 //! `nowcast forecast FILE`: streams a series through the faithful and/or improved banks, the
 //! baselines and the timeout rules, and reports the forecast of the next value with its
 //! likely range (± 2·error, as on the page) and every forecaster's errors, in the series'
-//! unit. Each bank runs as a pipeline of threads (its primaries, the rest of it, its timeout
-//! rules and baselines), fed by the reader in chunks, so memory stays constant and both cores
-//! work.
+//! unit. The banks run as a pipeline of threads (their primaries, joined so that what both
+//! modes share is stepped once; the rest of each bank; its timeout rules and baselines), fed
+//! by the reader in chunks, so memory stays constant and both cores work.
 
 use crate::evaluate::{BankPart, NextForecast, Report, Row};
 use crate::format::{Scale, BAND_K};
@@ -11,12 +11,12 @@ use crate::series_input::{read_values, ReadOptions, ReadStats};
 use anyhow::{bail, Context, Result};
 use nowcast_core::record::Unit;
 use nowcast_core::timeout::Bounds;
-use nowcast_core::{Forecast, Mode, NextForecasts};
+use nowcast_core::{Forecast, Mode, NextForecasts, Primaries};
 use serde::Serialize;
 use std::io::Write;
 use std::ops::Range;
 use std::path::PathBuf;
-use std::sync::mpsc::{sync_channel, SyncSender};
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
@@ -84,36 +84,74 @@ const PIECE: usize = 1 << 12;
 
 type Piece = (Arc<Vec<f64>>, Range<usize>, NextForecasts);
 
-/// Starts the threads that feed `part` with the chunks it is sent, a pipeline of three:
-/// - the bank's primaries, a piece of a chunk ahead ([`BankPart::take_primaries`]: their
-///   forecasts depend on the values alone);
-/// - the rest of the bank (scores, selection, aggregates), given their forecasts;
+/// Starts the threads that feed `parts` with the chunks sent, a pipeline of three stages:
+/// - the banks' primaries, joined (one thread for all: [`Primaries::join`] steps the
+///   forecasters that banks share once), a piece of a chunk ahead
+///   ([`BankPart::take_primaries`]: their forecasts depend on the values alone);
+/// - for each bank, the rest of it (scores, selection, aggregates), given their forecasts;
 /// - its timeout rules and baselines, a chunk behind, given the bank's forecast before each
 ///   value.
 ///
-/// On two cores the three stages and the other mode's share the work more evenly than a
-/// whole bank on one thread, which would set the pace alone.
-fn worker(mut part: BankPart) -> (SyncSender<Arc<Vec<f64>>>, JoinHandle<BankPart>) {
+/// On two cores the stages share the work more evenly than a whole bank on one thread,
+/// which would set the pace alone. The handle gives back the parts whole.
+fn pipeline(mut parts: Vec<BankPart>) -> (SyncSender<Arc<Vec<f64>>>, JoinHandle<Vec<BankPart>>) {
     let (to, from) = sync_channel::<Arc<Vec<f64>>>(4);
-    let mut primaries = part.take_primaries();
-    let (to_bank, pieces) = sync_channel::<Piece>(4);
-    let (give_back, spare) = sync_channel::<NextForecasts>(16);
+    let mut primaries = parts
+        .iter_mut()
+        .map(BankPart::take_primaries)
+        .reduce(Primaries::join)
+        .expect("a bank to run");
+    let (to_banks, banks): (Vec<_>, Vec<_>) = parts
+        .into_iter()
+        .map(|part| {
+            let (to_bank, pieces) = sync_channel::<Piece>(4);
+            let (give_back, spare) = sync_channel::<NextForecasts>(16);
+            ((to_bank, spare), bank_stage(part, pieces, give_back))
+        })
+        .unzip();
     let ahead = std::thread::spawn(move || {
+        let mut next: Vec<NextForecasts> = Vec::new();
         for chunk in from {
             for start in (0..chunk.len()).step_by(PIECE) {
                 let range = start..(start + PIECE).min(chunk.len());
-                let mut next = spare.try_recv().unwrap_or_default();
-                next.clear();
+                next.extend(to_banks.iter().map(|(_, spare)| {
+                    let mut n = spare.try_recv().unwrap_or_default();
+                    n.clear();
+                    n
+                }));
                 primaries.push(&chunk[range.clone()], &mut next);
-                if to_bank.send((chunk.clone(), range, next)).is_err() {
-                    // The bank's thread panicked; its join() reports it.
-                    return primaries;
+                for ((to_bank, _), n) in to_banks.iter().zip(next.drain(..)) {
+                    if to_bank.send((chunk.clone(), range.clone(), n)).is_err() {
+                        // A bank's thread panicked; its join() reports it.
+                        return primaries;
+                    }
                 }
             }
         }
         primaries
     });
     let handle = std::thread::spawn(move || {
+        let mut parts: Vec<BankPart> = banks
+            .into_iter()
+            .map(|b| b.join().expect("forecaster bank thread"))
+            .collect();
+        let back = ahead.join().expect("primaries thread").split();
+        for (part, own) in parts.iter_mut().zip(back) {
+            part.set_primaries(own);
+        }
+        parts
+    });
+    (to, handle)
+}
+
+/// The thread of one bank's pipeline that takes its primaries' forecasts, with its timeout
+/// rules' own thread behind it. Each emptied piece goes back to be filled again.
+fn bank_stage(
+    mut part: BankPart,
+    pieces: Receiver<Piece>,
+    give_back: SyncSender<NextForecasts>,
+) -> JoinHandle<BankPart> {
+    std::thread::spawn(move || {
         let mut judges = part.take_judges();
         let want = judges.wants_forecasts();
         let (to_judges, judged) = sync_channel::<(Arc<Vec<f64>>, Vec<Option<Forecast>>)>(4);
@@ -136,13 +174,11 @@ fn worker(mut part: BankPart) -> (SyncSender<Arc<Vec<f64>>>, JoinHandle<BankPart
             }
         }
         drop(to_judges);
-        part.set_primaries(ahead.join().expect("primaries thread"));
         if let Some(judging) = judging {
             part.set_judges(judging.join().expect("timeout rules thread"));
         }
         part
-    });
-    (to, handle)
+    })
 }
 
 /// Reads `cfg.file`, runs the banks and writes the report to `out`.
@@ -167,15 +203,12 @@ pub fn run(cfg: &Config, out: &mut dyn Write) -> Result<()> {
         Modes::Faithful => vec![BankPart::new(Mode::Faithful, bounds, true, true)],
         Modes::Improved => vec![BankPart::new(Mode::Improved, bounds, true, true)],
     };
-    let (senders, workers): (Vec<_>, Vec<_>) = parts.into_iter().map(worker).unzip();
+    let (sender, banks) = pipeline(parts);
 
     let mut chunk = Vec::with_capacity(CHUNK);
     let send = |chunk: Vec<f64>| {
-        let shared = Arc::new(chunk);
-        for to in &senders {
-            // A worker only stops early by panicking, which join() reports below.
-            let _ = to.send(shared.clone());
-        }
+        // The pipeline only stops early by panicking, which join() reports below.
+        let _ = sender.send(Arc::new(chunk));
     };
     // The reader range-checks every value (finite, within ±1e100 and its unit's range), so
     // the banks never refuse one.
@@ -188,11 +221,8 @@ pub fn run(cfg: &Config, out: &mut dyn Write) -> Result<()> {
     if !chunk.is_empty() {
         send(chunk);
     }
-    drop(senders);
-    let parts: Vec<BankPart> = workers
-        .into_iter()
-        .map(|w| w.join().expect("forecaster bank thread"))
-        .collect();
+    drop(sender);
+    let parts = banks.join().expect("forecaster banks' threads");
     let stats = stats.with_context(|| format!("reading {}", args.file.display()))?;
     if stats.values == 0 {
         let mut why = format!("{}: no values to forecast", args.file.display());
