@@ -496,8 +496,10 @@ fn compare(file: &Path, medians: bool) -> String {
             rel * 100.0
         ));
         if medians {
+            // Within 2 %, or one tick of the capture's microsecond clock: loopback medians
+            // of 5–6 µs differ by a tick when the two tools pair a few segments differently.
             assert!(
-                rel.abs() <= 0.02,
+                rel.abs() <= 0.02 || (m - tm).abs() <= 1.5e-6,
                 "{name}: {d}: ack_rtt median {m} vs tshark {tm}"
             );
         }
