@@ -61,7 +61,6 @@ pub struct Primaries {
 #[derive(Clone, Debug)]
 pub(crate) struct Share {
     pub(crate) mode: Mode,
-    pub(crate) rules: Vec<Rule>,
     /// Where the bank's forecasters are among the stepped ones, in order: runs of
     /// neighbours, each copied out at once.
     pub(crate) runs: Vec<Range<usize>>,
@@ -71,6 +70,11 @@ impl Share {
     /// Where each of the bank's forecasters is among the stepped ones.
     fn at(&self) -> impl Iterator<Item = usize> + '_ {
         self.runs.iter().flat_map(Range::clone)
+    }
+
+    /// How many forecasters the bank has.
+    fn len(&self) -> usize {
+        self.runs.iter().map(ExactSizeIterator::len).sum()
     }
 }
 
@@ -99,7 +103,6 @@ impl Primaries {
     ) -> Self {
         let banks = vec![Share {
             mode,
-            rules: rules.clone(),
             runs: std::iter::once(0..rules.len()).collect(),
         }];
         Self {
@@ -111,6 +114,11 @@ impl Primaries {
             has,
             banks,
         }
+    }
+
+    /// The forecasters of `bank`, one of those it steps for, in that bank's order.
+    fn rules_of(&self, bank: &Share) -> Vec<Rule> {
+        bank.at().map(|k| self.rules[k]).collect()
     }
 
     /// How many banks' forecasts it writes ([`Primaries::push`] takes one
@@ -132,12 +140,13 @@ impl Primaries {
             self.n == 0 && other.n == 0,
             "only the primaries of banks that have taken no value join"
         );
-        let mut banks = self.banks;
-        banks.extend(other.banks);
         let mut keys: Vec<(Rule, Option<Mode>)> = Vec::new();
-        for bank in &mut banks {
-            let at: Vec<usize> = bank
-                .rules
+        let mut banks: Vec<(Share, Vec<Rule>)> = [&self, &other]
+            .into_iter()
+            .flat_map(|p| p.banks.iter().map(|b| (b.clone(), p.rules_of(b))))
+            .collect();
+        for (bank, rules) in &mut banks {
+            let at: Vec<usize> = rules
                 .iter()
                 .map(|r| {
                     let key = (*r, primary::depends_on_mode(r).then_some(bank.mode));
@@ -166,7 +175,7 @@ impl Primaries {
             n: 0,
             fc: vec![0.0; keys.len()],
             has: vec![false; keys.len()],
-            banks,
+            banks: banks.into_iter().map(|(b, _)| b).collect(),
         }
     }
 
@@ -179,22 +188,15 @@ impl Primaries {
         self.banks
             .iter()
             .map(|bank| {
-                let lens = primary::fixed_windows(&bank.rules, bank.mode == Mode::Faithful);
+                let rules = self.rules_of(bank);
+                let lens = primary::fixed_windows(&rules, bank.mode == Mode::Faithful);
                 let windows = self.windows.subset(&lens);
                 let states = bank
                     .at()
                     .map(|k| self.states[k].reindexed(&self.windows, &windows))
                     .collect();
                 let (fc, has) = gather(bank);
-                Primaries::of_bank(
-                    bank.mode,
-                    bank.rules.clone(),
-                    states,
-                    windows,
-                    self.n,
-                    fc,
-                    has,
-                )
+                Primaries::of_bank(bank.mode, rules, states, windows, self.n, fc, has)
             })
             .collect()
     }
@@ -205,7 +207,7 @@ impl Primaries {
     pub fn push(&mut self, xs: &[f64], outs: &mut [NextForecasts]) {
         assert_eq!(outs.len(), self.banks.len(), "one NextForecasts a bank");
         for (out, bank) in outs.iter_mut().zip(&self.banks) {
-            out.p = bank.rules.len();
+            out.p = bank.len();
             out.fc.reserve(xs.len() * out.p);
             out.has.reserve(xs.len() * out.p);
             out.all.reserve(xs.len());

@@ -186,9 +186,7 @@ impl State {
             _ => State::Stateless,
         }
     }
-}
 
-impl State {
     /// This state for `to`, a set of windows holding the same values as `from` (the one it
     /// reads now), with every window it reads.
     pub(crate) fn reindexed(&self, from: &Windows, to: &Windows) -> State {
