@@ -164,9 +164,25 @@ fn expert_forecasts<'a>(fc: &[f64], selection: f64, buf: &'a mut Vec<f64>) -> &'
     if buf.len() != p + 1 {
         buf.resize(p + 1, 0.0);
     }
-    buf[..p].copy_from_slice(fc);
+    copy_short(&mut buf[..p], fc);
     buf[p] = selection;
     buf
+}
+
+/// `dst.copy_from_slice(src)` for the bank's few forecasters, in blocks of four: a call to
+/// `memcpy` for some twenty values a step cost more than the copy.
+#[inline(always)]
+fn copy_short<T: Copy + Default>(dst: &mut [T], src: &[T]) {
+    assert_eq!(dst.len(), src.len());
+    let mut d = dst.chunks_exact_mut(4);
+    let mut s = src.chunks_exact(4);
+    for (d, s) in (&mut d).zip(&mut s) {
+        let block: [T; 4] = [s[0], s[1], s[2], s[3]];
+        d.copy_from_slice(&block);
+    }
+    for (d, s) in d.into_remainder().iter_mut().zip(s.remainder()) {
+        *d = *s;
+    }
 }
 
 /// [`expert_forecasts`] with another selection: the forecasters' part is already there.
@@ -521,8 +537,8 @@ impl Bank {
     fn step_given(&mut self, x: f64, next: Next<'_>) {
         self.score(x);
         self.n += 1;
-        self.fc.copy_from_slice(next.fc);
-        self.has.copy_from_slice(next.has);
+        copy_short(&mut self.fc, next.fc);
+        copy_short(&mut self.has, next.has);
         self.all_have_forecasts = next.all;
         self.choose();
     }
