@@ -21,8 +21,10 @@
 //!   trip, so the rate can double only once in that time: the sender shortens its windows
 //!   to a quarter of a round trip while this controller is in slow start (see
 //!   `sender::SLOW_START_WINDOWS`). At the first counted loss the history is replaced by one interval chosen so
-//!   that the response gives 0.85 of the rate the receiver saw (RFC 5348 §6.3.1), so the overshoot
-//!   that ends slow start is not charged as if it were the path's loss rate.
+//!   that the response gives the rate the receiver saw (RFC 5348 §6.3.1), so the overshoot
+//!   that ends slow start is not charged as if it were the path's loss rate; while the
+//!   windows sent before that news are acknowledged (held, see `sender`) the rate is 0.85 of
+//!   it ([`DRAIN`]), so that the queue the overshoot left drains.
 //! - **Bounds**: never more than twice the receiver's arrival rate (RFC 5348 §4.3), never
 //!   more than the cap (the sender's `--max-rate`, the receiver's limit), never less than one
 //!   packet per round trip.
@@ -32,6 +34,9 @@ use std::collections::VecDeque;
 
 /// RFC 3649 §5: below this window the standard response applies.
 pub const LOW_WINDOW: f64 = 38.0;
+/// The share of the arrival rate sent while the windows sent before the end of slow start
+/// are acknowledged: a round trip at 0.85 drains 15 % of a round trip's queue.
+pub const DRAIN: f64 = 0.85;
 /// RFC 5348 §5.4's weights, newest interval first.
 const WEIGHTS: [f64; 8] = [1.0, 1.0, 1.0, 1.0, 0.8, 0.6, 0.4, 0.2];
 
@@ -116,13 +121,19 @@ impl Controller for HighSpeed {
         let counted = r.congestion && r.lost > 0;
         if counted && self.slow_start {
             self.slow_start = false;
-            // 0.85 of what arrived: the overshoot left a standing queue, which a rate of
-            // exactly the arrival rate would never drain.
-            let seen = 0.85 * r.receive_rate.unwrap_or(self.rate).min(self.rate);
+            // The path's rate is what arrived (RFC 5348 §6.3.1: the first interval is the
+            // one the response turns into X_recv). Until the overshoot's windows have been
+            // acknowledged (they are held) the rate is DRAIN of it, so that the queue the
+            // overshoot left drains; then the response gives the arrival rate itself.
+            let seen = r.receive_rate.unwrap_or(self.rate).min(self.rate);
             let w = (seen * self.rtt / self.packet).max(1.0);
             self.intervals.clear();
             self.intervals.push_front(1.0 / loss_for_window(w));
             self.open = 0.0;
+            self.rate = (DRAIN * seen)
+                .min(self.max_rate)
+                .max(self.packet / self.rtt);
+            return;
         } else if counted {
             let each = (self.open / r.lost as f64).max(1.0);
             for _ in 0..r.lost.min(8) {
@@ -273,8 +284,18 @@ mod tests {
         c.on_window(&report(100, 0, true, 1e6));
         assert_eq!(c.rate(), 2e6, "bounded by twice the receive rate");
         c.on_window(&report(100, 3, true, 1.5e6));
-        assert!((c.rate() - 0.85 * 1.5e6).abs() < 1e3, "{}", c.rate());
+        assert!((c.rate() - DRAIN * 1.5e6).abs() < 1e3, "{}", c.rate());
         assert!(c.loss_rate() > 0.0);
+        // The overshoot's windows, held: the queue drains.
+        let held = WindowReport {
+            hold: true,
+            ..report(100, 40, true, 1.5e6)
+        };
+        c.on_window(&held);
+        assert!((c.rate() - DRAIN * 1.5e6).abs() < 1e3, "{}", c.rate());
+        // Then the response gives what the receiver saw (a window later, a little more).
+        c.on_window(&report(100, 0, false, 1.275e6));
+        assert!((c.rate() - 1.5e6).abs() < 0.01 * 1.5e6, "{}", c.rate());
     }
 
     #[test]
