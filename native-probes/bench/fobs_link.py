@@ -8,8 +8,9 @@ bottleneck, and loss made the two ways the classifier must tell apart.
 
 Network loss: nft `numgen random` drops at the receiver's input, and a tbf queue overflowing
 under competing iperf3 traffic. CPU loss: the receiver descheduled (SIGSTOP/SIGCONT bursts of
-random length, busy processes pinned to its core) with a small SO_RCVBUF, so that runs of
-packets are lost while it is not reading. Needs root, iproute2, nft, iperf3, taskset.
+random length, busy processes pinned to its core; in the bench, a real-time busy loop on its
+core) with a small SO_RCVBUF, so that runs of packets are lost while it is not reading. Needs
+root, iproute2, nft, iperf3, taskset, chrt.
 Namespaces are named nwf-<pid>-*, processes are killed by PID before they are deleted.
 """
 import os, random, signal, subprocess, sys, time, json, shutil, tempfile, threading
@@ -210,6 +211,43 @@ class Stalls:
             os.kill(self.pid, signal.SIGCONT)
         except ProcessLookupError:
             pass
+
+
+class Busy:
+    """A compute-bound process on the receiver's core that takes it for `busy_ms` after a gap
+    of glo–ghi ms: real-time priority (SCHED_FIFO) and a busy loop, so the receiver is off
+    its core for exactly that long (a SIGSTOP and a Python sleep overshoot by a varying
+    tenth of a millisecond or more, which decides whether a stall outlasts the socket
+    buffer). `start(rng)` starts one, `stop()` kills it."""
+
+    CPU = 1
+    LOOP = r"""
+import random, sys, time
+busy, glo, ghi = (float(a) / 1e3 for a in sys.argv[1:4])
+rng, pc = random.Random(int(sys.argv[4])), time.perf_counter
+while True:
+    time.sleep(rng.uniform(glo, ghi))
+    end = pc() + busy
+    while pc() < end:
+        pass
+"""
+
+    def __init__(self, busy_ms, glo_ms, ghi_ms):
+        self.args = (busy_ms, glo_ms, ghi_ms)
+
+    def start(self, rng):
+        self.p = subprocess.Popen(["taskset", "-c", str(self.CPU), "chrt", "-f", "50", sys.executable, "-c", self.LOOP]
+                                  + [str(a) for a in self.args] + [str(rng.randrange(1 << 30))])
+        return self
+
+    def stop(self):
+        self.p.kill()
+        self.p.wait()
+
+
+def pinned(busy):
+    """The prefix that runs a receiving process on the contended core, if there is one."""
+    return ["taskset", "-c", str(Busy.CPU)] if busy else []
 
 
 def make_file(path, mb):
@@ -416,12 +454,12 @@ class Bench:
         os.remove(f)
         os.link(src, f)
 
-    def iperf(self, cc, stall=None, rng=None, extra_server=()):
+    def iperf(self, cc, stall=None, rng=None, extra_server=(), busy=None):
         link = self.link
-        srv = link.keep(link.run(link.b, ["iperf3", "-s", "-1", "-p", "5201"] + list(extra_server),
+        srv = link.keep(link.run(link.b, pinned(busy) + ["iperf3", "-s", "-1", "-p", "5201"] + list(extra_server),
                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
         time.sleep(0.3)
-        st = Stalls(srv.pid, *stall, rng) if stall else None
+        st = Stalls(srv.pid, *stall, rng) if stall else busy.start(rng) if busy else None
         r = subprocess.run(["ip", "netns", "exec", link.a, "iperf3", "-c", link.b_ip, "-p", "5201",
                             "-n", f"{self.mb}M", "-C", cc, "-J"], capture_output=True, text=True, timeout=300)
         if st:
@@ -436,10 +474,10 @@ class Bench:
         """A new path memory: each scenario is a path as its first transfer finds it."""
         self.memory = os.path.join(self.tmp, f"paths-{name}.json")
 
-    def fobs(self, extra=(), stall=None, rng=None, rcvbuf=None):
+    def fobs(self, extra=(), stall=None, rng=None, rcvbuf=None, busy=None):
         link = self.link
-        rx = receiver(link, self.rx_dir, ["--rcvbuf", str(rcvbuf)] if rcvbuf else [])
-        st = Stalls(rx.pid, *stall, rng) if stall else None
+        rx = receiver(link, self.rx_dir, ["--rcvbuf", str(rcvbuf)] if rcvbuf else [], cpu=Busy.CPU if busy else None)
+        st = Stalls(rx.pid, *stall, rng) if stall else busy.start(rng) if busy else None
         r = send(link, self.src, ["--json"] + list(extra), name="b.bin", memory=self.memory)
         if st:
             st.stop()
@@ -454,7 +492,7 @@ class Bench:
             print("  fobs failed:", r.stderr.strip()[-300:], file=sys.stderr)
         return (tp[0] if tp and r.returncode == 0 else float("nan")), len(events), ignored, (loss[0] if loss else float("nan"))
 
-    def quic_get(self, cc, stall=None, rng=None):
+    def quic_get(self, cc, stall=None, rng=None, busy=None):
         if not (self.quic and self.quic_client):
             return float("nan")
         link = self.link
@@ -463,12 +501,12 @@ class Bench:
         time.sleep(0.3)
         dl = os.path.join(self.tmp, "dl")
         os.makedirs(dl, exist_ok=True)
-        args = ["ip", "netns", "exec", link.b, self.quic_client, "-q", "--exit-on-all-streams-close", "--download", dl,
+        args = ["ip", "netns", "exec", link.b] + pinned(busy) + [self.quic_client, "-q", "--exit-on-all-streams-close", "--download", dl,
                 "--max-window", "64M", "--max-stream-window", "64M", "--timeout", "30s",
                 link.a_ip, "4433", f"https://{link.a_ip}:4433/f.bin"]
         t = time.time()
         c = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        st = Stalls(c.pid, *stall, rng) if stall else None
+        st = Stalls(c.pid, *stall, rng) if stall else busy.start(rng) if busy else None
         try:
             c.wait(timeout=300)
         except subprocess.TimeoutExpired:
@@ -529,25 +567,29 @@ def bench(quick):
             res = [b.fobs(extra) for _ in range(runs)]
             out[("clean", name)] = row(sc, name, [r[0] for r in res], f"loss {median([r[3] for r in res]) * 100:.3f} %, "
                                        f"{median([r[1] for r in res]):.0f} congestion events")
-        # 2. Receiver CPU contention: the receiving process stopped 1–2 ms every 100–500 ms,
-        # FOBS's data socket 256 KiB (TCP and QUIC keep their own buffers: a stopped TCP
-        # receiver closes its window instead of losing packets).
-        stall = (1, 2, 100, 500)
+        # 2. Receiver CPU contention: a real-time busy loop takes the receiving process's core
+        # for 3 ms every 300–700 ms; FOBS's data socket 256 KiB, which lasts ~2.5 ms at this
+        # rate, so that every spell costs packets at full rate and none at a tenth of it (TCP
+        # and QUIC keep their own buffers: a TCP receiver off its core closes its window
+        # instead of losing packets). Chosen 2026-12-02 on calibration runs apart from these by
+        # the loss it causes (FOBS 0.16-0.24 %, FOBS --no-classifier 0.05-0.08 %): the SIGSTOP
+        # stalls used before (1-2 ms every 100-500 ms, a Python sleep) outlasted the buffer
+        # or not with the machine's timer slack, and on one run cost FOBS no packet at all.
+        busy = Busy(3, 300, 700)
         sc = "receiver CPU contention"
         for cc in ["cubic", "bbr"]:
-            out[("cpu", cc)] = row(sc, f"iperf3 TCP {cc}", [b.iperf(cc, stall, rng) for _ in range(runs)])
+            out[("cpu", cc)] = row(sc, f"iperf3 TCP {cc}", [b.iperf(cc, rng=rng, busy=busy) for _ in range(runs)])
         for cc in ["cubic", "bbr"]:
-            out[("cpu", "quic " + cc)] = row(sc, f"QUIC ngtcp2 {cc}", [b.quic_get(cc, stall, rng) for _ in range(runs)])
+            out[("cpu", "quic " + cc)] = row(sc, f"QUIC ngtcp2 {cc}", [b.quic_get(cc, rng=rng, busy=busy) for _ in range(runs)])
         b.scenario("cpu")
         cpu_row = lambda name, res: row(sc, name, [r[0] for r in res],
                                         f"loss {median([r[3] for r in res]) * 100:.3f} %, {median([r[1] for r in res]):.0f} congestion events, "
                                         f"{median([r[2] for r in res]):.0f} not answered (P(CPU) ≥ 0.95)")
+        fobs = lambda extra: b.fobs(extra, rng=rng, rcvbuf=262144, busy=busy)
         for name, extra in [("fobs, cold start", ["--rate", "20M"]), ("fobs --no-classifier, cold start", ["--no-classifier", "--rate", "20M"])]:
-            out[("cpu", name)] = cpu_row(name, [b.fobs(extra, stall, rng, rcvbuf=262144) for _ in range(runs)])
-        # The ratio's two sides in pairs, one after the other, and more of them: the run
-        # without the classifier reads 75–145 Mbit/s with where the stalls happen to fall.
-        pairs = [(b.fobs([], stall, rng, rcvbuf=262144), b.fobs(["--no-classifier"], stall, rng, rcvbuf=262144))
-                 for _ in range(1 if quick else 7)]
+            out[("cpu", name)] = cpu_row(name, [fobs(extra) for _ in range(runs)])
+        # The ratio's two sides in pairs, one after the other, and more of them.
+        pairs = [(fobs([]), fobs(["--no-classifier"])) for _ in range(1 if quick else 7)]
         out[("cpu", "fobs")] = cpu_row("fobs", [p[0] for p in pairs])
         out[("cpu", "fobs --no-classifier")] = cpu_row("fobs --no-classifier", [p[1] for p in pairs])
         print(f"  {'':<24} {'pairs: fobs / --no-classifier':<26} {', '.join(f'{w[0] / n[0]:.1f}' for w, n in pairs)}", flush=True)
