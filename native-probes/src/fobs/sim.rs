@@ -471,13 +471,9 @@ fn an_interrupted_transfer_resumes_where_it_stopped() {
     let _: Option<Control> = None;
 }
 
-/// Slow start on a 1 Gbit/s path with a 30 ms round trip and a queue of a round trip: from
-/// 20 Mbit/s the rate doubles every 1.25 round trips (quarter-RTT windows, each bounded by
-/// twice the arrival rate of the window acknowledged); with round-trip-long windows it
-/// doubled only every second round trip.
-#[test]
-fn slow_start_reaches_the_path_rate_in_a_few_round_trips() {
-    let data = file(16_000_000);
+/// A transfer of `data` from a sender starting at `rate` over a clean 1 Gbit/s path with a
+/// 30 ms round trip and a queue of a round trip.
+fn through_gigabit_30ms(data: &[u8], rate: f64) -> Outcome {
     let mut w = World {
         rate: 125e6,
         delay: 15_000_000,
@@ -485,11 +481,17 @@ fn slow_start_reaches_the_path_rate_in_a_few_round_trips() {
         loss: Box::new(|_| false),
         forged: Vec::new(),
     };
-    let o = through(
-        &mut w,
-        &data,
-        sender(hello(&data, 1400, false), 2.5e6, false),
-    );
+    through(&mut w, data, sender(hello(data, 1400, false), rate, false))
+}
+
+/// Slow start on a 1 Gbit/s path with a 30 ms round trip and a queue of a round trip: from
+/// 20 Mbit/s the rate doubles every 1.25 round trips (quarter-RTT windows, each bounded by
+/// twice the arrival rate of the window acknowledged); with round-trip-long windows it
+/// doubled only every second round trip.
+#[test]
+fn slow_start_reaches_the_path_rate_in_a_few_round_trips() {
+    let data = file(16_000_000);
+    let o = through_gigabit_30ms(&data, 2.5e6);
     assert_eq!(o.done, Some(Done::Stored));
     // Simulated time (deterministic): 0.40 s (0.41 s when control messages overtook the
     // data's queue; 0.47 s with round-trip-long windows).
@@ -511,18 +513,7 @@ fn slow_start_reaches_the_path_rate_in_a_few_round_trips() {
 #[test]
 fn after_slow_starts_overshoot_the_queue_drains_and_the_path_is_filled() {
     let data = file(100_000_000);
-    let mut w = World {
-        rate: 125e6,
-        delay: 15_000_000,
-        queue: 3_750_000,
-        loss: Box::new(|_| false),
-        forged: Vec::new(),
-    };
-    let o = through(
-        &mut w,
-        &data,
-        sender(hello(&data, 1400, false), 62.5e6, false),
-    );
+    let o = through_gigabit_30ms(&data, 62.5e6);
     assert_eq!(o.done, Some(Done::Stored));
     assert_eq!(o.file, data);
     let answered: Vec<_> = o
