@@ -4,7 +4,8 @@ bottleneck, and loss made the two ways the classifier must tell apart.
 
   fobs_link.py signatures OUTDIR   labelled signatures for training (train-*) and held-out
                                    evaluation (eval-*), from separate runs
-  fobs_link.py bench [--quick]     FOBS against iperf3 (cubic, bbr) on the same link
+  fobs_link.py bench [--quick] [--only clean,cpu,loss]
+                                   FOBS against iperf3 (cubic, bbr) on the same link
 
 Network loss: nft `numgen random` drops at the receiver's input, and a tbf queue overflowing
 under competing iperf3 traffic. CPU loss: the receiver descheduled (SIGSTOP/SIGCONT bursts of
@@ -474,6 +475,24 @@ class Bench:
         """A new path memory: each scenario is a path as its first transfer finds it."""
         self.memory = os.path.join(self.tmp, f"paths-{name}.json")
 
+    def pair(self, i, a, b):
+        """Runs `a()` and `b()` from the same path memory, `a` first in even pairs and `b`
+        first in odd ones; returns (a's, b's). Run one after the other, the second started
+        from a memory that held the first's transfer too (at 0.5 % loss the run without
+        the classifier, always last, read 0.75-0.93 of the one with it)."""
+        snap = open(self.memory, "rb").read() if self.memory and os.path.exists(self.memory) else None
+        first, second = (a, b) if i % 2 == 0 else (b, a)
+        r1 = first()
+        if self.memory:
+            if snap is None:
+                if os.path.exists(self.memory):
+                    os.remove(self.memory)
+            else:
+                with open(self.memory, "wb") as f:
+                    f.write(snap)
+        r2 = second()
+        return (r1, r2) if i % 2 == 0 else (r2, r1)
+
     def fobs(self, extra=(), stall=None, rng=None, rcvbuf=None, busy=None):
         link = self.link
         rx = receiver(link, self.rx_dir, ["--rcvbuf", str(rcvbuf)] if rcvbuf else [], cpu=Busy.CPU if busy else None)
@@ -521,7 +540,9 @@ class Bench:
         return self.mb * 8 * 1.048576 / el if ok else float("nan")
 
 
-def bench(quick):
+def bench(quick, only=None):
+    """`only`: the scenarios to run (clean, cpu, loss); all without."""
+    want = lambda name: not only or name in only
     mb = 50 if quick else 200
     # Under 0.5 % random loss a TCP-friendly flow moves about 7 Mbit/s at 30 ms: a smaller
     # file, the same for every tool.
@@ -553,69 +574,76 @@ def bench(quick):
     b = Bench(link, src, tmp, mb)
     out = {}
     try:
-        # 1. Clean link.
-        sc = f"clean {rate} Mbit/s, {rtt:g} ms"
-        for cc in ["cubic", "bbr"]:
-            out[("clean", cc)] = row(sc, f"iperf3 TCP {cc}", [b.iperf(cc) for _ in range(runs)])
-        for cc in ["cubic", "bbr"]:
-            out[("clean", "quic " + cc)] = row(sc, f"QUIC ngtcp2 {cc}", [b.quic_get(cc) for _ in range(runs)])
-        # FOBS cold (`--rate 20M`: a path it has not used in the last hour), then from the
-        # path memory those transfers left (`--rate auto`, the default).
-        b.scenario("clean")
-        for name, extra in [("fobs, cold start", ["--rate", "20M"]), ("fobs --no-classifier, cold start", ["--no-classifier", "--rate", "20M"]),
-                            ("fobs", []), ("fobs --no-classifier", ["--no-classifier"])]:
-            res = [b.fobs(extra) for _ in range(runs)]
-            out[("clean", name)] = row(sc, name, [r[0] for r in res], f"loss {median([r[3] for r in res]) * 100:.3f} %, "
-                                       f"{median([r[1] for r in res]):.0f} congestion events")
-        # 2. Receiver CPU contention: a real-time busy loop takes the receiving process's core
-        # for 3 ms every 300–700 ms; FOBS's data socket 256 KiB, which lasts ~2.5 ms at this
-        # rate, so that every spell costs packets at full rate and none at a tenth of it (TCP
-        # and QUIC keep their own buffers: a TCP receiver off its core closes its window
-        # instead of losing packets). Chosen 2026-12-02 on calibration runs apart from these by
-        # the loss it causes (FOBS 0.16-0.24 %, FOBS --no-classifier 0.05-0.08 %): the SIGSTOP
-        # stalls used before (1-2 ms every 100-500 ms, a Python sleep) outlasted the buffer
-        # or not with the machine's timer slack, and on one run cost FOBS no packet at all.
-        busy = Busy(3, 300, 700)
-        sc = "receiver CPU contention"
-        for cc in ["cubic", "bbr"]:
-            out[("cpu", cc)] = row(sc, f"iperf3 TCP {cc}", [b.iperf(cc, rng=rng, busy=busy) for _ in range(runs)])
-        for cc in ["cubic", "bbr"]:
-            out[("cpu", "quic " + cc)] = row(sc, f"QUIC ngtcp2 {cc}", [b.quic_get(cc, rng=rng, busy=busy) for _ in range(runs)])
-        b.scenario("cpu")
-        cpu_row = lambda name, res: row(sc, name, [r[0] for r in res],
-                                        f"loss {median([r[3] for r in res]) * 100:.3f} %, {median([r[1] for r in res]):.0f} congestion events, "
-                                        f"{median([r[2] for r in res]):.0f} not answered (P(CPU) ≥ 0.95)")
-        fobs = lambda extra: b.fobs(extra, rng=rng, rcvbuf=262144, busy=busy)
-        for name, extra in [("fobs, cold start", ["--rate", "20M"]), ("fobs --no-classifier, cold start", ["--no-classifier", "--rate", "20M"])]:
-            out[("cpu", name)] = cpu_row(name, [fobs(extra) for _ in range(runs)])
-        # The ratio's two sides in pairs, one after the other, and more of them.
-        pairs = [(fobs([]), fobs(["--no-classifier"])) for _ in range(1 if quick else 7)]
-        out[("cpu", "fobs")] = cpu_row("fobs", [p[0] for p in pairs])
-        out[("cpu", "fobs --no-classifier")] = cpu_row("fobs --no-classifier", [p[1] for p in pairs])
-        print(f"  {'':<24} {'pairs: fobs / --no-classifier':<26} {', '.join(f'{w[0] / n[0]:.1f}' for w, n in pairs)}", flush=True)
-        # 3. 0.5 % random loss (UDP and TCP from A dropped at B's input).
-        link.random_drop(500)
-        sh("ip", "netns", "exec", link.b, "nft", "add", "rule", "inet", "nwfloss", "input", "ip", "saddr", link.a_ip,
-           "meta", "l4proto", "tcp", "numgen", "random", "mod", "100000", "<", "500", "counter", "drop")
-        b.use(small, loss_mb)
-        sc = f"0.5 % random loss, {loss_mb} MiB"
-        out[("loss", "cubic")] = row(sc, "iperf3 TCP cubic, alone", [b.iperf("cubic") for _ in range(runs)])
-        b.scenario("loss")
-        for name, extra in [("fobs, cold start", ["--rate", "20M"]), ("fobs", []), ("fobs --no-classifier", ["--no-classifier"])]:
-            res = [b.fobs(extra) for _ in range(runs)]
-            out[("loss", name)] = row(sc, name + ", alone", [r[0] for r in res],
-                                      f"{median([r[1] for r in res]):.0f} congestion events, {median([r[2] for r in res]):.0f} not answered")
-        # Sharing the bottleneck with one iperf3 cubic flow: both rates over the FOBS transfer.
-        jains, fs, ts = [], [], []
-        for _ in range(runs):
-            f, t = share(b)
-            fs.append(f)
-            ts.append(t)
-            jains.append((f + t) ** 2 / (2 * (f * f + t * t)) if f == f and t == t and f + t > 0 else float("nan"))
-        row(sc + ", shared", "fobs", fs)
-        row(sc + ", shared", "iperf3 TCP cubic", ts, f"Jain's index median {median(jains):.3f} ({', '.join(f'{j:.3f}' for j in jains)})")
-        out["jain"] = median(jains)
-        link.clear_drop()
+        if want("clean"):
+            # 1. Clean link.
+            sc = f"clean {rate} Mbit/s, {rtt:g} ms"
+            for cc in ["cubic", "bbr"]:
+                out[("clean", cc)] = row(sc, f"iperf3 TCP {cc}", [b.iperf(cc) for _ in range(runs)])
+            for cc in ["cubic", "bbr"]:
+                out[("clean", "quic " + cc)] = row(sc, f"QUIC ngtcp2 {cc}", [b.quic_get(cc) for _ in range(runs)])
+            # FOBS cold (`--rate 20M`: a path it has not used in the last hour), then from the
+            # path memory those transfers left (`--rate auto`, the default).
+            b.scenario("clean")
+            for name, extra in [("fobs, cold start", ["--rate", "20M"]), ("fobs --no-classifier, cold start", ["--no-classifier", "--rate", "20M"]),
+                                ("fobs", []), ("fobs --no-classifier", ["--no-classifier"])]:
+                res = [b.fobs(extra) for _ in range(runs)]
+                out[("clean", name)] = row(sc, name, [r[0] for r in res], f"loss {median([r[3] for r in res]) * 100:.3f} %, "
+                                           f"{median([r[1] for r in res]):.0f} congestion events")
+        if want("cpu"):
+            # 2. Receiver CPU contention: a real-time busy loop takes the receiving process's core
+            # for 3 ms every 300–700 ms; FOBS's data socket 256 KiB, which lasts ~2.5 ms at this
+            # rate, so that every spell costs packets at full rate and none at a tenth of it (TCP
+            # and QUIC keep their own buffers: a TCP receiver off its core closes its window
+            # instead of losing packets). Chosen 2026-12-02 on calibration runs apart from these by
+            # the loss it causes (FOBS 0.16-0.24 %, FOBS --no-classifier 0.05-0.08 %): the SIGSTOP
+            # stalls used before (1-2 ms every 100-500 ms, a Python sleep) outlasted the buffer
+            # or not with the machine's timer slack, and on one run cost FOBS no packet at all.
+            busy = Busy(3, 300, 700)
+            sc = "receiver CPU contention"
+            for cc in ["cubic", "bbr"]:
+                out[("cpu", cc)] = row(sc, f"iperf3 TCP {cc}", [b.iperf(cc, rng=rng, busy=busy) for _ in range(runs)])
+            for cc in ["cubic", "bbr"]:
+                out[("cpu", "quic " + cc)] = row(sc, f"QUIC ngtcp2 {cc}", [b.quic_get(cc, rng=rng, busy=busy) for _ in range(runs)])
+            b.scenario("cpu")
+            cpu_row = lambda name, res: row(sc, name, [r[0] for r in res],
+                                            f"loss {median([r[3] for r in res]) * 100:.3f} %, {median([r[1] for r in res]):.0f} congestion events, "
+                                            f"{median([r[2] for r in res]):.0f} not answered (P(CPU) ≥ 0.95)")
+            fobs = lambda extra: b.fobs(extra, rng=rng, rcvbuf=262144, busy=busy)
+            for name, extra in [("fobs, cold start", ["--rate", "20M"]), ("fobs --no-classifier, cold start", ["--no-classifier", "--rate", "20M"])]:
+                out[("cpu", name)] = cpu_row(name, [fobs(extra) for _ in range(runs)])
+            # The ratio's two sides in pairs, one after the other, and more of them.
+            pairs = [b.pair(i, lambda: fobs([]), lambda: fobs(["--no-classifier"])) for i in range(1 if quick else 7)]
+            out[("cpu", "fobs")] = cpu_row("fobs", [p[0] for p in pairs])
+            out[("cpu", "fobs --no-classifier")] = cpu_row("fobs --no-classifier", [p[1] for p in pairs])
+            print(f"  {'':<24} {'pairs: fobs / --no-classifier':<26} {', '.join(f'{w[0] / n[0]:.1f}' for w, n in pairs)}", flush=True)
+        if want("loss"):
+            # 3. 0.5 % random loss (UDP and TCP from A dropped at B's input).
+            link.random_drop(500)
+            sh("ip", "netns", "exec", link.b, "nft", "add", "rule", "inet", "nwfloss", "input", "ip", "saddr", link.a_ip,
+               "meta", "l4proto", "tcp", "numgen", "random", "mod", "100000", "<", "500", "counter", "drop")
+            b.use(small, loss_mb)
+            sc = f"0.5 % random loss, {loss_mb} MiB"
+            out[("loss", "cubic")] = row(sc, "iperf3 TCP cubic, alone", [b.iperf("cubic") for _ in range(runs)])
+            b.scenario("loss")
+            loss_row = lambda name, res: row(sc, name + ", alone", [r[0] for r in res],
+                                             f"{median([r[1] for r in res]):.0f} congestion events, {median([r[2] for r in res]):.0f} not answered")
+            out[("loss", "fobs, cold start")] = loss_row("fobs, cold start", [b.fobs(["--rate", "20M"]) for _ in range(runs)])
+            # The classifier's overhead: the two in pairs, each from the same path memory.
+            pairs = [b.pair(i, lambda: b.fobs([]), lambda: b.fobs(["--no-classifier"])) for i in range(1 if quick else 5)]
+            out[("loss", "fobs")] = loss_row("fobs", [p[0] for p in pairs])
+            out[("loss", "fobs --no-classifier")] = loss_row("fobs --no-classifier", [p[1] for p in pairs])
+            print(f"  {'':<24} {'pairs: fobs / --no-classifier':<26} {', '.join(f'{w[0] / n[0]:.2f}' for w, n in pairs)}", flush=True)
+            # Sharing the bottleneck with one iperf3 cubic flow: both rates over the FOBS transfer.
+            jains, fs, ts = [], [], []
+            for _ in range(runs):
+                f, t = share(b)
+                fs.append(f)
+                ts.append(t)
+                jains.append((f + t) ** 2 / (2 * (f * f + t * t)) if f == f and t == t and f + t > 0 else float("nan"))
+            row(sc + ", shared", "fobs", fs)
+            row(sc + ", shared", "iperf3 TCP cubic", ts, f"Jain's index median {median(jains):.3f} ({', '.join(f'{j:.3f}' for j in jains)})")
+            out["jain"] = median(jains)
+            link.clear_drop()
     finally:
         link.close()
         shutil.rmtree(tmp, ignore_errors=True)
@@ -682,4 +710,5 @@ if __name__ == "__main__":
     elif sys.argv[1] == "unseen":
         unseen(sys.argv[2], float(os.environ.get("FOBS_SIGNATURE_SECONDS", "20")))
     elif sys.argv[1] == "bench":
-        bench("--quick" in sys.argv)
+        only = sys.argv[sys.argv.index("--only") + 1].split(",") if "--only" in sys.argv else None
+        bench("--quick" in sys.argv, only)
