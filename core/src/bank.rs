@@ -172,7 +172,7 @@ fn expert_forecasts<'a>(fc: &[f64], selection: f64, buf: &'a mut Vec<f64>) -> &'
 /// `dst.copy_from_slice(src)` for the bank's few forecasters, in blocks of four: a call to
 /// `memcpy` for some twenty values a step cost more than the copy.
 #[inline(always)]
-fn copy_short<T: Copy + Default>(dst: &mut [T], src: &[T]) {
+fn copy_short<T: Copy>(dst: &mut [T], src: &[T]) {
     assert_eq!(dst.len(), src.len());
     let mut d = dst.chunks_exact_mut(4);
     let mut s = src.chunks_exact(4);

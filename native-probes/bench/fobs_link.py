@@ -455,12 +455,12 @@ class Bench:
         os.remove(f)
         os.link(src, f)
 
-    def iperf(self, cc, stall=None, rng=None, extra_server=(), busy=None):
+    def iperf(self, cc, rng=None, extra_server=(), busy=None):
         link = self.link
         srv = link.keep(link.run(link.b, pinned(busy) + ["iperf3", "-s", "-1", "-p", "5201"] + list(extra_server),
                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
         time.sleep(0.3)
-        st = Stalls(srv.pid, *stall, rng) if stall else busy.start(rng) if busy else None
+        st = busy.start(rng) if busy else None
         r = subprocess.run(["ip", "netns", "exec", link.a, "iperf3", "-c", link.b_ip, "-p", "5201",
                             "-n", f"{self.mb}M", "-C", cc, "-J"], capture_output=True, text=True, timeout=300)
         if st:
@@ -493,10 +493,10 @@ class Bench:
         r2 = second()
         return (r1, r2) if i % 2 == 0 else (r2, r1)
 
-    def fobs(self, extra=(), stall=None, rng=None, rcvbuf=None, busy=None):
+    def fobs(self, extra=(), rng=None, rcvbuf=None, busy=None):
         link = self.link
         rx = receiver(link, self.rx_dir, ["--rcvbuf", str(rcvbuf)] if rcvbuf else [], cpu=Busy.CPU if busy else None)
-        st = Stalls(rx.pid, *stall, rng) if stall else busy.start(rng) if busy else None
+        st = busy.start(rng) if busy else None
         r = send(link, self.src, ["--json"] + list(extra), name="b.bin", memory=self.memory)
         if st:
             st.stop()
@@ -511,7 +511,7 @@ class Bench:
             print("  fobs failed:", r.stderr.strip()[-300:], file=sys.stderr)
         return (tp[0] if tp and r.returncode == 0 else float("nan")), len(events), ignored, (loss[0] if loss else float("nan"))
 
-    def quic_get(self, cc, stall=None, rng=None, busy=None):
+    def quic_get(self, cc, rng=None, busy=None):
         if not (self.quic and self.quic_client):
             return float("nan")
         link = self.link
@@ -525,7 +525,7 @@ class Bench:
                 link.a_ip, "4433", f"https://{link.a_ip}:4433/f.bin"]
         t = time.time()
         c = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        st = Stalls(c.pid, *stall, rng) if stall else busy.start(rng) if busy else None
+        st = busy.start(rng) if busy else None
         try:
             c.wait(timeout=300)
         except subprocess.TimeoutExpired:

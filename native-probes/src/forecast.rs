@@ -109,6 +109,8 @@ fn pipeline(mut parts: Vec<BankPart>) -> (SyncSender<Arc<Vec<f64>>>, JoinHandle<
         .into_iter()
         .map(|part| {
             let (to_bank, pieces) = sync_channel::<Piece>(WAITING);
+            // Room for every piece that can be out at once: those waiting, the bank's own
+            // and the one being filled, with a margin.
             let (give_back, spare) = sync_channel::<NextForecasts>(2 * WAITING + 8);
             ((to_bank, spare), bank_stage(part, pieces, give_back))
         })

@@ -7,7 +7,7 @@
 //! network loss on the data path, or receiver stalls (CPU contention: datagrams arriving
 //! while the receiver is descheduled are lost).
 
-use super::congestion::{Fixed, HighSpeed};
+use super::congestion::{Fixed, HighSpeed, DRAIN};
 use super::receiver::{self, Receiver};
 use super::sender::{self, Action, Event, Sender, Transmit};
 use super::wire::Nanos;
@@ -524,7 +524,7 @@ fn after_slow_starts_overshoot_the_queue_drains_and_the_path_is_filled() {
     assert_eq!(answered.len(), 1, "one congestion event: {answered:?}");
     let exit = answered[0].window;
     assert!(
-        (answered[0].rate - 0.85 * 125e6).abs() < 0.02 * 125e6,
+        (answered[0].rate - DRAIN * 125e6).abs() < 0.02 * 125e6,
         "{}",
         answered[0].rate
     );
