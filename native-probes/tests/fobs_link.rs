@@ -360,8 +360,11 @@ fn fobs_transfers_resumes_drops_forgeries_refuses_strangers_and_classifies() {
     assert!(out.status.success(), "{}", text(&out.stderr));
     let rates = remembered();
     assert_eq!(rates.len(), 2, "{rates:?}");
+    // At most what the path can carry over the peak's shortest stretch, 100 ms: the tbf's
+    // rate and its 500 KB bucket, 441 Mbit/s (a fresh clone's run read 423.8, the bound was
+    // 420 until then).
     assert!(
-        (300.0..=420.0).contains(&rates[1]),
+        (300.0..=441.0).contains(&rates[1]),
         "the clean transfer's peak on a 400 Mbit/s link: {rates:?}"
     );
     let loud = |name: &str| {
