@@ -270,17 +270,46 @@ fn pooled(
     (a, b)
 }
 
-/// Mean over the groups of (RMSE of the MSE forecast, MAE of the MAE forecast) relative to
-/// faithful's, on `half`.
-fn score(data: &[Trace], r: &PerTrace, faithful: &PerTrace, half: usize) -> (f64, f64) {
-    let (mut s_rmse, mut s_mae) = (0.0, 0.0);
-    for g in GROUPS {
+/// Each group's (RMSE of the MSE forecast, MAE of the MAE forecast) relative to faithful's,
+/// on `half`.
+fn group_ratios(
+    data: &[Trace],
+    r: &PerTrace,
+    faithful: &PerTrace,
+    half: usize,
+) -> [(f64, f64); GROUPS.len()] {
+    GROUPS.map(|g| {
         let (m, a) = pooled(data, r, Some(half), false, |t| t.group == g);
         let (fm, fa) = pooled(data, faithful, Some(half), false, |t| t.group == g);
-        s_rmse += m.rmse() / fm.rmse();
-        s_mae += a.mae() / fa.mae();
-    }
-    (s_rmse / GROUPS.len() as f64, s_mae / GROUPS.len() as f64)
+        (m.rmse() / fm.rmse(), a.mae() / fa.mae())
+    })
+}
+
+/// A setting's score on a half, for one forecast (RMSE of the MSE forecast or MAE of the MAE
+/// forecast, relative to faithful's): the mean over the groups, and the worst group.
+#[derive(Clone, Copy, Debug)]
+struct Score {
+    mean: f64,
+    worst: f64,
+}
+
+/// Which of two scores the choice prefers: the lower mean over the groups. (Tried on
+/// 2026-12-02 and not kept: preferring settings that beat faithful on every group of the
+/// training half, then the smallest worst loss. It chose the same MAE settings on both halves,
+/// and for the MSE forecast, whose worst group is always a stationary RTT series tied with
+/// faithful at 1.0000 ± 0.0001, it chose by that noise.)
+fn preferred(a: Score, b: Score) -> std::cmp::Ordering {
+    a.mean.total_cmp(&b.mean)
+}
+
+/// (MSE forecast, MAE forecast) scores of a setting on `half`.
+fn score(data: &[Trace], r: &PerTrace, faithful: &PerTrace, half: usize) -> (Score, Score) {
+    let ratios = group_ratios(data, r, faithful, half);
+    let of = |pick: fn(&(f64, f64)) -> f64| Score {
+        mean: ratios.iter().map(pick).sum::<f64>() / ratios.len() as f64,
+        worst: ratios.iter().map(pick).fold(f64::NEG_INFINITY, f64::max),
+    };
+    (of(|r| r.0), of(|r| r.1))
 }
 
 fn main() {
@@ -325,36 +354,43 @@ fn main() {
     // Choose on one half, report on the other.
     for (train, train_name) in HALF.iter().enumerate() {
         let test = 1 - train;
-        let scores: Vec<(f64, f64)> = results
+        let scores: Vec<(Score, Score)> = results
             .iter()
             .map(|r| score(&data, r, &faithful, train))
             .collect();
-        // Within each window set the best MSE and the best MAE setting; the set whose two
-        // together score best.
-        let best_in = |w: &[usize], pick: fn(&(f64, f64)) -> f64| {
+        // Within each window set the best MSE and the best MAE setting ([`preferred`]); the
+        // set whose two together score best.
+        let best_in = |w: &[usize], pick: fn(&(Score, Score)) -> Score| {
             (0..eligible)
                 .filter(|&i| windows_of(&configs[i]) == w)
-                .min_by(|&a, &b| pick(&scores[a]).total_cmp(&pick(&scores[b])))
+                .min_by(|&a, &b| preferred(pick(&scores[a]), pick(&scores[b])))
                 .unwrap()
         };
         let (best_mse, best_mae) = WINDOW_SETS
             .iter()
             .map(|w| (best_in(w, |s| s.0), best_in(w, |s| s.1)))
             .min_by(|a, b| {
-                (scores[a.0].0 + scores[a.1].1).total_cmp(&(scores[b.0].0 + scores[b.1].1))
+                let sum = |(m, e): (usize, usize)| Score {
+                    mean: scores[m].0.mean + scores[e].1.mean,
+                    worst: scores[m].0.worst.max(scores[e].1.worst),
+                };
+                preferred(sum(*a), sum(*b))
             })
             .unwrap();
         println!(
             "\n== chosen on half {train_name}, reported on half {}",
             HALF[test]
         );
+        let shown = |s: Score| format!("mean {:.4}, worst group {:.4}", s.mean, s.worst);
         println!(
-            "MSE forecast: {} (train score {:.4})",
-            configs[best_mse].name, scores[best_mse].0
+            "MSE forecast: {} (train score {})",
+            configs[best_mse].name,
+            shown(scores[best_mse].0)
         );
         println!(
-            "MAE forecast: {} (train score {:.4})",
-            configs[best_mae].name, scores[best_mae].1
+            "MAE forecast: {} (train score {})",
+            configs[best_mae].name,
+            shown(scores[best_mae].1)
         );
         // The MSE forecast of one configuration with the MAE forecast of another.
         let chosen: PerTrace = results[best_mse]
@@ -374,11 +410,14 @@ fn main() {
     // The grid on each half.
     for (half, half_name) in HALF.iter().enumerate() {
         println!(
-            "\nhalf {half_name}: every setting (mean ratio to faithful over the groups: RMSE of the MSE forecast, MAE of the MAE forecast)"
+            "\nhalf {half_name}: every setting (ratio to faithful, mean over the groups and worst group: RMSE of the MSE forecast, MAE of the MAE forecast)"
         );
         for (r, c) in results.iter().zip(configs) {
             let (m, a) = score(&data, r, &faithful, half);
-            println!("  {m:.4} {a:.4}  {}", c.name);
+            println!(
+                "  {:.4} {:.4}  (worst group {:.4} {:.4})  {}",
+                m.mean, a.mean, m.worst, a.worst, c.name
+            );
         }
     }
     println!("\n== the shipped default (bank.rs MSE_AGGREGATE / MAE_AGGREGATE, IMPROVED_EXTRAS)");
