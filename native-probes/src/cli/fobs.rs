@@ -114,11 +114,12 @@ pub struct RecvArgs {
     /// Directory to store files in.
     #[arg(long, default_value = ".")]
     dir: PathBuf,
-    /// Address to listen on (TCP control and UDP data on the same port).
+    /// Address to listen on, IP or IP:PORT (TCP control and UDP data on the same port).
     #[arg(long, default_value = "0.0.0.0")]
     listen: String,
-    #[arg(long, default_value_t = DEFAULT_PORT)]
-    port: u16,
+    /// Port to listen on, when --listen names none [default: 8070].
+    #[arg(long)]
+    port: Option<u16>,
     /// The token senders must present, 32 hex digits (default: a random one, printed).
     #[arg(long)]
     token: Option<String>,
@@ -281,6 +282,7 @@ fn send(a: SendArgs) -> Result<()> {
     let mut stdout = std::io::stdout().lock();
     let mut seq = 0u64;
     let (mut cpu, mut net, mut inc, mut lost) = (0u64, 0u64, 0u64, 0u64);
+    let mut delivery = DeliveryRate::new();
     let mut failure: Option<anyhow::Error> = None;
     let summary = io::send(sender, &file, target.addrs[0], &stop, &mut |u| match u {
         SendUpdate::Event(Event::Signature(s)) => {
@@ -318,7 +320,8 @@ fn send(a: SendArgs) -> Result<()> {
         } => {
             let done = (delivered * u64::from(a.packet)).min(size);
             let msg = format!(
-                "{:.0} Mbit/s, lost {lost}, verdicts cpu {cpu} network {net} unsure {inc}",
+                "{:.0} Mbit/s delivered (pacing {:.0}), lost {lost}, verdicts cpu {cpu} network {net} unsure {inc}",
+                delivery.update(done) * 8e-6,
                 rate * 8e-6,
             );
             if let Some(b) = &bar {
@@ -483,6 +486,61 @@ fn default_memory_file() -> Option<PathBuf> {
     Some(state.join("nowcast").join("fobs-paths.json"))
 }
 
+/// The rate at which a transfer's bytes are acknowledged, for the progress line: over the
+/// last half second or more (since the start until then), so that it shows what the path
+/// delivers now, not the controller's pacing rate (which on a fast host sits at its cap).
+struct DeliveryRate {
+    start: std::time::Instant,
+    mark: (std::time::Instant, u64),
+    rate: Option<f64>,
+}
+
+impl DeliveryRate {
+    const SPAN: Duration = Duration::from_millis(500);
+
+    fn new() -> Self {
+        let now = std::time::Instant::now();
+        Self {
+            start: now,
+            mark: (now, 0),
+            rate: None,
+        }
+    }
+
+    /// Bytes per second, given the bytes acknowledged so far.
+    fn update(&mut self, done: u64) -> f64 {
+        let now = std::time::Instant::now();
+        let since = now - self.mark.0;
+        if since >= Self::SPAN {
+            self.rate = Some(done.saturating_sub(self.mark.1) as f64 / since.as_secs_f64());
+            self.mark = (now, done);
+        }
+        self.rate
+            .unwrap_or_else(|| done as f64 / (now - self.start).as_secs_f64().max(1e-3))
+    }
+}
+
+/// The receiver's address from `--listen` (an IP, or IP:PORT) and `--port`: the port named
+/// once, or the default.
+fn listen_addr(listen: &str, port: Option<u16>) -> Result<std::net::SocketAddr> {
+    use std::net::{IpAddr, SocketAddr};
+    if let Ok(ip) = listen.parse::<IpAddr>() {
+        return Ok(SocketAddr::new(ip, port.unwrap_or(DEFAULT_PORT)));
+    }
+    let at: SocketAddr = listen.parse().map_err(|_| {
+        anyhow!("--listen '{listen}' is not an IP address or IP:PORT (e.g. 0.0.0.0, [::1]:8070)")
+    })?;
+    match port {
+        Some(p) if p != at.port() => {
+            bail!(
+                "--listen {listen} names port {}, --port {p}: give one",
+                at.port()
+            )
+        }
+        _ => Ok(at),
+    }
+}
+
 fn recv(a: RecvArgs) -> Result<()> {
     let token = match &a.token {
         Some(t) => parse_token(t)?,
@@ -492,10 +550,7 @@ fn recv(a: RecvArgs) -> Result<()> {
             t
         }
     };
-    let ip: std::net::IpAddr = a
-        .listen
-        .parse()
-        .map_err(|_| anyhow!("--listen '{}' is not an IP address", a.listen))?;
+    let listen = listen_addr(&a.listen, a.port)?;
     let dir = a
         .dir
         .canonicalize()
@@ -507,7 +562,7 @@ fn recv(a: RecvArgs) -> Result<()> {
         bail!("--grace-ms must be ≥ 0 and --idle > 0");
     }
     let opts = RecvOptions {
-        listen: std::net::SocketAddr::new(ip, a.port),
+        listen,
         dir,
         token,
         max_size: parse_size(&a.max_size).map_err(|e| anyhow!("--max-size: {e}"))?,
@@ -579,5 +634,30 @@ fn recv(a: RecvArgs) -> Result<()> {
     match failed {
         Some(f) => bail!(f),
         None => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn listen_takes_an_ip_or_an_ip_and_port_and_the_port_once() {
+        let at = |l: &str, p: Option<u16>| listen_addr(l, p).map(|a| a.to_string());
+        assert_eq!(
+            at("0.0.0.0", None).unwrap(),
+            format!("0.0.0.0:{DEFAULT_PORT}")
+        );
+        assert_eq!(at("127.0.0.1", Some(9000)).unwrap(), "127.0.0.1:9000");
+        assert_eq!(at("127.0.0.1:47000", None).unwrap(), "127.0.0.1:47000");
+        assert_eq!(at("[::1]:47000", Some(47000)).unwrap(), "[::1]:47000");
+        assert_eq!(at("::1", None).unwrap(), format!("[::1]:{DEFAULT_PORT}"));
+        let both = at("127.0.0.1:47000", Some(9000)).unwrap_err().to_string();
+        assert!(both.contains("names port 47000, --port 9000"), "{both}");
+        let bad = at("localhost:80", None).unwrap_err().to_string();
+        assert!(
+            bad.contains("'localhost:80' is not an IP address or IP:PORT"),
+            "{bad}"
+        );
     }
 }
