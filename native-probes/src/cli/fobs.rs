@@ -14,7 +14,7 @@ use nowcast::fobs::memory::{Basis, PathMemory, Transfer};
 use nowcast::fobs::record;
 use nowcast::fobs::sender::{self, Event, Sender};
 use nowcast::fobs::wire::{self, Done, Hello, DEFAULT_PORT, TOKEN_LEN};
-use nowcast::net::{parse_size, resolve};
+use nowcast::net::{self, parse_size, resolve};
 use nowcast::stop::Stop;
 use nowcast_core::record::{Metric, Probe, Record, Transport};
 use std::fs::File;
@@ -520,25 +520,19 @@ impl DeliveryRate {
     }
 }
 
-/// The receiver's address from `--listen` (an IP, or IP:PORT) and `--port`: the port named
-/// once, or the default.
+/// The receiver's address from `--listen` (an IP, or IP:PORT, as [`net::split_host_port`]
+/// reads it) and `--port`: the port named once, or the default.
 fn listen_addr(listen: &str, port: Option<u16>) -> Result<std::net::SocketAddr> {
-    use std::net::{IpAddr, SocketAddr};
-    if let Ok(ip) = listen.parse::<IpAddr>() {
-        return Ok(SocketAddr::new(ip, port.unwrap_or(DEFAULT_PORT)));
-    }
-    let at: SocketAddr = listen.parse().map_err(|_| {
+    let want = port.unwrap_or(DEFAULT_PORT);
+    let not_ip = || {
         anyhow!("--listen '{listen}' is not an IP address or IP:PORT (e.g. 0.0.0.0, [::1]:8070)")
-    })?;
-    match port {
-        Some(p) if p != at.port() => {
-            bail!(
-                "--listen {listen} names port {}, --port {p}: give one",
-                at.port()
-            )
-        }
-        _ => Ok(at),
+    };
+    let (host, named) = net::split_host_port(listen, want).map_err(|_| not_ip())?;
+    let ip: std::net::IpAddr = host.parse().map_err(|_| not_ip())?;
+    if port.is_some() && named != want {
+        bail!("--listen {listen} names port {named}, --port {want}: give one");
     }
+    Ok(std::net::SocketAddr::new(ip, named))
 }
 
 fn recv(a: RecvArgs) -> Result<()> {
