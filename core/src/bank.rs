@@ -3,34 +3,12 @@
 
 use crate::aggregate::{Aggregate, Loss, Settings};
 use crate::errors::{argmin, Accum, ErrorTable, Kind};
-use crate::method::{describe, Rule, CANDIDATES, NWS_PRIMARIES};
+use crate::method::{describe, Mode, Rule, CANDIDATES, NWS_PRIMARIES};
 use crate::primaries::{advance, Next, Primaries};
 use crate::primary::{self, State};
 use crate::window::Windows;
 use crate::ForecastError;
 use serde::{Deserialize, Serialize};
-
-/// Faithful reproduces the original library, quirks included; Improved is the default.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Mode {
-    Faithful,
-    #[default]
-    Improved,
-}
-
-impl std::str::FromStr for Mode {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "faithful" => Ok(Mode::Faithful),
-            "improved" => Ok(Mode::Improved),
-            _ => Err(format!(
-                "unknown mode '{s}' (expected faithful or improved)"
-            )),
-        }
-    }
-}
 
 /// Selector windows. The original's "100" spans 97 errors: its window totals are running
 /// totals minus those of 97 steps before (reproduced over the long golden trace).

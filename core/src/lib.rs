@@ -11,10 +11,12 @@ pub mod bank;
 pub mod errors;
 pub mod iepm;
 pub mod import;
+pub mod json;
 pub mod method;
 pub mod primaries;
 pub mod primary;
 pub mod probed;
+pub mod quote;
 pub mod rank;
 pub mod record;
 pub mod series;
@@ -33,8 +35,9 @@ pub mod wasm;
 #[cfg(all(target_arch = "wasm32", feature = "wasm-reader"))]
 pub mod wasm_reader;
 
-pub use bank::{Bank, Forecast, Mode, PrimaryRow, Reporting, Selected};
+pub use bank::{Bank, Forecast, PrimaryRow, Reporting, Selected};
 pub use errors::Accum;
+pub use method::Mode;
 pub use primaries::{Next, NextForecasts, Primaries};
 pub use probed::ProbedSeries;
 pub use series::Series;

@@ -5,6 +5,28 @@
 
 use serde::{Deserialize, Serialize};
 
+/// How a bank forecasts: Faithful reproduces the original library, quirks included; Improved is the default.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    Faithful,
+    #[default]
+    Improved,
+}
+
+impl std::str::FromStr for Mode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "faithful" => Ok(Mode::Faithful),
+            "improved" => Ok(Mode::Improved),
+            _ => Err(format!(
+                "unknown mode '{s}' (expected faithful or improved)"
+            )),
+        }
+    }
+}
+
 /// A forecaster of the bank: its reported index, stable id and display name.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub struct MethodInfo {

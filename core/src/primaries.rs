@@ -3,7 +3,7 @@
 //! can run them on a thread of their own a few values ahead ([`crate::Bank::take_primaries`],
 //! [`Primaries::push`], [`crate::Bank::update_given`]).
 
-use crate::bank::Mode;
+use crate::method::Mode;
 use crate::method::Rule;
 use crate::primary::{self, State};
 use crate::window::Windows;

@@ -21,7 +21,7 @@
 //! - **Overrun**: a probe that completed after its timeout counts as a timeout.
 //! - **Sequence numbers** count the probes of this series (the schema's "within its series").
 
-use crate::bank::Mode;
+use crate::method::Mode;
 use crate::record::{Metric, Probe, Record, RecordForecast, Selector, Status, Transport};
 use crate::series::Series;
 use crate::timeout::{Bounds, Rule};

@@ -2,13 +2,13 @@
 //! from the page and every native tool. The JSON Schema is `public/schema/
 //! measurement-record.v1.schema.json`; this module is the one reader and writer of it. The
 //! reader ([`Record::read`]) takes parsed JSON from either parser (serde_json here, the
-//! browser's `JSON.parse` in the page, see [`crate::import::json`]) and the page's saved
+//! browser's `JSON.parse` in the page, see [`crate::json`]) and the page's saved
 //! records as they come out of IndexedDB, so every record the product takes in passes the
 //! same rules; the example files next to the schema are tested here, from TypeScript through
 //! the WebAssembly build, and against the schema itself.
 
 use crate::bank::MAX_MAGNITUDE;
-use crate::import::json::{Json, Kind};
+use crate::json::{Json, Kind};
 use serde::Serialize;
 
 /// The version this build writes.
@@ -48,7 +48,7 @@ macro_rules! named {
                 $ty::from_name(s).ok_or_else(|| {
                     format!(
                         "'{}' is not a {} (one of {})",
-                        crate::import::quote(s),
+                        crate::quote::quote(s),
                         $what,
                         $ty::NAMES.join(", ")
                     )

@@ -1,7 +1,8 @@
 //! One measured series as the page and the probes keep it: the forecaster bank plus the
 //! adaptive timeout rules that learn from the same values. Saved and restored whole.
 
-use crate::bank::{Bank, Forecast, Mode};
+use crate::bank::{Bank, Forecast};
+use crate::method::Mode;
 use crate::state::Saved;
 use crate::timeout::{Bounds, Outcome, Rule, TimeoutRules};
 use crate::ForecastError;

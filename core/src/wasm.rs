@@ -3,7 +3,7 @@
 //! they are and are read field by field; tables, records and reports go out as JSON text
 //! written by the core's own writers, which the typed wrapper `web/src/forecast.ts` parses.
 
-use crate::bank::Mode;
+use crate::method::Mode;
 use crate::probed::{self, Observation, Options, Outcome, Overrides};
 use crate::rank::{self, Site};
 use crate::record::{Metric, Probe, Record, Status};

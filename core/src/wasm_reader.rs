@@ -4,8 +4,8 @@
 //! exported (web/src/forecast.ts `loadReader`), so that what it loads on first open stays
 //! small; the forecasters are in the first module (`crate::wasm`, feature `wasm-page`).
 
-use crate::import::json::{longer_than, Json, Kind, Parser, TooLong};
 use crate::import::{Format, SeriesInfo, MAX_LINE};
+use crate::json::{longer_than, Json, Kind, Parser, TooLong};
 use crate::record::{Record, RecordError};
 use std::borrow::Cow;
 use wasm_bindgen::prelude::*;
@@ -137,7 +137,7 @@ impl Parser for BrowserJson {
 fn parse_record(line: &str) -> Result<Record, RecordError> {
     let v = BrowserJson.parse(line).map_err(|e| RecordError {
         field: None,
-        message: format!("not valid JSON ({})", crate::import::cut(&e, 200)),
+        message: format!("not valid JSON ({})", crate::quote::cut(&e, 200)),
     })?;
     Record::read(&v)
 }

@@ -4,11 +4,11 @@
 //! against figures taken from the same files by other means: the tools' own summaries, and
 //! serde_json walking the documents.
 
-use nowcast_core::import::json::SerdeJson;
 use nowcast_core::import::{
     export_csv, read_text, Clock, Column, Format, Imported, Options, Problem, Reader, Select,
     SeriesInfo, Sink, EXPORT_HEADER, MAX_LINE,
 };
+use nowcast_core::json::SerdeJson;
 use nowcast_core::record::{Metric, Record, Transport, Unit};
 use std::path::PathBuf;
 

@@ -11,8 +11,8 @@
 //! `NOWCAST_FUZZ_CASES` sets the number of cases per property (npm test: the default;
 //! `npm run bench`: a long run).
 
-use nowcast_core::import::json::SerdeJson;
 use nowcast_core::import::{read_text, Imported, Options, Problem, Reader, Sink};
+use nowcast_core::json::SerdeJson;
 use proptest::prelude::*;
 use std::path::PathBuf;
 

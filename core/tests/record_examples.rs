@@ -2,7 +2,8 @@
 //! invalid one is refused with a message naming its field (the part of its file name before
 //! `--`). The TypeScript reader runs against the same files.
 
-use nowcast_core::import::{json::SerdeJson, read_text};
+use nowcast_core::import::read_text;
+use nowcast_core::json::SerdeJson;
 use nowcast_core::record::{Metric, Record, Status};
 use std::path::PathBuf;
 

@@ -10,8 +10,8 @@
 //! [`QUOTE_CHARS`] characters are ever quoted) unless the caller asked to skip bad lines, in
 //! which case they are counted.
 
-use nowcast_core::import::json::SerdeJson;
 use nowcast_core::import::{self, LineError, Problem, Reader, Select, SeriesInfo, Sink};
+use nowcast_core::json::SerdeJson;
 use nowcast_core::record::{Metric, Transport};
 use std::fmt;
 use std::io::{BufRead, Read};

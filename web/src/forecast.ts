@@ -14,7 +14,6 @@ import init, {
   type InitInput,
 } from "../../core/pkg/nowcast_core.js";
 import type { ImportResult, ImportedSeries } from "./files";
-import type { NextForecast } from "./messages";
 import {
   RecordError,
   type LineError,
@@ -24,6 +23,14 @@ import {
   type RecordForecast,
   type Transport,
 } from "./record";
+
+/** The forecast of a series' next value (MSE-selected, JavaNws §2.1.2). */
+export interface NextForecast {
+  value: number;
+  /** Root of the whole-history MSE: the band is value ± BAND_K·error (messages.ts). */
+  error: number;
+  method: string;
+}
 
 /** "improved" is the default; "faithful" reproduces the original NWS library, quirks included. */
 export type Mode = "improved" | "faithful";

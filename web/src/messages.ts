@@ -1,8 +1,16 @@
 // Messages between the page and its probe worker. Plain data (structured clone), no classes.
 
-import type { Estimate, ForecasterRow, Histogram, RankedSite as Ranked } from "./forecast";
+import type {
+  Estimate,
+  ForecasterRow,
+  Histogram,
+  NextForecast,
+  RankedSite as Ranked,
+} from "./forecast";
 import type { LineError, Metric, Record, Transport } from "./record";
 import type { Settings } from "./settings";
+
+export type { NextForecast } from "./forecast";
 
 /** One series: a metric measured over one transport, e.g. "rtt/websocket". */
 export type SeriesKey = `${Metric}/${Transport}`;
@@ -12,14 +20,6 @@ export type SeriesKey = `${Metric}/${Transport}`;
  * errors (√MSE) either side of a forecast; ±2 covers most of a normal error.
  */
 export const BAND_K = 2;
-
-/** The forecast of a series' next value (MSE-selected, JavaNws §2.1.2). */
-export interface NextForecast {
-  value: number;
-  /** Root of the whole-history MSE: the band is value ± BAND_K·error. */
-  error: number;
-  method: string;
-}
 
 export interface MeasurementEvent {
   type: "measurement";

@@ -16,7 +16,7 @@
 //! - An empty field is no value (not an error); a field that is not a number is the line's
 //!   error, naming its column, and the line's other columns are still read.
 
-use super::records::series_name;
+use super::series_name;
 use super::time::parse_time;
 use super::{number, quote, Clock, Column, Keyed, Out, Problem, SeriesInfo, Sink};
 use crate::record::{Metric, Record, Transport};

@@ -3,8 +3,11 @@
 //! mtr's `report`. A file that is one pretty-printed document is gathered line by line
 //! ([`Document`], at most [`super::MAX_DOCUMENT`] bytes) and read at its end.
 
-use super::json::{Json, Kind as JsonKind, Parser};
-use super::{cut, iperf3, irtt, mtr, records, Format, Keyed, Out, Sink, MAX_DOCUMENT};
+use super::{
+    cut, iperf3, irtt, mtr, series_name, Clock, Format, Keyed, Out, SeriesInfo, Sink, MAX_DOCUMENT,
+};
+use crate::json::{Json, Kind as JsonKind, Parser};
+use crate::record::{Record, Status};
 
 /// What a JSON object is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -66,7 +69,7 @@ pub fn kind<J: Json>(v: &J) -> Kind {
     }
 }
 
-/// Reads one document of `kind` (not a record).
+/// Reads one document of `kind`.
 pub fn read<J: Json, S: Sink>(
     kind: Kind,
     v: &J,
@@ -78,9 +81,40 @@ pub fn read<J: Json, S: Sink>(
         Kind::Iperf3 => iperf3::read(v, out, keyed),
         Kind::Irtt => irtt::read(v, out, keyed),
         Kind::Mtr => mtr::read(v, out, keyed),
-        Kind::Record => records::record(v, out, keyed, without_value),
+        Kind::Record => record(v, out, keyed, without_value),
         Kind::Unknown => {}
     }
+}
+
+/// A record's value into its series; one without a value (a timeout, a failure) is counted.
+pub fn record<J: Json, S: Sink>(
+    v: &J,
+    out: &mut Out<'_, S>,
+    keyed: &mut Keyed,
+    without_value: &mut u64,
+) {
+    let r = match Record::read(v) {
+        Ok(r) => r,
+        Err(e) => return out.error(e.field.as_deref(), e.message),
+    };
+    let (Status::Ok, Some(value)) = (r.status, r.value) else {
+        *without_value += 1;
+        return;
+    };
+    let transport = r.probe.as_ref().and_then(|p| p.transport);
+    let metric = r.metric;
+    let id = keyed.id(out.reg, "record", metric, transport, Some(r.to), |to| {
+        SeriesInfo {
+            transport,
+            ..SeriesInfo::measured(
+                series_name(metric, transport, to.as_deref()),
+                metric,
+                to.clone(),
+                Clock::Epoch,
+            )
+        }
+    });
+    out.point(id, Some(r.timestamp_ms), value, "value");
 }
 
 /// Whether a line that starts with `{` closes its object (braces inside strings ignored):
@@ -181,26 +215,6 @@ impl Document {
         read(kind, &v, out, &mut Keyed::default(), without_value);
         Ok(())
     }
-}
-
-/// A member at a path of keys.
-pub fn path<J: Json>(v: &J, keys: &[&str]) -> Option<J> {
-    let (first, rest) = keys.split_first()?;
-    let mut cur = v.get(first)?;
-    for k in rest {
-        cur = cur.get(k)?;
-    }
-    Some(cur)
-}
-
-/// A finite number at a path.
-pub fn num<J: Json>(v: &J, keys: &[&str]) -> Option<f64> {
-    path(v, keys)?.number().filter(|n| n.is_finite())
-}
-
-/// Text at a path, if it is at most `max` characters.
-pub fn text<J: Json>(v: &J, keys: &[&str], max: usize) -> Option<String> {
-    Some(path(v, keys)?.text(max)?.ok()?.into_owned())
 }
 
 #[cfg(test)]

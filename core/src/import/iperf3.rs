@@ -11,9 +11,8 @@
 //!   (`server_output_json`), else only the test's summary (`end.sum_received`), one point.
 //! - `error` (iperf3 could not run the test) is reported as the document's error.
 
-use super::documents::{num, path, text};
-use super::json::Json;
 use super::{time_ok, Clock, Keyed, Out, SeriesInfo, Sink};
+use crate::json::{num, path, text, Json};
 use crate::record::{Metric, Transport};
 
 struct Test {

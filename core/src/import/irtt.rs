@@ -8,9 +8,8 @@
 //!
 //! irtt writes a gzipped file when the name ends in `.gz`: that must be unzipped first.
 
-use super::documents::{num, path, text};
-use super::json::Json;
 use super::{time_ok, Clock, Keyed, Out, SeriesInfo, Sink};
+use crate::json::{num, path, text, Json};
 use crate::record::{Metric, Transport};
 
 pub fn read<J: Json, S: Sink>(doc: &J, out: &mut Out<'_, S>, keyed: &mut Keyed) {

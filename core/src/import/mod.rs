@@ -31,24 +31,22 @@ mod delimited;
 mod documents;
 mod iperf3;
 mod irtt;
-pub mod json;
 mod mtr;
 mod ping;
 mod records;
 mod sockperf;
 mod time;
 
+use crate::json::Parser;
+pub use crate::quote::{cut, quote, QUOTE_CHARS};
 use crate::record::{check_value, Metric, Transport, Unit, MAX_TIMESTAMP_MS};
 pub use delimited::{export_csv, EXPORT_HEADER};
-use json::Parser;
 use std::collections::hash_map::{Entry, HashMap};
 
 /// The longest line read, bytes; a longer one is refused without being held or scanned.
 pub const MAX_LINE: usize = 1 << 20;
 /// The largest JSON document read whole (iperf3, irtt, mtr as the tools write them).
 pub const MAX_DOCUMENT: usize = 32 << 20;
-/// The most characters of a line (or of a value) a message quotes.
-pub const QUOTE_CHARS: usize = 80;
 /// Series kept apart in one file; the values of further ones are left out, said once.
 pub const MAX_SERIES: usize = 256;
 /// What a file in no supported format is told.
@@ -252,20 +250,17 @@ impl Default for Options {
     }
 }
 
-/// `text`, cut to `max` characters (the cut marked with "...").
-pub fn cut(text: &str, max: usize) -> String {
-    match text.char_indices().nth(max) {
-        None => text.to_string(),
-        Some(_) => {
-            let keep: String = text.chars().take(max.saturating_sub(3)).collect();
-            keep + "..."
-        }
+/// The name of a series of records: `rtt/websocket to example.org:443` (the page's series
+/// key, then the target), `loss to h:8061` without a transport, `rtt` without either.
+pub fn series_name(metric: Metric, transport: Option<Transport>, to: Option<&str>) -> String {
+    let mut name = metric.name().to_string();
+    if let Some(t) = transport {
+        name = format!("{name}/{t}");
     }
-}
-
-/// At most [`QUOTE_CHARS`] characters of `text`, to quote in a message.
-pub fn quote(text: &str) -> String {
-    cut(text, QUOTE_CHARS)
+    if let Some(to) = to {
+        name = format!("{name} to {to}");
+    }
+    name
 }
 
 /// Enough of `bytes` to quote, as text.

@@ -8,9 +8,8 @@
 //! holds one report, or one a line (`mtr --json` run repeatedly, compacted): each is one
 //! point, placed a second apart since mtr writes no time.
 
-use super::documents::{num, text};
-use super::json::Json;
 use super::{Clock, Keyed, Out, SeriesInfo, Sink};
+use crate::json::{num, text, Json};
 use crate::record::Metric;
 
 pub fn read<J: Json, S: Sink>(doc: &J, out: &mut Out<'_, S>, keyed: &mut Keyed) {

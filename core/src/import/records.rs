@@ -3,53 +3,8 @@
 //! reports). The first line's object decides which.
 
 use super::documents::{self, Kind};
-use super::json::{Json, Parser};
-use super::{cut, Clock, Format, Keyed, Out, Problem, SeriesInfo, Sink};
-use crate::record::{Metric, Record, Status, Transport};
-
-/// The name of a series of records: `rtt/websocket to example.org:443` (the page's series
-/// key, then the target), `loss to h:8061` without a transport, `rtt` without either.
-pub fn series_name(metric: Metric, transport: Option<Transport>, to: Option<&str>) -> String {
-    let mut name = metric.name().to_string();
-    if let Some(t) = transport {
-        name = format!("{name}/{t}");
-    }
-    if let Some(to) = to {
-        name = format!("{name} to {to}");
-    }
-    name
-}
-
-/// A record's value into its series; one without a value (a timeout, a failure) is counted.
-pub fn record<J: Json, S: Sink>(
-    v: &J,
-    out: &mut Out<'_, S>,
-    keyed: &mut Keyed,
-    without_value: &mut u64,
-) {
-    let r = match Record::read(v) {
-        Ok(r) => r,
-        Err(e) => return out.error(e.field.as_deref(), e.message),
-    };
-    let (Status::Ok, Some(value)) = (r.status, r.value) else {
-        *without_value += 1;
-        return;
-    };
-    let transport = r.probe.as_ref().and_then(|p| p.transport);
-    let metric = r.metric;
-    let id = keyed.id(out.reg, "record", metric, transport, Some(r.to), |to| {
-        SeriesInfo {
-            transport,
-            ..SeriesInfo::measured(
-                series_name(metric, transport, to.as_deref()),
-                metric,
-                to.clone(),
-                Clock::Epoch,
-            )
-        }
-    });
-    out.point(id, Some(r.timestamp_ms), value, "value");
-}
+use super::{cut, Format, Keyed, Out, Problem, Sink};
+use crate::json::Parser;
 
 /// A file of JSON lines.
 pub struct JsonLines<P: Parser> {
@@ -103,7 +58,6 @@ impl<P: Parser> JsonLines<P> {
                     documents::described(expected)
                 ),
             ),
-            Kind::Record => record(&v, out, &mut self.keyed, without_value),
             _ => documents::read(kind, &v, out, &mut self.keyed, without_value),
         }
     }

@@ -47,6 +47,20 @@ impl Source {
     }
 }
 
+/// A metric by its schema name, for clap.
+pub fn metric(s: &str) -> Result<Metric, String> {
+    Metric::from_name(s).ok_or_else(|| {
+        format!(
+            "unknown metric '{s}' ({})",
+            Metric::ALL
+                .iter()
+                .map(|m| m.name())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    })
+}
+
 /// Which records.
 #[derive(clap::Args, Clone)]
 pub struct FilterArgs {
@@ -60,7 +74,7 @@ pub struct FilterArgs {
     #[arg(long)]
     pub target: Vec<String>,
     /// Only this metric (rtt, bandwidth_up, throughput, …); repeat for more.
-    #[arg(long, value_parser = super::report::metric)]
+    #[arg(long, value_parser = metric)]
     pub metric: Vec<Metric>,
     /// Only this source (nowcast tcp, iperf3, pcap, browser, …); repeat for more.
     #[arg(long)]
@@ -147,7 +161,7 @@ enum QueryKind {
     /// One target's metric in hourly buckets over [--since, --until) (default: 7 days to now).
     Hourly {
         target: String,
-        #[arg(value_parser = super::report::metric)]
+        #[arg(value_parser = metric)]
         metric: Metric,
         #[arg(long)]
         since: Option<String>,

@@ -9,7 +9,7 @@ use nowcast::archive::sqlite::Sqlite;
 use nowcast::campaign::runlog::RunLog;
 use nowcast::report::{analysis, html, text};
 use nowcast::when::Ms;
-use nowcast_core::record::{Metric, Record};
+use nowcast_core::record::Record;
 use std::io::Write;
 use std::path::PathBuf;
 
@@ -112,18 +112,4 @@ fn keep(f: &Filter, r: &Record) -> bool {
         && (f.targets.is_empty() || f.targets.contains(&r.to))
         && (f.metrics.is_empty() || f.metrics.contains(&r.metric))
         && (f.sources.is_empty() || f.sources.contains(&r.source))
-}
-
-/// A metric by its schema name, for clap.
-pub fn metric(s: &str) -> Result<Metric, String> {
-    Metric::from_name(s).ok_or_else(|| {
-        format!(
-            "unknown metric '{s}' ({})",
-            Metric::ALL
-                .iter()
-                .map(|m| m.name())
-                .collect::<Vec<_>>()
-                .join(", ")
-        )
-    })
 }

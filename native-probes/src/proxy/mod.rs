@@ -1,9 +1,10 @@
 //! `nowcast proxy`: an HTTP/1.1 reverse proxy that sends each unit of work to the replica
 //! forecast to be fastest (Zangrilli & Lowekamp §4–5). The decisions are the core
 //! [`policy`] (with [`budget`]'s retry budget and sticky table, and [`metrics`]' text); the
-//! edges are the server ([`server`]), the upstream connections ([`upstream`]) and the live
-//! capture of those connections for Wren ([`capture`]).
+//! edges are the server ([`server`]), the upstream connections ([`upstream`]), the bodies
+//! both carry ([`body`]) and the live capture of those connections for Wren ([`capture`]).
 
+pub mod body;
 pub mod budget;
 pub mod capture;
 pub mod metrics;

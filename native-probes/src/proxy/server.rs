@@ -5,6 +5,7 @@
 //! the budget, runs the active probes the policy asks for, and tells the policy how each
 //! attempt went. `/healthz` and `/metrics` are answered here; everything else is proxied.
 
+use super::body::{BoxError, Counting, DownBody, Progress};
 use super::metrics::{self, Edge};
 use super::policy::{Decision, Done, Failure, Policy, ReplicaSpec, ServiceSpec, Source};
 use super::upstream::{Conn, Pool, Target};
@@ -30,12 +31,6 @@ use std::time::{Duration, Instant};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Notify;
-
-pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
-/// A request body on its way to a replica.
-pub type UpBody = Counting<BoxBody<Bytes, BoxError>>;
-/// A response body on its way to a client.
-pub type DownBody = BoxBody<Bytes, BoxError>;
 
 /// Smallest transfer whose rate is a bandwidth sample.
 pub const MIN_SAMPLE_BYTES: u64 = 64 * 1024;
@@ -188,65 +183,6 @@ impl Shared {
                 let _ = tx.send(r);
             }
         }
-    }
-}
-
-/// Upload progress of one attempt, in ns since the proxy's start (0: not yet).
-#[derive(Default)]
-pub struct Progress {
-    bytes: AtomicU64,
-    last_ns: AtomicU64,
-    done_ns: AtomicU64,
-}
-
-/// A body that counts what passes and when it ended.
-pub struct Counting<B> {
-    inner: B,
-    progress: Arc<Progress>,
-    origin: Instant,
-}
-
-impl<B> Body for Counting<B>
-where
-    B: Body<Data = Bytes> + Unpin,
-{
-    type Data = Bytes;
-    type Error = B::Error;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, B::Error>>> {
-        let now = |s: &Self| s.origin.elapsed().as_nanos() as u64;
-        let r = Pin::new(&mut self.inner).poll_frame(cx);
-        match &r {
-            Poll::Ready(Some(Ok(f))) => {
-                if let Some(d) = f.data_ref() {
-                    self.progress.bytes.fetch_add(d.len() as u64, Relaxed);
-                }
-                let t = now(&self);
-                self.progress.last_ns.store(t, Relaxed);
-                if self.inner.is_end_stream() {
-                    self.progress.done_ns.store(t.max(1), Relaxed);
-                }
-            }
-            Poll::Ready(None) => {
-                let t = now(&self).max(1);
-                if self.progress.done_ns.load(Relaxed) == 0 {
-                    self.progress.done_ns.store(t, Relaxed);
-                }
-            }
-            _ => {}
-        }
-        r
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        self.inner.size_hint()
     }
 }
 

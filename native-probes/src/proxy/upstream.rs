@@ -12,7 +12,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 use tokio::net::TcpStream;
 
-use super::server::UpBody;
+use super::body::UpBody;
 
 /// Where a replica is.
 #[derive(Clone, Debug, PartialEq)]

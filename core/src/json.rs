@@ -152,6 +152,26 @@ impl Parser for SerdeJson {
     }
 }
 
+/// A member at a path of keys.
+pub fn path<J: Json>(v: &J, keys: &[&str]) -> Option<J> {
+    let (first, rest) = keys.split_first()?;
+    let mut cur = v.get(first)?;
+    for k in rest {
+        cur = cur.get(k)?;
+    }
+    Some(cur)
+}
+
+/// A finite number at a path.
+pub fn num<J: Json>(v: &J, keys: &[&str]) -> Option<f64> {
+    path(v, keys)?.number().filter(|n| n.is_finite())
+}
+
+/// Text at a path, if it is at most `max` characters.
+pub fn text<J: Json>(v: &J, keys: &[&str], max: usize) -> Option<String> {
+    Some(path(v, keys)?.text(max)?.ok()?.into_owned())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

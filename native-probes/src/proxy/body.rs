@@ -1,0 +1,78 @@
+//! The bodies that pass through the proxy (edge): a request's on its way to a replica,
+//! counted as it goes so that the server knows when its upload ended ([`Progress`]), and a
+//! response's on its way back to the client. The server makes them, the upstream
+//! connections carry them.
+
+use bytes::Bytes;
+use http_body_util::combinators::BoxBody;
+use hyper::body::{Body, Frame, SizeHint};
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Instant;
+
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+/// A request body on its way to a replica.
+pub type UpBody = Counting<BoxBody<Bytes, BoxError>>;
+/// A response body on its way to a client.
+pub type DownBody = BoxBody<Bytes, BoxError>;
+
+/// Upload progress of one attempt, in ns since the proxy's start (0: not yet).
+#[derive(Default)]
+pub struct Progress {
+    pub(super) bytes: AtomicU64,
+    pub(super) last_ns: AtomicU64,
+    pub(super) done_ns: AtomicU64,
+}
+
+/// A body that counts what passes and when it ended.
+pub struct Counting<B> {
+    pub(super) inner: B,
+    pub(super) progress: Arc<Progress>,
+    pub(super) origin: Instant,
+}
+
+impl<B> Body for Counting<B>
+where
+    B: Body<Data = Bytes> + Unpin,
+{
+    type Data = Bytes;
+    type Error = B::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, B::Error>>> {
+        let now = |s: &Self| s.origin.elapsed().as_nanos() as u64;
+        let r = Pin::new(&mut self.inner).poll_frame(cx);
+        match &r {
+            Poll::Ready(Some(Ok(f))) => {
+                if let Some(d) = f.data_ref() {
+                    self.progress.bytes.fetch_add(d.len() as u64, Relaxed);
+                }
+                let t = now(&self);
+                self.progress.last_ns.store(t, Relaxed);
+                if self.inner.is_end_stream() {
+                    self.progress.done_ns.store(t.max(1), Relaxed);
+                }
+            }
+            Poll::Ready(None) => {
+                let t = now(&self).max(1);
+                if self.progress.done_ns.load(Relaxed) == 0 {
+                    self.progress.done_ns.store(t, Relaxed);
+                }
+            }
+            _ => {}
+        }
+        r
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
