@@ -21,7 +21,7 @@
 
 mod common;
 
-use common::{records, root_missing, run_bounded, sh, text, Server, BIN};
+use common::{random_drop, records, root_missing, run_bounded, sh, text, Server, BIN};
 use nowcast_core::record::{Metric, Record, Status};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
@@ -169,49 +169,14 @@ impl Link {
     }
 
     fn drop_from_client(&self, per_mille: u32) {
-        let b = &self.server_ns;
-        sh(&[
-            "ip", "netns", "exec", b, "nft", "add", "table", "inet", "nwloss",
-        ]);
-        sh(&[
-            "ip",
-            "netns",
-            "exec",
-            b,
-            "nft",
-            "add",
-            "chain",
-            "inet",
+        random_drop(
+            &self.server_ns,
             "nwloss",
-            "input",
-            "{ type filter hook input priority 0; policy accept; }",
-        ]);
-        sh(&[
-            "ip",
-            "netns",
-            "exec",
-            b,
-            "nft",
-            "add",
-            "rule",
-            "inet",
-            "nwloss",
-            "input",
-            "ip",
-            "saddr",
             "10.231.0.1",
-            "meta",
-            "l4proto",
             "udp",
-            "numgen",
-            "random",
-            "mod",
-            "1000",
-            "<",
-            &per_mille.to_string(),
-            "counter",
-            "drop",
-        ]);
+            per_mille,
+            1000,
+        );
     }
 }
 

@@ -21,7 +21,7 @@
 
 mod common;
 
-use common::{root_missing, run_bounded, sh, text, BIN};
+use common::{clear_random_drop, random_drop, root_missing, run_bounded, sh, text, BIN};
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -167,47 +167,11 @@ impl Link {
     }
 
     fn random_drop(&self, per_100k: u32) {
-        let nft = |args: &[&str]| {
-            let mut v = vec!["ip", "netns", "exec", &self.rx, "nft"];
-            v.extend_from_slice(args);
-            sh(&v);
-        };
-        nft(&["add", "table", "inet", "nwfloss"]);
-        nft(&[
-            "add",
-            "chain",
-            "inet",
-            "nwfloss",
-            "input",
-            "{ type filter hook input priority 0; policy accept; }",
-        ]);
-        nft(&[
-            "add",
-            "rule",
-            "inet",
-            "nwfloss",
-            "input",
-            "ip",
-            "saddr",
-            TX_IP,
-            "meta",
-            "l4proto",
-            "udp",
-            "numgen",
-            "random",
-            "mod",
-            "100000",
-            "<",
-            &per_100k.to_string(),
-            "counter",
-            "drop",
-        ]);
+        random_drop(&self.rx, "nwfloss", TX_IP, "udp", per_100k, 100_000);
     }
 
     fn clear_drop(&self) {
-        sh(&[
-            "ip", "netns", "exec", &self.rx, "nft", "delete", "table", "inet", "nwfloss",
-        ]);
+        clear_random_drop(&self.rx, "nwfloss");
     }
 }
 

@@ -17,7 +17,7 @@
 
 mod common;
 
-use common::{root_missing, run_bounded, sh, text, BIN};
+use common::{clear_random_drop, random_drop, root_missing, run_bounded, sh, text, BIN};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -91,58 +91,10 @@ impl Hosts {
     }
 
     fn loss(&self, per_mille: u32) {
-        let b = &self.b;
-        let _ = Command::new("ip")
-            .args([
-                "netns", "exec", b, "nft", "delete", "table", "inet", "nwploss",
-            ])
-            .stderr(Stdio::null())
-            .status();
-        if per_mille == 0 {
-            return;
+        clear_random_drop(&self.b, "nwploss");
+        if per_mille > 0 {
+            random_drop(&self.b, "nwploss", A_IP, "tcp", per_mille, 1000);
         }
-        sh(&[
-            "ip", "netns", "exec", b, "nft", "add", "table", "inet", "nwploss",
-        ]);
-        sh(&[
-            "ip",
-            "netns",
-            "exec",
-            b,
-            "nft",
-            "add",
-            "chain",
-            "inet",
-            "nwploss",
-            "input",
-            "{ type filter hook input priority 0; policy accept; }",
-        ]);
-        sh(&[
-            "ip",
-            "netns",
-            "exec",
-            b,
-            "nft",
-            "add",
-            "rule",
-            "inet",
-            "nwploss",
-            "input",
-            "ip",
-            "saddr",
-            A_IP,
-            "meta",
-            "l4proto",
-            "tcp",
-            "numgen",
-            "random",
-            "mod",
-            "1000",
-            "<",
-            &per_mille.to_string(),
-            "counter",
-            "drop",
-        ]);
     }
 
     fn spawn(&mut self, ns: &str, args: &[&str]) -> usize {

@@ -2,7 +2,7 @@
 
 mod common;
 
-use common::{nowcast, records, text, Server};
+use common::{nowcast, records, shows, summary, text, Server};
 use nowcast_core::record::{Metric, Record, Status};
 use std::net::TcpListener;
 use std::time::{Duration, Instant};
@@ -351,32 +351,6 @@ fn the_warm_up_echo_after_the_hello_is_made_but_not_counted() {
             assert!(r.value.unwrap() < 150.0, "{r:?}");
         }
     }
-}
-
-/// The closing summary of a table: each series' row after its name (unit, sent, lost, min,
-/// avg, max, mdev, then `next ± band` or `-`), by series name.
-fn summary(table: &str) -> std::collections::HashMap<String, Vec<String>> {
-    let mut lines = table.lines().skip_while(|l| !l.starts_with("--- "));
-    assert!(lines.next().is_some(), "no summary in {table}");
-    let head = lines.next().unwrap();
-    assert!(
-        head.starts_with("series") && head.contains("min") && head.contains("mdev"),
-        "{head}"
-    );
-    lines
-        .map(|l| {
-            let mut words = l.split_whitespace().map(String::from);
-            let name = words.next().unwrap();
-            (name, words.filter(|w| w != "±").collect())
-        })
-        .collect()
-}
-
-/// Whether `shown` is `want` rounded to the digits shown.
-fn shows(shown: &str, want: f64) -> bool {
-    let decimals = shown.split('.').nth(1).map_or(0, str::len) as i32;
-    let v: f64 = shown.parse().unwrap_or(f64::NAN);
-    (v - want).abs() <= 0.5 * 10f64.powi(-decimals) * (1.0 + 1e-9) + 1e-12 * want.abs()
 }
 
 /// The factor from the schema unit to the unit a summary row names.

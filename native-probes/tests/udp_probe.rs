@@ -2,7 +2,7 @@
 
 mod common;
 
-use common::{nowcast, records, text, Server};
+use common::{nowcast, records, shows, summary, text, Server};
 use nowcast_core::record::{Metric, Record, Status};
 use std::net::UdpSocket;
 use std::time::{Duration, Instant};
@@ -109,28 +109,6 @@ fn an_unanswered_burst_is_all_lost_and_waits_no_longer_than_its_timeout() {
         "{table}"
     );
     assert!(!rows.contains_key("jitter"), "{table}");
-}
-
-/// The closing summary of a table: each series' row after its name (unit, sent, lost, min,
-/// avg, max, mdev, then next and its band, or `-`), by series name.
-fn summary(table: &str) -> std::collections::HashMap<String, Vec<String>> {
-    let mut lines = table.lines().skip_while(|l| !l.starts_with("--- "));
-    assert!(lines.next().is_some(), "no summary in {table}");
-    assert!(lines.next().unwrap().starts_with("series"));
-    lines
-        .map(|l| {
-            let mut words = l.split_whitespace().map(String::from);
-            let name = words.next().unwrap();
-            (name, words.filter(|w| w != "±").collect())
-        })
-        .collect()
-}
-
-/// Whether `shown` is `want` rounded to the digits shown.
-fn shows(shown: &str, want: f64) -> bool {
-    let decimals = shown.split('.').nth(1).map_or(0, str::len) as i32;
-    let v: f64 = shown.parse().unwrap_or(f64::NAN);
-    (v - want).abs() <= 0.5 * 10f64.powi(-decimals) * (1.0 + 1e-9) + 1e-12 * want.abs()
 }
 
 #[test]

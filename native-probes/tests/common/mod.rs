@@ -211,6 +211,39 @@ pub fn root_missing(tools: &[&str]) -> Option<String> {
         .map(|tool| format!("{tool} is not installed"))
 }
 
+/// Random network loss (testing.md): in namespace `ns`, nftables table `table` drops `per`
+/// in `out_of` of the `l4proto` packets that arrive from `from_ip` (`numgen random`), on
+/// the input hook. [`clear_random_drop`] removes it.
+pub fn random_drop(ns: &str, table: &str, from_ip: &str, l4proto: &str, per: u32, out_of: u32) {
+    let nft = |args: &[&str]| {
+        let mut v = vec!["ip", "netns", "exec", ns, "nft"];
+        v.extend_from_slice(args);
+        sh(&v);
+    };
+    let (per, out_of) = (per.to_string(), out_of.to_string());
+    nft(&["add", "table", "inet", table]);
+    nft(&[
+        "add",
+        "chain",
+        "inet",
+        table,
+        "input",
+        "{ type filter hook input priority 0; policy accept; }",
+    ]);
+    nft(&[
+        "add", "rule", "inet", table, "input", "ip", "saddr", from_ip, "meta", "l4proto", l4proto,
+        "numgen", "random", "mod", &out_of, "<", &per, "counter", "drop",
+    ]);
+}
+
+/// Removes what [`random_drop`] added to `ns` (nothing if it is not there).
+pub fn clear_random_drop(ns: &str, table: &str) {
+    let _ = Command::new("ip")
+        .args(["netns", "exec", ns, "nft", "delete", "table", "inet", table])
+        .stderr(Stdio::null())
+        .status();
+}
+
 /// Runs a set-up command (`args[0]` with the rest as arguments); panics with its standard
 /// error when it fails.
 pub fn sh(args: &[&str]) {
@@ -219,4 +252,31 @@ pub fn sh(args: &[&str]) {
         .output()
         .expect("run set-up command");
     assert!(out.status.success(), "{args:?}: {}", text(&out.stderr));
+}
+
+/// The closing summary of a table: each series' row after its name (unit, sent, lost, min,
+/// avg, max, mdev, then the next forecast and its band, or `-`), by series name: the
+/// probes' tables (`nowcast tcp`, `nowcast udp`).
+pub fn summary(table: &str) -> std::collections::HashMap<String, Vec<String>> {
+    let mut lines = table.lines().skip_while(|l| !l.starts_with("--- "));
+    assert!(lines.next().is_some(), "no summary in {table}");
+    let head = lines.next().unwrap();
+    assert!(
+        head.starts_with("series") && head.contains("min") && head.contains("mdev"),
+        "{head}"
+    );
+    lines
+        .map(|l| {
+            let mut words = l.split_whitespace().map(String::from);
+            let name = words.next().unwrap();
+            (name, words.filter(|w| w != "±").collect())
+        })
+        .collect()
+}
+
+/// Whether `shown` is `want` rounded to the digits shown.
+pub fn shows(shown: &str, want: f64) -> bool {
+    let decimals = shown.split('.').nth(1).map_or(0, str::len) as i32;
+    let v: f64 = shown.parse().unwrap_or(f64::NAN);
+    (v - want).abs() <= 0.5 * 10f64.powi(-decimals) * (1.0 + 1e-9) + 1e-12 * want.abs()
 }
