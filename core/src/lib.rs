@@ -8,6 +8,7 @@
 
 pub mod aggregate;
 pub mod bank;
+pub mod calendar;
 pub mod errors;
 pub mod iepm;
 pub mod import;

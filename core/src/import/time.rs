@@ -3,6 +3,8 @@
 //! an offset is taken as UTC: the reader has no time zone (it reads no clock and no
 //! environment), so a file is read the same everywhere.
 
+use crate::calendar::days_from_civil;
+
 /// The time `s` (trimmed) names, in ms since 1970; `None` if it is neither form.
 pub fn parse_time(s: &str) -> Option<f64> {
     let s = s.trim();
@@ -10,18 +12,6 @@ pub fn parse_time(s: &str) -> Option<f64> {
         Some(ms) => Some(ms).filter(|t| super::time_ok(*t)),
         None => iso8601(s).filter(|t| super::time_ok(*t)),
     }
-}
-
-/// Days from 1970-01-01 to the given civil date (proleptic Gregorian), after Howard
-/// Hinnant's `days_from_civil`.
-fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (i64::from(m) + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + i64::from(d) - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
 }
 
 /// Takes exactly `n` ASCII digits from the front of `s`.

@@ -426,6 +426,19 @@ impl Plan {
         &self.probes[self.jobs[job].probe]
     }
 
+    /// What the archive needs to take up the schedule (`Sqlite::resume`): for each job its
+    /// key, whether its runs are counted (it has `max_runs`) and whether it is a sanity check.
+    pub fn resume_jobs(&self) -> Vec<(String, bool, bool)> {
+        self.jobs
+            .iter()
+            .enumerate()
+            .map(|(j, job)| {
+                let p = self.probe(j);
+                (job.key.clone(), p.when.max_runs.is_some(), p.gate)
+            })
+            .collect()
+    }
+
     pub fn target(&self, job: usize) -> &Target {
         &self.targets[self.jobs[job].target]
     }

@@ -72,17 +72,7 @@ pub fn resume(c: &Campaign) -> Result<Resume> {
         return Ok(Resume::default());
     }
     let mut db = Sqlite::open(&c.archive.sqlite)?;
-    let jobs: Vec<(String, bool, bool)> = c
-        .plan
-        .jobs
-        .iter()
-        .enumerate()
-        .map(|(j, job)| {
-            let p = c.plan.probe(j);
-            (job.key.clone(), p.when.max_runs.is_some(), p.gate)
-        })
-        .collect();
-    db.resume(&c.plan.name, &jobs)
+    db.resume(&c.plan.name, &c.plan.resume_jobs())
 }
 
 /// The finish of a run from its records: ok if any measured, else the first reason. A FOBS

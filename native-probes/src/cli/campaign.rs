@@ -60,22 +60,9 @@ fn show_status(path: &Path, since: &str, json: bool) -> Result<()> {
     let since = parse_time(since, now).map_err(|e| anyhow::anyhow!("--since: {e}"))?;
     let (runs, resume) = if c.archive.sqlite.exists() {
         let mut db = Sqlite::open_read(&c.archive.sqlite)?;
-        let jobs: Vec<(String, bool, bool)> = c
-            .plan
-            .jobs
-            .iter()
-            .enumerate()
-            .map(|(j, job)| {
-                (
-                    job.key.clone(),
-                    c.plan.probe(j).when.max_runs.is_some(),
-                    c.plan.probe(j).gate,
-                )
-            })
-            .collect();
         (
             db.runs(&c.plan.name, since)?,
-            db.resume(&c.plan.name, &jobs)?,
+            db.resume(&c.plan.name, &c.plan.resume_jobs())?,
         )
     } else {
         (Vec::new(), Default::default())
