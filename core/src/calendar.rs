@@ -33,3 +33,28 @@ pub fn civil_from_days(z: i64) -> (i64, u32, u32) {
         d,
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn day_numbers_and_civil_dates_agree_both_ways() {
+        let known = [
+            ((1970, 1, 1), 0),
+            ((1969, 12, 31), -1),
+            ((2000, 2, 29), 11_016),
+            ((2000, 3, 1), 11_017),
+            ((2023, 11, 14), 19_675),
+            ((1900, 3, 1), -25_508),
+        ];
+        for ((y, m, d), day) in known {
+            assert_eq!(days_from_civil(y, m, d), day, "{y}-{m}-{d}");
+            assert_eq!(civil_from_days(day), (y, m, d), "{day}");
+        }
+        for day in [-800_000, -1, 0, 59, 60, 10_957, 19_675, 2_932_896] {
+            let (y, m, d) = civil_from_days(day);
+            assert_eq!(days_from_civil(y, m, d), day);
+        }
+    }
+}
