@@ -202,9 +202,12 @@ fn every_truncation_of_a_seed_keeps_the_packets_before_it() {
     }
 }
 
-/// `nowcast pcap` on a damaged file, run as a user would.
+/// `nowcast pcap` on a damaged file, run as a user would. The file is written to a folder of
+/// its own (tests run in parallel), removed with it afterwards.
 fn nowcast_pcap(bytes: &[u8], name: &str) -> std::process::Output {
-    let dir = std::env::temp_dir().join(format!("nwpf-{}", std::process::id()));
+    static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!("nwpf-{}-{call}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join(name);
     std::fs::write(&path, bytes).unwrap();
@@ -212,7 +215,7 @@ fn nowcast_pcap(bytes: &[u8], name: &str) -> std::process::Output {
         .args(["pcap", path.to_str().unwrap()])
         .output()
         .unwrap();
-    let _ = std::fs::remove_file(&path);
+    let _ = std::fs::remove_dir_all(&dir);
     out
 }
 
