@@ -16,7 +16,8 @@ use nowcast_core::record::{Metric, Transport};
 use std::fmt;
 use std::io::{BufRead, Read};
 
-pub use nowcast_core::import::{Column, MAX_LINE, QUOTE_CHARS};
+pub use nowcast_core::import::{Column, MAX_LINE};
+pub use nowcast_core::quote::QUOTE_CHARS;
 
 /// The layout of the input.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]

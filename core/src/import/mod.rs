@@ -38,7 +38,7 @@ mod sockperf;
 mod time;
 
 use crate::json::Parser;
-pub use crate::quote::{cut, quote, QUOTE_CHARS};
+use crate::quote::{cut, quote, QUOTE_CHARS};
 use crate::record::{check_value, Metric, Transport, Unit, MAX_TIMESTAMP_MS};
 pub use delimited::{export_csv, EXPORT_HEADER};
 use std::collections::hash_map::{Entry, HashMap};
