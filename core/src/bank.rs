@@ -2,7 +2,9 @@
 //! forecasts (algorithms.md §1; Wolski's NWS as used in JavaNws §2.1.2).
 
 use crate::aggregate::{Aggregate, Loss, Settings};
-use crate::errors::{argmin, Accum, ErrorTable, Kind};
+#[cfg(target_arch = "x86_64")]
+use crate::errors::Avx2;
+use crate::errors::{argmin, row_min, Accum, Baseline, ErrorTable, Isa, Kind, Row, LANES};
 use crate::method::{describe, Mode, Rule, CANDIDATES, NWS_PRIMARIES};
 use crate::primaries::{advance, Next, Primaries};
 use crate::primary::{self, State};
@@ -147,11 +149,21 @@ fn expert_forecasts<'a>(fc: &[f64], selection: f64, buf: &'a mut Vec<f64>) -> &'
     buf
 }
 
-/// `dst.copy_from_slice(src)` for the bank's few forecasters, in blocks of four: a call to
-/// `memcpy` for some twenty values a step cost more than the copy.
+/// `dst.copy_from_slice(src)` for the bank's few forecasters: a call to `memcpy` for some
+/// twenty values a step cost more than the copy. From 16 to 32 of them (the banks' 18 and
+/// 20), as two blocks of 16 of known size, overlapping; otherwise in blocks of four.
 #[inline(always)]
 fn copy_short<T: Copy>(dst: &mut [T], src: &[T]) {
     assert_eq!(dst.len(), src.len());
+    let n = dst.len();
+    if (16..=32).contains(&n) {
+        let head: &[T; 16] = src[..16].try_into().expect("16 of them");
+        let tail: &[T; 16] = src[n - 16..].try_into().expect("16 of them");
+        let (head, tail) = (*head, *tail);
+        dst[..16].copy_from_slice(&head);
+        dst[n - 16..].copy_from_slice(&tail);
+        return;
+    }
     let mut d = dst.chunks_exact_mut(4);
     let mut s = src.chunks_exact(4);
     for (d, s) in (&mut d).zip(&mut s) {
@@ -161,6 +173,32 @@ fn copy_short<T: Copy>(dst: &mut [T], src: &[T]) {
     for (d, s) in d.into_remainder().iter_mut().zip(s.remainder()) {
         *d = *s;
     }
+}
+
+/// The oracle's error this step: of the forecasters that had a forecast, the first error of
+/// the smallest magnitude; `None` if none had one.
+#[cfg_attr(target_arch = "x86_64", inline(always))]
+fn oracle_error(isa: impl Isa, err: &[f64], has: &[bool]) -> Option<f64> {
+    if err.len() > LANES {
+        return err
+            .iter()
+            .zip(has)
+            .filter(|(_, &h)| h)
+            .fold(None, |best: Option<f64>, (&e, _)| match best {
+                Some(b) if e.abs() >= b.abs() => best,
+                _ => Some(e),
+            });
+    }
+    // Magnitudes in a row (+∞ where no forecast), its minimum, then where it first is:
+    // straight vector code where a running comparison waited on itself at every forecaster.
+    let mut size: Row = [f64::INFINITY; LANES];
+    for ((s, &e), &h) in size.iter_mut().zip(err).zip(has) {
+        *s = if h { e.abs() } else { f64::INFINITY };
+    }
+    let smallest = row_min(&size);
+    smallest
+        .is_finite()
+        .then(|| err[isa.first_equal(&size, smallest)])
 }
 
 /// [`expert_forecasts`] with another selection: the forecasters' part is already there.
@@ -366,7 +404,7 @@ impl Bank {
             unsafe { self.step_avx2(x) };
             return Ok(());
         }
-        self.step(x);
+        self.step(Baseline, x);
         Ok(())
     }
 
@@ -375,13 +413,14 @@ impl Bank {
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx2")]
     fn step_avx2(&mut self, x: f64) {
-        self.step(x)
+        // SAFETY: this function is only called where the processor has AVX2.
+        self.step(unsafe { Avx2::assume() }, x)
     }
 
     /// Takes in a checked value (see [`update`](Self::update)).
     #[inline(always)]
-    fn step(&mut self, x: f64) {
-        self.score(x);
+    fn step(&mut self, isa: impl Isa, x: f64) {
+        self.score(isa, x);
         // 4. Append to the history. 5. Update every primary and take its next forecast.
         self.n += 1;
         self.all_have_forecasts = advance(
@@ -393,13 +432,13 @@ impl Bank {
             &mut self.fc,
             &mut self.has,
         );
-        self.choose();
+        self.choose(isa);
     }
 
     /// Steps 1–3 of [`update`](Self::update): everything that scores the forecasts made
     /// before `x`.
     #[inline(always)]
-    fn score(&mut self, x: f64) {
+    fn score(&mut self, isa: impl Isa, x: f64) {
         let faithful = self.mode == Mode::Faithful;
 
         // 1. The reported forecasts.
@@ -433,13 +472,8 @@ impl Bank {
         if self.scratch.len() != p {
             self.scratch.resize(p, 0.0);
         }
-        let mut best = f64::INFINITY;
-        for j in 0..p {
-            let e = x - self.fc[j];
-            self.scratch[j] = e;
-            // Selects, not branches: which primary is best changes from step to step.
-            let better = self.has[j] & (e.abs() < best.abs());
-            best = if better { e } else { best };
+        for (e, &f) in self.scratch.iter_mut().zip(&self.fc) {
+            *e = x - f;
         }
         let sel = self.selected;
         self.errors.record(&self.scratch[..sel], &self.has[..sel]);
@@ -448,7 +482,7 @@ impl Bank {
                 acc.add(self.scratch[j]);
             }
         }
-        if best.is_finite() {
+        if let Some(best) = oracle_error(isa, &self.scratch, &self.has) {
             self.oracle.add(best);
         }
     }
@@ -500,7 +534,7 @@ impl Bank {
             unsafe { self.step_given_avx2(x, next) };
             return Ok(());
         }
-        self.step_given(x, next);
+        self.step_given(Baseline, x, next);
         Ok(())
     }
 
@@ -508,17 +542,18 @@ impl Bank {
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx2")]
     fn step_given_avx2(&mut self, x: f64, next: Next<'_>) {
-        self.step_given(x, next)
+        // SAFETY: this function is only called where the processor has AVX2.
+        self.step_given(unsafe { Avx2::assume() }, x, next)
     }
 
     #[inline(always)]
-    fn step_given(&mut self, x: f64, next: Next<'_>) {
-        self.score(x);
+    fn step_given(&mut self, isa: impl Isa, x: f64, next: Next<'_>) {
+        self.score(isa, x);
         self.n += 1;
         copy_short(&mut self.fc, next.fc);
         copy_short(&mut self.has, next.has);
         self.all_have_forecasts = next.all;
-        self.choose();
+        self.choose(isa);
     }
 
     /// Feeds a batch of measurements; stops at the first invalid one, reporting its index.
@@ -534,8 +569,8 @@ impl Bank {
     /// mode the reported forecasts are then the aggregates' over that selection and every
     /// forecaster.
     #[cfg_attr(target_arch = "x86_64", inline(always))]
-    fn choose(&mut self) {
-        self.select();
+    fn choose(&mut self, isa: impl Isa) {
+        self.select(isa);
         if let (Some(agg), true) = (&mut self.aggregates, self.all_have_forecasts) {
             agg.selected = self.reported;
             let Some(r) = self.reported else { return };
@@ -559,14 +594,14 @@ impl Bank {
 
     /// The original's two-level selection (algorithms.md §1.2) into `reported`.
     #[cfg_attr(target_arch = "x86_64", inline(always))]
-    fn select(&mut self) {
+    fn select(&mut self, isa: impl Isa) {
         let windows = self.errors.window_count();
         if self.all_have_forecasts && self.errors.steady() {
-            self.picks[0] = self.errors.best_steady(Kind::Squared, None);
-            self.picks[1] = self.errors.best_steady(Kind::Absolute, None);
+            self.picks[0] = self.errors.best_steady(isa, Kind::Squared, None);
+            self.picks[1] = self.errors.best_steady(isa, Kind::Absolute, None);
             for wi in 0..windows {
-                self.picks[2 + 2 * wi] = self.errors.best_steady(Kind::Squared, Some(wi));
-                self.picks[3 + 2 * wi] = self.errors.best_steady(Kind::Absolute, Some(wi));
+                self.picks[2 + 2 * wi] = self.errors.best_steady(isa, Kind::Squared, Some(wi));
+                self.picks[3 + 2 * wi] = self.errors.best_steady(isa, Kind::Absolute, Some(wi));
             }
         } else {
             let has = &self.has;
@@ -885,7 +920,7 @@ mod tests {
             let (mut dispatched, mut baseline) = (Bank::new(mode), Bank::new(mode));
             for &x in &xs {
                 dispatched.update(x).unwrap();
-                baseline.step(x);
+                baseline.step(Baseline, x);
             }
             assert_eq!(
                 crate::state::save(&dispatched),

@@ -15,7 +15,7 @@ pub const RING: usize = 100;
 /// the real forecasters hold f64::MAX sums (above any real sum, and unlike +∞ expressible in
 /// JSON), so they never win a selection.
 pub const LANES: usize = 20;
-type Row = [f64; LANES];
+pub(crate) type Row = [f64; LANES];
 const _: () = assert!(
     LANES % 4 == 0 && LANES <= 32,
     "rows are scanned four lanes at a time and matched in a 32-bit mask"
@@ -192,26 +192,26 @@ impl ErrorTable {
         let slot = (self.steps % RING as u64) as usize;
         self.totals_se[slot] = self.cum_se;
         self.totals_ae[slot] = self.cum_ae;
+        let (pad, zero) = (self.padding(), [0.0; LANES]);
         for (wi, &w) in self.windows.iter().enumerate() {
-            let zero = [0.0; LANES];
             let (then_se, then_ae) = if self.steps >= w as u64 {
                 let old = ((self.steps - w as u64) % RING as u64) as usize;
                 (&self.totals_se[old], &self.totals_ae[old])
             } else {
                 (&zero, &zero)
             };
-            // Whole rows (a fixed-length loop vectorises), then the unused lanes back to
-            // f64::MAX (there the totals are f64::MAX too, and their difference 0).
-            let (mut s, mut a) = ([0.0; LANES], [0.0; LANES]);
-            for k in 0..LANES {
-                s[k] = self.cum_se[k] - then_se[k];
-                a[k] = self.cum_ae[k] - then_ae[k];
-            }
-            s[self.p..].fill(f64::MAX);
-            a[self.p..].fill(f64::MAX);
-            (self.win_se[wi], self.win_ae[wi]) = (s, a);
-            (self.min_se[wi], self.min_ae[wi]) = (row_min(&s), row_min(&a));
+            self.min_se[wi] = difference(&mut self.win_se[wi], &self.cum_se, then_se, &pad);
+            self.min_ae[wi] = difference(&mut self.win_ae[wi], &self.cum_ae, then_ae, &pad);
         }
+    }
+
+    /// A row of 0 in the used lanes and f64::MAX in the others, to raise the unused lanes of
+    /// a row of errors (never below 0) with [`at_least`].
+    #[cfg_attr(target_arch = "x86_64", inline(always))]
+    fn padding(&self) -> Row {
+        let mut pad = [0.0; LANES];
+        pad[self.p..].fill(f64::MAX);
+        pad
     }
 
     /// Window sums slid by the entering and leaving errors, rebuilt exactly once per lap.
@@ -222,11 +222,9 @@ impl ErrorTable {
             if w == 1 {
                 // The last error itself, exactly: a slid sum would carry rounding residue
                 // from earlier steps and could split forecasters that tie this step.
-                let (mut s, mut a) = (se, ae);
-                s[self.p..].fill(f64::MAX);
-                a[self.p..].fill(f64::MAX);
-                (self.win_se[wi], self.win_ae[wi]) = (s, a);
-                (self.min_se[wi], self.min_ae[wi]) = (row_min(&s), row_min(&a));
+                let (pad, zero) = (self.padding(), [0.0; LANES]);
+                self.min_se[wi] = difference(&mut self.win_se[wi], &se, &zero, &pad);
+                self.min_ae[wi] = difference(&mut self.win_ae[wi], &ae, &zero, &pad);
                 continue;
             }
             // For w == RING the leaving slot is the one about to be overwritten.
@@ -290,12 +288,12 @@ impl ErrorTable {
     /// [`best`](Self::best) for a table where every forecaster has a forecast and
     /// [`steady`](Self::steady) holds: an arg-min over one row.
     #[cfg_attr(target_arch = "x86_64", inline(always))]
-    pub fn best_steady(&self, kind: Kind, window: Option<usize>) -> usize {
+    pub(crate) fn best_steady(&self, isa: impl Isa, kind: Kind, window: Option<usize>) -> usize {
         match (window, kind) {
-            (None, Kind::Squared) => argmin_row(&div(&self.cum_se, &self.scored)),
-            (None, Kind::Absolute) => argmin_row(&div(&self.cum_ae, &self.scored)),
-            (Some(wi), Kind::Squared) => first_equal(&self.win_se[wi], self.min_se[wi]),
-            (Some(wi), Kind::Absolute) => first_equal(&self.win_ae[wi], self.min_ae[wi]),
+            (None, Kind::Squared) => argmin_row(isa, &div(&self.cum_se, &self.scored)),
+            (None, Kind::Absolute) => argmin_row(isa, &div(&self.cum_ae, &self.scored)),
+            (Some(wi), Kind::Squared) => isa.first_equal(&self.win_se[wi], self.min_se[wi]),
+            (Some(wi), Kind::Absolute) => isa.first_equal(&self.win_ae[wi], self.min_ae[wi]),
         }
     }
 
@@ -391,12 +389,35 @@ fn div(a: &Row, b: &Row) -> Row {
     out
 }
 
+/// Window sums as differences of running totals (`now − then`), the unused lanes raised
+/// back to f64::MAX by `pad` (there both totals are f64::MAX, and their difference 0; a used
+/// lane's difference is never below 0, as running totals of errors never decrease); returns
+/// the smallest. Whole rows, so the loop vectorises; as a function, so that LLVM knows the
+/// rows apart and checks no overlap at run time (measured).
+#[cfg_attr(target_arch = "x86_64", inline(always))]
+fn difference(sums: &mut Row, now: &Row, then: &Row, pad: &Row) -> f64 {
+    for k in 0..LANES {
+        sums[k] = at_least(now[k] - then[k], pad[k]);
+    }
+    row_min(sums)
+}
+
+/// The larger of `v` and `floor` (`maxpd`'s rule; no NaN occurs).
+#[cfg_attr(target_arch = "x86_64", inline(always))]
+fn at_least(v: f64, floor: f64) -> f64 {
+    if v > floor {
+        v
+    } else {
+        floor
+    }
+}
+
 /// Smallest value of a row: two running minima of two lanes each (SSE2's minpd, part of
 /// x86-64's baseline; left to itself the compiler made twenty scalar comparisons of it,
 /// measured). For rows of errors (no NaN) the result is the same as the portable loop's.
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
-fn row_min(r: &Row) -> f64 {
+pub(crate) fn row_min(r: &Row) -> f64 {
     use std::arch::x86_64::{_mm_cvtsd_f64, _mm_min_pd, _mm_min_sd, _mm_set_pd, _mm_unpackhi_pd};
     // SAFETY: SSE2 is part of x86-64's baseline, so every x86-64 processor has these
     // instructions; they read only their register arguments.
@@ -415,7 +436,7 @@ fn row_min(r: &Row) -> f64 {
 
 /// Smallest value of a row, over four independent lanes so that comparisons overlap.
 #[cfg(not(target_arch = "x86_64"))]
-fn row_min(r: &Row) -> f64 {
+pub(crate) fn row_min(r: &Row) -> f64 {
     let mut lanes = [f64::INFINITY; 4];
     for c in 0..LANES / 4 {
         for k in 0..4 {
@@ -428,20 +449,82 @@ fn row_min(r: &Row) -> f64 {
         .fold(f64::INFINITY, |m, v| if v < m { v } else { m })
 }
 
-/// Index of the first entry equal to `v` (a bit mask of matches, then its lowest bit).
-#[cfg_attr(target_arch = "x86_64", inline(always))]
-fn first_equal(row: &Row, v: f64) -> usize {
+/// The instructions the hot path of an update may use, as a token passed down to it: those
+/// every processor of the target has ([`Baseline`]), or AVX2 too ([`Avx2`], which only exists
+/// once the processor was found to have it). Only queries whose best code LLVM does not find
+/// on its own differ; both give the same answers, bit for bit.
+pub(crate) trait Isa: Copy {
+    /// Index of the first entry equal to `v`, which the row holds.
+    fn first_equal(self, row: &Row, v: f64) -> usize;
+}
+
+/// Any processor of the target.
+#[derive(Clone, Copy)]
+pub(crate) struct Baseline;
+
+impl Isa for Baseline {
+    /// A bit mask of matches, then its lowest bit.
+    #[cfg_attr(target_arch = "x86_64", inline(always))]
+    fn first_equal(self, row: &Row, v: f64) -> usize {
+        let mut mask = 0u32;
+        for (k, &x) in row.iter().enumerate() {
+            mask |= ((x == v) as u32) << k;
+        }
+        (mask.trailing_zeros() as usize).min(LANES - 1)
+    }
+}
+
+/// A processor with AVX2.
+#[cfg(target_arch = "x86_64")]
+#[derive(Clone, Copy)]
+pub(crate) struct Avx2(());
+
+#[cfg(target_arch = "x86_64")]
+impl Avx2 {
+    /// The token, for code that runs only where AVX2 was detected.
+    ///
+    /// # Safety
+    /// The processor must have AVX2.
+    #[inline(always)]
+    pub(crate) unsafe fn assume() -> Self {
+        Avx2(())
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+impl Isa for Avx2 {
+    /// Four lanes compared at a time, their matches' sign bits gathered into the mask (the
+    /// baseline loop's mask, built in five compares and five `vmovmskpd` where LLVM made
+    /// some forty instructions of it, measured).
+    #[inline(always)]
+    fn first_equal(self, row: &Row, v: f64) -> usize {
+        // SAFETY: an `Avx2` token exists only where the processor has AVX2 (`assume`).
+        unsafe { first_equal_avx2(row, v) }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+#[inline]
+fn first_equal_avx2(row: &Row, v: f64) -> usize {
+    use std::arch::x86_64::{
+        _mm256_cmp_pd, _mm256_loadu_pd, _mm256_movemask_pd, _mm256_set1_pd, _CMP_EQ_OQ,
+    };
+    let wanted = _mm256_set1_pd(v);
     let mut mask = 0u32;
-    for (k, &x) in row.iter().enumerate() {
-        mask |= ((x == v) as u32) << k;
+    for c in 0..LANES / 4 {
+        // SAFETY: lanes 4c..4c+4 are within the row (LANES is a multiple of four).
+        let four = unsafe { _mm256_loadu_pd(row.as_ptr().add(4 * c)) };
+        let equal = _mm256_movemask_pd(_mm256_cmp_pd::<_CMP_EQ_OQ>(four, wanted)) as u32;
+        mask |= equal << (4 * c);
     }
     (mask.trailing_zeros() as usize).min(LANES - 1)
 }
 
 /// Index of the first smallest value of a row (no NaN occurs: errors of finite values).
 #[cfg_attr(target_arch = "x86_64", inline(always))]
-fn argmin_row(row: &Row) -> usize {
-    first_equal(row, row_min(row))
+fn argmin_row(isa: impl Isa, row: &Row) -> usize {
+    isa.first_equal(row, row_min(row))
 }
 
 /// Moves window sums: adds the entering errors and removes the leaving ones; returns the
@@ -508,6 +591,39 @@ mod tests {
                     let got = t.win_se[wi][j];
                     assert!((got - se).abs() < 1e-9, "w={w} j={j} i={i}: {got} vs {se}");
                 }
+            }
+        }
+    }
+
+    /// Every way to ask for the first equal entry gives the baseline's answer: the value in
+    /// any lane, repeated in later or earlier lanes, +0 against −0, unused lanes at f64::MAX.
+    #[test]
+    fn first_equal_is_the_same_with_avx2() {
+        let mut rows = Vec::new();
+        for at in 0..LANES {
+            for twin in 0..LANES {
+                let mut r: Row = std::array::from_fn(|k| 10.0 + k as f64);
+                r[LANES - 2..].fill(f64::MAX);
+                r[at] = 1.5;
+                r[twin] = 1.5;
+                rows.push((r, 1.5));
+                rows.push((r, r[LANES - 1]));
+            }
+            let mut r: Row = [f64::MAX; LANES];
+            r[at] = -0.0;
+            rows.push((r, 0.0));
+        }
+        for (row, v) in rows {
+            let want = Baseline.first_equal(&row, v);
+            assert_eq!(row[want], v);
+            #[cfg(target_arch = "x86_64")]
+            if std::is_x86_feature_detected!("avx2") {
+                // SAFETY: AVX2 was detected just above.
+                assert_eq!(
+                    unsafe { Avx2::assume() }.first_equal(&row, v),
+                    want,
+                    "{row:?}"
+                );
             }
         }
     }
