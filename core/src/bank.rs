@@ -4,7 +4,7 @@
 use crate::aggregate::{Aggregate, Loss, Settings};
 #[cfg(target_arch = "x86_64")]
 use crate::errors::Avx2;
-use crate::errors::{argmin, row_min, Accum, Baseline, ErrorTable, Isa, Kind, Row, LANES};
+use crate::errors::{argmin, Accum, Baseline, ErrorTable, Isa, Kind, Row, LANES};
 use crate::method::{describe, Mode, Rule, CANDIDATES, NWS_PRIMARIES};
 use crate::primaries::{advance, Next, Primaries};
 use crate::primary::{self, State};
@@ -195,7 +195,7 @@ fn oracle_error(isa: impl Isa, err: &[f64], has: &[bool]) -> Option<f64> {
     for ((s, &e), &h) in size.iter_mut().zip(err).zip(has) {
         *s = if h { e.abs() } else { f64::INFINITY };
     }
-    let smallest = row_min(&size);
+    let smallest = isa.row_min(&size);
     smallest
         .is_finite()
         .then(|| err[isa.first_equal(&size, smallest)])
@@ -476,7 +476,8 @@ impl Bank {
             *e = x - f;
         }
         let sel = self.selected;
-        self.errors.record(&self.scratch[..sel], &self.has[..sel]);
+        self.errors
+            .record_with(isa, &self.scratch[..sel], &self.has[..sel]);
         for (acc, j) in self.extra_errors.iter_mut().zip(sel..) {
             if self.has[j] {
                 acc.add(self.scratch[j]);
