@@ -460,14 +460,7 @@ impl Bank {
                     .update(x, with_selection(&mut self.expert_buf, r.mae_value));
             }
         }
-        if self.reported.is_some() {
-            for s in 0..self.selectors() {
-                let e = x - self.fc[self.picks[s]];
-                self.sel_se[s] += e * e;
-                self.sel_ae[s] += e.abs();
-            }
-        }
-        // 3. The primaries that had a forecast, and the oracle (best primary this step).
+        // Every forecaster's error (measurement minus forecast).
         let p = self.rules.len();
         if self.scratch.len() != p {
             self.scratch.resize(p, 0.0);
@@ -475,6 +468,17 @@ impl Bank {
         for (e, &f) in self.scratch.iter_mut().zip(&self.fc) {
             *e = x - f;
         }
+        if self.reported.is_some() {
+            let n = self.selectors();
+            isa.add_picked(
+                &self.scratch,
+                &self.picks,
+                n,
+                &mut self.sel_se,
+                &mut self.sel_ae,
+            );
+        }
+        // 3. The primaries that had a forecast, and the oracle (best primary this step).
         let sel = self.selected;
         self.errors
             .record_with(isa, &self.scratch[..sel], &self.has[..sel]);

@@ -466,6 +466,23 @@ pub(crate) trait Isa: Copy {
     fn row_min(self, r: &Row) -> f64 {
         row_min(r)
     }
+    /// Adds the error `err[picks[s]]` of each of the first `n` picks to its sums: squared to
+    /// `se[s]`, absolute to `ae[s]`. Panics if a pick is not an index of `err`.
+    #[cfg_attr(target_arch = "x86_64", inline(always))]
+    fn add_picked<const N: usize>(
+        self,
+        err: &[f64],
+        picks: &[usize; N],
+        n: usize,
+        se: &mut [f64; N],
+        ae: &mut [f64; N],
+    ) {
+        for s in 0..n {
+            let e = err[picks[s]];
+            se[s] += e * e;
+            ae[s] += e.abs();
+        }
+    }
 }
 
 /// Any processor of the target.
@@ -517,6 +534,74 @@ impl Isa for Avx2 {
     fn row_min(self, r: &Row) -> f64 {
         // SAFETY: as above.
         unsafe { row_min_avx2(r) }
+    }
+
+    /// Four picks at a time, each block's picks checked to index `err` before its errors are
+    /// gathered (`vgatherqpd`); the same operations lane by lane as the baseline's.
+    #[inline(always)]
+    fn add_picked<const N: usize>(
+        self,
+        err: &[f64],
+        picks: &[usize; N],
+        n: usize,
+        se: &mut [f64; N],
+        ae: &mut [f64; N],
+    ) {
+        let n = n.min(N);
+        let whole = n - n % 4;
+        // SAFETY: AVX2 as above; every block of four lies within the first n ≤ N entries.
+        unsafe { add_picked_avx2(err, picks, whole, se, ae) };
+        for s in whole..n {
+            let e = err[picks[s]];
+            se[s] += e * e;
+            ae[s] += e.abs();
+        }
+    }
+}
+
+/// [`Isa::add_picked`] for the first `whole` (a multiple of four) picks, four at a time.
+/// Panics if a pick is not an index of `err`.
+///
+/// # Safety
+/// The processor has AVX2; `whole ≤ N`, a multiple of four.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+#[inline]
+unsafe fn add_picked_avx2<const N: usize>(
+    err: &[f64],
+    picks: &[usize; N],
+    whole: usize,
+    se: &mut [f64; N],
+    ae: &mut [f64; N],
+) {
+    use std::arch::x86_64::{
+        _mm256_add_pd, _mm256_andnot_pd, _mm256_castsi256_pd, _mm256_cmpgt_epi64,
+        _mm256_i64gather_pd, _mm256_loadu_pd, _mm256_loadu_si256, _mm256_movemask_pd,
+        _mm256_mul_pd, _mm256_set1_epi64x, _mm256_set1_pd, _mm256_storeu_pd, _mm256_xor_si256,
+    };
+    let sign = _mm256_set1_pd(-0.0);
+    // Unsigned comparison as signed, both sides' top bits flipped: pick > len − 1.
+    let flip = _mm256_set1_epi64x(i64::MIN);
+    let last = (err.len() as i64).wrapping_sub(1) ^ i64::MIN;
+    let last = _mm256_set1_epi64x(last);
+    for c in (0..whole).step_by(4) {
+        // SAFETY (of each access): lanes c..c+4 are within the arrays (c + 4 ≤ whole ≤ N),
+        // and the four indices gathered were found within `err` just before.
+        unsafe {
+            let at = _mm256_loadu_si256(picks.as_ptr().add(c).cast());
+            let beyond = _mm256_cmpgt_epi64(_mm256_xor_si256(at, flip), last);
+            assert!(
+                _mm256_movemask_pd(_mm256_castsi256_pd(beyond)) == 0 && !err.is_empty(),
+                "a pick out of range"
+            );
+            let e = _mm256_i64gather_pd::<8>(err.as_ptr(), at);
+            let (s, a) = (se.as_mut_ptr().add(c), ae.as_mut_ptr().add(c));
+            _mm256_storeu_pd(s, _mm256_add_pd(_mm256_loadu_pd(s), _mm256_mul_pd(e, e)));
+            _mm256_storeu_pd(
+                a,
+                _mm256_add_pd(_mm256_loadu_pd(a), _mm256_andnot_pd(sign, e)),
+            );
+        }
     }
 }
 
@@ -668,6 +753,41 @@ mod tests {
                 let avx2 = unsafe { Avx2::assume() };
                 assert_eq!(avx2.first_equal(&row, v), want, "{row:?}");
                 assert_eq!(avx2.row_min(&row).to_bits(), smallest.to_bits(), "{row:?}");
+            }
+        }
+    }
+
+    /// The selectors' sums grow by the same bits with AVX2 as without, for any number of
+    /// selectors (whole blocks of four and a rest), and a pick past the errors panics.
+    #[test]
+    fn add_picked_is_the_same_with_avx2() {
+        let err: Vec<f64> = (0..18).map(|j| (j as f64 - 8.5) * 0.37).collect();
+        let picks: [usize; 16] = std::array::from_fn(|s| (s * 7 + 3) % 18);
+        for n in 0..=16 {
+            let (mut se, mut ae) = ([0.25; 16], [0.5; 16]);
+            Baseline.add_picked(&err, &picks, n, &mut se, &mut ae);
+            for s in 0..16 {
+                let e = if s < n { err[picks[s]] } else { 0.0 };
+                assert_eq!((se[s], ae[s]), (0.25 + e * e, 0.5 + e.abs()));
+            }
+            #[cfg(target_arch = "x86_64")]
+            if std::is_x86_feature_detected!("avx2") {
+                // SAFETY: AVX2 was detected just above.
+                let avx2 = unsafe { Avx2::assume() };
+                let (mut se2, mut ae2) = ([0.25; 16], [0.5; 16]);
+                avx2.add_picked(&err, &picks, n, &mut se2, &mut ae2);
+                assert_eq!(
+                    (se2.map(f64::to_bits), ae2.map(f64::to_bits)),
+                    (se.map(f64::to_bits), ae.map(f64::to_bits)),
+                    "{n} selectors"
+                );
+                let mut wrong = picks;
+                wrong[1] = 18;
+                let beyond = std::panic::catch_unwind(|| {
+                    let (mut se, mut ae) = ([0.0; 16], [0.0; 16]);
+                    avx2.add_picked(&err, &wrong, 16, &mut se, &mut ae);
+                });
+                assert!(beyond.is_err(), "a pick past the errors must panic");
             }
         }
     }
