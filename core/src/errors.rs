@@ -439,8 +439,31 @@ pub(crate) fn row_min(r: &Row) -> f64 {
     }
 }
 
+/// Smallest value of a row: in WASM, two running minima of two lanes each (`f64x2.pmin`,
+/// `b < a ? b : a`, the portable loop's rule).
+#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+pub(crate) fn row_min(r: &Row) -> f64 {
+    use std::arch::wasm32::{f64x2, f64x2_extract_lane, f64x2_pmin};
+    let pair = |i: usize| f64x2(r[i], r[i + 1]);
+    let (mut a, mut b) = (pair(0), pair(2));
+    for c in 1..LANES / 4 {
+        a = f64x2_pmin(a, pair(4 * c));
+        b = f64x2_pmin(b, pair(4 * c + 2));
+    }
+    let m = f64x2_pmin(a, b);
+    let (lo, hi) = (f64x2_extract_lane::<0>(m), f64x2_extract_lane::<1>(m));
+    if hi < lo {
+        hi
+    } else {
+        lo
+    }
+}
+
 /// Smallest value of a row, over four independent lanes so that comparisons overlap.
-#[cfg(not(target_arch = "x86_64"))]
+#[cfg(not(any(
+    target_arch = "x86_64",
+    all(target_arch = "wasm32", target_feature = "simd128")
+)))]
 pub(crate) fn row_min(r: &Row) -> f64 {
     let mut lanes = [f64::INFINITY; 4];
     for c in 0..LANES / 4 {
@@ -493,11 +516,25 @@ impl Isa for Baseline {
     /// A bit mask of matches, then its lowest bit.
     #[cfg_attr(target_arch = "x86_64", inline(always))]
     fn first_equal(self, row: &Row, v: f64) -> usize {
-        let mut mask = 0u32;
-        for (k, &x) in row.iter().enumerate() {
-            mask |= ((x == v) as u32) << k;
+        #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+        {
+            use std::arch::wasm32::{f64x2, f64x2_eq, f64x2_splat, i64x2_bitmask};
+            let wanted = f64x2_splat(v);
+            let mut mask = 0u32;
+            for c in 0..LANES / 2 {
+                let two = f64x2(row[2 * c], row[2 * c + 1]);
+                mask |= u32::from(i64x2_bitmask(f64x2_eq(two, wanted))) << (2 * c);
+            }
+            (mask.trailing_zeros() as usize).min(LANES - 1)
         }
-        (mask.trailing_zeros() as usize).min(LANES - 1)
+        #[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
+        {
+            let mut mask = 0u32;
+            for (k, &x) in row.iter().enumerate() {
+                mask |= ((x == v) as u32) << k;
+            }
+            (mask.trailing_zeros() as usize).min(LANES - 1)
+        }
     }
 }
 
