@@ -34,7 +34,7 @@ fi
 # libpcap-dev: `nowcast pcap --live` links libpcap; tshark and tcptrace: the passive analysis'
 # peers (tshark's wireshark-common asks whether non-root users may capture: preseeded "no");
 # ngtcp2-client and ngtcp2-server: QUIC, FOBS's peer in its bench; nginx: the proxy bench's peer.
-debs=(chromium chromium-driver iperf3 sockperf irtt iproute2 nftables ethtool tcpdump time curl hyperfine jq libpcap-dev tshark tcptrace bc clickhouse-server iputils-ping sqlite3 ngtcp2-client ngtcp2-server nginx)
+debs=(chromium chromium-driver iperf3 sockperf irtt iproute2 nftables ethtool tcpdump time curl hyperfine jq libpcap-dev tshark tcptrace bc clickhouse-server iputils-ping mtr-tiny sqlite3 ngtcp2-client ngtcp2-server nginx)
 missing=()
 for p in "${debs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
