@@ -2,9 +2,10 @@
 //! forecasts (algorithms.md §1; Wolski's NWS as used in JavaNws §2.1.2).
 
 use crate::aggregate::{Aggregate, Loss, Settings};
+use crate::errors::{argmin, Accum, ErrorTable, Kind};
 #[cfg(target_arch = "x86_64")]
-use crate::errors::Avx2;
-use crate::errors::{argmin, Accum, Baseline, ErrorTable, Isa, Kind, Row, LANES};
+use crate::isa::Avx2;
+use crate::isa::{Baseline, Isa, Row, LANES};
 use crate::method::{describe, Mode, Rule, CANDIDATES, NWS_PRIMARIES};
 use crate::primaries::{advance, Next, Primaries};
 use crate::primary::{self, State};

@@ -12,6 +12,7 @@ pub mod calendar;
 pub mod errors;
 pub mod iepm;
 pub mod import;
+pub(crate) mod isa;
 pub mod json;
 pub mod method;
 pub mod primaries;
