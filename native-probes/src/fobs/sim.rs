@@ -540,3 +540,70 @@ fn after_slow_starts_overshoot_the_queue_drains_and_the_path_is_filled() {
         assert!((x.rate - 125e6).abs() < 0.08 * 125e6, "{}", x.rate);
     }
 }
+
+/// Stalls of the receiver behind a socket buffer (the bench's busy loop, testing.md): 3 ms
+/// descheduled every 300–700 ms, the first at 300 ms; a datagram arriving while it is off its
+/// core is lost once `buffer` bytes have queued.
+fn stalls_behind(buffer: usize, seed: u64) -> Box<dyn FnMut(Nanos) -> bool> {
+    let mut r = xorshift(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15));
+    let (mut next, mut end, mut queued) = (300_000_000, 0, 0);
+    Box::new(move |at: Nanos| {
+        if at >= next {
+            end = next + 3_000_000;
+            next += ((300.0 + 400.0 * r()) * 1e6) as Nanos;
+            queued = 0;
+        }
+        queued += 1450;
+        at < end && queued > buffer
+    })
+}
+
+/// A warm start (half the path's rate, remembered) on 1 Gbit/s with a 30 ms round trip, by
+/// a sender that can overshoot the path, and a receiver that stalls: the overshoot that ends
+/// slow start is the one congestion event; every stall after it is diagnosed CPU and left
+/// unanswered. The overshoot's own losses used to count again in the share of loss that
+/// is answered whatever the cause (`MAX_CPU_LOSS`): the first stall was answered though
+/// the classifier said CPU with P = 1.0, and the transfer fell from 850 to 7 Mbit/s and
+/// ended at 79 Mbit/s. Without the classifier the stalls are answered.
+#[test]
+fn stalls_after_slow_starts_overshoot_are_left_to_the_classifier() {
+    let data = file(100_000_000);
+    let mut rates = Vec::new();
+    for model in [Some(Model::shipped()), None] {
+        let mut w = World {
+            rate: 125e6,
+            delay: 15_000_000,
+            queue: 3_750_000,
+            loss: stalls_behind(256 * 1024, 1),
+            forged: Vec::new(),
+        };
+        let classifier = model.is_some();
+        let o = through(
+            &mut w,
+            &data,
+            sender_with(hello(&data, 1400, false), 62.5e6, model),
+        );
+        assert_eq!(o.file, data);
+        let answered = o
+            .windows
+            .iter()
+            .filter(|x| x.action == Action::Responded)
+            .count();
+        let ignored = o
+            .windows
+            .iter()
+            .filter(|x| x.action == Action::Ignored)
+            .count();
+        let rate = data.len() as f64 / (o.elapsed as f64 / 1e9);
+        if classifier {
+            assert_eq!(answered, 1, "only the overshoot: {:?}", o.windows);
+            assert!(ignored >= 1, "{ignored} stalls left unanswered");
+        } else {
+            assert!(answered >= 2, "{answered}");
+        }
+        rates.push(rate);
+    }
+    // 879 and 56 Mbit/s (simulated, deterministic; 100 MB, so the start weighs).
+    assert!(rates[0] > 0.85 * 125e6, "{rates:?}");
+    assert!(rates[0] > 5.0 * rates[1], "{rates:?}");
+}
