@@ -59,6 +59,11 @@ pub enum Rule {
     /// consecutive windows of `w` values (each window's median taken when it ended), a
     /// robust long-run level over w·count values at the cost of a median of `count`.
     Remedian(usize, usize),
+    /// First-order autoregression around a smoothed level, fitted online with gain `g`
+    /// (after the first 1/g values, before which the statistics are plain means): the
+    /// forecast is `level + φ·(x − level)` with φ the lag-one autocorrelation of the
+    /// deviations from the level, within ±0.99.
+    Ar1(f64),
 }
 
 /// The 18 primaries of the original library, in index order.
@@ -109,8 +114,9 @@ pub const NWS_PRIMARIES: [(Rule, &str, &str); 18] = [
 
 /// Forecasters that improved mode may add to the 18 primaries. Which of them the default
 /// improved bank uses is decided by measurement (`examples/evaluate.rs`, README "Forecast
-/// accuracy"): at present the remedian and Exp Smooth 1 % (`bank::IMPROVED_EXTRAS`).
-pub const CANDIDATES: [(Rule, &str, &str); 11] = [
+/// accuracy"): at present Exp Smooth 1 %, the remedian and the AR(1)
+/// (`bank::IMPROVED_EXTRAS`).
+pub const CANDIDATES: [(Rule, &str, &str); 12] = [
     (
         Rule::Remedian(51, 9),
         "remedian_51x9",
@@ -146,6 +152,7 @@ pub const CANDIDATES: [(Rule, &str, &str); 11] = [
         "adaptive_median_3_31",
         "Adaptive Median 3-31",
     ),
+    (Rule::Ar1(0.01), "ar1_1", "AR(1) around Exp Smooth 1%"),
 ];
 
 /// Id and display name of a rule from the catalogues above.

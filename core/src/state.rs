@@ -13,7 +13,8 @@ use serde::{Deserialize, Serialize};
 /// 3: improved mode's two-level aggregates and its two added forecasters.
 /// 4: the aggregates' top level learns from the loss itself (no scale, no clip); the MSE
 /// aggregate without exponentiated gradient.
-pub const VERSION: u32 = 4;
+/// 5: improved mode's third added forecaster, an AR(1) around Exp Smooth 1 %.
+pub const VERSION: u32 = 5;
 
 /// Something that can be saved: its format tag, and the checks a restored copy must pass.
 pub trait Saved: Serialize + DeserializeOwned {
