@@ -31,7 +31,7 @@ pub const SELECTORS: usize = 16;
 pub const MAX_MAGNITUDE: f64 = 1e100;
 
 /// The forecasters improved mode adds to the 18 primaries, for its aggregates only (the
-/// original's selection still ranks the 18): Exp Smooth 1 % (a long memory of the level) and
+/// original's selection still ranks the 18): Exp Smooth 1 % (a long memory of the level),
 /// the remedian of nine consecutive 51-value windows (a robust long-run level over the last
 /// 459 values, which absolute loss rewards on RTT series: nearly independent noise around a
 /// level; as accurate there as the median of the last 255 values at a tenth of its cost),
