@@ -621,6 +621,7 @@ impl Sender {
             hold,
             receive_rate,
             rtt: self.rtt_s(),
+            rtt_sample: sample,
         });
         if congestion {
             // This window's loss is answered (or held as part of an answer).

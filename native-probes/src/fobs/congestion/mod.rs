@@ -27,6 +27,9 @@ pub struct WindowReport {
     pub receive_rate: Option<f64>,
     /// The smoothed round-trip time, seconds.
     pub rtt: f64,
+    /// This window's own round-trip sample (its end to its acknowledgement, less the
+    /// receiver's hold), seconds: above the path's least, the bottleneck's queue.
+    pub rtt_sample: f64,
 }
 
 /// A rate controller.
