@@ -4,8 +4,9 @@ bottleneck, and loss made the two ways the classifier must tell apart.
 
   fobs_link.py signatures OUTDIR   labelled signatures for training (train-*) and held-out
                                    evaluation (eval-*), from separate runs
-  fobs_link.py bench [--quick] [--only clean,cpu,loss]
-                                   FOBS against iperf3 (cubic, bbr) on the same link
+  fobs_link.py bench [--quick] [--only clean,cpu,loss,rates]
+                                   FOBS against iperf3 (cubic, bbr) on the same link, and
+                                   against iperf3 cubic on slower links (rates)
 
 Network loss: nft `numgen random` drops at the receiver's input, and a tbf queue overflowing
 under competing iperf3 traffic. CPU loss: the receiver descheduled (SIGSTOP/SIGCONT bursts of
@@ -646,6 +647,10 @@ def bench(quick, only=None):
             link.clear_drop()
     finally:
         link.close()
+    try:
+        if want("rates"):
+            out.update(rates(tmp, runs, quick, row))
+    finally:
         shutil.rmtree(tmp, ignore_errors=True)
     g = lambda k: out.get(k, float("nan"))
     print("\nratios (medians):")
@@ -659,6 +664,38 @@ def bench(quick, only=None):
     print(f"  classifier overhead: fobs / fobs --no-classifier, clean {g(('clean', 'fobs')) / g(('clean', 'fobs --no-classifier')):.3f}, "
           f"0.5 % loss alone {g(('loss', 'fobs')) / g(('loss', 'fobs --no-classifier')):.3f}")
     print(f"  0.5 % loss shared with iperf3 cubic: Jain's index {g('jain'):.3f}")
+    for (r, q) in RATES:
+        if ("rates", r, q, "fobs") in out:
+            f, c = g(("rates", r, q, "fobs")), g(("rates", r, q, "cubic"))
+            print(f"  {r} Mbit/s, queue {q:g} ms, cold start: fobs / link {f / r:.3f}, iperf3 cubic / link {c / r:.3f}, fobs / cubic {f / c:.2f}")
+
+
+# Other links than the bench's (rate in Mbit/s, bottleneck queue in ms; 30 ms round trip): a
+# sender faster than the path, and a queue of a round trip or of a sixth of one.
+RATES = [(100, 30), (200, 30), (500, 30), (200, 5)]
+
+
+def rates(tmp, runs, quick, row):
+    """FOBS cold (`--rate 20M`) against iperf3 cubic on links slower than the sender, the same
+    file (about 4 s at the link's rate) for both."""
+    out = {}
+    for r, q in RATES[:1] if quick else RATES:
+        mb = r // 2
+        src = os.path.join(tmp, f"rate{r}.bin")
+        make_file(src, mb)
+        link = DelayedLink("r", r, 30, queue_ms=q)
+        link.offloads_off()
+        try:
+            b = Bench(link, src, tempfile.mkdtemp(prefix="nwf-", dir=tmp), mb)
+            sc = f"{r} Mbit/s, queue {q:g} ms, {mb} MiB"
+            out[("rates", r, q, "cubic")] = row(sc, "iperf3 TCP cubic", [b.iperf("cubic") for _ in range(runs)])
+            res = [b.fobs(["--rate", "20M"]) for _ in range(runs)]
+            out[("rates", r, q, "fobs")] = row(sc, "fobs, cold start", [x[0] for x in res],
+                                               f"loss {median([x[3] for x in res]) * 100:.3f} %, {median([x[1] for x in res]):.0f} congestion events")
+        finally:
+            link.close()
+            os.remove(src)
+    return out
 
 
 def share(b):

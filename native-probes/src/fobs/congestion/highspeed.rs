@@ -45,6 +45,9 @@ pub const DRAIN: f64 = 0.85;
 /// gain): the bottleneck's queue grows by at most a quarter of a round trip's data per round
 /// trip, and the delay it adds is seen before the queue overflows (below).
 pub const PROBE_GAIN: f64 = 1.25;
+/// How many windows' round trips the queue signal takes the least of: a standing queue
+/// raises them all, a path's jitter seldom does.
+const RECENT_RTTS: usize = 3;
 /// RFC 5348 §5.4's weights, newest interval first.
 const WEIGHTS: [f64; 8] = [1.0, 1.0, 1.0, 1.0, 0.8, 0.6, 0.4, 0.2];
 
@@ -82,6 +85,8 @@ pub struct HighSpeed {
     open: f64,
     /// The least round-trip sample seen, seconds.
     min_rtt: f64,
+    /// The last [`RECENT_RTTS`] round-trip samples, newest last.
+    recent_rtts: VecDeque<f64>,
 }
 
 impl HighSpeed {
@@ -96,6 +101,7 @@ impl HighSpeed {
             intervals: VecDeque::new(),
             open: 0.0,
             min_rtt: f64::INFINITY,
+            recent_rtts: VecDeque::with_capacity(RECENT_RTTS),
         }
     }
 
@@ -118,12 +124,18 @@ impl HighSpeed {
 }
 
 impl HighSpeed {
-    /// Whether `r`'s round trip says the bottleneck's queue is building: its sample above the
-    /// least seen by more than HyStart++'s threshold (RFC 9406 §4.2: an eighth of the least,
-    /// within 4–16 ms).
-    fn queue_building(&self, r: &WindowReport) -> bool {
+    /// Whether the last windows' round trips say the bottleneck's queue is building: the least
+    /// of the last [`RECENT_RTTS`] samples above the least ever seen by more than HyStart++'s
+    /// threshold (RFC 9406 §4.2, which compares a round's least sample with the one before:
+    /// an eighth of the least, within 4–16 ms).
+    fn queue_building(&self) -> bool {
         let eta = (self.min_rtt / 8.0).clamp(0.004, 0.016);
-        self.min_rtt.is_finite() && r.rtt_sample > self.min_rtt + eta
+        let recent = self
+            .recent_rtts
+            .iter()
+            .copied()
+            .fold(f64::INFINITY, f64::min);
+        self.min_rtt.is_finite() && recent.is_finite() && recent > self.min_rtt + eta
     }
 }
 
@@ -134,6 +146,10 @@ impl Controller for HighSpeed {
         }
         if r.rtt_sample > 0.0 {
             self.min_rtt = self.min_rtt.min(r.rtt_sample);
+            if self.recent_rtts.len() == RECENT_RTTS {
+                self.recent_rtts.pop_front();
+            }
+            self.recent_rtts.push_back(r.rtt_sample);
         }
         self.open += r.packets as f64;
         if r.hold {
@@ -181,7 +197,7 @@ impl Controller for HighSpeed {
             // what arrived: the path is full.
             let gain = if self.slow_start {
                 2.0
-            } else if self.queue_building(r) {
+            } else if self.queue_building() {
                 1.0
             } else {
                 PROBE_GAIN
