@@ -45,9 +45,11 @@ pub const DRAIN: f64 = 0.85;
 /// gain): the bottleneck's queue grows by at most a quarter of a round trip's data per round
 /// trip, and the delay it adds is seen before the queue overflows (below).
 pub const PROBE_GAIN: f64 = 1.25;
-/// How many windows' round trips the queue signal takes the least of: a standing queue
-/// raises them all, a path's jitter seldom does.
-const RECENT_RTTS: usize = 3;
+/// How many windows' round trips the queue signal takes the least of. One: at three (a
+/// standing queue raises them all, a path's jitter seldom does) the signal came two windows
+/// late and went at the first low sample, and on a 500 Mbit/s link with a queue of a round
+/// trip the probing overflowed it (one transfer of three fell to 92 Mbit/s).
+const RECENT_RTTS: usize = 1;
 /// RFC 5348 §5.4's weights, newest interval first.
 const WEIGHTS: [f64; 8] = [1.0, 1.0, 1.0, 1.0, 0.8, 0.6, 0.4, 0.2];
 
@@ -195,14 +197,15 @@ impl Controller for HighSpeed {
             // cut a 200 Mbit/s path's transfer to 24 Mbit/s. So the rate probes at most a
             // quarter above what arrived, and while the queue is building, no higher than
             // what arrived: the path is full.
-            let gain = if self.slow_start {
-                2.0
+            if self.slow_start {
+                rate = rate.min(2.0 * recv);
             } else if self.queue_building() {
-                1.0
+                // Neither above what arrived nor above the rate now (an arrival rate read
+                // high, from a burst the bottleneck's bucket let through, would raise it).
+                rate = rate.min(recv).min(self.rate);
             } else {
-                PROBE_GAIN
-            };
-            rate = rate.min(gain * recv);
+                rate = rate.min(PROBE_GAIN * recv);
+            }
         }
         self.rate = rate.min(self.max_rate).max(self.packet / self.rtt);
     }
