@@ -654,6 +654,16 @@ def bench(quick, only=None):
         shutil.rmtree(tmp, ignore_errors=True)
     g = lambda k: out.get(k, float("nan"))
     print("\nratios (medians):")
+    if any(want(x) for x in ("clean", "cpu", "loss")):
+        summary(g, rate)
+    for (r, q) in RATES:
+        if ("rates", r, q, "fobs") in out:
+            f, c = g(("rates", r, q, "fobs")), g(("rates", r, q, "cubic"))
+            print(f"  {r} Mbit/s, queue {q:g} ms, cold start: fobs / link {f / r:.3f}, iperf3 cubic / link {c / r:.3f}, fobs / cubic {f / c:.2f}")
+
+
+def summary(g, rate):
+    """The ratios of the bench's own link."""
     print(f"  clean, cold start: fobs / link {g(('clean', 'fobs, cold start')) / rate:.3f}; CPU contention, cold start: fobs / fobs "
           f"--no-classifier {g(('cpu', 'fobs, cold start')) / g(('cpu', 'fobs --no-classifier, cold start')):.1f}")
     print(f"  clean: fobs / link {g(('clean', 'fobs')) / rate:.3f}; fobs / iperf3 cubic {g(('clean', 'fobs')) / g(('clean', 'cubic')):.2f}, "
@@ -664,10 +674,6 @@ def bench(quick, only=None):
     print(f"  classifier overhead: fobs / fobs --no-classifier, clean {g(('clean', 'fobs')) / g(('clean', 'fobs --no-classifier')):.3f}, "
           f"0.5 % loss alone {g(('loss', 'fobs')) / g(('loss', 'fobs --no-classifier')):.3f}")
     print(f"  0.5 % loss shared with iperf3 cubic: Jain's index {g('jain'):.3f}")
-    for (r, q) in RATES:
-        if ("rates", r, q, "fobs") in out:
-            f, c = g(("rates", r, q, "fobs")), g(("rates", r, q, "cubic"))
-            print(f"  {r} Mbit/s, queue {q:g} ms, cold start: fobs / link {f / r:.3f}, iperf3 cubic / link {c / r:.3f}, fobs / cubic {f / c:.2f}")
 
 
 # Other links than the bench's (rate in Mbit/s, bottleneck queue in ms; 30 ms round trip): a

@@ -41,10 +41,12 @@ pub const LOW_WINDOW: f64 = 38.0;
 /// The share of the arrival rate sent while the windows sent before the end of slow start
 /// are acknowledged: a round trip at 0.85 drains 15 % of a round trip's queue.
 pub const DRAIN: f64 = 0.85;
-/// After slow start, the most the rate may exceed what the receiver saw arrive (BBR's probing
-/// gain): the bottleneck's queue grows by at most a quarter of a round trip's data per round
-/// trip, and the delay it adds is seen before the queue overflows (below).
-pub const PROBE_GAIN: f64 = 1.25;
+/// After slow start, the most the rate may exceed what the receiver saw arrive: the
+/// bottleneck's queue grows by at most a tenth of a round trip's data per round trip, and the
+/// delay it adds is seen before the queue overflows (below). At BBR's 1.25, a rate held while
+/// the queue built jumped by a quarter when it was let go, and overflowed a 5 ms queue at
+/// 200 Mbit/s (2 transfers of 5 fell to 7–21 Mbit/s; at 1.1, none of 9).
+pub const PROBE_GAIN: f64 = 1.1;
 /// How many windows' round trips the queue signal takes the least of. One: at three (a
 /// standing queue raises them all, a path's jitter seldom does) the signal came two windows
 /// late and went at the first low sample, and on a 500 Mbit/s link with a queue of a round
@@ -195,8 +197,8 @@ impl Controller for HighSpeed {
             // function's rate grows with the open loss interval until the path drops packets,
             // and every packet a queue overflow drops counts: one overflow of a few packets
             // cut a 200 Mbit/s path's transfer to 24 Mbit/s. So the rate probes at most a
-            // quarter above what arrived, and while the queue is building, no higher than
-            // what arrived: the path is full.
+            // tenth above what arrived, and while the queue is building, no higher than what
+            // arrived: the path is full.
             if self.slow_start {
                 rate = rate.min(2.0 * recv);
             } else if self.queue_building() {
@@ -350,8 +352,15 @@ mod tests {
         };
         c.on_window(&held);
         assert!((c.rate() - DRAIN * 1.5e6).abs() < 1e3, "{}", c.rate());
-        // Then the response gives what the receiver saw (a window later, a little more).
+        // Then the response gives what the receiver saw, rising to it at most PROBE_GAIN a
+        // window above what arrived.
         c.on_window(&report(100, 0, false, 1.275e6));
+        assert!(
+            (c.rate() - PROBE_GAIN * 1.275e6).abs() < 1e3,
+            "{}",
+            c.rate()
+        );
+        c.on_window(&report(100, 0, false, PROBE_GAIN * 1.275e6));
         assert!((c.rate() - 1.5e6).abs() < 0.01 * 1.5e6, "{}", c.rate());
     }
 
