@@ -46,6 +46,11 @@ cargo test --quiet --release -p native-probes --test proxy_links -- --nocapture
 # Wren on the proxy's own uploads against the available bandwidth (root only; it says why
 # when it skips); the test's loopback part ran above.
 cargo test --quiet --release -p native-probes --test proxy_wren -- --nocapture on_emulated_links
+# FOBS on a link slower than its sender (100 Mbit/s, 30 ms), cold, against iperf3 cubic on
+# the same link: the short version of the FOBS bench's slower links (root only; it says why
+# when it skips). Before 2026-12-05 FOBS overflowed such a link's queue and reached half of
+# iperf3's goodput.
+python3 native-probes/bench/fobs_link.py bench --quick --only rates --check 0.85
 
 step "prettier --check"
 npx prettier --check .

@@ -4,7 +4,7 @@ bottleneck, and loss made the two ways the classifier must tell apart.
 
   fobs_link.py signatures OUTDIR   labelled signatures for training (train-*) and held-out
                                    evaluation (eval-*), from separate runs
-  fobs_link.py bench [--quick] [--only clean,cpu,loss,rates]
+  fobs_link.py bench [--quick] [--only clean,cpu,loss,rates] [--check MIN]
                                    FOBS against iperf3 (cubic, bbr) on the same link, and
                                    against iperf3 cubic on slower links (rates)
 
@@ -541,8 +541,9 @@ class Bench:
         return self.mb * 8 * 1.048576 / el if ok else float("nan")
 
 
-def bench(quick, only=None):
-    """`only`: the scenarios to run (clean, cpu, loss); all without."""
+def bench(quick, only=None, check=None):
+    """`only`: the scenarios to run (clean, cpu, loss, rates); all without. `check`: the least
+    FOBS / iperf3 cubic ratio on the slower links; below it, exit with status 1."""
     want = lambda name: not only or name in only
     mb = 50 if quick else 200
     # Under 0.5 % random loss a TCP-friendly flow moves about 7 Mbit/s at 30 ms: a smaller
@@ -656,10 +657,16 @@ def bench(quick, only=None):
     print("\nratios (medians):")
     if any(want(x) for x in ("clean", "cpu", "loss")):
         summary(g, rate)
+    short = []
     for (r, q) in RATES:
         if ("rates", r, q, "fobs") in out:
             f, c = g(("rates", r, q, "fobs")), g(("rates", r, q, "cubic"))
             print(f"  {r} Mbit/s, queue {q:g} ms, cold start: fobs / link {f / r:.3f}, iperf3 cubic / link {c / r:.3f}, fobs / cubic {f / c:.2f}")
+            if check is not None and not f / c >= check:
+                short.append(f"{r} Mbit/s, queue {q:g} ms: fobs / iperf3 cubic {f / c:.2f}")
+    if short:
+        print(f"FAILED: below {check} of iperf3 cubic on " + "; ".join(short))
+        sys.exit(1)
 
 
 def summary(g, rate):
@@ -754,4 +761,5 @@ if __name__ == "__main__":
         unseen(sys.argv[2], float(os.environ.get("FOBS_SIGNATURE_SECONDS", "20")))
     elif sys.argv[1] == "bench":
         only = sys.argv[sys.argv.index("--only") + 1].split(",") if "--only" in sys.argv else None
-        bench("--quick" in sys.argv, only)
+        check = float(sys.argv[sys.argv.index("--check") + 1]) if "--check" in sys.argv else None
+        bench("--quick" in sys.argv, only, check)
