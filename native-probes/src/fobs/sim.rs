@@ -240,6 +240,11 @@ fn through(w: &mut World, data: &[u8], s: Sender) -> Outcome {
     run(w, data, s, None, &mut stored, None)
 }
 
+/// How many of `o`'s windows ended in `action`.
+fn count(o: &Outcome, action: Action) -> usize {
+    o.windows.iter().filter(|x| x.action == action).count()
+}
+
 fn world(rate: f64, loss: Box<dyn FnMut(Nanos) -> bool>) -> World {
     World {
         rate,
@@ -393,11 +398,7 @@ fn cpu_stalls_are_not_answered_with_the_classifier_and_are_without_it() {
         let s = sender(hello(&data, 1400, false), 10e6, classifier);
         let o = through(&mut w, &data, s);
         assert_eq!(o.file, data);
-        let ignored = o
-            .windows
-            .iter()
-            .filter(|w| w.action == Action::Ignored)
-            .count();
+        let ignored = count(&o, Action::Ignored);
         times.push((o.elapsed as f64 / 1e9, ignored, o.stats));
     }
     let (with, without) = (&times[0], &times[1]);
@@ -584,16 +585,7 @@ fn stalls_after_slow_starts_overshoot_are_left_to_the_classifier() {
             sender_with(hello(&data, 1400, false), 62.5e6, model),
         );
         assert_eq!(o.file, data);
-        let answered = o
-            .windows
-            .iter()
-            .filter(|x| x.action == Action::Responded)
-            .count();
-        let ignored = o
-            .windows
-            .iter()
-            .filter(|x| x.action == Action::Ignored)
-            .count();
+        let (answered, ignored) = (count(&o, Action::Responded), count(&o, Action::Ignored));
         let rate = data.len() as f64 / (o.elapsed as f64 / 1e9);
         if classifier {
             assert_eq!(answered, 1, "only the overshoot: {:?}", o.windows);
@@ -613,7 +605,7 @@ fn stalls_after_slow_starts_overshoot_are_left_to_the_classifier() {
 /// allowed up to twice what arrived it overflowed the queue; every packet that overflow
 /// dropped counted towards the loss rate, and one overflow of a dozen packets cut the rate
 /// to a tenth (on the emulated link: 106–122 Mbit/s, against iperf3's 188). Probing at most
-/// a quarter above what arrived, and holding at what arrived while the queue builds, the
+/// a tenth above what arrived, and holding at what arrived while the queue builds, the
 /// transfer fills the path with only slow start's congestion event.
 #[test]
 fn a_path_slower_than_the_sender_is_filled_without_overflowing_it() {
@@ -631,11 +623,7 @@ fn a_path_slower_than_the_sender_is_filled_without_overflowing_it() {
         sender(hello(&data, 1400, false), 2.5e6, true),
     );
     assert_eq!(o.file, data);
-    let answered = o
-        .windows
-        .iter()
-        .filter(|x| x.action == Action::Responded)
-        .count();
+    let answered = count(&o, Action::Responded);
     assert_eq!(answered, 1, "slow start's overshoot only: {:?}", o.stats);
     let rate = data.len() as f64 / (o.elapsed as f64 / 1e9);
     // 95.9 % (simulated, deterministic).

@@ -47,11 +47,6 @@ pub const DRAIN: f64 = 0.85;
 /// the queue built jumped by a quarter when it was let go, and overflowed a 5 ms queue at
 /// 200 Mbit/s (2 transfers of 5 fell to 7–21 Mbit/s; at 1.1, none of 9).
 pub const PROBE_GAIN: f64 = 1.1;
-/// How many windows' round trips the queue signal takes the least of. One: at three (a
-/// standing queue raises them all, a path's jitter seldom does) the signal came two windows
-/// late and went at the first low sample, and on a 500 Mbit/s link with a queue of a round
-/// trip the probing overflowed it (one transfer of three fell to 92 Mbit/s).
-const RECENT_RTTS: usize = 1;
 /// RFC 5348 §5.4's weights, newest interval first.
 const WEIGHTS: [f64; 8] = [1.0, 1.0, 1.0, 1.0, 0.8, 0.6, 0.4, 0.2];
 
@@ -89,8 +84,6 @@ pub struct HighSpeed {
     open: f64,
     /// The least round-trip sample seen, seconds.
     min_rtt: f64,
-    /// The last [`RECENT_RTTS`] round-trip samples, newest last.
-    recent_rtts: VecDeque<f64>,
 }
 
 impl HighSpeed {
@@ -105,8 +98,18 @@ impl HighSpeed {
             intervals: VecDeque::new(),
             open: 0.0,
             min_rtt: f64::INFINITY,
-            recent_rtts: VecDeque::with_capacity(RECENT_RTTS),
         }
+    }
+
+    /// Whether `r`'s round trip says the bottleneck's queue is building: the window's sample
+    /// above the least seen by more than HyStart++'s threshold (RFC 9406 §4.2: an eighth of
+    /// the least, within 4–16 ms). The newest window's alone: the least of the last three
+    /// (a standing queue raises them all, a path's jitter seldom does) came two windows late
+    /// and went at the first low sample, and on a 500 Mbit/s link with a queue of a round trip
+    /// the probing overflowed it (one transfer of three fell to 92 Mbit/s).
+    fn queue_building(&self, r: &WindowReport) -> bool {
+        let eta = (self.min_rtt / 8.0).clamp(0.004, 0.016);
+        self.min_rtt.is_finite() && r.rtt_sample > self.min_rtt + eta
     }
 
     fn mean_interval(&self) -> Option<f64> {
@@ -127,22 +130,6 @@ impl HighSpeed {
     }
 }
 
-impl HighSpeed {
-    /// Whether the last windows' round trips say the bottleneck's queue is building: the least
-    /// of the last [`RECENT_RTTS`] samples above the least ever seen by more than HyStart++'s
-    /// threshold (RFC 9406 §4.2, which compares a round's least sample with the one before:
-    /// an eighth of the least, within 4–16 ms).
-    fn queue_building(&self) -> bool {
-        let eta = (self.min_rtt / 8.0).clamp(0.004, 0.016);
-        let recent = self
-            .recent_rtts
-            .iter()
-            .copied()
-            .fold(f64::INFINITY, f64::min);
-        self.min_rtt.is_finite() && recent.is_finite() && recent > self.min_rtt + eta
-    }
-}
-
 impl Controller for HighSpeed {
     fn on_window(&mut self, r: &WindowReport) {
         if r.rtt > 0.0 {
@@ -150,10 +137,6 @@ impl Controller for HighSpeed {
         }
         if r.rtt_sample > 0.0 {
             self.min_rtt = self.min_rtt.min(r.rtt_sample);
-            if self.recent_rtts.len() == RECENT_RTTS {
-                self.recent_rtts.pop_front();
-            }
-            self.recent_rtts.push_back(r.rtt_sample);
         }
         self.open += r.packets as f64;
         if r.hold {
@@ -201,7 +184,7 @@ impl Controller for HighSpeed {
             // arrived: the path is full.
             if self.slow_start {
                 rate = rate.min(2.0 * recv);
-            } else if self.queue_building() {
+            } else if self.queue_building(r) {
                 // Neither above what arrived nor above the rate now (an arrival rate read
                 // high, from a burst the bottleneck's bucket let through, would raise it).
                 rate = rate.min(recv).min(self.rate);
