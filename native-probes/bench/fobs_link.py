@@ -4,9 +4,11 @@ bottleneck, and loss made the two ways the classifier must tell apart.
 
   fobs_link.py signatures OUTDIR   labelled signatures for training (train-*) and held-out
                                    evaluation (eval-*), from separate runs
-  fobs_link.py bench [--quick] [--only clean,cpu,loss,rates] [--check MIN]
-                                   FOBS against iperf3 (cubic, bbr) on the same link, and
-                                   against iperf3 cubic on slower links (rates)
+  fobs_link.py bench [--quick] [--only clean,cpu,loss,rates,share] [--check MIN] [--links R:Q:RTT,...]
+                                   FOBS against iperf3 (cubic, bbr) on the same link, against
+                                   iperf3 cubic on slower links (rates; --links replaces
+                                   them: Mbit/s, queue ms, round trip ms), and sharing a
+                                   clean link with one iperf3 cubic flow (share)
 
 Network loss: nft `numgen random` drops at the receiver's input, and a tbf queue overflowing
 under competing iperf3 traffic. CPU loss: the receiver descheduled (SIGSTOP/SIGCONT bursts of
@@ -542,8 +544,9 @@ class Bench:
 
 
 def bench(quick, only=None, check=None):
-    """`only`: the scenarios to run (clean, cpu, loss, rates); all without. `check`: the least
-    FOBS / iperf3 cubic ratio on the slower links; below it, exit with status 1."""
+    """`only`: the scenarios to run (clean, cpu, loss, rates, share); all without. `check`: the
+    least FOBS / iperf3 cubic ratio on the slower links, and Jain's index at least JAIN_CHECK
+    on the shared links; below either, exit with status 1."""
     want = lambda name: not only or name in only
     mb = 50 if quick else 200
     # Under 0.5 % random loss a TCP-friendly flow moves about 7 Mbit/s at 30 ms: a smaller
@@ -618,6 +621,13 @@ def bench(quick, only=None, check=None):
             out[("cpu", "fobs")] = cpu_row("fobs", [p[0] for p in pairs])
             out[("cpu", "fobs --no-classifier")] = cpu_row("fobs --no-classifier", [p[1] for p in pairs])
             print(f"  {'':<24} {'pairs: fobs / --no-classifier':<26} {', '.join(f'{w[0] / n[0]:.1f}' for w, n in pairs)}", flush=True)
+            # The same pairs counting every lost packet (--loss-rate packets, the paper's
+            # evaluation): there the answered stalls cost far more.
+            pk = ["--loss-rate", "packets"]
+            pairs = [b.pair(i, lambda: fobs(pk), lambda: fobs(pk + ["--no-classifier"])) for i in range(1 if quick else 5)]
+            out[("cpu", "fobs, packets")] = cpu_row("fobs --loss-rate packets", [p[0] for p in pairs])
+            out[("cpu", "fobs --no-classifier, packets")] = cpu_row("fobs --loss-rate packets --no-classifier", [p[1] for p in pairs])
+            print(f"  {'':<24} {'pairs: fobs / --no-classifier':<26} {', '.join(f'{w[0] / n[0]:.1f}' for w, n in pairs)}", flush=True)
         if want("loss"):
             # 3. 0.5 % random loss (UDP and TCP from A dropped at B's input).
             link.random_drop(500)
@@ -651,6 +661,8 @@ def bench(quick, only=None, check=None):
     try:
         if want("rates"):
             out.update(rates(tmp, runs, quick, row))
+        if want("share"):
+            out.update(shared(tmp, runs, quick, row))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     g = lambda k: out.get(k, float("nan"))
@@ -658,14 +670,22 @@ def bench(quick, only=None, check=None):
     if any(want(x) for x in ("clean", "cpu", "loss")):
         summary(g, rate)
     short = []
-    for (r, q) in RATES:
-        if ("rates", r, q, "fobs") in out:
-            f, c = g(("rates", r, q, "fobs")), g(("rates", r, q, "cubic"))
-            print(f"  {r} Mbit/s, queue {q:g} ms, cold start: fobs / link {f / r:.3f}, iperf3 cubic / link {c / r:.3f}, fobs / cubic {f / c:.2f}")
+    for (r, q, t) in RATES:
+        if ("rates", r, q, t, "fobs") in out:
+            f, c = g(("rates", r, q, t, "fobs")), g(("rates", r, q, t, "cubic"))
+            print(f"  {r} Mbit/s, queue {q:g} ms, round trip {t:g} ms, cold start: fobs / link {f / r:.3f}, "
+                  f"iperf3 cubic / link {c / r:.3f}, fobs / cubic {f / c:.2f}")
             if check is not None and not f / c >= check:
-                short.append(f"{r} Mbit/s, queue {q:g} ms: fobs / iperf3 cubic {f / c:.2f}")
+                short.append(f"{r} Mbit/s, queue {q:g} ms, round trip {t:g} ms: fobs / iperf3 cubic {f / c:.2f} (below {check})")
+    for (r, q, t) in SHARED:
+        for count in LOSS_COUNTS:
+            j = g(("share", r, q, t, count))
+            if j == j:
+                print(f"  {r} Mbit/s, queue {q:g} ms, round trip {t:g} ms, shared with iperf3 cubic, --loss-rate {count}: Jain's index {j:.3f}")
+                if check is not None and count == "events" and not j >= JAIN_CHECK:
+                    short.append(f"{r} Mbit/s, queue {q:g} ms shared with iperf3 cubic: Jain's index {j:.3f} (below {JAIN_CHECK})")
     if short:
-        print(f"FAILED: below {check} of iperf3 cubic on " + "; ".join(short))
+        print(f"FAILED: " + "; ".join(short))
         sys.exit(1)
 
 
@@ -678,32 +698,35 @@ def summary(g, rate):
     print(f"  CPU contention: fobs / fobs --no-classifier {g(('cpu', 'fobs')) / g(('cpu', 'fobs --no-classifier')):.1f}; "
           f"fobs / iperf3 cubic {g(('cpu', 'fobs')) / g(('cpu', 'cubic')):.2f}, / bbr {g(('cpu', 'fobs')) / g(('cpu', 'bbr')):.2f}, "
           f"/ QUIC cubic {g(('cpu', 'fobs')) / g(('cpu', 'quic cubic')):.2f}, / QUIC bbr {g(('cpu', 'fobs')) / g(('cpu', 'quic bbr')):.2f}")
+    print(f"  CPU contention, --loss-rate packets: fobs / fobs --no-classifier "
+          f"{g(('cpu', 'fobs, packets')) / g(('cpu', 'fobs --no-classifier, packets')):.1f}")
     print(f"  classifier overhead: fobs / fobs --no-classifier, clean {g(('clean', 'fobs')) / g(('clean', 'fobs --no-classifier')):.3f}, "
           f"0.5 % loss alone {g(('loss', 'fobs')) / g(('loss', 'fobs --no-classifier')):.3f}")
     print(f"  0.5 % loss shared with iperf3 cubic: Jain's index {g('jain'):.3f}")
 
 
-# Other links than the bench's (rate in Mbit/s, bottleneck queue in ms; 30 ms round trip): a
+# Other links than the bench's (rate in Mbit/s, bottleneck queue in ms, round trip in ms): a
 # sender faster than the path, and a queue of a round trip or of a sixth of one.
-RATES = [(100, 30), (200, 30), (500, 30), (200, 5)]
+RATES = [(100, 30, 30), (200, 30, 30), (500, 30, 30), (200, 5, 30)]
 
 
 def rates(tmp, runs, quick, row):
     """FOBS cold (`--rate 20M`) against iperf3 cubic on links slower than the sender, the same
     file (about 4 s at the link's rate) for both."""
     out = {}
-    for r, q in RATES[:1] if quick else RATES:
-        mb = r // 2
+    for r, q, t in RATES[:1] if quick else RATES:
+        # About 4 s at the link's rate (at least 2 MiB).
+        mb = max(r // 2, 2)
         src = os.path.join(tmp, f"rate{r}.bin")
         make_file(src, mb)
-        link = DelayedLink("r", r, 30, queue_ms=q)
+        link = DelayedLink("r", r, t, queue_ms=q)
         link.offloads_off()
         try:
             b = Bench(link, src, tempfile.mkdtemp(prefix="nwf-", dir=tmp), mb)
-            sc = f"{r} Mbit/s, queue {q:g} ms, {mb} MiB"
-            out[("rates", r, q, "cubic")] = row(sc, "iperf3 TCP cubic", [b.iperf("cubic") for _ in range(runs)])
+            sc = f"{r} Mbit/s, queue {q:g} ms, round trip {t:g} ms, {mb} MiB"
+            out[("rates", r, q, t, "cubic")] = row(sc, "iperf3 TCP cubic", [b.iperf("cubic") for _ in range(runs)])
             res = [b.fobs(["--rate", "20M"]) for _ in range(runs)]
-            out[("rates", r, q, "fobs")] = row(sc, "fobs, cold start", [x[0] for x in res],
+            out[("rates", r, q, t, "fobs")] = row(sc, "fobs, cold start", [x[0] for x in res],
                                                f"loss {median([x[3] for x in res]) * 100:.3f} %, {median([x[1] for x in res]):.0f} congestion events")
         finally:
             link.close()
@@ -711,7 +734,43 @@ def rates(tmp, runs, quick, row):
     return out
 
 
-def share(b):
+# Clean links shared with one iperf3 cubic flow (no loss but the queue's own): (Mbit/s, queue
+# ms, round trip ms). With --check, Jain's index must reach JAIN_CHECK (the default count).
+SHARED = [(100, 30, 30), (100, 5, 30)]
+LOSS_COUNTS = ["events", "packets"]
+JAIN_CHECK = 0.8
+
+
+def shared(tmp, runs, quick, row):
+    """FOBS (each --loss-rate) starting 2 s after an iperf3 cubic flow on a clean bottleneck;
+    Jain's index of their goodputs over FOBS's transfer (median of `runs`)."""
+    out = {}
+    for r, q, t in SHARED[:1] if quick else SHARED:
+        mb = r // 2
+        src = os.path.join(tmp, f"share{r}.bin")
+        make_file(src, mb)
+        link = DelayedLink("s", r, t, queue_ms=q)
+        link.offloads_off()
+        try:
+            b = Bench(link, src, tempfile.mkdtemp(prefix="nwf-", dir=tmp), mb)
+            for count in LOSS_COUNTS[:1] if quick else LOSS_COUNTS:
+                fs, ts, js = [], [], []
+                for _ in range(runs):
+                    f, c = share(b, ["--loss-rate", count])
+                    fs.append(f)
+                    ts.append(c)
+                    js.append((f + c) ** 2 / (2 * (f * f + c * c)) if f == f and c == c and f + c > 0 else float("nan"))
+                sc = f"{r} Mbit/s, queue {q:g} ms, round trip {t:g} ms, {mb} MiB, shared"
+                row(sc, f"fobs --loss-rate {count}", fs)
+                row(sc, "iperf3 TCP cubic", ts, f"Jain's index median {median(js):.3f} ({', '.join(f'{j:.3f}' for j in js)})")
+                out[("share", r, q, t, count)] = median(js)
+        finally:
+            link.close()
+            os.remove(src)
+    return out
+
+
+def share(b, extra=()):
     """FOBS and one iperf3 cubic flow through the same bottleneck: FOBS starts 2 s after
     iperf3; both goodputs over FOBS's transfer (iperf3's from its 100 ms intervals, read as
     they are printed, since iperf3 stopped early prints no JSON)."""
@@ -737,7 +796,12 @@ def share(b):
     t0 = time.time()
     time.sleep(2)
     ts = time.time() - t0
-    r = send(b.link, b.src, ["--json"], name="share.bin", timeout=secs, memory=b.memory)
+    try:
+        r = send(b.link, b.src, ["--json"] + list(extra), name="share.bin", timeout=secs, memory=b.memory)
+    except subprocess.TimeoutExpired:
+        # Not done in `secs`: FOBS's goodput is at most the file over that time.
+        r = subprocess.CompletedProcess([], 1, "", "")
+        print(f"  fobs did not finish {b.mb} MiB in {secs} s beside iperf3", file=sys.stderr)
     te = time.time() - t0
     stop(ip)
     reader.join(timeout=5)
@@ -746,6 +810,8 @@ def share(b):
     clear(b.rx_dir)
     recs = [json.loads(l) for l in r.stdout.splitlines() if l.strip()]
     f = next((x["value"] for x in recs if x["metric"] == "throughput"), float("nan"))
+    if r.returncode != 0 and f != f:
+        f = b.mb * 8 * 1.048576 / (te - ts)  # an upper bound: the whole file over the time given
     inside = [v for a, e, v in intervals if a >= ts and e <= te]
     t = sum(inside) / len(inside) if inside else float("nan")
     return f, t
@@ -762,4 +828,7 @@ if __name__ == "__main__":
     elif sys.argv[1] == "bench":
         only = sys.argv[sys.argv.index("--only") + 1].split(",") if "--only" in sys.argv else None
         check = float(sys.argv[sys.argv.index("--check") + 1]) if "--check" in sys.argv else None
+        if "--links" in sys.argv:
+            RATES[:] = [tuple(float(v) if "." in v else int(v) for v in x.split(":"))
+                        for x in sys.argv[sys.argv.index("--links") + 1].split(",")]
         bench("--quick" in sys.argv, only, check)

@@ -8,7 +8,7 @@ use nowcast::classify::model::{SIGNATURE_PACKETS_MAX, SIGNATURE_PACKETS_MIN};
 use nowcast::classify::signature::{Label, Labelled};
 use nowcast::classify::{Classifier, Diagnosis};
 use nowcast::clock::wall_ms;
-use nowcast::fobs::congestion::{Controller, Fixed, HighSpeed};
+use nowcast::fobs::congestion::{Controller, Fixed, HighSpeed, LossCount};
 use nowcast::fobs::io::{self, RecvOptions, RecvUpdate, SendUpdate};
 use nowcast::fobs::memory::{Basis, PathMemory, Transfer};
 use nowcast::fobs::record;
@@ -69,6 +69,12 @@ pub struct SendArgs {
     /// Treat all loss as network loss (the comparison run).
     #[arg(long)]
     no_classifier: bool,
+    /// How loss enters the long-term loss rate: events (a window's losses once, TFRC's
+    /// loss-event rate, as TCP answers them) or packets (every lost packet, the packet loss
+    /// rate of the FOBS paper's evaluation; loses its share to a TCP flow on a shared
+    /// drop-tail link).
+    #[arg(long, value_parser = ["events", "packets"], default_value = "events")]
+    loss_rate: String,
     /// Send at this constant rate, with no congestion control (experiments only: signature
     /// collection and the classifier's overhead).
     #[arg(long, value_name = "RATE")]
@@ -230,7 +236,12 @@ fn send(a: SendArgs) -> Result<()> {
     let packet = f64::from(a.packet);
     let controller: Box<dyn Controller> = match &a.fixed_rate {
         Some(r) => Box::new(Fixed::new(parse_rate(r)?, packet)),
-        None => Box::new(HighSpeed::new(initial, max, packet)),
+        None => Box::new(HighSpeed::new(initial, max, packet).with_loss_count(
+            match a.loss_rate.as_str() {
+                "packets" => LossCount::Packets,
+                _ => LossCount::Events,
+            },
+        )),
     };
     let model = load_model(a.model.as_deref())?;
     let signature_packets = a.signature_packets.unwrap_or(model.signature_packets);

@@ -8,7 +8,7 @@ mod fixed;
 mod highspeed;
 
 pub use fixed::Fixed;
-pub use highspeed::{response, HighSpeed, DRAIN, LOW_WINDOW};
+pub use highspeed::{response, HighSpeed, LossCount, DRAIN, LOW_WINDOW, PROBE_GAIN};
 
 /// What one acknowledged window tells the controller.
 #[derive(Clone, Copy, Debug, PartialEq)]
