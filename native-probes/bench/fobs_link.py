@@ -17,7 +17,7 @@ core) with a small SO_RCVBUF, so that runs of packets are lost while it is not r
 root, iproute2, nft, iperf3, taskset, chrt.
 Namespaces are named nwf-<pid>-*, processes are killed by PID before they are deleted.
 """
-import os, random, signal, subprocess, sys, time, json, shutil, tempfile, threading
+import contextlib, os, random, signal, subprocess, sys, time, json, shutil, tempfile, threading
 
 BIN = os.environ.get("NOWCAST", os.path.join(os.path.dirname(__file__), "../../target/release/nowcast"))
 TOKEN = "0123456789abcdef0123456789abcdef"
@@ -422,6 +422,11 @@ def stop(p):
     p.wait()
 
 
+def jain(a, b):
+    """Jain's fairness index of two goodputs (NaN if either is missing)."""
+    return (a + b) ** 2 / (2 * (a * a + b * b)) if a == a and b == b and a + b > 0 else float("nan")
+
+
 def median(v):
     v = sorted(x for x in v if x == x)
     if not v:
@@ -651,7 +656,7 @@ def bench(quick, only=None, check=None):
                 f, t = share(b)
                 fs.append(f)
                 ts.append(t)
-                jains.append((f + t) ** 2 / (2 * (f * f + t * t)) if f == f and t == t and f + t > 0 else float("nan"))
+                jains.append(jain(f, t))
             row(sc + ", shared", "fobs", fs)
             row(sc + ", shared", "iperf3 TCP cubic", ts, f"Jain's index median {median(jains):.3f} ({', '.join(f'{j:.3f}' for j in jains)})")
             out["jain"] = median(jains)
@@ -710,6 +715,21 @@ def summary(g, rate):
 RATES = [(100, 30, 30), (200, 30, 30), (500, 30, 30), (200, 5, 30)]
 
 
+@contextlib.contextmanager
+def bench_link(tmp, tag, r, q, t, mb):
+    """A Bench on a fresh emulated link (Mbit/s, queue ms, round trip ms) moving a file of `mb`
+    MiB; the link and the file are gone afterwards."""
+    src = os.path.join(tmp, f"{tag}{r}.bin")
+    make_file(src, mb)
+    link = DelayedLink(tag, r, t, queue_ms=q)
+    link.offloads_off()
+    try:
+        yield Bench(link, src, tempfile.mkdtemp(prefix="nwf-", dir=tmp), mb)
+    finally:
+        link.close()
+        os.remove(src)
+
+
 def rates(tmp, runs, quick, row):
     """FOBS cold (`--rate 20M`) against iperf3 cubic on links slower than the sender, the same
     file (about 4 s at the link's rate) for both."""
@@ -717,20 +737,12 @@ def rates(tmp, runs, quick, row):
     for r, q, t in RATES[:1] if quick else RATES:
         # About 4 s at the link's rate (at least 2 MiB).
         mb = max(r // 2, 2)
-        src = os.path.join(tmp, f"rate{r}.bin")
-        make_file(src, mb)
-        link = DelayedLink("r", r, t, queue_ms=q)
-        link.offloads_off()
-        try:
-            b = Bench(link, src, tempfile.mkdtemp(prefix="nwf-", dir=tmp), mb)
+        with bench_link(tmp, "r", r, q, t, mb) as b:
             sc = f"{r} Mbit/s, queue {q:g} ms, round trip {t:g} ms, {mb} MiB"
             out[("rates", r, q, t, "cubic")] = row(sc, "iperf3 TCP cubic", [b.iperf("cubic") for _ in range(runs)])
             res = [b.fobs(["--rate", "20M"]) for _ in range(runs)]
             out[("rates", r, q, t, "fobs")] = row(sc, "fobs, cold start", [x[0] for x in res],
                                                f"loss {median([x[3] for x in res]) * 100:.3f} %, {median([x[1] for x in res]):.0f} congestion events")
-        finally:
-            link.close()
-            os.remove(src)
     return out
 
 
@@ -750,26 +762,18 @@ def shared(tmp, runs, quick, row):
     out = {}
     for r, q, t in SHARED[:1] if quick else SHARED:
         mb = r // 2
-        src = os.path.join(tmp, f"share{r}.bin")
-        make_file(src, mb)
-        link = DelayedLink("s", r, t, queue_ms=q)
-        link.offloads_off()
-        try:
-            b = Bench(link, src, tempfile.mkdtemp(prefix="nwf-", dir=tmp), mb)
+        with bench_link(tmp, "s", r, q, t, mb) as b:
             for count in LOSS_COUNTS[:1] if quick else LOSS_COUNTS:
                 fs, ts, js = [], [], []
                 for _ in range(2 if quick else runs):
                     f, c = share(b, ["--loss-rate", count])
                     fs.append(f)
                     ts.append(c)
-                    js.append((f + c) ** 2 / (2 * (f * f + c * c)) if f == f and c == c and f + c > 0 else float("nan"))
+                    js.append(jain(f, c))
                 sc = f"{r} Mbit/s, queue {q:g} ms, round trip {t:g} ms, {mb} MiB, shared"
                 row(sc, f"fobs --loss-rate {count}", fs)
                 row(sc, "iperf3 TCP cubic", ts, f"Jain's index median {median(js):.3f} ({', '.join(f'{j:.3f}' for j in js)})")
                 out[("share", r, q, t, count)] = max(js) if quick else median(js)
-        finally:
-            link.close()
-            os.remove(src)
     return out
 
 

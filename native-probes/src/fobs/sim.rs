@@ -480,16 +480,21 @@ fn an_interrupted_transfer_resumes_where_it_stopped() {
     let _: Option<Control> = None;
 }
 
+/// A path of `rate` bytes/s with a 30 ms round trip and a drop-tail queue of `queue` bytes.
+fn thirty_ms(rate: f64, queue: usize, loss: Box<dyn FnMut(Nanos) -> bool>) -> World {
+    World {
+        rate,
+        delay: 15_000_000,
+        queue,
+        loss,
+        forged: Vec::new(),
+    }
+}
+
 /// A transfer of `data` from a sender starting at `rate` over a clean 1 Gbit/s path with a
 /// 30 ms round trip and a queue of a round trip.
 fn through_gigabit_30ms(data: &[u8], rate: f64) -> Outcome {
-    let mut w = World {
-        rate: 125e6,
-        delay: 15_000_000,
-        queue: 3_750_000,
-        loss: Box::new(|_| false),
-        forged: Vec::new(),
-    };
+    let mut w = thirty_ms(125e6, 3_750_000, Box::new(|_| false));
     through(&mut w, data, sender(hello(data, 1400, false), rate, false))
 }
 
@@ -526,13 +531,7 @@ fn slow_start_reaches_the_path_rate_in_a_few_round_trips() {
 fn after_slow_starts_overshoot_the_queue_drains_and_the_path_is_filled() {
     let data = file(100_000_000);
     for count in [LossCount::Packets, LossCount::Events] {
-        let mut w = World {
-            rate: 125e6,
-            delay: 15_000_000,
-            queue: 3_750_000,
-            loss: Box::new(|_| false),
-            forged: Vec::new(),
-        };
+        let mut w = thirty_ms(125e6, 3_750_000, Box::new(|_| false));
         let h = hello(&data, 1400, false);
         let o = through(&mut w, &data, sender_counting(h, 62.5e6, None, count));
         assert_eq!(o.done, Some(Done::Stored));
@@ -609,13 +608,7 @@ fn stalls_after_the_overshoot(loss_count: LossCount) {
     let data = file(100_000_000);
     let mut rates = Vec::new();
     for model in [Some(Model::shipped()), None] {
-        let mut w = World {
-            rate: 125e6,
-            delay: 15_000_000,
-            queue: 3_750_000,
-            loss: stalls_behind(256 * 1024, 1),
-            forged: Vec::new(),
-        };
+        let mut w = thirty_ms(125e6, 3_750_000, stalls_behind(256 * 1024, 1));
         let classifier = model.is_some();
         let o = through(
             &mut w,
@@ -656,13 +649,7 @@ fn a_path_slower_than_the_sender_is_filled() {
     let data = file(100_000_000);
     let model = Some(Model::shipped());
     for loss_count in [LossCount::Packets, LossCount::Events] {
-        let mut w = World {
-            rate: 25e6,
-            delay: 15_000_000,
-            queue: 750_000,
-            loss: Box::new(|_| false),
-            forged: Vec::new(),
-        };
+        let mut w = thirty_ms(25e6, 750_000, Box::new(|_| false));
         let h = hello(&data, 1400, false);
         let o = through(
             &mut w,

@@ -59,10 +59,9 @@ pub const DRAIN: f64 = 0.85;
 /// 200 Mbit/s (2 transfers of 5 fell to 7–21 Mbit/s; at 1.1, none of 9).
 pub const PROBE_GAIN: f64 = 1.1;
 /// How a window's lost packets enter the long-term loss rate (module docs).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum LossCount {
     /// One interval per window with counted loss: TFRC's loss-event rate.
-    #[default]
     Events,
     /// One interval per lost packet (at most 8 a window): the packet loss rate.
     Packets,
