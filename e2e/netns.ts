@@ -127,6 +127,11 @@ export class Link {
     try {
       ip("netns", "add", this.ns);
       ip("link", "add", this.rootDev, "type", "veth", "peer", "name", nsDev, "netns", this.ns);
+      // No IPv6 link-local address on the root side: the kernel adds one a moment after the
+      // link comes up (after duplicate address detection), and Chromium, which watches the
+      // root namespace's addresses, then fails every request in flight with
+      // ERR_NETWORK_CHANGED (a CI run on 2026-12-05 saw it in the mirror ranking test).
+      ip("link", "set", this.rootDev, "addrgenmode", "none");
       ip("addr", "add", `${this.clientIp}/30`, "dev", this.rootDev);
       ip("-n", this.ns, "addr", "add", `${this.serverIp}/30`, "dev", nsDev);
       ip("link", "set", this.rootDev, "up");
