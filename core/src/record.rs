@@ -264,6 +264,20 @@ named!(CongestionAction, "congestion action", {
     AlreadyAnswered => "already_answered",
 });
 
+/// How FOBS's rate controller counts loss into its long-term loss rate (since 1.2, optional):
+/// one interval per window with loss, TFRC's loss-event rate (RFC 5348 §5.2, the default), or
+/// one per lost packet (`--loss-rate packets`, Dickens §4.1's evaluation).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LossCount {
+    Events,
+    Packets,
+}
+
+named!(LossCount, "loss count", {
+    Events => "events",
+    Packets => "packets",
+});
+
 /// One congestion event of a FOBS transfer (since 1.2): a window with loss, the classifier's
 /// reading of its packet-loss signature, and what the controller did (Dickens §2.2). It rides
 /// on a `loss` record whose value is the window's loss rate.
@@ -281,6 +295,10 @@ pub struct Congestion {
     pub action: CongestionAction,
     /// The controller's long-term loss rate after the event.
     pub long_term_loss_rate: f64,
+    /// What the long-term loss rate counts, when the controller keeps one (not under a fixed
+    /// rate); absent from records written before 2026-12-05.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub loss_count: Option<LossCount>,
     /// The sending rate after the event, Mbit/s.
     pub rate_mbit_s: f64,
 }
@@ -717,6 +735,7 @@ fn read_congestion<J: Json>(v: &J) -> Result<Congestion, RecordError> {
         p_cpu: o.number("p_cpu")?,
         action: o.req("action", o.name("action"))?,
         long_term_loss_rate: o.req("long_term_loss_rate", o.number("long_term_loss_rate"))?,
+        loss_count: o.name("loss_count")?,
         rate_mbit_s: o.req("rate_mbit_s", o.number("rate_mbit_s"))?,
     })
 }
@@ -844,7 +863,7 @@ mod tests {
         assert_eq!(r.seq, Some(u64::MAX));
     }
 
-    const CONGESTION: &str = r#"{"schema_version":"1.2","timestamp_ms":1795219209100,"source":"nowcast fobs","metric":"loss","status":"ok","value":0.0123,"unit":"fraction","to":"10.231.0.2:8070","seq":17,"probe":{"transport":"fobs","payload_bytes":1400},"congestion":{"signature_loss_rate":0.0061,"classifier_metric":"complexity","metric_value":0.3011,"p_cpu":0.998,"action":"no_corrective_action","long_term_loss_rate":2e-5,"rate_mbit_s":940.5}}"#;
+    const CONGESTION: &str = r#"{"schema_version":"1.2","timestamp_ms":1795219209100,"source":"nowcast fobs","metric":"loss","status":"ok","value":0.0123,"unit":"fraction","to":"10.231.0.2:8070","seq":17,"probe":{"transport":"fobs","payload_bytes":1400},"congestion":{"signature_loss_rate":0.0061,"classifier_metric":"complexity","metric_value":0.3011,"p_cpu":0.998,"action":"no_corrective_action","long_term_loss_rate":2e-5,"loss_count":"events","rate_mbit_s":940.5}}"#;
 
     #[test]
     fn a_congestion_event_round_trips() {
@@ -853,9 +872,10 @@ mod tests {
         assert_eq!(c.classifier_metric, ClassifierMetric::Complexity);
         assert_eq!(c.action, CongestionAction::NoCorrectiveAction);
         assert_eq!((c.metric_value, c.p_cpu), (Some(0.3011), Some(0.998)));
+        assert_eq!(c.loss_count, Some(LossCount::Events));
         // The writer's line reads back as the same record, and is written the same again.
         let line = r.to_line();
-        assert!(line.contains(r#""action":"no_corrective_action","long_term_loss_rate":0.00002,"rate_mbit_s":940.5}}"#), "{line}");
+        assert!(line.contains(r#""action":"no_corrective_action","long_term_loss_rate":0.00002,"loss_count":"events","rate_mbit_s":940.5}}"#), "{line}");
         assert_eq!(Record::parse(&line), Ok(r.clone()));
         assert_eq!(Record::parse(&line).unwrap().to_line(), line);
         // Without the optional members (the classifier switched off), and the writer's own.
@@ -867,6 +887,7 @@ mod tests {
             p_cpu: None,
             action: CongestionAction::RateFromResponse,
             long_term_loss_rate: 0.01,
+            loss_count: None,
             rate_mbit_s: 0.0,
         });
         let line = off.to_line();
@@ -886,6 +907,7 @@ mod tests {
             ("\"no_corrective_action\"", "\"slow_down\"", "congestion.action", "is not a congestion action"),
             ("\"long_term_loss_rate\":2e-5", "\"long_term_loss_rate\":2", "congestion.long_term_loss_rate", "fraction between 0 and 1"),
             ("\"rate_mbit_s\":940.5", "\"rate_mbit_s\":-1", "congestion.rate_mbit_s", "outside"),
+            ("\"events\"", "\"bytes\"", "congestion.loss_count", "'bytes' is not a loss count (one of events, packets)"),
             ("{\"signature_loss_rate\"", "[{\"signature_loss_rate\"", "congestion", "must be an object"),
         ];
         for (from, to, field, message) in cases {

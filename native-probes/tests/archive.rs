@@ -13,8 +13,8 @@ use nowcast::archive::sqlite::Sqlite;
 use nowcast::archive::{Archive, ArchiveConfig};
 use nowcast::campaign::runlog::{Outcome, RunLog};
 use nowcast_core::record::{
-    ClassifierMetric, Congestion, CongestionAction, Metric, Probe, Record, RecordForecast,
-    Selector, Status, Transport,
+    ClassifierMetric, Congestion, CongestionAction, LossCount, Metric, Probe, Record,
+    RecordForecast, Selector, Status, Transport,
 };
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -103,6 +103,7 @@ fn synthetic() -> Vec<Record> {
                     p_cpu: (t % 2 == 0).then(&mut rnd),
                     action: CongestionAction::RateFromResponse,
                     long_term_loss_rate: rnd() * 0.01,
+                    loss_count: [None, Some(LossCount::Events), Some(LossCount::Packets)][t % 3],
                     rate_mbit_s: 900.0 * rnd(),
                 });
             }

@@ -22,6 +22,7 @@
 mod common;
 
 use common::{clear_random_drop, random_drop, root_missing, run_bounded, sh, text, BIN};
+use nowcast_core::record::LossCount;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -289,7 +290,19 @@ fn fobs_transfers_resumes_drops_forgeries_refuses_strangers_and_classifies() {
         want,
         "the stored copy differs"
     );
-    let loss = common::records(&out)
+    let records = common::records(&out);
+    // Each congestion event says what the long-term loss rate counts: loss events, unless
+    // `--loss-rate packets` was given.
+    let counts: Vec<_> = records
+        .iter()
+        .filter_map(|r| r.congestion.as_ref().map(|c| c.loss_count))
+        .collect();
+    assert!(!counts.is_empty(), "no congestion event under 1 % loss");
+    assert!(
+        counts.iter().all(|c| *c == Some(LossCount::Events)),
+        "{counts:?}"
+    );
+    let loss = records
         .into_iter()
         .find(|r| r.metric == nowcast_core::record::Metric::Loss && r.congestion.is_none())
         .expect("a loss record")

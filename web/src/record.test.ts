@@ -161,6 +161,7 @@ describe("a FOBS congestion event (schema 1.2)", () => {
     p_cpu: 0.998,
     action: "no_corrective_action",
     long_term_loss_rate: 0.00002,
+    loss_count: "events",
     rate_mbit_s: 940.5,
   };
   const event: Record = {
@@ -184,7 +185,7 @@ describe("a FOBS congestion event (schema 1.2)", () => {
     );
     expect(parseRecord(line)).toEqual(event);
     // Without the optional members: the classifier switched off.
-    const { metric_value: _m, p_cpu: _p, ...bare } = congestion;
+    const { metric_value: _m, p_cpu: _p, loss_count: _l, ...bare } = congestion;
     const off: Record = { ...event, congestion: { ...bare, classifier_metric: "off" } };
     expect(parseRecord(toLine(off))).toEqual(off);
     expect(toLine(off)).not.toContain("p_cpu");
@@ -198,6 +199,11 @@ describe("a FOBS congestion event (schema 1.2)", () => {
     [{ ...congestion, long_term_loss_rate: 2 }, "congestion.long_term_loss_rate", /fraction/],
     [{ ...congestion, rate_mbit_s: -1 }, "congestion.rate_mbit_s", /outside/],
     [{ ...congestion, metric_value: "high" }, "congestion.metric_value", /must be a number/],
+    [
+      { ...congestion, loss_count: "bytes" },
+      "congestion.loss_count",
+      /'bytes' is not a loss count \(one of events, packets\)/,
+    ],
     [
       { ...congestion, classifier_metric: "entropy" },
       "congestion.classifier_metric",

@@ -26,6 +26,7 @@ const CONGESTION_ACTIONS = [
   "rate_from_response",
   "already_answered",
 ] as const;
+const LOSS_COUNTS = ["events", "packets"] as const;
 
 /** What was measured; the names are the same in Rust, the schema and the UI. */
 export type Metric = (typeof METRICS)[number];
@@ -35,6 +36,9 @@ export type Transport = (typeof TRANSPORTS)[number];
 export type Selector = (typeof SELECTORS)[number];
 export type ClassifierMetric = (typeof CLASSIFIER_METRICS)[number];
 export type CongestionAction = (typeof CONGESTION_ACTIONS)[number];
+/** What FOBS's long-term loss rate counts: windows with loss (TFRC's loss events, the
+ *  default) or lost packets (`--loss-rate packets`). */
+export type LossCount = (typeof LOSS_COUNTS)[number];
 
 /** Probe parameters. */
 export interface Probe {
@@ -75,6 +79,9 @@ export interface Congestion {
   action: CongestionAction;
   /** The controller's long-term loss rate after the event. */
   long_term_loss_rate: number;
+  /** What the long-term loss rate counts, when the controller keeps one; absent from records
+   *  written before 2026-12-05 and under a fixed rate. */
+  loss_count?: LossCount;
   /** The sending rate after the event, Mbit/s. */
   rate_mbit_s: number;
 }

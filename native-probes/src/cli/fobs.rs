@@ -3,6 +3,7 @@
 
 use super::classify::load_model;
 use anyhow::{anyhow, bail, Context, Result};
+use clap::builder::{PossibleValuesParser, TypedValueParser};
 use indicatif::{ProgressBar, ProgressStyle};
 use nowcast::classify::model::{SIGNATURE_PACKETS_MAX, SIGNATURE_PACKETS_MIN};
 use nowcast::classify::signature::{Label, Labelled};
@@ -73,8 +74,9 @@ pub struct SendArgs {
     /// loss-event rate, as TCP answers them) or packets (every lost packet, the packet loss
     /// rate of the FOBS paper's evaluation; loses its share to a TCP flow on a shared
     /// drop-tail link).
-    #[arg(long, value_parser = ["events", "packets"], default_value = "events")]
-    loss_rate: String,
+    #[arg(long, default_value = "events", value_parser = PossibleValuesParser::new(["events", "packets"])
+        .map(|s| s.parse::<LossCount>().expect("one of the possible values")))]
+    loss_rate: LossCount,
     /// Send at this constant rate, with no congestion control (experiments only: signature
     /// collection and the classifier's overhead).
     #[arg(long, value_name = "RATE")]
@@ -236,12 +238,7 @@ fn send(a: SendArgs) -> Result<()> {
     let packet = f64::from(a.packet);
     let controller: Box<dyn Controller> = match &a.fixed_rate {
         Some(r) => Box::new(Fixed::new(parse_rate(r)?, packet)),
-        None => Box::new(HighSpeed::new(initial, max, packet).with_loss_count(
-            match a.loss_rate.as_str() {
-                "packets" => LossCount::Packets,
-                _ => LossCount::Events,
-            },
-        )),
+        None => Box::new(HighSpeed::new(initial, max, packet).with_loss_count(a.loss_rate)),
     };
     let model = load_model(a.model.as_deref())?;
     let signature_packets = a.signature_packets.unwrap_or(model.signature_packets);

@@ -49,6 +49,7 @@ pub fn congestion(
             _ => CongestionAction::RateFromResponse,
         },
         long_term_loss_rate: w.loss_rate.clamp(0.0, 1.0),
+        loss_count: w.loss_count,
         rate_mbit_s: w.rate * 8e-6,
     });
     r
@@ -73,6 +74,7 @@ pub fn loss(stats: &Stats) -> f64 {
 mod tests {
     use super::*;
     use crate::classify::Verdict;
+    use nowcast_core::record::LossCount;
 
     fn window(action: Action, verdict: Option<Verdict>) -> WindowOutcome {
         WindowOutcome {
@@ -82,6 +84,7 @@ mod tests {
             verdict,
             action,
             loss_rate: 0.002,
+            loss_count: Some(LossCount::Events),
             rate: 125e6,
             rtt: 0.03,
         }
@@ -108,6 +111,7 @@ mod tests {
         assert_eq!(c.classifier_metric, ClassifierMetric::Complexity);
         assert_eq!(c.action, CongestionAction::NoCorrectiveAction);
         assert_eq!(c.rate_mbit_s, 1000.0);
+        assert_eq!(c.loss_count, Some(LossCount::Events));
         assert_eq!(r.value, Some(41.0 / 4096.0));
         assert_eq!(Record::parse(&r.to_line()), Ok(r));
         let off = congestion(

@@ -29,7 +29,7 @@
 //! answered does not count towards that share again, and the loss of a window sent before
 //! the last answer took effect is part of that answer (held), whatever the classifier says.
 
-use super::congestion::{Controller, WindowReport};
+use super::congestion::{Controller, LossCount, WindowReport};
 use super::wire::Nanos;
 use super::wire::{Ack, Control, DataHeader, Done, Hello, Refusal, WindowEnd, DATA_HEADER};
 use crate::classify::signature::Signature;
@@ -115,6 +115,8 @@ pub struct WindowOutcome {
     pub action: Action,
     /// The long-term loss rate after the window.
     pub loss_rate: f64,
+    /// What that loss rate counts (none under a fixed rate).
+    pub loss_count: Option<LossCount>,
     /// The pacing rate after the window, bytes/s.
     pub rate: f64,
     /// The smoothed RTT, seconds.
@@ -646,6 +648,7 @@ impl Sender {
             verdict,
             action,
             loss_rate: self.controller.loss_rate(),
+            loss_count: self.controller.loss_count(),
             rate: self.controller.rate(),
             rtt: self.rtt_s(),
         }));

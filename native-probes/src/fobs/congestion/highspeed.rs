@@ -58,14 +58,11 @@ pub const DRAIN: f64 = 0.85;
 /// the queue built jumped by a quarter when it was let go, and overflowed a 5 ms queue at
 /// 200 Mbit/s (2 transfers of 5 fell to 7–21 Mbit/s; at 1.1, none of 9).
 pub const PROBE_GAIN: f64 = 1.1;
-/// How a window's lost packets enter the long-term loss rate (module docs).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum LossCount {
-    /// One interval per window with counted loss: TFRC's loss-event rate.
-    Events,
-    /// One interval per lost packet (at most 8 a window): the packet loss rate.
-    Packets,
-}
+/// How a window's lost packets enter the long-term loss rate (module docs): one interval per
+/// window with counted loss (TFRC's loss-event rate), or one per lost packet, at most 8 a
+/// window (the packet loss rate). The record's name for it, so that a congestion event says
+/// which it was.
+pub use nowcast_core::record::LossCount;
 
 /// RFC 5348 §5.4's weights, newest interval first.
 const WEIGHTS: [f64; 8] = [1.0, 1.0, 1.0, 1.0, 0.8, 0.6, 0.4, 0.2];
@@ -242,6 +239,10 @@ impl Controller for HighSpeed {
 
     fn in_slow_start(&self) -> bool {
         self.slow_start
+    }
+
+    fn loss_count(&self) -> Option<LossCount> {
+        Some(self.count)
     }
 
     fn loss_rate(&self) -> f64 {

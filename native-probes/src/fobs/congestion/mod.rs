@@ -42,6 +42,10 @@ pub trait Controller: Send {
     fn window(&self) -> f64;
     /// The long-term loss rate the controller uses (0 before any counted loss).
     fn loss_rate(&self) -> f64;
+    /// What the long-term loss rate counts, when the controller keeps one.
+    fn loss_count(&self) -> Option<LossCount> {
+        None
+    }
     /// Lowers the highest rate the controller may set (the receiver's limit), bytes/s.
     fn set_cap(&mut self, max: f64);
     /// Whether the controller is still in slow start (no counted loss yet).
