@@ -20,7 +20,7 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** A predicted time as the ranking writes it (format.ts `formatDuration`), with the standing
  *  of a site the forecasts cannot tell from the fastest. */
-const DURATION = /^\d+(\.\d+)? (ms|s)( \(about the same\))?$/;
+const DURATION = /^\d+(\.\d+)? (ms|s)( \((about the same|likely slower)\))?$/;
 const RANGE = /^\d+(\.\d+)? (ms|s) – (\d+(\.\d+)? (ms|s)|unbounded)$/;
 
 /** The ranking table's rows, fastest first: site URL, predicted time, range and bandwidth. */
@@ -58,7 +58,9 @@ async function waitForRanked(page: Page, count: number, timeout: number) {
   await page.waitForFunction(
     (n) =>
       Array.from(document.querySelectorAll("#ranking-table tbody tr")).filter((r) =>
-        /\d (ms|s)( \(about the same\))?$/.test(r.querySelector("td")?.textContent ?? ""),
+        /\d (ms|s)( \((about the same|likely slower)\))?$/.test(
+          r.querySelector("td")?.textContent ?? "",
+        ),
       ).length === n,
     count,
     { timeout, polling: 50 },

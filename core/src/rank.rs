@@ -3,9 +3,11 @@
 //! with a range from the forecasts' errors (Zangrilli & Lowekamp §5: a proxy sends each unit
 //! of work to the replica forecast to be fastest).
 //!
-//! Deterministic core: forecasts in, an ordered list out. Sites whose ranges overlap the
-//! best one's are reported as about the same as it, since the forecasts cannot tell them
-//! apart; a site the caller found unreachable ranks last and says so.
+//! Deterministic core: forecasts in, an ordered list out. A site whose predicted time lies in
+//! the best one's range is about the same as it, since the forecasts cannot tell them apart;
+//! one whose range only overlaps the best one's is likely slower (its own forecast says slower,
+//! but the errors do not yet rule out a tie); a site the caller found unreachable ranks last
+//! and says so.
 
 use serde::{Deserialize, Serialize};
 
@@ -44,8 +46,12 @@ pub struct Site {
 pub enum Standing {
     /// The fastest predicted.
     Best,
-    /// Its range overlaps the best one's: the forecasts cannot tell it from the best.
+    /// Its predicted time lies in the best one's range: the forecasts cannot tell it from the
+    /// best.
     AboutTheSame,
+    /// Predicted beyond the best one's range, but its own range overlaps it: slower by the
+    /// forecasts, not yet beyond their errors (a site measured a few times, or erratic).
+    LikelySlower,
     /// Predicted slower than the best, beyond the forecasts' errors.
     Slower,
     /// No usable forecast yet (no data, or only timeouts): ranked after those with one.
@@ -120,7 +126,8 @@ pub fn predict(site: &Site, bytes: f64, k: f64) -> Ranked {
 }
 
 /// Sites fastest first, each with its standing: the first with a prediction is the best,
-/// those whose range overlaps the best one's are about the same, the rest slower; then the
+/// those predicted within the best one's range are about the same, those whose range overlaps
+/// it likely slower, the rest slower; then the
 /// sites without a forecast and last the unreachable ones, each group in the order given
 /// (the sort is stable).
 pub fn rank(sites: &[Site], bytes: f64, k: f64) -> Vec<Ranked> {
@@ -143,11 +150,13 @@ pub fn rank(sites: &[Site], bytes: f64, k: f64) -> Vec<Ranked> {
         .and_then(|r| Some((r.low_ms?, r.high_ms?)));
     if let Some((lo, hi)) = best {
         for r in out.iter_mut().skip(1) {
-            if let (Some(l), Some(h)) = (r.low_ms, r.high_ms) {
-                r.standing = if l <= hi && lo <= h {
+            if let (Some(t), Some(l), Some(h)) = (r.time_ms, r.low_ms, r.high_ms) {
+                r.standing = if !(l <= hi && lo <= h) {
+                    Standing::Slower
+                } else if t <= hi {
                     Standing::AboutTheSame
                 } else {
-                    Standing::Slower
+                    Standing::LikelySlower
                 };
             }
         }
@@ -337,9 +346,12 @@ mod tests {
     }
 
     #[test]
-    fn sites_whose_range_overlaps_the_best_are_about_the_same() {
+    fn sites_predicted_in_the_best_range_are_about_the_same_and_overlapping_ones_likely_slower() {
+        // Best: 810 ms for 1 MB, range 676–1011 ms.
         let sites = [
             site("slower", est(10.0, 1.0), est(4.0, 0.5)),
+            // 1343 ms, range 898–2677: overlaps the best one's, predicted beyond it.
+            site("likely", est(10.0, 1.0), est(6.0, 3.0)),
             site("best", est(10.0, 1.0), est(10.0, 2.0)),
             site("close", est(12.0, 1.0), est(9.0, 2.0)),
             site("new", None, None),
@@ -355,6 +367,7 @@ mod tests {
         let want = [
             ("best", Standing::Best),
             ("close", Standing::AboutTheSame),
+            ("likely", Standing::LikelySlower),
             ("slower", Standing::Slower),
             ("new", Standing::NoForecast),
             ("gone", Standing::Unreachable),

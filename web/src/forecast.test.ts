@@ -377,6 +377,8 @@ describe("ranking by predicted download time", () => {
         { url: "best", rtt: { value: 20, error: 5 }, bandwidth: { value: 8, error: 2 } },
         { url: "close", rtt: { value: 12, error: 1 }, bandwidth: { value: 7, error: 2 } },
         { url: "open", rtt: { value: 30, error: 1 }, bandwidth: { value: 8, error: 8 } },
+        // 1610 ms, beyond the best's 1358 ms, but its range reaches down to 1009 ms.
+        { url: "likely", rtt: { value: 10, error: 1 }, bandwidth: { value: 5, error: 3 } },
         { url: "new", rtt: undefined, bandwidth: undefined },
         { url: "gone", rtt: undefined, bandwidth: undefined, unreachable: true },
       ],
@@ -394,12 +396,13 @@ describe("ranking by predicted download time", () => {
       ["best", "best"],
       ["open", "about_the_same"],
       ["close", "about_the_same"],
+      ["likely", "likely_slower"],
       ["slower", "slower"],
       ["new", "no_forecast"],
       ["gone", "unreachable"],
     ]);
     expect(ranked[1]!.highMs).toBe(Infinity);
-    expect(ranked[4]).toEqual({
+    expect(ranked[5]).toEqual({
       url: "new",
       timeMs: undefined,
       lowMs: undefined,

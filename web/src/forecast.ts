@@ -405,8 +405,10 @@ export interface SiteForecast {
   unreachable?: boolean;
 }
 
-/** Where a site stands: "about_the_same" when its range overlaps the best one's. */
-export type Standing = "best" | "about_the_same" | "slower" | "no_forecast" | "unreachable";
+/** Where a site stands (core/src/rank.rs `Standing`): "about_the_same" when its predicted time
+ *  lies in the best one's range, "likely_slower" when only its range overlaps that range. */
+export type Standing =
+  "best" | "about_the_same" | "likely_slower" | "slower" | "no_forecast" | "unreachable";
 
 export interface RankedSite {
   url: string;

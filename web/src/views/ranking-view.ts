@@ -1,9 +1,10 @@
 // The ranking table: the serving site, the target and every mirror listed, fastest first by
 // the predicted time to download a file of the size the user enters, with the range from the
 // forecasts' errors (± BAND_K errors, as everywhere on the page) and each site's standing:
-// "about the same" as the fastest when the ranges overlap, "unreachable" when its last round
-// could not reach it. The worker ranks them (messages.ts "rank"); this view lists the sites,
-// asks again when the list or the size changes, and shows its answer.
+// "about the same" as the fastest when predicted within its range, "likely slower" when only
+// the ranges overlap (the forecasts say slower, their errors not yet), "unreachable" when its
+// last round could not reach it. The worker ranks them (messages.ts "rank"); this view lists
+// the sites, asks again when the list or the size changes, and shows its answer.
 
 import { formatDuration, formatValue } from "../format";
 import type { Estimate } from "../forecast";
@@ -20,7 +21,8 @@ function time(r: Partial<RankedSite>, probing: boolean): string {
   if (r.standing === "unreachable") return "unreachable";
   if (r.timeMs === undefined) return probing ? "waiting for data" : "not probed";
   const t = formatDuration(r.timeMs);
-  return r.standing === "about_the_same" ? `${t} (about the same)` : t;
+  if (r.standing === "about_the_same") return `${t} (about the same)`;
+  return r.standing === "likely_slower" ? `${t} (likely slower)` : t;
 }
 
 export class RankingView {
@@ -129,5 +131,10 @@ function summary(
   }
   const same = timed.filter((r) => r.standing === "about_the_same").map(name);
   const tie = same.length === 0 ? "" : `; about the same: ${same.join(", ")}`;
-  return `Fastest for a ${sizeMb} MB file: ${name(best)}, about ${formatDuration(best.timeMs!)}${tie}.${unreachable}`;
+  const likely = timed.filter((r) => r.standing === "likely_slower").map(name);
+  const unsure =
+    likely.length === 0
+      ? ""
+      : ` Likely slower, though not yet beyond the forecasts' errors: ${likely.join(", ")}.`;
+  return `Fastest for a ${sizeMb} MB file: ${name(best)}, about ${formatDuration(best.timeMs!)}${tie}.${unsure}${unreachable}`;
 }
