@@ -29,7 +29,7 @@
 //! answered does not count towards that share again, and the loss of a window sent before
 //! the last answer took effect is part of that answer (held), whatever the classifier says.
 
-use super::congestion::{Controller, LossCount, WindowReport};
+use super::congestion::{Controller, LossCount, WindowReport, SLOW_START_WINDOWS};
 use super::wire::Nanos;
 use super::wire::{Ack, Control, DataHeader, Done, Hello, Refusal, WindowEnd, DATA_HEADER};
 use crate::classify::signature::Signature;
@@ -49,14 +49,6 @@ pub const MAX_OUTSTANDING: usize = 64;
 const MAX_BURST_NS: Nanos = 4_000_000;
 /// Shortest time a window stays open, ns.
 const MIN_WINDOW_NS: Nanos = 1_000_000;
-/// Windows per round trip while the controller is in slow start (one afterwards). Slow
-/// start doubles the rate at most to twice the arrival rate of the window just acknowledged
-/// (RFC 5348 §4.3), and that window was sent a window's length plus a round trip earlier:
-/// with windows a round trip long the rate doubles only every second round trip (measured
-/// on the bench's 1 Gbit/s, 30 ms link: 20 Mbit/s to full rate in ~0.35 s). With quarter
-/// windows it doubles every 1.25 round trips, and it still never exceeds twice what the
-/// path delivered (TCP's slow start, clocked by its acknowledgements, has the same bound).
-pub const SLOW_START_WINDOWS: f64 = 4.0;
 /// Without any acknowledgement for this long while windows are outstanding, give up.
 pub const STALL_NS: Nanos = 30_000_000_000;
 

@@ -49,8 +49,7 @@
 //!   a loss-based flow sharing the path all of it (a delay-based sender starved by a
 //!   loss-based one; holding back, FOBS got 11–17 Mbit/s of 100 against one TCP flow).
 
-use super::{Controller, WindowReport};
-use crate::fobs::sender::SLOW_START_WINDOWS;
+use super::{Controller, WindowReport, SLOW_START_WINDOWS};
 use std::collections::VecDeque;
 
 /// RFC 3649 §5: below this window the standard response applies.
