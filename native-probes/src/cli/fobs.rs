@@ -74,7 +74,7 @@ pub struct SendArgs {
     /// loss-event rate, as TCP answers them) or packets (every lost packet, the packet loss
     /// rate of the FOBS paper's evaluation; loses its share to a TCP flow on a shared
     /// drop-tail link).
-    #[arg(long, default_value = "events", value_parser = PossibleValuesParser::new(["events", "packets"])
+    #[arg(long, default_value = "events", value_parser = PossibleValuesParser::new(LossCount::ALL.iter().map(|c| c.name()))
         .map(|s| s.parse::<LossCount>().expect("one of the possible values")))]
     loss_rate: LossCount,
     /// Send at this constant rate, with no congestion control (experiments only: signature

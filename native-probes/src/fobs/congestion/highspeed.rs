@@ -49,7 +49,7 @@
 //!   a loss-based flow sharing the path all of it (a delay-based sender starved by a
 //!   loss-based one; holding back, FOBS got 11–17 Mbit/s of 100 against one TCP flow).
 
-use super::{Controller, WindowReport, SLOW_START_WINDOWS};
+use super::{Controller, LossCount, WindowReport, SLOW_START_WINDOWS};
 use std::collections::VecDeque;
 
 /// RFC 3649 §5: below this window the standard response applies.
@@ -58,7 +58,7 @@ pub const LOW_WINDOW: f64 = 38.0;
 /// are acknowledged: a round trip at 0.85 drains 15 % of a round trip's queue.
 pub const DRAIN: f64 = 0.85;
 /// Slow start ends without a counted loss once the arrival rate has not grown by this factor
-/// for [`FLAT_ROUNDS`] round trips running: the path is full (BBR's full-pipe estimate,
+/// for [`FLAT_ROUNDS`] rounds running (`HighSpeed::pipe_full`): the path is full (BBR's full-pipe estimate,
 /// Cardwell et al., "BBR: Congestion-Based Congestion Control", ACM Queue 2016, §"Startup").
 pub const FULL_GROWTH: f64 = 1.25;
 /// See [`FULL_GROWTH`].
@@ -69,11 +69,6 @@ pub const FLAT_ROUNDS: u32 = 3;
 /// the queue built jumped by a quarter when it was let go, and overflowed a 5 ms queue at
 /// 200 Mbit/s (2 transfers of 5 fell to 7–21 Mbit/s; at 1.1, none of 9).
 pub const PROBE_GAIN: f64 = 1.1;
-/// How a window's lost packets enter the long-term loss rate (module docs): one interval per
-/// window with counted loss (TFRC's loss-event rate), or one per lost packet, at most 8 a
-/// window (the packet loss rate). The record's name for it, so that a congestion event says
-/// which it was.
-pub use nowcast_core::record::LossCount;
 
 /// RFC 5348 §5.4's weights, newest interval first.
 const WEIGHTS: [f64; 8] = [1.0, 1.0, 1.0, 1.0, 0.8, 0.6, 0.4, 0.2];
@@ -114,8 +109,8 @@ pub struct HighSpeed {
     min_rtt: f64,
     count: LossCount,
     /// Slow start's full-pipe estimate: the highest arrival rate that grew by FULL_GROWTH,
-    /// bytes/s; round trips since; windows acknowledged in this round trip and the highest
-    /// arrival rate seen in it.
+    /// bytes/s; rounds since; windows acknowledged in this round and the highest arrival rate
+    /// seen in it.
     full_rate: f64,
     flat_rounds: u32,
     round_windows: u32,
@@ -272,9 +267,9 @@ impl Controller for HighSpeed {
             // tenth above what arrived, and while the queue is building, no higher than what
             // arrived: the path is full.
             if self.slow_start && self.flat_rounds > 0 {
-                // A round trip without growth: likely full. Probe only as much above what
-                // arrived as growth would have to show; at twice it, the queue would grow by
-                // a round trip's worth each round trip the full-pipe check waits.
+                // A round without growth: likely full. Probe only as much above what arrived
+                // as growth would have to show; at twice it, the queue would grow by a round
+                // trip's worth each round the full-pipe check waits.
                 rate = rate.min(FULL_GROWTH * recv);
             } else if self.slow_start {
                 rate = rate.min(2.0 * recv);
@@ -448,7 +443,7 @@ mod tests {
     /// A receiver that loses packets to CPU contention only (loss the classifier leaves
     /// unanswered) never ends slow start by loss: it ends when the arrival rate stops
     /// growing, instead of pacing at twice the path's rate for the whole transfer (on the
-    /// bench's 1 Gbit/s link, 2–3.4 Gbit/s, and 6 % of the packets lost in one transfer).
+    /// bench's 1 Gbit/s link, 1.3–3.0 Gbit/s, and 6 % of the packets lost in one transfer).
     #[test]
     fn slow_start_ends_when_the_arrival_rate_stops_growing() {
         let s = 1400.0;

@@ -8,7 +8,12 @@ mod fixed;
 mod highspeed;
 
 pub use fixed::Fixed;
-pub use highspeed::{response, HighSpeed, LossCount, DRAIN, LOW_WINDOW, PROBE_GAIN};
+pub use highspeed::{response, HighSpeed, DRAIN, LOW_WINDOW, PROBE_GAIN};
+/// How a window's lost packets enter the long-term loss rate ([`HighSpeed`]'s docs): one
+/// interval per window with counted loss (TFRC's loss-event rate), or one per lost packet, at
+/// most 8 a window (the packet loss rate). The record's type, so that a congestion event says
+/// which it was.
+pub use nowcast_core::record::LossCount;
 
 /// Windows per round trip the sender opens while the controller is in slow start (one
 /// afterwards); the controller's full-pipe check counts its rounds in them. Slow
@@ -58,7 +63,8 @@ pub trait Controller: Send {
     }
     /// Lowers the highest rate the controller may set (the receiver's limit), bytes/s.
     fn set_cap(&mut self, max: f64);
-    /// Whether the controller is still in slow start (no counted loss yet).
+    /// Whether the controller is still in slow start (no counted loss yet, and the path not
+    /// yet found full).
     fn in_slow_start(&self) -> bool {
         false
     }
