@@ -99,6 +99,15 @@ function ownAddresses(): string[] {
 
 /** A raw HTTP answer for a socket that has no request object (refused at accept, or a
  *  request Node could not parse). */
+/** Sends a last answer on a socket no request object owns (CONNECT, a refused upgrade) and
+ *  closes it once written. `end()` alone closes only this side: the socket would then stay
+ *  open, counted against the client's and the server's caps, for as long as the client
+ *  chose not to close its own side. */
+function answerAndClose(socket: Socket, answer: string): void {
+  socket.end(answer);
+  socket.destroySoon();
+}
+
 function rawAnswer(status: number, text: string, extra = ""): string {
   const body = text + "\n";
   return (
@@ -517,7 +526,10 @@ export async function startEchoNode(config: Config): Promise<EchoNode> {
   // CONNECT (a proxy tunnel) would otherwise be dropped without an answer.
   server.on("connect", (_req: IncomingMessage, socket: Socket) => {
     socket.on("error", () => socket.destroy());
-    socket.end(rawAnswer(405, "CONNECT is not supported", "Allow: GET, HEAD, POST, OPTIONS\r\n"));
+    answerAndClose(
+      socket,
+      rawAnswer(405, "CONNECT is not supported", "Allow: GET, HEAD, POST, OPTIONS\r\n"),
+    );
   });
 
   const wss = new WebSocketServer({
@@ -566,11 +578,11 @@ export async function startEchoNode(config: Config): Promise<EchoNode> {
     const path = requestTarget(req.url)?.pathname;
     if (path === undefined) {
       refused(address, "bad_request", `${excerpt(req.url)}: unparseable request-target`);
-      socket.end(rawAnswer(400, "bad request-target"));
+      answerAndClose(socket, rawAnswer(400, "bad request-target"));
       return;
     }
     if (path !== WS_PATH) {
-      socket.end(rawAnswer(404, `no WebSocket endpoint at ${path}`));
+      answerAndClose(socket, rawAnswer(404, `no WebSocket endpoint at ${path}`));
       return;
     }
     const verdict = policy.check("websocket", req.headers);

@@ -26,7 +26,7 @@ import {
   TestClient,
   withTimeout,
 } from "./helpers.js";
-import { closeCodeOf, rawExchange } from "./raw-client.js";
+import { closeCodeOf, rawExchange, statusOf } from "./raw-client.js";
 
 afterEach(runCleanups);
 afterAll(runCleanups);
@@ -74,6 +74,30 @@ describe("hostile request-targets", () => {
     );
     expect(r.status).toBe(400);
     expect(node.metrics.limitRejections.bad_request).toBe(1);
+    await controlClientServed(node);
+  });
+
+  it("closes CONNECT and refused upgrades without waiting for the client to close", async () => {
+    const node = await startTestNode();
+    const requests = [
+      "CONNECT a:443 HTTP/1.1\r\nHost: a:443\r\n\r\n",
+      "GET /x HTTP/1.1\r\nHost: a\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n",
+      "GET http://[/ HTTP/1.1\r\nHost: x\r\nUpgrade: a\r\nConnection: Upgrade\r\n\r\n",
+    ];
+    // Clients that keep their own side open after the server's answer (allowHalfOpen): the
+    // server held such sockets for as long as the client liked, each against the caps.
+    const got = requests.map(() => ({ text: "" }));
+    const sockets = requests.map((r, i) => {
+      const s = connect({ port: node.port, host: "127.0.0.1", allowHalfOpen: true });
+      s.on("error", () => undefined);
+      s.on("data", (d) => (got[i]!.text += d.toString("latin1")));
+      s.write(r);
+      return s;
+    });
+    cleanups.push(() => sockets.forEach((s) => s.destroy()));
+    await eventually(() => got.every((g) => g.text.startsWith("HTTP/1.1 ")), 5000, "answers");
+    expect(got.map((g) => statusOf(Buffer.from(g.text, "latin1")))).toEqual([405, 404, 400]);
+    await eventually(() => node.metrics.socketsOpen === 0, 5000, "every socket let go");
     await controlClientServed(node);
   });
 

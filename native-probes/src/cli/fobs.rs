@@ -604,26 +604,48 @@ fn recv(a: RecvArgs) -> Result<()> {
                 seconds,
                 bytes,
             } => {
+                let what = match &result {
+                    Ok(Done::Stored) if opts.discard => {
+                        "received, hash verified, deleted (--discard)".to_string()
+                    }
+                    Ok(d) => d.to_string(),
+                    Err(e) => e.clone(),
+                };
+                // A refused hello has no name yet.
+                let who = if name.is_empty() {
+                    format!("{peer}")
+                } else {
+                    format!("{peer}: {name}")
+                };
                 if opts.once && !matches!(result, Ok(Done::Stored)) {
-                    failed = Some(format!("{name}: {result:?}"));
+                    failed = Some(format!("{who}: {what}"));
                 }
                 (!quiet).then(|| {
-                    format!(
-                        "{peer}: {name}: {} in {seconds:.2} s ({:.1} Mbit/s); datagrams dropped: {} (malformed {}, wrong source {}, wrong session {}, window {}, packet {}, over rate {})",
-                        match &result {
-                            Ok(Done::Stored) => "stored, hash verified".to_string(),
-                            Ok(d) => format!("{d:?}"),
-                            Err(e) => e.clone(),
-                        },
-                        bytes as f64 * 8e-6 / seconds.max(1e-9),
-                        drops.total(),
-                        drops.malformed,
-                        drops.source,
-                        drops.session,
-                        drops.window,
-                        drops.packet,
-                        drops.rate
-                    )
+                    // A rate only for a file that arrived: the size a refused sender announced
+                    // over the time of the refusal is no rate.
+                    let rate = if matches!(result, Ok(Done::Stored)) {
+                        format!(
+                            " in {seconds:.2} s ({:.1} Mbit/s)",
+                            bytes as f64 * 8e-6 / seconds.max(1e-9)
+                        )
+                    } else {
+                        format!(" after {seconds:.2} s")
+                    };
+                    let dropped = if drops.total() == 0 {
+                        String::new()
+                    } else {
+                        format!(
+                            "; datagrams dropped: {} (malformed {}, wrong source {}, wrong session {}, window {}, packet {}, over rate {})",
+                            drops.total(),
+                            drops.malformed,
+                            drops.source,
+                            drops.session,
+                            drops.window,
+                            drops.packet,
+                            drops.rate
+                        )
+                    };
+                    format!("{who}: {what}{rate}{dropped}")
                 })
             }
             _ => None,

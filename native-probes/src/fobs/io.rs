@@ -837,54 +837,169 @@ pub fn recv(
         random_u64(),
     );
     let mut junk = vec![0u8; 65_536];
+    // Connections that have not yet said their hello, oldest first, and connections being
+    // closed. Both are served between transfers without blocking, so that a connection
+    // that says nothing (or refuses to close) holds up no one: only a whole hello starts a
+    // transfer, and only a transfer holds the receiver (hellos without the token are
+    // refused at once).
+    let mut waiting: std::collections::VecDeque<Waiting> = Default::default();
+    let mut closing: std::collections::VecDeque<(TcpStream, u64)> = Default::default();
     while !stop.is_set() {
         // Datagrams with no transfer open are read and dropped (never answered).
         while udp.recv_from(&mut junk).is_ok() {}
-        let (conn, peer) = match listener.accept() {
-            Ok(x) => x,
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                wait_readable(
-                    &[listener.as_raw_fd(), udp.as_raw_fd()],
-                    Duration::from_millis(200),
-                )?;
+        let now = clock.now();
+        loop {
+            let (conn, peer) = match listener.accept() {
+                Ok(x) => x,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            };
+            let client = prefixes.client(peer.ip());
+            if buckets.take(&client, [1.0], now).is_err() {
+                update(RecvUpdate::Refused {
+                    peer,
+                    why: "too many connections from its network".into(),
+                });
                 continue;
             }
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(e),
-        };
-        let client = prefixes.client(peer.ip());
-        if buckets.take(&client, [1.0], clock.now()).is_err() {
-            update(RecvUpdate::Refused {
+            if conn.set_nonblocking(true).is_err() {
+                continue;
+            }
+            if waiting.len() >= MAX_WAITING {
+                // The oldest has had the longest to say its hello.
+                if let Some(w) = waiting.pop_front() {
+                    update(RecvUpdate::Refused {
+                        peer: w.peer,
+                        why: "no hello before the queue of connections filled".into(),
+                    });
+                }
+            }
+            waiting.push_back(Waiting {
+                conn,
                 peer,
-                why: "too many connections from its network".into(),
+                framer: Framer::with_limit(4096),
+                by: now + HELLO_NS,
             });
+        }
+        let mut ready = None;
+        let mut i = 0;
+        while i < waiting.len() {
+            let w = &mut waiting[i];
+            let open = read_available(&mut w.conn, &mut w.framer).unwrap_or(false);
+            if w.framer.ready() || w.framer.held() > 4096 {
+                ready = waiting.remove(i);
+                break;
+            }
+            if !open || now > w.by {
+                let w = waiting.remove(i).expect("in range");
+                update(RecvUpdate::Refused {
+                    peer: w.peer,
+                    why: if open {
+                        "no hello within 5 s".into()
+                    } else {
+                        "closed before its hello".into()
+                    },
+                });
+                continue;
+            }
+            i += 1;
+        }
+        closing.retain_mut(|(c, by)| !drained(c) && now < *by);
+        if let Some(w) = ready {
+            match transfer(opts, w, &udp, &clock, stop, update) {
+                Ok(conn) => {
+                    if opts.once {
+                        let mut conn = conn;
+                        close_gracefully(&mut conn, Duration::from_secs(2));
+                        break;
+                    }
+                    let _ = conn.shutdown(std::net::Shutdown::Write);
+                    if closing.len() >= MAX_WAITING {
+                        closing.pop_front();
+                    }
+                    closing.push_back((conn, clock.now() + 2_000_000_000));
+                }
+                Err((peer, e)) => {
+                    update(RecvUpdate::Refused {
+                        peer,
+                        why: e.to_string(),
+                    });
+                    if opts.once {
+                        break;
+                    }
+                }
+            }
             continue;
         }
-        let done = transfer(opts, conn, peer, &udp, &clock, stop, update);
-        if let Err(e) = done {
-            update(RecvUpdate::Refused {
-                peer,
-                why: e.to_string(),
-            });
-        }
-        if opts.once {
-            break;
-        }
+        let mut fds = vec![listener.as_raw_fd(), udp.as_raw_fd()];
+        fds.extend(waiting.iter().map(|w| w.conn.as_raw_fd()));
+        fds.extend(closing.iter().map(|(c, _)| c.as_raw_fd()));
+        wait_readable(&fds, Duration::from_millis(200))?;
     }
     Ok(())
 }
 
+/// Connections waiting for their hello (and being closed) at most; a newer one pushes out
+/// the oldest, which has had the longest to say it. A sender's hello arrives a round trip
+/// after it connects, so it is pushed out only by this many connections within that time.
+const MAX_WAITING: usize = 64;
+/// How long a connection has to say its hello.
+const HELLO_NS: u64 = 5_000_000_000;
+
+/// A connection that has not said its whole hello yet.
+struct Waiting {
+    conn: TcpStream,
+    peer: SocketAddr,
+    framer: Framer,
+    /// When it is closed without one.
+    by: u64,
+}
+
+/// Reads and discards what a closing connection sends; whether the peer has closed it (or
+/// it failed), so that it can be dropped without a reset.
+fn drained(c: &mut TcpStream) -> bool {
+    let mut buf = [0u8; 4096];
+    loop {
+        match c.read(&mut buf) {
+            Ok(0) => return true,
+            Ok(_) => {}
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return false,
+            Err(_) => return true,
+        }
+    }
+}
+
+/// One transfer, from the connection's hello to its verdict. Returns the connection for the
+/// caller to close (after the sender has read the verdict), or the error that ended it.
 fn transfer(
     opts: &RecvOptions,
-    mut conn: TcpStream,
-    peer: SocketAddr,
+    w: Waiting,
     udp: &UdpSocket,
     clock: &Clock,
     stop: &Stop,
     update: &mut dyn FnMut(RecvUpdate<'_>),
-) -> io::Result<()> {
+) -> Result<TcpStream, (SocketAddr, io::Error)> {
+    let peer = w.peer;
+    transfer_on(opts, w, udp, clock, stop, update).map_err(|e| (peer, e))
+}
+
+fn transfer_on(
+    opts: &RecvOptions,
+    w: Waiting,
+    udp: &UdpSocket,
+    clock: &Clock,
+    stop: &Stop,
+    update: &mut dyn FnMut(RecvUpdate<'_>),
+) -> io::Result<TcpStream> {
+    let Waiting {
+        mut conn,
+        peer,
+        mut framer,
+        by: hello_by,
+    } = w;
     conn.set_nodelay(true)?;
-    conn.set_nonblocking(true)?;
     let start = clock.now();
     let mut rx = Receiver::new(
         receiver::Config {
@@ -898,9 +1013,8 @@ fn transfer(
         },
         start,
     );
-    // The sender says only small things: a hello (≈ 330 bytes) and window ends.
-    let mut framer = Framer::with_limit(4096);
-    let hello_by = start + 5_000_000_000;
+    // The sender says only small things: a hello (≈ 330 bytes) and window ends; the framer
+    // holds the hello the wait read.
     let mut part: Option<File> = None;
     let mut paths: Option<(PathBuf, PathBuf, PathBuf)> = None;
     let mut out = Vec::new();
@@ -1063,9 +1177,15 @@ fn transfer(
                 total: rx.total_packets(),
             });
         }
-        let unfinished = !matches!(result, Some(Ok(Done::Stored)));
+        // What a later `--resume` can continue: not a stored file, not one whose hash
+        // failed (deleted), and nothing under `--discard`, which keeps no file.
+        let resumable = !opts.discard
+            && !matches!(
+                result,
+                Some(Ok(Done::Stored)) | Some(Ok(Done::HashMismatch))
+            );
         if let (Some(h), Some((_, s, _))) = (rx.hello(), &paths) {
-            if unfinished && (result.is_some() || now.saturating_sub(last_save) >= 2_000_000_000) {
+            if resumable && (result.is_some() || now.saturating_sub(last_save) >= 2_000_000_000) {
                 last_save = now;
                 let _ = write_state(s, h, &rx.have_bitmap());
             }
@@ -1082,17 +1202,25 @@ fn transfer(
             wait_readable(&[conn.as_raw_fd(), udp.as_raw_fd()], wait)?;
         }
     }
-    close_gracefully(&mut conn, Duration::from_secs(2));
+    let result = result.expect("set");
+    if opts.discard && !matches!(result, Ok(Done::Stored)) {
+        // A measuring receiver keeps nothing: what an unfinished transfer held goes too, so
+        // that its disk holds at most one transfer's file at a time.
+        if let Some((p, s, _)) = &paths {
+            let _ = std::fs::remove_file(p);
+            let _ = std::fs::remove_file(s);
+        }
+    }
     let seconds = clock.now().saturating_sub(start) as f64 / 1e9;
     update(RecvUpdate::Finished {
         peer,
         name: &name,
-        result: result.expect("set"),
+        result,
         drops: rx.drops,
         seconds,
         bytes: size,
     });
-    Ok(())
+    Ok(conn)
 }
 
 fn f_path(dir: &Path, name: &str) -> PathBuf {

@@ -207,6 +207,17 @@ pub enum Done {
     Abandoned = 3,
 }
 
+impl std::fmt::Display for Done {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Done::Stored => "stored, hash verified",
+            Done::HashMismatch => "the file's hash did not match the sender's: not kept",
+            Done::StorageFailed => "could not be stored (see above)",
+            Done::Abandoned => "abandoned (no progress, or stopped)",
+        })
+    }
+}
+
 /// Any control message.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Control {
@@ -394,6 +405,20 @@ impl Framer {
         self.buf.extend_from_slice(bytes);
     }
 
+    /// Bytes held, not yet taken as a message.
+    pub fn held(&self) -> usize {
+        self.buf.len()
+    }
+
+    /// Whether [`Framer::next_message`] has something to say: a whole frame, or a length
+    /// over the limit (an error).
+    pub fn ready(&self) -> bool {
+        self.buf.len() >= 5 && {
+            let len = u32_at(&self.buf, 1) as usize;
+            len > self.limit || self.buf.len() >= 5 + len
+        }
+    }
+
     /// The next whole message, `Ok(None)` when more bytes are needed; an error is final
     /// (the connection must be closed).
     pub fn next_message(&mut self) -> Result<Option<Control>, Malformed> {
@@ -415,14 +440,43 @@ impl Framer {
 
 /// Whether `name` may be stored: one plain file name (no directory part, not `.` or `..`,
 /// no leading dot, which the receiver's own temporary files use), UTF-8 without control
-/// characters, at most [`MAX_NAME`] bytes.
+/// or format characters, at most [`MAX_NAME`] bytes.
 pub fn valid_name(name: &str) -> bool {
     !name.is_empty()
         && name.len() <= MAX_NAME
         && !name.starts_with('.')
         && !name
             .chars()
-            .any(|c| c == '/' || c == '\\' || c.is_control())
+            .any(|c| c == '/' || c == '\\' || c.is_control() || is_format(c))
+}
+
+/// Unicode's format characters (general category Cf, Unicode 15): invisible, and some
+/// reorder the text around them (U+202E, right-to-left override), so that a name shown in
+/// a log or a directory listing would read as another. `char` has no category test.
+fn is_format(c: char) -> bool {
+    matches!(
+        c as u32,
+        0xAD | 0x600..=0x605
+            | 0x61C
+            | 0x6DD
+            | 0x70F
+            | 0x890..=0x891
+            | 0x8E2
+            | 0x180E
+            | 0x200B..=0x200F
+            | 0x202A..=0x202E
+            | 0x2060..=0x2064
+            | 0x2066..=0x206F
+            | 0xFEFF
+            | 0xFFF9..=0xFFFB
+            | 0x110BD
+            | 0x110CD
+            | 0x13430..=0x1343F
+            | 0x1BCA0..=0x1BCA3
+            | 0x1D173..=0x1D17A
+            | 0xE0001
+            | 0xE0020..=0xE007F
+    )
 }
 
 /// A rate in bits per second with an optional decimal K, M or G (`500M`, `1G`), returned in
@@ -538,7 +592,7 @@ mod tests {
 
     #[test]
     fn names_are_single_plain_components() {
-        for ok in ["a", "data.bin", "ünïcode", "x y"] {
+        for ok in ["a", "data.bin", "ünïcode", "x y", "日本語.txt", "مرحبا"] {
             assert!(valid_name(ok), "{ok}");
         }
         let long = "x".repeat(256);
@@ -553,6 +607,10 @@ mod tests {
             "a\\b",
             "a\0b",
             "a\nb",
+            "\u{202e}nib.exe",
+            "a\u{200b}b",
+            "\u{feff}x",
+            "tag\u{e0041}",
             &long,
         ] {
             assert!(!valid_name(bad), "{bad:?}");

@@ -1,0 +1,207 @@
+//! `nowcast fobs recv` on loopback, under clients that hold connections without a word, that
+//! are refused and do not close, and that stop halfway: none of them holds up a sender with
+//! the token, and a `--discard` receiver keeps nothing of a transfer that stopped.
+//!
+//! Real processes and sockets, 127.0.0.1 only; every process and file is cleaned up.
+
+mod common;
+
+use common::{text, wait_child, BIN};
+use nowcast::fobs::wire::{Control, Hello};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+const TOKEN: &str = "00112233445566778899aabbccddeeff";
+const LIMIT: Duration = Duration::from_secs(30);
+
+fn temp(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("nowcast-fobs-recv-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// A receiver on an ephemeral loopback port; its log lines arrive on the channel.
+struct Receiver {
+    child: Child,
+    port: u16,
+    lines: mpsc::Receiver<String>,
+}
+
+impl Receiver {
+    fn start(dir: &Path, extra: &[&str]) -> Receiver {
+        let mut child = Command::new(BIN)
+            .args([
+                "fobs",
+                "recv",
+                "--listen",
+                "127.0.0.1",
+                "--port",
+                "0",
+                "--token",
+                TOKEN,
+            ])
+            .arg("--dir")
+            .arg(dir)
+            .args(extra)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let (tx, lines) = mpsc::channel();
+        for out in [
+            Box::new(child.stdout.take().unwrap()) as Box<dyn Read + Send>,
+            Box::new(child.stderr.take().unwrap()),
+        ] {
+            let tx = tx.clone();
+            std::thread::spawn(move || {
+                for l in BufReader::new(out).lines().map_while(Result::ok) {
+                    let _ = tx.send(l);
+                }
+            });
+        }
+        let mut r = Receiver {
+            child,
+            port: 0,
+            lines,
+        };
+        let first = r.wait_for("listening", LIMIT);
+        let port = first
+            .rsplit(':')
+            .find_map(|p| p.split_whitespace().next()?.parse::<u16>().ok())
+            .unwrap_or_else(|| panic!("no port in {first:?}"));
+        r.port = port;
+        r
+    }
+
+    /// The first line containing `what`, within `limit`.
+    fn wait_for(&self, what: &str, limit: Duration) -> String {
+        let until = Instant::now() + limit;
+        let mut seen = Vec::new();
+        loop {
+            let left = until.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(l) if l.contains(what) => return l,
+                Ok(l) => seen.push(l),
+                Err(_) => panic!("no line with {what:?} within {limit:?}; saw {seen:?}"),
+            }
+        }
+    }
+}
+
+impl Drop for Receiver {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn send(port: u16, file: &Path, extra: &[&str]) -> Child {
+    Command::new(BIN)
+        .args(["fobs", "send"])
+        .arg(file)
+        .arg(format!("127.0.0.1:{port}"))
+        .args(["--token", TOKEN, "--no-path-memory", "-q"])
+        .args(extra)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+fn file_of(dir: &Path, mb: usize) -> PathBuf {
+    let p = dir.join("src.bin");
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    let bytes: Vec<u8> = (0..mb << 20)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect();
+    std::fs::write(&p, bytes).unwrap();
+    p
+}
+
+/// Whether the server has closed `s` (EOF or reset), without waiting.
+fn closed_by_server(s: &mut TcpStream) -> bool {
+    s.set_nonblocking(true).unwrap();
+    let mut b = [0u8; 64];
+    loop {
+        match s.read(&mut b) {
+            Ok(0) => return true,
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return false,
+            Err(_) => return true,
+        }
+    }
+}
+
+#[test]
+fn silent_and_refused_connections_hold_up_no_sender_and_discard_keeps_nothing() {
+    let src_dir = temp("src");
+    let rx_dir = temp("rx");
+    let src = file_of(&src_dir, 2);
+    let rx = Receiver::start(&rx_dir, &["--discard"]);
+
+    // Eight connections that say nothing (each would have held a receiver that serves one
+    // connection at a time for its 5 s hello deadline: 40 s), and one refused for a wrong
+    // token that then neither reads nor closes (it held such a receiver 2 s more).
+    let mut silent: Vec<TcpStream> = (0..8)
+        .map(|_| TcpStream::connect(("127.0.0.1", rx.port)).unwrap())
+        .collect();
+    let mut stranger = TcpStream::connect(("127.0.0.1", rx.port)).unwrap();
+    let mut hello = Vec::new();
+    Control::Hello(Hello {
+        token: [0xee; 16],
+        size: 1 << 20,
+        packet: 1400,
+        window: 64,
+        resume: false,
+        hash: [0; 32],
+        name: "x.bin".into(),
+    })
+    .encode(&mut hello);
+    stranger.write_all(&hello).unwrap();
+    rx.wait_for("wrong token", LIMIT);
+
+    // A sender with the token is served while all of them are still open.
+    let started = Instant::now();
+    let out = wait_child(send(rx.port, &src, &["--name", "ok.bin"]), LIMIT);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let line = rx.wait_for("ok.bin: ", LIMIT);
+    assert!(line.contains("hash verified"), "{line}");
+    let took = started.elapsed();
+    for s in &mut silent {
+        assert!(
+            !closed_by_server(s),
+            "a silent connection was closed before the sender was served ({took:?}): the \
+             receiver waited on it"
+        );
+    }
+
+    // A transfer that stops halfway leaves nothing under `--discard`.
+    let mut slow = send(rx.port, &src, &["--name", "half.bin", "--fixed-rate", "4M"]);
+    rx.wait_for("receiving half.bin", LIMIT);
+    std::thread::sleep(Duration::from_millis(800));
+    let _ = slow.kill();
+    let _ = slow.wait();
+    let line = rx.wait_for("half.bin: ", LIMIT);
+    assert!(!line.contains("hash verified"), "{line}");
+    let left: Vec<_> = std::fs::read_dir(&rx_dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(left.is_empty(), "a --discard receiver kept {left:?}");
+
+    // The silent ones are closed at their deadline, and named.
+    rx.wait_for("no hello within 5 s", LIMIT);
+    drop(rx);
+    let _ = std::fs::remove_dir_all(&src_dir);
+    let _ = std::fs::remove_dir_all(&rx_dir);
+}
