@@ -383,17 +383,19 @@ fn sqlite_and_clickhouse_answer_alike_and_a_down_clickhouse_loses_nothing() {
     same(&a, &b, "records");
     assert_eq!(sq.runs("c'1", 0).unwrap(), ch.runs("c'1", 0).unwrap());
     // The command reads ClickHouse as it reads SQLite.
+    // The flags after the question, as the README writes them.
     let q = |src: &[&str]| {
-        let mut args = vec!["archive", "query", "latest"];
+        let mut args = vec!["archive", "query", "latest", "--json"];
         args.extend_from_slice(src);
-        text(&nowcast(&args, Duration::from_secs(30)).stdout)
+        let out = nowcast(&args, Duration::from_secs(30));
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        text(&out.stdout)
     };
     let url = server.url();
     let cmp_db = dir.join("cmp.sqlite");
-    assert_eq!(
-        q(&["--archive", cmp_db.to_str().unwrap()]),
-        q(&["--clickhouse", &url, "--database", "cmp"])
-    );
+    let from_sqlite = q(&["--archive", cmp_db.to_str().unwrap()]);
+    assert!(from_sqlite.starts_with("[{\"target\""), "{from_sqlite}");
+    assert_eq!(from_sqlite, q(&["--clickhouse", &url, "--database", "cmp"]));
     drop(server);
     let _ = std::fs::remove_dir_all(&dir);
 }

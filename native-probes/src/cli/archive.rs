@@ -12,23 +12,29 @@ use std::io::{BufRead, BufReader, BufWriter, Read, Write};
 use std::path::PathBuf;
 use std::time::Duration;
 
-/// Which archive: the SQLite file, or a ClickHouse server.
+/// Which archive: the SQLite file, or a ClickHouse server. Global, so that `archive query`
+/// takes them before or after its question (`query latest --archive F`).
 #[derive(clap::Args, Clone)]
 pub struct Source {
     /// The SQLite archive.
-    #[arg(long, default_value = "nowcast.sqlite", value_name = "FILE")]
+    #[arg(
+        long,
+        global = true,
+        default_value = "nowcast.sqlite",
+        value_name = "FILE"
+    )]
     pub archive: PathBuf,
     /// Use the ClickHouse server at URL (http://host:8123) instead.
-    #[arg(long, value_name = "URL")]
+    #[arg(long, global = true, value_name = "URL")]
     pub clickhouse: Option<String>,
     /// ClickHouse database.
-    #[arg(long, default_value = "nowcast")]
+    #[arg(long, global = true, default_value = "nowcast")]
     pub database: String,
     /// ClickHouse user.
-    #[arg(long)]
+    #[arg(long, global = true)]
     pub user: Option<String>,
     /// ClickHouse password; default: the NOWCAST_CLICKHOUSE_PASSWORD environment variable.
-    #[arg(long)]
+    #[arg(long, global = true)]
     pub password: Option<String>,
 }
 
@@ -144,6 +150,9 @@ enum Command {
         query: QueryKind,
         #[command(flatten)]
         source: Source,
+        /// One JSON line (the answer's objects) instead of a table.
+        #[arg(long, global = true)]
+        json: bool,
     },
     /// Print the ClickHouse schema (--cluster NAME: ReplicatedMergeTree behind Distributed).
     Schema {
@@ -181,10 +190,62 @@ enum Format {
 /// The longest line read; a longer one is a bad line.
 const MAX_LINE: usize = 1 << 20;
 
-/// Reads an NDJSON file: the records and each bad line with its number.
-pub fn read_file(path: &PathBuf) -> Result<(Vec<Record>, Vec<String>)> {
+/// The bad lines of one file: how many, and the messages of the first [`BadLines::SHOWN`]
+/// (a file of a million bad lines holds twenty messages, and prints as many).
+#[derive(Debug, Default)]
+pub struct BadLines {
+    pub count: usize,
+    pub shown: Vec<String>,
+}
+
+impl BadLines {
+    pub const SHOWN: usize = 20;
+
+    fn push(&mut self, message: String) {
+        self.count += 1;
+        if self.shown.len() < Self::SHOWN {
+            self.shown.push(message);
+        }
+    }
+
+    /// Prints them to standard error. A file with bad lines and no record at all is not a
+    /// file of records: one line says so, with its first bad line, instead of a screen of
+    /// errors; the return value says it was.
+    pub fn print(&self, path: &std::path::Path, records: usize) -> bool {
+        if self.count == 0 {
+            return false;
+        }
+        if records == 0 {
+            let first = &self.shown[0];
+            let prefix = format!("{}: ", path.display());
+            eprintln!(
+                "nowcast: {}: not NDJSON records (what `--json`, `archive export` and the \
+                 page's NDJSON export write; `nowcast forecast` reads CSV and text series): \
+                 none of its {} lines is one ({})",
+                path.display(),
+                self.count,
+                first.strip_prefix(&prefix).unwrap_or(first)
+            );
+            return true;
+        }
+        for m in &self.shown {
+            eprintln!("nowcast: {m}");
+        }
+        if self.count > self.shown.len() {
+            eprintln!(
+                "nowcast: {}: {} more bad lines not shown",
+                path.display(),
+                self.count - self.shown.len()
+            );
+        }
+        false
+    }
+}
+
+/// Reads an NDJSON file: the records and its bad lines.
+pub fn read_file(path: &PathBuf) -> Result<(Vec<Record>, BadLines)> {
     let mut records = Vec::new();
-    let mut bad = Vec::new();
+    let mut bad = BadLines::default();
     each_line(path, &mut |r| {
         match r {
             Ok(rec) => records.push(rec),
@@ -275,7 +336,11 @@ pub fn run(args: Args) -> Result<()> {
             format,
             out,
         } => export(&source, &filter.filter(now)?, format, out),
-        Command::Query { query: q, source } => run_query(q, &source, now),
+        Command::Query {
+            query: q,
+            source,
+            json,
+        } => run_query(q, &source, json, now),
         Command::Schema { database, cluster } => {
             query::identifier(&database).map_err(|e| anyhow!(e))?;
             let ddl = match &cluster {
@@ -318,9 +383,11 @@ fn import(files: &[PathBuf], source: &Source, batch: usize, now: Ms) -> Result<(
     };
     let mut bad_total = 0usize;
     let mut total = 0usize;
+    let mut not_records = Vec::new();
     for f in files {
         let mut recs = Vec::with_capacity(batch.min(100_000));
-        let (mut n, mut bad) = (0usize, 0usize);
+        let mut n = 0usize;
+        let mut bad = BadLines::default();
         let mut failed = None;
         each_line(f, &mut |r| {
             match r {
@@ -334,30 +401,23 @@ fn import(files: &[PathBuf], source: &Source, batch: usize, now: Ms) -> Result<(
                         }
                     }
                 }
-                Err(e) => {
-                    bad += 1;
-                    if bad <= 100 {
-                        eprintln!("nowcast: {e}");
-                    }
-                }
+                Err(e) => bad.push(e),
             }
             Ok(())
         })
         .map_err(|e| failed.take().unwrap_or(e))?;
         write(&mut recs)?;
-        if bad > 100 {
+        if bad.print(f, n) {
+            not_records.push(f.display().to_string());
+        } else {
             eprintln!(
-                "nowcast: {}: {} more bad lines not shown",
+                "nowcast: {}: {n} records imported, {} bad lines skipped",
                 f.display(),
-                bad - 100
+                bad.count
             );
         }
-        eprintln!(
-            "nowcast: {}: {n} records imported, {bad} bad lines skipped",
-            f.display()
-        );
         total += n;
-        bad_total += bad;
+        bad_total += bad.count;
     }
     let into = match &ch {
         Some(c) => format!("ClickHouse {}", c.config().url),
@@ -371,6 +431,13 @@ fn import(files: &[PathBuf], source: &Source, batch: usize, now: Ms) -> Result<(
             String::new()
         }
     );
+    if !not_records.is_empty() {
+        // The rest is in; the exit status says that something given was not.
+        bail!(
+            "not NDJSON records, nothing imported from: {}",
+            not_records.join(", ")
+        );
+    }
     Ok(())
 }
 
@@ -411,14 +478,17 @@ fn export(source: &Source, filter: &Filter, format: Format, out: Option<PathBuf>
     Ok(())
 }
 
-fn run_query(q: QueryKind, source: &Source, now: Ms) -> Result<()> {
+fn run_query(q: QueryKind, source: &Source, json: bool, now: Ms) -> Result<()> {
     let ch = source.clickhouse()?.map(Clickhouse::new).transpose()?;
     let mut db = match &ch {
         Some(_) => None,
         None => Some(Sqlite::open_read(&source.archive)?),
     };
-    let started = std::time::Instant::now();
-    let json = match q {
+    let where_ = match &source.clickhouse {
+        Some(url) => format!("{url} (database {})", source.database),
+        None => source.archive.display().to_string(),
+    };
+    let out = match q {
         QueryKind::Day { day } => {
             let (from, to) = day_of(parse_time(&day, now).map_err(|e| anyhow!(e))?);
             let s = match (&ch, db.as_mut()) {
@@ -426,7 +496,11 @@ fn run_query(q: QueryKind, source: &Source, now: Ms) -> Result<()> {
                 (_, Some(d)) => d.summary(from, to)?,
                 _ => unreachable!(),
             };
-            serde_json::to_string(&s)?
+            if json {
+                serde_json::to_string(&s)?
+            } else {
+                answer::day(&where_, from, &s)
+            }
         }
         QueryKind::Hourly {
             target,
@@ -449,7 +523,11 @@ fn run_query(q: QueryKind, source: &Source, now: Ms) -> Result<()> {
                 (_, Some(d)) => d.hourly(&target, metric, since, until)?,
                 _ => unreachable!(),
             };
-            serde_json::to_string(&b)?
+            if json {
+                serde_json::to_string(&b)?
+            } else {
+                answer::hourly(&where_, &target, metric, since, until, &b)
+            }
         }
         QueryKind::Latest => {
             let l = match (&ch, db.as_mut()) {
@@ -457,13 +535,234 @@ fn run_query(q: QueryKind, source: &Source, now: Ms) -> Result<()> {
                 (_, Some(d)) => d.latest()?,
                 _ => unreachable!(),
             };
-            serde_json::to_string(&l)?
+            if json {
+                serde_json::to_string(&l)?
+            } else {
+                answer::latest(&where_, now, &l)
+            }
         }
     };
-    writeln!(std::io::stdout().lock(), "{json}")?;
-    eprintln!(
-        "nowcast: query took {:.3} s",
-        started.elapsed().as_secs_f64()
-    );
+    writeln!(std::io::stdout().lock(), "{}", out.trim_end())?;
     Ok(())
+}
+
+/// The answers of `archive query` as tables for a person (`--json` prints the objects).
+/// Deterministic: the answer in, text out.
+mod answer {
+    use nowcast::archive::query::{Bucket, Latest, Summary};
+    use nowcast::format::number;
+    use nowcast::when::{date, datetime, Ms, HOUR};
+    use nowcast_core::record::{Metric, Unit};
+    use std::fmt::Write;
+
+    /// A metric's column heading and how its values are shown: in its unit, or a fraction
+    /// in percent as every other table shows loss.
+    fn metric(name: &str) -> (String, f64) {
+        match Metric::from_name(name).map(|m| (m, m.unit())) {
+            Some((m, Unit::Fraction)) => (format!("{m} %"), 100.0),
+            Some((m, unit)) => (format!("{m} {unit}"), 1.0),
+            None => (name.to_string(), 1.0),
+        }
+    }
+
+    fn opt(v: Option<f64>, scale: f64) -> String {
+        v.map(|v| number(v * scale)).unwrap_or_else(|| "-".into())
+    }
+
+    /// Rows under a heading, each column as wide as its widest cell; the first `left`
+    /// columns aligned left, the rest (numbers) right.
+    fn table(head: &[&str], left: usize, rows: &[Vec<String>]) -> String {
+        let mut width: Vec<usize> = head.iter().map(|h| h.chars().count()).collect();
+        for r in rows {
+            for (w, c) in width.iter_mut().zip(r) {
+                *w = (*w).max(c.chars().count());
+            }
+        }
+        let mut out = String::new();
+        let head: Vec<String> = head.iter().map(|h| h.to_string()).collect();
+        for r in std::iter::once(&head).chain(rows) {
+            let mut line = String::new();
+            for (i, (c, w)) in r.iter().zip(&width).enumerate() {
+                if i > 0 {
+                    line.push_str("  ");
+                }
+                let pad = w - c.chars().count();
+                if i < left {
+                    line.push_str(c);
+                    line.push_str(&" ".repeat(pad));
+                } else {
+                    line.push_str(&" ".repeat(pad));
+                    line.push_str(c);
+                }
+            }
+            let _ = writeln!(out, "{}", line.trim_end());
+        }
+        out
+    }
+
+    /// How long ago, in the largest whole unit (`42 s`, `5 min`, `3 h`, `2 d`).
+    fn age(ms: f64) -> String {
+        let s = (ms / 1000.0).max(0.0) as u64;
+        match s {
+            0..=119 => format!("{s} s ago"),
+            120..=7199 => format!("{} min ago", s / 60),
+            7200..=172_799 => format!("{} h ago", s / 3600),
+            _ => format!("{} d ago", s / 86_400),
+        }
+    }
+
+    pub fn day(archive: &str, from: Ms, s: &[Summary]) -> String {
+        let mut out = format!("{} (UTC) in {archive}: ", date(from));
+        if s.is_empty() {
+            out.push_str("no records\n");
+            return out;
+        }
+        let targets: std::collections::BTreeSet<_> = s.iter().map(|x| &x.target).collect();
+        let _ = writeln!(out, "{} targets, {} series", targets.len(), s.len());
+        let rows: Vec<Vec<String>> = s
+            .iter()
+            .map(|x| {
+                let (name, k) = metric(&x.metric);
+                vec![
+                    x.target.clone(),
+                    name,
+                    x.n.to_string(),
+                    x.ok.to_string(),
+                    opt(x.mean, k),
+                    opt(x.min, k),
+                    opt(x.max, k),
+                ]
+            })
+            .collect();
+        out.push_str(&table(
+            &["target", "metric", "records", "ok", "mean", "min", "max"],
+            2,
+            &rows,
+        ));
+        out
+    }
+
+    pub fn hourly(
+        archive: &str,
+        target: &str,
+        m: Metric,
+        since: Ms,
+        until: Ms,
+        b: &[Bucket],
+    ) -> String {
+        let (name, k) = metric(m.name());
+        let mut out = format!(
+            "{target} {name}, hourly, {} to {} in {archive}: ",
+            datetime(since),
+            datetime(until)
+        );
+        if b.is_empty() {
+            let _ = writeln!(
+                out,
+                "no records (`archive query latest` lists the targets and metrics there are)"
+            );
+            return out;
+        }
+        let n: u64 = b.iter().map(|x| x.n).sum();
+        let _ = writeln!(out, "{n} records in {} hours", b.len());
+        let rows: Vec<Vec<String>> = b
+            .iter()
+            .map(|x| {
+                let start = datetime(x.hour_ms - x.hour_ms.rem_euclid(HOUR));
+                vec![
+                    start[..16].replace('T', " "),
+                    x.n.to_string(),
+                    x.ok.to_string(),
+                    opt(x.mean, k),
+                    opt(x.min, k),
+                    opt(x.max, k),
+                ]
+            })
+            .collect();
+        out.push_str(&table(
+            &["hour (UTC)", "records", "ok", "mean", "min", "max"],
+            1,
+            &rows,
+        ));
+        out
+    }
+
+    pub fn latest(archive: &str, now: Ms, l: &[Latest]) -> String {
+        let mut out = format!("the latest ok measurement of each series in {archive}: ");
+        if l.is_empty() {
+            out.push_str("none\n");
+            return out;
+        }
+        let _ = writeln!(out, "{} series", l.len());
+        let rows: Vec<Vec<String>> = l
+            .iter()
+            .map(|x| {
+                let (name, k) = metric(&x.metric);
+                vec![
+                    x.target.clone(),
+                    name,
+                    number(x.value * k),
+                    datetime(x.ts_ms as Ms),
+                    age(now as f64 - x.ts_ms),
+                ]
+            })
+            .collect();
+        out.push_str(&table(
+            &["target", "metric", "value", "at (UTC)", "age"],
+            2,
+            &rows,
+        ));
+        out
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        #[test]
+        fn tables_name_the_archive_units_and_empty_answers() {
+            let s = [Summary {
+                target: "10.0.0.2:8060".into(),
+                metric: "rtt".into(),
+                n: 25,
+                ok: 24,
+                mean: Some(0.0523),
+                min: Some(0.031),
+                max: None,
+            }];
+            let t = day("lab.sqlite", 1_764_892_800_000, &s);
+            assert!(t.starts_with("2025-12-05 (UTC) in lab.sqlite: 1 targets, 1 series\n"));
+            assert!(t.contains("rtt ms"), "{t}");
+            assert!(t.contains("0.052"), "{t}");
+            assert!(t.lines().nth(2).unwrap().ends_with('-'), "{t}");
+            // The numbers' columns end where their headings end.
+            let lines: Vec<_> = t.lines().skip(1).collect();
+            assert_eq!(lines[0].chars().count(), lines[1].chars().count(), "{t}");
+            assert!(day("a", 0, &[]).ends_with("no records\n"));
+
+            let b = [Bucket {
+                hour_ms: 1_764_896_400_000,
+                n: 3,
+                ok: 3,
+                mean: Some(941.0),
+                min: Some(930.0),
+                max: Some(950.0),
+            }];
+            let t = hourly("x", "h:1", Metric::Throughput, 0, 1, &b);
+            assert!(t.contains("throughput Mbit/s, hourly"), "{t}");
+            assert!(t.contains("2025-12-05 01:00"), "{t}");
+            assert!(hourly("x", "h:1", Metric::Rtt, 0, 1, &[]).contains("no records"));
+
+            let l = [Latest {
+                target: "h:1".into(),
+                metric: "loss".into(),
+                ts_ms: 1_000.0,
+                value: 0.25,
+            }];
+            let t = latest("x", 301_000, &l);
+            assert!(t.contains("loss %"), "{t}");
+            assert!(t.contains("25.00"), "{t}");
+            assert!(t.contains("5 min ago"), "{t}");
+        }
+    }
 }

@@ -1,7 +1,7 @@
 //! `nowcast report`: records from the archive (SQLite or ClickHouse) or NDJSON files,
 //! filtered, through the analysis, out as a table, JSON or an HTML file.
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 
 use nowcast::archive::clickhouse::Clickhouse;
 use nowcast::archive::query::Filter;
@@ -54,12 +54,17 @@ pub fn run(args: Args) -> Result<()> {
     let mut runs: Vec<RunLog> = Vec::new();
     let since_runs = filter.since_ms.map_or(0, |s| s as Ms);
     if !args.files.is_empty() {
+        let mut not_records = Vec::new();
         for f in &args.files {
             let (recs, bad) = super::archive::read_file(f)?;
-            for b in bad {
-                eprintln!("nowcast: {b}");
+            if bad.print(f, recs.len()) {
+                not_records.push(f.display().to_string());
             }
             records.extend(recs.into_iter().filter(|r| keep(&filter, r)));
+        }
+        if !not_records.is_empty() {
+            // A report that leaves out a file given is not the report asked for.
+            bail!("not NDJSON records: {}", not_records.join(", "));
         }
         records.sort_by(|a, b| a.timestamp_ms.total_cmp(&b.timestamp_ms));
     } else if let Some(ch) = args.source.clickhouse()? {
@@ -98,8 +103,9 @@ pub fn run(args: Args) -> Result<()> {
     }
     let mut out = std::io::stdout().lock();
     if args.json {
-        serde_json::to_writer(&mut out, &report)?;
-        writeln!(out)?;
+        // Written as text, so that a reader gone (`| head`) is an io::Error the command
+        // ends quietly on (serde_json's own error does not name its io::Error as its source).
+        writeln!(out, "{}", serde_json::to_string(&report)?)?;
     } else if args.html.is_none() {
         out.write_all(text::render(&report).as_bytes())?;
     }

@@ -138,6 +138,29 @@ pub enum Format {
     PcapNg,
 }
 
+impl std::fmt::Display for Format {
+    /// As a person names it: `pcap`, `pcap (ns, big-endian)`, `pcapng`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match *self {
+            Format::PcapNg => f.write_str("pcapng"),
+            Format::Pcap {
+                big_endian,
+                nanoseconds,
+            } => {
+                let notes: Vec<&str> = [(nanoseconds, "ns"), (big_endian, "big-endian")]
+                    .iter()
+                    .filter_map(|&(on, n)| on.then_some(n))
+                    .collect();
+                if notes.is_empty() {
+                    f.write_str("pcap")
+                } else {
+                    write!(f, "pcap ({})", notes.join(", "))
+                }
+            }
+        }
+    }
+}
+
 /// Totals of one file.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct FileStats {

@@ -185,7 +185,7 @@ pub fn run(input: Input, cfg: Config, show: Show, sink: &mut dyn RecordSink) -> 
                 }
                 let (format, stats) = result.map_err(|e| anyhow!("{name}: {e}"))?;
                 headline.push(format!(
-                    "{name}: {} packets, {} bytes, {format:?}{}",
+                    "{name}: {} packets, {} bytes, {format}{}",
                     stats.packets,
                     stats.bytes,
                     if stats.problems > 0 {
