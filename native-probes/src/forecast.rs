@@ -357,7 +357,12 @@ fn mode_name(m: Mode) -> &'static str {
     }
 }
 
-fn print_next(out: &mut dyn Write, next: &[NextForecast], shown: &Shown) -> std::io::Result<()> {
+fn print_next(
+    out: &mut dyn Write,
+    next: &[NextForecast],
+    shown: &Shown,
+    points: u64,
+) -> std::io::Result<()> {
     writeln!(
         out,
         "\nNext value: the forecast ± {BAND_K}·error (error: RMSE of the MSE-selected forecast)"
@@ -367,10 +372,23 @@ fn print_next(out: &mut dyn Write, next: &[NextForecast], shown: &Shown) -> std:
         .iter()
         .map(|n| {
             let [value, band, low, high] = shown.next(n);
+            // Errors are those of forecasts over points 2..n: one value has none, and its
+            // "± 0" would claim a certainty nothing measured.
+            let (value, range) = if points < 2 {
+                (
+                    format!("{value}{u}"),
+                    "error unknown until a second value".to_string(),
+                )
+            } else {
+                (
+                    format!("{value} ± {band}{u}"),
+                    format!("likely {low}–{high}{u}"),
+                )
+            };
             [
                 format!("{} mode", mode_name(n.mode)),
-                format!("{value} ± {band}{u}"),
-                format!("likely {low}–{high}{u}"),
+                value,
+                range,
                 format!("by {}", n.method_name),
             ]
         })
@@ -449,7 +467,7 @@ fn print_human(
     // One scale for the whole report, by the size of the next value (Gbit/s for a fast link).
     let magnitude = r.next.first().map_or(0.0, |n| n.value.abs());
     let shown = Shown::new(unit, magnitude);
-    print_next(out, &r.next, &shown)?;
+    print_next(out, &r.next, &shown, r.points)?;
     print_rows(
         out,
         "Selected forecasts (errors over points 2..n)",

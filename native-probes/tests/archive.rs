@@ -217,6 +217,41 @@ fn import_names_bad_lines_and_export_gives_the_records_back() {
         );
         assert!(cells[2].contains(" rtt ("), "{row}");
     }
+
+    // That CSV imported by mistake, beside a file of records: one line names it, the
+    // records of the other file are kept, and the exit status says something was not read.
+    let csv_file = dir.join("rtt.csv");
+    std::fs::write(&csv_file, &csv).unwrap();
+    let db2 = dir.join("b.sqlite");
+    let out = nowcast(
+        &[
+            "archive",
+            "import",
+            csv_file.to_str().unwrap(),
+            file.to_str().unwrap(),
+            "--archive",
+            db2.to_str().unwrap(),
+        ],
+        Duration::from_secs(20),
+    );
+    assert!(!out.status.success());
+    let err = text(&out.stderr);
+    assert!(err.contains("rtt.csv: not NDJSON records"), "{err}");
+    assert_eq!(
+        err.matches("rtt.csv").count(),
+        2,
+        "named once, then in the verdict: {err}"
+    );
+    assert!(
+        err.contains(&format!("{} records imported", want.len())),
+        "{err}"
+    );
+    let report = nowcast(
+        &["report", csv_file.to_str().unwrap()],
+        Duration::from_secs(20),
+    );
+    assert!(!report.status.success());
+    assert!(text(&report.stderr).contains("rtt.csv: not NDJSON records"));
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -95,6 +95,22 @@ fn human_report_and_csv_columns() {
     let out = nowcast(&["forecast", f.to_str().unwrap(), "--column", "nope"]);
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("no column named 'nope'"));
+    // One value: a forecast, but no error to give it a range.
+    let one = dir.file("one.txt", "5\n");
+    let out = nowcast(&["forecast", one.to_str().unwrap()]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success());
+    assert!(
+        text.contains("error unknown until a second value"),
+        "{text}"
+    );
+    assert!(!text.contains("± 0"), "{text}");
+    // A time column and text: the time column is named as what it was taken for.
+    let times = dir.file("t.csv", "time,host\n1700000000,a\n1700000001,b\n");
+    let out = nowcast(&["forecast", times.to_str().unwrap()]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("besides the time column 'time'"), "{err}");
 }
 
 #[test]

@@ -316,8 +316,16 @@ impl Delimited {
             *col = Col::Series(id, name(i));
         }
         if series.is_empty() || !numbers {
+            // The time column is numbers too, but not a series: say which it was taken for.
+            let time_note = time.map_or(String::new(), |t| {
+                format!(
+                    " besides the time column '{}' (--column {} forecasts it)",
+                    quote(&name(t)),
+                    t
+                )
+            });
             return Err(Problem::Unsupported(format!(
-                "line {}: no column of numbers (columns: {}). {}.",
+                "line {}: no column of numbers{time_note} (columns: {}). {}.",
                 out.line,
                 listed(),
                 super::SUPPORTED

@@ -16,8 +16,8 @@ pub struct Common {
     /// experiments continue until SIGINT or SIGTERM.
     #[arg(long)]
     pub period: Option<f64>,
-    /// Number of experiments (default: 1, or unlimited with --period).
-    #[arg(long)]
+    /// Number of experiments, at least 1 (default: 1, or unlimited with --period).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     pub count: Option<u64>,
     /// Write NDJSON measurement records to standard output instead of the table.
     #[arg(long)]

@@ -54,11 +54,11 @@ pub struct SendArgs {
     /// Name to store the file under (default: FILE's name).
     #[arg(long)]
     name: Option<String>,
-    /// Payload bytes per packet.
-    #[arg(long, default_value_t = 1400)]
+    /// Payload bytes per packet (64–65000).
+    #[arg(long, default_value_t = 1400, value_parser = clap::value_parser!(u16).range(64..=65_000))]
     packet: u16,
-    /// Most packets per transmission window (a window also closes after a round trip).
-    #[arg(long, default_value_t = 4096)]
+    /// Most packets per transmission window, 64–65536 (a window also closes after a round trip).
+    #[arg(long, default_value_t = 4096, value_parser = clap::value_parser!(u32).range(64..=65_536))]
     window: u32,
     /// The rate to start at: auto is half the rate this path delivered in its transfers of
     /// the last hour (forecast from them; see --path-memory), or 20M on a path with none.
@@ -196,7 +196,13 @@ fn send(a: SendArgs) -> Result<()> {
     if !(64..=65_000).contains(&a.packet) || !(64..=65_536).contains(&a.window) {
         bail!("--packet must be 64–65000 bytes and --window 64–65536 packets");
     }
-    let hash = io::hash_file(&a.file).with_context(|| format!("hash {}", a.file.display()))?;
+    if a.file.is_dir() {
+        bail!(
+            "{}: is a directory; FOBS sends one file (an archive of the directory, say)",
+            a.file.display()
+        );
+    }
+    let hash = io::hash_file(&a.file).with_context(|| format!("{}: read", a.file.display()))?;
     let hello = Hello {
         token: parse_token(&a.token)?,
         size,

@@ -202,10 +202,17 @@ fn row(t: &Tally) -> [String; 8] {
         some(t.avg()),
         some(has.then_some(t.max)),
         some(t.mdev()),
-        // Before any value, the forecast is only of timeouts fed back: not shown.
+        // Before any value, the forecast is only of timeouts fed back: not shown. After one,
+        // there is no error yet to give its range (a "± 0" would claim certainty).
         t.next.as_ref().filter(|_| has).map_or_else(
             || "-".into(),
-            |f| format!("{} ± {}", s.num(f.value), s.num(BAND_K * f.error)),
+            |f| {
+                if t.ok < 2 && f.error == 0.0 {
+                    format!("{} ± ?", s.num(f.value))
+                } else {
+                    format!("{} ± {}", s.num(f.value), s.num(BAND_K * f.error))
+                }
+            },
         ),
     ]
 }

@@ -159,7 +159,7 @@ pub fn render(r: &Report) -> String {
             "job",
             Outcome::ALL
                 .iter()
-                .map(|o| format!("{:>7}", o.name()))
+                .map(|o| format!(" {:>7}", o.name()))
                 .collect::<String>()
         ));
         for j in &r.runs {
@@ -168,7 +168,7 @@ pub fn render(r: &Report) -> String {
                 j.job,
                 j.counts
                     .iter()
-                    .map(|c| format!("{c:>7}"))
+                    .map(|c| format!(" {c:>7}"))
                     .collect::<String>(),
                 j.last_problem
                     .as_ref()

@@ -359,7 +359,7 @@ pub fn render_goal(versus: &[Versus], goal: Option<&Versus>) -> String {
         let word = |ok: bool| if ok { "met" } else { "NOT met" };
         let _ = writeln!(
             o,
-            "\nGoal (issue 14) for {} against {}: p95 {:.1} % lower (≥ {GOAL_P95_CUT_PCT}: {}), \
+            "\nGoal for {} against {}: p95 {:.1} % lower (≥ {GOAL_P95_CUT_PCT}: {}), \
              variance {:.1} % lower (≥ {GOAL_VARIANCE_CUT_PCT}: {}), mean {:.1} % lower \
              (no worse: {}), {:.2} % of sends retried (≤ {GOAL_RETRIED_PCT}: {}): {}",
             v.policy,
