@@ -557,6 +557,99 @@ targets = ["good"]
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A UDP burst to a port where nothing listens (100 % loss) is an ordinary run every time:
+/// its sending and its wait fit inside the run's bound, so it is never killed, and each run
+/// records its loss, 1.0, and the RTT timed out. The bound here (1.5 s, a margin for a loaded
+/// machine) is shorter than the adaptive timeout after the first run (3.4 s), so the later
+/// waits are cut to fit; runs used to alternate ok and killed when the wait took the whole
+/// bound on top of the sending.
+#[test]
+fn udp_runs_to_a_dead_port_end_within_their_bound_with_all_lost() {
+    let dir: PathBuf =
+        std::env::temp_dir().join(format!("nowcast-campaign-udp-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    // Bind then drop a socket to find a UDP port with nothing behind it.
+    let dead = std::net::UdpSocket::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let cfg = format!(
+        r#"name = "loop"
+seed = 1
+shutdown_grace = "2s"
+
+[[targets]]
+name = "dead"
+host = "127.0.0.1"
+port = {dead}
+udp_port = {dead}
+
+[[probes]]
+name = "udp"
+kind = "udp"
+every = "1s"
+probes = 10
+interval = "5ms"
+timeout = "1500ms"
+max_runs = 3
+"#
+    );
+    let cfg_path = dir.join("udp.toml");
+    std::fs::write(&cfg_path, &cfg).unwrap();
+    let mut c = Running::start(&cfg_path);
+    let db = dir.join("loop.sqlite");
+    let until = Instant::now() + Duration::from_secs(15);
+    // The file appears before its tables: until they are there, nothing is logged.
+    let logged = || {
+        Sqlite::open_read(&db)
+            .and_then(|mut d| d.runs("loop", 0))
+            .map_or(0, |rows| rows.iter().map(|r| r.slots).sum::<u64>())
+    };
+    while Instant::now() < until && logged() < 3 {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(
+        c.stop(Duration::from_secs(10)),
+        "{:?}",
+        c.lines.lock().unwrap()
+    );
+    let rows = runs(&db);
+    let show = rows
+        .iter()
+        .map(|r| format!("{} {} {:?}", r.job, r.outcome.name(), r.reason))
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert_eq!(count(&rows, "dead/udp", Outcome::Ok), 3, "{show}");
+    assert_eq!(count(&rows, "dead/udp", Outcome::Killed), 0, "{show}");
+    for r in &rows {
+        let took = r.ended_ms - r.started_ms.unwrap();
+        assert!(took < 1500, "a run took {took} ms, past its bound: {show}");
+    }
+    let recs: Vec<Record> = records(&db)
+        .into_iter()
+        .filter(|r| r.to == format!("127.0.0.1:{dead}"))
+        .collect();
+    let of = |m: Metric| recs.iter().filter(move |r| r.metric == m);
+    let losses: Vec<(Status, Option<f64>)> =
+        of(Metric::Loss).map(|r| (r.status, r.value)).collect();
+    assert_eq!(losses, [(Status::Ok, Some(1.0)); 3], "{recs:?}");
+    let rtts: Vec<&Record> = of(Metric::Rtt).collect();
+    assert_eq!(rtts.len(), 3, "{recs:?}");
+    for r in rtts {
+        assert_eq!(r.status, Status::Timeout, "{r:?}");
+        // The wait after the last of the ten sends, 5 ms apart, fit in the bound.
+        assert!(r.timeout_ms.unwrap() + 45.0 < 1500.0, "{r:?}");
+    }
+    assert_eq!(
+        of(Metric::Jitter).count(),
+        0,
+        "no jitter without replies: {recs:?}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// A real `nowcast fobs recv` on loopback, keeping nothing (`--discard`), until dropped.
 struct FobsReceiver {
     child: std::process::Child,

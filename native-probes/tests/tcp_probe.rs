@@ -123,10 +123,25 @@ fn the_table_is_for_people_and_a_refused_connection_names_host_step_and_os_error
         "{err}"
     );
     let recs = records(&out);
-    assert_eq!(recs.len(), 1);
+    let metrics: Vec<Metric> = recs.iter().map(|r| r.metric).collect();
     assert_eq!(
-        (recs[0].metric, recs[0].status),
-        (Metric::HandshakeRtt, Status::Error)
+        metrics,
+        [
+            Metric::HandshakeRtt,
+            Metric::Rtt,
+            Metric::RttNagle,
+            Metric::BandwidthUp
+        ],
+        "every series asked for has its record: {recs:?}"
+    );
+    assert!(recs.iter().all(|r| r.status == Status::Error), "{recs:?}");
+    // Only the handshake was tried; the later steps say why they were not.
+    assert_eq!(
+        recs[2].error.as_deref(),
+        Some(
+            format!("{target}: rtt with Nagle on: not tried because the connect step (handshake_rtt) failed")
+                .as_str()
+        )
     );
     assert!(
         err.contains("no handshake_rtt measured: its probe failed"),
@@ -137,11 +152,11 @@ fn the_table_is_for_people_and_a_refused_connection_names_host_step_and_os_error
     let out = nowcast(&["tcp", &target, "--count", "3"], LIMIT);
     assert_eq!(out.status.code(), Some(1));
     let rows = summary(&text(&out.stdout));
-    assert_eq!(rows.len(), 1, "only the handshake was tried: {rows:?}");
-    assert_eq!(
-        rows["handshake_rtt"],
-        ["ms", "3", "100.0%", "-", "-", "-", "-", "-"]
-    );
+    assert_eq!(rows.len(), 4, "{rows:?}");
+    for series in ["handshake_rtt", "rtt", "rtt_nagle"] {
+        assert_eq!(rows[series], ["ms", "3", "100.0%", "-", "-", "-", "-", "-"]);
+    }
+    assert_eq!(rows["bandwidth_up"][1..3], ["3", "100.0%"], "{rows:?}");
     assert!(
         text(&out.stderr).contains("no handshake_rtt measured: all 3 probes failed"),
         "{}",
@@ -165,13 +180,21 @@ fn a_silent_peer_times_out_at_the_deadline_instead_of_hanging() {
     assert!(started.elapsed() < Duration::from_secs(10));
     assert!(!out.status.success());
     let recs = records(&out);
-    let last = recs.last().unwrap();
+    let hello = &recs[0];
     assert_eq!(
-        (last.metric, last.status),
+        (hello.metric, hello.status),
         (Metric::HandshakeRtt, Status::Timeout),
         "{recs:?}"
     );
-    assert_eq!(last.timeout_ms, Some(500.0));
+    assert_eq!(hello.timeout_ms, Some(500.0));
+    assert!(
+        recs[1..].iter().all(|r| r.status == Status::Error
+            && r.error
+                .as_deref()
+                .unwrap()
+                .ends_with("not tried because the hello step (handshake_rtt) failed")),
+        "{recs:?}"
+    );
     assert!(text(&out.stderr).contains("timed out"));
 }
 
@@ -275,6 +298,76 @@ fn downloads_measure_bandwidth_down_after_the_upload_and_the_server_caps_them() 
     let mut answer = [0u8; 2];
     raw.read_exact(&mut answer).unwrap();
     assert_eq!(answer, wire::REFUSED);
+}
+
+#[test]
+fn a_download_after_a_refused_upload_is_recorded_as_not_tried() {
+    let server = Server::start(&["--bind", "127.0.0.1", "--max-payload", "1M"]);
+    let args = [
+        "tcp",
+        &server.tcp,
+        "--direction",
+        "both",
+        "--size",
+        "2M",
+        "--count",
+        "2",
+        "--period",
+        "0",
+    ];
+    let out = nowcast(&[&args[..], &["--json"]].concat(), LIMIT);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    let recs = records(&out);
+    let metrics: Vec<Metric> = recs.iter().map(|r| r.metric).collect();
+    let session = [
+        Metric::HandshakeRtt,
+        Metric::Rtt,
+        Metric::RttNagle,
+        Metric::BandwidthUp,
+        Metric::BandwidthDown,
+    ];
+    assert_eq!(metrics, [session, session].concat(), "{recs:?}");
+    for (i, down) in recs
+        .iter()
+        .filter(|r| r.metric == Metric::BandwidthDown)
+        .enumerate()
+    {
+        assert_eq!(down.status, Status::Error, "{down:?}");
+        assert_eq!(
+            down.error.as_deref(),
+            Some(
+                format!(
+                    "{}: bandwidth down: not tried because the bandwidth step (bandwidth_up) failed",
+                    server.tcp
+                )
+                .as_str()
+            )
+        );
+        assert_eq!(down.seq, Some(i as u64));
+        assert_eq!(down.timeout_ms, None, "the step never ran: {down:?}");
+        down.validate().unwrap();
+    }
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("no bandwidth_up measured: all 2 probes failed")
+            && err.contains("no bandwidth_down measured: all 2 probes failed"),
+        "{err}"
+    );
+    assert!(
+        err.contains("bandwidth down: not tried because the bandwidth step"),
+        "each probe not tried is named: {err}"
+    );
+
+    // The table's summary has the download's row, as lost, like the upload's.
+    let out = nowcast(&args, LIMIT);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    let rows = summary(&text(&out.stdout));
+    for series in ["bandwidth_up", "bandwidth_down"] {
+        let row = rows
+            .get(series)
+            .unwrap_or_else(|| panic!("{series}: {rows:?}"));
+        assert_eq!(row[1..3], ["2", "100.0%"], "{series}: {rows:?}");
+    }
 }
 
 #[test]

@@ -213,7 +213,7 @@ pub fn run(c: &Campaign, stop: &Stop, say: &mut dyn Write) -> Result<Summary> {
                                     id,
                                     finish: Finish::Killed(format!(
                                         "overran its bound of {}: {how}",
-                                        human(bound)
+                                        exact(bound)
                                     )),
                                     records: Vec::new(),
                                     set: None,
@@ -313,6 +313,16 @@ pub fn run(c: &Campaign, stop: &Stop, say: &mut dyn Write) -> Result<Summary> {
             .join(", ")
     );
     Ok(summary)
+}
+
+/// A bound as people read it, to the millisecond: `human` alone would say "3s" of 3050 ms,
+/// hiding by how much a run that ended a little after 3 s overran.
+fn exact(ms: Ms) -> String {
+    if ms % 1_000 == 0 {
+        human(ms)
+    } else {
+        format!("{ms} ms")
+    }
 }
 
 fn describe(row: &RunLog) -> String {

@@ -17,7 +17,9 @@
 //! the times, the error). Times are nanoseconds on the caller's monotonic clock, the
 //! records' wall-clock stamp is an argument, and the sockets live in `tcp::io`; so a test
 //! scripts any server, any timing and any failure exactly. Every step waits at most its
-//! series' adaptive timeout, capped by the hard deadline; a step that fails ends the session.
+//! series' adaptive timeout, capped by the hard deadline; a step that fails ends the session,
+//! and each series of the session's later steps gets an error record saying it was not tried
+//! and which step failed, so that no series asked for silently vanishes from an experiment.
 
 use crate::series::SeriesSet;
 use crate::wire::{self, Hello, Reply as Answer, Status as Accepted, Welcome};
@@ -295,8 +297,7 @@ impl<'a> Session<'a> {
                         self.cfg.size,
                         self.max_payload
                     );
-                    self.record(metric, Outcome::Failed { error: msg }, self.bulk_probe());
-                    self.step = Step::Done;
+                    self.fail(metric, msg, self.bulk_probe());
                     return Action::Done;
                 }
                 if i == 0 {
@@ -442,7 +443,7 @@ impl<'a> Session<'a> {
                             Step::Echo(true)
                         };
                     } else {
-                        self.step = Step::Done;
+                        self.end_after_failure();
                     }
                 } else {
                     let step = echo_step(nagle);
@@ -541,11 +542,11 @@ impl<'a> Session<'a> {
             },
         };
         let ok = self.record(metric, outcome, p);
-        self.step = match (ok, i + 1 < self.cfg.bulk.len()) {
-            (false, _) => Step::Done,
-            (true, true) => Step::Bulk(i + 1),
-            (true, false) => Step::Quit,
-        };
+        match (ok, i + 1 < self.cfg.bulk.len()) {
+            (false, _) => self.end_after_failure(),
+            (true, true) => self.step = Step::Bulk(i + 1),
+            (true, false) => self.step = Step::Quit,
+        }
     }
 
     fn echo_probe(&self, nagle: bool) -> Probe {
@@ -580,7 +581,7 @@ impl<'a> Session<'a> {
     /// A failure that ends the session.
     fn fail(&mut self, metric: Metric, error: String, probe: Probe) {
         self.record(metric, Outcome::Failed { error }, probe);
-        self.step = Step::Done;
+        self.end_after_failure();
     }
 
     /// A step that ended without a value: a timeout (counted from `since`) or an error
@@ -598,7 +599,55 @@ impl<'a> Session<'a> {
             },
         };
         self.record(metric, outcome, probe);
+        self.end_after_failure();
+    }
+
+    /// Ends the session after the current step gave no value. Each series the session has not
+    /// recorded yet (the later steps') gets an error record naming the step that failed:
+    /// without it, a download after a refused upload would leave no trace in the records,
+    /// the table or the summary, as if it had never been asked for. The record has no
+    /// timeout (none was in force: the step never ran) and feeds no timeout or forecast.
+    fn end_after_failure(&mut self) {
+        let failed = self.step_name();
+        let failed_metric = self.records.last().map(|r| r.metric);
+        for metric in self.cfg.metrics() {
+            if self.records.iter().any(|r| r.metric == metric) {
+                continue;
+            }
+            let probe = match metric {
+                Metric::Rtt => self.echo_probe(false),
+                Metric::RttNagle => self.echo_probe(true),
+                Metric::BandwidthUp | Metric::BandwidthDown => self.bulk_probe(),
+                _ => self.probe.clone(),
+            };
+            let error = format!(
+                "{}: {}: not tried because the {failed} step{} failed",
+                self.cfg.host,
+                step_of(metric),
+                failed_metric.map_or(String::new(), |m| format!(" ({m})")),
+            );
+            let obs = Observation {
+                probe: Some(probe),
+                from: self.from.clone(),
+                ..Observation::new(self.wall_ms, Outcome::Failed { error }, None)
+            };
+            let r = self.series.observe(metric, obs);
+            self.records.push(r);
+        }
         self.step = Step::Done;
+    }
+
+    /// The name of the current step, as error messages give it.
+    fn step_name(&self) -> &'static str {
+        match self.step {
+            Step::Connect => "connect",
+            Step::Hello => "hello",
+            Step::WarmUp => "rtt warm-up",
+            Step::Echo(nagle) => echo_step(nagle),
+            Step::Bulk(i) | Step::BulkBody(i) => bulk_step(self.bulk_metric(i)),
+            Step::Quit => "quit",
+            Step::Done => "session",
+        }
     }
 
     /// The buffer sizes granted, once the server welcomed the session.
@@ -640,6 +689,16 @@ fn echo_step(nagle: bool) -> &'static str {
         "rtt with Nagle on"
     } else {
         "rtt"
+    }
+}
+
+/// The step that measures `metric`, as error messages name it.
+fn step_of(metric: Metric) -> &'static str {
+    match metric {
+        Metric::HandshakeRtt => "connect",
+        Metric::Rtt => echo_step(false),
+        Metric::RttNagle => echo_step(true),
+        other => bulk_step(other),
     }
 }
 
@@ -860,14 +919,28 @@ mod tests {
             Action::Exchange { nodelay: false, .. } => Reply::TimedOut(3_000 * MS),
             other => good(other),
         });
-        let last = records.last().unwrap();
+        let nagle = &records[2];
         assert_eq!(
-            (last.metric, last.status),
+            (nagle.metric, nagle.status),
             (Metric::RttNagle, Status::Timeout)
         );
-        assert_eq!(last.probe.as_ref().unwrap().raw_ms, Some(3_000.0));
-        assert_eq!(last.timeout_ms, Some(3_000.0));
-        assert_eq!(records.len(), 3, "no bandwidth probe after it");
+        assert_eq!(nagle.probe.as_ref().unwrap().raw_ms, Some(3_000.0));
+        assert_eq!(nagle.timeout_ms, Some(3_000.0));
+        // No bandwidth probe after it, but a record saying so.
+        assert_eq!(records.len(), 4);
+        let bw = &records[3];
+        assert_eq!((bw.metric, bw.status), (Metric::BandwidthUp, Status::Error));
+        assert_eq!(
+            bw.error.as_deref(),
+            Some("h:1: bandwidth: not tried because the rtt with Nagle on step (rtt_nagle) failed")
+        );
+        assert!(!actions.iter().any(|a| matches!(
+            a,
+            Action::Exchange {
+                payload: 1_000_000,
+                ..
+            }
+        )));
         assert_eq!(actions.last(), Some(&Action::Done));
         assert!(!actions.iter().any(|a| matches!(a, Action::Quit { .. })));
         // The hard deadline caps every step's timeout.
@@ -978,16 +1051,61 @@ mod tests {
             let cfg = config(vec![Metric::BandwidthUp]);
             let mut set = series(&cfg);
             let (_, records, _) = run(&cfg, &mut set, 0, peer);
-            let last = records.last().unwrap();
+            let failed = records.iter().find(|r| r.status != Status::Ok).unwrap();
             assert_eq!(
-                (last.metric, last.status),
+                (failed.metric, failed.status),
                 (metric, Status::Error),
                 "{message}"
             );
-            let error = last.error.as_deref().unwrap();
+            let error = failed.error.as_deref().unwrap();
             assert!(error.starts_with(message), "{error} for {message}");
-            last.validate().unwrap();
+            // Every series of the session has its record, those after the failure saying
+            // they were not tried.
+            let metrics: Vec<Metric> = records.iter().map(|r| r.metric).collect();
+            assert_eq!(metrics, cfg.metrics(), "{message}");
+            let at = records.iter().position(|r| r.metric == metric).unwrap();
+            for r in &records[at + 1..] {
+                let e = r.error.as_deref().unwrap();
+                assert!(e.contains(": not tried because the "), "{e}");
+            }
+            for r in &records {
+                r.validate().unwrap();
+            }
         }
+    }
+
+    #[test]
+    fn a_refused_upload_leaves_an_error_record_for_the_download_not_tried() {
+        let cfg = config(vec![Metric::BandwidthUp, Metric::BandwidthDown]);
+        let mut set = series(&cfg);
+        for n in 0..2 {
+            let (actions, records, _) = run(&cfg, &mut set, n, |a| match a {
+                Action::Exchange {
+                    payload: 1_000_000, ..
+                } => Reply::Read(wire::REFUSED.to_vec(), MS),
+                o => good(o),
+            });
+            let metrics: Vec<Metric> = records.iter().map(|r| r.metric).collect();
+            assert_eq!(metrics, cfg.metrics());
+            let down = &records[4];
+            assert_eq!(down.status, Status::Error);
+            assert_eq!(
+                down.error.as_deref(),
+                Some("h:1: bandwidth down: not tried because the bandwidth step (bandwidth_up) failed")
+            );
+            // The step never ran: no timeout was in force, and its series counts a probe
+            // (its sequence number moves on) without a timeout or a value.
+            assert_eq!(down.timeout_ms, None);
+            assert_eq!(down.seq, Some(n));
+            assert_eq!(down.probe.as_ref().unwrap().payload_bytes, Some(1_000_000));
+            down.validate().unwrap();
+            let request = wire::bulk_header(wire::OP_BULK_DOWN, 1_000_000);
+            assert!(!actions
+                .iter()
+                .any(|a| matches!(a, Action::Exchange { send, .. } if send.bytes() == request)));
+        }
+        let down = set.get(Metric::BandwidthDown).state();
+        assert_eq!((down.count, down.timeouts), (0, 0));
     }
 
     #[test]

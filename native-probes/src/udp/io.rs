@@ -30,8 +30,25 @@ pub struct Bursts {
     pub interval: Duration,
     /// Datagram size, bytes (at least the header).
     pub size: usize,
-    /// Hard limit on a burst.
+    /// Hard limit on a burst, from its first send: the sending and the wait after it fit
+    /// in it (see [`Bursts::wait_cap`]).
     pub deadline: Duration,
+}
+
+impl Bursts {
+    /// The longest wait after the last send that still ends the burst by its deadline: the
+    /// deadline less the sending (the last probe leaves `interval × (probes − 1)` after the
+    /// first), and at least 1 ms, so that the timeout recorded is never 0 (a deadline shorter
+    /// than the sending cuts the burst there anyway). Capping the wait here, not only at the
+    /// deadline, keeps the timeout a record states the time the burst really waited.
+    pub fn wait_cap(&self) -> Duration {
+        let sending = self
+            .interval
+            .saturating_mul(u32::try_from(self.probes.saturating_sub(1)).unwrap_or(u32::MAX));
+        self.deadline
+            .saturating_sub(sending)
+            .max(Duration::from_millis(1))
+    }
 }
 
 const METRICS: [Metric; 3] = [Metric::Rtt, Metric::Jitter, Metric::Loss];
@@ -106,10 +123,11 @@ fn one_burst(
     let host = &b.host;
     let nanos = |d: Duration| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
     let timestamp_ms = wall_ms();
+    let cap = b.wait_cap();
     let wait_ms = set
         .timeout_ms(Metric::Rtt)
-        .map_or(b.deadline, |ms| Duration::from_secs_f64(ms / 1e3))
-        .min(b.deadline)
+        .map_or(cap, |ms| Duration::from_secs_f64(ms / 1e3))
+        .min(cap)
         .as_secs_f64()
         * 1e3;
     let started = clock.now();

@@ -34,7 +34,11 @@ impl Cancel {
     pub fn kill(&self) -> String {
         self.killed.store(true, Ordering::Release);
         let Some(pg) = *self.group.lock().unwrap_or_else(|p| p.into_inner()) else {
-            return "no process to kill (a library probe ends at its own deadline)".into();
+            // A probe of nowcast's own (tcp, udp, http, fobs) runs on a thread of this
+            // process: there is nothing to signal, so the run is abandoned instead.
+            return "the probe runs inside nowcast, so there was no process to kill; the run \
+                    was abandoned and what it measures when it ends is discarded"
+                .into();
         };
         let alive = || unsafe { libc::kill(-pg, 0) } == 0;
         // SAFETY: signalling a process group this process created.
