@@ -616,11 +616,7 @@ max_runs = 3
         c.lines.lock().unwrap()
     );
     let rows = runs(&db);
-    let show = rows
-        .iter()
-        .map(|r| format!("{} {} {:?}", r.job, r.outcome.name(), r.reason))
-        .collect::<Vec<_>>()
-        .join("\n");
+    let show = shown(&rows);
     assert_eq!(count(&rows, "dead/udp", Outcome::Ok), 3, "{show}");
     assert_eq!(count(&rows, "dead/udp", Outcome::Killed), 0, "{show}");
     for r in &rows {
@@ -772,11 +768,7 @@ token = "ffeeddccbbaa99887766554433221100"
         c.lines.lock().unwrap()
     );
     let rows = runs(&db);
-    let show = rows
-        .iter()
-        .map(|r| format!("{} {} {:?}", r.job, r.outcome.name(), r.reason))
-        .collect::<Vec<_>>()
-        .join("\n");
+    let show = shown(&rows);
     assert_eq!(count(&rows, "good/fobs", Outcome::Ok), 2, "{show}");
     // The dead target's sanity check failed: its transfers are skipped, saying why.
     let skipped = rows
@@ -831,4 +823,12 @@ token = "ffeeddccbbaa99887766554433221100"
     assert_eq!(std::fs::read_dir(&incoming).unwrap().count(), 0);
     drop(rx);
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The runs, a line each, for an assertion's message.
+fn shown(rows: &[RunLog]) -> String {
+    rows.iter()
+        .map(|r| format!("{} {} {:?}", r.job, r.outcome.name(), r.reason))
+        .collect::<Vec<_>>()
+        .join("\n")
 }
