@@ -1096,3 +1096,142 @@ fn a_client_that_dribbles_its_head_or_the_http2_preface_is_cut_at_the_head_timeo
         let _ = tokio::time::timeout(Duration::from_secs(5), driver).await;
     });
 }
+
+#[test]
+fn each_request_is_timed_for_what_requests_like_it_moved_not_for_the_last_upload() {
+    let a = Upstream::start("a", "127.0.0.1:0", None);
+    let mut p = Proxy::start(&["--replica", &replica("a", &a), "--explain", "--seed", "3"]);
+    let get = |path: &str| {
+        let raw = format!("GET {path} HTTP/1.1\r\nhost: x\r\n\r\n");
+        let r = request(p.addr, raw.as_bytes());
+        assert_eq!(r.status, 200);
+        r
+    };
+    // Each request completes before the next is sent: what it moved is known by then.
+    assert_eq!(get("/hello.txt").text(), "a");
+    let body = vec![5u8; 20_000_000];
+    let s = TcpStream::connect(p.addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let mut w = s.try_clone().unwrap();
+    let mut r = BufReader::new(s);
+    write!(
+        w,
+        "POST /hello.txt HTTP/1.1\r\nhost: x\r\ncontent-length: {}\r\n\r\n",
+        body.len()
+    )
+    .unwrap();
+    w.write_all(&body).unwrap();
+    assert_eq!(read_response(&mut r).unwrap().text(), "read 20000000");
+    for _ in 0..3 {
+        assert_eq!(get("/hello.txt").text(), "a");
+    }
+    for _ in 0..2 {
+        assert_eq!(get("/bytes/2097152").body.len(), 2 << 20);
+    }
+    // Uploads of unknown length (chunked), 256 KiB each.
+    for _ in 0..2 {
+        w.write_all(b"POST /up HTTP/1.1\r\nhost: x\r\ntransfer-encoding: chunked\r\n\r\n")
+            .unwrap();
+        for _ in 0..4 {
+            write!(w, "10000\r\n").unwrap();
+            w.write_all(&vec![1u8; 0x10000]).unwrap();
+            w.write_all(b"\r\n").unwrap();
+        }
+        w.write_all(b"0\r\n\r\n").unwrap();
+        assert_eq!(read_response(&mut r).unwrap().text(), "read 262144");
+    }
+    drop((w, r));
+    let err = stopped_stderr(&mut p);
+    let lines = decisions(&err);
+    let size = |l: &serde_json::Value| {
+        (
+            l["size_bytes"].as_f64().unwrap(),
+            l["size_from"].as_str().unwrap().to_string(),
+            l["request_bytes"].as_u64(),
+        )
+    };
+    let sized: Vec<_> = lines.iter().map(size).collect();
+    assert_eq!(sized.len(), 9, "{err}");
+    // Nothing known: a GET is timed for the assumed size (64 KiB).
+    assert_eq!(sized[0], (65_536.0, "default".into(), Some(0)), "{err}");
+    // The upload: its own length, plus the service's mean response (1 byte) for the rest.
+    assert_eq!(
+        sized[1],
+        (20_000_001.0, "service".into(), Some(20_000_000)),
+        "{err}"
+    );
+    // The GETs after it: what GETs of /hello.txt moved (1 byte), not the upload's 20 MB.
+    for (i, l) in lines[2..5].iter().enumerate() {
+        assert_eq!(size(l), (1.0, "method_path".into(), Some(0)), "{err}");
+        assert_eq!(l["size_samples"].as_u64(), Some(i as u64 + 1), "{err}");
+    }
+    // A path not seen yet: the service's mean response; then what it returned.
+    assert_eq!(sized[5].1, "service", "{err}");
+    assert!(sized[5].0 < 100.0, "{err}");
+    assert_eq!(sized[6], ((2 << 20) as f64, "method_path".into(), Some(0)));
+    // A chunked upload: no length; the second is timed for what the first moved both ways.
+    assert_eq!(
+        (sized[7].1.as_str(), sized[7].2),
+        ("service", None),
+        "{err}"
+    );
+    assert_eq!(
+        sized[8],
+        (
+            (262_144 + "read 262144".len()) as f64,
+            "method_path".into(),
+            None
+        ),
+        "{err}"
+    );
+}
+
+#[test]
+fn bad_flags_are_refused_naming_the_flag_the_replica_and_the_fix() {
+    let run = |args: &[&str]| {
+        let out = std::process::Command::new(common::BIN)
+            .args(["proxy", "--listen", "127.0.0.1:0"])
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(!out.status.success());
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let e = run(&["--replica", "a=127.0.0.1:28081"]);
+    assert!(
+        e.contains("--replica a: '127.0.0.1:28081' has no scheme; write http://127.0.0.1:28081"),
+        "{e}"
+    );
+    let e = run(&["--replica", "a=https://127.0.0.1:28081"]);
+    assert!(e.contains("does not speak TLS upstream"), "{e}");
+    let e = run(&["--replica", "a=http://127.0.0.1:9", "--epsilon", "2"]);
+    assert!(e.contains("--epsilon: 2 is not within 0..1"), "{e}");
+    let e = run(&[
+        "--replica",
+        "a=http://127.0.0.1:9",
+        "--replica",
+        "a=http://127.0.0.1:10",
+    ]);
+    assert!(
+        e.contains("the name 'a' is already given to --replica 'a=http://127.0.0.1:9'"),
+        "{e}"
+    );
+    // In a file: the line, the key and the fix.
+    let dir = std::env::temp_dir().join(format!("nwp-flags-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let bad = dir.join("bad.toml");
+    std::fs::write(
+        &bad,
+        "[[service]]\nprefix = \"/\"\nreplicas = [{ name = \"a\", url = \"127.0.0.1:9\" }]\n",
+    )
+    .unwrap();
+    let e = run(&["--config", bad.to_str().unwrap()]);
+    assert!(
+        e.contains("line 3")
+            && e.contains(
+                "`service.replicas.url`: '127.0.0.1:9' has no scheme; write http://127.0.0.1:9"
+            ),
+        "{e}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}

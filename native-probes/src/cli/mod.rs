@@ -50,7 +50,7 @@ enum Command {
     /// Passive analysis of TCP traffic in capture files or live: per-flow throughput, RTT
     /// (data→ACK and timestamps), retransmissions, IEPM-BW transfers, Wren available bandwidth.
     Pcap(pcap::Args),
-    /// HTTP/1.1 reverse proxy that sends each request to the replica forecast to be fastest
+    /// HTTP/1.1 and HTTP/2 reverse proxy sending each request to the replica forecast to be fastest
     /// (available bandwidth and RTT from the traffic it carries; Wren proxy, §4–5).
     Proxy(proxy::Args),
     /// Answer `nowcast tcp` and `nowcast udp` probes (TCP echo and sink, UDP echo).

@@ -85,8 +85,9 @@ pub struct Args {
     /// Seconds after which a replica with no newer sample is probed.
     #[arg(long, default_value_t = 1.0)]
     ttl: f64,
-    /// Size assumed for a request that does not give its length, before any request of the
-    /// service did (then: the mean of those seen). Sizes in KiB or with B/K/M/G.
+    /// Size assumed for a request while nothing is known of it: no Content-Length (or no body)
+    /// and no exchange of its method and path, or of its service, completed yet (then: what
+    /// those moved both ways, plus its own length). Sizes in KiB or with B/K/M/G.
     #[arg(long, default_value = "64K", value_parser = parse_size)]
     assumed_size: u64,
     /// Probe path (GET, or POST of --probe-bytes zeros).
@@ -275,14 +276,20 @@ pub fn run(mut a: Args) -> Result<()> {
         let (name, url) = r
             .split_once('=')
             .ok_or_else(|| anyhow!("--replica '{r}': expected NAME=URL"))?;
-        if name.is_empty()
-            || replicas
-                .iter()
-                .any(|(s, _): &(ReplicaSpec, Target)| s.name == name)
-        {
-            bail!("--replica '{r}': the name must be given and used once");
+        if name.is_empty() {
+            bail!("--replica '{r}': no name before '='; expected NAME=URL");
         }
-        let target = Target::parse(url).map_err(|e| anyhow!("--replica '{r}': {e}"))?;
+        if let Some((first, _)) = replicas
+            .iter()
+            .find(|(s, _): &&(ReplicaSpec, Target)| s.name == name)
+        {
+            bail!(
+                "--replica '{r}': the name '{name}' is already given to --replica '{name}={}'; \
+                 give each replica a name of its own",
+                first.url
+            );
+        }
+        let target = Target::parse(url).map_err(|e| anyhow!("--replica {name}: {e}"))?;
         replicas.push((
             ReplicaSpec {
                 name: name.into(),
@@ -334,6 +341,40 @@ pub fn run(mut a: Args) -> Result<()> {
     let balance = Balance::parse(&a.balance).map_err(|e| anyhow!("--balance: {e}"))?;
     if a.ttl.is_nan() || a.ttl <= 0.0 {
         bail!("--ttl {}: must be above 0", a.ttl);
+    }
+    // The policy's checks of the top-level settings, naming the flag each value came from
+    // (or, with --config, the file's key; the file's own checks name its line too).
+    let named = |flag: &str, key: &str| match &a.config {
+        Some(p) => format!("--config {}: `{key}`", p.display()),
+        None => format!("--{flag}"),
+    };
+    if !(0.0..=1.0).contains(&a.epsilon) {
+        bail!(
+            "{}: {} is not within 0..1",
+            named("epsilon", "epsilon"),
+            a.epsilon
+        );
+    }
+    for (flag, key, v) in [
+        ("timeout-floor", "timeout.floor", a.timeout_floor),
+        ("timeout-initial", "timeout.initial", a.timeout_initial),
+    ] {
+        if v.is_nan() || v <= 0.0 {
+            bail!("{}: {v} is not above 0", named(flag, key));
+        }
+    }
+    if a.timeout_ceiling.is_nan() || a.timeout_ceiling < a.timeout_floor {
+        bail!(
+            "{}: {} is below {} {}",
+            named("timeout-ceiling", "timeout.ceiling"),
+            a.timeout_ceiling,
+            if a.config.is_some() {
+                "timeout.floor"
+            } else {
+                "--timeout-floor"
+            },
+            a.timeout_floor
+        );
     }
     let cfg = policy::Config {
         balance,

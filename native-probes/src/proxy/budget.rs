@@ -1,4 +1,4 @@
-//! The proxy's two bounded tables, as deterministic cores (time is an argument, in ms):
+//! The proxy's bounded tables, as deterministic cores (time is an argument, in ms):
 //!
 //! - [`RetryBudget`]: a token bucket that lets retries be at most a fixed share of the
 //!   requests plus a small floor per second, so that retrying can never multiply the load on
@@ -7,7 +7,35 @@
 //! - [`Sticky`]: which replica each unit of work went to (Zangrilli & Lowekamp §4: "all
 //!   messages corresponding to the particular unit of work are forwarded to the same
 //!   endpoint"), bounded in entries and forgotten after an idle time.
+//! - [`Routes`]: what completed exchanges of each route moved, for [`estimate_size`], the
+//!   size a request's completion time is forecast for: what the request says of itself (its
+//!   upload: its Content-Length, or none when it has no body), and for the rest what
+//!   exchanges like it moved both ways (request body + response body).
+//!
+//! A request is like those of the same service, method and path (its route: the query is
+//! left out, so that `/file?id=1` and `/file?id=2` are one route). Each route keeps the
+//! running mean of its exchanges' upload and download bytes ([`Learned`]: the plain mean of
+//! the first [`MEAN_OF`], then an exponential mean of weight 1/[`MEAN_OF`], which follows a
+//! route whose answers change), and so does each service, for a route not seen yet. Only
+//! exchanges that completed with a response count: a failure's bytes are the part that got
+//! through.
+//!
+//! The size of a request whose upload is known (a Content-Length, or no body) is that upload
+//! plus the mean download of its route (or service); of one whose upload is not (a chunked
+//! or streamed body of unknown length), the mean upload and download of its route (or
+//! service). With nothing learned, it is its upload alone if it has one, else the service's
+//! assumed size (`--assumed-size`). A download is never sized by others' uploads: a GET after
+//! a 20 MB POST is timed for what GETs of its path (or the service's responses) moved.
+//!
+//! The routes' memory stays bounded whatever the clients send: they are kept in two
+//! generations of at most [`ROUTES`] / 2 entries each (a route found in the old one moves to
+//! the new one; when the new one is full it becomes the old one, and the old one is dropped),
+//! so that the table holds at most [`ROUTES`] routes, those used recently, at O(1) per
+//! exchange, each key at most [`ROUTE_TEXT`] bytes. A client that asks for endless new paths
+//! can push every route out (their requests then fall back to their service's mean), but it
+//! cannot grow the table.
 
+use serde::Serialize;
 use std::collections::{HashMap, VecDeque};
 
 /// Retry budget: `ratio` of a token per request, `per_sec` tokens a second, at most `burst`.
@@ -134,6 +162,178 @@ impl Sticky {
     }
 }
 
+/// Routes whose sizes are kept, at most.
+pub const ROUTES: usize = 4096;
+
+/// Bytes of a route's method and path kept in its key, at most (longer paths that share
+/// their first bytes are one route).
+pub const ROUTE_TEXT: usize = 256;
+
+/// Exchanges over which a route's mean is a plain mean, and the inverse weight of a new one
+/// after that.
+pub const MEAN_OF: u64 = 8;
+
+/// The running mean bytes of completed exchanges: uploaded (request body) and downloaded
+/// (response body).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Learned {
+    pub up: f64,
+    pub down: f64,
+    /// Exchanges seen.
+    pub n: u64,
+}
+
+impl Learned {
+    /// Enters one completed exchange.
+    pub fn add(&mut self, up: u64, down: u64) {
+        self.n = self.n.saturating_add(1);
+        let w = 1.0 / self.n.min(MEAN_OF) as f64;
+        self.up += w * (up as f64 - self.up);
+        self.down += w * (down as f64 - self.down);
+    }
+}
+
+/// A route: a service, a method and a path (at most [`ROUTE_TEXT`] bytes of both), as a key
+/// into [`Routes`].
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct RouteKey {
+    pub service: usize,
+    text: String,
+}
+
+/// Where the size a request is timed for came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SizeFrom {
+    /// The request's Content-Length alone (nothing learned yet to add its response).
+    ContentLength,
+    /// The mean of completed exchanges of the same method and path (with the request's own
+    /// upload in place of theirs, when it is known).
+    MethodPath,
+    /// The mean of completed exchanges of the service (a route not seen yet; with the
+    /// request's own upload in place of theirs, when it is known).
+    Service,
+    /// The service's assumed size (`--assumed-size`): nothing known.
+    Default,
+}
+
+impl SizeFrom {
+    pub fn name(self) -> &'static str {
+        match self {
+            SizeFrom::ContentLength => "content_length",
+            SizeFrom::MethodPath => "method_path",
+            SizeFrom::Service => "service",
+            SizeFrom::Default => "default",
+        }
+    }
+}
+
+/// The size a request is timed for, and where it came from.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct Size {
+    pub bytes: f64,
+    pub from: SizeFrom,
+    /// The request's upload, when it is known: its Content-Length, or 0 without a body.
+    pub request_bytes: Option<u64>,
+    /// Completed exchanges the learned part is the mean of (0: none).
+    pub samples: u64,
+}
+
+/// The size of a request whose upload is `length` bytes (its Content-Length, 0 without a
+/// body, None when not known), knowing what its route and its service moved (the route's
+/// first), or `default` when nothing is known.
+pub fn estimate_size(
+    length: Option<u64>,
+    route: Option<&Learned>,
+    service: Option<&Learned>,
+    default: f64,
+) -> Size {
+    let learned = route
+        .filter(|l| l.n > 0)
+        .map(|l| (l, SizeFrom::MethodPath))
+        .or_else(|| service.filter(|l| l.n > 0).map(|l| (l, SizeFrom::Service)));
+    let (bytes, from, samples) = match (length, learned) {
+        (Some(n), Some((l, from))) => (n as f64 + l.down, from, l.n),
+        (None, Some((l, from))) => (l.up + l.down, from, l.n),
+        (Some(n), None) if n > 0 => (n as f64, SizeFrom::ContentLength, 0),
+        (_, None) => (default, SizeFrom::Default, 0),
+    };
+    Size {
+        bytes,
+        from,
+        request_bytes: length,
+        samples,
+    }
+}
+
+/// What the routes moved, for at most [`ROUTES`] routes (the module's header).
+#[derive(Clone, Debug)]
+pub struct Routes {
+    new: HashMap<RouteKey, Learned>,
+    old: HashMap<RouteKey, Learned>,
+    /// Routes per generation.
+    half: usize,
+}
+
+impl Default for Routes {
+    fn default() -> Self {
+        Self::with_capacity(ROUTES)
+    }
+}
+
+impl Routes {
+    /// A table of at most `capacity` routes (at least 2).
+    pub fn with_capacity(capacity: usize) -> Routes {
+        Routes {
+            new: HashMap::new(),
+            old: HashMap::new(),
+            half: (capacity / 2).max(1),
+        }
+    }
+
+    /// The key of `method` and `path` (without its query) in service `s`.
+    pub fn key(s: usize, method: &str, path: &str) -> RouteKey {
+        let path = path.split_once('?').map_or(path, |(p, _)| p);
+        let mut text = format!("{method} {path}");
+        if text.len() > ROUTE_TEXT {
+            let mut end = ROUTE_TEXT;
+            while !text.is_char_boundary(end) {
+                end -= 1;
+            }
+            text.truncate(end);
+        }
+        RouteKey { service: s, text }
+    }
+
+    /// What the route moved, if it is kept.
+    pub fn get(&self, k: &RouteKey) -> Option<&Learned> {
+        self.new.get(k).or_else(|| self.old.get(k))
+    }
+
+    /// Enters one completed exchange of route `k`.
+    pub fn add(&mut self, k: &RouteKey, up: u64, down: u64) {
+        if let Some(l) = self.new.get_mut(k) {
+            l.add(up, down);
+            return;
+        }
+        let mut l = self.old.remove(k).unwrap_or_default();
+        l.add(up, down);
+        if self.new.len() >= self.half {
+            self.old = std::mem::take(&mut self.new);
+        }
+        self.new.insert(k.clone(), l);
+    }
+
+    /// Routes kept.
+    pub fn len(&self) -> usize {
+        self.new.len() + self.old.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -185,5 +385,113 @@ mod tests {
             s.set(0, "same", 0, i as f64);
         }
         assert!(s.order.len() <= 4 * 4 + 64 + 1, "{}", s.order.len());
+    }
+
+    #[test]
+    fn the_mean_is_plain_then_follows_a_change() {
+        let mut l = Learned::default();
+        for (up, down) in [(0, 10), (0, 20), (0, 30)] {
+            l.add(up, down);
+        }
+        assert_eq!((l.up, l.down, l.n), (0.0, 20.0, 3));
+        // After MEAN_OF, a new value moves the mean by 1/MEAN_OF of its distance.
+        let mut l = Learned::default();
+        for _ in 0..MEAN_OF {
+            l.add(100, 0);
+        }
+        l.add(900, 0);
+        assert_eq!(l.up, 200.0);
+    }
+
+    #[test]
+    fn a_request_is_sized_by_its_length_its_route_its_service_or_the_default() {
+        let get = Learned {
+            up: 0.0,
+            down: 12.0,
+            n: 5,
+        };
+        let post = Learned {
+            up: 20e6,
+            down: 9.0,
+            n: 1,
+        };
+        let svc = Learned {
+            up: 4e6,
+            down: 1e6,
+            n: 7,
+        };
+        // A GET (no body): what its route moved, not the service's mean nor an upload's
+        // length.
+        let s = estimate_size(Some(0), Some(&get), Some(&svc), 65_536.0);
+        assert_eq!(
+            (s.bytes, s.from, s.samples),
+            (12.0, SizeFrom::MethodPath, 5)
+        );
+        // An upload: its own length plus the response its route returns.
+        let s = estimate_size(Some(20_000_000), Some(&post), Some(&svc), 65_536.0);
+        assert_eq!(
+            (s.bytes, s.from, s.request_bytes),
+            (20_000_009.0, SizeFrom::MethodPath, Some(20_000_000))
+        );
+        // An upload of unknown length (chunked): what its route moved both ways.
+        let s = estimate_size(None, Some(&post), Some(&svc), 65_536.0);
+        assert_eq!((s.bytes, s.from), (20_000_009.0, SizeFrom::MethodPath));
+        // A route not seen: the service's means, its own upload in place of theirs.
+        let s = estimate_size(None, None, Some(&svc), 65_536.0);
+        assert_eq!((s.bytes, s.from, s.samples), (5e6, SizeFrom::Service, 7));
+        let s = estimate_size(Some(0), None, Some(&svc), 65_536.0);
+        assert_eq!((s.bytes, s.from), (1e6, SizeFrom::Service));
+        let s = estimate_size(Some(100), None, Some(&svc), 65_536.0);
+        assert_eq!((s.bytes, s.from), (1_000_100.0, SizeFrom::Service));
+        // Nothing learned: the upload alone, else the default.
+        let s = estimate_size(Some(100), None, None, 65_536.0);
+        assert_eq!(
+            (s.bytes, s.from, s.samples),
+            (100.0, SizeFrom::ContentLength, 0)
+        );
+        for length in [None, Some(0)] {
+            let s = estimate_size(length, None, None, 65_536.0);
+            assert_eq!((s.bytes, s.from), (65_536.0, SizeFrom::Default));
+        }
+        // A route with nothing in it counts as not seen.
+        let s = estimate_size(None, Some(&Learned::default()), None, 1.0);
+        assert_eq!(s.from, SizeFrom::Default);
+    }
+
+    #[test]
+    fn routes_are_told_apart_by_service_method_and_path_not_query() {
+        let mut t = Routes::default();
+        let hello = Routes::key(0, "GET", "/hello.txt");
+        t.add(&hello, 0, 12);
+        t.add(&Routes::key(0, "POST", "/hello.txt"), 20_000_000, 9);
+        t.add(&Routes::key(1, "GET", "/hello.txt"), 0, 1 << 20);
+        assert_eq!(t.get(&hello).map(|l| l.down), Some(12.0));
+        assert_eq!(
+            t.get(&Routes::key(0, "GET", "/hello.txt?v=2")),
+            t.get(&hello)
+        );
+        assert_eq!(t.get(&Routes::key(0, "GET", "/other")), None);
+        assert_eq!(t.len(), 3);
+        // A path of any length keeps at most ROUTE_TEXT bytes.
+        let long = Routes::key(0, "GET", &"/é".repeat(1000));
+        assert!(long.text.len() <= ROUTE_TEXT && long.text.len() > ROUTE_TEXT - 4);
+    }
+
+    #[test]
+    fn the_table_stays_bounded_and_keeps_the_routes_in_use() {
+        let mut t = Routes::with_capacity(64);
+        let hot = Routes::key(0, "GET", "/hot");
+        for i in 0..100_000u64 {
+            // A client asking for endless new paths, and one route in use among them.
+            let k = Routes::key(0, "GET", &format!("/junk/{i}"));
+            t.add(&k, 0, i);
+            if i % 16 == 0 {
+                t.add(&hot, 0, 12);
+            }
+            assert!(t.len() <= 64, "{} routes at {i}", t.len());
+        }
+        assert_eq!(t.get(&hot).map(|l| l.down), Some(12.0));
+        // An old route is forgotten: its requests fall back to the service's mean.
+        assert_eq!(t.get(&Routes::key(0, "GET", "/junk/0")), None);
     }
 }

@@ -1,8 +1,9 @@
-//! `nowcast proxy`: an HTTP/1.1 reverse proxy that sends each unit of work to the replica
-//! forecast to be fastest (Zangrilli & Lowekamp §4–5). The decisions are the core
-//! [`policy`] (with [`budget`]'s retry budget and sticky table, and [`metrics`]' text); the
-//! edges are the server ([`server`]), the upstream connections ([`upstream`]), the bodies
-//! both carry ([`body`]) and the live capture of those connections for Wren ([`capture`]).
+//! `nowcast proxy`: a reverse proxy (HTTP/1.1, and HTTP/2 from clients) that sends each unit
+//! of work to the replica forecast to be fastest (Zangrilli & Lowekamp §4–5). The decisions
+//! are the core [`policy`] (with [`budget`]'s retry budget, sticky table and sizes of
+//! requests, and [`metrics`]' text); the edges are the server ([`server`]), the
+//! upstream connections ([`upstream`]), the bodies both carry ([`body`]) and the live
+//! capture of those connections for Wren ([`capture`]).
 
 pub mod body;
 pub mod budget;

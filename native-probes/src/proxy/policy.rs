@@ -56,7 +56,7 @@
 //! sample, times the requests in flight + 1) and the nearest replica (lowest RTT, chosen
 //! once).
 
-use super::budget::{RetryBudget, Sticky};
+use super::budget::{estimate_size, Learned, RetryBudget, RouteKey, Routes, Size, Sticky};
 use nowcast_core::probed::{self, Observation, Outcome, ProbedSeries};
 use nowcast_core::rank::{self, Estimate, Site};
 use nowcast_core::record::{Metric, Probe, Record, Transport};
@@ -300,7 +300,8 @@ pub struct Config {
     pub sticky_idle_ms: f64,
     /// Peak-EWMA decay time.
     pub ewma_tau_ms: f64,
-    /// Size assumed for a request whose size is not known, before any was seen.
+    /// Size assumed for a request that gives no length while nothing like it has completed
+    /// ([`estimate_size`]).
     pub default_size: f64,
     /// A replica's RTT and wait samples from requests: at most one per this many ms (0: one
     /// per request) once it has [`WARM_SAMPLES`]. Probes, failures and bandwidth samples are
@@ -544,8 +545,9 @@ struct Service {
     cfg: Config,
     rr: usize,
     nearest: Option<usize>,
-    /// Mean request size seen (EWMA), for requests without a length.
-    size: Option<f64>,
+    /// What its completed exchanges moved, for a request whose route is not known
+    /// ([`estimate_size`]).
+    sizes: Learned,
 }
 
 /// A replica's state as `--explain` and `/metrics` show it.
@@ -577,7 +579,10 @@ pub struct View {
 pub struct Decision {
     pub replica: usize,
     pub reason: Reason,
+    /// The size its completion time was forecast for ([`Size::bytes`]).
     pub size_bytes: f64,
+    /// That size and where it came from.
+    pub size: Size,
     pub timeout_ms: f64,
 }
 
@@ -586,6 +591,8 @@ pub struct Policy {
     cfg: Config,
     replicas: Vec<Replica>,
     services: Vec<Service>,
+    /// What each route (service, method, path) moved, for the sizes of its requests.
+    routes: Routes,
     sticky: Sticky,
     pub budget: RetryBudget,
     /// Requests chosen by a forecast rule, and how many of them explored.
@@ -750,7 +757,7 @@ impl Policy {
                 cfg,
                 rr: 0,
                 nearest: None,
-                size: None,
+                sizes: Learned::default(),
             })
             .collect();
         Ok(Policy {
@@ -759,6 +766,7 @@ impl Policy {
             cfg,
             replicas: reps,
             services,
+            routes: Routes::default(),
             decisions: 0,
             explored: 0,
         })
@@ -945,36 +953,65 @@ impl Policy {
         }
     }
 
-    fn size_of(&mut self, s: usize, size: Option<u64>) -> f64 {
-        let svc = &mut self.services[s];
-        match size {
-            Some(n) => {
-                let n = n as f64;
-                svc.size = Some(svc.size.map_or(n, |m| 0.9 * m + 0.1 * n));
-                n
-            }
-            None => svc.size.unwrap_or(svc.cfg.default_size),
+    /// The key of a request's route (`method` and `path`, its query left out) in service `s`,
+    /// under which [`Policy::learn_size`] keeps what its exchanges moved.
+    pub fn route_key(&self, s: usize, method: &str, path: &str) -> RouteKey {
+        Routes::key(s, method, path)
+    }
+
+    /// The size to forecast a request to service `s` for: its upload `length` if known
+    /// (Content-Length, or 0 without a body), plus for the rest what completed exchanges of
+    /// its route (else of the service) moved, else the service's assumed size
+    /// ([`estimate_size`]).
+    pub fn size_of(&self, s: usize, length: Option<u64>, route: Option<&RouteKey>) -> Size {
+        let svc = &self.services[s];
+        let learned = route
+            .filter(|k| k.service == s)
+            .and_then(|k| self.routes.get(k));
+        estimate_size(length, learned, Some(&svc.sizes), svc.cfg.default_size)
+    }
+
+    /// A request of `route` completed (a response came and its body was read to the end),
+    /// having moved `up` bytes to the replica and `down` back: learn its route's and its
+    /// service's sizes from it. Not for probes.
+    pub fn learn_size(&mut self, route: &RouteKey, up: u64, down: u64) {
+        if let Some(svc) = self.services.get_mut(route.service) {
+            svc.sizes.add(up, down);
+            self.routes.add(route, up, down);
         }
     }
 
-    /// Chooses the replica for a request to service `s` of `size` bytes (None: unknown)
-    /// whose unit of work is `unit`; `draws` are two uniform numbers in [0, 1). Counts the
-    /// request as in flight there until [`Policy::finish`].
+    /// Chooses the replica for a request to service `s` whose Content-Length is `length`
+    /// (None: not given) and whose route is unknown; [`Policy::choose_sized`].
     pub fn choose(
         &mut self,
         s: usize,
-        size: Option<u64>,
+        length: Option<u64>,
+        unit: Option<&str>,
+        now_ms: f64,
+        draws: [f64; 2],
+    ) -> Decision {
+        let size = self.size_of(s, length, None);
+        self.choose_sized(s, size, unit, now_ms, draws)
+    }
+
+    /// Chooses the replica for a request to service `s` of `size` ([`Policy::size_of`])
+    /// whose unit of work is `unit`; `draws` are two uniform numbers in [0, 1). Counts the
+    /// request as in flight there until [`Policy::finish`].
+    pub fn choose_sized(
+        &mut self,
+        s: usize,
+        size: Size,
         unit: Option<&str>,
         now_ms: f64,
         draws: [f64; 2],
     ) -> Decision {
         self.update_health(now_ms);
         self.budget.request(now_ms);
-        let size = self.size_of(s, size);
         let sticky = unit.and_then(|u| self.sticky.get(s, u, now_ms));
         let (replica, reason) = match sticky {
             Some(r) if self.replicas[r].health == Health::Up => (r, Reason::Sticky),
-            _ => self.pick(s, size, now_ms, draws, None),
+            _ => self.pick(s, size.bytes, now_ms, draws, None),
         };
         if let Some(u) = unit {
             self.sticky.set(s, u, replica, now_ms);
@@ -982,12 +1019,27 @@ impl Policy {
         self.commit(replica, reason, size, now_ms)
     }
 
-    /// A retry of a request to service `s` that failed on `failed`: another healthy
-    /// replica where there is one. `None` when the retry budget refuses it.
+    /// A retry of a request to service `s` whose Content-Length is `length` that failed on
+    /// `failed`; [`Policy::retry_sized`].
     pub fn retry(
         &mut self,
         s: usize,
-        size: Option<u64>,
+        length: Option<u64>,
+        failed: usize,
+        now_ms: f64,
+        draws: [f64; 2],
+    ) -> Option<Decision> {
+        let size = self.size_of(s, length, None);
+        self.retry_sized(s, size, failed, now_ms, draws)
+    }
+
+    /// A retry of a request to service `s` of `size` (its first decision's) that failed on
+    /// `failed`: another healthy replica where there is one. `None` when the retry budget
+    /// refuses it.
+    pub fn retry_sized(
+        &mut self,
+        s: usize,
+        size: Size,
         failed: usize,
         now_ms: f64,
         draws: [f64; 2],
@@ -996,20 +1048,20 @@ impl Policy {
         if !self.budget.try_retry(now_ms) {
             return None;
         }
-        let size = size.map_or_else(|| self.size_of(s, None), |n| n as f64);
-        let (replica, _) = self.pick(s, size, now_ms, draws, Some(failed));
+        let (replica, _) = self.pick(s, size.bytes, now_ms, draws, Some(failed));
         Some(self.commit(replica, Reason::Retry, size, now_ms))
     }
 
-    fn commit(&mut self, r: usize, reason: Reason, size: f64, now_ms: f64) -> Decision {
-        self.fill_backlog(r, size, now_ms);
+    fn commit(&mut self, r: usize, reason: Reason, size: Size, now_ms: f64) -> Decision {
+        self.fill_backlog(r, size.bytes, now_ms);
         let rep = &mut self.replicas[r];
         rep.inflight += 1;
         rep.counters.chosen[reason as usize] += 1;
         Decision {
             replica: r,
             reason,
-            size_bytes: size,
+            size_bytes: size.bytes,
+            size,
             timeout_ms: self.timeout_ms(r),
         }
     }
@@ -1633,6 +1685,73 @@ mod tests {
         // Exploration: a draw under ε goes to the other one.
         let e = p.choose(0, Some(10 << 20), None, 300.0, [0.01, 0.5]);
         assert_eq!((e.replica, e.reason), (1, Reason::Explore));
+    }
+
+    #[test]
+    fn a_request_is_timed_for_what_its_route_moved_not_for_the_last_upload() {
+        use crate::proxy::budget::SizeFrom;
+        let mut p = two(Balance::Completion);
+        // a: 100 ms RTT, 100 Mbit/s; b: 5 ms, 10 Mbit/s. Small requests go to b, big to a.
+        for i in 0..20 {
+            let t = i as f64 * 10.0;
+            p.finish(&ok(0, t, 100.0, 100.0, 1 << 20));
+            p.finish(&ok(1, t, 10.0, 5.0, 1 << 20));
+        }
+        let mut t = 300.0;
+        // One exchange: chosen for its size, then learnt from (`up` and `down` moved).
+        let mut run = |p: &mut Policy, method: &str, path: &str, length, up, down| {
+            let k = p.route_key(0, method, path);
+            let size = p.size_of(0, length, Some(&k));
+            let d = p.choose_sized(0, size, None, t, [0.9, 0.0]);
+            assert_eq!(d.size, size);
+            assert_eq!(d.size_bytes, size.bytes);
+            let (mbit, rtt) = [(100.0, 100.0), (10.0, 5.0)][d.replica];
+            p.finish(&ok(d.replica, t + 1.0, mbit, rtt, up));
+            p.learn_size(&k, up, down);
+            t += 10.0;
+            d
+        };
+        // Nothing known: a GET is timed for the assumed size, an upload for its own length.
+        let k = p.route_key(0, "GET", "/hello.txt");
+        let s = p.size_of(0, Some(0), Some(&k));
+        assert_eq!((s.bytes, s.from), (65_536.0, SizeFrom::Default));
+        let d = run(&mut p, "POST", "/up", Some(20_000_000), 20_000_000, 9);
+        assert_eq!((d.size_bytes, d.size.from), (20e6, SizeFrom::ContentLength));
+        assert_eq!(d.replica, 0);
+        // The first GET after it: the service's mean download, not its upload: to b.
+        let d = run(&mut p, "GET", "/hello.txt", Some(0), 0, 12);
+        assert_eq!((d.size_bytes, d.size.from), (9.0, SizeFrom::Service));
+        assert_eq!(d.replica, 1);
+        // Then what GETs of its path moved.
+        for n in 1..=3 {
+            let d = run(&mut p, "GET", "/hello.txt", Some(0), 0, 12);
+            assert_eq!(
+                (d.size_bytes, d.size.from, d.size.samples),
+                (12.0, SizeFrom::MethodPath, n)
+            );
+            assert_eq!((d.replica, d.reason), (1, Reason::Best));
+        }
+        // A path not seen: the service's mean download (its own upload is none).
+        let d = run(&mut p, "GET", "/other", Some(0), 0, 12);
+        assert_eq!(d.size.from, SizeFrom::Service);
+        assert!(d.size_bytes < 20.0, "{}", d.size_bytes);
+        // A download learnt as big is timed as big: to a.
+        run(&mut p, "GET", "/big", Some(0), 0, 10 << 20);
+        let d = run(&mut p, "GET", "/big", Some(0), 0, 10 << 20);
+        assert_eq!(
+            (d.size_bytes, d.size.from),
+            ((10 << 20) as f64, SizeFrom::MethodPath)
+        );
+        assert_eq!(d.replica, 0);
+        // An upload of unknown length: what its route moved both ways.
+        let d = run(&mut p, "POST", "/up", None, 20_000_000, 9);
+        assert_eq!(
+            (d.size_bytes, d.size.from),
+            (20_000_009.0, SizeFrom::MethodPath)
+        );
+        // A retry keeps its first decision's size.
+        let r = p.retry_sized(0, d.size, d.replica, t, [0.9, 0.0]).unwrap();
+        assert_eq!((r.size, r.reason), (d.size, Reason::Retry));
     }
 
     #[test]

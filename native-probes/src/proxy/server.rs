@@ -6,6 +6,7 @@
 //! attempt went. `/healthz` and `/metrics` are answered here; everything else is proxied.
 
 use super::body::{BoxError, Counting, DownBody, Progress};
+use super::budget::RouteKey;
 use super::metrics::{self, Edge};
 use super::policy::{Decision, Done, Failure, Policy, ReplicaSpec, ServiceSpec, Source};
 use super::upstream::{Conn, Pool, Target};
@@ -195,6 +196,8 @@ struct Pending {
     head: Instant,
     progress: Arc<Progress>,
     probe: bool,
+    /// A client's request: the route whose sizes it teaches once it completes.
+    route: Option<RouteKey>,
     wait_ms: Option<f64>,
     status_failure: bool,
     bytes_down: u64,
@@ -247,6 +250,11 @@ impl Pending {
             None
         };
         let failure = failure.or(self.status_failure.then_some(Failure::Status));
+        // What a request and its response moved, once it is whole: the size of the next
+        // requests like it (a failure's bytes are only the part that got through).
+        if let (Some(k), true, None) = (&self.route, complete, failure) {
+            policy.learn_size(k, up, self.bytes_down);
+        }
         let recs = policy.finish(&Done {
             replica: self.replica,
             now_ms,
@@ -414,14 +422,16 @@ enum Attempt {
 }
 
 /// One attempt at `replica`: connect, send, wait for the head within the adaptive timeout.
+/// `route`: a client's request's, whose sizes it teaches if it completes (None: a probe).
 async fn attempt(
     sh: &Arc<Shared>,
     replica: usize,
     head: &Head,
     body: BoxBody<Bytes, BoxError>,
     timeout_ms: f64,
-    probe: bool,
+    route: Option<RouteKey>,
 ) -> Attempt {
+    let probe = route.is_none();
     let start = Instant::now();
     let pool = &sh.pools[replica];
     let progress = Arc::new(Progress::default());
@@ -545,6 +555,7 @@ async fn attempt(
                 head: head_at,
                 progress,
                 probe,
+                route,
                 wait_ms: wait_ms(sh.ns()),
                 status_failure: matches!(status.as_u16(), 502..=504),
                 bytes_down: 0,
@@ -569,6 +580,9 @@ fn explain(sh: &Shared, p: &Policy, head: &Head, s: usize, retry: bool, d: &Deci
         "service": if retry { "retry" } else { p.service_prefix(s) },
         "balance": p.service_config(s).balance.name(),
         "size_bytes": d.size_bytes,
+        "size_from": d.size.from.name(),
+        "size_samples": d.size.samples,
+        "request_bytes": d.size.request_bytes,
         "chose": p.spec(d.replica).name,
         "reason": d.reason.name(),
         "timeout_ms": d.timeout_ms,
@@ -635,11 +649,16 @@ async fn handle(
             format!("nowcast proxy: no service for path {path}\n"),
         ));
     };
-    let size = req
-        .headers()
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok());
+    // The upload, when known: none without a body (HTTP/2: END_STREAM on its head), else
+    // its Content-Length (none for a chunked or streamed body).
+    let length = if req.body().is_end_stream() {
+        Some(0)
+    } else {
+        req.headers()
+            .get(header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<u64>().ok())
+    };
     let unit = sh.sticky[service]
         .as_ref()
         .and_then(|k| k.of(req.uri(), req.headers()));
@@ -669,15 +688,17 @@ async fn handle(
             .unwrap_or_else(|| PathAndQuery::from_static("/")),
         headers,
     };
-    let decision = {
+    let (decision, route) = {
         let draws = sh.draws();
         let now = sh.now_ms();
         let mut p = sh.policy.lock().expect("policy");
-        let d = p.choose(service, size, unit.as_deref(), now, draws);
+        let route = p.route_key(service, head.method.as_str(), head.path_and_query.path());
+        let size = p.size_of(service, length, Some(&route));
+        let d = p.choose_sized(service, size, unit.as_deref(), now, draws);
         if sh.explain {
             explain(&sh, &p, &head, service, false, &d);
         }
-        d
+        (d, route)
     };
     sh.edge.in_flight.fetch_add(1, Relaxed);
     let mut body = Some(body.map_err(|e| -> BoxError { Box::new(e) }).boxed());
@@ -686,14 +707,14 @@ async fn handle(
         let b = body
             .take()
             .unwrap_or_else(|| Empty::new().map_err(|e: Infallible| match e {}).boxed());
-        match attempt(&sh, d.replica, &head, b, d.timeout_ms, false).await {
+        match attempt(&sh, d.replica, &head, b, d.timeout_ms, Some(route.clone())).await {
             Attempt::Ok(r) => break r,
             Attempt::Failed { retryable } => {
                 let next = if retryable {
                     let draws = sh.draws();
                     let now = sh.now_ms();
                     let mut p = sh.policy.lock().expect("policy");
-                    let n = p.retry(service, size, d.replica, now, draws);
+                    let n = p.retry_sized(service, d.size, d.replica, now, draws);
                     if let (Some(n), true) = (&n, sh.explain) {
                         explain(&sh, &p, &head, service, true, n);
                     }
@@ -748,7 +769,7 @@ async fn probe(sh: Arc<Shared>, replica: usize) {
         headers,
     };
     let timeout = sh.policy.lock().expect("policy").timeout_ms(replica);
-    if let Attempt::Ok(r) = attempt(&sh, replica, &head, body, timeout, true).await {
+    if let Attempt::Ok(r) = attempt(&sh, replica, &head, body, timeout, None).await {
         let mut b = r.into_body();
         while let Some(f) = b.frame().await {
             if f.is_err() {

@@ -24,17 +24,35 @@ pub struct Target {
 }
 
 impl Target {
-    /// Parses `http://host[:port][/path]`.
+    /// Parses `http://host[:port][/path]` (the scheme in any case, RFC 3986 §3.1). An error
+    /// quotes the URL and says what to write instead.
     pub fn parse(url: &str) -> Result<Target, String> {
-        let rest = url.strip_prefix("http://").ok_or_else(|| {
-            format!("replica URL '{url}': only http:// replicas are supported (the proxy does not speak TLS upstream)")
-        })?;
+        let rest = match url.split_once("://") {
+            Some((scheme, rest)) if scheme.eq_ignore_ascii_case("http") => rest,
+            Some((scheme, _)) if scheme.eq_ignore_ascii_case("https") => {
+                return Err(format!(
+                    "'{url}': only http:// replicas are supported (the proxy does not speak TLS \
+                     upstream)"
+                ))
+            }
+            Some((scheme, _)) => {
+                return Err(format!(
+                    "'{url}': the scheme '{scheme}' is not http; write http://HOST[:PORT][/BASE]"
+                ))
+            }
+            None => {
+                return Err(format!(
+                    "'{url}' has no scheme; write http://{}",
+                    url.trim_start_matches('/')
+                ))
+            }
+        };
         let (auth, path) = match rest.find('/') {
             Some(i) => (&rest[..i], rest[i..].trim_end_matches('/')),
             None => (rest, ""),
         };
         if auth.is_empty() {
-            return Err(format!("replica URL '{url}': no host"));
+            return Err(format!("'{url}': no host"));
         }
         let authority = if auth.starts_with('[') {
             if auth.contains("]:") {
@@ -45,7 +63,7 @@ impl Target {
         } else if auth.contains(':') {
             let port = auth.rsplit(':').next().unwrap_or("");
             port.parse::<u16>()
-                .map_err(|_| format!("replica URL '{url}': port '{port}' is not a number"))?;
+                .map_err(|_| format!("'{url}': port '{port}' is not a number"))?;
             auth.to_string()
         } else {
             format!("{auth}:80")
@@ -222,9 +240,18 @@ mod tests {
         );
         assert_eq!(Target::parse("http://h").unwrap().authority, "h:80");
         assert_eq!(Target::parse("http://[::1]").unwrap().authority, "[::1]:80");
+        assert_eq!(Target::parse("HTTP://h").unwrap().authority, "h:80");
         assert!(Target::parse("https://h")
             .unwrap_err()
             .contains("only http://"));
+        assert_eq!(
+            Target::parse("127.0.0.1:28081").unwrap_err(),
+            "'127.0.0.1:28081' has no scheme; write http://127.0.0.1:28081"
+        );
+        assert_eq!(
+            Target::parse("ftp://h").unwrap_err(),
+            "'ftp://h': the scheme 'ftp' is not http; write http://HOST[:PORT][/BASE]"
+        );
         assert!(Target::parse("http://h:x")
             .unwrap_err()
             .contains("port 'x'"));
