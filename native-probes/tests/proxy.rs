@@ -257,6 +257,77 @@ fn a_replica_that_resets_mid_body_affects_only_its_own_requests() {
     assert_eq!(ok.text(), "a");
 }
 
+/// A client that cuts its upload short, or sends a malformed chunk, fails its own request
+/// only: the replica is neither charged nor ejected, so clients cannot get replicas ejected
+/// (and `/healthz` turned to 503) by breaking their own requests.
+#[test]
+fn uploads_the_client_breaks_off_count_against_the_client_not_the_replica() {
+    let a = Upstream::start("a", "127.0.0.1:0", None);
+    let b = Upstream::start("b", "127.0.0.1:0", None);
+    let p = Proxy::start(&[
+        "--replica",
+        &replica("a", &a),
+        "--replica",
+        &replica("b", &b),
+        "--eject-after",
+        "2",
+    ]);
+    for i in 0..12 {
+        let mut s = TcpStream::connect(p.addr).unwrap();
+        if i % 2 == 0 {
+            // Promises 100,000 bytes, sends 10 and goes away.
+            s.write_all(
+                b"POST /up HTTP/1.1\r\nhost: x\r\ncontent-length: 100000\r\n\r\n0123456789",
+            )
+            .unwrap();
+            std::thread::sleep(Duration::from_millis(30));
+        } else {
+            // A chunk size that is not hexadecimal.
+            s.write_all(
+                b"POST /up HTTP/1.1\r\nhost: x\r\ntransfer-encoding: chunked\r\n\r\nzz\r\n",
+            )
+            .unwrap();
+            s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+            let mut buf = [0u8; 256];
+            let _ = s.read(&mut buf);
+        }
+        drop(s);
+    }
+    // The proxy has seen every one of them fail.
+    let until = Instant::now() + Duration::from_secs(10);
+    let client_failures = || {
+        ["a", "b"]
+            .iter()
+            .map(|r| {
+                p.metric(&format!(
+                    "nowcast_proxy_errors_total{{replica=\"{r}\",kind=\"client\"}}"
+                ))
+                .unwrap_or(0.0)
+            })
+            .sum::<f64>()
+    };
+    while client_failures() < 12.0 && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(client_failures(), 12.0, "{}", p.metrics());
+    for r in ["a", "b"] {
+        let ejected = p
+            .metric(&format!("nowcast_proxy_ejections_total{{replica=\"{r}\"}}"))
+            .unwrap();
+        assert_eq!(ejected, 0.0, "{}", p.metrics());
+        for kind in ["reset", "timeout"] {
+            let n = p
+                .metric(&format!(
+                    "nowcast_proxy_errors_total{{replica=\"{r}\",kind=\"{kind}\"}}"
+                ))
+                .unwrap();
+            assert_eq!(n, 0.0, "{r} charged with a {kind}: {}", p.metrics());
+        }
+    }
+    let h = request(p.addr, b"GET /healthz HTTP/1.1\r\nhost: x\r\n\r\n");
+    assert_eq!(h.status, 200, "{}", h.text());
+}
+
 #[test]
 fn a_client_that_stops_reading_is_cut_off_and_memory_stays_flat() {
     let a = Upstream::start("a", "127.0.0.1:0", None);

@@ -7,7 +7,7 @@ use bytes::Bytes;
 use http_body_util::combinators::BoxBody;
 use hyper::body::{Body, Frame, SizeHint};
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Instant;
@@ -24,6 +24,23 @@ pub struct Progress {
     pub(super) bytes: AtomicU64,
     pub(super) last_ns: AtomicU64,
     pub(super) done_ns: AtomicU64,
+    /// The client's body broke off (a reset, a malformed chunk): whatever the replica's
+    /// connection then reports is the client's doing.
+    pub(super) client_failed: AtomicBool,
+    /// The upload waits on the client (its body's last poll had nothing), not on the replica:
+    /// a stall then is the client's.
+    pub(super) waiting_client: AtomicBool,
+}
+
+impl Progress {
+    /// Whether an attempt that failed before its response failed because of the client:
+    /// its body broke off, or its upload was unfinished and waiting on the client. Such a
+    /// failure says nothing of the replica and must not count against it (a client could
+    /// otherwise get every replica ejected by cutting its uploads short).
+    pub fn client_at_fault(&self) -> bool {
+        self.client_failed.load(Relaxed)
+            || (self.done_ns.load(Relaxed) == 0 && self.waiting_client.load(Relaxed))
+    }
 }
 
 /// A body that counts what passes and when it ended.
@@ -46,7 +63,9 @@ where
     ) -> Poll<Option<Result<Frame<Bytes>, B::Error>>> {
         let now = |s: &Self| s.origin.elapsed().as_nanos() as u64;
         let r = Pin::new(&mut self.inner).poll_frame(cx);
+        self.progress.waiting_client.store(r.is_pending(), Relaxed);
         match &r {
+            Poll::Ready(Some(Err(_))) => self.progress.client_failed.store(true, Relaxed),
             Poll::Ready(Some(Ok(f))) => {
                 if let Some(d) = f.data_ref() {
                     self.progress.bytes.fetch_add(d.len() as u64, Relaxed);

@@ -225,14 +225,19 @@ pub enum Failure {
     Timeout,
     /// 502, 503 or 504 from the replica.
     Status,
+    /// The client's request broke off or stalled before the replica answered (its body
+    /// failed, or the upload waited on the client until the timeout): counted, but not
+    /// against the replica, which is neither ejected nor sampled for it.
+    Client,
 }
 
 impl Failure {
-    pub const ALL: [Failure; 4] = [
+    pub const ALL: [Failure; 5] = [
         Failure::Connect,
         Failure::Reset,
         Failure::Timeout,
         Failure::Status,
+        Failure::Client,
     ];
 
     pub fn name(self) -> &'static str {
@@ -241,6 +246,7 @@ impl Failure {
             Failure::Reset => "reset",
             Failure::Timeout => "timeout",
             Failure::Status => "status",
+            Failure::Client => "client",
         }
     }
 }
@@ -1383,6 +1389,7 @@ impl Policy {
                     }
                 });
             }
+            Some(Failure::Client) => rep.counters.failures[Failure::Client as usize] += 1,
             Some(f) => {
                 rep.counters.failures[f as usize] += 1;
                 rep.failures_in_row += 1;

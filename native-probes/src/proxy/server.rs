@@ -419,6 +419,10 @@ enum Attempt {
     Failed {
         retryable: bool,
     },
+    /// The client's request failed: its body broke off, or `stalled` waiting on the client.
+    ClientFailed {
+        stalled: bool,
+    },
 }
 
 /// One attempt at `replica`: connect, send, wait for the head within the adaptive timeout.
@@ -529,6 +533,14 @@ async fn attempt(
     let waited_from = done.max(acked_at);
     let wait_ms = |now: u64| (done > 0).then(|| now.saturating_sub(waited_from) as f64 / 1e6);
     match result {
+        // The client's upload broke off or stalled: nothing to say of the replica, and
+        // nothing to retry.
+        None | Some(Err(_)) if progress.client_at_fault() => {
+            fail(Failure::Client, None, up);
+            Attempt::ClientFailed {
+                stalled: result.is_none(),
+            }
+        }
         None => {
             let w = wait_ms(sh.ns());
             fail(Failure::Timeout, w, up);
@@ -709,6 +721,20 @@ async fn handle(
             .unwrap_or_else(|| Empty::new().map_err(|e: Infallible| match e {}).boxed());
         match attempt(&sh, d.replica, &head, b, d.timeout_ms, Some(route.clone())).await {
             Attempt::Ok(r) => break r,
+            Attempt::ClientFailed { stalled } => {
+                sh.edge.failed.fetch_add(1, Relaxed);
+                break if stalled {
+                    local(
+                        StatusCode::REQUEST_TIMEOUT,
+                        "nowcast proxy: the request's body stopped arriving\n",
+                    )
+                } else {
+                    local(
+                        StatusCode::BAD_REQUEST,
+                        "nowcast proxy: the request's body broke off or was malformed\n",
+                    )
+                };
+            }
             Attempt::Failed { retryable } => {
                 let next = if retryable {
                     let draws = sh.draws();
