@@ -569,6 +569,13 @@ mod answer {
         v.map(|v| number(v * scale)).unwrap_or_else(|| "-".into())
     }
 
+    /// The cells records, ok, mean, min, max of a summary or an hour.
+    fn counts(n: u64, ok: u64, stats: [Option<f64>; 3], scale: f64) -> Vec<String> {
+        let mut cells = vec![n.to_string(), ok.to_string()];
+        cells.extend(stats.map(|v| opt(v, scale)));
+        cells
+    }
+
     /// Rows under a heading, each column as wide as its widest cell; the first `left`
     /// columns aligned left, the rest (numbers) right.
     fn table(head: &[&str], left: usize, rows: &[Vec<String>]) -> String {
@@ -623,15 +630,9 @@ mod answer {
             .iter()
             .map(|x| {
                 let (name, k) = metric(&x.metric);
-                vec![
-                    x.target.clone(),
-                    name,
-                    x.n.to_string(),
-                    x.ok.to_string(),
-                    opt(x.mean, k),
-                    opt(x.min, k),
-                    opt(x.max, k),
-                ]
+                let mut row = vec![x.target.clone(), name];
+                row.extend(counts(x.n, x.ok, [x.mean, x.min, x.max], k));
+                row
             })
             .collect();
         out.push_str(&table(
@@ -669,14 +670,9 @@ mod answer {
             .iter()
             .map(|x| {
                 let start = datetime(x.hour_ms - x.hour_ms.rem_euclid(HOUR));
-                vec![
-                    start[..16].replace('T', " "),
-                    x.n.to_string(),
-                    x.ok.to_string(),
-                    opt(x.mean, k),
-                    opt(x.min, k),
-                    opt(x.max, k),
-                ]
+                let mut row = vec![start[..16].replace('T', " ")];
+                row.extend(counts(x.n, x.ok, [x.mean, x.min, x.max], k));
+                row
             })
             .collect();
         out.push_str(&table(

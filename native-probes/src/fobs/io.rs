@@ -907,6 +907,7 @@ pub fn recv(
         }
         closing.retain_mut(|(c, by)| !drained(c) && now < *by);
         if let Some(w) = ready {
+            let peer = w.peer;
             match transfer(opts, w, &udp, &clock, stop, update) {
                 Ok(conn) => {
                     if opts.once {
@@ -920,7 +921,7 @@ pub fn recv(
                     }
                     closing.push_back((conn, clock.now() + 2_000_000_000));
                 }
-                Err((peer, e)) => {
+                Err(e) => {
                     update(RecvUpdate::Refused {
                         peer,
                         why: e.to_string(),
@@ -974,18 +975,6 @@ fn drained(c: &mut TcpStream) -> bool {
 /// One transfer, from the connection's hello to its verdict. Returns the connection for the
 /// caller to close (after the sender has read the verdict), or the error that ended it.
 fn transfer(
-    opts: &RecvOptions,
-    w: Waiting,
-    udp: &UdpSocket,
-    clock: &Clock,
-    stop: &Stop,
-    update: &mut dyn FnMut(RecvUpdate<'_>),
-) -> Result<TcpStream, (SocketAddr, io::Error)> {
-    let peer = w.peer;
-    transfer_on(opts, w, udp, clock, stop, update).map_err(|e| (peer, e))
-}
-
-fn transfer_on(
     opts: &RecvOptions,
     w: Waiting,
     udp: &UdpSocket,
