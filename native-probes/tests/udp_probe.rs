@@ -109,6 +109,21 @@ fn an_unanswered_burst_is_all_lost_and_waits_no_longer_than_its_timeout() {
         "{table}"
     );
     assert!(!rows.contains_key("jitter"), "{table}");
+    // The table says why there may have been no reply.
+    assert!(table.contains("no reply to any probe"), "{table}");
+
+    // A port where nothing listens answers with ICMP port unreachable: said so.
+    let dead = UdpSocket::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let out = nowcast(
+        &["udp", &dead.to_string(), "--probes", "4", "--interval", "1"],
+        LIMIT,
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    let table = text(&out.stdout);
+    assert!(table.contains("no reply; port unreachable ("), "{table}");
 }
 
 #[test]

@@ -146,18 +146,41 @@ fn one_burst(
         payload_bytes: Some(b.size as u64),
         ..Probe::default()
     };
+    let mut notes = Vec::new();
     let (outcomes, extra) = match drive(burst, sock, b.size, clock) {
         Err(e) => {
             let error = format!("{host}: {e}");
             (vec![(Metric::Rtt, Outcome::Failed { error })], Vec::new())
         }
-        Ok(s) => {
+        Ok((s, refused)) => {
             let elapsed_ms = clock.now().saturating_sub(started) as f64 / 1e6;
             let extra = vec![s.sent - s.received, s.reordered, s.duplicates];
+            if s.received == 0 {
+                notes.push(no_reply(host, b.size, refused));
+            }
             (burst::outcomes(&s, elapsed_ms), extra)
         }
     };
-    report(set, outcomes, &probe, from, timestamp_ms, wait_ms, &extra)
+    let mut r = report(set, outcomes, &probe, from, timestamp_ms, wait_ms, &extra);
+    r.notes = notes;
+    r
+}
+
+/// Why a burst may have had no reply at all, for the person reading the table.
+fn no_reply(host: &str, size: usize, refused: u64) -> String {
+    if refused > 0 {
+        format!(
+            "{host}: no reply; port unreachable ({refused} ICMP errors): nothing listens \
+             there, or a firewall rejects the probes"
+        )
+    } else {
+        format!(
+            "{host}: no reply to any probe: the host or its server is down, a firewall drops \
+             them, or the server refuses them (`nowcast serve` drops datagrams over its \
+             --max-datagram, 9000 bytes by default, and more than its per-client rate; these
+             were {size} bytes)"
+        )
+    }
 }
 
 /// Feeds a burst's outcomes to their series and returns what the sink shows.
@@ -190,15 +213,17 @@ fn report(
     }
 }
 
-/// Does what `burst` asks until it is done; its figures.
+/// Does what `burst` asks until it is done; its figures, and how many ICMP errors (port
+/// unreachable) came back.
 fn drive(
     mut burst: Burst,
     sock: &UdpSocket,
     size: usize,
     clock: &Clock,
-) -> io::Result<burst::Summary> {
+) -> io::Result<(burst::Summary, u64)> {
     let mut out = vec![0u8; size];
     let mut inbox = vec![0u8; 65_536];
+    let mut refused = 0u64;
     loop {
         // Every reply already queued, each stamped as it is taken.
         loop {
@@ -211,13 +236,13 @@ fn drive(
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 // An ICMP error (port unreachable) from an earlier send: the probe is lost,
                 // which the accounting already says; keep listening.
-                Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => {}
+                Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => refused += 1,
                 Err(e) => return Err(io::Error::new(e.kind(), format!("receive: {e}"))),
             }
         }
         let now = clock.now();
         match burst.poll(now) {
-            Action::Done => return Ok(burst.summary()),
+            Action::Done => return Ok((burst.summary(), refused)),
             Action::Send { seq } => {
                 let sent = clock.now();
                 burst.datagram(seq, sent, &mut out);
@@ -225,7 +250,7 @@ fn drive(
                 match sock.send(&out) {
                     Ok(_) => {}
                     // A refused earlier probe reports here too; this one may still have left.
-                    Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => {}
+                    Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => refused += 1,
                     // The send buffer is full: this probe did not leave, which counts as lost.
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
                     Err(e) => return Err(io::Error::new(e.kind(), format!("send: {e}"))),
