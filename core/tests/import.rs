@@ -400,11 +400,64 @@ fn records_one_series_per_metric_transport_and_target() {
     let r = read(&examples);
     clean(&r);
     // Two records without a value, two pairs of the same series, two from nowcast pcap
-    // (a Wren lower bound and a timestamp RTT of one flow) and two from nowcast fobs (a
-    // transfer's goodput, and a congestion event's loss).
-    assert_eq!(r.series.len(), 10, "{:?}", names(&r));
-    assert!(names(&r).contains(&"loss/fobs to 10.231.0.2:8070"));
+    // (a Wren lower bound and a timestamp RTT of one flow) and two from nowcast fobs: a
+    // transfer's goodput, a series, and a congestion event's loss, which is none (a
+    // window's loss, not the transfer's) and is counted in a note.
+    assert_eq!(r.series.len(), 9, "{:?}", names(&r));
+    assert!(names(&r).contains(&"throughput/fobs to 10.231.0.2:8070"));
+    assert!(!names(&r).contains(&"loss/fobs to 10.231.0.2:8070"));
     assert!(names(&r).contains(&"avail_bw_lower_bound/pcap to 198.51.100.2:35753"));
+    assert!(
+        r.notes
+            .iter()
+            .any(|n| n.starts_with("1 FOBS congestion events")),
+        "{:?}",
+        r.notes
+    );
+}
+
+/// A FOBS transfer's records: the congestion events' window losses stay out of the loss
+/// series, which holds the transfers' own loss.
+#[test]
+fn fobs_congestion_events_are_not_values_of_the_loss_series() {
+    let rec = |t: u64, metric: &str, value: f64, congestion: bool| {
+        let c = if congestion {
+            r#","congestion":{"signature_loss_rate":0.0061,"classifier_metric":"complexity","metric_value":0.3011,"p_cpu":0.998,"action":"no_corrective_action","long_term_loss_rate":2e-05,"loss_count":"events","rate_mbit_s":940.5}"#
+        } else {
+            ""
+        };
+        let unit = if metric == "loss" {
+            "fraction"
+        } else {
+            "Mbit/s"
+        };
+        format!(
+            r#"{{"schema_version":"1.2","timestamp_ms":{t},"source":"nowcast fobs","metric":"{metric}","value":{value},"unit":"{unit}","to":"h:8070","probe":{{"transport":"fobs"}}{c}}}"#
+        )
+    };
+    let mut lines = Vec::new();
+    for transfer in 0..3u64 {
+        let t = 1_700_000_000_000 + transfer * 60_000;
+        lines.push(rec(t, "loss", 0.3, true));
+        lines.push(rec(t + 1, "loss", 0.25, true));
+        lines.push(rec(t + 2, "throughput", 900.0, false));
+        lines.push(rec(t + 3, "loss", 0.001, false));
+    }
+    let r = read(&(lines.join("\n") + "\n"));
+    assert_eq!(r.error_count, 0, "{:?}", r.errors);
+    let loss = r
+        .series
+        .iter()
+        .find(|s| s.0.name == "loss/fobs to h:8070")
+        .unwrap();
+    assert_eq!(loss.2, [0.001; 3]);
+    assert!(
+        r.notes
+            .iter()
+            .any(|n| n.starts_with("6 FOBS congestion events")),
+        "{:?}",
+        r.notes
+    );
 }
 
 #[test]

@@ -86,7 +86,8 @@ pub fn read<J: Json, S: Sink>(
     }
 }
 
-/// A record's value into its series; one without a value (a timeout, a failure) is counted.
+/// A record's value into its series; one without a value (a timeout, a failure) is counted,
+/// and so is a FOBS congestion event, which is no value of a series.
 pub fn record<J: Json, S: Sink>(
     v: &J,
     out: &mut Out<'_, S>,
@@ -97,6 +98,13 @@ pub fn record<J: Json, S: Sink>(
         Ok(r) => r,
         Err(e) => return out.error(e.field.as_deref(), e.message),
     };
+    // A FOBS congestion event is a `loss` record of one window's loss, written when loss
+    // happened: read into the loss series beside the transfers' own, it would mix two
+    // quantities (and only ever the windows that lost something).
+    if r.congestion.is_some() {
+        out.reg.congestion_events += 1;
+        return;
+    }
     let (Status::Ok, Some(value)) = (r.status, r.value) else {
         *without_value += 1;
         return;

@@ -292,6 +292,8 @@ struct Registry {
     chosen: Option<usize>,
     /// Values left out because the file had more than [`MAX_SERIES`] series.
     overflow: u64,
+    /// FOBS congestion-event records left out of the series (see [`documents::record`]).
+    congestion_events: u64,
 }
 
 impl Registry {
@@ -467,6 +469,13 @@ impl<P: Parser> Reader<P> {
             notes.push(format!(
                 "{} records without a value (timeouts, errors) not read as values",
                 self.without_value
+            ));
+        }
+        if self.reg.congestion_events > 0 {
+            notes.push(format!(
+                "{} FOBS congestion events (a window's loss each, with the classifier's \
+                 reading) not read as values: a transfer's loss is its own record",
+                self.reg.congestion_events
             ));
         }
         for (info, &n) in self.reg.infos.iter().zip(&self.reg.counts) {

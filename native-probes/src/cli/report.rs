@@ -87,6 +87,17 @@ pub fn run(args: Args) -> Result<()> {
             None => db.all_runs(since_runs)?,
         };
     }
+    // A FOBS congestion event is a window's loss, no value of the path's loss series (the
+    // transfer's loss is its own record): left out, as the page and `forecast` leave it out.
+    let before = records.len();
+    records.retain(|r| r.congestion.is_none());
+    if records.len() < before {
+        eprintln!(
+            "nowcast: {} FOBS congestion events (a window's loss each) left out of the loss \
+             series",
+            before - records.len()
+        );
+    }
     let opts = analysis::Options {
         bins: args.bins.clamp(1, 1000),
         ..analysis::Options::default()
