@@ -18,11 +18,23 @@ use std::time::{Duration, Instant};
 const TOKEN: &str = "00112233445566778899aabbccddeeff";
 const LIMIT: Duration = Duration::from_secs(30);
 
-fn temp(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("nowcast-fobs-recv-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+/// A directory of the test's, removed when dropped (a failing test too).
+struct Temp(PathBuf);
+
+impl Temp {
+    fn new(name: &str) -> Temp {
+        let d =
+            std::env::temp_dir().join(format!("nowcast-fobs-recv-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        Temp(d)
+    }
+}
+
+impl Drop for Temp {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }
 
 /// A receiver on an ephemeral loopback port; its log lines arrive on the channel.
@@ -144,10 +156,11 @@ fn closed_by_server(s: &mut TcpStream) -> bool {
 
 #[test]
 fn silent_and_refused_connections_hold_up_no_sender_and_discard_keeps_nothing() {
-    let src_dir = temp("src");
-    let rx_dir = temp("rx");
-    let src = file_of(&src_dir, 2);
-    let rx = Receiver::start(&rx_dir, &["--discard"]);
+    let src_dir = Temp::new("src");
+    let rx_dir = Temp::new("rx");
+    let (src_dir, rx_dir) = (&src_dir.0, &rx_dir.0);
+    let src = file_of(src_dir, 2);
+    let rx = Receiver::start(rx_dir, &["--discard"]);
 
     // Eight connections that say nothing (each would have held a receiver that serves one
     // connection at a time for its 5 s hello deadline: 40 s), and one refused for a wrong
@@ -193,7 +206,7 @@ fn silent_and_refused_connections_hold_up_no_sender_and_discard_keeps_nothing() 
     let _ = slow.wait();
     let line = rx.wait_for("half.bin: ", LIMIT);
     assert!(!line.contains("hash verified"), "{line}");
-    let left: Vec<_> = std::fs::read_dir(&rx_dir)
+    let left: Vec<_> = std::fs::read_dir(rx_dir)
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .collect();
@@ -202,6 +215,4 @@ fn silent_and_refused_connections_hold_up_no_sender_and_discard_keeps_nothing() 
     // The silent ones are closed at their deadline, and named.
     rx.wait_for("no hello within 5 s", LIMIT);
     drop(rx);
-    let _ = std::fs::remove_dir_all(&src_dir);
-    let _ = std::fs::remove_dir_all(&rx_dir);
 }
