@@ -89,14 +89,7 @@ fn streams_both_ways_with_keep_alive_and_writes_valid_records() {
     assert_eq!(down.body.len(), 16 << 20);
     assert!(!down.truncated);
     // A chunked upload of unknown length.
-    w.write_all(b"POST /up HTTP/1.1\r\nhost: x\r\ntransfer-encoding: chunked\r\n\r\n")
-        .unwrap();
-    for _ in 0..4 {
-        write!(w, "10000\r\n").unwrap();
-        w.write_all(&vec![1u8; 0x10000]).unwrap();
-        w.write_all(b"\r\n").unwrap();
-    }
-    w.write_all(b"0\r\n\r\n").unwrap();
+    chunked_upload(&mut w);
     let chunked = read_response(&mut r).unwrap();
     assert_eq!(chunked.text(), "read 262144");
     w.write_all(b"GET /who HTTP/1.1\r\nhost: x\r\n\r\n")
@@ -1201,14 +1194,7 @@ fn each_request_is_timed_for_what_requests_like_it_moved_not_for_the_last_upload
     }
     // Uploads of unknown length (chunked), 256 KiB each.
     for _ in 0..2 {
-        w.write_all(b"POST /up HTTP/1.1\r\nhost: x\r\ntransfer-encoding: chunked\r\n\r\n")
-            .unwrap();
-        for _ in 0..4 {
-            write!(w, "10000\r\n").unwrap();
-            w.write_all(&vec![1u8; 0x10000]).unwrap();
-            w.write_all(b"\r\n").unwrap();
-        }
-        w.write_all(b"0\r\n\r\n").unwrap();
+        chunked_upload(&mut w);
         assert_eq!(read_response(&mut r).unwrap().text(), "read 262144");
     }
     drop((w, r));
@@ -1305,4 +1291,16 @@ fn bad_flags_are_refused_naming_the_flag_the_replica_and_the_fix() {
         "{e}"
     );
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A `POST /up` of 256 KiB in four chunks of 64 KiB, its length unknown to the proxy.
+fn chunked_upload(w: &mut impl Write) {
+    w.write_all(b"POST /up HTTP/1.1\r\nhost: x\r\ntransfer-encoding: chunked\r\n\r\n")
+        .unwrap();
+    for _ in 0..4 {
+        write!(w, "10000\r\n").unwrap();
+        w.write_all(&vec![1u8; 0x10000]).unwrap();
+        w.write_all(b"\r\n").unwrap();
+    }
+    w.write_all(b"0\r\n\r\n").unwrap();
 }
