@@ -12,6 +12,7 @@
 //! Cores: [`row`] (a record as a flat row), [`query`] (the questions both archives answer,
 //! ClickHouse's SQL), [`backoff`]. Edges: [`sqlite`], [`clickhouse`], [`spool`], this module.
 
+pub mod answer;
 pub mod backoff;
 pub mod clickhouse;
 pub mod query;

@@ -887,7 +887,7 @@ pub fn recv(
         while i < waiting.len() {
             let w = &mut waiting[i];
             let open = read_available(&mut w.conn, &mut w.framer).unwrap_or(false);
-            if w.framer.ready() || w.framer.held() > 4096 {
+            if w.framer.ready() {
                 ready = waiting.remove(i);
                 break;
             }

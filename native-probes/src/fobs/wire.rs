@@ -405,11 +405,6 @@ impl Framer {
         self.buf.extend_from_slice(bytes);
     }
 
-    /// Bytes held, not yet taken as a message.
-    pub fn held(&self) -> usize {
-        self.buf.len()
-    }
-
     /// Whether [`Framer::next_message`] has something to say: a whole frame, or a length
     /// over the limit (an error).
     pub fn ready(&self) -> bool {

@@ -585,9 +585,7 @@ pub struct View {
 pub struct Decision {
     pub replica: usize,
     pub reason: Reason,
-    /// The size its completion time was forecast for ([`Size::bytes`]).
-    pub size_bytes: f64,
-    /// That size and where it came from.
+    /// The size its completion time was forecast for, and where it came from.
     pub size: Size,
     pub timeout_ms: f64,
 }
@@ -1025,20 +1023,6 @@ impl Policy {
         self.commit(replica, reason, size, now_ms)
     }
 
-    /// A retry of a request to service `s` whose Content-Length is `length` that failed on
-    /// `failed`; [`Policy::retry_sized`].
-    pub fn retry(
-        &mut self,
-        s: usize,
-        length: Option<u64>,
-        failed: usize,
-        now_ms: f64,
-        draws: [f64; 2],
-    ) -> Option<Decision> {
-        let size = self.size_of(s, length, None);
-        self.retry_sized(s, size, failed, now_ms, draws)
-    }
-
     /// A retry of a request to service `s` of `size` (its first decision's) that failed on
     /// `failed`: another healthy replica where there is one. `None` when the retry budget
     /// refuses it.
@@ -1066,7 +1050,6 @@ impl Policy {
         Decision {
             replica: r,
             reason,
-            size_bytes: size.bytes,
             size,
             timeout_ms: self.timeout_ms(r),
         }
@@ -1684,7 +1667,7 @@ mod tests {
         let big = p.choose(0, Some(10 << 20), None, 300.0, [0.9, 0.0]);
         assert_eq!((big.replica, big.reason), (0, Reason::Best));
         // The views say why: a's forecast time for 10 MB is below b's.
-        let views = p.views(0, big.size_bytes, 300.0);
+        let views = p.views(0, big.size.bytes, 300.0);
         let (a, b) = (&views[0], &views[1]);
         assert!(a.time_ms.unwrap() < b.time_ms.unwrap());
         assert_eq!(a.bandwidth_source, Some(Source::TcpInfo));
@@ -1711,7 +1694,7 @@ mod tests {
             let size = p.size_of(0, length, Some(&k));
             let d = p.choose_sized(0, size, None, t, [0.9, 0.0]);
             assert_eq!(d.size, size);
-            assert_eq!(d.size_bytes, size.bytes);
+            assert_eq!(d.size.bytes, size.bytes);
             let (mbit, rtt) = [(100.0, 100.0), (10.0, 5.0)][d.replica];
             p.finish(&ok(d.replica, t + 1.0, mbit, rtt, up));
             p.learn_size(&k, up, down);
@@ -1723,17 +1706,17 @@ mod tests {
         let s = p.size_of(0, Some(0), Some(&k));
         assert_eq!((s.bytes, s.from), (65_536.0, SizeFrom::Default));
         let d = run(&mut p, "POST", "/up", Some(20_000_000), 20_000_000, 9);
-        assert_eq!((d.size_bytes, d.size.from), (20e6, SizeFrom::ContentLength));
+        assert_eq!((d.size.bytes, d.size.from), (20e6, SizeFrom::ContentLength));
         assert_eq!(d.replica, 0);
         // The first GET after it: the service's mean download, not its upload: to b.
         let d = run(&mut p, "GET", "/hello.txt", Some(0), 0, 12);
-        assert_eq!((d.size_bytes, d.size.from), (9.0, SizeFrom::Service));
+        assert_eq!((d.size.bytes, d.size.from), (9.0, SizeFrom::Service));
         assert_eq!(d.replica, 1);
         // Then what GETs of its path moved.
         for n in 1..=3 {
             let d = run(&mut p, "GET", "/hello.txt", Some(0), 0, 12);
             assert_eq!(
-                (d.size_bytes, d.size.from, d.size.samples),
+                (d.size.bytes, d.size.from, d.size.samples),
                 (12.0, SizeFrom::MethodPath, n)
             );
             assert_eq!((d.replica, d.reason), (1, Reason::Best));
@@ -1741,19 +1724,19 @@ mod tests {
         // A path not seen: the service's mean download (its own upload is none).
         let d = run(&mut p, "GET", "/other", Some(0), 0, 12);
         assert_eq!(d.size.from, SizeFrom::Service);
-        assert!(d.size_bytes < 20.0, "{}", d.size_bytes);
+        assert!(d.size.bytes < 20.0, "{}", d.size.bytes);
         // A download learnt as big is timed as big: to a.
         run(&mut p, "GET", "/big", Some(0), 0, 10 << 20);
         let d = run(&mut p, "GET", "/big", Some(0), 0, 10 << 20);
         assert_eq!(
-            (d.size_bytes, d.size.from),
+            (d.size.bytes, d.size.from),
             ((10 << 20) as f64, SizeFrom::MethodPath)
         );
         assert_eq!(d.replica, 0);
         // An upload of unknown length: what its route moved both ways.
         let d = run(&mut p, "POST", "/up", None, 20_000_000, 9);
         assert_eq!(
-            (d.size_bytes, d.size.from),
+            (d.size.bytes, d.size.from),
             (20_000_009.0, SizeFrom::MethodPath)
         );
         // A retry keeps its first decision's size.
@@ -1815,7 +1798,7 @@ mod tests {
         // 82 Mbit/s has crossed (≈ 51 ms alone), and a fourth unit goes to a again although
         // the third's end has not been reported.
         let fourth = p.choose(0, Some(512 << 10), None, 420.0, [0.9, 0.0]);
-        let views = p.views(0, fourth.size_bytes, 420.0);
+        let views = p.views(0, fourth.size.bytes, 420.0);
         assert_eq!(fourth.replica, 0, "{views:?}");
     }
 
@@ -2080,7 +2063,7 @@ mod tests {
         let mut allowed = 0;
         for i in 0..200 {
             let d = p.choose(0, None, None, i as f64, [0.0, 0.0]);
-            if let Some(r) = p.retry(0, None, d.replica, i as f64, [0.0, 0.0]) {
+            if let Some(r) = p.retry_sized(0, d.size, d.replica, i as f64, [0.0, 0.0]) {
                 assert_ne!(r.replica, d.replica);
                 assert_eq!(r.reason, Reason::Retry);
                 allowed += 1;
@@ -2143,9 +2126,9 @@ mod tests {
         .unwrap();
         // The size assumed for a request without a length, before any was seen, is the
         // service's.
-        assert_eq!(p.choose(1, None, None, 0.0, [0.5, 0.5]).size_bytes, 1e6);
+        assert_eq!(p.choose(1, None, None, 0.0, [0.5, 0.5]).size.bytes, 1e6);
         assert_eq!(
-            p.choose(0, None, None, 0.0, [0.5, 0.5]).size_bytes,
+            p.choose(0, None, None, 0.0, [0.5, 0.5]).size.bytes,
             65_536.0
         );
         // a: 100 ms, 100 Mbit/s; b: 5 ms, 10 Mbit/s. Small requests finish first on b.

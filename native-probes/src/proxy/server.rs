@@ -591,14 +591,14 @@ fn explain(sh: &Shared, p: &Policy, head: &Head, s: usize, retry: bool, d: &Deci
         "path": head.path_and_query.as_str(),
         "service": if retry { "retry" } else { p.service_prefix(s) },
         "balance": p.service_config(s).balance.name(),
-        "size_bytes": d.size_bytes,
+        "size_bytes": d.size.bytes,
         "size_from": d.size.from.name(),
         "size_samples": d.size.samples,
         "request_bytes": d.size.request_bytes,
         "chose": p.spec(d.replica).name,
         "reason": d.reason.name(),
         "timeout_ms": d.timeout_ms,
-        "replicas": p.views(s, d.size_bytes, now),
+        "replicas": p.views(s, d.size.bytes, now),
     });
     eprintln!("{line}");
 }

@@ -177,7 +177,7 @@ fn no_reply(host: &str, size: usize, refused: u64) -> String {
         format!(
             "{host}: no reply to any probe: the host or its server is down, a firewall drops \
              them, or the server refuses them (`nowcast serve` drops datagrams over its \
-             --max-datagram, 9000 bytes by default, and more than its per-client rate; these
+             --max-datagram, 9000 bytes by default, and more than its per-client rate; these \
              were {size} bytes)"
         )
     }
