@@ -6,6 +6,10 @@
 -- 1.2 need its congestion column (ClickHouse 18.16 has no ADD COLUMN IF NOT EXISTS):
 --   ALTER TABLE nowcast.records_local ON CLUSTER nowcast_cluster ADD COLUMN congestion Nullable(String);
 --   ALTER TABLE nowcast.records ON CLUSTER nowcast_cluster ADD COLUMN congestion Nullable(String);
+-- A latest view made by a nowcast older than December 2026 is kept per (target, metric), merging
+-- sources; drop it and create it again as below (it then holds the records inserted after):
+--   DROP TABLE nowcast.latest ON CLUSTER nowcast_cluster;
+--   DROP TABLE nowcast.latest_local ON CLUSTER nowcast_cluster;
 
 CREATE DATABASE IF NOT EXISTS nowcast ON CLUSTER nowcast_cluster;
 
@@ -17,7 +21,7 @@ CREATE TABLE IF NOT EXISTS nowcast.runs_local ON CLUSTER nowcast_cluster (day Da
 
 CREATE TABLE IF NOT EXISTS nowcast.runs ON CLUSTER nowcast_cluster AS nowcast.runs_local ENGINE = Distributed(nowcast_cluster, nowcast, runs_local, cityHash64(job));
 
-CREATE MATERIALIZED VIEW IF NOT EXISTS nowcast.latest_local ON CLUSTER nowcast_cluster ENGINE = ReplicatedAggregatingMergeTree('/clickhouse/tables/{shard}/nowcast/latest', '{replica}') ORDER BY (target, metric) AS SELECT target, metric, maxState(ts_ms) AS t, argMaxState(value, ts_ms) AS v FROM nowcast.records_local WHERE status = 'ok' GROUP BY target, metric;
+CREATE MATERIALIZED VIEW IF NOT EXISTS nowcast.latest_local ON CLUSTER nowcast_cluster ENGINE = ReplicatedAggregatingMergeTree('/clickhouse/tables/{shard}/nowcast/latest', '{replica}') ORDER BY (target, metric, source) AS SELECT target, metric, source, maxState(ts_ms) AS t, argMaxState(value, ts_ms) AS v FROM nowcast.records_local WHERE status = 'ok' GROUP BY target, metric, source;
 
 CREATE TABLE IF NOT EXISTS nowcast.latest ON CLUSTER nowcast_cluster AS nowcast.latest_local ENGINE = Distributed(nowcast_cluster, nowcast, latest_local, cityHash64(target));
 

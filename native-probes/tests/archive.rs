@@ -16,18 +16,86 @@ use nowcast_core::record::{
     ClassifierMetric, Congestion, CongestionAction, LossCount, Metric, Probe, Record,
     RecordForecast, Selector, Status, Transport,
 };
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 const T0: f64 = 1_767_225_600_000.0; // 2026-01-01T00:00:00Z
 const HOUR: i64 = 3_600_000;
 const DAY: i64 = 24 * HOUR;
 
-fn temp(name: &str) -> PathBuf {
+/// A test's directory, removed when the test ends (passed or failed).
+struct Dir(PathBuf);
+
+impl std::ops::Deref for Dir {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl AsRef<Path> for Dir {
+    fn as_ref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for Dir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn temp(name: &str) -> Dir {
     let d = std::env::temp_dir().join(format!("nowcast-archive-{}-{name}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap();
-    d
+    Dir(d)
+}
+
+fn path(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+/// `nowcast archive import FILES… --batch 1000` and the archive's flags; asserts it
+/// succeeded and returns its standard error.
+fn import(files: &[&Path], archive: &[&str]) -> String {
+    let mut args = vec!["archive", "import"];
+    args.extend(files.iter().map(|f| path(f)));
+    args.extend_from_slice(archive);
+    args.extend_from_slice(&["--batch", "1000"]);
+    let out = nowcast(&args, Duration::from_secs(60));
+    let err = text(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    err
+}
+
+/// `nowcast archive export` of the SQLite file (NDJSON, in time order), with `extra` flags.
+fn export(db: &Path, extra: &[&str]) -> String {
+    let mut args = vec!["archive", "export", "--archive", path(db)];
+    args.extend_from_slice(extra);
+    let out = nowcast(&args, Duration::from_secs(60));
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    text(&out.stdout)
+}
+
+/// The lines of an NDJSON file of `records` with copies that test an import: a record
+/// twice where `--batch 1000` would cut a batch between them (identical records of one
+/// file are kept), a value of -0 (SQLite keeps it as 0) and an empty probe object (kept as
+/// no probe).
+fn import_lines(records: &[Record]) -> Vec<String> {
+    let mut lines: Vec<String> = records.iter().map(Record::to_line).collect();
+    let mut zero = Record::new(T0 + 5.5, "nowcast udp", Metric::Loss, -0.0, "10.0.0.9:8060");
+    zero.seq = Some(1);
+    let mut empty =
+        Record::new(T0 + 6.5, "nowcast udp", Metric::Loss, 0.5, "10.0.0.9:8060").to_line();
+    empty.pop();
+    empty.push_str(",\"probe\":{}}");
+    assert!(Record::parse(&empty).unwrap().probe.is_some());
+    lines.insert(5, zero.to_line());
+    lines.insert(6, empty);
+    // The 1000th line again: the first batch is full with the first copy.
+    lines.insert(1000, lines[999].clone());
+    lines
 }
 
 /// Three days of five targets' rtt, throughput and loss every 10 minutes, with timeouts,
@@ -176,7 +244,7 @@ fn import_names_bad_lines_and_export_gives_the_records_back() {
     );
     assert!(
         err.contains(&format!(
-            "{} records imported, 3 bad lines skipped",
+            "{} records imported, 0 already in the archive, 3 bad lines skipped",
             want.len()
         )),
         "{err}"
@@ -255,6 +323,109 @@ fn import_names_bad_lines_and_export_gives_the_records_back() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+#[test]
+fn importing_a_file_again_adds_nothing_and_an_appended_one_only_its_new_lines() {
+    let dir = temp("reimport");
+    let all = synthetic();
+    let lines = import_lines(&all[..4000]);
+    let n = lines.len();
+    let file = dir.join("f.ndjson");
+    std::fs::write(&file, lines.join("\n") + "\n").unwrap();
+    let db = dir.join("a.sqlite");
+    let flags = ["--archive", path(&db)];
+    let err = import(&[&file], &flags);
+    assert!(
+        err.contains(&format!(
+            "f.ndjson: {n} records imported, 0 already in the archive, 0 bad lines skipped"
+        )),
+        "{err}"
+    );
+    let first = export(&db, &[]);
+    assert_eq!(
+        first.lines().count(),
+        n,
+        "the file's two copies of a record are kept"
+    );
+    // Again: nothing is added, and the archive is as it was.
+    let err = import(&[&file], &flags);
+    assert!(
+        err.contains(&format!(
+            "f.ndjson: 0 records imported, {n} already in the archive, 0 bad lines skipped"
+        )),
+        "{err}"
+    );
+    assert!(
+        err.contains(&format!(
+            "0 records imported into {}, {n} already in it",
+            db.display()
+        )),
+        "{err}"
+    );
+    assert_eq!(export(&db, &[]), first, "imported again");
+    // Appended to since: its new lines only.
+    let more: Vec<String> = all[4000..].iter().map(Record::to_line).collect();
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&file)
+        .unwrap();
+    std::io::Write::write_all(&mut f, (more.join("\n") + "\n").as_bytes()).unwrap();
+    drop(f);
+    let err = import(&[&file], &flags);
+    assert!(
+        err.contains(&format!(
+            "f.ndjson: {} records imported, {n} already in the archive",
+            more.len()
+        )),
+        "{err}"
+    );
+    // The same archive as the whole file imported once.
+    let once = dir.join("once.sqlite");
+    import(&[&file], &["--archive", path(&once)]);
+    let whole = export(&once, &[]);
+    assert_eq!(whole.lines().count(), n + more.len());
+    assert_eq!(export(&db, &[]), whole, "imported in two steps and once");
+
+    // Two exports that overlap (the first two days, the last two), imported together into
+    // a new archive: the second's middle day is there already.
+    let (d1, d2) = (
+        (T0 as i64 + DAY).to_string(),
+        (T0 as i64 + 2 * DAY).to_string(),
+    );
+    let (a, b) = (dir.join("a.ndjson"), dir.join("b.ndjson"));
+    std::fs::write(&a, export(&db, &["--until", &d2])).unwrap();
+    std::fs::write(&b, export(&db, &["--since", &d1])).unwrap();
+    let count = |p: &Path| std::fs::read_to_string(p).unwrap().lines().count();
+    let overlap = export(&db, &["--since", &d1, "--until", &d2])
+        .lines()
+        .count();
+    assert!(overlap > 2000, "{overlap}");
+    let both = dir.join("both.sqlite");
+    let err = import(&[&a, &b], &["--archive", path(&both)]);
+    assert!(
+        err.contains(&format!(
+            "a.ndjson: {} records imported, 0 already in the archive",
+            count(&a)
+        )),
+        "{err}"
+    );
+    assert!(
+        err.contains(&format!(
+            "b.ndjson: {} records imported, {overlap} already in the archive",
+            count(&b) - overlap
+        )),
+        "{err}"
+    );
+    assert!(
+        err.contains(&format!(
+            "{} records imported into {}, {overlap} already in it",
+            n + more.len(),
+            both.display()
+        )),
+        "{err}"
+    );
+    assert_eq!(export(&both, &[]), whole, "two overlapping exports");
+}
+
 /// Asserts two record lists are equal, naming the first difference only.
 fn same(a: &[Record], b: &[Record], what: &str) {
     assert_eq!(a.len(), b.len(), "{what}: lengths");
@@ -313,6 +484,18 @@ fn sqlite_and_clickhouse_answer_alike_and_a_down_clickhouse_loses_nothing() {
         assert!(Instant::now() < until, "{st:?}");
         std::thread::sleep(Duration::from_millis(100));
     }
+    // The segments waiting for ClickHouse, kept to be shipped again below (as after a crash
+    // between an INSERT and the deletion of its segment).
+    let spool_ch = cfg.spool.join("clickhouse");
+    let kept = dir.join("kept");
+    std::fs::create_dir_all(&kept).unwrap();
+    let mut kept_lines = 0;
+    for seg in nowcast::archive::spool::segments(&spool_ch).unwrap() {
+        let s = nowcast::archive::spool::read(&seg).unwrap();
+        kept_lines += s.records.len() + s.runs.len();
+        std::fs::copy(&seg, kept.join(seg.file_name().unwrap())).unwrap();
+    }
+    assert_eq!(kept_lines, 3050, "the spool's segments are all closed");
     let server = match ClickhouseServer::start(port) {
         Ok(s) => s,
         Err(why) => {
@@ -328,6 +511,20 @@ fn sqlite_and_clickhouse_answer_alike_and_a_down_clickhouse_loses_nothing() {
         std::thread::sleep(Duration::from_millis(200));
     }
     archive.close(Duration::from_secs(5));
+    // The same segments shipped again: ClickHouse's MergeTree would keep them twice; the
+    // shipper leaves out what it already holds.
+    for seg in std::fs::read_dir(&kept).unwrap() {
+        let seg = seg.unwrap().path();
+        std::fs::copy(&seg, spool_ch.join(seg.file_name().unwrap())).unwrap();
+    }
+    let mut archive = Archive::start(&cfg).unwrap();
+    let until = Instant::now() + Duration::from_secs(30);
+    while archive.status()[1].shipped < 3050 {
+        assert!(Instant::now() < until, "{:?}", archive.status());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let st = archive.close(Duration::from_secs(5));
+    assert_eq!((st[1].backlog, st[1].failures), (0, 0), "{st:?}");
     let live = Clickhouse::new(ch_cfg("live")).unwrap();
     let mut got = Vec::new();
     live.records(&Filter::default(), &mut |r| {
@@ -342,8 +539,20 @@ fn sqlite_and_clickhouse_answer_alike_and_a_down_clickhouse_loses_nothing() {
     );
     assert_eq!(live.runs("c'1", 0).unwrap(), runs());
 
-    // The same records in both: the same answers.
-    let all = synthetic();
+    // The same records in both: the same answers. Two sources measure one target's rtt
+    // (`nowcast udp` beside `nowcast tcp`, every 10 minutes, about 100 ms against 22): two
+    // series, which no answer may average together.
+    let mut all = synthetic();
+    for k in 0..(3 * 144) {
+        let ts = T0 + (k * 600_000) as f64 + 2_000.5;
+        let mut r = Record::new(ts, "nowcast udp", Metric::Rtt, 100.0 + (k % 7) as f64, TWO);
+        if k % 9 == 4 {
+            r.status = Status::Timeout;
+            r.value = None;
+            r.timeout_ms = Some(1000.0);
+        }
+        all.push(r);
+    }
     let mut sq = Sqlite::open(&dir.join("cmp.sqlite")).unwrap();
     sq.write(&all, &runs(), None, 0).unwrap();
     let ch = Clickhouse::new(ch_cfg("cmp")).unwrap();
@@ -358,18 +567,32 @@ fn sqlite_and_clickhouse_answer_alike_and_a_down_clickhouse_loses_nothing() {
             sq.summary(from, from + DAY).unwrap(),
             ch.summary(from, from + DAY).unwrap(),
         );
-        assert_eq!(a.len(), 15);
+        // 5 targets' rtt, throughput, and loss from two sources (udp and fobs); one rtt more.
+        assert_eq!(a.len(), 21);
         assert_eq!(a.len(), b.len());
-        for (x, y) in a.iter().zip(&b) {
+        let want = summaries(&all, from, from + DAY);
+        for ((x, y), w) in a.iter().zip(&b).zip(&want) {
             assert_eq!(
-                (&x.target, &x.metric, x.n, x.ok),
-                (&y.target, &y.metric, y.n, y.ok)
+                (&x.target, &x.metric, &x.source, x.n, x.ok),
+                (&y.target, &y.metric, &y.source, y.n, y.ok)
             );
+            let got = (x.target.as_str(), x.metric.as_str(), x.source.as_str());
+            assert_eq!((got.0, got.1, got.2, x.n, x.ok), w.0);
             assert!(
                 close(x.mean, y.mean) && x.min == y.min && x.max == y.max,
                 "{x:?} {y:?}"
             );
+            assert!(close(x.mean, w.1), "{x:?} {w:?}");
         }
+        let two: Vec<_> = a
+            .iter()
+            .filter(|x| x.target == TWO && x.metric == "rtt")
+            .collect();
+        assert_eq!(two.len(), 2, "{two:?}");
+        assert_eq!((two[0].source.as_str(), two[0].n), ("nowcast tcp", 144));
+        assert_eq!((two[1].source.as_str(), two[1].n), ("nowcast udp", 144));
+        assert_eq!(two[1].ok, 144 - 16, "{two:?}");
+        assert!(two[0].mean.unwrap() < 25.0 && two[1].mean.unwrap() > 100.0);
     }
     let (a, b) = (
         sq.hourly(
@@ -395,7 +618,71 @@ fn sqlite_and_clickhouse_answer_alike_and_a_down_clickhouse_loses_nothing() {
             "{x:?} {y:?}"
         );
     }
-    assert_eq!(sq.latest().unwrap(), ch.latest().unwrap());
+    // One target's rtt by the hour: a bucket per source.
+    let (a, b) = (
+        sq.hourly(TWO, Metric::Rtt, T0 as i64, T0 as i64 + 3 * DAY)
+            .unwrap(),
+        ch.hourly(TWO, Metric::Rtt, T0 as i64, T0 as i64 + 3 * DAY)
+            .unwrap(),
+    );
+    assert_eq!(a.len(), 144);
+    assert_eq!(a.len(), b.len());
+    for (i, (x, y)) in a.iter().zip(&b).enumerate() {
+        assert_eq!(
+            (x.hour_ms, &x.source, x.n, x.ok),
+            (y.hour_ms, &y.source, y.n, y.ok)
+        );
+        assert!(close(x.mean, y.mean), "{x:?} {y:?}");
+        let source = ["nowcast tcp", "nowcast udp"][i % 2];
+        assert_eq!(
+            (x.hour_ms, x.source.as_str(), x.n),
+            (T0 as i64 + (i / 2) as i64 * HOUR, source, 6)
+        );
+    }
+    let latest = sq.latest().unwrap();
+    assert_eq!(latest, ch.latest().unwrap());
+    assert_eq!(latest.len(), 21);
+    let two: Vec<_> = latest
+        .iter()
+        .filter(|l| l.target == TWO && l.metric == "rtt")
+        .map(|l| (l.source.as_str(), l.value))
+        .collect();
+    let last = |source: &str| {
+        all.iter()
+            .filter(|r| r.to == TWO && r.metric == Metric::Rtt && r.source == source)
+            .filter(|r| r.status == Status::Ok)
+            .max_by(|a, b| a.timestamp_ms.total_cmp(&b.timestamp_ms))
+            .unwrap()
+            .value
+            .unwrap()
+    };
+    assert_eq!(
+        two,
+        [
+            ("nowcast tcp", last("nowcast tcp")),
+            ("nowcast udp", last("nowcast udp"))
+        ]
+    );
+    // A `latest` view made before it was kept per source is made again.
+    let old = Clickhouse::new(ch_cfg("old")).unwrap();
+    old.execute("CREATE DATABASE old").unwrap();
+    old.execute(&format!(
+        "CREATE TABLE old.records (day Date, {}) ENGINE = MergeTree() PARTITION BY day \
+         ORDER BY (target, metric, ts_ms)",
+        nowcast::archive::query::CLICKHOUSE_COLUMNS
+    ))
+    .unwrap();
+    old.execute(
+        "CREATE MATERIALIZED VIEW old.latest ENGINE = AggregatingMergeTree() \
+         ORDER BY (target, metric) POPULATE AS SELECT target, metric, maxState(ts_ms) AS t, \
+         argMaxState(value, ts_ms) AS v FROM old.records WHERE status = 'ok' \
+         GROUP BY target, metric",
+    )
+    .unwrap();
+    old.write(&all, &[]).unwrap();
+    assert!(old.latest().is_err(), "the old view has no source");
+    old.ensure_schema().unwrap();
+    assert_eq!(old.latest().unwrap(), latest);
     let f = Filter {
         since_ms: Some(T0 + DAY as f64 + 0.5),
         until_ms: Some(T0 + 2.0 * DAY as f64),
@@ -430,7 +717,135 @@ fn sqlite_and_clickhouse_answer_alike_and_a_down_clickhouse_loses_nothing() {
     let cmp_db = dir.join("cmp.sqlite");
     let from_sqlite = q(&["--archive", cmp_db.to_str().unwrap()]);
     assert!(from_sqlite.starts_with("[{\"target\""), "{from_sqlite}");
+    assert!(
+        from_sqlite.contains(&format!(
+            "{{\"target\":\"{TWO}\",\"metric\":\"rtt\",\"source\":\"nowcast udp\","
+        )),
+        "{from_sqlite}"
+    );
     assert_eq!(from_sqlite, q(&["--clickhouse", &url, "--database", "cmp"]));
+    // The day's table: a row per source.
+    let out = nowcast(
+        &[
+            "archive",
+            "query",
+            "day",
+            "2026-01-02",
+            "--archive",
+            path(&cmp_db),
+        ],
+        Duration::from_secs(30),
+    );
+    let table = text(&out.stdout);
+    let rows: Vec<&str> = table
+        .lines()
+        .filter(|l| l.starts_with(TWO) && l.contains(" rtt ms "))
+        .collect();
+    assert_eq!(rows.len(), 2, "{table}");
+    assert!(
+        rows[0].contains(" nowcast tcp ") && rows[0].contains(" 144 "),
+        "{table}"
+    );
+    assert!(
+        rows[1].contains(" nowcast udp ") && rows[1].contains(" 128 "),
+        "{table}"
+    );
+
+    // `archive import` into ClickHouse: a file imported again adds nothing, one appended to
+    // since its new lines; the records are kept as the file has them.
+    let lines = import_lines(&all[..4000]);
+    let n = lines.len();
+    let file = dir.join("f.ndjson");
+    std::fs::write(&file, lines.join("\n") + "\n").unwrap();
+    let flags = ["--clickhouse", &url, "--database", "imp"];
+    let err = import(&[&file], &flags);
+    assert!(
+        err.contains(&format!(
+            "f.ndjson: {n} records imported, 0 already in the archive, 0 bad lines skipped"
+        )),
+        "{err}"
+    );
+    let imp = Clickhouse::new(ch_cfg("imp")).unwrap();
+    let held = |db: &Clickhouse| {
+        let mut v = Vec::new();
+        db.records(&Filter::default(), &mut |r| {
+            v.push(r);
+            Ok(())
+        })
+        .unwrap();
+        sorted(v)
+    };
+    let first = held(&imp);
+    assert_eq!(first.len(), n);
+    let err = import(&[&file], &flags);
+    assert!(
+        err.contains(&format!(
+            "f.ndjson: 0 records imported, {n} already in the archive, 0 bad lines skipped"
+        )),
+        "{err}"
+    );
+    same(&held(&imp), &first, "imported again");
+    let more: Vec<String> = all[4000..].iter().map(Record::to_line).collect();
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&file)
+        .unwrap();
+    std::io::Write::write_all(&mut f, (more.join("\n") + "\n").as_bytes()).unwrap();
+    let err = import(&[&file], &flags);
+    assert!(
+        err.contains(&format!(
+            "f.ndjson: {} records imported, {n} already in the archive",
+            more.len()
+        )),
+        "{err}"
+    );
+    // The same as SQLite makes of the same file.
+    let sq_file = dir.join("imp.sqlite");
+    import(&[&file], &["--archive", path(&sq_file)]);
+    let mut from_sq = Vec::new();
+    Sqlite::open(&sq_file)
+        .unwrap()
+        .records(&Filter::default(), &mut |r| {
+            from_sq.push(r);
+            Ok(())
+        })
+        .unwrap();
+    same(
+        &held(&imp),
+        &sorted(from_sq),
+        "ClickHouse and SQLite imports",
+    );
     drop(server);
-    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The target two sources measure the rtt of.
+const TWO: &str = "10.0.0.2:8060";
+
+/// What a day's summary must say, from the records: per (target, metric, source) in
+/// ClickHouse's order, the counts and the mean.
+#[allow(clippy::type_complexity)]
+fn summaries(
+    all: &[Record],
+    from: i64,
+    to: i64,
+) -> Vec<((&str, &str, &str, u64, u64), Option<f64>)> {
+    let mut by: std::collections::BTreeMap<(&str, &str, &str), (u64, u64, f64, u64)> =
+        Default::default();
+    for r in all
+        .iter()
+        .filter(|r| r.timestamp_ms >= from as f64 && r.timestamp_ms < to as f64)
+    {
+        let e = by
+            .entry((r.to.as_str(), r.metric.name(), r.source.as_str()))
+            .or_default();
+        e.0 += 1;
+        e.1 += u64::from(r.status == Status::Ok);
+        if let Some(v) = r.value {
+            e.2 += v;
+            e.3 += 1;
+        }
+    }
+    by.into_iter()
+        .map(|((t, m, s), (n, ok, sum, nv))| ((t, m, s, n, ok), (nv > 0).then(|| sum / nv as f64)))
+        .collect()
 }

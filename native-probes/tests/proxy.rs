@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::http::{read_response, request, Proxy, Resetter, Upstream};
+use common::http::{read_response, request, Proxy, Resetter, Resp, Upstream};
 use nowcast_core::record::Record;
 use std::io::{BufReader, Read, Write};
 use std::net::TcpStream;
@@ -1303,4 +1303,393 @@ fn chunked_upload(w: &mut impl Write) {
         w.write_all(b"\r\n").unwrap();
     }
     w.write_all(b"0\r\n\r\n").unwrap();
+}
+
+/// A connection to `to` from the loopback address `from` (127.0.0.x): a client of its own
+/// as the proxy counts them.
+fn connect_from(from: [u8; 4], to: std::net::SocketAddr) -> TcpStream {
+    try_connect_from(from, to).unwrap()
+}
+
+/// The same, or the error of a connection the proxy reset before `connect` returned.
+fn try_connect_from(from: [u8; 4], to: std::net::SocketAddr) -> std::io::Result<TcpStream> {
+    let s = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None)?;
+    s.bind(&std::net::SocketAddr::from((from, 0)).into())?;
+    s.connect_timeout(&to.into(), Duration::from_secs(5))?;
+    Ok(s.into())
+}
+
+/// `raw` on a new connection from `from`, and its response; `None` when none came within
+/// `limit`.
+fn request_from(
+    from: [u8; 4],
+    to: std::net::SocketAddr,
+    raw: &[u8],
+    limit: Duration,
+) -> Option<Resp> {
+    let mut s = connect_from(from, to);
+    s.set_read_timeout(Some(limit)).unwrap();
+    s.write_all(raw).ok()?;
+    read_response(&mut BufReader::new(s)).ok()
+}
+
+/// An HTTP/2 connection of hyper's client from the loopback address `from`.
+async fn h2_from(
+    from: [u8; 4],
+    to: std::net::SocketAddr,
+) -> (H2Send, tokio::task::JoinHandle<hyper::Result<()>>) {
+    let sock = tokio::net::TcpSocket::new_v4().unwrap();
+    sock.bind(std::net::SocketAddr::from((from, 0))).unwrap();
+    let tcp = sock.connect(to).await.unwrap();
+    let (send, conn) = hyper::client::conn::http2::handshake(
+        hyper_util::rt::TokioExecutor::new(),
+        hyper_util::rt::TokioIo::new(tcp),
+    )
+    .await
+    .expect("HTTP/2 handshake with prior knowledge");
+    (send, tokio::spawn(conn))
+}
+
+/// Waits (at most `limit`) until `ok` holds of the proxy's metrics page; the page last read.
+fn metrics_until(p: &Proxy, limit: Duration, ok: impl Fn(&dyn Fn(&str) -> f64) -> bool) -> String {
+    let end = Instant::now() + limit;
+    loop {
+        let m = p.metrics();
+        let val = |name: &str| {
+            m.lines()
+                .find(|l| l.starts_with(name))
+                .and_then(|l| l.rsplit(' ').next())
+                .and_then(|v| v.parse::<f64>().ok())
+                .unwrap_or(f64::NAN)
+        };
+        if ok(&val) || Instant::now() >= end {
+            return m;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+const REFUSED_PER_CLIENT: &str = "nowcast_proxy_connections_refused_total{reason=\"per_client\"}";
+
+/// One client address cannot take every connection of the proxy: past
+/// `--max-connections-per-client` its connections are closed at accept (counted), while
+/// other clients, over HTTP/1.1 and HTTP/2, are served and `/healthz` stays 200. Without the
+/// cap the same client locks every other one out, which is what the cap is for.
+#[test]
+fn one_client_over_its_connection_cap_does_not_lock_the_others_out() {
+    const HOG: [u8; 4] = [127, 0, 0, 2];
+    const OTHER_H2: [u8; 4] = [127, 0, 0, 3];
+    const ME: [u8; 4] = [127, 0, 0, 1];
+    let a = Upstream::start("a", "127.0.0.1:0", None);
+    let start = |per_client: &str| {
+        Proxy::start(&[
+            "--replica",
+            &replica("a", &a),
+            "--max-connections",
+            "16",
+            "--max-connections-per-client",
+            per_client,
+            // The hog's idle connections are held for the whole test (it could renew them).
+            "--head-timeout",
+            "30",
+        ])
+    };
+    let who = b"GET /who HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n";
+
+    // No per-client cap: the hog's 16 idle connections fill the proxy, and another client's
+    // request is not even accepted.
+    let p = start("0");
+    let hog: Vec<TcpStream> = (0..16).map(|_| connect_from(HOG, p.addr)).collect();
+    std::thread::sleep(Duration::from_millis(300));
+    let locked_out = request_from(ME, p.addr, who, Duration::from_millis(1500));
+    assert!(
+        locked_out.is_none(),
+        "served without the cap: {locked_out:?}"
+    );
+    drop(hog);
+    drop(p);
+
+    // A cap of 4 per client: the hog gets 4 of its 16, the other 12 are reset at accept
+    // (the reset may come before `connect` returns).
+    let p = start("4");
+    let hog: Vec<TcpStream> = (0..16)
+        .filter_map(|_| try_connect_from(HOG, p.addr).ok())
+        .collect();
+    let m = metrics_until(&p, Duration::from_secs(5), |v| {
+        v(REFUSED_PER_CLIENT) >= 12.0
+    });
+    assert!(m.contains(&format!("{REFUSED_PER_CLIENT} 12")), "{m}");
+    let mut open = 0;
+    for s in &hog {
+        s.set_read_timeout(Some(Duration::from_millis(200)))
+            .unwrap();
+        let mut buf = [0u8; 16];
+        match (&*s).read(&mut buf) {
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
+                open += 1
+            }
+            Ok(0) | Err(_) => {}
+            Ok(n) => panic!("a refused connection got {n} bytes"),
+        }
+    }
+    assert_eq!(open, 4, "the hog's connections left open");
+    // Everyone else is served, over HTTP/1.1 and HTTP/2, and the proxy says it is healthy.
+    let t0 = Instant::now();
+    let r = request_from(ME, p.addr, who, Duration::from_secs(5)).expect("served");
+    assert_eq!((r.status, r.text()), (200, "a".to_string()));
+    let h = request(p.addr, b"GET /healthz HTTP/1.1\r\nhost: x\r\n\r\n");
+    assert_eq!(h.status, 200, "{}", h.text());
+    let addr = p.addr;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        tokio::time::timeout(Duration::from_secs(10), async {
+            let (mut send, driver) = h2_from(OTHER_H2, addr).await;
+            for _ in 0..3 {
+                let (status, _, body) = h2(&mut send, addr, "GET", "/who", None).await;
+                assert_eq!((status, body.as_slice()), (200, &b"a"[..]));
+            }
+            drop(send);
+            let _ = driver.await;
+        })
+        .await
+        .expect("HTTP/2 served within 10 s");
+    });
+    assert!(t0.elapsed() < Duration::from_secs(5), "{:?}", t0.elapsed());
+    // Still over its cap, the hog is refused again; each refusal counted.
+    let more: Vec<TcpStream> = (0..4)
+        .filter_map(|_| try_connect_from(HOG, p.addr).ok())
+        .collect();
+    let m = metrics_until(&p, Duration::from_secs(5), |v| {
+        v(REFUSED_PER_CLIENT) >= 16.0
+    });
+    assert!(m.contains(&format!("{REFUSED_PER_CLIENT} 16")), "{m}");
+    // Once it closes them, it is forgotten (the table holds clients with a connection
+    // open) and served like anyone.
+    drop((hog, more));
+    let m = metrics_until(&p, Duration::from_secs(5), |v| {
+        v("nowcast_proxy_clients_open") == 1.0 && v("nowcast_proxy_connections_open") == 1.0
+    });
+    assert!(
+        m.contains("nowcast_proxy_clients_open 1\n")
+            && m.contains("nowcast_proxy_connections_open 1\n"),
+        "only the metrics request's own: {m}"
+    );
+    let r = request_from(HOG, p.addr, who, Duration::from_secs(5)).expect("served");
+    assert_eq!(r.text(), "a");
+}
+
+/// An HTTP/2 client writing its frames by hand (what hyper's client never sends), from a
+/// loopback address of its own. Frames: (type, flags, stream, payload).
+struct RawH2 {
+    w: TcpStream,
+    r: BufReader<TcpStream>,
+    /// The proxy's SETTINGS: (identifier, value).
+    settings: Vec<(u16, u32)>,
+}
+
+type H2Frame = (u8, u8, u32, Vec<u8>);
+
+fn h2_frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
+    let n = payload.len() as u32;
+    let mut f = vec![(n >> 16) as u8, (n >> 8) as u8, n as u8, kind, flags];
+    f.extend_from_slice(&stream.to_be_bytes());
+    f.extend_from_slice(payload);
+    f
+}
+
+/// HEADERS of `GET path` with END_STREAM and END_HEADERS (HPACK: :method GET, :scheme http
+/// from the static table; :path and :authority literal, not indexed).
+fn h2_get(stream: u32, path: &str) -> Vec<u8> {
+    let mut block = vec![0x82, 0x86, 0x04, path.len() as u8];
+    block.extend_from_slice(path.as_bytes());
+    block.extend_from_slice(&[0x01, 1, b'x']);
+    h2_frame(0x1, 0x5, stream, &block)
+}
+
+/// RST_STREAM(CANCEL).
+fn h2_cancel(stream: u32) -> Vec<u8> {
+    h2_frame(0x3, 0, stream, &8u32.to_be_bytes())
+}
+
+impl RawH2 {
+    fn connect(from: [u8; 4], to: std::net::SocketAddr) -> RawH2 {
+        let mut w = connect_from(from, to);
+        w.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let mut hello = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_vec();
+        hello.extend(h2_frame(0x4, 0, 0, &[]));
+        w.write_all(&hello).unwrap();
+        let mut h = RawH2 {
+            r: BufReader::new(w.try_clone().unwrap()),
+            w,
+            settings: Vec::new(),
+        };
+        loop {
+            let (kind, flags, _, payload) = h.frame().expect("the proxy's SETTINGS");
+            if kind == 0x4 && flags & 1 == 0 {
+                h.settings = payload
+                    .chunks_exact(6)
+                    .map(|c| {
+                        (
+                            u16::from_be_bytes([c[0], c[1]]),
+                            u32::from_be_bytes([c[2], c[3], c[4], c[5]]),
+                        )
+                    })
+                    .collect();
+                break;
+            }
+        }
+        h.send(&h2_frame(0x4, 0x1, 0, &[]));
+        h
+    }
+
+    fn setting(&self, id: u16) -> Option<u32> {
+        self.settings.iter().find(|s| s.0 == id).map(|s| s.1)
+    }
+
+    fn send(&mut self, bytes: &[u8]) {
+        self.w.write_all(bytes).unwrap();
+    }
+
+    /// The next frame; `None` once the connection is closed (or nothing came for 10 s).
+    fn frame(&mut self) -> Option<H2Frame> {
+        let mut head = [0u8; 9];
+        self.r.read_exact(&mut head).ok()?;
+        let n = u32::from_be_bytes([0, head[0], head[1], head[2]]) as usize;
+        let mut payload = vec![0u8; n];
+        self.r.read_exact(&mut payload).ok()?;
+        let stream = u32::from_be_bytes([head[5], head[6], head[7], head[8]]) & 0x7fff_ffff;
+        Some((head[3], head[4], stream, payload))
+    }
+}
+
+/// HTTP/2's own limits against a client that writes its frames by hand: more streams at
+/// once than SETTINGS_MAX_CONCURRENT_STREAMS (the excess refused with REFUSED_STREAM, never
+/// sent to a replica), then a rapid-reset burst (CVE-2023-44487: a thousand streams opened
+/// and cancelled at once, answered with GOAWAY(ENHANCE_YOUR_CALM)). Other clients are served
+/// throughout, and the proxy's connections, requests in flight and memory come back to where
+/// they were.
+#[test]
+fn http2_clients_over_the_stream_limit_or_resetting_in_bursts_affect_no_one_else() {
+    const ATTACKER: [u8; 4] = [127, 0, 0, 2];
+    const OTHER_H2: [u8; 4] = [127, 0, 0, 3];
+    use std::sync::atomic::Ordering::Relaxed;
+    let a = Upstream::start("a", "127.0.0.1:0", None);
+    let p = Proxy::start(&["--replica", &replica("a", &a)]);
+    let who = b"GET /who HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n";
+    assert_eq!(request(p.addr, who).text(), "a");
+    let before = p.rss_kib();
+    let served_before = a.requests.load(Relaxed);
+
+    // 200 streams at once, each held 3 s by the replica: 128 are taken, 72 refused.
+    let mut h = RawH2::connect(ATTACKER, p.addr);
+    assert_eq!(h.setting(0x3), Some(128), "MAX_CONCURRENT_STREAMS");
+    assert_eq!(h.setting(0x6), Some(32 << 10), "MAX_HEADER_LIST_SIZE");
+    let burst: Vec<u8> = (0..200u32)
+        .flat_map(|i| h2_get(1 + 2 * i, "/sleep/3000"))
+        .collect();
+    h.send(&burst);
+    let mut refused = std::collections::HashSet::new();
+    let end = Instant::now() + Duration::from_secs(10);
+    while refused.len() < 72 && Instant::now() < end {
+        match h.frame() {
+            Some((0x3, _, s, code)) if code == 7u32.to_be_bytes() => {
+                refused.insert(s);
+            }
+            Some(_) => {}
+            None => break,
+        }
+    }
+    assert_eq!(refused.len(), 72, "streams refused");
+    assert!(
+        refused.iter().all(|&s| s > 2 * 128),
+        "the latest are refused"
+    );
+    let m = metrics_until(&p, Duration::from_secs(5), |v| {
+        v("nowcast_proxy_requests_in_flight") >= 128.0
+    });
+    assert!(
+        m.contains("nowcast_proxy_requests_in_flight 128\n"),
+        "128 streams in flight, no more: {m}"
+    );
+    // Others are served meanwhile, at once.
+    let t0 = Instant::now();
+    assert_eq!(request(p.addr, who).text(), "a");
+    let hz = request(p.addr, b"GET /healthz HTTP/1.1\r\nhost: x\r\n\r\n");
+    assert_eq!(hz.status, 200, "{}", hz.text());
+    assert!(t0.elapsed() < Duration::from_secs(2), "{:?}", t0.elapsed());
+    // The client goes away: its streams are cancelled.
+    drop(h);
+
+    // A rapid reset: 1,000 streams opened and cancelled in one burst.
+    let mut r = RawH2::connect(ATTACKER, p.addr);
+    let burst: Vec<u8> = (0..1000u32)
+        .flat_map(|i| {
+            let s = 1 + 2 * i;
+            let mut f = h2_get(s, "/sleep/3000");
+            f.extend(h2_cancel(s));
+            f
+        })
+        .collect();
+    r.send(&burst);
+    let mut goaway = None;
+    while let Some((kind, _, _, payload)) = r.frame() {
+        if kind == 0x7 {
+            goaway = Some(u32::from_be_bytes([
+                payload[4], payload[5], payload[6], payload[7],
+            ]));
+        }
+    }
+    assert_eq!(goaway, Some(0xb), "GOAWAY(ENHANCE_YOUR_CALM), then closed");
+    // Hardly any of it reached the replica: the 128 streams above, the two requests
+    // here, and at most the few streams taken before the burst was cut.
+    let reached = a.requests.load(Relaxed) - served_before;
+    eprintln!("requests at the replica: {reached}");
+    assert!(reached <= 128 + 2 + 20, "{reached} reached the replica");
+
+    // Others are served as before, over HTTP/1.1 and HTTP/2.
+    assert_eq!(request(p.addr, who).text(), "a");
+    let addr = p.addr;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        tokio::time::timeout(Duration::from_secs(10), async {
+            let (mut send, driver) = h2_from(OTHER_H2, addr).await;
+            let (status, _, body) = h2(&mut send, addr, "GET", "/who", None).await;
+            assert_eq!((status, body.as_slice()), (200, &b"a"[..]));
+            drop(send);
+            let _ = driver.await;
+        })
+        .await
+        .expect("HTTP/2 served within 10 s");
+    });
+    // And the proxy is back where it was: no connection but the metrics request's own,
+    // nothing in flight, one client known, memory flat.
+    let m = metrics_until(&p, Duration::from_secs(10), |v| {
+        v("nowcast_proxy_connections_open") == 1.0
+            && v("nowcast_proxy_requests_in_flight") == 0.0
+            && v("nowcast_proxy_clients_open") == 1.0
+    });
+    for line in [
+        "nowcast_proxy_connections_open 1\n",
+        "nowcast_proxy_requests_in_flight 0\n",
+        "nowcast_proxy_clients_open 1\n",
+    ] {
+        assert!(m.contains(line), "{line}: {m}");
+    }
+    let after = p.rss_kib();
+    eprintln!("RSS {before} KiB before, {after} KiB after");
+    assert!(
+        after < before + 32 * 1024,
+        "RSS {before} KiB -> {after} KiB"
+    );
 }

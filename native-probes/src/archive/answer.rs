@@ -1,6 +1,7 @@
 //! The answers of `nowcast archive query` as tables for a person (`--json` prints the
 //! objects): the archive named, units beside the metrics, loss in percent, times in UTC with
-//! their age.
+//! their age, a row per series (target, metric and source: `nowcast tcp`'s and `nowcast
+//! udp`'s rtt to one host are two rows).
 //!
 //! Deterministic core: an answer in, text out.
 
@@ -85,14 +86,16 @@ pub fn day(archive: &str, from: Ms, s: &[Summary]) -> String {
         .iter()
         .map(|x| {
             let (name, k) = metric(&x.metric);
-            let mut row = vec![x.target.clone(), name];
+            let mut row = vec![x.target.clone(), name, x.source.clone()];
             row.extend(counts(x.n, x.ok, [x.mean, x.min, x.max], k));
             row
         })
         .collect();
     out.push_str(&table(
-        &["target", "metric", "records", "ok", "mean", "min", "max"],
-        2,
+        &[
+            "target", "metric", "source", "records", "ok", "mean", "min", "max",
+        ],
+        3,
         &rows,
     ));
     out
@@ -120,19 +123,33 @@ pub fn hourly(
         return out;
     }
     let n: u64 = b.iter().map(|x| x.n).sum();
-    let _ = writeln!(out, "{n} records in {} hours", b.len());
+    let hours: std::collections::BTreeSet<_> = b.iter().map(|x| x.hour_ms).collect();
+    let sources: std::collections::BTreeSet<_> = b.iter().map(|x| &x.source).collect();
+    let _ = write!(out, "{n} records in {} hours", hours.len());
+    if sources.len() > 1 {
+        let _ = write!(out, " from {} sources", sources.len());
+    }
+    out.push('\n');
     let rows: Vec<Vec<String>> = b
         .iter()
         .map(|x| {
             let start = datetime(x.hour_ms - x.hour_ms.rem_euclid(HOUR));
-            let mut row = vec![start[..16].replace('T', " ")];
+            let mut row = vec![start[..16].replace('T', " "), x.source.clone()];
             row.extend(counts(x.n, x.ok, [x.mean, x.min, x.max], k));
             row
         })
         .collect();
     out.push_str(&table(
-        &["hour (UTC)", "records", "ok", "mean", "min", "max"],
-        1,
+        &[
+            "hour (UTC)",
+            "source",
+            "records",
+            "ok",
+            "mean",
+            "min",
+            "max",
+        ],
+        2,
         &rows,
     ));
     out
@@ -152,6 +169,7 @@ pub fn latest(archive: &str, now: Ms, l: &[Latest]) -> String {
             vec![
                 x.target.clone(),
                 name,
+                x.source.clone(),
                 number(x.value * k),
                 datetime(x.ts_ms as Ms),
                 age(now as f64 - x.ts_ms),
@@ -159,8 +177,8 @@ pub fn latest(archive: &str, now: Ms, l: &[Latest]) -> String {
         })
         .collect();
     out.push_str(&table(
-        &["target", "metric", "value", "at (UTC)", "age"],
-        2,
+        &["target", "metric", "source", "value", "at (UTC)", "age"],
+        3,
         &rows,
     ));
     out
@@ -175,6 +193,7 @@ mod tests {
         let s = [Summary {
             target: "10.0.0.2:8060".into(),
             metric: "rtt".into(),
+            source: "nowcast tcp".into(),
             n: 25,
             ok: 24,
             mean: Some(0.0523),
@@ -193,6 +212,7 @@ mod tests {
 
         let b = [Bucket {
             hour_ms: 1_764_896_400_000,
+            source: "iperf3".into(),
             n: 3,
             ok: 3,
             mean: Some(941.0),
@@ -207,6 +227,7 @@ mod tests {
         let l = [Latest {
             target: "h:1".into(),
             metric: "loss".into(),
+            source: "nowcast udp".into(),
             ts_ms: 1_000.0,
             value: 0.25,
         }];
@@ -214,5 +235,67 @@ mod tests {
         assert!(t.contains("loss %"), "{t}");
         assert!(t.contains("25.00"), "{t}");
         assert!(t.contains("5 min ago"), "{t}");
+    }
+
+    #[test]
+    fn two_sources_of_one_target_and_metric_are_two_rows_named_by_source() {
+        let one = |source: &str, n: u64, mean: f64| Summary {
+            target: "h:1".into(),
+            metric: "rtt".into(),
+            source: source.into(),
+            n,
+            ok: n,
+            mean: Some(mean),
+            min: Some(mean),
+            max: Some(mean),
+        };
+        let t = day(
+            "x",
+            0,
+            &[one("nowcast tcp", 10, 1.5), one("nowcast udp", 4, 9.25)],
+        );
+        assert!(t.contains("1 targets, 2 series"), "{t}");
+        let lines: Vec<_> = t.lines().collect();
+        assert!(lines[1].starts_with("target  metric  source "), "{t}");
+        assert!(lines[2].starts_with("h:1     rtt ms  nowcast tcp  "), "{t}");
+        assert!(lines[2].contains(" 10 ") && lines[2].contains("1.5"), "{t}");
+        assert!(lines[3].starts_with("h:1     rtt ms  nowcast udp  "), "{t}");
+        assert!(lines[3].contains(" 4 ") && lines[3].contains("9.25"), "{t}");
+
+        let b = |source: &str, hour_ms: Ms| Bucket {
+            hour_ms,
+            source: source.into(),
+            n: 2,
+            ok: 2,
+            mean: Some(1.0),
+            min: Some(1.0),
+            max: Some(1.0),
+        };
+        let t = hourly(
+            "x",
+            "h:1",
+            Metric::Rtt,
+            0,
+            2 * HOUR,
+            &[
+                b("nowcast tcp", 0),
+                b("nowcast udp", 0),
+                b("nowcast tcp", HOUR),
+            ],
+        );
+        assert!(t.contains("6 records in 2 hours from 2 sources\n"), "{t}");
+        assert!(t.contains("1970-01-01 00:00  nowcast udp"), "{t}");
+
+        let l = |source: &str, value: f64| Latest {
+            target: "h:1".into(),
+            metric: "rtt".into(),
+            source: source.into(),
+            ts_ms: 0.0,
+            value,
+        };
+        let t = latest("x", 0, &[l("nowcast tcp", 1.25), l("nowcast udp", 7.5)]);
+        assert!(t.contains("2 series"), "{t}");
+        assert!(t.contains("nowcast tcp  1.25"), "{t}");
+        assert!(t.contains("nowcast udp  7.50"), "{t}");
     }
 }

@@ -219,13 +219,25 @@ impl Clickhouse {
     }
 
     /// Sends `sql` (with `body` after it for an INSERT) and returns the response body as a
-    /// reader; a server error carries the server's message.
+    /// reader; a server error carries the server's message. A query without data goes in
+    /// the request's body: the URL holds 16 KiB at most (18.16), and a read-back names
+    /// every target of a batch.
     fn send(&self, sql: &str, body: &[u8]) -> Result<Box<dyn Read + Send + Sync + 'static>> {
-        let url = format!(
-            "{}/?output_format_json_quote_64bit_integers=0&query={}",
-            self.cfg.url.trim_end_matches('/'),
-            encode(sql)
-        );
+        let base = self.cfg.url.trim_end_matches('/');
+        let (url, body) = if body.is_empty() {
+            (
+                format!("{base}/?output_format_json_quote_64bit_integers=0"),
+                sql.as_bytes(),
+            )
+        } else {
+            (
+                format!(
+                    "{base}/?output_format_json_quote_64bit_integers=0&query={}",
+                    encode(sql)
+                ),
+                body,
+            )
+        };
         let mut req = self.agent.post(&url);
         if let Some(u) = &self.cfg.user {
             req = req.header("X-ClickHouse-User", u);
@@ -277,28 +289,88 @@ impl Clickhouse {
             self.execute(&sql)?;
         }
         // Tables made before schema 1.2 have no `congestion` column.
-        #[derive(Deserialize)]
-        struct Count {
-            n: u8,
-        }
-        let mut has = 0;
-        self.rows(
-            &format!(
-                "SELECT toUInt8(count() > 0) AS n FROM system.columns WHERE database = '{db}' \
-                 AND table = 'records' AND name = 'congestion'"
-            ),
-            |c: Count| {
-                has = c.n;
-                Ok(())
-            },
-        )?;
-        if has == 0 {
+        if !self.has_column("records", "congestion")? {
             self.execute(&format!(
                 "ALTER TABLE {db}.records {}",
                 query::ADD_CONGESTION
             ))?;
         }
+        // A `latest` view made before it was kept per source (ordered and grouped by target
+        // and metric only) is made again from the records. On one server it is a
+        // materialized view; a cluster's (a Distributed table) is its operator's: `latest()`
+        // says what to run.
+        if !self.has_column("latest", "source")? && self.engine("latest")? == "MaterializedView" {
+            self.execute(&format!("DROP TABLE IF EXISTS {db}.latest"))?;
+            // POPULATE reads the records there are; a record arriving while it runs is
+            // missed by the view until the next record of its series.
+            self.execute(&query::clickhouse_latest_ddl(db))?;
+        }
         Ok(())
+    }
+
+    /// Whether `table` of the database has the column `name`.
+    fn has_column(&self, table: &str, name: &str) -> Result<bool> {
+        #[derive(Deserialize)]
+        struct Count {
+            n: u8,
+        }
+        let mut has = false;
+        self.rows(
+            &format!(
+                "SELECT toUInt8(count() > 0) AS n FROM system.columns WHERE database = {} \
+                 AND table = {} AND name = {}",
+                query::quote(&self.cfg.database),
+                query::quote(table),
+                query::quote(name)
+            ),
+            |c: Count| {
+                has = c.n != 0;
+                Ok(())
+            },
+        )?;
+        Ok(has)
+    }
+
+    /// The engine of `table` ("" when there is none).
+    fn engine(&self, table: &str) -> Result<String> {
+        #[derive(Deserialize)]
+        struct Engine {
+            engine: String,
+        }
+        let mut engine = String::new();
+        self.rows(
+            &format!(
+                "SELECT engine FROM system.tables WHERE database = {} AND name = {}",
+                query::quote(&self.cfg.database),
+                query::quote(table)
+            ),
+            |e: Engine| {
+                engine = e.engine;
+                Ok(())
+            },
+        )?;
+        Ok(engine)
+    }
+
+    /// The run log rows of `runs` the archive does not hold yet (by campaign and id, the
+    /// key SQLite's `runs` has), so that rows shipped again are written once.
+    pub fn unwritten_runs(&self, runs: &[RunLog]) -> Result<Vec<RunLog>> {
+        let mut since: std::collections::BTreeMap<&str, Ms> = Default::default();
+        for l in runs {
+            let e = since.entry(l.campaign.as_str()).or_insert(l.ended_ms);
+            *e = (*e).min(l.ended_ms);
+        }
+        let mut held = std::collections::HashSet::new();
+        for (campaign, since) in since {
+            for l in self.runs(campaign, since)? {
+                held.insert((l.campaign, l.id));
+            }
+        }
+        Ok(runs
+            .iter()
+            .filter(|l| !held.contains(&(l.campaign.clone(), l.id)))
+            .cloned()
+            .collect())
     }
 
     /// Inserts records and run log rows, one INSERT each (a batch).
@@ -366,6 +438,7 @@ impl Clickhouse {
                 out.push(Summary {
                     target: s.target,
                     metric: s.metric,
+                    source: s.source,
                     n: s.n,
                     ok: s.ok,
                     mean: s.mean.filter(|m| m.is_finite()),
@@ -391,6 +464,7 @@ impl Clickhouse {
             |b: BucketRow| {
                 out.push(Bucket {
                     hour_ms: b.hour_ms,
+                    source: b.source,
                     n: b.n,
                     ok: b.ok,
                     mean: b.mean.filter(|m| m.is_finite()),
@@ -405,13 +479,26 @@ impl Clickhouse {
 
     pub fn latest(&self) -> Result<Vec<Latest>> {
         let mut out = Vec::new();
-        self.rows(
+        let asked = self.rows(
             &query::clickhouse_latest(&self.cfg.database),
             |l: Latest| {
                 out.push(l);
                 Ok(())
             },
-        )?;
+        );
+        if let Err(e) = asked {
+            if self.engine("latest").is_ok_and(|e| e == "Distributed")
+                && !self.has_column("latest", "source").unwrap_or(true)
+            {
+                bail!(
+                    "{e:#}\nThe cluster's `latest` tables predate answers per source: drop \
+                     {db}.latest and {db}.latest_local ON CLUSTER and create them again as \
+                     `nowcast archive schema --cluster NAME` prints them",
+                    db = self.cfg.database
+                );
+            }
+            return Err(e);
+        }
         Ok(out)
     }
 
@@ -451,6 +538,7 @@ impl Clickhouse {
 struct SummaryRow {
     target: String,
     metric: String,
+    source: String,
     n: u64,
     ok: u64,
     mean: Option<f64>,
@@ -461,6 +549,7 @@ struct SummaryRow {
 #[derive(Deserialize)]
 struct BucketRow {
     hour_ms: i64,
+    source: String,
     n: u64,
     ok: u64,
     mean: Option<f64>,

@@ -29,7 +29,10 @@ use anyhow::Result;
 use backoff::Backoff;
 use clickhouse::{Clickhouse, ClickhouseConfig};
 use nowcast_core::record::Record;
+use query::Filter;
+use row::Row;
 use spool::Spool;
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -119,7 +122,105 @@ impl Store {
                     ch.ensure_schema()?;
                     *ready = true;
                 }
-                ch.write(&seg.records, &seg.runs)
+                // A plain MergeTree (one server) keeps an INSERT retried after a timeout or
+                // a crash twice (only a ReplicatedMergeTree drops a repeated block): what
+                // the archive already holds of the segment is left out, so that a segment
+                // shipped again is written once, as SQLite's batch names make it there.
+                let skip = archived(&seg.records, &mut |f, each| ch.records(f, each))?;
+                let records: Vec<Record> = seg
+                    .records
+                    .iter()
+                    .zip(&skip)
+                    .filter(|(_, s)| !**s)
+                    .map(|(r, _)| r.clone())
+                    .collect();
+                let runs = ch.unwritten_runs(&seg.runs)?;
+                ch.write(&records, &runs)
+            }
+        }
+    }
+}
+
+/// Reads the records matching a filter from an archive, calling the second argument with
+/// each: [`sqlite::Sqlite::records`] or [`clickhouse::Clickhouse::records`].
+pub type ReadBack<'a> = dyn FnMut(&Filter, &mut dyn FnMut(Record) -> Result<()>) -> Result<()> + 'a;
+
+/// Which of `records` the archive already holds (true: leave it out), so that writing the
+/// same records again changes nothing (`archive import` of a file imported before, or
+/// appended to since; a spool segment shipped again). One read-back of the records' span
+/// ([`query::span`]: nothing to read for a new period, the batch's own records again for a
+/// repeated one), each archived record compared whole by its [`Row::key`].
+///
+/// An archived record accounts for one incoming record: records identical to each other
+/// among `records` are the writer's business (a file may hold a record twice) and are all
+/// written when the archive holds none of them; with k of them archived, the first k are
+/// left out.
+pub fn archived(records: &[Record], read: &mut ReadBack<'_>) -> Result<Vec<bool>> {
+    let mut skip = vec![false; records.len()];
+    let Some(filter) = query::span(records) else {
+        return Ok(skip);
+    };
+    // Made when the archive gives back its first record: for a new period, never.
+    let mut copies: Option<Copies> = None;
+    read(&filter, &mut |r| {
+        copies
+            .get_or_insert_with(|| Copies::of(records))
+            .held(&Row::from_record(&r).key());
+        Ok(())
+    })?;
+    if let Some(c) = copies {
+        c.mark(&mut skip);
+    }
+    Ok(skip)
+}
+
+/// The copies of each record of a batch (by key, in the batch's order) and how many of
+/// them the archive holds.
+struct Copies {
+    /// Key: the first copy, the last, and how many the archive holds.
+    by_key: HashMap<Vec<u8>, (usize, usize, usize)>,
+    /// The next copy of each record's key (`usize::MAX`: none).
+    next: Vec<usize>,
+}
+
+impl Copies {
+    fn of(records: &[Record]) -> Copies {
+        let mut c = Copies {
+            by_key: HashMap::with_capacity(records.len()),
+            next: vec![usize::MAX; records.len()],
+        };
+        for (i, r) in records.iter().enumerate() {
+            match c.by_key.entry(Row::from_record(r).key()) {
+                std::collections::hash_map::Entry::Vacant(e) => {
+                    e.insert((i, i, 0));
+                }
+                std::collections::hash_map::Entry::Occupied(mut e) => {
+                    let last = &mut e.get_mut().1;
+                    c.next[*last] = i;
+                    *last = i;
+                }
+            }
+        }
+        c
+    }
+
+    /// The archive holds one record of this key (not one of the batch's: ignored).
+    fn held(&mut self, key: &[u8]) {
+        if let Some(e) = self.by_key.get_mut(key) {
+            e.2 += 1;
+        }
+    }
+
+    /// Marks as archived the first copies of each key, as many as the archive holds.
+    fn mark(&self, skip: &mut [bool]) {
+        for &(first, _, held) in self.by_key.values() {
+            let mut i = first;
+            for _ in 0..held {
+                if i == usize::MAX {
+                    break;
+                }
+                skip[i] = true;
+                i = self.next[i];
             }
         }
     }
@@ -369,5 +470,57 @@ impl RecordSink for Archive {
                 .map_err(std::io::Error::other)?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nowcast_core::record::Metric;
+
+    #[test]
+    fn an_archived_record_accounts_for_one_incoming_copy() {
+        let r = |ts: f64, v: f64| Record::new(ts, "nowcast tcp", Metric::Rtt, v, "h:1");
+        let (a, b, c) = (r(1_000.5, 1.0), r(1_000.5, 2.0), r(2_000.25, 3.0));
+        let held = vec![a.clone(), b.clone(), b.clone(), r(1_500.0, 9.0)];
+        let incoming = [
+            a.clone(),
+            b.clone(),
+            b.clone(),
+            b.clone(),
+            c.clone(),
+            a.clone(),
+        ];
+        let mut asked = Vec::new();
+        let skip = archived(&incoming, &mut |f, each| {
+            asked.push(f.clone());
+            for h in &held {
+                each(h.clone())?;
+            }
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(skip, [true, true, true, false, false, false]);
+        assert_eq!(
+            asked,
+            [Filter {
+                since_ms: Some(999.0),
+                until_ms: Some(2_002.0),
+                targets: vec!["h:1".into()],
+                metrics: vec![Metric::Rtt],
+                sources: vec!["nowcast tcp".into()],
+            }]
+        );
+        // Nothing to ask about nothing; nothing held, nothing left out.
+        let mut calls = 0;
+        assert!(archived(&[], &mut |_, _| {
+            calls += 1;
+            Ok(())
+        })
+        .unwrap()
+        .is_empty());
+        assert_eq!(calls, 0);
+        let skip = archived(&incoming, &mut |_, _| Ok(())).unwrap();
+        assert!(skip.iter().all(|s| !s));
     }
 }

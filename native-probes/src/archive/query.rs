@@ -1,9 +1,11 @@
 //! What can be asked of an archive, the same for SQLite and ClickHouse so that both give the
 //! same answers (tested against a real server): the records matching a [`Filter`] in time
-//! order, a day's summary of every target and metric, one series in hourly buckets, and the
-//! latest measurement of every series. Also ClickHouse's schema and query text, which its
-//! edge sends over HTTP (ClickHouse 18.16 has no query parameters, so values are quoted
-//! here, [`quote`]).
+//! order, a day's summary of every series, one target's metric in hourly buckets per source,
+//! and the latest measurement of every series. A series is a (target, metric, source): the
+//! rtt of `nowcast tcp` and of `nowcast udp` to one host are two. Also ClickHouse's schema
+//! and query text, which its edge sends over HTTP (ClickHouse 18.16 has no query
+//! parameters, so values are quoted here, [`quote`]), and the read-back that keeps writes
+//! idempotent asks for ([`span`]).
 //!
 //! Deterministic core: data types and text.
 
@@ -24,11 +26,12 @@ pub struct Filter {
     pub sources: Vec<String>,
 }
 
-/// One target and metric over a period.
+/// One series (target, metric, source) over a period.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Summary {
     pub target: String,
     pub metric: String,
+    pub source: String,
     /// Records of every status.
     pub n: u64,
     /// Records with status ok.
@@ -38,11 +41,12 @@ pub struct Summary {
     pub max: Option<f64>,
 }
 
-/// One hour of one series.
+/// One hour of one series (of the target and metric asked about).
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Bucket {
     /// Start of the hour, ms.
     pub hour_ms: Ms,
+    pub source: String,
     pub n: u64,
     pub ok: u64,
     pub mean: Option<f64>,
@@ -50,13 +54,54 @@ pub struct Bucket {
     pub max: Option<f64>,
 }
 
-/// The latest measurement (status ok) of one target and metric.
+/// The latest measurement (status ok) of one series.
 #[derive(Clone, Debug, PartialEq, Serialize, serde::Deserialize)]
 pub struct Latest {
     pub target: String,
     pub metric: String,
+    pub source: String,
     pub ts_ms: f64,
     pub value: f64,
+}
+
+/// Quoted characters of the targets (or sources) a read-back names at most; with more, it
+/// reads every target of its time span (still one query, and the records are compared
+/// whole anyway). ClickHouse parses at most 256 KiB of a query (`max_query_size`).
+pub const MAX_LISTED: usize = 64 * 1024;
+
+/// The records an archive may already hold of `records` (none: `None`): their targets,
+/// metrics and sources over their time span, widened by a millisecond each side so that a
+/// bound parsed a last bit off (ClickHouse 18.16 reads the literal) cannot leave one out.
+pub fn span(records: &[nowcast_core::record::Record]) -> Option<Filter> {
+    use std::collections::BTreeSet;
+    let first = records.first()?;
+    let (mut lo, mut hi) = (first.timestamp_ms, first.timestamp_ms);
+    let (mut targets, mut sources) = (BTreeSet::new(), BTreeSet::new());
+    let mut metrics: Vec<Metric> = Vec::new();
+    for r in records {
+        lo = lo.min(r.timestamp_ms);
+        hi = hi.max(r.timestamp_ms);
+        targets.insert(r.to.as_str());
+        if !metrics.contains(&r.metric) {
+            metrics.push(r.metric);
+        }
+        sources.insert(r.source.as_str());
+    }
+    let listed = |set: BTreeSet<&str>| -> Vec<String> {
+        let size: usize = set.iter().map(|s| s.len() + 4).sum();
+        if size > MAX_LISTED {
+            Vec::new()
+        } else {
+            set.into_iter().map(str::to_string).collect()
+        }
+    };
+    Some(Filter {
+        since_ms: Some(lo.floor() - 1.0),
+        until_ms: Some(hi.floor() + 2.0),
+        targets: listed(targets),
+        metrics,
+        sources: listed(sources),
+    })
 }
 
 /// Whether two answers agree, allowing the last bits of means summed in different orders.
@@ -128,8 +173,13 @@ pub fn clickhouse_ddl(db: &str) -> Vec<String> {
             "CREATE TABLE IF NOT EXISTS {db}.runs (day Date, {CLICKHOUSE_RUN_COLUMNS}) \
              ENGINE = MergeTree() PARTITION BY toYYYYMM(day) ORDER BY (campaign, job, nominal_ms, id)"
         ),
-        format!("CREATE MATERIALIZED VIEW IF NOT EXISTS {db}.latest {LATEST_VIEW} FROM {db}.records {LATEST_GROUP}"),
+        clickhouse_latest_ddl(db),
     ]
+}
+
+/// The `latest` view of one server (see [`LATEST_VIEW`]).
+pub fn clickhouse_latest_ddl(db: &str) -> String {
+    format!("CREATE MATERIALIZED VIEW IF NOT EXISTS {db}.latest {LATEST_VIEW} FROM {db}.records {LATEST_GROUP}")
 }
 
 /// The column schema 1.2 added, for `records` tables made before it (ClickHouse 18.16 has
@@ -137,10 +187,11 @@ pub fn clickhouse_ddl(db: &str) -> Vec<String> {
 pub const ADD_CONGESTION: &str = "ADD COLUMN congestion Nullable(String)";
 
 /// The latest ok value of every series, kept by a materialized view as records arrive, so
-/// that the question reads a row per series instead of every record.
-const LATEST_VIEW: &str = "ENGINE = AggregatingMergeTree() ORDER BY (target, metric) POPULATE AS \
-SELECT target, metric, maxState(ts_ms) AS t, argMaxState(value, ts_ms) AS v";
-const LATEST_GROUP: &str = "WHERE status = 'ok' GROUP BY target, metric";
+/// that the question reads a row per series instead of every record. Its sort key is the
+/// series: an AggregatingMergeTree merges the rows of one key.
+const LATEST_VIEW: &str = "ENGINE = AggregatingMergeTree() ORDER BY (target, metric, source) \
+POPULATE AS SELECT target, metric, source, maxState(ts_ms) AS t, argMaxState(value, ts_ms) AS v";
+const LATEST_GROUP: &str = "WHERE status = 'ok' GROUP BY target, metric, source";
 
 /// The same tables for a cluster: ReplicatedMergeTree tables on every shard (their
 /// ZooKeeper paths named by the `{shard}` and `{replica}` macros of each server's
@@ -172,8 +223,9 @@ pub fn clickhouse_cluster_ddl(db: &str, cluster: &str) -> Vec<String> {
         format!(
             "CREATE MATERIALIZED VIEW IF NOT EXISTS {db}.latest_local ON CLUSTER {cluster} \
              ENGINE = ReplicatedAggregatingMergeTree('/clickhouse/tables/{{shard}}/{db}/latest', '{{replica}}') \
-             ORDER BY (target, metric) AS SELECT target, metric, maxState(ts_ms) AS t, \
-             argMaxState(value, ts_ms) AS v FROM {db}.records_local {LATEST_GROUP}"
+             ORDER BY (target, metric, source) AS SELECT target, metric, source, \
+             maxState(ts_ms) AS t, argMaxState(value, ts_ms) AS v FROM {db}.records_local \
+             {LATEST_GROUP}"
         ),
         format!(
             "CREATE TABLE IF NOT EXISTS {db}.latest ON CLUSTER {cluster} AS {db}.latest_local \
@@ -218,7 +270,7 @@ pub fn clickhouse_where(f: &Filter) -> String {
     parts.join(" AND ")
 }
 
-/// ClickHouse: the summary of every target and metric in [from, to).
+/// ClickHouse: the summary of every series in [from, to).
 pub fn clickhouse_summary(db: &str, from_ms: Ms, to_ms: Ms) -> String {
     let w = clickhouse_where(&Filter {
         since_ms: Some(from_ms as f64),
@@ -226,13 +278,13 @@ pub fn clickhouse_summary(db: &str, from_ms: Ms, to_ms: Ms) -> String {
         ..Filter::default()
     });
     format!(
-        "SELECT target, metric, count() AS n, countIf(status = 'ok') AS ok, avg(value) AS mean, \
-         min(value) AS min, max(value) AS max FROM {db}.records WHERE {w} \
-         GROUP BY target, metric ORDER BY target, metric"
+        "SELECT target, metric, source, count() AS n, countIf(status = 'ok') AS ok, \
+         avg(value) AS mean, min(value) AS min, max(value) AS max FROM {db}.records WHERE {w} \
+         GROUP BY target, metric, source ORDER BY target, metric, source"
     )
 }
 
-/// ClickHouse: one series in hourly buckets over [from, to).
+/// ClickHouse: one target's metric in hourly buckets per source over [from, to).
 pub fn clickhouse_hourly(db: &str, target: &str, metric: Metric, from_ms: Ms, to_ms: Ms) -> String {
     let w = clickhouse_where(&Filter {
         since_ms: Some(from_ms as f64),
@@ -242,17 +294,17 @@ pub fn clickhouse_hourly(db: &str, target: &str, metric: Metric, from_ms: Ms, to
         sources: Vec::new(),
     });
     format!(
-        "SELECT toInt64(floor(ts_ms / {HOUR})) * {HOUR} AS hour_ms, count() AS n, \
+        "SELECT toInt64(floor(ts_ms / {HOUR})) * {HOUR} AS hour_ms, source, count() AS n, \
          countIf(status = 'ok') AS ok, avg(value) AS mean, min(value) AS min, max(value) AS max \
-         FROM {db}.records WHERE {w} GROUP BY hour_ms ORDER BY hour_ms"
+         FROM {db}.records WHERE {w} GROUP BY hour_ms, source ORDER BY hour_ms, source"
     )
 }
 
-/// ClickHouse: the latest ok measurement of every target and metric.
+/// ClickHouse: the latest ok measurement of every series.
 pub fn clickhouse_latest(db: &str) -> String {
     format!(
-        "SELECT target, metric, maxMerge(t) AS ts_ms, argMaxMerge(v) AS value FROM {db}.latest \
-         GROUP BY target, metric ORDER BY target, metric"
+        "SELECT target, metric, source, maxMerge(t) AS ts_ms, argMaxMerge(v) AS value \
+         FROM {db}.latest GROUP BY target, metric, source ORDER BY target, metric, source"
     )
 }
 
@@ -265,6 +317,34 @@ pub fn day_of(ms: Ms) -> (Ms, Ms) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_schema_files_hold_what_nowcast_archive_schema_prints() {
+        // native-probes/schema/ is what an operator reads and runs by hand: it must not fall
+        // behind the tables nowcast itself creates.
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/schema/");
+        for (file, ddl) in [
+            ("clickhouse.sql", clickhouse_ddl("nowcast")),
+            (
+                "clickhouse-cluster.sql",
+                clickhouse_cluster_ddl("nowcast", "nowcast_cluster"),
+            ),
+        ] {
+            let text = std::fs::read_to_string(format!("{dir}{file}")).unwrap();
+            let statements: Vec<String> = text
+                .split(";\n")
+                .map(|s| {
+                    let lines: Vec<&str> = s.lines().filter(|l| !l.starts_with("--")).collect();
+                    lines.join("\n").trim().to_string()
+                })
+                .filter(|s| !s.is_empty())
+                .collect();
+            assert_eq!(
+                statements, ddl,
+                "{file} differs from `nowcast archive schema`: regenerate it"
+            );
+        }
+    }
 
     #[test]
     fn quoting_and_names() {
@@ -281,5 +361,31 @@ mod tests {
             w,
             r"1 = 1 AND ts_ms >= 86400000.0 AND day >= '1970-01-02' AND target IN ('h\'1')"
         );
+    }
+
+    #[test]
+    fn a_read_back_of_very_many_targets_reads_every_target_of_its_span() {
+        use nowcast_core::record::Record;
+        let many: Vec<Record> = (0..5000)
+            .map(|i| {
+                Record::new(
+                    1e12 + f64::from(i),
+                    "s",
+                    Metric::Rtt,
+                    1.0,
+                    &format!("a-rather-long-host-name-{i}.example:8060"),
+                )
+            })
+            .collect();
+        let f = span(&many).unwrap();
+        assert!(f.targets.is_empty());
+        assert_eq!(f.sources, ["s"]);
+        assert_eq!(
+            (f.since_ms, f.until_ms),
+            (Some(1e12 - 1.0), Some(1e12 + 5001.0))
+        );
+        let f = span(&many[..100]).unwrap();
+        assert_eq!(f.targets.len(), 100);
+        assert!(span(&[]).is_none());
     }
 }

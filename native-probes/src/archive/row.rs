@@ -148,6 +148,71 @@ impl Row {
     }
 }
 
+/// Appends `v` to a key: its bits, with zero's sign dropped (SQLite stores -0.0 as 0, so
+/// the archive cannot tell them apart).
+fn key_f64(out: &mut Vec<u8>, v: f64) {
+    let v = if v == 0.0 { 0.0 } else { v };
+    out.extend_from_slice(&v.to_bits().to_le_bytes());
+}
+
+/// Appends a string to a key, its length first (so that no two rows run together alike).
+fn key_str(out: &mut Vec<u8>, s: &str) {
+    out.extend_from_slice(&(s.len() as u64).to_le_bytes());
+    out.extend_from_slice(s.as_bytes());
+}
+
+/// Appends an optional column: 0 for none, else 1 and the value.
+fn key_opt<T>(out: &mut Vec<u8>, v: Option<T>, put: impl FnOnce(&mut Vec<u8>, T)) {
+    match v {
+        None => out.push(0),
+        Some(v) => {
+            out.push(1);
+            put(out, v);
+        }
+    }
+}
+
+impl Row {
+    /// The row's identity: every column, exactly (floats by their bits, strings whole, the
+    /// congestion event as the text both archives store), so that two rows have the same
+    /// key exactly when an archive holds them as the same row. What no archive keeps is
+    /// not in it (the unit is the metric's, an empty `probe` object is no probe, -0.0 is 0).
+    pub fn key(&self) -> Vec<u8> {
+        let mut k = Vec::with_capacity(128);
+        let u64b = |o: &mut Vec<u8>, v: u64| o.extend_from_slice(&v.to_le_bytes());
+        key_f64(&mut k, self.ts_ms);
+        key_str(&mut k, &self.target);
+        key_str(&mut k, self.metric.name());
+        key_str(&mut k, &self.source);
+        key_str(&mut k, self.status.name());
+        key_opt(&mut k, self.value, key_f64);
+        key_opt(&mut k, self.origin.as_deref(), key_str);
+        key_opt(&mut k, self.seq, u64b);
+        key_opt(&mut k, self.period_ms, key_f64);
+        key_opt(&mut k, self.timeout_ms, key_f64);
+        key_opt(&mut k, self.error.as_deref(), key_str);
+        key_opt(&mut k, self.transport.map(Transport::name), key_str);
+        key_opt(&mut k, self.payload_bytes, u64b);
+        key_opt(&mut k, self.nagle, |o, v| o.push(u8::from(v)));
+        key_opt(&mut k, self.streams, |o, v| u64b(o, u64::from(v)));
+        key_opt(&mut k, self.sndbuf_bytes, u64b);
+        key_opt(&mut k, self.rcvbuf_bytes, u64b);
+        key_opt(&mut k, self.raw_ms, key_f64);
+        key_opt(&mut k, self.rtt_subtracted_ms, key_f64);
+        key_opt(&mut k, self.forecast_value, key_f64);
+        key_opt(&mut k, self.forecast_method.as_deref(), key_str);
+        key_opt(&mut k, self.forecast_selector.map(Selector::name), key_str);
+        key_opt(&mut k, self.forecast_error, key_f64);
+        key_str(&mut k, &self.schema_version);
+        key_opt(
+            &mut k,
+            self.congestion.as_ref().map(Congestion::to_json),
+            |o, v| key_str(o, &v),
+        );
+        k
+    }
+}
+
 /// The unit's name in the schema.
 pub fn unit_name(u: Unit) -> &'static str {
     match u {
@@ -174,5 +239,44 @@ mod tests {
             let back = Row::from_record(&r).into_record().unwrap();
             assert_eq!(back, r);
         }
+    }
+
+    #[test]
+    fn the_key_tells_rows_apart_by_every_column_and_only_by_what_is_kept() {
+        let text = include_str!("../../../public/schema/examples/valid.ndjson");
+        let records: Vec<Record> = text
+            .lines()
+            .filter(|l| !l.trim().is_empty())
+            .map(|l| Record::parse(l).unwrap())
+            .collect();
+        let keys: Vec<Vec<u8>> = records.iter().map(|r| Row::from_record(r).key()).collect();
+        for (i, r) in records.iter().enumerate() {
+            let back = Row::from_record(r).into_record().unwrap();
+            assert_eq!(Row::from_record(&back).key(), keys[i], "{r:?}");
+            for (j, k) in keys.iter().enumerate() {
+                assert_eq!(i == j || records[i] == records[j], *k == keys[i], "{i} {j}");
+            }
+        }
+        let base = Record::new(1_000.25, "nowcast tcp", Metric::Rtt, 20.0, "h:1");
+        let key = |r: &Record| Row::from_record(r).key();
+        // One bit of one float, one optional column filled, a string's boundary moved.
+        let mut v = base.clone();
+        v.value = Some(f64::from_bits(20.0f64.to_bits() + 1));
+        assert_ne!(key(&v), key(&base));
+        let mut v = base.clone();
+        v.seq = Some(0);
+        assert_ne!(key(&v), key(&base));
+        let (mut a, mut b) = (base.clone(), base.clone());
+        (a.to, a.source) = ("h:1x".into(), "y".into());
+        (b.to, b.source) = ("h:1".into(), "xy".into());
+        assert_ne!(key(&a), key(&b));
+        // What the archive does not keep apart.
+        let mut v = base.clone();
+        v.probe = Some(Probe::default());
+        assert_eq!(key(&v), key(&base));
+        let (mut a, mut b) = (base.clone(), base);
+        a.value = Some(0.0);
+        b.value = Some(-0.0);
+        assert_eq!(key(&a), key(&b));
     }
 }

@@ -569,7 +569,7 @@ impl Sqlite {
         Ok(())
     }
 
-    /// Every target and metric over [from, to): counts, mean, min and max.
+    /// Every series (target, metric, source) over [from, to): counts, mean, min and max.
     pub fn summary(&mut self, from_ms: Ms, to_ms: Ms) -> Result<Vec<Summary>> {
         self.load_series()?;
         // One pass over the time range of the table in key order, added up per series here:
@@ -601,45 +601,35 @@ impl Sqlite {
                 a.max = Some(a.max.map_or(v, |m| m.max(v)));
             }
         }
-        let names: HashMap<i64, (&str, Metric)> = self
+        let names: HashMap<i64, (&str, Metric, &str)> = self
             .all_series()
-            .map(|(t, m, _, id)| (id, (t, m)))
+            .map(|(t, m, s, id)| (id, (t, m, s)))
             .collect();
-        let mut merged: std::collections::BTreeMap<(String, &'static str), Acc> =
-            Default::default();
-        for (id, a) in by_series {
-            let Some((t, m)) = names.get(&id) else {
-                continue;
-            };
-            let e = merged.entry((t.to_string(), m.name())).or_default();
-            e.n += a.n;
-            e.ok += a.ok;
-            e.sum += a.sum;
-            e.nv += a.nv;
-            e.min = match (e.min, a.min) {
-                (Some(x), Some(y)) => Some(x.min(y)),
-                (x, y) => x.or(y),
-            };
-            e.max = match (e.max, a.max) {
-                (Some(x), Some(y)) => Some(x.max(y)),
-                (x, y) => x.or(y),
-            };
-        }
-        Ok(merged
+        // In the order ClickHouse gives: target, metric's name, source.
+        let mut out: Vec<Summary> = by_series
             .into_iter()
-            .map(|((target, metric), a)| Summary {
-                target,
-                metric: metric.to_string(),
-                n: a.n,
-                ok: a.ok,
-                mean: (a.nv > 0).then(|| a.sum / a.nv as f64),
-                min: a.min,
-                max: a.max,
+            .filter_map(|(id, a)| {
+                let (target, metric, source) = names.get(&id)?;
+                Some(Summary {
+                    target: target.to_string(),
+                    metric: metric.name().to_string(),
+                    source: source.to_string(),
+                    n: a.n,
+                    ok: a.ok,
+                    mean: (a.nv > 0).then(|| a.sum / a.nv as f64),
+                    min: a.min,
+                    max: a.max,
+                })
             })
-            .collect())
+            .collect();
+        out.sort_by(|a, b| {
+            (&a.target, &a.metric, &a.source).cmp(&(&b.target, &b.metric, &b.source))
+        });
+        Ok(out)
     }
 
-    /// One target's metric over [from, to) in hourly buckets.
+    /// One target's metric over [from, to) in hourly buckets, one per source that measured
+    /// it in the hour, by hour and then source.
     pub fn hourly(
         &mut self,
         target: &str,
@@ -648,67 +638,71 @@ impl Sqlite {
         to_ms: Ms,
     ) -> Result<Vec<Bucket>> {
         self.load_series()?;
-        let ids = self.series_matching(&Filter {
-            targets: vec![target.to_string()],
-            metrics: vec![metric],
-            ..Filter::default()
-        })?;
-        if ids.is_empty() {
+        // The series of the target's metric: one per source.
+        let sources: HashMap<i64, String> = self
+            .all_series()
+            .filter(|(t, m, _, _)| *t == target && *m == metric)
+            .map(|(_, _, s, id)| (id, s.to_string()))
+            .collect();
+        if sources.is_empty() {
             return Ok(Vec::new());
         }
-        let list: Vec<String> = ids.iter().map(i64::to_string).collect();
+        let list: Vec<String> = sources.keys().map(i64::to_string).collect();
         let sql = format!(
-            "SELECT CAST(ts_ms / {HOUR} AS INTEGER) * {HOUR} AS h, count(*), sum(status = 0), avg(value), \
-             min(value), max(value) FROM records WHERE series IN ({}) AND id >= ?1 AND id < ?2 \
-             GROUP BY h ORDER BY h",
+            "SELECT CAST(ts_ms / {HOUR} AS INTEGER) * {HOUR} AS h, series, count(*), \
+             sum(status = 0), avg(value), min(value), max(value) FROM records \
+             WHERE series IN ({}) AND id >= ?1 AND id < ?2 GROUP BY h, series",
             list.join(",")
         );
         let mut stmt = self.conn.prepare(&sql)?;
         let rows = stmt.query_map(params![from_ms * PER_MS, to_ms * PER_MS], |r| {
             Ok(Bucket {
                 hour_ms: r.get(0)?,
-                n: r.get::<_, i64>(1)? as u64,
-                ok: r.get::<_, i64>(2)? as u64,
-                mean: r.get(3)?,
-                min: r.get(4)?,
-                max: r.get(5)?,
+                source: sources
+                    .get(&r.get::<_, i64>(1)?)
+                    .cloned()
+                    .unwrap_or_default(),
+                n: r.get::<_, i64>(2)? as u64,
+                ok: r.get::<_, i64>(3)? as u64,
+                mean: r.get(4)?,
+                min: r.get(5)?,
+                max: r.get(6)?,
             })
         })?;
-        Ok(rows.collect::<rusqlite::Result<_>>()?)
+        let mut out: Vec<Bucket> = rows.collect::<rusqlite::Result<_>>()?;
+        out.sort_by(|a, b| (a.hour_ms, &a.source).cmp(&(b.hour_ms, &b.source)));
+        Ok(out)
     }
 
-    /// The latest ok measurement of every target and metric.
+    /// The latest ok measurement of every series, by target, metric and source.
     pub fn latest(&mut self) -> Result<Vec<Latest>> {
         self.load_series()?;
-        let mut best: std::collections::BTreeMap<(String, &'static str), (f64, f64)> =
-            Default::default();
-        let series: Vec<(String, Metric, i64)> = self
+        let series: Vec<(String, Metric, String, i64)> = self
             .all_series()
-            .map(|(t, m, _, id)| (t.to_string(), m, id))
+            .map(|(t, m, s, id)| (t.to_string(), m, s.to_string(), id))
             .collect();
         let mut stmt = self.conn.prepare_cached(
             "SELECT ts_ms, value FROM records WHERE series = ?1 AND status = 0 ORDER BY id DESC LIMIT 1",
         )?;
-        for (t, m, id) in series {
+        let mut out = Vec::new();
+        for (target, m, source, id) in series {
             let row: Option<(f64, f64)> = stmt
                 .query_row(params![id], |r| Ok((r.get(0)?, r.get(1)?)))
                 .optional()?;
-            if let Some((ts, v)) = row {
-                let e = best.entry((t, m.name())).or_insert((ts, v));
-                if ts > e.0 {
-                    *e = (ts, v);
-                }
+            if let Some((ts_ms, value)) = row {
+                out.push(Latest {
+                    target,
+                    metric: m.name().to_string(),
+                    source,
+                    ts_ms,
+                    value,
+                });
             }
         }
-        Ok(best
-            .into_iter()
-            .map(|((target, metric), (ts_ms, value))| Latest {
-                target,
-                metric: metric.to_string(),
-                ts_ms,
-                value,
-            })
-            .collect())
+        out.sort_by(|a, b| {
+            (&a.target, &a.metric, &a.source).cmp(&(&b.target, &b.metric, &b.source))
+        });
+        Ok(out)
     }
 
     /// Run log rows of `campaign` that ended at or after `since`, oldest first.

@@ -4,6 +4,7 @@
 use anyhow::{anyhow, bail, Context, Result};
 use clap::{Subcommand, ValueEnum};
 use nowcast::archive::answer;
+use nowcast::archive::archived;
 use nowcast::archive::clickhouse::{Clickhouse, ClickhouseConfig};
 use nowcast::archive::query::{self, day_of, Filter};
 use nowcast::archive::sqlite::Sqlite;
@@ -122,13 +123,15 @@ pub struct Args {
 #[derive(Subcommand)]
 enum Command {
     /// Add NDJSON record files (from the page, the native tools, pcap analysis); bad lines
-    /// are named by number and skipped, the rest kept.
+    /// are named by number and skipped, the rest kept. A record the archive already holds
+    /// (identical in every field) is counted and skipped: importing a file again adds
+    /// nothing, and one appended to since adds its new lines.
     Import {
         #[arg(required = true)]
         files: Vec<PathBuf>,
         #[command(flatten)]
         source: Source,
-        /// Records per transaction or INSERT.
+        /// Records per transaction or INSERT (a timestamp's records are not split).
         #[arg(long, default_value_t = 50_000)]
         batch: usize,
     },
@@ -145,7 +148,8 @@ enum Command {
         out: Option<PathBuf>,
     },
     /// The questions both archives answer (the same answers): a day's summary of every
-    /// target and metric, one series in hourly buckets, the latest value of every series.
+    /// series (target, metric, source), one target's metric in hourly buckets per source,
+    /// the latest value of every series.
     Query {
         #[command(subcommand)]
         query: QueryKind,
@@ -166,9 +170,10 @@ enum Command {
 
 #[derive(Subcommand, Clone)]
 enum QueryKind {
-    /// Every target and metric over one day (UTC).
+    /// Every series (target, metric, source) over one day (UTC).
     Day { day: String },
-    /// One target's metric in hourly buckets over [--since, --until) (default: 7 days to now).
+    /// One target's metric in hourly buckets per source over [--since, --until) (default: 7
+    /// days to now).
     Hourly {
         target: String,
         #[arg(value_parser = metric)]
@@ -178,7 +183,7 @@ enum QueryKind {
         #[arg(long)]
         until: Option<String>,
     },
-    /// The latest ok measurement of every target and metric.
+    /// The latest ok measurement of every series (target, metric, source).
     Latest,
 }
 
@@ -359,6 +364,15 @@ pub fn run(args: Args) -> Result<()> {
     }
 }
 
+/// Imports record files, each record once: a record the archive already holds (identical in
+/// every column, [`archived`]) is counted and left out, so that importing a file again, one
+/// appended to since, or two overlapping exports adds only the records not yet there.
+/// Records identical to each other within one file are the file's business and are all
+/// kept (a file may hold one measurement twice): a batch is cut only between timestamps,
+/// so that the copies of a record (one timestamp) in a file in time order, as every
+/// exporter writes them, are compared with the archive together. (In a file out of time
+/// order, a copy in a later batch than another counts as already archived: telling the
+/// file's own copies from the archive's there would take a key per record imported.)
 fn import(files: &[PathBuf], source: &Source, batch: usize, now: Ms) -> Result<()> {
     let ch = source.clickhouse()?.map(Clickhouse::new).transpose()?;
     let mut db = match &ch {
@@ -368,56 +382,86 @@ fn import(files: &[PathBuf], source: &Source, batch: usize, now: Ms) -> Result<(
         }
         None => Some(Sqlite::open(&source.archive)?),
     };
-    let mut write = |recs: &mut Vec<Record>| -> Result<()> {
+    // Writes a batch; returns the records written and those already in the archive.
+    let mut write = |recs: &mut Vec<Record>| -> Result<(usize, usize)> {
         if recs.is_empty() {
-            return Ok(());
+            return Ok((0, 0));
         }
-        match (&ch, db.as_mut()) {
-            (Some(c), _) => c.write(recs, &[])?,
-            (None, Some(d)) => {
-                d.write(recs, &[], None, now)?;
-            }
+        let skip = match (&ch, db.as_mut()) {
+            (Some(c), _) => archived(recs, &mut |f, each| c.records(f, each))?,
+            (None, Some(d)) => archived(recs, &mut |f, each| d.records(f, each))?,
             _ => unreachable!(),
+        };
+        let already = skip.iter().filter(|s| **s).count();
+        if already > 0 {
+            let mut s = skip.iter();
+            recs.retain(|_| !s.next().expect("one per record"));
+        }
+        let written = recs.len();
+        if written > 0 {
+            match (&ch, db.as_mut()) {
+                (Some(c), _) => c.write(recs, &[])?,
+                (None, Some(d)) => {
+                    d.write(recs, &[], None, now)?;
+                }
+                _ => unreachable!(),
+            }
         }
         recs.clear();
-        Ok(())
+        Ok((written, already))
     };
-    let mut bad_total = 0usize;
-    let mut total = 0usize;
+    let (mut bad_total, mut total, mut already_total) = (0usize, 0usize, 0usize);
     let mut not_records = Vec::new();
     for f in files {
-        let mut recs = Vec::with_capacity(batch.min(100_000));
-        let mut n = 0usize;
+        let mut recs: Vec<Record> = Vec::with_capacity(batch.min(100_000));
+        let (mut n, mut imported, mut already) = (0usize, 0usize, 0usize);
         let mut bad = BadLines::default();
         let mut failed = None;
         each_line(f, &mut |r| {
             match r {
                 Ok(rec) => {
-                    recs.push(rec);
-                    n += 1;
-                    if recs.len() >= batch {
-                        if let Err(e) = write(&mut recs) {
-                            failed = Some(e);
-                            bail!("stopped");
+                    // Full, and a new timestamp (or twice full: one timestamp of more
+                    // records than that is cut anyway).
+                    let full = recs.len() >= batch
+                        && (recs.len() >= 2 * batch
+                            || recs
+                                .last()
+                                .is_some_and(|l| l.timestamp_ms != rec.timestamp_ms));
+                    if full {
+                        match write(&mut recs) {
+                            Ok((w, a)) => {
+                                imported += w;
+                                already += a;
+                            }
+                            Err(e) => {
+                                failed = Some(e);
+                                bail!("stopped");
+                            }
                         }
                     }
+                    recs.push(rec);
+                    n += 1;
                 }
                 Err(e) => bad.push(e),
             }
             Ok(())
         })
         .map_err(|e| failed.take().unwrap_or(e))?;
-        write(&mut recs)?;
+        let (w, a) = write(&mut recs)?;
+        imported += w;
+        already += a;
         if bad.print(f, n) {
             not_records.push(f.display().to_string());
         } else {
             eprintln!(
-                "nowcast: {}: {n} records imported, {} bad lines skipped",
+                "nowcast: {}: {imported} records imported, {already} already in the archive, \
+                 {} bad lines skipped",
                 f.display(),
                 bad.count
             );
         }
-        total += n;
+        total += imported;
+        already_total += already;
         bad_total += bad.count;
     }
     let into = match &ch {
@@ -425,7 +469,7 @@ fn import(files: &[PathBuf], source: &Source, batch: usize, now: Ms) -> Result<(
         None => source.archive.display().to_string(),
     };
     eprintln!(
-        "nowcast: {total} records into {into}{}",
+        "nowcast: {total} records imported into {into}, {already_total} already in it{}",
         if bad_total > 0 {
             format!(" ({bad_total} bad lines)")
         } else {

@@ -43,7 +43,7 @@ pub struct Args {
             "backoff_max", "timeout_rule", "timeout_floor", "timeout_ceiling",
             "timeout_initial", "retry_ratio", "retry_per_sec", "retry_burst", "sticky",
             "max_header_bytes", "connect_timeout", "client_idle", "head_timeout",
-            "max_connections", "grace", "assumed_size",
+            "max_connections", "max_connections_per_client", "grace", "assumed_size",
             "bandwidth_source", "capture_interface",
         ]
     )]
@@ -150,6 +150,12 @@ pub struct Args {
     /// Most client connections at once.
     #[arg(long, default_value_t = 4096)]
     max_connections: usize,
+    /// Most client connections at once from one client (an IPv4 address, or an IPv6 /64):
+    /// one more is closed at accept and counted. 0: no cap but --max-connections. The
+    /// default, 1/64 of --max-connections' default, takes 64 clients to fill the proxy; raise
+    /// it (or 0) behind a load balancer, whose connections all come from its own address.
+    #[arg(long, default_value_t = 64, value_name = "N")]
+    max_connections_per_client: usize,
     /// Seconds to finish requests in flight after SIGINT or SIGTERM.
     #[arg(long, default_value_t = 30.0)]
     grace: f64,
@@ -218,6 +224,10 @@ fn apply(l: super::proxy_config::Loaded, a: &mut Args) {
     set(&mut a.client_idle, l.client_idle);
     set(&mut a.head_timeout, l.head_timeout);
     set(&mut a.max_connections, l.max_connections);
+    set(
+        &mut a.max_connections_per_client,
+        l.max_connections_per_client,
+    );
     set(&mut a.grace, l.grace);
     set(&mut a.bandwidth_source, l.bandwidth_source);
     if l.capture_interface.is_some() {
@@ -496,6 +506,7 @@ pub fn run(mut a: Args) -> Result<()> {
         client_idle: secs("client-idle", a.client_idle)?,
         head_timeout: secs("head-timeout", a.head_timeout)?,
         max_connections: a.max_connections,
+        max_connections_per_client: a.max_connections_per_client,
         tcp_info_rate: choice != Choice::Transfer,
         capture,
     };

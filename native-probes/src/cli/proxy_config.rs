@@ -120,6 +120,7 @@ selection_table! {
         client_idle: Option<Spanned<f64>>,
         head_timeout: Option<Spanned<f64>>,
         max_connections: Option<Spanned<usize>>,
+        max_connections_per_client: Option<usize>,
         grace: Option<Spanned<f64>>,
         probe: Option<FileProbe>,
         retry: Option<FileRetry>,
@@ -150,6 +151,7 @@ pub struct Loaded {
     pub client_idle: Option<f64>,
     pub head_timeout: Option<f64>,
     pub max_connections: Option<usize>,
+    pub max_connections_per_client: Option<usize>,
     pub grace: Option<f64>,
     pub probe_path: Option<String>,
     pub probe_bytes: Option<u64>,
@@ -476,6 +478,8 @@ pub fn parse(text: &str) -> Result<Loaded> {
         }
         l.max_connections = Some(*n.get_ref());
     }
+    // 0 is allowed: no cap but max_connections (as the flag).
+    l.max_connections_per_client = f.max_connections_per_client;
     l.grace = num(&f.grace, "grace", 0.0, true)?;
     if let Some(p) = &f.probe {
         if let Some(path) = &p.path {

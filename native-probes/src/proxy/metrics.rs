@@ -18,6 +18,10 @@ pub struct Edge {
     pub failed: u64,
     pub retries_refused: u64,
     pub client_timeouts: u64,
+    /// Connections closed at accept because their client had its cap open already.
+    pub refused_per_client: u64,
+    /// Clients (IPv4 addresses, IPv6 /64s) with a connection open.
+    pub clients_open: u64,
     pub uptime_s: f64,
     pub bandwidth_source: &'static str,
     /// The live capture's counts, when Wren runs.
@@ -310,6 +314,21 @@ pub fn render(p: &Policy, e: &Edge, now_ms: f64) -> String {
     );
     one(
         &mut o,
+        "nowcast_proxy_clients_open",
+        "gauge",
+        "Clients (IPv4 addresses, IPv6 /64 prefixes) with a connection open.",
+        e.clients_open as f64,
+    );
+    let _ = writeln!(
+        o,
+        "# HELP nowcast_proxy_connections_refused_total Client connections closed at accept, by \
+         reason (per_client: the client had --max-connections-per-client open).\n\
+         # TYPE nowcast_proxy_connections_refused_total counter\n\
+         nowcast_proxy_connections_refused_total{{reason=\"per_client\"}} {}",
+        e.refused_per_client
+    );
+    one(
+        &mut o,
         "nowcast_proxy_rejected_total",
         "counter",
         "Requests answered by the proxy itself with an error (no service, bad request).",
@@ -420,6 +439,8 @@ mod tests {
         p.bandwidth_sample(1, Source::Wren, 500.0, 70.0, 15_000);
         let e = Edge {
             bandwidth_source: "wren",
+            refused_per_client: 3,
+            clients_open: 2,
             capture: Some(CaptureCounts {
                 packets: 12,
                 bounds: 1,
@@ -438,6 +459,8 @@ mod tests {
             "nowcast_proxy_bandwidth_samples_total{replica=\"a\\\"x\",source=\"tcp_info\"} 1"
         ));
         assert!(text.contains("nowcast_proxy_capture_packets_total 12"));
+        assert!(text.contains("nowcast_proxy_connections_refused_total{reason=\"per_client\"} 3"));
+        assert!(text.contains("nowcast_proxy_clients_open 2"));
         assert!(text.contains("nowcast_proxy_info{bandwidth_source=\"wren\""));
         assert!(text.contains(
             "nowcast_proxy_bandwidth_forecast_mbits{replica=\"a\\\"x\",source=\"tcp_info\"} 80"

@@ -21,9 +21,10 @@ use hyper::{Method, Request, Response, StatusCode, Uri};
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use nowcast_core::record::Record;
 use nowcast_core::transfer::rate_minus_rtt;
+use std::collections::HashMap;
 use std::convert::Infallible;
 use std::io::Write;
-use std::net::SocketAddr;
+use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
@@ -124,6 +125,9 @@ pub struct Options {
     /// HTTP/2, the preface, SETTINGS and the first HEADERS).
     pub head_timeout: Duration,
     pub max_connections: usize,
+    /// Most client connections at once from one client ([`client_key`]: an IPv4 address or
+    /// an IPv6 /64); 0: no cap but `max_connections`.
+    pub max_connections_per_client: usize,
     /// Upload bandwidth from TCP_INFO's delivery rate at the end of the response instead of
     /// the upload's goodput.
     pub tcp_info_rate: bool,
@@ -139,6 +143,132 @@ struct EdgeCounts {
     rejected: AtomicU64,
     failed: AtomicU64,
     client_timeouts: AtomicU64,
+    /// Connections closed at accept because their client had its cap open already.
+    refused_per_client: AtomicU64,
+}
+
+/// A client request in flight: counted from its decision until its response head (or its
+/// end, however it ends: hyper drops the request's future when an HTTP/2 client resets the
+/// stream or a client goes away before the head).
+struct InFlight<'a>(&'a AtomicU64);
+
+impl<'a> InFlight<'a> {
+    fn new(n: &'a AtomicU64) -> InFlight<'a> {
+        n.fetch_add(1, Relaxed);
+        InFlight(n)
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Relaxed);
+    }
+}
+
+/// HTTP/2 from clients: streams open at once per connection (SETTINGS_MAX_CONCURRENT_STREAMS;
+/// a stream beyond it is refused with RST_STREAM(REFUSED_STREAM)). RFC 9113 §5.1.2 asks for
+/// at least 100; nginx's default is 128. An HTTP/1.1 connection carries one request at a time.
+pub const H2_MAX_STREAMS: u32 = 128;
+/// Streams a client opened and reset before the proxy took them (HTTP/2 "rapid reset",
+/// CVE-2023-44487): beyond this many waiting at once, GOAWAY(ENHANCE_YOUR_CALM) and the
+/// connection is closed. h2's own default, set here so that it cannot change under us.
+pub const H2_MAX_PENDING_RESETS: usize = 20;
+/// Streams the proxy may reset for a client's protocol errors (including streams refused
+/// over [`H2_MAX_STREAMS`]) over a connection's life before GOAWAY(ENHANCE_YOUR_CALM)
+/// ("MadeYouReset", CVE-2025-8671); h2's default.
+pub const H2_MAX_ERROR_RESETS: usize = 1024;
+/// HTTP/2 flow-control windows (per stream, per connection): what a client may send before
+/// the proxy has passed it on. hyper's defaults, set explicitly: at most 1 MiB of a
+/// connection's uploads is held at once, whatever its streams.
+pub const H2_WINDOW: u32 = 1 << 20;
+/// Largest HTTP/2 frame the proxy accepts (the protocol's default and least).
+pub const H2_MAX_FRAME: u32 = 16 << 10;
+/// Response bytes queued per stream ahead of the client's window (hyper's default).
+pub const H2_SEND_BUFFER: usize = 400 << 10;
+/// The least head size hyper's HTTP/1.1 server takes (its read buffer's floor); both
+/// protocols are held to `max(--max-header-bytes, this)`.
+pub const MIN_HEAD_BYTES: usize = 8192;
+/// The bits of an IPv6 address that name a client: a /64, one site's or one host's subnet.
+pub const CLIENT_V6_PREFIX: u32 = 64;
+
+/// What a connection from `ip` counts against for the per-client cap: an IPv4 address (an
+/// IPv4-mapped IPv6 address, from a dual-stack listener, is its IPv4 address), or the /64
+/// of an IPv6 address, since one host or site is usually given a whole /64 and can pick any
+/// address in it.
+pub fn client_key(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V4(a) => IpAddr::V4(a),
+        IpAddr::V6(a) => match a.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => {
+                let mask = u128::MAX << (128 - CLIENT_V6_PREFIX);
+                IpAddr::V6(Ipv6Addr::from(u128::from(a) & mask))
+            }
+        },
+    }
+}
+
+/// Client connections open per client ([`client_key`]), for the per-client cap. A client has
+/// an entry only while it has a connection open (removed when its count returns to 0), so
+/// the table holds at most one entry per open connection: `max_connections` at most, however
+/// many addresses connect.
+pub struct PerClient {
+    /// 0: no cap (the table is kept all the same, for `nowcast_proxy_clients_open`).
+    cap: usize,
+    open: Mutex<HashMap<IpAddr, usize>>,
+}
+
+/// One connection's place in [`PerClient`], given back when dropped.
+pub struct ClientSlot {
+    table: Arc<PerClient>,
+    key: IpAddr,
+}
+
+impl PerClient {
+    pub fn new(cap: usize) -> Arc<PerClient> {
+        Arc::new(PerClient {
+            cap,
+            open: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// A place for a connection from `ip`, or `None` when its client has `cap` open already.
+    pub fn admit(self: &Arc<Self>, ip: IpAddr) -> Option<ClientSlot> {
+        let key = client_key(ip);
+        let mut open = self.open.lock().expect("per-client table");
+        let n = open.entry(key).or_insert(0);
+        if self.cap > 0 && *n >= self.cap {
+            return None;
+        }
+        *n += 1;
+        Some(ClientSlot {
+            table: self.clone(),
+            key,
+        })
+    }
+
+    /// Clients with a connection open (the table's entries).
+    pub fn clients(&self) -> usize {
+        self.open.lock().expect("per-client table").len()
+    }
+
+    /// Connections open from `ip`'s client.
+    pub fn open(&self, ip: IpAddr) -> usize {
+        let open = self.open.lock().expect("per-client table");
+        open.get(&client_key(ip)).copied().unwrap_or(0)
+    }
+}
+
+impl Drop for ClientSlot {
+    fn drop(&mut self) {
+        let mut open = self.table.open.lock().expect("per-client table");
+        if let Some(n) = open.get_mut(&self.key) {
+            *n -= 1;
+            if *n == 0 {
+                open.remove(&self.key);
+            }
+        }
+    }
 }
 
 struct Shared {
@@ -155,6 +285,7 @@ struct Shared {
     origin: Instant,
     wall0_ms: f64,
     edge: EdgeCounts,
+    clients: Arc<PerClient>,
     records: Option<std::sync::mpsc::Sender<Record>>,
     capture: Option<Arc<super::capture::Counts>>,
 }
@@ -635,6 +766,8 @@ async fn handle(
                 failed: sh.edge.failed.load(Relaxed),
                 retries_refused: p.budget.refused,
                 client_timeouts: sh.edge.client_timeouts.load(Relaxed),
+                refused_per_client: sh.edge.refused_per_client.load(Relaxed),
+                clients_open: sh.clients.clients() as u64,
                 uptime_s: sh.origin.elapsed().as_secs_f64(),
                 bandwidth_source: if sh.capture.as_ref().is_some_and(|c| c.running()) {
                     Source::Wren.name()
@@ -712,7 +845,7 @@ async fn handle(
         }
         (d, route)
     };
-    sh.edge.in_flight.fetch_add(1, Relaxed);
+    let in_flight = InFlight::new(&sh.edge.in_flight);
     let mut body = Some(body.map_err(|e| -> BoxError { Box::new(e) }).boxed());
     let mut d = decision;
     let out = loop {
@@ -761,7 +894,7 @@ async fn handle(
             }
         }
     };
-    sh.edge.in_flight.fetch_sub(1, Relaxed);
+    drop(in_flight);
     Ok(out)
 }
 
@@ -949,6 +1082,7 @@ pub async fn serve(
         origin: Instant::now(),
         wall0_ms: crate::clock::wall_ms(),
         edge: EdgeCounts::default(),
+        clients: PerClient::new(opts.max_connections_per_client),
         records: tx,
         capture: opts.capture.as_ref().map(|c| c.counts()),
     });
@@ -1025,17 +1159,35 @@ pub async fn serve(
     };
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
     let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+    // One limit on a request's head for both protocols: HTTP/1.1's read buffer (431 above
+    // it; hyper also refuses more than 100 header fields) and HTTP/2's
+    // SETTINGS_MAX_HEADER_LIST_SIZE (431 on that stream only; the list size counts 32 bytes
+    // a field on top of its name and value, and bounds the CONTINUATION frames too).
+    let head_bytes = opts
+        .max_header_bytes
+        .clamp(MIN_HEAD_BYTES, u32::MAX as usize);
     builder
         .http1()
         .timer(TokioTimer::new())
         .header_read_timeout(opts.head_timeout)
         .keep_alive(true)
-        .max_buf_size(opts.max_header_bytes.max(8192));
+        .max_buf_size(head_bytes);
+    // Every HTTP/2 limit explicit, so that none moves with a hyper or h2 upgrade. No
+    // keep-alive PINGs: the proxy's own idle limit (`client_idle`) closes a connection that
+    // moves nothing, and PINGs would count as traffic and keep it open.
     builder
         .http2()
         .timer(TokioTimer::new())
-        .max_header_list_size(opts.max_header_bytes.clamp(1, u32::MAX as usize) as u32)
-        .max_concurrent_streams(256);
+        .max_header_list_size(head_bytes as u32)
+        .max_concurrent_streams(H2_MAX_STREAMS)
+        .max_pending_accept_reset_streams(H2_MAX_PENDING_RESETS)
+        .max_local_error_reset_streams(H2_MAX_ERROR_RESETS)
+        .initial_stream_window_size(H2_WINDOW)
+        .initial_connection_window_size(H2_WINDOW)
+        .adaptive_window(false)
+        .max_frame_size(H2_MAX_FRAME)
+        .max_send_buf_size(H2_SEND_BUFFER)
+        .keep_alive_interval(None);
     let slots = Arc::new(tokio::sync::Semaphore::new(opts.max_connections.max(1)));
     let signal = async move {
         match handlers {
@@ -1066,6 +1218,15 @@ pub async fn serve(
             },
             _ = stop.notified() => break,
             _ = &mut signal => break,
+        };
+        // A client with its share open already: closed at once, with a reset (no
+        // TIME_WAIT left on the proxy, not a byte sent, nothing read), before any state
+        // for the connection exists. The global slot goes back with `permit`.
+        let Some(client_slot) = sh.clients.admit(peer.ip()) else {
+            sh.edge.refused_per_client.fetch_add(1, Relaxed);
+            let _ = socket2::SockRef::from(&stream).set_linger(Some(Duration::ZERO));
+            drop(stream);
+            continue;
         };
         let _ = stream.set_nodelay(true);
         let last = Arc::new(AtomicU64::new(sh.ns()));
@@ -1118,6 +1279,7 @@ pub async fn serve(
                 _ = first_head => { sh2.edge.client_timeouts.fetch_add(1, Relaxed); }
             }
             sh2.edge.connections.fetch_sub(1, Relaxed);
+            drop(client_slot);
             drop(permit);
         });
     }
@@ -1185,6 +1347,62 @@ mod tests {
         // Nothing hop-by-hop: nothing changes.
         strip_hop_by_hop(&mut h);
         assert_eq!(h.len(), 2);
+    }
+
+    #[test]
+    fn a_client_is_an_ipv4_address_or_an_ipv6_64() {
+        let ip = |s: &str| s.parse::<IpAddr>().unwrap();
+        assert_eq!(client_key(ip("192.0.2.7")), ip("192.0.2.7"));
+        // Addresses of one /64 are one client; the next /64 is another.
+        assert_eq!(client_key(ip("2001:db8:1:2:aaaa::1")), ip("2001:db8:1:2::"));
+        assert_eq!(
+            client_key(ip("2001:db8:1:2:ffff:ffff:ffff:ffff")),
+            ip("2001:db8:1:2::")
+        );
+        assert_ne!(
+            client_key(ip("2001:db8:1:3::1")),
+            client_key(ip("2001:db8:1:2::1"))
+        );
+        // IPv4 through a dual-stack listener: its own address, not the ::ffff:0:0/96's /64.
+        assert_eq!(client_key(ip("::ffff:192.0.2.7")), ip("192.0.2.7"));
+        assert_ne!(
+            client_key(ip("::ffff:192.0.2.7")),
+            client_key(ip("::ffff:192.0.2.8"))
+        );
+    }
+
+    #[test]
+    fn the_per_client_cap_refuses_the_client_over_it_only_and_forgets_closed_clients() {
+        let ip = |s: &str| s.parse::<IpAddr>().unwrap();
+        let t = PerClient::new(2);
+        let a1 = t.admit(ip("2001:db8::1")).unwrap();
+        let a2 = t.admit(ip("2001:db8::2")).unwrap();
+        // A third from the same /64 is refused, from anywhere else admitted.
+        assert!(t.admit(ip("2001:db8::ffff")).is_none());
+        let b = t.admit(ip("192.0.2.1")).unwrap();
+        assert_eq!((t.open(ip("2001:db8::9")), t.clients()), (2, 2));
+        drop(a1);
+        let a3 = t.admit(ip("2001:db8::3")).unwrap();
+        drop((a2, a3, b));
+        assert_eq!(t.clients(), 0, "entries go with their last connection");
+        // A flood of addresses, one connection each: the table holds the open ones only.
+        let slots: Vec<ClientSlot> = (0..10_000u32)
+            .map(|i| {
+                t.admit(IpAddr::from((0x0a00_0000 + i).to_be_bytes()))
+                    .unwrap()
+            })
+            .collect();
+        assert_eq!(t.clients(), 10_000);
+        drop(slots);
+        assert_eq!(t.clients(), 0);
+        // 0: no cap.
+        let free = PerClient::new(0);
+        let held: Vec<ClientSlot> = (0..100)
+            .map(|_| free.admit(ip("192.0.2.1")).unwrap())
+            .collect();
+        assert_eq!(free.open(ip("192.0.2.1")), 100);
+        drop(held);
+        assert_eq!(free.clients(), 0);
     }
 
     #[test]
