@@ -137,6 +137,86 @@ describe.skipIf(why !== undefined)("the page at a glance", () => {
     await done();
   });
 
+  it("keeps the graphs measured each period on their own time axis while the budget spaces bandwidth probes", async () => {
+    // The defaults on loopback: the automatic size grows until a probe lasts 250 ms, and the
+    // budget spaces such probes minutes apart; the RTT is measured every second.
+    const { page, done } = await openPage(rig, "?period=1");
+    await waitForMeasurements(page, "bandwidth_down/http", 1, 20_000);
+    await waitForMeasurements(page, "rtt/websocket", 6, 10_000);
+    const axis = (series: string) =>
+      page.$eval(`figure[data-series="${series}"]`, (f) => {
+        const d = (f as HTMLElement).dataset;
+        return {
+          min: Number(d.axisMin),
+          max: Number(d.axisMax),
+          measured: Number(d.lastMeasuredX),
+          forecast: Number(d.lastForecastX),
+        };
+      });
+    const down = await axis("bandwidth_down/http");
+    // The download's next forecast stands minutes ahead, and its graph shows it.
+    expect(down.forecast - down.measured).toBeGreaterThan(60_000);
+    expect(down.max).toBeGreaterThanOrEqual(down.forecast);
+    // The RTT's graphs span their seconds of measurements, not those minutes.
+    for (const series of ["rtt/websocket", "jitter/websocket"]) {
+      const a = await axis(series);
+      expect(a.max, series).toBeGreaterThanOrEqual(a.forecast);
+      expect(a.max - a.min, series).toBeLessThan(60_000);
+    }
+    await done();
+  });
+
+  it("keeps a phone's tables and mirror list readable: the figures beside the row names, text wrapped whole", async () => {
+    const viewport = { width: 390, height: 844 };
+    const context = await rig.browser.newContext({ viewport, hasTouch: true, isMobile: true });
+    try {
+      const page = await context.newPage();
+      // A mirror named in the link, by a URL long enough to wrap (never probed: unticked).
+      await page.goto(
+        `${rig.node.url}/?period=1&size=64k&mirrors=http://127.0.0.1:9/a/mirror/of/this/site/`,
+      );
+      await waitForMeasurements(page, "loaded_rtt/websocket", 1, 15_000);
+      await page.click("#details summary");
+      const right = (selector: string) =>
+        page.$eval(selector, (e) => e.getBoundingClientRect().right);
+      // The series table scrolls sideways, but its row names wrap: the last measurement is
+      // on the screen beside them, and the caption wraps to the screen, not to the table.
+      expect(await right("#series-table thead th:nth-child(2)")).toBeLessThanOrEqual(
+        viewport.width,
+      );
+      expect(await right("#series-table caption")).toBeLessThanOrEqual(viewport.width);
+      expect(await right("#ranking-table caption")).toBeLessThanOrEqual(viewport.width);
+      // The mirror's name and URL wrap as one sentence beside its box: the URL's second line
+      // starts under the name, not in a column of its own.
+      const [name, where] = await page.$$eval(
+        "#mirror-list li .mirror-name, #mirror-list li .mirror-where",
+        (spans) =>
+          spans.map((s) =>
+            Array.from(s.getClientRects()).map((r) => ({ left: r.left, top: r.top })),
+          ),
+      );
+      expect(where!.length).toBeGreaterThan(1);
+      expect(Math.min(...where!.map((r) => r.left))).toBeLessThanOrEqual(name![0]!.left + 1);
+      // No control sticks out of its panel: a select as wide as its longest option (the
+      // loaded RTT's title) shrinks with its label.
+      const sticking = await page.$$eval("section select, section input, section button", (els) =>
+        els
+          .filter((e) => {
+            const r = e.getBoundingClientRect();
+            return r.width > 0 && r.right > e.closest("section")!.getBoundingClientRect().right;
+          })
+          .map((e) => e.id || e.tagName),
+      );
+      expect(sticking).toEqual([]);
+      const sideways = await page.evaluate(
+        () => document.documentElement.scrollWidth - document.documentElement.clientWidth,
+      );
+      expect(sideways).toBeLessThanOrEqual(0);
+    } finally {
+      await context.close();
+    }
+  });
+
   it("asks before clearing the history, and keeps it when told to", async () => {
     const { page, done } = await openPage(rig, "?period=1");
     await waitForMeasurements(page, "rtt/websocket", 3, 10_000);

@@ -162,7 +162,7 @@ describe.skipIf(why !== undefined)("the page against a real echo-node", () => {
       [5, 5],
     ]);
     const report = (await page.textContent("#import-report")) ?? "";
-    expect(report).toContain("broken.ndjson (ndjson): 5 values in 1 series; 4 line(s) refused");
+    expect(report).toContain("broken.ndjson (ndjson): 5 values in 1 series; 4 lines refused");
     expect(report).toContain("line 5, schema_version");
     expect(report).toContain("line 8, value");
     expect(report).toContain("rtt-browser.ndjson (ndjson): 298 values in 1 series.");
@@ -324,6 +324,132 @@ describe.skipIf(why !== undefined)("the page against a real echo-node", () => {
     expect(await page.textContent(`tr[data-series="${item!.key}"] td:nth-of-type(5)`)).toBe(
       "20000",
     );
+    await done();
+  });
+
+  it("says why an empty or a binary file imports nothing, and reports a clean import plainly", async () => {
+    const { page, done } = await open("?period=300");
+    // Bytes of a PNG and of random data, which no text file has (a NUL among them).
+    const binary = Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 0, 0, 0, 13]);
+    const noise = Buffer.from(Array.from({ length: 4000 }, (_, i) => 0x80 + ((i * 37) % 0x80)));
+    await page.setInputFiles("#import", [
+      { name: "empty.ndjson", mimeType: "application/x-ndjson", buffer: Buffer.alloc(0) },
+      { name: "image.csv", mimeType: "text/csv", buffer: binary },
+      { name: "noise.ndjson", mimeType: "application/x-ndjson", buffer: noise },
+    ]);
+    await page.setInputFiles("#import", join(SAMPLES, "rtt-browser.ndjson"));
+    await page.waitForSelector("#imported-list li", { timeout: 10_000 });
+    const reports = await page.$$eval("#import-report > div > p", (ps) =>
+      ps.map((p) => ({ text: p.textContent ?? "", problem: p.classList.contains("problem") })),
+    );
+    // Newest first.
+    expect(reports).toEqual([
+      { text: "rtt-browser.ndjson (ndjson): 298 values in 1 series.", problem: false },
+      {
+        text: expect.stringMatching(/^noise\.ndjson: nothing imported, it is not UTF-8 text/),
+        problem: true,
+      },
+      {
+        text: expect.stringMatching(/^image\.csv: nothing imported, it is not UTF-8 text/),
+        problem: true,
+      },
+      { text: "empty.ndjson: nothing imported, the file is empty.", problem: true },
+    ]);
+    // A binary file's bytes are not echoed back as text.
+    expect(await page.textContent("#import-report")).not.toContain("\ufffd");
+    // The clean file's note is told, not as a problem.
+    expect(await page.textContent("#import-report li")).toBe(
+      "2 records without a value (timeouts, errors) not read as values",
+    );
+    await done();
+  });
+
+  it("names a rate of Gbit/s in Gbit/s: its graph, the graph's summary and the next forecast", async () => {
+    const { page, done } = await open("?period=300");
+    const records = Array.from({ length: 40 }, (_, i) =>
+      JSON.stringify({
+        schema_version: "1.0",
+        timestamp_ms: 1_795_176_000_000 + i * 5000,
+        source: "nowcast tcp",
+        metric: "bandwidth_down",
+        status: "ok",
+        value: 1500 + 400 * Math.sin(i / 3),
+        unit: "Mbit/s",
+        to: "fast.example:443",
+      }),
+    );
+    await page.setInputFiles("#import", {
+      name: "fast.ndjson",
+      mimeType: "application/x-ndjson",
+      buffer: Buffer.from(records.join("\n")),
+    });
+    await page.waitForSelector('figure[data-series^="import/"][data-measurements="40"]', {
+      timeout: 10_000,
+    });
+    const figure = page.locator('figure[data-series^="import/"]');
+    expect(await figure.locator("figcaption").textContent()).toMatch(/\(Gbit\/s\)$/);
+    const summary = (await figure.locator(".summary").textContent()) ?? "";
+    expect(summary).toMatch(/Next forecast [\d.]+ Gbit\/s ± [\d.]+ Gbit\/s\.$/);
+    expect(summary).not.toContain("Mbit/s");
+    const key = await figure.getAttribute("data-series");
+    expect(await page.textContent(`tr[data-series="${key}"] td:nth-of-type(2)`)).toMatch(
+      /^[\d.]+ Gbit\/s ± [\d.]+ Gbit\/s$/,
+    );
+    await done();
+  });
+
+  it("names a CSV column of numbers without a unit, and dates a span of days", async () => {
+    const { page, done } = await open("?period=300");
+    const lines = ["time,value"];
+    for (let i = 0; i < 3 * 288; i++)
+      lines.push(`${1_795_132_800_000 + i * 300_000},${30 + (i % 7)}`);
+    await page.setInputFiles("#import", {
+      name: "days.csv",
+      mimeType: "text/csv",
+      buffer: Buffer.from(lines.join("\n")),
+    });
+    await page.waitForSelector('figure[data-series^="import/"][data-measurements="864"]', {
+      timeout: 10_000,
+    });
+    const figure = page.locator('figure[data-series^="import/"]');
+    expect(await figure.locator("figcaption").textContent()).toBe("value (days.csv)");
+    expect(await figure.locator(".summary").textContent()).toMatch(
+      /^value \(days\.csv\): 864 measurements from \d+ [A-Z][a-z]{2} \d\d:\d\d:\d\d to \d+ [A-Z][a-z]{2} \d\d:\d\d:\d\d, between 30\.0 and 36\.0; latest \d\d\.0\. Next forecast [\d.]+ ± [\d.]+\.$/,
+    );
+    await done();
+  });
+
+  it("takes a budget on Enter without reloading, and puts a refused one back, saying why", async () => {
+    const { page, done } = await open("?period=300");
+    await waitForMeasurements(page, "rtt/websocket", 1, 5000);
+    // Loads, not the link's updates (history.replaceState, which Playwright also reports as
+    // navigations).
+    let navigations = 0;
+    page.on("load", () => navigations++);
+    // Enter submits the controls' form: the budget takes, and the page stays.
+    await page.fill("#budget", "300");
+    await page.press("#budget", "Enter");
+    await page.waitForFunction(() => new URL(location.href).searchParams.get("budget") === "300");
+    await sleep(500);
+    expect(navigations).toBe(0);
+    expect(new URL(page.url()).search).toBe("?period=300&budget=300");
+
+    // Zero is refused: the box shows the budget in force again, and says why.
+    await page.fill("#budget", "0");
+    await page.press("#budget", "Enter");
+    expect(await page.inputValue("#budget")).toBe("300");
+    const problem = page.locator("#settings-problem");
+    await problem.waitFor({ state: "visible", timeout: 2000 });
+    expect(await problem.textContent()).toBe(
+      "The budget must be a number of MiB above 0; it stays at 300 MiB per hour.",
+    );
+    expect(new URL(page.url()).searchParams.get("budget")).toBe("300");
+    // A good one takes, and the complaint goes.
+    await page.fill("#budget", "200");
+    await page.locator("#budget").blur();
+    await problem.waitFor({ state: "hidden", timeout: 2000 });
+    expect(new URL(page.url()).searchParams.get("budget")).toBe("200");
+    expect(navigations).toBe(0);
     await done();
   });
 

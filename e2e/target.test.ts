@@ -192,6 +192,25 @@ describe.skipIf(why !== undefined)("the target: two echo-nodes on loopback", () 
     expect(await item.locator(".mirror-status").textContent()).toBe("measured as the target");
     await done();
   });
+
+  it("says an unticked mirror that is the target is measured, and not probed once it is not", async () => {
+    const { page, done } = await openPage(rig, `?period=1&target=${encodeURIComponent(secondUrl)}`);
+    const item = page.locator(`#mirror-list li[data-url="${secondUrl}"]`);
+    await item.waitFor({ timeout: 5000 });
+    await waitForMeasurements(page, "rtt/websocket", 2, 10_000);
+    expect(await item.locator("input[type=checkbox]").isChecked()).toBe(false);
+    expect(await item.locator(".mirror-status").textContent()).toBe("measured as the target");
+    // Back to this site: the mirror, unticked, is probed no more.
+    await page.selectOption("#target-select", "");
+    await page.waitForFunction(
+      (u) =>
+        document.querySelector(`#mirror-list li[data-url="${u}"] .mirror-status`)?.textContent ===
+        "not probed",
+      secondUrl,
+      { timeout: 5000, polling: 50 },
+    );
+    await done();
+  });
 });
 
 describe.skipIf(why !== undefined)("a target named only in the link", () => {

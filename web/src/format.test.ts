@@ -1,5 +1,15 @@
 import { describe, expect, it } from "vitest";
-import { clock, clockTicks, formatPeriod, formatSpan } from "./format";
+import {
+  clock,
+  clockIn,
+  clockTickLabel,
+  clockTicks,
+  formatPeriod,
+  formatSpan,
+  formatValue,
+  formatWithError,
+  tickLabels,
+} from "./format";
 
 describe("clockTicks", () => {
   const at = (h: number, m: number, s: number) => new Date(2026, 10, 21, h, m, s).getTime();
@@ -53,5 +63,93 @@ describe("periods and spans in words", () => {
       "1 h",
       "2 h 5 min",
     ]);
+  });
+});
+
+describe("values with their spread", () => {
+  it("says the spread in the value's unit, Gbit/s included", () => {
+    expect(formatWithError(2230, 0, "Mbit/s")).toBe("2.23 Gbit/s ± 0 Gbit/s");
+    expect(formatWithError(2230, 150, "Mbit/s")).toBe("2.23 Gbit/s ± 0.150 Gbit/s");
+    expect(formatWithError(92.4, 6.1, "Mbit/s")).toBe("92.4 Mbit/s ± 6.10 Mbit/s");
+    expect(formatWithError(0.0534, 0.111, "ms")).toBe("0.0534 ms ± 0.111 ms");
+    // A CSV column of numbers has no unit: nothing after its figures.
+    expect(formatWithError(30.9, 2.07, "")).toBe("30.9 ± 2.07");
+    expect(formatValue(32, "")).toBe("32.0");
+    // A single value still switches at 1000 Mbit/s.
+    expect(formatValue(999, "Mbit/s")).toBe("999 Mbit/s");
+    expect(formatValue(1000, "Mbit/s")).toBe("1.00 Gbit/s");
+  });
+});
+
+describe("an axis's tick labels", () => {
+  it("gives every label one unit, by the largest, and one number of decimals", () => {
+    // Chart.js's round steps, as a rate axis across 1 Gbit/s gets them.
+    expect(tickLabels([1600, 1700, 1800, 1900, 2000, 2100, 2200], "Mbit/s")).toEqual({
+      unit: "Gbit/s",
+      labels: ["1.6", "1.7", "1.8", "1.9", "2.0", "2.1", "2.2"].map((l) => `${l} Gbit/s`),
+    });
+    expect(tickLabels([800, 900, 1000, 1100], "Mbit/s").labels).toEqual([
+      "0.8 Gbit/s",
+      "0.9 Gbit/s",
+      "1.0 Gbit/s",
+      "1.1 Gbit/s",
+    ]);
+    expect(tickLabels([0, 0.5, 1, 1.5, 2, 2.5, 3, 3.5], "ms").labels).toEqual(
+      ["0.0", "0.5", "1.0", "1.5", "2.0", "2.5", "3.0", "3.5"].map((l) => `${l} ms`),
+    );
+    // Binary fractions of Chart.js's arithmetic, and a tick a rounding error below zero.
+    expect(tickLabels([-1e-17, 0.02, 0.04, 0.06000000000000001, 0.08], "ms").labels).toEqual([
+      "0.00 ms",
+      "0.02 ms",
+      "0.04 ms",
+      "0.06 ms",
+      "0.08 ms",
+    ]);
+    expect(tickLabels([0, 5, 10, 15, 20, 25], "ms").labels).toEqual(
+      ["0", "5", "10", "15", "20", "25"].map((l) => `${l} ms`),
+    );
+  });
+
+  it("takes the unit from the axis's end when the ticks stop short of it", () => {
+    expect(tickLabels([900, 950], "Mbit/s", 1001)).toEqual({
+      unit: "Gbit/s",
+      labels: ["0.90 Gbit/s", "0.95 Gbit/s"],
+    });
+  });
+
+  it("leaves the unit out when the axis's title says it", () => {
+    expect(tickLabels([-0.1, -0.05, 0, 0.05, 0.1], "").labels).toEqual([
+      "-0.10",
+      "-0.05",
+      "0.00",
+      "0.05",
+      "0.10",
+    ]);
+    expect(tickLabels([0, 1, 2, 3], "").labels).toEqual(["0", "1", "2", "3"]);
+  });
+});
+
+describe("a time axis's tick labels", () => {
+  const at = (d: number, h: number, m: number) => new Date(2026, 10, d, h, m, 0).getTime();
+
+  it("says the date at midnight on an axis of hours or days, the clock time elsewhere", () => {
+    const day = 86_400_000;
+    expect([at(21, 0, 0), at(22, 0, 0)].map((t) => clockTickLabel(t, day))).toEqual([
+      "21 Nov",
+      "22 Nov",
+    ]);
+    expect(
+      [at(21, 18, 0), at(22, 0, 0), at(22, 6, 0)].map((t) => clockTickLabel(t, 6 * 3_600_000)),
+    ).toEqual(["18:00:00", "22 Nov", "06:00:00"]);
+    // Seconds apart, midnight is a clock time like any other.
+    expect(clockTickLabel(at(22, 0, 0), 10_000)).toBe("00:00:00");
+  });
+
+  it("dates the ends of a span that crosses a day, not those of one that does not", () => {
+    expect([clockIn(at(20, 0, 0), at(22, 23, 55)), clockIn(at(22, 23, 55), at(20, 0, 0))]).toEqual([
+      "20 Nov 00:00:00",
+      "22 Nov 23:55:00",
+    ]);
+    expect(clockIn(at(21, 12, 0), at(21, 12, 30))).toBe("12:00:00");
   });
 });

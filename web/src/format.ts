@@ -18,10 +18,57 @@ export function significant(v: number): string {
   return v.toPrecision(3);
 }
 
+/** The unit a value of `magnitude` is shown in: Mbit/s as Gbit/s from 1000, the rest as is;
+ *  `divisor` turns the value into that unit. */
+export function displayUnit(magnitude: number, unit: string): { unit: string; divisor: number } {
+  return unit === "Mbit/s" && Math.abs(magnitude) >= 1000
+    ? { unit: "Gbit/s", divisor: 1000 }
+    : { unit, divisor: 1 };
+}
+
+/** " ms", or nothing for a value without a unit (a CSV column of numbers). */
+const spaced = (unit: string) => (unit === "" ? "" : ` ${unit}`);
+
 /** A value in its unit: ms, Mbit/s (as Gbit/s from 1000), or a fraction. */
 export function formatValue(v: number, unit: string): string {
-  if (unit === "Mbit/s" && Math.abs(v) >= 1000) return `${significant(v / 1000)} Gbit/s`;
-  return `${significant(v)} ${unit}`;
+  const d = displayUnit(v, unit);
+  return `${significant(v / d.divisor)}${spaced(d.unit)}`;
+}
+
+/** A value and its spread in the value's unit, both alike: "2.23 Gbit/s ± 0.150 Gbit/s",
+ *  never "2.23 Gbit/s ± 150 Mbit/s". */
+export function formatWithError(v: number, error: number, unit: string): string {
+  const d = displayUnit(v, unit);
+  const u = spaced(d.unit);
+  return `${significant(v / d.divisor)}${u} ± ${significant(error / d.divisor)}${u}`;
+}
+
+/**
+ * The labels of an axis's ticks (`values`, in `unit`): all in the unit a value of `magnitude`
+ * (the axis's largest, by default the largest tick's) is shown in, with as many decimals as
+ * the ticks need and the same for each ("0.5 ms", "1.0 ms", "1.5 ms"; "1.6 Gbit/s" …
+ * "2.2 Gbit/s"), so that a column of labels reads as one scale.
+ */
+export function tickLabels(
+  values: readonly number[],
+  unit: string,
+  magnitude = values.reduce((m, v) => Math.max(m, Math.abs(v)), 0),
+): { unit: string; labels: string[] } {
+  const d = displayUnit(magnitude, unit);
+  const scaled = values.map((v) => v / d.divisor);
+  const exact = (places: number) =>
+    scaled.every((v) => {
+      const x = v * 10 ** places;
+      return Math.abs(x - Math.round(x)) <= 1e-6 * Math.max(1, Math.abs(x));
+    });
+  let places = 0;
+  while (places < 6 && !exact(places)) places++;
+  // Ticks that no number of decimals writes exactly (not Chart.js's round steps) keep three
+  // significant digits each.
+  const fixed = exact(places);
+  // Number() first: a tick a rounding error below zero reads "0.0", not "-0.0".
+  const label = (v: number) => (fixed ? Number(v.toFixed(places)).toFixed(places) : significant(v));
+  return { unit: d.unit, labels: scaled.map((v) => `${label(v)}${spaced(d.unit)}`) };
 }
 
 /** Bytes as KiB/MiB/GiB. */
@@ -66,6 +113,31 @@ export function clockTicks(min: number, max: number, most: number): number[] {
   const out: number[] = [];
   for (let t = Math.ceil(lo / step) * step; t <= hi; t += step) out.push(t - offset);
   return out;
+}
+
+const MONTHS = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
+
+/**
+ * A time axis's tick at `ms` (from `clockTicks`, `stepMs` apart): its clock time, or its
+ * date ("21 Nov") when it falls on a local midnight of an axis that spans hours or days, where
+ * "00:00:00" would not say which day it is.
+ */
+export function clockTickLabel(ms: number, stepMs: number): string {
+  const d = new Date(ms);
+  const midnight = d.getHours() === 0 && d.getMinutes() === 0 && d.getSeconds() === 0;
+  return midnight && stepMs >= 3_600_000 ? `${d.getDate()} ${MONTHS[d.getMonth()]}` : clock(ms);
+}
+
+/** A time as a graph's summary says it: the clock time, with the date ("21 Nov 12:03:04")
+ *  when the span it is part of (`otherMs`, its other end) crosses a day. */
+export function clockIn(ms: number, otherMs: number): string {
+  const a = new Date(ms);
+  const b = new Date(otherMs);
+  const sameDay =
+    a.getFullYear() === b.getFullYear() &&
+    a.getMonth() === b.getMonth() &&
+    a.getDate() === b.getDate();
+  return sameDay ? clock(ms) : `${a.getDate()} ${MONTHS[a.getMonth()]} ${clock(ms)}`;
 }
 
 /** A period as the page says it: "2 s", "1 min", "5 min", "90 s". */

@@ -2,6 +2,7 @@ import { describe, expect, it } from "vitest";
 import {
   AXIS_PAD_PX,
   AXIS_SLACK,
+  paceOf,
   thin,
   WindowExtreme,
   xAxis,
@@ -173,5 +174,24 @@ describe("the y axis", () => {
     expect(yLimits(-2, 2)).toEqual({ min: -2.6, max: 2.6 });
     expect(yLimits(4, 4)).toEqual({ min: 3.4, max: 4.6 });
     expect(yLimits(0, 0)).toEqual({ min: 0, max: 1 });
+  });
+});
+
+describe("paceOf", () => {
+  it("puts the graphs whose next forecast stands further ahead than the period on their own axis", () => {
+    // RTT, jitter and a mirror's RTT each period (2 s); download and upload spaced by the
+    // budget (8 and 7 min); a graph without a forecast yet goes with the period.
+    expect(paceOf([2000, 2000, 480_000, 420_000, undefined, 2000])).toEqual([
+      "period",
+      "period",
+      "spaced",
+      "spaced",
+      "period",
+      "period",
+    ]);
+    // Nothing spaced: one axis for all, as before the budget spaced anything.
+    expect(paceOf([1000, 1000, 1000])).toEqual(["period", "period", "period"]);
+    expect(paceOf([undefined])).toEqual(["period"]);
+    expect(paceOf([])).toEqual([]);
   });
 });

@@ -150,3 +150,16 @@ export function yLimits(lo: number, hi: number): { min: number; max: number } {
   const pad = (hi - lo) * Y_MARGIN || Math.abs(hi) * Y_MARGIN || 1;
   return { min: lo >= 0 ? Math.max(0, lo - pad) : lo - pad, max: hi + pad };
 }
+
+/** The live graphs measured each period, and those measured less often (a longer step). */
+export type Pace = "period" | "spaced";
+
+/**
+ * The pace of each graph, by the step of its next forecast (undefined: none yet): "spaced"
+ * when that step is longer than the shortest of them (a bandwidth series the budget spaces),
+ * else "period".
+ */
+export function paceOf(steps: readonly (number | undefined)[]): Pace[] {
+  const shortest = Math.min(...steps.filter((s) => s !== undefined));
+  return steps.map((s) => (s !== undefined && s > shortest ? "spaced" : "period"));
+}

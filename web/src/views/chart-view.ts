@@ -23,7 +23,16 @@ import {
   type ChartDataset,
   type Plugin,
 } from "chart.js";
-import { clock, clockTicks, formatValue } from "../format";
+import {
+  clock,
+  clockIn,
+  clockTickLabel,
+  clockTicks,
+  displayUnit,
+  formatValue,
+  formatWithError,
+  tickLabels,
+} from "../format";
 import { thin, WindowExtreme, xAxis, yAxisHolds, yLimits, type Point } from "./chart-math";
 import { BAND_K, type NextForecast } from "../messages";
 
@@ -55,6 +64,9 @@ interface BandColumn {
   lo: number;
   gap: boolean;
 }
+
+/** The room a time tick's label takes on the x axis, with space around it (CSS px). */
+const TIME_LABEL_PX = 80;
 
 /** Dataset order: the measurements, then the forecasts (Chart.js lays them out for the
  *  tooltips and the hovered point; the mark layer draws them). */
@@ -371,6 +383,9 @@ function key(entries: [glyph: string, color: string, label: string][]): HTMLElem
   return p;
 }
 
+/** A graph's caption: its title and its unit, if it has one. */
+const captionOf = (title: string, unit: string) => (unit === "" ? title : `${title} (${unit})`);
+
 /** Numbers the graphs' summaries (their ids). */
 let summaries = 0;
 
@@ -399,6 +414,9 @@ export class SeriesChart {
   private spacing: number | undefined;
   private readonly title: string;
   private readonly unit: string;
+  private readonly caption: HTMLElement;
+  /** The unit the y axis is labelled in (Mbit/s or Gbit/s for a rate, by its largest value). */
+  private axisUnit: string;
   private readonly summary: HTMLElement;
   /** The band per column of the x axis's duration, for the forecasts whose time is final. */
   private columns: BandColumn[] = [];
@@ -418,6 +436,8 @@ export class SeriesChart {
     | undefined;
   /** Whether the last forecast point is the pending one, plotted one step ahead. */
   private pending = false;
+  /** How far ahead of its measurement the pending forecast stands (ms): the series' period. */
+  private pendingStep: number | undefined;
   private dirty = false;
   /** Whether Chart.js's points (for the tooltips) are behind the series. */
   private stale = false;
@@ -450,11 +470,13 @@ export class SeriesChart {
     this.band = new BandLayer(band);
     this.title = title;
     this.unit = unit;
+    this.axisUnit = unit;
 
     this.figure = document.createElement("figure");
     this.figure.className = "graph";
     const caption = document.createElement("figcaption");
-    caption.textContent = `${title} (${unit})`;
+    caption.textContent = captionOf(title, unit);
+    this.caption = caption;
     this.box = document.createElement("div");
     this.box.className = "graph-box";
     const canvas = document.createElement("canvas");
@@ -529,14 +551,36 @@ export class SeriesChart {
           x: {
             type: "linear",
             // min and max are set by draw() (xAxis); the ticks fall on round clock times.
+            // At most six, and one per TIME_LABEL_PX of the axis: a phone's narrow graph
+            // would run its clock times into each other.
             afterBuildTicks: (scale) => {
-              scale.ticks = clockTicks(scale.min, scale.max, 6).map((value) => ({ value }));
+              const most = Math.max(2, Math.min(6, Math.floor(scale.width / TIME_LABEL_PX)));
+              scale.ticks = clockTicks(scale.min, scale.max, most).map((value) => ({ value }));
             },
-            ticks: { color: text, maxRotation: 0, callback: (v) => clock(Number(v)) },
+            ticks: {
+              color: text,
+              maxRotation: 0,
+              // A tick on a midnight of an axis of hours or days says its date.
+              callback: (v, i, ticks) =>
+                clockTickLabel(
+                  Number(v),
+                  ticks.length > 1 ? ticks[1]!.value - ticks[0]!.value : Infinity,
+                ),
+            },
             grid: { color: grid },
           },
           y: {
-            ticks: { color: text, callback: (v) => formatValue(Number(v), unit) },
+            ticks: { color: text },
+            // One unit and one number of decimals for every label (format.ts `tickLabels`),
+            // the unit the largest value of the axis is shown in, as its title says.
+            afterTickToLabelConversion: (scale) => {
+              const { labels } = tickLabels(
+                scale.ticks.map((t) => t.value),
+                unit,
+                Math.max(Math.abs(scale.min), Math.abs(scale.max)),
+              );
+              scale.ticks.forEach((t, i) => (t.label = labels[i]));
+            },
             grid: { color: grid },
             title: { display: true, text: unit, color: text },
           },
@@ -546,9 +590,10 @@ export class SeriesChart {
             callbacks: {
               title: (items) => clock(items[0]?.parsed.x ?? 0),
               label: (item) => {
-                const value = `${item.dataset.label}: ${formatValue(item.parsed.y ?? 0, unit)}`;
                 const e = (item.raw as Partial<Forecast>).e;
-                return e === undefined ? value : `${value} ± ${formatValue(BAND_K * e, unit)}`;
+                return e === undefined
+                  ? `${item.dataset.label}: ${formatValue(item.parsed.y ?? 0, unit)}`
+                  : `${item.dataset.label}: ${formatWithError(item.parsed.y ?? 0, BAND_K * e, unit)}`;
               },
             },
           },
@@ -581,6 +626,7 @@ export class SeriesChart {
       this.measuredMax.push(n, value);
     }
     this.pending = next !== undefined;
+    this.pendingStep = next === undefined ? undefined : stepMs;
     if (next !== undefined) {
       const f = { x: x + stepMs, y: next.value, e: next.error };
       const n = this.forecastsGone + this.forecasts.length;
@@ -613,6 +659,12 @@ export class SeriesChart {
     this.failures.push(x);
     if (this.failures.length > MAX_POINTS) this.failures.shift();
     this.dirty = true;
+  }
+
+  /** How far ahead of the newest measurement the next forecast stands (ms), if there is one:
+   *  the period the series is measured at. */
+  get step(): number | undefined {
+    return this.pending ? this.pendingStep : undefined;
   }
 
   /** The forecast of the next value, as last added. */
@@ -697,6 +749,9 @@ export class SeriesChart {
     d.lastForecastX = String(forecasts.at(-1)?.x ?? "");
     d.layouts = String(this.layouts);
     d.failures = String(this.failures.length);
+    // The time axis's ends (ms since the epoch), shared or its own.
+    d.axisMin = String(this.axis?.min ?? "");
+    d.axisMax = String(this.axis?.max ?? "");
     this.summary.textContent = this.describe();
   }
 
@@ -715,10 +770,13 @@ export class SeriesChart {
     const hi = this.measuredMax.value!;
     const next = this.next;
     const forecast =
-      next === undefined ? "" : ` Next forecast ${v(next.value)} ± ${v(BAND_K * next.error)}.`;
+      next === undefined
+        ? ""
+        : ` Next forecast ${formatWithError(next.value, BAND_K * next.error, unit)}.`;
     return (
       `${this.title}: ${measured.length} measurement${measured.length === 1 ? "" : "s"} from ` +
-      `${clock(first.x)} to ${clock(last.x)}, between ${v(lo)} and ${v(hi)}; latest ${v(last.y)}.` +
+      `${clockIn(first.x, last.x)} to ${clockIn(last.x, first.x)}, between ${v(lo)} and ` +
+      `${v(hi)}; latest ${v(last.y)}.` +
       forecast +
       failed
     );
@@ -748,6 +806,15 @@ export class SeriesChart {
     this.layouts++;
     this.wasResized = false;
     const y = this.chart.scales.y!;
+    // The axis's title and the graph's caption name the unit its labels are in: a rate's
+    // axis in Gbit/s once it reaches 1000 Mbit/s.
+    const shown = displayUnit(Math.max(Math.abs(y.min), Math.abs(y.max)), this.unit).unit;
+    if (shown !== this.axisUnit) {
+      this.axisUnit = shown;
+      (this.chart.options.scales!.y as { title: { text: string } }).title.text = shown;
+      this.caption.textContent = captionOf(this.title, shown);
+      this.chart.update("none");
+    }
     this.laidOut =
       axis === undefined
         ? undefined

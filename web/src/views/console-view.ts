@@ -4,7 +4,14 @@
 // with its last measurement, next forecast, forecaster, mean absolute error, probes, timeouts
 // and failures.
 
-import { clock, formatBytes, formatPeriod, formatSpan, formatValue } from "../format";
+import {
+  clock,
+  formatBytes,
+  formatPeriod,
+  formatSpan,
+  formatValue,
+  formatWithError,
+} from "../format";
 import { BAND_K, type NextForecast, type StatusEvent } from "../messages";
 import { budgetLastsS } from "../settings";
 import { el, placeInOrder, type Rank } from "./dom";
@@ -54,9 +61,7 @@ export class ConsoleRow {
     lastCell.textContent = last.text;
     lastCell.classList.toggle("failure", last.failed);
     nextCell.textContent =
-      next === undefined
-        ? "–"
-        : `${formatValue(next.value, this.unit)} ± ${formatValue(BAND_K * next.error, this.unit)}`;
+      next === undefined ? "–" : formatWithError(next.value, BAND_K * next.error, this.unit);
     method.textContent = next === undefined ? "–" : (this.names.get(next.method) ?? next.method);
     if (next !== undefined) method.title = next.method;
     maeCell.textContent = mae === undefined ? "–" : formatValue(mae, this.unit);

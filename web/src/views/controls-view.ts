@@ -26,6 +26,8 @@ export class ControlsView {
   private readonly warning = el("settings-warning");
   private readonly budget = el<HTMLInputElement>("budget");
   private readonly suspend = el<HTMLButtonElement>("suspend");
+  /** Whether the problem shown is a refused budget (cleared by the next good one). */
+  private budgetRefused = false;
 
   /**
    * Reads the settings from the link (a link naming this site as its target means the site),
@@ -52,9 +54,13 @@ export class ControlsView {
     for (const input of [this.period, this.size, this.transport, this.budget]) {
       input.addEventListener("change", () => this.apply());
     }
+    // Enter in the budget's box submits the form: the change above takes it, and the page
+    // must not reload with every control's value in its link.
+    el<HTMLFormElement>("controls").addEventListener("submit", (e) => e.preventDefault());
     this.target.addEventListener("change", () => {
       // The user chose: a complaint about the link's target no longer applies.
       this.problem.hidden = true;
+      this.budgetRefused = false;
       this.apply();
       targetChosen();
     });
@@ -115,12 +121,26 @@ export class ControlsView {
 
   /** Takes the controls' values, writes them to the URL and sends them to the worker. */
   private apply(): void {
-    const budget = Number(this.budget.value);
+    // An empty, zero or negative budget is refused: the box shows the one in force again, and
+    // says why, rather than show a figure the page does not keep to.
+    const budget = this.budget.value.trim() === "" ? NaN : Number(this.budget.value);
+    const budgetOk = Number.isFinite(budget) && budget > 0;
+    if (!budgetOk) {
+      this.budget.value = String(this.settings.budgetMiB);
+      this.problem.textContent =
+        `The budget must be a number of MiB above 0; it stays at ` +
+        `${this.settings.budgetMiB} MiB per hour.`;
+      this.problem.hidden = false;
+      this.budgetRefused = true;
+    } else if (this.budgetRefused) {
+      this.problem.hidden = true;
+      this.budgetRefused = false;
+    }
     this.settings = {
       periodS: Number(this.period.value),
       size: parseSize(this.size.value) ?? this.settings.size,
       transport: this.transport.value as TransportChoice,
-      budgetMiB: Number.isFinite(budget) && budget > 0 ? budget : this.settings.budgetMiB,
+      budgetMiB: budgetOk ? budget : this.settings.budgetMiB,
       mirrors: this.settings.mirrors,
       target: this.target.value === "" ? undefined : this.target.value,
     };

@@ -6,6 +6,7 @@
 import { formatBytes } from "../format";
 import type { ExportEvent, ImportedEvent, PageCommand } from "../messages";
 import { el } from "./dom";
+import { importSummary, unreadable } from "./import-report";
 import type { SeriesViews } from "./series-views";
 
 /** Files larger than this are refused before they are read (the worker keeps 20,000 values
@@ -73,7 +74,15 @@ export class FilesView {
         );
         continue;
       }
-      this.send({ type: "import", file: f.name, text: await f.text() });
+      const text = await f.text();
+      // An empty or binary file is told so here: the reader would find nothing, or echo its
+      // bytes back.
+      const why = unreadable(text);
+      if (why !== undefined) {
+        this.report(`${f.name}: nothing imported, ${why}.`, [], true);
+        continue;
+      }
+      this.send({ type: "import", file: f.name, text });
     }
   }
 
@@ -120,24 +129,8 @@ export class FilesView {
     this.series.requestDraw();
     // Restored after a reload: reported when it was imported.
     if (ev.restored) return;
-    const kept = ev.series.reduce((n, s) => n + s.points.length, 0);
-    const lines = ev.errors.map(
-      (e) => `line ${e.line}${e.field === undefined ? "" : `, ${e.field}`}: ${e.message}`,
-    );
-    if (ev.errorCount > ev.errors.length) {
-      lines.push(`… and ${ev.errorCount - ev.errors.length} more`);
-    }
-    // A file in no supported format: the core's one message, which names what is, comes as
-    // the first note.
-    const summary =
-      ev.series.length === 0
-        ? `${ev.file}: nothing imported`
-        : `${ev.file} (${ev.format}): ${kept} values in ${ev.series.length} series`;
-    this.report(
-      summary + (ev.errorCount === 0 ? "." : `; ${ev.errorCount} line(s) refused:`),
-      [...ev.notes, ...lines],
-      ev.errorCount > 0 || ev.notes.length > 0 || ev.series.length === 0,
-    );
+    const { summary, details, problem } = importSummary(ev);
+    this.report(summary, details, problem);
   }
 
   removed(key: string): void {

@@ -9,6 +9,9 @@ import { endpointName } from "../settings";
 import { el } from "./dom";
 import { titleOf, type SeriesViews } from "./series-views";
 
+/** "1 probe", "2 probes". */
+const plural = (n: number, word: string) => `${n} ${word}${n === 1 ? "" : "s"}`;
+
 export interface MirrorEntry {
   url: string;
   name: string;
@@ -96,7 +99,10 @@ export class MirrorsView {
     const whereText = document.createElement("span");
     whereText.className = "mirror-where";
     whereText.textContent = ` — ${url}${where && `, ${where}`}`;
-    label.append(box, text, whereText);
+    // One box of text beside the checkbox, so that a long name or URL wraps as one sentence.
+    const words = document.createElement("span");
+    words.append(text, whereText);
+    label.append(box, words);
     const status = document.createElement("span");
     status.className = "mirror-status";
     status.textContent = "not probed";
@@ -166,7 +172,7 @@ export class MirrorsView {
         ? "–"
         : s.last === null
           ? "no value (timed out or failed)"
-          : `${formatValue(s.last, unit)} (${s.count} probes, ${s.timeouts} timeouts)`;
+          : `${formatValue(s.last, unit)} (${plural(s.count, "probe")}, ${plural(s.timeouts, "timeout")})`;
     m.status.textContent =
       ev.unreachableSince !== undefined
         ? `unreachable since ${clock(ev.unreachableSince)}: ${ev.problem}`

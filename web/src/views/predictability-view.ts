@@ -3,7 +3,7 @@
 // every forecaster's MSE and MAE with the one in use marked and a plain verdict on it.
 
 import { Chart, type ChartDataset } from "chart.js";
-import { formatValue, significant } from "../format";
+import { formatValue, significant, tickLabels } from "../format";
 import type { PredictabilityEvent } from "../messages";
 import { el } from "./dom";
 import { typicalError, verdictOf } from "./headline-math";
@@ -13,7 +13,14 @@ interface Point {
   y: number;
 }
 
-function lineChart(parent: HTMLElement, label: string, xTitle: string, yTitle: string) {
+/** A graph of the view; `counts`: its y axis counts (whole ticks only). */
+function lineChart(
+  parent: HTMLElement,
+  label: string,
+  xTitle: string,
+  yTitle: string,
+  counts = false,
+) {
   const figure = document.createElement("figure");
   figure.className = "graph";
   const caption = document.createElement("figcaption");
@@ -40,11 +47,15 @@ function lineChart(parent: HTMLElement, label: string, xTitle: string, yTitle: s
     pointRadius: 0,
     borderWidth: 1.5,
   };
-  const axis = (title: string) => ({
-    ticks: {
-      color: text,
-      maxTicksLimit: 6,
-      callback: (v: string | number) => significant(Number(v)),
+  // The unit is in the axis's title; the labels have one number of decimals each axis.
+  const axis = (title: string, precision?: number) => ({
+    ticks: { color: text, maxTicksLimit: 6, precision },
+    afterTickToLabelConversion: (scale: { ticks: { value: number; label?: unknown }[] }) => {
+      const { labels } = tickLabels(
+        scale.ticks.map((t) => t.value),
+        "",
+      );
+      scale.ticks.forEach((t, i) => (t.label = labels[i]));
     },
     grid: { color: grid },
     title: { display: true, text: title, color: text },
@@ -56,7 +67,10 @@ function lineChart(parent: HTMLElement, label: string, xTitle: string, yTitle: s
       animation: false,
       responsive: true,
       maintainAspectRatio: false,
-      scales: { x: { type: "linear", ...axis(xTitle) }, y: { ...axis(yTitle), min: 0 } },
+      scales: {
+        x: { type: "linear", ...axis(xTitle) },
+        y: { ...axis(yTitle, counts ? 0 : undefined), min: 0 },
+      },
       plugins: { legend: { display: false } },
     },
   });
@@ -71,14 +85,20 @@ class PredictabilityView {
 
   constructor(private readonly parent: HTMLElement) {
     parent.hidden = true;
-    this.histogram = lineChart(parent, "Forecast errors: histogram", "forecast error", "forecasts");
+    this.histogram = lineChart(
+      parent,
+      "Forecast errors: histogram",
+      "forecast error",
+      "forecasts",
+      true,
+    );
     this.histogram.dataset.stepped = "before";
     this.histogram.dataset.fill = "origin";
     this.cdf = lineChart(
       parent,
       "Forecast errors: cumulative distribution",
       "forecast error",
-      "share of forecasts at or below",
+      "share at or below",
     );
     const wrap = document.createElement("div");
     wrap.className = "table-wrap";

@@ -6,15 +6,18 @@
 // last round could not reach it. The worker ranks them (messages.ts "rank"); this view lists
 // the sites, asks again when the list or the size changes, and shows its answer.
 
-import { formatDuration, formatValue } from "../format";
+import { formatDuration, formatWithError } from "../format";
 import type { Estimate } from "../forecast";
 import { BAND_K, type RankedSite, type RankingEvent } from "../messages";
 import { endpointName } from "../settings";
 import { el } from "./dom";
 import type { MirrorEntry } from "./mirrors-view";
 
+/** The status of a mirror that is the target. */
+const AS_TARGET = "measured as the target";
+
 const withError = (e: Estimate | undefined, unit: string) =>
-  e === undefined ? "–" : `${formatValue(e.value, unit)} ± ${formatValue(BAND_K * e.error, unit)}`;
+  e === undefined ? "–" : formatWithError(e.value, BAND_K * e.error, unit);
 
 /** The predicted time, qualified by the standing where it says more than the order does. */
 function time(r: Partial<RankedSite>, probing: boolean): string {
@@ -78,10 +81,14 @@ export class RankingView {
       this.asked = question;
       this.ask(fileBytes, [...names.keys()]);
     }
-    // A mirror that is the target is measured as the target (the worker does not probe it
-    // twice).
-    const asTarget = mirrors.get(target);
-    if (asTarget?.probing === true) asTarget.status.textContent = "measured as the target";
+    // A mirror that is the target is measured as the target, ticked or not (the worker does
+    // not probe it twice); once it is not the target, it is probed as a mirror again, or not.
+    for (const m of mirrors.values()) {
+      if (m.url === target) m.status.textContent = AS_TARGET;
+      else if (m.status.textContent === AS_TARGET) {
+        m.status.textContent = m.probing ? "waiting for the next probe" : "not probed";
+      }
+    }
     // In the worker's order; a site it has not ranked yet comes last, as one without
     // forecasts would.
     const answered = new Map(this.ranked.map((r) => [r.url, r]));
