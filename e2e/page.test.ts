@@ -395,6 +395,23 @@ describe.skipIf(why !== undefined)("the page against a real echo-node", () => {
     expect(await page.textContent(`tr[data-series="${key}"] td:nth-of-type(2)`)).toMatch(
       /^[\d.]+ Gbit\/s ± [\d.]+ Gbit\/s$/,
     );
+    // One value: its forecast has no error yet, and the page says so rather than "± 0".
+    await page.setInputFiles("#import", {
+      name: "one.ndjson",
+      mimeType: "application/x-ndjson",
+      buffer: Buffer.from(records[0]!.replace("fast.example", "one.example")),
+    });
+    await page.waitForSelector('figure[data-series^="import/"][data-measurements="1"]', {
+      timeout: 10_000,
+    });
+    const one = page.locator('figure[data-series^="import/"][data-measurements="1"]');
+    expect((await one.locator(".summary").textContent()) ?? "").toMatch(
+      /Next forecast [\d.]+ Gbit\/s ± \?\.$/,
+    );
+    const oneKey = await one.getAttribute("data-series");
+    expect(await page.textContent(`tr[data-series="${oneKey}"] td:nth-of-type(2)`)).toMatch(
+      /^[\d.]+ Gbit\/s ± \?$/,
+    );
     await done();
   });
 

@@ -30,6 +30,7 @@ import {
   clockTicks,
   displayUnit,
   formatValue,
+  errorKnown,
   formatWithError,
   tickLabels,
 } from "../format";
@@ -772,7 +773,7 @@ export class SeriesChart {
     const forecast =
       next === undefined
         ? ""
-        : ` Next forecast ${formatWithError(next.value, BAND_K * next.error, unit)}.`;
+        : ` Next forecast ${formatWithError(next.value, BAND_K * next.error, unit, errorKnown(measured.length, next.error))}.`;
     return (
       `${this.title}: ${measured.length} measurement${measured.length === 1 ? "" : "s"} from ` +
       `${clockIn(first.x, last.x)} to ${clockIn(last.x, first.x)}, between ${v(lo)} and ` +

@@ -10,6 +10,7 @@ import {
   formatPeriod,
   formatSpan,
   formatValue,
+  errorKnown,
   formatWithError,
 } from "../format";
 import { BAND_K, type NextForecast, type StatusEvent } from "../messages";
@@ -61,7 +62,14 @@ export class ConsoleRow {
     lastCell.textContent = last.text;
     lastCell.classList.toggle("failure", last.failed);
     nextCell.textContent =
-      next === undefined ? "–" : formatWithError(next.value, BAND_K * next.error, this.unit);
+      next === undefined
+        ? "–"
+        : formatWithError(
+            next.value,
+            BAND_K * next.error,
+            this.unit,
+            errorKnown(count, next.error),
+          );
     method.textContent = next === undefined ? "–" : (this.names.get(next.method) ?? next.method);
     if (next !== undefined) method.title = next.method;
     maeCell.textContent = mae === undefined ? "–" : formatValue(mae, this.unit);
