@@ -58,9 +58,101 @@ pub fn rate_minus_rtt(bytes: f64, raw_ms: f64, predicted_rtt_ms: Option<f64>) ->
     })
 }
 
+/// How long an automatically sized bandwidth probe should last, ms: long enough that timer
+/// resolution, the acknowledgement's round trip and TCP's slow start are small next to it
+/// (and that a token-bucket shaper's burst, commonly 10 ms of its rate, is a small part of
+/// it), short enough to stay cheap.
+pub const AUTO_TARGET_MS: f64 = 250.0;
+/// The smallest automatic size, and where the first run's tries start: JavaNws's 64 KB.
+pub const AUTO_MIN_BYTES: u64 = 64 * 1024;
+/// The first run's tries grow at least this many times from one to the next.
+pub const BURST_GROWTH: u64 = 4;
+/// ... and at most this many: a short try can read far above the path (a token bucket's burst
+/// passes at line rate: behind a 137 Mbit/s tbf, 64 KiB read 2–4 Gbit/s), and the size that
+/// rate asks for would then take seconds (128 MiB: 7.8 s there). Sixty-four-fold lets a
+/// 64 KiB try that read a 100 Mbit/s path go straight to its 4 MiB, and keeps a try after
+/// one that read a shaper's burst to 4 MiB (0.25 s there).
+pub const BURST_MAX_GROWTH: u64 = 64;
+
+/// The automatic probe size: the bytes the predicted rate moves in [`AUTO_TARGET_MS`],
+/// rounded up to a power of two (so that sizes repeat and durations stay comparable),
+/// between [`AUTO_MIN_BYTES`] and `max_bytes` (the caller's cap: the server's, and the page's
+/// 32 MiB). [`AUTO_MIN_BYTES`] with no prediction. One rule for the page and `nowcast tcp`.
+pub fn auto_size(predicted_mbit_s: Option<f64>, max_bytes: u64) -> u64 {
+    let max = max_bytes.max(AUTO_MIN_BYTES);
+    let Some(rate) = predicted_mbit_s.filter(|r| *r > 0.0) else {
+        return AUTO_MIN_BYTES;
+    };
+    let want = rate * BYTES_PER_MS_PER_MBITS * AUTO_TARGET_MS;
+    let mut size = AUTO_MIN_BYTES;
+    while (size as f64) < want && size < max {
+        size = size.saturating_mul(2);
+    }
+    size.min(max)
+}
+
+/// The first run's next try after one of `bytes` that read `mbit_s` over `duration_ms`, or
+/// `None` when the tries are over: this one lasted [`AUTO_TARGET_MS`] (long enough to be
+/// timed), or was already at `max_bytes`, or read no rate. The next is the larger of
+/// [`BURST_GROWTH`] times this one and the automatic size of the rate it read (a 64 KiB try
+/// on a fast path reads low, its time mostly the request's round trip and TCP's slow start,
+/// so the rate alone would ramp slowly), at most [`BURST_MAX_GROWTH`] times this one, never
+/// above `max_bytes`.
+///
+/// Why tries at all: a series' first recorded probe should already be long enough to be
+/// timed. A fixed 64 KiB probe reads what its first round trips and the path's buffers make
+/// of it: behind a 137 Mbit/s token bucket (a 10 ms burst) `nowcast tcp`'s 64 KiB probe read
+/// 1.2–2.8 Gbit/s, on a long path it reads slow start.
+pub fn burst_next(bytes: u64, mbit_s: f64, duration_ms: f64, max_bytes: u64) -> Option<u64> {
+    let cap = max_bytes.max(AUTO_MIN_BYTES);
+    if duration_ms >= AUTO_TARGET_MS || bytes >= cap || mbit_s.is_nan() || mbit_s <= 0.0 {
+        return None;
+    }
+    Some(
+        bytes
+            .saturating_mul(BURST_GROWTH)
+            .max(auto_size(Some(mbit_s), cap))
+            .min(bytes.saturating_mul(BURST_MAX_GROWTH))
+            .min(cap),
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_automatic_size_moves_a_quarter_second_of_the_forecast_as_a_power_of_two() {
+        assert_eq!(auto_size(None, 1 << 30), 64 * 1024);
+        assert_eq!(auto_size(Some(0.0), 1 << 30), 64 * 1024);
+        assert_eq!(auto_size(Some(f64::NAN), 1 << 30), 64 * 1024);
+        // 100 Mbit/s × 250 ms = 3.125 MB → 4 MiB; 1 Mbit/s → the 64 KiB floor.
+        assert_eq!(auto_size(Some(100.0), 1 << 30), 4 << 20);
+        assert_eq!(auto_size(Some(1.0), 1 << 30), 64 * 1024);
+        // The cap, and never below the floor.
+        assert_eq!(auto_size(Some(100_000.0), 32 << 20), 32 << 20);
+        assert_eq!(auto_size(Some(100_000.0), 3 << 20), 3 << 20);
+        assert_eq!(auto_size(Some(100.0), 1024), 64 * 1024);
+        assert_eq!(auto_size(Some(f64::INFINITY), 1 << 30), 1 << 30);
+    }
+
+    #[test]
+    fn the_first_runs_tries_grow_until_one_lasts_a_quarter_second() {
+        // A 64 KiB try that read 3 Mbit/s in 175 ms: ×4 (its own rate asks for 128 KiB);
+        // one that read 30 Mbit/s in 17 ms: a quarter second of that (937 KB → 1 MiB).
+        assert_eq!(burst_next(64 << 10, 3.0, 175.0, 1 << 30), Some(256 << 10));
+        assert_eq!(burst_next(64 << 10, 30.0, 17.0, 1 << 30), Some(1 << 20));
+        // One that read 2 Gbit/s (a shaper's burst, or a fast path) would ask for a quarter
+        // second of that (62.5 MB → 64 MiB): 64-fold at most, 4 MiB.
+        assert_eq!(burst_next(64 << 10, 2000.0, 0.3, 1 << 30), Some(4 << 20));
+        assert_eq!(burst_next(4 << 20, 2000.0, 16.0, 1 << 30), Some(64 << 20));
+        assert_eq!(burst_next(4 << 20, 2000.0, 16.0, 32 << 20), Some(32 << 20));
+        // Over: long enough, at the cap, or no rate.
+        assert_eq!(burst_next(4 << 20, 100.0, 250.0, 1 << 30), None);
+        assert_eq!(burst_next(32 << 20, 100.0, 10.0, 32 << 20), None);
+        assert_eq!(burst_next(64 << 10, 0.0, 10.0, 1 << 30), None);
+        assert_eq!(burst_next(64 << 10, f64::NAN, 10.0, 1 << 30), None);
+    }
 
     #[test]
     fn the_predicted_rtt_is_subtracted_when_it_leaves_half_the_time() {

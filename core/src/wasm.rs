@@ -540,6 +540,26 @@ pub fn transfer_rate(bytes: f64, raw_ms: f64, predicted_rtt_ms: Option<f64>) -> 
         .unwrap_or_default()
 }
 
+/// The automatic size of a bandwidth probe ([`crate::transfer::auto_size`], the rule
+/// `nowcast tcp --size auto` uses), bytes.
+#[wasm_bindgen(js_name = autoSize)]
+pub fn auto_size(predicted_mbit_s: Option<f64>, max_bytes: f64) -> f64 {
+    crate::transfer::auto_size(predicted_mbit_s, max_bytes.max(0.0) as u64) as f64
+}
+
+/// The first run's next try ([`crate::transfer::burst_next`]), bytes; undefined when the tries
+/// are over.
+#[wasm_bindgen(js_name = burstNext)]
+pub fn burst_next(bytes: f64, mbit_s: f64, duration_ms: f64, max_bytes: f64) -> Option<f64> {
+    crate::transfer::burst_next(
+        bytes.max(0.0) as u64,
+        mbit_s,
+        duration_ms,
+        max_bytes.max(0.0) as u64,
+    )
+    .map(|b| b as f64)
+}
+
 /// Jitter of consecutive RTTs ([`crate::stats::jitter`]); undefined below two values.
 #[wasm_bindgen]
 pub fn jitter(rtts: &[f64]) -> Option<f64> {

@@ -193,7 +193,7 @@ proptest! {
     ) {
         let cfg = Config {
             host: "h:1".into(),
-            size: 1000,
+            size: nowcast::tcp::ProbeSize::Fixed(1000),
             sndbuf: None,
             rcvbuf: None,
             hello: Hello::default(),

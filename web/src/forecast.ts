@@ -10,6 +10,8 @@ import init, {
   methodsJson,
   rankJson,
   transferRate as rawTransferRate,
+  autoSize as rawAutoSize,
+  burstNext as rawBurstNext,
   jitter,
   type InitInput,
 } from "../../core/pkg/nowcast_core.js";
@@ -456,6 +458,28 @@ export function transferRate(
 ): { mbits: number; subtractedMs: number } | undefined {
   const r = rawTransferRate(bytes, rawMs, predictedRttMs);
   return r.length === 2 ? { mbits: r[0]!, subtractedMs: r[1]! } : undefined;
+}
+
+/**
+ * The automatic size of a bandwidth probe, bytes: a quarter second of the predicted rate as a
+ * power of two, within 64 KiB and `maxBytes` (the core's `transfer::auto_size`, the rule of
+ * `nowcast tcp --size auto`).
+ */
+export function coreAutoSize(predictedMbits: number | undefined, maxBytes: number): number {
+  return rawAutoSize(predictedMbits, maxBytes);
+}
+
+/**
+ * The first run's next try after one of `bytes` that read `mbits` over `durationMs`, or
+ * undefined when the tries are over (the core's `transfer::burst_next`).
+ */
+export function coreBurstNext(
+  bytes: number,
+  mbits: number,
+  durationMs: number,
+  maxBytes: number,
+): number | undefined {
+  return rawBurstNext(bytes, mbits, durationMs, maxBytes);
 }
 
 /** Jitter of consecutive RTTs: their mean absolute difference; undefined below two values. */

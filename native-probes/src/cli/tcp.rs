@@ -11,7 +11,7 @@ use nowcast_core::record::{Metric, Transport};
 
 #[derive(clap::Args)]
 #[command(
-    after_help = "Example: nowcast tcp example.org --period 10 --size 256 --out probes.ndjson\n\
+    after_help = "Example: nowcast tcp example.org --period 10 --out probes.ndjson\n\
     Table cells show the measurement and, after the arrow, the forecast of the next value; \
     rates are scaled per value (kbit/s, Mbit/s, Gbit/s). At the end, per series: probes sent, \
     the share lost (timed out or failed), min/avg/max/mdev of the values (mdev as ping's) and \
@@ -32,9 +32,13 @@ use nowcast_core::record::{Metric, Transport};
 pub struct Args {
     /// The server (`nowcast serve`), HOST or HOST:PORT ([v6]:PORT).
     target: String,
-    /// Bandwidth probe size: KiB, or with a suffix B, K, M or G (e.g. 64, 512K, 10M).
-    #[arg(long, default_value = "64", value_parser = parse_size)]
-    size: u64,
+    /// Bandwidth probe size: auto (a quarter second of the forecast rate, as a power of two
+    /// from 64 KiB to 256 MiB; a series' first probe is sized by unrecorded tries growing from
+    /// 64 KiB until one lasts that long), or KiB, or with a suffix B, K, M or G (e.g. 64 for
+    /// JavaNws's 64 KB probe, 512K, 10M). A fixed small probe reads what TCP's first round
+    /// trips and a shaper's burst make of it, not the path's rate.
+    #[arg(long, default_value = "auto", value_parser = probe_size, value_name = "auto|SIZE")]
+    size: tcp::ProbeSize,
     /// Bytes handed to the kernel per write during the bandwidth probe (JavaNws §4: the
     /// size of the sends changes the result on some hosts).
     #[arg(long, default_value = "64K", value_parser = parse_size)]
@@ -80,6 +84,16 @@ impl Direction {
 fn usize_of(n: Option<u64>, flag: &str) -> Result<Option<usize>> {
     n.map(|n| usize::try_from(n).map_err(|_| anyhow!("{flag} is too large")))
         .transpose()
+}
+
+fn probe_size(text: &str) -> Result<tcp::ProbeSize, String> {
+    if text.eq_ignore_ascii_case("auto") {
+        return Ok(tcp::ProbeSize::Auto);
+    }
+    match parse_size(text)? {
+        0 => Err("a probe of 0 bytes measures nothing (auto, or a size)".into()),
+        n => Ok(tcp::ProbeSize::Fixed(n)),
+    }
 }
 
 fn u32_of(n: Option<u64>, flag: &str) -> Result<u32> {

@@ -3,7 +3,7 @@
 //! scale fits them) and the sizes the kernel granted are reported, because buffer sizes
 //! change what is measured (JavaNws §4).
 
-use super::session::{Action, Config, Event, Granted, Nanos, Session};
+use super::session::{Action, Config, Event, Granted, Nanos, ProbeSize, Session};
 use crate::clock::{wall_ms, Clock};
 use crate::net::{discard_by, prime, read_exact_by, remaining, write_all_by};
 use crate::output::{Heading, RecordSink};
@@ -48,13 +48,13 @@ pub fn run(
     let clock = Clock::new();
     sink.begin(&Heading {
         title: format!(
-            "nowcast tcp → {} ({}), bandwidth probe {} bytes",
+            "nowcast tcp → {} ({}), bandwidth probe {}",
             cfg.host, probe.addrs[0], cfg.size
         ),
         metrics: metrics.clone(),
         extra: Vec::new(),
     })?;
-    let write_size = probe.write_size.clamp(1, cfg.size.max(1) as usize);
+    let write_size = write_size(probe);
     let mut bufs = Buffers {
         payload: vec![0u8; write_size],
         down: vec![0u8; write_size.max(256 * 1024)],
@@ -85,11 +85,19 @@ pub fn run(
     periodic::finish(result, sink, &set.stats())
 }
 
+/// Bytes per write of a bandwidth probe: as asked, and no more than a fixed probe's payload.
+fn write_size(probe: &Probe) -> usize {
+    match probe.session.size {
+        ProbeSize::Fixed(n) => probe.write_size.clamp(1, n.max(1) as usize),
+        ProbeSize::Auto => probe.write_size.max(1),
+    }
+}
+
 /// One session of `probe` (a campaign's run), feeding `set`: its records.
 pub fn once(probe: &Probe, set: &mut SeriesSet, index: u64) -> Vec<nowcast_core::record::Record> {
     let clock = Clock::new();
     let cfg = &probe.session;
-    let write_size = probe.write_size.clamp(1, cfg.size.max(1) as usize);
+    let write_size = write_size(probe);
     let mut bufs = Buffers {
         payload: vec![0u8; write_size],
         down: vec![0u8; write_size.max(256 * 1024)],

@@ -5,4 +5,4 @@
 pub mod io;
 pub mod session;
 
-pub use session::{Config, Granted, Session};
+pub use session::{Config, Granted, ProbeSize, Session};

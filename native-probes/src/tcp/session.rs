@@ -6,7 +6,12 @@
 //! 2. `rtt`: a two-byte echo with Nagle off (`TCP_NODELAY`);
 //! 3. `rtt_nagle`: the same echo with Nagle on, reported separately;
 //! 4. `bandwidth_up`: N bytes to the server, timed until its two-byte acknowledgement, with
-//!    the predicted non-Nagle RTT subtracted (the raw time is kept in the record);
+//!    the predicted non-Nagle RTT subtracted (the raw time is kept in the record). N is fixed
+//!    (`--size 64`: JavaNws's 64 KB) or automatic ([`ProbeSize::Auto`], the default): a
+//!    quarter second of the series' forecast rate (the core's `transfer::auto_size`, the
+//!    page's rule), and on a series' first probe, unrecorded tries growing from 64 KiB
+//!    (`transfer::burst_next`) until one lasts that long, so that the first recorded probe is
+//!    already long enough to be timed;
 //! 5. `bandwidth_down` (when asked): N bytes from the server, timed from the request to the
 //!    last byte, which is also one round trip more than the transfer, so the same
 //!    prediction is subtracted.
@@ -25,7 +30,7 @@ use crate::series::SeriesSet;
 use crate::wire::{self, Hello, Reply as Answer, Status as Accepted, Welcome};
 use nowcast_core::probed::{Observation, Outcome};
 use nowcast_core::record::{Metric, Probe, Record, Status, Transport};
-use nowcast_core::transfer::rate_minus_rtt;
+use nowcast_core::transfer::{auto_size, burst_next, rate_minus_rtt, AUTO_MIN_BYTES};
 
 /// Nanoseconds on the caller's monotonic clock.
 pub type Nanos = u64;
@@ -47,13 +52,35 @@ pub const WARM_UP: u8 = 0xff;
 /// How long the closing quit may take; nothing waits for an answer to it.
 const QUIT_NS: Nanos = 100_000_000;
 
+/// The most an automatic probe moves, bytes (and the server's cap, when lower). A quarter
+/// second at 8 Gbit/s; faster paths (loopback) are timed over a shorter probe.
+pub const AUTO_MAX_BYTES: u64 = 256 << 20;
+
+/// A bandwidth probe's payload.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ProbeSize {
+    /// This many bytes, every probe.
+    Fixed(u64),
+    /// Sized from the series' forecast to last a quarter second (see the module's text).
+    Auto,
+}
+
+impl std::fmt::Display for ProbeSize {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ProbeSize::Fixed(n) => write!(f, "{n} bytes"),
+            ProbeSize::Auto => f.write_str("sized to last 250 ms"),
+        }
+    }
+}
+
 /// What a session measures and asks for.
 #[derive(Clone, Debug)]
 pub struct Config {
     /// `host:port`, named in error messages.
     pub host: String,
-    /// Bandwidth probe payload, bytes.
-    pub size: u64,
+    /// Bandwidth probe payload.
+    pub size: ProbeSize,
     /// SO_SNDBUF and SO_RCVBUF to ask for on this side (`None`: the kernel's default).
     pub sndbuf: Option<usize>,
     pub rcvbuf: Option<usize>,
@@ -197,6 +224,10 @@ pub struct Session<'a> {
     handshake_ms: f64,
     predicted_rtt: Option<f64>,
     bulk_started: Nanos,
+    /// The bulk step whose size is chosen, its payload, and whether it is an unrecorded try.
+    sized_for: Option<usize>,
+    bulk_bytes: u64,
+    trying: bool,
     records: Vec<Record>,
 }
 
@@ -228,6 +259,9 @@ impl<'a> Session<'a> {
             handshake_ms: 0.0,
             predicted_rtt: None,
             bulk_started: 0,
+            sized_for: None,
+            bulk_bytes: 0,
+            trying: false,
             records: Vec::new(),
         }
     }
@@ -289,28 +323,27 @@ impl<'a> Session<'a> {
             Step::Bulk(i) => {
                 let metric = self.bulk_metric(i);
                 self.budget(metric, now);
-                if self.cfg.size > self.max_payload {
+                if self.sized_for != Some(i) {
+                    self.size_bulk(i);
+                }
+                if self.bulk_bytes > self.max_payload {
                     let msg = format!(
                         "{}: {}: {} bytes is above the server's cap of {} bytes",
                         self.cfg.host,
                         bulk_step(metric),
-                        self.cfg.size,
+                        self.bulk_bytes,
                         self.max_payload
                     );
                     self.fail(metric, msg, self.bulk_probe());
                     return Action::Done;
                 }
-                if i == 0 {
-                    // JavaNws §2.1.1: the RTT forecast made from the exchanges so far.
-                    self.predicted_rtt = self.series.next(Metric::Rtt).map(|f| f.value);
-                }
                 let (op, payload) = if metric == Metric::BandwidthDown {
                     (wire::OP_BULK_DOWN, 0)
                 } else {
-                    (wire::OP_BULK, self.cfg.size)
+                    (wire::OP_BULK, self.bulk_bytes)
                 };
                 Action::Exchange {
-                    send: Message::of(&wire::bulk_header(op, self.cfg.size)),
+                    send: Message::of(&wire::bulk_header(op, self.bulk_bytes)),
                     payload,
                     read: wire::ACK.len(),
                     // Nagle off, so the last partial segment is not held back for an ACK.
@@ -319,7 +352,7 @@ impl<'a> Session<'a> {
                 }
             }
             Step::BulkBody(_) => Action::Discard {
-                len: self.cfg.size,
+                len: self.bulk_bytes,
                 by: self.by,
             },
             Step::Quit => Action::Quit {
@@ -485,7 +518,7 @@ impl<'a> Session<'a> {
                     Ok(Answer::Refused(why)) => {
                         let msg = format!(
                             "{host}: {step}: the server refused {} bytes: {why}",
-                            self.cfg.size
+                            self.bulk_bytes
                         );
                         self.fail(metric, msg, self.bulk_probe());
                     }
@@ -519,12 +552,56 @@ impl<'a> Session<'a> {
         }
     }
 
-    /// A bandwidth probe of `bulk[i]` that moved its payload between `started` and `ended`.
+    /// Chooses the payload of `bulk[i]`'s probe as the step begins: the fixed size; or the
+    /// automatic size of the series' forecast; or, with no forecast yet (the series' first
+    /// probe), the first of the unrecorded tries.
+    fn size_bulk(&mut self, i: usize) {
+        self.sized_for = Some(i);
+        if i == 0 {
+            // JavaNws §2.1.1: the RTT forecast made from the exchanges so far.
+            self.predicted_rtt = self.series.next(Metric::Rtt).map(|f| f.value);
+        }
+        (self.bulk_bytes, self.trying) = match self.cfg.size {
+            ProbeSize::Fixed(n) => (n, false),
+            ProbeSize::Auto => match self.series.next(self.bulk_metric(i)) {
+                Some(f) => (auto_size(Some(f.value), self.auto_cap()), false),
+                None => (AUTO_MIN_BYTES.min(self.auto_cap()), true),
+            },
+        };
+    }
+
+    /// The most an automatic probe of this session moves: [`AUTO_MAX_BYTES`], or the
+    /// server's cap when lower.
+    fn auto_cap(&self) -> u64 {
+        AUTO_MAX_BYTES.min(self.max_payload)
+    }
+
+    /// A bandwidth probe of `bulk[i]` that moved its payload between `started` and `ended`:
+    /// recorded, or, for a try, the next try's size or the recorded probe's.
     fn transferred(&mut self, i: usize, started: Nanos, ended: Nanos) {
         let metric = self.bulk_metric(i);
         let raw_ms = ms(started, ended);
+        if self.trying {
+            // The tries are sizing steps, not measurements (the page's burst, round.ts): none
+            // is recorded or fed to the series. The last one's rate sizes the recorded probe.
+            let rate = rate_minus_rtt(self.bulk_bytes as f64, raw_ms, self.predicted_rtt);
+            let (mbit_s, duration_ms) =
+                rate.map_or((0.0, 0.0), |r| (r.mbit_per_s, r.duration_ms()));
+            let cap = self.auto_cap();
+            match burst_next(self.bulk_bytes, mbit_s, duration_ms, cap) {
+                Some(next) => self.bulk_bytes = next,
+                None => {
+                    if mbit_s > 0.0 {
+                        self.bulk_bytes = auto_size(Some(mbit_s), cap);
+                    }
+                    self.trying = false;
+                }
+            }
+            self.step = Step::Bulk(i);
+            return;
+        }
         let mut p = self.bulk_probe();
-        let outcome = match rate_minus_rtt(self.cfg.size as f64, raw_ms, self.predicted_rtt) {
+        let outcome = match rate_minus_rtt(self.bulk_bytes as f64, raw_ms, self.predicted_rtt) {
             Some(b) => {
                 p.raw_ms = Some(b.raw_ms);
                 p.rtt_subtracted_ms = Some(b.subtracted_ms);
@@ -557,9 +634,24 @@ impl<'a> Session<'a> {
         }
     }
 
+    /// The probe of the bulk step under way.
     fn bulk_probe(&self) -> Probe {
         Probe {
-            payload_bytes: Some(self.cfg.size),
+            payload_bytes: Some(self.bulk_bytes),
+            nagle: Some(false),
+            ..self.probe.clone()
+        }
+    }
+
+    /// The probe of a bulk step that never ran (after a failure): the size asked for, if one
+    /// was (an automatic size is chosen only as its step begins).
+    fn untried_bulk_probe(&self) -> Probe {
+        let bytes = match self.cfg.size {
+            ProbeSize::Fixed(n) => Some(n),
+            ProbeSize::Auto => None,
+        };
+        Probe {
+            payload_bytes: bytes,
             nagle: Some(false),
             ..self.probe.clone()
         }
@@ -617,7 +709,7 @@ impl<'a> Session<'a> {
             let probe = match metric {
                 Metric::Rtt => self.echo_probe(false),
                 Metric::RttNagle => self.echo_probe(true),
-                Metric::BandwidthUp | Metric::BandwidthDown => self.bulk_probe(),
+                Metric::BandwidthUp | Metric::BandwidthDown => self.untried_bulk_probe(),
                 _ => self.probe.clone(),
             };
             let error = format!(
@@ -731,7 +823,7 @@ mod tests {
     fn config(bulk: Vec<Metric>) -> Config {
         Config {
             host: "h:1".into(),
-            size: 1_000_000,
+            size: ProbeSize::Fixed(1_000_000),
             sndbuf: Some(4096),
             rcvbuf: None,
             hello: Hello {
@@ -909,6 +1001,63 @@ mod tests {
             (g.sndbuf, g.server_rcvbuf, g.server_sndbuf),
             (8192, 16384, 32768)
         );
+    }
+
+    #[test]
+    fn an_automatic_size_is_found_by_unrecorded_tries_then_follows_the_forecast() {
+        // A 100 Mbit/s path behind a token bucket whose 10 ms burst (125 kB) passes at
+        // 10 Gbit/s, 0.5 ms of request: a fixed 64 KiB probe reads the burst.
+        let path = |bytes: u64| -> Nanos {
+            let burst = bytes.min(125_000) as f64;
+            let rest = bytes as f64 - burst;
+            ((0.5e-3 + burst / 1.25e9 + rest / 12.5e6) * 1e9) as Nanos
+        };
+        let peer = |action: &Action| match action {
+            Action::Exchange { payload, .. } if *payload > 0 => {
+                Reply::Read(wire::ACK.to_vec(), path(*payload))
+            }
+            other => good(other),
+        };
+        let mut cfg = config(vec![Metric::BandwidthUp]);
+        cfg.size = ProbeSize::Fixed(64 * 1024);
+        let mut set = series(&cfg);
+        let (_, records, _) = run(&cfg, &mut set, 1, peer);
+        assert!(
+            records[3].value.unwrap() > 1000.0,
+            "64 KiB reads the burst: {records:?}"
+        );
+
+        cfg.size = ProbeSize::Auto;
+        let mut set = series(&cfg);
+        let (actions, records, _) = run(&cfg, &mut set, 1, peer);
+        let sizes: Vec<u64> = actions
+            .iter()
+            .filter_map(|a| match a {
+                Action::Exchange { payload, .. } if *payload > 0 => Some(*payload),
+                _ => None,
+            })
+            .collect();
+        // 64 KiB reads ~1 Gbit/s, 4 MiB (64-fold at most) ~103 Mbit/s over 325 ms: long
+        // enough; the recorded probe moves a quarter second of that rate, 4 MiB.
+        assert_eq!(sizes, [64 << 10, 4 << 20, 4 << 20]);
+        let bw: Vec<&Record> = records
+            .iter()
+            .filter(|r| r.metric == Metric::BandwidthUp)
+            .collect();
+        assert_eq!(bw.len(), 1, "the tries are not records");
+        let v = bw[0].value.unwrap();
+        assert!((v - 100.0).abs() < 4.0, "{v}");
+        assert_eq!(bw[0].probe.as_ref().unwrap().payload_bytes, Some(4 << 20));
+        // The next session sizes from the forecast, with no tries.
+        let (actions, _, _) = run(&cfg, &mut set, 2, peer);
+        let sizes: Vec<u64> = actions
+            .iter()
+            .filter_map(|a| match a {
+                Action::Exchange { payload, .. } if *payload > 0 => Some(*payload),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(sizes, [4 << 20]);
     }
 
     #[test]

@@ -1,7 +1,7 @@
 // Probe arithmetic: raw timings in, measurements out. Pure, so the worker's I/O stays thin and
 // every rule here is tested with exact numbers.
 
-import { transferRate } from "../forecast";
+import { coreAutoSize, coreBurstNext, transferRate } from "../forecast";
 
 /** 1 Mbit/s in bytes per millisecond: 1e6 bit/s = 125 000 B/s = 125 B/ms. */
 const BYTES_PER_MS_PER_MBITS = 125;
@@ -285,31 +285,25 @@ export function retryAfterSeconds(text: string | null): number | undefined {
   return m === null ? undefined : Number(m[1]);
 }
 
-/** How long an automatically sized probe should last: long enough that timer resolution and
- *  TCP slow start are small next to it, short enough to stay cheap. */
+/** How long an automatically sized probe should last (the core's `transfer::AUTO_TARGET_MS`):
+ *  long enough that timer resolution and TCP slow start are small next to it, short enough to
+ *  stay cheap. */
 export const AUTO_TARGET_MS = 250;
+/** The smallest automatic size (the core's `transfer::AUTO_MIN_BYTES`). */
 export const AUTO_MIN_BYTES = 64 * 1024;
+/** The page's own cap on an automatic size: its hourly budget's scale. */
 export const AUTO_MAX_BYTES = 32 * 1024 * 1024;
 
 /**
  * The automatic probe size: the bytes the predicted rate moves in {@link AUTO_TARGET_MS},
  * rounded up to a power of two (so sizes repeat and durations stay comparable), between 64 KiB
- * and the smaller of 32 MiB and the server's cap. Starts at 64 KiB with no prediction.
+ * and the smaller of 32 MiB and the server's cap. Starts at 64 KiB with no prediction. The
+ * rule is the core's (`core/src/transfer.rs`, the one `nowcast tcp --size auto` uses).
  */
 export function autoSize(predictedMbits: number | undefined, capBytes: number): number {
-  const max = Math.max(AUTO_MIN_BYTES, Math.min(AUTO_MAX_BYTES, capBytes));
-  if (predictedMbits === undefined || !(predictedMbits > 0)) return Math.min(AUTO_MIN_BYTES, max);
-  const want = predictedMbits * BYTES_PER_MS_PER_MBITS * AUTO_TARGET_MS;
-  let size = AUTO_MIN_BYTES;
-  while (size < want && size < max) size *= 2;
-  return Math.min(size, max);
+  return coreAutoSize(predictedMbits, Math.min(AUTO_MAX_BYTES, capBytes));
 }
 
-/**
- * The first-run burst's growth: each try moves this many times the bytes of the one before,
- * unless the rate it read already asks for more ({@link burstNext}).
- */
-export const BURST_GROWTH = 4;
 /** The share of the hourly budget one series' burst may spend before it settles with the
  *  size it has reached. */
 export const BURST_BUDGET_SHARE = 0.25;
@@ -318,10 +312,9 @@ export const BURST_BUDGET_SHARE = 0.25;
  * The first-run burst's next size after a try of `bytes` that read `mbits` over `durationMs`,
  * or undefined when the burst is over: the try lasted {@link AUTO_TARGET_MS} (long enough to
  * be timed), or it was already at `capBytes` (the server's cap, or 32 MiB), or it read no
- * rate. The next size is the larger of {@link BURST_GROWTH} times this one and the automatic
- * size of the rate it read (a 64 KiB try on a fast link reads low, since its time is mostly
- * the request's round trip and TCP's slow start, so the rate alone would ramp slowly), never
- * above the cap.
+ * rate. The next size is the larger of four times this one and the automatic
+ * size of the rate it read, at most 64 times this one (a short try can read a shaper's
+ * burst, far above the path), never above the cap. The rule is the core's (`transfer::burst_next`).
  */
 export function burstNext(
   bytes: number,
@@ -329,9 +322,7 @@ export function burstNext(
   durationMs: number,
   capBytes: number,
 ): number | undefined {
-  const cap = Math.max(AUTO_MIN_BYTES, Math.min(AUTO_MAX_BYTES, capBytes));
-  if (durationMs >= AUTO_TARGET_MS || bytes >= cap || !(mbits > 0)) return undefined;
-  return Math.min(cap, Math.max(bytes * BURST_GROWTH, autoSize(mbits, cap)));
+  return coreBurstNext(bytes, mbits, durationMs, Math.min(AUTO_MAX_BYTES, capBytes));
 }
 
 /**

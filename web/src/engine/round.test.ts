@@ -523,13 +523,13 @@ describe("the series a round feeds", () => {
     const env = new Env(2);
     await run(site, mirrorPlan({ size: "auto" }), env);
     const sizes = site.calls.filter((c) => c.module === "download/http").map((c) => c.bytes);
-    // 64 KiB reads ~170 Mbit/s (8 MiB), 8 MiB ~9.3 Gbit/s (the 16 MiB cap), 16 MiB is the
-    // cap: the burst ends and the round's probe has that size.
-    expect(sizes).toEqual([64 * KIB, 8192 * KIB, 16384 * KIB, 16384 * KIB]);
+    // 64 KiB reads ~170 Mbit/s (8 MiB, but 64 times 64 KiB at most: 4 MiB), 4 MiB ~6.6 Gbit/s
+    // (the 16 MiB cap), 16 MiB is the cap: the burst ends and the round's probe has that size.
+    expect(sizes).toEqual([64 * KIB, 4096 * KIB, 16384 * KIB, 16384 * KIB]);
     // Only the probe is a record; the tries were charged to the budget.
     const down = env.records.filter((e) => e.key === "bandwidth_down/http");
     expect(down.map((e) => e.record.probe?.payload_bytes)).toEqual([16384 * KIB]);
-    expect(env.budget.usedSinceStart).toBe(ECHO_BYTES + (64 + 8192 + 2 * 16384) * KIB);
+    expect(env.budget.usedSinceStart).toBe(ECHO_BYTES + (64 + 4096 + 2 * 16384) * KIB);
     expect(env.bursts).toBe(1);
     // The next rounds run no burst.
     await run(site, mirrorPlan({ size: "auto" }), env);

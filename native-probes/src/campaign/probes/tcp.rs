@@ -42,7 +42,8 @@ pub fn run(
     let probe = Probe {
         session: tcp::Config {
             host: to,
-            size: p.size.unwrap_or(0),
+            // A campaign's sizes are fixed: its plan counts every probe's bytes in advance.
+            size: tcp::ProbeSize::Fixed(p.size.unwrap_or(0)),
             sndbuf: p.sndbuf.map(|n| n as usize),
             rcvbuf: p.rcvbuf.map(|n| n as usize),
             hello: Hello {
