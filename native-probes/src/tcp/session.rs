@@ -69,7 +69,9 @@ impl std::fmt::Display for ProbeSize {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             ProbeSize::Fixed(n) => write!(f, "{n} bytes"),
-            ProbeSize::Auto => f.write_str("sized to last 250 ms"),
+            ProbeSize::Auto => {
+                f.write_str("of automatic size (a quarter second of the forecast rate)")
+            }
         }
     }
 }
