@@ -1375,10 +1375,34 @@ const REFUSED_PER_CLIENT: &str = "nowcast_proxy_connections_refused_total{reason
 /// `--max-connections-per-client` its connections are closed at accept (counted), while
 /// other clients, over HTTP/1.1 and HTTP/2, are served and `/healthz` stays 200. Without the
 /// cap the same client locks every other one out, which is what the cap is for.
+/// The address of a client that speaks HTTP/2 beside those the tests single out.
+const OTHER_H2: [u8; 4] = [127, 0, 0, 3];
+
+/// `n` requests to `/who` over one HTTP/2 connection from [`OTHER_H2`], each answered by
+/// replica `a`, within 10 s.
+fn served_over_h2(addr: std::net::SocketAddr, n: usize) {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        tokio::time::timeout(Duration::from_secs(10), async {
+            let (mut send, driver) = h2_from(OTHER_H2, addr).await;
+            for _ in 0..n {
+                let (status, _, body) = h2(&mut send, addr, "GET", "/who", None).await;
+                assert_eq!((status, body.as_slice()), (200, &b"a"[..]));
+            }
+            drop(send);
+            let _ = driver.await;
+        })
+        .await
+        .expect("HTTP/2 served within 10 s");
+    });
+}
+
 #[test]
 fn one_client_over_its_connection_cap_does_not_lock_the_others_out() {
     const HOG: [u8; 4] = [127, 0, 0, 2];
-    const OTHER_H2: [u8; 4] = [127, 0, 0, 3];
     const ME: [u8; 4] = [127, 0, 0, 1];
     let a = Upstream::start("a", "127.0.0.1:0", None);
     let start = |per_client: &str| {
@@ -1444,24 +1468,7 @@ fn one_client_over_its_connection_cap_does_not_lock_the_others_out() {
     assert_eq!((r.status, r.text()), (200, "a".to_string()));
     let h = request(p.addr, b"GET /healthz HTTP/1.1\r\nhost: x\r\n\r\n");
     assert_eq!(h.status, 200, "{}", h.text());
-    let addr = p.addr;
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    rt.block_on(async {
-        tokio::time::timeout(Duration::from_secs(10), async {
-            let (mut send, driver) = h2_from(OTHER_H2, addr).await;
-            for _ in 0..3 {
-                let (status, _, body) = h2(&mut send, addr, "GET", "/who", None).await;
-                assert_eq!((status, body.as_slice()), (200, &b"a"[..]));
-            }
-            drop(send);
-            let _ = driver.await;
-        })
-        .await
-        .expect("HTTP/2 served within 10 s");
-    });
+    served_over_h2(p.addr, 3);
     assert!(t0.elapsed() < Duration::from_secs(5), "{:?}", t0.elapsed());
     // Still over its cap, the hog is refused again; each refusal counted.
     let more: Vec<TcpStream> = (0..4)
@@ -1579,7 +1586,6 @@ impl RawH2 {
 #[test]
 fn http2_clients_over_the_stream_limit_or_resetting_in_bursts_affect_no_one_else() {
     const ATTACKER: [u8; 4] = [127, 0, 0, 2];
-    const OTHER_H2: [u8; 4] = [127, 0, 0, 3];
     use std::sync::atomic::Ordering::Relaxed;
     let a = Upstream::start("a", "127.0.0.1:0", None);
     let p = Proxy::start(&["--replica", &replica("a", &a)]);
@@ -1656,22 +1662,7 @@ fn http2_clients_over_the_stream_limit_or_resetting_in_bursts_affect_no_one_else
 
     // Others are served as before, over HTTP/1.1 and HTTP/2.
     assert_eq!(request(p.addr, who).text(), "a");
-    let addr = p.addr;
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    rt.block_on(async {
-        tokio::time::timeout(Duration::from_secs(10), async {
-            let (mut send, driver) = h2_from(OTHER_H2, addr).await;
-            let (status, _, body) = h2(&mut send, addr, "GET", "/who", None).await;
-            assert_eq!((status, body.as_slice()), (200, &b"a"[..]));
-            drop(send);
-            let _ = driver.await;
-        })
-        .await
-        .expect("HTTP/2 served within 10 s");
-    });
+    served_over_h2(p.addr, 1);
     // And the proxy is back where it was: no connection but the metrics request's own,
     // nothing in flight, one client known, memory flat.
     let m = metrics_until(&p, Duration::from_secs(10), |v| {

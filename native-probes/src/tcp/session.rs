@@ -1031,17 +1031,20 @@ mod tests {
 
         cfg.size = ProbeSize::Auto;
         let mut set = series(&cfg);
+        // The payloads sent up, tries included.
+        let sizes = |actions: &[Action]| -> Vec<u64> {
+            actions
+                .iter()
+                .filter_map(|a| match a {
+                    Action::Exchange { payload, .. } if *payload > 0 => Some(*payload),
+                    _ => None,
+                })
+                .collect()
+        };
         let (actions, records, _) = run(&cfg, &mut set, 1, peer);
-        let sizes: Vec<u64> = actions
-            .iter()
-            .filter_map(|a| match a {
-                Action::Exchange { payload, .. } if *payload > 0 => Some(*payload),
-                _ => None,
-            })
-            .collect();
         // 64 KiB reads ~1 Gbit/s, 4 MiB (64-fold at most) ~103 Mbit/s over 325 ms: long
         // enough; the recorded probe moves a quarter second of that rate, 4 MiB.
-        assert_eq!(sizes, [64 << 10, 4 << 20, 4 << 20]);
+        assert_eq!(sizes(&actions), [64 << 10, 4 << 20, 4 << 20]);
         let bw: Vec<&Record> = records
             .iter()
             .filter(|r| r.metric == Metric::BandwidthUp)
@@ -1052,14 +1055,7 @@ mod tests {
         assert_eq!(bw[0].probe.as_ref().unwrap().payload_bytes, Some(4 << 20));
         // The next session sizes from the forecast, with no tries.
         let (actions, _, _) = run(&cfg, &mut set, 2, peer);
-        let sizes: Vec<u64> = actions
-            .iter()
-            .filter_map(|a| match a {
-                Action::Exchange { payload, .. } if *payload > 0 => Some(*payload),
-                _ => None,
-            })
-            .collect();
-        assert_eq!(sizes, [4 << 20]);
+        assert_eq!(sizes(&actions), [4 << 20]);
     }
 
     #[test]
