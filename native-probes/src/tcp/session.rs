@@ -518,8 +518,18 @@ impl<'a> Session<'a> {
                     }
                     Ok(Answer::Ack) => self.transferred(i, started, ended),
                     Ok(Answer::Refused(why)) => {
+                        // An automatic probe moves a quarter second of the path, each
+                        // experiment: at a short period on a fast path, more than a server's
+                        // per-client budget allows (`nowcast serve`: 2 GB a minute).
+                        let hint = match self.cfg.size {
+                            ProbeSize::Auto => {
+                                " (an automatic size moves a quarter second of the path per \
+                                 probe: a longer --period, or a smaller fixed --size, asks less)"
+                            }
+                            ProbeSize::Fixed(_) => "",
+                        };
                         let msg = format!(
-                            "{host}: {step}: the server refused {} bytes: {why}",
+                            "{host}: {step}: the server refused {} bytes: {why}{hint}",
                             self.bulk_bytes
                         );
                         self.fail(metric, msg, self.bulk_probe());
