@@ -133,14 +133,21 @@ describe.skipIf(why !== undefined)("mirrors: two echo-nodes on loopback", () => 
     expect(counts.get("ping")).toBeGreaterThan(0);
     expect(counts.get("http_download")).toBeGreaterThan(0);
 
-    // Both sites ranked, each with a predicted time and a range around it.
+    // Both sites ranked, each with a predicted time and a range around it: once the
+    // forecasts' errors are known, a second measurement of each series; from one download,
+    // the bandwidth's error is unknown ("± ?") and so is the range.
     await waitForRanked(page, 2, 10_000);
     const rows = await ranking(page);
     console.log(`e2e: ranking ${JSON.stringify(rows)}`);
     expect(rows.map((r) => r.url).sort()).toEqual([`${rig.node.url}/`, mirrorUrl].sort());
     for (const r of rows) {
       expect(r.time).toMatch(DURATION);
-      expect(r.range).toMatch(RANGE);
+      if (`${r.rtt} ${r.bandwidth}`.includes("± ?")) {
+        expect(r.range).toBe("after a second measurement");
+        expect(r.standing).not.toBe("slower");
+      } else {
+        expect(r.range).toMatch(RANGE);
+      }
     }
 
     // Opting out stops the traffic to the mirror (a probe on the wire may finish first).

@@ -11,7 +11,9 @@
 
 use serde::{Deserialize, Serialize};
 
-/// A forecast and its error (root MSE), in the series' unit.
+/// A forecast and its error (root MSE), in the series' unit. An error of NaN is unknown: a
+/// forecast from one value, which no measurement has checked (its root MSE would read 0 and
+/// claim a certainty nothing measured).
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Estimate {
     pub value: f64,
@@ -19,8 +21,9 @@ pub struct Estimate {
 }
 
 impl Estimate {
+    /// A forecast to rank by: a finite value, and an error finite or unknown (NaN).
     fn usable(e: Option<Estimate>) -> Option<Estimate> {
-        e.filter(|e| e.value.is_finite() && e.error.is_finite())
+        e.filter(|e| e.value.is_finite() && (e.error.is_finite() || e.error.is_nan()))
     }
 }
 
@@ -114,6 +117,13 @@ pub fn predict(site: &Site, bytes: f64, k: f64) -> Ranked {
     };
     let spread = |e: Estimate| k * e.error.abs();
     let rtt_ms = rtt.value.max(0.0);
+    if rtt.error.is_nan() || bw.error.is_nan() {
+        // A forecast whose error is unknown: its time, and no range.
+        return Ranked {
+            time_ms: Some(rtt_ms + transfer_ms(bytes, bw.value)),
+            ..none(Standing::Best)
+        };
+    }
     Ranked {
         url: site.url.clone(),
         time_ms: Some(rtt_ms + transfer_ms(bytes, bw.value)),
@@ -144,22 +154,33 @@ pub fn rank(sites: &[Site], bytes: f64, k: f64) -> Vec<Ranked> {
             t(a).partial_cmp(&t(b)).unwrap_or(std::cmp::Ordering::Equal)
         })
     });
-    let best = out
+    let Some(best) = out
         .first()
         .filter(|r| r.standing == Standing::Best)
-        .and_then(|r| Some((r.low_ms?, r.high_ms?)));
-    if let Some((lo, hi)) = best {
-        for r in out.iter_mut().skip(1) {
-            if let (Some(t), Some(l), Some(h)) = (r.time_ms, r.low_ms, r.high_ms) {
-                r.standing = if !(l <= hi && lo <= h) {
+        .cloned()
+    else {
+        return out;
+    };
+    let best_t = best.time_ms.unwrap_or(f64::INFINITY);
+    for r in out.iter_mut().skip(1) {
+        let Some(t) = r.time_ms else { continue };
+        r.standing = match (best.low_ms.zip(best.high_ms), r.low_ms.zip(r.high_ms)) {
+            (Some((lo, hi)), Some((l, h))) => {
+                if !(l <= hi && lo <= h) {
                     Standing::Slower
                 } else if t <= hi {
                     Standing::AboutTheSame
                 } else {
                     Standing::LikelySlower
-                };
+                }
             }
-        }
+            // A range unknown on either side: within the best one's range (or, without one,
+            // no slower) is about the same; otherwise slower by the forecasts, and whether
+            // beyond their errors nobody can say yet.
+            (Some((_, hi)), None) if t <= hi => Standing::AboutTheSame,
+            (None, _) if t <= best_t => Standing::AboutTheSame,
+            _ => Standing::LikelySlower,
+        };
     }
     out
 }
@@ -181,6 +202,57 @@ mod tests {
             bandwidth,
             unreachable: false,
         }
+    }
+
+    #[test]
+    fn a_forecast_whose_error_is_unknown_is_ranked_without_a_range_and_never_slower() {
+        let nan = f64::NAN;
+        // One download each: the errors are unknown.
+        let r = rank(
+            &[
+                site("a", est(20.0, nan), est(100.0, nan)),
+                site("b", est(20.0, 1.0), est(50.0, nan)),
+                site("c", est(20.0, 1.0), est(100.0, nan)),
+            ],
+            MB,
+            2.0,
+        );
+        let got: Vec<(&str, Option<f64>, Option<f64>, Standing)> = r
+            .iter()
+            .map(|r| (r.url.as_str(), r.time_ms, r.low_ms, r.standing))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("a", Some(100.0), None, Standing::Best),
+                ("c", Some(100.0), None, Standing::AboutTheSame),
+                ("b", Some(180.0), None, Standing::LikelySlower),
+            ]
+        );
+        assert_eq!(r[0].high_ms, None);
+        // Beside a best with a range: within it, about the same; beyond, likely slower (its
+        // own errors unknown, never "slower").
+        let r = rank(
+            &[
+                site("a", est(20.0, 1.0), est(100.0, 5.0)),
+                site("b", est(20.0, nan), est(98.0, nan)),
+                site("c", est(20.0, nan), est(10.0, nan)),
+            ],
+            MB,
+            2.0,
+        );
+        let standing: Vec<Standing> = r.iter().map(|r| r.standing).collect();
+        assert_eq!(
+            standing,
+            [
+                Standing::Best,
+                Standing::AboutTheSame,
+                Standing::LikelySlower
+            ]
+        );
+        // An infinite error is still not a forecast.
+        let r = predict(&site("x", est(20.0, f64::INFINITY), est(9.0, 1.0)), MB, 2.0);
+        assert_eq!(r.standing, Standing::NoForecast);
     }
 
     #[test]

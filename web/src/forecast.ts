@@ -440,8 +440,9 @@ export function rankSites(sites: readonly SiteForecast[], bytes: number, k: numb
     url: r.url,
     timeMs: r.time_ms ?? undefined,
     lowMs: r.low_ms ?? undefined,
-    // JSON has no infinity: a known time with no upper bound comes as null.
-    highMs: r.time_ms === null ? undefined : (r.high_ms ?? Infinity),
+    // JSON has no infinity: a known range with no upper bound comes as a null high; a time
+    // whose errors are unknown (one value) has no range at all (low and high null).
+    highMs: r.time_ms === null || r.low_ms === null ? undefined : (r.high_ms ?? Infinity),
     standing: r.standing,
   }));
 }

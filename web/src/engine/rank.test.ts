@@ -15,9 +15,9 @@ beforeAll(async () => {
 /** A site's ranking series (plan.ts `rankingSteps`) with `rtt` (ms) and `down` (Mbit/s)
  *  measured three times each; with `other`, the other transports' series too, at 1000 times
  *  the rate (the ranking must not read them). */
-function measured(to: string, rtt: number, down: number, other = false) {
+function measured(to: string, rtt: number, down: number, other = false, times = 3) {
   const s = new SeriesSet(to);
-  for (let i = 0; i < 3; i++) {
+  for (let i = 0; i < times; i++) {
     const o = { timestampMs: i, status: "ok", timeoutMs: 3000, probe: {} } as const;
     const r = s.get(MIRROR_RTT).observe({ ...o, value: rtt, durationMs: rtt });
     s.keep(MIRROR_RTT, r.record);
@@ -31,6 +31,22 @@ function measured(to: string, rtt: number, down: number, other = false) {
 }
 
 describe("the ranking of the sites the page lists", () => {
+  it("ranks a site measured once by its forecast, with no range and never as slower", () => {
+    const sites = new Map([
+      ["http://once/", { series: measured("once", 10, 10, false, 1), unreachable: false }],
+      ["http://fast/", { series: measured("fast", 10, 100), unreachable: false }],
+    ]);
+    const r = ranking(["http://once/", "http://fast/"], 1e6, (u) => sites.get(u));
+    expect(r.map((s) => [s.url, s.standing])).toEqual([
+      ["http://fast/", "best"],
+      ["http://once/", "likely_slower"],
+    ]);
+    const once = r[1]!;
+    expect(Number.isNaN(once.bandwidth!.error)).toBe(true);
+    expect(once.timeMs).toBeCloseTo(10 + 800, 6);
+    expect([once.lowMs, once.highMs]).toEqual([undefined, undefined]);
+  });
+
   it("puts the fastest first, with the forecasts it ranked by; those not measured after", () => {
     const sites = new Map([
       ["http://slow/", { series: measured("slow", 10, 10, true), unreachable: false }],

@@ -2,19 +2,22 @@
 // from each site's forecasts, a range of ±BAND_K forecast errors, and each site's standing),
 // over the series and the reach of the sites the page lists.
 
+import { errorKnown } from "../format";
 import { rankSites, type Estimate } from "../forecast";
 import { BAND_K, type RankedSite } from "../messages";
 import { MIRROR_DOWN, MIRROR_RTT } from "./plan";
-import type { SeriesSet } from "./series";
+import { shown, type SeriesSet } from "./series";
 
 /** A site's forecast of the ranking's series `key` (plan.ts `rankingSteps`): every site is
- *  ranked by the same measurements. */
+ *  ranked by the same measurements. Its error is NaN, unknown, while it comes from one
+ *  value (the core ranks it then without a range, never "slower"). */
 function forecast(
   series: SeriesSet,
   key: typeof MIRROR_RTT | typeof MIRROR_DOWN,
 ): Estimate | undefined {
-  const f = series.next(key);
-  return f && { value: f.value, error: f.error };
+  if (!series.has(key)) return undefined;
+  const { next: f, count } = shown(series.get(key).state());
+  return f && { value: f.value, error: errorKnown(count, f.error) ? f.error : NaN };
 }
 
 /**

@@ -17,7 +17,7 @@ import type { MirrorEntry } from "./mirrors-view";
 const AS_TARGET = "measured as the target";
 
 const withError = (e: Estimate | undefined, unit: string) =>
-  e === undefined ? "–" : formatWithError(e.value, BAND_K * e.error, unit);
+  e === undefined ? "–" : formatWithError(e.value, BAND_K * e.error, unit, !Number.isNaN(e.error));
 
 /** The predicted time, qualified by the standing where it says more than the order does. */
 function time(r: Partial<RankedSite>, probing: boolean): string {
@@ -107,9 +107,11 @@ export class RankingView {
       const probing = r.url === target || mirrors.get(r.url)?.probing === true;
       cells[0]!.textContent = time(r, probing);
       cells[1]!.textContent =
-        r.lowMs === undefined || r.highMs === undefined
-          ? "–"
-          : `${formatDuration(r.lowMs)} – ${formatDuration(r.highMs)}`;
+        r.timeMs !== undefined && r.lowMs === undefined
+          ? "after a second measurement"
+          : r.lowMs === undefined || r.highMs === undefined
+            ? "–"
+            : `${formatDuration(r.lowMs)} – ${formatDuration(r.highMs)}`;
       cells[2]!.textContent = withError(r.rtt, "ms");
       cells[3]!.textContent = withError(r.bandwidth, "Mbit/s");
       row.append(head, ...cells);
