@@ -602,6 +602,14 @@ mod tests {
         assert_eq!(l.head_timeout, Some(10.0));
         assert_eq!(l.bandwidth_source.as_deref(), Some("auto"));
         assert_eq!(l.assumed_size, Some(64 << 10));
+        assert_eq!(l.max_connections_per_client, Some(64));
+        assert_eq!(
+            parse(&format!("max_connections_per_client = 0\n{ONE}"))
+                .unwrap()
+                .max_connections_per_client,
+            Some(0),
+            "0: no per-client cap, as the flag"
+        );
         assert_eq!(
             l.service_settings,
             [
