@@ -124,71 +124,6 @@ struct ChRun {
     gate_check: u8,
 }
 
-fn put_str(out: &mut Vec<u8>, s: &str) {
-    let mut n = s.len() as u64;
-    loop {
-        let b = (n & 0x7f) as u8;
-        n >>= 7;
-        if n == 0 {
-            out.push(b);
-            break;
-        }
-        out.push(b | 0x80);
-    }
-    out.extend_from_slice(s.as_bytes());
-}
-
-/// A Nullable(T) in RowBinary: 1 for NULL, else 0 and the value.
-fn put_opt<T>(out: &mut Vec<u8>, v: Option<T>, put: impl FnOnce(&mut Vec<u8>, T)) {
-    match v {
-        None => out.push(1),
-        Some(v) => {
-            out.push(0);
-            put(out, v);
-        }
-    }
-}
-
-/// One row of the `records` table in RowBinary, in the table's column order.
-fn row_binary(out: &mut Vec<u8>, row: &Row) {
-    let f64b = |o: &mut Vec<u8>, v: f64| o.extend_from_slice(&v.to_le_bytes());
-    let u64b = |o: &mut Vec<u8>, v: u64| o.extend_from_slice(&v.to_le_bytes());
-    let strb = |o: &mut Vec<u8>, v: &str| put_str(o, v);
-    let day = (row.ts_ms.floor() as i64)
-        .div_euclid(crate::when::DAY)
-        .clamp(0, u16::MAX as i64) as u16;
-    out.extend_from_slice(&day.to_le_bytes());
-    f64b(out, row.ts_ms);
-    strb(out, &row.target);
-    strb(out, row.metric.name());
-    strb(out, &row.source);
-    strb(out, row.status.name());
-    put_opt(out, row.value, f64b);
-    put_opt(out, row.origin.as_deref(), strb);
-    put_opt(out, row.seq, u64b);
-    put_opt(out, row.period_ms, f64b);
-    put_opt(out, row.timeout_ms, f64b);
-    put_opt(out, row.error.as_deref(), strb);
-    put_opt(out, row.transport.map(Transport::name), strb);
-    put_opt(out, row.payload_bytes, u64b);
-    put_opt(out, row.nagle, |o, v| o.push(u8::from(v)));
-    put_opt(out, row.streams, |o, v| {
-        o.extend_from_slice(&v.to_le_bytes())
-    });
-    put_opt(out, row.sndbuf_bytes, u64b);
-    put_opt(out, row.rcvbuf_bytes, u64b);
-    put_opt(out, row.raw_ms, f64b);
-    put_opt(out, row.rtt_subtracted_ms, f64b);
-    put_opt(out, row.forecast_value, f64b);
-    put_opt(out, row.forecast_method.as_deref(), strb);
-    put_opt(out, row.forecast_selector.map(Selector::name), strb);
-    put_opt(out, row.forecast_error, f64b);
-    strb(out, &row.schema_version);
-    put_opt(out, row.congestion.as_ref().map(|c| c.to_json()), |o, v| {
-        strb(o, &v)
-    });
-}
-
 /// Percent-encodes a URL query value.
 fn encode(s: &str) -> String {
     let mut out = String::with_capacity(s.len() * 3);
@@ -381,7 +316,7 @@ impl Clickhouse {
             // off by older servers), and it is the cheapest format to send.
             let mut body = Vec::with_capacity(records.len() * 160);
             for r in records {
-                row_binary(&mut body, &Row::from_record(r));
+                Row::from_record(r).row_binary(&mut body);
             }
             let mut r = self.send(&format!("INSERT INTO {db}.records FORMAT RowBinary"), &body)?;
             std::io::copy(&mut r, &mut std::io::sink())?;

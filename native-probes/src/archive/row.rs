@@ -3,7 +3,8 @@
 //! that an export gives back the records that went in; the unit is the metric's and is not
 //! stored.
 //!
-//! Deterministic core: conversions both ways.
+//! Deterministic core: conversions both ways, ClickHouse's RowBinary encoding of a row, and the
+//! row's identity (its key) that both archives compare imports by.
 
 use nowcast_core::record::{
     Congestion, Metric, Probe, Record, RecordError, RecordForecast, Selector, Status, Transport,
@@ -148,68 +149,90 @@ impl Row {
     }
 }
 
-/// Appends `v` to a key: its bits, with zero's sign dropped (SQLite stores -0.0 as 0, so
-/// the archive cannot tell them apart).
-fn key_f64(out: &mut Vec<u8>, v: f64) {
-    let v = if v == 0.0 { 0.0 } else { v };
-    out.extend_from_slice(&v.to_bits().to_le_bytes());
-}
-
-/// Appends a string to a key, its length first (so that no two rows run together alike).
-fn key_str(out: &mut Vec<u8>, s: &str) {
-    out.extend_from_slice(&(s.len() as u64).to_le_bytes());
+/// A String in RowBinary: its length as a LEB128 varint, then its bytes.
+fn put_str(out: &mut Vec<u8>, s: &str) {
+    let mut n = s.len() as u64;
+    loop {
+        let b = (n & 0x7f) as u8;
+        n >>= 7;
+        if n == 0 {
+            out.push(b);
+            break;
+        }
+        out.push(b | 0x80);
+    }
     out.extend_from_slice(s.as_bytes());
 }
 
-/// Appends an optional column: 0 for none, else 1 and the value.
-fn key_opt<T>(out: &mut Vec<u8>, v: Option<T>, put: impl FnOnce(&mut Vec<u8>, T)) {
+/// A Nullable(T) in RowBinary: 1 for NULL, else 0 and the value.
+fn put_opt<T>(out: &mut Vec<u8>, v: Option<T>, put: impl FnOnce(&mut Vec<u8>, T)) {
     match v {
-        None => out.push(0),
+        None => out.push(1),
         Some(v) => {
-            out.push(1);
+            out.push(0);
             put(out, v);
         }
     }
 }
 
 impl Row {
-    /// The row's identity: every column, exactly (floats by their bits, strings whole, the
-    /// congestion event as the text both archives store), so that two rows have the same
-    /// key exactly when an archive holds them as the same row. What no archive keeps is
-    /// not in it (the unit is the metric's, an empty `probe` object is no probe, -0.0 is 0).
+    /// The row in ClickHouse's RowBinary, in the `records` table's column order (`day`
+    /// first): what [`super::clickhouse`] inserts, floats as their bits.
+    pub fn row_binary(&self, out: &mut Vec<u8>) {
+        self.encode(out, |v| v);
+    }
+
+    /// The row's identity: its RowBinary (every column, exactly: floats by their bits,
+    /// strings length-first, NULLs flagged), with zero's sign dropped, since SQLite stores
+    /// -0.0 as 0. Two rows have the same key exactly when an archive holds them as the same
+    /// row; what no archive keeps is not in it (the unit is the metric's, an empty `probe`
+    /// object is no probe).
     pub fn key(&self) -> Vec<u8> {
-        let mut k = Vec::with_capacity(128);
-        let u64b = |o: &mut Vec<u8>, v: u64| o.extend_from_slice(&v.to_le_bytes());
-        key_f64(&mut k, self.ts_ms);
-        key_str(&mut k, &self.target);
-        key_str(&mut k, self.metric.name());
-        key_str(&mut k, &self.source);
-        key_str(&mut k, self.status.name());
-        key_opt(&mut k, self.value, key_f64);
-        key_opt(&mut k, self.origin.as_deref(), key_str);
-        key_opt(&mut k, self.seq, u64b);
-        key_opt(&mut k, self.period_ms, key_f64);
-        key_opt(&mut k, self.timeout_ms, key_f64);
-        key_opt(&mut k, self.error.as_deref(), key_str);
-        key_opt(&mut k, self.transport.map(Transport::name), key_str);
-        key_opt(&mut k, self.payload_bytes, u64b);
-        key_opt(&mut k, self.nagle, |o, v| o.push(u8::from(v)));
-        key_opt(&mut k, self.streams, |o, v| u64b(o, u64::from(v)));
-        key_opt(&mut k, self.sndbuf_bytes, u64b);
-        key_opt(&mut k, self.rcvbuf_bytes, u64b);
-        key_opt(&mut k, self.raw_ms, key_f64);
-        key_opt(&mut k, self.rtt_subtracted_ms, key_f64);
-        key_opt(&mut k, self.forecast_value, key_f64);
-        key_opt(&mut k, self.forecast_method.as_deref(), key_str);
-        key_opt(&mut k, self.forecast_selector.map(Selector::name), key_str);
-        key_opt(&mut k, self.forecast_error, key_f64);
-        key_str(&mut k, &self.schema_version);
-        key_opt(
-            &mut k,
-            self.congestion.as_ref().map(Congestion::to_json),
-            |o, v| key_str(o, &v),
-        );
+        let mut k = Vec::with_capacity(160);
+        self.encode(&mut k, |v| if v == 0.0 { 0.0 } else { v });
         k
+    }
+
+    /// RowBinary with every float passed through `float` first.
+    fn encode(&self, out: &mut Vec<u8>, float: fn(f64) -> f64) {
+        let f64b = |o: &mut Vec<u8>, v: f64| o.extend_from_slice(&float(v).to_le_bytes());
+        let u64b = |o: &mut Vec<u8>, v: u64| o.extend_from_slice(&v.to_le_bytes());
+        let strb = |o: &mut Vec<u8>, v: &str| put_str(o, v);
+        let day = (self.ts_ms.floor() as i64)
+            .div_euclid(crate::when::DAY)
+            .clamp(0, u16::MAX as i64) as u16;
+        out.extend_from_slice(&day.to_le_bytes());
+        f64b(out, self.ts_ms);
+        strb(out, &self.target);
+        strb(out, self.metric.name());
+        strb(out, &self.source);
+        strb(out, self.status.name());
+        put_opt(out, self.value, f64b);
+        put_opt(out, self.origin.as_deref(), strb);
+        put_opt(out, self.seq, u64b);
+        put_opt(out, self.period_ms, f64b);
+        put_opt(out, self.timeout_ms, f64b);
+        put_opt(out, self.error.as_deref(), strb);
+        put_opt(out, self.transport.map(Transport::name), strb);
+        put_opt(out, self.payload_bytes, u64b);
+        put_opt(out, self.nagle, |o, v| o.push(u8::from(v)));
+        put_opt(out, self.streams, |o, v| {
+            o.extend_from_slice(&v.to_le_bytes())
+        });
+        put_opt(out, self.sndbuf_bytes, u64b);
+        put_opt(out, self.rcvbuf_bytes, u64b);
+        put_opt(out, self.raw_ms, f64b);
+        put_opt(out, self.rtt_subtracted_ms, f64b);
+        put_opt(out, self.forecast_value, f64b);
+        put_opt(out, self.forecast_method.as_deref(), strb);
+        put_opt(out, self.forecast_selector.map(Selector::name), strb);
+        put_opt(out, self.forecast_error, f64b);
+        strb(out, &self.schema_version);
+        put_opt(
+            out,
+            self.congestion.as_ref().map(Congestion::to_json),
+            |o, v| strb(o, &v),
+        );
     }
 }
 
