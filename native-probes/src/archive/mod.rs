@@ -174,53 +174,36 @@ pub fn archived(records: &[Record], read: &mut ReadBack<'_>) -> Result<Vec<bool>
     Ok(skip)
 }
 
-/// The copies of each record of a batch (by key, in the batch's order) and how many of
-/// them the archive holds.
-struct Copies {
-    /// Key: the first copy, the last, and how many the archive holds.
-    by_key: HashMap<Vec<u8>, (usize, usize, usize)>,
-    /// The next copy of each record's key (`usize::MAX`: none).
-    next: Vec<usize>,
-}
+/// The copies of each record of a batch (by key: their places in the batch, in order) and
+/// how many of them the archive holds.
+struct Copies(HashMap<Vec<u8>, (Vec<usize>, usize)>);
 
 impl Copies {
     fn of(records: &[Record]) -> Copies {
-        let mut c = Copies {
-            by_key: HashMap::with_capacity(records.len()),
-            next: vec![usize::MAX; records.len()],
-        };
+        let mut by_key: HashMap<Vec<u8>, (Vec<usize>, usize)> =
+            HashMap::with_capacity(records.len());
         for (i, r) in records.iter().enumerate() {
-            match c.by_key.entry(Row::from_record(r).key()) {
-                std::collections::hash_map::Entry::Vacant(e) => {
-                    e.insert((i, i, 0));
-                }
-                std::collections::hash_map::Entry::Occupied(mut e) => {
-                    let last = &mut e.get_mut().1;
-                    c.next[*last] = i;
-                    *last = i;
-                }
-            }
+            by_key
+                .entry(Row::from_record(r).key())
+                .or_default()
+                .0
+                .push(i);
         }
-        c
+        Copies(by_key)
     }
 
     /// The archive holds one record of this key (not one of the batch's: ignored).
     fn held(&mut self, key: &[u8]) {
-        if let Some(e) = self.by_key.get_mut(key) {
-            e.2 += 1;
+        if let Some(e) = self.0.get_mut(key) {
+            e.1 += 1;
         }
     }
 
     /// Marks as archived the first copies of each key, as many as the archive holds.
     fn mark(&self, skip: &mut [bool]) {
-        for &(first, _, held) in self.by_key.values() {
-            let mut i = first;
-            for _ in 0..held {
-                if i == usize::MAX {
-                    break;
-                }
+        for (places, held) in self.0.values() {
+            for &i in places.iter().take(*held) {
                 skip[i] = true;
-                i = self.next[i];
             }
         }
     }
