@@ -252,8 +252,9 @@ impl PerClient {
         self.open.lock().expect("per-client table").len()
     }
 
-    /// Connections open from `ip`'s client.
-    pub fn open(&self, ip: IpAddr) -> usize {
+    /// Connections open from `ip`'s client (for the tests).
+    #[cfg(test)]
+    fn open(&self, ip: IpAddr) -> usize {
         let open = self.open.lock().expect("per-client table");
         open.get(&client_key(ip)).copied().unwrap_or(0)
     }
