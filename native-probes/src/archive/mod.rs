@@ -126,14 +126,8 @@ impl Store {
                 // a crash twice (only a ReplicatedMergeTree drops a repeated block): what
                 // the archive already holds of the segment is left out, so that a segment
                 // shipped again is written once, as SQLite's batch names make it there.
-                let skip = archived(&seg.records, &mut |f, each| ch.records(f, each))?;
-                let records: Vec<Record> = seg
-                    .records
-                    .iter()
-                    .zip(&skip)
-                    .filter(|(_, s)| !**s)
-                    .map(|(r, _)| r.clone())
-                    .collect();
+                let mut records = seg.records.clone();
+                leave_out_archived(&mut records, &mut |f, each| ch.records(f, each))?;
                 let runs = ch.unwritten_runs(&seg.runs)?;
                 ch.write(&records, &runs)
             }
@@ -172,6 +166,17 @@ pub fn archived(records: &[Record], read: &mut ReadBack<'_>) -> Result<Vec<bool>
         c.mark(&mut skip);
     }
     Ok(skip)
+}
+
+/// Leaves out of `records` those the archive already holds ([`archived`]); returns how many.
+pub fn leave_out_archived(records: &mut Vec<Record>, read: &mut ReadBack<'_>) -> Result<usize> {
+    let skip = archived(records, read)?;
+    let already = skip.iter().filter(|s| **s).count();
+    if already > 0 {
+        let mut s = skip.iter();
+        records.retain(|_| !s.next().expect("one per record"));
+    }
+    Ok(already)
 }
 
 /// The copies of each record of a batch (by key: their places in the batch, in order) and

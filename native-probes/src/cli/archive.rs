@@ -4,8 +4,8 @@
 use anyhow::{anyhow, bail, Context, Result};
 use clap::{Subcommand, ValueEnum};
 use nowcast::archive::answer;
-use nowcast::archive::archived;
 use nowcast::archive::clickhouse::{Clickhouse, ClickhouseConfig};
+use nowcast::archive::leave_out_archived;
 use nowcast::archive::query::{self, day_of, Filter};
 use nowcast::archive::sqlite::Sqlite;
 use nowcast::when::{parse_time, Ms, DAY};
@@ -365,7 +365,7 @@ pub fn run(args: Args) -> Result<()> {
 }
 
 /// Imports record files, each record once: a record the archive already holds (identical in
-/// every column, [`archived`]) is counted and left out, so that importing a file again, one
+/// every column, [`leave_out_archived`]) is counted and left out, so that importing a file again, one
 /// appended to since, or two overlapping exports adds only the records not yet there.
 /// Records identical to each other within one file are the file's business and are all
 /// kept (a file may hold one measurement twice): a batch is cut only between timestamps,
@@ -387,16 +387,11 @@ fn import(files: &[PathBuf], source: &Source, batch: usize, now: Ms) -> Result<(
         if recs.is_empty() {
             return Ok((0, 0));
         }
-        let skip = match (&ch, db.as_mut()) {
-            (Some(c), _) => archived(recs, &mut |f, each| c.records(f, each))?,
-            (None, Some(d)) => archived(recs, &mut |f, each| d.records(f, each))?,
+        let already = match (&ch, db.as_mut()) {
+            (Some(c), _) => leave_out_archived(recs, &mut |f, each| c.records(f, each))?,
+            (None, Some(d)) => leave_out_archived(recs, &mut |f, each| d.records(f, each))?,
             _ => unreachable!(),
         };
-        let already = skip.iter().filter(|s| **s).count();
-        if already > 0 {
-            let mut s = skip.iter();
-            recs.retain(|_| !s.next().expect("one per record"));
-        }
         let written = recs.len();
         if written > 0 {
             match (&ch, db.as_mut()) {
