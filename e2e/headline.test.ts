@@ -77,12 +77,18 @@ describe.skipIf(why !== undefined)("the page at a glance", () => {
           expect(box!.y + box!.height, card).toBeLessThanOrEqual(viewport.height);
           expect(box!.x + box!.width, card).toBeLessThanOrEqual(viewport.width);
         }
-        // 64 KiB on loopback lasts well under 50 ms: the cards say it is too short to time,
-        // and which transport each figure is from and why (with both transports measuring,
-        // the faster of the two lately).
+        // 64 KiB on loopback lasts well under 50 ms. Whether that is too short to time depends
+        // on how many of the path's round trips it lasted (headline-math.ts SHORT_PROBE_RTTS:
+        // on a loaded machine a 64 KiB probe can last 40 loopback RTTs and be timed truly), so
+        // the card's verdict and its words must agree, whichever it is; and each card says
+        // which transport its figure is from and why (with both transports measuring, the
+        // faster of the two lately).
         const down = page.locator('.card[data-direction="down"]');
-        expect(await down.getAttribute("data-trust")).toBe("short");
-        expect(await down.locator(".meta").textContent()).toMatch(/too short to time/);
+        const trust = await down.getAttribute("data-trust");
+        expect(["short", "timed"]).toContain(trust);
+        const downMeta = (await down.locator(".meta").textContent()) ?? "";
+        if (trust === "short") expect(downMeta).toMatch(/too short to time/);
+        else expect(downMeta).not.toMatch(/too short to time/);
         const up = (await page.textContent('.card[data-direction="up"] .meta')) ?? "";
         expect(up).toMatch(/via (fetch|WebSocket) \(the faster of the two lately\)/);
         const sideways = await page.evaluate(
