@@ -134,7 +134,7 @@ async function prioritizeBrowser(): Promise<void> {
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-/** The automatic size's target duration (web/src/engine/probe-math.ts AUTO_TARGET_MS). */
+/** The automatic size's target duration (the core's transfer::AUTO_TARGET_MS). */
 const AUTO_TARGET_MS = 250;
 /** How many probes the comparison takes, after the automatic size has settled. */
 const PROBES = 10;

@@ -230,6 +230,14 @@ pub struct RecordForecast {
     pub error: f64,
 }
 
+/// Whether a forecast's `error`, made after `values` values, says anything. After one value
+/// nothing has checked a forecast yet and the error is 0: shown as "± 0" it would claim a
+/// certainty nothing measured, so it is unknown ("± ?"). The rule of `nowcast`'s summaries
+/// and of the page (through WebAssembly).
+pub fn error_known(values: u64, error: f64) -> bool {
+    values >= 2 || error != 0.0
+}
+
 /// What the FOBS loss classifier read a congestion event's packet-loss signature with
 /// (Dickens §3): the complexity metric, the success proportion, nothing (the window's loss
 /// rate is below the classifier's operating range, P(CPU) ½) or the classifier switched off.
@@ -772,6 +780,17 @@ mod tests {
     use super::*;
 
     const GOOD: &str = r#"{"schema_version":"1.0","timestamp_ms":1,"source":"browser","metric":"rtt","value":2,"unit":"ms","to":"x"}"#;
+
+    #[test]
+    fn a_forecast_error_is_unknown_only_after_a_single_value_that_left_it_zero() {
+        assert!(!error_known(0, 0.0));
+        assert!(!error_known(1, 0.0));
+        assert!(error_known(1, 0.5), "an error fed back (a timeout) is one");
+        assert!(
+            error_known(2, 0.0),
+            "two equal values: a checked forecast that was exact"
+        );
+    }
 
     fn refused(line: &str) -> RecordError {
         Record::parse(line).expect_err(line)

@@ -560,6 +560,25 @@ pub fn burst_next(bytes: f64, mbit_s: f64, duration_ms: f64, max_bytes: f64) -> 
     .map(|b| b as f64)
 }
 
+/// The automatic size's target duration, ms ([`crate::transfer::AUTO_TARGET_MS`]).
+#[wasm_bindgen(js_name = autoTargetMs)]
+pub fn auto_target_ms() -> f64 {
+    crate::transfer::AUTO_TARGET_MS
+}
+
+/// The smallest automatic size, bytes ([`crate::transfer::AUTO_MIN_BYTES`]).
+#[wasm_bindgen(js_name = autoMinBytes)]
+pub fn auto_min_bytes() -> f64 {
+    crate::transfer::AUTO_MIN_BYTES as f64
+}
+
+/// Whether a forecast's error after `values` values says anything
+/// ([`crate::record::error_known`]).
+#[wasm_bindgen(js_name = errorKnown)]
+pub fn error_known(values: f64, error: f64) -> bool {
+    crate::record::error_known(values.max(0.0) as u64, error)
+}
+
 /// Jitter of consecutive RTTs ([`crate::stats::jitter`]); undefined below two values.
 #[wasm_bindgen]
 pub fn jitter(rtts: &[f64]) -> Option<f64> {

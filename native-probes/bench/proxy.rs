@@ -18,6 +18,8 @@
 //! PROXY_BENCH_SOURCE=wren runs the proxy with its live capture for Wren (default transfer).
 //! NOWCAST_BENCH_BEFORE=/path/to/an/older/nowcast adds it as a column, measured in the same
 //! run (before/after a change). NOWCAST_BENCH_NO_PIN=1 leaves every process on every core.
+//! PROXY_BENCH_HOLD=SECS runs only the throughput phase, SECS seconds for each proxy in turn,
+//! printing each one's pid first: time for a profiler (`perf record -p PID`) to attach.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -487,6 +489,23 @@ fn main() {
         })
         .collect();
     let n = t.len();
+    if let Some(hold) = std::env::var("PROXY_BENCH_HOLD")
+        .ok()
+        .and_then(|s| s.parse::<f64>().ok())
+    {
+        // Only the throughput phase, `hold` seconds a proxy, for a profiler to attach to.
+        for x in t.iter().skip(1) {
+            println!("{} (pid {:?}): {hold} s of 32 connections", x.name, x.pids);
+            let (rps, cpu) = throughput(x.addr, 32, hold, &x.pids);
+            println!(
+                "  {rps:.0} requests/s, {:.1} CPU µs/request",
+                cpu.unwrap_or(f64::NAN)
+            );
+        }
+        drop(children);
+        let _ = std::fs::remove_dir_all(&dir);
+        return;
+    }
     for run in 0..runs {
         for i in 0..n {
             let x = &mut t[(run + i) % n];

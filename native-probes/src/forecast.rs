@@ -374,15 +374,15 @@ fn print_next(
             let [value, band, low, high] = shown.next(n);
             // Errors are those of forecasts over points 2..n: one value has none, and its
             // "± 0" would claim a certainty nothing measured.
-            let (value, range) = if points < 2 {
-                (
-                    format!("{value}{u}"),
-                    "error unknown until a second value".to_string(),
-                )
-            } else {
+            let (value, range) = if nowcast_core::record::error_known(points, n.error) {
                 (
                     format!("{value} ± {band}{u}"),
                     format!("likely {low}–{high}{u}"),
+                )
+            } else {
+                (
+                    format!("{value}{u}"),
+                    "error unknown until a second value".to_string(),
                 )
             };
             [

@@ -8,6 +8,7 @@
 import "../src/style.css";
 import { Chart, Decimation, Filler } from "chart.js";
 import { MAX_POINTS, SeriesChart } from "../src/views/chart-view";
+import type { NextForecast } from "../src/messages";
 
 export interface ChartBenchResult {
   /** ms per addition, script only. */
@@ -38,14 +39,14 @@ function value(i: number): number {
 
 /** Forecasts as smooth as the bank's (exponential smoothing, 10 %), with the error as the
  *  root of the running mean squared error, so the graph looks like a live page's. */
-function forecaster(): (measured: number) => { value: number; error: number; method: string } {
+function forecaster(): (measured: number) => NextForecast {
   let f: number | undefined;
   let mse = 0;
   let n = 0;
   return (x) => {
     if (f !== undefined) mse += ((x - f) ** 2 - mse) / ++n;
     f = f === undefined ? x : f + 0.1 * (x - f);
-    return { value: f, error: Math.sqrt(mse), method: "exp_smooth_10" };
+    return { value: f, error: Math.sqrt(mse), errorKnown: true, method: "exp_smooth_10" };
   };
 }
 

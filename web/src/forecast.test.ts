@@ -1,6 +1,7 @@
 import { readFileSync } from "node:fs";
 import { beforeAll, describe, expect, it } from "vitest";
 import {
+  coreErrorKnown,
   ecdf,
   histogram,
   loadForecasting,
@@ -142,6 +143,20 @@ function history(s: ProbedSeries, n = 60): Record[] {
 }
 
 describe("a probed series in the shared core", () => {
+  it("says a forecast's error is unknown after one value, known from the second", () => {
+    expect(coreErrorKnown(1, 0)).toBe(false);
+    expect(coreErrorKnown(2, 0)).toBe(true);
+    expect(coreErrorKnown(1, 0.5)).toBe(true);
+    const s = ProbedSeries.create({ metric: "rtt", kind: "statistic", source: "import", to: "x" });
+    const next = s.observeValues([
+      { t: 0, value: 10 },
+      { t: 1, value: 10 },
+      { t: 2, value: 12 },
+    ]);
+    expect(next.map((f) => f?.errorKnown)).toEqual([false, true, true]);
+    expect(next[1]!.error).toBe(0);
+  });
+
   it("starts at its profile's initial timeout and records each probe in the schema's form", () => {
     const s = ProbedSeries.create(RTT);
     expect(s.timeoutMs()).toBe(3000);
@@ -248,9 +263,9 @@ describe("a probed series in the shared core", () => {
       probed.observe({ timestampMs: p.t, status: "ok", value: p.value });
     }
     expect(imported.timeoutMs()).toBeUndefined();
-    expect(after[0]).toEqual({ value: 10, error: 0, method: "last_value" });
+    expect(after[0]).toEqual({ value: 10, error: 0, errorKnown: false, method: "last_value" });
     const { value, error, method } = probed.state().next!;
-    expect(after.at(-1)).toEqual({ value, error, method });
+    expect(after.at(-1)).toEqual({ value, error, errorKnown: true, method });
     expect(imported.errors()).toEqual(probed.errors());
     expect(imported.state()).toMatchObject({ count: 6, timeouts: 0, mae: probed.state().mae });
     // A value the bank refuses is left out; the forecast stays as it was.

@@ -10,8 +10,11 @@ import init, {
   methodsJson,
   rankJson,
   transferRate as rawTransferRate,
+  autoMinBytes as rawAutoMinBytes,
   autoSize as rawAutoSize,
+  autoTargetMs as rawAutoTargetMs,
   burstNext as rawBurstNext,
+  errorKnown as rawErrorKnown,
   jitter,
   type InitInput,
 } from "../../core/pkg/nowcast_core.js";
@@ -31,6 +34,10 @@ export interface NextForecast {
   value: number;
   /** Root of the whole-history MSE: the band is value ± BAND_K·error (messages.ts). */
   error: number;
+  /** Whether `error` says anything: not after one value, whose forecast nothing has checked
+   *  (its error is 0 then, and "± 0" would claim a certainty nothing measured; shown "± ?").
+   *  The core's rule ({@link coreErrorKnown}), as `nowcast`'s summaries apply it. */
+  errorKnown: boolean;
   method: string;
 }
 
@@ -351,6 +358,7 @@ export class ProbedSeries {
         : {
             value: flat[3 * i]!,
             error: flat[3 * i + 1]!,
+            errorKnown: coreErrorKnown(i + 1, flat[3 * i + 1]!),
             method: names[flat[3 * i + 2]!] ?? "unknown",
           },
     );
@@ -468,6 +476,24 @@ export function transferRate(
  */
 export function coreAutoSize(predictedMbits: number | undefined, maxBytes: number): number {
   return rawAutoSize(predictedMbits, maxBytes);
+}
+
+/** How long an automatically sized probe should last, ms (the core's
+ *  `transfer::AUTO_TARGET_MS`). */
+export function coreAutoTargetMs(): number {
+  return rawAutoTargetMs();
+}
+
+/** The smallest automatic size, bytes, and where a first run's tries start (the core's
+ *  `transfer::AUTO_MIN_BYTES`). */
+export function coreAutoMinBytes(): number {
+  return rawAutoMinBytes();
+}
+
+/** Whether a forecast's `error`, made after `values` values, says anything (the core's
+ *  `record::error_known`: not after one value that left it 0). */
+export function coreErrorKnown(values: number, error: number): boolean {
+  return rawErrorKnown(values, error);
 }
 
 /**

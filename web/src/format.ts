@@ -38,18 +38,12 @@ export function formatValue(v: number, unit: string): string {
 /** A value and its spread in the value's unit, both alike: "2.23 Gbit/s ± 0.150 Gbit/s",
  *  never "2.23 Gbit/s ± 150 Mbit/s". With `known` false (a forecast from one value, which
  *  no measurement has checked yet), "2.23 Gbit/s ± ?": a "± 0" would claim a certainty
- *  nothing measured (as `nowcast`'s summaries say it). */
+ *  nothing measured (as `nowcast`'s summaries say it; the engine tells which with `errorKnown`, the core's rule). */
 export function formatWithError(v: number, error: number, unit: string, known = true): string {
   const d = displayUnit(v, unit);
   const u = spaced(d.unit);
   const spread = known ? `${significant(error / d.divisor)}${u}` : "?";
   return `${significant(v / d.divisor)}${u} ± ${spread}`;
-}
-
-/** Whether a forecast's error says anything: not after one value, whose forecast nothing has
- *  checked (its error is 0 then). The rule of `nowcast`'s summaries. */
-export function errorKnown(values: number, error: number): boolean {
-  return values >= 2 || error !== 0;
 }
 
 /**

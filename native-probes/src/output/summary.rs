@@ -207,10 +207,10 @@ fn row(t: &Tally) -> [String; 8] {
         t.next.as_ref().filter(|_| has).map_or_else(
             || "-".into(),
             |f| {
-                if t.ok < 2 && f.error == 0.0 {
-                    format!("{} ± ?", s.num(f.value))
-                } else {
+                if nowcast_core::record::error_known(t.ok, f.error) {
                     format!("{} ± {}", s.num(f.value), s.num(BAND_K * f.error))
+                } else {
+                    format!("{} ± ?", s.num(f.value))
                 }
             },
         ),

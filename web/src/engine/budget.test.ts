@@ -1,4 +1,6 @@
-import { describe, expect, it } from "vitest";
+import { readFileSync } from "node:fs";
+import { beforeAll, describe, expect, it } from "vitest";
+import { loadForecasting } from "../forecast";
 import { ByteBudget, probeShare } from "./budget";
 import {
   pretestBytes,
@@ -9,6 +11,13 @@ import {
 } from "./probe-math";
 
 const HOUR = 3_600_000;
+
+// pretestBytes's floor is the core's smallest automatic size.
+beforeAll(async () => {
+  await loadForecasting(
+    readFileSync(new URL("../../../core/pkg/nowcast_core_bg.wasm", import.meta.url)),
+  );
+});
 
 describe("the hourly byte budget", () => {
   it("allows probes until the hour's bytes are spent", () => {

@@ -55,7 +55,12 @@ describe("an imported series", () => {
     expect(failures).toEqual([]);
     const [s] = ev.series;
     expect(s!.points.map((p) => p.t)).toEqual([1000, 2000, 3000]);
-    expect(s!.points[0]!.next).toEqual({ value: 10, error: 0, method: "last_value" });
+    expect(s!.points[0]!.next).toEqual({
+      value: 10,
+      error: 0,
+      errorKnown: false,
+      method: "last_value",
+    });
     expect(s!.mae).toBeGreaterThan(0);
     expect(i.predictability(s!.key)).toBe(true);
     const p = events.find((e): e is PredictabilityEvent => e.type === "predictability")!;

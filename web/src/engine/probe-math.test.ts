@@ -5,7 +5,8 @@ import {
   aggregateRate,
   autoSize,
   AUTO_MAX_BYTES,
-  AUTO_TARGET_MS,
+  autoMinBytes,
+  autoTargetMs,
   bandwidthEvery,
   burstNext,
   chooseStreams,
@@ -325,6 +326,8 @@ describe("automatic probe size", () => {
   });
 
   it("moves a quarter second of the predicted rate, as a power of two", () => {
+    expect(autoTargetMs()).toBe(250);
+    expect(autoMinBytes()).toBe(64 * 1024);
     // 100 Mbit/s × 250 ms = 3.125 MB → 4 MiB
     expect(autoSize(100, 1 << 30)).toBe(4 * 1024 * 1024);
     // 1 Mbit/s × 250 ms = 31 KB → the 64 KiB floor
@@ -388,7 +391,7 @@ describe("first-run burst", () => {
   });
 
   it("ends when a try lasted the target or read nothing", () => {
-    expect(burstNext(64 * 1024, 1, AUTO_TARGET_MS, 1 << 30)).toBeUndefined();
+    expect(burstNext(64 * 1024, 1, autoTargetMs(), 1 << 30)).toBeUndefined();
     expect(burstNext(64 * 1024, 0, 10, 1 << 30)).toBeUndefined();
     expect(burstNext(64 * 1024, NaN, 10, 1 << 30)).toBeUndefined();
   });

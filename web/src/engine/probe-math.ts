@@ -1,7 +1,13 @@
 // Probe arithmetic: raw timings in, measurements out. Pure, so the worker's I/O stays thin and
 // every rule here is tested with exact numbers.
 
-import { coreAutoSize, coreBurstNext, transferRate } from "../forecast";
+import {
+  coreAutoMinBytes,
+  coreAutoSize,
+  coreAutoTargetMs,
+  coreBurstNext,
+  transferRate,
+} from "../forecast";
 
 /** 1 Mbit/s in bytes per millisecond: 1e6 bit/s = 125 000 B/s = 125 B/ms. */
 const BYTES_PER_MS_PER_MBITS = 125;
@@ -175,7 +181,7 @@ export const PRETEST_MIN_GAP = 5;
  * the probe itself).
  */
 export function pretestBytes(probeBytes: number): number {
-  return Math.min(probeBytes, Math.max(AUTO_MIN_BYTES, Math.floor(probeBytes / 2)));
+  return Math.min(probeBytes, Math.max(autoMinBytes(), Math.floor(probeBytes / 2)));
 }
 
 /**
@@ -285,17 +291,17 @@ export function retryAfterSeconds(text: string | null): number | undefined {
   return m === null ? undefined : Number(m[1]);
 }
 
-/** How long an automatically sized probe should last (the core's `transfer::AUTO_TARGET_MS`):
- *  long enough that timer resolution and TCP slow start are small next to it, short enough to
- *  stay cheap. */
-export const AUTO_TARGET_MS = 250;
-/** The smallest automatic size (the core's `transfer::AUTO_MIN_BYTES`). */
-export const AUTO_MIN_BYTES = 64 * 1024;
+/** How long an automatically sized probe should last, ms (the core's
+ *  `transfer::AUTO_TARGET_MS`): long enough that timer resolution and TCP slow start are
+ *  small next to it, short enough to stay cheap. */
+export const autoTargetMs = coreAutoTargetMs;
+/** The smallest automatic size, bytes (the core's `transfer::AUTO_MIN_BYTES`). */
+export const autoMinBytes = coreAutoMinBytes;
 /** The page's own cap on an automatic size: its hourly budget's scale. */
 export const AUTO_MAX_BYTES = 32 * 1024 * 1024;
 
 /**
- * The automatic probe size: the bytes the predicted rate moves in {@link AUTO_TARGET_MS},
+ * The automatic probe size: the bytes the predicted rate moves in {@link autoTargetMs},
  * rounded up to a power of two (so sizes repeat and durations stay comparable), between 64 KiB
  * and the smaller of 32 MiB and the server's cap. Starts at 64 KiB with no prediction. The
  * rule is the core's (`core/src/transfer.rs`, the one `nowcast tcp --size auto` uses).
@@ -310,7 +316,7 @@ export const BURST_BUDGET_SHARE = 0.25;
 
 /**
  * The first-run burst's next size after a try of `bytes` that read `mbits` over `durationMs`,
- * or undefined when the burst is over: the try lasted {@link AUTO_TARGET_MS} (long enough to
+ * or undefined when the burst is over: the try lasted {@link autoTargetMs} (long enough to
  * be timed), or it was already at `capBytes` (the server's cap, or 32 MiB), or it read no
  * rate. The next size is the larger of four times this one and the automatic
  * size of the rate it read, at most 64 times this one (a short try can read a shaper's

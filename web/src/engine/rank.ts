@@ -2,7 +2,6 @@
 // from each site's forecasts, a range of ±BAND_K forecast errors, and each site's standing),
 // over the series and the reach of the sites the page lists.
 
-import { errorKnown } from "../format";
 import { rankSites, type Estimate } from "../forecast";
 import { BAND_K, type RankedSite } from "../messages";
 import { MIRROR_DOWN, MIRROR_RTT } from "./plan";
@@ -16,8 +15,8 @@ function forecast(
   key: typeof MIRROR_RTT | typeof MIRROR_DOWN,
 ): Estimate | undefined {
   if (!series.has(key)) return undefined;
-  const { next: f, count } = shown(series.get(key).state());
-  return f && { value: f.value, error: errorKnown(count, f.error) ? f.error : NaN };
+  const f = shown(series.get(key).state()).next;
+  return f && { value: f.value, error: f.errorKnown ? f.error : NaN };
 }
 
 /**

@@ -14,7 +14,7 @@ import { Jitter } from "./measure/jitter";
 import type { Link, Measurement, Measurements, ProbeRequest } from "./measure/measurement";
 import type { PretestResult } from "./measure/pretest";
 import { mirrorPlan, targetPlan, type Plan, type StepTransport } from "./plan";
-import { AUTO_MIN_BYTES, pretestBytes, PRETEST_AFTER, PRETEST_PASSES } from "./probe-math";
+import { autoMinBytes, pretestBytes, PRETEST_AFTER, PRETEST_PASSES } from "./probe-math";
 import { runRound, runSites, type RoundEnv } from "./round";
 import { SeriesSet } from "./series";
 
@@ -494,7 +494,7 @@ describe("the series a round feeds", () => {
     // The first-run burst's one try is the smallest automatic size (it lasted 250 ms, long
     // enough); then every probe has the size its rate (100 Mbit/s for 250 ms: 3.125 MB)
     // rounds up to.
-    expect(downloads[0]!.bytes).toBe(AUTO_MIN_BYTES);
+    expect(downloads[0]!.bytes).toBe(autoMinBytes());
     expect(downloads[1]!.bytes).toBe(4096 * KIB);
     expect(downloads[2]!.bytes).toBe(4096 * KIB);
     // After PRETEST_AFTER measurements: each candidate tried PRETEST_PASSES times, half a

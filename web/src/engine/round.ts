@@ -15,7 +15,7 @@ import type { Link, Measurement, Measurements, Sample } from "./measure/measurem
 import { streamCount, type PretestResult } from "./measure/pretest";
 import { isTransfer, type Plan, type Step, type StepTransport } from "./plan";
 import {
-  AUTO_MIN_BYTES,
+  autoMinBytes,
   autoSize,
   bandwidthDue,
   bandwidthEvery,
@@ -333,7 +333,7 @@ class Run {
 
   /**
    * The step's size and how many rounds apart its probes go: as chosen, every round; or
-   * automatic (probe-math.ts `autoSize`: the predicted rate for {@link AUTO_TARGET_MS}, within
+   * automatic (probe-math.ts `autoSize`: the predicted rate for {@link autoTargetMs}, within
    * the server's cap), spaced ⌈size / share⌉ rounds apart (`bandwidthEvery`) when one round's
    * share of the hourly budget and of the server's allowance cannot afford it, so that every
    * probe lasts long enough to be timed. `rate` is a rate just read (the burst's), else the
@@ -352,7 +352,7 @@ class Run {
   /**
    * The first-run burst of an automatically sized step: tries of growing size (from 64 KiB,
    * `burstNext`: ×4 or the automatic size of the rate read, up to the server's cap) until one
-   * lasts {@link AUTO_TARGET_MS}, so that the first recorded probe is long enough to be timed
+   * lasts {@link autoTargetMs}, so that the first recorded probe is long enough to be timed
    * rather than the series creeping up from 64 KiB over many short, low-reading probes. The
    * tries are not recorded (like the stream-count pretest's: a try too short to be timed is
    * a sizing step, not a measurement); they are charged to the budget, and the burst stops
@@ -365,7 +365,7 @@ class Run {
     const { maxPayload } = env.limits();
     const allowed = (env.budget.perHour * BURST_BUDGET_SHARE) / Math.max(1, this.transfers);
     let spent = 0;
-    let bytes: number | undefined = Math.min(AUTO_MIN_BYTES, maxPayload);
+    let bytes: number | undefined = Math.min(autoMinBytes(), maxPayload);
     let rate: number | undefined;
     while (bytes !== undefined) {
       const cost = m.cost(bytes);

@@ -38,7 +38,7 @@ describe("a site's series", () => {
       to: "h:1",
       probe: { raw_ms: 100 },
     });
-    expect(e.next).toEqual({ value: 50, error: 0, method: "last_value" });
+    expect(e.next).toEqual({ value: 50, error: 0, errorKnown: false, method: "last_value" });
     expect(set.get("jitter/websocket").timeoutMs()).toBeUndefined();
     set.dispose();
   });

@@ -4,7 +4,7 @@
 // with its records (the one store of them: what the page exports, what the history holds and
 // what a restore replays) and its stream-count plan.
 
-import { ecdf, histogram, ProbedSeries, type ProbedState } from "../forecast";
+import { coreErrorKnown, ecdf, histogram, ProbedSeries, type ProbedState } from "../forecast";
 import type { MeasurementEvent, PredictabilityEvent, SeriesKey } from "../messages";
 import type { Metric, Record, Transport } from "../record";
 import { MAX_RECORDS_PER_SERIES } from "./history";
@@ -25,7 +25,12 @@ export type RestoredSeries = Shown & { key: SeriesKey; records: Record[] };
 export function shown(s: ProbedState): Shown {
   const f = s.next;
   return {
-    next: f && { value: f.value, error: f.error, method: f.method },
+    next: f && {
+      value: f.value,
+      error: f.error,
+      errorKnown: coreErrorKnown(s.count, f.error),
+      method: f.method,
+    },
     mae: s.mae,
     count: s.count,
     timeouts: s.timeouts,

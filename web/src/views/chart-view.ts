@@ -30,7 +30,6 @@ import {
   clockTicks,
   displayUnit,
   formatValue,
-  errorKnown,
   formatWithError,
   tickLabels,
 } from "../format";
@@ -439,6 +438,8 @@ export class SeriesChart {
   private pending = false;
   /** How far ahead of its measurement the pending forecast stands (ms): the series' period. */
   private pendingStep: number | undefined;
+  /** Whether the pending forecast's error says anything (NextForecast.errorKnown). */
+  private pendingKnown = true;
   private dirty = false;
   /** Whether Chart.js's points (for the tooltips) are behind the series. */
   private stale = false;
@@ -628,6 +629,7 @@ export class SeriesChart {
     }
     this.pending = next !== undefined;
     this.pendingStep = next === undefined ? undefined : stepMs;
+    this.pendingKnown = next?.errorKnown ?? true;
     if (next !== undefined) {
       const f = { x: x + stepMs, y: next.value, e: next.error };
       const n = this.forecastsGone + this.forecasts.length;
@@ -671,7 +673,7 @@ export class SeriesChart {
   /** The forecast of the next value, as last added. */
   get next(): NextForecast | undefined {
     const f = this.pending ? this.forecasts.at(-1) : undefined;
-    return f && { value: f.y, error: f.e, method: "" };
+    return f && { value: f.y, error: f.e, errorKnown: this.pendingKnown, method: "" };
   }
 
   /** The times the graph spans (its points and failed probes); undefined when empty. */
@@ -773,7 +775,7 @@ export class SeriesChart {
     const forecast =
       next === undefined
         ? ""
-        : ` Next forecast ${formatWithError(next.value, BAND_K * next.error, unit, errorKnown(measured.length, next.error))}.`;
+        : ` Next forecast ${formatWithError(next.value, BAND_K * next.error, unit, next.errorKnown)}.`;
     return (
       `${this.title}: ${measured.length} measurement${measured.length === 1 ? "" : "s"} from ` +
       `${clockIn(first.x, last.x)} to ${clockIn(last.x, first.x)}, between ${v(lo)} and ` +

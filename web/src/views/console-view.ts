@@ -10,7 +10,6 @@ import {
   formatPeriod,
   formatSpan,
   formatValue,
-  errorKnown,
   formatWithError,
 } from "../format";
 import { BAND_K, type NextForecast, type StatusEvent } from "../messages";
@@ -64,12 +63,7 @@ export class ConsoleRow {
     nextCell.textContent =
       next === undefined
         ? "–"
-        : formatWithError(
-            next.value,
-            BAND_K * next.error,
-            this.unit,
-            errorKnown(count, next.error),
-          );
+        : formatWithError(next.value, BAND_K * next.error, this.unit, next.errorKnown);
     method.textContent = next === undefined ? "–" : (this.names.get(next.method) ?? next.method);
     if (next !== undefined) method.title = next.method;
     maeCell.textContent = mae === undefined ? "–" : formatValue(mae, this.unit);

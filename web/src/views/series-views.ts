@@ -147,11 +147,13 @@ export class SeriesViews {
     const v = this.view(key, last.unit, label);
     const step = this.stepMs();
     s.records.forEach((r, i) => {
-      // The forecast made after a record is the one the next record carries.
+      // The forecast made after a record is the one the next record carries. Only the last
+      // one's error is ever shown in words (the engine's `s.next`, which says whether it is
+      // known); the others are settled forecasts, drawn with their band.
       const f = i + 1 < s.records.length ? s.records[i + 1]!.forecast : undefined;
       const next: NextForecast | undefined =
         i + 1 < s.records.length
-          ? f && { value: f.value, error: f.error, method: f.method }
+          ? f && { value: f.value, error: f.error, errorKnown: true, method: f.method }
           : s.next;
       this.plot(v, r, next, r.period_ms ?? step);
     });
