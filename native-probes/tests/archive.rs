@@ -426,6 +426,48 @@ fn importing_a_file_again_adds_nothing_and_an_appended_one_only_its_new_lines() 
     assert_eq!(export(&both, &[]), whole, "two overlapping exports");
 }
 
+/// Two imports of one file into one SQLite archive at the same moment: each reads back
+/// what is archived and writes the rest in one transaction, so each record is written once
+/// (without it, both found a batch missing and both wrote it).
+#[test]
+fn two_imports_of_one_file_at_once_write_each_record_once() {
+    let dir = temp("at-once");
+    let lines: Vec<String> = synthetic().iter().map(Record::to_line).collect();
+    let n = lines.len();
+    let file = dir.join("f.ndjson");
+    std::fs::write(&file, lines.join("\n") + "\n").unwrap();
+    let db = dir.join("a.sqlite");
+    let start = || {
+        let (f, d) = (file.clone(), path(&db).to_string());
+        std::thread::spawn(move || import(&[&f], &["--archive", &d]))
+    };
+    let (a, b) = (start(), start());
+    // "nowcast: …/f.ndjson: X records imported, Y already in the archive, …"
+    let counts = |err: String| -> (usize, usize) {
+        let line = err
+            .lines()
+            .find(|l| l.contains("f.ndjson: "))
+            .unwrap_or_else(|| panic!("{err}"))
+            .to_string();
+        let num = |after: &str| -> usize {
+            line[..line.find(after).unwrap_or_else(|| panic!("{line}"))]
+                .rsplit(|c: char| !c.is_ascii_digit())
+                .find(|w| !w.is_empty())
+                .unwrap()
+                .parse()
+                .unwrap()
+        };
+        (num(" records imported"), num(" already in the archive"))
+    };
+    let (a, b) = (counts(a.join().unwrap()), counts(b.join().unwrap()));
+    assert_eq!(
+        (a.0 + b.0, a.1 + b.1),
+        (n, n),
+        "imported, already: {a:?} and {b:?}"
+    );
+    assert_eq!(export(&db, &[]).lines().count(), n);
+}
+
 /// Asserts two record lists are equal, naming the first difference only.
 fn same(a: &[Record], b: &[Record], what: &str) {
     assert_eq!(a.len(), b.len(), "{what}: lengths");

@@ -260,13 +260,33 @@ impl Sqlite {
         conn.busy_timeout(std::time::Duration::from_secs(10))
             .with_context(ctx)?;
         if write {
-            conn.pragma_update(None, "journal_mode", "WAL")
-                .with_context(ctx)?;
+            // Another process may be opening or writing the same archive (two imports at
+            // once, an import beside a campaign). Switching to WAL does not wait for it
+            // (SQLite answers "database is locked" at once), so it is retried within the
+            // busy timeout, and only when the file is not in WAL already.
+            let wal = |c: &Connection| -> rusqlite::Result<bool> {
+                let mode: String = c.pragma_query_value(None, "journal_mode", |r| r.get(0))?;
+                Ok(mode.eq_ignore_ascii_case("wal"))
+            };
+            let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
+            while !wal(&conn).with_context(ctx)? {
+                match conn.pragma_update(None, "journal_mode", "WAL") {
+                    Err(rusqlite::Error::SqliteFailure(e, _))
+                        if e.code == rusqlite::ErrorCode::DatabaseBusy
+                            && std::time::Instant::now() < until =>
+                    {
+                        std::thread::sleep(std::time::Duration::from_millis(20));
+                    }
+                    r => r.with_context(ctx)?,
+                }
+            }
             // A batch is committed before its spool file is deleted: FULL makes the commit
             // durable first (one fsync per batch).
             conn.pragma_update(None, "synchronous", "FULL")
                 .with_context(ctx)?;
-            conn.execute_batch(SCHEMA).with_context(ctx)?;
+            // The schema in one write transaction, which waits for another writer.
+            conn.execute_batch(&format!("BEGIN IMMEDIATE;\n{SCHEMA}\nCOMMIT;"))
+                .with_context(ctx)?;
             // Archives made before schema 1.2 have no `congestion` column.
             let has: bool = conn
                 .query_row(
@@ -350,8 +370,30 @@ impl Sqlite {
         Ok(id)
     }
 
-    /// Writes records and run log rows in one transaction. With a `batch` name, a batch
-    /// already written is skipped (returns false).
+    /// Runs `f` as one write transaction (`BEGIN IMMEDIATE`): what it reads is what it
+    /// writes over. Another writer (a second `nowcast archive import` of the same file, a
+    /// campaign's shipper) waits for its end (up to the busy timeout), so that two imports
+    /// at the same moment cannot both find a record missing and both write it. Rolled back
+    /// if `f` fails.
+    pub fn exclusive<T>(&mut self, f: impl FnOnce(&mut Sqlite) -> Result<T>) -> Result<T> {
+        self.conn.execute_batch("BEGIN IMMEDIATE")?;
+        match f(self) {
+            Ok(v) => {
+                self.conn.execute_batch("COMMIT")?;
+                Ok(v)
+            }
+            Err(e) => {
+                if !self.conn.is_autocommit() {
+                    let _ = self.conn.execute_batch("ROLLBACK");
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// Writes records and run log rows in one transaction (a savepoint: within
+    /// [`Sqlite::exclusive`]'s, or its own). With a `batch` name, a batch already written is
+    /// skipped (returns false).
     pub fn write(
         &mut self,
         records: &[Record],
@@ -364,7 +406,7 @@ impl Sqlite {
         for r in records {
             ids.push(self.series_id(&r.to, r.metric, &r.source)?);
         }
-        let tx = self.conn.transaction()?;
+        let tx = self.conn.savepoint()?;
         if let Some(b) = batch {
             let fresh = tx.execute(
                 "INSERT OR IGNORE INTO spooled (batch, at_ms) VALUES (?1, ?2)",

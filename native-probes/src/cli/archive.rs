@@ -388,20 +388,26 @@ fn import(files: &[PathBuf], source: &Source, batch: usize, now: Ms) -> Result<(
             return Ok((0, 0));
         }
         let already = match (&ch, db.as_mut()) {
-            (Some(c), _) => leave_out_archived(recs, &mut |f, each| c.records(f, each))?,
-            (None, Some(d)) => leave_out_archived(recs, &mut |f, each| d.records(f, each))?,
+            // ClickHouse has no transactions: two imports of one file at the same moment
+            // can both write (README, "The archive").
+            (Some(c), _) => {
+                let already = leave_out_archived(recs, &mut |f, each| c.records(f, each))?;
+                if !recs.is_empty() {
+                    c.write(recs, &[])?;
+                }
+                already
+            }
+            // The read-back and the write in one transaction.
+            (None, Some(d)) => d.exclusive(|d| {
+                let already = leave_out_archived(recs, &mut |f, each| d.records(f, each))?;
+                if !recs.is_empty() {
+                    d.write(recs, &[], None, now)?;
+                }
+                Ok(already)
+            })?,
             _ => unreachable!(),
         };
         let written = recs.len();
-        if written > 0 {
-            match (&ch, db.as_mut()) {
-                (Some(c), _) => c.write(recs, &[])?,
-                (None, Some(d)) => {
-                    d.write(recs, &[], None, now)?;
-                }
-                _ => unreachable!(),
-            }
-        }
         recs.clear();
         Ok((written, already))
     };
