@@ -7,9 +7,9 @@
 
 mod common;
 
-use common::http::{read_response, request, Proxy, Resetter, Resp, Upstream};
+use common::http::{read_response, request, OneShot, Proxy, Resetter, Resp, Upstream};
 use nowcast_core::record::Record;
-use std::io::{BufReader, Read, Write};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
@@ -248,6 +248,94 @@ fn a_replica_that_resets_mid_body_affects_only_its_own_requests() {
     assert!(resets >= 3.0, "{resets}");
     let ok = request(p.addr, b"GET /good/who HTTP/1.1\r\nhost: x\r\n\r\n");
     assert_eq!(ok.text(), "a");
+}
+
+/// A replica that speaks HTTP/1.0 and closes after each response: the proxy answers its
+/// HTTP/1.1 clients in HTTP/1.1 and keeps their connections open (RFC 9110 §6.2: an
+/// intermediary sends its own version), rather than passing the replica's 1.0 down, which
+/// made every client connection close after one request.
+#[test]
+fn a_replica_speaking_http_1_0_does_not_close_the_clients_connections() {
+    let old = OneShot::start(b"HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\nok");
+    let p = Proxy::start(&["--replica", &format!("old=http://{}", old.addr)]);
+    let s = TcpStream::connect(p.addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut w = s.try_clone().unwrap();
+    let mut r = BufReader::new(s);
+    for i in 0..3 {
+        w.write_all(b"GET /x HTTP/1.1\r\nhost: x\r\n\r\n").unwrap();
+        let resp = read_response(&mut r).unwrap_or_else(|e| panic!("request {i}: {e}"));
+        assert_eq!(
+            (resp.version.as_str(), resp.status, resp.text().as_str()),
+            ("HTTP/1.1", 200, "ok"),
+            "request {i}"
+        );
+        let connection = resp.headers.iter().find(|h| h.0 == "connection");
+        assert!(
+            connection.is_none_or(|c| !c.1.eq_ignore_ascii_case("close")),
+            "request {i}: {:?}",
+            resp.headers
+        );
+    }
+    // An HTTP/1.0 client still gets HTTP/1.0.
+    let mut s = TcpStream::connect(p.addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.write_all(b"GET /x HTTP/1.0\r\n\r\n").unwrap();
+    let mut head = String::new();
+    BufReader::new(s).read_line(&mut head).unwrap();
+    assert!(head.starts_with("HTTP/1.0 200"), "{head:?}");
+}
+
+/// A replica that answers an upload before reading it and closes (Python's `http.server`
+/// to a POST: 501, then a reset as the unread body arrives) fails the request at the
+/// replica, never "the client's body broke off" (400), and the upload it never read is no
+/// bandwidth sample (it had only reached the socket buffers: tens of Gbit/s).
+#[test]
+fn an_upload_the_replica_answers_early_and_never_reads_is_not_the_clients_fault() {
+    let early = OneShot::start(
+        b"HTTP/1.0 501 Unsupported method\r\nContent-Length: 12\r\nConnection: close\r\n\r\nnot here\r\n\r\n",
+    );
+    let dir = std::env::temp_dir().join(format!("nwp-early-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let recs = dir.join("records.ndjson");
+    let p = Proxy::start(&[
+        "--replica",
+        &format!("early=http://{}", early.addr),
+        "--records",
+        recs.to_str().unwrap(),
+    ]);
+    // Larger than loopback's socket buffers: the answer comes while the upload goes.
+    let body = vec![b'u'; 16 << 20];
+    let mut statuses = Vec::new();
+    for _ in 0..6 {
+        let mut s = TcpStream::connect(p.addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        write!(
+            s,
+            "POST /upload HTTP/1.1\r\nhost: x\r\ncontent-length: {}\r\n\r\n",
+            body.len()
+        )
+        .unwrap();
+        // The proxy may answer (and close) before it has read the whole upload.
+        let _ = s.write_all(&body);
+        statuses.push(read_response(&mut BufReader::new(s)).map_or(0, |r| r.status));
+    }
+    assert!(
+        statuses.iter().all(|s| *s == 501 || *s == 502),
+        "the replica's answer, or a failed replica: {statuses:?}"
+    );
+    let client_faults = p
+        .metric("nowcast_proxy_errors_total{replica=\"early\",kind=\"client\"}")
+        .unwrap_or(0.0);
+    assert_eq!(client_faults, 0.0, "{}", p.metrics());
+    drop(p);
+    let text = std::fs::read_to_string(&recs).unwrap_or_default();
+    let _ = std::fs::remove_dir_all(&dir);
+    let up: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains("\"bandwidth_up\""))
+        .collect();
+    assert!(up.is_empty(), "{up:?}");
 }
 
 /// A client that cuts its upload short, or sends a malformed chunk, fails its own request

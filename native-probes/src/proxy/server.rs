@@ -356,7 +356,14 @@ impl Pending {
         // kernel's own minimum (Linux ≥ 4.6): the smoothed RTT in its place would.
         let base_rtt_ms = info.map(|i| i.min_rtt_ms).filter(|r| *r > 0.0);
         let down_ms = (end - self.head).as_secs_f64() * 1e3;
+        // An upload the replica answered before it ended (an early refusal) was cut short
+        // and may have reached no further than the socket buffers: no bandwidth of the path.
+        let head_ns = (self.head - self.sh.origin).as_nanos() as u64;
+        let done_ns = self.progress.done_ns.load(Relaxed);
+        let answered_early = up > 0 && (done_ns == 0 || done_ns > head_ns);
         let bandwidth = if !complete || failure.is_some() {
+            None
+        } else if up >= MIN_SAMPLE_BYTES && answered_early {
             None
         } else if up >= MIN_SAMPLE_BYTES && self.sh.tcp_info_rate {
             info.map(|i| i.delivery_mbits)
@@ -666,12 +673,16 @@ async fn attempt(
     let wait_ms = |now: u64| (done > 0).then(|| now.saturating_sub(waited_from) as f64 / 1e6);
     match result {
         // The client's upload broke off or stalled: nothing to say of the replica, and
-        // nothing to retry.
-        None | Some(Err(_)) if progress.client_at_fault() => {
+        // nothing to retry. An error of the replica's connection while the upload waited on
+        // the client is the replica's (it reset the connection: an early answer to an
+        // upload it did not read); only a stall is the client's then.
+        None if progress.client_at_fault() => {
             fail(Failure::Client, None, up);
-            Attempt::ClientFailed {
-                stalled: result.is_none(),
-            }
+            Attempt::ClientFailed { stalled: true }
+        }
+        Some(Err(_)) if progress.client_failed.load(Relaxed) => {
+            fail(Failure::Client, None, up);
+            Attempt::ClientFailed { stalled: false }
         }
         None => {
             let w = wait_ms(sh.ns());
@@ -690,6 +701,10 @@ async fn attempt(
             let head_at = Instant::now();
             let status = resp.status();
             let (mut parts, inner) = resp.into_parts();
+            // The proxy's own version to its clients (RFC 9110 §6.2), not the replica's: an
+            // HTTP/1.0 replica's version passed down would close every client connection
+            // after one response. hyper answers an HTTP/1.0 client in 1.0 still.
+            parts.version = hyper::Version::HTTP_11;
             strip_hop_by_hop(&mut parts.headers);
             let pending = Pending {
                 sh: sh.clone(),

@@ -262,6 +262,55 @@ impl Drop for Resetter {
     }
 }
 
+/// A replica that speaks HTTP/1.0 as simple servers do (Python's `http.server`): it reads a
+/// request's head, never its body, answers `response` and closes the connection (a reset,
+/// when an upload it did not read is still arriving).
+pub struct OneShot {
+    pub addr: SocketAddr,
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl OneShot {
+    pub fn start(response: &'static [u8]) -> OneShot {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        l.set_nonblocking(true).unwrap();
+        let addr = l.local_addr().unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let s2 = stop.clone();
+        let thread = std::thread::spawn(move || {
+            while !s2.load(Ordering::Relaxed) {
+                let Ok((mut c, _)) = l.accept() else {
+                    std::thread::sleep(Duration::from_millis(5));
+                    continue;
+                };
+                c.set_nonblocking(false).unwrap();
+                c.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+                let mut r = BufReader::new(c.try_clone().unwrap());
+                let mut line = String::new();
+                while r.read_line(&mut line).is_ok_and(|n| n > 0) && line != "\r\n" {
+                    line.clear();
+                }
+                let _ = c.write_all(response);
+            }
+        });
+        OneShot {
+            addr,
+            stop,
+            thread: Some(thread),
+        }
+    }
+}
+
+impl Drop for OneShot {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
 /// A running `nowcast proxy`, stopped (SIGKILL) on drop if still running.
 pub struct Proxy {
     pub child: Child,
@@ -392,6 +441,8 @@ impl Drop for Proxy {
 /// A response as read off the wire.
 #[derive(Debug)]
 pub struct Resp {
+    /// The status line's version, e.g. "HTTP/1.1".
+    pub version: String,
     pub status: u16,
     pub headers: Vec<(String, String)>,
     pub body: Vec<u8>,
@@ -414,6 +465,7 @@ pub fn read_response(r: &mut BufReader<TcpStream>) -> std::io::Result<Resp> {
         .nth(1)
         .and_then(|s| s.parse().ok())
         .ok_or_else(|| std::io::Error::other(format!("bad status line {line:?}")))?;
+    let version = line.split_whitespace().next().unwrap_or("").to_string();
     let mut headers = Vec::new();
     loop {
         line.clear();
@@ -463,6 +515,7 @@ pub fn read_response(r: &mut BufReader<TcpStream>) -> std::io::Result<Resp> {
         let _ = r.read_to_end(&mut body);
     }
     Ok(Resp {
+        version,
         status,
         headers,
         body,
