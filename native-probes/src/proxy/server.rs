@@ -361,33 +361,32 @@ impl Pending {
         let head_ns = (self.head - self.sh.origin).as_nanos() as u64;
         let done_ns = self.progress.done_ns.load(Relaxed);
         let answered_early = up > 0 && (done_ns == 0 || done_ns > head_ns);
-        let bandwidth = if !complete || failure.is_some() {
-            None
-        } else if up >= MIN_SAMPLE_BYTES && answered_early {
-            None
-        } else if up >= MIN_SAMPLE_BYTES && self.sh.tcp_info_rate {
-            info.map(|i| i.delivery_mbits)
-                .filter(|m| *m > 0.0)
-                .map(|m| (m, Source::TcpInfo))
-        } else if up >= MIN_SAMPLE_BYTES {
-            // The upload's goodput: its bytes over the time from dispatch to the response
-            // head, less the connection's handshake and one round trip of the path (the
-            // request's own, as JavaNws §2.1.1 takes the RTT off a transfer, when that leaves
-            // half the time), so that the policy's base RTT + size ÷ bandwidth gives back
-            // this upload's time: the queue the upload built is part of its transfer.
-            let head_ms = (self.head - self.start).as_secs_f64() * 1e3;
-            rate_minus_rtt(up as f64, head_ms - handshake.unwrap_or(0.0), base_rtt_ms)
-                .map(|r| r.mbit_per_s)
-                .filter(|m| *m > 0.0)
-                .map(|m| (m, Source::Transfer))
-        } else if self.bytes_down >= MIN_SAMPLE_BYTES && down_ms > 0.0 {
-            Some((
-                self.bytes_down as f64 * 8.0 / (down_ms * 1e3),
-                Source::Transfer,
-            ))
-        } else {
-            None
-        };
+        let bandwidth =
+            if !complete || failure.is_some() || (up >= MIN_SAMPLE_BYTES && answered_early) {
+                None
+            } else if up >= MIN_SAMPLE_BYTES && self.sh.tcp_info_rate {
+                info.map(|i| i.delivery_mbits)
+                    .filter(|m| *m > 0.0)
+                    .map(|m| (m, Source::TcpInfo))
+            } else if up >= MIN_SAMPLE_BYTES {
+                // The upload's goodput: its bytes over the time from dispatch to the response
+                // head, less the connection's handshake and one round trip of the path (the
+                // request's own, as JavaNws §2.1.1 takes the RTT off a transfer, when that leaves
+                // half the time), so that the policy's base RTT + size ÷ bandwidth gives back
+                // this upload's time: the queue the upload built is part of its transfer.
+                let head_ms = (self.head - self.start).as_secs_f64() * 1e3;
+                rate_minus_rtt(up as f64, head_ms - handshake.unwrap_or(0.0), base_rtt_ms)
+                    .map(|r| r.mbit_per_s)
+                    .filter(|m| *m > 0.0)
+                    .map(|m| (m, Source::Transfer))
+            } else if self.bytes_down >= MIN_SAMPLE_BYTES && down_ms > 0.0 {
+                Some((
+                    self.bytes_down as f64 * 8.0 / (down_ms * 1e3),
+                    Source::Transfer,
+                ))
+            } else {
+                None
+            };
         let failure = failure.or(self.status_failure.then_some(Failure::Status));
         // What a request and its response moved, once it is whole: the size of the next
         // requests like it (a failure's bytes are only the part that got through).
