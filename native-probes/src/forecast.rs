@@ -414,9 +414,9 @@ fn print_human(
 ) -> std::io::Result<()> {
     write!(
         out,
-        "{}: {} values ({})",
+        "{}: {} ({})",
         file.display(),
-        r.points,
+        crate::format::count(r.points, "value"),
         stats.format
     )?;
     match (&stats.series, &stats.column) {
@@ -438,7 +438,13 @@ fn print_human(
         )?;
         for o in &stats.other_series {
             match o.values {
-                Some(n) => writeln!(out, "  {} ({n} values): {}", o.name, o.choose)?,
+                Some(n) => writeln!(
+                    out,
+                    "  {} ({}): {}",
+                    o.name,
+                    crate::format::count(n, "value"),
+                    o.choose
+                )?,
                 None => writeln!(out, "  {}: {}", o.name, o.choose)?,
             }
         }

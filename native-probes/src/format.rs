@@ -10,6 +10,16 @@ use nowcast_core::record::Unit;
 /// errors (the error being the RMSE of the MSE-selected forecast).
 pub const BAND_K: f64 = 2.0;
 
+/// `n` and its noun, singular for one: "1 value", "3 values" (`noun` takes an `s`).
+pub fn count(n: impl Into<u64>, noun: &str) -> String {
+    let n = n.into();
+    if n == 1 {
+        format!("1 {noun}")
+    } else {
+        format!("{n} {noun}s")
+    }
+}
+
 /// A value with enough digits to show microseconds in ms and 0.1 % of a rate.
 pub fn number(v: f64) -> String {
     let a = v.abs();

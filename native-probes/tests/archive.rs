@@ -274,17 +274,30 @@ fn import_names_bad_lines_and_export_gives_the_records_back() {
     );
     let csv = text(&csv.stdout);
     let mut rows = csv.lines();
-    assert_eq!(rows.next(), Some("time,value,series"));
-    // The page's CSV reader: `time,value,series`, time in ms.
+    // The page's CSV export: time in ms, value, metric, unit, transport, target, title.
+    assert_eq!(
+        rows.next(),
+        Some("time,value,metric,unit,transport,to,series")
+    );
     for row in rows {
         let cells: Vec<&str> = row.split(',').collect();
-        assert_eq!(cells.len(), 3, "{row}");
+        assert_eq!(cells.len(), 7, "{row}");
         assert!(
             cells[0].parse::<f64>().is_ok() && cells[1].parse::<f64>().is_ok(),
             "{row}"
         );
-        assert!(cells[2].contains(" rtt ("), "{row}");
+        assert_eq!((cells[2], cells[3]), ("rtt", "ms"), "{row}");
+        assert!(cells[6].contains(" rtt ("), "{row}");
     }
+    // `nowcast forecast` reads it back one series at a time (it averaged every target's
+    // values into one series when the export had no metric and target columns).
+    let csv_path = dir.join("export.csv");
+    std::fs::write(&csv_path, &csv).unwrap();
+    let out = nowcast(&["forecast", path(&csv_path)], Duration::from_secs(20));
+    let said = text(&out.stderr) + &text(&out.stdout);
+    assert!(out.status.success(), "{said}");
+    assert!(said.contains("series rtt/"), "{said}");
+    assert!(said.contains("other series"), "{said}");
 
     // That CSV imported by mistake, beside a file of records: one line names it, the
     // records of the other file are kept, and the exit status says something was not read.

@@ -492,21 +492,30 @@ pub fn export_csv<'a>(series: impl IntoIterator<Item = (&'a str, &'a [Record])>)
     let mut out = String::from(EXPORT_HEADER);
     out.push('\n');
     for (label, records) in series {
-        let label = field(label);
         for r in records {
-            let Some(v) = r.value else { continue };
-            let transport = r.probe.as_ref().and_then(|p| p.transport);
-            out.push_str(&format!(
-                "{},{v},{},{},{},{},{label}\n",
-                r.timestamp_ms,
-                r.metric,
-                r.unit,
-                transport.map_or("", Transport::name),
-                field(&r.to),
-            ));
+            export_csv_line(label, r, &mut out);
         }
     }
     out
+}
+
+/// Appends `r`'s line of [`export_csv`] (and its newline) to `out`, in the series titled
+/// `label`; nothing for a record without a value. For exports written a record at a time
+/// (`nowcast archive export --format csv`).
+pub fn export_csv_line(label: &str, r: &Record, out: &mut String) {
+    use std::fmt::Write;
+    let Some(v) = r.value else { return };
+    let transport = r.probe.as_ref().and_then(|p| p.transport);
+    let _ = writeln!(
+        out,
+        "{},{v},{},{},{},{},{}",
+        r.timestamp_ms,
+        r.metric,
+        r.unit,
+        transport.map_or("", Transport::name),
+        field(&r.to),
+        field(label),
+    );
 }
 
 #[cfg(test)]

@@ -40,7 +40,7 @@ mod time;
 use crate::json::Parser;
 use crate::quote::{cut, quote, QUOTE_CHARS};
 use crate::record::{check_value, Metric, Transport, Unit, MAX_TIMESTAMP_MS};
-pub use delimited::{export_csv, EXPORT_HEADER};
+pub use delimited::{export_csv, export_csv_line, EXPORT_HEADER};
 use std::collections::hash_map::{Entry, HashMap};
 
 /// The longest line read, bytes; a longer one is refused without being held or scanned.

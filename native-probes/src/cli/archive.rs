@@ -9,6 +9,7 @@ use nowcast::archive::leave_out_archived;
 use nowcast::archive::query::{self, day_of, Filter};
 use nowcast::archive::sqlite::Sqlite;
 use nowcast::when::{parse_time, Ms, DAY};
+use nowcast_core::import as delimited;
 use nowcast_core::record::{Metric, Record, RecordError};
 use std::io::{BufRead, BufReader, BufWriter, Read, Write};
 use std::path::PathBuf;
@@ -135,7 +136,8 @@ enum Command {
         #[arg(long, default_value_t = 50_000)]
         batch: usize,
     },
-    /// Write records as NDJSON (the page imports it) or CSV `time,value,series`.
+    /// Write records as NDJSON (the page imports it) or CSV as the page exports
+    /// (`time,value,metric,unit,transport,to,series`).
     Export {
         #[command(flatten)]
         source: Source,
@@ -496,22 +498,21 @@ fn export(source: &Source, filter: &Filter, format: Format, out: Option<PathBuf>
     };
     let mut w = BufWriter::with_capacity(1 << 16, sink);
     if format == Format::Csv {
-        writeln!(w, "time,value,series")?;
+        writeln!(w, "{}", delimited::EXPORT_HEADER)?;
     }
+    let mut line = String::new();
     let mut each = |r: Record| -> Result<()> {
         match format {
             Format::Ndjson => writeln!(w, "{}", r.to_line())?,
             Format::Csv => {
-                // As the page exports: measured values only, the series named by target,
-                // metric and source (commas would split the column).
-                if let Some(v) = r
-                    .value
-                    .filter(|_| r.status == nowcast_core::record::Status::Ok)
-                {
-                    let label =
-                        format!("{} {} ({})", r.to, r.metric.name(), r.source).replace(',', ";");
-                    writeln!(w, "{},{v},{label}", r.timestamp_ms)?;
-                }
+                // As the page exports (the core's writer): measured values only, with their
+                // metric, unit, transport and target (what `nowcast forecast` and the page
+                // read back as one series each), the series titled by target, metric and
+                // source.
+                line.clear();
+                let label = format!("{} {} ({})", r.to, r.metric.name(), r.source);
+                delimited::export_csv_line(&label, &r, &mut line);
+                w.write_all(line.as_bytes())?;
             }
         }
         Ok(())
