@@ -20,6 +20,7 @@ pub struct Row {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub mode: Option<Mode>,
     pub n: u64,
+    /// NaN (JSON null) when no forecast was checked (n = 0): not a perfect 0.
     pub mae: f64,
     pub rmse: f64,
 }
@@ -31,8 +32,8 @@ impl Row {
             name: name.into(),
             mode,
             n: a.n,
-            mae: a.mae(),
-            rmse: a.rmse(),
+            mae: if a.n > 0 { a.mae() } else { f64::NAN },
+            rmse: if a.n > 0 { a.rmse() } else { f64::NAN },
         }
     }
 }
@@ -47,11 +48,13 @@ pub struct NextForecast {
     pub method: String,
     pub method_name: String,
     pub value: f64,
-    pub error: f64,
+    /// None (JSON null) while unknown: after one value, whose forecast nothing has checked
+    /// (`record::error_known`; "± 0" would claim a certainty nothing measured).
+    pub error: Option<f64>,
     /// The likely range, forecast ± [`BAND_K`]·error (the command narrows it to the
-    /// range of the series' unit when it knows the unit).
-    pub low: f64,
-    pub high: f64,
+    /// range of the series' unit when it knows the unit); None with the error.
+    pub low: Option<f64>,
+    pub high: Option<f64>,
 }
 
 /// The baselines of other tools, fed alongside a bank.
@@ -279,6 +282,7 @@ impl BankPart {
         let f = self.bank.forecast()?;
         let (id, name) = self.bank.method(f.mse.method);
         let error = f.mse.error.max(0.0).sqrt();
+        let error = nowcast_core::record::error_known(self.bank.len(), error).then_some(error);
         Some(NextForecast {
             mode: self.mode,
             selector: "mse",
@@ -286,8 +290,8 @@ impl BankPart {
             method_name: name.to_string(),
             value: f.mse.value,
             error,
-            low: f.mse.value - BAND_K * error,
-            high: f.mse.value + BAND_K * error,
+            low: error.map(|e| f.mse.value - BAND_K * e),
+            high: error.map(|e| f.mse.value + BAND_K * e),
         })
     }
 }
@@ -392,9 +396,9 @@ mod tests {
         assert_eq!(r.next.len(), 1);
         let next = &r.next[0];
         assert_eq!((next.mode, next.value), (Mode::Faithful, want.value));
-        assert_eq!(next.error, want.error.sqrt());
+        assert_eq!(next.error, Some(want.error.sqrt()));
         assert_eq!(next.method, bank.method(want.method).0);
-        assert!(next.error > 0.0);
+        assert!(next.error > Some(0.0));
 
         // Both: the improved forecast first; a steady series is forecast exactly.
         let steady = vec![7.5; 50];
@@ -405,6 +409,17 @@ mod tests {
         let r = Report::build(50, &[&f, &g]);
         let modes: Vec<Mode> = r.next.iter().map(|n| n.mode).collect();
         assert_eq!(modes, [Mode::Improved, Mode::Faithful]);
-        assert!(r.next.iter().all(|n| n.value == 7.5 && n.error == 0.0));
+        assert!(r
+            .next
+            .iter()
+            .all(|n| n.value == 7.5 && n.error == Some(0.0)));
+        // One value: its forecast's error is unknown, and so is its range.
+        let mut one = BankPart::new(Mode::Improved, Bounds::UNBOUNDED, true, true);
+        one.push(&[5.0]);
+        let r = Report::build(1, &[&one]);
+        assert_eq!(
+            (r.next[0].value, r.next[0].error, r.next[0].low),
+            (5.0, None, None)
+        );
     }
 }

@@ -246,8 +246,8 @@ pub fn run(cfg: &Config, out: &mut dyn Write) -> Result<()> {
         // The likely range stays within what the unit allows (no negative RTT).
         let (lo, hi) = u.unit.range();
         for n in &mut report.next {
-            n.low = n.low.clamp(lo, hi);
-            n.high = n.high.clamp(lo, hi);
+            n.low = n.low.map(|v| v.clamp(lo, hi));
+            n.high = n.high.map(|v| v.clamp(lo, hi));
         }
     }
     if args.json {
@@ -300,11 +300,17 @@ impl Shown {
                 digits - 1.0 - v.abs().log10().floor()
             }
         };
-        let band = BAND_K * n.error;
+        let band = BAND_K * n.error.unwrap_or(0.0);
         let d = places(n.value * k, 3.0)
             .max(places(band * k, 2.0))
             .clamp(0.0, 9.0) as usize;
-        [n.value, band, n.low, n.high].map(|v| format!("{:.d$}", v * k))
+        [
+            n.value,
+            band,
+            n.low.unwrap_or(n.value),
+            n.high.unwrap_or(n.value),
+        ]
+        .map(|v| format!("{:.d$}", v * k))
     }
 }
 
@@ -326,7 +332,11 @@ fn print_rows(
     shown: &Shown,
 ) -> std::io::Result<()> {
     let k = shown.factor();
-    let d = decimals(rows.iter().flat_map(|r| [r.mae * k, r.rmse * k]));
+    let d = decimals(
+        rows.iter()
+            .filter(|r| r.n > 0)
+            .flat_map(|r| [r.mae * k, r.rmse * k]),
+    );
     let u = shown.unit();
     writeln!(out, "\n{title}")?;
     writeln!(
@@ -338,14 +348,15 @@ fn print_rows(
         format!("RMSE{u}")
     )?;
     for r in rows {
-        writeln!(
-            out,
-            "  {:<34} {:>10} {:>14.d$} {:>14.d$}",
-            r.name,
-            r.n,
-            r.mae * k,
-            r.rmse * k
-        )?;
+        // No forecast checked yet: no error to give (not a perfect 0).
+        let [mae, rmse] = [r.mae, r.rmse].map(|e| {
+            if r.n > 0 {
+                format!("{:.d$}", e * k)
+            } else {
+                "-".to_string()
+            }
+        });
+        writeln!(out, "  {:<34} {:>10} {mae:>14} {rmse:>14}", r.name, r.n)?;
     }
     Ok(())
 }
@@ -357,12 +368,7 @@ fn mode_name(m: Mode) -> &'static str {
     }
 }
 
-fn print_next(
-    out: &mut dyn Write,
-    next: &[NextForecast],
-    shown: &Shown,
-    points: u64,
-) -> std::io::Result<()> {
+fn print_next(out: &mut dyn Write, next: &[NextForecast], shown: &Shown) -> std::io::Result<()> {
     writeln!(
         out,
         "\nNext value: the forecast ± {BAND_K}·error (error: RMSE of the MSE-selected forecast)"
@@ -374,7 +380,7 @@ fn print_next(
             let [value, band, low, high] = shown.next(n);
             // Errors are those of forecasts over points 2..n: one value has none, and its
             // "± 0" would claim a certainty nothing measured.
-            let (value, range) = if nowcast_core::record::error_known(points, n.error) {
+            let (value, range) = if n.error.is_some() {
                 (
                     format!("{value} ± {band}{u}"),
                     format!("likely {low}–{high}{u}"),
@@ -473,7 +479,7 @@ fn print_human(
     // One scale for the whole report, by the size of the next value (Gbit/s for a fast link).
     let magnitude = r.next.first().map_or(0.0, |n| n.value.abs());
     let shown = Shown::new(unit, magnitude);
-    print_next(out, &r.next, &shown, r.points)?;
+    print_next(out, &r.next, &shown)?;
     print_rows(
         out,
         "Selected forecasts (errors over points 2..n)",

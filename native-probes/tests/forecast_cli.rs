@@ -268,6 +268,36 @@ fn empty_or_missing_input_is_a_clear_error() {
     );
 }
 
+/// One value: its forecast has no error yet, so no range, in the table and in the JSON
+/// (null, as the table's "error unknown"), and no forecast was checked, so the errors of
+/// the forecasters are null rather than a perfect 0.
+#[test]
+fn after_one_value_the_error_is_unknown_in_the_table_and_the_json() {
+    let dir = TempDir::new("one");
+    let f = dir.file("one.txt", "5\n");
+    let out = nowcast(&["forecast", f.to_str().unwrap()]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("error unknown until a second value"),
+        "{text}"
+    );
+    let out = nowcast(&["forecast", f.to_str().unwrap(), "--json"]);
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    for n in doc["report"]["next"].as_array().unwrap() {
+        assert_eq!(n["value"], 5.0);
+        assert!(
+            n["error"].is_null() && n["low"].is_null() && n["high"].is_null(),
+            "{n}"
+        );
+    }
+    for r in doc["report"]["baselines"].as_array().unwrap() {
+        assert!(
+            r["n"] == 0 && r["mae"].is_null() && r["rmse"].is_null(),
+            "{r}"
+        );
+    }
+}
+
 /// Runs `nowcast ARGS` with standard input written by `feed`; its output, exit status and
 /// peak resident memory in KiB (from wait4's rusage of this one child).
 // The child is reaped by wait4, which std's wait cannot replace: it has no rusage.
