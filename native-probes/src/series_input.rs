@@ -163,6 +163,9 @@ struct Lines<R> {
     number: u64,
 }
 
+/// The UTF-8 byte order mark.
+pub const BOM: &[u8] = b"\xef\xbb\xbf";
+
 impl<R: BufRead> Lines<R> {
     fn new(input: R, max: usize) -> Self {
         Self {
@@ -202,6 +205,11 @@ impl<R: BufRead> Lines<R> {
             return Ok(None);
         }
         self.number += 1;
+        // A UTF-8 byte order mark (as some Windows tools write) is not part of the first
+        // line: left in, it would make a header "\u{feff}time", or a first value text.
+        if self.number == 1 && self.buf.starts_with(BOM) {
+            self.buf.drain(..BOM.len());
+        }
         let line = if too_long {
             Line::TooLong(&self.buf)
         } else {

@@ -256,6 +256,30 @@ impl Model {
         if !ok {
             return Err("a model value is not finite or a σ is not positive".into());
         }
+        // Curves of the shape `train` fits (two exponentials for network loss, one for CPU
+        // loss, Dickens §4), each mean near the metric's range [0, 1] over the loss rates
+        // classified: a curve without terms, or one that runs off to ±1e300, would diagnose
+        // every signature one way with full confidence.
+        for (name, curve) in [
+            ("network", &m.complexity.network),
+            ("cpu", &m.complexity.cpu),
+        ] {
+            if !(1..=3).contains(&curve.terms.len()) {
+                return Err(format!(
+                    "complexity.{name} has {} exponential terms, not 1–3",
+                    curve.terms.len()
+                ));
+            }
+            let bad = [0.0005, 0.001, 0.01, 0.1, 1.0]
+                .into_iter()
+                .map(|x| curve.mean(x))
+                .find(|y| !(-0.5..=1.5).contains(y));
+            if let Some(y) = bad {
+                return Err(format!(
+                    "complexity.{name}'s mean reaches {y:.3e}, outside the metric's range 0–1"
+                ));
+            }
+        }
         if !(SIGNATURE_PACKETS_MIN..=SIGNATURE_PACKETS_MAX).contains(&m.signature_packets) {
             return Err(format!(
                 "signature_packets {} is not within {SIGNATURE_PACKETS_MIN}–{SIGNATURE_PACKETS_MAX}",
@@ -502,6 +526,19 @@ mod tests {
         m.success.cpu.sigma = 0.0;
         assert!(Model::from_json(&m.to_json()).is_err());
         m.success.cpu.sigma = 0.1;
+        // A curve without terms, or one far outside the metric's range (a hostile or broken
+        // file): every signature would be diagnosed one way.
+        let good = m.complexity.network.clone();
+        m.complexity.network.terms.clear();
+        let e = Model::from_json(&m.to_json()).unwrap_err();
+        assert!(
+            e.contains("complexity.network has 0 exponential terms"),
+            "{e}"
+        );
+        m.complexity.network.terms = vec![(1e300, 1.0); 2];
+        let e = Model::from_json(&m.to_json()).unwrap_err();
+        assert!(e.contains("outside the metric's range"), "{e}");
+        m.complexity.network = good;
         // A model file from before the success bands reads, with none.
         let old = m.to_json().replace(
             ",\n  \"success_by_band\": {\n    \"network\": [],\n    \"cpu\": []\n  }",

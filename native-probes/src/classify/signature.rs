@@ -170,7 +170,12 @@ impl Labelled {
             Some("cpu") => Some(Label::Cpu),
             Some("network") => Some(Label::Network),
             Some("?") => None,
-            Some(other) => return Err(format!("label '{other}' is not cpu, network or ?")),
+            Some(other) => {
+                return Err(format!(
+                    "label '{}' is not cpu, network or ?",
+                    nowcast_core::quote::quote(other)
+                ))
+            }
             None => return Err("empty line".into()),
         };
         let len: usize = words
@@ -189,12 +194,19 @@ impl Labelled {
                 None => (w, w),
             };
             let parse = |s: &str| -> Result<usize, String> {
-                s.parse()
-                    .map_err(|_| format!("'{w}' is not a position or FIRST-LAST"))
+                s.parse().map_err(|_| {
+                    format!(
+                        "'{}' is not a position or FIRST-LAST",
+                        nowcast_core::quote::quote(w)
+                    )
+                })
             };
             let (a, b) = (parse(a)?, parse(b)?);
             if a > b || b >= len || previous.is_some_and(|p| a <= p) {
-                return Err(format!("'{w}' is out of order or beyond the length {len}"));
+                return Err(format!(
+                    "'{}' is out of order or beyond the length {len}",
+                    nowcast_core::quote::quote(w)
+                ));
             }
             for i in a..=b {
                 signature.lose(i);

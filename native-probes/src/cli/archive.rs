@@ -277,11 +277,16 @@ fn each_line(
         buf.clear();
         let n = (&mut r)
             .take(MAX_LINE as u64 + 1)
-            .read_until(b'\n', &mut buf)?;
+            .read_until(b'\n', &mut buf)
+            .with_context(|| format!("{}: read", path.display()))?;
         if n == 0 {
             break;
         }
         line_no += 1;
+        // A UTF-8 byte order mark is not part of the first record.
+        if line_no == 1 && buf.starts_with(nowcast::series_input::BOM) {
+            buf.drain(..nowcast::series_input::BOM.len());
+        }
         if buf.len() > MAX_LINE && !buf.ends_with(b"\n") {
             // Skip the rest of an over-long line without holding it.
             let mut skip = Vec::new();
@@ -414,7 +419,7 @@ fn import(files: &[PathBuf], source: &Source, batch: usize, now: Ms) -> Result<(
         Ok((written, already))
     };
     let (mut bad_total, mut total, mut already_total) = (0usize, 0usize, 0usize);
-    let mut not_records = Vec::new();
+    let (mut not_records, mut unreadable) = (Vec::new(), Vec::new());
     for f in files {
         let mut recs: Vec<Record> = Vec::with_capacity(batch.min(100_000));
         let (mut n, mut imported, mut already) = (0usize, 0usize, 0usize);
@@ -449,7 +454,17 @@ fn import(files: &[PathBuf], source: &Source, batch: usize, now: Ms) -> Result<(
             }
             Ok(())
         })
-        .map_err(|e| failed.take().unwrap_or(e))?;
+        .or_else(|e| match failed.take() {
+            // The archive failed: nothing more can be imported.
+            Some(w) => Err(w),
+            // This file could not be read (a directory, a read error): named, and what was
+            // read of it before is still imported; the other files go on.
+            None => {
+                eprintln!("nowcast: {e:#}");
+                unreadable.push(f.display().to_string());
+                Ok(())
+            }
+        })?;
         let (w, a) = write(&mut recs)?;
         imported += w;
         already += a;
@@ -479,6 +494,21 @@ fn import(files: &[PathBuf], source: &Source, batch: usize, now: Ms) -> Result<(
             String::new()
         }
     );
+    if !unreadable.is_empty() {
+        // The rest is in; the exit status says that something given was not.
+        bail!(
+            "could not read all of: {}{}",
+            unreadable.join(", "),
+            if not_records.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    "; not NDJSON records, nothing imported from: {}",
+                    not_records.join(", ")
+                )
+            }
+        );
+    }
     if !not_records.is_empty() {
         // The rest is in; the exit status says that something given was not.
         bail!(

@@ -67,13 +67,68 @@ pub fn load_model(path: Option<&Path>) -> Result<Model> {
     }
 }
 
+/// The longest signature line read (a signature of the 16 Mi packets
+/// `signature::MAX_TEXT_LEN` allows, with every other one lost, is longer; real ones are
+/// far shorter), so that a file of one huge line is refused without being held.
+const MAX_LINE: usize = 64 << 20;
+
+/// A signature file's signatures, read a line at a time. A bad line is named by its number,
+/// quoting at most a part of it.
 fn read(path: &Path) -> Result<Vec<Labelled>> {
-    let text = std::fs::read_to_string(path).with_context(|| format!("{}", path.display()))?;
-    text.lines()
-        .enumerate()
-        .filter(|(_, l)| !l.trim().is_empty() && !l.starts_with('#'))
-        .map(|(i, l)| Labelled::parse(l).map_err(|e| anyhow!("{}:{}: {e}", path.display(), i + 1)))
-        .collect()
+    use std::io::{BufRead, Read};
+    let f = std::fs::File::open(path).with_context(|| format!("{}", path.display()))?;
+    let mut r = std::io::BufReader::with_capacity(1 << 16, f);
+    let (mut out, mut buf, mut number) = (Vec::new(), Vec::new(), 0usize);
+    loop {
+        buf.clear();
+        if (&mut r)
+            .take(MAX_LINE as u64 + 1)
+            .read_until(b'\n', &mut buf)?
+            == 0
+        {
+            return Ok(out);
+        }
+        number += 1;
+        let at = || format!("{}:{number}", path.display());
+        if buf.len() > MAX_LINE {
+            bail!("{}: longer than {MAX_LINE} bytes", at());
+        }
+        // A UTF-8 byte order mark is not part of the first line.
+        if number == 1 && buf.starts_with(nowcast::series_input::BOM) {
+            buf.drain(..nowcast::series_input::BOM.len());
+        }
+        let line = std::str::from_utf8(&buf).map_err(|e| {
+            anyhow!(
+                "{}: not UTF-8 text (byte {} of the line)",
+                at(),
+                e.valid_up_to() + 1
+            )
+        })?;
+        let line = line.trim_end_matches(['\n', '\r']);
+        if line.trim().is_empty() || line.starts_with('#') {
+            continue;
+        }
+        out.push(Labelled::parse(line).map_err(|e| anyhow!("{}: {e}", at()))?);
+    }
+}
+
+/// Refuses an output file that is one of the inputs (it would be overwritten before or
+/// instead of being read).
+fn not_an_input(out: &Path, inputs: &[PathBuf]) -> Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(o) = std::fs::metadata(out) else {
+        return Ok(());
+    };
+    for i in inputs {
+        if std::fs::metadata(i).is_ok_and(|m| m.dev() == o.dev() && m.ino() == o.ino()) {
+            bail!(
+                "--out {} is the input {}: it would be overwritten; write the model elsewhere",
+                out.display(),
+                i.display()
+            );
+        }
+    }
+    Ok(())
 }
 
 pub fn run(args: Args) -> Result<()> {
@@ -85,6 +140,7 @@ pub fn run(args: Args) -> Result<()> {
         trained_on,
     }) = args.command
     {
+        not_an_input(&model_file, &files)?;
         let mut all = Vec::new();
         for f in &files {
             all.extend(read(f)?);
