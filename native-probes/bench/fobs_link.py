@@ -320,7 +320,7 @@ def signatures(outdir, seconds=20):
                 stop(rx)
             if only_extra:
                 for lo, hi, glo, ghi, rate, buf in EXTRA_STALLS:
-                    rx = receiver(link, rx_dir, ["--rcvbuf", str(buf)])
+                    rx = receiver(link, rx_dir, ["--rcvbuf", f"{buf}B"])
                     st = Stalls(rx.pid, lo, hi, glo, ghi, rng)
                     sends_for(link, src, rx_dir, seconds, ["--fixed-rate", rate, "--label", "cpu"] + out(split, "cpu-stall"))
                     st.stop()
@@ -345,14 +345,14 @@ def signatures(outdir, seconds=20):
             finally:
                 routed.close()
             for lo, hi, glo, ghi, rate, buf in STALLS + EXTRA_STALLS:
-                rx = receiver(link, rx_dir, ["--rcvbuf", str(buf)])
+                rx = receiver(link, rx_dir, ["--rcvbuf", f"{buf}B"])
                 st = Stalls(rx.pid, lo, hi, glo, ghi, rng)
                 sends_for(link, src, rx_dir, seconds, ["--fixed-rate", rate, "--label", "cpu"] + out(split, "cpu-stall"))
                 st.stop()
                 stop(rx)
             cpu = str(os.cpu_count() - 1)
             for k, rate in BUSY:
-                rx = receiver(link, rx_dir, ["--rcvbuf", "65536"], cpu=cpu)
+                rx = receiver(link, rx_dir, ["--rcvbuf", "64K"], cpu=cpu)
                 busy = [subprocess.Popen(["taskset", "-c", cpu, "sh", "-c", "while :; do :; done"]) for _ in range(k)]
                 sends_for(link, src, rx_dir, seconds / 2, ["--fixed-rate", rate, "--label", "cpu"] + out(split, "cpu-busy"))
                 for b in busy:
@@ -395,14 +395,14 @@ def unseen(outdir, seconds=20):
             link.clear_drop()
             stop(rx)
         for lo, hi, glo, ghi, rate, buf in UNSEEN_STALLS:
-            rx = receiver(link, rx_dir, ["--rcvbuf", str(buf)])
+            rx = receiver(link, rx_dir, ["--rcvbuf", f"{buf}B"])
             st = Stalls(rx.pid, lo, hi, glo, ghi, rng)
             sends_for(link, src, rx_dir, seconds, ["--fixed-rate", rate, "--label", "cpu"] + out("cpu-stall"))
             st.stop()
             stop(rx)
         cpu = str(os.cpu_count() - 1)
         for k, rate, buf in UNSEEN_BUSY:
-            rx = receiver(link, rx_dir, ["--rcvbuf", str(buf)], cpu=cpu)
+            rx = receiver(link, rx_dir, ["--rcvbuf", f"{buf}B"], cpu=cpu)
             busy = [subprocess.Popen(["taskset", "-c", cpu, "sh", "-c", "while :; do :; done"]) for _ in range(k)]
             sends_for(link, src, rx_dir, seconds / 2, ["--fixed-rate", rate, "--label", "cpu"] + out("cpu-busy"))
             for b in busy:
@@ -503,7 +503,7 @@ class Bench:
 
     def fobs(self, extra=(), rng=None, rcvbuf=None, busy=None):
         link = self.link
-        rx = receiver(link, self.rx_dir, ["--rcvbuf", str(rcvbuf)] if rcvbuf else [], cpu=Busy.CPU if busy else None)
+        rx = receiver(link, self.rx_dir, ["--rcvbuf", f"{rcvbuf}B"] if rcvbuf else [], cpu=Busy.CPU if busy else None)
         st = busy.start(rng) if busy else None
         r = send(link, self.src, ["--json"] + list(extra), name="b.bin", memory=self.memory)
         if st:

@@ -511,7 +511,7 @@ fn fobs_transfers_resumes_drops_forgeries_refuses_strangers_and_classifies() {
     link.clear_drop();
     // A second receiver with a small socket buffer, stopped for 3–8 ms every 40–200 ms.
     link.stop(0);
-    let (k, _) = link.receiver(&["--rcvbuf", "65536", "-q"]);
+    let (k, _) = link.receiver(&["--rcvbuf", "64K", "-q"]);
     let pid = link.children[k].id() as i32;
     let a = sig_args(&cpu, "cpu");
     for i in 0..SIGNATURE_SENDS {

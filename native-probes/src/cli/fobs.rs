@@ -131,7 +131,7 @@ pub struct RecvArgs {
     /// The token senders must present, 32 hex digits (default: a random one, printed).
     #[arg(long)]
     token: Option<String>,
-    /// Largest file accepted.
+    /// Largest file accepted (KiB, or with B/K/M/G).
     #[arg(long, default_value = "16G")]
     max_size: String,
     /// Highest data rate accepted (datagrams beyond it are dropped).
@@ -143,9 +143,10 @@ pub struct RecvArgs {
     /// Seconds without a valid datagram or message before a transfer is abandoned.
     #[arg(long, default_value_t = 30.0)]
     idle: f64,
-    /// SO_RCVBUF of the data socket, bytes (a small one makes CPU-like loss).
-    #[arg(long)]
-    rcvbuf: Option<usize>,
+    /// SO_RCVBUF of the data socket (KiB, or with B/K/M/G, as every size here; a small one
+    /// makes CPU-like loss).
+    #[arg(long, value_parser = parse_size)]
+    rcvbuf: Option<u64>,
     /// Exit after one transfer.
     #[arg(long)]
     once: bool,
@@ -577,7 +578,10 @@ fn recv(a: RecvArgs) -> Result<()> {
         max_rate: parse_rate(&a.max_rate)?,
         grace: Duration::from_secs_f64(a.grace_ms / 1e3),
         idle: Duration::from_secs_f64(a.idle),
-        rcvbuf: a.rcvbuf,
+        rcvbuf: a
+            .rcvbuf
+            .map(|b| usize::try_from(b).map_err(|_| anyhow!("--rcvbuf: too large")))
+            .transpose()?,
         once: a.once,
         discard: a.discard,
         per_client_per_minute: a.per_client_per_minute,

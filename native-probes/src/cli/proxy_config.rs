@@ -425,6 +425,16 @@ fn place(text: &str, at: usize) -> String {
 
 /// Reads and checks the file at `path`; every error starts with the path.
 pub fn load(path: &Path) -> Result<Loaded> {
+    // A config is a page of text; a larger file is a mistake (or hostile), refused before
+    // it is read.
+    const MAX_BYTES: u64 = 16 << 20;
+    if std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.len() > MAX_BYTES) {
+        anyhow::bail!(
+            "--config {}: larger than {} MiB: not a config file",
+            path.display(),
+            MAX_BYTES >> 20
+        );
+    }
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("--config {}: cannot read it", path.display()))?;
     parse(&text).map_err(|e| anyhow!("--config {}: {e}", path.display()))
@@ -432,8 +442,21 @@ pub fn load(path: &Path) -> Result<Loaded> {
 
 /// Checks the text of a file.
 pub fn parse(text: &str) -> Result<Loaded> {
-    // toml's message carries the line, column and a snippet of the offending text.
-    let f: File = toml::from_str(text).map_err(|e| anyhow!("{}", e.to_string().trim_end()))?;
+    // Where toml's error is and what it says, quoting at most a part of the text (its own
+    // message quotes the whole line: megabytes, for a file of one long line).
+    let f: File = toml::from_str(text).map_err(|e| {
+        let what = nowcast_core::quote::cut(e.message().trim_end(), 200);
+        match e.span() {
+            Some(s) => {
+                let at = s.start.min(text.len());
+                let start = text[..at].rfind('\n').map_or(0, |i| i + 1);
+                let end = text[at..].find('\n').map_or(text.len(), |i| at + i);
+                let line = nowcast_core::quote::quote(text[start..end].trim_end());
+                anyhow!("{}: {what} (in `{line}`)", place(text, s.start))
+            }
+            None => anyhow!("{what}"),
+        }
+    })?;
     let err = |span: Range<usize>, key: &str, what: String| err(text, span, key, what);
     let num = |v: &Option<Spanned<f64>>, key: &str, min: f64, or_equal: bool| {
         num(text, v, key, min, or_equal)
@@ -640,6 +663,9 @@ mod tests {
         assert!(e.contains("line 1") && e.contains("ttl"), "{e}");
         let e = with("balance = \n");
         assert!(e.contains("line 1"), "{e}");
+        // A line of a megabyte is quoted in part, not whole.
+        let e = with(&format!("ttl = \"{}\n", "x".repeat(1 << 20)));
+        assert!(e.contains("line 1") && e.len() < 1000, "{} bytes", e.len());
         // Unknown keys (a typo) are refused, not ignored.
         let e = with("epsilom = 0.1\n");
         assert!(e.contains("epsilom") && e.contains("line 1"), "{e}");

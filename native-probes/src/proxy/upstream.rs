@@ -54,11 +54,20 @@ impl Target {
         if auth.is_empty() {
             return Err(format!("'{url}': no host"));
         }
-        let authority = if auth.starts_with('[') {
-            if auth.contains("]:") {
-                auth.to_string()
-            } else {
-                format!("{auth}:80")
+        let authority = if let Some(rest) = auth.strip_prefix('[') {
+            let (host, port) = rest
+                .split_once(']')
+                .ok_or_else(|| format!("'{url}': the IPv6 address has no closing ']'"))?;
+            host.parse::<std::net::Ipv6Addr>()
+                .map_err(|_| format!("'{url}': '{host}' is not an IPv6 address"))?;
+            match port.strip_prefix(':') {
+                Some(p) => {
+                    p.parse::<u16>()
+                        .map_err(|_| format!("'{url}': port '{p}' is not a number"))?;
+                    auth.to_string()
+                }
+                None if port.is_empty() => format!("{auth}:80"),
+                None => return Err(format!("'{url}': '{port}' after the IPv6 address")),
             }
         } else if auth.contains(':') {
             let port = auth.rsplit(':').next().unwrap_or("");
@@ -256,5 +265,18 @@ mod tests {
             .unwrap_err()
             .contains("port 'x'"));
         assert!(Target::parse("http:///p").unwrap_err().contains("no host"));
+        assert_eq!(
+            Target::parse("http://[::1]:8080").unwrap().authority,
+            "[::1]:8080"
+        );
+        assert!(Target::parse("http://[::1")
+            .unwrap_err()
+            .contains("no closing ']'"));
+        assert!(Target::parse("http://[zz]")
+            .unwrap_err()
+            .contains("not an IPv6 address"));
+        assert!(Target::parse("http://[::1]x")
+            .unwrap_err()
+            .contains("after the IPv6"));
     }
 }
