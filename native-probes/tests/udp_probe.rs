@@ -124,6 +124,19 @@ fn an_unanswered_burst_is_all_lost_and_waits_no_longer_than_its_timeout() {
     assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
     let table = text(&out.stdout);
     assert!(table.contains("no reply; port unreachable ("), "{table}");
+    // Once every probe is sent and the host said nothing listens, a burst ends: three
+    // experiments do not wait out their timeouts (1 s, then growing: 14 s in all before).
+    let started = std::time::Instant::now();
+    let out = nowcast(
+        &["udp", &dead.to_string(), "--probes", "4", "--count", "3"],
+        LIMIT,
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
 }
 
 #[test]

@@ -176,6 +176,16 @@ impl Burst {
         Some(self.received(p.seq, now_ns))
     }
 
+    /// Whether every probe of the burst has been sent (or tried).
+    pub fn all_sent(&self) -> bool {
+        self.next >= self.plan.count
+    }
+
+    /// Whether any probe has its reply.
+    pub fn any_answered(&self) -> bool {
+        self.rtt_ns.iter().any(Option::is_some)
+    }
+
     /// Whether every probe sent so far has its reply.
     pub fn all_answered(&self) -> bool {
         self.sent_ns

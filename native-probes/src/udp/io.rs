@@ -240,6 +240,13 @@ fn drive(
                 Err(e) => return Err(io::Error::new(e.kind(), format!("receive: {e}"))),
             }
         }
+        // Every probe sent, none answered, and the host said that nothing listens (ICMP port
+        // unreachable): no reply is coming, so the burst ends rather than wait out its
+        // timeout (seconds, growing after each such burst). Linux may fold several ICMP
+        // errors into one, so their count is not matched against the probes'.
+        if refused > 0 && burst.all_sent() && !burst.any_answered() {
+            return Ok((burst.summary(), refused));
+        }
         let now = clock.now();
         match burst.poll(now) {
             Action::Done => return Ok((burst.summary(), refused)),
