@@ -125,7 +125,12 @@ pub fn hourly(
     let n: u64 = b.iter().map(|x| x.n).sum();
     let hours: std::collections::BTreeSet<_> = b.iter().map(|x| x.hour_ms).collect();
     let sources: std::collections::BTreeSet<_> = b.iter().map(|x| &x.source).collect();
-    let _ = write!(out, "{n} records in {} hours", hours.len());
+    let _ = write!(
+        out,
+        "{} in {}",
+        crate::format::count(n, "record"),
+        crate::format::count(hours.len() as u64, "hour")
+    );
     if sources.len() > 1 {
         let _ = write!(out, " from {} sources", sources.len());
     }

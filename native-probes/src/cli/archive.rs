@@ -473,9 +473,9 @@ fn import(files: &[PathBuf], source: &Source, batch: usize, now: Ms) -> Result<(
         } else {
             eprintln!(
                 "nowcast: {}: {imported} records imported, {already} already in the archive, \
-                 {} bad lines skipped",
+                 {} skipped",
                 f.display(),
-                bad.count
+                nowcast::format::count(bad.count as u64, "bad line")
             );
         }
         total += imported;
@@ -489,7 +489,10 @@ fn import(files: &[PathBuf], source: &Source, batch: usize, now: Ms) -> Result<(
     eprintln!(
         "nowcast: {total} records imported into {into}, {already_total} already in it{}",
         if bad_total > 0 {
-            format!(" ({bad_total} bad lines)")
+            format!(
+                " ({})",
+                nowcast::format::count(bad_total as u64, "bad line")
+            )
         } else {
             String::new()
         }
