@@ -38,7 +38,7 @@ pub struct Args {
     /// JavaNws's 64 KB probe, 512K, 10M). A fixed small probe reads what TCP's first round
     /// trips and a shaper's burst make of it, not the path's rate. With --period, an automatic
     /// probe moves a quarter second of the path each experiment and direction: on a fast path
-    /// at a short period, more than a server's per-client budget (`nowcast serve`: 2 GB a
+    /// at a short period, more than a server's per-client budget (`nowcast serve`: 2 GiB a
     /// minute) allows; give a longer period or a fixed size for long runs.
     #[arg(long, default_value = "auto", value_parser = probe_size, value_name = "auto|SIZE")]
     size: tcp::ProbeSize,

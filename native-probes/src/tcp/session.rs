@@ -520,7 +520,7 @@ impl<'a> Session<'a> {
                     Ok(Answer::Refused(why)) => {
                         // An automatic probe moves a quarter second of the path, each
                         // experiment: at a short period on a fast path, more than a server's
-                        // per-client budget allows (`nowcast serve`: 2 GB a minute).
+                        // per-client budget allows (`nowcast serve`: 2 GiB a minute).
                         let hint = match self.cfg.size {
                             ProbeSize::Auto => {
                                 " (an automatic size moves a quarter second of the path per \
