@@ -6,17 +6,20 @@
 //! Deterministic core: an answer in, text out.
 
 use super::query::{Bucket, Latest, Summary};
-use crate::format::number;
+use crate::format::{number, Scale};
 use crate::when::{date, datetime, Ms, HOUR};
-use nowcast_core::record::{Metric, Unit};
+use nowcast_core::record::Metric;
 use std::fmt::Write;
 
-/// A metric's column heading and how its values are shown: in its unit, or a fraction
-/// in percent as every other table shows loss.
-fn metric(name: &str) -> (String, f64) {
-    match Metric::from_name(name).map(|m| (m, m.unit())) {
-        Some((m, Unit::Fraction)) => (format!("{m} %"), 100.0),
-        Some((m, unit)) => (format!("{m} {unit}"), 1.0),
+/// A metric's heading and how its values are shown, as every other table of the command
+/// shows them (`format::Scale`): rates in kbit/s, Mbit/s or Gbit/s by `magnitude` (the
+/// largest value shown with it), loss in percent, times in ms.
+fn metric(name: &str, magnitude: f64) -> (String, f64) {
+    match Metric::from_name(name) {
+        Some(m) => {
+            let s = Scale::of(m.unit(), magnitude);
+            (format!("{m} {}", s.name), s.factor)
+        }
         None => (name.to_string(), 1.0),
     }
 }
@@ -85,7 +88,7 @@ pub fn day(archive: &str, from: Ms, s: &[Summary]) -> String {
     let rows: Vec<Vec<String>> = s
         .iter()
         .map(|x| {
-            let (name, k) = metric(&x.metric);
+            let (name, k) = metric(&x.metric, x.max.unwrap_or(0.0));
             let mut row = vec![x.target.clone(), name, x.source.clone()];
             row.extend(counts(x.n, x.ok, [x.mean, x.min, x.max], k));
             row
@@ -109,7 +112,8 @@ pub fn hourly(
     until: Ms,
     b: &[Bucket],
 ) -> String {
-    let (name, k) = metric(m.name());
+    let largest = b.iter().filter_map(|x| x.max).fold(0.0, f64::max);
+    let (name, k) = metric(m.name(), largest);
     let mut out = format!(
         "{target} {name}, hourly, {} to {} in {archive}: ",
         datetime(since),
@@ -170,7 +174,7 @@ pub fn latest(archive: &str, now: Ms, l: &[Latest]) -> String {
     let rows: Vec<Vec<String>> = l
         .iter()
         .map(|x| {
-            let (name, k) = metric(&x.metric);
+            let (name, k) = metric(&x.metric, x.value);
             vec![
                 x.target.clone(),
                 name,
@@ -240,6 +244,23 @@ mod tests {
         assert!(t.contains("loss %"), "{t}");
         assert!(t.contains("25.00"), "{t}");
         assert!(t.contains("5 min ago"), "{t}");
+
+        // A rate as the probes' tables show it: Gbit/s from 1000 Mbit/s.
+        let fast = [Summary {
+            target: "h:1".into(),
+            metric: "bandwidth_up".into(),
+            source: "nowcast tcp".into(),
+            n: 3,
+            ok: 3,
+            mean: Some(20_156.0),
+            min: Some(19_900.0),
+            max: Some(20_400.0),
+        }];
+        let t = day("x", 0, &fast);
+        assert!(
+            t.contains("bandwidth_up Gbit/s") && t.contains("20.2"),
+            "{t}"
+        );
     }
 
     #[test]
