@@ -258,7 +258,7 @@ mod tests {
         }];
         let t = day("x", 0, &fast);
         assert!(
-            t.contains("bandwidth_up Gbit/s") && t.contains("20.2"),
+            t.contains("bandwidth_up Gbit/s") && t.contains("20.16"),
             "{t}"
         );
     }
