@@ -702,7 +702,7 @@ fn a_campaign_archives_fobs_transfers_and_gates_them() {
     let server = Server::start(&["--bind", "127.0.0.1"]);
     // A small receive buffer: on loopback the sender outruns it, so the transfers have
     // congestion events for the archive to keep.
-    let rx = FobsReceiver::start(&incoming, token, "65536");
+    let rx = FobsReceiver::start(&incoming, token, "64K");
     let dead = free_port();
     let cfg = format!(
         r#"name = "loop"
@@ -831,4 +831,130 @@ fn shown(rows: &[RunLog]) -> String {
         .map(|r| format!("{} {} {:?}", r.job, r.outcome.name(), r.reason))
         .collect::<Vec<_>>()
         .join("\n")
+}
+
+/// `nowcast campaign check` on `cfg` (written to `dir/name`): its exit code, stdout, stderr.
+fn check_config(dir: &Path, name: &str, cfg: &str) -> (Option<i32>, String, String) {
+    let path = dir.join(name);
+    std::fs::write(&path, cfg).unwrap();
+    let out = nowcast(
+        &["campaign", "check", path.to_str().unwrap()],
+        Duration::from_secs(60),
+    );
+    (out.status.code(), text(&out.stdout), text(&out.stderr))
+}
+
+/// Configurations from a hostile-input review: each is refused with exit code 1 and an error
+/// that names the line and what is wrong, and stays short, or is shown; none panics, none
+/// makes millions of jobs, none is echoed whole.
+#[test]
+fn hostile_configs_are_refused_briefly_or_shown() {
+    let dir = std::env::temp_dir().join(format!("nowcast-campaign-hostile-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let target = |name: &str| format!("[[targets]]\nname = \"{name}\"\nhost = \"127.0.0.1\"\n");
+    let ping = "[[probes]]\nname = \"p\"\nkind = \"ping\"\nevery = \"1m\"\n";
+    let long = "t".repeat(70_000);
+    let streams: Vec<String> = (0..3000).map(|i| (1 + i % 128).to_string()).collect();
+    let windows: Vec<String> = (0..3000).map(|i| (65_536 + i).to_string()).collect();
+    let refused = [
+        (format!("{}{ping}", target(&long)), "line 2: target 'tttttttttttttttttttttttttttttttttttttttt…': a name is at most 64 characters, this one has 70000"),
+        (format!("{}[[probes]]\nname = \"{long}\"\nkind = \"ping\"\nevery = \"1m\"\n", target("a")), "line 5: probe 'tttttttttttttttttttttttttttttttttttttttt…': a name is at most 64 characters"),
+        (format!("{}{ping}", target("a\\u001b[31mred\\nx")), "line 2: target 'a\\u{1b}[31mred\\nx': a name must not contain control characters (\\u{1b})"),
+        (format!("{}[[probes]]\nname = \"p\"\nkind = \"ping\"\ncron = \"0 0 * * {}\"\n", target("a"), vec!["1"; 33_000].join(",")), "line 5: probe 'p': cron: at most 1000 characters, this one has 66007"),
+        (format!("{}{ping}count = 4000000000\n", target("a")), "line 5: probe 'p': count = 4000000000 is out of range: give 1 to 10000"),
+        (format!("{}{ping}start = 2030-01-01T00:00:00Z\nuntil = 2029-01-01T00:00:00Z\n", target("a")), "line 5: probe 'p': until (2029-01-01T00:00:00Z) is before start (2030-01-01T00:00:00Z)"),
+        (format!("{}[[probes]]\nname = \"p\"\nkind = \"ping\"\ncron = \"0 0 31 2 *\"\n", target("a")), "line 5: probe 'p': cron '0 0 31 2 *' never fires"),
+        (format!("{}[[probes]]\nname = \"sweep\"\nkind = \"iperf3\"\nevery = \"1h\"\nstreams = [{}]\nwindow = [{}]\n", target("a"), streams.join(","), windows.join(",")), "line 5: probe 'sweep': 3000 stream counts × 3000 windows on 1 target(s) make 9000000 probes; a campaign has at most 100000"),
+        (format!("seed = 1\nname = \"{}\" junk\n", "x".repeat(1 << 20)), "line 2, column 1048587: unexpected key or value"),
+    ];
+    for (i, (cfg, says)) in refused.iter().enumerate() {
+        let (code, _, err) = check_config(&dir, &format!("hostile{i}.toml"), cfg);
+        assert_eq!(code, Some(1), "{says}: {err}");
+        assert!(
+            err.contains(says),
+            "{says}: {}",
+            &err[..err.len().min(2000)]
+        );
+        assert!(err.len() < 800, "{says}: {} bytes of error", err.len());
+        assert!(!err.contains('\u{1b}'), "{err:?}");
+    }
+    // A file larger than a campaign file may be is not read.
+    let (code, _, err) = check_config(
+        &dir,
+        "huge.toml",
+        &format!("seed = 1\n#{}\n", "x".repeat(17 << 20)),
+    );
+    assert_eq!(code, Some(1), "{}", &err[..err.len().min(2000)]);
+    assert!(err.ends_with("huge.toml: 17825803 bytes: a campaign file is at most 16 MiB; split the campaign into several\n"), "{err}");
+    // A cell wider than any format width (a 70 000-character URL) is shown, and pads no other
+    // row.
+    let url = format!("http://127.0.0.1/{long}");
+    let cfg = format!(
+        "{}{ping}[[probes]]\nname = \"get\"\nkind = \"http\"\nevery = \"1h\"\nurl = \"{url}\"\n",
+        target("a")
+    );
+    let (code, out, err) = check_config(&dir, "wide.toml", &cfg);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(out.contains(&url), "{}", &out[..out.len().min(2000)]);
+    let ping_row = out.lines().find(|l| l.starts_with("  a/p ")).unwrap();
+    assert!(ping_row.len() < 200, "{ping_row}");
+    // A probe whose until has passed is allowed (its status still shows) but warned of.
+    let (code, _, err) = check_config(
+        &dir,
+        "over.toml",
+        &format!("{}{ping}until = 2001-01-01\n", target("a")),
+    );
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(
+        err,
+        "warning: probe 'p' will not run: its until, 2001-01-01T00:00:00Z, has passed\n"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The job limit is counted before anything is made; a campaign just under it checks.
+#[test]
+fn a_large_campaign_checks_and_one_over_the_limit_is_refused() {
+    let dir = std::env::temp_dir().join(format!("nowcast-campaign-large-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let targets = |n: usize| -> String {
+        (0..n)
+            .map(|i| {
+                format!(
+                    "[[targets]]\nname = \"t{i}\"\nhost = \"10.0.{}.{}\"\ngroups = [\"g{}\"]\n",
+                    i / 250,
+                    i % 250,
+                    i % 2
+                )
+            })
+            .collect()
+    };
+    let probes = "[[probes]]\nname = \"ping\"\nkind = \"ping\"\nevery = \"5m\"\ngate = true\n\
+        [[probes]]\nname = \"rtt\"\nkind = \"tcp\"\nevery = \"1m\"\ntargets = [\"group:g0\"]\n\
+        [[probes]]\nname = \"bw\"\nkind = \"tcp\"\nsize = \"1M\"\nevery = \"1h\"\ntargets = [\"group:g1\", \"t0\"]\n";
+    // 40 000 targets: 40 000 + 20 000 + 20 001 jobs.
+    let (code, out, err) =
+        check_config(&dir, "large.toml", &format!("{}{probes}", targets(40_000)));
+    assert_eq!(code, Some(0), "{err}");
+    assert!(
+        out.starts_with("campaign large: 40000 targets, 3 probes, 80001 jobs;"),
+        "{}",
+        out.lines().next().unwrap_or("")
+    );
+    assert_eq!(out.lines().count(), 1 + 80_001);
+    let bw = out.lines().find(|l| l.starts_with("  t1/bw ")).unwrap();
+    assert!(
+        bw.contains("tcp, bandwidth 1 MiB up") && bw.contains("exclusive, gated"),
+        "{bw}"
+    );
+    // 50 000 targets: 50 000 + 25 000 + 25 001 jobs, one too many.
+    let (code, _, err) = check_config(&dir, "over.toml", &format!("{}{probes}", targets(50_000)));
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains("line 200012: probe 'bw': 25001 target(s) make 25001 jobs, 100001 with the probes above; a campaign has at most 100000"),
+        "{err}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -67,15 +67,28 @@ fn field(text: &str, lo: u32, hi: u32, names: &[&str], what: &str) -> Result<u64
         let mut v = a;
         while v <= b {
             bits |= 1 << v;
-            v += step;
+            let Some(next) = v.checked_add(step) else {
+                break;
+            };
+            v = next;
         }
     }
     Ok(bits)
 }
 
 impl Cron {
+    /// The longest expression (every minute, hour, day and month written out is shorter).
+    pub const MAX_LEN: usize = 1000;
+
     /// Parses `min hour dom month dow`.
     pub fn parse(text: &str) -> Result<Cron, String> {
+        if text.chars().count() > Self::MAX_LEN {
+            return Err(format!(
+                "cron: at most {} characters, this one has {}",
+                Self::MAX_LEN,
+                text.chars().count()
+            ));
+        }
         let f: Vec<&str> = text.split_whitespace().collect();
         if f.len() != 5 {
             return Err(format!(
@@ -96,7 +109,8 @@ impl Cron {
             weekdays: weekdays as u8,
             any_day: f[2] == "*",
             any_weekday: f[4] == "*",
-            text: text.to_string(),
+            // The fields one space apart: shown as written, but on one line.
+            text: f.join(" "),
         })
     }
 
@@ -258,5 +272,16 @@ mod tests {
             let e = Cron::parse(bad).unwrap_err();
             assert!(e.contains(says), "{bad}: {e}");
         }
+        // Too long: refused without quoting it.
+        let long = format!("0 0 * * {}", vec!["1"; 600].join(","));
+        let e = Cron::parse(&long).unwrap_err();
+        assert_eq!(e, "cron: at most 1000 characters, this one has 1207");
+    }
+
+    #[test]
+    fn steps_do_not_overflow_and_the_text_is_one_line() {
+        let c = Cron::parse("1-59/4294967295\t0\n* * *").unwrap();
+        assert_eq!(c.minutes, 1 << 1);
+        assert_eq!(c.text(), "1-59/4294967295 0 * * *");
     }
 }

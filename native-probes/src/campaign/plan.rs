@@ -252,23 +252,33 @@ impl Kind {
         match self {
             Kind::Tcp(p) if p.size.is_some() => 60 * SECOND,
             Kind::Tcp(_) => 10 * SECOND,
-            Kind::Udp(p) => p.probes as Ms * p.interval_ms + 3 * SECOND,
+            // Saturating: parameters read from a file may be absurd (the reader then refuses
+            // the bound).
+            Kind::Udp(p) => (p.probes as Ms)
+                .saturating_mul(p.interval_ms)
+                .saturating_add(3 * SECOND),
             Kind::Http(_) => 60 * SECOND,
             // iperf3's own connect, parameter exchange and results after the test.
             Kind::Iperf3(p) => Ms::from(p.duration_s) * SECOND + 10 * SECOND,
-            Kind::Ping(p) => Ms::from(p.count) * p.interval_ms + 3 * SECOND,
+            Kind::Ping(p) => Ms::from(p.count)
+                .saturating_mul(p.interval_ms)
+                .saturating_add(3 * SECOND),
             // Connecting, the hash at both ends and the receiver's verdict: 5 s.
-            Kind::Fobs(p) => p.send_ms(p.min_rate) + 5 * SECOND,
+            Kind::Fobs(p) => p.send_ms(p.min_rate).saturating_add(5 * SECOND),
         }
     }
 
     /// The least bound that lets a run of this type finish when all is well.
     pub fn least_bound_ms(&self) -> Ms {
         match self {
-            Kind::Udp(p) => p.probes as Ms * p.interval_ms + 100,
+            Kind::Udp(p) => (p.probes as Ms)
+                .saturating_mul(p.interval_ms)
+                .saturating_add(100),
             Kind::Iperf3(p) => Ms::from(p.duration_s) * SECOND + SECOND,
-            Kind::Ping(p) => Ms::from(p.count.saturating_sub(1)) * p.interval_ms + SECOND,
-            Kind::Fobs(p) => p.send_ms(p.max_rate) + SECOND,
+            Kind::Ping(p) => Ms::from(p.count.saturating_sub(1))
+                .saturating_mul(p.interval_ms)
+                .saturating_add(SECOND),
+            Kind::Fobs(p) => p.send_ms(p.max_rate).saturating_add(SECOND),
             _ => 100,
         }
     }
@@ -402,21 +412,38 @@ pub struct Plan {
     pub targets: Vec<Target>,
     pub probes: Vec<ProbeSpec>,
     pub jobs: Vec<Job>,
+    /// Each target's sanity-check job (the first gate probe on it), filled in with the jobs.
+    pub gate_jobs: Vec<Option<usize>>,
 }
 
 impl Plan {
     /// Builds the jobs: every probe on each of the targets `applies(probe, target)` selects.
-    pub fn with_jobs(mut self, applies: impl Fn(usize, usize) -> bool) -> Self {
+    pub fn with_jobs(self, applies: impl Fn(usize, usize) -> bool) -> Self {
+        let all: Vec<usize> = (0..self.targets.len()).collect();
+        let on: Vec<Vec<usize>> = (0..self.probes.len())
+            .map(|pi| all.iter().copied().filter(|&ti| applies(pi, ti)).collect())
+            .collect();
+        self.with_jobs_on(|pi| Some(on[pi].as_slice()))
+    }
+
+    /// Builds the jobs: every probe on the targets `targets_of(probe)` lists (ascending; all
+    /// targets for `None`). Takes time in proportion to the jobs, not probes × targets.
+    pub fn with_jobs_on<'a>(mut self, targets_of: impl Fn(usize) -> Option<&'a [usize]>) -> Self {
         self.jobs.clear();
+        let all: Vec<usize> = (0..self.targets.len()).collect();
         for (pi, p) in self.probes.iter().enumerate() {
-            for (ti, t) in self.targets.iter().enumerate() {
-                if applies(pi, ti) {
-                    self.jobs.push(Job {
-                        target: ti,
-                        probe: pi,
-                        key: format!("{}/{}", t.name, p.name),
-                    });
-                }
+            for &ti in targets_of(pi).unwrap_or(&all) {
+                self.jobs.push(Job {
+                    target: ti,
+                    probe: pi,
+                    key: format!("{}/{}", self.targets[ti].name, p.name),
+                });
+            }
+        }
+        self.gate_jobs = vec![None; self.targets.len()];
+        for (j, job) in self.jobs.iter().enumerate() {
+            if self.probes[job.probe].gate && self.gate_jobs[job.target].is_none() {
+                self.gate_jobs[job.target] = Some(j);
             }
         }
         self
@@ -446,9 +473,14 @@ impl Plan {
     /// The sanity-check job of `job`'s target, if it has one (the first gate probe on it).
     pub fn gate_of(&self, job: usize) -> Option<usize> {
         let t = self.jobs[job].target;
-        self.jobs
-            .iter()
-            .position(|j| j.target == t && self.probes[j.probe].gate)
+        match self.gate_jobs.get(t) {
+            Some(gate) => *gate,
+            // Jobs not built by `with_jobs`: look.
+            None => self
+                .jobs
+                .iter()
+                .position(|j| j.target == t && self.probes[j.probe].gate),
+        }
     }
 }
 

@@ -699,6 +699,7 @@ mod tests {
             targets: (0..targets).map(target).collect(),
             probes,
             jobs: vec![],
+            gate_jobs: vec![],
         }
         .with_jobs(|_, _| true)
     }

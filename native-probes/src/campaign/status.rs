@@ -67,9 +67,11 @@ pub fn build(
             counts: [0; 5],
             last: None,
             last_problem: None,
+            // `next` is in job order (Scheduler::next_slots); looked for when it is not.
             next_due_ms: next
-                .iter()
-                .find(|(i, _)| *i == j)
+                .get(j)
+                .filter(|(i, _)| *i == j)
+                .or_else(|| next.iter().find(|(i, _)| *i == j))
                 .and_then(|(_, s)| s.map(|s| s.due_ms)),
         })
         .collect();

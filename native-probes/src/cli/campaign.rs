@@ -4,7 +4,9 @@
 use anyhow::{bail, Result};
 use nowcast::archive::spool;
 use nowcast::archive::sqlite::Sqlite;
-use nowcast::campaign::{config, runner, scheduler::Scheduler, status};
+use nowcast::campaign::plan::Plan;
+use nowcast::campaign::scheduler::{Scheduler, Slot};
+use nowcast::campaign::{config, runner, status};
 use nowcast::stop::Stop;
 use nowcast::when::{datetime, human, parse_time, Ms};
 use std::io::Write;
@@ -17,7 +19,9 @@ use std::path::{Path, PathBuf};
     targets on its schedule, every run killed at its bound, heavy runs skipped when the \
     target's sanity check failed, exclusive runs never overlapping on a target or the link, \
     and every run, failure, kill, skip or missed slot recorded in the archive with its reason. \
-    A restart continues the schedule from the archive's run log.\n\n\
+    A restart continues the schedule from the archive's run log. A configuration is at most \
+    16 MiB, its names at most 64 characters, and its probes (one per pair of a sweep) and jobs \
+    (one probe on one target) at most 100000 each.\n\n\
     nowcast campaign status CONFIG   what ran, what failed and why, what is next, the archive backlog\n\
     nowcast campaign check CONFIG    the jobs and their next slots, without running anything"
 )]
@@ -92,6 +96,51 @@ fn show_status(path: &Path, since: &str, json: bool) -> Result<()> {
     Ok(())
 }
 
+/// The widest a column of `check`'s table is padded to.
+const MAX_COLUMN: usize = 60;
+
+/// One row of a table: two spaces before each cell, each padded to its column's width.
+fn table_row(cells: &[String], widths: &[usize]) -> String {
+    let mut line = String::new();
+    for (cell, &w) in cells.iter().zip(widths) {
+        line.push_str("  ");
+        line.push_str(cell);
+        line.extend(std::iter::repeat_n(
+            ' ',
+            w.saturating_sub(cell.chars().count()),
+        ));
+    }
+    line.truncate(line.trim_end().len());
+    line
+}
+
+/// Warns on standard error of each probe none of whose jobs has a slot to come, and why.
+fn never_warnings(plan: &Plan, next: &[(usize, Option<Slot>)], now: Ms) {
+    let mut has_slot = vec![false; plan.probes.len()];
+    for (j, slot) in next {
+        if slot.is_some() {
+            has_slot[plan.jobs[*j].probe] = true;
+        }
+    }
+    let mut on_jobs = vec![false; plan.probes.len()];
+    for job in &plan.jobs {
+        on_jobs[job.probe] = true;
+    }
+    for (p, probe) in plan.probes.iter().enumerate() {
+        if has_slot[p] || !on_jobs[p] {
+            continue;
+        }
+        let w = &probe.when;
+        let why = match (w.max_runs, w.until_ms) {
+            (Some(0), _) => "max_runs = 0".to_string(),
+            (_, Some(u)) if u < now => format!("its until, {}, has passed", datetime(u)),
+            (_, Some(u)) => format!("its schedule has no slot before its until, {}", datetime(u)),
+            _ => "its schedule has no slot in the next eight years".to_string(),
+        };
+        eprintln!("warning: probe '{}' will not run: {why}", probe.name);
+    }
+}
+
 fn check(path: &Path, json: bool) -> Result<()> {
     let c = config::read(path)?;
     let now = now();
@@ -123,6 +172,7 @@ fn check(path: &Path, json: bool) -> Result<()> {
             "{}",
             serde_json::json!({"campaign": c.plan.name, "jobs": jobs})
         )?;
+        never_warnings(&c.plan, &next, now);
         return Ok(());
     }
     writeln!(
@@ -166,19 +216,23 @@ fn check(path: &Path, json: bool) -> Result<()> {
             ]
         })
         .collect();
-    let width = |k: usize| rows.iter().map(|r| r[k].chars().count()).max().unwrap_or(0);
+    // Padding stops at MAX_COLUMN characters: a longer cell (a long URL) overflows its
+    // column on its own row rather than widening every row, and no width can be too large
+    // to format.
+    let width = |k: usize| {
+        rows.iter()
+            .map(|r| r[k].chars().count())
+            .max()
+            .unwrap_or(0)
+            .min(MAX_COLUMN)
+    };
     let widths: Vec<usize> = (0..6).map(width).collect();
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     for r in &rows {
-        let cells: Vec<String> = r
-            .iter()
-            .zip(&widths)
-            .map(|(cell, w)| format!("{cell:<w$}"))
-            .collect();
-        writeln!(
-            std::io::stdout().lock(),
-            "  {}",
-            cells.join("  ").trim_end()
-        )?;
+        writeln!(out, "{}", table_row(r, &widths))?;
     }
+    out.flush()?;
+    drop(out);
+    never_warnings(&c.plan, &next, now);
     Ok(())
 }
