@@ -3,10 +3,11 @@
 
 use anyhow::{bail, Result};
 use nowcast::output::{Ndjson, RecordSink};
-use nowcast::pcap::analysis::{Config, WrenSide};
+use nowcast::pcap::analysis::{Config, WrenSide, DEFAULT_MAX_FLOWS};
 use nowcast::pcap::run::{self, Input, Show};
 use nowcast_core::wren::Params;
-use std::path::PathBuf;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 #[derive(clap::Args)]
@@ -81,6 +82,11 @@ pub struct Args {
     /// A flow with no packet for this many seconds is reported and forgotten.
     #[arg(long, default_value_t = 300.0)]
     idle: f64,
+    /// Most flows held at once, and most rows of the summary table: beyond it, the flows idle
+    /// longest are reported as they stand to make room (the table keeps the flows with the
+    /// most bytes), and the output says how many.
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_FLOWS)]
+    max_flows: usize,
 }
 
 pub fn run(args: Args) -> Result<()> {
@@ -98,6 +104,12 @@ pub fn run(args: Args) -> Result<()> {
     }
     if !(args.idle.is_finite() && args.idle > 0.0) {
         bail!("--idle must be a positive number of seconds");
+    }
+    if args.max_flows == 0 {
+        bail!("--max-flows must be at least 1");
+    }
+    if let Some(out) = &args.out {
+        refuse_an_input(out, &args.files)?;
     }
     let duration = match args.duration {
         Some(d) if !(d.is_finite() && d > 0.0) => bail!("--duration must be positive"),
@@ -119,6 +131,7 @@ pub fn run(args: Args) -> Result<()> {
         },
         idle_ns: (args.idle * 1e9) as i64,
         transfer_gap_s: args.transfer_gap,
+        max_flows: args.max_flows,
         ..Config::default()
     };
     let input = match args.live {
@@ -148,4 +161,39 @@ pub fn run(args: Args) -> Result<()> {
         (false, None) => Box::new(Ndjson::new(std::io::sink())),
     };
     run::run(input, cfg, show, &mut *sink)
+}
+
+/// Refuses an `--out` that is one of the inputs: creating it would empty the capture before
+/// it is read. The same path (links resolved, for a file that does not exist yet its folder's)
+/// or the same file under another name (a hard link: the same device and inode).
+fn refuse_an_input(out: &Path, inputs: &[PathBuf]) -> Result<()> {
+    let out_file = std::fs::metadata(out).ok();
+    let out_path = canonical(out);
+    for input in inputs {
+        let same_file = match (&out_file, std::fs::metadata(input)) {
+            (Some(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
+            _ => false,
+        };
+        let same_path = out_path.is_some() && out_path == canonical(input);
+        if same_file || same_path {
+            bail!(
+                "--out {}: this is the input {}, which writing the records would empty before it is read; name another file",
+                out.display(),
+                input.display()
+            );
+        }
+    }
+    Ok(())
+}
+
+/// `p` absolute with its links resolved; for a file that does not exist yet, its folder's
+/// canonical path joined with its name.
+fn canonical(p: &Path) -> Option<PathBuf> {
+    std::fs::canonicalize(p).ok().or_else(|| {
+        let folder = match p.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d,
+            _ => Path::new("."),
+        };
+        Some(std::fs::canonicalize(folder).ok()?.join(p.file_name()?))
+    })
 }

@@ -6,7 +6,10 @@
 //! Memory grows with the number of live flows, not with the capture: a flow's state is
 //! bounded ([`super::tcp::MAX_UNACKED`], [`super::samples::EXACT`], Wren's
 //! [`nowcast_core::wren::Params::max_pending`]), and a flow that closed (FIN both ways, or RST)
-//! or went idle is reported and dropped, leaving only its summary.
+//! or went idle is reported and dropped, leaving only its summary. The live flows are bounded
+//! too ([`Config::max_flows`]): a capture of a million one-packet flows (a SYN flood, a port
+//! scan) would otherwise hold them all until `idle_ns` passed. When the table is full, the
+//! flows idle longest are reported as they stand and dropped ([`Analyzer::evicted`]).
 
 use super::decode::{self, flag, Addr, Endpoint, Packet, Skip};
 use super::samples::Summary;
@@ -54,7 +57,15 @@ pub struct Config {
     /// off for a capture that never ends (the proxy's), whose memory must not grow with the
     /// flows it has seen.
     pub transfers: bool,
+    /// Most flows held at once (at least 1). A new flow beyond it first makes room: the
+    /// flows idle longest are reported as they stand and dropped, and counted
+    /// ([`Analyzer::evicted`]); a packet of one of them later starts a new flow.
+    pub max_flows: usize,
 }
+
+/// [`Config::max_flows`] by default: about 100 MB of flow state, far more flows than a
+/// link's normal traffic holds open at once (idle ones expire after `idle_ns`).
+pub const DEFAULT_MAX_FLOWS: usize = 100_000;
 
 impl Default for Config {
     fn default() -> Self {
@@ -67,6 +78,7 @@ impl Default for Config {
             keep_samples: false,
             keep_trains: false,
             transfers: true,
+            max_flows: DEFAULT_MAX_FLOWS,
         }
     }
 }
@@ -232,6 +244,9 @@ pub struct FlowReport {
     /// The handshake was captured (SYN, SYN/ACK and the ACK).
     pub handshake: bool,
     pub closed: bool,
+    /// Reported before it closed or went idle, to make room in a full flow table
+    /// ([`Config::max_flows`]).
+    pub evicted: bool,
     /// a→b, then b→a.
     pub directions: [DirectionReport; 2],
 }
@@ -300,7 +315,10 @@ pub struct LiveRow {
 /// The analyser.
 pub struct Analyzer {
     cfg: Config,
-    flows: HashMap<Key, Flow, BuildHasherDefault<KeyHasher>>,
+    /// Boxed: a slot of the map (and each of the spare slots it keeps, up to half of them)
+    /// costs a key and a pointer rather than a whole flow (about 900 bytes), and growing the
+    /// map moves pointers.
+    flows: HashMap<Key, Box<Flow>, BuildHasherDefault<KeyHasher>>,
     next_id: u64,
     first_ns: Option<i64>,
     now_ns: i64,
@@ -308,6 +326,9 @@ pub struct Analyzer {
     pub packets: u64,
     pub tcp_packets: u64,
     pub skips: Skips,
+    /// Flows reported before they ended because the flow table was full
+    /// ([`Config::max_flows`]).
+    pub evicted: u64,
     finished: Vec<FlowReport>,
     trains: Vec<TrainReport>,
     samples: Vec<RttSample>,
@@ -328,6 +349,7 @@ impl Analyzer {
             packets: 0,
             tcp_packets: 0,
             skips: Skips::default(),
+            evicted: 0,
             finished: Vec::new(),
             trains: Vec::new(),
             samples: Vec::new(),
@@ -387,8 +409,12 @@ impl Analyzer {
             && self.flows.get(&key).is_some_and(|f| f.closed())
         {
             if let Some(f) = self.flows.remove(&key) {
-                self.finish_flow(f);
+                self.finish_flow(f, false);
             }
+        }
+        // The lookup is paid only once the table is full.
+        if self.flows.len() >= self.cfg.max_flows.max(1) && !self.flows.contains_key(&key) {
+            self.make_room();
         }
         let next_id = &mut self.next_id;
         let flow = self.flows.entry(key).or_insert_with(|| {
@@ -400,7 +426,7 @@ impl Analyzer {
             } else {
                 (p.src, p.dst)
             };
-            Flow {
+            Box::new(Flow {
                 id,
                 a,
                 b,
@@ -413,7 +439,7 @@ impl Analyzer {
                 fin: [false; 2],
                 rst: false,
                 wren: [WrenState::Undecided, WrenState::Undecided],
-            }
+            })
         });
         flow.last_ns = t;
         let d = usize::from(p.src != flow.a);
@@ -523,14 +549,40 @@ impl Analyzer {
             })
             .map(|(k, _)| *k)
             .collect();
-        let mut flows: Vec<Flow> = done.iter().filter_map(|k| self.flows.remove(k)).collect();
+        let mut flows: Vec<Box<Flow>> = done.iter().filter_map(|k| self.flows.remove(k)).collect();
         flows.sort_by_key(|f| f.id);
         for f in flows {
-            self.finish_flow(f);
+            self.finish_flow(f, false);
         }
     }
 
-    fn finish_flow(&mut self, mut f: Flow) {
+    /// The flow table is full: reports and drops the flows idle longest, a sixteenth of the
+    /// table at once, so that the scan of the table is paid once per batch of new flows
+    /// rather than once per new flow. Capture time and flow ids decide (ties go to the older
+    /// flow), so that a file analysed twice gives the same output.
+    fn make_room(&mut self) {
+        let n = (self.flows.len() / 16).max(1);
+        let mut by_idle: Vec<(i64, u64, Key)> = self
+            .flows
+            .iter()
+            .map(|(k, f)| (f.last_ns, f.id, *k))
+            .collect();
+        if n < by_idle.len() {
+            by_idle.select_nth_unstable_by_key(n - 1, |x| (x.0, x.1));
+            by_idle.truncate(n);
+        }
+        let mut flows: Vec<Box<Flow>> = by_idle
+            .iter()
+            .filter_map(|x| self.flows.remove(&x.2))
+            .collect();
+        flows.sort_by_key(|f| f.id);
+        self.evicted += flows.len() as u64;
+        for f in flows {
+            self.finish_flow(f, true);
+        }
+    }
+
+    fn finish_flow(&mut self, mut f: Box<Flow>, evicted: bool) {
         let mut trains = Vec::new();
         for d in 0..2 {
             let (from, to) = f.endpoints(d);
@@ -557,6 +609,7 @@ impl Analyzer {
             last_ns: f.last_ns,
             handshake: f.ack3_ns.is_some(),
             closed: f.closed(),
+            evicted,
             directions: [0, 1].map(|d| direction_report(&f, d)),
         };
         let ts_ms = f.last_ns as f64 / 1e6;
@@ -597,6 +650,24 @@ impl Analyzer {
 
     pub fn take_samples(&mut self) -> Vec<RttSample> {
         std::mem::take(&mut self.samples)
+    }
+
+    /// Reports and drops up to `max` of the flows still open, the oldest first as
+    /// [`Analyzer::finish`] does, and returns how many: for a caller that takes the reports
+    /// between batches, so that a full flow table's reports are never all held at once.
+    pub fn finish_open(&mut self, max: usize) -> usize {
+        let mut open: Vec<(u64, Key)> = self.flows.iter().map(|(k, f)| (f.id, *k)).collect();
+        if max < open.len() {
+            open.select_nth_unstable_by_key(max, |x| x.0);
+            open.truncate(max);
+        }
+        open.sort_unstable_by_key(|x| x.0);
+        for (_, k) in &open {
+            if let Some(f) = self.flows.remove(k) {
+                self.finish_flow(f, false);
+            }
+        }
+        open.len()
     }
 
     /// Flows still open.
@@ -997,6 +1068,54 @@ mod tests {
         let up = &flows[0].directions[0];
         // The SYN sent again is a retransmission too, as tshark counts it.
         assert_eq!((up.retransmissions, up.out_of_order), (2, 0), "{up:?}");
+    }
+
+    #[test]
+    fn a_full_flow_table_makes_room_by_reporting_the_flows_idle_longest() {
+        let mut an = Analyzer::new(Config {
+            max_flows: 3,
+            ..Config::default()
+        });
+        let t0 = 1_700_000_000_000_000_000i64;
+        let syn = |port: u16| {
+            ipv4_tcp(
+                [10, 0, 0, 1],
+                [10, 0, 0, 2],
+                (port, 80),
+                1,
+                0,
+                flag::SYN,
+                0,
+                None,
+            )
+        };
+        // Flows 0, 1 and 2 start, flow 0 sends again, and a fourth flow comes: flow 1, idle
+        // longest, is reported to make room.
+        let packets = [(0, 40000), (1, 40001), (2, 40002), (3, 40000), (4, 40003)];
+        for (i, (ms, port)) in packets.iter().enumerate() {
+            let f = syn(*port);
+            an.frame(
+                i as u64 + 1,
+                linktype::ETHERNET,
+                &f,
+                f.len() as u32,
+                t0 + ms * 1_000_000,
+            )
+            .unwrap();
+        }
+        assert_eq!((an.evicted, an.live_flows()), (1, 3));
+        let early = an.take_finished();
+        assert_eq!(early.len(), 1);
+        assert_eq!((early[0].id, early[0].evicted), (1, true));
+        // The rest at the end, oldest first, in batches or at once alike.
+        assert_eq!(an.finish_open(2), 2);
+        an.finish();
+        let rest: Vec<_> = an
+            .take_finished()
+            .iter()
+            .map(|f| (f.id, f.evicted, f.directions[0].packets))
+            .collect();
+        assert_eq!(rest, vec![(0, false, 2), (2, false, 1), (3, false, 1)]);
     }
 
     #[test]

@@ -460,7 +460,32 @@ fn pcapng<R: Read>(
                 );
                 return Ok(());
             }
-            let skipped = resync_pcapng(w, big)?;
+            // A length past the limit may be a real block (a vendor's, an attachment): if the
+            // next good block starts where it said it ends and its closing length agrees, it
+            // was one, and skipped whole; the search for the next block, not a seek, found
+            // that out, so a damaged length field costs no more than any other damage.
+            let oversized = (claimed > MAX_RECORD && claimed % 4 == 0).then_some(claimed);
+            let (skipped, whole) = resync_pcapng(w, big, oversized)?;
+            if whole {
+                let packet = is_packet_block(ty, big).then(|| {
+                    number += 1;
+                    number
+                });
+                let ty = if big { ty.swap_bytes() } else { ty };
+                problem(
+                    Problem {
+                        offset: at,
+                        packet,
+                        what: format!(
+                            "a block of type {ty:#x} and {claimed} bytes, longer than the {} MiB believed of a block; skipped whole{}",
+                            MAX_RECORD >> 20,
+                            if packet.is_some() { " (a packet that size is not a network's)" } else { "" }
+                        ),
+                    },
+                    stats,
+                );
+                continue;
+            }
             problem(
                 Problem {
                     offset: at,
@@ -556,16 +581,39 @@ fn is_packet_block(ty: u32, big: bool) -> bool {
 }
 
 /// Skips to the next offset holding a block whose framing holds and whose type is a known
-/// one; returns the bytes skipped.
-fn resync_pcapng<R: Read>(w: &mut Window<R>, big: bool) -> io::Result<u64> {
+/// one; returns the bytes skipped, and whether they were a block of `oversized` bytes whose
+/// framing held (its closing length passed by on the way, and the next block starts where it
+/// ends).
+fn resync_pcapng<R: Read>(
+    w: &mut Window<R>,
+    big: bool,
+    oversized: Option<usize>,
+) -> io::Result<(u64, bool)> {
     let mut skipped = 0u64;
+    let mut closing_agrees = false;
+    let whole = |skipped: u64, closing_agrees: bool| {
+        closing_agrees && oversized.is_some_and(|len| skipped == len as u64)
+    };
     loop {
         w.advance(1);
         skipped += 1;
+        if let Some(len) = oversized {
+            if skipped == len as u64 - 4 && w.fill(4)? >= 4 {
+                closing_agrees = u32_at(w.avail(), 0, big) as usize == len;
+            }
+        }
         let have = w.fill(12)?;
         if have < 12 {
+            // The file ends: a block that ends with it has its closing length in these bytes.
+            if let Some(len) = oversized.map(|l| l as u64) {
+                if skipped + 4 <= len && skipped + have as u64 == len {
+                    let at = (len - 4 - skipped) as usize;
+                    closing_agrees = u32_at(w.avail(), at, big) as u64 == len;
+                }
+            }
             w.advance(have);
-            return Ok(skipped + have as u64);
+            let skipped = skipped + have as u64;
+            return Ok((skipped, whole(skipped, closing_agrees)));
         }
         let ty = u32_at(w.avail(), 0, big);
         let known = matches!(ty, 1..=10) || ty == PCAPNG_SHB || ty == 0xBAD || ty == 0x40000BAD;
@@ -575,7 +623,7 @@ fn resync_pcapng<R: Read>(w: &mut Window<R>, big: bool) -> io::Result<u64> {
         let claimed = (u32_at(w.avail(), 4, big) as usize).clamp(12, MAX_RECORD);
         let have = w.fill(claimed)?;
         if plausible_block(w.avail(), big, have).is_some() {
-            return Ok(skipped);
+            return Ok((skipped, whole(skipped, closing_agrees)));
         }
     }
 }

@@ -12,7 +12,7 @@ use super::read::{self, live::Live, Problem};
 use super::samples::Summary;
 use crate::output::{Experiment, Heading, RecordSink};
 use crate::stop::Stop;
-use anyhow::{anyhow, Context, Result};
+use anyhow::{anyhow, bail, Result};
 use nowcast_core::record::{Metric, Record};
 use std::fs::File;
 use std::io::{self, Write};
@@ -42,6 +42,94 @@ pub enum Input {
 
 /// Packets with damaged headers named one by one before they are only counted.
 const DAMAGED_SHOWN: u64 = 10;
+
+/// The flows of the summary table, bounded like the flow table ([`Config::max_flows`]): past
+/// that many, the ones with the fewest bytes are dropped and counted, so that a capture of a
+/// million flows does not hold a million reports for a table nobody reads to its end.
+struct Rows {
+    /// Each with its place in the order flows finished, the table's order.
+    kept: Vec<(u64, FlowReport)>,
+    cap: usize,
+    seen: u64,
+    /// The table is printed; without it the flows finished are dropped as they come.
+    wanted: bool,
+}
+
+impl Rows {
+    fn new(cap: usize, wanted: bool) -> Self {
+        Self {
+            kept: Vec::new(),
+            cap: cap.max(1),
+            seen: 0,
+            wanted,
+        }
+    }
+
+    /// The flows `an` finished since the last call.
+    fn take(&mut self, an: &mut Analyzer) {
+        let flows = an.take_finished();
+        if !self.wanted {
+            return;
+        }
+        for f in flows {
+            self.kept.push((self.seen, f));
+            self.seen += 1;
+        }
+        // Trimmed an eighth past the cap, so that the selection is paid once per batch.
+        if self.kept.len() > self.cap + self.cap / 8 {
+            self.trim();
+        }
+    }
+
+    /// Keeps the `cap` flows with the most bytes (the older flow on a tie, so that which
+    /// rows are kept does not depend on when the trims happened).
+    fn trim(&mut self) {
+        if self.kept.len() > self.cap {
+            let bytes = |f: &FlowReport| f.directions.iter().map(|d| d.frame_bytes).sum::<u64>();
+            self.kept
+                .select_nth_unstable_by(self.cap, |(i, a), (j, b)| {
+                    bytes(b).cmp(&bytes(a)).then(i.cmp(j))
+                });
+            self.kept.truncate(self.cap);
+        }
+    }
+
+    /// The rows in the order their flows finished, and how many flows were left out.
+    fn finish(mut self) -> (Vec<FlowReport>, u64) {
+        self.trim();
+        self.kept.sort_unstable_by_key(|(i, _)| *i);
+        let left_out = self.seen - self.kept.len() as u64;
+        (self.kept.into_iter().map(|(_, f)| f).collect(), left_out)
+    }
+}
+
+/// The end of the input: the flows still open are reported a batch at a time, each batch's
+/// records and rows taken before the next (a full table's reports all at once would double
+/// its memory), then the IEPM-BW transfers.
+fn close_flows(
+    an: &mut Analyzer,
+    out: &mut Out<'_>,
+    rows: &mut Rows,
+) -> io::Result<Vec<TransferReport>> {
+    while an.finish_open(4096) > 0 {
+        out.drain(an)?;
+        rows.take(an);
+    }
+    let transfers = an.finish();
+    out.drain(an)?;
+    rows.take(an);
+    Ok(transfers)
+}
+
+/// What the full flow table left out, if it did.
+fn evicted_note(an: &Analyzer, max_flows: usize) -> Option<String> {
+    (an.evicted > 0).then(|| {
+        format!(
+            "the flow table was full ({max_flows} flows at once, --max-flows): {} flows were reported before they closed or went idle (the ones idle longest, to make room); a packet of one of them afterwards started a new flow",
+            an.evicted
+        )
+    })
+}
 
 const METRICS: [Metric; 4] = [
     Metric::Throughput,
@@ -100,7 +188,12 @@ impl Out<'_> {
 /// Runs the analysis of `input` with `cfg`, records to `sink`, text to standard output (or
 /// standard error with `--json`), problems to standard error.
 pub fn run(input: Input, cfg: Config, show: Show, sink: &mut dyn RecordSink) -> Result<()> {
-    let keep_finished = !show.flows;
+    let live = matches!(input, Input::Live { .. });
+    // The summary table is printed (and its flows kept) unless another text was asked for;
+    // with --json, a file's summary is left out (the records carry it).
+    let table = !show.flows && !show.trains && !show.samples && (live || !show.json);
+    let max_flows = cfg.max_flows.max(1);
+    let mut rows = Rows::new(max_flows, table);
     let cfg = Config {
         keep_trains: show.trains,
         keep_samples: show.samples,
@@ -134,19 +227,33 @@ pub fn run(input: Input, cfg: Config, show: Show, sink: &mut dyn RecordSink) -> 
         metrics: METRICS.to_vec(),
         extra: Vec::new(),
     })?;
-    let mut finished: Vec<FlowReport> = Vec::new();
     let mut headline = Vec::new();
+    // Why the run fails after its output, if it does.
+    let mut failure: Option<String> = None;
     match input {
         Input::Files(paths) => {
+            // Inputs that could not be read (or not to their end): named as they come, the
+            // others analysed all the same, and the run fails at the end.
+            let mut unread: Vec<String> = Vec::new();
             for path in &paths {
-                let f = File::open(path).with_context(|| format!("{}: open", path.display()))?;
                 let name = path.display().to_string();
+                let f = match File::open(path) {
+                    Ok(f) => f,
+                    Err(e) => {
+                        eprintln!("nowcast pcap: {name}: open: {e}; not read");
+                        headline.push(format!("{name}: not read (open: {e})"));
+                        unread.push(name);
+                        continue;
+                    }
+                };
                 let mut err: Option<io::Error> = None;
                 let mut problems = 0u64;
                 let mut damaged = 0u64;
+                let mut last_packet = 0u64;
                 let result = read::read_capture(
                     f,
                     |fr| {
+                        last_packet = fr.number;
                         if let Err(skip) =
                             an.frame(fr.number, fr.link, fr.data, fr.orig_len, fr.ts_ns)
                         {
@@ -163,9 +270,7 @@ pub fn run(input: Input, cfg: Config, show: Show, sink: &mut dyn RecordSink) -> 
                             if let Err(e) = out.drain(&mut an) {
                                 err.get_or_insert(e);
                             }
-                            if keep_finished {
-                                finished.extend(an.take_finished());
-                            }
+                            rows.take(&mut an);
                         }
                     },
                     |p: Problem| {
@@ -183,7 +288,22 @@ pub fn run(input: Input, cfg: Config, show: Show, sink: &mut dyn RecordSink) -> 
                 if let Some(e) = err {
                     return Err(e.into());
                 }
-                let (format, stats) = result.map_err(|e| anyhow!("{name}: {e}"))?;
+                let (format, stats) = match result {
+                    Ok(r) => r,
+                    Err(e) => {
+                        // Not a capture, or a read that failed part way (the packets before
+                        // it are analysed).
+                        let what = if last_packet > 0 {
+                            format!("read failed after packet {last_packet}: {e}; the packets before it are analysed")
+                        } else {
+                            format!("{e}; not read")
+                        };
+                        eprintln!("nowcast pcap: {name}: {what}");
+                        headline.push(format!("{name}: {what}"));
+                        unread.push(name);
+                        continue;
+                    }
+                };
                 headline.push(format!(
                     "{name}: {} packets, {} bytes, {format}{}",
                     stats.packets,
@@ -195,15 +315,21 @@ pub fn run(input: Input, cfg: Config, show: Show, sink: &mut dyn RecordSink) -> 
                     }
                 ));
             }
-            let transfers = an.finish();
-            out.drain(&mut an)?;
-            finished.extend(an.take_finished());
-            // With --json, standard output holds the records alone and the summary is left
-            // out (the records carry it); the texts asked for go to standard error.
+            if unread.len() == paths.len() {
+                bail!("{}", unread_error(&unread, paths.len()));
+            }
+            let transfers = close_flows(&mut an, &mut out, &mut rows)?;
             if show.flows {
                 transfers_table(&mut out.text, &transfers)?;
-            } else if !show.json && !show.trains && !show.samples {
-                summary(&mut out.text, &title, &headline, &an, &finished, &transfers)?;
+            }
+            if table {
+                let s = (title.as_str(), &headline[..], &transfers[..]);
+                summary_of(&mut out.text, s, &an, rows, max_flows)?;
+            } else if let Some(n) = evicted_note(&an, max_flows) {
+                eprintln!("nowcast pcap: {n}");
+            }
+            if !unread.is_empty() {
+                failure = Some(unread_error(&unread, paths.len()));
             }
         }
         Input::Live {
@@ -225,9 +351,7 @@ pub fn run(input: Input, cfg: Config, show: Show, sink: &mut dyn RecordSink) -> 
                 if Instant::now() >= next_tick {
                     next_tick += Duration::from_secs(1);
                     out.drain(&mut an)?;
-                    if keep_finished {
-                        finished.extend(an.take_finished());
-                    }
+                    rows.take(&mut an);
                     if !show.json && !show.flows && !show.trains && !show.samples {
                         live_table(
                             &mut out.text,
@@ -238,9 +362,7 @@ pub fn run(input: Input, cfg: Config, show: Show, sink: &mut dyn RecordSink) -> 
                     }
                 }
             }
-            let transfers = an.finish();
-            out.drain(&mut an)?;
-            finished.extend(an.take_finished());
+            let transfers = close_flows(&mut an, &mut out, &mut rows)?;
             let st = cap.stats();
             let cpu = cpu_seconds() - cpu0;
             let wall = started.elapsed().as_secs_f64();
@@ -253,18 +375,65 @@ pub fn run(input: Input, cfg: Config, show: Show, sink: &mut dyn RecordSink) -> 
                 wall,
                 100.0 * cpu / wall.max(1e-9)
             ));
-            if !show.flows && !show.trains && !show.samples {
-                summary(&mut out.text, &title, &headline, &an, &finished, &transfers)?;
+            if table {
+                let s = (title.as_str(), &headline[..], &transfers[..]);
+                summary_of(&mut out.text, s, &an, rows, max_flows)?;
             } else {
                 for h in &headline {
                     writeln!(out.text, "{h}")?;
+                }
+                if let Some(n) = evicted_note(&an, max_flows) {
+                    eprintln!("nowcast pcap: {n}");
                 }
             }
         }
     }
     out.text.flush()?;
     out.sink.finish(&[])?;
-    Ok(())
+    match failure {
+        Some(f) => bail!("{f}"),
+        None => Ok(()),
+    }
+}
+
+/// The error of a run that left inputs unread (each was named with its reason as it came).
+fn unread_error(unread: &[String], inputs: usize) -> String {
+    format!(
+        "{} of {inputs} input files not read (named above): {}",
+        unread.len(),
+        unread.join(", ")
+    )
+}
+
+/// The summary of the flows kept for the table (`texts`: the title, the headline and the
+/// transfers), with what was left out.
+fn summary_of(
+    o: &mut dyn Write,
+    texts: (&str, &[String], &[TransferReport]),
+    an: &Analyzer,
+    rows: Rows,
+    max_flows: usize,
+) -> io::Result<()> {
+    let (title, headline, transfers) = texts;
+    let (flows, left_out) = rows.finish();
+    let total = Totals {
+        flows: flows.len() as u64 + left_out,
+        left_out,
+        max_flows,
+        evicted: evicted_note(an, max_flows),
+    };
+    summary(o, title, headline, an, &flows, &total, transfers)
+}
+
+/// The flows of a summary beyond its rows.
+struct Totals {
+    /// Flows reported.
+    flows: u64,
+    /// Flows left out of the table ([`Rows`]).
+    left_out: u64,
+    max_flows: usize,
+    /// What the full flow table left out ([`evicted_note`]).
+    evicted: Option<String>,
 }
 
 /// CPU time (user + system) of this process so far, seconds.
@@ -345,6 +514,7 @@ fn summary(
     headline: &[String],
     an: &Analyzer,
     flows: &[FlowReport],
+    total: &Totals,
     transfers: &[TransferReport],
 ) -> io::Result<()> {
     writeln!(o, "{title}")?;
@@ -356,9 +526,19 @@ fn summary(
         "{} frames, {} TCP segments in {} flows; skipped: {}",
         an.packets,
         an.tcp_packets,
-        flows.len(),
+        total.flows,
         skips_line(&an.skips)
     )?;
+    if let Some(n) = &total.evicted {
+        writeln!(o, "Note: {n}")?;
+    }
+    if total.left_out > 0 {
+        writeln!(
+            o,
+            "Note: {} of {} flows are not in the table, which holds the {} with the most bytes (--max-flows); --flows or --json give every flow",
+            total.left_out, total.flows, total.max_flows
+        )?;
+    }
     writeln!(o)?;
     writeln!(
         o,
@@ -482,14 +662,15 @@ fn seconds(ns: i64) -> String {
 /// One line per flow: `key=value` pairs, both directions.
 pub fn flow_line(f: &FlowReport) -> String {
     let mut s = format!(
-        "flow={} a={} b={} start={} end={} handshake={} closed={}",
+        "flow={} a={} b={} start={} end={} handshake={} closed={} evicted={}",
         f.id,
         f.a,
         f.b,
         seconds(f.start_ns),
         seconds(f.last_ns),
         f.handshake,
-        f.closed
+        f.closed,
+        f.evicted
     );
     for (tag, d) in ["ab", "ba"].iter().zip(&f.directions) {
         let q = |v: &Option<Summary>, w: fn(&Summary) -> f64| {
