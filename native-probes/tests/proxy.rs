@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::http::{read_response, request, OneShot, Proxy, Resetter, Resp, Upstream};
+use common::http::{one_shot, read_response, request, resetter, Proxy, Resp, Upstream};
 use nowcast_core::record::Record;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
@@ -212,7 +212,7 @@ fn malformed_and_oversized_requests_are_refused_and_others_served() {
 #[test]
 fn a_replica_that_resets_mid_body_affects_only_its_own_requests() {
     let a = Upstream::start("a", "127.0.0.1:0", None);
-    let bad = Resetter::start();
+    let bad = resetter();
     let p = Proxy::start(&[
         "--replica",
         &replica("a", &a),
@@ -256,7 +256,7 @@ fn a_replica_that_resets_mid_body_affects_only_its_own_requests() {
 /// made every client connection close after one request.
 #[test]
 fn a_replica_speaking_http_1_0_does_not_close_the_clients_connections() {
-    let old = OneShot::start(b"HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\nok");
+    let old = one_shot(b"HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\nok");
     let p = Proxy::start(&["--replica", &format!("old=http://{}", old.addr)]);
     let s = TcpStream::connect(p.addr).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
@@ -292,7 +292,7 @@ fn a_replica_speaking_http_1_0_does_not_close_the_clients_connections() {
 /// bandwidth sample (it had only reached the socket buffers: tens of Gbit/s).
 #[test]
 fn an_upload_the_replica_answers_early_and_never_reads_is_not_the_clients_fault() {
-    let early = OneShot::start(
+    let early = one_shot(
         b"HTTP/1.0 501 Unsupported method\r\nContent-Length: 12\r\nConnection: close\r\n\r\nnot here\r\n\r\n",
     );
     let dir = std::env::temp_dir().join(format!("nwp-early-{}", std::process::id()));

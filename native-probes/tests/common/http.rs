@@ -197,16 +197,16 @@ impl Drop for Upstream {
     }
 }
 
-/// A replica that answers every request with the head of a 1 MiB body, sends 64 KiB of it
-/// and resets the connection.
-pub struct Resetter {
+/// A replica on a raw socket: for each connection, reads the request's head (never its
+/// body) and hands the connection to `answer`, one connection at a time. Stopped on drop.
+pub struct RawReplica {
     pub addr: SocketAddr,
     stop: Arc<AtomicBool>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
-impl Resetter {
-    pub fn start() -> Resetter {
+impl RawReplica {
+    pub fn start(answer: impl Fn(TcpStream) + Send + 'static) -> RawReplica {
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
         l.set_nonblocking(true).unwrap();
         let addr = l.local_addr().unwrap();
@@ -214,73 +214,7 @@ impl Resetter {
         let s2 = stop.clone();
         let thread = std::thread::spawn(move || {
             while !s2.load(Ordering::Relaxed) {
-                let Ok((mut c, _)) = l.accept() else {
-                    std::thread::sleep(Duration::from_millis(10));
-                    continue;
-                };
-                c.set_nonblocking(false).unwrap();
-                c.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
-                let mut r = BufReader::new(c.try_clone().unwrap());
-                let mut line = String::new();
-                while r.read_line(&mut line).is_ok_and(|n| n > 0) && line != "\r\n" {
-                    line.clear();
-                }
-                let _ = c.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 1048576\r\n\r\n");
-                let _ = c.write_all(&vec![b'r'; 64 * 1024]);
-                std::thread::sleep(Duration::from_millis(50));
-                let linger = libc::linger {
-                    l_onoff: 1,
-                    l_linger: 0,
-                };
-                // SAFETY: SO_LINGER with a valid linger struct: close sends a reset.
-                unsafe {
-                    libc::setsockopt(
-                        c.as_raw_fd(),
-                        libc::SOL_SOCKET,
-                        libc::SO_LINGER,
-                        (&linger as *const libc::linger).cast(),
-                        std::mem::size_of::<libc::linger>() as libc::socklen_t,
-                    );
-                }
-                drop(c);
-            }
-        });
-        Resetter {
-            addr,
-            stop,
-            thread: Some(thread),
-        }
-    }
-}
-
-impl Drop for Resetter {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
-}
-
-/// A replica that speaks HTTP/1.0 as simple servers do (Python's `http.server`): it reads a
-/// request's head, never its body, answers `response` and closes the connection (a reset,
-/// when an upload it did not read is still arriving).
-pub struct OneShot {
-    pub addr: SocketAddr,
-    stop: Arc<AtomicBool>,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-impl OneShot {
-    pub fn start(response: &'static [u8]) -> OneShot {
-        let l = TcpListener::bind("127.0.0.1:0").unwrap();
-        l.set_nonblocking(true).unwrap();
-        let addr = l.local_addr().unwrap();
-        let stop = Arc::new(AtomicBool::new(false));
-        let s2 = stop.clone();
-        let thread = std::thread::spawn(move || {
-            while !s2.load(Ordering::Relaxed) {
-                let Ok((mut c, _)) = l.accept() else {
+                let Ok((c, _)) = l.accept() else {
                     std::thread::sleep(Duration::from_millis(5));
                     continue;
                 };
@@ -291,10 +225,10 @@ impl OneShot {
                 while r.read_line(&mut line).is_ok_and(|n| n > 0) && line != "\r\n" {
                     line.clear();
                 }
-                let _ = c.write_all(response);
+                answer(c);
             }
         });
-        OneShot {
+        RawReplica {
             addr,
             stop,
             thread: Some(thread),
@@ -302,13 +236,46 @@ impl OneShot {
     }
 }
 
-impl Drop for OneShot {
+impl Drop for RawReplica {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
     }
+}
+
+/// A replica that answers every request with the head of a 1 MiB body, sends 64 KiB of it
+/// and resets the connection.
+pub fn resetter() -> RawReplica {
+    RawReplica::start(|mut c| {
+        let _ = c.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 1048576\r\n\r\n");
+        let _ = c.write_all(&vec![b'r'; 64 * 1024]);
+        std::thread::sleep(Duration::from_millis(50));
+        let linger = libc::linger {
+            l_onoff: 1,
+            l_linger: 0,
+        };
+        // SAFETY: SO_LINGER with a valid linger struct: close sends a reset.
+        unsafe {
+            libc::setsockopt(
+                c.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_LINGER,
+                (&linger as *const libc::linger).cast(),
+                std::mem::size_of::<libc::linger>() as libc::socklen_t,
+            );
+        }
+    })
+}
+
+/// A replica that speaks HTTP/1.0 as simple servers do (Python's `http.server`): it never
+/// reads a request's body, answers `response` and closes the connection (a reset, when an
+/// upload it did not read is still arriving).
+pub fn one_shot(response: &'static [u8]) -> RawReplica {
+    RawReplica::start(move |mut c| {
+        let _ = c.write_all(response);
+    })
 }
 
 /// A running `nowcast proxy`, stopped (SIGKILL) on drop if still running.
