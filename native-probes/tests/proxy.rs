@@ -320,17 +320,19 @@ fn an_upload_the_replica_answers_early_and_never_reads_is_not_the_clients_fault(
         let _ = s.write_all(&body);
         statuses.push(read_response(&mut BufReader::new(s)).map_or(0, |r| r.status));
     }
+    let client_faults = p
+        .metric("nowcast_proxy_errors_total{replica=\"early\",kind=\"client\"}")
+        .unwrap_or(0.0);
+    let metrics = p.metrics();
+    drop(p);
+    // The records read and the directory removed before any assertion, pass or fail.
+    let text = std::fs::read_to_string(&recs).unwrap_or_default();
+    let _ = std::fs::remove_dir_all(&dir);
     assert!(
         statuses.iter().all(|s| *s == 501 || *s == 502),
         "the replica's answer, or a failed replica: {statuses:?}"
     );
-    let client_faults = p
-        .metric("nowcast_proxy_errors_total{replica=\"early\",kind=\"client\"}")
-        .unwrap_or(0.0);
-    assert_eq!(client_faults, 0.0, "{}", p.metrics());
-    drop(p);
-    let text = std::fs::read_to_string(&recs).unwrap_or_default();
-    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(client_faults, 0.0, "{metrics}");
     let up: Vec<&str> = text
         .lines()
         .filter(|l| l.contains("\"bandwidth_up\""))
