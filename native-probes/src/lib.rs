@@ -21,6 +21,7 @@ pub mod archive;
 pub mod campaign;
 pub mod classify;
 pub mod clock;
+pub mod config_file;
 pub mod delay;
 pub mod evaluate;
 pub mod fobs;

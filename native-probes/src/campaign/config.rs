@@ -23,7 +23,6 @@ use crate::wire::DEFAULT_PORT;
 use anyhow::{anyhow, bail, Context, Result};
 use serde::Deserialize;
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::io::Read;
 use std::net::SocketAddr;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
@@ -32,7 +31,7 @@ use toml::Spanned;
 
 /// The largest configuration file read (16 MiB); a campaign of [`MAX_JOBS`] jobs fits in a
 /// few.
-pub const MAX_FILE_BYTES: u64 = 16 << 20;
+pub const MAX_FILE_BYTES: u64 = crate::config_file::MAX_BYTES;
 /// The longest campaign, target or probe name, in characters (a job is `target/probe`).
 pub const MAX_NAME: usize = 64;
 /// The most jobs (one probe on one target), and the most probes once sweeps are expanded,
@@ -286,7 +285,8 @@ fn time(t: &Option<TimeText>, what: &str) -> Result<Option<Ms>> {
 
 /// Reads the campaign in `path`; relative paths in it are taken from its directory.
 pub fn read(path: &Path) -> Result<Campaign> {
-    let text = read_text(path).with_context(|| format!("{}", path.display()))?;
+    let text = crate::config_file::read(path, "a campaign file", "split the campaign into several")
+        .with_context(|| format!("{}", path.display()))?;
     let dir = path.parent().unwrap_or(Path::new("."));
     let stem = path
         .file_stem()
@@ -295,64 +295,13 @@ pub fn read(path: &Path) -> Result<Campaign> {
     parse(&text, dir, &stem).with_context(|| format!("{}", path.display()))
 }
 
-/// The file's text, refused beyond [`MAX_FILE_BYTES`] before it is read (and, for what is
-/// not a plain file, once that much has been read).
-fn read_text(path: &Path) -> Result<String> {
-    let file = std::fs::File::open(path).context("read")?;
-    let too_big = |size: String| {
-        anyhow!(
-            "{size}: a campaign file is at most {} MiB; split the campaign into several",
-            MAX_FILE_BYTES >> 20
-        )
-    };
-    let len = file.metadata().context("read")?.len();
-    if len > MAX_FILE_BYTES {
-        return Err(too_big(format!("{len} bytes")));
-    }
-    let mut bytes = Vec::new();
-    file.take(MAX_FILE_BYTES + 1)
-        .read_to_end(&mut bytes)
-        .context("read")?;
-    if bytes.len() as u64 > MAX_FILE_BYTES {
-        return Err(too_big(format!("more than {MAX_FILE_BYTES} bytes")));
-    }
-    String::from_utf8(bytes).map_err(|e| {
-        anyhow!(
-            "read: not UTF-8 text (byte {} is not)",
-            e.utf8_error().valid_up_to()
-        )
-    })
-}
-
 /// Parses a campaign from TOML text; `dir` anchors relative paths, `stem` names it by
 /// default.
 pub fn parse(text: &str, dir: &Path, stem: &str) -> Result<Campaign> {
     // Whatever a message quotes from the file, it stays short and prints no control
     // characters.
-    parse_text(text, dir, stem).map_err(|e| anyhow!("{}", bounded(&format!("{e:#}"), 2000)))
-}
-
-/// `s` with its control characters but newlines escaped, and its middle cut when it is
-/// longer than `most` characters.
-fn bounded(s: &str, most: usize) -> String {
-    let n = s.chars().count();
-    let keep = |c: char, out: &mut String| {
-        if c.is_control() && c != '\n' {
-            out.extend(c.escape_default())
-        } else {
-            out.push(c)
-        }
-    };
-    let mut out = String::new();
-    if n <= most {
-        s.chars().for_each(|c| keep(c, &mut out));
-    } else {
-        let (head, tail) = (most * 2 / 3, most / 3);
-        s.chars().take(head).for_each(|c| keep(c, &mut out));
-        out.push_str(" … ");
-        s.chars().skip(n - tail).for_each(|c| keep(c, &mut out));
-    }
-    out
+    parse_text(text, dir, stem)
+        .map_err(|e| anyhow!("{}", crate::config_file::bounded(&format!("{e:#}"), 2000)))
 }
 
 /// A name as an error shows it: control characters escaped, at most 40 characters.
@@ -412,51 +361,6 @@ impl Lines {
     }
 }
 
-/// A TOML error as "line L, column C: what is wrong", with at most about 200 characters of
-/// the line around the place (a whole line may be megabytes).
-fn toml_error(text: &str, e: &toml::de::Error) -> anyhow::Error {
-    let message = bounded(e.message().trim_end(), 300);
-    let Some(span) = e.span() else {
-        return anyhow!("{message}");
-    };
-    let mut at = span.start.min(text.len());
-    while !text.is_char_boundary(at) {
-        at -= 1;
-    }
-    let line_start = text[..at].rfind('\n').map_or(0, |i| i + 1);
-    let line_end = text[at..].find('\n').map_or(text.len(), |i| at + i);
-    let line = text[..line_start].matches('\n').count() + 1;
-    let column = text[line_start..at].chars().count() + 1;
-    // Up to 80 characters before the place and 120 from it; tabs and control characters
-    // shown as one character each, so that the caret stays under the place.
-    let one = |c: char| match c {
-        '\t' => ' ',
-        c if c.is_control() => '\u{fffd}',
-        c => c,
-    };
-    let before: Vec<char> = text[line_start..at].chars().rev().take(81).collect();
-    let after: Vec<char> = text[at..line_end]
-        .trim_end_matches('\r')
-        .chars()
-        .take(121)
-        .collect();
-    let mut shown = String::new();
-    let cut_before = before.len() > 80;
-    if cut_before {
-        shown.push('…');
-    }
-    shown.extend(before.iter().take(80).rev().map(|&c| one(c)));
-    let caret = shown.chars().count();
-    shown.extend(after.iter().take(120).map(|&c| one(c)));
-    if after.len() > 120 {
-        shown.push('…');
-    }
-    anyhow!(
-        "line {line}, column {column}: {message}\n  | {shown}\n  | {}^",
-        " ".repeat(caret)
-    )
-}
-
 /// The targets each selector of probes' `targets` lists selects, by name, `group:G` or
 /// `tag:K=V`.
 struct Index<'a> {
@@ -488,7 +392,7 @@ fn parse_text(text: &str, dir: &Path, stem: &str) -> Result<Campaign> {
             MAX_FILE_BYTES >> 20
         );
     }
-    let f: File = toml::from_str(text).map_err(|e| toml_error(text, &e))?;
+    let f: File = toml::from_str(text).map_err(|e| crate::config_file::toml_error(text, &e))?;
     let lines = Lines::new(text);
     let name = f.name.clone().unwrap_or_else(|| stem.to_string());
     if name.is_empty() || name.len() > MAX_NAME {

@@ -112,25 +112,6 @@ fn read(path: &Path) -> Result<Vec<Labelled>> {
     }
 }
 
-/// Refuses an output file that is one of the inputs (it would be overwritten before or
-/// instead of being read).
-fn not_an_input(out: &Path, inputs: &[PathBuf]) -> Result<()> {
-    use std::os::unix::fs::MetadataExt;
-    let Ok(o) = std::fs::metadata(out) else {
-        return Ok(());
-    };
-    for i in inputs {
-        if std::fs::metadata(i).is_ok_and(|m| m.dev() == o.dev() && m.ino() == o.ino()) {
-            bail!(
-                "--out {} is the input {}: it would be overwritten; write the model elsewhere",
-                out.display(),
-                i.display()
-            );
-        }
-    }
-    Ok(())
-}
-
 pub fn run(args: Args) -> Result<()> {
     // Written, not printed: a reader that stops early (`| head`) ends the output quietly.
     let mut out = std::io::stdout().lock();
@@ -140,7 +121,7 @@ pub fn run(args: Args) -> Result<()> {
         trained_on,
     }) = args.command
     {
-        not_an_input(&model_file, &files)?;
+        super::common::refuse_an_input(&model_file, &files, "would be overwritten by the model")?;
         let mut all = Vec::new();
         for f in &files {
             all.extend(read(f)?);

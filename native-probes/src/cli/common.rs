@@ -7,7 +7,7 @@ use nowcast::periodic::Plan;
 use nowcast::series::Settings;
 use nowcast_core::probed::Overrides;
 use nowcast_core::record::Transport;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 #[derive(clap::Args, Clone)]
@@ -110,4 +110,41 @@ impl Common {
             None => sink,
         })
     }
+}
+
+/// Refuses an `--out` that is one of the inputs, before anything is written: `consequence`
+/// says what writing it would do to that input. The same path (links resolved, for a file
+/// that does not exist yet its folder's) or the same file under another name (a hard link:
+/// the same device and inode).
+pub fn refuse_an_input(out: &Path, inputs: &[PathBuf], consequence: &str) -> Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    let out_file = std::fs::metadata(out).ok();
+    let out_path = canonical(out);
+    for input in inputs {
+        let same_file = match (&out_file, std::fs::metadata(input)) {
+            (Some(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
+            _ => false,
+        };
+        let same_path = out_path.is_some() && out_path == canonical(input);
+        if same_file || same_path {
+            bail!(
+                "--out {}: this is the input {}, which {consequence}; name another file",
+                out.display(),
+                input.display()
+            );
+        }
+    }
+    Ok(())
+}
+
+/// `p` absolute with its links resolved; for a file that does not exist yet, its folder's
+/// canonical path joined with its name.
+fn canonical(p: &Path) -> Option<PathBuf> {
+    std::fs::canonicalize(p).ok().or_else(|| {
+        let folder = match p.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d,
+            _ => Path::new("."),
+        };
+        Some(std::fs::canonicalize(folder).ok()?.join(p.file_name()?))
+    })
 }

@@ -6,8 +6,7 @@ use nowcast::output::{Ndjson, RecordSink};
 use nowcast::pcap::analysis::{Config, WrenSide, DEFAULT_MAX_FLOWS};
 use nowcast::pcap::run::{self, Input, Show};
 use nowcast_core::wren::Params;
-use std::os::unix::fs::MetadataExt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 #[derive(clap::Args)]
@@ -109,7 +108,11 @@ pub fn run(args: Args) -> Result<()> {
         bail!("--max-flows must be at least 1");
     }
     if let Some(out) = &args.out {
-        refuse_an_input(out, &args.files)?;
+        super::common::refuse_an_input(
+            out,
+            &args.files,
+            "writing the records would empty before it is read",
+        )?;
     }
     let duration = match args.duration {
         Some(d) if !(d.is_finite() && d > 0.0) => bail!("--duration must be positive"),
@@ -161,39 +164,4 @@ pub fn run(args: Args) -> Result<()> {
         (false, None) => Box::new(Ndjson::new(std::io::sink())),
     };
     run::run(input, cfg, show, &mut *sink)
-}
-
-/// Refuses an `--out` that is one of the inputs: creating it would empty the capture before
-/// it is read. The same path (links resolved, for a file that does not exist yet its folder's)
-/// or the same file under another name (a hard link: the same device and inode).
-fn refuse_an_input(out: &Path, inputs: &[PathBuf]) -> Result<()> {
-    let out_file = std::fs::metadata(out).ok();
-    let out_path = canonical(out);
-    for input in inputs {
-        let same_file = match (&out_file, std::fs::metadata(input)) {
-            (Some(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
-            _ => false,
-        };
-        let same_path = out_path.is_some() && out_path == canonical(input);
-        if same_file || same_path {
-            bail!(
-                "--out {}: this is the input {}, which writing the records would empty before it is read; name another file",
-                out.display(),
-                input.display()
-            );
-        }
-    }
-    Ok(())
-}
-
-/// `p` absolute with its links resolved; for a file that does not exist yet, its folder's
-/// canonical path joined with its name.
-fn canonical(p: &Path) -> Option<PathBuf> {
-    std::fs::canonicalize(p).ok().or_else(|| {
-        let folder = match p.parent() {
-            Some(d) if !d.as_os_str().is_empty() => d,
-            _ => Path::new("."),
-        };
-        Some(std::fs::canonicalize(folder).ok()?.join(p.file_name()?))
-    })
 }

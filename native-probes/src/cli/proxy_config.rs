@@ -6,7 +6,7 @@
 //! timeout, size assumed) may also be given in a `[[service]]` table, for that service: the
 //! top-level ones are the defaults. Example: native-probes/examples/proxy.toml.
 
-use anyhow::{anyhow, bail, Context, Result};
+use anyhow::{anyhow, bail, Result};
 use nowcast::proxy::policy::{Balance, ReplicaSpec, ServiceSpec};
 use nowcast::proxy::server::UnitKey;
 use nowcast::proxy::upstream::Target;
@@ -425,38 +425,17 @@ fn place(text: &str, at: usize) -> String {
 
 /// Reads and checks the file at `path`; every error starts with the path.
 pub fn load(path: &Path) -> Result<Loaded> {
-    // A config is a page of text; a larger file is a mistake (or hostile), refused before
-    // it is read.
-    const MAX_BYTES: u64 = 16 << 20;
-    if std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.len() > MAX_BYTES) {
-        anyhow::bail!(
-            "--config {}: larger than {} MiB: not a config file",
-            path.display(),
-            MAX_BYTES >> 20
-        );
-    }
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("--config {}: cannot read it", path.display()))?;
+    let text = nowcast::config_file::read(path, "a proxy config", "a config is a page of settings")
+        .map_err(|e| match e.downcast_ref::<std::io::Error>() {
+            Some(io) => anyhow!("--config {}: cannot read it: {io}", path.display()),
+            None => anyhow!("--config {}: {e:#}", path.display()),
+        })?;
     parse(&text).map_err(|e| anyhow!("--config {}: {e}", path.display()))
 }
 
 /// Checks the text of a file.
 pub fn parse(text: &str) -> Result<Loaded> {
-    // Where toml's error is and what it says, quoting at most a part of the text (its own
-    // message quotes the whole line: megabytes, for a file of one long line).
-    let f: File = toml::from_str(text).map_err(|e| {
-        let what = nowcast_core::quote::cut(e.message().trim_end(), 200);
-        match e.span() {
-            Some(s) => {
-                let at = s.start.min(text.len());
-                let start = text[..at].rfind('\n').map_or(0, |i| i + 1);
-                let end = text[at..].find('\n').map_or(text.len(), |i| at + i);
-                let line = nowcast_core::quote::quote(text[start..end].trim_end());
-                anyhow!("{}: {what} (in `{line}`)", place(text, s.start))
-            }
-            None => anyhow!("{what}"),
-        }
-    })?;
+    let f: File = toml::from_str(text).map_err(|e| nowcast::config_file::toml_error(text, &e))?;
     let err = |span: Range<usize>, key: &str, what: String| err(text, span, key, what);
     let num = |v: &Option<Spanned<f64>>, key: &str, min: f64, or_equal: bool| {
         num(text, v, key, min, or_equal)
