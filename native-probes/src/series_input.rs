@@ -149,14 +149,15 @@ impl From<std::io::Error> for ReadError {
 }
 
 /// A line, or what is known of one too long to keep.
-enum Line<'a> {
+pub enum Line<'a> {
     Text(&'a [u8]),
     /// Longer than the limit: its first bytes (up to the limit) and nothing more.
     TooLong(&'a [u8]),
 }
 
-/// The lines of a reader, each at most `max` bytes held, numbered from 1.
-struct Lines<R> {
+/// The lines of a reader, each at most `max` bytes held, numbered from 1, without their
+/// newline (and the first without a UTF-8 byte order mark).
+pub struct Lines<R> {
     input: R,
     buf: Vec<u8>,
     max: usize,
@@ -167,7 +168,7 @@ struct Lines<R> {
 pub const BOM: &[u8] = b"\xef\xbb\xbf";
 
 impl<R: BufRead> Lines<R> {
-    fn new(input: R, max: usize) -> Self {
+    pub fn new(input: R, max: usize) -> Self {
         Self {
             input,
             buf: Vec::new(),
@@ -177,7 +178,7 @@ impl<R: BufRead> Lines<R> {
     }
 
     /// The next line (without its newline) and its number; `None` at the end.
-    fn next(&mut self) -> std::io::Result<Option<(u64, Line<'_>)>> {
+    pub fn next(&mut self) -> std::io::Result<Option<(u64, Line<'_>)>> {
         self.buf.clear();
         let (mut any, mut too_long) = (false, false);
         loop {

@@ -75,41 +75,32 @@ const MAX_LINE: usize = 64 << 20;
 /// A signature file's signatures, read a line at a time. A bad line is named by its number,
 /// quoting at most a part of it.
 fn read(path: &Path) -> Result<Vec<Labelled>> {
-    use std::io::{BufRead, Read};
+    use nowcast::series_input::{Line, Lines};
     let f = std::fs::File::open(path).with_context(|| format!("{}", path.display()))?;
-    let mut r = std::io::BufReader::with_capacity(1 << 16, f);
-    let (mut out, mut buf, mut number) = (Vec::new(), Vec::new(), 0usize);
-    loop {
-        buf.clear();
-        if (&mut r)
-            .take(MAX_LINE as u64 + 1)
-            .read_until(b'\n', &mut buf)?
-            == 0
-        {
-            return Ok(out);
-        }
-        number += 1;
+    let mut lines = Lines::new(std::io::BufReader::with_capacity(1 << 16, f), MAX_LINE);
+    let mut out = Vec::new();
+    while let Some((number, line)) = lines
+        .next()
+        .with_context(|| format!("{}", path.display()))?
+    {
         let at = || format!("{}:{number}", path.display());
-        if buf.len() > MAX_LINE {
+        let Line::Text(bytes) = line else {
             bail!("{}: longer than {MAX_LINE} bytes", at());
-        }
-        // A UTF-8 byte order mark is not part of the first line.
-        if number == 1 && buf.starts_with(nowcast::series_input::BOM) {
-            buf.drain(..nowcast::series_input::BOM.len());
-        }
-        let line = std::str::from_utf8(&buf).map_err(|e| {
+        };
+        let line = std::str::from_utf8(bytes).map_err(|e| {
             anyhow!(
                 "{}: not UTF-8 text (byte {} of the line)",
                 at(),
                 e.valid_up_to() + 1
             )
         })?;
-        let line = line.trim_end_matches(['\n', '\r']);
+        let line = line.trim_end_matches('\r');
         if line.trim().is_empty() || line.starts_with('#') {
             continue;
         }
         out.push(Labelled::parse(line).map_err(|e| anyhow!("{}: {e}", at()))?);
     }
+    Ok(out)
 }
 
 pub fn run(args: Args) -> Result<()> {
