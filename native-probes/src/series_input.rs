@@ -178,7 +178,7 @@ impl<R: BufRead> Lines<R> {
     }
 
     /// The next line (without its newline) and its number; `None` at the end.
-    pub fn next(&mut self) -> std::io::Result<Option<(u64, Line<'_>)>> {
+    pub fn next_line(&mut self) -> std::io::Result<Option<(u64, Line<'_>)>> {
         self.buf.clear();
         let (mut any, mut too_long) = (false, false);
         loop {
@@ -293,7 +293,7 @@ pub fn read_values<R: Read>(
         skip_bad: opts.skip_bad,
         stop: None,
     };
-    while let Some((number, line)) = lines.next()? {
+    while let Some((number, line)) = lines.next_line()? {
         edge.stats.lines += 1;
         match line {
             Line::Text(bytes) => reader.line(number, bytes, &mut edge),

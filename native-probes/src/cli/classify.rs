@@ -80,7 +80,7 @@ fn read(path: &Path) -> Result<Vec<Labelled>> {
     let mut lines = Lines::new(std::io::BufReader::with_capacity(1 << 16, f), MAX_LINE);
     let mut out = Vec::new();
     while let Some((number, line)) = lines
-        .next()
+        .next_line()
         .with_context(|| format!("{}", path.display()))?
     {
         let at = || format!("{}:{number}", path.display());
