@@ -401,6 +401,13 @@ fn parse_text(text: &str, dir: &Path, stem: &str) -> Result<Campaign> {
     if let Some(c) = control(&name) {
         bail!("name: a name must not contain control characters ({c})");
     }
+    // The name is the default archive's file name (`NAME.sqlite` beside the file).
+    if name.contains(['/', '\\']) || name == "." || name == ".." {
+        bail!(
+            "name: '{}' names the campaign's archive file (NAME.sqlite), so it cannot contain '/' or '\\' or be '.' or '..'",
+            shown(&name)
+        );
+    }
     let mut index = Index {
         names: HashMap::with_capacity(f.targets.len()),
         groups: HashMap::new(),
@@ -1029,6 +1036,15 @@ mod tests {
                 && e.len() < 200,
             "{e}"
         );
+        // The campaign's name is its default archive's file name: no directories.
+        for name in ["../x", "a/b", "a\\\\b", ".."] {
+            let text = format!("name = \"{name}\"\n{base}[[probes]]\nname = \"p\"\nkind = \"ping\"\nevery = \"1m\"\n");
+            let e = format!("{:#}", parse(&text, Path::new("."), "c").unwrap_err());
+            assert!(
+                e.contains("cannot contain '/' or '\\' or be '.' or '..'"),
+                "{name}: {e}"
+            );
+        }
     }
 
     fn targets(n: usize, extra: &str) -> String {
