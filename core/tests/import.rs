@@ -514,6 +514,34 @@ fn csv_columns_and_times() {
 }
 
 #[test]
+fn times_out_of_order_are_put_in_order_for_the_page_and_named_for_the_cli() {
+    // Two runs concatenated, the later first: the page's import puts each series in time
+    // order (a stable sort: one time keeps the file's order) and says so.
+    let text = "time,rtt\n3000,30\n4000,40\n1000,10\n2000,20\n2000,21\n5000,50\n";
+    let r = read(text);
+    let rtt = series(&r, "rtt");
+    assert_eq!(rtt.1, [1000.0, 2000.0, 2000.0, 3000.0, 4000.0, 5000.0]);
+    assert_eq!(rtt.2, [10.0, 20.0, 21.0, 30.0, 40.0, 50.0]);
+    assert_eq!(
+        r.notes,
+        ["rtt: 3 values are earlier than a value before them in the file (shown and forecast in time order)"]
+    );
+    // One chosen series streams in the file's order, and the note says that instead.
+    let (v, reader, _) = one(text, Select::default());
+    assert_eq!(v, [30.0, 40.0, 10.0, 20.0, 21.0, 50.0]);
+    assert_eq!(
+        reader.notes(),
+        ["rtt: 3 values are earlier than a value before them in the file (forecast in the file's order)"]
+    );
+    // In order (equal times included), nothing is said.
+    let r = read("time,rtt\n1000,1\n1000,2\n2000,3\n");
+    assert_eq!(
+        (r.series[0].2.clone(), r.notes.len()),
+        (vec![1.0, 2.0, 3.0], 0)
+    );
+}
+
+#[test]
 fn the_export_reads_back_into_its_series() {
     let mut rtt = Record::new(1000.0, "browser", Metric::Rtt, 20.5, "h:443");
     rtt.probe = Some(nowcast_core::record::Probe {

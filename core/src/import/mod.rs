@@ -294,6 +294,10 @@ struct Registry {
     overflow: u64,
     /// FOBS congestion-event records left out of the series (see [`documents::record`]).
     congestion_events: u64,
+    /// Each series' latest time so far, and how many of its values came earlier than a
+    /// value before them in the file (wanted series only).
+    latest: Vec<f64>,
+    earlier: Vec<u64>,
 }
 
 impl Registry {
@@ -303,6 +307,8 @@ impl Registry {
         }
         self.infos.push(info);
         self.counts.push(0);
+        self.latest.push(f64::NEG_INFINITY);
+        self.earlier.push(0);
         Some(self.infos.len() - 1)
     }
 
@@ -363,7 +369,13 @@ impl<S: Sink> Out<'_, S> {
         let n = self.reg.counts[id];
         self.reg.counts[id] = n + 1;
         if self.reg.wanted(id) {
-            self.sink.point(id, t.unwrap_or(n as f64 * 1000.0), v);
+            let t = t.unwrap_or(n as f64 * 1000.0);
+            if t < self.reg.latest[id] {
+                self.reg.earlier[id] += 1;
+            } else {
+                self.reg.latest[id] = t;
+            }
+            self.sink.point(id, t, v);
         }
     }
 
@@ -477,6 +489,24 @@ impl<P: Parser> Reader<P> {
                  reading) not read as values: a transfer's loss is its own record",
                 self.reg.congestion_events
             ));
+        }
+        // The page reads every series and puts each in time order ([`read_text`]); one
+        // chosen series (`nowcast forecast`) streams through the banks as the file has it.
+        let order = match self.opts.select {
+            None => "shown and forecast in time order",
+            Some(_) => "forecast in the file's order",
+        };
+        for (info, &n) in self.reg.infos.iter().zip(&self.reg.earlier) {
+            if n > 0 {
+                let (what, them) = match n {
+                    1 => ("1 value is".to_string(), "it"),
+                    n => (format!("{n} values are"), "them"),
+                };
+                notes.push(format!(
+                    "{}: {what} earlier than a value before {them} in the file ({order})",
+                    info.name
+                ));
+            }
         }
         for (info, &n) in self.reg.infos.iter().zip(&self.reg.counts) {
             if n > 0 && info.clock == Clock::Count {
@@ -875,8 +905,23 @@ impl Sink for Imported {
     }
 }
 
+/// A series' times and values in time order: a stable sort, so values of one time keep the
+/// file's order; as they were when already in order.
+pub fn in_time_order(t: Vec<f64>, v: Vec<f64>) -> (Vec<f64>, Vec<f64>) {
+    if t.is_sorted_by(|a, b| a <= b) {
+        return (t, v);
+    }
+    let mut order: Vec<usize> = (0..t.len()).collect();
+    order.sort_by(|&a, &b| t[a].total_cmp(&t[b]));
+    (
+        order.iter().map(|&i| t[i]).collect(),
+        order.iter().map(|&i| v[i]).collect(),
+    )
+}
+
 /// Reads a whole text (the page's import): lines split at `\n` (a `\r` before it dropped),
-/// each at most [`MAX_LINE`] bytes; every series found, with its points in file order.
+/// each at most [`MAX_LINE`] bytes; every series found, with its points in time order
+/// ([`in_time_order`]).
 pub fn read_text<P: Parser>(text: &str, parser: P) -> Imported {
     let mut reader = Reader::new(parser, Options::default());
     let mut out = Imported::default();
@@ -895,7 +940,10 @@ pub fn read_text<P: Parser>(text: &str, parser: P) -> Imported {
         .into_iter()
         .zip(series.into_iter().map(|(_, t, v)| (t, v)))
         .filter(|(_, (t, _))| !t.is_empty())
-        .map(|(info, (t, v))| (info, t, v))
+        .map(|(info, (t, v))| {
+            let (t, v) = in_time_order(t, v);
+            (info, t, v)
+        })
         .collect();
     out.notes = reader.notes();
     out

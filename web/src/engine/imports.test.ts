@@ -55,6 +55,9 @@ describe("an imported series", () => {
     expect(failures).toEqual([]);
     const [s] = ev.series;
     expect(s!.points.map((p) => p.t)).toEqual([1000, 2000, 3000]);
+    expect(ev.notes).toContain(
+      "value: 2 values are earlier than a value before them in the file (shown and forecast in time order)",
+    );
     expect(s!.points[0]!.next).toEqual({
       value: 10,
       error: 0,
@@ -119,6 +122,7 @@ describe("restoring saved imports", () => {
       { id: 2, file: "b.csv", format: "csv", label: "no points", unit: "ms" },
       { ...good, id: 3, label: "a NaN", points: [{ t: 1, value: Number.NaN }] },
       null,
+      { ...good, id: 5, label: "out of order", points: [...good.points].reverse() },
       { ...good, id: 4, label: "after the damage" },
     ];
     const history = { imports: () => Promise.resolve([good, ...damaged]) };
@@ -141,6 +145,7 @@ describe("restoring saved imports", () => {
       'a saved import ("no points") could not be restored and was skipped: it has no list of points',
       'a saved import ("a NaN") could not be restored and was skipped: point 1 is not a finite time and value',
       "a saved import (without a name) could not be restored and was skipped: not an object",
+      'a saved import ("out of order") could not be restored and was skipped: point 2 is earlier than the one before it',
     ]);
     i.clear();
   });

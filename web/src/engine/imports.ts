@@ -86,8 +86,9 @@ export class Imports {
     });
   }
 
-  /** Runs an imported series, in time order, through a series of the core and keeps it under
-   *  `key`; returns it as shown, each point with the forecast made after it. */
+  /** Runs an imported series (in time order: the core's reader sorts each series) through a
+   *  series of the core and keeps it under `key`; returns it as shown, each point with the
+   *  forecast made after it. */
   private replay(s: StoredImport, key: string): ImportedEvent["series"][number] {
     const series = ProbedSeries.create({
       metric: IMPORTED_METRIC,
@@ -96,7 +97,7 @@ export class Imports {
       to: s.label,
     });
     this.series.set(key, { series, id: s.id });
-    const points = [...s.points].sort((a, b) => a.t - b.t);
+    const points = s.points;
     const next = series.observeValues(points);
     return {
       key,
@@ -140,7 +141,7 @@ export class Imports {
           `${named}: kept the newest ${MAX_IMPORTED_POINTS} of ${points.length} values ` +
             `(at most ${MAX_IMPORTED_POINTS} per series)`,
         );
-        points = [...points].sort((a, b) => a.t - b.t).slice(-MAX_IMPORTED_POINTS);
+        points = points.slice(-MAX_IMPORTED_POINTS);
       }
       if (s.clock === "relative") {
         notes.push(`${named}: the times are the tool's own clock, not dates`);
@@ -216,6 +217,10 @@ function checkStored(s: StoredImport): StoredImport {
   s.points.forEach((p, i) => {
     if (!Number.isFinite(p?.t) || !Number.isFinite(p?.value))
       throw new Error(`point ${i + 1} is not a finite time and value`);
+    // The core's reader stores each series in time order; one that is not was not stored
+    // by it.
+    if (i > 0 && p.t < s.points[i - 1]!.t)
+      throw new Error(`point ${i + 1} is earlier than the one before it`);
   });
   return s;
 }
