@@ -1,6 +1,7 @@
 //! The loop of a periodic probe command (edge): it asks the [`Schedule`] what to do, sleeps
 //! until then (a signal cuts the sleep short), runs each experiment, hands its results to
-//! the [`RecordSink`] and names failed probes on standard error. A run in which some series
+//! the [`RecordSink`] and names failed probes on standard error (or says what the
+//! experiment gives in their place, [`Report::said`]). A run in which some series
 //! measured nothing (every probe of it timed out or failed, as with 100 % UDP loss or a
 //! server that is down) ends in [`Unmeasured`], which the command turns into exit status 1,
 //! as ping does when no reply came.
@@ -33,6 +34,12 @@ pub struct Report {
     pub next: Vec<Option<RecordForecast>>,
     pub extra: Vec<String>,
     pub notes: Vec<String>,
+    /// What standard error gets for this experiment in place of a line per failed record
+    /// (`nowcast tcp`: one line for a session that failed, naming the steps not tried);
+    /// `None`: a line per failed record.
+    pub said: Option<Vec<String>>,
+    /// No experiment follows this one (the command found it cannot go on).
+    pub last: bool,
 }
 
 /// Series that were probed and measured nothing: each with its probes, timeouts and errors.
@@ -100,7 +107,13 @@ pub fn run(
                 };
                 summary.experiment(&e);
                 sink.experiment(&e)?;
-                problems(&r.records);
+                match r.said {
+                    Some(lines) => lines.iter().for_each(|l| eprintln!("nowcast: {l}")),
+                    None => problems(&r.records),
+                }
+                if r.last {
+                    schedule.stop();
+                }
             }
         }
     }

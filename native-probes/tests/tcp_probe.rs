@@ -353,9 +353,15 @@ fn a_download_after_a_refused_upload_is_recorded_as_not_tried() {
             && err.contains("no bandwidth_down measured: all 2 probes failed"),
         "{err}"
     );
+    // One line per experiment names the failure and the series it left untried.
+    assert_eq!(
+        err.matches("; bandwidth_down not tried").count(),
+        2,
+        "each experiment's probes not tried are named: {err}"
+    );
     assert!(
-        err.contains("bandwidth down: not tried because the bandwidth step"),
-        "each probe not tried is named: {err}"
+        !err.contains("not tried because"),
+        "not one line per step: {err}"
     );
 
     // The table's summary has the download's row, as lost, like the upload's.

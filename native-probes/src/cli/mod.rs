@@ -79,7 +79,8 @@ enum Command {
 /// probe of it lost, timed out or refused), as ping's 1 when no reply came.
 pub const EXIT_UNMEASURED: u8 = 1;
 /// Exit status of `nowcast tcp` and `nowcast udp` when they could not run (a bad option, a
-/// name that does not resolve, an output that cannot be written), as ping's 2.
+/// name that does not resolve, an output that cannot be written, a target that answers in
+/// another protocol), as ping's 2.
 pub const EXIT_ERROR: u8 = 2;
 
 /// Parses the command line, runs the subcommand and turns its result into an exit status:

@@ -27,7 +27,9 @@ use nowcast_core::record::{Metric, Transport};
     included: the summary gives it); 1 when a series measured nothing (every probe of it \
     refused, failed or timed out, e.g. the server is down or refuses the size); 2 when the \
     command could not run (a bad option, a name that does not resolve, an output that \
-    cannot be written). A reader that goes away (| head) ends it quietly with 0."
+    cannot be written, or a target whose first answer is not nowcast's protocol, e.g. a web \
+    server: the run stops there). A failed session is one line on standard error: the cause \
+    and the series it left untried. A reader that goes away (| head) ends it quietly with 0."
 )]
 pub struct Args {
     /// The server (`nowcast serve`), HOST or HOST:PORT ([v6]:PORT).

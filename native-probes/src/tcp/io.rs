@@ -3,17 +3,18 @@
 //! scale fits them) and the sizes the kernel granted are reported, because buffer sizes
 //! change what is measured (JavaNws §4).
 
-use super::session::{Action, Config, Event, Granted, Nanos, ProbeSize, Session};
+use super::session::{
+    agrees, Action, Config, Event, Granted, Nanos, ProbeSize, Session, ANSWER_MAX,
+};
 use crate::clock::{wall_ms, Clock};
-use crate::net::{discard_by, prime, read_exact_by, remaining, write_all_by};
+use crate::net::{discard_by, is_timeout, prime, read_exact_by, remaining, write_all_by};
 use crate::output::{Heading, RecordSink};
-use crate::periodic::{self, Plan, Report};
+use crate::periodic::{self, Plan, Report, Unmeasured};
 use crate::series::{SeriesSet, Settings};
 use crate::stop::Stop;
-use crate::wire::Welcome;
-use anyhow::Result;
+use anyhow::{anyhow, Result};
 use socket2::{Domain, Protocol, SockRef, Socket, Type};
-use std::io;
+use std::io::{self, Read};
 use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
@@ -35,6 +36,23 @@ struct Buffers {
 }
 
 /// Runs the sessions of `probe` per `plan`, feeding `settings`' series, writing to `sink`.
+///
+/// A session that failed is one line on standard error
+/// ([`Trouble`](super::session::Trouble)): the cause and the series therefore not tried,
+/// where the records have one error each; until a session of the run has been welcomed,
+/// with the question the hello's answer (or its silence) raises, whether `nowcast serve`
+/// runs there.
+///
+/// A peer that answers the first hello of the run with something this build cannot talk to
+/// (another service on the port, another version of the protocol) ends the run after that
+/// experiment, with the error the command exits 2 for ("could not run"), as ping stops at
+/// once on a host it cannot resolve: it is a mistake in the command's target, not a
+/// measurement of the path, and every later experiment would get the same answer and add
+/// rows of loss that read as the network's. Once a `nowcast serve` has welcomed a session of
+/// the run, the target was right: a later answer of another kind (the server replaced while
+/// a long run goes on) is recorded as that experiment's failure and the run goes on, as for
+/// a server that is down. A hello that times out is never taken for a wrong server: a slow
+/// `nowcast serve` does the same.
 pub fn run(
     probe: &Probe,
     settings: &Settings,
@@ -60,11 +78,14 @@ pub fn run(
         down: vec![0u8; write_size.max(256 * 1024)],
     };
     let mut shown: Option<Granted> = None;
+    let mut welcomed = false;
+    let mut wrong_server = None;
     let result = periodic::run(plan, &clock, stop, sink, |index| {
         let timestamp_ms = wall_ms();
         let mut session = Session::new(cfg, &mut set, index, timestamp_ms);
         drive(&mut session, &probe.addrs, &clock, &mut bufs);
         let granted = session.granted();
+        let trouble = session.trouble().cloned();
         let records = session.into_records();
         let mut notes = Vec::new();
         if let Some(g) = granted.filter(|g| shown != Some(*g)) {
@@ -74,14 +95,33 @@ pub fn run(
             ));
             shown = Some(g);
         }
+        welcomed |= granted.is_some();
+        // A failed session is one line (or none: a wrong server is said once, as the
+        // command's error, after the table's summary).
+        let said = trouble.map(|t| match (&t.wrong_server, welcomed) {
+            (Some(why), false) => {
+                wrong_server = Some(why.clone());
+                vec![]
+            }
+            // A `nowcast serve` has answered at this address: no question about it.
+            (_, true) => vec![t.line],
+            (None, false) => vec![t.hinted()],
+        });
         Report {
             timestamp_ms,
             records,
             next: metrics.iter().map(|&m| set.next(m)).collect(),
             extra: Vec::new(),
             notes,
+            said,
+            last: wrong_server.is_some(),
         }
     });
+    let result = match (result, wrong_server) {
+        (Ok(()), Some(why)) => Err(anyhow!(why)),
+        (Err(e), Some(why)) if e.is::<Unmeasured>() => Err(anyhow!(why)),
+        (result, _) => result,
+    };
     periodic::finish(result, sink, &set.stats())
 }
 
@@ -125,7 +165,7 @@ fn failure(e: io::Error, started: Nanos, clock: &Clock) -> Event<'static> {
 fn drive(session: &mut Session<'_>, addrs: &[SocketAddr], clock: &Clock, bufs: &mut Buffers) {
     let mut stream: Option<TcpStream> = None;
     let mut nodelay = true;
-    let mut read = [0u8; Welcome::LEN];
+    let mut read = [0u8; ANSWER_MAX];
     loop {
         let now = clock.now();
         match session.poll(now) {
@@ -153,6 +193,7 @@ fn drive(session: &mut Session<'_>, addrs: &[SocketAddr], clock: &Clock, bufs: &
                 payload,
                 read: n,
                 nodelay: want,
+                expect,
                 by,
             } => {
                 let Some(s) = stream.as_mut() else {
@@ -177,13 +218,18 @@ fn drive(session: &mut Session<'_>, addrs: &[SocketAddr], clock: &Clock, bufs: &
                     continue;
                 }
                 let started = clock.now();
-                let r = exchange(s, send.bytes(), payload, &bufs.payload, &mut read[..n], by);
+                let answer = Answer {
+                    buf: &mut read,
+                    want: n,
+                    expect,
+                };
+                let r = exchange(s, send.bytes(), payload, &bufs.payload, answer, by);
                 let ended = clock.now();
                 session.handle(match r {
-                    Ok(()) => Event::Exchanged {
+                    Ok(got) => Event::Exchanged {
                         started,
                         ended,
-                        read: &read[..n],
+                        read: &read[..got],
                     },
                     Err(e) => failure(e, started, clock),
                 });
@@ -245,15 +291,24 @@ fn connect(
     Err(last)
 }
 
-/// Writes `send`, then `payload` bytes from `buf` (repeated), then reads `read` full.
+/// Where an exchange's answer goes: `want` bytes into `buf`, unless they stop agreeing with
+/// `expect` (see [`Action::Exchange`]).
+struct Answer<'a> {
+    buf: &'a mut [u8],
+    want: usize,
+    expect: &'static [u8],
+}
+
+/// Writes `send`, then `payload` bytes from `buf` (repeated), then reads the answer: the
+/// number of its bytes read.
 fn exchange(
     s: &mut TcpStream,
     send: &[u8],
     payload: u64,
     buf: &[u8],
-    read: &mut [u8],
+    answer: Answer<'_>,
     by: Instant,
-) -> io::Result<()> {
+) -> io::Result<usize> {
     let sent = (|| {
         write_all_by(s, send, by)?;
         let mut left = payload;
@@ -271,12 +326,71 @@ fn exchange(
         Err(e) if is_closed(&e) => {
             let soon = by.min(Instant::now() + REASON_WAIT);
             prime(s, soon)
-                .and_then(|()| read_exact_by(s, read, soon))
+                .and_then(|()| read_answer(s, answer, soon))
                 .map_err(|_| e)
         }
         Err(e) => Err(e),
-        Ok(()) => read_exact_by(s, read, by),
+        Ok(()) => read_answer(s, answer, by),
     }
+}
+
+/// Reads `answer.want` bytes by `by` (after [`prime`]); or, when what comes stops agreeing
+/// with `answer.expect`, what came with the rest of its first line, read for at most
+/// [`REASON_WAIT`]: a peer of another protocol is told at once, not when the timeout expires.
+/// The number of bytes read.
+fn read_answer(s: &mut TcpStream, answer: Answer<'_>, by: Instant) -> io::Result<usize> {
+    let Answer { buf, want, expect } = answer;
+    if expect.is_empty() {
+        read_exact_by(s, &mut buf[..want], by)?;
+        return Ok(want);
+    }
+    let mut n = 0;
+    while n < want {
+        match s.read(&mut buf[n..want]) {
+            Ok(0) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "the server closed the connection",
+                ))
+            }
+            Ok(k) => {
+                n += k;
+                if !agrees(&buf[..n], expect) {
+                    return Ok(rest_of_line(s, buf, n, by));
+                }
+                if n < want {
+                    prime(s, by)?;
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) if is_timeout(&e) => {
+                if remaining(by).is_err() {
+                    return Err(io::Error::new(io::ErrorKind::TimedOut, "timed out"));
+                }
+                prime(s, by)?;
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(n)
+}
+
+/// Reads on into `buf` after its first `n` bytes until it holds a line's end, is full, the
+/// peer closes or [`REASON_WAIT`] has passed (at most until `by`): the bytes it then holds.
+fn rest_of_line(s: &mut TcpStream, buf: &mut [u8], mut n: usize, by: Instant) -> usize {
+    let soon = by.min(Instant::now() + REASON_WAIT);
+    while n < buf.len() && !buf[..n].contains(&b'\n') {
+        if prime(s, soon).is_err() {
+            break;
+        }
+        match s.read(&mut buf[n..]) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(_) => break,
+        }
+    }
+    n
 }
 
 /// How long a client whose writes were cut off waits for the server's reason.

@@ -25,9 +25,17 @@
 //! series' adaptive timeout, capped by the hard deadline; a step that fails ends the session,
 //! and each series of the session's later steps gets an error record saying it was not tried
 //! and which step failed, so that no series asked for silently vanishes from an experiment.
+//! For people, the session sums such an end up in one line ([`Trouble`]): the cause and the
+//! series not tried.
+//!
+//! The hello's answer is read only as long as it agrees with the start of a welcome
+//! ([`Action::Exchange`]'s `expect`): a peer that is not a `nowcast serve` (a web server's
+//! `HTTP/1.0 400`, an SSH banner) is told apart at once, quoted ([`quote`]), and marked as
+//! such ([`Trouble::wrong_server`]), instead of waiting for the hello's timeout.
 
+use crate::format::number;
 use crate::series::SeriesSet;
-use crate::wire::{self, Hello, Reply as Answer, Status as Accepted, Welcome};
+use crate::wire::{self, Hello, Reply as Answer, Status as Accepted, Welcome, WireError};
 use nowcast_core::probed::{Observation, Outcome};
 use nowcast_core::record::{Metric, Probe, Record, Status, Transport};
 use nowcast_core::transfer::{auto_size, burst_next, rate_minus_rtt, AUTO_MIN_BYTES};
@@ -51,6 +59,32 @@ pub const WARM_UP: u8 = 0xff;
 
 /// How long the closing quit may take; nothing waits for an answer to it.
 const QUIT_NS: Nanos = 100_000_000;
+
+/// The first bytes of every welcome this build understands: the magic and the version. The
+/// hello's answer is read only as long as it agrees with them.
+pub const WELCOME_START: [u8; 5] = {
+    let m = wire::TCP_MAGIC;
+    [m[0], m[1], m[2], m[3], wire::VERSION]
+};
+
+/// The most bytes read of an answer that disagrees with what was expected (another
+/// protocol's): enough for the first line a message quotes.
+pub const ANSWER_MAX: usize = 64;
+
+/// The most characters of a peer's answer that a message quotes ([`quote`]).
+pub const QUOTE_CHARS: usize = 40;
+
+const _: () = assert!(
+    ANSWER_MAX >= Welcome::LEN,
+    "an answer's buffer holds a welcome"
+);
+
+/// What to ask the user when the port answered the hello in another protocol.
+const ASK: &str = "is `nowcast serve` running there?";
+/// What to tell the user when the hello got no answer before its timeout. (A `nowcast serve`
+/// too slow to answer in time reads it too: the question is asked, not answered.)
+const SILENT: &str =
+    "the port accepts connections but did not answer the hello: is `nowcast serve` running there?";
 
 /// The most an automatic probe moves, bytes (and the server's cap, when lower). A quarter
 /// second at 8 Gbit/s; faster paths (loopback) are timed over a shorter probe.
@@ -135,12 +169,15 @@ pub enum Action {
         by: Nanos,
     },
     /// Set Nagle as asked, then, timed: send `send`, then `payload` bytes (of any value),
-    /// then read exactly `read` bytes; all before `by`.
+    /// then read exactly `read` bytes; all before `by`. When `expect` is not empty and the
+    /// bytes read stop agreeing with it, stop waiting for the rest: read on briefly for the
+    /// peer's first line (at most [`ANSWER_MAX`] bytes in all) and hand over what came.
     Exchange {
         send: Message,
         payload: u64,
         read: usize,
         nodelay: bool,
+        expect: &'static [u8],
         by: Nanos,
     },
     /// Read and discard `len` bytes before `by`.
@@ -164,7 +201,8 @@ pub enum Event<'a> {
         rcvbuf: u64,
     },
     /// The exchange's bytes read, with the time just before its first write and just
-    /// after its last read.
+    /// after its last read: as many as asked, or, when they disagreed with the action's
+    /// `expect`, what came.
     Exchanged {
         started: Nanos,
         ended: Nanos,
@@ -179,6 +217,32 @@ pub enum Event<'a> {
     Failed { error: String },
     /// The quit was sent (or not: nothing depends on it).
     Closed,
+}
+
+/// Why a session ended before its last step, for people.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Trouble {
+    /// One line: the cause and the series therefore not tried (whose records say so one by
+    /// one).
+    pub line: String,
+    /// What to ask about the target when the hello got another protocol's answer or none:
+    /// whether `nowcast serve` runs there.
+    pub hint: Option<&'static str>,
+    /// Set when the peer answered the hello with something this build cannot talk to:
+    /// another protocol, another version of this one, or a refusal of the hello as not
+    /// understood. What to tell the user (the cause and the hint); another session would
+    /// get the same answer.
+    pub wrong_server: Option<String>,
+}
+
+impl Trouble {
+    /// The line and, as a sentence after it, the hint.
+    pub fn hinted(&self) -> String {
+        match self.hint {
+            Some(hint) => format!("{}. {}", self.line, capitalised(hint)),
+            None => self.line.clone(),
+        }
+    }
 }
 
 /// The sizes the kernels granted, known once the server welcomed the session.
@@ -231,6 +295,11 @@ pub struct Session<'a> {
     bulk_bytes: u64,
     trying: bool,
     records: Vec<Record>,
+    /// What to check, for the line of a session that failed (see [`Trouble`]).
+    hint: Option<&'static str>,
+    /// The hello's answer was not one this build can talk to: what to tell the user.
+    wrong_server: Option<String>,
+    trouble: Option<Trouble>,
 }
 
 fn ms(from: Nanos, to: Nanos) -> f64 {
@@ -265,6 +334,9 @@ impl<'a> Session<'a> {
             bulk_bytes: 0,
             trying: false,
             records: Vec::new(),
+            hint: None,
+            wrong_server: None,
+            trouble: None,
         }
     }
 
@@ -300,6 +372,7 @@ impl<'a> Session<'a> {
                 payload: 0,
                 read: Welcome::LEN,
                 nodelay: true,
+                expect: &WELCOME_START,
                 by: self.by,
             },
             Step::WarmUp => {
@@ -309,6 +382,7 @@ impl<'a> Session<'a> {
                     payload: 0,
                     read: wire::PING_LEN,
                     nodelay: true,
+                    expect: &[],
                     by: self.by,
                 }
             }
@@ -319,6 +393,7 @@ impl<'a> Session<'a> {
                     payload: 0,
                     read: wire::PING_LEN,
                     nodelay: !nagle,
+                    expect: &[],
                     by: self.by,
                 }
             }
@@ -350,6 +425,7 @@ impl<'a> Session<'a> {
                     read: wire::ACK.len(),
                     // Nagle off, so the last partial segment is not held back for an ACK.
                     nodelay: true,
+                    expect: &[],
                     by: self.by,
                 }
             }
@@ -390,6 +466,19 @@ impl<'a> Session<'a> {
                 self.probe.rcvbuf_bytes = Some(rcvbuf);
                 self.step = Step::Hello;
             }
+            (Step::Hello, Event::Exchanged { read, .. }) if !agrees(read, &wire::TCP_MAGIC) => {
+                // Not the start of any message of this protocol: another service has the
+                // port (a web server's error page, an SSH banner).
+                let answered = format!("it answered \"{}\"", quote(read));
+                self.wrong_server = Some(format!(
+                    "{host} does not speak nowcast's protocol ({answered}): {ASK}"
+                ));
+                self.hint = Some(ASK);
+                let msg = format!(
+                    "{host}: hello: the peer does not speak nowcast's protocol ({answered})"
+                );
+                self.fail(Metric::HandshakeRtt, msg, self.probe.clone());
+            }
             (Step::Hello, Event::Exchanged { read, .. }) => match Welcome::decode(read) {
                 Ok(w) if w.status == Accepted::Ok => {
                     self.granted = Some(Granted {
@@ -410,17 +499,20 @@ impl<'a> Session<'a> {
                         0 => String::new(),
                         ms => format!("; try again in {:.1} s", f64::from(ms) / 1e3),
                     };
-                    self.fail(
-                        Metric::HandshakeRtt,
-                        format!("{host}: hello: {}{retry}", w.status.reason()),
-                        self.probe.clone(),
-                    )
+                    let msg = format!("{host}: hello: {}{retry}", w.status.reason());
+                    // A server that does not understand this build's hello never will.
+                    if w.status == Accepted::BadHello {
+                        self.wrong_server = Some(msg.clone());
+                    }
+                    self.fail(Metric::HandshakeRtt, msg, self.probe.clone())
                 }
-                Err(e) => self.fail(
-                    Metric::HandshakeRtt,
-                    format!("{host}: hello: {e}"),
-                    self.probe.clone(),
-                ),
+                Err(e) => {
+                    let msg = format!("{host}: hello: {e}");
+                    if matches!(e, WireError::Version { .. }) {
+                        self.wrong_server = Some(msg.clone());
+                    }
+                    self.fail(Metric::HandshakeRtt, msg, self.probe.clone())
+                }
             },
             (step @ (Step::Connect | Step::Hello), other) => {
                 let name = if step == Step::Connect {
@@ -428,6 +520,10 @@ impl<'a> Session<'a> {
                 } else {
                     "hello"
                 };
+                if step == Step::Hello && matches!(other, Event::TimedOut { .. }) {
+                    // The port took the connection; whatever listens there said nothing.
+                    self.hint = Some(SILENT);
+                }
                 let since = self.step_started;
                 self.failed(Metric::HandshakeRtt, name, other, since, self.probe.clone());
             }
@@ -714,6 +810,16 @@ impl<'a> Session<'a> {
     fn end_after_failure(&mut self) {
         let failed = self.step_name();
         let failed_metric = self.records.last().map(|r| r.metric);
+        let cause = self.records.last().map(|r| match r.status {
+            Status::Timeout => format!(
+                "{}: {} timed out after {} ms",
+                self.cfg.host,
+                r.metric,
+                r.timeout_ms.map(number).unwrap_or_default()
+            ),
+            _ => r.error.clone().unwrap_or_default(),
+        });
+        let mut untried = Vec::new();
         for metric in self.cfg.metrics() {
             if self.records.iter().any(|r| r.metric == metric) {
                 continue;
@@ -737,8 +843,20 @@ impl<'a> Session<'a> {
             };
             let r = self.series.observe(metric, obs);
             self.records.push(r);
+            untried.push(metric.to_string());
         }
         self.step = Step::Done;
+        self.trouble = cause.map(|cause| {
+            let mut line = cause;
+            if !untried.is_empty() {
+                line.push_str(&format!("; {} not tried", and_list(&untried)));
+            }
+            Trouble {
+                line,
+                hint: self.hint,
+                wrong_server: self.wrong_server.clone(),
+            }
+        });
     }
 
     /// The name of the current step, as error messages give it.
@@ -759,10 +877,73 @@ impl<'a> Session<'a> {
         self.granted
     }
 
+    /// Why the session ended before its last step, once it has.
+    pub fn trouble(&self) -> Option<&Trouble> {
+        self.trouble.as_ref()
+    }
+
     /// The session's records, in step order.
     pub fn into_records(self) -> Vec<Record> {
         self.records
     }
+}
+
+/// Whether `read` agrees with `expect` as far as both go (what has come could still be the
+/// start of it, or holds it whole).
+pub fn agrees(read: &[u8], expect: &[u8]) -> bool {
+    let n = read.len().min(expect.len());
+    read[..n] == expect[..n]
+}
+
+/// A peer's answer, for a message: its first line (all of it when that is empty or it has
+/// none), at most [`QUOTE_CHARS`] characters with `…` when cut. Printable ASCII is kept,
+/// every other byte is escaped (`\r`, `\x1b`), as are `"` and `\`: a peer cannot write
+/// control sequences to the user's terminal, nor bytes that are not text.
+pub fn quote(read: &[u8]) -> String {
+    let line = match read.iter().position(|&b| b == b'\n') {
+        Some(end) => {
+            let line = &read[..end];
+            line.strip_suffix(b"\r").unwrap_or(line)
+        }
+        None => read,
+    };
+    let line = if line.is_empty() { read } else { line };
+    let mut out = String::new();
+    for &b in line {
+        let piece = match b {
+            b'"' => "\\\"".to_string(),
+            b'\\' => "\\\\".to_string(),
+            b'\r' => "\\r".to_string(),
+            b'\n' => "\\n".to_string(),
+            b'\t' => "\\t".to_string(),
+            0x20..=0x7e => char::from(b).to_string(),
+            _ => format!("\\x{b:02x}"),
+        };
+        // Every piece is ASCII: its length is its width.
+        if out.len() + piece.len() > QUOTE_CHARS {
+            out.push('…');
+            break;
+        }
+        out.push_str(&piece);
+    }
+    out
+}
+
+/// "a", "a and b", "a, b and c".
+fn and_list(items: &[String]) -> String {
+    match items {
+        [] => String::new(),
+        [one] => one.clone(),
+        [rest @ .., last] => format!("{} and {last}", rest.join(", ")),
+    }
+}
+
+/// `text` with its first letter in capitals, to start a sentence.
+fn capitalised(text: &str) -> String {
+    let mut chars = text.chars();
+    chars.next().map_or(String::new(), |c| {
+        c.to_uppercase().chain(chars).collect::<String>()
+    })
 }
 
 /// The server's reason when `read` (in place of an echo) is a refusal.
@@ -876,8 +1057,19 @@ mod tests {
         cfg: &Config,
         set: &mut SeriesSet,
         number: u64,
-        mut peer: impl FnMut(&Action) -> Reply,
+        peer: impl FnMut(&Action) -> Reply,
     ) -> (Vec<Action>, Vec<Record>, Option<Granted>) {
+        let (actions, records, granted, _) = scripted(cfg, set, number, peer);
+        (actions, records, granted)
+    }
+
+    /// [`run`], with the session's [`Trouble`] too.
+    fn scripted(
+        cfg: &Config,
+        set: &mut SeriesSet,
+        number: u64,
+        mut peer: impl FnMut(&Action) -> Reply,
+    ) -> (Vec<Action>, Vec<Record>, Option<Granted>, Option<Trouble>) {
         let mut session = Session::new(cfg, set, number, 1.7e12);
         let mut now: Nanos = 1_000;
         let mut actions = Vec::new();
@@ -886,7 +1078,8 @@ mod tests {
             actions.push(action.clone());
             if action == Action::Done {
                 let granted = session.granted();
-                return (actions, session.into_records(), granted);
+                let trouble = session.trouble().cloned();
+                return (actions, session.into_records(), granted, trouble);
             }
             let started = now;
             match peer(&action) {
@@ -1150,7 +1343,7 @@ mod tests {
                     o => good(o),
                 },
                 Metric::HandshakeRtt,
-                "h:1: hello: welcome: the peer does not speak the nowcast protocol",
+                "h:1: hello: the peer does not speak nowcast's protocol (it answered \"HTTP/1.1 400 Bad Request\")",
             ),
             (
                 |a| match a {
@@ -1297,5 +1490,203 @@ mod tests {
         }
         assert_eq!(set.next(Metric::Rtt).unwrap().value, 0.25);
         assert_eq!(set.get(Metric::BandwidthUp).state().count, 3);
+    }
+
+    /// The session's [`Trouble`] against `peer`, with the bandwidth up series.
+    fn trouble(peer: impl FnMut(&Action) -> Reply) -> Option<Trouble> {
+        let cfg = config(vec![Metric::BandwidthUp]);
+        let mut set = series(&cfg);
+        scripted(&cfg, &mut set, 0, peer).3
+    }
+
+    /// A peer that answers the hello with `answer` and is otherwise well behaved.
+    fn answering(answer: &'static [u8]) -> impl FnMut(&Action) -> Reply {
+        move |a| match a {
+            Action::Exchange {
+                read: Welcome::LEN, ..
+            } => Reply::Read(answer.to_vec(), MS),
+            o => good(o),
+        }
+    }
+
+    #[test]
+    fn a_failed_session_is_one_line_naming_the_cause_and_the_series_not_tried() {
+        assert_eq!(trouble(good), None, "a session that measured everything");
+        let refused = trouble(|a| match a {
+            Action::Connect { .. } => Reply::Failed("Connection refused (os error 111)"),
+            o => good(o),
+        })
+        .unwrap();
+        assert_eq!(
+            refused.line,
+            "h:1: connect: Connection refused (os error 111); rtt, rtt_nagle and bandwidth_up not tried"
+        );
+        assert_eq!(
+            (refused.hint, refused.wrong_server),
+            (None, None),
+            "a server that is down"
+        );
+        let nagle = trouble(|a| match a {
+            Action::Exchange { nodelay: false, .. } => Reply::TimedOut(3_000 * MS),
+            o => good(o),
+        })
+        .unwrap();
+        assert_eq!(
+            nagle.line,
+            "h:1: rtt_nagle timed out after 3000 ms; bandwidth_up not tried"
+        );
+        let refused_upload = trouble(|a| match a {
+            Action::Exchange {
+                payload: 1_000_000, ..
+            } => Reply::Read(wire::REFUSED.to_vec(), MS),
+            o => good(o),
+        })
+        .unwrap();
+        assert_eq!(
+            refused_upload.line,
+            "h:1: bandwidth: the server refused 1000000 bytes: the transfer is above the server's payload cap",
+            "the last step: nothing else to name"
+        );
+        // A server that refuses for now (busy, its budget) is not a wrong server.
+        let mut busy_welcome = [0u8; Welcome::LEN];
+        busy_welcome.copy_from_slice(&Welcome::refusal(Accepted::ClientBusy, 5_000).encode());
+        let busy = trouble(|a| match a {
+            Action::Exchange {
+                read: Welcome::LEN, ..
+            } => Reply::Read(busy_welcome.to_vec(), MS),
+            o => good(o),
+        })
+        .unwrap();
+        assert!(
+            busy.line
+                .starts_with("h:1: hello: the server is busy for this client")
+                && busy
+                    .line
+                    .ends_with("try again in 5.0 s; rtt, rtt_nagle and bandwidth_up not tried"),
+            "{}",
+            busy.line
+        );
+        assert_eq!(busy.wrong_server, None);
+    }
+
+    #[test]
+    fn a_hello_that_times_out_asks_whether_nowcast_serve_is_there() {
+        let silent = trouble(|a| match a {
+            Action::Exchange {
+                read: Welcome::LEN, ..
+            } => Reply::TimedOut(3_000 * MS),
+            o => good(o),
+        })
+        .unwrap();
+        assert_eq!(
+            silent.hinted(),
+            "h:1: handshake_rtt timed out after 3000 ms; rtt, rtt_nagle and bandwidth_up not tried. \
+             The port accepts connections but did not answer the hello: is `nowcast serve` running there?"
+        );
+        assert_eq!(
+            silent.line,
+            "h:1: handshake_rtt timed out after 3000 ms; rtt, rtt_nagle and bandwidth_up not tried"
+        );
+        // A slow `nowcast serve` times out the same way: it is not taken for a wrong server.
+        assert_eq!(silent.wrong_server, None);
+        // A connect that times out reached no port: no question about the server.
+        let connect = trouble(|a| match a {
+            Action::Connect { .. } => Reply::TimedOut(3_000 * MS),
+            o => good(o),
+        })
+        .unwrap();
+        assert_eq!(
+            connect.hinted(),
+            "h:1: handshake_rtt timed out after 3000 ms; rtt, rtt_nagle and bandwidth_up not tried"
+        );
+    }
+
+    #[test]
+    fn an_answer_of_another_protocol_is_quoted_and_marks_a_wrong_server() {
+        let cfg = config(vec![Metric::BandwidthUp]);
+        let mut set = series(&cfg);
+        let (actions, records, _) = run(&cfg, &mut set, 0, answering(b"SSH-2.0-OpenSSH_9.2\r\n"));
+        // Only the hello's answer is checked as it comes.
+        let expects: Vec<&[u8]> = actions
+            .iter()
+            .filter_map(|a| match a {
+                Action::Exchange { expect, .. } => Some(*expect),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(expects, [&b"NWCT\x02"[..]]);
+        assert_eq!(
+            records[0].error.as_deref(),
+            Some(
+                "h:1: hello: the peer does not speak nowcast's protocol \
+                 (it answered \"SSH-2.0-OpenSSH_9.2\")"
+            )
+        );
+        // The records of the steps not tried are as for any failed step.
+        assert_eq!(
+            records[1].error.as_deref(),
+            Some("h:1: rtt: not tried because the hello step (handshake_rtt) failed")
+        );
+        let t = trouble(answering(b"HTTP/1.0 400 Bad request\r\nServer: x\r\n\r\n")).unwrap();
+        assert_eq!(
+            t.wrong_server.as_deref(),
+            Some(
+                "h:1 does not speak nowcast's protocol (it answered \"HTTP/1.0 400 Bad request\"): \
+                 is `nowcast serve` running there?"
+            )
+        );
+        assert_eq!(
+            t.hinted(),
+            "h:1: hello: the peer does not speak nowcast's protocol (it answered \"HTTP/1.0 400 \
+             Bad request\"); rtt, rtt_nagle and bandwidth_up not tried. Is `nowcast serve` \
+             running there?"
+        );
+        // Three bytes are enough to tell.
+        let t = trouble(answering(b"220")).unwrap();
+        assert!(t.wrong_server.unwrap().contains("(it answered \"220\")"));
+        // Another version of this protocol, or a server that did not understand the hello,
+        // would answer every session the same: a wrong server too, without the question.
+        let t = trouble(answering(b"NWCT\x03\x00")).unwrap();
+        assert_eq!(
+            t.wrong_server.as_deref(),
+            Some("h:1: hello: welcome: the peer speaks protocol version 3, this build speaks 2")
+        );
+        let t = trouble(|a| match a {
+            Action::Exchange {
+                read: Welcome::LEN, ..
+            } => Reply::Read(welcome(Accepted::BadHello, 0), MS),
+            o => good(o),
+        })
+        .unwrap();
+        assert!(t
+            .wrong_server
+            .unwrap()
+            .contains("did not understand the hello"));
+        // The start of a welcome cut short is a server that closed, not a wrong one.
+        let t = trouble(answering(b"NWCT\x02\x00")).unwrap();
+        assert_eq!(t.wrong_server, None, "{}", t.line);
+    }
+
+    #[test]
+    fn a_quote_is_the_first_line_short_and_free_of_control_bytes() {
+        assert_eq!(quote(b"SSH-2.0-OpenSSH_9.2\r\n"), "SSH-2.0-OpenSSH_9.2");
+        assert_eq!(
+            quote(b"HTTP/1.0 400 Bad request\r\nServer: x\r\n"),
+            "HTTP/1.0 400 Bad request"
+        );
+        // Terminal escapes, bells and bytes that are not ASCII are shown, not sent.
+        assert_eq!(
+            quote(b"\x1b[2J\x1b]0;pwned\x07\xc3\xa9\"\\"),
+            "\\x1b[2J\\x1b]0;pwned\\x07\\xc3\\xa9\\\"\\\\"
+        );
+        assert_eq!(quote(b"\r\n\r\n"), "\\r\\n\\r\\n", "an empty first line");
+        assert_eq!(quote(b""), "");
+        let long = quote(&[b'a'; 64]);
+        assert_eq!(long, format!("{}…", "a".repeat(QUOTE_CHARS)));
+        // An escape is never cut in half.
+        let escapes = quote(&[0u8; 20]);
+        assert_eq!(escapes, format!("{}…", "\\x00".repeat(QUOTE_CHARS / 4)));
+        assert!(agrees(b"NW", &WELCOME_START) && agrees(b"NWCT\x02\x00", &WELCOME_START));
+        assert!(!agrees(b"NX", &WELCOME_START) && !agrees(b"NWCT\x01", &WELCOME_START));
     }
 }

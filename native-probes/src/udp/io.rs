@@ -209,7 +209,7 @@ fn report(
         records,
         next: METRICS.iter().map(|&m| set.next(m)).collect(),
         extra: extra.iter().map(u64::to_string).collect(),
-        notes: Vec::new(),
+        ..Report::default()
     }
 }
 
