@@ -4,6 +4,7 @@
 import "./style.css";
 import type { HistoryEvent, PageCommand, WorkerEvent } from "./messages";
 import { endpointName } from "./settings";
+import { Announcer, liveRegion } from "./views/announcer";
 import { ConsoleView } from "./views/console-view";
 import { ControlsView } from "./views/controls-view";
 import { FilesView } from "./views/files-view";
@@ -13,6 +14,7 @@ import { MirrorsView } from "./views/mirrors-view";
 import { PredictabilityPanel } from "./views/predictability-view";
 import { RankingView } from "./views/ranking-view";
 import { isTargetSeries, seriesRank, SeriesViews } from "./views/series-views";
+import { el } from "./views/dom";
 
 const worker = new Worker(new URL("./worker.ts", import.meta.url), { type: "module" });
 const send = (cmd: PageCommand) => worker.postMessage(cmd);
@@ -24,15 +26,20 @@ const SITE_URL = new URL("/", location.href).href;
  *  no localStorage; it sends them after every round). */
 const BUDGET_KEY = "nowcast.budget";
 
+/** What a screen reader is told as it happens: summaries, never every probe. */
+const announcer = new Announcer(liveRegion(el("announcer")));
 const controls = new ControlsView(
   SITE_URL,
   send,
   () => ranking.show(),
   (): number => [...mirrors.entries.values()].filter((m) => m.probing).length,
 );
-const headline = new HeadlineView((): number => controls.settings.periodS);
-const consoleView = new ConsoleView(seriesRank, () => headline.render());
-const predictability = new PredictabilityPanel((key) => send({ type: "predictability", key }));
+const headline = new HeadlineView((): number => controls.settings.periodS, announcer);
+const consoleView = new ConsoleView(seriesRank, () => headline.render(), announcer);
+const predictability = new PredictabilityPanel(
+  (key) => send({ type: "predictability", key }),
+  announcer,
+);
 const series = new SeriesViews(
   consoleView,
   new GraphsView(seriesRank),
@@ -45,6 +52,7 @@ const ranking = new RankingView(
   () => mirrors.entries.values(),
   () => controls.settings.target,
   (fileBytes, sites) => send({ type: "rank", fileBytes, sites }),
+  announcer,
 );
 const mirrors = new MirrorsView({
   siteUrl: SITE_URL,

@@ -612,7 +612,13 @@ export class Engine {
     const held = this.heldBytes;
     this.post({
       type: "status",
-      state,
+      // A round on the wire when the user suspended ends after the "suspended" it was told:
+      // what it says then must not put "Measuring" back in the status line (a live region,
+      // which a screen reader reads out) while nothing is measured.
+      state:
+        this.scheduler.suspended && (state === "running" || state === "over-budget")
+          ? "suspended"
+          : state,
       message: [message, this.blockedNote].filter((m) => m !== "").join("; "),
       bytesThisHour: this.budget.used(now),
       bytesSinceStart: this.budget.usedSinceStart,

@@ -14,11 +14,16 @@ import {
 } from "../format";
 import { BAND_K, type NextForecast, type StatusEvent } from "../messages";
 import { budgetLastsS } from "../settings";
-import { el, placeInOrder, type Rank } from "./dom";
+import { AT_ONCE, type Announcer } from "./announcer";
+import { el, placeInOrder, setText, type Rank } from "./dom";
 
 /** The budget is said to be about to run out when, at the last round's pace, it lasts less
  *  than this (s). */
 const BUDGET_WARN_S = 15 * 60;
+
+/** A problem or warning of the banner that comes back within this long is not announced
+ *  again (ms). */
+const REANNOUNCE_MS = 2 * 60_000;
 
 /** What the last probe of a series came to, as its row says it. */
 export type LastText = { text: string; failed: boolean };
@@ -98,19 +103,26 @@ function stateText(ev: StatusEvent): string {
 export class ConsoleView {
   private readonly now = el<HTMLTimeElement>("now");
   private readonly state = el("state");
-  private readonly bytes = el<HTMLOutputElement>("bytes");
+  private readonly bytes = el("bytes");
   private readonly banner = el("banner");
   private readonly tbody = el<HTMLTableElement>("series-table").tBodies[0]!;
-  private readonly targetName = el<HTMLOutputElement>("target-name");
+  private readonly targetName = el("target-name");
   /** Forecasters' display names by id (the worker's "methods"). */
   readonly names = new Map<string, string>();
   private target = "";
   private last: StatusEvent | undefined;
+  /** The headings of the banner's paragraphs shown, and when each was last announced. */
+  private shown = new Set<string>();
+  private readonly announced = new Map<string, number>();
 
-  /** @param tick runs each second, after the clock is set. */
+  /**
+   * @param tick runs each second, after the clock is set.
+   * @param announcer says a new problem or warning of the banner once.
+   */
   constructor(
     private readonly rank: Rank,
     tick: () => void,
+    private readonly announcer: Announcer,
   ) {
     const each = () => {
       const now = Date.now();
@@ -132,7 +144,10 @@ export class ConsoleView {
   /** The worker's state, the bytes used this hour, and what is wrong, in words. */
   status(ev: StatusEvent): void {
     this.last = ev;
-    this.state.textContent = ev.message === "" ? stateText(ev) : `${stateText(ev)}: ${ev.message}`;
+    // A live region: written only when it says something new (a screen reader reads it
+    // again whenever its text is replaced, even by the same words, and the worker reports
+    // its state every round).
+    setText(this.state, ev.message === "" ? stateText(ev) : `${stateText(ev)}: ${ev.message}`);
     this.state.dataset.state =
       ev.outage !== undefined
         ? "problem"
@@ -211,10 +226,29 @@ export class ConsoleView {
     this.banner.replaceChildren(...paragraphs);
     this.banner.hidden = paragraphs.length === 0;
     this.banner.classList.toggle("warning", problems.length === 0);
+    // The banner is rewritten every round (its times move on): a screen reader is told of a
+    // problem or warning when it appears, in the banner's words, and not again if it comes
+    // back within REANNOUNCE_MS (the budget's warning comes and goes with the pace; the
+    // status line, live too, says when the target cannot be reached).
+    const now = Date.now();
+    const heading = (p: HTMLParagraphElement) => p.querySelector("strong")?.textContent ?? "";
+    const fresh = paragraphs.filter((p) => {
+      const h = heading(p);
+      const said = this.announced.get(h);
+      return !this.shown.has(h) && (said === undefined || now - said >= REANNOUNCE_MS);
+    });
+    for (const p of fresh) this.announced.set(heading(p), now);
+    this.shown = new Set(paragraphs.map(heading));
+    this.announcer.say(
+      "banner",
+      [...this.shown].join("\n"),
+      fresh.map((p) => p.textContent).join(" "),
+      AT_ONCE,
+    );
   }
 
   failed(message: string): void {
-    this.state.textContent = message;
+    setText(this.state, message);
   }
 
   /** Names the target measured. */

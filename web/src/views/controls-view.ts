@@ -13,7 +13,7 @@ import {
   type Settings,
   type TransportChoice,
 } from "../settings";
-import { el } from "./dom";
+import { el, setText } from "./dom";
 
 export class ControlsView {
   /** The settings in force, as the worker last heard them. */
@@ -111,12 +111,15 @@ export class ControlsView {
     const strain = budgetStrain(s, this.mirrorsProbed());
     this.warning.hidden = strain === undefined;
     if (strain === undefined || s.size === "auto") return;
-    this.warning.textContent =
+    // A live region, and this runs every round while mirrors are probed: set when it changes.
+    setText(
+      this.warning,
       `${formatBytes(s.size)} probes every ${formatPeriod(s.periodS)} move at least ` +
-      `${formatBytes(strain.hourBytes)} an hour: the ${formatBytes(s.budgetMiB * 1024 * 1024)} ` +
-      `budget would last about ${formatSpan(strain.lastsS * 1000)}, then bandwidth probes ` +
-      "pause until older bytes leave the hour. A smaller size, a longer period or " +
-      '"automatic" keeps them going.';
+        `${formatBytes(strain.hourBytes)} an hour: the ${formatBytes(s.budgetMiB * 1024 * 1024)} ` +
+        `budget would last about ${formatSpan(strain.lastsS * 1000)}, then bandwidth probes ` +
+        "pause until older bytes leave the hour. A smaller size, a longer period or " +
+        '"automatic" keeps them going.',
+    );
   }
 
   /** Takes the controls' values, writes them to the URL and sends them to the worker. */

@@ -6,6 +6,12 @@ export function el<T extends HTMLElement>(id: string): T {
   return e as T;
 }
 
+/** Sets an element's text only when it changes: a screen reader reads a live region again
+ *  whenever its text is replaced, even by the same words. */
+export function setText(e: HTMLElement, text: string): void {
+  if (e.textContent !== text) e.textContent = text;
+}
+
 /** Where a series (by key) stands in the page's order: lower first. */
 export type Rank = (key: string | undefined) => number;
 

@@ -6,6 +6,7 @@
 import { clock, formatValue } from "../format";
 import type { NextForecast, SeriesKey } from "../messages";
 import type { Record } from "../record";
+import type { Announcer, Pace } from "./announcer";
 import { el } from "./dom";
 import {
   COMPARED,
@@ -21,6 +22,10 @@ import {
   yRange,
   type Verdict,
 } from "./headline-math";
+
+/** The headline is announced when its figures first come, then when a verdict changes or a
+ *  figure goes stale, at most once a minute: a summary, not every probe. */
+const ANNOUNCE: Pace = { settleMs: 3000, gapMs: 60_000 };
 
 /** Values a sparkline shows, the newest. */
 const SPARK_POINTS = 60;
@@ -92,8 +97,13 @@ class Card {
   private readonly range: SVGRectElement;
   private readonly forecast: SVGLineElement;
   private readonly meta = document.createElement("p");
+  private readonly name: string;
+  /** What a screen reader is told of the card (announcer.ts): its gist (the verdict, and
+   *  whether its figure is stale) and its words; undefined while it has no value. */
+  spoken: { gist: string; text: string } | undefined;
 
   constructor(d: Direction) {
+    this.name = d.name;
     const svg = "http://www.w3.org/2000/svg";
     this.root.className = "card";
     this.root.dataset.direction = d.id;
@@ -154,6 +164,7 @@ class Card {
       this.line.setAttribute("d", "");
       this.hideNext();
       this.root.classList.remove("stale");
+      this.spoken = undefined;
       return;
     }
     const unit = s.unit;
@@ -172,7 +183,8 @@ class Card {
       next === undefined
         ? "Forecast after the first measurement"
         : `${periodPhrase(ownS)}: ${rangeText(...likelyRange(next), unit)}`;
-    this.setVerdict(verdict(next, s.count - 1));
+    const v = verdict(next, s.count - 1);
+    this.setVerdict(v);
 
     const ageMs = Date.now() - (lastOk?.t ?? 0);
     const staleMs = Math.max(3 * ownS * 1000, ownS * 1000 + 30_000);
@@ -188,6 +200,17 @@ class Card {
               : "";
     const stale = why !== "" || lastOk === undefined;
     this.root.classList.toggle("stale", stale);
+    // Paused figures are not news: the status line says "Paused".
+    this.spoken =
+      lastOk === undefined
+        ? undefined
+        : {
+            gist: `${this.name}: ${v}${stale && why !== "paused" ? ", stale" : ""}`,
+            text:
+              `${this.name} ${formatValue(lastOk.value!, unit)}, ` +
+              (v === "learning" ? "forecasts still learning" : VERDICT_TEXT[v].toLowerCase()) +
+              (stale ? ` (as of ${clock(lastOk.t)}: ${why || "no newer measurement"})` : ""),
+          };
     const others =
       other === undefined
         ? ""
@@ -255,8 +278,14 @@ export class HeadlineView {
   private readonly cards = new Map<Direction, Card>();
   private state = "starting";
 
-  /** @param periodS the period in force. */
-  constructor(private readonly periodS: () => number) {
+  /**
+   * @param periodS the period in force.
+   * @param announcer tells a screen reader the figures in a sentence, now and then.
+   */
+  constructor(
+    private readonly periodS: () => number,
+    private readonly announcer: Announcer,
+  ) {
     const parent = el("cards");
     for (const d of DIRECTIONS) {
       const card = new Card(d);
@@ -344,5 +373,14 @@ export class HeadlineView {
       const other = rest && { key: rest.key, median: median(rest.values.slice(-COMPARED))! };
       card.show(chosen?.s, chosen?.key ?? "", this.periodS(), other, this.state, d.better);
     }
+    const spoken = [...this.cards.values()].flatMap((c) =>
+      c.spoken === undefined ? [] : [c.spoken],
+    );
+    this.announcer.say(
+      "headline",
+      spoken.map((c) => c.gist).join("; "),
+      spoken.length === 0 ? "" : `Latest: ${spoken.map((c) => c.text).join("; ")}.`,
+      ANNOUNCE,
+    );
   }
 }

@@ -5,6 +5,7 @@
 import { Chart, type ChartDataset } from "chart.js";
 import { formatValue, significant, tickLabels } from "../format";
 import type { PredictabilityEvent } from "../messages";
+import { AT_ONCE, type Announcer } from "./announcer";
 import { el } from "./dom";
 import { typicalError, verdictOf } from "./headline-math";
 
@@ -30,6 +31,9 @@ function lineChart(
   const canvas = document.createElement("canvas");
   canvas.setAttribute("role", "img");
   canvas.setAttribute("aria-label", label);
+  // The graphs in words: the sentence above them (how close the forecasts come, 9 in 10
+  // times) and the verdict on the forecaster in use; the table below lists every one.
+  canvas.setAttribute("aria-describedby", "predictability-summary predictability-verdict");
   box.append(canvas);
   figure.append(caption, box);
   parent.append(figure);
@@ -206,10 +210,22 @@ export class PredictabilityPanel {
   private readonly view = new PredictabilityView(el("predictability"));
   /** When the analysis of the chosen series was last asked for (ms since the epoch). */
   private asked = 0;
+  /** The series the user chose, until its analysis is announced. */
+  private chosen: string | undefined;
 
-  /** @param ask requests the analysis of the series shown under `key`. */
-  constructor(private readonly ask: (key: string) => void) {
-    this.select.addEventListener("change", () => this.analyse());
+  /**
+   * @param ask requests the analysis of the series shown under `key`.
+   * @param announcer tells a screen reader the analysis of a series the user chose (the
+   *   sentence is rewritten as measurements arrive, and is not live).
+   */
+  constructor(
+    private readonly ask: (key: string) => void,
+    private readonly announcer: Announcer,
+  ) {
+    this.select.addEventListener("change", () => {
+      this.chosen = this.select.value;
+      this.analyse();
+    });
   }
 
   private analyse(): void {
@@ -269,6 +285,16 @@ export class PredictabilityPanel {
     }
     this.verdict.textContent = forecasterVerdict(p, unit, names);
     this.view.show(p, title, unit, names);
+    if (this.chosen === p.key) {
+      this.chosen = undefined;
+      // Said each time the user chooses, the same series again too.
+      this.announcer.say(
+        "predictability",
+        `${p.key}@${Date.now()}`,
+        this.summary.textContent ?? "",
+        AT_ONCE,
+      );
+    }
   }
 }
 

@@ -10,8 +10,13 @@ import { formatDuration, formatWithError } from "../format";
 import type { Estimate } from "../forecast";
 import { BAND_K, type RankedSite, type RankingEvent } from "../messages";
 import { endpointName } from "../settings";
+import type { Announcer, Pace } from "./announcer";
 import { el } from "./dom";
 import type { MirrorEntry } from "./mirrors-view";
+
+/** The ranking is announced when a site's standing changes (not its times, which move with
+ *  every probe), once it ranks more than one site, at most every half minute. */
+const ANNOUNCE: Pace = { settleMs: 3000, gapMs: 30_000 };
 
 /** The status of a mirror that is the target. */
 const AS_TARGET = "measured as the target";
@@ -42,12 +47,14 @@ export class RankingView {
    * @param mirrors the mirrors listed, in their order.
    * @param target the target's URL (undefined: the serving site).
    * @param ask asks the worker to rank `sites` for a file of `fileBytes`.
+   * @param announcer tells a screen reader the ranking when a site's standing changes.
    */
   constructor(
     private readonly siteUrl: string,
     private readonly mirrors: () => Iterable<MirrorEntry>,
     private readonly target: () => string | undefined,
     private readonly ask: (fileBytes: number, sites: string[]) => void,
+    private readonly announcer: Announcer,
   ) {
     this.fileSize.addEventListener("input", () => this.show());
   }
@@ -118,7 +125,24 @@ export class RankingView {
       return row;
     });
     this.tbody.replaceChildren(...rows);
-    this.summary.textContent = summary(sites, names, this.fileSize.value);
+    const sentence = summary(sites, names, this.fileSize.value);
+    this.summary.textContent = sentence;
+    // Its gist: each site's standing, the fastest and those about the same as one (which of
+    // them leads changes with every probe and says nothing). A site ranked alone is the
+    // headline's news already.
+    const ranked = sites.filter((r) => r.timeMs !== undefined || r.standing === "unreachable");
+    const group = (r: Partial<RankedSite>) =>
+      r.standing === "best" || r.standing === "about_the_same" ? "fastest" : r.standing;
+    this.announcer.say(
+      "ranking",
+      ranked.length < 2
+        ? ""
+        : JSON.stringify(
+            [...ranked].sort((a, b) => a.url.localeCompare(b.url)).map((r) => [r.url, group(r)]),
+          ),
+      ranked.length < 2 ? "" : sentence,
+      ANNOUNCE,
+    );
   }
 }
 
