@@ -147,40 +147,53 @@ fn one_burst(
         ..Probe::default()
     };
     let mut notes = Vec::new();
+    let mut said = None;
     let (outcomes, extra) = match drive(burst, sock, b.size, clock) {
         Err(e) => {
             let error = format!("{host}: {e}");
             (vec![(Metric::Rtt, Outcome::Failed { error })], Vec::new())
         }
-        Ok((s, refused)) => {
+        // The host said that nothing listens: the burst measured neither a round trip nor
+        // the path's loss (no probe timed out; each was refused), so both are errors, said
+        // once.
+        Ok((s, refused)) if s.received == 0 && refused > 0 => {
+            let error = format!(
+                "{host}: port unreachable ({refused} ICMP errors): nothing listens there, or a \
+                 firewall rejects the probes"
+            );
+            said = Some(vec![error.clone()]);
+            let extra = vec![s.sent, s.reordered, s.duplicates];
+            let failed = || Outcome::Failed {
+                error: error.clone(),
+            };
+            (
+                vec![(Metric::Rtt, failed()), (Metric::Loss, failed())],
+                extra,
+            )
+        }
+        Ok((s, _)) => {
             let elapsed_ms = clock.now().saturating_sub(started) as f64 / 1e6;
             let extra = vec![s.sent - s.received, s.reordered, s.duplicates];
             if s.received == 0 {
-                notes.push(no_reply(host, b.size, refused));
+                notes.push(no_reply(host, b.size));
             }
             (burst::outcomes(&s, elapsed_ms), extra)
         }
     };
     let mut r = report(set, outcomes, &probe, from, timestamp_ms, wait_ms, &extra);
     r.notes = notes;
+    r.said = said;
     r
 }
 
 /// Why a burst may have had no reply at all, for the person reading the table.
-fn no_reply(host: &str, size: usize, refused: u64) -> String {
-    if refused > 0 {
-        format!(
-            "{host}: no reply; port unreachable ({refused} ICMP errors): nothing listens \
-             there, or a firewall rejects the probes"
-        )
-    } else {
-        format!(
-            "{host}: no reply to any probe: the host or its server is down, a firewall drops \
-             them, or the server refuses them (`nowcast serve` drops datagrams over its \
-             --max-datagram, 9000 bytes by default, and more than its per-client rate; these \
-             were {size} bytes)"
-        )
-    }
+fn no_reply(host: &str, size: usize) -> String {
+    format!(
+        "{host}: no reply to any probe: the host or its server is down, a firewall drops \
+         them, or the server refuses them (`nowcast serve` drops datagrams over its \
+         --max-datagram, 9000 bytes by default, and more than its per-client rate; these \
+         were {size} bytes)"
+    )
 }
 
 /// Feeds a burst's outcomes to their series and returns what the sink shows.
