@@ -557,14 +557,15 @@ targets = ["good"]
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// A UDP burst to a port where nothing listens (100 % loss) is an ordinary run every time:
-/// its sending and its wait fit inside the run's bound, so it is never killed, and each run
-/// records its loss, 1.0, and the RTT timed out. The bound here (1.5 s, a margin for a loaded
+/// A UDP burst to a port where nothing listens (every probe refused by ICMP) is an ordinary
+/// failed run every time, never killed: its sending and its wait fit inside the run's bound,
+/// and each run records its RTT and loss as errors that say nothing listens. The
+/// bound here (1.5 s, a margin for a loaded
 /// machine) is shorter than the adaptive timeout after the first run (3.4 s), so the later
 /// waits are cut to fit; runs used to alternate ok and killed when the wait took the whole
 /// bound on top of the sending.
 #[test]
-fn udp_runs_to_a_dead_port_end_within_their_bound_with_all_lost() {
+fn udp_runs_to_a_dead_port_end_within_their_bound_saying_nothing_listens() {
     let dir: PathBuf =
         std::env::temp_dir().join(format!("nowcast-campaign-udp-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
@@ -617,7 +618,9 @@ max_runs = 3
     );
     let rows = runs(&db);
     let show = shown(&rows);
-    assert_eq!(count(&rows, "dead/udp", Outcome::Ok), 3, "{show}");
+    // Failed (without a measurement, the reason logged), never killed.
+    assert_eq!(count(&rows, "dead/udp", Outcome::Failed), 3, "{show}");
+    assert!(show.contains("nothing listens there"), "{show}");
     assert_eq!(count(&rows, "dead/udp", Outcome::Killed), 0, "{show}");
     for r in &rows {
         let took = r.ended_ms - r.started_ms.unwrap();
@@ -628,13 +631,14 @@ max_runs = 3
         .filter(|r| r.to == format!("127.0.0.1:{dead}"))
         .collect();
     let of = |m: Metric| recs.iter().filter(move |r| r.metric == m);
-    let losses: Vec<(Status, Option<f64>)> =
-        of(Metric::Loss).map(|r| (r.status, r.value)).collect();
-    assert_eq!(losses, [(Status::Ok, Some(1.0)); 3], "{recs:?}");
-    let rtts: Vec<&Record> = of(Metric::Rtt).collect();
-    assert_eq!(rtts.len(), 3, "{recs:?}");
-    for r in rtts {
-        assert_eq!(r.status, Status::Timeout, "{r:?}");
+    let failed: Vec<&Record> = of(Metric::Rtt).chain(of(Metric::Loss)).collect();
+    assert_eq!(failed.len(), 6, "{recs:?}");
+    for r in failed {
+        assert_eq!(r.status, Status::Error, "{r:?}");
+        assert!(
+            r.error.as_deref().unwrap().contains("port unreachable"),
+            "{r:?}"
+        );
         // The wait after the last of the ten sends, 5 ms apart, fit in the bound.
         assert!(r.timeout_ms.unwrap() + 45.0 < 1500.0, "{r:?}");
     }
