@@ -281,7 +281,25 @@ pub fn run(mut a: Args) -> Result<()> {
         }
         None => None,
     };
+    // The caps first, before anything is built from the lists (policy::MAX_REPLICAS: each
+    // replica keeps its forecasts and a connection; every request scores its service's).
+    if a.replicas.len() > policy::MAX_REPLICAS {
+        bail!(
+            "{} --replica flags: at most {} replicas (each keeps its own forecasts and a \
+             connection; see native-probes/README.md, \"nowcast proxy\")",
+            a.replicas.len(),
+            policy::MAX_REPLICAS
+        );
+    }
+    if a.services.len() > policy::MAX_SERVICES {
+        bail!(
+            "{} --service flags: at most {} services",
+            a.services.len(),
+            policy::MAX_SERVICES
+        );
+    }
     let mut replicas = Vec::new();
+    let mut by_name = std::collections::HashMap::new();
     for r in &a.replicas {
         let (name, url) = r
             .split_once('=')
@@ -289,10 +307,8 @@ pub fn run(mut a: Args) -> Result<()> {
         if name.is_empty() {
             bail!("--replica '{r}': no name before '='; expected NAME=URL");
         }
-        if let Some((first, _)) = replicas
-            .iter()
-            .find(|(s, _): &&(ReplicaSpec, Target)| s.name == name)
-        {
+        if let Some(&i) = by_name.get(name) {
+            let (first, _): &(ReplicaSpec, Target) = &replicas[i];
             bail!(
                 "--replica '{r}': the name '{name}' is already given to --replica '{name}={}'; \
                  give each replica a name of its own",
@@ -300,6 +316,7 @@ pub fn run(mut a: Args) -> Result<()> {
             );
         }
         let target = Target::parse(url).map_err(|e| anyhow!("--replica {name}: {e}"))?;
+        by_name.insert(name, replicas.len());
         replicas.push((
             ReplicaSpec {
                 name: name.into(),
@@ -324,11 +341,18 @@ pub fn run(mut a: Args) -> Result<()> {
         if !prefix.starts_with('/') {
             bail!("--service '{s}': the prefix must start with /");
         }
+        let listed = names.split(',').count();
+        if listed > policy::MAX_SERVICE_REPLICAS {
+            bail!(
+                "--service '{prefix}=…': {listed} replicas listed: at most {} in a service \
+                 (each request scores every replica of its service)",
+                policy::MAX_SERVICE_REPLICAS
+            );
+        }
         let mut idx = Vec::new();
         for n in names.split(',') {
-            let i = replicas
-                .iter()
-                .position(|(spec, _)| spec.name == n)
+            let i = *by_name
+                .get(n)
                 .ok_or_else(|| anyhow!("--service '{s}': no replica is named '{n}'"))?;
             idx.push(i);
         }

@@ -7,11 +7,14 @@
 //! top-level ones are the defaults. Example: native-probes/examples/proxy.toml.
 
 use anyhow::{anyhow, bail, Result};
-use nowcast::proxy::policy::{Balance, ReplicaSpec, ServiceSpec};
+use nowcast::proxy::policy::{
+    Balance, ReplicaSpec, ServiceSpec, MAX_REPLICAS, MAX_SERVICES, MAX_SERVICE_REPLICAS,
+};
 use nowcast::proxy::server::UnitKey;
 use nowcast::proxy::upstream::Target;
 use nowcast_core::timeout::Rule;
 use serde::Deserialize;
+use std::collections::HashMap;
 use std::ops::Range;
 use std::path::Path;
 use toml::Spanned;
@@ -500,7 +503,58 @@ pub fn parse(text: &str) -> Result<Loaded> {
     if f.service.is_empty() {
         bail!("no [[service]]: give at least one, with its prefix and replicas");
     }
+    // The caps (`MAX_*` in proxy::policy, which says why), before anything is built from the
+    // lists: the [[service]] tables, each one's replicas, and the replicas in all (one name in
+    // several services is one replica).
+    if let Some(s) = f.service.get(MAX_SERVICES) {
+        return Err(err(
+            s.prefix.span(),
+            "service",
+            format!(
+                "{} [[service]] tables: at most {MAX_SERVICES} (this is the first over)",
+                f.service.len()
+            ),
+        ));
+    }
     for s in &f.service {
+        let n = s.replicas.get_ref().len();
+        if n > MAX_SERVICE_REPLICAS {
+            return Err(err(
+                s.replicas.span(),
+                "service.replicas",
+                format!(
+                    "service '{}' lists {n} replicas: at most {MAX_SERVICE_REPLICAS} in a \
+                     service (each request scores every replica of its service)",
+                    s.prefix.get_ref()
+                ),
+            ));
+        }
+    }
+    let mut names: HashMap<&str, usize> = HashMap::new();
+    let mut over = None;
+    for r in f.service.iter().flat_map(|s| s.replicas.get_ref()) {
+        let next = names.len();
+        names.entry(r.name.get_ref()).or_insert(next);
+        if names.len() > MAX_REPLICAS && over.is_none() {
+            over = Some(r);
+        }
+    }
+    if let Some(r) = over {
+        return Err(err(
+            r.name.span(),
+            "service.replicas",
+            format!(
+                "{} replicas (names) in all: at most {MAX_REPLICAS} (each keeps its own \
+                 forecasts and a connection); '{}' is the first over",
+                names.len(),
+                r.name.get_ref()
+            ),
+        ));
+    }
+    // Where each name is in `l.replicas`, and the service that listed it last.
+    let mut index: HashMap<&str, usize> = HashMap::new();
+    let mut listed_by: Vec<usize> = Vec::new();
+    for (si, s) in f.service.iter().enumerate() {
         let prefix = s.prefix.get_ref();
         if !prefix.starts_with('/') {
             return Err(err(
@@ -536,7 +590,7 @@ pub fn parse(text: &str) -> Result<Loaded> {
             let target =
                 Target::parse(url).map_err(|e| err(r.url.span(), "service.replicas.url", e))?;
             // The same name in several services is the same replica: it must have one URL.
-            let i = match l.replicas.iter().position(|(spec, _)| spec.name == *name) {
+            let i = match index.get(name.as_str()).copied() {
                 Some(i) if l.replicas[i].0.url != *url => {
                     return Err(err(
                         r.url.span(),
@@ -556,10 +610,12 @@ pub fn parse(text: &str) -> Result<Loaded> {
                         },
                         target,
                     ));
+                    index.insert(name, l.replicas.len() - 1);
+                    listed_by.push(usize::MAX);
                     l.replicas.len() - 1
                 }
             };
-            if idx.contains(&i) {
+            if std::mem::replace(&mut listed_by[i], si) == si {
                 return Err(err(
                     r.name.span(),
                     "service.replicas.name",
@@ -832,5 +888,58 @@ mod tests {
         .unwrap();
         assert_eq!(l.replicas.len(), 2);
         assert_eq!(l.services[1].replicas, [1, 0]);
+    }
+
+    /// A `[[service]]` with `prefix` and the replicas named `r{from}`..`r{to}` (one URL).
+    fn service_of(prefix: &str, names: std::ops::Range<usize>) -> String {
+        let mut t = format!("[[service]]\nprefix = \"{prefix}\"\nreplicas = [\n");
+        for i in names {
+            t.push_str(&format!(
+                "  {{ name = \"r{i}\", url = \"http://127.0.0.1:9\" }},\n"
+            ));
+        }
+        t + "]\n"
+    }
+
+    #[test]
+    fn proxy_config_refuses_more_replicas_or_services_than_the_caps() {
+        // At the caps: taken (a service of 1,024; 1,024 names over two services, sharing).
+        let l = parse(&service_of("/", 0..MAX_SERVICE_REPLICAS)).unwrap();
+        assert_eq!(l.replicas.len(), 1_024);
+        let l = parse(&(service_of("/a", 0..600) + &service_of("/b", 424..1_024))).unwrap();
+        assert_eq!(
+            (l.replicas.len(), l.services[1].replicas.len()),
+            (1_024, 600)
+        );
+        // One over in a service: named at its list, with the count and the cap.
+        let e = fails(&service_of("/", 0..1_025));
+        assert!(
+            e.starts_with(
+                "line 3, column 12: `service.replicas`: service '/' lists 1025 replicas: at \
+                 most 1024 in a service"
+            ),
+            "{e}"
+        );
+        // One over in all: named at the first name over.
+        let e = fails(&(service_of("/a", 0..600) + &service_of("/b", 600..1_200)));
+        assert!(
+            e.starts_with(
+                "line 1032, column 12: `service.replicas`: 1200 replicas (names) in all: at \
+                 most 1024"
+            ) && e.contains("'r1024' is the first over"),
+            "{e}"
+        );
+        // Services: at the cap taken, one over refused at its prefix.
+        let many = |n: usize| -> String {
+            (0..n)
+                .map(|i| format!("[[service]]\nprefix = \"/s{i}\"\nreplicas = [{{ name = \"a\", url = \"http://127.0.0.1:9\" }}]\n"))
+                .collect()
+        };
+        assert_eq!(parse(&many(MAX_SERVICES)).unwrap().services.len(), 1_024);
+        let e = fails(&many(1_025));
+        assert!(
+            e.starts_with("line 3074, column 10: `service`: 1025 [[service]] tables: at most 1024"),
+            "{e}"
+        );
     }
 }

@@ -72,6 +72,27 @@ pub const SOURCE: &str = "nowcast proxy";
 /// the start as they did from every request.
 pub const WARM_SAMPLES: u64 = 100;
 
+/// Most replicas in all. Each keeps its forecasts, made on its first sample: ≈ 100 KB once
+/// it has an RTT and a wait (two forecaster banks), up to ≈ 390 KB with bandwidth from all
+/// three sources, and the edge keeps a connection to it alive (two descriptors). 1,024 of them
+/// measured take 100 to 400 MB; a generated config that lists 50,000 by mistake would have
+/// taken 5 to 20 GB, and is refused instead.
+pub const MAX_REPLICAS: usize = 1_024;
+
+/// Most replicas one service lists (a name listed twice counts twice). Every request scores
+/// each replica of its service under the policy's lock: ≈ 16 µs for 256, 0.1 ms for 1,024
+/// (at most ≈ 10,000 requests a second), 2.4 ms for 4,096.
+pub const MAX_SERVICE_REPLICAS: usize = 1_024;
+
+/// Most services: every request's path is matched against each prefix.
+pub const MAX_SERVICES: usize = 1_024;
+
+/// Most active probes [`Policy::due_probes`] starts at once, unless a quarter of the probed
+/// replicas is more (the prober looks four times a TTL, so that each can still be probed
+/// once a TTL): a thousand replicas are probed in four waves a quarter of a TTL apart, not
+/// with a thousand connections opened at the same instant; up to 64, all at once.
+pub const PROBE_BURST: usize = 64;
+
 /// Where a bandwidth sample came from, in the order of preference.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -487,14 +508,19 @@ struct Replica {
     cfg: Config,
     /// Whether a service that lists it chooses by forecasts (or the nearest), and so probes.
     probed: bool,
-    bw: [Option<ProbedSeries>; 3],
+    /// Its series, each made on its first sample (a forecaster bank is ≈ 47 KB, a rate's
+    /// series two of them): a replica never measured keeps none, and one that has none
+    /// answers as a new series would (no forecast, the initial timeout). Boxed, so that an
+    /// empty one takes a pointer, not the series' few KB.
+    bw: [Option<Box<ProbedSeries>>; 3],
     bw_last_ms: [Option<f64>; 3],
     bw_short: [Shortfalls; 3],
-    rtt: ProbedSeries,
+    rtt: Option<Box<ProbedSeries>>,
     rtt_short: Shortfalls,
     /// The newest least RTT of its connections ([`Done::base_rtt_ms`]).
     base_rtt_ms: Option<f64>,
-    wait: Series,
+    /// The wait's series, tracking only the timeout rule in use ([`wait_series`]).
+    wait: Option<Box<Series>>,
     last_sample_ms: Option<f64>,
     /// When a request's RTT and wait were last fed to the series, and how many were.
     last_fed_ms: Option<f64>,
@@ -524,7 +550,8 @@ impl Replica {
         window: usize,
     ) -> Record {
         let url = &self.spec.url;
-        let series = self.bw[src.index()].get_or_insert_with(|| series(src.metric(upload), url));
+        let series =
+            self.bw[src.index()].get_or_insert_with(|| Box::new(series(src.metric(upload), url)));
         let mut o = Observation::new(
             ts_ms,
             Outcome::Measured {
@@ -602,11 +629,33 @@ pub struct Policy {
     /// Requests chosen by a forecast rule, and how many of them explored.
     pub decisions: u64,
     pub explored: u64,
+    /// Most probes started at once ([`PROBE_BURST`]), and the replica the next look for due
+    /// probes starts from: the one after the last taken by a look that took that many.
+    probe_burst: usize,
+    probe_next: usize,
 }
 
 fn series(metric: Metric, to: &str) -> ProbedSeries {
     let c = probed::Config::new(metric, Some(Transport::Http), SOURCE, to);
     ProbedSeries::new(c).expect("the profiles' bounds are valid")
+}
+
+/// The series of a replica's waits, whose forecast sets its timeout by `cfg`'s rule within
+/// its bounds. Of the standard rules it tracks only that one: the proxy reads no other, and
+/// each rule's timeout depends on its own state and the bank's forecast alone, so the
+/// timeout is the one a series tracking all of them gives.
+fn wait_series(cfg: &Config) -> Series {
+    let b = cfg.timeout;
+    let bounds = Bounds {
+        floor: b.floor_ms,
+        ceiling: b.ceiling_ms,
+        penalty: b.penalty_ms,
+    };
+    let rules: Vec<Rule> = Rule::standard()
+        .into_iter()
+        .filter(|r| *r == cfg.timeout_rule)
+        .collect();
+    Series::with_rules(Mode::Improved, bounds, &rules)
 }
 
 /// The series' forecast of its next value and its error: [`ProbedSeries::next`]'s value and
@@ -674,9 +723,30 @@ impl Policy {
         if replicas.is_empty() {
             return Err("no replica: give at least one --replica NAME=URL".into());
         }
+        if replicas.len() > MAX_REPLICAS {
+            return Err(format!(
+                "{} replicas: at most {MAX_REPLICAS} (each keeps its own forecasts and a \
+                 connection)",
+                replicas.len()
+            ));
+        }
+        if services.len() > MAX_SERVICES {
+            return Err(format!(
+                "{} services: at most {MAX_SERVICES}",
+                services.len()
+            ));
+        }
         for (i, s) in services.iter().enumerate() {
             if s.replicas.is_empty() {
                 return Err(format!("service '{}' has no replica", s.prefix));
+            }
+            if s.replicas.len() > MAX_SERVICE_REPLICAS {
+                return Err(format!(
+                    "service '{}' lists {} replicas: at most {MAX_SERVICE_REPLICAS} (each \
+                     request scores every replica of its service)",
+                    s.prefix,
+                    s.replicas.len()
+                ));
             }
             if let Some(r) = s.replicas.iter().find(|&&r| r >= replicas.len()) {
                 return Err(format!(
@@ -713,29 +783,30 @@ impl Policy {
                 }
             }
         }
+        // Probed: listed by a service that chooses by forecasts (or the nearest).
+        let mut probed = vec![false; replicas.len()];
+        for (s, c) in services.iter().zip(&svc_cfgs) {
+            if c.balance.forecasts() || c.balance == Balance::Nearest {
+                for &r in &s.replicas {
+                    probed[r] = true;
+                }
+            }
+        }
+        let probe_burst = PROBE_BURST.max(probed.iter().filter(|&&p| p).count().div_ceil(4));
         let reps = replicas
             .into_iter()
             .enumerate()
             .map(|(r, spec)| {
                 let rc = owner[r].map_or_else(|| cfg.clone(), |i| svc_cfgs[i].clone());
-                let probed = services.iter().zip(&svc_cfgs).any(|(s, c)| {
-                    s.replicas.contains(&r)
-                        && (c.balance.forecasts() || c.balance == Balance::Nearest)
-                });
-                let b = rc.timeout;
-                let bounds = Bounds {
-                    floor: b.floor_ms,
-                    ceiling: b.ceiling_ms,
-                    penalty: b.penalty_ms,
-                };
+                let probed = probed[r];
                 Replica {
                     bw: [None, None, None],
                     bw_last_ms: [None; 3],
                     bw_short: Default::default(),
-                    rtt: series(Metric::Rtt, &spec.url),
+                    rtt: None,
                     rtt_short: Shortfalls::default(),
                     base_rtt_ms: None,
-                    wait: Series::new(Mode::Improved, bounds),
+                    wait: None,
                     last_sample_ms: None,
                     last_fed_ms: None,
                     fed: 0,
@@ -773,6 +844,8 @@ impl Policy {
             routes: Routes::default(),
             decisions: 0,
             explored: 0,
+            probe_burst,
+            probe_next: 0,
         })
     }
 
@@ -849,7 +922,7 @@ impl Policy {
 
     fn rtt(&self, r: usize) -> Option<Estimate> {
         let rep = &self.replicas[r];
-        estimate(&rep.rtt).map(|(value, whole)| Estimate {
+        estimate(rep.rtt.as_deref()?).map(|(value, whole)| Estimate {
             value,
             error: spread(rep.cfg.error_window, &rep.rtt_short, whole),
         })
@@ -863,7 +936,10 @@ impl Policy {
         let rep = &self.replicas[r];
         let b = rep.cfg.timeout;
         let initial = b.initial_ms.max(b.floor_ms).min(b.ceiling_ms);
-        rep.wait.timeout_by(rep.cfg.timeout_rule).unwrap_or(initial)
+        rep.wait
+            .as_ref()
+            .and_then(|w| w.timeout_by(rep.cfg.timeout_rule))
+            .unwrap_or(initial)
     }
 
     fn ewma_cost(&self, r: usize, now_ms: f64) -> Option<f64> {
@@ -1237,13 +1313,22 @@ impl Policy {
     }
 
     /// Replicas that need an active probe now: on trial after their backoff, or with no
-    /// sample younger than the TTL. Each is marked as being probed until its probe finishes.
+    /// sample younger than the TTL, in the order of the replicas. Each is marked as being
+    /// probed until its probe finishes. At most [`PROBE_BURST`] (or a quarter of the probed
+    /// replicas) at once: the next look starts after the last one taken, so the others'
+    /// turn comes at the next.
     pub fn due_probes(&mut self, now_ms: f64) -> Vec<usize> {
         self.update_health(now_ms);
+        let n = self.replicas.len();
         let mut due = Vec::new();
-        for (i, rep) in self.replicas.iter_mut().enumerate() {
+        for k in 0..n {
+            let i = (self.probe_next + k) % n;
+            let rep = &mut self.replicas[i];
             if rep.probing || !rep.probed {
                 continue;
+            }
+            if due.len() == self.probe_burst {
+                break;
             }
             let ttl = rep.cfg.ttl_ms;
             let stale = rep.last_sample_ms.is_none_or(|t| now_ms - t > ttl);
@@ -1258,6 +1343,10 @@ impl Policy {
                 due.push(i);
             }
         }
+        if let (true, Some(&last)) = (due.len() == self.probe_burst, due.last()) {
+            self.probe_next = (last + 1) % n;
+        }
+        due.sort_unstable();
         due
     }
 
@@ -1332,7 +1421,9 @@ impl Policy {
                     rep.fed += 1;
                 }
                 if let Some(w) = d.wait_ms.filter(|w| fed && w.is_finite() && *w >= 0.0) {
-                    let _ = rep.wait.observe(w);
+                    let cfg = &rep.cfg;
+                    let wait = rep.wait.get_or_insert_with(|| Box::new(wait_series(cfg)));
+                    let _ = wait.observe(w);
                 }
                 if let Some(b) = d.base_rtt_ms.filter(|x| x.is_finite() && *x > 0.0) {
                     rep.base_rtt_ms = Some(b);
@@ -1350,10 +1441,14 @@ impl Policy {
                         transport: Some(Transport::Tcp),
                         ..Probe::default()
                     });
-                    if let Some((f, _)) = estimate(&rep.rtt).filter(|_| window > 0) {
+                    let url = &rep.spec.url;
+                    let series = rep
+                        .rtt
+                        .get_or_insert_with(|| Box::new(series(Metric::Rtt, url)));
+                    if let Some((f, _)) = estimate(series).filter(|_| window > 0) {
                         rep.rtt_short.push(rtt - f, window);
                     }
-                    out.push(rep.rtt.observe(o));
+                    out.push(series.observe(o));
                     rep.last_sample_ms = Some(d.now_ms);
                 }
                 if let Some((mbit, src)) = d.bandwidth.filter(|b| b.0.is_finite() && b.0 > 0.0) {
@@ -1377,7 +1472,9 @@ impl Policy {
                 rep.counters.failures[f as usize] += 1;
                 rep.failures_in_row += 1;
                 if f == Failure::Timeout {
-                    let _ = rep.wait.timed_out(d.wait_ms.unwrap_or(d.total_ms));
+                    let cfg = &rep.cfg;
+                    let wait = rep.wait.get_or_insert_with(|| Box::new(wait_series(cfg)));
+                    let _ = wait.timed_out(d.wait_ms.unwrap_or(d.total_ms));
                 }
                 // What a failure costs in peak-EWMA terms: its time, at least the timeout.
                 let x = d.total_ms.max(1.0);
@@ -2006,7 +2103,8 @@ mod tests {
             rtt_records += p.finish(&d).len();
         }
         assert_eq!(rtt_records, 190);
-        assert_eq!(p.replicas[0].wait.bank().len(), 190);
+        let waits = |p: &Policy| p.replicas[0].wait.as_ref().map_or(0, |w| w.bank().len());
+        assert_eq!(waits(&p), 190);
         assert_eq!(p.counters(0).completed, 1_000);
         let mut probe = ok(0, 1_000.5, 50.0, 2.0, 1000);
         (probe.probe, probe.bandwidth) = (true, None);
@@ -2014,11 +2112,7 @@ mod tests {
         let mut t = fail(0, 1_000.6, Failure::Timeout);
         t.wait_ms = Some(5_000.0);
         p.finish(&t);
-        assert_eq!(
-            p.replicas[0].wait.bank().len(),
-            192,
-            "a timeout is always fed back"
-        );
+        assert_eq!(waits(&p), 192, "a timeout is always fed back");
         // Bandwidth samples (transfers of 64 KiB or more) are all taken.
         p.replicas[1].fed = WARM_SAMPLES;
         let mut bw = 0;
@@ -2326,5 +2420,158 @@ mod tests {
         p.finish(&ok(0, 20_000.0, 20.0, 2.0, 1 << 20));
         let v = p.view(0, 1e6, 20_000.0);
         assert_eq!(v.bandwidth_source, Some(Source::TcpInfo));
+    }
+
+    /// `n` replicas and one service that lists `listed` of them (in turn: past `n`, again).
+    fn many(n: usize, listed: usize) -> Result<Policy, String> {
+        let reps = (0..n)
+            .map(|i| ReplicaSpec {
+                name: format!("r{i}"),
+                url: "http://10.0.0.1:80".into(),
+            })
+            .collect();
+        let svc = ServiceSpec {
+            prefix: "/".into(),
+            replicas: (0..listed).map(|i| i % n).collect(),
+            settings: None,
+        };
+        Policy::new(Config::default(), reps, vec![svc])
+    }
+
+    #[test]
+    fn policy_refuses_more_replicas_or_services_than_the_caps() {
+        assert_eq!(
+            many(MAX_REPLICAS, MAX_REPLICAS).unwrap().replica_count(),
+            1_024
+        );
+        let e = many(MAX_REPLICAS + 1, 1).err().unwrap();
+        assert!(e.starts_with("1025 replicas: at most 1024"), "{e}");
+        // A name listed twice counts twice: the service's list is what each request scores.
+        let e = many(2, MAX_SERVICE_REPLICAS + 1).err().unwrap();
+        assert!(
+            e.starts_with("service '/' lists 1025 replicas: at most 1024"),
+            "{e}"
+        );
+        let services = |n: usize| {
+            (0..n)
+                .map(|i| ServiceSpec {
+                    prefix: format!("/s{i}"),
+                    replicas: vec![0],
+                    settings: None,
+                })
+                .collect::<Vec<_>>()
+        };
+        let one = || {
+            vec![ReplicaSpec {
+                name: "a".into(),
+                url: "http://10.0.0.1:80".into(),
+            }]
+        };
+        assert!(Policy::new(Config::default(), one(), services(MAX_SERVICES)).is_ok());
+        let e = Policy::new(Config::default(), one(), services(MAX_SERVICES + 1))
+            .err()
+            .unwrap();
+        assert_eq!(e, "1025 services: at most 1024");
+    }
+
+    #[test]
+    fn probes_of_many_replicas_start_a_quarter_at_a_time_each_in_turn() {
+        // Up to PROBE_BURST replicas: all at once, as they always were.
+        let mut p = many(PROBE_BURST, PROBE_BURST).unwrap();
+        assert_eq!(p.due_probes(0.0), (0..PROBE_BURST).collect::<Vec<_>>());
+        // 1,000: a quarter at each of the prober's looks (four a TTL), each replica once.
+        let mut p = many(1_000, 1_000).unwrap();
+        let mut probed = vec![0; 1_000];
+        for k in 0..4 {
+            let due = p.due_probes(k as f64 * 250.0);
+            assert_eq!(due.len(), 250, "look {k}");
+            assert_eq!(due, (k * 250..(k + 1) * 250).collect::<Vec<_>>());
+            for r in due {
+                probed[r] += 1;
+            }
+        }
+        assert!(probed.iter().all(|&n| n == 1));
+        assert!(p.due_probes(1_000.0).is_empty(), "all in flight");
+        // Probes that ended (failed: stale still) make room; the next look starts after
+        // the last replica taken, so none waits for ever behind the others.
+        for r in 0..1_000 {
+            let mut d = fail(r, 1_100.0, Failure::Connect);
+            d.probe = true;
+            p.finish(&d);
+        }
+        let due = p.due_probes(1_250.0);
+        assert_eq!(due, (0..250).collect::<Vec<_>>());
+        assert_eq!(p.due_probes(1_500.0), (250..500).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn a_replica_keeps_no_series_until_its_first_sample() {
+        let mut p = two(Balance::Completion);
+        let none = |p: &Policy, r: usize| {
+            let rep = &p.replicas[r];
+            (
+                rep.rtt.is_none(),
+                rep.wait.is_none(),
+                rep.bw.iter().all(Option::is_none),
+            )
+        };
+        assert_eq!(none(&p, 0), (true, true, true));
+        // Without one: no forecast, the initial timeout, as a new series would say.
+        assert_eq!(p.timeout_ms(0), Config::default().timeout.initial_ms);
+        let v = p.view(0, 1_000.0, 0.0);
+        assert_eq!((v.rtt, v.bandwidth), (None, None));
+        // A probe's RTT, wait and bandwidth make those three.
+        p.probe_started(0, 0, 0.0);
+        let mut d = ok(0, 1.0, 50.0, 2.0, 1 << 20);
+        d.probe = true;
+        assert_eq!(
+            p.finish(&d).len(),
+            2,
+            "the RTT's and the bandwidth's records"
+        );
+        assert!(p.replicas[0].rtt.is_some() && p.replicas[0].wait.is_some());
+        assert!(p.replicas[0].bw[Source::TcpInfo.index()].is_some());
+        assert_eq!(none(&p, 1), (true, true, true));
+        // A timeout fed back makes the wait's series alone.
+        let mut t = fail(1, 2.0, Failure::Timeout);
+        t.wait_ms = Some(100.0);
+        p.finish(&t);
+        assert_eq!(none(&p, 1), (true, false, true));
+        assert!(p.timeout_ms(1) > 100.0);
+    }
+
+    #[test]
+    fn the_wait_series_times_out_as_one_tracking_every_standard_rule() {
+        for rule in Rule::standard() {
+            let mut p = two_with(Config {
+                timeout_rule: rule,
+                ..Config::default()
+            });
+            let b = p.config().timeout;
+            let bounds = Bounds {
+                floor: b.floor_ms,
+                ceiling: b.ceiling_ms,
+                penalty: b.penalty_ms,
+            };
+            let mut all = Series::new(Mode::Improved, bounds);
+            let initial = b.initial_ms.max(b.floor_ms).min(b.ceiling_ms);
+            let mut rng = Rng::new(7);
+            for i in 0..300 {
+                let (t, w) = (i as f64 * 20.0, 20.0 + 200.0 * rng.unit());
+                if i % 37 == 36 {
+                    let mut d = fail(0, t, Failure::Timeout);
+                    d.wait_ms = Some(w * 20.0);
+                    p.finish(&d);
+                    let _ = all.timed_out(w * 20.0);
+                } else {
+                    let mut d = ok(0, t, 50.0, 2.0, 1_000);
+                    (d.wait_ms, d.probe) = (Some(w), true);
+                    p.finish(&d);
+                    let _ = all.observe(w);
+                }
+                let want = all.timeout_by(rule).unwrap_or(initial);
+                assert_eq!(p.timeout_ms(0), want, "{} after {i}", rule.id());
+            }
+        }
     }
 }

@@ -281,6 +281,7 @@ struct Shared {
     sticky: Vec<Option<UnitKey>>,
     explain: bool,
     probe: ProbeSpec,
+    probe_zeros: Zeros,
     connect_timeout: Duration,
     tcp_info_rate: bool,
     origin: Instant,
@@ -913,10 +914,33 @@ async fn handle(
     Ok(out)
 }
 
+/// The zeros the probes POST (at most 64 MiB): one buffer, made at the first probe and shared
+/// by every probe (`Bytes` clones count references), not one for each of the probes in
+/// flight, which start by the hundred with many replicas.
+struct Zeros {
+    len: usize,
+    made: std::sync::OnceLock<Bytes>,
+}
+
+impl Zeros {
+    fn new(bytes: u64) -> Zeros {
+        Zeros {
+            len: bytes.min(64 << 20) as usize,
+            made: std::sync::OnceLock::new(),
+        }
+    }
+
+    fn get(&self) -> Bytes {
+        self.made
+            .get_or_init(|| Bytes::from(vec![0u8; self.len]))
+            .clone()
+    }
+}
+
 /// A probe of `replica`, run to the end of its response.
 async fn probe(sh: Arc<Shared>, replica: usize) {
     let (method, body) = if sh.probe.bytes > 0 {
-        let zeros = Bytes::from(vec![0u8; sh.probe.bytes.min(64 << 20) as usize]);
+        let zeros = sh.probe_zeros.get();
         (
             Method::POST,
             Full::new(zeros)
@@ -1091,6 +1115,7 @@ pub async fn serve(
         prefixes,
         sticky,
         explain: opts.explain,
+        probe_zeros: Zeros::new(opts.probe.bytes),
         probe: opts.probe,
         connect_timeout: opts.connect_timeout,
         tcp_info_rate: opts.tcp_info_rate,
@@ -1342,6 +1367,15 @@ pub async fn serve(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn proxy_probes_share_one_buffer_of_zeros() {
+        let z = Zeros::new(256 << 10);
+        let (a, b) = (z.get(), z.get());
+        assert_eq!(a.len(), 256 << 10);
+        assert!(a.iter().all(|&x| x == 0));
+        assert_eq!(a.as_ptr(), b.as_ptr(), "one buffer, not one a probe");
+    }
 
     #[test]
     fn hop_by_hop_headers_and_those_connection_lists_are_dropped() {
