@@ -188,3 +188,57 @@ fn proxy_probes_many_replicas_a_quarter_at_a_time_not_all_at_once() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// `nowcast proxy` raises its soft limit on open descriptors to the hard one (a shell's soft
+/// 1,024 would stop it far below `--max-connections`), and says so when even the hard limit
+/// is below what `--max-connections` may need. Run under util-linux's `prlimit`, which sets
+/// the limits and then runs the proxy in its own process.
+#[test]
+fn proxy_raises_its_descriptor_limit_and_says_when_the_hard_one_is_too_low() {
+    use std::io::{BufRead, BufReader};
+    use std::process::{Command, Stdio};
+    if Command::new("prlimit").arg("--version").output().is_err() {
+        eprintln!("skipped: prlimit (util-linux) is not installed");
+        return;
+    }
+    for (hard, max_connections, warned) in [(8192u64, "1024", false), (1024, "4096", true)] {
+        let mut child = Command::new("prlimit")
+            .arg(format!("--nofile=256:{hard}"))
+            .args([common::BIN, "proxy", "--listen", "127.0.0.1:0"])
+            .args([
+                "--replica",
+                "a=http://127.0.0.1:9",
+                "--bandwidth-source",
+                "transfer",
+            ])
+            .args(["--max-connections", max_connections])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut ready = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut ready)
+            .unwrap();
+        assert!(ready.contains("listening on"), "{ready:?}");
+        let limits = std::fs::read_to_string(format!("/proc/{}/limits", child.id())).unwrap();
+        let soft = limits
+            .lines()
+            .find(|l| l.starts_with("Max open files"))
+            .and_then(|l| l.split_whitespace().nth(3))
+            .unwrap()
+            .to_string();
+        unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+        let out = child.wait_with_output().unwrap();
+        let stderr = common::text(&out.stderr);
+        assert_eq!(soft, hard.to_string(), "{limits}");
+        assert_eq!(
+            stderr.contains(&format!(
+                "at most {hard} open descriptors (the hard limit, `ulimit -Hn`), fewer than the \
+                 12352 that --max-connections 4096 may need"
+            )),
+            warned,
+            "{stderr}"
+        );
+    }
+}

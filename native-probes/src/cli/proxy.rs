@@ -546,6 +546,9 @@ pub fn run(mut a: Args) -> Result<()> {
         None => tokio::runtime::Builder::new_multi_thread(),
     };
     let rt = rt.enable_all().build()?;
+    if let Some(warning) = descriptors(a.max_connections) {
+        eprintln!("nowcast proxy: {warning}");
+    }
     let to_stdout = a.records.as_deref() == Some("-");
     let summary = rt.block_on(server::serve(opts, true, |r| {
         let line = format!(
@@ -575,4 +578,42 @@ pub fn run(mut a: Args) -> Result<()> {
         }
     );
     Ok(())
+}
+
+/// Raises the soft limit on open descriptors to the hard one (as Go's runtime does for every
+/// server): a shell's default soft limit, often 1,024, would stop a proxy far below its
+/// `--max-connections`. Each client connection in flight takes one, and its upstream
+/// connection two (the socket, and the duplicate TCP_INFO is read through). What to tell the
+/// operator when even the hard limit is below what `max_connections` may need.
+fn descriptors(max_connections: usize) -> Option<String> {
+    let mut l = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit and setrlimit only read and write the struct given.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut l) } != 0 {
+        return None;
+    }
+    // Within the kernel's own ceiling (fs.nr_open, 1,048,576 by default), which an unlimited
+    // hard limit does not tell.
+    let want = l.rlim_max.min(1 << 20);
+    if l.rlim_cur < want {
+        let raised = libc::rlimit {
+            rlim_cur: want,
+            rlim_max: l.rlim_max,
+        };
+        if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } == 0 {
+            l.rlim_cur = want;
+        }
+    }
+    let needed = 3 * max_connections as u64 + 64;
+    (l.rlim_cur < needed).then(|| {
+        format!(
+            "at most {} open descriptors (the hard limit, `ulimit -Hn`), fewer than the {needed} \
+             that --max-connections {max_connections} may need (3 a connection: the client's, and \
+             the upstream socket with its duplicate); clients beyond it wait to be accepted. \
+             Raise the limit (LimitNOFILE= in a systemd unit) or lower --max-connections",
+            l.rlim_cur
+        )
+    })
 }
