@@ -2,6 +2,7 @@
  * Command-line entry: `node echo-node/dist/main.js [options]` (see --help).
  */
 import { ConfigError, parseConfig } from "./config.js";
+import { descriptorWarning } from "./descriptors.js";
 import { MirrorsError } from "./mirrors.js";
 import { PROTOCOL_VERSION } from "./protocol.js";
 import { SERVER_VERSION, startEchoNode } from "./server.js";
@@ -27,6 +28,8 @@ async function main(): Promise<number> {
   }
   const { config } = parsed;
   for (const warning of parsed.warnings) console.error(`echo-node: warning: ${warning}`);
+  const descriptors = descriptorWarning(config.maxConnections);
+  if (descriptors !== undefined) console.error(`echo-node: warning: ${descriptors}`);
   let node;
   try {
     node = await startEchoNode(config);

@@ -3,8 +3,10 @@
  * origins and static-file rules. Table-driven where there is a table.
  */
 import { randomBytes } from "node:crypto";
+import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
 import { clientAddress, ProxyTrust } from "../src/client-address.js";
+import { descriptorWarning, openFileLimits } from "../src/descriptors.js";
 import {
   ConfigError,
   OPTIONS,
@@ -401,5 +403,36 @@ describe("static file rules", () => {
     ]) {
       expect(s.resolvePath(p)).toBeUndefined();
     }
+  });
+});
+
+describe("the open-descriptor limit", () => {
+  const limits = (soft: string, hard: string) =>
+    "Limit                     Soft Limit           Hard Limit           Units     \n" +
+    "Max processes             95594                95594                processes \n" +
+    `Max open files            ${soft.padEnd(20)} ${hard.padEnd(20)} files     \n`;
+
+  it("reads this process's limits, as /proc writes them", () => {
+    const l = openFileLimits(readFileSync("/proc/self/limits", "utf8"));
+    expect(l?.soft).toBeGreaterThan(0);
+    expect(l!.hard).toBeGreaterThanOrEqual(l!.soft);
+    expect(openFileLimits(limits("unlimited", "unlimited"))).toBeUndefined();
+    expect(openFileLimits("no such line")).toBeUndefined();
+  });
+
+  it("warns when the soft limit is under two descriptors a connection, saying what to raise", () => {
+    expect(descriptorWarning(10_000, limits("1024", "524288"))).toBe(
+      "open files are limited to 1024 (`ulimit -n`), fewer than the 20064 that " +
+        "--max-connections 10000 may need (two a connection): clients beyond it are refused " +
+        "at accept. Raise it before starting echo-node (`ulimit -n 20064`; LimitNOFILE= in a " +
+        "systemd unit), or lower --max-connections",
+    );
+    expect(descriptorWarning(10_000, limits("1024", "4096"))).toContain(
+      "The hard limit is 4096 (`ulimit -Hn`): raise both",
+    );
+    expect(descriptorWarning(10_000, limits("20064", "20064"))).toBeUndefined();
+    expect(descriptorWarning(100, limits("1024", "1024"))).toBeUndefined();
+    // Not Linux: nothing to say.
+    expect(descriptorWarning(10_000, null)).toBeUndefined();
   });
 });
