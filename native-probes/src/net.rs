@@ -128,6 +128,17 @@ fn expired(s: &TcpStream, by: Instant) -> io::Result<()> {
 
 /// Reads exactly `buf.len()` bytes by `by` (after [`prime`]).
 pub fn read_exact_by(s: &mut TcpStream, buf: &mut [u8], by: Instant) -> io::Result<()> {
+    read_by_unless(s, buf, by, |_| false).map(|_| ())
+}
+
+/// Reads `buf.len()` bytes by `by` (after [`prime`]), or fewer once `stop` says of the bytes
+/// read so far that no more are wanted: how many were read.
+pub fn read_by_unless(
+    s: &mut TcpStream,
+    buf: &mut [u8],
+    by: Instant,
+    mut stop: impl FnMut(&[u8]) -> bool,
+) -> io::Result<usize> {
     let mut n = 0;
     while n < buf.len() {
         match s.read(&mut buf[n..]) {
@@ -139,6 +150,9 @@ pub fn read_exact_by(s: &mut TcpStream, buf: &mut [u8], by: Instant) -> io::Resu
             }
             Ok(k) => {
                 n += k;
+                if stop(&buf[..n]) {
+                    break;
+                }
                 if n < buf.len() {
                     prime(s, by)?;
                 }
@@ -148,7 +162,7 @@ pub fn read_exact_by(s: &mut TcpStream, buf: &mut [u8], by: Instant) -> io::Resu
             Err(e) => return Err(e),
         }
     }
-    Ok(())
+    Ok(n)
 }
 
 /// How often a long [`discard_by`] resets the socket timeouts to the time left: often

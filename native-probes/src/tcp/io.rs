@@ -7,7 +7,7 @@ use super::session::{
     agrees, Action, Config, Event, Granted, Nanos, ProbeSize, Session, ANSWER_MAX,
 };
 use crate::clock::{wall_ms, Clock};
-use crate::net::{discard_by, is_timeout, prime, read_exact_by, remaining, write_all_by};
+use crate::net::{discard_by, prime, read_by_unless, remaining, write_all_by};
 use crate::output::{Heading, RecordSink};
 use crate::periodic::{self, Plan, Report, Unmeasured};
 use crate::series::{SeriesSet, Settings};
@@ -340,39 +340,12 @@ fn exchange(
 /// The number of bytes read.
 fn read_answer(s: &mut TcpStream, answer: Answer<'_>, by: Instant) -> io::Result<usize> {
     let Answer { buf, want, expect } = answer;
-    if expect.is_empty() {
-        read_exact_by(s, &mut buf[..want], by)?;
-        return Ok(want);
+    let n = read_by_unless(s, &mut buf[..want], by, |got| !agrees(got, expect))?;
+    if agrees(&buf[..n], expect) {
+        Ok(n)
+    } else {
+        Ok(rest_of_line(s, buf, n, by))
     }
-    let mut n = 0;
-    while n < want {
-        match s.read(&mut buf[n..want]) {
-            Ok(0) => {
-                return Err(io::Error::new(
-                    io::ErrorKind::UnexpectedEof,
-                    "the server closed the connection",
-                ))
-            }
-            Ok(k) => {
-                n += k;
-                if !agrees(&buf[..n], expect) {
-                    return Ok(rest_of_line(s, buf, n, by));
-                }
-                if n < want {
-                    prime(s, by)?;
-                }
-            }
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) if is_timeout(&e) => {
-                if remaining(by).is_err() {
-                    return Err(io::Error::new(io::ErrorKind::TimedOut, "timed out"));
-                }
-                prime(s, by)?;
-            }
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(n)
 }
 
 /// Reads on into `buf` after its first `n` bytes until it holds a line's end, is full, the
