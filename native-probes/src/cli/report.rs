@@ -17,7 +17,9 @@ use std::path::PathBuf;
 #[command(
     after_help = "Examples:\n  nowcast report --archive lab.sqlite --since 28d\n  \
     nowcast report --archive lab.sqlite --html report.html --title 'Lab, last 4 weeks'\n  \
-    nowcast report records.ndjson --json\n\nPer target and metric: the series, its histogram, \
+    nowcast report records.ndjson --json\n\nFirst what to expect now: the targets failing now \
+    with the reason, and per metric the best and worst target by the forecast of its next \
+    value with its range. Per target, metric and source: the series, its histogram, \
     the forecasts (mean of the last 5 with its deviation, EWMA 0.7, the NWS bank) with their \
     relative errors, the diurnal fit |a|·sin(x + b) + c with δb for weekdays and weekends; \
     active against passive throughput (records of source pcap) by methods 1–3; the \

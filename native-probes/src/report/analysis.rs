@@ -10,8 +10,9 @@
 //! Deterministic core: records in, a [`Report`] out.
 
 use crate::campaign::runlog::{Outcome, RunLog};
+use crate::format::{Scale, BAND_K};
 use nowcast_core::iepm::{self, Agreement, DiurnalSplit, Flow, RelativeError};
-use nowcast_core::record::{Metric, Record, Status};
+use nowcast_core::record::{Metric, Record, Status, Unit};
 use nowcast_core::stats::{histogram, Histogram};
 use nowcast_core::{Bank, Mode};
 use serde::Serialize;
@@ -81,26 +82,127 @@ pub struct Point {
     pub nws: Option<f64>,
 }
 
-/// One target and metric.
+/// The forecast of the next value as every other command shows it: the NWS bank's
+/// MSE-selected forecast ± [`BAND_K`] times its error (the root of its whole-history MSE),
+/// the range narrowed to the values the unit can take.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Next {
+    pub value: f64,
+    /// The forecaster the bank selected, e.g. `median_31`.
+    pub method: &'static str,
+    /// None while unknown: after one value nothing has checked a forecast yet.
+    pub error: Option<f64>,
+    pub low: Option<f64>,
+    pub high: Option<f64>,
+}
+
+/// One target, metric and source (a series, as the archive keeps it: `nowcast tcp`'s and
+/// `nowcast udp`'s rtt to one host are two).
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct SeriesReport {
     pub target: String,
     pub metric: Metric,
     pub unit: &'static str,
+    /// The series' source (one).
     pub sources: Vec<String>,
     pub ok: u64,
     pub timeouts: u64,
     pub errors: u64,
     pub first_ms: Option<f64>,
     pub last_ms: Option<f64>,
+    /// The newest ok value's time.
+    pub last_ok_ms: Option<f64>,
+    /// Records that failed since the newest ok one (all of them when none was ok): the
+    /// series is failing now when this is above 0.
+    pub failing: u64,
+    /// The first of those failures.
+    pub failing_since_ms: Option<f64>,
+    /// Why the newest failed record failed.
+    pub last_error: Option<String>,
+    /// The newest failures' times and statuses (as many as `points`), for plots.
+    pub failures: Vec<(f64, Status)>,
     pub stats: Option<Stats>,
     pub histogram: Option<Histogram>,
     pub forecasts: Vec<ForecastScore>,
+    /// The forecast of the next value with its range.
+    pub next: Option<Next>,
     pub diurnal: DiurnalSplit,
     /// δb < 0.2 on weekdays or weekends (IEPM-BW §III.H).
     pub diurnal_path: bool,
     /// The newest points, with their forecasts, for plots.
     pub points: Vec<Point>,
+}
+
+impl SeriesReport {
+    /// The series' source.
+    pub fn source(&self) -> &str {
+        self.sources.first().map_or("", String::as_str)
+    }
+
+    /// How its values are shown (`format::Scale`, as every table of nowcast shows them):
+    /// rates in kbit/s, Mbit/s or Gbit/s by the largest value, loss in percent, times in ms.
+    pub fn scale(&self) -> Scale {
+        let magnitude = self
+            .stats
+            .as_ref()
+            .map(|s| s.max.abs().max(s.min.abs()))
+            .or(self.next.as_ref().map(|n| n.value.abs()))
+            .unwrap_or(0.0);
+        Scale::of(self.metric.unit(), magnitude)
+    }
+}
+
+/// A target whose newest records failed, over its failing series.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FailingTarget<'a> {
+    pub target: &'a str,
+    /// Its failing series.
+    pub series: Vec<&'a SeriesReport>,
+    /// Failed records since each series' newest ok value, summed.
+    pub failed: u64,
+    pub since_ms: Option<f64>,
+    /// None of its failing series ever had an ok value in the report's period.
+    pub never_ok: bool,
+    /// The newest failure's reason.
+    pub last_error: Option<&'a str>,
+}
+
+/// The targets failing now (the newest record of one of their series failed), in the
+/// report's order.
+pub fn failing_targets(series: &[SeriesReport]) -> Vec<FailingTarget<'_>> {
+    let mut out: Vec<FailingTarget<'_>> = Vec::new();
+    let mut newest: Vec<f64> = Vec::new();
+    for s in series.iter().filter(|s| s.failing > 0) {
+        let i = match out.iter().position(|f| f.target == s.target) {
+            Some(i) => i,
+            None => {
+                out.push(FailingTarget {
+                    target: &s.target,
+                    series: Vec::new(),
+                    failed: 0,
+                    since_ms: None,
+                    never_ok: true,
+                    last_error: None,
+                });
+                newest.push(f64::NEG_INFINITY);
+                out.len() - 1
+            }
+        };
+        let f = &mut out[i];
+        f.series.push(s);
+        f.failed += s.failing;
+        f.since_ms = match (f.since_ms, s.failing_since_ms) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        f.never_ok &= s.ok == 0;
+        let last = s.last_ms.unwrap_or(f64::NEG_INFINITY);
+        if last >= newest[i] {
+            newest[i] = last;
+            f.last_error = s.last_error.as_deref();
+        }
+    }
+    out
 }
 
 /// Active against passive throughput for one target.
@@ -145,12 +247,34 @@ pub struct JobRuns {
     pub last_problem: Option<String>,
 }
 
+/// One target's place among the targets measured the same way (metric and source).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Ranked {
+    pub target: String,
+    pub next: Next,
+    /// Its newest record failed.
+    pub failing: bool,
+}
+
+/// The targets measured the same way, by the forecast of their next value, best first.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Standing {
+    pub metric: Metric,
+    pub source: String,
+    pub unit: &'static str,
+    /// Rates are better higher; times and loss lower.
+    pub higher_is_better: bool,
+    pub ranked: Vec<Ranked>,
+}
+
 /// The whole report.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Report {
     pub records: u64,
     pub from_ms: Option<f64>,
     pub to_ms: Option<f64>,
+    /// Now: per metric and source, the targets by the forecast of their next value.
+    pub now: Vec<Standing>,
     pub series: Vec<SeriesReport>,
     pub active_passive: Vec<ActivePassive>,
     pub windows: Vec<WindowTable>,
@@ -228,6 +352,35 @@ fn series_report(target: &str, metric: Metric, records: &[&Record], o: &Options)
         let _ = bank.update(v);
     }
     let next_nws = bank.forecast();
+    let next = next_nws.map(|f| {
+        let error = f.mse.error.max(0.0).sqrt();
+        let error = nowcast_core::record::error_known(bank.len(), error).then_some(error);
+        let (lo, hi) = metric.unit().range();
+        Next {
+            value: f.mse.value,
+            method: bank.method(f.mse.method).0,
+            error,
+            low: error.map(|e| (f.mse.value - BAND_K * e).clamp(lo, hi)),
+            high: error.map(|e| (f.mse.value + BAND_K * e).clamp(lo, hi)),
+        }
+    });
+    // Failures: the newest ones for plots, and the run of them since the newest ok value.
+    let failed: Vec<&&Record> = records.iter().filter(|r| r.status != Status::Ok).collect();
+    let failures = failed[failed.len().saturating_sub(o.max_points)..]
+        .iter()
+        .map(|r| (r.timestamp_ms, r.status))
+        .collect();
+    let tail = records
+        .iter()
+        .rev()
+        .take_while(|r| r.status != Status::Ok)
+        .count();
+    let failing_since_ms = (tail > 0).then(|| records[records.len() - tail].timestamp_ms);
+    let last_error = failed.last().map(|r| match (&r.error, r.timeout_ms) {
+        (Some(e), _) => e.clone(),
+        (None, Some(t)) if r.status == Status::Timeout => format!("timed out after {t} ms"),
+        _ => r.status.name().to_string(),
+    });
     let forecasts = vec![
         ForecastScore {
             name: "mean of last 5",
@@ -277,13 +430,65 @@ fn series_report(target: &str, metric: Metric, records: &[&Record], o: &Options)
         errors: count(Status::Error),
         first_ms: records.first().map(|r| r.timestamp_ms),
         last_ms: records.last().map(|r| r.timestamp_ms),
+        last_ok_ms: times.last().copied(),
+        failing: tail as u64,
+        failing_since_ms,
+        last_error,
+        failures,
         stats: stats(&values),
         histogram: histogram(&values, o.bins),
         forecasts,
+        next,
         diurnal,
         diurnal_path,
         points,
     }
+}
+
+/// Whether a larger value of `m` is the better one (rates), or a smaller one (times, loss).
+pub fn higher_is_better(m: Metric) -> bool {
+    m.unit() == Unit::MbitPerS
+}
+
+/// Per metric and source, the series with a forecast, best first.
+fn standings(series: &[SeriesReport]) -> Vec<Standing> {
+    let mut groups: BTreeMap<(&'static str, &str), Vec<&SeriesReport>> = BTreeMap::new();
+    for s in series {
+        if s.next.is_some() {
+            let source = s.sources.first().map_or("", String::as_str);
+            groups.entry((s.metric.name(), source)).or_default().push(s);
+        }
+    }
+    groups
+        .into_iter()
+        .map(|((_, source), group)| {
+            let metric = group[0].metric;
+            let higher = higher_is_better(metric);
+            let mut ranked: Vec<Ranked> = group
+                .iter()
+                .map(|s| Ranked {
+                    target: s.target.clone(),
+                    next: s.next.clone().expect("filtered"),
+                    failing: s.failing > 0,
+                })
+                .collect();
+            ranked.sort_by(|a, b| {
+                let o = a.next.value.total_cmp(&b.next.value);
+                if higher {
+                    o.reverse()
+                } else {
+                    o
+                }
+            });
+            Standing {
+                metric,
+                source: source.to_string(),
+                unit: group[0].unit,
+                higher_is_better: higher,
+                ranked,
+            }
+        })
+        .collect()
 }
 
 fn is_rate(m: Metric) -> bool {
@@ -423,7 +628,8 @@ fn windows(target: &str, metric: Metric, records: &[&Record]) -> Option<WindowTa
 
 /// Builds the report from records in time order and the run log.
 pub fn build(records: &[Record], runs: &[RunLog], o: &Options) -> Report {
-    let mut active: BTreeMap<(String, &'static str), (Metric, Vec<&Record>)> = BTreeMap::new();
+    let mut active: BTreeMap<(String, &'static str, &str), (Metric, Vec<&Record>)> =
+        BTreeMap::new();
     let mut by_host: BTreeMap<String, (Vec<&Record>, Vec<&Record>)> = BTreeMap::new();
     for r in records {
         let host = host_of(&r.to).to_string();
@@ -431,7 +637,7 @@ pub fn build(records: &[Record], runs: &[RunLog], o: &Options) -> Report {
             by_host.entry(host).or_default().1.push(r);
         } else {
             active
-                .entry((r.to.clone(), r.metric.name()))
+                .entry((r.to.clone(), r.metric.name(), r.source.as_str()))
                 .or_insert((r.metric, Vec::new()))
                 .1
                 .push(r);
@@ -442,7 +648,7 @@ pub fn build(records: &[Record], runs: &[RunLog], o: &Options) -> Report {
     }
     let mut series = Vec::new();
     let mut windows_out = Vec::new();
-    for ((target, _), (metric, recs)) in &active {
+    for ((target, _, _), (metric, recs)) in &active {
         series.push(series_report(target, *metric, recs, o));
         if is_rate(*metric) {
             windows_out.extend(windows(target, *metric, recs));
@@ -478,6 +684,7 @@ pub fn build(records: &[Record], runs: &[RunLog], o: &Options) -> Report {
         records: records.len() as u64,
         from_ms: records.iter().map(|r| r.timestamp_ms).reduce(f64::min),
         to_ms: records.iter().map(|r| r.timestamp_ms).reduce(f64::max),
+        now: standings(&series),
         series,
         active_passive: ap,
         windows: windows_out,

@@ -1,30 +1,36 @@
 //! The report as one self-contained HTML file: inline CSS and SVG, no script and no
-//! network access needed to open it. An overview table first (every target and metric with
-//! its latest level, forecast errors and diurnal flag), then a card per series with the
-//! time series and its forecasts, the histogram and the diurnal fit, then active against
-//! passive throughput, the window/streams tables and the run log.
+//! network access needed to open it. What to expect now first (the targets failing now,
+//! and per metric the best and worst target by the forecast of its next value with its
+//! range), an overview table (every series with its level, forecast, forecast errors and
+//! diurnal flag), then a card per series with the time series, its forecasts and failed
+//! probes, the histogram and the diurnal fit, then active against passive throughput, the
+//! window/streams tables and the run log. Values are shown as every table of nowcast shows
+//! them (`format::Scale`: rates scaled, loss in percent); every table scrolls within
+//! itself on a narrow screen; colours follow the reader's dark mode; what is missing is
+//! said, not left blank.
 //!
 //! Deterministic core: a [`Report`] in, HTML out.
 
-use super::analysis::{Report, SeriesReport};
+use super::analysis::{failing_targets, Report, SeriesReport};
 use super::svg::{bars, esc, plot, Layer, Ticks};
-use super::text::bytes;
+use super::text::{bytes, next_band, next_range, peak, pm};
 use crate::campaign::runlog::Outcome;
-use crate::format::number;
-use crate::when::datetime;
+use crate::format::{count, scaled, Scale, BAND_K};
+use crate::when::{datetime, DAY, HOUR, MINUTE};
 use nowcast_core::iepm::{is_weekend, time_of_day, DiurnalFit};
+use nowcast_core::record::Status;
 use std::fmt::Write as _;
 
 const CSS: &str = r#"
-:root{--bg:#fbfbfd;--fg:#1d2330;--mut:#667085;--card:#fff;--line:#e4e7ec;--acc:#2563eb;--warn:#b42318;--ok:#067647}
-@media (prefers-color-scheme:dark){:root{--bg:#111318;--fg:#e6e8ee;--mut:#98a2b3;--card:#1a1d24;--line:#2c313c;--acc:#7aa2ff;--warn:#ff8b7e;--ok:#5fd38d}}
+:root{color-scheme:light dark;--bg:#fbfbfd;--fg:#1d2330;--mut:#667085;--card:#fff;--line:#e4e7ec;--acc:#2563eb;--warn:#b42318;--ok:#067647;--head:#f2f3f6;--fitwd:#1e3a8a;--fitwe:#7f1d1d}
+@media (prefers-color-scheme:dark){:root{--bg:#111318;--fg:#e6e8ee;--mut:#98a2b3;--card:#1a1d24;--line:#2c313c;--acc:#7aa2ff;--warn:#ff8b7e;--ok:#5fd38d;--head:#22262e;--fitwd:#bfdbfe;--fitwe:#fecaca}}
 *{box-sizing:border-box}body{margin:0;font:14px/1.45 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;background:var(--bg);color:var(--fg)}
-main{max-width:1180px;margin:0 auto;padding:24px}
-h1{font-size:22px;margin:0 0 4px}h2{font-size:17px;margin:28px 0 10px}h3{font-size:15px;margin:0}
-.sub{color:var(--mut);margin:0 0 18px}
-table{border-collapse:collapse;width:100%;background:var(--card);border:1px solid var(--line);border-radius:8px;overflow:hidden}
+main{max-width:1280px;margin:0 auto;padding:24px}
+h1{font-size:22px;margin:0 0 4px}h2{font-size:17px;margin:28px 0 10px}h3{font-size:15px;margin:0;overflow-wrap:anywhere}
+.sub{color:var(--mut);margin:0 0 18px}.nw{white-space:nowrap}
+table{border-collapse:collapse;width:100%;background:var(--card)}
 th,td{padding:6px 9px;border-bottom:1px solid var(--line);text-align:right;white-space:nowrap}
-th{font-weight:600;color:var(--mut);background:color-mix(in srgb,var(--card) 92%,var(--fg))}
+th{font-weight:600;color:var(--mut);background:var(--head)}
 td:first-child,th:first-child,td.l,th.l{text-align:left}
 tr:last-child td{border-bottom:0}
 a{color:var(--acc);text-decoration:none}
@@ -41,7 +47,17 @@ svg .t{font-size:12px;font-weight:600;fill:var(--fg)}svg .yl{font-size:10px;fill
 svg .xl{font-size:10px;fill:var(--mut);text-anchor:middle}svg .al{font-size:10px;fill:var(--mut);text-anchor:middle}
 svg .lg{font-size:10px;fill:var(--fg)}svg .grid{stroke:var(--line);stroke-width:1}svg .frame{fill:none;stroke:var(--line)}
 .small{font-size:12px;color:var(--mut)}tr.chosen td{font-weight:700;color:var(--ok)}
-.wrap{overflow-x:auto}.wrap th,.wrap td{padding:5px 7px;font-size:13px}.plots table{align-self:flex-start;width:auto}
+.wrap{overflow-x:auto;background:var(--card);border:1px solid var(--line);border-radius:8px;margin-top:10px}.plots .wrap{align-self:flex-start;margin-top:0}
+.wrap th,.wrap td{padding:5px 7px;font-size:13px}
+.sticky td:first-child,.sticky th:first-child{position:sticky;left:0;z-index:1;box-shadow:1px 0 0 var(--line)}
+.sticky td:first-child{background:var(--card)}
+.now{display:grid;grid-template-columns:repeat(auto-fill,minmax(320px,1fr));gap:10px}
+.standing{background:var(--card);border:1px solid var(--line);border-radius:10px;padding:10px 14px}.standing h3{margin-bottom:6px}
+.rank{display:grid;grid-template-columns:3.2em 1fr;column-gap:8px;margin:4px 0}.rank .lab{color:var(--mut);grid-row:span 2}.rank .who{overflow-wrap:anywhere}.rank .val b{font-size:15px}
+.alert{border:1px solid color-mix(in srgb,var(--warn) 45%,transparent);background:color-mix(in srgb,var(--warn) 8%,var(--card));border-radius:10px;padding:10px 14px;margin:10px 0}
+.alert h3{color:var(--warn);margin-bottom:4px}.alert ul{margin:0;padding-left:18px}.alert li{margin:4px 0;overflow-wrap:anywhere}
+.note{color:var(--mut);font-size:13px;margin:8px 0 0}
+@media (max-width:640px){main{padding:12px}.card{padding:10px}h1{font-size:19px}.now{grid-template-columns:1fr}.sticky td:first-child{white-space:normal;overflow-wrap:break-word;max-width:13.5em}}
 "#;
 
 const VALUE: &str = "#2563eb";
@@ -49,23 +65,40 @@ const MEAN5: &str = "#f59e0b";
 const EWMA: &str = "#10b981";
 const NWS: &str = "#a855f7";
 const WEEKEND: &str = "#ef4444";
+const FAILED: &str = "var(--warn)";
 
 fn pct(v: Option<f64>) -> String {
-    v.map(|v| format!("{:.1} %", v * 100.0))
-        .unwrap_or_else(|| "–".into())
+    match v {
+        Some(_) => super::text::pct(v).replace('%', " %"),
+        None => "–".into(),
+    }
 }
 
-fn opt(v: Option<f64>) -> String {
-    v.map(number).unwrap_or_else(|| "–".into())
+fn opt(v: Option<f64>, s: &Scale) -> String {
+    v.map(|v| s.num(v)).unwrap_or_else(|| "–".into())
 }
 
 fn anchor(s: &SeriesReport) -> String {
-    let mut a: String = format!("{}-{}", s.target, s.metric.name())
+    let mut a: String = format!("{}-{}-{}", s.target, s.metric.name(), s.source())
         .chars()
         .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
         .collect();
     a.insert_str(0, "s-");
     a
+}
+
+/// A duration in its largest whole unit: `40 s`, `4 min`, `12 h`, `27 days`.
+fn duration(ms: f64) -> String {
+    let ms = ms.max(0.0) as i64;
+    if ms < 2 * MINUTE {
+        format!("{} s", ms / 1000)
+    } else if ms < 2 * HOUR {
+        format!("{} min", ms / MINUTE)
+    } else if ms < 2 * DAY {
+        format!("{} h", ms / HOUR)
+    } else {
+        format!("{} days", ms / DAY)
+    }
 }
 
 fn range(vals: impl Iterator<Item = f64>) -> (f64, f64) {
@@ -88,18 +121,42 @@ fn range(vals: impl Iterator<Item = f64>) -> (f64, f64) {
     )
 }
 
-fn fit_curve(f: &DiurnalFit) -> Vec<(f64, f64)> {
+fn fit_curve(f: &DiurnalFit, k: f64) -> Vec<(f64, f64)> {
     (0..=96)
         .map(|i| {
             let x = i as f64 / 96.0 * std::f64::consts::TAU;
-            (x, f.at(x))
+            (x, f.at(x) * k)
         })
         .collect()
 }
 
+/// What failed, for a series' heading: `156 timeouts · 150 errors (23 %)`.
+fn failed_badge(s: &SeriesReport) -> String {
+    let failed = s.timeouts + s.errors;
+    if failed == 0 {
+        return String::new();
+    }
+    format!(
+        r#"<span class="badge bad" title="records that failed, of all the series' records">{} · {} ({})</span>"#,
+        count(s.timeouts, "timeout"),
+        count(s.errors, "error"),
+        pct(Some(failed as f64 / (failed + s.ok) as f64))
+    )
+}
+
+/// Why a series without a daily-cycle fit has none.
+fn no_fit(part: &str, n: usize) -> String {
+    format!(
+        "{part}: no fit ({}; it needs at least 4 spread over the time of day)",
+        count(n as u64, "value")
+    )
+}
+
 fn series_card(s: &SeriesReport) -> String {
     let mut h = String::new();
-    let unit = s.unit;
+    let sc = s.scale();
+    let k = sc.factor;
+    let unit = sc.name;
     let _ = write!(
         h,
         r#"<section class="card" id="{}"><div class="head"><h3>{} · {}</h3>"#,
@@ -109,17 +166,11 @@ fn series_card(s: &SeriesReport) -> String {
     );
     let _ = write!(
         h,
-        r#"<span class="kv">sources <b>{}</b></span><span class="kv">ok <b>{}</b></span>"#,
-        esc(&s.sources.join(", ")),
-        s.ok
+        r#"<span class="kv">source <b>{}</b></span><span class="kv">ok <b>{}</b></span>{}"#,
+        esc(s.source()),
+        s.ok,
+        failed_badge(s)
     );
-    if s.timeouts + s.errors > 0 {
-        let _ = write!(
-            h,
-            r#"<span class="badge bad">{} timeouts · {} errors</span>"#,
-            s.timeouts, s.errors
-        );
-    }
     if s.diurnal_path {
         h.push_str(r#"<span class="badge diurnal">diurnal (δb &lt; 0.2)</span>"#);
     }
@@ -127,123 +178,200 @@ fn series_card(s: &SeriesReport) -> String {
     if let Some(st) = &s.stats {
         let _ = write!(
             h,
-            r#"<div class="head small"><span class="kv">median <b>{} {unit}</b></span><span class="kv">mean <b>{}</b> ± {}</span><span class="kv">IQR <b>{} – {}</b></span><span class="kv">range {} – {}</span></div>"#,
-            number(st.median),
-            number(st.mean),
-            number(st.sd),
-            number(st.p25),
-            number(st.p75),
-            number(st.min),
-            number(st.max)
+            r#"<div class="head small"><span class="kv">median <b>{} {unit}</b></span><span class="kv">mean ± sd <b>{}</b></span><span class="kv">IQR <b>{} – {}</b></span><span class="kv">range {} – {}</span>"#,
+            sc.num(st.median),
+            pm(&sc, st.mean, st.sd),
+            sc.num(st.p25),
+            sc.num(st.p75),
+            sc.num(st.min),
+            sc.num(st.max)
         );
+        if let Some(n) = &s.next {
+            let _ = write!(
+                h,
+                r#"<span class="kv">next <b>{}</b></span>"#,
+                esc(&next_range(n, &sc))
+            );
+        }
+        h.push_str("</div>");
+    }
+    if s.failing > 0 {
+        let _ = write!(
+            h,
+            r#"<p class="note"><span class="badge bad">failing now</span> the newest {} failed{}{}: {}</p>"#,
+            if s.failing == 1 {
+                "record".to_string()
+            } else {
+                format!("{} records", s.failing)
+            },
+            s.failing_since_ms
+                .map(|t| format!(" (since {})", datetime(t as i64)))
+                .unwrap_or_default(),
+            if s.ok == 0 {
+                ", and none in this period was ok"
+            } else {
+                ""
+            },
+            esc(s.last_error.as_deref().unwrap_or("no reason recorded"))
+        );
+    }
+    if s.points.is_empty() {
+        let _ = write!(
+            h,
+            r#"<p class="note">No successful measurement in this period{}: no plot, statistics or forecast.</p>"#,
+            match (s.first_ms, s.last_ms) {
+                (Some(a), Some(b)) => format!(
+                    ", {} from {} to {}",
+                    count(s.timeouts + s.errors, "failed record"),
+                    datetime(a as i64),
+                    datetime(b as i64)
+                ),
+                _ => String::new(),
+            }
+        );
+        h.push_str("</section>");
+        return h;
     }
     h.push_str(r#"<div class="plots">"#);
-    if !s.points.is_empty() {
-        let pts: Vec<(f64, f64)> = s.points.iter().map(|p| (p.t, p.v)).collect();
-        let m5: Vec<(f64, f64)> = s
-            .points
-            .iter()
-            .filter_map(|p| p.mean5.map(|m| (p.t, m)))
-            .collect();
-        let band: Vec<(f64, f64, f64)> = s
-            .points
-            .iter()
-            .filter_map(|p| Some((p.t, p.mean5? - p.sd5?, p.mean5? + p.sd5?)))
-            .collect();
-        let ew: Vec<(f64, f64)> = s
-            .points
-            .iter()
-            .filter_map(|p| p.ewma.map(|m| (p.t, m)))
-            .collect();
-        let nws: Vec<(f64, f64)> = s
-            .points
-            .iter()
-            .filter_map(|p| p.nws.map(|m| (p.t, m)))
-            .collect();
-        let x = (pts[0].0, pts[pts.len() - 1].0);
-        let y = range(
-            pts.iter()
-                .map(|p| p.1)
-                .chain(band.iter().flat_map(|b| [b.1, b.2])),
-        );
-        let r = if pts.len() > 2000 { 1.2 } else { 2.2 };
-        h.push_str(&plot(
-            760.0,
-            260.0,
-            x,
-            y,
-            Ticks::Time,
-            unit,
-            &[
-                Layer::Band {
-                    xyy: &band,
-                    color: MEAN5,
-                    label: "",
-                },
-                Layer::Points {
-                    xy: &pts,
-                    color: VALUE,
-                    r,
-                    label: "measured",
-                },
-                Layer::Line {
-                    xy: &m5,
-                    color: MEAN5,
-                    dash: false,
-                    label: "mean of last 5 ± sd",
-                },
-                Layer::Line {
-                    xy: &ew,
-                    color: EWMA,
-                    dash: true,
-                    label: "EWMA 0.7",
-                },
-                Layer::Line {
-                    xy: &nws,
-                    color: NWS,
-                    dash: true,
-                    label: "NWS bank",
-                },
-            ],
-            "time series and the forecast made before each value (UTC)",
-        ));
+    let pts: Vec<(f64, f64)> = s.points.iter().map(|p| (p.t, p.v * k)).collect();
+    let m5: Vec<(f64, f64)> = s
+        .points
+        .iter()
+        .filter_map(|p| p.mean5.map(|m| (p.t, m * k)))
+        .collect();
+    let band: Vec<(f64, f64, f64)> = s
+        .points
+        .iter()
+        .filter_map(|p| Some((p.t, (p.mean5? - p.sd5?) * k, (p.mean5? + p.sd5?) * k)))
+        .collect();
+    let ew: Vec<(f64, f64)> = s
+        .points
+        .iter()
+        .filter_map(|p| p.ewma.map(|m| (p.t, m * k)))
+        .collect();
+    let nws: Vec<(f64, f64)> = s
+        .points
+        .iter()
+        .filter_map(|p| p.nws.map(|m| (p.t, m * k)))
+        .collect();
+    // Failures within the plotted time (the points kept are the newest).
+    let fails: Vec<f64> = s
+        .failures
+        .iter()
+        .filter(|f| f.0 >= pts[0].0)
+        .map(|f| f.0)
+        .collect();
+    let mut x = (
+        pts[0].0,
+        pts[pts.len() - 1]
+            .0
+            .max(fails.last().copied().unwrap_or(f64::MIN)),
+    );
+    if x.1 - x.0 < 60_000.0 {
+        // One moment: half an hour either side, so that the time axis has labels.
+        x = (x.0 - 1_800_000.0, x.1 + 1_800_000.0);
     }
+    let y = range(
+        pts.iter()
+            .map(|p| p.1)
+            .chain(band.iter().flat_map(|b| [b.1, b.2])),
+    );
+    let r = if pts.len() > 2000 { 1.2 } else { 2.2 };
+    let timeouts = s.failures.iter().filter(|f| f.1 == Status::Timeout).count();
+    let fail_label = format!(
+        "failed ({})",
+        if timeouts == s.failures.len() {
+            "timeout"
+        } else if timeouts == 0 {
+            "error"
+        } else {
+            "timeout or error"
+        }
+    );
+    h.push_str(&plot(
+        760.0,
+        260.0,
+        x,
+        y,
+        Ticks::Time,
+        unit,
+        &[
+            Layer::Band {
+                xyy: &band,
+                color: MEAN5,
+                label: "",
+            },
+            Layer::Points {
+                xy: &pts,
+                color: VALUE,
+                r,
+                label: "measured",
+            },
+            Layer::Line {
+                xy: &m5,
+                color: MEAN5,
+                dash: false,
+                label: "mean of last 5 ± sd",
+            },
+            Layer::Line {
+                xy: &ew,
+                color: EWMA,
+                dash: true,
+                label: "EWMA 0.7",
+            },
+            Layer::Line {
+                xy: &nws,
+                color: NWS,
+                dash: true,
+                label: "NWS bank",
+            },
+            Layer::Marks {
+                xs: &fails,
+                color: FAILED,
+                label: &fail_label,
+            },
+        ],
+        &format!(
+            "{} ({unit}) and the forecast made before each value, UTC",
+            s.metric.name()
+        ),
+    ));
     if let Some(hist) = &s.histogram {
         h.push_str(&bars(
             360.0,
             260.0,
-            hist.min,
-            hist.max,
+            hist.min * k,
+            hist.max * k,
             &hist.counts,
             VALUE,
             unit,
-            "histogram",
+            "histogram (values per bin)",
         ));
     }
+    let wd: Vec<(f64, f64)> = s
+        .points
+        .iter()
+        .filter(|p| !is_weekend(p.t))
+        .map(|p| (time_of_day(p.t), p.v * k))
+        .collect();
+    let we: Vec<(f64, f64)> = s
+        .points
+        .iter()
+        .filter(|p| is_weekend(p.t))
+        .map(|p| (time_of_day(p.t), p.v * k))
+        .collect();
     if s.diurnal.weekdays.is_some() || s.diurnal.weekends.is_some() {
-        let wd: Vec<(f64, f64)> = s
-            .points
-            .iter()
-            .filter(|p| !is_weekend(p.t))
-            .map(|p| (time_of_day(p.t), p.v))
-            .collect();
-        let we: Vec<(f64, f64)> = s
-            .points
-            .iter()
-            .filter(|p| is_weekend(p.t))
-            .map(|p| (time_of_day(p.t), p.v))
-            .collect();
         let cwd = s
             .diurnal
             .weekdays
             .as_ref()
-            .map(fit_curve)
+            .map(|f| fit_curve(f, k))
             .unwrap_or_default();
         let cwe = s
             .diurnal
             .weekends
             .as_ref()
-            .map(fit_curve)
+            .map(|f| fit_curve(f, k))
             .unwrap_or_default();
         let y = range(wd.iter().chain(&we).map(|p| p.1));
         h.push_str(&plot(
@@ -268,13 +396,13 @@ fn series_card(s: &SeriesReport) -> String {
                 },
                 Layer::Line {
                     xy: &cwd,
-                    color: "#1e3a8a",
+                    color: "var(--fitwd)",
                     dash: false,
                     label: "fit",
                 },
                 Layer::Line {
                     xy: &cwe,
-                    color: "#7f1d1d",
+                    color: "var(--fitwe)",
                     dash: true,
                     label: "",
                 },
@@ -283,19 +411,27 @@ fn series_card(s: &SeriesReport) -> String {
         ));
     }
     h.push_str("</div>");
-    h.push_str(r#"<table style="margin-top:10px"><tr><th class="l">forecaster</th><th>next value</th><th>spread</th><th>relative error</th><th>scored</th></tr>"#);
+    h.push_str(r#"<div class="wrap"><table><tr><th class="l">forecaster</th><th>next value</th><th>spread</th><th>relative error</th><th>scored</th></tr>"#);
     for f in &s.forecasts {
         let _ = write!(
             h,
             "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
             esc(f.name),
-            opt(f.next),
-            opt(f.spread),
+            opt(f.next, &sc),
+            opt(f.spread, &sc),
             pct(f.relative_error),
             f.n
         );
     }
-    h.push_str("</table>");
+    let _ = write!(
+        h,
+        r#"</table></div><p class="note">Values in {unit}. Spread: the deviation of the last 5, and the RMSE of the bank's forecasts (the range shown above is the forecast ± {BAND_K}·RMSE).{}</p>"#,
+        if s.ok < 2 {
+            " A forecast is scored from the second value on: this series has one."
+        } else {
+            ""
+        }
+    );
     let fits: Vec<(&str, &DiurnalFit)> = [
         ("weekdays", s.diurnal.weekdays.as_ref()),
         ("weekends", s.diurnal.weekends.as_ref()),
@@ -304,31 +440,161 @@ fn series_card(s: &SeriesReport) -> String {
     .filter_map(|(n, f)| f.map(|f| (n, f)))
     .collect();
     if !fits.is_empty() {
-        h.push_str(r#"<table style="margin-top:10px"><tr><th class="l">diurnal fit</th><th>a</th><th>b (rad)</th><th>peak (UTC)</th><th>c</th><th>δb</th><th>rms</th><th>points</th></tr>"#);
+        let _ = write!(
+            h,
+            r#"<div class="wrap"><table><tr><th class="l">diurnal fit</th><th>a ({unit})</th><th>b (rad)</th><th>peak (UTC)</th><th>c ({unit})</th><th>δb</th><th>rms</th><th>points</th></tr>"#
+        );
         for (n, f) in fits {
-            // The peak of sin(x + b) is at x = π/2 − b.
-            let peak = (std::f64::consts::FRAC_PI_2 - f.b).rem_euclid(std::f64::consts::TAU)
-                / std::f64::consts::TAU
-                * 24.0;
             let _ = write!(
                 h,
-                r#"<tr><td>{n}</td><td>{} ± {}</td><td>{:.3}</td><td>{:02}:{:02}</td><td>{} ± {}</td><td><span class="badge {}">{:.3}</span></td><td>{}</td><td>{}</td></tr>"#,
-                number(f.a),
-                number(f.delta_a),
+                r#"<tr><td>{n}</td><td>{}</td><td>{:.3}</td><td>{}</td><td>{}</td><td><span class="badge {}">{:.3}</span></td><td>{}</td><td>{}</td></tr>"#,
+                pm(&sc, f.a, f.delta_a),
                 f.b,
-                peak.floor() as u32,
-                ((peak.fract()) * 60.0) as u32,
-                number(f.c),
-                number(f.delta_c),
+                peak(f),
+                pm(&sc, f.c, f.delta_c),
                 if f.is_diurnal() { "diurnal" } else { "good" },
                 f.delta_b,
-                number(f.rms),
+                sc.num(f.rms),
                 f.n
             );
         }
-        h.push_str("</table>");
+        h.push_str("</table></div>");
+    }
+    let missing: Vec<String> = [
+        ("weekdays", s.diurnal.weekdays.is_none(), wd.len()),
+        ("weekends", s.diurnal.weekends.is_none(), we.len()),
+    ]
+    .into_iter()
+    .filter(|m| m.1)
+    .map(|(part, _, n)| no_fit(part, n))
+    .collect();
+    if !missing.is_empty() {
+        let _ = write!(
+            h,
+            r#"<p class="note">Daily cycle over {}: {}.</p>"#,
+            duration(s.last_ms.unwrap_or(0.0) - s.first_ms.unwrap_or(0.0)),
+            esc(&missing.join("; "))
+        );
     }
     h.push_str("</section>");
+    h
+}
+
+/// What to expect now: the targets failing now, and per metric and source the best and
+/// the worst target by the forecast of the next value, with its range.
+fn now(r: &Report) -> String {
+    let mut h = String::new();
+    let failing = failing_targets(&r.series);
+    if !failing.is_empty() {
+        let _ = write!(
+            h,
+            r#"<div class="alert"><h3>Failing now: {}</h3><ul>"#,
+            count(failing.len() as u64, "target")
+        );
+        for f in &failing {
+            let all = r.series.iter().filter(|s| s.target == f.target).count();
+            let names: Vec<String> = f
+                .series
+                .iter()
+                .map(|s| {
+                    format!(
+                        r##"<a href="#{}">{}</a> <span class="small">{}</span>"##,
+                        anchor(s),
+                        esc(s.metric.name()),
+                        esc(s.source())
+                    )
+                })
+                .collect();
+            let names = if f.series.len() == all && all > 2 {
+                format!("all its {all} series")
+            } else {
+                names.join(", ")
+            };
+            let _ = write!(
+                h,
+                r#"<li><b>{}</b> · {names}: the newest {} failed{}{}. The newest failure: {}</li>"#,
+                esc(f.target),
+                if f.failed == 1 {
+                    "record".to_string()
+                } else {
+                    format!("{} records", f.failed)
+                },
+                f.since_ms
+                    .map(|t| format!(r#" (since <span class="nw">{}</span>)"#, datetime(t as i64)))
+                    .unwrap_or_default(),
+                if f.never_ok {
+                    ", none ok in this period"
+                } else {
+                    ""
+                },
+                esc(f.last_error.unwrap_or("no reason recorded"))
+            );
+        }
+        h.push_str("</ul></div>");
+    }
+    if r.now.is_empty() {
+        return h;
+    }
+    let link = |target: &str, g: &super::analysis::Standing| -> String {
+        r.series
+            .iter()
+            .find(|s| s.target == target && s.metric == g.metric && s.source() == g.source)
+            .map(|s| format!(r##"<a href="#{}">{}</a>"##, anchor(s), esc(target)))
+            .unwrap_or_else(|| esc(target))
+    };
+    h.push_str(r#"<div class="now">"#);
+    for g in &r.now {
+        let unit = g.metric.unit();
+        let line = |label: &str, x: &super::analysis::Ranked| -> String {
+            // Each value in its own scale, as iperf3 prints rates: 2.39 Gbit/s, 8.48 Mbit/s.
+            let sc = Scale::of(unit, x.next.value);
+            let range = match (x.next.low, x.next.high) {
+                (Some(lo), Some(hi)) => format!("{}–{}", sc.num(lo), sc.num(hi)),
+                _ => "range not known yet".into(),
+            };
+            format!(
+                r#"<div class="rank"><span class="lab">{label}</span><span class="who">{}</span><span class="val"><b>{}</b> {} <span class="small">({range})</span>{}</span></div>"#,
+                link(&x.target, g),
+                sc.num(x.next.value),
+                sc.name,
+                if x.failing {
+                    r#" <span class="badge bad">last probe failed</span>"#
+                } else {
+                    ""
+                }
+            )
+        };
+        let _ = write!(
+            h,
+            r#"<div class="standing"><h3>{} <span class="small">{} · {} · {}</span></h3>"#,
+            esc(g.metric.name()),
+            esc(&g.source),
+            count(g.ranked.len() as u64, "target"),
+            if g.higher_is_better {
+                "higher is better"
+            } else {
+                "lower is better"
+            }
+        );
+        let (best, worst) = (&g.ranked[0], &g.ranked[g.ranked.len() - 1]);
+        if g.ranked.len() == 1 {
+            h.push_str(&line("only", best));
+        } else if scaled(best.next.value, unit) == scaled(worst.next.value, unit) {
+            let _ = write!(
+                h,
+                r#"<div class="rank"><span class="lab">all</span><span class="val">about <b>{}</b></span></div>"#,
+                esc(&scaled(best.next.value, unit))
+            );
+        } else {
+            h.push_str(&line("best", best));
+            h.push_str(&line("worst", worst));
+        }
+        h.push_str("</div>");
+    }
+    let _ = write!(
+        h,
+        r#"</div><p class="note">Each target's forecast of its next value (the NWS bank's MSE-selected forecast) with its likely range, the forecast ± {BAND_K}·RMSE of its forecasts so far; best and worst among the targets measured the same way (metric and source).</p>"#
+    );
     h
 }
 
@@ -337,11 +603,16 @@ pub fn render(r: &Report, title: &str) -> String {
     let mut h = String::with_capacity(1 << 20);
     let _ = write!(
         h,
-        r#"<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1"><title>{}</title><style>{CSS}</style></head><body><main>"#,
+        r#"<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1"><meta name="color-scheme" content="light dark"><title>{}</title><style>{CSS}</style></head><body><main>"#,
         esc(title)
     );
     let span = match (r.from_ms, r.to_ms) {
-        (Some(a), Some(b)) => format!("{} → {}", datetime(a as i64), datetime(b as i64)),
+        (Some(a), Some(b)) => format!(
+            r#"<span class="nw">{}</span> → <span class="nw">{}</span> ({})"#,
+            datetime(a as i64),
+            datetime(b as i64),
+            duration(b - a)
+        ),
         _ => "no records".into(),
     };
     let diurnal = r.series.iter().filter(|s| s.diurnal_path).count();
@@ -355,45 +626,66 @@ pub fn render(r: &Report, title: &str) -> String {
         diurnal,
         if diurnal == 1 { "" } else { "s" }
     );
-    h.push_str(r#"<h2>Overview</h2><div class="wrap"><table><tr><th class="l">target</th><th class="l">metric</th><th>ok</th><th>timeouts · errors</th><th>median</th><th>next (mean of 5)</th><th>err mean of 5</th><th>err EWMA</th><th>err NWS</th><th>δb weekdays</th><th>δb weekends</th></tr>"#);
-    for s in &r.series {
-        let db = |f: Option<DiurnalFit>| {
-            f.map(|f| {
-                format!(
-                    r#"<span class="badge {}">{:.2}</span>"#,
-                    if f.is_diurnal() { "diurnal" } else { "good" },
-                    f.delta_b
-                )
-            })
-            .unwrap_or_else(|| "–".into())
-        };
+    if r.series.is_empty() {
         let _ = write!(
             h,
-            r##"<tr><td><a href="#{}">{}</a></td><td class="l">{} <span class="small">{}</span></td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>"##,
-            anchor(s),
-            esc(&s.target),
-            s.metric.name(),
-            s.unit,
-            s.ok,
-            if s.timeouts + s.errors > 0 {
-                format!(
-                    r#"<span class="badge bad">{} · {}</span>"#,
-                    s.timeouts, s.errors
-                )
+            r#"<p class="alert">{}</p>"#,
+            if r.records == 0 {
+                "No records: nothing in the archive or files given matched the filters (--since, --until, --target, --metric, --source). Check them, or the archive's path."
             } else {
-                "–".into()
-            },
-            opt(s.stats.as_ref().map(|x| x.median)),
-            opt(s.forecasts[0].next),
-            pct(s.forecasts[0].relative_error),
-            pct(s.forecasts[1].relative_error),
-            pct(s.forecasts[2].relative_error),
-            db(s.diurnal.weekdays),
-            db(s.diurnal.weekends)
+                "No active measurements to analyse: the records are all passive (source pcap)."
+            }
         );
+    } else {
+        h.push_str("<h2>Now</h2>");
+        h.push_str(&now(r));
+        h.push_str(r#"<h2>Overview</h2><div class="wrap"><table class="sticky"><tr><th class="l">target</th><th class="l">metric</th><th class="l">source</th><th>ok</th><th title="timeouts · errors, and their share of the records">t/o · errors</th><th>median</th><th>next ± 2·RMSE</th><th>err mean of 5</th><th>err EWMA</th><th>err NWS</th><th>δb wd / we</th></tr>"#);
+        for s in &r.series {
+            let sc = s.scale();
+            let db = |f: Option<DiurnalFit>| {
+                f.map(|f| {
+                    format!(
+                        r#"<span class="badge {}">{:.2}</span>"#,
+                        if f.is_diurnal() { "diurnal" } else { "good" },
+                        f.delta_b
+                    )
+                })
+                .unwrap_or_else(|| "–".into())
+            };
+            let failed = s.timeouts + s.errors;
+            let _ = write!(
+                h,
+                r##"<tr><td><a href="#{}">{}</a></td><td class="l">{} <span class="small">{}</span></td><td class="l small">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{} / {}</td></tr>"##,
+                anchor(s),
+                esc(&s.target),
+                s.metric.name(),
+                sc.name,
+                esc(s.source()),
+                s.ok,
+                if failed > 0 {
+                    format!(
+                        r#"<span class="badge bad">{} · {}</span> <span class="small">{}</span>"#,
+                        s.timeouts,
+                        s.errors,
+                        pct(Some(failed as f64 / (failed + s.ok) as f64))
+                    )
+                } else {
+                    "–".into()
+                },
+                opt(s.stats.as_ref().map(|x| x.median), &sc),
+                s.next
+                    .as_ref()
+                    .map_or_else(|| "–".into(), |n| next_band(n, &sc)),
+                pct(s.forecasts[0].relative_error),
+                pct(s.forecasts[1].relative_error),
+                pct(s.forecasts[2].relative_error),
+                db(s.diurnal.weekdays),
+                db(s.diurnal.weekends)
+            );
+        }
+        h.push_str("</table></div>");
+        h.push_str(r#"<p class="small">Units: each row's own (rates scaled to kbit/s, Mbit/s or Gbit/s, loss in percent, times in ms). Next: the NWS bank's forecast of the next value ± 2·RMSE. Relative error: average(|forecast − observed| / observed) of the forecast made before each value (IEPM-BW §III.G). δb: the standard error of the phase b of the fit |a|·sin(x + b) + c over the time of day; below 0.2 the path has a strong daily cycle (§III.H). –: too few values (a forecast is scored from the second value, a daily fit needs 4), or none ok.</p>"#);
     }
-    h.push_str("</table></div>");
-    h.push_str(r#"<p class="small">Relative error: average(|forecast − observed| / observed) of the forecast made before each value (IEPM-BW §III.G). δb: the standard error of the phase b of the fit |a|·sin(x + b) + c over the time of day; below 0.2 the path has a strong daily cycle (§III.H).</p>"#);
     if !r.active_passive.is_empty() {
         h.push_str(r#"<h2>Active against passive throughput</h2><p class="small">Passive flows (source pcap) starting within 5 s of each other form one transfer, matched to the nearest active run; err = (passive − active) / passive, R the correlation (IEPM-BW §III.I). Methods: 1 = Σ bytes/time per stream, 2 = Σ bytes / mean stream time, 3 = Σ bytes / longest stream time (§III.J).</p>"#);
         for ap in &r.active_passive {
@@ -446,7 +738,7 @@ pub fn render(r: &Report, title: &str) -> String {
                 ],
                 "passive (y) against active (x), Mbit/s",
             ));
-            h.push_str(r#"<table style="max-width:560px"><tr><th class="l">method</th><th>n</th><th>err median</th><th>err mean</th><th>R</th></tr>"#);
+            h.push_str(r#"<div class="wrap"><table><tr><th class="l">method</th><th>n</th><th>err median</th><th>err mean</th><th>R</th></tr>"#);
             let rows = ap
                 .methods
                 .iter()
@@ -465,17 +757,20 @@ pub fn render(r: &Report, title: &str) -> String {
                     );
                 }
             }
-            h.push_str("</table></div></section>");
+            h.push_str("</table></div></div></section>");
         }
     }
     if !r.windows.is_empty() {
         h.push_str(r#"<h2>Windows and streams</h2><p class="small">The setting chosen is the one with the fewest streams that reaches 80 % of the best median throughput (IEPM-BW §III.D).</p>"#);
         for w in &r.windows {
+            let m = w.rows.iter().map(|r| r.median.abs()).fold(0.0, f64::max);
+            let sc = Scale::of(w.metric.unit(), m);
             let _ = write!(
                 h,
-                r#"<section class="card"><h3>{} · {}</h3><table style="margin-top:8px"><tr><th class="l">window</th><th>streams</th><th>runs</th><th>median</th><th>mean</th></tr>"#,
+                r#"<section class="card"><h3>{} · {}</h3><div class="wrap"><table><tr><th class="l">window</th><th>streams</th><th>runs</th><th>median ({u})</th><th>mean ({u})</th></tr>"#,
                 esc(&w.target),
-                w.metric.name()
+                w.metric.name(),
+                u = sc.name
             );
             for row in &w.rows {
                 let _ = write!(
@@ -487,19 +782,23 @@ pub fn render(r: &Report, title: &str) -> String {
                         .unwrap_or_else(|| "default".into()),
                     row.streams,
                     row.n,
-                    number(row.median),
-                    number(row.mean)
+                    sc.num(row.median),
+                    sc.num(row.mean)
                 );
             }
-            h.push_str("</table></section>");
+            h.push_str("</table></div></section>");
         }
     }
-    h.push_str(r#"<h2>Time series</h2>"#);
+    if !r.series.is_empty() {
+        h.push_str(r#"<h2>Time series</h2>"#);
+    }
     for s in &r.series {
         h.push_str(&series_card(s));
     }
     if !r.runs.is_empty() {
-        h.push_str(r#"<h2>Runs</h2><table><tr><th class="l">job</th>"#);
+        h.push_str(
+            r#"<h2>Runs</h2><div class="wrap"><table class="sticky"><tr><th class="l">job</th>"#,
+        );
         for o in Outcome::ALL {
             let _ = write!(h, "<th>{}</th>", o.name());
         }
@@ -515,7 +814,7 @@ pub fn render(r: &Report, title: &str) -> String {
                 esc(j.last_problem.as_deref().unwrap_or(""))
             );
         }
-        h.push_str("</table>");
+        h.push_str("</table></div>");
     }
     h.push_str(
         r#"<p class="small">Made by nowcast report. Times are UTC.</p></main></body></html>"#,

@@ -1,5 +1,7 @@
 //! Small SVG plots for the HTML report: scatter and line layers over linear axes with
 //! "nice" ticks, and bar charts. No script, no external resource: the file opens anywhere.
+//! Colours are CSS values (a `var(--name)` too, so that a page can change them in dark
+//! mode); the legend sits above the plotting area, clear of the data.
 //!
 //! Deterministic core: numbers in, SVG text out.
 
@@ -27,6 +29,13 @@ pub enum Layer<'a> {
         color: &'a str,
         label: &'a str,
     },
+    /// Short upright marks along the bottom of the plot at each x (events without a value,
+    /// such as failed probes).
+    Marks {
+        xs: &'a [f64],
+        color: &'a str,
+        label: &'a str,
+    },
 }
 
 /// How axis values are written.
@@ -39,12 +48,22 @@ pub enum Ticks {
     DayRadians,
 }
 
-/// Escapes text for HTML and SVG.
+/// Escapes text for HTML and SVG; control characters, which HTML does not allow in text,
+/// become U+FFFD.
 pub fn esc(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\n' | '\t' => out.push(c),
+            c if c.is_control() => out.push('\u{fffd}'),
+            c => out.push(c),
+        }
+    }
+    out
 }
 
 /// Ticks at 1, 2 or 5 × 10^k covering [lo, hi], about `n` of them.
@@ -70,9 +89,17 @@ pub fn nice_ticks(lo: f64, hi: f64, n: usize) -> Vec<f64> {
 }
 
 fn time_ticks(lo: f64, hi: f64) -> Vec<(f64, String)> {
-    use crate::when::{date, DAY, HOUR};
+    use crate::when::{date, DAY, HOUR, MINUTE, SECOND};
     let span = hi - lo;
     let steps = [
+        10 * SECOND,
+        30 * SECOND,
+        MINUTE,
+        2 * MINUTE,
+        5 * MINUTE,
+        10 * MINUTE,
+        15 * MINUTE,
+        30 * MINUTE,
         HOUR,
         3 * HOUR,
         6 * HOUR,
@@ -94,10 +121,20 @@ fn time_ticks(lo: f64, hi: f64) -> Vec<(f64, String)> {
     let mut out = Vec::new();
     while t <= hi && out.len() < 12 {
         let ms = t as i64;
+        let of_day = ms.rem_euclid(DAY);
         let label = if step >= DAY as f64 {
             date(ms)[5..].to_string()
+        } else if step >= HOUR as f64 {
+            format!("{} {:02}h", &date(ms)[5..], of_day / HOUR)
+        } else if step >= MINUTE as f64 {
+            format!("{:02}:{:02}", of_day / HOUR, of_day / MINUTE % 60)
         } else {
-            format!("{} {:02}h", &date(ms)[5..], ms.rem_euclid(DAY) / HOUR)
+            format!(
+                "{:02}:{:02}:{:02}",
+                of_day / HOUR,
+                of_day / MINUTE % 60,
+                of_day / SECOND % 60
+            )
         };
         out.push((t, label));
         t += step;
@@ -135,7 +172,7 @@ pub fn plot(
     layers: &[Layer<'_>],
     title: &str,
 ) -> String {
-    let (ml, mr, mt, mb) = (58.0, 12.0, 22.0, 34.0);
+    let (ml, mr, mt, mb) = (58.0, 12.0, 38.0, 34.0);
     let (pw, ph) = (w - ml - mr, h - mt - mb);
     let (x0, mut x1) = x;
     let (y0, mut y1) = y;
@@ -227,7 +264,7 @@ pub fn plot(
                 }
                 let _ = write!(
                     s,
-                    r#"<path d="{d}Z" fill="{color}" opacity="0.18" stroke="none"/>"#
+                    r#"<path d="{d}Z" style="fill:{color}" opacity="0.18" stroke="none"/>"#
                 );
                 legend.push((*color, *label, "band"));
             }
@@ -252,7 +289,7 @@ pub fn plot(
                 }
                 let _ = write!(
                     s,
-                    r#"<path d="{d}" fill="none" stroke="{color}" stroke-width="1.6"{}/>"#,
+                    r#"<path d="{d}" fill="none" style="stroke:{color}" stroke-width="1.6"{}/>"#,
                     if *dash {
                         r#" stroke-dasharray="5 3""#
                     } else {
@@ -267,35 +304,61 @@ pub fn plot(
                 r,
                 label,
             } => {
+                if xy.is_empty() {
+                    continue;
+                }
+                let _ = write!(s, r#"<g style="fill:{color}">"#);
                 for (xv, yv) in xy.iter() {
                     let _ = write!(
                         s,
-                        r#"<circle cx="{:.1}" cy="{:.1}" r="{r}" fill="{color}"/>"#,
+                        r#"<circle cx="{:.1}" cy="{:.1}" r="{r}"/>"#,
                         sx(*xv),
                         clip(sy(*yv), mt, mt + ph)
                     );
                 }
+                s.push_str("</g>");
                 legend.push((*color, *label, "dot"));
+            }
+            Layer::Marks { xs, color, label } => {
+                if xs.is_empty() {
+                    continue;
+                }
+                let mut d = String::new();
+                for xv in xs.iter() {
+                    let xx = clip(sx(*xv), ml, ml + pw);
+                    let _ = write!(d, "M{xx:.1},{:.1}v9", mt + ph - 9.0);
+                }
+                let _ = write!(
+                    s,
+                    r#"<path class="marks" d="{d}" fill="none" style="stroke:{color}" stroke-width="1.4"/>"#
+                );
+                legend.push((*color, *label, "mark"));
             }
         }
     }
-    let mut lx = ml + 8.0;
+    // The legend: one row between the title and the plotting area.
+    let ly = mt - 12.0;
+    let mut lx = ml;
     for (color, label, kind) in legend.iter().filter(|l| !l.1.is_empty()) {
         let mark = match *kind {
             "dot" => format!(
-                r#"<circle cx="{:.1}" cy="{:.1}" r="3.5" fill="{color}"/>"#,
+                r#"<circle cx="{:.1}" cy="{ly:.1}" r="3.5" style="fill:{color}"/>"#,
                 lx + 5.0,
-                mt + 10.0
             ),
             "band" => format!(
-                r#"<rect x="{lx:.1}" y="{:.1}" width="12" height="8" fill="{color}" opacity="0.3"/>"#,
-                mt + 6.0
+                r#"<rect x="{lx:.1}" y="{:.1}" width="12" height="8" style="fill:{color}" opacity="0.3"/>"#,
+                ly - 4.0
+            ),
+            "mark" => format!(
+                r#"<line x1="{:.1}" x2="{:.1}" y1="{:.1}" y2="{:.1}" style="stroke:{color}" stroke-width="1.6"/>"#,
+                lx + 6.0,
+                lx + 6.0,
+                ly - 5.0,
+                ly + 5.0
             ),
             _ => format!(
-                r#"<line x1="{lx:.1}" x2="{:.1}" y1="{:.1}" y2="{:.1}" stroke="{color}" stroke-width="2"{}/>"#,
+                r#"<line x1="{lx:.1}" x2="{:.1}" y1="{ly:.1}" y2="{ly:.1}" style="stroke:{color}" stroke-width="2"{}/>"#,
                 lx + 12.0,
-                mt + 10.0,
-                mt + 10.0,
                 if *kind == "dash" {
                     r#" stroke-dasharray="4 2""#
                 } else {
@@ -307,10 +370,10 @@ pub fn plot(
             s,
             r#"{mark}<text x="{:.1}" y="{:.1}" class="lg">{}</text>"#,
             lx + 16.0,
-            mt + 14.0,
+            ly + 3.5,
             esc(label)
         );
-        lx += 24.0 + 6.5 * label.chars().count() as f64;
+        lx += 24.0 + 6.0 * label.chars().count() as f64;
     }
     s.push_str("</svg>");
     s
@@ -354,7 +417,7 @@ pub fn bars(
         let bh = *c as f64 / top * ph;
         let _ = write!(
             s,
-            r#"<rect x="{:.1}" y="{:.1}" width="{:.1}" height="{bh:.1}" fill="{color}"><title>{c}</title></rect>"#,
+            r#"<rect x="{:.1}" y="{:.1}" width="{:.1}" height="{bh:.1}" style="fill:{color}"><title>{c}</title></rect>"#,
             ml + i as f64 / n * pw + 0.5,
             mt + ph - bh,
             (pw / n - 1.0).max(0.5)
@@ -385,11 +448,42 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_few_minutes_of_measurements_get_minute_ticks() {
+        // 2026-12-06T03:00:00Z to 03:04:00Z.
+        let t0 = 1_796_526_000_000.0;
+        let ticks = time_ticks(t0, t0 + 240_000.0);
+        assert!(ticks.len() >= 3, "{ticks:?}");
+        assert_eq!(ticks[0].1, "03:00");
+        assert_eq!(ticks[1].1, "03:01");
+        let hours = time_ticks(t0, t0 + 10.0 * 3_600_000.0);
+        assert!(hours[0].1.ends_with("03h"), "{hours:?}");
+        // A legend never lies over the data: it is above the plotting area.
+        let svg = plot(
+            400.0,
+            200.0,
+            (0.0, 1.0),
+            (0.0, 1.0),
+            Ticks::Number,
+            "ms",
+            &[Layer::Points {
+                xy: &[(0.5, 1.0)],
+                color: "var(--v)",
+                r: 2.0,
+                label: "measured",
+            }],
+            "t",
+        );
+        assert!(svg.contains(r#"style="fill:var(--v)""#), "{svg}");
+        assert!(svg.contains(r#"cy="26.0" r="3.5""#), "{svg}");
+    }
+
+    #[test]
     fn ticks_are_round() {
         assert_eq!(
             nice_ticks(0.0, 10.0, 5),
             vec![0.0, 2.0, 4.0, 6.0, 8.0, 10.0]
         );
         assert_eq!(esc("<a&\">"), "&lt;a&amp;&quot;&gt;");
+        assert_eq!(esc("a\u{1b}[2J"), "a\u{fffd}[2J");
     }
 }

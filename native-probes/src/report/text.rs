@@ -1,11 +1,21 @@
-//! The report as tables for a terminal.
+//! The report as tables for a terminal, 80 columns wide where the names allow: what to
+//! expect now first (per metric, the best and worst target by the forecast of the next value
+//! with its range, and the targets failing now), then every series grouped by target, the
+//! forecast errors and daily cycles, active against passive, windows and streams, and runs.
+//! Values are shown as every other table of nowcast shows them (`format::Scale`); names
+//! from the archive are printed with their control characters escaped.
 //!
 //! Deterministic core: a [`Report`] in, text out.
 
-use super::analysis::Report;
+use super::analysis::{failing_targets, Next, Report, SeriesReport};
 use crate::campaign::runlog::Outcome;
-use crate::format::number;
+use crate::format::{count, scaled, Scale, BAND_K};
 use crate::when::datetime;
+use nowcast_core::iepm::DiurnalFit;
+use std::fmt::Write as _;
+
+/// Width the prose is wrapped to.
+const WIDTH: usize = 80;
 
 /// A byte count as `64K`, `1M`, `1536` (powers of 1024 when exact).
 pub fn bytes(n: u64) -> String {
@@ -17,13 +27,371 @@ pub fn bytes(n: u64) -> String {
     n.to_string()
 }
 
-fn opt(v: Option<f64>) -> String {
-    v.map(number).unwrap_or_else(|| "-".into())
+/// A name or message from the archive as a terminal may print it: control characters and
+/// the invisible ones that reorder text (bidirectional controls) escaped, so that a target
+/// named with escape sequences cannot move the cursor, retitle the window or disguise
+/// another name.
+pub fn clean(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        let bidi = matches!(c, '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}');
+        if c.is_control() || bidi {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }
 
-fn pct(v: Option<f64>) -> String {
-    v.map(|v| format!("{:.1}%", v * 100.0))
-        .unwrap_or_else(|| "-".into())
+/// A percentage of a fraction with one decimal, never "-0.0".
+pub fn pct(v: Option<f64>) -> String {
+    match v {
+        Some(v) if v.is_finite() => {
+            let s = format!("{:.1}%", v * 100.0);
+            if s == "-0.0%" {
+                "0.0%".into()
+            } else {
+                s
+            }
+        }
+        _ => "-".into(),
+    }
+}
+
+/// `v ± e` in `s`, the error with the value's decimals (`4.20 ± 0.01`, `464 ± 56`), or its
+/// own when those would show it as nothing.
+pub fn pm(s: &Scale, v: f64, e: f64) -> String {
+    let a = s.num(v);
+    let d = a.split_once('.').map_or(0, |(_, f)| f.len());
+    let b = format!("{:.d$}", e * s.factor);
+    let b = if e != 0.0 && b.chars().all(|c| matches!(c, '0' | '.' | '-')) {
+        s.num(e)
+    } else {
+        b
+    };
+    format!("{a} ± {b}")
+}
+
+/// The forecast as `453 ± 41` in `s` (`± ?` while its error is unknown).
+pub fn next_band(n: &Next, s: &Scale) -> String {
+    match n.error {
+        Some(e) => pm(s, n.value, BAND_K * e),
+        None => format!("{} ± ?", s.num(n.value)),
+    }
+}
+
+/// The forecast as `453 Mbit/s (413–494)`: its range, narrowed to the unit's values.
+pub fn next_range(n: &Next, s: &Scale) -> String {
+    match (n.low, n.high) {
+        (Some(lo), Some(hi)) => format!("{} ({}–{})", s.with_unit(n.value), s.num(lo), s.num(hi)),
+        _ => format!("{} (range not known yet)", s.with_unit(n.value)),
+    }
+}
+
+/// `metric (source)` of a series.
+pub fn series_name(s: &SeriesReport) -> String {
+    format!("{} ({})", s.metric.name(), clean(s.source()))
+}
+
+/// The hour and minute (UTC) of the peak of |a|·sin(x + b) + c: x = π/2 − b.
+pub fn peak(f: &DiurnalFit) -> String {
+    use std::f64::consts::{FRAC_PI_2, TAU};
+    let minutes = ((FRAC_PI_2 - f.b).rem_euclid(TAU) / TAU * 1440.0).round() as u32 % 1440;
+    format!("{:02}:{:02}", minutes / 60, minutes % 60)
+}
+
+/// `text` wrapped at [`WIDTH`], every line after `first` indented by `indent` spaces.
+fn wrap(out: &mut String, first: &str, text: &str, indent: usize) {
+    let mut line = first.to_string();
+    let mut col = first.chars().count();
+    // After a first part that is not only spaces, the text goes on after a space.
+    let mut fresh = first.trim().is_empty();
+    for word in text.split(' ').filter(|w| !w.is_empty()) {
+        let n = word.chars().count();
+        if !fresh && col + 1 + n > WIDTH {
+            out.push_str(line.trim_end());
+            out.push('\n');
+            line = " ".repeat(indent);
+            col = indent;
+            fresh = true;
+        }
+        if !fresh {
+            line.push(' ');
+            col += 1;
+        }
+        line.push_str(word);
+        col += n;
+        fresh = false;
+    }
+    out.push_str(line.trim_end());
+    out.push('\n');
+}
+
+/// A table: `None` rows are the next cell written on a line of its own (a heading), the
+/// others aligned in columns as wide as their widest cell, the first `left` aligned left.
+fn table(out: &mut String, head: &[&str], left: usize, rows: &[Result<Vec<String>, String>]) {
+    let mut width: Vec<usize> = head.iter().map(|h| h.chars().count()).collect();
+    for r in rows.iter().flatten() {
+        for (w, c) in width.iter_mut().zip(r) {
+            *w = (*w).max(c.chars().count());
+        }
+    }
+    let head: Vec<String> = head.iter().map(|h| h.to_string()).collect();
+    for r in std::iter::once(Ok(head)).chain(rows.iter().cloned()) {
+        let r = match r {
+            Ok(r) => r,
+            Err(heading) => {
+                let _ = writeln!(out, "{heading}");
+                continue;
+            }
+        };
+        let mut line = String::from("  ");
+        for (i, (c, w)) in r.iter().zip(&width).enumerate() {
+            if i > 0 {
+                line.push_str("  ");
+            }
+            let pad = " ".repeat(w - c.chars().count());
+            if i < left {
+                line.push_str(c);
+                line.push_str(&pad);
+            } else {
+                line.push_str(&pad);
+                line.push_str(c);
+            }
+        }
+        let _ = writeln!(out, "{}", line.trim_end());
+    }
+}
+
+fn now(out: &mut String, r: &Report) {
+    if !r.now.is_empty() {
+        let _ = writeln!(
+            out,
+            "now: the forecast of the next value (NWS bank, ± {BAND_K}·RMSE), best and worst"
+        );
+        for g in &r.now {
+            let unit = g.metric.unit();
+            let _ = writeln!(
+                out,
+                "  {} ({}), {}, {}:",
+                g.metric.name(),
+                clean(&g.source),
+                count(g.ranked.len() as u64, "target"),
+                if g.higher_is_better {
+                    "higher is better"
+                } else {
+                    "lower is better"
+                }
+            );
+            let best = &g.ranked[0];
+            let worst = &g.ranked[g.ranked.len() - 1];
+            let mut rows: Vec<(&str, &super::analysis::Ranked)> = Vec::new();
+            if g.ranked.len() == 1 {
+                rows.push(("only", best));
+            } else if scaled(best.next.value, unit) == scaled(worst.next.value, unit) {
+                let _ = writeln!(out, "    all about {}", scaled(best.next.value, unit));
+            } else {
+                rows.push(("best", best));
+                rows.push(("worst", worst));
+            }
+            let w = rows
+                .iter()
+                .map(|(_, x)| clean(&x.target).chars().count())
+                .max()
+                .unwrap_or(0);
+            for (label, x) in rows {
+                let name = clean(&x.target);
+                let pad = " ".repeat(w - name.chars().count());
+                let _ = writeln!(
+                    out,
+                    "    {label:<5}  {name}{pad}  {}{}",
+                    next_range(&x.next, &Scale::of(unit, x.next.value)),
+                    if x.failing { "  (failing now)" } else { "" }
+                );
+            }
+        }
+        out.push('\n');
+    }
+    let failing = failing_targets(&r.series);
+    if !failing.is_empty() {
+        let _ = writeln!(out, "failing now (the newest records failed):");
+        for f in failing {
+            let all = r.series.iter().filter(|s| s.target == f.target).count();
+            let names = if f.series.len() == all && all > 2 {
+                format!("all its {all} series")
+            } else {
+                let names: Vec<String> = f.series.iter().map(|s| series_name(s)).collect();
+                names.join(", ")
+            };
+            wrap(out, &format!("  {}:", clean(f.target)), &names, 4);
+            let what = format!(
+                "{} failed{}{};",
+                count(f.failed, "record"),
+                f.since_ms
+                    .map(|t| format!(" since {}", datetime(t as i64)))
+                    .unwrap_or_default(),
+                if f.never_ok {
+                    ", none ok in this period"
+                } else {
+                    ""
+                }
+            );
+            wrap(
+                out,
+                "    ",
+                &format!(
+                    "{what} the newest: {}",
+                    clean(f.last_error.unwrap_or("(no reason recorded)"))
+                ),
+                4,
+            );
+        }
+        out.push('\n');
+    }
+}
+
+/// The series in the order of the tables: by target, then source, then metric, so that a
+/// target's series of one source are under one heading.
+fn by_target_and_source(r: &Report) -> Vec<&SeriesReport> {
+    let mut v: Vec<&SeriesReport> = r.series.iter().collect();
+    v.sort_by(|a, b| {
+        (&a.target, a.source(), a.metric.name()).cmp(&(&b.target, b.source(), b.metric.name()))
+    });
+    v
+}
+
+/// The rows of a table of series, each (target, source) a heading.
+fn grouped(
+    r: &Report,
+    row: impl Fn(&SeriesReport) -> Vec<String>,
+) -> Vec<Result<Vec<String>, String>> {
+    let mut rows = Vec::new();
+    let mut last = None;
+    for s in by_target_and_source(r) {
+        let key = (&s.target, s.source());
+        if last != Some(key) {
+            rows.push(Err(format!("{} ({})", clean(&s.target), clean(s.source()))));
+            last = Some(key);
+        }
+        rows.push(Ok(row(s)));
+    }
+    rows
+}
+
+fn series_tables(out: &mut String, r: &Report) {
+    let _ = writeln!(
+        out,
+        "series, by target (source): median, mean and the next value's forecast"
+    );
+    let _ = writeln!(out, "(NWS bank ± {BAND_K}·RMSE):");
+    let rows = grouped(r, |s| {
+        let sc = s.scale();
+        let st = s.stats.as_ref();
+        let some = |v: Option<f64>| v.map_or_else(|| "-".to_string(), |v| sc.num(v));
+        let failed = s.timeouts + s.errors;
+        vec![
+            format!("{} {}", s.metric.name(), sc.name),
+            s.ok.to_string(),
+            if failed == 0 {
+                "0".into()
+            } else {
+                format!(
+                    "{failed} ({})",
+                    pct(Some(failed as f64 / (failed + s.ok) as f64))
+                )
+            },
+            some(st.map(|m| m.median)),
+            some(st.map(|m| m.mean)),
+            s.next
+                .as_ref()
+                .map_or_else(|| "-".into(), |n| next_band(n, &sc)),
+        ]
+    });
+    table(
+        out,
+        &["metric", "ok", "failed", "median", "mean", "next"],
+        1,
+        &rows,
+    );
+    out.push('\n');
+    let _ = writeln!(
+        out,
+        "forecast errors, average(|forecast − observed| / observed), and δb of the daily"
+    );
+    let _ = writeln!(
+        out,
+        "cycle's phase (below 0.2: diurnal) on weekdays and weekends (IEPM-BW §III.G–H):"
+    );
+    let rows = grouped(r, |s| {
+        let db =
+            |f: Option<DiurnalFit>| f.map_or_else(|| "-".into(), |f| format!("{:.2}", f.delta_b));
+        vec![
+            s.metric.name().to_string(),
+            pct(s.forecasts[0].relative_error),
+            pct(s.forecasts[1].relative_error),
+            pct(s.forecasts[2].relative_error),
+            db(s.diurnal.weekdays),
+            db(s.diurnal.weekends),
+            if s.diurnal_path { "yes" } else { "" }.into(),
+        ]
+    });
+    table(
+        out,
+        &[
+            "metric",
+            "mean of 5",
+            "EWMA",
+            "NWS",
+            "δb wd",
+            "δb we",
+            "diurnal",
+        ],
+        1,
+        &rows,
+    );
+    let _ = writeln!(
+        out,
+        "  -: too few values (forecasts are scored from the 2nd value, daily fits need 4)"
+    );
+}
+
+fn diurnal(out: &mut String, r: &Report) {
+    let fits: Vec<_> = r.series.iter().filter(|s| s.diurnal_path).collect();
+    if fits.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "\ndiurnal fits |a|·sin(x + b) + c, x the time of day in radians (UTC):"
+    );
+    let mut rows = Vec::new();
+    for s in fits {
+        let sc = s.scale();
+        rows.push(Err(format!(
+            "  {} {} {}",
+            clean(&s.target),
+            series_name(s),
+            sc.name
+        )));
+        for (part, f) in [
+            ("weekdays", s.diurnal.weekdays),
+            ("weekends", s.diurnal.weekends),
+        ] {
+            if let Some(f) = f {
+                rows.push(Ok(vec![
+                    part.to_string(),
+                    pm(&sc, f.a, f.delta_a),
+                    format!("{:.3} ± {:.3}", f.b, f.delta_b),
+                    pm(&sc, f.c, f.delta_c),
+                    peak(&f),
+                    f.n.to_string(),
+                    if f.is_diurnal() { "diurnal" } else { "" }.into(),
+                ]));
+            }
+        }
+    }
+    table(out, &["", "a", "b ± δb", "c", "peak", "points"], 1, &rows);
 }
 
 pub fn render(r: &Report) -> String {
@@ -33,77 +401,33 @@ pub fn render(r: &Report) -> String {
         _ => String::new(),
     };
     out.push_str(&format!("{} records{span}\n\n", r.records));
-    out.push_str(&format!(
-        "{:<28} {:<22} {:>6} {:>5} {:>9} {:>9} {:>9} {:>8} {:>8} {:>8} {:>10}  {}\n",
-        "target",
-        "metric",
-        "ok",
-        "t/o+e",
-        "median",
-        "mean",
-        "next",
-        "err m5",
-        "err ewma",
-        "err nws",
-        "δb wd/we",
-        "diurnal"
-    ));
-    for s in &r.series {
-        let m = s.stats.as_ref();
-        let db = |f: Option<nowcast_core::iepm::DiurnalFit>| {
-            f.map(|f| format!("{:.2}", f.delta_b))
-                .unwrap_or_else(|| "-".into())
-        };
-        out.push_str(&format!(
-            "{:<28} {:<22} {:>6} {:>5} {:>9} {:>9} {:>9} {:>8} {:>8} {:>8} {:>10}  {}\n",
-            s.target,
-            format!("{} {}", s.metric.name(), s.unit),
-            s.ok,
-            s.timeouts + s.errors,
-            opt(m.map(|m| m.median)),
-            opt(m.map(|m| m.mean)),
-            opt(s.forecasts[0].next),
-            pct(s.forecasts[0].relative_error),
-            pct(s.forecasts[1].relative_error),
-            pct(s.forecasts[2].relative_error),
-            format!("{}/{}", db(s.diurnal.weekdays), db(s.diurnal.weekends)),
-            if s.diurnal_path { "yes" } else { "" }
-        ));
-    }
-    let fits: Vec<_> = r.series.iter().filter(|s| s.diurnal_path).collect();
-    if !fits.is_empty() {
-        out.push_str("\ndiurnal fits |a|·sin(x + b) + c (x: time of day in radians, UTC):\n");
-        for s in fits {
-            for (part, f) in [
-                ("weekdays", s.diurnal.weekdays),
-                ("weekends", s.diurnal.weekends),
-            ] {
-                if let Some(f) = f {
-                    out.push_str(&format!(
-                        "  {} {} {part}: a {} ± {}, b {:.3} ± {:.3}, c {} ± {}, {} points{}\n",
-                        s.target,
-                        s.metric.name(),
-                        number(f.a),
-                        number(f.delta_a),
-                        f.b,
-                        f.delta_b,
-                        number(f.c),
-                        number(f.delta_c),
-                        f.n,
-                        if f.is_diurnal() { " (diurnal)" } else { "" }
-                    ));
-                }
-            }
-        }
+    if r.series.is_empty() {
+        out.push_str(if r.records == 0 {
+            "no records: nothing matched the archive, files and filters given (--since, \
+             --target, --metric, --source)\n"
+        } else {
+            "no active measurements to analyse (only passive records)\n"
+        });
+    } else {
+        now(&mut out, r);
+        series_tables(&mut out, r);
+        diurnal(&mut out, r);
     }
     for ap in &r.active_passive {
-        out.push_str(&format!(
-            "\nactive {} against passive throughput, {} ({} transfers matched, {} passive unmatched):\n",
-            ap.active_metric.name(),
-            ap.target,
-            ap.pairs.len(),
-            ap.unmatched_passive
-        ));
+        out.push('\n');
+        wrap(
+            &mut out,
+            "",
+            &format!(
+                "active {} against passive throughput, {} ({} transfers matched, {} passive \
+                 unmatched):",
+                ap.active_metric.name(),
+                clean(&ap.target),
+                ap.pairs.len(),
+                ap.unmatched_passive
+            ),
+            2,
+        );
         for (i, m) in ap.methods.iter().enumerate() {
             if let Some(a) = m {
                 out.push_str(&format!(
@@ -126,27 +450,30 @@ pub fn render(r: &Report) -> String {
         }
     }
     for w in &r.windows {
+        let m = w.rows.iter().map(|r| r.median.abs()).fold(0.0, f64::max);
+        let sc = Scale::of(w.metric.unit(), m);
         out.push_str(&format!(
-            "\nwindows and streams, {} {}:\n",
-            w.target,
-            w.metric.name()
+            "\nwindows and streams, {} {} ({}):\n",
+            clean(&w.target),
+            w.metric.name(),
+            sc.name
         ));
         out.push_str(&format!(
-            "  {:>8} {:>7} {:>4} {:>9} {:>9}\n",
+            "  {:>7} {:>7} {:>5} {:>7} {:>7}\n",
             "window", "streams", "n", "median", "mean"
         ));
         for row in &w.rows {
             out.push_str(&format!(
-                "  {:>8} {:>7} {:>4} {:>9} {:>9}{}\n",
+                "  {:>7} {:>7} {:>5} {:>7} {:>7}{}\n",
                 row.window_bytes
                     .map(bytes)
                     .unwrap_or_else(|| "default".into()),
                 row.streams,
                 row.n,
-                number(row.median),
-                number(row.mean),
+                sc.num(row.median),
+                sc.num(row.mean),
                 if row.chosen {
-                    "  ← fewest streams within 80 % of the best"
+                    "  ← fewest streams within 80 % of best"
                 } else {
                     ""
                 }
@@ -154,28 +481,49 @@ pub fn render(r: &Report) -> String {
         }
     }
     if !r.runs.is_empty() {
-        out.push_str(&format!(
-            "\nruns: {:<26} {}\n",
-            "job",
-            Outcome::ALL
-                .iter()
-                .map(|o| format!(" {:>7}", o.name()))
-                .collect::<String>()
-        ));
-        for j in &r.runs {
-            out.push_str(&format!(
-                "      {:<26} {}{}\n",
-                j.job,
-                j.counts
-                    .iter()
-                    .map(|c| format!(" {c:>7}"))
-                    .collect::<String>(),
-                j.last_problem
-                    .as_ref()
-                    .map(|p| format!("  last: {p}"))
-                    .unwrap_or_default()
-            ));
+        out.push_str("\nruns of the campaign, slots by outcome:\n");
+        let mut head = vec!["job"];
+        head.extend(Outcome::ALL.iter().map(|o| o.name()));
+        let rows: Vec<Result<Vec<String>, String>> = r
+            .runs
+            .iter()
+            .map(|j| {
+                let mut row = vec![clean(&j.job)];
+                row.extend(j.counts.iter().map(|c| c.to_string()));
+                Ok(row)
+            })
+            .collect();
+        table(&mut out, &head, 1, &rows);
+        let problems: Vec<_> = r
+            .runs
+            .iter()
+            .filter_map(|j| j.last_problem.as_ref().map(|p| (j, p)))
+            .collect();
+        if !problems.is_empty() {
+            out.push_str("last problems:\n");
+            for (j, p) in problems {
+                wrap(&mut out, &format!("  {}:", clean(&j.job)), &clean(p), 4);
+            }
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_cannot_drive_the_terminal_and_percentages_are_never_negative_zero() {
+        assert_eq!(clean("a\u{1b}[2Jb\u{7}"), "a\\u{1b}[2Jb\\u{7}");
+        assert_eq!(clean("x\u{202e}gpj.exe"), "x\\u{202e}gpj.exe");
+        assert_eq!(clean("mirror.example.org:8060"), "mirror.example.org:8060");
+        assert_eq!(pct(Some(-0.00001)), "0.0%");
+        assert_eq!(pct(Some(-0.02)), "-2.0%");
+        assert_eq!(pct(None), "-");
+        let mut s = String::new();
+        wrap(&mut s, "  job:", &"word ".repeat(40), 4);
+        assert!(s.lines().all(|l| l.chars().count() <= WIDTH), "{s}");
+        assert!(s.lines().skip(1).all(|l| l.starts_with("    w")), "{s}");
+    }
 }
