@@ -280,13 +280,16 @@ pub fn observe(
     }
     fwd.window = Some(p.window);
 
-    // The ACK this packet carries times the other direction's segments.
+    // The ACK this packet carries times the other direction's segments. A RST's ACK does
+    // not: a closed socket answers whatever segment arrived last, so it says nothing of when
+    // the data it covers came (tshark's ack_rtt leaves RSTs out too).
     let mut clock_steps = 0;
     let mut ack_rtt = None;
     if p.has(flag::ACK) {
+        let times = !p.has(flag::RST);
         while let Some(s) = rev.unacked.front_mut() {
             if seq_le(s.end, p.ack) {
-                if s.end == p.ack && !s.resent {
+                if s.end == p.ack && !s.resent && times {
                     ack_rtt = believed((t - s.t) as f64 * 1e-9, &mut clock_steps);
                 }
                 rev.unacked.pop_front();
@@ -363,6 +366,20 @@ mod tests {
     }
 
     const A: u8 = flag::ACK;
+
+    #[test]
+    fn a_reset_acknowledging_data_gives_no_sample() {
+        // iperf3's server closes its data socket mid-stream: the kernel answers the next
+        // segment with RST|ACK, whose ACK covers earlier data (a fresh clone's run of
+        // tests/pcap_peers found our sample with no tshark twin).
+        let (mut s, mut r) = (Half::default(), Half::default());
+        let rtt = Some(1_000_000);
+        observe(&mut s, &mut r, &pkt(0, 1000, 1, A, 100, None), 140, rtt);
+        observe(&mut s, &mut r, &pkt(100, 1100, 1, A, 100, None), 140, rtt);
+        let rst = pkt(150, 1, 1100, A | flag::RST, 0, None);
+        assert_eq!(observe(&mut r, &mut s, &rst, 54, rtt).ack_rtt, None);
+        assert!(s.ack_rtt.is_empty());
+    }
 
     #[test]
     fn samples_across_a_step_of_the_capture_clock_are_left_out_and_counted() {
