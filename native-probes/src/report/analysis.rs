@@ -267,6 +267,17 @@ pub struct Standing {
     pub ranked: Vec<Ranked>,
 }
 
+impl Standing {
+    /// Which way is better, in words.
+    pub fn better(&self) -> &'static str {
+        if self.higher_is_better {
+            "higher is better"
+        } else {
+            "lower is better"
+        }
+    }
+}
+
 /// The whole report.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Report {

@@ -570,11 +570,7 @@ fn now(r: &Report) -> String {
             esc(g.metric.name()),
             esc(&g.source),
             count(g.ranked.len() as u64, "target"),
-            if g.higher_is_better {
-                "higher is better"
-            } else {
-                "lower is better"
-            }
+            g.better()
         );
         let (best, worst) = (&g.ranked[0], &g.ranked[g.ranked.len() - 1]);
         if g.ranked.len() == 1 {

@@ -178,11 +178,7 @@ fn now(out: &mut String, r: &Report) {
                 g.metric.name(),
                 clean(&g.source),
                 count(g.ranked.len() as u64, "target"),
-                if g.higher_is_better {
-                    "higher is better"
-                } else {
-                    "lower is better"
-                }
+                g.better()
             );
             let best = &g.ranked[0];
             let worst = &g.ranked[g.ranked.len() - 1];
