@@ -20,6 +20,23 @@ pub fn count(n: impl Into<u64>, noun: &str) -> String {
     }
 }
 
+/// A name or message from a file, an archive or a peer as a terminal may print it: control characters and
+/// the invisible ones that reorder text (bidirectional controls) escaped, so that a target
+/// named with escape sequences cannot move the cursor, retitle the window or disguise
+/// another name.
+pub fn clean(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        let bidi = matches!(c, '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}');
+        if c.is_control() || bidi {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
 /// A value with enough digits to show microseconds in ms and 0.1 % of a rate.
 pub fn number(v: f64) -> String {
     let a = v.abs();

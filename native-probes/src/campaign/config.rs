@@ -304,21 +304,11 @@ pub fn parse(text: &str, dir: &Path, stem: &str) -> Result<Campaign> {
         .map_err(|e| anyhow!("{}", crate::config_file::bounded(&format!("{e:#}"), 2000)))
 }
 
-/// A name as an error shows it: control characters escaped, at most 40 characters.
+/// A name as an error shows it: at most 40 characters, escaped for a terminal.
 fn shown(name: &str) -> String {
-    let mut s = String::new();
-    for (i, c) in name.chars().enumerate() {
-        if i == 40 {
-            s.push('…');
-            break;
-        }
-        if c.is_control() {
-            s.extend(c.escape_default());
-        } else {
-            s.push(c);
-        }
-    }
-    s
+    let head: String = name.chars().take(40).collect();
+    let cut = if head.len() < name.len() { "…" } else { "" };
+    crate::format::clean(&head) + cut
 }
 
 /// Why `name` cannot name a target or probe, if it cannot.
@@ -395,18 +385,16 @@ fn parse_text(text: &str, dir: &Path, stem: &str) -> Result<Campaign> {
     let f: File = toml::from_str(text).map_err(|e| crate::config_file::toml_error(text, &e))?;
     let lines = Lines::new(text);
     let name = f.name.clone().unwrap_or_else(|| stem.to_string());
-    if name.is_empty() || name.len() > MAX_NAME {
-        bail!("name: 1 to {MAX_NAME} characters");
-    }
-    if let Some(c) = control(&name) {
-        bail!("name: a name must not contain control characters ({c})");
-    }
-    // The name is the default archive's file name (`NAME.sqlite` beside the file).
+    // The name is the default archive's file name (`NAME.sqlite` beside the file); else the
+    // rules of every name.
     if name.contains(['/', '\\']) || name == "." || name == ".." {
         bail!(
             "name: '{}' names the campaign's archive file (NAME.sqlite), so it cannot contain '/' or '\\' or be '.' or '..'",
             shown(&name)
         );
+    }
+    if let Some(why) = bad_name(&name) {
+        bail!("name: {why}");
     }
     let mut index = Index {
         names: HashMap::with_capacity(f.targets.len()),

@@ -9,7 +9,7 @@
 
 use super::analysis::{failing_targets, Next, Report, SeriesReport};
 use crate::campaign::runlog::Outcome;
-use crate::format::{count, scaled, Scale, BAND_K};
+use crate::format::{clean, count, scaled, Scale, BAND_K};
 use crate::when::datetime;
 use nowcast_core::iepm::DiurnalFit;
 use std::fmt::Write as _;
@@ -25,23 +25,6 @@ pub fn bytes(n: u64) -> String {
         }
     }
     n.to_string()
-}
-
-/// A name or message from the archive as a terminal may print it: control characters and
-/// the invisible ones that reorder text (bidirectional controls) escaped, so that a target
-/// named with escape sequences cannot move the cursor, retitle the window or disguise
-/// another name.
-pub fn clean(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        let bidi = matches!(c, '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}');
-        if c.is_control() || bidi {
-            out.extend(c.escape_default());
-        } else {
-            out.push(c);
-        }
-    }
-    out
 }
 
 /// A percentage of a fraction with one decimal, never "-0.0".
