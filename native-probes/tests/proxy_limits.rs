@@ -91,6 +91,33 @@ fn proxy_refuses_more_replicas_or_services_than_its_caps_naming_the_count_and_th
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// The flags are held to the config file's checks: one prefix, one service; a replica listed
+/// once in a service.
+#[test]
+fn proxy_service_flags_refuse_a_replica_listed_twice_and_a_prefix_given_twice() {
+    let two = |service: &[&str]| {
+        let mut args: Vec<String> = ["--replica", "a=http://127.0.0.1:9"]
+            .into_iter()
+            .chain(["--replica", "b=http://127.0.0.1:9"])
+            .map(String::from)
+            .collect();
+        for s in service {
+            args.extend(["--service".to_string(), s.to_string()]);
+        }
+        refused(&args)
+    };
+    let e = two(&["/api=a,b,a"]);
+    assert!(
+        e.contains("--service '/api=a,b,a': replica 'a' is listed twice in service '/api'"),
+        "{e}"
+    );
+    let e = two(&["/api=a", "/api=b"]);
+    assert!(
+        e.contains("--service '/api=b': '/api' is given to two services"),
+        "{e}"
+    );
+}
+
 #[test]
 fn proxy_starts_with_as_many_replicas_as_its_cap() {
     let dir = scratch("at");

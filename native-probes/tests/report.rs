@@ -277,6 +277,59 @@ fn the_top_says_which_target_is_best_and_worst_now_and_what_to_expect() {
     );
 }
 
+/// A mirror added an hour ago with three lucky values is not the best mirror yet: it is
+/// listed apart until it has enough values for its forecast to be known.
+#[test]
+fn a_target_with_a_few_values_is_not_ranked_until_it_has_enough() {
+    let dir = temp("few");
+    let mut records = three_mirrors();
+    for k in 0..3 {
+        let t = T0 + (141 + k) as f64 * 10.0 * MIN + 500.0;
+        records.push(ok(
+            t,
+            "iperf3",
+            Metric::Throughput,
+            9_000.0,
+            "new.example.org:5201",
+        ));
+    }
+    let db = archive(&dir, records, &[]);
+    let (html, tables, json) = report(&db);
+
+    let top = &html[html.find("<h2>Now</h2>").unwrap()..html.find("<h2>Overview</h2>").unwrap()];
+    let not_yet = top
+        .find("Not ranked yet (fewer than 10 values)")
+        .unwrap_or_else(|| panic!("{top}"));
+    assert!(top[not_yet..].contains("new.example.org:5201"), "{top}");
+    let best = top.find(">best<").unwrap();
+    assert!(
+        top[best..].find("fast.example.org:5201") < top[best..].find("new.example.org:5201"),
+        "{top}"
+    );
+    assert!(top.contains("4 targets"), "{top}");
+
+    let head: String = tables.lines().take(16).collect::<Vec<_>>().join("\n");
+    assert!(
+        head.lines()
+            .any(|l| l.contains("best") && l.contains("fast.example.org:5201")),
+        "{tables}"
+    );
+    assert!(
+        head.contains("not ranked yet (fewer than 10 values): new.example.org:5201"),
+        "{tables}"
+    );
+
+    let tp = json["now"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|g| g["metric"] == "throughput")
+        .unwrap();
+    assert_eq!(tp["ranked"][0]["target"], "fast.example.org:5201");
+    assert_eq!(tp["unranked"][0]["target"], "new.example.org:5201");
+    assert_eq!(tp["unranked"][0]["ok"], 3);
+}
+
 #[test]
 fn values_are_scaled_and_loss_is_in_percent() {
     let dir = temp("units");

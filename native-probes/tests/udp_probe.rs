@@ -244,3 +244,126 @@ fn the_server_drops_datagrams_that_are_not_probes_or_are_too_large() {
         "the request's bytes, marked as a reply"
     );
 }
+
+/// How a [`Stranger`] answers a datagram (nothing when it gives none).
+type Answer = fn(&[u8]) -> Option<Vec<u8>>;
+
+/// A UDP service on 127.0.0.1 that answers each datagram with `answer(datagram)` (nothing
+/// when it gives none) on its own thread, until dropped.
+struct Stranger {
+    addr: String,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Stranger {
+    fn start(answer: Answer) -> Stranger {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
+        sock.set_read_timeout(Some(Duration::from_millis(20)))
+            .unwrap();
+        let addr = sock.local_addr().unwrap().to_string();
+        let stop = std::sync::Arc::new(AtomicBool::new(false));
+        let stopped = stop.clone();
+        let thread = std::thread::spawn(move || {
+            let mut buf = [0u8; 65_536];
+            while !stopped.load(Ordering::Relaxed) {
+                if let Ok((n, from)) = sock.recv_from(&mut buf) {
+                    if let Some(a) = answer(&buf[..n]) {
+                        let _ = sock.send_to(&a, from);
+                    }
+                }
+            }
+        });
+        Stranger {
+            addr,
+            stop,
+            thread: Some(thread),
+        }
+    }
+}
+
+impl Drop for Stranger {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Another service on the port (one that answers in its own protocol, an echo service) is
+/// named at once, quoting what it said, and the run stops with status 2 ("could not run"),
+/// as `nowcast tcp` does: before, its answers were not replies and the path read 100 % loss.
+#[test]
+fn another_service_on_the_port_is_named_at_once_not_read_as_loss() {
+    let rows: [(Answer, &str); 3] = [
+        (
+            |_| Some(b"\x1b]0;owned\x07 DNS says: FORMERR".to_vec()),
+            "it answered \"\\x1b]0;owned\\x07 DNS says: FORMERR\"",
+        ),
+        (
+            |_| Some(b"SSH-2.0-OpenSSH_9.2\r\nmore".to_vec()),
+            "it answered \"SSH-2.0-OpenSSH_9.2\"",
+        ),
+        (
+            |d| Some(d.to_vec()),
+            "it sent the probes back unanswered, as an echo service does",
+        ),
+    ];
+    for (answer, said) in rows {
+        let peer = Stranger::start(answer);
+        let target = &peer.addr;
+        let started = Instant::now();
+        let out = nowcast(
+            &[
+                "udp",
+                target,
+                "--probes",
+                "4",
+                "--interval",
+                "1",
+                "--count",
+                "5",
+                "--period",
+                "0",
+            ],
+            LIMIT,
+        );
+        let took = started.elapsed();
+        let err: Vec<String> = text(&out.stderr).lines().map(String::from).collect();
+        assert_eq!(out.status.code(), Some(2), "could not run: {err:#?}");
+        assert_eq!(
+            err,
+            [format!(
+                "nowcast: {target} does not speak nowcast's protocol ({said}): \
+                 is `nowcast serve` running there?"
+            )],
+            "said once"
+        );
+        assert!(!out.stderr.contains(&0x1b) && !out.stdout.contains(&0x1b));
+        // One burst, not five, and no wait for a reply after the answers came.
+        let table = text(&out.stdout);
+        assert!(table.contains(": 1 experiment ---"), "{table}");
+        assert!(took < Duration::from_secs(1), "{took:?}");
+        // Neither the round trip nor the loss was measured.
+        assert!(!table.contains("100.0 →"), "no loss figure: {table}");
+    }
+
+    // The records say so, for programs: rtt and loss failed with the reason.
+    let peer = Stranger::start(|_| Some(b"nope".to_vec()));
+    let out = nowcast(&["udp", &peer.addr, "--probes", "3", "--json"], LIMIT);
+    assert_eq!(out.status.code(), Some(2));
+    let recs = records(&out);
+    for m in [Metric::Rtt, Metric::Loss] {
+        let r = recs.iter().find(|r| r.metric == m).unwrap();
+        assert_eq!(r.status, Status::Error);
+        assert!(
+            r.error
+                .as_deref()
+                .unwrap()
+                .contains("does not speak nowcast's protocol (it answered \"nope\")"),
+            "{r:?}"
+        );
+    }
+}

@@ -349,11 +349,18 @@ pub fn run(mut a: Args) -> Result<()> {
                 policy::MAX_SERVICE_REPLICAS
             );
         }
+        // The config file's checks: one prefix, one service; a replica listed once in each.
+        if services.iter().any(|x: &ServiceSpec| x.prefix == prefix) {
+            bail!("--service '{s}': '{prefix}' is given to two services");
+        }
         let mut idx = Vec::new();
         for n in names.split(',') {
             let i = *by_name
                 .get(n)
                 .ok_or_else(|| anyhow!("--service '{s}': no replica is named '{n}'"))?;
+            if idx.contains(&i) {
+                bail!("--service '{s}': replica '{n}' is listed twice in service '{prefix}'");
+            }
             idx.push(i);
         }
         services.push(ServiceSpec {

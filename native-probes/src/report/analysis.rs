@@ -247,6 +247,12 @@ pub struct JobRuns {
     pub last_problem: Option<String>,
 }
 
+/// Values a series needs before its forecast is ranked against others: below it, the
+/// bank's choice and its error rest on a handful of checks, and three lucky values would
+/// rank a target best (the adaptive timeouts' cold start waits for 5 errors; this asks for
+/// twice that).
+pub const MIN_RANKED: u64 = 10;
+
 /// One target's place among the targets measured the same way (metric and source).
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Ranked {
@@ -254,6 +260,8 @@ pub struct Ranked {
     pub next: Next,
     /// Its newest record failed.
     pub failing: bool,
+    /// The values its forecast was made from.
+    pub ok: u64,
 }
 
 /// The targets measured the same way, by the forecast of their next value, best first.
@@ -264,7 +272,10 @@ pub struct Standing {
     pub unit: &'static str,
     /// Rates are better higher; times and loss lower.
     pub higher_is_better: bool,
+    /// The targets with at least [`MIN_RANKED`] values (or the only one), best first.
     pub ranked: Vec<Ranked>,
+    /// The targets with fewer, not ranked yet (by name).
+    pub unranked: Vec<Ranked>,
 }
 
 impl Standing {
@@ -475,14 +486,16 @@ fn standings(series: &[SeriesReport]) -> Vec<Standing> {
         .map(|((_, source), group)| {
             let metric = group[0].metric;
             let higher = higher_is_better(metric);
-            let mut ranked: Vec<Ranked> = group
+            let (mut ranked, unranked): (Vec<Ranked>, Vec<Ranked>) = group
                 .iter()
                 .map(|s| Ranked {
                     target: s.target.clone(),
                     next: s.next.clone().expect("filtered"),
                     failing: s.failing > 0,
+                    ok: s.ok,
                 })
-                .collect();
+                // A lone target is compared with nothing: it is shown whatever its count.
+                .partition(|r| r.ok >= MIN_RANKED || group.len() == 1);
             ranked.sort_by(|a, b| {
                 let o = a.next.value.total_cmp(&b.next.value);
                 if higher {
@@ -497,6 +510,7 @@ fn standings(series: &[SeriesReport]) -> Vec<Standing> {
                 unit: group[0].unit,
                 higher_is_better: higher,
                 ranked,
+                unranked,
             }
         })
         .collect()

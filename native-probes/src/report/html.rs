@@ -11,7 +11,7 @@
 //!
 //! Deterministic core: a [`Report`] in, HTML out.
 
-use super::analysis::{failing_targets, Report, SeriesReport};
+use super::analysis::{failing_targets, Report, SeriesReport, MIN_RANKED};
 use super::svg::{bars, esc, plot, Layer, Ticks};
 use super::text::{bytes, next_band, next_range, peak, pm};
 use crate::campaign::runlog::Outcome;
@@ -569,21 +569,31 @@ fn now(r: &Report) -> String {
             r#"<div class="standing"><h3>{} <span class="small">{} · {} · {}</span></h3>"#,
             esc(g.metric.name()),
             esc(&g.source),
-            count(g.ranked.len() as u64, "target"),
+            count((g.ranked.len() + g.unranked.len()) as u64, "target"),
             g.better()
         );
-        let (best, worst) = (&g.ranked[0], &g.ranked[g.ranked.len() - 1]);
-        if g.ranked.len() == 1 {
-            h.push_str(&line("only", best));
-        } else if scaled(best.next.value, unit) == scaled(worst.next.value, unit) {
+        if let (Some(best), Some(worst)) = (g.ranked.first(), g.ranked.last()) {
+            if g.ranked.len() == 1 {
+                let alone = g.unranked.is_empty();
+                h.push_str(&line(if alone { "only" } else { "best" }, best));
+            } else if scaled(best.next.value, unit) == scaled(worst.next.value, unit) {
+                let _ = write!(
+                    h,
+                    r#"<div class="rank"><span class="lab">all</span><span class="val">about <b>{}</b></span></div>"#,
+                    esc(&scaled(best.next.value, unit))
+                );
+            } else {
+                h.push_str(&line("best", best));
+                h.push_str(&line("worst", worst));
+            }
+        }
+        if !g.unranked.is_empty() {
+            let names: Vec<String> = g.unranked.iter().map(|x| link(&x.target, g)).collect();
             let _ = write!(
                 h,
-                r#"<div class="rank"><span class="lab">all</span><span class="val">about <b>{}</b></span></div>"#,
-                esc(&scaled(best.next.value, unit))
+                r#"<p class="small">Not ranked yet (fewer than {MIN_RANKED} values): {}</p>"#,
+                names.join(", ")
             );
-        } else {
-            h.push_str(&line("best", best));
-            h.push_str(&line("worst", worst));
         }
         h.push_str("</div>");
     }

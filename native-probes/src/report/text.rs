@@ -7,7 +7,7 @@
 //!
 //! Deterministic core: a [`Report`] in, text out.
 
-use super::analysis::{failing_targets, Next, Report, SeriesReport};
+use super::analysis::{failing_targets, Next, Report, SeriesReport, MIN_RANKED};
 use crate::campaign::runlog::Outcome;
 use crate::format::{clean, count, scaled, Scale, BAND_K};
 use crate::when::datetime;
@@ -160,19 +160,20 @@ fn now(out: &mut String, r: &Report) {
                 "  {} ({}), {}, {}:",
                 g.metric.name(),
                 clean(&g.source),
-                count(g.ranked.len() as u64, "target"),
+                count((g.ranked.len() + g.unranked.len()) as u64, "target"),
                 g.better()
             );
-            let best = &g.ranked[0];
-            let worst = &g.ranked[g.ranked.len() - 1];
             let mut rows: Vec<(&str, &super::analysis::Ranked)> = Vec::new();
-            if g.ranked.len() == 1 {
-                rows.push(("only", best));
-            } else if scaled(best.next.value, unit) == scaled(worst.next.value, unit) {
-                let _ = writeln!(out, "    all about {}", scaled(best.next.value, unit));
-            } else {
-                rows.push(("best", best));
-                rows.push(("worst", worst));
+            if let (Some(best), Some(worst)) = (g.ranked.first(), g.ranked.last()) {
+                if g.ranked.len() == 1 {
+                    let alone = g.unranked.is_empty();
+                    rows.push((if alone { "only" } else { "best" }, best));
+                } else if scaled(best.next.value, unit) == scaled(worst.next.value, unit) {
+                    let _ = writeln!(out, "    all about {}", scaled(best.next.value, unit));
+                } else {
+                    rows.push(("best", best));
+                    rows.push(("worst", worst));
+                }
             }
             let w = rows
                 .iter()
@@ -187,6 +188,15 @@ fn now(out: &mut String, r: &Report) {
                     "    {label:<5}  {name}{pad}  {}{}",
                     next_range(&x.next, &Scale::of(unit, x.next.value)),
                     if x.failing { "  (failing now)" } else { "" }
+                );
+            }
+            if !g.unranked.is_empty() {
+                let names: Vec<String> = g.unranked.iter().map(|x| clean(&x.target)).collect();
+                wrap(
+                    out,
+                    &format!("    not ranked yet (fewer than {MIN_RANKED} values):"),
+                    &names.join(", "),
+                    6,
                 );
             }
         }

@@ -3,11 +3,9 @@
 //! scale fits them) and the sizes the kernel granted are reported, because buffer sizes
 //! change what is measured (JavaNws §4).
 
-use super::session::{
-    agrees, Action, Config, Event, Granted, Nanos, ProbeSize, Session, ANSWER_MAX,
-};
+use super::session::{agrees, Action, Config, Event, Granted, Nanos, ProbeSize, Session};
 use crate::clock::{wall_ms, Clock};
-use crate::net::{discard_by, prime, read_by_unless, remaining, write_all_by};
+use crate::net::{discard_by, prime, read_by_unless, remaining, write_all_by, ANSWER_MAX};
 use crate::output::{Heading, RecordSink};
 use crate::periodic::{self, Plan, Report, Unmeasured};
 use crate::series::{SeriesSet, Settings};

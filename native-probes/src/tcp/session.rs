@@ -34,6 +34,7 @@
 //! such ([`Trouble::wrong_server`]), instead of waiting for the hello's timeout.
 
 use crate::format::number;
+use crate::net::{quote_answer, ANSWER_MAX, ASK_SERVE};
 use crate::series::SeriesSet;
 use crate::wire::{self, Hello, Reply as Answer, Status as Accepted, Welcome, WireError};
 use nowcast_core::probed::{Observation, Outcome};
@@ -67,20 +68,11 @@ pub const WELCOME_START: [u8; 5] = {
     [m[0], m[1], m[2], m[3], wire::VERSION]
 };
 
-/// The most bytes read of an answer that disagrees with what was expected (another
-/// protocol's): enough for the first line a message quotes.
-pub const ANSWER_MAX: usize = 64;
-
-/// The most characters of a peer's answer that a message quotes ([`quote`]).
-pub const QUOTE_CHARS: usize = 40;
-
 const _: () = assert!(
     ANSWER_MAX >= Welcome::LEN,
     "an answer's buffer holds a welcome"
 );
 
-/// What to ask the user when the port answered the hello in another protocol.
-const ASK: &str = "is `nowcast serve` running there?";
 /// What to tell the user when the hello got no answer before its timeout. (A `nowcast serve`
 /// too slow to answer in time reads it too: the question is asked, not answered.)
 const SILENT: &str =
@@ -469,11 +461,11 @@ impl<'a> Session<'a> {
             (Step::Hello, Event::Exchanged { read, .. }) if !agrees(read, &wire::TCP_MAGIC) => {
                 // Not the start of any message of this protocol: another service has the
                 // port (a web server's error page, an SSH banner).
-                let answered = format!("it answered \"{}\"", quote(read));
+                let answered = format!("it answered \"{}\"", quote_answer(read));
                 self.wrong_server = Some(format!(
-                    "{host} does not speak nowcast's protocol ({answered}): {ASK}"
+                    "{host} does not speak nowcast's protocol ({answered}): {ASK_SERVE}"
                 ));
-                self.hint = Some(ASK);
+                self.hint = Some(ASK_SERVE);
                 let msg = format!(
                     "{host}: hello: the peer does not speak nowcast's protocol ({answered})"
                 );
@@ -893,40 +885,6 @@ impl<'a> Session<'a> {
 pub fn agrees(read: &[u8], expect: &[u8]) -> bool {
     let n = read.len().min(expect.len());
     read[..n] == expect[..n]
-}
-
-/// A peer's answer, for a message: its first line (all of it when that is empty or it has
-/// none), at most [`QUOTE_CHARS`] characters with `…` when cut. Printable ASCII is kept,
-/// every other byte is escaped (`\r`, `\x1b`), as are `"` and `\`: a peer cannot write
-/// control sequences to the user's terminal, nor bytes that are not text.
-pub fn quote(read: &[u8]) -> String {
-    let line = match read.iter().position(|&b| b == b'\n') {
-        Some(end) => {
-            let line = &read[..end];
-            line.strip_suffix(b"\r").unwrap_or(line)
-        }
-        None => read,
-    };
-    let line = if line.is_empty() { read } else { line };
-    let mut out = String::new();
-    for &b in line {
-        let piece = match b {
-            b'"' => "\\\"".to_string(),
-            b'\\' => "\\\\".to_string(),
-            b'\r' => "\\r".to_string(),
-            b'\n' => "\\n".to_string(),
-            b'\t' => "\\t".to_string(),
-            0x20..=0x7e => char::from(b).to_string(),
-            _ => format!("\\x{b:02x}"),
-        };
-        // Every piece is ASCII: its length is its width.
-        if out.len() + piece.len() > QUOTE_CHARS {
-            out.push('…');
-            break;
-        }
-        out.push_str(&piece);
-    }
-    out
 }
 
 /// "a", "a and b", "a, b and c".
@@ -1668,24 +1626,7 @@ mod tests {
     }
 
     #[test]
-    fn a_quote_is_the_first_line_short_and_free_of_control_bytes() {
-        assert_eq!(quote(b"SSH-2.0-OpenSSH_9.2\r\n"), "SSH-2.0-OpenSSH_9.2");
-        assert_eq!(
-            quote(b"HTTP/1.0 400 Bad request\r\nServer: x\r\n"),
-            "HTTP/1.0 400 Bad request"
-        );
-        // Terminal escapes, bells and bytes that are not ASCII are shown, not sent.
-        assert_eq!(
-            quote(b"\x1b[2J\x1b]0;pwned\x07\xc3\xa9\"\\"),
-            "\\x1b[2J\\x1b]0;pwned\\x07\\xc3\\xa9\\\"\\\\"
-        );
-        assert_eq!(quote(b"\r\n\r\n"), "\\r\\n\\r\\n", "an empty first line");
-        assert_eq!(quote(b""), "");
-        let long = quote(&[b'a'; 64]);
-        assert_eq!(long, format!("{}…", "a".repeat(QUOTE_CHARS)));
-        // An escape is never cut in half.
-        let escapes = quote(&[0u8; 20]);
-        assert_eq!(escapes, format!("{}…", "\\x00".repeat(QUOTE_CHARS / 4)));
+    fn an_answer_agrees_with_a_message_as_far_as_both_go() {
         assert!(agrees(b"NW", &WELCOME_START) && agrees(b"NWCT\x02\x00", &WELCOME_START));
         assert!(!agrees(b"NX", &WELCOME_START) && !agrees(b"NWCT\x01", &WELCOME_START));
     }

@@ -7,10 +7,12 @@
 
 use super::burst::{self, Action, Burst, Plan};
 use crate::clock::{wall_ms, Clock};
+use crate::net::{quote_answer, ANSWER_MAX, ASK_SERVE};
 use crate::output::{Heading, RecordSink};
 use crate::periodic::{self, Report};
 use crate::series::{SeriesSet, Settings};
 use crate::stop::Stop;
+use crate::wire::{Kind, UdpProbe};
 use anyhow::{anyhow, Result};
 use nowcast_core::probed::{Observation, Outcome};
 use nowcast_core::record::{Metric, Probe, Transport};
@@ -77,9 +79,28 @@ pub fn run(
         metrics: METRICS.to_vec(),
         extra: vec!["lost".into(), "reordered".into(), "duplicates".into()],
     })?;
+    // Whether a nowcast server has answered at this address; until one has, a port held by
+    // another service ends the run (as `nowcast tcp` does), said once as its error.
+    let mut answered = false;
+    let mut wrong_server = None;
     let result = periodic::run(plan, &clock, stop, sink, |index| {
-        one_burst(b, &sock, &from, &mut set, &clock, index)
+        let (mut r, wrong) = one_burst(b, &sock, &from, &mut set, &clock, index);
+        answered |= r
+            .records
+            .iter()
+            .any(|x| x.metric == Metric::Rtt && x.value.is_some());
+        if let (Some(why), false) = (wrong, answered) {
+            wrong_server = Some(why);
+            r.said = Some(Vec::new());
+            r.last = true;
+        }
+        r
     });
+    let result = match (result, wrong_server) {
+        (Ok(()), Some(why)) => Err(anyhow!(why)),
+        (Err(e), Some(why)) if e.is::<periodic::Unmeasured>() => Err(anyhow!(why)),
+        (result, _) => result,
+    };
     periodic::finish(result, sink, &set.stats())
 }
 
@@ -108,10 +129,13 @@ pub fn once(
     index: u64,
 ) -> Result<Vec<nowcast_core::record::Record>> {
     let (sock, from) = socket(b)?;
-    Ok(one_burst(b, &sock, &from, set, &Clock::new(), index).records)
+    Ok(one_burst(b, &sock, &from, set, &Clock::new(), index)
+        .0
+        .records)
 }
 
-/// Runs burst `index` on `sock` and feeds its outcomes to `set`.
+/// Runs burst `index` on `sock` and feeds its outcomes to `set`: what the loop shows, and
+/// the message when another service answered in place of a nowcast server.
 fn one_burst(
     b: &Bursts,
     sock: &UdpSocket,
@@ -119,7 +143,7 @@ fn one_burst(
     set: &mut SeriesSet,
     clock: &Clock,
     index: u64,
-) -> Report {
+) -> (Report, Option<String>) {
     let host = &b.host;
     let nanos = |d: Duration| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
     let timestamp_ms = wall_ms();
@@ -148,18 +172,38 @@ fn one_burst(
     };
     let mut notes = Vec::new();
     let mut said = None;
+    let mut wrong = None;
     let (outcomes, extra) = match drive(burst, sock, b.size, clock) {
         Err(e) => {
             let error = format!("{host}: {e}");
             (vec![(Metric::Rtt, Outcome::Failed { error })], Vec::new())
         }
+        // Another service has the port: what came back is not an answer, and the path's
+        // round trip and loss were not measured (a lost probe would read 100 % loss).
+        Ok((s, besides)) if s.received == 0 && besides.strangers > 0 => {
+            let error = format!(
+                "{host} does not speak nowcast's protocol ({}): {ASK_SERVE}",
+                besides.answered()
+            );
+            said = Some(vec![error.clone()]);
+            wrong = Some(error.clone());
+            let extra = vec![s.sent, s.reordered, s.duplicates];
+            let failed = || Outcome::Failed {
+                error: error.clone(),
+            };
+            (
+                vec![(Metric::Rtt, failed()), (Metric::Loss, failed())],
+                extra,
+            )
+        }
         // The host said that nothing listens: the burst measured neither a round trip nor
         // the path's loss (no probe timed out; each was refused), so both are errors, said
         // once.
-        Ok((s, refused)) if s.received == 0 && refused > 0 => {
+        Ok((s, besides)) if s.received == 0 && besides.refused > 0 => {
             let error = format!(
-                "{host}: port unreachable ({refused} ICMP errors): nothing listens there, or a \
-                 firewall rejects the probes"
+                "{host}: port unreachable ({} ICMP errors): nothing listens there, or a \
+                 firewall rejects the probes",
+                besides.refused
             );
             said = Some(vec![error.clone()]);
             let extra = vec![s.sent, s.reordered, s.duplicates];
@@ -183,7 +227,7 @@ fn one_burst(
     let mut r = report(set, outcomes, &probe, from, timestamp_ms, wait_ms, &extra);
     r.notes = notes;
     r.said = said;
-    r
+    (r, wrong)
 }
 
 /// Why a burst may have had no reply at all, for the person reading the table.
@@ -226,30 +270,61 @@ fn report(
     }
 }
 
-/// Does what `burst` asks until it is done; its figures, and how many ICMP errors (port
-/// unreachable) came back.
+/// What came back to a burst besides its replies.
+#[derive(Debug, Default)]
+struct Besides {
+    /// ICMP errors (port unreachable).
+    refused: u64,
+    /// Datagrams that are not probe replies (another service has the port).
+    strangers: u64,
+    /// The first of them, as much as a message quotes.
+    first: Vec<u8>,
+    /// Whether the first was one of the burst's own probes, sent back (an echo service).
+    echoed: bool,
+}
+
+impl Besides {
+    /// What the port answered, for a message: "it answered \"...\"", or that it echoed.
+    fn answered(&self) -> String {
+        if self.echoed {
+            "it sent the probes back unanswered, as an echo service does".into()
+        } else {
+            format!("it answered \"{}\"", quote_answer(&self.first))
+        }
+    }
+}
+
+/// Does what `burst` asks until it is done: its figures, and what came back besides replies.
 fn drive(
     mut burst: Burst,
     sock: &UdpSocket,
     size: usize,
     clock: &Clock,
-) -> io::Result<(burst::Summary, u64)> {
+) -> io::Result<(burst::Summary, Besides)> {
     let mut out = vec![0u8; size];
     let mut inbox = vec![0u8; 65_536];
-    let mut refused = 0u64;
+    let mut besides = Besides::default();
     loop {
         // Every reply already queued, each stamped as it is taken.
         loop {
             match sock.recv(&mut inbox) {
                 Ok(len) => {
                     let now = clock.now();
-                    burst.datagram_received(&inbox[..len], now);
+                    let datagram = &inbox[..len];
+                    if burst.datagram_received(datagram, now).is_none() {
+                        if besides.strangers == 0 {
+                            besides.first = datagram[..len.min(ANSWER_MAX)].to_vec();
+                            besides.echoed =
+                                UdpProbe::decode(datagram).is_ok_and(|p| p.kind == Kind::Request);
+                        }
+                        besides.strangers += 1;
+                    }
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 // An ICMP error (port unreachable) from an earlier send: the probe is lost,
                 // which the accounting already says; keep listening.
-                Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => refused += 1,
+                Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => besides.refused += 1,
                 Err(e) => return Err(io::Error::new(e.kind(), format!("receive: {e}"))),
             }
         }
@@ -257,12 +332,15 @@ fn drive(
         // unreachable): no reply is coming, so the burst ends rather than wait out its
         // timeout (seconds, growing after each such burst). Linux may fold several ICMP
         // errors into one, so their count is not matched against the probes'.
-        if refused > 0 && burst.all_sent() && !burst.any_answered() {
-            return Ok((burst.summary(), refused));
+        // The same when another service has answered (the burst's answers are its, not a
+        // nowcast server's).
+        let unanswered = besides.refused > 0 || besides.strangers > 0;
+        if unanswered && burst.all_sent() && !burst.any_answered() {
+            return Ok((burst.summary(), besides));
         }
         let now = clock.now();
         match burst.poll(now) {
-            Action::Done => return Ok((burst.summary(), refused)),
+            Action::Done => return Ok((burst.summary(), besides)),
             Action::Send { seq } => {
                 let sent = clock.now();
                 burst.datagram(seq, sent, &mut out);
@@ -270,7 +348,7 @@ fn drive(
                 match sock.send(&out) {
                     Ok(_) => {}
                     // A refused earlier probe reports here too; this one may still have left.
-                    Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => refused += 1,
+                    Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => besides.refused += 1,
                     // The send buffer is full: this probe did not leave, which counts as lost.
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
                     Err(e) => return Err(io::Error::new(e.kind(), format!("send: {e}"))),
