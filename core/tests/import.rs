@@ -619,6 +619,52 @@ fn an_unsupported_file_gets_one_message() {
     }
 }
 
+/// The message reads as one sentence: a binary file is said to be unreadable as text (not
+/// "line 1 is not UTF-8 text is in no format"), and a line that is not the format asked for
+/// is said to be not that format (not "in no format Nowcast reads", followed by a list of
+/// formats that holds the one the line is in).
+#[test]
+fn an_unsupported_file_is_said_in_one_sentence_and_a_forced_format_is_named() {
+    let mut reader = Reader::new(SerdeJson, Options::default());
+    #[derive(Default)]
+    struct Problems(Vec<Problem>);
+    impl Sink for Problems {
+        fn point(&mut self, _: usize, _: f64, _: f64) {}
+        fn problem(&mut self, p: Problem) {
+            self.0.push(p);
+        }
+    }
+    let mut out = Problems::default();
+    reader.line(
+        1,
+        b"\x7fELF\x02\x01\x01\0\0\0\0\0\0\0\0\0\x03\0>\0\x01\0\0\0\xa0\xff",
+        &mut out,
+    );
+    let said = format!("{:?}", out.0);
+    assert!(
+        said.contains("the input (line 1 is not UTF-8 text (at byte 24)) is in no format"),
+        "{said}"
+    );
+    let opts = Options {
+        format: Some(Format::Ndjson),
+        ..Options::default()
+    };
+    let mut reader = Reader::new(SerdeJson, opts);
+    let mut out = Problems::default();
+    reader.line(1, b"time,host,rtt_ms", &mut out);
+    reader.line(2, b"1,a,2", &mut out);
+    let said = format!("{:?}", out.0);
+    assert!(
+        said.contains(
+            "line 1 ('time,host,rtt_ms') is not ndjson (the format asked for): a JSON object \
+             was expected"
+        ),
+        "{said}"
+    );
+    assert!(!said.contains("CSV"), "{said}");
+    assert_eq!(out.0.len(), 1, "said once: {said}");
+}
+
 #[test]
 fn long_lines_are_refused_unread_in_linear_time() {
     let long = "1".repeat(MAX_LINE + 1);

@@ -65,10 +65,51 @@ pub fn bounded(s: &str, most: usize) -> String {
     out
 }
 
+/// For serde's "unknown field `X`, expected one of `a`, `b`": the expected key within two
+/// edits of `X` (a typo: `rcvbuff`, `evry`), if exactly one is that near.
+fn did_you_mean(message: &str) -> Option<&str> {
+    let rest = message.strip_prefix("unknown field `")?;
+    let (typed, rest) = rest.split_once('`')?;
+    let list = rest.split_once("expected one of ")?.1;
+    let near: Vec<&str> = list
+        .split(", ")
+        .filter_map(|k| k.trim().strip_prefix('`')?.strip_suffix('`'))
+        .filter(|k| edits(typed, k) <= 2)
+        .collect();
+    match near[..] {
+        [one] => Some(one),
+        _ => None,
+    }
+}
+
+/// Levenshtein distance, by characters (keys are short; a long typed key is far from all).
+fn edits(a: &str, b: &str) -> usize {
+    let (a, b): (Vec<char>, Vec<char>) = (a.chars().collect(), b.chars().collect());
+    if a.len().abs_diff(b.len()) > 2 {
+        return usize::MAX;
+    }
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.iter().enumerate() {
+        let mut diag = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let up = row[j + 1];
+            row[j + 1] = (diag + usize::from(ca != cb)).min(up + 1).min(row[j] + 1);
+            diag = up;
+        }
+    }
+    row[b.len()]
+}
+
 /// A TOML error as "line L, column C: what is wrong", with at most about 200 characters of
 /// the line around the place (a whole line may be megabytes).
 pub fn toml_error(text: &str, e: &toml::de::Error) -> anyhow::Error {
-    let message = bounded(e.message().trim_end(), 300);
+    // Long enough for the longest list of keys a table has (serde's "expected one of ..."),
+    // and still bounded: the unknown key it quotes is the file's.
+    let mut message = bounded(e.message().trim_end(), 1000);
+    if let Some(near) = did_you_mean(e.message()) {
+        message.push_str(&format!(" (did you mean `{near}`?)"));
+    }
     let Some(span) = e.span() else {
         return anyhow!("{message}");
     };
@@ -108,4 +149,51 @@ pub fn toml_error(text: &str, e: &toml::de::Error) -> anyhow::Error {
         "line {line}, column {column}: {message}\n  | {shown}\n  | {}^",
         " ".repeat(caret)
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    #[allow(dead_code)]
+    struct Table {
+        name: Option<String>,
+        sndbuf: Option<u64>,
+        rcvbuf: Option<u64>,
+        reverse: Option<bool>,
+    }
+
+    fn error(text: &str) -> String {
+        let e = toml::from_str::<Table>(text).unwrap_err();
+        toml_error(text, &e).to_string()
+    }
+
+    #[test]
+    fn an_unknown_key_is_named_with_the_whole_list_and_the_key_meant() {
+        let e = error("rcvbuff = 5\n");
+        assert!(
+            e.contains(
+                "unknown field `rcvbuff`, expected one of `name`, `sndbuf`, `rcvbuf`, `reverse` \
+                 (did you mean `rcvbuf`?)"
+            ),
+            "{e}"
+        );
+        // Two keys as near: no guess. Far from every key: none.
+        assert!(!error("xbuf = 5\n").contains("did you mean"));
+        assert!(!error("colour = 5\n").contains("did you mean"));
+        // A key of a megabyte is cut, not quoted whole.
+        let long = format!("{} = 5\n", "k".repeat(1 << 20));
+        assert!(error(&long).len() < 2_000);
+    }
+
+    #[test]
+    fn edits_count_insertions_deletions_and_substitutions() {
+        assert_eq!(edits("evry", "every"), 1);
+        assert_eq!(edits("rcvbuff", "rcvbuf"), 1);
+        assert_eq!(edits("sndbfu", "sndbuf"), 2);
+        assert_eq!(edits("a", "abcd"), usize::MAX);
+        assert_eq!(edits("same", "same"), 0);
+    }
 }

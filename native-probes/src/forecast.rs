@@ -325,18 +325,27 @@ fn decimals(values: impl Iterator<Item = f64>) -> usize {
     (3.0 - max.log10().floor()).clamp(0.0, 9.0) as usize
 }
 
+/// The decimals of every error table: one figure is printed alike wherever it appears
+/// (last value is a baseline and a primary forecaster).
+fn error_decimals(tables: &[&[Row]], shown: &Shown) -> usize {
+    let k = shown.factor();
+    decimals(
+        tables
+            .iter()
+            .flat_map(|rows| rows.iter())
+            .filter(|r| r.n > 0)
+            .flat_map(|r| [r.mae * k, r.rmse * k]),
+    )
+}
+
 fn print_rows(
     out: &mut dyn Write,
     title: &str,
     rows: &[Row],
     shown: &Shown,
+    d: usize,
 ) -> std::io::Result<()> {
     let k = shown.factor();
-    let d = decimals(
-        rows.iter()
-            .filter(|r| r.n > 0)
-            .flat_map(|r| [r.mae * k, r.rmse * k]),
-    );
     let u = shown.unit();
     writeln!(out, "\n{title}")?;
     writeln!(
@@ -480,20 +489,23 @@ fn print_human(
     let magnitude = r.next.first().map_or(0.0, |n| n.value.abs());
     let shown = Shown::new(unit, magnitude);
     print_next(out, &r.next, &shown)?;
+    let d = error_decimals(&[&r.selected, &r.baselines, &r.primaries], &shown);
     print_rows(
         out,
         "Selected forecasts (errors over points 2..n)",
         &r.selected,
         &shown,
+        d,
     )?;
     if !r.baselines.is_empty() {
-        print_rows(out, "Baselines", &r.baselines, &shown)?;
+        print_rows(out, "Baselines", &r.baselines, &shown, d)?;
     }
     print_rows(
         out,
         &format!("Primary forecasters ({} mode)", mode_name(r.primaries_mode)),
         &r.primaries,
         &shown,
+        d,
     )?;
     let k = shown.factor();
     let d = decimals(r.timeouts.iter().map(|t| t.mean_timeout * k));

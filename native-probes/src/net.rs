@@ -45,6 +45,10 @@ pub fn resolve(s: &str, default_port: u16) -> Result<Target, String> {
     if host.is_empty() {
         return Err(format!("'{s}': no host"));
     }
+    // Port 0 is "any port" to a listener; no server is reached there.
+    if port == 0 {
+        return Err(format!("'0' in '{s}' is not a port number (1-65535)"));
+    }
     let addrs: Vec<SocketAddr> = (host.as_str(), port)
         .to_socket_addrs()
         .map_err(|e| format!("{host}: resolve: {e}"))?
@@ -282,6 +286,10 @@ mod tests {
         let t = resolve("[::1]:9", 1).unwrap();
         assert_eq!(t.name, "[::1]:9");
         assert!(resolve(":9", 1).is_err());
+        assert_eq!(
+            resolve("127.0.0.1:0", 1).unwrap_err(),
+            "'0' in '127.0.0.1:0' is not a port number (1-65535)"
+        );
     }
 
     #[test]

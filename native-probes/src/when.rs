@@ -171,6 +171,15 @@ pub fn human(ms: Ms) -> String {
     out
 }
 
+/// A configured duration as [`human`] writes it, with its milliseconds when it has any
+/// (`3s100ms`): a bound or a period is shown as it was given, where an age may be rounded.
+pub fn exact(ms: Ms) -> String {
+    match ms % SECOND {
+        rem if rem != 0 && ms > SECOND => format!("{}{rem}ms", human(ms)),
+        _ => human(ms),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -195,6 +204,9 @@ mod tests {
         }
         assert_eq!(human(5_400_000), "1h30m");
         assert_eq!(human(250), "250ms");
+        assert_eq!(exact(3_100), "3s100ms");
+        assert_eq!(exact(90_000), "1m30s");
+        assert_eq!(exact(250), "250ms");
     }
 
     #[test]

@@ -903,6 +903,35 @@ fn hostile_configs_are_refused_briefly_or_shown() {
     assert!(out.contains(&url), "{}", &out[..out.len().min(2000)]);
     let ping_row = out.lines().find(|l| l.starts_with("  a/p ")).unwrap();
     assert!(ping_row.len() < 200, "{ping_row}");
+    // A mistyped key: the whole list of keys, and the one meant.
+    let (code, _, err) = check_config(
+        &dir,
+        "typo.toml",
+        &format!("{}{ping}rcvbuff = 5\n", target("a")),
+    );
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("`token` (did you mean `rcvbuf`?)"), "{err}");
+    // A bound is shown as given, to the millisecond.
+    let (code, out, err) = check_config(
+        &dir,
+        "bound.toml",
+        &format!("{}{ping}timeout = \"10500ms\"\n", target("a")),
+    );
+    assert_eq!(code, Some(0), "{err}");
+    assert!(out.contains("bound 10s500ms"), "{out}");
+    // Flags of status and check are refused on a run, not ignored for its days.
+    let path = dir.join("bound.toml");
+    for (flag, says) in [
+        ("--json", "--json is for `status` and `check`"),
+        ("--since=1h", "--since is for `status`"),
+    ] {
+        let out = nowcast(
+            &["campaign", path.to_str().unwrap(), flag],
+            Duration::from_secs(60),
+        );
+        assert_eq!(out.status.code(), Some(1));
+        assert!(text(&out.stderr).contains(says), "{}", text(&out.stderr));
+    }
     // A probe whose until has passed is allowed (its status still shows) but warned of.
     let (code, _, err) = check_config(
         &dir,

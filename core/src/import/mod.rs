@@ -551,7 +551,8 @@ impl<P: Parser> Reader<P> {
             Err(e) => {
                 let message = format!("not UTF-8 text (at byte {})", e.valid_up_to());
                 if let State::Detecting = self.state {
-                    return self.unsupported(sink, &format!("line {number} is {message}"));
+                    let what = format!("the input (line {number} is {message})");
+                    return self.unsupported(sink, &what);
                 }
                 return sink.problem(Problem::Line(LineError {
                     line: number,
@@ -678,6 +679,15 @@ impl<P: Parser> Reader<P> {
             Format::Ndjson | Format::Iperf3 | Format::Mtr | Format::Irtt => {
                 if !t.starts_with('{') {
                     let what = format!("line {number} ('{}')", quote(t));
+                    if self.opts.format.is_some() {
+                        // Asked for: the line is not that format, whatever else it may be.
+                        self.state = State::Stopped;
+                        return sink.problem(Problem::Unsupported(format!(
+                            "{what} is not {} (the format asked for): a JSON object was \
+                             expected",
+                            format.name()
+                        )));
+                    }
                     return self.unsupported(sink, &what);
                 }
                 // Decided by the first line's object (records, or one tool's documents).

@@ -18,7 +18,7 @@ use crate::archive::clickhouse::ClickhouseConfig;
 use crate::archive::ArchiveConfig;
 use crate::fobs::wire::{self as fobs_wire, DEFAULT_PORT as FOBS_PORT};
 use crate::net::parse_size;
-use crate::when::{datetime, human, parse_duration, parse_time, Ms, MINUTE, SECOND};
+use crate::when::{datetime, exact, parse_duration, parse_time, Ms, MINUTE, SECOND};
 use crate::wire::DEFAULT_PORT;
 use anyhow::{anyhow, bail, Context, Result};
 use serde::Deserialize;
@@ -872,8 +872,8 @@ fn probe_specs(p: &ProbeFile, what: &str) -> Result<Vec<ProbeSpec>> {
         if bound_ms > MAX_BOUND_MS {
             bail!(
                 "{what}: a run may take at most {}, and this one's bound is {}{}",
-                human(MAX_BOUND_MS),
-                human(bound_ms),
+                exact(MAX_BOUND_MS),
+                exact(bound_ms),
                 if p.timeout.is_some() {
                     "; give a shorter timeout"
                 } else {

@@ -14,7 +14,7 @@
 
 use super::cron::Cron;
 use crate::format::bytes;
-use crate::when::{human, Ms, SECOND};
+use crate::when::{exact, Ms, SECOND};
 use nowcast_core::record::{Metric, Transport};
 use std::collections::BTreeMap;
 
@@ -356,11 +356,11 @@ pub struct When {
 impl When {
     pub fn describe(&self) -> String {
         let mut s = match &self.every {
-            Every::Period(p) => format!("every {}", human(*p)),
+            Every::Period(p) => format!("every {}", exact(*p)),
             Every::Cron(c) => format!("cron '{}'", c.text()),
         };
         if self.slip_ms > 0 {
-            s.push_str(&format!(" + slip < {}", human(self.slip_ms)));
+            s.push_str(&format!(" + slip < {}", exact(self.slip_ms)));
         }
         if let Some(n) = self.max_runs {
             s.push_str(&format!(", at most {n} runs"));

@@ -8,7 +8,7 @@ use nowcast::campaign::plan::Plan;
 use nowcast::campaign::scheduler::{Scheduler, Slot};
 use nowcast::campaign::{config, runner, status};
 use nowcast::stop::Stop;
-use nowcast::when::{datetime, human, parse_time, Ms};
+use nowcast::when::{datetime, exact, parse_time, Ms};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -31,9 +31,9 @@ pub struct Args {
     first: String,
     #[arg(hide = true)]
     second: Option<PathBuf>,
-    /// With status: the window of the counts (an age such as 24h, or a time).
-    #[arg(long, default_value = "24h")]
-    since: String,
+    /// With status: the window of the counts (an age such as 24h, the default, or a time).
+    #[arg(long)]
+    since: Option<String>,
     /// With status or check: one JSON object instead of the table.
     #[arg(long)]
     json: bool,
@@ -45,10 +45,24 @@ fn now() -> Ms {
 
 pub fn run(args: Args) -> Result<()> {
     match (args.first.as_str(), &args.second) {
-        ("status", Some(path)) => show_status(path, &args.since, args.json),
+        ("status", Some(path)) => {
+            show_status(path, args.since.as_deref().unwrap_or("24h"), args.json)
+        }
+        ("check", Some(_)) if args.since.is_some() => bail!("--since is for `status`"),
         ("check", Some(path)) => check(path, args.json),
         (_, Some(_)) => bail!("give CONFIG alone, or status CONFIG, or check CONFIG"),
         (path, None) => {
+            // A flag of the other forms is a mistake, not something to ignore while a
+            // campaign runs for days.
+            if args.json {
+                bail!(
+                    "--json is for `status` and `check`; a campaign's records go to its archive \
+                     (`nowcast archive export --archive FILE` writes them as NDJSON)"
+                );
+            }
+            if args.since.is_some() {
+                bail!("--since is for `status`");
+            }
             let c = config::read(&PathBuf::from(path))?;
             let stop = Stop::on_signals()
                 .map_err(|e| anyhow::anyhow!("cannot install signal handlers: {e}"))?;
@@ -204,7 +218,7 @@ fn check(path: &Path, json: bool) -> Result<()> {
                 job.key.clone(),
                 p.kind.describe(),
                 p.when.describe(),
-                format!("bound {}", human(p.bound_ms)),
+                format!("bound {}", exact(p.bound_ms)),
                 flags.join(", "),
                 format!(
                     "first {}",

@@ -21,9 +21,11 @@ use std::time::Duration;
     share whose series got no value (a burst without a reply has no rtt), min/avg/max/mdev \
     (mdev as ping's) and the next forecast ± 2·error (error: RMSE of the forecast).\n\n\
     Exit status: 0 when some reply came (partial loss included: the summary gives it); 1 \
-    when no burst had a reply (100 % loss); 2 when the command could not run (a bad option, \
-    a name that does not resolve, an output that cannot be written). A reader that goes \
-    away (| head) ends it quietly with 0."
+    when no burst had a reply (100 % loss, or a port where nothing listens: ICMP port \
+    unreachable); 2 when the command could not run (a bad option, a name that does not \
+    resolve, an output that cannot be written, or a target whose first answer is not \
+    nowcast's protocol: another service, or an echo service sending the probes back; the \
+    run stops there). A reader that goes away (| head) ends it quietly with 0."
 )]
 pub struct Args {
     /// The server (`nowcast serve`), HOST or HOST:PORT ([v6]:PORT).

@@ -343,6 +343,10 @@ fn series_tables(out: &mut String, r: &Report) {
         out,
         "  -: too few values (forecasts are scored from the 2nd value, daily fits need 4)"
     );
+    let _ = writeln!(
+        out,
+        "     or every value 0 (a relative error divides by the value: a loss of 0 %)"
+    );
 }
 
 fn diurnal(out: &mut String, r: &Report) {
