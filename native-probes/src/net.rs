@@ -341,3 +341,23 @@ mod tests {
         );
     }
 }
+
+/// What to ask the user when a port did not answer as `command`'s would: [`ASK_SERVE`]'s
+/// question for another command (`nowcast fobs recv` for `nowcast fobs send`).
+pub fn ask_running(command: &str) -> String {
+    format!("is `{command}` running there?")
+}
+
+#[cfg(test)]
+mod ask_tests {
+    use super::*;
+
+    #[test]
+    fn the_question_is_tcp_and_udp_s_for_nowcast_serve() {
+        assert_eq!(ask_running("nowcast serve"), ASK_SERVE);
+        assert_eq!(
+            ask_running("nowcast fobs recv"),
+            "is `nowcast fobs recv` running there?"
+        );
+    }
+}

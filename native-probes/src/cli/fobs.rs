@@ -17,7 +17,7 @@ use nowcast::fobs::sender::{self, Event, Sender};
 use nowcast::fobs::wire::{self, Done, Hello, DEFAULT_PORT, TOKEN_LEN};
 use nowcast::net::{self, parse_size, resolve};
 use nowcast::stop::Stop;
-use nowcast_core::record::{Metric, Probe, Record, Transport};
+use nowcast_core::record::{Metric, Probe, Record, Status, Transport};
 use std::fs::File;
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
@@ -42,7 +42,9 @@ enum Sub {
     after_help = "Rates are bits per second with an optional K, M or G (decimal): 500M, 1G. \
     Records with --json (source \"nowcast fobs\"): one `loss` record per congestion event with \
     the classifier's reading (congestion.*), then `throughput` (goodput, Mbit/s) and `loss` \
-    (packets lost / sent)."
+    (packets lost / sent); of a transfer that did not finish, both with status error and why. \
+    The receiver has 5 s to answer the offer; exit status 2 when HOST:PORT is not a FOBS \
+    receiver."
 )]
 pub struct SendArgs {
     file: PathBuf,
@@ -244,7 +246,8 @@ fn send(a: SendArgs) -> Result<()> {
     };
     let packet = f64::from(a.packet);
     let controller: Box<dyn Controller> = match &a.fixed_rate {
-        Some(r) => Box::new(Fixed::new(parse_rate(r)?, packet)),
+        // --max-rate is the highest rate, a fixed one's too.
+        Some(r) => Box::new(Fixed::new(parse_rate(r)?.min(max), packet)),
         None => Box::new(HighSpeed::new(initial, max, packet).with_loss_count(a.loss_rate)),
     };
     let model = load_model(a.model.as_deref())?;
@@ -362,64 +365,121 @@ fn send(a: SendArgs) -> Result<()> {
     if let Some(r) = summary.refused {
         bail!("{}: refused: {}", target.name, r.reason());
     }
-    let sent = summary.bytes - summary.held_bytes;
-    let goodput = record::goodput_mbit_s(sent, summary.seconds);
-    if let (Some(m), Some(Done::Stored)) = (memory, summary.done) {
-        if summary.stats.peak_delivery > 0 {
-            m.remember(
-                &path,
-                Transfer {
-                    at_ms: wall_ms(),
-                    peak_delivery_mbit_s: summary.stats.peak_delivery as f64 * 8e-6,
-                },
-            );
-        }
+    if let Some(u) = &summary.unanswered {
+        // Nothing was started: no summary of a transfer, nothing to resume.
+        return Err(super::CouldNotRun(format!(
+            "{} {}: {}",
+            target.name,
+            u.describe(),
+            net::ask_running("nowcast fobs recv")
+        ))
+        .into());
+    }
+    if !summary.welcomed {
+        bail!(
+            "{}: {} before the receiver answered; nothing was sent",
+            target.name,
+            summary
+                .failed
+                .as_deref()
+                .unwrap_or("the transfer did not start")
+        );
     }
     let loss = record::loss(&summary.stats);
+    // Why the transfer did not finish, and whether `--resume` can continue it.
+    let unfinished = match (summary.done, &summary.failed) {
+        (Some(Done::Stored), _) => None,
+        (Some(Done::HashMismatch), _) => Some((
+            "the receiver's copy did not match the hash; it was discarded".to_string(),
+            false,
+        )),
+        (Some(Done::StorageFailed), _) => {
+            Some(("the receiver could not store the file".to_string(), false))
+        }
+        (Some(Done::Abandoned), _) => Some(("the receiver abandoned the transfer".into(), true)),
+        (None, Some(f)) => Some((f.clone(), true)),
+        (None, None) => Some(("the transfer did not finish".into(), true)),
+    };
+    let s = summary.stats;
+    let counts = format!(
+        "{} packets sent, {} lost ({:.4} %), {} windows; classifier {}: cpu {}, network {}, inconclusive {}",
+        s.sent,
+        s.lost,
+        100.0 * loss,
+        s.windows,
+        if classifying { "on" } else { "off" },
+        s.cpu_verdicts,
+        s.network_verdicts,
+        s.inconclusive
+    );
+    let probe = Probe {
+        transport: Some(Transport::Fobs),
+        payload_bytes: Some(size),
+        ..Probe::default()
+    };
+    let from = summary.local.map(|l| l.ip().to_string());
+    let Some((why, resumable)) = unfinished else {
+        // Goodput: the bytes this transfer sent (not those a resume found at the receiver)
+        // over its time; only of a file the receiver stored.
+        let sent = summary.bytes - summary.held_bytes;
+        let goodput = record::goodput_mbit_s(sent, summary.seconds);
+        if let Some(m) = memory {
+            if summary.stats.peak_delivery > 0 {
+                m.remember(
+                    &path,
+                    Transfer {
+                        at_ms: wall_ms(),
+                        peak_delivery_mbit_s: summary.stats.peak_delivery as f64 * 8e-6,
+                    },
+                );
+            }
+        }
+        if a.json {
+            for (metric, value) in [(Metric::Throughput, goodput), (Metric::Loss, loss)] {
+                let mut r = Record::new(wall_ms(), record::SOURCE, metric, value, &to);
+                r.from.clone_from(&from);
+                r.probe = Some(probe.clone());
+                writeln!(stdout, "{}", r.to_line())?;
+            }
+        } else {
+            writeln!(
+                stdout,
+                "{}: {sent} bytes in {:.2} s: {goodput:.1} Mbit/s goodput; {counts}",
+                target.name, summary.seconds,
+            )?;
+        }
+        return Ok(());
+    };
+    // An unfinished transfer has no goodput, and the path memory learns nothing from it:
+    // the summary and the records say what the receiver acknowledged and why it stopped.
+    let (done, left) = (
+        summary.delivered_bytes,
+        size.saturating_sub(summary.delivered_bytes),
+    );
+    let delivered = format!("{done} of {size} bytes acknowledged by the receiver");
     if a.json {
-        let probe = Probe {
-            transport: Some(Transport::Fobs),
-            payload_bytes: Some(size),
-            ..Probe::default()
-        };
-        let from = summary.local.map(|l| l.ip().to_string());
-        for (metric, value) in [(Metric::Throughput, goodput), (Metric::Loss, loss)] {
-            let mut r = Record::new(wall_ms(), record::SOURCE, metric, value, &to);
+        // As a failed probe of `nowcast tcp` or a campaign's: status error, no value, and
+        // why, for both of the transfer's series.
+        for metric in [Metric::Throughput, Metric::Loss] {
+            let mut r = Record::new(wall_ms(), record::SOURCE, metric, 0.0, &to);
+            r.status = Status::Error;
+            r.value = None;
+            r.error = Some(format!("{to}: {why} ({delivered})"));
             r.from.clone_from(&from);
             r.probe = Some(probe.clone());
             writeln!(stdout, "{}", r.to_line())?;
         }
     } else {
-        let s = summary.stats;
         writeln!(
             stdout,
-            "{}: {} bytes in {:.2} s: {:.1} Mbit/s goodput; {} packets sent, {} lost ({:.4} %), {} windows; classifier {}: cpu {}, network {}, inconclusive {}",
-            target.name,
-            sent,
-            summary.seconds,
-            goodput,
-            s.sent,
-            s.lost,
-            100.0 * loss,
-            s.windows,
-            if classifying { "on" } else { "off" },
-            s.cpu_verdicts,
-            s.network_verdicts,
-            s.inconclusive
+            "{}: not finished after {:.2} s: {delivered}, {left} left; {counts}",
+            target.name, summary.seconds,
         )?;
     }
-    match (summary.done, summary.failed) {
-        (Some(Done::Stored), _) => Ok(()),
-        (Some(Done::HashMismatch), _) => {
-            bail!("the receiver's copy did not match the hash; it was discarded")
-        }
-        (Some(Done::StorageFailed), _) => bail!("the receiver could not store the file"),
-        (Some(Done::Abandoned), _) => {
-            bail!("the receiver abandoned the transfer (resume with --resume)")
-        }
-        (None, Some(f)) => bail!("{f} (resume with --resume)"),
-        (None, None) => bail!("the transfer did not finish"),
+    if resumable {
+        bail!("{why} (resume with --resume)")
     }
+    bail!("{why}")
 }
 
 /// `--rate`'s start on a path with nothing remembered.
@@ -612,7 +672,10 @@ fn recv(a: RecvArgs) -> Result<()> {
                 result,
                 drops,
                 seconds,
-                bytes,
+                size,
+                received,
+                held,
+                kept,
             } => {
                 let what = match &result {
                     Ok(Done::Stored) if opts.discard => {
@@ -631,12 +694,23 @@ fn recv(a: RecvArgs) -> Result<()> {
                     failed = Some(format!("{who}: {what}"));
                 }
                 (!quiet).then(|| {
-                    // A rate only for a file that arrived: the size a refused sender announced
-                    // over the time of the refusal is no rate.
+                    // A rate only for a file that arrived, and of the bytes that arrived in
+                    // this transfer: the size a refused sender announced over the time of the
+                    // refusal is no rate, nor is a resumed file's whole size over the time
+                    // its missing part took. An unfinished transfer says what arrived.
                     let rate = if matches!(result, Ok(Done::Stored)) {
+                        let before = match size.saturating_sub(received) {
+                            0 => String::new(),
+                            b => format!("; {b} bytes were held from an earlier transfer"),
+                        };
                         format!(
-                            " in {seconds:.2} s ({:.1} Mbit/s)",
-                            bytes as f64 * 8e-6 / seconds.max(1e-9)
+                            " in {seconds:.2} s ({:.1} Mbit/s{before})",
+                            received as f64 * 8e-6 / seconds.max(1e-9)
+                        )
+                    } else if held > 0 || kept {
+                        format!(
+                            " after {seconds:.2} s: {held} of {size} bytes held{}",
+                            if kept { ", kept for --resume" } else { ", not kept" }
                         )
                     } else {
                         format!(" after {seconds:.2} s")

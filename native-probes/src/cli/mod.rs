@@ -83,10 +83,25 @@ pub const EXIT_UNMEASURED: u8 = 1;
 /// another protocol), as ping's 2.
 pub const EXIT_ERROR: u8 = 2;
 
+/// A command that could not run because of what it was pointed at (a peer that speaks
+/// another protocol, or none: `nowcast fobs send` to a port that is not a FOBS receiver):
+/// exit status [`EXIT_ERROR`], as `nowcast tcp`'s for a port held by another service,
+/// whichever command it is.
+#[derive(Debug)]
+pub struct CouldNotRun(pub String);
+
+impl std::fmt::Display for CouldNotRun {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for CouldNotRun {}
+
 /// Parses the command line, runs the subcommand and turns its result into an exit status:
 /// a reader that went away (`| head`) is a quiet success, as for any Unix filter; the probe
 /// commands tell a measurement that got nothing ([`EXIT_UNMEASURED`]) from one that could
-/// not run ([`EXIT_ERROR`]); other commands fail with 1.
+/// not run ([`EXIT_ERROR`]); other commands fail with 1, or 2 for [`CouldNotRun`].
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     let probe = matches!(cli.command, Command::Tcp(_) | Command::Udp(_));
@@ -114,6 +129,7 @@ pub fn main() -> ExitCode {
             match (probe, e.downcast_ref::<Unmeasured>()) {
                 (true, Some(_)) => ExitCode::from(EXIT_UNMEASURED),
                 (true, None) => ExitCode::from(EXIT_ERROR),
+                (false, _) if e.is::<CouldNotRun>() => ExitCode::from(EXIT_ERROR),
                 (false, _) => ExitCode::FAILURE,
             }
         }

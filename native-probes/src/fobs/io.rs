@@ -14,6 +14,7 @@ use super::receiver::{self, Receiver};
 use super::sender::{self, Sender, Transmit};
 use super::wire::{Control, Done, Framer, Refusal, DATA_HEADER, HASH_LEN, TOKEN_LEN};
 use crate::clock::Clock;
+use crate::net::{quote_answer, ANSWER_MAX};
 use crate::stop::Stop;
 use std::fs::{File, OpenOptions};
 use std::io::{self, Read, Write};
@@ -80,11 +81,16 @@ fn wait_readable(fds: &[i32], timeout: Duration) -> io::Result<Vec<bool>> {
 
 /// Reads what the nonblocking stream has; `Ok(false)` when the peer closed it.
 fn read_available(s: &mut TcpStream, framer: &mut Framer) -> io::Result<bool> {
+    read_available_into(s, |b| framer.push(b))
+}
+
+/// [`read_available`], handing each piece read to `take`.
+fn read_available_into(s: &mut TcpStream, mut take: impl FnMut(&[u8])) -> io::Result<bool> {
     let mut buf = [0u8; 64 * 1024];
     loop {
         match s.read(&mut buf) {
             Ok(0) => return Ok(false),
-            Ok(n) => framer.push(&buf[..n]),
+            Ok(n) => take(&buf[..n]),
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(true),
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(e) => return Err(e),
@@ -162,13 +168,56 @@ pub struct SendSummary {
     pub done: Option<Done>,
     pub refused: Option<Refusal>,
     pub failed: Option<String>,
+    /// Whether the receiver welcomed the transfer: without a welcome nothing was started,
+    /// and there is nothing to resume.
+    pub welcomed: bool,
+    /// Why a peer that was not refused never welcomed the transfer (set with `failed`).
+    pub unanswered: Option<Unanswered>,
     /// From the receiver's welcome to its last word, seconds.
     pub seconds: f64,
+    /// The file's size.
     pub bytes: u64,
     /// Bytes already at the receiver (resume).
     pub held_bytes: u64,
+    /// Bytes the receiver holds at the end (acknowledged, and held before): all of the file
+    /// only when it was stored; what a failed or interrupted transfer actually delivered.
+    pub delivered_bytes: u64,
     pub stats: sender::Stats,
     pub local: Option<SocketAddr>,
+}
+
+/// How the peer failed to answer a hello: it is likely not a `nowcast fobs recv` at all, and
+/// its port was given by mistake.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Unanswered {
+    /// Bytes that are not a FOBS welcome: another protocol's answer (its first
+    /// [`ANSWER_MAX`] bytes).
+    Other(Vec<u8>),
+    /// The peer closed the connection without a word.
+    Closed,
+    /// The peer accepted the connection and said nothing for [`sender::OFFER_NS`].
+    Silent,
+}
+
+impl Unanswered {
+    /// What the peer did, after its name: "does not speak FOBS (it answered \"…\")".
+    pub fn describe(&self) -> String {
+        match self {
+            Unanswered::Other(read) => {
+                format!(
+                    "does not speak FOBS (it answered \"{}\")",
+                    quote_answer(read)
+                )
+            }
+            Unanswered::Closed => "closed the connection without answering the offer".into(),
+            // One busy with another transfer answers only once it ends: the user may wait.
+            Unanswered::Silent => format!(
+                "accepted the connection but did not answer the offer within {} s (a receiver \
+                 busy with another transfer answers only once it ends)",
+                sender::OFFER_NS / 1_000_000_000
+            ),
+        }
+    }
 }
 
 /// Datagrams of one size sent by one `sendmsg` with UDP generic segmentation offload
@@ -383,13 +432,20 @@ pub fn send(
         done: None,
         refused: None,
         failed: None,
+        welcomed: false,
+        unanswered: None,
         seconds: 0.0,
         bytes: 0,
         held_bytes: 0,
+        delivered_bytes: 0,
         stats: sender::Stats::default(),
         local,
     };
     let mut welcomed: Option<u64> = None;
+    // The first bytes the peer said before any welcome, to quote if they are not one, and
+    // whether it closed the connection (or it failed).
+    let mut answer: Vec<u8> = Vec::new();
+    let mut closed = false;
     let mut last_progress = 0;
     let mut connected = false;
     let mut batch = Batch::new();
@@ -415,10 +471,21 @@ pub fn send(
             }
         }
         batch.flush(&udp)?;
-        if !read_available(&mut tcp, &mut framer)? {
-            summary
-                .failed
-                .get_or_insert_with(|| "the receiver closed the control connection".into());
+        let tap = welcomed.is_none().then_some(&mut answer);
+        match read_available_tap(&mut tcp, &mut framer, tap) {
+            Ok(true) => {}
+            Ok(false) => {
+                closed = true;
+                summary
+                    .failed
+                    .get_or_insert_with(|| "the receiver closed the control connection".into());
+            }
+            Err(e) => {
+                closed = true;
+                summary
+                    .failed
+                    .get_or_insert_with(|| format!("the control connection failed: {e}"));
+            }
         }
         loop {
             match framer.next_message() {
@@ -443,9 +510,9 @@ pub fn send(
         }
         while let Some(e) = sender.poll_event() {
             match &e {
-                sender::Event::Accepted { held } => {
-                    summary.held_bytes = held * u64::from(sender_packet(&sender))
-                }
+                // Nothing is acknowledged before the welcome: what is delivered now is what
+                // the receiver held.
+                sender::Event::Accepted { .. } => summary.held_bytes = sender.delivered_bytes(),
                 sender::Event::Refused(r) => summary.refused = Some(*r),
                 sender::Event::Finished(d) => summary.done = Some(*d),
                 sender::Event::Failed(f) => summary.failed = Some(f.clone()),
@@ -454,7 +521,8 @@ pub fn send(
             update(SendUpdate::Event(&e));
         }
         let now = clock.now();
-        if now.saturating_sub(last_progress) >= 100_000_000 {
+        // No progress before the welcome: there is no transfer yet to show.
+        if welcomed.is_some() && now.saturating_sub(last_progress) >= 100_000_000 {
             last_progress = now;
             update(SendUpdate::Progress {
                 delivered: sender.delivered_packets(),
@@ -472,17 +540,45 @@ pub fn send(
             wait_readable(&[tcp.as_raw_fd()], wait)?;
         }
     }
+    let answered = summary.refused.is_some() || summary.done.is_some();
+    if welcomed.is_none() && !answered && summary.failed.is_some() {
+        // The hello went unanswered: not a receiver that refused, but a peer that said
+        // something else, closed, or nothing at all.
+        let u = if !answer.is_empty() {
+            Unanswered::Other(answer)
+        } else if closed {
+            Unanswered::Closed
+        } else {
+            Unanswered::Silent
+        };
+        summary.failed = Some(format!("the peer {}", u.describe()));
+        summary.unanswered = Some(u);
+    }
     if stop.is_set() && summary.done.is_none() {
         summary.failed.get_or_insert_with(|| "stopped".into());
     }
+    summary.welcomed = welcomed.is_some();
     summary.seconds = welcomed.map_or(0.0, |w| clock.now().saturating_sub(w) as f64 / 1e9);
     summary.stats = sender.stats;
     summary.bytes = file.metadata()?.len();
+    summary.delivered_bytes = sender.delivered_bytes();
     Ok(summary)
 }
 
-fn sender_packet(s: &Sender) -> u16 {
-    s.packet_size()
+/// [`read_available`], keeping a copy of the first [`ANSWER_MAX`] bytes read in `tap`.
+fn read_available_tap(
+    s: &mut TcpStream,
+    framer: &mut Framer,
+    tap: Option<&mut Vec<u8>>,
+) -> io::Result<bool> {
+    let Some(tap) = tap else {
+        return read_available(s, framer);
+    };
+    read_available_into(s, |b| {
+        let room = ANSWER_MAX.saturating_sub(tap.len());
+        tap.extend_from_slice(&b[..b.len().min(room)]);
+        framer.push(b);
+    })
 }
 
 /// Datagrams read per `recvmmsg`.
@@ -732,7 +828,16 @@ pub enum RecvUpdate<'a> {
         result: Result<Done, String>,
         drops: receiver::Drops,
         seconds: f64,
-        bytes: u64,
+        /// The file's size (0 for a refused hello).
+        size: u64,
+        /// The bytes that arrived in this transfer: not those a resume found already held,
+        /// which a rate must leave out.
+        received: u64,
+        /// The bytes held at the end, those held before included: of an unfinished
+        /// transfer, what arrived, not the file's size.
+        held: u64,
+        /// Whether an unfinished transfer's part file and state are kept for `--resume`.
+        kept: bool,
     },
 }
 
@@ -811,12 +916,18 @@ pub fn recv(
     update: &mut dyn FnMut(RecvUpdate<'_>),
 ) -> io::Result<()> {
     use crate::serve::limits::{ClientBuckets, Prefixes, Rate};
-    let listener = TcpListener::bind(opts.listen)?;
+    // Errors name the address and the socket, as `nowcast serve`'s do: "address in use"
+    // alone does not say which of the two sockets on the port found it taken.
+    fn named(at: SocketAddr, what: &str) -> impl FnOnce(io::Error) -> io::Error + '_ {
+        move |e| io::Error::new(e.kind(), format!("{at}: {what}: {e}"))
+    }
+    let listener = TcpListener::bind(opts.listen).map_err(named(opts.listen, "bind tcp"))?;
     let at = listener.local_addr()?;
-    let udp = UdpSocket::bind(at)?;
+    let udp = UdpSocket::bind(at).map_err(named(at, "bind udp"))?;
     if let Some(n) = opts.rcvbuf {
         let s = socket2::SockRef::from(&udp);
-        s.set_recv_buffer_size(n)?;
+        s.set_recv_buffer_size(n)
+            .map_err(named(at, "udp: SO_RCVBUF (--rcvbuf)"))?;
     } else {
         // As large as the kernel allows: a burst that the receiver is late to read is
         // CPU loss, the thing the classifier exists to recognise, but there is no reason
@@ -1016,6 +1127,7 @@ fn transfer(
     let mut last_progress = start;
     let mut name = String::new();
     let mut size = 0;
+    let mut held_at_open = 0;
     loop {
         let now = clock.now();
         // Data first: everything the socket holds, so that a window's end read below
@@ -1092,6 +1204,7 @@ fn transfer(
                             paths = Some((p, s, f_path(&opts.dir, &hello.name)));
                             let have = have.unwrap_or_default();
                             rx.opened(clock.now(), &have);
+                            held_at_open = rx.stored_bytes();
                             update(RecvUpdate::Transfer {
                                 peer,
                                 name: &name,
@@ -1192,6 +1305,10 @@ fn transfer(
         }
     }
     let result = result.expect("set");
+    let stored = rx.stored_bytes();
+    let kept = paths.is_some()
+        && !opts.discard
+        && !matches!(result, Ok(Done::Stored) | Ok(Done::HashMismatch));
     if opts.discard && !matches!(result, Ok(Done::Stored)) {
         // A measuring receiver keeps nothing: what an unfinished transfer held goes too, so
         // that its disk holds at most one transfer's file at a time.
@@ -1207,7 +1324,10 @@ fn transfer(
         result,
         drops: rx.drops,
         seconds,
-        bytes: size,
+        size,
+        received: stored.saturating_sub(held_at_open),
+        held: stored,
+        kept,
     });
     Ok(conn)
 }

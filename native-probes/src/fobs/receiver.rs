@@ -177,6 +177,20 @@ impl Receiver {
         self.have_count
     }
 
+    /// The file's bytes stored (held from an earlier transfer included): the stored
+    /// packets' bytes, the last packet counted at its own, shorter length.
+    pub fn stored_bytes(&self) -> u64 {
+        let Some(h) = &self.hello else { return 0 };
+        let packet = u64::from(h.packet);
+        let mut bytes = self.have_count * packet;
+        let last = self.total.wrapping_sub(1);
+        let word = self.have.get((last / 64) as usize).copied().unwrap_or(0);
+        if self.total > 0 && word >> (last % 64) & 1 == 1 {
+            bytes -= self.total * packet - h.size;
+        }
+        bytes
+    }
+
     /// The first packet at or after `from` not yet stored (`total_packets()` when every one
     /// from there on is): the packets `from..` it can be hashed in order as they stand in the
     /// file, before the transfer completes.

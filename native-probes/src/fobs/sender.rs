@@ -51,6 +51,13 @@ const MAX_BURST_NS: Nanos = 4_000_000;
 const MIN_WINDOW_NS: Nanos = 1_000_000;
 /// Without any acknowledgement for this long while windows are outstanding, give up.
 pub const STALL_NS: Nanos = 30_000_000_000;
+/// Without the receiver's answer to the hello (its welcome or refusal) for this long, give
+/// up: a `nowcast fobs recv` answers within a round trip and the time to open the file, and
+/// a port that accepts the connection but says nothing (another service waiting for its own
+/// protocol's first words) must not be taken for a transfer in progress for [`STALL_NS`].
+/// The receiver gives a hello as long (`io::HELLO_NS`). A receiver busy with another
+/// transfer answers only when that one ends: its senders are told so within this bound too.
+pub const OFFER_NS: Nanos = 5_000_000_000;
 
 /// What a sender sends and how.
 #[derive(Clone, Debug)]
@@ -274,6 +281,17 @@ impl Sender {
         self.delivered_count
     }
 
+    /// The file's bytes the receiver holds: those of the packets it acknowledged (or held
+    /// already, resuming), the last packet counted at its own, shorter length.
+    pub fn delivered_bytes(&self) -> u64 {
+        let packet = u64::from(self.cfg.hello.packet);
+        let mut bytes = self.delivered_count * packet;
+        if self.total > 0 && self.is_delivered(self.total - 1) {
+            bytes -= self.total * packet - self.cfg.hello.size;
+        }
+        bytes
+    }
+
     pub fn rate(&self) -> f64 {
         self.controller.rate()
     }
@@ -399,7 +417,7 @@ impl Sender {
         match self.phase {
             Phase::Finished => None,
             _ if !self.control.is_empty() => Some(0),
-            Phase::Hello => Some(self.hello_sent + STALL_NS),
+            Phase::Hello => Some(self.hello_sent + OFFER_NS),
             Phase::Sending => {
                 let stall = self.last_ack + STALL_NS;
                 let busy = !self.current.is_empty()
@@ -416,13 +434,15 @@ impl Sender {
 
     /// Gives up when the receiver has been silent too long.
     pub fn handle_timeout(&mut self, now: Nanos) {
-        let since = match self.phase {
-            Phase::Hello => self.hello_sent,
-            Phase::Sending => self.last_ack,
-            Phase::Finished => return,
-        };
-        if now >= since + STALL_NS {
-            self.fail("the receiver stopped answering".into());
+        match self.phase {
+            Phase::Hello if now >= self.hello_sent + OFFER_NS => self.fail(format!(
+                "the receiver did not answer the offer within {} s",
+                OFFER_NS / 1_000_000_000
+            )),
+            Phase::Sending if now >= self.last_ack + STALL_NS => {
+                self.fail("the receiver stopped answering".into())
+            }
+            _ => {}
         }
     }
 

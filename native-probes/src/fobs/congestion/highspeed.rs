@@ -41,7 +41,8 @@
 //! - **Bounds**: in slow start never more than twice the receiver's arrival rate (RFC 5348
 //!   §4.3); after it never more than [`PROBE_GAIN`] times it; never more than the cap (the
 //!   sender's `--max-rate`, the receiver's limit), never less than one packet per round
-//!   trip. Counting packets, also no more than the arrival rate while the window's round
+//!   trip, except that the cap wins over that floor (on loopback one packet per round trip
+//!   is hundreds of Mbit/s). Counting packets, also no more than the arrival rate while the window's round
 //!   trip says the bottleneck's queue is building (HyStart++'s threshold, RFC 9406 §4.2):
 //!   there every packet an overflow drops counts, so alone on a path slower than the
 //!   sender the transfer must not overflow the queue at all. Counting events, the rate
@@ -179,6 +180,14 @@ impl HighSpeed {
         self.flat_rounds >= FLAT_ROUNDS
     }
 
+    /// `rate` within the controller's bounds: at least one packet per round trip, and never
+    /// above the cap, which wins when the two disagree. On a short path the floor is high (at
+    /// loopback's ~50 µs round trip a 1,400-byte packet per round trip is over 200 Mbit/s),
+    /// and applied after the cap it made `--max-rate 10M` send at 134 Mbit/s.
+    fn bounded(&self, rate: f64) -> f64 {
+        rate.max(self.packet / self.rtt).min(self.max_rate)
+    }
+
     fn mean_interval(&self) -> Option<f64> {
         if self.intervals.is_empty() {
             return None;
@@ -208,7 +217,7 @@ impl Controller for HighSpeed {
         self.open += r.packets as f64;
         if r.hold {
             if let Some(recv) = r.receive_rate {
-                self.rate = self.rate.min(2.0 * recv).max(self.packet / self.rtt);
+                self.rate = self.bounded(self.rate.min(2.0 * recv));
             }
             return;
         }
@@ -226,9 +235,7 @@ impl Controller for HighSpeed {
             self.intervals.clear();
             self.intervals.push_front(1.0 / loss_for_window(w));
             self.open = 0.0;
-            self.rate = (DRAIN * seen)
-                .min(self.max_rate)
-                .max(self.packet / self.rtt);
+            self.rate = self.bounded(DRAIN * seen);
             return;
         } else if counted {
             let lost = match self.count {
@@ -248,9 +255,7 @@ impl Controller for HighSpeed {
             // classifier leaves unanswered (CPU contention) would otherwise stay in slow
             // start, paced at twice the arrival rate, and overflow the bottleneck's queue.
             self.slow_start = false;
-            self.rate = (DRAIN * self.full_rate)
-                .min(self.max_rate)
-                .max(self.packet / self.rtt);
+            self.rate = self.bounded(DRAIN * self.full_rate);
             return;
         }
         let mut rate = if self.slow_start {
@@ -281,7 +286,7 @@ impl Controller for HighSpeed {
                 rate = rate.min(PROBE_GAIN * recv);
             }
         }
-        self.rate = rate.min(self.max_rate).max(self.packet / self.rtt);
+        self.rate = self.bounded(rate);
     }
 
     fn rate(&self) -> f64 {
@@ -515,6 +520,58 @@ mod tests {
             assert!((got - p).abs() < 0.1 * p, "{count:?}: {got}");
             assert!((net.window() - response(p)).abs() < 0.15 * response(p));
         }
+    }
+
+    /// The cap is a ceiling at every step, however short the round trip: the one-packet-per-
+    /// round-trip floor applied after it made loopback's 50 µs round trip pace at 224 Mbit/s
+    /// under a 10 Mbit/s `--max-rate`.
+    #[test]
+    fn the_cap_wins_over_the_one_packet_per_round_trip_floor() {
+        let (s, cap) = (1400.0, 1.25e6);
+        let floor = s / 50e-6;
+        assert!(floor > 20.0 * cap);
+        let short = |packets, lost, congestion, recv| WindowReport {
+            rtt: 50e-6,
+            rtt_sample: 50e-6,
+            ..report(packets, lost, congestion, recv)
+        };
+        for count in LossCount::ALL {
+            let mut c = HighSpeed::new(2.5e6, cap, s).with_loss_count(*count);
+            assert_eq!(c.rate(), cap, "the start");
+            let mut steps = vec![
+                // Slow start, then its end by a counted loss, the overshoot's held windows,
+                // and the response function's rate after it.
+                short(100, 0, false, 1e6),
+                short(100, 0, false, 1e3),
+                short(100, 3, true, 1e3),
+                WindowReport {
+                    hold: true,
+                    ..short(100, 40, true, 1e3)
+                },
+                short(100, 0, false, 1e3),
+                short(100, 5, true, 1e3),
+            ];
+            steps.extend(std::iter::repeat_n(short(100, 0, false, 1e9), 20));
+            for (i, r) in steps.iter().enumerate() {
+                c.on_window(r);
+                assert!(c.rate() <= cap, "{count:?}, step {i}: {} > {cap}", c.rate());
+            }
+            // Slow start ended by a full pipe (no counted loss), on a path that delivers
+            // almost nothing, and the receiver's cap lowered below that.
+            let mut c = HighSpeed::new(2.5e6, cap, s).with_loss_count(*count);
+            for _ in 0..40 {
+                c.on_window(&short(10, 0, false, 1e3));
+                assert!(c.rate() <= cap, "{count:?}: {} > {cap}", c.rate());
+            }
+            assert!(!c.in_slow_start(), "the pipe was found full");
+            c.set_cap(cap / 2.0);
+            c.on_window(&short(10, 0, false, 1e9));
+            assert!(c.rate() <= cap / 2.0, "{count:?}: {}", c.rate());
+        }
+        // Without a cap below it, the floor still holds.
+        let mut c = HighSpeed::new(2.5e6, 1e12, s);
+        c.on_window(&short(100, 3, true, 1e3));
+        assert_eq!(c.rate(), floor);
     }
 
     /// After slow start, a window whose round trip says the queue is building holds the rate

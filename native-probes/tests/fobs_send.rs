@@ -1,0 +1,478 @@
+//! What `nowcast fobs send` says and does at the edges of a transfer, on loopback: a
+//! `--max-rate` that is a ceiling however short the round trip, a transfer stopped halfway
+//! that reports what arrived (no goodput, no `ok` record, nothing in the path memory), a
+//! port that is not a FOBS receiver named at once with status 2, and a receiver whose port is
+//! taken naming the address and the socket.
+//!
+//! Real `nowcast fobs recv` and `nowcast fobs send` processes and sockets, 127.0.0.1 only;
+//! every process, listener and file is stopped or removed when a test ends (a failing one
+//! too).
+
+mod common;
+
+use common::{nowcast, records, text, wait_child, Server, BIN};
+use nowcast_core::record::{Metric, Status};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{Shutdown, TcpListener, TcpStream, UdpSocket};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+const TOKEN: &str = "00112233445566778899aabbccddeeff";
+const LIMIT: Duration = Duration::from_secs(30);
+
+/// A directory of the test's, removed when dropped.
+struct Temp(PathBuf);
+
+impl Temp {
+    fn new(name: &str) -> Temp {
+        let d =
+            std::env::temp_dir().join(format!("nowcast-fobs-send-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        Temp(d)
+    }
+}
+
+impl Drop for Temp {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A `nowcast fobs recv` on an ephemeral loopback port; its lines arrive on the channel.
+/// Killed on drop.
+struct Receiver {
+    child: Child,
+    port: u16,
+    lines: mpsc::Receiver<String>,
+}
+
+impl Receiver {
+    fn start(dir: &Path, extra: &[&str]) -> Receiver {
+        let mut child = Command::new(BIN)
+            .args(["fobs", "recv", "--listen", "127.0.0.1", "--port", "0"])
+            .args(["--token", TOKEN])
+            .arg("--dir")
+            .arg(dir)
+            .args(extra)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let (tx, lines) = mpsc::channel();
+        for out in [
+            Box::new(child.stdout.take().unwrap()) as Box<dyn Read + Send>,
+            Box::new(child.stderr.take().unwrap()),
+        ] {
+            let tx = tx.clone();
+            std::thread::spawn(move || {
+                for l in BufReader::new(out).lines().map_while(Result::ok) {
+                    let _ = tx.send(l);
+                }
+            });
+        }
+        let mut r = Receiver {
+            child,
+            port: 0,
+            lines,
+        };
+        // "nowcast fobs recv: listening on 127.0.0.1:PORT (tcp and udp), …"
+        let first = r.wait_for("listening", LIMIT);
+        r.port = first
+            .split_whitespace()
+            .find_map(|w| w.strip_prefix("127.0.0.1:")?.parse().ok())
+            .unwrap_or_else(|| panic!("no port in {first:?}"));
+        r
+    }
+
+    /// The first line containing `what`, within `limit`.
+    fn wait_for(&self, what: &str, limit: Duration) -> String {
+        let until = Instant::now() + limit;
+        let mut seen = Vec::new();
+        loop {
+            let left = until.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(l) if l.contains(what) => return l,
+                Ok(l) => seen.push(l),
+                Err(_) => panic!("no line with {what:?} within {limit:?}; saw {seen:?}"),
+            }
+        }
+    }
+}
+
+impl Drop for Receiver {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `nowcast fobs send FILE TARGET --token … EXTRA`, started.
+fn send(target: &str, file: &Path, extra: &[&str]) -> Child {
+    Command::new(BIN)
+        .args(["fobs", "send"])
+        .arg(file)
+        .arg(target)
+        .args(["--token", TOKEN, "-q"])
+        .args(extra)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// A file of `bytes` pseudo-random bytes.
+fn file_of(dir: &Path, name: &str, bytes: usize) -> PathBuf {
+    let p = dir.join(name);
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    let data: Vec<u8> = (0..bytes)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect();
+    std::fs::write(&p, data).unwrap();
+    p
+}
+
+/// The number just before `label` in `line` ("4867800 of").
+fn number_before(line: &str, label: &str) -> u64 {
+    let head = &line[..line
+        .find(label)
+        .unwrap_or_else(|| panic!("no {label:?} in {line:?}"))];
+    head.split(|c: char| !c.is_ascii_digit())
+        .rfind(|w| !w.is_empty())
+        .and_then(|w| w.parse().ok())
+        .unwrap_or_else(|| panic!("no number before {label:?} in {line:?}"))
+}
+
+#[test]
+fn max_rate_is_a_ceiling_on_loopback() {
+    let dir = Temp::new("cap");
+    let rx_dir = dir.0.join("rx");
+    std::fs::create_dir(&rx_dir).unwrap();
+    let rx = Receiver::start(&rx_dir, &["--discard"]);
+    // 1.5 MB under 6 Mbit/s: at least 2 s. Loopback's round trip is ~50 µs, where one packet
+    // per round trip (the controller's floor) is over 200 Mbit/s: the floor applied after the
+    // cap sent this in a tenth of that.
+    let (size, cap_mbit) = (1_500_000usize, 6.0);
+    let src = file_of(&dir.0, "capped.bin", size);
+    let least = Duration::from_secs_f64(size as f64 * 8e-6 / cap_mbit);
+    let target = format!("127.0.0.1:{}", rx.port);
+    let started = Instant::now();
+    let out = wait_child(
+        send(
+            &target,
+            &src,
+            &["--rate", "6M", "--max-rate", "6M", "--no-path-memory"],
+        ),
+        LIMIT,
+    );
+    let took = started.elapsed();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let summary = text(&out.stdout);
+    assert!(
+        took >= least,
+        "{size} bytes under {cap_mbit} Mbit/s took {took:?}, less than {least:?}: {summary}"
+    );
+    let goodput: f64 = summary
+        .split(" s: ")
+        .nth(1)
+        .and_then(|s| s.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no goodput in {summary:?}"));
+    assert!(goodput <= cap_mbit * 1.01, "{summary}");
+    rx.wait_for("capped.bin: received, hash verified", LIMIT);
+}
+
+#[test]
+fn a_stopped_transfer_reports_what_arrived_and_no_goodput() {
+    let dir = Temp::new("stopped");
+    let rx_dir = dir.0.join("rx");
+    std::fs::create_dir(&rx_dir).unwrap();
+    let memory = dir.0.join("fobs-paths.json");
+    let memory_arg = memory.to_str().unwrap();
+    let rx = Receiver::start(&rx_dir, &[]);
+    let target = format!("127.0.0.1:{}", rx.port);
+    let size = 8_000_000u64;
+    let src = file_of(&dir.0, "big.bin", size as usize);
+    let interrupt = |extra: &[&str]| {
+        let args = [
+            &["--fixed-rate", "16M", "--path-memory", memory_arg][..],
+            extra,
+        ]
+        .concat();
+        let child = send(&target, &src, &args);
+        std::thread::sleep(Duration::from_millis(1200));
+        // SAFETY: a signal to our own child, which has not been waited for.
+        unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+        wait_child(child, LIMIT)
+    };
+
+    // --json: both of the transfer's series fail, saying why and how far it got; nothing
+    // claims the file went through.
+    let out = interrupt(&["--json"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    assert_eq!(
+        text(&out.stderr).trim_end(),
+        "nowcast: stopped (resume with --resume)"
+    );
+    let recs = records(&out);
+    let metrics: Vec<Metric> = recs.iter().map(|r| r.metric).collect();
+    assert_eq!(metrics, [Metric::Throughput, Metric::Loss], "{recs:?}");
+    for r in &recs {
+        assert_eq!((r.status, r.value), (Status::Error, None), "{r:?}");
+        let error = r.error.as_deref().unwrap();
+        assert!(
+            error.starts_with(&format!("{target}: stopped (")),
+            "{error}"
+        );
+        let acked = number_before(error, &format!(" of {size} bytes acknowledged"));
+        assert!(acked > 0 && acked < size, "{error}");
+    }
+    let line = rx.wait_for("big.bin: ", LIMIT);
+    let held = number_before(&line, &format!(" of {size} bytes held, kept for --resume"));
+    assert!(held > 0 && held < size, "{line}");
+    assert!(
+        !memory.exists(),
+        "a stopped transfer taught the path memory"
+    );
+
+    // The summary: what the receiver acknowledged and what is left, no goodput.
+    let out = interrupt(&["--resume"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    let summary = text(&out.stdout);
+    assert!(
+        summary.starts_with(&format!("{target}: not finished after ")),
+        "{summary}"
+    );
+    assert!(!summary.contains("goodput"), "{summary}");
+    let acked = number_before(&summary, &format!(" of {size} bytes acknowledged"));
+    let left = number_before(&summary, " left;");
+    assert!(acked > held && acked < size, "{summary}");
+    assert_eq!(acked + left, size, "{summary}");
+    let line = rx.wait_for("big.bin: ", LIMIT);
+    let held = number_before(&line, &format!(" of {size} bytes held, kept for --resume"));
+    assert!(
+        !memory.exists(),
+        "a stopped transfer taught the path memory"
+    );
+
+    // Finished, it has its goodput and its record, the memory learns the path (paced, so
+    // that the transfer lasts the peak delivery rate's 100 ms at least), and the receiver's
+    // rate leaves out what it held already.
+    let out = wait_child(
+        send(
+            &target,
+            &src,
+            &[
+                "--resume",
+                "--json",
+                "--fixed-rate",
+                "16M",
+                "--path-memory",
+                memory_arg,
+            ],
+        ),
+        LIMIT,
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let recs = records(&out);
+    assert!(recs
+        .iter()
+        .any(|r| r.metric == Metric::Throughput && r.status == Status::Ok));
+    assert!(memory.exists(), "a stored transfer is remembered");
+    let line = rx.wait_for("big.bin: ", LIMIT);
+    assert!(
+        line.contains(&format!(
+            "; {held} bytes were held from an earlier transfer)"
+        )),
+        "{line}"
+    );
+    assert_eq!(
+        std::fs::read(rx_dir.join("big.bin")).unwrap(),
+        std::fs::read(&src).unwrap()
+    );
+}
+
+/// A listener on 127.0.0.1 that hands each connection to `handle` on its own thread;
+/// stopped and joined on drop (the handlers end on their own, within their read timeout).
+struct Peer {
+    addr: String,
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Peer {
+    fn start(handle: fn(TcpStream)) -> Peer {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        let stop = Arc::new(AtomicBool::new(false));
+        let stopped = stop.clone();
+        let thread = std::thread::spawn(move || {
+            let mut handlers = Vec::new();
+            while !stopped.load(Ordering::Relaxed) {
+                match listener.accept() {
+                    Ok((s, _)) => {
+                        s.set_nonblocking(false).unwrap();
+                        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+                        handlers.push(std::thread::spawn(move || handle(s)));
+                    }
+                    Err(_) => std::thread::sleep(Duration::from_millis(5)),
+                }
+            }
+            for h in handlers {
+                let _ = h.join();
+            }
+        });
+        Peer {
+            addr,
+            stop,
+            thread: Some(thread),
+        }
+    }
+}
+
+impl Drop for Peer {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Reads until the client closes (or the read timeout).
+fn wait_for_close(s: &mut TcpStream) {
+    let mut buf = [0u8; 4096];
+    while matches!(s.read(&mut buf), Ok(n) if n > 0) {}
+}
+
+/// A web server's answer to a request it cannot parse.
+fn bad_request(mut s: TcpStream) {
+    let mut hello = [0u8; 64];
+    let _ = s.read(&mut hello);
+    let _ = s.write_all(b"HTTP/1.0 400 Bad request\r\nConnection: close\r\n\r\n<html></html>");
+    let _ = s.shutdown(Shutdown::Write);
+    wait_for_close(&mut s);
+}
+
+#[test]
+fn a_port_that_does_not_speak_fobs_is_named_at_once_with_status_2() {
+    let dir = Temp::new("wrong");
+    let src = file_of(&dir.0, "three.bin", 3_000_000);
+    let web = Peer::start(bad_request);
+    let serve = Server::start(&["--bind", "127.0.0.1"]);
+    let silent = Peer::start(|mut s| wait_for_close(&mut s));
+    let ask = "is `nowcast fobs recv` running there?";
+    let rows = [
+        (
+            web.addr.clone(),
+            "does not speak FOBS (it answered \"HTTP/1.0 400 Bad request\")",
+        ),
+        (serve.tcp.clone(), "does not speak FOBS (it answered \"NWCT"),
+    ];
+    for (target, said) in &rows {
+        let started = Instant::now();
+        // Without -q: no progress lines either.
+        let child = Command::new(BIN)
+            .args(["fobs", "send"])
+            .arg(&src)
+            .args([target, "--token", TOKEN, "--no-path-memory"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let out = wait_child(child, LIMIT);
+        assert!(started.elapsed() < Duration::from_secs(2), "told at once");
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "could not run: {err}");
+        assert_eq!(err.lines().count(), 1, "one line: {err}");
+        assert!(
+            err.starts_with(&format!("nowcast: {target} {said}")) && err.trim_end().ends_with(ask),
+            "{err}"
+        );
+        assert!(!err.contains("resume"), "{err}");
+        assert!(out.stdout.is_empty(), "no summary: {}", text(&out.stdout));
+    }
+
+    // A port that accepts and says nothing: named once the offer's time is up (5 s), with
+    // the same question, and no progress lines while it waits.
+    let started = Instant::now();
+    let child = Command::new(BIN)
+        .args(["fobs", "send"])
+        .arg(&src)
+        .args([&silent.addr, "--token", TOKEN, "--no-path-memory"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let out = wait_child(child, LIMIT);
+    let took = started.elapsed();
+    let err = text(&out.stderr);
+    assert!(
+        (Duration::from_secs(5)..Duration::from_secs(9)).contains(&took),
+        "{took:?}: {err}"
+    );
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_eq!(
+        err.trim_end(),
+        format!(
+            "nowcast: {} accepted the connection but did not answer the offer within 5 s (a \
+             receiver busy with another transfer answers only once it ends): {ask}",
+            silent.addr
+        )
+    );
+    assert!(out.stdout.is_empty(), "no summary: {}", text(&out.stdout));
+}
+
+#[test]
+fn a_receiver_whose_port_is_taken_names_the_address_and_the_socket() {
+    let dir = Temp::new("taken");
+    let recv = |port: u16| {
+        let p = port.to_string();
+        let args = [
+            "fobs",
+            "recv",
+            "--listen",
+            "127.0.0.1",
+            "--port",
+            &p,
+            "--token",
+            TOKEN,
+        ];
+        let d = dir.0.to_str().unwrap();
+        nowcast(&[&args[..], &["--dir", d]].concat(), LIMIT)
+    };
+    let tcp = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = tcp.local_addr().unwrap().port();
+    let out = recv(port);
+    assert_eq!(out.status.code(), Some(1));
+    let err = text(&out.stderr);
+    assert!(
+        err.starts_with(&format!(
+            "nowcast: 127.0.0.1:{port}: bind tcp: Address already in use"
+        )),
+        "{err}"
+    );
+    drop(tcp);
+    // The UDP port of the same number taken (its TCP port free).
+    let udp = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let port = udp.local_addr().unwrap().port();
+    let out = recv(port);
+    assert_eq!(out.status.code(), Some(1));
+    let err = text(&out.stderr);
+    assert!(
+        err.starts_with(&format!(
+            "nowcast: 127.0.0.1:{port}: bind udp: Address already in use"
+        )),
+        "{err}"
+    );
+}
