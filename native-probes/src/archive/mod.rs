@@ -91,6 +91,8 @@ pub struct DestStatus {
 
 struct Dest {
     name: &'static str,
+    /// What it is, for a message: the SQLite file, or ClickHouse and its URL.
+    label: String,
     spool: Arc<Mutex<Spool>>,
     stats: Arc<DestStats>,
 }
@@ -226,11 +228,21 @@ fn random() -> f64 {
     (h.finish() >> 11) as f64 / (1u64 << 53) as f64
 }
 
+/// How long [`RecordSink::finish`] (the end of `nowcast tcp` or `udp --archive`) and a drop
+/// let the shippers drain the spools: a healthy SQLite file takes its records at once, and a
+/// write that waits on another writer's lock ends within SQLite's busy timeout anyway; a
+/// destination still failing after it is said, and its records wait in the spool.
+pub const FINISH_DRAIN: Duration = Duration::from_secs(2);
+
 impl Archive {
-    /// Opens the spools and starts a shipper per destination. The SQLite file is opened
-    /// (and created) by its shipper; an error opening it is reported like any write error,
-    /// and the records wait in the spool.
+    /// Opens the SQLite file (creating it if missing) and the spools, and starts a shipper
+    /// per destination. A SQLite file that cannot be an archive (a directory, a file that is
+    /// not SQLite, a missing folder: [`sqlite::Sqlite::open`]) is refused here, before
+    /// anything is measured or spooled; the connection opened is the shipper's first. An
+    /// error later (the file moved, the disk full), and a ClickHouse server that is down,
+    /// are retried with back-off while the records wait in the spool.
     pub fn start(cfg: &ArchiveConfig) -> Result<Archive> {
+        let mut sqlite = Some(sqlite::Sqlite::open(&cfg.sqlite)?);
         let stop = Stop::new();
         let drain_until = Arc::new(AtomicI64::new(i64::MAX));
         let mut archive = Archive {
@@ -239,38 +251,53 @@ impl Archive {
             threads: Vec::new(),
             drain_until: drain_until.clone(),
         };
-        let mut add =
-            |name: &'static str, open: Box<dyn FnMut() -> Result<Store> + Send>| -> Result<()> {
-                let dir = cfg.spool.join(name);
-                let spool = Arc::new(Mutex::new(Spool::open(&dir, cfg.fsync)?));
-                let stats = Arc::new(DestStats::default());
-                let b = spool::backlog(&dir);
-                stats.backlog.store(b.lines, Ordering::Relaxed);
-                stats
-                    .oldest_ms
-                    .store(b.oldest_ms.unwrap_or(0), Ordering::Relaxed);
-                let (sp, st, stop, drain) = (
-                    spool.clone(),
-                    stats.clone(),
-                    stop.clone(),
-                    drain_until.clone(),
-                );
-                let t = std::thread::Builder::new()
-                    .name(format!("ship-{name}"))
-                    .spawn(move || ship(open, &sp, &st, &stop, &drain))?;
-                archive.threads.push(t);
-                archive.dests.push(Dest { name, spool, stats });
-                Ok(())
-            };
+        let mut add = |name: &'static str,
+                       label: String,
+                       open: Box<dyn FnMut() -> Result<Store> + Send>|
+         -> Result<()> {
+            let dir = cfg.spool.join(name);
+            let spool = Arc::new(Mutex::new(Spool::open(&dir, cfg.fsync)?));
+            let stats = Arc::new(DestStats::default());
+            let b = spool::backlog(&dir);
+            stats.backlog.store(b.lines, Ordering::Relaxed);
+            stats
+                .oldest_ms
+                .store(b.oldest_ms.unwrap_or(0), Ordering::Relaxed);
+            let (sp, st, stop, drain) = (
+                spool.clone(),
+                stats.clone(),
+                stop.clone(),
+                drain_until.clone(),
+            );
+            let t = std::thread::Builder::new()
+                .name(format!("ship-{name}"))
+                .spawn(move || ship(open, &sp, &st, &stop, &drain))?;
+            archive.threads.push(t);
+            archive.dests.push(Dest {
+                name,
+                label,
+                spool,
+                stats,
+            });
+            Ok(())
+        };
         let path = cfg.sqlite.clone();
         add(
             "sqlite",
-            Box::new(move || Ok(Store::Sqlite(Box::new(sqlite::Sqlite::open(&path)?)))),
+            path.display().to_string(),
+            Box::new(move || {
+                let db = match sqlite.take() {
+                    Some(db) => db,
+                    None => sqlite::Sqlite::open(&path)?,
+                };
+                Ok(Store::Sqlite(Box::new(db)))
+            }),
         )?;
         if let Some(ch) = &cfg.clickhouse {
             let ch = ch.clone();
             add(
                 "clickhouse",
+                format!("ClickHouse {}", ch.url),
                 Box::new(move || Ok(Store::Clickhouse(Clickhouse::new(ch.clone())?, false))),
             )?;
         }
@@ -336,6 +363,35 @@ impl Archive {
             let _ = t.join();
         }
         self.status()
+    }
+
+    /// What [`Archive::close`] left unarchived, in words naming each destination, its last
+    /// error and the spool that keeps its lines (`None`: everything is in). The next start
+    /// with the same spool ships them: `nowcast tcp` or `udp` with the same `--archive`, or
+    /// the campaign.
+    pub fn left_behind(&self, status: &[DestStatus]) -> Option<String> {
+        let said: Vec<String> = self
+            .dests
+            .iter()
+            .zip(status)
+            .filter(|(_, s)| s.backlog > 0)
+            .map(|(d, s)| {
+                let dir = d
+                    .spool
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .dir()
+                    .to_path_buf();
+                format!(
+                    "{}: {} not archived ({}); they wait in {} for the next run with this archive",
+                    d.label,
+                    crate::format::count(s.backlog, "record"),
+                    s.last_error.as_deref().unwrap_or("not written in time"),
+                    dir.display()
+                )
+            })
+            .collect();
+        (!said.is_empty()).then(|| said.join("; "))
     }
 }
 
@@ -417,10 +473,14 @@ fn ship(
             // A store that failed is reopened next time (a ClickHouse whose tables were
             // dropped, a SQLite file that was moved).
             store = None;
-            let wait = backoff.failed(random());
-            if stop.wait_timeout(Duration::from_millis(wait as u64))
-                && wall_ms() >= drain_until.load(Ordering::Relaxed)
-            {
+            let wait = Duration::from_millis(backoff.failed(random()) as u64);
+            if stop.is_set() {
+                // Draining: the back-off still holds, within the drain's deadline (the
+                // stop being raised already, waiting on it would retry a store that fails
+                // at once in a busy loop).
+                let left = drain_until.load(Ordering::Relaxed) - wall_ms();
+                std::thread::sleep(wait.min(Duration::from_millis(left.max(0) as u64)));
+            } else if stop.wait_timeout(wait) && wall_ms() >= drain_until.load(Ordering::Relaxed) {
                 return;
             }
         } else if let Some(Store::Sqlite(db)) = store.as_mut() {
@@ -432,10 +492,13 @@ fn ship(
     }
 }
 
+/// Closes an archive that was neither finished nor closed: a run that stopped on an error
+/// or because its reader went away (`| head`), which says nothing more. What is left waits
+/// in the spool; [`RecordSink::finish`] and [`Archive::close`] are where it is told.
 impl Drop for Archive {
     fn drop(&mut self) {
         if !self.threads.is_empty() {
-            self.close(Duration::from_secs(2));
+            self.close(FINISH_DRAIN);
         }
     }
 }
@@ -449,6 +512,10 @@ impl RecordSink for Archive {
         self.write(e.records, &[]).map_err(std::io::Error::other)
     }
 
+    /// The end of a run (`nowcast tcp` or `udp --archive`): the spools are closed and
+    /// drained into the archive ([`FINISH_DRAIN`]), and records that did not go in are an
+    /// error naming the file, why, and the spool that keeps them, so that the run does not
+    /// end as if they were archived.
     fn finish(&mut self, _: &[SeriesStats]) -> std::io::Result<()> {
         for d in &self.dests {
             d.spool
@@ -457,7 +524,11 @@ impl RecordSink for Archive {
                 .close()
                 .map_err(std::io::Error::other)?;
         }
-        Ok(())
+        let status = self.close(FINISH_DRAIN);
+        match self.left_behind(&status) {
+            Some(said) => Err(std::io::Error::other(said)),
+            None => Ok(()),
+        }
     }
 }
 

@@ -236,22 +236,94 @@ impl Keys {
 }
 
 impl Sqlite {
-    /// Opens (creating if need be) the archive at `path`.
+    /// Opens the archive at `path` for writing, creating it if missing. Its folder is not
+    /// made: a mistyped path is refused, naming the folder, as `--out`'s is
+    /// ([`Sqlite::can_create`]). A file that is not SQLite, or a SQLite database of other
+    /// tables, is refused before anything is written to it ([`check_tables`]): nowcast's
+    /// tables are not added to someone else's database. An empty file, or a database of no
+    /// tables, becomes an archive.
     pub fn open(path: &Path) -> Result<Sqlite> {
-        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir).with_context(|| format!("{}: create", dir.display()))?;
+        if std::fs::symlink_metadata(path).is_err() {
+            Self::can_create(path)?;
         }
-        let conn = Connection::open(path).with_context(|| format!("{}: open", path.display()))?;
+        not_a_directory(path)?;
+        let conn = Connection::open_with_flags(
+            path,
+            OpenFlags::SQLITE_OPEN_READ_WRITE
+                | OpenFlags::SQLITE_OPEN_CREATE
+                | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )
+        .with_context(|| format!("{}: open", path.display()))?;
         Self::setup(conn, path, true)
     }
 
-    /// Opens an existing archive for reading only.
+    /// Whether an archive can be made at `path`, which does not exist yet: not a directory,
+    /// and in a folder that exists. Checked before anything else is done (`archive import`
+    /// reads its inputs before it makes the archive, and makes none for nothing).
+    pub fn can_create(path: &Path) -> Result<()> {
+        not_a_directory(path)?;
+        let dir = match path.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d,
+            _ => Path::new("."),
+        };
+        match std::fs::metadata(dir) {
+            Ok(m) if m.is_dir() => Ok(()),
+            Ok(_) => anyhow::bail!(
+                "{}: create: {} is not a directory",
+                path.display(),
+                dir.display()
+            ),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => anyhow::bail!(
+                "{}: create: no such directory {}",
+                path.display(),
+                dir.display()
+            ),
+            Err(e) => anyhow::bail!("{}: create: {}: {e}", path.display(), dir.display()),
+        }
+    }
+
+    /// Opens an existing archive for reading; nothing is created or written, in it or
+    /// beside it.
+    ///
+    /// Read-write (without CREATE) with `query_only` rather than read-only: the archive is
+    /// in WAL mode, where every reader makes the `-wal` and `-shm` files beside it, and only
+    /// a connection that may write removes them when it is the last to close; a read-only
+    /// one leaves them behind in the folder. `query_only` refuses any statement that would
+    /// write. (The one write left is SQLite's own, on closing: a `-wal` file left by a
+    /// writer that crashed is folded into the file, its records as they were committed, as
+    /// the next writer would.) Where SQLite cannot write (a write-protected file, which
+    /// SQLite then opens read-only by itself; `-wal` or `-shm` files that cannot be opened
+    /// for writing), it is opened read-only instead.
     pub fn open_read(path: &Path) -> Result<Sqlite> {
         if !path.exists() {
             anyhow::bail!("{}: no archive there", path.display());
         }
-        let conn = Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY)
-            .with_context(|| format!("{}: open", path.display()))?;
+        not_a_directory(path)?;
+        let open = |flags: OpenFlags| -> rusqlite::Result<Connection> {
+            let conn = Connection::open_with_flags(path, flags | OpenFlags::SQLITE_OPEN_NO_MUTEX)?;
+            conn.pragma_update(None, "query_only", true)?;
+            // The first read opens the `-wal` and `-shm` files: a failure there is one of
+            // opening, retried read-only.
+            conn.query_row("SELECT count(*) FROM sqlite_master", [], |_| Ok(()))?;
+            Ok(conn)
+        };
+        let conn = match open(OpenFlags::SQLITE_OPEN_READ_WRITE) {
+            Err(rusqlite::Error::SqliteFailure(e, _))
+                if matches!(
+                    e.code,
+                    rusqlite::ErrorCode::CannotOpen
+                        | rusqlite::ErrorCode::ReadOnly
+                        | rusqlite::ErrorCode::PermissionDenied
+                ) =>
+            {
+                open(OpenFlags::SQLITE_OPEN_READ_ONLY)
+            }
+            r => r,
+        };
+        let conn = match conn {
+            Err(e) if not_sqlite(&e) => not_an_archive(path, "not a SQLite file", &[])?,
+            r => r.with_context(|| format!("{}: open", path.display()))?,
+        };
         Self::setup(conn, path, false)
     }
 
@@ -259,6 +331,7 @@ impl Sqlite {
         let ctx = || format!("{}: set up the archive", path.display());
         conn.busy_timeout(std::time::Duration::from_secs(10))
             .with_context(ctx)?;
+        check_tables(&conn, path, write)?;
         if write {
             // Another process may be opening or writing the same archive (two imports at
             // once, an import beside a campaign). Switching to WAL does not wait for it
@@ -827,6 +900,77 @@ impl Sqlite {
             .query_row("SELECT count(*) FROM records", [], |r| r.get::<_, i64>(0))?
             as u64)
     }
+}
+
+/// The tables of an archive (all three since its first version): what a read needs.
+const TABLES: [&str; 3] = ["series", "records", "runs"];
+
+fn not_a_directory(path: &Path) -> Result<()> {
+    if path.is_dir() {
+        anyhow::bail!("{}: a directory, not an archive file", path.display());
+    }
+    Ok(())
+}
+
+/// SQLite's answer to a file that is not a database (text, a CSV, an encrypted file).
+fn not_sqlite(e: &rusqlite::Error) -> bool {
+    matches!(e, rusqlite::Error::SqliteFailure(f, _) if f.code == rusqlite::ErrorCode::NotADatabase)
+}
+
+/// The error for a file that is not a nowcast archive: what it is, and which of the
+/// archive's tables it lacks.
+fn not_an_archive<T>(path: &Path, what: &str, missing: &[&str]) -> Result<T> {
+    let lacks = match missing {
+        [] => String::new(),
+        [one] => format!(": no table {one}"),
+        [first @ .., last] => format!(": no table {} or {last}", first.join(", ")),
+    };
+    anyhow::bail!("{}: not a nowcast archive ({what}{lacks})", path.display())
+}
+
+/// Refuses a file that is not a nowcast archive, naming what it is and which tables it
+/// lacks, before anything reads or writes the archive's tables (SQLite would answer only
+/// "no such table: series", naming no file). To read, an archive has all of [`TABLES`];
+/// to write, a file may also be new: empty, or a database of no tables (whose schema is
+/// then made), but not one of other tables.
+fn check_tables(conn: &Connection, path: &Path, write: bool) -> Result<()> {
+    let names = conn
+        .prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' ORDER BY name")
+        .and_then(|mut s| {
+            s.query_map([], |r| r.get::<_, String>(0))?
+                .collect::<rusqlite::Result<Vec<String>>>()
+        });
+    let names = match names {
+        Err(e) if not_sqlite(&e) => return not_an_archive(path, "not a SQLite file", &[]),
+        r => r.with_context(|| format!("{}: read", path.display()))?,
+    };
+    let missing: Vec<&str> = TABLES
+        .iter()
+        .copied()
+        .filter(|t| !names.iter().any(|n| n == t))
+        .collect();
+    if missing.is_empty() || (write && names.is_empty()) {
+        return Ok(());
+    }
+    let what = if !names.is_empty() {
+        // Someone else's names: escaped for the terminal.
+        const SHOWN: usize = 5;
+        let mut list = names
+            .iter()
+            .take(SHOWN)
+            .map(|n| crate::format::clean(n))
+            .collect::<Vec<_>>()
+            .join(", ");
+        if names.len() > SHOWN {
+            list.push_str(&format!(" and {} more", names.len() - SHOWN));
+        }
+        format!("a SQLite database of the tables {list}")
+    } else if std::fs::metadata(path).is_ok_and(|m| m.len() == 0) {
+        "an empty file".to_string()
+    } else {
+        "a SQLite database of no tables".to_string()
+    };
+    not_an_archive(path, &what, &missing)
 }
 
 fn run_of(r: &rusqlite::Row<'_>) -> rusqlite::Result<RunLog> {

@@ -380,6 +380,11 @@ pub fn run(args: Args) -> Result<()> {
 /// exporter writes them, are compared with the archive together. (In a file out of time
 /// order, a copy in a later batch than another counts as already archived: telling the
 /// file's own copies from the archive's there would take a key per record imported.)
+///
+/// A SQLite archive that does not exist yet is made with the first batch to write: a run
+/// that imports nothing (its inputs unreadable, or not records) leaves no archive behind.
+/// Whether it can be made (its folder exists), and an existing one (that it is an archive),
+/// are checked first, before any input is read.
 fn import(files: &[PathBuf], source: &Source, batch: usize, now: Ms) -> Result<()> {
     let ch = source.clickhouse()?.map(Clickhouse::new).transpose()?;
     let mut db = match &ch {
@@ -387,17 +392,23 @@ fn import(files: &[PathBuf], source: &Source, batch: usize, now: Ms) -> Result<(
             c.ensure_schema()?;
             None
         }
-        None => Some(Sqlite::open(&source.archive)?),
+        None if std::fs::symlink_metadata(&source.archive).is_ok() => {
+            Some(Sqlite::open(&source.archive)?)
+        }
+        None => {
+            Sqlite::can_create(&source.archive)?;
+            None
+        }
     };
     // Writes a batch; returns the records written and those already in the archive.
     let mut write = |recs: &mut Vec<Record>| -> Result<(usize, usize)> {
         if recs.is_empty() {
             return Ok((0, 0));
         }
-        let already = match (&ch, db.as_mut()) {
+        let already = match &ch {
             // ClickHouse has no transactions: two imports of one file at the same moment
             // can both write (README, "The archive").
-            (Some(c), _) => {
+            Some(c) => {
                 let already = leave_out_archived(recs, &mut |f, each| c.records(f, each))?;
                 if !recs.is_empty() {
                     c.write(recs, &[])?;
@@ -405,14 +416,19 @@ fn import(files: &[PathBuf], source: &Source, batch: usize, now: Ms) -> Result<(
                 already
             }
             // The read-back and the write in one transaction.
-            (None, Some(d)) => d.exclusive(|d| {
-                let already = leave_out_archived(recs, &mut |f, each| d.records(f, each))?;
-                if !recs.is_empty() {
-                    d.write(recs, &[], None, now)?;
-                }
-                Ok(already)
-            })?,
-            _ => unreachable!(),
+            None => {
+                let d = match &mut db {
+                    Some(d) => d,
+                    None => db.insert(Sqlite::open(&source.archive)?),
+                };
+                d.exclusive(|d| {
+                    let already = leave_out_archived(recs, &mut |f, each| d.records(f, each))?;
+                    if !recs.is_empty() {
+                        d.write(recs, &[], None, now)?;
+                    }
+                    Ok(already)
+                })?
+            }
         };
         let written = recs.len();
         recs.clear();
@@ -482,9 +498,11 @@ fn import(files: &[PathBuf], source: &Source, batch: usize, now: Ms) -> Result<(
         already_total += already;
         bad_total += bad.count;
     }
-    let into = match &ch {
-        Some(c) => format!("ClickHouse {}", c.config().url),
-        None => source.archive.display().to_string(),
+    let into = match (&ch, &db) {
+        (Some(c), _) => format!("ClickHouse {}", c.config().url),
+        (None, Some(_)) => source.archive.display().to_string(),
+        // Nothing was written: the archive was not made.
+        (None, None) => format!("{} (not made)", source.archive.display()),
     };
     eprintln!(
         "nowcast: {total} records imported into {into}, {already_total} already in it{}",
