@@ -5,8 +5,8 @@
  * - The download (automatic size, median of 10 probes once the size and the stream count have
  *   settled) within ±5 % of `iperf3 -R` (data flows server → browser as in the page's
  *   download; median of three 2-second runs), and the upload (timed by the server's receive
- *   times) within ±5 % of `iperf3` (browser → server), at each rate of a sweep: 20, 100 and
- *   300 Mbit/s here, 10 Mbit/s to 1 Gbit/s in `npm run bench` (NOWCAST_E2E_RATES). Both go
+ *   times) within ±5 % of `iperf3` (browser → server), at each rate of a sweep: 20 and 300
+ *   Mbit/s here, 10 Mbit/s to 1 Gbit/s in `npm run bench` (NOWCAST_E2E_RATES). Both go
  *   over fetch, as the page does by default (engine/plan.ts UPLOAD_KEY): over WebSocket the
  *   upload read 0.81-0.88 of iperf3 at 300 Mbit/s and the download 0.90 at 500 Mbit/s and
  *   0.46 at 1 Gbit/s, where fetch held within 2.5 %. Chromium moves a WebSocket's messages
@@ -143,10 +143,11 @@ const WARM_UP = 3;
 /** The scheduling priority of the processes under test (nice value, -20..19). */
 const NICE = -10;
 /**
- * The link rates the bandwidth comparison sweeps (Mbit/s): a short sweep in `npm test`, the
- * full one from 10 Mbit/s to 1 Gbit/s in `npm run bench` (NOWCAST_E2E_RATES=10,...,1000).
+ * The link rates the bandwidth comparison sweeps (Mbit/s): the two ends of the short sweep in
+ * `npm test` (a middle rate took 27 s of the 20-minute budget and told nothing the ends did
+ * not), the full one from 10 Mbit/s to 1 Gbit/s in `npm run bench` (NOWCAST_E2E_RATES=10,...,1000).
  */
-const RATES = (process.env.NOWCAST_E2E_RATES ?? "20,100,300")
+const RATES = (process.env.NOWCAST_E2E_RATES ?? "20,300")
   .split(",")
   .map((r) => Number(r.trim()))
   .filter((r) => r > 0);

@@ -61,7 +61,7 @@ describe.skipIf(why !== undefined)("the page at a glance", () => {
         await waitForMeasurements(page, "bandwidth_down/http", 3, 15_000);
         await waitForMeasurements(page, "bandwidth_up/websocket", 3, 5000);
         // A few more rounds, so that the sparklines and the graphs have something to show.
-        await sleep(3000);
+        await sleep(1500);
         for (const card of ["down", "up", "rtt"]) {
           const c = page.locator(`.card[data-direction="${card}"]`);
           expect(await c.locator(".value").textContent(), card).toMatch(/^\d/);
