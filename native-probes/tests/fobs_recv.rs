@@ -7,7 +7,7 @@
 mod common;
 
 use common::{text, wait_child, BIN};
-use nowcast::fobs::wire::{Control, Hello};
+use nowcast::fobs::wire::{Control, Framer, Hello, Refusal};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
@@ -190,12 +190,24 @@ fn silent_and_refused_connections_hold_up_no_sender_and_discard_keeps_nothing() 
     let line = rx.wait_for("ok.bin: ", LIMIT);
     assert!(line.contains("hash verified"), "{line}");
     let took = started.elapsed();
+    // Served at once, not after their 5 s deadlines: the receiver waited on none of them.
+    assert!(
+        took < Duration::from_secs(4),
+        "{took:?}: the receiver waited on them"
+    );
+    // When the transfer began, each was told the receiver is busy (a refusal welcome), and
+    // closed.
     for s in &mut silent {
-        assert!(
-            !closed_by_server(s),
-            "a silent connection was closed before the sender was served ({took:?}): the \
-             receiver waited on it"
-        );
+        s.set_read_timeout(Some(LIMIT)).unwrap();
+        let mut got = Vec::new();
+        s.read_to_end(&mut got).unwrap();
+        let mut framer = Framer::with_limit(4096);
+        framer.push(&got);
+        match framer.next_message() {
+            Ok(Some(Control::Welcome(w))) => assert_eq!(w.status, Refusal::Busy),
+            other => panic!("{other:?} from {got:?}"),
+        }
+        assert!(closed_by_server(s));
     }
 
     // A transfer that stops halfway leaves nothing under `--discard`.
@@ -212,7 +224,9 @@ fn silent_and_refused_connections_hold_up_no_sender_and_discard_keeps_nothing() 
         .collect();
     assert!(left.is_empty(), "a --discard receiver kept {left:?}");
 
-    // The silent ones are closed at their deadline, and named.
+    // With no transfer under way, a connection that says nothing is closed at its deadline,
+    // and named.
+    let _quiet = TcpStream::connect(("127.0.0.1", rx.port)).unwrap();
     rx.wait_for("no hello within 5 s", LIMIT);
     drop(rx);
 }

@@ -12,8 +12,8 @@
 
 use super::receiver::{self, Receiver};
 use super::sender::{self, Sender, Transmit};
-use super::wire::{Control, Done, Framer, Refusal, DATA_HEADER, HASH_LEN, TOKEN_LEN};
-use crate::clock::Clock;
+use super::wire::{Control, Done, Framer, Refusal, Welcome, DATA_HEADER, HASH_LEN, TOKEN_LEN};
+use crate::clock::{Clock, Nanos};
 use crate::net::{quote_answer, ANSWER_MAX};
 use crate::stop::Stop;
 use std::fs::{File, OpenOptions};
@@ -210,10 +210,9 @@ impl Unanswered {
                 )
             }
             Unanswered::Closed => "closed the connection without answering the offer".into(),
-            // One busy with another transfer answers only once it ends: the user may wait.
+            // A receiver busy with another transfer says so at once: this is not one.
             Unanswered::Silent => format!(
-                "accepted the connection but did not answer the offer within {} s (a receiver \
-                 busy with another transfer answers only once it ends)",
+                "accepted the connection but did not answer the offer within {} s",
                 sender::OFFER_NS / 1_000_000_000
             ),
         }
@@ -1019,7 +1018,23 @@ pub fn recv(
         closing.retain_mut(|(c, by)| !drained(c) && now < *by);
         if let Some(w) = ready {
             let peer = w.peer;
-            match transfer(opts, w, &udp, &clock, stop, update) {
+            // The receiver takes one transfer at a time: whoever else is connected, or
+            // connects before it ends, is told so at once (its sender says "busy" instead
+            // of waiting out its offer), within the same per-network rate.
+            let mut busy = Busy {
+                listener: &listener,
+                admit: &mut |peer: SocketAddr, now| {
+                    buckets
+                        .take(&prefixes.client(peer.ip()), [1.0], now)
+                        .is_ok()
+                },
+                closing: &mut closing,
+                last: 0,
+            };
+            for w in waiting.drain(..) {
+                busy.turn_away(w.conn, w.peer, now, update);
+            }
+            match transfer(opts, w, &udp, &clock, stop, &mut busy, update) {
                 Ok(conn) => {
                     if opts.once {
                         let mut conn = conn;
@@ -1085,12 +1100,82 @@ fn drained(c: &mut TcpStream) -> bool {
 
 /// One transfer, from the connection's hello to its verdict. Returns the connection for the
 /// caller to close (after the sender has read the verdict), or the error that ended it.
+/// Connections that come while a transfer holds the receiver.
+struct Busy<'a> {
+    listener: &'a TcpListener,
+    /// Whether a connection from this peer is within its network's rate (taking one).
+    admit: &'a mut dyn FnMut(SocketAddr, Nanos) -> bool,
+    closing: &'a mut std::collections::VecDeque<(TcpStream, u64)>,
+    /// When the listener was last looked at.
+    last: Nanos,
+}
+
+impl Busy<'_> {
+    /// How often a transfer looks for connections to turn away.
+    const EVERY_NS: Nanos = 100_000_000;
+
+    /// Turns away what has connected since the last look (at most every
+    /// [`Busy::EVERY_NS`]), and closes what was turned away before.
+    fn poll(&mut self, now: Nanos, update: &mut dyn FnMut(RecvUpdate<'_>)) {
+        if now.saturating_sub(self.last) < Self::EVERY_NS {
+            return;
+        }
+        self.last = now;
+        self.closing.retain_mut(|(c, by)| !drained(c) && now < *by);
+        loop {
+            match self.listener.accept() {
+                Ok((conn, peer)) => {
+                    if (self.admit)(peer, now) && conn.set_nonblocking(true).is_ok() {
+                        self.turn_away(conn, peer, now, update);
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => break,
+            }
+        }
+    }
+
+    /// Tells `conn` the receiver is busy (a refusal welcome: 24 bytes, whatever it sent, so
+    /// nothing is amplified and the token is not needed to learn it), then closes it as a
+    /// finished transfer's connection is closed (what it sent read first, so that the
+    /// refusal is not lost to a reset).
+    fn turn_away(
+        &mut self,
+        mut conn: TcpStream,
+        peer: SocketAddr,
+        now: Nanos,
+        update: &mut dyn FnMut(RecvUpdate<'_>),
+    ) {
+        let mut refusal = Vec::new();
+        Control::Welcome(Welcome {
+            status: Refusal::Busy,
+            session: 0,
+            udp_port: 0,
+            max_rate: 0,
+            have: Vec::new(),
+        })
+        .encode(&mut refusal);
+        let _ = read_available_into(&mut conn, |_| {});
+        let _ = conn.write(&refusal);
+        let _ = conn.shutdown(std::net::Shutdown::Write);
+        if self.closing.len() >= MAX_WAITING {
+            self.closing.pop_front();
+        }
+        self.closing.push_back((conn, now + 2_000_000_000));
+        update(RecvUpdate::Refused {
+            peer,
+            why: "busy with another transfer".into(),
+        });
+    }
+}
+
 fn transfer(
     opts: &RecvOptions,
     w: Waiting,
     udp: &UdpSocket,
     clock: &Clock,
     stop: &Stop,
+    busy: &mut Busy<'_>,
     update: &mut dyn FnMut(RecvUpdate<'_>),
 ) -> io::Result<TcpStream> {
     let Waiting {
@@ -1272,6 +1357,7 @@ fn transfer(
             result.get_or_insert(Err("the sender closed the control connection".into()));
         }
         let now = clock.now();
+        busy.poll(now, update);
         if now.saturating_sub(last_progress) >= 200_000_000 && rx.total_packets() > 0 {
             last_progress = now;
             update(RecvUpdate::Progress {

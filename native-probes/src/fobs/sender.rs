@@ -56,7 +56,7 @@ pub const STALL_NS: Nanos = 30_000_000_000;
 /// a port that accepts the connection but says nothing (another service waiting for its own
 /// protocol's first words) must not be taken for a transfer in progress for [`STALL_NS`].
 /// The receiver gives a hello as long (`io::HELLO_NS`). A receiver busy with another
-/// transfer answers only when that one ends: its senders are told so within this bound too.
+/// transfer refuses at once (`Refusal::Busy`, within a tenth of a second).
 pub const OFFER_NS: Nanos = 5_000_000_000;
 
 /// What a sender sends and how.
