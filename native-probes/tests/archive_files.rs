@@ -7,36 +7,15 @@
 
 mod common;
 
-use common::{nowcast, text, Server};
+use common::{nowcast, text, Server, TempDir};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Output;
 use std::time::Duration;
 
 /// A test's directory, removed when the test ends (passed or failed).
-struct Dir(PathBuf);
-
-impl std::ops::Deref for Dir {
-    type Target = Path;
-    fn deref(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl Drop for Dir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-fn temp(name: &str) -> Dir {
-    let d = std::env::temp_dir().join(format!(
-        "nowcast-archive-files-{}-{name}",
-        std::process::id()
-    ));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    Dir(d)
+fn temp(name: &str) -> TempDir {
+    TempDir::new(&format!("archive-files-{name}"))
 }
 
 fn path(p: &Path) -> &str {

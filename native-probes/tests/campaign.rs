@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{nowcast, text, Server, BIN};
+use common::{nowcast, text, Server, TempDir, BIN};
 use nowcast::archive::query::Filter;
 use nowcast::archive::sqlite::Sqlite;
 use nowcast::campaign::runlog::{Outcome, RunLog};
@@ -174,10 +174,8 @@ fn count(rows: &[RunLog], job: &str, o: Outcome) -> u64 {
 
 #[test]
 fn a_campaign_measures_kills_skips_stops_and_resumes() {
-    let dir: PathBuf =
-        std::env::temp_dir().join(format!("nowcast-campaign-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let tmp = TempDir::new("campaign");
+    let dir: PathBuf = tmp.0.clone();
     let server = Server::start(&["--bind", "127.0.0.1"]);
     let dead = free_port();
     let http = FileServer::start(1 << 20);
@@ -554,7 +552,6 @@ targets = ["good"]
         let _ = i.wait();
     }
     drop(server);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// A UDP burst to a port where nothing listens (every probe refused by ICMP) is an ordinary
@@ -566,10 +563,8 @@ targets = ["good"]
 /// bound on top of the sending.
 #[test]
 fn udp_runs_to_a_dead_port_end_within_their_bound_saying_nothing_listens() {
-    let dir: PathBuf =
-        std::env::temp_dir().join(format!("nowcast-campaign-udp-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let tmp = TempDir::new("campaign-udp");
+    let dir: PathBuf = tmp.0.clone();
     // Bind then drop a socket to find a UDP port with nothing behind it.
     let dead = std::net::UdpSocket::bind("127.0.0.1:0")
         .unwrap()
@@ -647,7 +642,6 @@ max_runs = 3
         0,
         "no jitter without replies: {recs:?}"
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// A real `nowcast fobs recv` on loopback, keeping nothing (`--discard`), until dropped.
@@ -697,9 +691,8 @@ impl Drop for FobsReceiver {
 
 #[test]
 fn a_campaign_archives_fobs_transfers_and_gates_them() {
-    let dir: PathBuf =
-        std::env::temp_dir().join(format!("nowcast-campaign-fobs-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
+    let tmp = TempDir::new("campaign-fobs");
+    let dir: PathBuf = tmp.0.clone();
     let incoming = dir.join("incoming");
     std::fs::create_dir_all(&incoming).unwrap();
     let token = "00112233445566778899aabbccddeeff";
@@ -826,7 +819,6 @@ token = "ffeeddccbbaa99887766554433221100"
     // The receiver checked each file's hash and kept nothing.
     assert_eq!(std::fs::read_dir(&incoming).unwrap().count(), 0);
     drop(rx);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// The runs, a line each, for an assertion's message.
@@ -853,9 +845,8 @@ fn check_config(dir: &Path, name: &str, cfg: &str) -> (Option<i32>, String, Stri
 /// makes millions of jobs, none is echoed whole.
 #[test]
 fn hostile_configs_are_refused_briefly_or_shown() {
-    let dir = std::env::temp_dir().join(format!("nowcast-campaign-hostile-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let tmp = TempDir::new("campaign-hostile");
+    let dir = tmp.0.clone();
     let target = |name: &str| format!("[[targets]]\nname = \"{name}\"\nhost = \"127.0.0.1\"\n");
     let ping = "[[probes]]\nname = \"p\"\nkind = \"ping\"\nevery = \"1m\"\n";
     let long = "t".repeat(70_000);
@@ -943,15 +934,13 @@ fn hostile_configs_are_refused_briefly_or_shown() {
         err,
         "warning: probe 'p' will not run: its until, 2001-01-01T00:00:00Z, has passed\n"
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// The job limit is counted before anything is made; a campaign just under it checks.
 #[test]
 fn a_large_campaign_checks_and_one_over_the_limit_is_refused() {
-    let dir = std::env::temp_dir().join(format!("nowcast-campaign-large-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let tmp = TempDir::new("campaign-large");
+    let dir = tmp.0.clone();
     let targets = |n: usize| -> String {
         (0..n)
             .map(|i| {
@@ -989,5 +978,4 @@ fn a_large_campaign_checks_and_one_over_the_limit_is_refused() {
         err.contains("line 200012: probe 'bw': 25001 target(s) make 25001 jobs, 100001 with the probes above; a campaign has at most 100000"),
         "{err}"
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -6,111 +6,16 @@
 
 mod common;
 
-use common::{text, wait_child, BIN};
+use common::fobs::{Receiver, TOKEN};
+use common::{text, wait_child, TempDir, BIN};
 use nowcast::fobs::wire::{Control, Framer, Hello, Refusal};
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-const TOKEN: &str = "00112233445566778899aabbccddeeff";
 const LIMIT: Duration = Duration::from_secs(30);
-
-/// A directory of the test's, removed when dropped (a failing test too).
-struct Temp(PathBuf);
-
-impl Temp {
-    fn new(name: &str) -> Temp {
-        let d =
-            std::env::temp_dir().join(format!("nowcast-fobs-recv-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&d);
-        std::fs::create_dir_all(&d).unwrap();
-        Temp(d)
-    }
-}
-
-impl Drop for Temp {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-/// A receiver on an ephemeral loopback port; its log lines arrive on the channel.
-struct Receiver {
-    child: Child,
-    port: u16,
-    lines: mpsc::Receiver<String>,
-}
-
-impl Receiver {
-    fn start(dir: &Path, extra: &[&str]) -> Receiver {
-        let mut child = Command::new(BIN)
-            .args([
-                "fobs",
-                "recv",
-                "--listen",
-                "127.0.0.1",
-                "--port",
-                "0",
-                "--token",
-                TOKEN,
-            ])
-            .arg("--dir")
-            .arg(dir)
-            .args(extra)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let (tx, lines) = mpsc::channel();
-        for out in [
-            Box::new(child.stdout.take().unwrap()) as Box<dyn Read + Send>,
-            Box::new(child.stderr.take().unwrap()),
-        ] {
-            let tx = tx.clone();
-            std::thread::spawn(move || {
-                for l in BufReader::new(out).lines().map_while(Result::ok) {
-                    let _ = tx.send(l);
-                }
-            });
-        }
-        let mut r = Receiver {
-            child,
-            port: 0,
-            lines,
-        };
-        let first = r.wait_for("listening", LIMIT);
-        let port = first
-            .rsplit(':')
-            .find_map(|p| p.split_whitespace().next()?.parse::<u16>().ok())
-            .unwrap_or_else(|| panic!("no port in {first:?}"));
-        r.port = port;
-        r
-    }
-
-    /// The first line containing `what`, within `limit`.
-    fn wait_for(&self, what: &str, limit: Duration) -> String {
-        let until = Instant::now() + limit;
-        let mut seen = Vec::new();
-        loop {
-            let left = until.saturating_duration_since(Instant::now());
-            match self.lines.recv_timeout(left) {
-                Ok(l) if l.contains(what) => return l,
-                Ok(l) => seen.push(l),
-                Err(_) => panic!("no line with {what:?} within {limit:?}; saw {seen:?}"),
-            }
-        }
-    }
-}
-
-impl Drop for Receiver {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 fn send(port: u16, file: &Path, extra: &[&str]) -> Child {
     Command::new(BIN)
@@ -156,11 +61,11 @@ fn closed_by_server(s: &mut TcpStream) -> bool {
 
 #[test]
 fn silent_and_refused_connections_hold_up_no_sender_and_discard_keeps_nothing() {
-    let src_dir = Temp::new("src");
-    let rx_dir = Temp::new("rx");
+    let src_dir = TempDir::new("fobs-recv-src");
+    let rx_dir = TempDir::new("fobs-recv-rx");
     let (src_dir, rx_dir) = (&src_dir.0, &rx_dir.0);
     let src = file_of(src_dir, 2);
-    let rx = Receiver::start(rx_dir, &["--discard"]);
+    let rx = Receiver::start(rx_dir, &["--discard"], LIMIT);
 
     // Eight connections that say nothing (each would have held a receiver that serves one
     // connection at a time for its 5 s hello deadline: 40 s), and one refused for a wrong

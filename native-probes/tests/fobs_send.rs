@@ -10,106 +10,16 @@
 
 mod common;
 
-use common::{nowcast, records, text, wait_child, Server, BIN};
+use common::fobs::{Receiver, TOKEN};
+use common::peer::{bad_request, wait_for_close, Peer};
+use common::{nowcast, records, text, wait_child, Server, TempDir, BIN};
 use nowcast_core::record::{Metric, Status};
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{Shutdown, TcpListener, TcpStream, UdpSocket};
+use std::net::{TcpListener, UdpSocket};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{mpsc, Arc};
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-const TOKEN: &str = "00112233445566778899aabbccddeeff";
 const LIMIT: Duration = Duration::from_secs(30);
-
-/// A directory of the test's, removed when dropped.
-struct Temp(PathBuf);
-
-impl Temp {
-    fn new(name: &str) -> Temp {
-        let d =
-            std::env::temp_dir().join(format!("nowcast-fobs-send-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&d);
-        std::fs::create_dir_all(&d).unwrap();
-        Temp(d)
-    }
-}
-
-impl Drop for Temp {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-/// A `nowcast fobs recv` on an ephemeral loopback port; its lines arrive on the channel.
-/// Killed on drop.
-struct Receiver {
-    child: Child,
-    port: u16,
-    lines: mpsc::Receiver<String>,
-}
-
-impl Receiver {
-    fn start(dir: &Path, extra: &[&str]) -> Receiver {
-        let mut child = Command::new(BIN)
-            .args(["fobs", "recv", "--listen", "127.0.0.1", "--port", "0"])
-            .args(["--token", TOKEN])
-            .arg("--dir")
-            .arg(dir)
-            .args(extra)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let (tx, lines) = mpsc::channel();
-        for out in [
-            Box::new(child.stdout.take().unwrap()) as Box<dyn Read + Send>,
-            Box::new(child.stderr.take().unwrap()),
-        ] {
-            let tx = tx.clone();
-            std::thread::spawn(move || {
-                for l in BufReader::new(out).lines().map_while(Result::ok) {
-                    let _ = tx.send(l);
-                }
-            });
-        }
-        let mut r = Receiver {
-            child,
-            port: 0,
-            lines,
-        };
-        // "nowcast fobs recv: listening on 127.0.0.1:PORT (tcp and udp), …"
-        let first = r.wait_for("listening", LIMIT);
-        r.port = first
-            .split_whitespace()
-            .find_map(|w| w.strip_prefix("127.0.0.1:")?.parse().ok())
-            .unwrap_or_else(|| panic!("no port in {first:?}"));
-        r
-    }
-
-    /// The first line containing `what`, within `limit`.
-    fn wait_for(&self, what: &str, limit: Duration) -> String {
-        let until = Instant::now() + limit;
-        let mut seen = Vec::new();
-        loop {
-            let left = until.saturating_duration_since(Instant::now());
-            match self.lines.recv_timeout(left) {
-                Ok(l) if l.contains(what) => return l,
-                Ok(l) => seen.push(l),
-                Err(_) => panic!("no line with {what:?} within {limit:?}; saw {seen:?}"),
-            }
-        }
-    }
-}
-
-impl Drop for Receiver {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 /// `nowcast fobs send FILE TARGET --token … EXTRA`, started.
 fn send(target: &str, file: &Path, extra: &[&str]) -> Child {
@@ -154,10 +64,10 @@ fn number_before(line: &str, label: &str) -> u64 {
 
 #[test]
 fn max_rate_is_a_ceiling_on_loopback() {
-    let dir = Temp::new("cap");
+    let dir = TempDir::new("fobs-send-cap");
     let rx_dir = dir.0.join("rx");
     std::fs::create_dir(&rx_dir).unwrap();
-    let rx = Receiver::start(&rx_dir, &["--discard"]);
+    let rx = Receiver::start(&rx_dir, &["--discard"], LIMIT);
     // 1.5 MB under 6 Mbit/s: at least 2 s. Loopback's round trip is ~50 µs, where one packet
     // per round trip (the controller's floor) is over 200 Mbit/s: the floor applied after the
     // cap sent this in a tenth of that.
@@ -193,12 +103,12 @@ fn max_rate_is_a_ceiling_on_loopback() {
 
 #[test]
 fn a_stopped_transfer_reports_what_arrived_and_no_goodput() {
-    let dir = Temp::new("stopped");
+    let dir = TempDir::new("fobs-send-stopped");
     let rx_dir = dir.0.join("rx");
     std::fs::create_dir(&rx_dir).unwrap();
     let memory = dir.0.join("fobs-paths.json");
     let memory_arg = memory.to_str().unwrap();
-    let rx = Receiver::start(&rx_dir, &[]);
+    let rx = Receiver::start(&rx_dir, &[], LIMIT);
     let target = format!("127.0.0.1:{}", rx.port);
     let size = 8_000_000u64;
     let src = file_of(&dir.0, "big.bin", size as usize);
@@ -301,76 +211,13 @@ fn a_stopped_transfer_reports_what_arrived_and_no_goodput() {
     );
 }
 
-/// A listener on 127.0.0.1 that hands each connection to `handle` on its own thread;
-/// stopped and joined on drop (the handlers end on their own, within their read timeout).
-struct Peer {
-    addr: String,
-    stop: Arc<AtomicBool>,
-    thread: Option<JoinHandle<()>>,
-}
-
-impl Peer {
-    fn start(handle: fn(TcpStream)) -> Peer {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        listener.set_nonblocking(true).unwrap();
-        let addr = listener.local_addr().unwrap().to_string();
-        let stop = Arc::new(AtomicBool::new(false));
-        let stopped = stop.clone();
-        let thread = std::thread::spawn(move || {
-            let mut handlers = Vec::new();
-            while !stopped.load(Ordering::Relaxed) {
-                match listener.accept() {
-                    Ok((s, _)) => {
-                        s.set_nonblocking(false).unwrap();
-                        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-                        handlers.push(std::thread::spawn(move || handle(s)));
-                    }
-                    Err(_) => std::thread::sleep(Duration::from_millis(5)),
-                }
-            }
-            for h in handlers {
-                let _ = h.join();
-            }
-        });
-        Peer {
-            addr,
-            stop,
-            thread: Some(thread),
-        }
-    }
-}
-
-impl Drop for Peer {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
-}
-
-/// Reads until the client closes (or the read timeout).
-fn wait_for_close(s: &mut TcpStream) {
-    let mut buf = [0u8; 4096];
-    while matches!(s.read(&mut buf), Ok(n) if n > 0) {}
-}
-
-/// A web server's answer to a request it cannot parse.
-fn bad_request(mut s: TcpStream) {
-    let mut hello = [0u8; 64];
-    let _ = s.read(&mut hello);
-    let _ = s.write_all(b"HTTP/1.0 400 Bad request\r\nConnection: close\r\n\r\n<html></html>");
-    let _ = s.shutdown(Shutdown::Write);
-    wait_for_close(&mut s);
-}
-
 #[test]
 fn a_port_that_does_not_speak_fobs_is_named_at_once_with_status_2() {
-    let dir = Temp::new("wrong");
+    let dir = TempDir::new("fobs-send-wrong");
     let src = file_of(&dir.0, "three.bin", 3_000_000);
-    let web = Peer::start(bad_request);
+    let web = Peer::start(|s, _| bad_request(s));
     let serve = Server::start(&["--bind", "127.0.0.1"]);
-    let silent = Peer::start(|mut s| wait_for_close(&mut s));
+    let silent = Peer::start(|mut s, _| wait_for_close(&mut s));
     let ask = "is `nowcast fobs recv` running there?";
     let rows = [
         (
@@ -434,7 +281,7 @@ fn a_port_that_does_not_speak_fobs_is_named_at_once_with_status_2() {
 
 #[test]
 fn a_receiver_whose_port_is_taken_names_the_address_and_the_socket() {
-    let dir = Temp::new("taken");
+    let dir = TempDir::new("fobs-send-taken");
     let recv = |port: u16| {
         let p = port.to_string();
         let args = [
@@ -481,10 +328,10 @@ fn a_receiver_whose_port_is_taken_names_the_address_and_the_socket() {
 /// under way is not disturbed.
 #[test]
 fn a_sender_during_another_transfer_is_told_the_receiver_is_busy_at_once() {
-    let dir = Temp::new("busy");
+    let dir = TempDir::new("fobs-send-busy");
     let rx_dir = dir.0.join("rx");
     std::fs::create_dir(&rx_dir).unwrap();
-    let rx = Receiver::start(&rx_dir, &[]);
+    let rx = Receiver::start(&rx_dir, &[], LIMIT);
     let target = format!("127.0.0.1:{}", rx.port);
     // 4 MB at 16 Mbit/s: 2 s under way.
     let first = file_of(&dir.0, "first.bin", 4_000_000);

@@ -8,7 +8,7 @@
 
 mod common;
 
-use common::{nowcast, text};
+use common::{nowcast, text, TempDir};
 use nowcast::archive::sqlite::Sqlite;
 use nowcast::campaign::runlog::{Outcome, RunLog};
 use nowcast_core::record::{Metric, Record, Status};
@@ -19,26 +19,8 @@ const T0: f64 = 1_767_225_600_000.0; // 2026-01-01T00:00:00Z, a Thursday
 const MIN: f64 = 60_000.0;
 
 /// A test's directory, removed when the test ends (passed or failed).
-struct Dir(PathBuf);
-
-impl std::ops::Deref for Dir {
-    type Target = Path;
-    fn deref(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl Drop for Dir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-fn temp(name: &str) -> Dir {
-    let d = std::env::temp_dir().join(format!("nowcast-report-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    Dir(d)
+fn temp(name: &str) -> TempDir {
+    TempDir::new(&format!("report-{name}"))
 }
 
 /// Deterministic noise in [-1, 1).

@@ -6,14 +6,12 @@
 
 mod common;
 
+use common::peer::{bad_request, wait_for_close, Peer};
 use common::{nowcast, records, summary, text, Server, BIN};
 use nowcast_core::record::{Metric, Status};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::Arc;
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 const LIMIT: Duration = Duration::from_secs(30);
@@ -26,77 +24,8 @@ const SESSION: [Metric; 4] = [
     Metric::BandwidthUp,
 ];
 
-/// A listener on 127.0.0.1 that hands each connection, with its number, to `handle` on its
-/// own thread, one at a time; stopped and joined on drop.
-struct Peer {
-    addr: String,
-    accepted: Arc<AtomicUsize>,
-    stop: Arc<AtomicBool>,
-    thread: Option<JoinHandle<()>>,
-}
-
-impl Peer {
-    fn start(handle: impl Fn(TcpStream, usize) + Send + 'static) -> Peer {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        listener.set_nonblocking(true).unwrap();
-        let addr = listener.local_addr().unwrap().to_string();
-        let accepted = Arc::new(AtomicUsize::new(0));
-        let stop = Arc::new(AtomicBool::new(false));
-        let (count, stopped) = (accepted.clone(), stop.clone());
-        let thread = std::thread::spawn(move || {
-            while !stopped.load(Ordering::Relaxed) {
-                match listener.accept() {
-                    Ok((s, _)) => {
-                        s.set_nonblocking(false).unwrap();
-                        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-                        let n = count.fetch_add(1, Ordering::SeqCst);
-                        handle(s, n);
-                    }
-                    Err(_) => std::thread::sleep(Duration::from_millis(5)),
-                }
-            }
-        });
-        Peer {
-            addr,
-            accepted,
-            stop,
-            thread: Some(thread),
-        }
-    }
-
-    fn accepted(&self) -> usize {
-        self.accepted.load(Ordering::SeqCst)
-    }
-}
-
-impl Drop for Peer {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
-}
-
-/// Reads until the client closes (or the read timeout), as a server waiting for more would.
-fn wait_for_close(s: &mut TcpStream) {
-    let mut buf = [0u8; 256];
-    while matches!(s.read(&mut buf), Ok(n) if n > 0) {}
-}
-
-/// A web server's answer to a request it cannot parse: the status line, then it closes.
-fn bad_request(mut s: TcpStream) {
-    let mut hello = [0u8; 64];
-    let _ = s.read(&mut hello);
-    let _ = s.write_all(
-        b"HTTP/1.0 400 Bad request\r\nContent-Type: text/html\r\nConnection: close\r\n\r\n<html></html>",
-    );
-    let _ = s.shutdown(Shutdown::Write);
-    wait_for_close(&mut s);
-}
-
 /// A service that talks first (SSH, SMTP) and then waits for a line that never comes.
-fn banner(text: &'static [u8]) -> impl Fn(TcpStream, usize) + Send + 'static {
+fn banner(text: &'static [u8]) -> impl Fn(TcpStream, usize) + Send + Sync + 'static {
     move |mut s, _| {
         let _ = s.write_all(text);
         wait_for_close(&mut s);

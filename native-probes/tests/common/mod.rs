@@ -5,12 +5,15 @@
 
 pub mod clickhouse;
 pub mod corpus;
+pub mod fobs;
 pub mod http;
 pub mod netns;
 pub mod path3;
+pub mod peer;
 
 use nowcast_core::record::Record;
 use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
@@ -279,4 +282,30 @@ pub fn shows(shown: &str, want: f64) -> bool {
     let decimals = shown.split('.').nth(1).map_or(0, str::len) as i32;
     let v: f64 = shown.parse().unwrap_or(f64::NAN);
     (v - want).abs() <= 0.5 * 10f64.powi(-decimals) * (1.0 + 1e-9) + 1e-12 * want.abs()
+}
+
+/// A test's directory (`nowcast-NAME-PID` in the system's temporary directory, made empty),
+/// removed when the test ends, passed or failed.
+pub struct TempDir(pub PathBuf);
+
+impl TempDir {
+    pub fn new(name: &str) -> TempDir {
+        let d = std::env::temp_dir().join(format!("nowcast-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        TempDir(d)
+    }
+}
+
+impl std::ops::Deref for TempDir {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }

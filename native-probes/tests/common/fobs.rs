@@ -1,0 +1,80 @@
+//! A real `nowcast fobs recv` on an ephemeral loopback port, for the FOBS tests: its log
+//! lines on a channel, the child killed when dropped.
+
+use super::BIN;
+use std::io::{BufRead, BufReader, Read};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+/// The token every test receiver takes.
+pub const TOKEN: &str = "00112233445566778899aabbccddeeff";
+
+/// A receiver on 127.0.0.1 and an ephemeral port.
+pub struct Receiver {
+    child: Child,
+    pub port: u16,
+    lines: mpsc::Receiver<String>,
+}
+
+impl Receiver {
+    /// `nowcast fobs recv --dir DIR EXTRA`, once it says it listens (within `limit`).
+    pub fn start(dir: &Path, extra: &[&str], limit: Duration) -> Receiver {
+        let mut child = Command::new(BIN)
+            .args(["fobs", "recv", "--listen", "127.0.0.1", "--port", "0"])
+            .args(["--token", TOKEN])
+            .arg("--dir")
+            .arg(dir)
+            .args(extra)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let (tx, lines) = mpsc::channel();
+        for out in [
+            Box::new(child.stdout.take().unwrap()) as Box<dyn Read + Send>,
+            Box::new(child.stderr.take().unwrap()),
+        ] {
+            let tx = tx.clone();
+            std::thread::spawn(move || {
+                for l in BufReader::new(out).lines().map_while(Result::ok) {
+                    let _ = tx.send(l);
+                }
+            });
+        }
+        let mut r = Receiver {
+            child,
+            port: 0,
+            lines,
+        };
+        // "nowcast fobs recv: listening on 127.0.0.1:PORT (tcp and udp), …"
+        let first = r.wait_for("listening", limit);
+        r.port = first
+            .split_whitespace()
+            .find_map(|w| w.strip_prefix("127.0.0.1:")?.parse().ok())
+            .unwrap_or_else(|| panic!("no port in {first:?}"));
+        r
+    }
+
+    /// The first line containing `what`, within `limit`.
+    pub fn wait_for(&self, what: &str, limit: Duration) -> String {
+        let until = Instant::now() + limit;
+        let mut seen = Vec::new();
+        loop {
+            let left = until.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(l) if l.contains(what) => return l,
+                Ok(l) => seen.push(l),
+                Err(_) => panic!("no line with {what:?} within {limit:?}; saw {seen:?}"),
+            }
+        }
+    }
+}
+
+impl Drop for Receiver {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
