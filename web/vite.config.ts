@@ -4,6 +4,9 @@ import { defineConfig } from "vite";
 // scripts and workers: no inline code, and the worker must be a file of its own (ES module).
 export default defineConfig({
   root: import.meta.dirname,
+  // Relative URLs throughout, so that the page works at the root of its site and under a
+  // path a reverse proxy gives it (https://mirror.example.edu/nowcast/) alike.
+  base: "./",
   publicDir: "../public",
   build: {
     outDir: "dist",

@@ -19,8 +19,9 @@ import { el } from "./views/dom";
 const worker = new Worker(new URL("./worker.ts", import.meta.url), { type: "module" });
 const send = (cmd: PageCommand) => worker.postMessage(cmd);
 
-/** The serving site, as the ranking and the target control name it. */
-const SITE_URL = new URL("/", location.href).href;
+/** The serving site, as the ranking and the target control name it: the page's own
+ *  directory, which is the site's root or the path a reverse proxy serves echo-node under. */
+const SITE_URL = new URL("./", location.href).href;
 
 /** Where the byte budget's spends of the last hour are kept across reloads (the worker has
  *  no localStorage; it sends them after every round). */

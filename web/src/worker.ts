@@ -11,7 +11,9 @@ import type { PageCommand } from "./messages";
 const scope = globalThis as unknown as DedicatedWorkerGlobalScope;
 const engine = Engine.start(
   {
-    origin: scope.location.origin,
+    // The site's base: the directory above this worker's (assets/ in the build, src/ under
+    // the dev server), so that probes go under the path a reverse proxy serves echo-node at.
+    origin: new URL("../", scope.location.href).href,
     host: scope.location.host,
     post: (e) => scope.postMessage(e),
   },

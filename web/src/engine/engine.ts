@@ -27,6 +27,7 @@ import { runSites, type RoundEnv, type SitePart, type SiteReport } from "./round
 import { Scheduler, type Clock } from "./scheduler";
 import { predictability, type RestoredSeries } from "./series";
 import { Site } from "./site";
+import { endpointUrl } from "./probe-math";
 
 const MIB = 1024 * 1024;
 /** The byte budget keeps what was spent in slots of this length (budget.ts): an hour is at
@@ -44,7 +45,8 @@ export interface ServerLimits {
 
 /** Where the engine runs: the page's origin and host, and how its events reach the page. */
 export interface EngineHost {
-  /** The serving site's base URL (its origin) and its name in records (its host). */
+  /** The serving site's base URL (its origin, or the path echo-node is served under) and its
+   *  name in records (its host). */
   origin: string;
   host: string;
   post(e: WorkerEvent): void;
@@ -637,7 +639,7 @@ export class Engine {
 async function serverLimits(origin: string): Promise<ServerLimits> {
   const limits = { maxPayload: 64 * MIB, perMinute: Infinity };
   try {
-    const r = await fetch(new URL("/api/config", origin), { cache: "no-store" });
+    const r = await fetch(endpointUrl(origin, "api/config"), { cache: "no-store" });
     const c = (await r.json()) as {
       limits?: { maxPayloadBytes?: number; bytesPerMinute?: number };
     };

@@ -142,7 +142,7 @@ export class MirrorsView {
     for (const url of fromLink) this.add(url, new URL(url).host, "named in the link");
     this.deps.changed();
     try {
-      const r = await fetch("/api/mirrors", { cache: "no-store" });
+      const r = await fetch(new URL("api/mirrors", this.deps.siteUrl), { cache: "no-store" });
       if (!r.ok) return;
       const data = (await r.json()) as {
         mirrors?: { name?: unknown; url?: unknown; location?: unknown }[];
