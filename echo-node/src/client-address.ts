@@ -141,9 +141,12 @@ function masked(b: IpBytes, bits: number): IpBytes {
 /** The reverse proxies whose X-Forwarded-For is believed (`--trust-proxy`). */
 export class ProxyTrust {
   private readonly networks: Cidr[];
+  /** The entries as given, for advice that adds to them. */
+  readonly entries: readonly string[];
 
   /** @throws RangeError naming the first entry that is neither a CIDR nor a known name. */
   constructor(entries: readonly string[]) {
+    this.entries = entries.map((e) => e.trim()).filter((e) => e !== "");
     this.networks = entries.flatMap((entry) => {
       const named = NAMED_NETWORKS[entry.trim().toLowerCase()];
       return (named ?? [entry]).map((text) => {
@@ -205,4 +208,75 @@ export function limitKey(address: string, prefixes: KeyPrefixes): string {
   const bits = b.length === 4 ? prefixes.ipv4 : prefixes.ipv6;
   if (bits >= b.length * 8) return formatIp(b);
   return `${formatIp(masked(b, bits))}/${bits}`;
+}
+
+/** How often a warning about forwarding headers may be written, whoever sends them. */
+export const FORWARDING_WARNING_INTERVAL_MS = 60_000;
+/** Peers remembered as warned about; beyond this the oldest are forgotten (bounded memory). */
+const MAX_WARNED_PEERS = 1024;
+
+/**
+ * Notices the mistake that makes every user behind a reverse proxy one client: requests that
+ * carry X-Forwarded-For (or Forwarded) from a peer echo-node does not trust (`--trust-proxy`
+ * forgotten, or naming another address), or Forwarded without X-Forwarded-For from one it
+ * does. Only says so: the header of an untrusted peer is never believed. Any client can send
+ * these headers, so each peer is named at most once, and at most one warning is written per
+ * interval in all: a client rotating addresses gets one line a minute, never one a request.
+ * Pure: time is an argument.
+ */
+export class ForwardingWarnings {
+  /** Peers already named, in insertion order. */
+  private readonly warned = new Set<string>();
+  private lastWarning = -Infinity;
+
+  constructor(
+    private readonly trust: ProxyTrust,
+    private readonly intervalMs = FORWARDING_WARNING_INTERVAL_MS,
+  ) {}
+
+  /**
+   * The warning for a request from `peer` (normalised; `trusted` is whether it is a trusted
+   * proxy) that carries X-Forwarded-For (`xff`) and/or Forwarded (`forwarded`), or undefined
+   * when there is nothing to say or it was said.
+   */
+  check(
+    now: number,
+    peer: string,
+    trusted: boolean,
+    xff: boolean,
+    forwarded: boolean,
+  ): string | undefined {
+    if (!xff && !forwarded) return undefined;
+    if (trusted && xff) return undefined; // as configured
+    if (this.warned.has(peer) || now - this.lastWarning < this.intervalMs) return undefined;
+    if (parseIp(peer) === undefined) return undefined; // not an address: nothing to advise
+    this.lastWarning = now;
+    this.warned.add(peer);
+    if (this.warned.size > MAX_WARNED_PEERS) {
+      const oldest = this.warned.values().next().value;
+      if (oldest !== undefined) this.warned.delete(oldest);
+    }
+    const flag = `--trust-proxy ${[...this.trust.entries, peer].join(",")}`;
+    const meanwhile =
+      `every client behind ${peer} counts as ${peer} and shares its limits ` +
+      `(said once per address)`;
+    if (trusted) {
+      return (
+        `requests from ${peer}, a trusted proxy, carry Forwarded but no X-Forwarded-For, ` +
+        `the only header echo-node reads: have the proxy set X-Forwarded-For; until then ` +
+        meanwhile
+      );
+    }
+    if (xff) {
+      return (
+        `requests from ${peer} carry X-Forwarded-For: behind a proxy? ${flag}. ` +
+        `The header is believed only from the proxies --trust-proxy names; until then ` +
+        meanwhile
+      );
+    }
+    return (
+      `requests from ${peer} carry Forwarded, which echo-node does not read: behind a proxy? ` +
+      `Have it set X-Forwarded-For, and ${flag}. Until then ${meanwhile}`
+    );
+  }
 }

@@ -3,10 +3,18 @@
  * generated from the same table so the two can never disagree. Pure: argv and env in, a
  * validated `Config` (or a `ConfigError` a user can act on) out.
  */
+import { readFileSync } from "node:fs";
+import { isIP } from "node:net";
 import { dirname, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import { ProxyTrust } from "./client-address.js";
+import {
+  MESSAGE_BURST_SECONDS,
+  MESSAGES_PER_EXCHANGE,
+  MIN_BUDGET_BYTES,
+  MIN_MESSAGES_PER_SECOND,
+} from "./limits.js";
 import { parseMirrorFlag, type Mirror } from "./mirrors.js";
 import { canonicalOrigin } from "./origin-policy.js";
 
@@ -97,6 +105,26 @@ interface OptionSpec {
 /** Repository root as seen from `echo-node/src` or `echo-node/dist` (both one level deep). */
 const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
 
+/**
+ * echo-node's version, from its package.json (the one place it is written): the nearest
+ * package.json above this file, which is echo-node's from `src/`, `dist/` and `dist/dev/src/`.
+ */
+export const VERSION: string = (() => {
+  for (let dir = dirname(fileURLToPath(import.meta.url)); ;) {
+    try {
+      const pkg = JSON.parse(readFileSync(resolve(dir, "package.json"), "utf8")) as {
+        version?: unknown;
+      };
+      if (typeof pkg.version === "string") return pkg.version;
+    } catch {
+      // no package.json here: look further up
+    }
+    const up = dirname(dir);
+    if (up === dir) return "unknown";
+    dir = up;
+  }
+})();
+
 export const OPTIONS: readonly OptionSpec[] = [
   {
     key: "port",
@@ -112,7 +140,7 @@ export const OPTIONS: readonly OptionSpec[] = [
     env: "ECHO_NODE_HOST",
     kind: "string",
     shown: "all interfaces",
-    help: "address to bind, e.g. 127.0.0.1",
+    help: "address to bind, e.g. 127.0.0.1 or ::1 (or [::1]); the port goes in --port",
   },
   {
     key: "staticDir",
@@ -216,7 +244,7 @@ export const OPTIONS: readonly OptionSpec[] = [
     env: "ECHO_NODE_BYTES_PER_MINUTE",
     kind: "bytes",
     shown: "5GiB",
-    help: "bytes read plus written per client per minute, any path (token bucket refill)",
+    help: "bytes read plus written per client per minute, any path (token bucket refill); at least 32KiB",
   },
   {
     key: "burstBytes",
@@ -224,7 +252,7 @@ export const OPTIONS: readonly OptionSpec[] = [
     env: "ECHO_NODE_BURST_BYTES",
     kind: "bytes",
     shown: "512MiB (at most --bytes-per-minute, at least --max-payload)",
-    help: "bytes a client may move at once (token bucket capacity)",
+    help: "bytes a client may move at once (token bucket capacity); at least 32KiB",
   },
   {
     key: "messagesPerSecond",
@@ -232,7 +260,7 @@ export const OPTIONS: readonly OptionSpec[] = [
     env: "ECHO_NODE_MESSAGES_PER_SECOND",
     kind: "int",
     shown: "2000",
-    help: "WebSocket messages, handshakes, connections and HTTP requests per client per second (bursts of half a second's worth)",
+    help: "WebSocket messages, handshakes, connections and HTTP requests per client per second (bursts of half a second's worth); at least 4",
   },
   {
     key: "maxConnectionsPerClient",
@@ -483,13 +511,84 @@ export function parseConfig(
     } else config[spec.key] = convert(spec, fromFlag, `--${spec.flag}`);
   }
   const result = config as unknown as Config;
+  if (result.host !== undefined) result.host = checkHost(result.host);
   validate(result);
   return { kind: "run", config: result, warnings };
 }
 
+/**
+ * `--host`: an IP address (IPv6 with or without the brackets echo-node prints) or a host name,
+ * returned as `listen` takes it. A port or a URL is refused with what to give instead: `listen`
+ * would look them up as host names and fail with a resolver error that names neither.
+ */
+export function checkHost(raw: string): string {
+  const value = raw.trim();
+  const anAddress = "an address of this machine such as 127.0.0.1 or ::1, or a name for one";
+  if (value === "") {
+    throw new ConfigError(
+      `--host is empty: give ${anAddress}, or leave --host out to listen on all interfaces`,
+    );
+  }
+  if (isIP(value) !== 0) return value;
+  const bracketed = /^\[([^\]]*)\]$/.exec(value);
+  if (bracketed !== null) {
+    if (isIP(bracketed[1]!) === 6) return bracketed[1]!;
+    throw new ConfigError(`--host '${raw}' is not an IPv6 address in brackets`);
+  }
+  if (/^[a-z][a-z0-9+.-]*:\/\//i.test(value)) {
+    let instead = "the address alone, e.g. --host 127.0.0.1";
+    try {
+      const url = new URL(value);
+      const host = url.hostname.replace(/^\[(.*)\]$/, "$1");
+      if (host !== "") instead = `the address alone: --host ${host}`;
+      if (host !== "" && url.port !== "") instead += ` --port ${url.port}`;
+    } catch {
+      // not even a URL: the general advice stands
+    }
+    throw new ConfigError(`--host '${raw}' is a URL, not an address: give ${instead}`);
+  }
+  const withPort = /^\[([^\]]+)\]:(\d+)$/.exec(value) ?? /^([^:]+):(\d+)$/.exec(value);
+  if (withPort !== null) {
+    throw new ConfigError(
+      `--host '${raw}' includes a port: give the address alone and the port with --port: ` +
+        `--host ${withPort[1]} --port ${withPort[2]}`,
+    );
+  }
+  const label = "[a-z0-9_](?:[a-z0-9_-]*[a-z0-9_])?";
+  if (!new RegExp(`^${label}(?:\\.${label})*\\.?$`, "i").test(value)) {
+    throw new ConfigError(`--host '${raw}' is not an address or a host name: give ${anAddress}`);
+  }
+  return value;
+}
+
+/** Refuses an `--origin` or `--allow-origin` entry that is not exactly an origin. */
+function checkOrigin(flag: string, origin: string, orElse = ""): void {
+  const url = canonicalOrigin(origin) === undefined ? undefined : new URL(origin);
+  if (
+    url === undefined ||
+    url.pathname !== "/" ||
+    url.search ||
+    url.hash ||
+    url.username ||
+    url.password
+  ) {
+    const guess =
+      !origin.includes("://") && canonicalOrigin(`https://${origin}`) !== undefined
+        ? ` (did you mean https://${origin}?)`
+        : "";
+    throw new ConfigError(
+      `--${flag} '${origin}' is not an origin: write scheme://host[:port], ` +
+        `e.g. https://nowcast.example.org${orElse}${guess}`,
+    );
+  }
+}
+
+const kib = (bytes: number) => `${bytes / 1024}KiB`;
+
 /** Cross-field rules: a configuration that cannot work is refused at start, not at 3 a.m. */
 export function validate(c: Config): void {
   const positive: [keyof Config, string][] = [
+    ["maxPayload", "max-payload"],
     ["maxMessage", "max-message"],
     ["bytesPerMinute", "bytes-per-minute"],
     ["maxConnectionsPerClient", "max-connections-per-client"],
@@ -501,8 +600,34 @@ export function validate(c: Config): void {
     ["headerTimeoutMs", "header-timeout"],
     ["keepAliveTimeoutMs", "keep-alive-timeout"],
   ];
+  if (c.burstBytes !== undefined) positive.push(["burstBytes", "burst-bytes"]);
   for (const [key, flag] of positive) {
     if (!((c[key] as number) > 0)) throw new ConfigError(`--${flag} must be greater than 0`);
+  }
+  // Each token bucket must be able to grant the smallest thing it is asked for, or it refuses
+  // everything (TokenBucket.take: never, when asked for more than it holds).
+  if (c.messagesPerSecond < MIN_MESSAGES_PER_SECOND) {
+    throw new ConfigError(
+      `--messages-per-second ${c.messagesPerSecond} is too low: the least accepted is ` +
+        `${MIN_MESSAGES_PER_SECOND}. A client's message bucket holds ${MESSAGE_BURST_SECONDS} s ` +
+        `of the rate (${c.messagesPerSecond * MESSAGE_BURST_SECONDS} here), and a new ` +
+        `connection with its first request or WebSocket handshake takes ` +
+        `${MESSAGES_PER_EXCHANGE} at once: every connection, /healthz included, would be dropped`,
+    );
+  }
+  const budgets: [number | undefined, string][] = [
+    [c.bytesPerMinute, "bytes-per-minute"],
+    [c.burstBytes, "burst-bytes"],
+  ];
+  for (const [bytes, flag] of budgets) {
+    if (bytes !== undefined && bytes < MIN_BUDGET_BYTES) {
+      throw new ConfigError(
+        `--${flag} ${bytes} is too low: the least accepted is ` +
+          `${kib(MIN_BUDGET_BYTES)} (${MIN_BUDGET_BYTES} bytes). One request (up to 16 KiB of ` +
+          "headers) and its answer must fit in a client's byte budget, or its first request " +
+          "leaves it in debt and its next connections are dropped unanswered",
+      );
+    }
   }
   if (c.connectSrc !== "any" && c.connectSrc !== "mirrors") {
     throw new ConfigError(`--connect-src must be 'any' or 'mirrors', not '${c.connectSrc}'`);
@@ -525,13 +650,9 @@ export function validate(c: Config): void {
   }
   if (c.ipv4Prefix > 32) throw new ConfigError("--ipv4-prefix must be between 0 and 32");
   if (c.ipv6Prefix > 128) throw new ConfigError("--ipv6-prefix must be between 0 and 128");
-  for (const origin of c.origins) {
-    const url = canonicalOrigin(origin) === undefined ? undefined : new URL(origin);
-    if (url === undefined || url.pathname !== "/" || url.search || url.hash || url.username) {
-      throw new ConfigError(
-        `--origin '${origin}' is not an origin: write scheme://host[:port], e.g. https://nowcast.example.org`,
-      );
-    }
+  for (const origin of c.origins) checkOrigin("origin", origin);
+  for (const origin of c.allowOrigins) {
+    if (origin !== "*") checkOrigin("allow-origin", origin, ", or '*' for every origin");
   }
   if (c.maxMessage < 64) throw new ConfigError("--max-message must be at least 64 bytes");
   if (c.maxConnectionsPerClient > c.maxConnections) {

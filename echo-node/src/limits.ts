@@ -66,6 +66,24 @@ export const CONNECTION_RETRY_AFTER_S = 5;
  *  loop for a few milliseconds, 4,000 for about ten. */
 export const MESSAGE_BURST_SECONDS = 0.5;
 
+/** Message tokens the smallest exchange takes at once: a new connection and its first request
+ *  (or WebSocket handshake) take one each, back to back. A message bucket smaller than this
+ *  drops every connection, /healthz included. */
+export const MESSAGES_PER_EXCHANGE = 2;
+
+/** The least `--messages-per-second` whose bucket (MESSAGE_BURST_SECONDS of it) holds one
+ *  exchange. */
+export const MIN_MESSAGES_PER_SECOND = Math.ceil(MESSAGES_PER_EXCHANGE / MESSAGE_BURST_SECONDS);
+
+/**
+ * The least byte budget (capacity and refill per minute) that holds one exchange: a request
+ * as large as Node accepts (16 KiB of request line and headers, `http.maxHeaderSize`) and the
+ * largest answer that is neither a file nor a probe (`/metrics`, about 4 KiB), with room to
+ * spare. Bytes are charged after they move, so a smaller budget lets a client's first request
+ * through and then holds it in debt, dropping its next connections unanswered.
+ */
+export const MIN_BUDGET_BYTES = 32 * 1024;
+
 export interface LimitsOptions {
   maxConnectionsPerClient: number;
   maxSocketsPerClient: number;
@@ -131,6 +149,13 @@ export class ClientLimits {
   private readonly messages = new Map<string, TokenBucket>();
 
   constructor(private readonly opts: LimitsOptions) {
+    // config.validate refuses this with a message naming the flag; here it would fail silently.
+    if (!(opts.messagesPerSecond >= MIN_MESSAGES_PER_SECOND)) {
+      throw new RangeError(
+        `messagesPerSecond ${opts.messagesPerSecond} is below ${MIN_MESSAGES_PER_SECOND}: ` +
+          "its bucket could not hold a connection and its first request",
+      );
+    }
     this.connections = new Concurrency(opts.maxConnectionsPerClient, opts.maxConnections, {
       perClient: "connections_per_client",
       total: "connections_total",

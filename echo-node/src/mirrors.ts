@@ -18,15 +18,42 @@ export class MirrorsError extends Error {
   override name = "MirrorsError";
 }
 
+/** `text` with any `user:password@` of a URL in it hidden, for messages and logs. */
+export function redactCredentials(text: string): string {
+  return text.replace(/(\/\/)[^/?#@\s]*@/g, "$1…@");
+}
+
+/**
+ * A mirror's URL is published as it is (`/api/mirrors`, the page's CSP) and the page appends
+ * its paths to it: credentials would be handed to every visitor, and a query or fragment
+ * would end up in the middle of every probe's URL.
+ */
 function checkUrl(raw: string, where: string): string {
+  const shown = redactCredentials(raw);
   let url: URL;
   try {
     url = new URL(raw);
   } catch {
-    throw new MirrorsError(`${where}: "url" '${raw}' is not an absolute URL`);
+    throw new MirrorsError(`${where}: "url" '${shown}' is not an absolute URL`);
   }
   if (url.protocol !== "http:" && url.protocol !== "https:") {
     throw new MirrorsError(`${where}: "url" must be http:// or https://, got '${url.protocol}'`);
+  }
+  if (url.username !== "" || url.password !== "") {
+    throw new MirrorsError(
+      `${where}: "url" '${shown}' carries a user name or password, which is not allowed: ` +
+        "mirror URLs are published to every visitor in /api/mirrors",
+    );
+  }
+  const extra = [url.search !== "" && "a query", url.hash !== "" && "a fragment"].filter(Boolean);
+  // `https://host/?` and `https://host/#` parse to an empty search and hash; refuse them too.
+  if (extra.length === 0 && /[?#]/.test(raw))
+    extra.push(raw.includes("?") ? "a query" : "a fragment");
+  if (extra.length > 0) {
+    throw new MirrorsError(
+      `${where}: "url" '${shown}' has ${extra.join(" and ")}, which is not allowed: ` +
+        "give the mirror's base URL (the page appends its paths to it), e.g. https://mirror.example.org/nowcast",
+    );
   }
   return url.href;
 }
@@ -90,9 +117,14 @@ export async function loadMirrorsFile(path: string): Promise<Mirror[]> {
 export function parseMirrorFlag(text: string): Mirror {
   const [name, url, ...rest] = text.split("|");
   if (name === undefined || url === undefined) {
-    throw new MirrorsError(`mirror '${text}' must look like 'name|https://host|location'`);
+    throw new MirrorsError(
+      `mirror '${redactCredentials(text)}' must look like 'name|https://host|location'`,
+    );
   }
-  const [mirror] = parseMirrors([{ name, url, location: rest.join("|") }], `mirror '${text}'`);
+  const [mirror] = parseMirrors(
+    [{ name, url, location: rest.join("|") }],
+    `mirror '${redactCredentials(text)}'`,
+  );
   return mirror!;
 }
 

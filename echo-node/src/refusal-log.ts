@@ -4,13 +4,13 @@
  * Pure apart from the injected writer: time is an argument.
  */
 
-/** How often one address may produce a log line. */
+/** How often one client may produce a log line. */
 export const REFUSAL_LOG_INTERVAL_MS = 60_000;
-/** Addresses remembered at once; beyond this the oldest are forgotten (bounded memory). */
+/** Clients remembered at once; beyond this the oldest are forgotten (bounded memory). */
 const MAX_REMEMBERED = 4096;
 
 export class RefusalLog {
-  /** address → time of its last logged line, in insertion (≈ time) order. */
+  /** group → time of its last logged line, in insertion (≈ time) order. */
   private readonly last = new Map<string, number>();
   private suppressed = 0;
 
@@ -19,15 +19,19 @@ export class RefusalLog {
     private readonly intervalMs = REFUSAL_LOG_INTERVAL_MS,
   ) {}
 
-  /** Logs `what` for `address` unless that address was logged within the interval. */
-  note(now: number, address: string, what: string): void {
-    const previous = this.last.get(address);
+  /**
+   * Logs `what` for `address` unless its `group` (the client it belongs to: by default the
+   * address itself) was logged within the interval. What varies with the request (a path, an
+   * origin) is never part of the group, so a client cannot get a line per request by varying it.
+   */
+  note(now: number, address: string, what: string, group = address): void {
+    const previous = this.last.get(group);
     if (previous !== undefined && now - previous < this.intervalMs) {
       this.suppressed++;
       return;
     }
-    this.last.delete(address);
-    this.last.set(address, now);
+    this.last.delete(group);
+    this.last.set(group, now);
     if (this.last.size > MAX_REMEMBERED) {
       const oldest = this.last.keys().next().value;
       if (oldest !== undefined) this.last.delete(oldest);

@@ -21,12 +21,13 @@ import { monitorEventLoopDelay, performance } from "node:perf_hooks";
 import { WebSocketServer, type WebSocket } from "ws";
 import {
   clientAddress,
+  ForwardingWarnings,
   limitKey,
   normalizeAddress,
   ProxyTrust,
   type KeyPrefixes,
 } from "./client-address.js";
-import { burstBytes, type Config } from "./config.js";
+import { burstBytes, VERSION, type Config } from "./config.js";
 import { apiHeaders, HttpProbes, sendLimited, sendText, type ProbeClient } from "./http-probes.js";
 import { ClientLimits, type LimitName } from "./limits.js";
 import { Metrics } from "./metrics.js";
@@ -40,7 +41,8 @@ import { contentSecurityPolicy, StaticFiles } from "./static-files.js";
 import { TrafficMeter } from "./traffic-meter.js";
 import { ProbeSession } from "./ws-session.js";
 
-export const SERVER_VERSION = "1.1.0";
+/** What /api/config and /healthz report: package.json's version (config.ts VERSION). */
+export const SERVER_VERSION = VERSION;
 /** Window over which event-loop delay quantiles are reported. */
 const LAG_WINDOW_MS = 5000;
 const BUCKET_SWEEP_MS = 10_000;
@@ -138,11 +140,25 @@ function lingerOnClose(socket: Socket): void {
   };
 }
 
+/**
+ * A refusal by the origin policy as the log says it: naming the refused origin, which is
+ * client-controlled text and so quoted and cut like any other (refusal-log.ts `excerpt`).
+ * The other verdicts' reasons are fixed text.
+ */
+function policyRefusal(
+  verdict: Extract<Verdict, { ok: false }>,
+  headers: IncomingMessage["headers"],
+): string {
+  return verdict.limit === "origin" ? `origin ${excerpt(headers.origin)} not allowed` : verdict.why;
+}
+
 /** One accepted TCP connection. */
 interface Connection {
   socket: Socket;
   /** The TCP peer, normalised. */
   peer: string;
+  /** Whether the peer is a trusted proxy (`--trust-proxy`). */
+  trusted: boolean;
   /** The client its traffic is charged to: the peer's key, or that of the latest request. */
   key: string;
   address: string;
@@ -162,6 +178,7 @@ export async function startEchoNode(config: Config): Promise<EchoNode> {
     allowed: [...origins, ...config.allowOrigins],
   });
   const trust = new ProxyTrust(config.trustProxy);
+  const forwarding = new ForwardingWarnings(trust);
   const prefixes: KeyPrefixes = { ipv4: config.ipv4Prefix, ipv6: config.ipv6Prefix };
   const burst = burstBytes(config);
   const debtCut = Math.min(DEBT_CUT_BYTES, burst / 4);
@@ -191,7 +208,8 @@ export async function startEchoNode(config: Config): Promise<EchoNode> {
   const refusals = new RefusalLog();
   const refused = (address: string, limit: LimitName | undefined, what: string) => {
     if (limit !== undefined) metrics.reject(limit);
-    refusals.note(performance.now(), address, what);
+    // Grouped by client (an IPv6 /64), not by address: a client has 2^64 addresses to log from.
+    refusals.note(performance.now(), address, what, limitKey(address, prefixes));
   };
   const startedAt = performance.now();
 
@@ -205,7 +223,21 @@ export async function startEchoNode(config: Config): Promise<EchoNode> {
 
   /** The client a request on `c` is from; the connection's traffic is charged to it from now. */
   const attribute = (c: Connection, req: IncomingMessage) => {
-    const address = clientAddress(c.peer, req.headers["x-forwarded-for"], trust);
+    const forwardedFor = req.headers["x-forwarded-for"];
+    const forwarded = req.headers["forwarded"];
+    if (forwardedFor !== undefined || forwarded !== undefined) {
+      // Never believed from an untrusted peer; but the operator is told (once) that the peer
+      // looks like a proxy, or every user behind it is silently one client.
+      const warning = forwarding.check(
+        performance.now(),
+        c.peer,
+        c.trusted,
+        forwardedFor !== undefined,
+        forwarded !== undefined,
+      );
+      if (warning !== undefined) console.error(`echo-node: warning: ${warning}`);
+    }
+    const address = clientAddress(c.peer, forwardedFor, trust);
     const key = limitKey(address, prefixes);
     if (key !== c.key) settle(c, performance.now()); // what came before is the previous client's
     c.key = key;
@@ -265,8 +297,9 @@ export async function startEchoNode(config: Config): Promise<EchoNode> {
       limit: LimitName | undefined,
       text: string,
       headers: OutgoingHttpHeaders = { "Cache-Control": "no-store" },
+      logged = text,
     ) => {
-      refused(address, limit, `${excerpt(req.method, 16)} ${excerpt(req.url)}: ${text}`);
+      refused(address, limit, `${excerpt(req.method, 16)} ${excerpt(req.url)}: ${logged}`);
       res.shouldKeepAlive = false;
       sendText(res, status, text, { ...headers, Connection: "close" });
     };
@@ -331,7 +364,8 @@ export async function startEchoNode(config: Config): Promise<EchoNode> {
     }
     if (!verdict.ok) {
       const why = verdict.limit === "origin" ? `${verdict.why} to use this server` : verdict.why;
-      return refuse(403, verdict.limit, why, { "Cache-Control": "no-store", Vary: "Origin" });
+      const vary = { "Cache-Control": "no-store", Vary: "Origin" };
+      return refuse(403, verdict.limit, why, vary, policyRefusal(verdict, req.headers));
     }
     if (api) {
       if (method === "OPTIONS") {
@@ -489,6 +523,7 @@ export async function startEchoNode(config: Config): Promise<EchoNode> {
     const conn: Connection = {
       socket,
       peer,
+      trusted: fromProxy,
       key,
       address: peer,
       meter: new TrafficMeter(),
@@ -587,11 +622,14 @@ export async function startEchoNode(config: Config): Promise<EchoNode> {
     }
     const verdict = policy.check("websocket", req.headers);
     wss.handleUpgrade(req, socket, head, (ws) => {
-      const refuse = (limit: LimitName, code: number, reason: string) => {
-        refused(address, limit, `WebSocket refused: ${reason}`);
+      const refuse = (limit: LimitName, code: number, reason: string, logged = reason) => {
+        refused(address, limit, `WebSocket refused: ${logged}`);
         refuseWebSocket(ws, code, reason);
       };
-      if (!verdict.ok) return refuse(verdict.limit, CLOSE.ORIGIN.code, CLOSE.ORIGIN.reason);
+      if (!verdict.ok) {
+        const { code, reason } = CLOSE.ORIGIN;
+        return refuse(verdict.limit, code, reason, policyRefusal(verdict, req.headers));
+      }
       const now = performance.now();
       const rate = limits.takeMessage(key, now);
       if (!rate.ok) {

@@ -1,7 +1,8 @@
 /**
  * Serves the built page (Vite's output, which includes `public/`). The rules that matter:
  * hashed assets are immutable, everything else is revalidated, every response has a strict
- * Content-Security-Policy and `nosniff`, and no path can escape the static directory.
+ * Content-Security-Policy and `nosniff`, and no path can escape the static directory: not by
+ * `..`, not by a symbolic link that leads out of it, and no dotfile (`.env`, `.git/`) is served.
  *
  * Text and WebAssembly are sent compressed when the client accepts it (RFC 9110 §12.5.3):
  * each file is read and gzipped once, on its first request, and kept in memory with its
@@ -11,7 +12,8 @@
  */
 import { createHash } from "node:crypto";
 import { createReadStream } from "node:fs";
-import { readFile, stat } from "node:fs/promises";
+import type { Stats } from "node:fs";
+import { readFile, realpath, stat } from "node:fs/promises";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { extname, join, resolve, sep } from "node:path";
 import { pipeline } from "node:stream/promises";
@@ -121,6 +123,14 @@ const COMPRESSIBLE = new Set([
   ".ndjson",
 ]);
 
+/** Files whose real path was checked, remembered at once; beyond this the oldest are checked
+ *  again when next asked for (a symbolic link loop inside the directory gives a file endless
+ *  names). */
+const MAX_CHECKED_PATHS = 4096;
+
+/** Whether a path component is hidden (`.env`, `.git`), or `.`/`..`: never served. */
+const hidden = (segment: string) => segment.startsWith(".");
+
 /** Larger files are streamed from disk as they are, never held in memory. */
 const MAX_CACHED_BYTES = 16 * 1024 * 1024;
 
@@ -170,11 +180,20 @@ type Forms = Map<Coding, Variant>;
 
 export class StaticFiles {
   private readonly root: string;
-  /** By absolute path: the version of the file (mtime and size as stat saw them) and its
+  /** By real path: the version of the file (mtime and size as stat saw them) and its
    *  forms, a promise so that concurrent requests for a new version read it once. */
   private readonly cache = new Map<
     string,
     { mtimeMs: number; size: number; forms: Promise<Forms> }
+  >();
+  /** The real path of the root, for the directory `stat` last found there (a deploy that
+   *  swaps a symbolic link at the root changes it). */
+  private realRoot: { dev: number; ino: number; path: Promise<string | undefined> } | undefined;
+  /** By path under the root: its real path, checked to lie inside the real root, for the file
+   *  (device, inode, ctime) it was then; any change to the file is checked again. */
+  private readonly checked = new Map<
+    string,
+    { dev: number; ino: number; ctimeMs: number; real: string }
   >();
 
   constructor(
@@ -185,7 +204,8 @@ export class StaticFiles {
   }
 
   /** Maps a URL path to a file under the root, or undefined for anything that tries to leave
-   *  it (`..`, encoded separators, NUL bytes). */
+   *  it (`..`, encoded separators, NUL bytes) or names a hidden file or directory (a component
+   *  starting with a dot). Symbolic links are checked when the file is served (`inside`). */
   resolvePath(urlPath: string): string | undefined {
     let decoded: string;
     try {
@@ -194,9 +214,48 @@ export class StaticFiles {
       return undefined;
     }
     if (decoded.includes("\0") || decoded.includes("\\")) return undefined;
+    if (decoded.split("/").some(hidden)) return undefined;
     const relative = decoded === "/" ? "index.html" : decoded.replace(/^\/+/, "");
     const full = resolve(join(this.root, relative));
     return full === this.root || full.startsWith(this.root + sep) ? full : undefined;
+  }
+
+  /**
+   * The real path of `file` (found by `stat` as `info`, the root as `rootInfo`) when it lies
+   * inside the real root and no component of it under the root is hidden; else undefined.
+   * `realpath` is asked once per file, not per request: a file that is still the same
+   * (device, inode, ctime) under the same root is known.
+   */
+  private async inside(file: string, info: Stats, rootInfo: Stats): Promise<string | undefined> {
+    let root = this.realRoot;
+    if (root?.dev !== rootInfo.dev || root.ino !== rootInfo.ino) {
+      root = {
+        dev: rootInfo.dev,
+        ino: rootInfo.ino,
+        path: realpath(this.root).catch(() => undefined),
+      };
+      this.realRoot = root;
+      this.checked.clear();
+    }
+    const known = this.checked.get(file);
+    if (known?.dev === info.dev && known.ino === info.ino && known.ctimeMs === info.ctimeMs) {
+      return known.real;
+    }
+    const [realRoot, real] = await Promise.all([root.path, realpath(file).catch(() => undefined)]);
+    if (realRoot === undefined || real === undefined) return undefined;
+    const prefix = realRoot.endsWith(sep) ? realRoot : realRoot + sep;
+    if (!real.startsWith(prefix) || real.slice(prefix.length).split(sep).some(hidden)) {
+      return undefined;
+    }
+    if (this.realRoot === root) {
+      this.checked.delete(file);
+      this.checked.set(file, { dev: info.dev, ino: info.ino, ctimeMs: info.ctimeMs, real });
+      if (this.checked.size > MAX_CHECKED_PATHS) {
+        const oldest = this.checked.keys().next().value;
+        if (oldest !== undefined) this.checked.delete(oldest);
+      }
+    }
+    return real;
   }
 
   /**
@@ -240,11 +299,8 @@ export class StaticFiles {
   /** Serves GET/HEAD for `urlPath`; returns false when there is no such file (the caller
    *  answers 404), so routing stays in one place. */
   async serve(req: IncomingMessage, res: ServerResponse, urlPath: string): Promise<boolean> {
-    const rootExists = await stat(this.root).then(
-      (s) => s.isDirectory(),
-      () => false,
-    );
-    if (!rootExists) {
+    const rootInfo = await stat(this.root).catch(() => undefined);
+    if (!rootInfo?.isDirectory()) {
       if (urlPath !== "/" && urlPath !== "/index.html") return false;
       res.writeHead(503, {
         "Content-Type": "text/plain; charset=utf-8",
@@ -259,12 +315,15 @@ export class StaticFiles {
       );
       return true;
     }
-    const file = this.resolvePath(urlPath);
-    if (file === undefined) return false;
-    const info = await stat(file).catch(() => undefined);
+    const path = this.resolvePath(urlPath);
+    if (path === undefined) return false;
+    const info = await stat(path).catch(() => undefined);
     if (!info?.isFile()) return false;
+    // Read by its real path from here: the one that was checked.
+    const file = await this.inside(path, info, rootInfo);
+    if (file === undefined) return false;
     const headers: Record<string, string | number> = {
-      "Content-Type": contentType(file),
+      "Content-Type": contentType(path),
       "Cache-Control": cacheControl(urlPath),
       "Last-Modified": info.mtime.toUTCString(),
       "Content-Security-Policy": this.csp,
@@ -280,7 +339,7 @@ export class StaticFiles {
       // client never sees whole, and the page never asks for one.
       "Accept-Ranges": "none",
     };
-    if (!COMPRESSIBLE.has(extname(file).toLowerCase()) || info.size > MAX_CACHED_BYTES) {
+    if (!COMPRESSIBLE.has(extname(path).toLowerCase()) || info.size > MAX_CACHED_BYTES) {
       res.writeHead(200, { ...headers, "Content-Length": info.size });
       if (req.method === "HEAD") {
         res.end();

@@ -34,8 +34,10 @@ export class TokenBucket {
 
   /**
    * Takes `n` tokens if all are available and returns 0; otherwise takes nothing and returns
-   * the milliseconds until `n` would be available (Infinity if `n` exceeds the capacity).
-   * All-or-nothing, because a probe granted half its bytes would measure nothing useful.
+   * the milliseconds until `n` would be available (Infinity if `n` exceeds the capacity: such
+   * a bucket can never grant `n`, which is why config.validate refuses capacities below the
+   * smallest thing each bucket must grant). All-or-nothing, because a probe granted half its
+   * bytes would measure nothing useful.
    */
   take(n: number, now: number): number {
     this.refill(now);
