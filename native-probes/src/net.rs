@@ -219,50 +219,6 @@ pub fn write_all_by(s: &mut TcpStream, buf: &[u8], by: Instant) -> io::Result<()
     Ok(())
 }
 
-/// What to ask the user when a port answered in another protocol (tcp's hello, udp's probes).
-pub const ASK_SERVE: &str = "is `nowcast serve` running there?";
-
-/// The most bytes kept of an answer that disagrees with what was expected (another
-/// protocol's): enough for the first line a message quotes.
-pub const ANSWER_MAX: usize = 64;
-
-/// The most characters of a peer's answer that a message quotes ([`quote_answer`]).
-pub const ANSWER_QUOTE_CHARS: usize = 40;
-
-/// A peer's answer, for a message: its first line (all of it when that is empty or it has
-/// none), at most [`ANSWER_QUOTE_CHARS`] characters with `…` when cut. Printable ASCII is kept,
-/// every other byte is escaped (`\r`, `\x1b`), as are `"` and `\`: a peer cannot write
-/// control sequences to the user's terminal, nor bytes that are not text.
-pub fn quote_answer(read: &[u8]) -> String {
-    let line = match read.iter().position(|&b| b == b'\n') {
-        Some(end) => {
-            let line = &read[..end];
-            line.strip_suffix(b"\r").unwrap_or(line)
-        }
-        None => read,
-    };
-    let line = if line.is_empty() { read } else { line };
-    let mut out = String::new();
-    for &b in line {
-        let piece = match b {
-            b'"' => "\\\"".to_string(),
-            b'\\' => "\\\\".to_string(),
-            b'\r' => "\\r".to_string(),
-            b'\n' => "\\n".to_string(),
-            b'\t' => "\\t".to_string(),
-            0x20..=0x7e => char::from(b).to_string(),
-            _ => format!("\\x{b:02x}"),
-        };
-        // Every piece is ASCII: its length is its width.
-        if out.len() + piece.len() > ANSWER_QUOTE_CHARS {
-            out.push('…');
-            break;
-        }
-        out.push_str(&piece);
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -308,56 +264,5 @@ mod tests {
         for bad in ["", "K", "1.5", "-3", "9X", "99999999999999999999G"] {
             assert!(parse_size(bad).is_err(), "{bad}");
         }
-    }
-
-    #[test]
-    fn an_answer_quoted_is_the_first_line_short_and_free_of_control_bytes() {
-        assert_eq!(
-            quote_answer(b"SSH-2.0-OpenSSH_9.2\r\n"),
-            "SSH-2.0-OpenSSH_9.2"
-        );
-        assert_eq!(
-            quote_answer(b"HTTP/1.0 400 Bad request\r\nServer: x\r\n"),
-            "HTTP/1.0 400 Bad request"
-        );
-        // Terminal escapes, bells and bytes that are not ASCII are shown, not sent.
-        assert_eq!(
-            quote_answer(b"\x1b[2J\x1b]0;pwned\x07\xc3\xa9\"\\"),
-            "\\x1b[2J\\x1b]0;pwned\\x07\\xc3\\xa9\\\"\\\\"
-        );
-        assert_eq!(
-            quote_answer(b"\r\n\r\n"),
-            "\\r\\n\\r\\n",
-            "an empty first line"
-        );
-        assert_eq!(quote_answer(b""), "");
-        let long = quote_answer(&[b'a'; 64]);
-        assert_eq!(long, format!("{}…", "a".repeat(ANSWER_QUOTE_CHARS)));
-        // An escape is never cut in half.
-        let escapes = quote_answer(&[0u8; 20]);
-        assert_eq!(
-            escapes,
-            format!("{}…", "\\x00".repeat(ANSWER_QUOTE_CHARS / 4))
-        );
-    }
-}
-
-/// What to ask the user when a port did not answer as `command`'s would: [`ASK_SERVE`]'s
-/// question for another command (`nowcast fobs recv` for `nowcast fobs send`).
-pub fn ask_running(command: &str) -> String {
-    format!("is `{command}` running there?")
-}
-
-#[cfg(test)]
-mod ask_tests {
-    use super::*;
-
-    #[test]
-    fn the_question_is_tcp_and_udp_s_for_nowcast_serve() {
-        assert_eq!(ask_running("nowcast serve"), ASK_SERVE);
-        assert_eq!(
-            ask_running("nowcast fobs recv"),
-            "is `nowcast fobs recv` running there?"
-        );
     }
 }

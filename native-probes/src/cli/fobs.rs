@@ -371,7 +371,7 @@ fn send(a: SendArgs) -> Result<()> {
             "{} {}: {}",
             target.name,
             u.describe(),
-            net::ask_running("nowcast fobs recv")
+            nowcast::format::ask_running("nowcast fobs recv")
         ))
         .into());
     }

@@ -14,7 +14,7 @@ use super::receiver::{self, Receiver};
 use super::sender::{self, Sender, Transmit};
 use super::wire::{Control, Done, Framer, Refusal, Welcome, DATA_HEADER, HASH_LEN, TOKEN_LEN};
 use crate::clock::{Clock, Nanos};
-use crate::net::{quote_answer, ANSWER_MAX};
+use crate::format::{quote_answer, ANSWER_MAX};
 use crate::stop::Stop;
 use std::fs::{File, OpenOptions};
 use std::io::{self, Read, Write};

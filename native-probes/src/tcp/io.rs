@@ -5,7 +5,8 @@
 
 use super::session::{agrees, Action, Config, Event, Granted, Nanos, ProbeSize, Session};
 use crate::clock::{wall_ms, Clock};
-use crate::net::{discard_by, prime, read_by_unless, remaining, write_all_by, ANSWER_MAX};
+use crate::format::ANSWER_MAX;
+use crate::net::{discard_by, prime, read_by_unless, remaining, write_all_by};
 use crate::output::{Heading, RecordSink};
 use crate::periodic::{self, Plan, Report, Unmeasured};
 use crate::series::{SeriesSet, Settings};

@@ -34,7 +34,7 @@
 //! such ([`Trouble::wrong_server`]), instead of waiting for the hello's timeout.
 
 use crate::format::number;
-use crate::net::{quote_answer, ANSWER_MAX, ASK_SERVE};
+use crate::format::{quote_answer, ANSWER_MAX, ASK_SERVE};
 use crate::series::SeriesSet;
 use crate::wire::{self, Hello, Reply as Answer, Status as Accepted, Welcome, WireError};
 use nowcast_core::probed::{Observation, Outcome};

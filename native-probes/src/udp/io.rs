@@ -7,7 +7,7 @@
 
 use super::burst::{self, Action, Burst, Plan};
 use crate::clock::{wall_ms, Clock};
-use crate::net::{quote_answer, ANSWER_MAX, ASK_SERVE};
+use crate::format::{quote_answer, ANSWER_MAX, ASK_SERVE};
 use crate::output::{Heading, RecordSink};
 use crate::periodic::{self, Report};
 use crate::series::{SeriesSet, Settings};
