@@ -920,7 +920,8 @@ fn hostile_configs_are_refused_briefly_or_shown() {
             &["campaign", path.to_str().unwrap(), flag],
             Duration::from_secs(60),
         );
-        assert_eq!(out.status.code(), Some(1));
+        // A bad option, as clap's own refusals: status 2.
+        assert_eq!(out.status.code(), Some(2));
         assert!(text(&out.stderr).contains(says), "{}", text(&out.stderr));
     }
     // A probe whose until has passed is allowed (its status still shows) but warned of.

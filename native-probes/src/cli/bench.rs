@@ -1,7 +1,7 @@
 //! `nowcast bench`: experiments that reproduce a paper's figures. `timeouts`: Allen, Wolski
 //! & Plank's reduction tree (see `nowcast::timeouts`).
 
-use anyhow::{anyhow, bail, Result};
+use anyhow::Result;
 use nowcast::timeouts::model::{Params, Policy, ATTEMPTS};
 use nowcast::timeouts::run::{run as run_experiment, Options};
 use nowcast::timeouts::stats::{best_static, render, render_goal, Versus};
@@ -80,14 +80,16 @@ struct TimeoutArgs {
 /// One `--policies` item (see [`TimeoutArgs::policies`]).
 fn policy(spec: &str) -> Result<Policy> {
     let bad = || {
-        anyhow!("--policies: '{spec}' is not static:S, allen:K, nws, windowed, rfc6298, target:MISS, censored:MISS or hedge:AT:CANCEL:BUDGET")
+        usage_err!("--policies: '{spec}' is not static:S, allen:K, nws, windowed, rfc6298, target:MISS, censored:MISS or hedge:AT:CANCEL:BUDGET")
     };
     let num = |v: &str, lo: f64, hi: f64| -> Result<f64> {
         let x: f64 = v.parse().map_err(|_| bad())?;
         if x.is_finite() && x > lo && x <= hi {
             Ok(x)
         } else {
-            Err(anyhow!("--policies: '{spec}': {v} must be in ({lo}, {hi}]"))
+            Err(usage_err!(
+                "--policies: '{spec}': {v} must be in ({lo}, {hi}]"
+            ))
         }
     };
     let parts: Vec<&str> = spec.trim().split(':').collect();
@@ -124,13 +126,13 @@ fn policy(spec: &str) -> Result<Policy> {
 pub fn run(a: Args) -> Result<()> {
     let What::Timeouts(t) = a.what;
     if !(2..=64).contains(&t.procs) || t.sets == 0 || t.reductions == 0 {
-        bail!("--procs must be 2..64, --sets and --reductions at least 1");
+        usage!("--procs must be 2..64, --sets and --reductions at least 1");
     }
     if t.scale.is_nan() || t.scale <= 0.0 || t.scale > 1.0 {
-        bail!("--scale {}: must be in (0, 1]", t.scale);
+        usage!("--scale {}: must be in (0, 1]", t.scale);
     }
     if t.sends_csv.is_some() && !t.virtual_time {
-        bail!("--sends-csv needs --virtual (the loopback run does not record its sends)");
+        usage!("--sends-csv needs --virtual (the loopback run does not record its sends)");
     }
     let params = Params {
         procs: t.procs,
@@ -142,7 +144,7 @@ pub fn run(a: Args) -> Result<()> {
     let total = t.sets * t.reductions;
     if let Some(path) = &t.save_trace {
         let mut f = std::io::BufWriter::new(
-            std::fs::File::create(path).map_err(|e| anyhow!("--save-trace {path}: {e}"))?,
+            std::fs::File::create(path).map_err(|e| usage_err!("--save-trace {path}: {e}"))?,
         );
         writeln!(f, "# nowcast bench timeouts trace, seed {}", t.seed)?;
         writeln!(f, "reduction,link,attempt,delay_s")?;
@@ -220,7 +222,7 @@ pub fn run(a: Args) -> Result<()> {
         let v = serde_json::json!({ "seed": t.seed, "scale": t.scale, "virtual": t.virtual_time,
             "procs": t.procs, "rows": rows, "versus": versus, "sets": sets });
         std::fs::write(path, serde_json::to_string_pretty(&v)?)
-            .map_err(|e| anyhow!("--json {path}: {e}"))?;
+            .map_err(|e| usage_err!("--json {path}: {e}"))?;
     }
     Ok(())
 }

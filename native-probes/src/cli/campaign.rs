@@ -48,20 +48,20 @@ pub fn run(args: Args) -> Result<()> {
         ("status", Some(path)) => {
             show_status(path, args.since.as_deref().unwrap_or("24h"), args.json)
         }
-        ("check", Some(_)) if args.since.is_some() => bail!("--since is for `status`"),
+        ("check", Some(_)) if args.since.is_some() => usage!("--since is for `status`"),
         ("check", Some(path)) => check(path, args.json),
         (_, Some(_)) => bail!("give CONFIG alone, or status CONFIG, or check CONFIG"),
         (path, None) => {
             // A flag of the other forms is a mistake, not something to ignore while a
             // campaign runs for days.
             if args.json {
-                bail!(
+                usage!(
                     "--json is for `status` and `check`; a campaign's records go to its archive \
                      (`nowcast archive export --archive FILE` writes them as NDJSON)"
                 );
             }
             if args.since.is_some() {
-                bail!("--since is for `status`");
+                usage!("--since is for `status`");
             }
             let c = config::read(&PathBuf::from(path))?;
             let stop = Stop::on_signals()
@@ -75,7 +75,7 @@ pub fn run(args: Args) -> Result<()> {
 fn show_status(path: &Path, since: &str, json: bool) -> Result<()> {
     let c = config::read(path)?;
     let now = now();
-    let since = parse_time(since, now).map_err(|e| anyhow::anyhow!("--since: {e}"))?;
+    let since = parse_time(since, now).map_err(|e| usage_err!("--since: {e}"))?;
     let (runs, resume) = if c.archive.sqlite.exists() {
         let mut db = Sqlite::open_read(&c.archive.sqlite)?;
         (

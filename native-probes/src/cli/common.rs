@@ -1,7 +1,7 @@
 //! The flags `nowcast tcp` and `nowcast udp` share, turned into plain configuration: the
 //! schedule, the series' settings and the record sink.
 
-use anyhow::{bail, Result};
+use anyhow::Result;
 use nowcast::output::{Ndjson, RecordSink, Table, Tee};
 use nowcast::periodic::Plan;
 use nowcast::series::Settings;
@@ -52,7 +52,7 @@ pub struct Common {
 impl Common {
     pub fn plan(&self) -> Result<Plan> {
         let period = match self.period {
-            Some(p) if !(p.is_finite() && p >= 0.0) => bail!("--period must be ≥ 0 seconds"),
+            Some(p) if !(p.is_finite() && p >= 0.0) => usage!("--period must be ≥ 0 seconds"),
             Some(p) => Duration::from_secs_f64(p),
             None => Duration::ZERO,
         };
@@ -66,7 +66,7 @@ impl Common {
 
     pub fn deadline(&self) -> Result<Duration> {
         if !(self.deadline.is_finite() && self.deadline > 0.0) {
-            bail!("--deadline must be a positive number of seconds");
+            usage!("--deadline must be a positive number of seconds");
         }
         Ok(Duration::from_secs_f64(self.deadline))
     }
@@ -127,7 +127,7 @@ pub fn refuse_an_input(out: &Path, inputs: &[PathBuf], consequence: &str) -> Res
         };
         let same_path = out_path.is_some() && out_path == canonical(input);
         if same_file || same_path {
-            bail!(
+            usage!(
                 "--out {}: this is the input {}, which {consequence}; name another file",
                 out.display(),
                 input.display()

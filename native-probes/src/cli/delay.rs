@@ -32,7 +32,7 @@ pub struct Args {
 
 pub fn run(args: Args) -> Result<()> {
     if !(args.one_way.is_finite() && args.one_way >= 0.0) {
-        return Err(anyhow!("--one-way must be ≥ 0 ms"));
+        return Err(usage_err!("--one-way must be ≥ 0 ms"));
     }
     let delay = Duration::from_secs_f64(args.one_way / 1e3);
     let stop = Stop::on_signals().map_err(|e| anyhow!("cannot install signal handlers: {e}"))?;
@@ -76,7 +76,7 @@ pub struct TunArgs {
 /// `nowcast delay-tun`: the packet-level delay line of the bulk-transfer benchmarks.
 pub fn run_tun(args: TunArgs) -> Result<()> {
     if !(args.one_way.is_finite() && args.one_way >= 0.0) {
-        return Err(anyhow!("--one-way must be ≥ 0 ms"));
+        return Err(usage_err!("--one-way must be ≥ 0 ms"));
     }
     let from = nowcast::delay::open_tun(&args.from).map_err(|e| anyhow!("{}: {e}", args.from))?;
     let to = nowcast::delay::open_tun(&args.to).map_err(|e| anyhow!("{}: {e}", args.to))?;

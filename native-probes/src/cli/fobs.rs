@@ -164,12 +164,13 @@ pub struct RecvArgs {
     quiet: bool,
 }
 
-fn parse_rate(s: &str) -> Result<f64> {
-    wire::parse_rate(s).map_err(|e| anyhow!(e))
+/// The rate `flag` gives: a bad one is a usage error naming the flag.
+fn parse_rate(flag: &str, s: &str) -> Result<f64> {
+    wire::parse_rate(s).map_err(|e| usage_err!("{flag}: {e}"))
 }
 
 fn parse_token(s: &str) -> Result<[u8; TOKEN_LEN]> {
-    wire::parse_token(s).map_err(|e| anyhow!(e))
+    wire::parse_token(s).map_err(|e| usage_err!("--token: {e}"))
 }
 
 fn hex(b: &[u8]) -> String {
@@ -197,7 +198,7 @@ fn send(a: SendArgs) -> Result<()> {
             .to_string(),
     };
     if !(64..=65_000).contains(&a.packet) || !(64..=65_536).contains(&a.window) {
-        bail!("--packet must be 64–65000 bytes and --window 64–65536 packets");
+        usage!("--packet must be 64–65000 bytes and --window 64–65536 packets");
     }
     if a.file.is_dir() {
         bail!(
@@ -215,12 +216,12 @@ fn send(a: SendArgs) -> Result<()> {
         hash,
         name,
     };
-    let max = parse_rate(&a.max_rate)?;
+    let max = parse_rate("--max-rate", &a.max_rate)?;
     let path = target.addrs[0].ip().to_string();
     let memory = (!a.no_path_memory).then(|| Memory::open(a.path_memory.clone()));
     let initial = match (a.rate.as_str(), &memory) {
         ("auto", Some(m)) => {
-            let cold = parse_rate(COLD_START)?;
+            let cold = parse_rate("--rate", COLD_START)?;
             let s = m.memory.start(&path, wall_ms(), cold, max);
             if let (
                 Basis::Remembered {
@@ -241,19 +242,19 @@ fn send(a: SendArgs) -> Result<()> {
             }
             s.rate
         }
-        ("auto", None) => parse_rate(COLD_START)?,
-        (r, _) => parse_rate(r)?,
+        ("auto", None) => parse_rate("--rate", COLD_START)?,
+        (r, _) => parse_rate("--rate", r)?,
     };
     let packet = f64::from(a.packet);
     let controller: Box<dyn Controller> = match &a.fixed_rate {
         // --max-rate is the highest rate, a fixed one's too.
-        Some(r) => Box::new(Fixed::new(parse_rate(r)?.min(max), packet)),
+        Some(r) => Box::new(Fixed::new(parse_rate("--fixed-rate", r)?.min(max), packet)),
         None => Box::new(HighSpeed::new(initial, max, packet).with_loss_count(a.loss_rate)),
     };
     let model = load_model(a.model.as_deref())?;
     let signature_packets = a.signature_packets.unwrap_or(model.signature_packets);
     if !(SIGNATURE_PACKETS_MIN..=SIGNATURE_PACKETS_MAX).contains(&signature_packets) {
-        bail!("--signature-packets must be {SIGNATURE_PACKETS_MIN}–{SIGNATURE_PACKETS_MAX}");
+        usage!("--signature-packets must be {SIGNATURE_PACKETS_MIN}–{SIGNATURE_PACKETS_MAX}");
     }
     let classifier = (!a.no_classifier).then(|| Classifier::new(model));
     let classifying = classifier.is_some();
@@ -600,12 +601,12 @@ impl DeliveryRate {
 fn listen_addr(listen: &str, port: Option<u16>) -> Result<std::net::SocketAddr> {
     let want = port.unwrap_or(DEFAULT_PORT);
     let not_ip = || {
-        anyhow!("--listen '{listen}' is not an IP address or IP:PORT (e.g. 0.0.0.0, [::1]:8070)")
+        usage_err!("--listen '{listen}' is not an IP address or IP:PORT (e.g. 0.0.0.0, [::1]:8070)")
     };
     let (host, named) = net::split_host_port(listen, want).map_err(|_| not_ip())?;
     let ip: std::net::IpAddr = host.parse().map_err(|_| not_ip())?;
     if port.is_some() && named != want {
-        bail!("--listen {listen} names port {named}, --port {want}: give one");
+        usage!("--listen {listen} names port {named}, --port {want}: give one");
     }
     Ok(std::net::SocketAddr::new(ip, named))
 }
@@ -625,22 +626,22 @@ fn recv(a: RecvArgs) -> Result<()> {
         .canonicalize()
         .with_context(|| format!("--dir {}", a.dir.display()))?;
     if !dir.is_dir() {
-        bail!("--dir {} is not a directory", dir.display());
+        usage!("--dir {} is not a directory", dir.display());
     }
     if !(a.grace_ms.is_finite() && a.grace_ms >= 0.0 && a.idle.is_finite() && a.idle > 0.0) {
-        bail!("--grace-ms must be ≥ 0 and --idle > 0");
+        usage!("--grace-ms must be ≥ 0 and --idle > 0");
     }
     let opts = RecvOptions {
         listen,
         dir,
         token,
-        max_size: parse_size(&a.max_size).map_err(|e| anyhow!("--max-size: {e}"))?,
-        max_rate: parse_rate(&a.max_rate)?,
+        max_size: parse_size(&a.max_size).map_err(|e| usage_err!("--max-size: {e}"))?,
+        max_rate: parse_rate("--max-rate", &a.max_rate)?,
         grace: Duration::from_secs_f64(a.grace_ms / 1e3),
         idle: Duration::from_secs_f64(a.idle),
         rcvbuf: a
             .rcvbuf
-            .map(|b| usize::try_from(b).map_err(|_| anyhow!("--rcvbuf: too large")))
+            .map(|b| usize::try_from(b).map_err(|_| usage_err!("--rcvbuf: too large")))
             .transpose()?,
         once: a.once,
         discard: a.discard,

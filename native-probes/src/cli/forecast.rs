@@ -1,6 +1,6 @@
 //! `nowcast forecast FILE`: its flags, turned into a [`nowcast::forecast::Config`].
 
-use anyhow::{bail, Result};
+use anyhow::Result;
 use nowcast::forecast::{self, Config, Modes};
 use nowcast::series_input::{parse_column, Column, Format, ReadOptions, MAX_LINE};
 use nowcast_core::import::Select;
@@ -74,7 +74,7 @@ fn parse_name<T: std::str::FromStr<Err = String>>(s: &str) -> Result<T, String> 
 pub fn run(args: Args) -> Result<()> {
     let ceiling = args.timeout_ceiling.unwrap_or(f64::INFINITY);
     if !(args.timeout_floor >= 0.0 && ceiling >= args.timeout_floor) {
-        bail!("--timeout-floor must be ≥ 0 and ≤ --timeout-ceiling");
+        usage!("--timeout-floor must be ≥ 0 and ≤ --timeout-ceiling");
     }
     let cfg = Config {
         file: args.file,

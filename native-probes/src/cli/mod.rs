@@ -1,6 +1,21 @@
 //! The command line: clap's flags parsed into plain configuration, handed to the library.
 //! Nothing here measures or decides; each subcommand's module only converts and wires.
 
+/// Refuses a bad option value, naming the flag: exit status 2 ([`EXIT_ERROR`]), as clap's own
+/// refusals of a flag it cannot parse, whichever command it is.
+macro_rules! usage {
+    ($($t:tt)*) => {
+        return Err($crate::cli::Usage(format!($($t)*)).into())
+    };
+}
+
+/// [`usage!`] as a value (for `map_err` and `ok_or_else`).
+macro_rules! usage_err {
+    ($($t:tt)*) => {
+        anyhow::Error::from($crate::cli::Usage(format!($($t)*)))
+    };
+}
+
 mod archive;
 mod bench;
 mod campaign;
@@ -83,6 +98,18 @@ pub const EXIT_UNMEASURED: u8 = 1;
 /// another protocol), as ping's 2.
 pub const EXIT_ERROR: u8 = 2;
 
+/// A bad option value ([`usage!`]): exit status [`EXIT_ERROR`] for every command.
+#[derive(Debug)]
+pub struct Usage(pub String);
+
+impl std::fmt::Display for Usage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Usage {}
+
 /// A command that could not run because of what it was pointed at (a peer that speaks
 /// another protocol, or none: `nowcast fobs send` to a port that is not a FOBS receiver):
 /// exit status [`EXIT_ERROR`], as `nowcast tcp`'s for a port held by another service,
@@ -101,7 +128,8 @@ impl std::error::Error for CouldNotRun {}
 /// Parses the command line, runs the subcommand and turns its result into an exit status:
 /// a reader that went away (`| head`) is a quiet success, as for any Unix filter; the probe
 /// commands tell a measurement that got nothing ([`EXIT_UNMEASURED`]) from one that could
-/// not run ([`EXIT_ERROR`]); other commands fail with 1, or 2 for [`CouldNotRun`].
+/// not run ([`EXIT_ERROR`]); other commands fail with 1, or 2 for a bad option value
+/// ([`Usage`]) or a target that is not what it should be ([`CouldNotRun`]).
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     let probe = matches!(cli.command, Command::Tcp(_) | Command::Udp(_));
@@ -129,7 +157,9 @@ pub fn main() -> ExitCode {
             match (probe, e.downcast_ref::<Unmeasured>()) {
                 (true, Some(_)) => ExitCode::from(EXIT_UNMEASURED),
                 (true, None) => ExitCode::from(EXIT_ERROR),
-                (false, _) if e.is::<CouldNotRun>() => ExitCode::from(EXIT_ERROR),
+                (false, _) if e.is::<CouldNotRun>() || e.is::<Usage>() => {
+                    ExitCode::from(EXIT_ERROR)
+                }
                 (false, _) => ExitCode::FAILURE,
             }
         }

@@ -1,7 +1,7 @@
 //! `nowcast pcap FILE…` and `nowcast pcap --live IFACE`: flags into the analysis'
 //! configuration and the record sink, then [`nowcast::pcap::run`].
 
-use anyhow::{bail, Result};
+use anyhow::Result;
 use nowcast::output::{Ndjson, RecordSink};
 use nowcast::pcap::analysis::{Config, WrenSide, DEFAULT_MAX_FLOWS};
 use nowcast::pcap::run::{self, Input, Show};
@@ -90,22 +90,22 @@ pub struct Args {
 
 pub fn run(args: Args) -> Result<()> {
     if !(args.wren_alpha.is_finite() && args.wren_alpha > 0.0) {
-        bail!("--wren-alpha must be a positive number");
+        usage!("--wren-alpha must be a positive number");
     }
     if args.wren_min_train < 3 || args.wren_max_train < args.wren_min_train {
-        bail!("--wren-min-train must be at least 3 and at most --wren-max-train");
+        usage!("--wren-min-train must be at least 3 and at most --wren-max-train");
     }
     if !(args.wren_tolerance.is_finite() && args.wren_tolerance >= 0.0) {
-        bail!("--wren-tolerance must be ≥ 0");
+        usage!("--wren-tolerance must be ≥ 0");
     }
     if !(args.transfer_gap.is_finite() && args.transfer_gap >= 0.0) {
-        bail!("--transfer-gap must be ≥ 0 seconds");
+        usage!("--transfer-gap must be ≥ 0 seconds");
     }
     if !(args.idle.is_finite() && args.idle > 0.0) {
-        bail!("--idle must be a positive number of seconds");
+        usage!("--idle must be a positive number of seconds");
     }
     if args.max_flows == 0 {
-        bail!("--max-flows must be at least 1");
+        usage!("--max-flows must be at least 1");
     }
     if let Some(out) = &args.out {
         super::common::refuse_an_input(
@@ -115,7 +115,7 @@ pub fn run(args: Args) -> Result<()> {
         )?;
     }
     let duration = match args.duration {
-        Some(d) if !(d.is_finite() && d > 0.0) => bail!("--duration must be positive"),
+        Some(d) if !(d.is_finite() && d > 0.0) => usage!("--duration must be positive"),
         d => d.map(Duration::from_secs_f64),
     };
     let cfg = Config {

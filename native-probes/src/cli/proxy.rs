@@ -184,12 +184,12 @@ fn rule(s: &str) -> Result<Rule> {
         .find(|r| r.id() == s)
         .ok_or_else(|| {
             let ids: Vec<String> = Rule::standard().iter().map(Rule::id).collect();
-            anyhow!("--timeout-rule '{s}' is not one of {}", ids.join(", "))
+            usage_err!("--timeout-rule '{s}' is not one of {}", ids.join(", "))
         })
 }
 
 fn secs(name: &str, v: f64) -> Result<Duration> {
-    Duration::try_from_secs_f64(v).map_err(|_| anyhow!("--{name} {v}: not a number of seconds"))
+    Duration::try_from_secs_f64(v).map_err(|_| usage_err!("--{name} {v}: not a number of seconds"))
 }
 
 /// The file's settings in place of the flags' defaults (the two are never mixed: clap
@@ -303,19 +303,19 @@ pub fn run(mut a: Args) -> Result<()> {
     for r in &a.replicas {
         let (name, url) = r
             .split_once('=')
-            .ok_or_else(|| anyhow!("--replica '{r}': expected NAME=URL"))?;
+            .ok_or_else(|| usage_err!("--replica '{r}': expected NAME=URL"))?;
         if name.is_empty() {
-            bail!("--replica '{r}': no name before '='; expected NAME=URL");
+            usage!("--replica '{r}': no name before '='; expected NAME=URL");
         }
         if let Some(&i) = by_name.get(name) {
             let (first, _): &(ReplicaSpec, Target) = &replicas[i];
-            bail!(
+            usage!(
                 "--replica '{r}': the name '{name}' is already given to --replica '{name}={}'; \
                  give each replica a name of its own",
                 first.url
             );
         }
-        let target = Target::parse(url).map_err(|e| anyhow!("--replica {name}: {e}"))?;
+        let target = Target::parse(url).map_err(|e| usage_err!("--replica {name}: {e}"))?;
         by_name.insert(name, replicas.len());
         replicas.push((
             ReplicaSpec {
@@ -333,17 +333,17 @@ pub fn run(mut a: Args) -> Result<()> {
         let pairs: Vec<&str> = parts.filter(|p| !p.trim().is_empty()).collect();
         own.push(
             super::proxy_config::service_flag(&pairs)
-                .map_err(|e| anyhow!("--service '{s}': {e}"))?,
+                .map_err(|e| usage_err!("--service '{s}': {e}"))?,
         );
         let (prefix, names) = head
             .split_once('=')
-            .ok_or_else(|| anyhow!("--service '{s}': expected PREFIX=NAME,NAME"))?;
+            .ok_or_else(|| usage_err!("--service '{s}': expected PREFIX=NAME,NAME"))?;
         if !prefix.starts_with('/') {
-            bail!("--service '{s}': the prefix must start with /");
+            usage!("--service '{s}': the prefix must start with /");
         }
         let listed = names.split(',').count();
         if listed > policy::MAX_SERVICE_REPLICAS {
-            bail!(
+            usage!(
                 "--service '{prefix}=…': {listed} replicas listed: at most {} in a service \
                  (each request scores every replica of its service)",
                 policy::MAX_SERVICE_REPLICAS
@@ -351,15 +351,15 @@ pub fn run(mut a: Args) -> Result<()> {
         }
         // The config file's checks: one prefix, one service; a replica listed once in each.
         if services.iter().any(|x: &ServiceSpec| x.prefix == prefix) {
-            bail!("--service '{s}': '{prefix}' is given to two services");
+            usage!("--service '{s}': '{prefix}' is given to two services");
         }
         let mut idx = Vec::new();
         for n in names.split(',') {
             let i = *by_name
                 .get(n)
-                .ok_or_else(|| anyhow!("--service '{s}': no replica is named '{n}'"))?;
+                .ok_or_else(|| usage_err!("--service '{s}': no replica is named '{n}'"))?;
             if idx.contains(&i) {
-                bail!("--service '{s}': replica '{n}' is listed twice in service '{prefix}'");
+                usage!("--service '{s}': replica '{n}' is listed twice in service '{prefix}'");
             }
             idx.push(i);
         }
@@ -379,9 +379,9 @@ pub fn run(mut a: Args) -> Result<()> {
             settings: None,
         });
     }
-    let balance = Balance::parse(&a.balance).map_err(|e| anyhow!("--balance: {e}"))?;
+    let balance = Balance::parse(&a.balance).map_err(|e| usage_err!("--balance: {e}"))?;
     if a.ttl.is_nan() || a.ttl <= 0.0 {
-        bail!("--ttl {}: must be above 0", a.ttl);
+        usage!("--ttl {}: must be above 0", a.ttl);
     }
     // The policy's checks of the top-level settings, naming the flag each value came from
     // (or, with --config, the file's key; the file's own checks name its line too).
@@ -390,7 +390,7 @@ pub fn run(mut a: Args) -> Result<()> {
         None => format!("--{flag}"),
     };
     if !(0.0..=1.0).contains(&a.epsilon) {
-        bail!(
+        usage!(
             "{}: {} is not within 0..1",
             named("epsilon", "epsilon"),
             a.epsilon
@@ -401,11 +401,11 @@ pub fn run(mut a: Args) -> Result<()> {
         ("timeout-initial", "timeout.initial", a.timeout_initial),
     ] {
         if v.is_nan() || v <= 0.0 {
-            bail!("{}: {v} is not above 0", named(flag, key));
+            usage!("{}: {v} is not above 0", named(flag, key));
         }
     }
     if a.timeout_ceiling.is_nan() || a.timeout_ceiling < a.timeout_floor {
-        bail!(
+        usage!(
             "{}: {} is below {} {}",
             named("timeout-ceiling", "timeout.ceiling"),
             a.timeout_ceiling,
@@ -482,7 +482,7 @@ pub fn run(mut a: Args) -> Result<()> {
         None => None,
         Some("-") => Some(Box::new(std::io::stdout())),
         Some(p) => Some(Box::new(std::io::BufWriter::new(
-            std::fs::File::create(p).map_err(|e| anyhow!("--records {p}: {e}"))?,
+            std::fs::File::create(p).map_err(|e| usage_err!("--records {p}: {e}"))?,
         ))),
     };
     let seed = a.seed.unwrap_or_else(|| {
@@ -492,7 +492,7 @@ pub fn run(mut a: Args) -> Result<()> {
     });
     // Wren where the capture opens (Zangrilli & Lowekamp §3–4), else the kernel's view.
     let choice =
-        Choice::parse(&a.bandwidth_source).map_err(|e| anyhow!("--bandwidth-source: {e}"))?;
+        Choice::parse(&a.bandwidth_source).map_err(|e| usage_err!("--bandwidth-source: {e}"))?;
     let capture = if choice.wants_capture() {
         let eps: Vec<(usize, String)> = replicas
             .iter()
@@ -501,7 +501,7 @@ pub fn run(mut a: Args) -> Result<()> {
             .collect();
         match Capture::open(&eps, a.capture_interface.as_deref()) {
             Ok(c) => Some(c),
-            Err(e) if choice == Choice::Wren => bail!("--bandwidth-source wren: {e}"),
+            Err(e) if choice == Choice::Wren => usage!("--bandwidth-source wren: {e}"),
             Err(e) => {
                 eprintln!("nowcast proxy: bandwidth from tcp_info, not wren: {e}");
                 None

@@ -1,7 +1,7 @@
 //! `nowcast serve`: its flags, turned into a [`nowcast::serve::Config`]; starts the server and
 //! says where it listens and, when stopped, what it did.
 
-use anyhow::{anyhow, bail, Result};
+use anyhow::{anyhow, Result};
 use nowcast::net::parse_size;
 use nowcast::serve::limits::{Prefixes, Rate, UdpLimits};
 use nowcast::serve::metrics::Limit;
@@ -106,28 +106,28 @@ pub struct Args {
 
 fn seconds(v: f64, flag: &str) -> Result<u64> {
     if !(v.is_finite() && v > 0.0) {
-        bail!("{flag} must be a positive number of seconds");
+        usage!("{flag} must be a positive number of seconds");
     }
     Ok((v * 1e9).min(u64::MAX as f64) as u64)
 }
 
 fn rate(v: f64, flag: &str) -> Result<Rate> {
     if !(v.is_finite() && v > 0.0) {
-        bail!("{flag} must be a positive number");
+        usage!("{flag} must be a positive number");
     }
     Ok(Rate::per_second(v))
 }
 
 pub fn run(args: Args) -> Result<()> {
     if args.burst_bytes < args.max_payload {
-        bail!(
+        usage!(
             "--burst-bytes ({}) must be at least --max-payload ({}): a transfer is charged whole",
             args.burst_bytes,
             args.max_payload
         );
     }
     if args.bytes_per_minute == 0 {
-        bail!("--bytes-per-minute must be above 0");
+        usage!("--bytes-per-minute must be above 0");
     }
     let prefixes = Prefixes {
         ipv4: args.ipv4_prefix,

@@ -2,7 +2,7 @@
 //! series' settings and the sink, then handed to the library.
 
 use super::common::Common;
-use anyhow::{anyhow, bail, Result};
+use anyhow::{anyhow, Result};
 use nowcast::net::{parse_size, resolve};
 use nowcast::stop::Stop;
 use nowcast::tcp::{self, io::Probe};
@@ -108,7 +108,7 @@ fn u32_of(n: Option<u64>, flag: &str) -> Result<u32> {
 pub fn run(args: Args) -> Result<()> {
     let target = resolve(&args.target, DEFAULT_PORT).map_err(|e| anyhow!(e))?;
     if args.write_size == 0 {
-        bail!("--write-size must be at least 1 byte");
+        usage!("--write-size must be at least 1 byte");
     }
     let probe = Probe {
         session: tcp::Config {

@@ -4,7 +4,7 @@
 //! RFC 6298 §2.1's initial RTO) counts as lost.
 
 use super::common::Common;
-use anyhow::{anyhow, bail, Result};
+use anyhow::{anyhow, Result};
 use nowcast::net::resolve;
 use nowcast::stop::Stop;
 use nowcast::udp::io::{self, Bursts};
@@ -45,16 +45,16 @@ pub struct Args {
 
 pub fn run(args: Args) -> Result<()> {
     if args.size < UdpProbe::HEADER_LEN || args.size > 65_507 {
-        bail!(
+        usage!(
             "--size must be between {} and 65507 bytes",
             UdpProbe::HEADER_LEN
         );
     }
     if args.probes == 0 {
-        bail!("--probes must be at least 1");
+        usage!("--probes must be at least 1");
     }
     if !(args.interval.is_finite() && args.interval >= 0.0) {
-        bail!("--interval must be ≥ 0 ms");
+        usage!("--interval must be ≥ 0 ms");
     }
     let target = resolve(&args.target, DEFAULT_PORT).map_err(|e| anyhow!(e))?;
     let bursts = Bursts {

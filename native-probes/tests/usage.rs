@@ -1,0 +1,83 @@
+//! A bad option value is refused the same way whichever command and whoever checks it: one
+//! line naming the flag, and exit status 2, as clap's own refusal of a flag it cannot parse.
+//! Before, values clap parsed but the command refused (`serve --handshake 0`, `fobs send
+//! --rate 0`) exited 1, and some did not name their flag (`a token is 32 hex digits`).
+
+mod common;
+
+use common::{nowcast, text, TempDir};
+use std::time::Duration;
+
+#[test]
+fn bad_option_values_name_their_flag_and_exit_2() {
+    let dir = TempDir::new("usage");
+    let file = dir.join("x.bin");
+    std::fs::write(&file, b"x").unwrap();
+    let f = file.to_str().unwrap();
+    let token = "00112233445566778899aabbccddeeff";
+    let rows: [(&[&str], &str); 8] = [
+        // clap's own refusal, the reference.
+        (&["serve", "--handshake", "soon"], "--handshake"),
+        (
+            &["serve", "--handshake", "0"],
+            "--handshake must be a positive number of seconds",
+        ),
+        (
+            &["fobs", "send", f, "127.0.0.1", "--token", "xyz"],
+            "--token: ",
+        ),
+        (
+            &[
+                "fobs",
+                "send",
+                f,
+                "127.0.0.1",
+                "--token",
+                token,
+                "--rate",
+                "0",
+            ],
+            "--rate: ",
+        ),
+        (
+            &[
+                "fobs",
+                "send",
+                f,
+                "127.0.0.1",
+                "--token",
+                token,
+                "--max-rate",
+                "fast",
+            ],
+            "--max-rate: ",
+        ),
+        (
+            &["pcap", "--idle", "0", f],
+            "--idle must be a positive number of seconds",
+        ),
+        (
+            &["forecast", f, "--timeout-floor=-1"],
+            "--timeout-floor must be",
+        ),
+        (
+            &[
+                "proxy",
+                "--listen",
+                "127.0.0.1:0",
+                "--replica",
+                "a=http://127.0.0.1:9",
+                "--epsilon",
+                "2",
+            ],
+            "--epsilon: 2 is not within 0..1",
+        ),
+    ];
+    for (args, says) in rows {
+        let out = nowcast(args, Duration::from_secs(30));
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+        assert!(out.stdout.is_empty(), "{args:?}");
+    }
+}
