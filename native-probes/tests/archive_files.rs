@@ -13,6 +13,20 @@ use std::path::{Path, PathBuf};
 use std::process::Output;
 use std::time::Duration;
 
+/// `dir/name`: an NDJSON file of one valid record.
+fn one_record(dir: &Path, name: &str) -> PathBuf {
+    let p = dir.join(name);
+    let rec = nowcast_core::record::Record::new(
+        1_767_225_600_000.0,
+        "nowcast tcp",
+        nowcast_core::record::Metric::Rtt,
+        1.5,
+        "h:1",
+    );
+    std::fs::write(&p, rec.to_line() + "\n").unwrap();
+    p
+}
+
 /// A test's directory, removed when the test ends (passed or failed).
 fn temp(name: &str) -> TempDir {
     TempDir::new(&format!("archive-files-{name}"))
@@ -279,15 +293,7 @@ fn a_file_that_is_not_an_archive_is_named_and_left_alone() {
         }
     }
     // Nor is one written to: an import adds no archive's tables to someone else's database.
-    let recs = dir.join("r.ndjson");
-    let rec = nowcast_core::record::Record::new(
-        1_767_225_600_000.0,
-        "nowcast tcp",
-        nowcast_core::record::Metric::Rtt,
-        1.5,
-        "h:1",
-    );
-    std::fs::write(&recs, rec.to_line() + "\n").unwrap();
+    let recs = one_record(&dir, "r.ndjson");
     let before = snapshot(&dir);
     for file in [&csv, &other] {
         let out = nowcast(
@@ -307,15 +313,7 @@ fn an_import_makes_no_archive_for_nothing_and_no_folder() {
     let db = dir.join("lab3.sqlite");
     let bad = dir.join("bad.ndjson");
     std::fs::write(&bad, "not a record\n").unwrap();
-    let good = dir.join("r.ndjson");
-    let rec = nowcast_core::record::Record::new(
-        1_767_225_600_000.0,
-        "nowcast tcp",
-        nowcast_core::record::Metric::Rtt,
-        1.5,
-        "h:1",
-    );
-    std::fs::write(&good, rec.to_line() + "\n").unwrap();
+    let good = one_record(&dir, "r.ndjson");
     let before = snapshot(&dir);
     for input in [dir.join("nosuch.ndjson"), bad.clone()] {
         let out = nowcast(

@@ -6,44 +6,14 @@
 
 mod common;
 
-use common::fobs::{Receiver, TOKEN};
-use common::{text, wait_child, TempDir, BIN};
+use common::fobs::{file_of, send, Receiver};
+use common::{text, wait_child, TempDir};
 use nowcast::fobs::wire::{Control, Framer, Hello, Refusal};
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 const LIMIT: Duration = Duration::from_secs(30);
-
-fn send(port: u16, file: &Path, extra: &[&str]) -> Child {
-    Command::new(BIN)
-        .args(["fobs", "send"])
-        .arg(file)
-        .arg(format!("127.0.0.1:{port}"))
-        .args(["--token", TOKEN, "--no-path-memory", "-q"])
-        .args(extra)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap()
-}
-
-fn file_of(dir: &Path, mb: usize) -> PathBuf {
-    let p = dir.join("src.bin");
-    let mut x = 0x9e37_79b9_7f4a_7c15u64;
-    let bytes: Vec<u8> = (0..mb << 20)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect();
-    std::fs::write(&p, bytes).unwrap();
-    p
-}
 
 /// Whether the server has closed `s` (EOF or reset), without waiting.
 fn closed_by_server(s: &mut TcpStream) -> bool {
@@ -64,8 +34,9 @@ fn silent_and_refused_connections_hold_up_no_sender_and_discard_keeps_nothing() 
     let src_dir = TempDir::new("fobs-recv-src");
     let rx_dir = TempDir::new("fobs-recv-rx");
     let (src_dir, rx_dir) = (&src_dir.0, &rx_dir.0);
-    let src = file_of(src_dir, 2);
+    let src = file_of(src_dir, "src.bin", 2 << 20);
     let rx = Receiver::start(rx_dir, &["--discard"], LIMIT);
+    let target = format!("127.0.0.1:{}", rx.port);
 
     // Eight connections that say nothing (each would have held a receiver that serves one
     // connection at a time for its 5 s hello deadline: 40 s), and one refused for a wrong
@@ -90,7 +61,10 @@ fn silent_and_refused_connections_hold_up_no_sender_and_discard_keeps_nothing() 
 
     // A sender with the token is served while all of them are still open.
     let started = Instant::now();
-    let out = wait_child(send(rx.port, &src, &["--name", "ok.bin"]), LIMIT);
+    let out = wait_child(
+        send(&target, &src, &["--no-path-memory", "--name", "ok.bin"]),
+        LIMIT,
+    );
     assert!(out.status.success(), "{}", text(&out.stderr));
     let line = rx.wait_for("ok.bin: ", LIMIT);
     assert!(line.contains("hash verified"), "{line}");
@@ -116,7 +90,17 @@ fn silent_and_refused_connections_hold_up_no_sender_and_discard_keeps_nothing() 
     }
 
     // A transfer that stops halfway leaves nothing under `--discard`.
-    let mut slow = send(rx.port, &src, &["--name", "half.bin", "--fixed-rate", "4M"]);
+    let mut slow = send(
+        &target,
+        &src,
+        &[
+            "--no-path-memory",
+            "--name",
+            "half.bin",
+            "--fixed-rate",
+            "4M",
+        ],
+    );
     rx.wait_for("receiving half.bin", LIMIT);
     std::thread::sleep(Duration::from_millis(800));
     let _ = slow.kill();

@@ -10,46 +10,15 @@
 
 mod common;
 
-use common::fobs::{Receiver, TOKEN};
+use common::fobs::{file_of, send, Receiver, TOKEN};
 use common::peer::{bad_request, wait_for_close, Peer};
 use common::{nowcast, records, text, wait_child, Server, TempDir, BIN};
 use nowcast_core::record::{Metric, Status};
 use std::net::{TcpListener, UdpSocket};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 const LIMIT: Duration = Duration::from_secs(30);
-
-/// `nowcast fobs send FILE TARGET --token … EXTRA`, started.
-fn send(target: &str, file: &Path, extra: &[&str]) -> Child {
-    Command::new(BIN)
-        .args(["fobs", "send"])
-        .arg(file)
-        .arg(target)
-        .args(["--token", TOKEN, "-q"])
-        .args(extra)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap()
-}
-
-/// A file of `bytes` pseudo-random bytes.
-fn file_of(dir: &Path, name: &str, bytes: usize) -> PathBuf {
-    let p = dir.join(name);
-    let mut x = 0x9e37_79b9_7f4a_7c15u64;
-    let data: Vec<u8> = (0..bytes)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect();
-    std::fs::write(&p, data).unwrap();
-    p
-}
 
 /// The number just before `label` in `line` ("4867800 of").
 fn number_before(line: &str, label: &str) -> u64 {

@@ -11,6 +11,7 @@ mod common;
 use common::{nowcast, text, TempDir};
 use nowcast::archive::sqlite::Sqlite;
 use nowcast::campaign::runlog::{Outcome, RunLog};
+use nowcast::rng::Rng;
 use nowcast_core::record::{Metric, Record, Status};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -21,17 +22,6 @@ const MIN: f64 = 60_000.0;
 /// A test's directory, removed when the test ends (passed or failed).
 fn temp(name: &str) -> TempDir {
     TempDir::new(&format!("report-{name}"))
-}
-
-/// Deterministic noise in [-1, 1).
-struct Noise(u64);
-impl Noise {
-    fn next(&mut self) -> f64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        (self.0 >> 11) as f64 / (1u64 << 52) as f64 - 1.0
-    }
 }
 
 fn ok(t: f64, source: &str, metric: Metric, v: f64, to: &str) -> Record {
@@ -152,7 +142,7 @@ fn widest(tables: &str) -> (usize, String) {
 /// A day of measurements every 10 minutes to three mirrors (iperf3 throughput and TCP RTT),
 /// one of them faster than 1 Gbit/s, and UDP loss.
 fn three_mirrors() -> Vec<Record> {
-    let mut n = Noise(7);
+    let mut n = Rng::new(7);
     let mut out = Vec::new();
     for k in 0..144 {
         let t = T0 + k as f64 * 10.0 * MIN;
@@ -165,7 +155,7 @@ fn three_mirrors() -> Vec<Record> {
                 t,
                 "iperf3",
                 Metric::Throughput,
-                rate * (1.0 + 0.03 * n.next()),
+                rate * (1.0 + 0.03 * n.symmetric()),
                 to,
             ));
             let host = to.replace(":5201", ":8060");
@@ -173,14 +163,14 @@ fn three_mirrors() -> Vec<Record> {
                 t + 1000.0,
                 "nowcast tcp",
                 Metric::Rtt,
-                rtt * (1.0 + 0.02 * n.next()),
+                rtt * (1.0 + 0.02 * n.symmetric()),
                 &host,
             ));
             out.push(ok(
                 t + 2000.0,
                 "nowcast udp",
                 Metric::Loss,
-                0.002 * (1.0 + n.next()),
+                0.002 * (1.0 + n.symmetric()),
                 &host,
             ));
         }
@@ -321,23 +311,22 @@ fn values_are_scaled_and_loss_is_in_percent() {
         assert!(!shown.contains("fraction"), "loss is shown in percent");
         assert!(!shown.contains("2400") && !shown.contains("2399"), "scaled");
     }
-    // 2.4 Gbit/s, 0.2 % loss.
-    let row = tables
-        .lines()
-        .skip_while(|l| !l.starts_with("fast.example.org:5201"))
-        .find(|l| l.trim_start().starts_with("throughput"))
-        .unwrap();
-    let median: f64 = row.split_whitespace().nth(4).unwrap().parse().unwrap();
+    // 2.4 Gbit/s, 0.2 % loss: the row of `metric` under the target's heading, and its median.
+    let row_of = |target: &str, metric: &str| -> (String, f64) {
+        let row = tables
+            .lines()
+            .skip_while(|l| !l.starts_with(target))
+            .find(|l| l.trim_start().starts_with(metric))
+            .unwrap();
+        let median = row.split_whitespace().nth(4).unwrap().parse().unwrap();
+        (row.to_string(), median)
+    };
+    let (row, median) = row_of("fast.example.org:5201", "throughput");
     assert!(
         row.contains("Gbit/s") && (2.3..2.5).contains(&median),
         "{row}"
     );
-    let row = tables
-        .lines()
-        .skip_while(|l| !l.starts_with("fast.example.org:8060 (nowcast udp)"))
-        .find(|l| l.trim_start().starts_with("loss"))
-        .unwrap();
-    let median: f64 = row.split_whitespace().nth(4).unwrap().parse().unwrap();
+    let (row, median) = row_of("fast.example.org:8060 (nowcast udp)", "loss");
     assert!(
         row.contains("loss %") && (0.1..0.3).contains(&median),
         "{row}"

@@ -17,7 +17,7 @@ use nowcast::fobs::sender::{self, Event, Sender};
 use nowcast::fobs::wire::{self, Done, Hello, DEFAULT_PORT, TOKEN_LEN};
 use nowcast::net::{self, parse_size, resolve};
 use nowcast::stop::Stop;
-use nowcast_core::record::{Metric, Probe, Record, Status, Transport};
+use nowcast_core::record::{Probe, Transport};
 use std::fs::File;
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
@@ -436,10 +436,9 @@ fn send(a: SendArgs) -> Result<()> {
             }
         }
         if a.json {
-            for (metric, value) in [(Metric::Throughput, goodput), (Metric::Loss, loss)] {
-                let mut r = Record::new(wall_ms(), record::SOURCE, metric, value, &to);
-                r.from.clone_from(&from);
-                r.probe = Some(probe.clone());
+            let records =
+                record::transfer(wall_ms(), &to, from.as_deref(), &probe, Ok((goodput, loss)));
+            for r in records {
                 writeln!(stdout, "{}", r.to_line())?;
             }
         } else {
@@ -461,13 +460,8 @@ fn send(a: SendArgs) -> Result<()> {
     if a.json {
         // As a failed probe of `nowcast tcp` or a campaign's: status error, no value, and
         // why, for both of the transfer's series.
-        for metric in [Metric::Throughput, Metric::Loss] {
-            let mut r = Record::new(wall_ms(), record::SOURCE, metric, 0.0, &to);
-            r.status = Status::Error;
-            r.value = None;
-            r.error = Some(format!("{to}: {why} ({delivered})"));
-            r.from.clone_from(&from);
-            r.probe = Some(probe.clone());
+        let why = format!("{to}: {why} ({delivered})");
+        for r in record::transfer(wall_ms(), &to, from.as_deref(), &probe, Err(&why)) {
             writeln!(stdout, "{}", r.to_line())?;
         }
     } else {

@@ -9,7 +9,7 @@
 use super::sender::{Action, Stats, WindowOutcome};
 use crate::classify::Basis;
 use nowcast_core::record::{
-    ClassifierMetric, Congestion, CongestionAction, Metric, Probe, Record, Transport,
+    ClassifierMetric, Congestion, CongestionAction, Metric, Probe, Record, Status, Transport,
 };
 
 /// The records' `source`.
@@ -53,6 +53,34 @@ pub fn congestion(
         rate_mbit_s: w.rate * 8e-6,
     });
     r
+}
+
+/// A transfer's `throughput` (goodput, Mbit/s) and `loss` records: `Ok((goodput, loss))` for
+/// a stored file, or `Err(why)` for one that did not finish, whose two records have status
+/// error, no value and the reason, as a failed probe's.
+pub fn transfer(
+    timestamp_ms: f64,
+    to: &str,
+    from: Option<&str>,
+    probe: &Probe,
+    outcome: Result<(f64, f64), &str>,
+) -> [Record; 2] {
+    let values = outcome.map_or([None; 2], |(goodput, loss)| [Some(goodput), Some(loss)]);
+    let one = |metric: Metric, value: Option<f64>| {
+        let mut r = Record::new(timestamp_ms, SOURCE, metric, value.unwrap_or(0.0), to);
+        if let Err(why) = outcome {
+            r.status = Status::Error;
+            r.value = None;
+            r.error = Some(why.to_string());
+        }
+        r.from = from.map(str::to_string);
+        r.probe = Some(probe.clone());
+        r
+    };
+    [
+        one(Metric::Throughput, values[0]),
+        one(Metric::Loss, values[1]),
+    ]
 }
 
 /// Goodput in Mbit/s: the bytes this transfer sent (not those a resume found at the

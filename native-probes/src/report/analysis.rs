@@ -720,22 +720,12 @@ pub fn build(records: &[Record], runs: &[RunLog], o: &Options) -> Report {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::rng::Rng;
     use nowcast_core::record::Probe;
     use std::f64::consts::TAU;
 
     const T0: f64 = 1_767_225_600_000.0; // 2026-01-01T00:00:00Z, a Thursday
     const HOUR: f64 = 3_600_000.0;
-
-    /// Deterministic noise in [-1, 1).
-    struct Noise(u64);
-    impl Noise {
-        fn next(&mut self) -> f64 {
-            self.0 ^= self.0 << 13;
-            self.0 ^= self.0 >> 7;
-            self.0 ^= self.0 << 17;
-            (self.0 >> 11) as f64 / (1u64 << 52) as f64 - 1.0
-        }
-    }
 
     fn rec(t: f64, to: &str, metric: Metric, v: f64) -> Record {
         Record::new(t, "iperf3", metric, v, to)
@@ -746,7 +736,7 @@ mod tests {
         // Four weeks every 30 minutes: one path with a daily cycle a = 40, b = 1.2, c = 300
         // and noise of ±15 (uniform), one flat path with the same noise.
         let (a, b, c) = (40.0, 1.2, 300.0);
-        let mut n = Noise(0x9e3779b97f4a7c15);
+        let mut n = Rng::new(0x9e3779b97f4a7c15);
         let mut records = Vec::new();
         for k in 0..(28 * 48) {
             let t = T0 + k as f64 * HOUR / 2.0;
@@ -755,9 +745,14 @@ mod tests {
                 t,
                 "cycle:5201",
                 Metric::Throughput,
-                a * (x + b).sin() + c + 15.0 * n.next(),
+                a * (x + b).sin() + c + 15.0 * n.symmetric(),
             ));
-            records.push(rec(t, "flat:5201", Metric::Throughput, c + 15.0 * n.next()));
+            records.push(rec(
+                t,
+                "flat:5201",
+                Metric::Throughput,
+                c + 15.0 * n.symmetric(),
+            ));
         }
         let r = build(&records, &[], &Options::default());
         let cyc = r.series.iter().find(|s| s.target == "cycle:5201").unwrap();
@@ -780,9 +775,9 @@ mod tests {
 
     #[test]
     fn forecast_errors_equal_an_independent_computation() {
-        let mut n = Noise(42);
+        let mut n = Rng::new(42);
         let values: Vec<f64> = (0..500)
-            .map(|i| 100.0 + 20.0 * (i as f64 / 30.0).sin() + 5.0 * n.next())
+            .map(|i| 100.0 + 20.0 * (i as f64 / 30.0).sin() + 5.0 * n.symmetric())
             .collect();
         let records: Vec<Record> = values
             .iter()

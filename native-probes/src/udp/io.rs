@@ -178,33 +178,28 @@ fn one_burst(
             let error = format!("{host}: {e}");
             (vec![(Metric::Rtt, Outcome::Failed { error })], Vec::new())
         }
-        // Another service has the port: what came back is not an answer, and the path's
-        // round trip and loss were not measured (a lost probe would read 100 % loss).
-        Ok((s, besides)) if s.received == 0 && besides.strangers > 0 => {
-            let error = format!(
-                "{host} does not speak nowcast's protocol ({}): {ASK_SERVE}",
-                besides.answered()
-            );
-            said = Some(vec![error.clone()]);
-            wrong = Some(error.clone());
-            let extra = vec![s.sent, s.reordered, s.duplicates];
-            let failed = || Outcome::Failed {
-                error: error.clone(),
+        // No reply, and an answer that says why: another service has the port (what came
+        // back is not a reply), or the host said that nothing listens (each probe was
+        // refused). The burst measured neither a round trip nor the path's loss (no probe
+        // timed out, and a lost probe would read 100 % loss), so both are errors, said once.
+        Ok((s, besides))
+            if s.received == 0 && (besides.stranger.is_some() || besides.refused > 0) =>
+        {
+            let error = match &besides.stranger {
+                Some(stranger) => {
+                    let error = format!(
+                        "{host} does not speak nowcast's protocol ({}): {ASK_SERVE}",
+                        stranger.answered()
+                    );
+                    wrong = Some(error.clone());
+                    error
+                }
+                None => format!(
+                    "{host}: port unreachable ({} ICMP errors): nothing listens there, or a \
+                     firewall rejects the probes",
+                    besides.refused
+                ),
             };
-            (
-                vec![(Metric::Rtt, failed()), (Metric::Loss, failed())],
-                extra,
-            )
-        }
-        // The host said that nothing listens: the burst measured neither a round trip nor
-        // the path's loss (no probe timed out; each was refused), so both are errors, said
-        // once.
-        Ok((s, besides)) if s.received == 0 && besides.refused > 0 => {
-            let error = format!(
-                "{host}: port unreachable ({} ICMP errors): nothing listens there, or a \
-                 firewall rejects the probes",
-                besides.refused
-            );
             said = Some(vec![error.clone()]);
             let extra = vec![s.sent, s.reordered, s.duplicates];
             let failed = || Outcome::Failed {
@@ -275,21 +270,35 @@ fn report(
 struct Besides {
     /// ICMP errors (port unreachable).
     refused: u64,
-    /// Datagrams that are not probe replies (another service has the port).
-    strangers: u64,
-    /// The first of them, as much as a message quotes.
-    first: Vec<u8>,
-    /// Whether the first was one of the burst's own probes, sent back (an echo service).
-    echoed: bool,
+    /// The first datagram that was not a probe reply (another service has the port).
+    stranger: Option<Stranger>,
 }
 
-impl Besides {
+/// A datagram from something that is not a nowcast server.
+#[derive(Debug)]
+enum Stranger {
+    /// One of the burst's own probes, sent back (an echo service).
+    Echoed,
+    /// Anything else: as much of it as a message quotes.
+    Answered(Vec<u8>),
+}
+
+impl Stranger {
+    fn of(datagram: &[u8]) -> Stranger {
+        if UdpProbe::decode(datagram).is_ok_and(|p| p.kind == Kind::Request) {
+            Stranger::Echoed
+        } else {
+            Stranger::Answered(datagram[..datagram.len().min(ANSWER_MAX)].to_vec())
+        }
+    }
+
     /// What the port answered, for a message: "it answered \"...\"", or that it echoed.
     fn answered(&self) -> String {
-        if self.echoed {
-            "it sent the probes back unanswered, as an echo service does".into()
-        } else {
-            format!("it answered \"{}\"", quote_answer(&self.first))
+        match self {
+            Stranger::Echoed => {
+                "it sent the probes back unanswered, as an echo service does".into()
+            }
+            Stranger::Answered(first) => format!("it answered \"{}\"", quote_answer(first)),
         }
     }
 }
@@ -312,12 +321,9 @@ fn drive(
                     let now = clock.now();
                     let datagram = &inbox[..len];
                     if burst.datagram_received(datagram, now).is_none() {
-                        if besides.strangers == 0 {
-                            besides.first = datagram[..len.min(ANSWER_MAX)].to_vec();
-                            besides.echoed =
-                                UdpProbe::decode(datagram).is_ok_and(|p| p.kind == Kind::Request);
-                        }
-                        besides.strangers += 1;
+                        besides
+                            .stranger
+                            .get_or_insert_with(|| Stranger::of(datagram));
                     }
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
@@ -334,7 +340,7 @@ fn drive(
         // errors into one, so their count is not matched against the probes'.
         // The same when another service has answered (the burst's answers are its, not a
         // nowcast server's).
-        let unanswered = besides.refused > 0 || besides.strangers > 0;
+        let unanswered = besides.refused > 0 || besides.stranger.is_some();
         if unanswered && burst.all_sent() && !burst.any_answered() {
             return Ok((burst.summary(), besides));
         }

@@ -2,8 +2,9 @@
 //! lines on a channel, the child killed when dropped.
 
 use super::BIN;
+use nowcast::rng::Rng;
 use std::io::{BufRead, BufReader, Read};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -77,4 +78,32 @@ impl Drop for Receiver {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// `nowcast fobs send FILE TARGET --token TOKEN -q EXTRA`, started, its output piped.
+pub fn send(target: &str, file: &Path, extra: &[&str]) -> Child {
+    Command::new(BIN)
+        .args(["fobs", "send"])
+        .arg(file)
+        .arg(target)
+        .args(["--token", TOKEN, "-q"])
+        .args(extra)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// `dir/name`, made of `bytes` pseudo-random bytes (a seeded generator: the same file each
+/// run).
+pub fn file_of(dir: &Path, name: &str, bytes: usize) -> PathBuf {
+    let p = dir.join(name);
+    let mut rng = Rng::new(0x9e37_79b9_7f4a_7c15);
+    let mut data = Vec::with_capacity(bytes + 8);
+    while data.len() < bytes {
+        data.extend_from_slice(&rng.next_u64().to_le_bytes());
+    }
+    data.truncate(bytes);
+    std::fs::write(&p, data).unwrap();
+    p
 }
