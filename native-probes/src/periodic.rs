@@ -47,19 +47,41 @@ pub struct Report {
 pub struct Unmeasured(pub Vec<(Metric, u64, u64, u64)>);
 
 impl fmt::Display for Unmeasured {
+    /// One clause per run of series that failed alike: a session refused at connect says
+    /// `no handshake_rtt, rtt or bandwidth_up measured: all 3 probes of each failed`, not the
+    /// same clause once per series.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        for (i, (metric, sent, timeouts, errors)) in self.0.iter().enumerate() {
-            if i > 0 {
+        let mut rest = &self.0[..];
+        let mut first = true;
+        while let Some(&(_, sent, timeouts, errors)) = rest.first() {
+            let alike = rest
+                .iter()
+                .take_while(|s| (s.1, s.2, s.3) == (sent, timeouts, errors))
+                .count();
+            let (group, after) = rest.split_at(alike);
+            rest = after;
+            if !first {
                 write!(f, "; ")?;
             }
+            first = false;
             let how = match (timeouts, errors) {
                 (0, _) => "failed".to_string(),
                 (_, 0) => "timed out".to_string(),
                 (t, e) => format!("failed ({t} timed out, {e} errors)"),
             };
+            write!(f, "no ")?;
+            for (i, (metric, ..)) in group.iter().enumerate() {
+                match i {
+                    0 => write!(f, "{metric}")?,
+                    i if i + 1 == group.len() => write!(f, " or {metric}")?,
+                    _ => write!(f, ", {metric}")?,
+                }
+            }
+            let each = if group.len() > 1 { " of each" } else { "" };
             match sent {
-                1 => write!(f, "no {metric} measured: its probe {how}")?,
-                n => write!(f, "no {metric} measured: all {n} probes {how}")?,
+                1 if group.len() > 1 => write!(f, " measured: the probe of each {how}")?,
+                1 => write!(f, " measured: its probe {how}")?,
+                n => write!(f, " measured: all {n} probes{each} {how}")?,
             }
         }
         Ok(())
@@ -154,5 +176,36 @@ pub fn finish(result: Result<()>, sink: &mut dyn RecordSink, stats: &[SeriesStat
             sink.finish(stats)?;
             other
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn series_that_failed_alike_are_said_once() {
+        let m = |metric, sent, t, e| (metric, sent, t, e);
+        let u = Unmeasured(vec![
+            m(Metric::HandshakeRtt, 3, 0, 3),
+            m(Metric::Rtt, 3, 0, 3),
+            m(Metric::BandwidthUp, 3, 0, 3),
+            m(Metric::BandwidthDown, 3, 3, 0),
+        ]);
+        assert_eq!(
+            u.to_string(),
+            "no handshake_rtt, rtt or bandwidth_up measured: all 3 probes of each failed; \
+             no bandwidth_down measured: all 3 probes timed out"
+        );
+        let u = Unmeasured(vec![m(Metric::Rtt, 1, 0, 1), m(Metric::Loss, 1, 0, 1)]);
+        assert_eq!(
+            u.to_string(),
+            "no rtt or loss measured: the probe of each failed"
+        );
+        let u = Unmeasured(vec![m(Metric::Rtt, 4, 1, 3)]);
+        assert_eq!(
+            u.to_string(),
+            "no rtt measured: all 4 probes failed (1 timed out, 3 errors)"
+        );
     }
 }
