@@ -12,7 +12,7 @@
 //! Deterministic core: a [`Report`] in, HTML out.
 
 use super::analysis::{failing_targets, Report, SeriesReport, MIN_RANKED};
-use super::svg::{bars, esc, plot, Layer, Ticks};
+use super::svg::{bars, esc, plot, same_value_pad, Layer, Ticks};
 use super::text::{bytes, next_band, next_range, peak, pm};
 use crate::campaign::runlog::Outcome;
 use crate::format::{count, scaled, Scale, BAND_K};
@@ -42,10 +42,12 @@ a{color:var(--acc);text-decoration:none}
 .bad{background:color-mix(in srgb,var(--warn) 16%,transparent);color:var(--warn)}
 .good{background:color-mix(in srgb,var(--ok) 16%,transparent);color:var(--ok)}
 .plots{display:flex;flex-wrap:wrap;gap:10px}
-svg.plot{max-width:100%;height:auto;background:var(--card)}
-svg .t{font-size:12px;font-weight:600;fill:var(--fg)}svg .yl{font-size:10px;fill:var(--mut);text-anchor:end}
+figure.fig{margin:0;max-width:100%;background:var(--card)}figure.fig figcaption{font-size:13px;font-weight:600;margin:0 0 2px}
+svg.plot{display:block;width:100%;height:auto}
+svg .yl{font-size:10px;fill:var(--mut);text-anchor:end}
 svg .xl{font-size:10px;fill:var(--mut);text-anchor:middle}svg .al{font-size:10px;fill:var(--mut);text-anchor:middle}
-svg .lg{font-size:10px;fill:var(--fg)}svg .grid{stroke:var(--line);stroke-width:1}svg .frame{fill:none;stroke:var(--line)}
+svg .grid{stroke:var(--line);stroke-width:1}svg .frame{fill:none;stroke:var(--line)}
+.legend{display:flex;flex-wrap:wrap;gap:2px 12px;font-size:12px;margin:2px 0 0}.legend span{display:inline-flex;align-items:center;gap:4px}
 .small{font-size:12px;color:var(--mut)}tr.chosen td{font-weight:700;color:var(--ok)}
 .wrap{overflow-x:auto;background:var(--card);border:1px solid var(--line);border-radius:8px;margin-top:10px}.plots .wrap{align-self:flex-start;margin-top:0}
 .wrap th,.wrap td{padding:5px 7px;font-size:13px}
@@ -57,7 +59,7 @@ svg .lg{font-size:10px;fill:var(--fg)}svg .grid{stroke:var(--line);stroke-width:
 .alert{border:1px solid color-mix(in srgb,var(--warn) 45%,transparent);background:color-mix(in srgb,var(--warn) 8%,var(--card));border-radius:10px;padding:10px 14px;margin:10px 0}
 .alert h3{color:var(--warn);margin-bottom:4px}.alert ul{margin:0;padding-left:18px}.alert li{margin:4px 0;overflow-wrap:anywhere}
 .note{color:var(--mut);font-size:13px;margin:8px 0 0}
-@media (max-width:640px){main{padding:12px}.card{padding:10px}h1{font-size:19px}.now{grid-template-columns:1fr}.sticky td:first-child{white-space:normal;overflow-wrap:break-word;max-width:13.5em}}
+@media (max-width:640px){main{padding:12px}.card{padding:10px}h1{font-size:19px}.now{grid-template-columns:1fr}.sticky td:first-child{white-space:normal;overflow-wrap:break-word;max-width:13.5em}svg .yl,svg .xl,svg .al{font-size:calc(10px * max(1, var(--k)))}}
 "#;
 
 const VALUE: &str = "#2563eb";
@@ -110,7 +112,12 @@ fn range(vals: impl Iterator<Item = f64>) -> (f64, f64) {
     if lo > hi {
         return (0.0, 1.0);
     }
-    let pad = ((hi - lo) * 0.06).max(hi.abs() * 0.01).max(1e-9);
+    // One value only (a loss of 0 % throughout, say): an axis around it, not 1e-9 wide.
+    let pad = if hi > lo {
+        ((hi - lo) * 0.06).max(hi.abs() * 0.01)
+    } else {
+        same_value_pad(hi)
+    };
     (
         if lo >= 0.0 {
             (lo - pad).max(0.0)
@@ -267,9 +274,11 @@ fn series_card(s: &SeriesReport) -> String {
             .0
             .max(fails.last().copied().unwrap_or(f64::MIN)),
     );
-    if x.1 - x.0 < 60_000.0 {
-        // One moment: half an hour either side, so that the time axis has labels.
-        x = (x.0 - 1_800_000.0, x.1 + 1_800_000.0);
+    if x.1 - x.0 < 10_000.0 {
+        // Less than ten seconds (one moment, say): ten seconds around it, so that the time
+        // axis has labels and the values do not stand in one upright line.
+        let mid = (x.0 + x.1) / 2.0;
+        x = (mid - 5_000.0, mid + 5_000.0);
     }
     let y = range(
         pts.iter()

@@ -1,7 +1,10 @@
 //! Small SVG plots for the HTML report: scatter and line layers over linear axes with
 //! "nice" ticks, and bar charts. No script, no external resource: the file opens anywhere.
 //! Colours are CSS values (a `var(--name)` too, so that a page can change them in dark
-//! mode); the legend sits above the plotting area, clear of the data.
+//! mode). Each plot is a `<figure>`: its title and legend are HTML around the SVG, so they
+//! wrap and keep their size on a phone, where the SVG is scaled down to the screen; the
+//! SVG's own labels (ticks, axis) carry `--k`, the SVG's width over 380, by which the
+//! page's CSS enlarges them on a narrow screen to stay readable.
 //!
 //! Deterministic core: numbers in, SVG text out.
 
@@ -66,6 +69,15 @@ pub fn esc(s: &str) -> String {
     out
 }
 
+/// How far either side of `v` an axis over values that are all `v` reaches.
+pub fn same_value_pad(v: f64) -> f64 {
+    if v == 0.0 {
+        1.0
+    } else {
+        v.abs() * 0.1
+    }
+}
+
 /// Ticks at 1, 2 or 5 × 10^k covering [lo, hi], about `n` of them.
 pub fn nice_ticks(lo: f64, hi: f64, n: usize) -> Vec<f64> {
     if !(lo.is_finite() && hi.is_finite()) || hi <= lo {
@@ -92,6 +104,9 @@ fn time_ticks(lo: f64, hi: f64) -> Vec<(f64, String)> {
     use crate::when::{date, DAY, HOUR, MINUTE, SECOND};
     let span = hi - lo;
     let steps = [
+        SECOND,
+        2 * SECOND,
+        5 * SECOND,
         10 * SECOND,
         30 * SECOND,
         MINUTE,
@@ -172,7 +187,7 @@ pub fn plot(
     layers: &[Layer<'_>],
     title: &str,
 ) -> String {
-    let (ml, mr, mt, mb) = (58.0, 12.0, 38.0, 34.0);
+    let (ml, mr, mt, mb) = (MARGIN_LEFT, 12.0, 10.0, 34.0);
     let (pw, ph) = (w - ml - mr, h - mt - mb);
     let (x0, mut x1) = x;
     let (y0, mut y1) = y;
@@ -185,16 +200,7 @@ pub fn plot(
     let sx = |v: f64| ml + (v - x0) / (x1 - x0) * pw;
     let sy = |v: f64| mt + ph - (v - y0) / (y1 - y0) * ph;
     let mut s = String::with_capacity(8192);
-    let _ = write!(
-        s,
-        r#"<svg class="plot" viewBox="0 0 {w} {h}" width="{w}" height="{h}" role="img" aria-label="{}" xmlns="http://www.w3.org/2000/svg">"#,
-        esc(title)
-    );
-    let _ = write!(
-        s,
-        r#"<text x="{ml}" y="14" class="t">{}</text>"#,
-        esc(title)
-    );
+    s.push_str(&open(w, h, title));
     for t in nice_ticks(y0, y1, 5) {
         let yy = sy(t);
         let _ = write!(
@@ -233,7 +239,7 @@ pub fn plot(
     }
     let _ = write!(
         s,
-        r#"<text transform="translate(12 {:.1}) rotate(-90)" class="al">{}</text>"#,
+        r#"<text transform="translate(16 {:.1}) rotate(-90)" class="al">{}</text>"#,
         mt + ph / 2.0,
         esc(ylabel)
     );
@@ -336,46 +342,64 @@ pub fn plot(
             }
         }
     }
-    // The legend: one row between the title and the plotting area.
-    let ly = mt - 12.0;
-    let mut lx = ml;
-    for (color, label, kind) in legend.iter().filter(|l| !l.1.is_empty()) {
-        let mark = match *kind {
-            "dot" => format!(
-                r#"<circle cx="{:.1}" cy="{ly:.1}" r="3.5" style="fill:{color}"/>"#,
-                lx + 5.0,
-            ),
-            "band" => format!(
-                r#"<rect x="{lx:.1}" y="{:.1}" width="12" height="8" style="fill:{color}" opacity="0.3"/>"#,
-                ly - 4.0
-            ),
-            "mark" => format!(
-                r#"<line x1="{:.1}" x2="{:.1}" y1="{:.1}" y2="{:.1}" style="stroke:{color}" stroke-width="1.6"/>"#,
-                lx + 6.0,
-                lx + 6.0,
-                ly - 5.0,
-                ly + 5.0
-            ),
-            _ => format!(
-                r#"<line x1="{lx:.1}" x2="{:.1}" y1="{ly:.1}" y2="{ly:.1}" style="stroke:{color}" stroke-width="2"{}/>"#,
-                lx + 12.0,
-                if *kind == "dash" {
-                    r#" stroke-dasharray="4 2""#
-                } else {
-                    ""
-                }
-            ),
-        };
+    s.push_str("</svg>");
+    close(s, title, &legend)
+}
+
+/// The left margin of a plot: room for tick labels of six characters and the axis label,
+/// at the size a phone's CSS gives them (see the module's note).
+const MARGIN_LEFT: f64 = 86.0;
+
+/// A figure's opening and its SVG's: `--k` is the SVG's width over 380 (see the module's
+/// note), and the figure is at most as wide as the SVG was drawn.
+fn open(w: f64, h: f64, title: &str) -> String {
+    format!(
+        r#"<figure class="fig" style="width:{w}px"><figcaption>{}</figcaption><svg class="plot" style="--k:{:.3}" viewBox="0 0 {w} {h}" width="{w}" height="{h}" role="img" aria-label="{}" xmlns="http://www.w3.org/2000/svg">"#,
+        esc(title),
+        w / 380.0,
+        esc(title)
+    )
+}
+
+/// Closes the figure that `svg` (closed) opened, with its legend in HTML below the plot:
+/// each entry's mark drawn as in the plot.
+fn close(mut s: String, title: &str, legend: &[(&str, &str, &str)]) -> String {
+    let entries: Vec<_> = legend.iter().filter(|l| !l.1.is_empty()).collect();
+    if !entries.is_empty() {
         let _ = write!(
             s,
-            r#"{mark}<text x="{:.1}" y="{:.1}" class="lg">{}</text>"#,
-            lx + 16.0,
-            ly + 3.5,
-            esc(label)
+            r#"<div class="legend" aria-label="legend of {}">"#,
+            esc(title)
         );
-        lx += 24.0 + 6.0 * label.chars().count() as f64;
+        for (color, label, kind) in entries {
+            let mark = match *kind {
+                "dot" => format!(r#"<circle cx="7" cy="5" r="3.5" style="fill:{color}"/>"#),
+                "band" => {
+                    format!(
+                        r#"<rect x="1" y="1" width="12" height="8" style="fill:{color}" opacity="0.3"/>"#
+                    )
+                }
+                "mark" => format!(
+                    r#"<line x1="7" x2="7" y1="0" y2="10" style="stroke:{color}" stroke-width="1.6"/>"#
+                ),
+                _ => format!(
+                    r#"<line x1="1" x2="13" y1="5" y2="5" style="stroke:{color}" stroke-width="2"{}/>"#,
+                    if *kind == "dash" {
+                        r#" stroke-dasharray="4 2""#
+                    } else {
+                        ""
+                    }
+                ),
+            };
+            let _ = write!(
+                s,
+                r#"<span><svg width="14" height="10" aria-hidden="true">{mark}</svg>{}</span>"#,
+                esc(label)
+            );
+        }
+        s.push_str("</div>");
     }
-    s.push_str("</svg>");
+    s.push_str("</figure>");
     s
 }
 
@@ -391,17 +415,11 @@ pub fn bars(
     xlabel: &str,
     title: &str,
 ) -> String {
-    let (ml, mr, mt, mb) = (44.0, 12.0, 22.0, 34.0);
+    let (ml, mr, mt, mb) = (56.0, 12.0, 10.0, 40.0);
     let (pw, ph) = (w - ml - mr, h - mt - mb);
     let top = counts.iter().copied().max().unwrap_or(1).max(1) as f64;
     let n = counts.len().max(1) as f64;
-    let mut s = String::with_capacity(4096);
-    let _ = write!(
-        s,
-        r#"<svg class="plot" viewBox="0 0 {w} {h}" width="{w}" height="{h}" role="img" aria-label="{}" xmlns="http://www.w3.org/2000/svg"><text x="{ml}" y="14" class="t">{}</text>"#,
-        esc(title),
-        esc(title)
-    );
+    let mut s = open(w, h, title);
     for t in nice_ticks(0.0, top, 4) {
         let y = mt + ph - t / top * ph;
         let _ = write!(
@@ -413,18 +431,30 @@ pub fn bars(
             fmt(t)
         );
     }
-    for (i, c) in counts.iter().enumerate() {
+    // Every value the same: the histogram has one bin of no width. One bar over the value,
+    // on an axis around it.
+    let (min, max, bins) = if max > min {
+        (min, max, counts)
+    } else {
+        let d = same_value_pad(min);
+        (min - d, min + d, &counts[..1.min(counts.len())])
+    };
+    let single = bins.len() == 1 && counts.len() > 1;
+    for (i, c) in bins.iter().enumerate() {
         let bh = *c as f64 / top * ph;
+        let (x, bw) = if single {
+            (ml + pw * 0.475, pw * 0.05)
+        } else {
+            (ml + i as f64 / n * pw + 0.5, (pw / n - 1.0).max(0.5))
+        };
         let _ = write!(
             s,
-            r#"<rect x="{:.1}" y="{:.1}" width="{:.1}" height="{bh:.1}" style="fill:{color}"><title>{c}</title></rect>"#,
-            ml + i as f64 / n * pw + 0.5,
+            r#"<rect x="{x:.1}" y="{:.1}" width="{bw:.1}" height="{bh:.1}" style="fill:{color}"><title>{c}</title></rect>"#,
             mt + ph - bh,
-            (pw / n - 1.0).max(0.5)
         );
     }
-    let span = if max > min { max - min } else { 1.0 };
-    for t in nice_ticks(min, max.max(min + 1e-12), 5) {
+    let span = max - min;
+    for t in nice_ticks(min, max, 5) {
         let x = ml + (t - min) / span * pw;
         let _ = write!(
             s,
@@ -437,10 +467,10 @@ pub fn bars(
         s,
         r#"<text x="{:.1}" y="{:.1}" class="al">{}</text><rect x="{ml}" y="{mt}" width="{pw}" height="{ph}" class="frame"/></svg>"#,
         ml + pw / 2.0,
-        h - 2.0,
+        h - 4.0,
         esc(xlabel)
     );
-    s
+    close(s, title, &[])
 }
 
 #[cfg(test)]
@@ -457,7 +487,11 @@ mod tests {
         assert_eq!(ticks[1].1, "03:01");
         let hours = time_ticks(t0, t0 + 10.0 * 3_600_000.0);
         assert!(hours[0].1.ends_with("03h"), "{hours:?}");
-        // A legend never lies over the data: it is above the plotting area.
+        // Seconds apart: ticks in seconds.
+        let secs = time_ticks(t0, t0 + 16_000.0);
+        assert_eq!(secs[0].1, "03:00:00");
+        assert_eq!(secs[1].1, "03:00:05");
+        // A legend never lies over the data: it is HTML below the plot, where it wraps.
         let svg = plot(
             400.0,
             200.0,
@@ -474,7 +508,26 @@ mod tests {
             "t",
         );
         assert!(svg.contains(r#"style="fill:var(--v)""#), "{svg}");
-        assert!(svg.contains(r#"cy="26.0" r="3.5""#), "{svg}");
+        let (plot, legend) = svg.split_once("</svg><div class=\"legend\"").expect(&svg);
+        assert!(plot.starts_with(r#"<figure class="fig" style="width:400px"><figcaption>t</figcaption><svg class="plot" style="--k:1.053""#), "{plot}");
+        assert!(
+            legend.contains(r#"r="3.5" style="fill:var(--v)"/></svg>measured</span>"#),
+            "{legend}"
+        );
+        assert!(legend.ends_with("</figure>"), "{legend}");
+    }
+
+    #[test]
+    fn a_histogram_of_one_value_is_one_bar_on_an_axis_around_it() {
+        let svg = bars(360.0, 260.0, 0.0, 0.0, &[12, 0, 0], "red", "%", "h");
+        assert_eq!(svg.matches(r#"style="fill:red""#).count(), 1, "{svg}");
+        assert!(svg.contains("<title>12</title>"), "{svg}");
+        for label in [">-1<", ">0<", ">1<"] {
+            assert!(svg.contains(label), "{label}: {svg}");
+        }
+        assert!(!svg.contains("e-"), "{svg}");
+        let svg = bars(360.0, 260.0, 20.0, 20.0, &[5, 0], "red", "ms", "h");
+        assert!(svg.contains(">18<") && svg.contains(">22<"), "{svg}");
     }
 
     #[test]
