@@ -151,6 +151,25 @@ pub fn hash_file(path: &Path) -> io::Result<[u8; HASH_LEN]> {
     Ok(*h.finalize().as_bytes())
 }
 
+/// [`hash_file`] of a file already open (read from its start, whatever its position).
+pub fn hash_open(file: &File) -> io::Result<[u8; HASH_LEN]> {
+    let mut h = blake3::Hasher::new();
+    let mut at = 0u64;
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let n = match file.read_at(&mut buf, at) {
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            r => r?,
+        };
+        if n == 0 {
+            break;
+        }
+        h.update(&buf[..n]);
+        at += n as u64;
+    }
+    Ok(*h.finalize().as_bytes())
+}
+
 /// What `nowcast fobs send` reports as it goes.
 pub enum SendUpdate<'a> {
     Event(&'a sender::Event),

@@ -25,7 +25,6 @@ use crate::when::Ms;
 use nowcast_core::probed::Outcome;
 use nowcast_core::record::{Metric, Probe, Record, Transport};
 use std::fs::File;
-use std::path::PathBuf;
 use std::time::Duration;
 
 /// How long before its bound a transfer stops itself, at most (a tenth of short bounds).
@@ -77,31 +76,22 @@ pub fn run(
     records
 }
 
-/// The sparse file of zeros a run sends, removed when dropped.
-struct Payload(PathBuf);
-
-impl Payload {
-    fn create(size: u64, index: u64) -> std::io::Result<(Payload, File)> {
-        let path = std::env::temp_dir().join(format!(
-            "nowcast-campaign-fobs-{}-{index}-{}",
-            std::process::id(),
-            io::random_u64()
-        ));
-        let file = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create_new(true)
-            .open(&path)?;
-        let payload = Payload(path);
-        file.set_len(size)?;
-        Ok((payload, file))
-    }
-}
-
-impl Drop for Payload {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
-    }
+/// The sparse file of zeros a run sends, open and already unlinked: nothing is left behind
+/// however the campaign ends (a SIGKILL too).
+fn payload(size: u64, index: u64) -> std::io::Result<File> {
+    let path = std::env::temp_dir().join(format!(
+        "nowcast-campaign-fobs-{}-{index}-{}",
+        std::process::id(),
+        io::random_u64()
+    ));
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create_new(true)
+        .open(&path)?;
+    std::fs::remove_file(&path)?;
+    file.set_len(size)?;
+    Ok(file)
 }
 
 /// One transfer: (goodput Mbit/s, loss, seconds), or why it failed; congestion events go to
@@ -122,9 +112,9 @@ fn transfer(
     let token = parse_token(token)?;
     let port = p.port.unwrap_or(target.fobs_port);
     let addr = resolve(&target.address(port), port)?.addrs[0];
-    let (payload, file) = Payload::create(p.size, index)
-        .map_err(|e| format!("a file of {} bytes to send: {e}", p.size))?;
-    let hash = io::hash_file(&payload.0).map_err(|e| format!("hashing what to send: {e}"))?;
+    let file =
+        payload(p.size, index).map_err(|e| format!("a file of {} bytes to send: {e}", p.size))?;
+    let hash = io::hash_open(&file).map_err(|e| format!("hashing what to send: {e}"))?;
     let hello = Hello {
         token,
         size: p.size,
@@ -212,4 +202,27 @@ fn transfer(
         record::loss(&summary.stats),
         summary.seconds,
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::fd::AsRawFd;
+
+    #[test]
+    fn the_payload_is_never_a_file_on_disk_and_hashes_as_one() {
+        let file = payload(3 << 20, 7).unwrap();
+        let link = std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd())).unwrap();
+        // Unlinked as soon as made: a campaign killed mid-transfer leaves nothing behind.
+        assert!(link.to_string_lossy().ends_with(" (deleted)"), "{link:?}");
+        let hash = io::hash_open(&file).unwrap();
+        let on_disk = std::env::temp_dir().join(format!("nowcast-payload-{}", std::process::id()));
+        std::fs::File::create(&on_disk)
+            .unwrap()
+            .set_len(3 << 20)
+            .unwrap();
+        let want = io::hash_file(&on_disk);
+        std::fs::remove_file(&on_disk).unwrap();
+        assert_eq!(hash, want.unwrap());
+    }
 }
