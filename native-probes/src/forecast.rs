@@ -516,7 +516,7 @@ fn print_human(
     )?;
     writeln!(
         out,
-        "  {:<34} {:>10} {:>14} {:>20}",
+        "  {:<30} {:>10} {:>14} {:>20}",
         "rule",
         "judged",
         "miss rate",
@@ -525,7 +525,7 @@ fn print_human(
     for t in &r.timeouts {
         writeln!(
             out,
-            "  {:<34} {:>10} {:>13.2}% {:>20.d$}",
+            "  {:<30} {:>10} {:>13.2}% {:>20.d$}",
             t.rule,
             t.judged,
             t.miss_rate * 100.0,
