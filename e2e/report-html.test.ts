@@ -89,11 +89,13 @@ describe.skipIf(skip)("nowcast report --html", () => {
       const page = await ctx.newPage();
       await page.goto(`file://${join(dir, "report.html")}`);
       return await page.evaluate(() => {
-        const labels = [...document.querySelectorAll("svg.plot text")];
+        const labels = Array.from(document.querySelectorAll("svg.plot text"));
         const heights = labels.map((t) => t.getBoundingClientRect().height).filter((h) => h > 0);
         let overlaps = 0;
-        for (const legend of document.querySelectorAll(".legend")) {
-          const boxes = [...legend.querySelectorAll("span")].map((s) => s.getBoundingClientRect());
+        for (const legend of Array.from(document.querySelectorAll(".legend"))) {
+          const boxes = Array.from(legend.querySelectorAll("span")).map((s) =>
+            s.getBoundingClientRect(),
+          );
           boxes.forEach((a, i) =>
             boxes.slice(i + 1).forEach((b) => {
               const apart =
@@ -104,7 +106,7 @@ describe.skipIf(skip)("nowcast report --html", () => {
         }
         const first = document.querySelector("svg.plot");
         const frame = first?.querySelector("rect.frame")?.getBoundingClientRect();
-        const xs = [...(first?.querySelectorAll("circle") ?? [])].map(
+        const xs = Array.from(first?.querySelectorAll("circle") ?? []).map(
           (c) => c.getBoundingClientRect().x,
         );
         return {
