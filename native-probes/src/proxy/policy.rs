@@ -250,15 +250,20 @@ pub enum Failure {
     /// failed, or the upload waited on the client until the timeout): counted, but not
     /// against the replica, which is neither ejected nor sampled for it.
     Client,
+    /// The proxy's own resources ran out before the replica was reached (no descriptor, no
+    /// memory, no local port: [`super::upstream::ConnectError::Local`]): counted, but not
+    /// against the replica, as [`Failure::Client`].
+    Local,
 }
 
 impl Failure {
-    pub const ALL: [Failure; 5] = [
+    pub const ALL: [Failure; 6] = [
         Failure::Connect,
         Failure::Reset,
         Failure::Timeout,
         Failure::Status,
         Failure::Client,
+        Failure::Local,
     ];
 
     pub fn name(self) -> &'static str {
@@ -268,6 +273,7 @@ impl Failure {
             Failure::Timeout => "timeout",
             Failure::Status => "status",
             Failure::Client => "client",
+            Failure::Local => "local",
         }
     }
 }
@@ -1467,7 +1473,7 @@ impl Policy {
                     }
                 });
             }
-            Some(Failure::Client) => rep.counters.failures[Failure::Client as usize] += 1,
+            Some(f @ (Failure::Client | Failure::Local)) => rep.counters.failures[f as usize] += 1,
             Some(f) => {
                 rep.counters.failures[f as usize] += 1;
                 rep.failures_in_row += 1;
@@ -1986,6 +1992,23 @@ mod tests {
         // Fresh until the TTL (1 s), due after.
         assert!(!p.due_probes(900.0).contains(&0));
         assert!(p.due_probes(1_100.0).contains(&0));
+    }
+
+    #[test]
+    fn the_proxys_own_shortages_neither_eject_nor_sample_a_replica() {
+        let mut p = two(Balance::Completion);
+        p.finish(&ok(1, 0.0, 80.0, 2.0, 1000));
+        let before = p.view(1, 1.0, 1.0);
+        // Out of descriptors, many times in a row: counted, the replica stays up.
+        for i in 0..10 {
+            p.choose(0, Some(1000), None, 10.0, [0.9, 0.0]);
+            p.finish(&fail(1, 10.0 + i as f64, Failure::Local));
+        }
+        assert_eq!(p.view(1, 1.0, 30.0).health, Health::Up);
+        assert_eq!(p.counters(1).ejections, 0);
+        assert_eq!(p.counters(1).failures[Failure::Local as usize], 10);
+        assert_eq!(p.counters(1).failures[Failure::Connect as usize], 0);
+        assert_eq!(p.view(1, 1.0, 1.0).rtt, before.rtt, "no sample");
     }
 
     #[test]

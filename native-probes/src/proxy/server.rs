@@ -9,7 +9,7 @@ use super::body::{BoxError, Counting, DownBody, Progress};
 use super::budget::RouteKey;
 use super::metrics::{self, Edge};
 use super::policy::{Decision, Done, Failure, Policy, ReplicaSpec, ServiceSpec, Source};
-use super::upstream::{Conn, Pool, Target};
+use super::upstream::{Conn, ConnectError, Pool, Target};
 use crate::rng::Rng;
 use bytes::Bytes;
 use http_body_util::combinators::BoxBody;
@@ -334,6 +334,8 @@ struct Pending {
     wait_ms: Option<f64>,
     status_failure: bool,
     bytes_down: u64,
+    /// Whether the connection may go back to the pool once the response is whole.
+    reuse: bool,
 }
 
 impl Pending {
@@ -409,7 +411,7 @@ impl Pending {
         });
         drop(policy);
         self.sh.write(recs);
-        if let (Some(c), None, true) = (conn, failure, complete) {
+        if let (Some(c), None, true, true) = (conn, failure, complete, self.reuse) {
             self.sh.pools[self.replica].put(c);
         }
     }
@@ -492,7 +494,20 @@ fn is_hop_by_hop(k: &HeaderName) -> bool {
     )
 }
 
-/// Hop-by-hop headers and those the `Connection` header lists.
+/// Fields that a `Connection` header cannot make hop-by-hop: the message's framing
+/// (hyper frames the message the proxy sends by them: a GET's chunked body whose
+/// `Transfer-Encoding` was dropped would be sent without its body), `Host`, and the
+/// `X-Forwarded-For` the proxy appends to (RFC 9110 §7.6.1: a sender must not list a field
+/// meant for every recipient; a client that does so is not obeyed, as Traefik after
+/// CVE-2024-45410).
+const END_TO_END: [HeaderName; 4] = [
+    header::CONTENT_LENGTH,
+    header::TRANSFER_ENCODING,
+    header::HOST,
+    HeaderName::from_static("x-forwarded-for"),
+];
+
+/// Hop-by-hop headers and those the `Connection` header lists (but [`END_TO_END`]).
 fn strip_hop_by_hop(h: &mut HeaderMap) {
     // Most messages have none: one pass over the names, without hashing any.
     if !h.keys().any(is_hop_by_hop) {
@@ -507,11 +522,81 @@ fn strip_hop_by_hop(h: &mut HeaderMap) {
         // The usual options name no header that is not hop-by-hop already.
         .filter(|n| !n.eq_ignore_ascii_case("keep-alive") && !n.eq_ignore_ascii_case("close"))
         .filter_map(|n| HeaderName::from_bytes(n.as_bytes()).ok())
+        .filter(|n| !END_TO_END.contains(n))
         .chain(h.keys().filter(|k| is_hop_by_hop(k)).cloned())
         .collect();
     for n in listed {
         h.remove(n);
     }
+}
+
+/// The field lines named `name` as one line, their values joined by ", " (RFC 9110 §5.3),
+/// empty values left out; `None` when there is none but empty ones.
+fn joined(h: &HeaderMap, name: &HeaderName) -> Option<Vec<u8>> {
+    let mut v = Vec::new();
+    for x in h.get_all(name) {
+        let x = x.as_bytes().trim_ascii();
+        if !x.is_empty() {
+            if !v.is_empty() {
+                v.extend_from_slice(b", ");
+            }
+            v.extend_from_slice(x);
+        }
+    }
+    (!v.is_empty()).then_some(v)
+}
+
+/// `Transfer-Encoding` sent upstream as one line: hyper reads the codings of every line, but
+/// a replica that reads only the first or the last of several would frame the body its own
+/// way (request smuggling, RFC 9112 §11.2).
+fn join_transfer_encoding(h: &mut HeaderMap) {
+    if h.get_all(header::TRANSFER_ENCODING).iter().count() < 2 {
+        return;
+    }
+    if let Some(v) =
+        joined(h, &header::TRANSFER_ENCODING).and_then(|v| HeaderValue::from_bytes(&v).ok())
+    {
+        h.insert(header::TRANSFER_ENCODING, v);
+    }
+}
+
+/// `X-Forwarded-For` as the replica gets it: every line the request came with, in order,
+/// then the client's address `peer`. A proxy in front that adds its own line (HAProxy's
+/// `option forwardfor` does) puts the address it saw after the client's own claim: keeping
+/// only the first line would pass on the claim and drop the address seen.
+fn forwarded_for(h: &HeaderMap, peer: &HeaderValue) -> HeaderValue {
+    match joined(h, &HeaderName::from_static("x-forwarded-for")) {
+        Some(mut v) => {
+            v.extend_from_slice(b", ");
+            v.extend_from_slice(peer.as_bytes());
+            HeaderValue::from_bytes(&v).unwrap_or_else(|_| peer.clone())
+        }
+        None => peer.clone(),
+    }
+}
+
+/// Whether `path` has a dot-segment (RFC 3986 §3.3: `.` or `..`), written out or as a
+/// replica may read it: percent-encoded (`%2e%2e`), behind an encoded slash or a backslash
+/// (`..%2f`, `..\`), or with a segment parameter (`..;x`, as Tomcat reads it). Services
+/// are chosen by the path as it comes and it is forwarded unchanged, so `/api/../admin`
+/// would go to `/api`'s replicas, which resolve it to `/admin` (and out of a replica's
+/// BASE): a path outside the prefix it was routed by (Envoy's CVE-2019-9901). Clients
+/// resolve dot-segments before sending (browsers, curl without `--path-as-is`).
+fn has_dot_segment(path: &str) -> bool {
+    // Most paths have neither: one pass, no copy.
+    if !path.bytes().any(|b| b == b'.' || b == b'%') {
+        return false;
+    }
+    let p = path
+        .to_ascii_lowercase()
+        .replace("%2e", ".")
+        .replace("%2f", "/")
+        .replace("%5c", "/")
+        .replace('\\', "/");
+    p.split('/').any(|seg| {
+        let name = seg.split(';').next().unwrap_or("");
+        name == "." || name == ".."
+    })
 }
 
 /// HTTP/2 clients may split `Cookie` into several fields; HTTP/1.1 allows one, so they are
@@ -562,6 +647,9 @@ enum Attempt {
     ClientFailed {
         stalled: bool,
     },
+    /// The proxy could not open a connection for want of its own resources (descriptors,
+    /// memory, local ports): not the replica's failure, and no retry would fare better.
+    Local,
 }
 
 /// One attempt at `replica`: connect, send, wait for the head within the adaptive timeout.
@@ -595,7 +683,11 @@ async fn attempt(
     };
     let mut conn = match pool.get(sh.connect_timeout).await {
         Ok(c) => c,
-        Err(_) => {
+        Err(ConnectError::Local(_)) => {
+            fail(Failure::Local, None, 0);
+            return Attempt::Local;
+        }
+        Err(ConnectError::Replica(_)) => {
             fail(Failure::Connect, None, 0);
             return Attempt::Failed { retryable: true };
         }
@@ -697,6 +789,16 @@ async fn attempt(
                 retryable: bodiless,
             }
         }
+        // 101 to a request that asked for no upgrade (the proxy drops `Upgrade`): the
+        // connection now speaks something else, and passed down it would leave the client's
+        // connection with a final response that is not one (HTTP/2 has no 101 at all).
+        // hyper's client reads past every other 1xx.
+        Some(Ok(resp)) if resp.status().is_informational() => {
+            fail(Failure::Status, wait_ms(sh.ns()), up);
+            Attempt::Failed {
+                retryable: bodiless,
+            }
+        }
         Some(Ok(resp)) => {
             let head_at = Instant::now();
             let status = resp.status();
@@ -706,6 +808,12 @@ async fn attempt(
             // after one response. hyper answers an HTTP/1.0 client in 1.0 still.
             parts.version = hyper::Version::HTTP_11;
             strip_hop_by_hop(&mut parts.headers);
+            // Both framings: the body was read by Transfer-Encoding, and its Content-Length,
+            // passed down, would make the client's framing disagree with the body (hyper
+            // then cuts the connection without a byte). An intermediary must drop it (RFC
+            // 9112 §6.3), and the connection that carried it is not used again.
+            let both_framings = parts.headers.contains_key(header::TRANSFER_ENCODING)
+                && parts.headers.remove(header::CONTENT_LENGTH).is_some();
             let pending = Pending {
                 sh: sh.clone(),
                 replica,
@@ -718,6 +826,7 @@ async fn attempt(
                 wait_ms: wait_ms(sh.ns()),
                 status_failure: matches!(status.as_u16(), 502..=504),
                 bytes_down: 0,
+                reuse: !both_framings,
             };
             let body = Tracked {
                 inner,
@@ -803,6 +912,16 @@ async fn handle(
         );
         return Ok(r);
     }
+    if has_dot_segment(path) {
+        sh.edge.rejected.fetch_add(1, Relaxed);
+        return Ok(local(
+            StatusCode::BAD_REQUEST,
+            format!(
+                "nowcast proxy: the path {path} has a '.' or '..' segment (perhaps \
+                 percent-encoded); send it resolved (RFC 3986 §5.2.4)\n"
+            ),
+        ));
+    }
     let Some(service) = super::policy::route(sh.prefixes.iter().map(String::as_str), path) else {
         sh.edge.rejected.fetch_add(1, Relaxed);
         return Ok(local(
@@ -827,19 +946,9 @@ async fn handle(
     let mut headers = parts.headers;
     strip_hop_by_hop(&mut headers);
     join_cookies(&mut headers);
-    let xff = match headers.get("x-forwarded-for").map(HeaderValue::as_bytes) {
-        Some(prev) => {
-            let mut v = Vec::with_capacity(prev.len() + 2 + peer.len());
-            v.extend_from_slice(prev);
-            v.extend_from_slice(b", ");
-            v.extend_from_slice(peer.as_bytes());
-            HeaderValue::from_bytes(&v).ok()
-        }
-        None => Some(peer.clone()),
-    };
-    if let Some(v) = xff {
-        headers.insert("x-forwarded-for", v);
-    }
+    join_transfer_encoding(&mut headers);
+    let xff = forwarded_for(&headers, peer);
+    headers.insert("x-forwarded-for", xff);
     let head = Head {
         method: parts.method,
         path_and_query: parts
@@ -870,6 +979,17 @@ async fn handle(
             .unwrap_or_else(|| Empty::new().map_err(|e: Infallible| match e {}).boxed());
         match attempt(&sh, d.replica, &head, b, d.timeout_ms, Some(route.clone())).await {
             Attempt::Ok(r) => break r,
+            Attempt::Local => {
+                sh.edge.failed.fetch_add(1, Relaxed);
+                let mut r = local(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "nowcast proxy: out of descriptors, memory or local ports to reach the \
+                     replica; try again\n",
+                );
+                r.headers_mut()
+                    .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+                break r;
+            }
             Attempt::ClientFailed { stalled } => {
                 sh.edge.failed.fetch_add(1, Relaxed);
                 break if stalled {

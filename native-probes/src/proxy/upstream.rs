@@ -51,6 +51,25 @@ impl Target {
             Some(i) => (&rest[..i], rest[i..].trim_end_matches('/')),
             None => (rest, ""),
         };
+        // A user and password would be taken for the host (and every request would fail
+        // to connect), and the proxy sends no credentials upstream; the URL is not quoted,
+        // so that the password is not printed.
+        if auth.contains('@') {
+            return Err(
+                "a user or password in a replica URL ('USER@' before the host) is not \
+                 supported: the proxy sends no credentials upstream; write \
+                 http://HOST[:PORT][/BASE]"
+                    .into(),
+            );
+        }
+        // BASE is a path every request's path goes after: a query or a fragment there would
+        // swallow the request's path.
+        if let Some(c) = rest.chars().find(|c| matches!(c, '?' | '#')) {
+            return Err(format!(
+                "'{url}': '{c}' in a replica URL; write http://HOST[:PORT][/BASE] (each \
+                 request's path and query follow BASE)"
+            ));
+        }
         if auth.is_empty() {
             return Err(format!("'{url}': no host"));
         }
@@ -81,6 +100,35 @@ impl Target {
             authority,
             base_path: path.to_string(),
         })
+    }
+}
+
+/// Why no connection to a replica could be had.
+#[derive(Debug, PartialEq)]
+pub enum ConnectError {
+    /// The replica did not take it: refused, unreachable, timed out.
+    Replica(String),
+    /// The proxy's own resources ran out before the replica was reached: no descriptor
+    /// (EMFILE, ENFILE), no memory or buffers (ENOMEM, ENOBUFS), no local port
+    /// (EADDRNOTAVAIL). Clients can cause this (each request in flight holds an upstream
+    /// socket and its duplicate, and an HTTP/2 connection carries 128 of them), so it says
+    /// nothing of the replica and must not count against it.
+    Local(String),
+}
+
+impl ConnectError {
+    /// `e`, met while doing `what`, as the replica's failure or the proxy's own.
+    pub fn of(e: &std::io::Error, what: &str) -> ConnectError {
+        let local = matches!(
+            e.raw_os_error(),
+            Some(libc::EMFILE | libc::ENFILE | libc::ENOBUFS | libc::ENOMEM | libc::EADDRNOTAVAIL)
+        );
+        let text = format!("{what}: {e}");
+        if local {
+            ConnectError::Local(text)
+        } else {
+            ConnectError::Replica(text)
+        }
     }
 }
 
@@ -167,7 +215,7 @@ impl Pool {
     }
 
     /// An idle connection that is still open, else a new one within `connect_timeout`.
-    pub async fn get(&self, connect_timeout: Duration) -> std::io::Result<Conn> {
+    pub async fn get(&self, connect_timeout: Duration) -> Result<Conn, ConnectError> {
         loop {
             let next = {
                 let mut idle = self.idle.lock().expect("pool lock");
@@ -186,28 +234,23 @@ impl Pool {
             }
         }
         let start = Instant::now();
-        let stream =
-            tokio::time::timeout(connect_timeout, TcpStream::connect(&self.target.authority))
-                .await
-                .map_err(|_| {
-                    std::io::Error::new(
-                        std::io::ErrorKind::TimedOut,
-                        format!("connect to {}: timed out", self.target.authority),
-                    )
-                })?
-                .map_err(|e| {
-                    std::io::Error::new(
-                        e.kind(),
-                        format!("connect to {}: {e}", self.target.authority),
-                    )
-                })?;
+        let authority = &self.target.authority;
+        let stream = tokio::time::timeout(connect_timeout, TcpStream::connect(authority))
+            .await
+            .map_err(|_| ConnectError::Replica(format!("connect to {authority}: timed out")))?
+            .map_err(|e| ConnectError::of(&e, &format!("connect to {authority}")))?;
         let handshake_ms = start.elapsed().as_secs_f64() * 1e3;
-        stream.set_nodelay(true)?;
-        let fd = stream.as_fd().try_clone_to_owned()?;
+        stream
+            .set_nodelay(true)
+            .map_err(|e| ConnectError::of(&e, &format!("TCP_NODELAY on {authority}")))?;
+        let fd = stream
+            .as_fd()
+            .try_clone_to_owned()
+            .map_err(|e| ConnectError::of(&e, &format!("dup of the socket to {authority}")))?;
         let (send, conn) = http1::Builder::new()
             .handshake::<_, UpBody>(TokioIo::new(stream))
             .await
-            .map_err(std::io::Error::other)?;
+            .map_err(|e| ConnectError::Replica(format!("HTTP/1.1 to {authority}: {e}")))?;
         tokio::spawn(async move {
             let _ = conn.await;
         });
@@ -237,6 +280,40 @@ pub type UpResponse = hyper::Response<Incoming>;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_proxys_own_shortages_are_not_the_replicas_failures() {
+        let os = std::io::Error::from_raw_os_error;
+        for errno in [
+            libc::EMFILE,
+            libc::ENFILE,
+            libc::ENOBUFS,
+            libc::ENOMEM,
+            libc::EADDRNOTAVAIL,
+        ] {
+            assert!(matches!(
+                ConnectError::of(&os(errno), "connect"),
+                ConnectError::Local(_)
+            ));
+        }
+        for errno in [
+            libc::ECONNREFUSED,
+            libc::EHOSTUNREACH,
+            libc::ENETUNREACH,
+            libc::ETIMEDOUT,
+        ] {
+            assert!(matches!(
+                ConnectError::of(&os(errno), "connect"),
+                ConnectError::Replica(_)
+            ));
+        }
+        // A message made up for the error (no OS code) is the replica's.
+        let other = std::io::Error::other("resolve h: no such host");
+        assert!(matches!(
+            ConnectError::of(&other, "connect"),
+            ConnectError::Replica(_)
+        ));
+    }
 
     #[test]
     fn replica_urls_parse_or_say_what_is_wrong() {
@@ -278,5 +355,13 @@ mod tests {
         assert!(Target::parse("http://[::1]x")
             .unwrap_err()
             .contains("after the IPv6"));
+        // Credentials are refused, and not repeated in the error.
+        let e = Target::parse("http://user:s3cret@10.0.0.1:8080/b").unwrap_err();
+        assert!(e.contains("a user or password"), "{e}");
+        assert!(!e.contains("s3cret"), "{e}");
+        for (url, c) in [("http://h/base?x=1", '?'), ("http://h#f", '#')] {
+            let e = Target::parse(url).unwrap_err();
+            assert!(e.contains(&format!("'{c}' in a replica URL")), "{e}");
+        }
     }
 }
