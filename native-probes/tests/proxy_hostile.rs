@@ -326,7 +326,16 @@ fn running_out_of_descriptors_is_not_charged_to_the_replica() {
     // The shell lowers both limits, so the proxy cannot raise its soft limit past them.
     let p = Proxy::start_in(
         &["sh", "-c", "ulimit -n 64 && exec \"$0\" \"$@\""],
-        &["--replica", &format!("a={}", a.url()), "--eject-after", "3"],
+        // Every stream waits 1.5 s alike, so the adaptive timeout learns a spread of almost
+        // nothing; the floor keeps timeouts out of a test of descriptors.
+        &[
+            "--replica",
+            &format!("a={}", a.url()),
+            "--eject-after",
+            "3",
+            "--timeout-floor",
+            "10",
+        ],
     );
     let addr = p.addr;
     let rt = tokio::runtime::Builder::new_current_thread()

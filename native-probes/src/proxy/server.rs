@@ -274,6 +274,9 @@ impl Drop for ClientSlot {
 
 struct Shared {
     policy: Mutex<Policy>,
+    /// The last `/metrics` page, when it was rendered and how long that took: see
+    /// [`metrics_page`].
+    metrics_page: Mutex<Option<(Instant, Duration, Bytes)>>,
     rng: Mutex<Rng>,
     pools: Vec<Pool>,
     /// Services' prefixes, in the policy's order (routing reads them without its lock).
@@ -652,6 +655,49 @@ enum Attempt {
     Local,
 }
 
+/// The `/metrics` page. Rendering it holds the policy's lock, which every request takes, for
+/// a time that grows with the replicas (4 ms with 1,024): a client asking for it over many
+/// connections held every request up (1 ms to 60–130 ms). A page is therefore rendered at
+/// most once in 50 times its own rendering time, and served as it was in between: with a
+/// few replicas that is under a millisecond, with 1,024 200 ms (a scrape every 15 s never
+/// sees the difference); concurrent askers wait for one rendering, not for the lock.
+fn metrics_page(sh: &Shared) -> Bytes {
+    let mut cache = sh.metrics_page.lock().expect("metrics page");
+    if let Some((at, took, page)) = cache.as_ref() {
+        if at.elapsed() < (*took * 50).min(Duration::from_secs(1)) {
+            return page.clone();
+        }
+    }
+    let start = Instant::now();
+    let text = {
+        let p = sh.policy.lock().expect("policy");
+        let e = Edge {
+            requests: sh.edge.requests.load(Relaxed),
+            in_flight: sh.edge.in_flight.load(Relaxed),
+            connections_open: sh.edge.connections.load(Relaxed),
+            rejected: sh.edge.rejected.load(Relaxed),
+            failed: sh.edge.failed.load(Relaxed),
+            retries_refused: p.budget.refused,
+            client_timeouts: sh.edge.client_timeouts.load(Relaxed),
+            refused_per_client: sh.edge.refused_per_client.load(Relaxed),
+            clients_open: sh.clients.clients() as u64,
+            uptime_s: sh.origin.elapsed().as_secs_f64(),
+            bandwidth_source: if sh.capture.as_ref().is_some_and(|c| c.running()) {
+                Source::Wren.name()
+            } else if sh.tcp_info_rate {
+                Source::TcpInfo.name()
+            } else {
+                Source::Transfer.name()
+            },
+            capture: sh.capture.as_ref().map(|c| c.snapshot()),
+        };
+        metrics::render(&p, &e, sh.now_ms())
+    };
+    let page = Bytes::from(text);
+    *cache = Some((start, start.elapsed(), page.clone()));
+    page
+}
+
 /// One attempt at `replica`: connect, send, wait for the head within the adaptive timeout.
 /// `route`: a client's request's, whose sizes it teaches if it completes (None: a probe).
 async fn attempt(
@@ -881,31 +927,7 @@ async fn handle(
         });
     }
     if req.method() == Method::GET && path == "/metrics" {
-        let text = {
-            let p = sh.policy.lock().expect("policy");
-            let e = Edge {
-                requests: sh.edge.requests.load(Relaxed),
-                in_flight: sh.edge.in_flight.load(Relaxed),
-                connections_open: sh.edge.connections.load(Relaxed),
-                rejected: sh.edge.rejected.load(Relaxed),
-                failed: sh.edge.failed.load(Relaxed),
-                retries_refused: p.budget.refused,
-                client_timeouts: sh.edge.client_timeouts.load(Relaxed),
-                refused_per_client: sh.edge.refused_per_client.load(Relaxed),
-                clients_open: sh.clients.clients() as u64,
-                uptime_s: sh.origin.elapsed().as_secs_f64(),
-                bandwidth_source: if sh.capture.as_ref().is_some_and(|c| c.running()) {
-                    Source::Wren.name()
-                } else if sh.tcp_info_rate {
-                    Source::TcpInfo.name()
-                } else {
-                    Source::Transfer.name()
-                },
-                capture: sh.capture.as_ref().map(|c| c.snapshot()),
-            };
-            metrics::render(&p, &e, sh.now_ms())
-        };
-        let mut r = local(StatusCode::OK, text);
+        let mut r = local(StatusCode::OK, metrics_page(&sh));
         r.headers_mut().insert(
             header::CONTENT_TYPE,
             HeaderValue::from_static("text/plain; version=0.0.4"),
@@ -1240,6 +1262,7 @@ pub async fn serve(
         connect_timeout: opts.connect_timeout,
         tcp_info_rate: opts.tcp_info_rate,
         origin: Instant::now(),
+        metrics_page: Mutex::new(None),
         wall0_ms: crate::clock::wall_ms(),
         edge: EdgeCounts::default(),
         clients: PerClient::new(opts.max_connections_per_client),
