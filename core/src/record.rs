@@ -441,7 +441,10 @@ impl Record {
     pub fn parse(line: &str) -> Result<Record, RecordError> {
         let raw: serde_json::Value = serde_json::from_str(line).map_err(|e| RecordError {
             field: None,
-            message: format!("not valid JSON ({e})"),
+            message: format!(
+                "not valid JSON ({})",
+                crate::json::within_line(&e.to_string())
+            ),
         })?;
         Record::read(&&raw)
     }

@@ -137,7 +137,10 @@ impl Parser for BrowserJson {
 fn parse_record(line: &str) -> Result<Record, RecordError> {
     let v = BrowserJson.parse(line).map_err(|e| RecordError {
         field: None,
-        message: format!("not valid JSON ({})", crate::quote::cut(&e, 200)),
+        message: format!(
+            "not valid JSON ({})",
+            crate::quote::cut(&crate::json::within_line(&e), 200)
+        ),
     })?;
     Record::read(&v)
 }

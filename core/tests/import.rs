@@ -777,3 +777,75 @@ fn one_series_chosen_by_metric_target_transport_or_column() {
     );
     assert_eq!(v, [90.0]);
 }
+
+/// Nowcast's own output that holds no measurements (a report of `nowcast forecast` or
+/// `nowcast classify`, as JSON or as their tables, or a file of loss signatures) is named as
+/// what it is, with what to read instead, not "in no format Nowcast reads" followed by a list
+/// of formats. Measurements in each format still read.
+#[test]
+fn nowcast_s_own_reports_are_named_as_what_they_are() {
+    let forecast_json = r#"{"input":{"format":"csv","series":"value","values":300},"mode":"both","report":{"next":[]},"unit":null}"#;
+    let diagnosis = r#"{"diagnosis":"cpu","file":"s.sig","label":"cpu","loss_rate":0.19,"metric":"complexity","p_cpu":1.0,"packets":16384,"value":0.39}"#;
+    for (text, said) in [
+        (
+            format!("{forecast_json}\n"),
+            "line 1 is nowcast forecast's report on a series",
+        ),
+        (
+            "rtt.csv: 300 values (csv), column value; the file names no unit\n\nNext value: the \
+             forecast ± 2·error\n"
+                .to_string(),
+            "line 1 is nowcast forecast's report on a series",
+        ),
+        (
+            format!("{diagnosis}\n{diagnosis}\n"),
+            "line 1 is nowcast classify's diagnosis",
+        ),
+        (
+            "cause    in range   correct     wrong  inconclusive  out of range\n".to_string(),
+            "line 1 is nowcast classify's diagnosis",
+        ),
+        (
+            "cpu 16384 245-260 509-543 5304\nnetwork 16384 17\n".to_string(),
+            "line 1 is a file of packet-loss signatures",
+        ),
+        (
+            "? 4096\n".to_string(),
+            "line 1 is a file of packet-loss signatures",
+        ),
+    ] {
+        let r = read(&text);
+        let m = r
+            .unsupported
+            .as_deref()
+            .unwrap_or_else(|| panic!("{text:?}: {r:?}"));
+        assert!(m.starts_with(said), "{text:?}: {m}");
+        assert!(!m.contains("no format"), "{m}");
+    }
+    let record = r#"{"schema_version":"1.2","timestamp_ms":1796544974058.9,"source":"nowcast tcp","metric":"rtt","status":"ok","value":0.02,"unit":"ms","to":"h:1"}"#;
+    for text in [
+        format!("{record}\n{record}\n"),
+        "time,value\n1,2\n".to_string(),
+        "12.5\n13\n".to_string(),
+        "PING 127.0.0.1 (127.0.0.1) 56(84) bytes of data.\n64 bytes from 127.0.0.1: icmp_seq=1 ttl=64 time=0.05 ms\n".to_string(),
+    ] {
+        let r = read(&text);
+        assert!(r.unsupported.is_none(), "{text:?}: {r:?}");
+    }
+}
+
+/// A line that is not JSON is named by the file's line, and the parser's place in it by its
+/// column only: serde_json counts the one line it was given as "line 1".
+#[test]
+fn a_broken_json_line_is_placed_by_its_column() {
+    let record = r#"{"schema_version":"1.2","timestamp_ms":1,"source":"s","metric":"rtt","status":"ok","value":2,"unit":"ms","to":"h"}"#;
+    let r = read(&format!(
+        "{record}\n{{\"schema_version\":1, oops}}\n{record}\n"
+    ));
+    assert_eq!(r.errors[0].line, 2, "{r:?}");
+    assert!(
+        r.errors[0].message.contains("at column 22") && !r.errors[0].message.contains("line 1"),
+        "{}",
+        r.errors[0].message
+    );
+}

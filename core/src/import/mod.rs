@@ -651,6 +651,10 @@ impl<P: Parser> Reader<P> {
     }
 
     fn detect<S: Sink>(&mut self, number: u64, text: &str, t: &str, sink: &mut S) {
+        if let Some(it) = own_output(t).filter(|_| self.opts.format.is_none()) {
+            self.state = State::Stopped;
+            return sink.problem(Problem::Unsupported(format!("line {number} is {it}")));
+        }
         let format = self.opts.format.unwrap_or_else(|| detect(t));
         if self.opts.format.is_none() && t.starts_with('[') && format != Format::Ping {
             let what = format!("line {number} (a JSON array)");
@@ -809,6 +813,45 @@ fn plain<S: Sink>(text: &str, out: &mut Out<'_, S>) {
         Some(v) => out.point(Some(0), None, v, "value"),
         None => out.error(None, format!("'{}' is not a number", quote(t))),
     }
+}
+
+/// `nowcast forecast`'s report, as its JSON or its table.
+pub const FORECAST_REPORT: &str = "nowcast forecast's report on a series, not the series: \
+     give the file that report was made from";
+/// `nowcast classify`'s diagnoses, as JSON or its table.
+pub const CLASSIFY_REPORT: &str = "nowcast classify's diagnosis of packet-loss signatures, \
+     not measurements over time (nowcast fobs send --json writes a transfer's records)";
+const SIGNATURES: &str = "a file of packet-loss signatures (nowcast fobs send --signatures), \
+     which nowcast classify diagnoses, not measurements over time (nowcast fobs send --json \
+     writes a transfer's records)";
+
+/// What a first data line (trimmed) of nowcast's own output that holds no measurements is,
+/// for the one message it gets in place of "no format Nowcast reads": the table of
+/// `nowcast forecast` (`FILE: 500 values (csv), …`), of `nowcast classify` (`cause  in
+/// range  correct …`), or a signature file (`cpu 4096 7 100-103`). Their JSON forms are told
+/// by their members ([`records`]).
+fn own_output(t: &str) -> Option<&'static str> {
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    let forecast = t.match_indices(": ").any(|(i, _)| {
+        let rest = &t[i + 2..];
+        let n = rest.bytes().take_while(u8::is_ascii_digit).count();
+        n > 0 && (rest[n..].starts_with(" values (") || rest[n..].starts_with(" value ("))
+    });
+    if forecast {
+        return Some(FORECAST_REPORT);
+    }
+    let mut words = t.split_ascii_whitespace();
+    let first = words.next().unwrap_or_default();
+    if first == "cause" && t.contains("in range") && t.contains("correct") {
+        return Some(CLASSIFY_REPORT);
+    }
+    let signature = matches!(first, "cpu" | "network" | "?")
+        && words.next().is_some_and(digits)
+        && words.all(|w| match w.split_once('-') {
+            Some((a, b)) => digits(a) && digits(b),
+            None => digits(w),
+        });
+    signature.then_some(SIGNATURES)
 }
 
 /// The format a first data line (trimmed) is in.

@@ -39,7 +39,10 @@ impl<P: Parser> JsonLines<P> {
         let doc = match self.parser.parse(t) {
             Ok(doc) => doc,
             // The parser's message may quote the text; it is cut like any quote.
-            Err(e) => return out.error(None, format!("not valid JSON ({})", cut(&e, 200))),
+            Err(e) => {
+                let e = crate::json::within_line(&e);
+                return out.error(None, format!("not valid JSON ({})", cut(&e, 200)));
+            }
         };
         let v = P::root(&doc);
         let kind = documents::kind(&v);
@@ -47,8 +50,22 @@ impl<P: Parser> JsonLines<P> {
         let expected = self.forced.unwrap_or(first.format());
         match kind {
             Kind::Unknown if first == Kind::Unknown => {
-                let what = format!("line {} ({})", out.line, documents::UNKNOWN);
-                out.stop(Problem::Unsupported(super::unsupported_message(&what)));
+                let has = |k: &str| crate::json::Json::get(&v, k).is_some();
+                let own = if has("input") && has("report") {
+                    Some(super::FORECAST_REPORT)
+                } else if has("diagnosis") && has("p_cpu") {
+                    Some(super::CLASSIFY_REPORT)
+                } else {
+                    None
+                };
+                let message = match own.filter(|_| self.forced.is_none()) {
+                    Some(it) => format!("line {} is {it}", out.line),
+                    None => {
+                        let what = format!("line {} ({})", out.line, documents::UNKNOWN);
+                        super::unsupported_message(&what)
+                    }
+                };
+                out.stop(Problem::Unsupported(message));
             }
             _ if kind.format() != expected => out.error(
                 None,
