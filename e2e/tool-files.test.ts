@@ -199,7 +199,8 @@ describe.skipIf(skip !== undefined)("real tools' files imported into the page", 
     const tcp = row(/^iperf3 bandwidth_up to 127\.0\.0\.1:\d+ \(iperf3-tcp\.json\)$/);
     expect(tcp.count).toBe(json("iperf3-tcp.json").intervals.length);
     expect(unitOf(tcp.last)).toMatch(/^[GM]bit\/s$/);
-    // iperf3 UDP -R: received, with jitter and loss, one point each an interval.
+    // iperf3 UDP -R: received, with jitter and loss (a fraction, shown as %), one point each
+    // an interval.
     const udp = (metric: string) =>
       row(new RegExp(`^iperf3 ${metric} to 127\\.0\\.0\\.1:\\d+ \\(iperf3-udp\\.json\\)$`));
     const intervals = json("iperf3-udp.json").intervals.length;
@@ -207,7 +208,7 @@ describe.skipIf(skip !== undefined)("real tools' files imported into the page", 
     for (const [metric, unit] of [
       ["bandwidth_down", "Mbit/s"],
       ["jitter", "ms"],
-      ["loss", "fraction"],
+      ["loss", "%"],
     ] as const) {
       expect([udp(metric).count, unitOf(udp(metric).last)], metric).toEqual([intervals, unit]);
     }
@@ -225,7 +226,7 @@ describe.skipIf(skip !== undefined)("real tools' files imported into the page", 
     );
     // mtr: its one hop's RTT and loss (a report is one point).
     expect(row(/^mtr rtt to 127\.0\.0\.1 \(mtr\.json\)$/).last).toMatch(/ ms$/);
-    expect(row(/^mtr loss to 127\.0\.0\.1 \(mtr\.json\)$/).last).toMatch(/ fraction$/);
+    expect(row(/^mtr loss to 127\.0\.0\.1 \(mtr\.json\)$/).last).toMatch(/ %$/);
     // irtt: a loss point for every round trip, an RTT for every one that came back.
     const trips = (JSON.parse(text("irtt.json")) as { round_trips: { lost: string }[] })
       .round_trips;
@@ -236,7 +237,7 @@ describe.skipIf(skip !== undefined)("real tools' files imported into the page", 
       trips.filter((t) => t.lost === "false").length,
       "ms",
     ]);
-    expect([irtt("loss").count, unitOf(irtt("loss").last)]).toEqual([trips.length, "fraction"]);
+    expect([irtt("loss").count, unitOf(irtt("loss").last)]).toEqual([trips.length, "%"]);
     // sockperf: one RTT a sample line of its log.
     const samples = text("sockperf.csv")
       .split("\n")

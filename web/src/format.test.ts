@@ -6,8 +6,10 @@ import {
   clockTicks,
   formatPeriod,
   formatSpan,
+  formatSquared,
   formatValue,
   formatWithError,
+  significant,
   tickLabels,
 } from "./format";
 
@@ -84,6 +86,42 @@ describe("values with their spread", () => {
     // A single value still switches at 1000 Mbit/s.
     expect(formatValue(999, "Mbit/s")).toBe("999 Mbit/s");
     expect(formatValue(1000, "Mbit/s")).toBe("1.00 Gbit/s");
+  });
+});
+
+describe("a loss rate, kept as a fraction", () => {
+  it("is shown as a percentage: value, spread, mean square error and axis alike", () => {
+    expect(formatValue(0.13, "fraction")).toBe("13.0 %");
+    expect(formatValue(0, "fraction")).toBe("0 %");
+    expect(formatValue(0.0005, "fraction")).toBe("0.0500 %");
+    expect(formatWithError(0.097, 0.02, "fraction")).toBe("9.70 % ± 2.00 %");
+    expect(formatWithError(0.13, 0, "fraction", false)).toBe("13.0 % ± ?");
+    expect(formatSquared(0.0004, "fraction")).toBe("4.00 %²");
+    // Chart.js's ticks of a fraction's axis, 0 to 1.
+    expect(tickLabels([0, 0.1, 0.2, 0.30000000000000004, 1], "fraction")).toEqual({
+      unit: "%",
+      labels: ["0 %", "10 %", "20 %", "30 %", "100 %"],
+    });
+  });
+
+  it("leaves the other units' squares as they were, and none on a bare number", () => {
+    expect(formatSquared(0.368, "ms")).toBe("0.368 ms²");
+    expect(formatSquared(2500, "Mbit/s")).toBe("2500 Mbit/s²");
+    // A CSV column of numbers has no unit: no "²" dangling after its figures.
+    expect(formatSquared(4.5, "")).toBe("4.50");
+  });
+});
+
+describe("three significant digits", () => {
+  it("counts the digits of the value as it rounds", () => {
+    expect(significant(99.97)).toBe("100");
+    expect(significant(-99.97)).toBe("-100");
+    expect(significant(99.94)).toBe("99.9");
+    expect(significant(9.996)).toBe("10.0");
+    expect(significant(9.994)).toBe("9.99");
+    expect(significant(0.9996)).toBe("1.00");
+    expect(significant(123.4)).toBe("123");
+    expect(significant(0.0534)).toBe("0.0534");
   });
 });
 

@@ -12,15 +12,18 @@ export function significant(v: number): string {
   if (!Number.isFinite(v)) return "–";
   const a = Math.abs(v);
   if (a === 0) return "0";
-  if (a >= 100) return v.toFixed(0);
-  if (a >= 10) return v.toFixed(1);
+  // The decimals for the value as it rounds: 99.97 is "100", not "100.0" (four digits).
+  if (a >= 99.95) return v.toFixed(0);
+  if (a >= 9.995) return v.toFixed(1);
   if (a >= 1) return v.toFixed(2);
   return v.toPrecision(3);
 }
 
-/** The unit a value of `magnitude` is shown in: Mbit/s as Gbit/s from 1000, the rest as is;
- *  `divisor` turns the value into that unit. */
+/** The unit a value of `magnitude` is shown in: Mbit/s as Gbit/s from 1000, a fraction (a
+ *  loss rate, as records keep it) as a percentage, the rest as is; `divisor` turns the value
+ *  into that unit. */
 export function displayUnit(magnitude: number, unit: string): { unit: string; divisor: number } {
+  if (unit === "fraction") return { unit: "%", divisor: 0.01 };
   return unit === "Mbit/s" && Math.abs(magnitude) >= 1000
     ? { unit: "Gbit/s", divisor: 1000 }
     : { unit, divisor: 1 };
@@ -29,7 +32,7 @@ export function displayUnit(magnitude: number, unit: string): { unit: string; di
 /** " ms", or nothing for a value without a unit (a CSV column of numbers). */
 const spaced = (unit: string) => (unit === "" ? "" : ` ${unit}`);
 
-/** A value in its unit: ms, Mbit/s (as Gbit/s from 1000), or a fraction. */
+/** A value in its unit: ms, Mbit/s (as Gbit/s from 1000), or a fraction (as %). */
 export function formatValue(v: number, unit: string): string {
   const d = displayUnit(v, unit);
   return `${significant(v / d.divisor)}${spaced(d.unit)}`;
@@ -44,6 +47,13 @@ export function formatWithError(v: number, error: number, unit: string, known = 
   const u = spaced(d.unit);
   const spread = known ? `${significant(error / d.divisor)}${u}` : "?";
   return `${significant(v / d.divisor)}${u} ± ${spread}`;
+}
+
+/** A mean square error (of values in `unit`) in the square of the unit those values are
+ *  shown in: "0.368 ms²", "12.5 %²" for a loss rate's (whose values are shown as %). */
+export function formatSquared(v: number, unit: string, magnitude = 0): string {
+  const d = displayUnit(magnitude, unit);
+  return `${significant(v / d.divisor ** 2)}${d.unit === "" ? "" : ` ${d.unit}²`}`;
 }
 
 /**

@@ -472,12 +472,14 @@ export class SeriesChart {
     this.band = new BandLayer(band);
     this.title = title;
     this.unit = unit;
-    this.axisUnit = unit;
+    // Until the first layout says what the values need (Gbit/s for a fast rate): the unit
+    // the values are shown in (a fraction as %).
+    this.axisUnit = displayUnit(0, unit).unit;
 
     this.figure = document.createElement("figure");
     this.figure.className = "graph";
     const caption = document.createElement("figcaption");
-    caption.textContent = captionOf(title, unit);
+    caption.textContent = captionOf(title, this.axisUnit);
     this.caption = caption;
     this.box = document.createElement("div");
     this.box.className = "graph-box";
@@ -584,7 +586,7 @@ export class SeriesChart {
               scale.ticks.forEach((t, i) => (t.label = labels[i]));
             },
             grid: { color: grid },
-            title: { display: true, text: unit, color: text },
+            title: { display: true, text: this.axisUnit, color: text },
           },
         },
         plugins: {
@@ -776,13 +778,17 @@ export class SeriesChart {
       next === undefined
         ? ""
         : ` Next forecast ${formatWithError(next.value, BAND_K * next.error, unit, next.errorKnown)}.`;
-    return (
-      `${this.title}: ${measured.length} measurement${measured.length === 1 ? "" : "s"} from ` +
-      `${clockIn(first.x, last.x)} to ${clockIn(last.x, first.x)}, between ${v(lo)} and ` +
-      `${v(hi)}; latest ${v(last.y)}.` +
-      forecast +
-      failed
-    );
+    // One measurement has no span, and values all alike no range: said plainly, never
+    // "from 12:00:01 to 12:00:01, between 3 ms and 3 ms".
+    const what =
+      measured.length === 1
+        ? `1 measurement at ${clock(last.x)}: ${v(last.y)}.`
+        : `${measured.length} measurements from ${clockIn(first.x, last.x)} to ` +
+          `${clockIn(last.x, first.x)}, ` +
+          (v(lo) === v(hi)
+            ? `all ${v(lo)}.`
+            : `between ${v(lo)} and ${v(hi)}; latest ${v(last.y)}.`);
+    return `${this.title}: ${what}${forecast}${failed}`;
   }
 
   /** The lowest and highest value the y axis must hold: the points (the band is cut to

@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
 import {
+  forecasterVerdict,
   SHORT_PROBE_MS,
   SHORT_PROBE_RTTS,
   shortProbe,
@@ -143,5 +144,55 @@ describe("the typical forecast error", () => {
     expect(typicalError(cdf)).toBe(2);
     expect(typicalError(cdf, 0.8)).toBe(1);
     expect(typicalError([])).toBeUndefined();
+  });
+});
+
+describe("the verdict on the forecaster in use", () => {
+  const row = (id: string, name: string, mae: number, mse = mae * mae) => ({
+    index: 0,
+    id,
+    name,
+    forecast: 1,
+    n: 6,
+    mse,
+    mae,
+  });
+  const names = new Map<string, string>();
+
+  it("never calls the one in use the one of the least error, which it need not be", () => {
+    // As the page showed it: the selection's pick had a larger MSE than others in the table.
+    const table = [
+      row("last_value", "Last Value", 0.0812),
+      row("exp_5", "Exp Smooth 5%", 0.2, 0.123),
+      row("exp_50", "Exp Smooth 50%", 0.13, 0.0353),
+      row("median_31", "Median Window 31", 0.1, 0.0325),
+    ];
+    const text = forecasterVerdict({ table, selected: "exp_50" }, "ms", names);
+    expect(text).not.toMatch(/smallest/);
+    expect(text).toMatch(/^In use: Exp Smooth 50%, chosen from the forecasters' errors/);
+    // Repeating the last value did better: said so, not "about as well".
+    expect(text).toMatch(
+      /Repeating the last value has done better so far \(off by 0\.0812 ms\)\.$/,
+    );
+  });
+
+  it("says how much closer the forecasts are, or that they are as close", () => {
+    const table = [row("last_value", "Last Value", 2), row("median_31", "Median Window 31", 1)];
+    expect(forecasterVerdict({ table, selected: "median_31" }, "ms", names)).toMatch(
+      /would be off by 2\.00 ms: the forecasts are 50 % closer\.$/,
+    );
+    const even = [row("last_value", "Last Value", 1), row("median_31", "Median Window 31", 1.001)];
+    expect(forecasterVerdict({ table: even, selected: "median_31" }, "ms", names)).toMatch(
+      /would do about as well \(1\.00 ms\)\.$/,
+    );
+  });
+
+  it("makes no claim about the others when the last value is in use", () => {
+    const table = [row("last_value", "Last Value", 1.92), row("exp_5", "Exp Smooth 5%", 1.2)];
+    const text = forecasterVerdict({ table, selected: "last_value" }, "ms", names);
+    expect(text).not.toMatch(/as well as anything/);
+    expect(text).toMatch(
+      /off by 1\.92 ms on average\. It forecasts that the next value repeats the last\.$/,
+    );
   });
 });

@@ -2,8 +2,8 @@
 // apart from the DOM: how steady a series is, which transport's figure to show, the likely
 // range in words, the sparkline's path, and the typical forecast error.
 
-import { significant } from "../format";
-import { BAND_K } from "../messages";
+import { formatValue, significant } from "../format";
+import { BAND_K, type PredictabilityEvent } from "../messages";
 
 /** How steady a series is, from its forecast error relative to its forecast. */
 export type Verdict = "learning" | "steady" | "variable" | "erratic";
@@ -239,4 +239,38 @@ export function transportReason(
     return "a browser's WebSocket falls behind on fast links";
   }
   return "";
+}
+
+/**
+ * The predictability view's sentence on the forecaster in use: which one, how far off it is
+ * on average, and against simply repeating the last value (better, as good, or worse: the
+ * selection weighs recent errors too, and may use one that has done worse so far).
+ */
+export function forecasterVerdict(
+  p: Pick<PredictabilityEvent, "table" | "selected">,
+  unit: string,
+  names: ReadonlyMap<string, string>,
+): string {
+  const used = p.table.find((r) => r.id === p.selected);
+  if (used === undefined || used.n === 0) return "";
+  const name = names.get(used.id) ?? used.name;
+  // The bank's selection (NWS's) weighs each forecaster's errors over the whole series and
+  // over recent windows: the one it uses is not always the one with the lowest total in the
+  // table, so the sentence does not claim it is.
+  const base =
+    `In use: ${name}, chosen from the forecasters' errors on this series, over all of it ` +
+    `and recently; its forecasts are off by ${formatValue(used.mae, unit)} on average.`;
+  const last = p.table.find((r) => r.id === "last_value");
+  if (last === undefined || last.n === 0 || used.id === last.id) {
+    return `${base} It forecasts that the next value repeats the last.`;
+  }
+  const lastMae = formatValue(last.mae, unit);
+  const gain = last.mae > 0 ? 1 - used.mae / last.mae : 0;
+  if (gain > 0.005) {
+    return `${base} Repeating the last value would be off by ${lastMae}: the forecasts are ${Math.round(gain * 100)} % closer.`;
+  }
+  if (used.mae > last.mae * 1.005) {
+    return `${base} Repeating the last value has done better so far (off by ${lastMae}).`;
+  }
+  return `${base} Repeating the last value would do about as well (${lastMae}).`;
 }

@@ -3,11 +3,11 @@
 // every forecaster's MSE and MAE with the one in use marked and a plain verdict on it.
 
 import { Chart, type ChartDataset } from "chart.js";
-import { formatValue, significant, tickLabels } from "../format";
+import { displayUnit, formatSquared, formatValue, significant, tickLabels } from "../format";
 import type { PredictabilityEvent } from "../messages";
 import { AT_ONCE, type Announcer } from "./announcer";
 import { el } from "./dom";
-import { typicalError, verdictOf } from "./headline-math";
+import { forecasterVerdict, typicalError, verdictOf } from "./headline-math";
 
 interface Point {
   x: number;
@@ -122,10 +122,15 @@ class PredictabilityView {
     names: ReadonlyMap<string, string>,
   ): void {
     this.parent.hidden = false;
+    // The errors are in the series' unit, and shown as its values are: a loss rate's (a
+    // fraction) in percentage points, as its graph shows it in %.
+    const percent = displayUnit(0, unit).unit === "%";
+    const scale = percent ? 100 : 1;
     if (unit !== this.unit) {
       this.unit = unit;
-      // The errors are in the series' unit: the axes say so.
-      const x = `forecast error, ${unit} (measured − forecast)`;
+      // The axes say the unit (none for a CSV column of numbers).
+      const shown = percent ? "percentage points" : unit;
+      const x = `forecast error${shown === "" ? "" : `, ${shown}`} (measured − forecast)`;
       for (const c of [this.histogram, this.cdf]) {
         const scale = c.chart.options.scales!.x as { title: { text: string } };
         scale.title.text = x;
@@ -135,11 +140,13 @@ class PredictabilityView {
     this.histogram.data.length = 0;
     if (h !== undefined) {
       const width = (h.max - h.min) / h.counts.length;
-      h.counts.forEach((c, i) => this.histogram.data.push({ x: h.min + i * width, y: c }));
-      this.histogram.data.push({ x: h.max, y: h.counts.at(-1) ?? 0 });
+      h.counts.forEach((c, i) =>
+        this.histogram.data.push({ x: (h.min + i * width) * scale, y: c }),
+      );
+      this.histogram.data.push({ x: h.max * scale, y: h.counts.at(-1) ?? 0 });
     }
     this.cdf.data.length = 0;
-    for (const { x, p: frac } of p.cdf) this.cdf.data.push({ x, y: frac });
+    for (const { x, p: frac } of p.cdf) this.cdf.data.push({ x: x * scale, y: frac });
     for (const c of [this.histogram, this.cdf]) {
       c.chart.update("none");
       c.figure.dataset.points = String(c.data.length);
@@ -173,7 +180,7 @@ class PredictabilityView {
       tr.append(th);
       const cells = [
         row.forecast === null ? "–" : formatValue(row.forecast, unit),
-        row.n === 0 ? "–" : `${significant(row.mse)} ${unit}²`,
+        row.n === 0 ? "–" : formatSquared(row.mse, unit),
         row.n === 0 ? "–" : formatValue(row.mae, unit),
         String(row.n),
       ];
@@ -279,8 +286,14 @@ export class PredictabilityPanel {
         next === undefined
           ? ""
           : `: ${verdictOf(typical, next.value)}, within ±${percent(typical, next.value)} of the value`;
+      // A loss rate's error is a difference of percentages, said so beside the "within ±…
+      // % of the value" that follows.
+      const spread =
+        displayUnit(0, unit).unit === "%"
+          ? `${significant(typical * 100)} percentage points`
+          : formatValue(typical, unit);
       this.summary.textContent =
-        `The next ${what} is usually within ±${formatValue(typical, unit)} of its forecast ` +
+        `The next ${what} is usually within ±${spread} of its forecast ` +
         `(9 in 10 of the ${n} forecasts so far were)${steadiness}.`;
     }
     this.verdict.textContent = forecasterVerdict(p, unit, names);
@@ -300,24 +313,3 @@ export class PredictabilityPanel {
 
 const percent = (part: number, of: number) =>
   `${significant((100 * part) / Math.abs(of || 1)).replace(/\.0+$/, "")} %`;
-
-/** Which forecaster is in use, how far off it is on average, and against simply repeating
- *  the last value. */
-function forecasterVerdict(
-  p: PredictabilityEvent,
-  unit: string,
-  names: ReadonlyMap<string, string>,
-): string {
-  const used = p.table.find((r) => r.id === p.selected);
-  if (used === undefined || used.n === 0) return "";
-  const name = names.get(used.id) ?? used.name;
-  const base = `In use: ${name}, the forecaster with the smallest mean square error on this series so far; its forecasts are off by ${formatValue(used.mae, unit)} on average.`;
-  const last = p.table.find((r) => r.id === "last_value");
-  if (last === undefined || last.n === 0 || used.id === last.id) {
-    return `${base} Repeating the last value forecasts this series as well as anything here.`;
-  }
-  const gain = last.mae > 0 ? 1 - used.mae / last.mae : 0;
-  return gain > 0.005
-    ? `${base} Repeating the last value would be off by ${formatValue(last.mae, unit)}: the forecasts are ${Math.round(gain * 100)} % closer.`
-    : `${base} Repeating the last value would do about as well (${formatValue(last.mae, unit)}).`;
-}
