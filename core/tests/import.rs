@@ -849,3 +849,34 @@ fn a_broken_json_line_is_placed_by_its_column() {
         r.errors[0].message
     );
 }
+
+/// Two tools' records of the same metric, transport and target are two series, as the
+/// archive keeps them (`nowcast pcap`'s two RTT estimators, its three IEPM-BW methods were one
+/// series, interleaved); the second is named with its source, and `source` chooses either.
+#[test]
+fn records_of_two_sources_are_two_series() {
+    let rec = |t: u64, source: &str, v: f64| {
+        format!(
+            r#"{{"schema_version":"1.2","timestamp_ms":{t},"source":"{source}","metric":"rtt","status":"ok","value":{v},"unit":"ms","to":"h:80","probe":{{"transport":"tcp"}}}}"#
+        )
+    };
+    let text = [
+        rec(1, "pcap", 10.0),
+        rec(1, "pcap timestamps", 11.0),
+        rec(2, "pcap", 12.0),
+        rec(2, "pcap timestamps", 13.0),
+    ]
+    .join("\n");
+    let r = read(&text);
+    clean(&r);
+    assert_eq!(
+        names(&r),
+        ["rtt/tcp to h:80", "rtt/tcp to h:80 (pcap timestamps)"]
+    );
+    assert_eq!(series(&r, "rtt/tcp to h:80").2, [10.0, 12.0]);
+    assert_eq!(
+        series(&r, "rtt/tcp to h:80 (pcap timestamps)").2,
+        [11.0, 13.0]
+    );
+    assert_eq!(r.series[1].0.source.as_deref(), Some("pcap timestamps"));
+}

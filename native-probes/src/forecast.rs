@@ -448,7 +448,7 @@ fn print_human(
     if !stats.other_series.is_empty() {
         writeln!(
             out,
-            "the file has {} other series (choose with --metric, --target, --transport or --column):",
+            "the file has {} other series (choose with --metric, --target, --transport, --source or --column):",
             stats.other_series_count
         )?;
         for o in &stats.other_series {

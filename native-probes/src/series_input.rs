@@ -250,8 +250,9 @@ impl<F: FnMut(f64)> Sink for Edge<F> {
     }
 }
 
-/// The options that choose `s` among the file's series.
-fn choose(s: &SeriesInfo) -> String {
+/// The options that choose `s` among the file's series (`all`): its source only when another
+/// series differs from it by nothing else.
+fn choose(s: &SeriesInfo, all: &[SeriesInfo]) -> String {
     let mut flags = Vec::new();
     if let Some(c) = &s.column {
         flags.push(format!("--column {c:?}"));
@@ -264,6 +265,16 @@ fn choose(s: &SeriesInfo) -> String {
     }
     if let Some(to) = &s.to {
         flags.push(format!("--target {to:?}"));
+    }
+    let alike = |o: &SeriesInfo| {
+        (o.metric, o.transport, &o.to, &o.column) == (s.metric, s.transport, &s.to, &s.column)
+    };
+    if let Some(source) = s
+        .source
+        .as_ref()
+        .filter(|_| all.iter().filter(|o| alike(o)).count() > 1)
+    {
+        flags.push(format!("--source {source:?}"));
     }
     flags.join(" ")
 }
@@ -336,7 +347,7 @@ pub fn read_values<R: Read>(
         .map(|(i, s)| OtherSeries {
             name: s.name.clone(),
             values: Some(reader.counts()[i]).filter(|_| s.column.is_none()),
-            choose: choose(s),
+            choose: choose(s, reader.series()),
         })
         .collect();
     Ok(stats)

@@ -309,6 +309,7 @@ impl Delimited {
                 unit: None,
                 to: None,
                 transport: None,
+                source: None,
                 column: Some(header.as_ref().map_or(i.to_string(), |h| h[i].clone())),
                 clock,
             });
@@ -460,14 +461,16 @@ fn export_row<S: Sink>(
     };
     let id = e
         .keyed
-        .id(out.reg, "record", metric, transport, to, |to| SeriesInfo {
-            transport,
-            ..SeriesInfo::measured(
-                series_name(metric, transport, to.as_deref()),
-                metric,
-                to.clone(),
-                clock,
-            )
+        .id(out.reg, "record", metric, transport, to, None, |to| {
+            SeriesInfo {
+                transport,
+                ..SeriesInfo::measured(
+                    series_name(metric, transport, to.as_deref()),
+                    metric,
+                    to.clone(),
+                    clock,
+                )
+            }
         });
     out.point(id, t, v, "value");
 }

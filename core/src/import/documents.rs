@@ -111,8 +111,14 @@ pub fn record<J: Json, S: Sink>(
     };
     let transport = r.probe.as_ref().and_then(|p| p.transport);
     let metric = r.metric;
-    let id = keyed.id(out.reg, "record", metric, transport, Some(r.to), |to| {
-        SeriesInfo {
+    let id = keyed.id(
+        out.reg,
+        "record",
+        metric,
+        transport,
+        Some(r.to),
+        Some(r.source),
+        |to| SeriesInfo {
             transport,
             ..SeriesInfo::measured(
                 series_name(metric, transport, to.as_deref()),
@@ -120,8 +126,8 @@ pub fn record<J: Json, S: Sink>(
                 to.clone(),
                 Clock::Epoch,
             )
-        }
-    });
+        },
+    );
     out.point(id, Some(r.timestamp_ms), value, "value");
 }
 

@@ -35,6 +35,7 @@ impl Test {
             metric,
             Some(transport),
             self.to.clone(),
+            None,
             |to| {
                 let name = match to {
                     Some(to) => format!("iperf3 {metric} to {to}"),

@@ -24,6 +24,7 @@ pub fn read<J: Json, S: Sink>(doc: &J, out: &mut Out<'_, S>, keyed: &mut Keyed) 
             metric,
             Some(Transport::Udp),
             to.clone(),
+            None,
             |to| {
                 let name = match to {
                     Some(to) => format!("irtt {metric} to {to}"),

@@ -41,7 +41,7 @@ use crate::json::Parser;
 use crate::quote::{cut, quote, QUOTE_CHARS};
 use crate::record::{check_value, Metric, Transport, Unit, MAX_TIMESTAMP_MS};
 pub use delimited::{export_csv, export_csv_line, EXPORT_HEADER};
-use std::collections::hash_map::{Entry, HashMap};
+use std::collections::HashMap;
 
 /// The longest line read, bytes; a longer one is refused without being held or scanned.
 pub const MAX_LINE: usize = 1 << 20;
@@ -133,6 +133,9 @@ pub struct SeriesInfo {
     /// The target measured, when the file names it.
     pub to: Option<String>,
     pub transport: Option<Transport>,
+    /// The tool that measured it, when the file says (a record's `source`: `nowcast tcp`,
+    /// `pcap`, `pcap timestamps`, …): two sources are two series, as in the archive.
+    pub source: Option<String>,
     /// The CSV column read: its header, or `N` (from 0) without a header.
     pub column: Option<String>,
     pub clock: Clock,
@@ -146,6 +149,7 @@ impl SeriesInfo {
             unit: Some(metric.unit()),
             to,
             transport: None,
+            source: None,
             column: None,
             clock,
         }
@@ -213,6 +217,8 @@ pub struct Select {
     pub metric: Option<Metric>,
     pub target: Option<String>,
     pub transport: Option<Transport>,
+    /// A record's `source`.
+    pub source: Option<String>,
     /// CSV and TSV only; the default is the column named `value`, else the last one of
     /// numbers.
     pub column: Option<Column>,
@@ -226,6 +232,10 @@ impl Select {
                 .as_ref()
                 .is_none_or(|t| s.to.as_deref() == Some(t.as_str()))
             && self.transport.is_none_or(|t| s.transport == Some(t))
+            && self
+                .source
+                .as_ref()
+                .is_none_or(|x| s.source.as_deref() == Some(x.as_str()))
     }
 }
 
@@ -803,6 +813,7 @@ fn plain<S: Sink>(text: &str, out: &mut Out<'_, S>) {
             unit: None,
             to: None,
             transport: None,
+            source: None,
             column: None,
             clock: Clock::Count,
         };
@@ -872,8 +883,14 @@ fn detect(t: &str) -> Format {
 }
 
 /// What tells series of measurements apart in a file: the tool (records, iperf3, …), the
-/// metric, the transport and the target.
-type Key = (&'static str, Metric, Option<Transport>, Option<String>);
+/// metric, the transport, the target and a record's source.
+type Key = (
+    &'static str,
+    Metric,
+    Option<Transport>,
+    Option<String>,
+    Option<String>,
+);
 
 /// Series keyed by [`Key`], numbered in the registry as they appear.
 #[derive(Debug, Default)]
@@ -882,8 +899,11 @@ struct Keyed {
 }
 
 impl Keyed {
-    /// The series of `metric` to `to` over `transport` from `tool`, added as `info(to)`
-    /// describes it when new (`None` past [`MAX_SERIES`]).
+    /// The series of `metric` to `to` over `transport` from `tool` (and a record's
+    /// `source`), added as `info(to)` describes it when new (`None` past [`MAX_SERIES`]). A
+    /// series that only its source tells apart from one seen before is named with its source
+    /// (`rtt/tcp to h:80 (pcap timestamps)`); the first keeps the plain name.
+    #[allow(clippy::too_many_arguments)]
     fn id(
         &mut self,
         reg: &mut Registry,
@@ -891,15 +911,25 @@ impl Keyed {
         metric: Metric,
         transport: Option<Transport>,
         to: Option<String>,
+        source: Option<String>,
         info: impl FnOnce(&Option<String>) -> SeriesInfo,
     ) -> Option<usize> {
-        match self.ids.entry((tool, metric, transport, to)) {
-            Entry::Occupied(e) => *e.get(),
-            Entry::Vacant(e) => {
-                let id = reg.add(info(&e.key().3));
-                *e.insert(id)
-            }
+        let key = (tool, metric, transport, to, source);
+        if let Some(id) = self.ids.get(&key) {
+            return *id;
         }
+        let shared = self
+            .ids
+            .keys()
+            .any(|k| (k.0, k.1, k.2, &k.3) == (key.0, key.1, key.2, &key.3));
+        let mut series = info(&key.3);
+        if let (true, Some(s)) = (shared, &key.4) {
+            series.name = format!("{} ({s})", series.name);
+        }
+        series.source = key.4.clone();
+        let id = reg.add(series);
+        self.ids.insert(key, id);
+        id
     }
 }
 
@@ -931,6 +961,7 @@ impl Sink for Imported {
                     unit: None,
                     to: None,
                     transport: None,
+                    source: None,
                     column: None,
                     clock: Clock::Count,
                 },

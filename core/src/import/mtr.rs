@@ -24,7 +24,7 @@ pub fn read<J: Json, S: Sink>(doc: &J, out: &mut Out<'_, S>, keyed: &mut Keyed) 
     let Some(hop) = hubs.at(last) else { return };
     let field = |f: &str| format!("report.hubs[{last}].{f}");
     let mut id = |out: &mut Out<'_, S>, metric: Metric| {
-        keyed.id(out.reg, "mtr", metric, None, to.clone(), |to| {
+        keyed.id(out.reg, "mtr", metric, None, to.clone(), None, |to| {
             let name = match to {
                 Some(to) => format!("mtr {metric} to {to}"),
                 None => format!("mtr {metric}"),

@@ -17,8 +17,8 @@ use std::path::PathBuf;
     Gbit/s). --json prints one object: mode, unit, input (what was read) and report (next, \
     selected, baselines, primaries, timeouts; each NWS row names its mode).\n\n\
     Input formats, told apart by their content (the page imports the same, \
-    through the same reader): NDJSON measurement records (one series per metric, transport \
-    and target; records that timed out or failed are counted, not forecast), CSV (with or \
+    through the same reader): NDJSON measurement records (one series per metric, transport, \
+    target and source; records that timed out or failed are counted, not forecast), CSV (with or \
     without a header; the page's export, whose metric column makes one series per metric), \
     `time<TAB>value`, one number a line, iperf3 -J (bandwidth up or down; UDP jitter and \
     loss), ping output (Linux iputils), mtr --json (the last hop's RTT and loss), irtt JSON \
@@ -26,7 +26,7 @@ use std::path::PathBuf;
     read (in CSV the column named 'value', else the last column of numbers: columns of \
     text are never chosen, and the one read is named), and the others \
     are listed with the options that choose them (--metric, --target, --transport, \
-    --column). Lines starting with # are comments. Errors are measured over points 2..n: \
+    --source, --column). Lines starting with # are comments. Errors are measured over points 2..n: \
     each forecast is made before the value it forecasts."
 )]
 pub struct Args {
@@ -47,6 +47,10 @@ pub struct Args {
     /// The series measured over this transport (websocket, http, tcp, udp, …).
     #[arg(long, value_parser = parse_name::<Transport>)]
     transport: Option<Transport>,
+    /// The series measured by this tool (a record's `source`: nowcast tcp, pcap, pcap
+    /// timestamps, browser, …).
+    #[arg(long)]
+    source: Option<String>,
     /// Skip malformed lines (they are counted and reported) instead of stopping.
     #[arg(long)]
     skip_bad: bool,
@@ -84,6 +88,7 @@ pub fn run(args: Args) -> Result<()> {
                 metric: args.metric,
                 target: args.target,
                 transport: args.transport,
+                source: args.source,
                 column: args.column,
             },
             skip_bad: args.skip_bad,
