@@ -569,8 +569,47 @@ fn the_export_reads_back_into_its_series() {
     let nd = read(&format!("{}\n{}\n", rtt.to_line(), down.to_line()));
     assert_eq!(names(&nd), names(&r));
     // A loss above 1 in an export is refused like in a record.
-    let r = read(&format!("{EXPORT_HEADER}\n1,1.5,loss,fraction,udp,h,x\n"));
+    let r = read(&format!("{EXPORT_HEADER}\n1,1.5,loss,fraction,udp,h,x,s\n"));
     assert_eq!(r.errors[0].field.as_deref(), Some("value"));
+    // An export before the source column reads as it did.
+    let r = read("time,value,metric,unit,transport,to,series\n1,2,rtt,ms,tcp,h,x\n");
+    clean(&r);
+    assert_eq!(names(&r), ["rtt/tcp to h"]);
+}
+
+/// Two sources stay two series through the export, and a FOBS congestion event (a loss
+/// record of one window, no value of the loss series) is left out of it, as the reader
+/// leaves it out of the records' series: the NDJSON and the CSV of the same records read
+/// back alike.
+#[test]
+fn the_export_keeps_sources_apart_and_congestion_events_out() {
+    let mut a = Record::new(1000.0, "pcap", Metric::Rtt, 10.0, "h:80");
+    a.probe = Some(nowcast_core::record::Probe {
+        transport: Some(Transport::Tcp),
+        ..Default::default()
+    });
+    let mut b = a.clone();
+    (b.source, b.value) = ("pcap timestamps".into(), Some(11.0));
+    let line = r#"{"schema_version":"1.2","timestamp_ms":1795219209100,"source":"nowcast fobs","metric":"loss","value":0.0123,"unit":"fraction","to":"10.231.0.2:8070","seq":17,"probe":{"transport":"fobs","payload_bytes":1400},"congestion":{"signature_loss_rate":0.0061,"classifier_metric":"complexity","metric_value":0.3011,"p_cpu":0.998,"action":"no_corrective_action","long_term_loss_rate":0.00002,"loss_count":"events","rate_mbit_s":940.5}}"#;
+    let event = Record::parse(line).unwrap();
+    let records = [a, b, event];
+    let text = export_csv([("x", &records[..])]);
+    assert_eq!(text.lines().count(), 3, "{text}");
+    let csv = read(&text);
+    clean(&csv);
+    let nd = read(
+        &records
+            .iter()
+            .map(Record::to_line)
+            .collect::<Vec<_>>()
+            .join("\n"),
+    );
+    assert_eq!(
+        names(&csv),
+        ["rtt/tcp to h:80", "rtt/tcp to h:80 (pcap timestamps)"]
+    );
+    assert_eq!(names(&nd), names(&csv));
+    assert_eq!(csv.series[1].2, [11.0]);
 }
 
 #[test]
@@ -766,7 +805,7 @@ fn one_series_chosen_by_metric_target_transport_or_column() {
     let (_, _, problems) = one("1\n2\n", col(Column::Index(0)));
     assert!(matches!(&problems[..], [Problem::Usage(m)] if m.contains("--column applies to CSV")));
     // The page's export, one metric of it.
-    let export = format!("{EXPORT_HEADER}\n1,20,rtt,ms,websocket,h,R\n1,90,bandwidth_down,Mbit/s,websocket,h,D\n2,21,rtt,ms,websocket,h,R\n");
+    let export = format!("{EXPORT_HEADER}\n1,20,rtt,ms,websocket,h,R,browser\n1,90,bandwidth_down,Mbit/s,websocket,h,D,browser\n2,21,rtt,ms,websocket,h,R,browser\n");
     assert_eq!(one(&export, Select::default()).0, [20.0, 21.0]);
     let (v, _, _) = one(
         &export,

@@ -274,20 +274,21 @@ fn import_names_bad_lines_and_export_gives_the_records_back() {
     );
     let csv = text(&csv.stdout);
     let mut rows = csv.lines();
-    // The page's CSV export: time in ms, value, metric, unit, transport, target, title.
+    // The page's CSV export: time in ms, value, metric, unit, transport, target, title, source.
     assert_eq!(
         rows.next(),
-        Some("time,value,metric,unit,transport,to,series")
+        Some("time,value,metric,unit,transport,to,series,source")
     );
     for row in rows {
         let cells: Vec<&str> = row.split(',').collect();
-        assert_eq!(cells.len(), 7, "{row}");
+        assert_eq!(cells.len(), 8, "{row}");
         assert!(
             cells[0].parse::<f64>().is_ok() && cells[1].parse::<f64>().is_ok(),
             "{row}"
         );
         assert_eq!((cells[2], cells[3]), ("rtt", "ms"), "{row}");
         assert!(cells[6].contains(" rtt ("), "{row}");
+        assert!(!cells[7].is_empty(), "{row}");
     }
     // `nowcast forecast` reads it back one series at a time (it averaged every target's
     // values into one series when the export had no metric and target columns).

@@ -114,6 +114,8 @@ struct Export {
     unit: Option<usize>,
     to: Option<usize>,
     transport: Option<usize>,
+    /// Since the `source` column was added; earlier exports have none.
+    source: Option<usize>,
     keyed: Keyed,
 }
 
@@ -215,6 +217,7 @@ impl Delimited {
                 unit: at("unit"),
                 to: at("to"),
                 transport: at("transport"),
+                source: at("source"),
                 keyed: Keyed::default(),
             }),
         }
@@ -444,6 +447,10 @@ fn export_row<S: Sink>(
     let to =
         e.to.map(|i| text(line, &row[i]).into_owned())
             .filter(|t| !t.is_empty());
+    let source = e
+        .source
+        .map(|i| text(line, &row[i]).into_owned())
+        .filter(|s| !s.is_empty());
     let value = text(line, &row[e.value]);
     if value.is_empty() {
         return;
@@ -461,7 +468,7 @@ fn export_row<S: Sink>(
     };
     let id = e
         .keyed
-        .id(out.reg, "record", metric, transport, to, None, |to| {
+        .id(out.reg, "record", metric, transport, to, source, |to| {
             SeriesInfo {
                 transport,
                 ..SeriesInfo::measured(
@@ -486,11 +493,12 @@ fn field(s: &str) -> Cow<'_, str> {
 }
 
 /// The header of [`export_csv`].
-pub const EXPORT_HEADER: &str = "time,value,metric,unit,transport,to,series";
+pub const EXPORT_HEADER: &str = "time,value,metric,unit,transport,to,series,source";
 
 /// Records as the page exports them to CSV: [`EXPORT_HEADER`], one line per record with a
-/// value (timeouts and failures have none; the NDJSON export keeps them), `series` the title
-/// the page shows (for people; the reader keys series by metric, transport and target).
+/// value (timeouts and failures have none, and a FOBS congestion event is no value of a
+/// series; the NDJSON export keeps them), `series` the title the page shows (for people; the
+/// reader keys series by metric, transport, target and source, as it keys records).
 pub fn export_csv<'a>(series: impl IntoIterator<Item = (&'a str, &'a [Record])>) -> String {
     let mut out = String::from(EXPORT_HEADER);
     out.push('\n');
@@ -503,21 +511,24 @@ pub fn export_csv<'a>(series: impl IntoIterator<Item = (&'a str, &'a [Record])>)
 }
 
 /// Appends `r`'s line of [`export_csv`] (and its newline) to `out`, in the series titled
-/// `label`; nothing for a record without a value. For exports written a record at a time
-/// (`nowcast archive export --format csv`).
+/// `label`; nothing for a record without a value or for a congestion event. For exports
+/// written a record at a time (`nowcast archive export --format csv`).
 pub fn export_csv_line(label: &str, r: &Record, out: &mut String) {
     use std::fmt::Write;
-    let Some(v) = r.value else { return };
+    let Some(v) = r.value.filter(|_| r.congestion.is_none()) else {
+        return;
+    };
     let transport = r.probe.as_ref().and_then(|p| p.transport);
     let _ = writeln!(
         out,
-        "{},{v},{},{},{},{},{}",
+        "{},{v},{},{},{},{},{},{}",
         r.timestamp_ms,
         r.metric,
         r.unit,
         transport.map_or("", Transport::name),
         field(&r.to),
         field(label),
+        field(&r.source),
     );
 }
 
@@ -555,7 +566,7 @@ mod tests {
         let text = export_csv([("RTT, \"echo\"", std::slice::from_ref(&r))]);
         assert_eq!(
             text,
-            "time,value,metric,unit,transport,to,series\n1000,2.5,rtt,ms,websocket,\"h,1\",\"RTT, \"\"echo\"\"\"\n"
+            "time,value,metric,unit,transport,to,series,source\n1000,2.5,rtt,ms,websocket,\"h,1\",\"RTT, \"\"echo\"\"\",browser\n"
         );
     }
 }

@@ -13,8 +13,9 @@
 //!   columns of text are left out (and said so); without a header, the first column is the
 //!   time when there are two or more and it reads as one (`time,value`), and the others are
 //!   series named `column N` (N counts from 0, as `--column` does). A header with a `metric`
-//!   column is Nowcast's own export (`time,value,metric,unit,transport,to,series`, written
-//!   by [`export_csv`]): one series per metric, target and transport, as records.
+//!   column is Nowcast's own export (`time,value,metric,unit,transport,to,series,source`,
+//!   written by [`export_csv`]; `source` since 2026-12-06): one series per metric, target,
+//!   transport and source, as records.
 //! - **`time<TAB>value`** and any tab-separated columns: the CSV rules with tabs.
 //! - **One number a line** (a one-word header line allowed).
 //! - **iperf3 `-J`** ([`iperf3`]), **ping** (Linux iputils, [`ping`]), **mtr `--json`**
@@ -412,7 +413,8 @@ enum State<P: Parser> {
     MaybeDocument(documents::Document),
     Document(documents::Document),
     JsonLines(records::JsonLines<P>),
-    Delimited(delimited::Delimited),
+    /// Boxed: the largest state by far, read once per file.
+    Delimited(Box<delimited::Delimited>),
     Plain,
     Ping(ping::Ping),
     Sockperf(sockperf::Sockperf),
@@ -621,7 +623,7 @@ impl<P: Parser> Reader<P> {
         match std::mem::replace(&mut self.state, State::Detecting) {
             State::OneColumn { line, header } if !comment => {
                 if number_of(t).is_some() {
-                    let mut d = delimited::Delimited::new(b',');
+                    let mut d = Box::new(delimited::Delimited::new(b','));
                     self.decided(Format::Csv);
                     let mut out = Out {
                         reg: &mut self.reg,
@@ -709,7 +711,7 @@ impl<P: Parser> Reader<P> {
             }
             Format::Csv | Format::Tsv => {
                 let sep = if format == Format::Tsv { b'\t' } else { b',' };
-                self.state = State::Delimited(delimited::Delimited::new(sep));
+                self.state = State::Delimited(Box::new(delimited::Delimited::new(sep)));
             }
             Format::Plain if number_of(t).is_none() && !t.contains([',', '\t', ' ']) => {
                 if self.opts.format.is_none() && !t.is_empty() {

@@ -137,7 +137,7 @@ enum Command {
         batch: usize,
     },
     /// Write records as NDJSON (the page imports it) or CSV as the page exports
-    /// (`time,value,metric,unit,transport,to,series`).
+    /// (`time,value,metric,unit,transport,to,series,source`).
     Export {
         #[command(flatten)]
         source: Source,
