@@ -23,7 +23,8 @@ use std::time::Duration;
     the flow in from/to."
 )]
 pub struct Args {
-    /// Capture files (pcap or pcapng), analysed in order as one capture.
+    /// Capture files (pcap or pcapng), analysed in order as one capture; `-` reads standard
+    /// input.
     #[arg(required_unless_present = "live", conflicts_with = "live")]
     files: Vec<PathBuf>,
     /// Capture live on this interface (`any` for all) instead of reading files. Needs the

@@ -495,7 +495,7 @@ impl Analyzer {
                     t: rel,
                     bytes: p.ip_len,
                     end_seq: p.seq.wrapping_add(p.payload_len),
-                    super_segment: is_super(p, mss),
+                    super_segment: tcp::is_super(p, mss),
                     retransmission: seen.kind.is_resent() || seen.kind == Kind::KeepAlive,
                 };
                 w.wren.depart(dep, &mut self.scratch);
@@ -760,15 +760,6 @@ impl Analyzer {
         rows.sort_by_key(|r| (r.id, r.from));
         rows
     }
-}
-
-/// A segment is a super-segment when it carries more than the MSS announced (1460 bytes for
-/// IPv4 and 1440 for IPv6 when the SYN was not captured: an Ethernet MTU's worth).
-fn is_super(p: &Packet, mss: Option<u16>) -> bool {
-    let mss = mss
-        .map(u32::from)
-        .unwrap_or(if p.src.addr.v6 { 1440 } else { 1460 });
-    p.payload_len > mss
 }
 
 fn decide_wren(f: &Flow, d: usize, cfg: &Config) -> WrenState {

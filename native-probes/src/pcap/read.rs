@@ -208,13 +208,34 @@ pub fn read_capture<R: Read>(
         pcap(&mut w, format, &mut on_frame, &mut problem, &mut stats)?;
         Ok((format, stats))
     } else {
+        let start = format!(
+            "{:02x} {:02x} {:02x} {:02x}",
+            magic[0], magic[1], magic[2], magic[3]
+        );
         Err(io::Error::new(
             io::ErrorKind::InvalidData,
-            format!(
-                "not a capture file: it starts with {:02x} {:02x} {:02x} {:02x}, not a pcap or pcapng magic number",
-                magic[0], magic[1], magic[2], magic[3]
-            ),
+            match compression(&magic) {
+                Some((name, tool)) => format!(
+                    "{name}-compressed (it starts with {start}), not a capture as it stands: decompress it first, e.g. `{tool} -dc FILE | nowcast pcap -`"
+                ),
+                None => format!(
+                    "not a capture file: it starts with {start}, not a pcap or pcapng magic number"
+                ),
+            },
         ))
+    }
+}
+
+/// The compression a file's first bytes name (a rotated `tcpdump -w … -z gzip` capture, an
+/// archived one), and the tool that undoes it.
+fn compression(magic: &[u8; 4]) -> Option<(&'static str, &'static str)> {
+    match magic {
+        [0x1f, 0x8b, ..] => Some(("gzip", "gzip")),
+        [0xfd, b'7', b'z', b'X'] => Some(("xz", "xz")),
+        [0x28, 0xb5, 0x2f, 0xfd] => Some(("zstd", "zstd")),
+        [b'B', b'Z', b'h', _] => Some(("bzip2", "bzip2")),
+        [0x04, 0x22, 0x4d, 0x18] => Some(("lz4", "lz4")),
+        _ => None,
     }
 }
 
@@ -319,7 +340,7 @@ fn pcap<R: Read>(
                     offset: w.offset,
                     packet: Some(number),
                     what: format!(
-                        "truncated: the record holds {caplen} bytes, the file ends after {}; analysed as if the snap length had cut it",
+                        "truncated: the record holds {caplen} bytes, the file ends after {} (cut short, or still being written); analysed as if the snap length had cut it",
                         have - 16
                     ),
                 },
@@ -334,6 +355,7 @@ fn pcap<R: Read>(
                 orig_len,
             });
             stats.packets += 1;
+            stats.bytes += orig_len as u64;
             return Ok(());
         }
         let parsed = if big {
@@ -453,7 +475,7 @@ fn pcapng<R: Read>(
                         offset: at,
                         packet: is_packet_block(ty, big).then_some(number + 1),
                         what: format!(
-                            "truncated: the block is {claimed} bytes long, the file ends after {have}"
+                            "truncated: the block is {claimed} bytes long, the file ends after {have} (cut short, or still being written)"
                         ),
                     },
                     stats,
@@ -833,5 +855,7 @@ mod tests {
         assert!(e.to_string().contains("68 65 6c 6c"), "{e}");
         let e = read_capture(&b""[..], |_| {}, |_| {}).unwrap_err();
         assert!(e.to_string().contains("empty"), "{e}");
+        let e = read_capture(&[0x1f, 0x8b, 8, 0, 0, 0][..], |_| {}, |_| {}).unwrap_err();
+        assert!(e.to_string().contains("gzip-compressed"), "{e}");
     }
 }

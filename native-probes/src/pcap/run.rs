@@ -15,7 +15,7 @@ use crate::stop::Stop;
 use anyhow::{anyhow, bail, Result};
 use nowcast_core::record::{Metric, Record};
 use std::fs::File;
-use std::io::{self, Write};
+use std::io::{self, Read, Write};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -237,7 +237,13 @@ pub fn run(input: Input, cfg: Config, show: Show, sink: &mut dyn RecordSink) -> 
             let mut unread: Vec<String> = Vec::new();
             for path in &paths {
                 let name = path.display().to_string();
-                let f = match File::open(path) {
+                // `-`: standard input (`zcat trace.pcap.gz | nowcast pcap -`, `tcpdump -w -`).
+                let opened: io::Result<Box<dyn Read>> = if name == "-" {
+                    Ok(Box::new(io::stdin().lock()))
+                } else {
+                    File::open(path).map(|f| Box::new(f) as Box<dyn Read>)
+                };
+                let f = match opened {
                     Ok(f) => f,
                     Err(e) => {
                         eprintln!("nowcast pcap: {name}: open: {e}; not read");

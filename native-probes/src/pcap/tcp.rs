@@ -27,6 +27,9 @@ use std::collections::VecDeque;
 pub const MAX_UNACKED: usize = 32_768;
 /// Most TSvals awaiting their echo per direction.
 pub const MAX_TSVALS: usize = 32_768;
+/// Most holes in the sequence space (data skipped over, not yet seen) remembered per
+/// direction for the goodput.
+pub const MAX_HOLES: usize = 256;
 /// The out-of-order window when the handshake was not seen.
 const DEFAULT_OOO_NS: i64 = 3_000_000;
 /// How soon after a duplicate ACK a retransmission counts as fast.
@@ -40,6 +43,16 @@ pub fn seq_le(a: u32, b: u32) -> bool {
 }
 pub fn seq_gt(a: u32, b: u32) -> bool {
     seq_lt(b, a)
+}
+
+/// A segment is a super-segment when it carries more than the MSS announced (1460 bytes for
+/// IPv4 and 1440 for IPv6 when the SYN was not captured: an Ethernet MTU's worth). The
+/// flow's count and Wren's trains use this one rule.
+pub fn is_super(p: &Packet, mss: Option<u16>) -> bool {
+    let mss = mss
+        .map(u32::from)
+        .unwrap_or(if p.src.addr.v6 { 1440 } else { 1460 });
+    p.payload_len > mss
 }
 
 /// What one segment was, for the direction that sent it.
@@ -86,7 +99,9 @@ pub struct Half {
     pub frame_bytes: u64,
     /// TCP payload bytes, retransmissions included.
     pub payload_bytes: u64,
-    /// Payload bytes that advanced the highest sequence number (goodput).
+    /// Payload bytes seen for the first time, or skipped over and then acknowledged (data
+    /// the capture missed): the goodput's bytes, each byte of the sequence space once
+    /// (tcptrace's "unique bytes" when the capture missed nothing).
     pub new_bytes: u64,
     /// Segments carrying data.
     pub data_packets: u64,
@@ -114,6 +129,8 @@ pub struct Half {
     window: Option<u16>,
     last_was_keepalive: bool,
     unacked: VecDeque<Seg>,
+    /// Sequence ranges skipped over and not yet seen or acknowledged, in order.
+    holes: VecDeque<(u32, u32)>,
     tsvals: VecDeque<(u32, i64, bool)>,
     last_tsval: Option<u32>,
 }
@@ -153,6 +170,75 @@ impl Half {
     pub fn next_seq(&self) -> Option<u32> {
         self.next_seq
     }
+
+    /// `start..end` was skipped over by a segment beyond it. Past [`MAX_HOLES`], the
+    /// lowest hole is taken as delivered (as nearly all are) and counted.
+    fn note_hole(&mut self, start: u32, end: u32) {
+        if self.holes.len() >= MAX_HOLES {
+            if let Some((s, e)) = self.holes.pop_front() {
+                self.new_bytes += e.wrapping_sub(s) as u64;
+            }
+        }
+        self.holes.push_back((start, end));
+    }
+
+    /// The bytes of `start..end` that fill holes, which shrink or split accordingly.
+    fn fill_holes(&mut self, start: u32, end: u32) -> u64 {
+        let mut filled = 0u64;
+        let mut i = 0;
+        while i < self.holes.len() {
+            let (hs, he) = self.holes[i];
+            if seq_le(end, hs) {
+                break;
+            }
+            if seq_le(he, start) {
+                i += 1;
+                continue;
+            }
+            let (a, b) = (
+                if seq_gt(start, hs) { start } else { hs },
+                if seq_lt(end, he) { end } else { he },
+            );
+            filled += b.wrapping_sub(a) as u64;
+            match (a == hs, b == he) {
+                (true, true) => {
+                    self.holes.remove(i);
+                }
+                (true, false) => {
+                    self.holes[i].0 = b;
+                    i += 1;
+                }
+                (false, true) => {
+                    self.holes[i].1 = a;
+                    i += 1;
+                }
+                (false, false) => {
+                    self.holes[i].1 = a;
+                    self.holes.insert(i + 1, (b, he));
+                    i += 2;
+                }
+            }
+        }
+        filled
+    }
+
+    /// The other side acknowledged up to `ack`: holes below it were delivered (the capture
+    /// missed their data, or its resending) and are new data.
+    fn holes_acked(&mut self, ack: u32) {
+        while let Some(&(hs, he)) = self.holes.front() {
+            if seq_le(ack, hs) {
+                break;
+            }
+            if seq_le(he, ack) {
+                self.new_bytes += he.wrapping_sub(hs) as u64;
+                self.holes.pop_front();
+            } else {
+                self.new_bytes += ack.wrapping_sub(hs) as u64;
+                self.holes[0].0 = ack;
+                break;
+            }
+        }
+    }
 }
 
 /// Analyses packet `p` sent by the side whose state is `fwd`, the other side's being `rev`;
@@ -177,7 +263,7 @@ pub fn observe(
     if seglen > 0 {
         fwd.data_packets += 1;
         fwd.max_payload = fwd.max_payload.max(seglen);
-        if fwd.mss.or(rev.mss).is_some_and(|m| seglen > m as u32) {
+        if is_super(p, fwd.mss.or(rev.mss)) {
             fwd.super_segments += 1;
         }
     }
@@ -266,17 +352,35 @@ pub fn observe(
         }
     }
     let advances = fwd.next_seq.is_none_or(|n| seq_gt(end, n));
+    let data_end = p.seq.wrapping_add(seglen);
     if advances && !zero_window_probe {
         if let Some(n) = fwd.next_seq {
-            if seq_gt(end, n) && seglen > 0 {
-                let from = if seq_lt(p.seq, n) { n } else { p.seq };
-                fwd.new_bytes += end.wrapping_sub(from).min(seglen) as u64;
+            if seq_gt(p.seq, n) && !p.has(flag::RST) {
+                // Sequence space skipped (by data, a FIN or an ACK): lost before the capture
+                // point (a bottleneck upstream, the capture at the receiver), reordered, or
+                // dropped by the capture. New data when it is seen or acknowledged.
+                fwd.note_hole(n, p.seq);
+            }
+            if seglen > 0 && seq_gt(data_end, n) {
+                let from = if seq_gt(p.seq, n) {
+                    p.seq
+                } else {
+                    // Resent data with new data after it: its old part may fill holes.
+                    if seq_lt(p.seq, n) && !fwd.holes.is_empty() {
+                        fwd.new_bytes += fwd.fill_holes(p.seq, n);
+                    }
+                    n
+                };
+                fwd.new_bytes += data_end.wrapping_sub(from) as u64;
             }
         } else {
             fwd.new_bytes += seglen as u64;
         }
         fwd.next_seq = Some(end);
         fwd.next_seq_ns = t;
+    } else if seglen > 0 && kind != Kind::KeepAlive && !fwd.holes.is_empty() {
+        // Below the highest sequence number: new data only where it fills a hole.
+        fwd.new_bytes += fwd.fill_holes(p.seq, data_end);
     }
     fwd.window = Some(p.window);
 
@@ -286,6 +390,9 @@ pub fn observe(
     let mut clock_steps = 0;
     let mut ack_rtt = None;
     if p.has(flag::ACK) {
+        if !rev.holes.is_empty() && !p.has(flag::RST) {
+            rev.holes_acked(p.ack);
+        }
         let times = !p.has(flag::RST);
         while let Some(s) = rev.unacked.front_mut() {
             if seq_le(s.end, p.ack) {
@@ -486,6 +593,55 @@ mod tests {
         );
         assert_eq!(s.new_bytes, 400);
         assert_eq!(s.ack_rtt.len(), 1);
+    }
+
+    #[test]
+    fn data_lost_before_the_capture_point_or_reordered_counts_once_in_the_goodput() {
+        let (mut s, mut r) = (Half::default(), Half::default());
+        let rtt = Some(10_000_000);
+        let send = |s: &mut Half, r: &mut Half, t: i64, seq: u32, len: u32| {
+            observe(s, r, &pkt(t, seq, 1, A, len, None), 140, rtt).kind
+        };
+        assert_eq!(send(&mut s, &mut r, 0, 1000, 100), Kind::New);
+        // 1100..1200 was dropped upstream: the capture sees 1200 next, then the resend.
+        assert_eq!(send(&mut s, &mut r, 1_000, 1200, 100), Kind::New);
+        assert_eq!(s.new_bytes, 200);
+        assert_eq!(
+            send(&mut s, &mut r, 50_000, 1100, 100),
+            Kind::Retransmission
+        );
+        assert_eq!(s.new_bytes, 300);
+        // 1400 overtakes 1300 (reordered within the first RTT).
+        assert_eq!(send(&mut s, &mut r, 51_000, 1400, 100), Kind::New);
+        assert_eq!(send(&mut s, &mut r, 51_500, 1300, 100), Kind::OutOfOrder);
+        // A true resend of data already seen adds nothing.
+        assert_eq!(
+            send(&mut s, &mut r, 90_000, 1000, 100),
+            Kind::Retransmission
+        );
+        assert_eq!(
+            s.new_bytes, 500,
+            "the sequence space 1000..1500, each byte once"
+        );
+        // A resend that fills half a hole and carries new data after it.
+        send(&mut s, &mut r, 91_000, 1600, 100); // hole 1500..1600
+        send(&mut s, &mut r, 92_000, 1550, 200); // fills 1550..1600, new 1700..1750
+        assert_eq!(s.new_bytes, 700);
+        // The capture missed 1500..1550 (never seen): delivered once the receiver
+        // acknowledges past it.
+        observe(&mut r, &mut s, &pkt(93_000, 1, 1750, A, 0, None), 54, rtt);
+        assert_eq!(s.new_bytes, 750);
+        // A hole never seen nor acknowledged (the receiver reset) is not goodput.
+        send(&mut s, &mut r, 94_000, 1850, 100);
+        observe(
+            &mut r,
+            &mut s,
+            &pkt(95_000, 1, 1750, flag::RST | A, 0, None),
+            54,
+            rtt,
+        );
+        assert_eq!(s.new_bytes, 850);
+        assert_eq!(s.payload_bytes, 1000);
     }
 
     #[test]
