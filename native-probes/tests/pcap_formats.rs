@@ -411,8 +411,10 @@ fn behind_a_50_mbit_bottleneck_goodput_is_the_link_s_in_every_form_of_the_captur
     ));
 
     // Capture drops: every 40th packet deleted; the holes are acknowledged, so delivered.
+    // Not in the capture's last part, where the acknowledgement of a hole may be the very
+    // packet deleted, with none after it (then the hole is rightly not counted).
     let mut del = vec![s(&cap).to_string(), s(&p("drops.pcap")).to_string()];
-    del.extend((100..d.packets * 2).step_by(40).map(|n| n.to_string()));
+    del.extend((100..d.packets).step_by(40).map(|n| n.to_string()));
     let mut cmd = Command::new("editcap");
     cmd.args(&del);
     let e = run_bounded(cmd, LIMIT);
