@@ -10,29 +10,17 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { execFile, spawn, type ChildProcess } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { missing, startRig, type Rig } from "./harness.js";
 import { NOWCAST, nowcastMissing } from "./netns.js";
 import { openPage, sleep } from "./page-helpers.js";
+import { freePort } from "./ports.js";
 
 const run = promisify(execFile);
 const skip = missing() ?? nowcastMissing();
 if (skip !== undefined) console.warn(`nowcast-files: skipped (${skip})`);
-
-/** A port nothing listens on now, for `nowcast serve` (TCP and UDP on the same number). */
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.once("error", reject);
-    s.listen(0, "127.0.0.1", () => {
-      const { port } = s.address() as { port: number };
-      s.close(() => resolve(port));
-    });
-  });
-}
 
 describe.skipIf(skip !== undefined)("the nowcast command's files imported into the page", () => {
   let rig: Rig;

@@ -8,28 +8,16 @@
  */
 import { spawn, execFileSync, type ChildProcess } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import type { Browser, BrowserContextOptions } from "playwright-core";
 import { launchChromium, missing } from "./harness.js";
 import { NOWCAST, nowcastMissing } from "./netns.js";
+import { freePort } from "./ports.js";
 
 const skip = missing() ?? nowcastMissing();
 if (skip) console.warn(`report-html: skipped: ${skip}`);
-
-/** A TCP and UDP port free on loopback now. */
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.once("error", reject);
-    s.listen(0, "127.0.0.1", () => {
-      const port = (s.address() as { port: number }).port;
-      s.close(() => resolve(port));
-    });
-  });
-}
 
 function run(args: string[]): string {
   return execFileSync(NOWCAST, args, { encoding: "utf8", timeout: 20_000 });

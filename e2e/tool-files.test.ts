@@ -9,12 +9,12 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { execFile, spawn, type ChildProcess } from "node:child_process";
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { missing, startRig, type Rig } from "./harness.js";
 import { openPage, sleep } from "./page-helpers.js";
+import { freePort } from "./ports.js";
 
 const run = promisify(execFile);
 const TOOLS = ["iperf3", "ping", "mtr", "irtt", "sockperf"];
@@ -23,21 +23,6 @@ const which = (tool: string) =>
 const absent = TOOLS.filter((t) => !which(t));
 const skip = missing() ?? (absent.length > 0 ? `not installed: ${absent.join(", ")}` : undefined);
 if (skip !== undefined) console.warn(`tool-files: skipped (${skip})`);
-
-/**
- * A port nothing listens on now (the kernel's choice), for a tool's server. irtt serves UDP
- * on it: should that port be taken, its server exits and the client's error says so.
- */
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.once("error", reject);
-    s.listen(0, "127.0.0.1", () => {
-      const { port } = s.address() as { port: number };
-      s.close(() => resolve(port));
-    });
-  });
-}
 
 const servers: ChildProcess[] = [];
 
