@@ -24,11 +24,12 @@
 
 mod common;
 
+use common::netns::Netns;
 use common::{root_missing, run_bounded, sh, text, TempDir, BIN};
 use std::collections::HashMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 const LIMIT: Duration = Duration::from_secs(20);
@@ -45,62 +46,44 @@ const A6: &str = "fd31:78::1";
 const B6: &str = "fd31:78::2";
 
 /// Two namespaces joined by veth, A's egress shaped by tbf at 50 Mbit/s, an iperf3 server
-/// in B.
+/// in B; the namespaces and every process go with it ([`Netns`]).
 struct Lab {
-    a: String,
-    b: String,
+    net: Netns,
     va: String,
-    children: Vec<Child>,
 }
+
+/// The namespaces' places in [`Lab::net`].
+const A: usize = 0;
+const B: usize = 1;
 
 impl Lab {
     fn new(tag: &str, offloads: bool) -> Lab {
         let id = format!("{}{tag}", std::process::id());
         let mut lab = Lab {
-            a: format!("nwfa{id}"),
-            b: format!("nwfb{id}"),
+            net: Netns::new(&[format!("nwfa{id}"), format!("nwfb{id}")]),
             va: format!("fa{id}"),
-            children: Vec::new(),
         };
         let vb = format!("fb{id}");
-        sh(&["ip", "netns", "add", &lab.a]);
-        sh(&["ip", "netns", "add", &lab.b]);
+        let (a, b) = (lab.net.ns[A].clone(), lab.net.ns[B].clone());
         sh(&[
             "ip", "link", "add", &lab.va, "type", "veth", "peer", "name", &vb,
         ]);
-        sh(&["ip", "link", "set", &lab.va, "netns", &lab.a]);
-        sh(&["ip", "link", "set", &vb, "netns", &lab.b]);
-        for (ns, dev, v4, v6) in [(&lab.a, &lab.va, A4, A6), (&lab.b, &vb, B4, B6)] {
+        // Both address families, and the offloads as asked (Netns::veth turns them off).
+        for (ns, dev, v4, v6) in [(&a, &lab.va, A4, A6), (&b, &vb, B4, B6)] {
+            sh(&["ip", "link", "set", dev, "netns", ns]);
             let v4 = format!("{v4}/24");
             let v6 = format!("{v6}/64");
             sh(&["ip", "-n", ns, "addr", "add", &v4, "dev", dev]);
             sh(&["ip", "-n", ns, "addr", "add", &v6, "dev", dev, "nodad"]);
             sh(&["ip", "-n", ns, "link", "set", dev, "up"]);
-            sh(&["ip", "-n", ns, "link", "set", "lo", "up"]);
             let v = if offloads { "on" } else { "off" };
             sh(&[
                 "ip", "netns", "exec", ns, "ethtool", "-K", dev, "tso", v, "gso", v, "gro", v,
             ]);
         }
-        sh(&[
-            "ip", "netns", "exec", &lab.a, "tc", "qdisc", "add", "dev", &lab.va, "root", "tbf",
-            "rate", "50mbit", "burst", "32kb", "latency", "20ms",
-        ]);
-        let b = lab.b.clone();
-        lab.spawn(&b, &["iperf3", "-s", "-p", "5201"]);
+        lab.net.tbf(&a, &lab.va, 50, "32kb", "20ms");
+        lab.net.spawn(B, &["iperf3", "-s", "-p", "5201"]);
         lab
-    }
-
-    fn spawn(&mut self, ns: &str, args: &[&str]) -> usize {
-        let child = Command::new("ip")
-            .args(["netns", "exec", ns])
-            .args(args)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn in namespace");
-        self.children.push(child);
-        self.children.len() - 1
     }
 
     /// tcpdump in A on `iface` into `file`; give it [`Lab::settle`] before traffic.
@@ -109,60 +92,34 @@ impl Lab {
         let mut args = vec!["tcpdump", "-i", iface, "-w", &f];
         args.extend_from_slice(extra);
         args.extend_from_slice(&["tcp", "port", "5201"]);
-        let a = self.a.clone();
-        self.spawn(&a, &args)
+        self.net.spawn(A, &args)
     }
 
     fn settle() {
         std::thread::sleep(Duration::from_millis(800));
     }
 
-    /// SIGINT (tcpdump writes what it holds and exits), then waits at most 5 s.
+    /// SIGINT: tcpdump writes what it holds and exits.
     fn stop(&mut self, k: usize) {
-        let c = &mut self.children[k];
-        let _ = Command::new("kill")
-            .args(["-INT", &c.id().to_string()])
-            .status();
-        let until = Instant::now() + Duration::from_secs(5);
-        while Instant::now() < until {
-            if let Ok(Some(_)) = c.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let _ = c.kill();
-        let _ = c.wait();
+        self.net.stop(k, "-INT");
     }
 
     fn iperf(&mut self, args: &[&str]) -> usize {
-        let a = self.a.clone();
         let mut v = vec!["iperf3", "-c"];
         v.extend_from_slice(args);
-        self.spawn(&a, &v)
+        self.net.spawn(A, &v)
     }
 
     /// Waits (at most `limit`) for child `k` to exit; true if it exited 0.
     fn wait(&mut self, k: usize, limit: Duration) -> bool {
         let until = Instant::now() + limit;
         while Instant::now() < until {
-            if let Ok(Some(s)) = self.children[k].try_wait() {
+            if let Ok(Some(s)) = self.net.children[k].try_wait() {
                 return s.success();
             }
             std::thread::sleep(Duration::from_millis(20));
         }
         false
-    }
-}
-
-impl Drop for Lab {
-    fn drop(&mut self) {
-        for c in &mut self.children {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-        for ns in [&self.a, &self.b] {
-            let _ = Command::new("ip").args(["netns", "del", ns]).status();
-        }
     }
 }
 
