@@ -586,9 +586,19 @@ fn forwarded_for(h: &HeaderMap, peer: &HeaderValue) -> HeaderValue {
 /// BASE): a path outside the prefix it was routed by (Envoy's CVE-2019-9901). Clients
 /// resolve dot-segments before sending (browsers, curl without `--path-as-is`).
 fn has_dot_segment(path: &str) -> bool {
-    // Most paths have neither: one pass, no copy.
+    let dots = |p: &str| {
+        p.split('/').any(|seg| {
+            let name = seg.split(';').next().unwrap_or("");
+            name == "." || name == ".."
+        })
+    };
+    // Most paths have neither: one pass, no copy. A file's name (`/pub/x.iso`) is read as
+    // it is; only an escape or a backslash costs a decoded copy.
     if !path.bytes().any(|b| b == b'.' || b == b'%') {
         return false;
+    }
+    if !path.bytes().any(|b| b == b'%' || b == b'\\') {
+        return dots(path);
     }
     let p = path
         .to_ascii_lowercase()
@@ -596,10 +606,7 @@ fn has_dot_segment(path: &str) -> bool {
         .replace("%2f", "/")
         .replace("%5c", "/")
         .replace('\\', "/");
-    p.split('/').any(|seg| {
-        let name = seg.split(';').next().unwrap_or("");
-        name == "." || name == ".."
-    })
+    dots(&p)
 }
 
 /// HTTP/2 clients may split `Cookie` into several fields; HTTP/1.1 allows one, so they are
@@ -1510,6 +1517,32 @@ pub async fn serve(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn dot_segments_are_found_written_out_or_encoded_and_names_with_dots_are_not() {
+        for p in [
+            "/a/../b",
+            "/a/./b",
+            "/a/..",
+            "/a/%2E%2e/b",
+            "/a/..%2fb",
+            "/a/..%5Cb",
+            "/a/..\\b",
+            "/a/..;x/b",
+        ] {
+            assert!(has_dot_segment(p), "{p}");
+        }
+        for p in [
+            "/pub/file.iso",
+            "/a..b/c",
+            "/.well-known/x",
+            "/a/...",
+            "/a/b%20c",
+            "/",
+        ] {
+            assert!(!has_dot_segment(p), "{p}");
+        }
+    }
 
     #[test]
     fn proxy_probes_share_one_buffer_of_zeros() {
