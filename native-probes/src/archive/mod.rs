@@ -25,7 +25,7 @@ use crate::output::{Experiment, Heading, RecordSink};
 use crate::series::SeriesStats;
 use crate::stop::Stop;
 use crate::when::{Ms, DAY};
-use anyhow::Result;
+use anyhow::{Context, Result};
 use backoff::Backoff;
 use clickhouse::{Clickhouse, ClickhouseConfig};
 use nowcast_core::record::Record;
@@ -34,7 +34,7 @@ use row::Row;
 use spool::Spool;
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -75,6 +75,10 @@ pub struct DestStats {
     pub shipped: AtomicU64,
     pub failures: AtomicU64,
     pub last_error: Mutex<Option<String>>,
+    /// Whether the last attempt to write the destination failed (cleared by a success).
+    pub failing: AtomicBool,
+    /// Lines held in memory because the spool's disk refused them, and why.
+    pub held: Mutex<(u64, Option<String>)>,
 }
 
 /// A destination's figures at one moment.
@@ -87,6 +91,37 @@ pub struct DestStatus {
     pub shipped: u64,
     pub failures: u64,
     pub last_error: Option<String>,
+    /// The last attempt to write the destination failed, with `last_error`.
+    pub failing: bool,
+    /// Lines held in memory because the spool could not be written (counted in `backlog`).
+    pub held: u64,
+    /// Why the spool could not be written, while lines are held.
+    pub spool_error: Option<String>,
+}
+
+impl DestStatus {
+    /// What is wrong with the destination, in words for the operator (`None`: nothing):
+    /// its spool cannot be written (the lines wait in memory), or the destination refuses
+    /// them (they wait in the spool and are retried).
+    pub fn trouble(&self, label: &str, spool: &std::path::Path) -> Option<String> {
+        if self.held > 0 {
+            return Some(format!(
+                "the spool {} cannot be written ({}); {} held in memory until it can",
+                spool.display(),
+                self.spool_error.as_deref().unwrap_or("no reason given"),
+                crate::format::count(self.held, "line")
+            ));
+        }
+        if self.failing {
+            return Some(format!(
+                "{label} cannot be written ({}); {} wait in the spool {} and are retried with back-off",
+                self.last_error.as_deref().unwrap_or("no reason given"),
+                crate::format::count(self.backlog, "line"),
+                spool.display()
+            ));
+        }
+        None
+    }
 }
 
 struct Dest {
@@ -304,15 +339,18 @@ impl Archive {
         Ok(archive)
     }
 
-    /// Appends to every destination's spool; never waits on a destination.
+    /// Appends to every destination's spool; never waits on a destination. Lines its disk
+    /// refuses are held in memory ([`Spool::append`]; [`DestStatus::held`]); an error only
+    /// when too many are held already.
     pub fn write(&self, records: &[Record], runs: &[RunLog]) -> Result<()> {
         let now = wall_ms();
         for d in &self.dests {
-            let n = d
-                .spool
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .append(records, runs, now)?;
+            let n = {
+                let mut spool = d.spool.lock().unwrap_or_else(|p| p.into_inner());
+                let n = spool.append(records, runs, now);
+                note_held(&spool, &d.stats);
+                n.with_context(|| format!("{}: records not archived", d.label))?
+            };
             d.stats.backlog.fetch_add(n as u64, Ordering::Relaxed);
             let _ =
                 d.stats
@@ -329,6 +367,12 @@ impl Archive {
             .iter()
             .map(|d| {
                 let oldest = d.stats.oldest_ms.load(Ordering::Relaxed);
+                let held = d
+                    .stats
+                    .held
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .clone();
                 DestStatus {
                     name: d.name,
                     backlog: d.stats.backlog.load(Ordering::Relaxed),
@@ -345,6 +389,9 @@ impl Archive {
                         .lock()
                         .unwrap_or_else(|p| p.into_inner())
                         .clone(),
+                    failing: d.stats.failing.load(Ordering::Relaxed),
+                    held: held.0,
+                    spool_error: held.1,
                 }
             })
             .collect()
@@ -354,7 +401,9 @@ impl Archive {
     /// left waits in the spool for the next start.
     pub fn close(&mut self, drain: Duration) -> Vec<DestStatus> {
         for d in &self.dests {
-            let _ = d.spool.lock().unwrap_or_else(|p| p.into_inner()).close();
+            let mut spool = d.spool.lock().unwrap_or_else(|p| p.into_inner());
+            let _ = spool.close();
+            note_held(&spool, &d.stats);
         }
         self.drain_until
             .store(wall_ms() + drain.as_millis() as Ms, Ordering::Relaxed);
@@ -363,6 +412,24 @@ impl Archive {
             let _ = t.join();
         }
         self.status()
+    }
+
+    /// What is wrong with each destination now ([`DestStatus::trouble`]), by name: `None`
+    /// for one that is fine.
+    pub fn trouble(&self) -> Vec<(&'static str, Option<String>)> {
+        self.dests
+            .iter()
+            .zip(self.status())
+            .map(|(d, s)| {
+                let dir = d
+                    .spool
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .dir()
+                    .to_path_buf();
+                (d.name, s.trouble(&d.label, &dir))
+            })
+            .collect()
     }
 
     /// What [`Archive::close`] left unarchived, in words naming each destination, its last
@@ -382,17 +449,40 @@ impl Archive {
                     .unwrap_or_else(|p| p.into_inner())
                     .dir()
                     .to_path_buf();
-                format!(
-                    "{}: {} not archived ({}); they wait in {} for the next run with this archive",
-                    d.label,
-                    crate::format::count(s.backlog, "record"),
-                    s.last_error.as_deref().unwrap_or("not written in time"),
-                    dir.display()
-                )
+                let mut said = String::new();
+                if s.backlog > s.held {
+                    said = format!(
+                        "{}: {} not archived ({}); they wait in {} for the next run with this archive",
+                        d.label,
+                        crate::format::count(s.backlog - s.held, "record"),
+                        s.last_error.as_deref().unwrap_or("not written in time"),
+                        dir.display()
+                    );
+                }
+                if s.held > 0 {
+                    if !said.is_empty() {
+                        said.push_str("; ");
+                    }
+                    said.push_str(&format!(
+                        "{}: {} lost: the spool {} could not be written ({})",
+                        d.label,
+                        crate::format::count(s.held, "record"),
+                        dir.display(),
+                        s.spool_error.as_deref().unwrap_or("no reason given")
+                    ));
+                }
+                said
             })
             .collect();
         (!said.is_empty()).then(|| said.join("; "))
     }
+}
+
+/// Copies what the spool holds in memory into the destination's figures; returns its lines.
+fn note_held(spool: &Spool, stats: &DestStats) -> u64 {
+    let (lines, why) = spool.held();
+    *stats.held.lock().unwrap_or_else(|p| p.into_inner()) = (lines as u64, why.map(String::from));
+    lines as u64
 }
 
 /// A shipper: moves closed segments into the store, oldest first, with back-off on errors.
@@ -416,7 +506,11 @@ fn ship(
         if stop.is_set() && now >= drain_until.load(Ordering::Relaxed) {
             return;
         }
-        let _ = spool.lock().unwrap_or_else(|p| p.into_inner()).rotate(now);
+        let held = {
+            let mut sp = spool.lock().unwrap_or_else(|p| p.into_inner());
+            let _ = sp.rotate(now);
+            note_held(&sp, stats)
+        };
         let segs = spool::segments(&dir).unwrap_or_default();
         if segs.is_empty() {
             if stop.is_set() {
@@ -451,6 +545,7 @@ fn ship(
             match result {
                 Ok(lines) => {
                     backoff.succeeded();
+                    stats.failing.store(false, Ordering::Relaxed);
                     stats.shipped.fetch_add(lines, Ordering::Relaxed);
                     let left = stats.backlog.load(Ordering::Relaxed).saturating_sub(lines);
                     stats.backlog.store(left, Ordering::Relaxed);
@@ -466,9 +561,10 @@ fn ship(
         stats
             .oldest_ms
             .store(b.oldest_ms.unwrap_or(0), Ordering::Relaxed);
-        stats.backlog.store(b.lines, Ordering::Relaxed);
+        stats.backlog.store(b.lines + held, Ordering::Relaxed);
         if let Some(e) = failed {
             stats.failures.fetch_add(1, Ordering::Relaxed);
+            stats.failing.store(true, Ordering::Relaxed);
             *stats.last_error.lock().unwrap_or_else(|p| p.into_inner()) = Some(format!("{e:#}"));
             // A store that failed is reopened next time (a ClickHouse whose tables were
             // dropped, a SQLite file that was moved).
@@ -517,13 +613,7 @@ impl RecordSink for Archive {
     /// error naming the file, why, and the spool that keeps them, so that the run does not
     /// end as if they were archived.
     fn finish(&mut self, _: &[SeriesStats]) -> std::io::Result<()> {
-        for d in &self.dests {
-            d.spool
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .close()
-                .map_err(std::io::Error::other)?;
-        }
+        // A spool that cannot be written keeps its lines held; `left_behind` says so.
         let status = self.close(FINISH_DRAIN);
         match self.left_behind(&status) {
             Some(said) => Err(std::io::Error::other(said)),

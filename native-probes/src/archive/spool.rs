@@ -7,25 +7,44 @@
 //! A segment is written as `NAME.open` and renamed `NAME.seg` when closed (after
 //! `max_lines` lines or `max_age` of age); names begin with the time of their first line,
 //! so they sort in time order. A `.open` file left by a crash is closed on the next start.
+//!
+//! A spool that cannot be written (its disk full, its folder gone) loses nothing either:
+//! an append that fails leaves the segment as it was (cut back to its last whole line) and
+//! its lines are held in memory, up to [`MAX_HELD_BYTES`], and written first by the next
+//! append or [`Spool::rotate`] once the disk takes them.
 
 use crate::campaign::runlog::RunLog;
 use crate::when::Ms;
 use anyhow::{Context, Result};
 use nowcast_core::record::Record;
 use std::fs::{self, File, OpenOptions};
-use std::io::{BufRead, BufReader, BufWriter, Write};
+use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 
 /// Lines per segment at most.
 pub const MAX_LINES: usize = 20_000;
 /// Age of the open segment at most, ms.
 pub const MAX_AGE_MS: Ms = 1_000;
+/// Lines held in memory at most (bytes) while the spool cannot be written: beyond it an
+/// append is refused with the error.
+pub const MAX_HELD_BYTES: usize = 64 << 20;
 
 struct Open {
     path: PathBuf,
-    file: BufWriter<File>,
+    file: File,
+    /// Bytes of whole lines in the file: what a failed write is cut back to.
+    len: u64,
     lines: usize,
     first_ms: Ms,
+}
+
+/// Lines the disk did not take yet.
+#[derive(Default)]
+struct Held {
+    bytes: Vec<u8>,
+    lines: usize,
+    /// Why they are held: the last error writing them.
+    error: Option<String>,
 }
 
 /// The writing end of one spool directory.
@@ -34,6 +53,7 @@ pub struct Spool {
     open: Option<Open>,
     fsync: bool,
     seq: u64,
+    held: Held,
 }
 
 /// What one segment holds.
@@ -70,6 +90,7 @@ impl Spool {
             open: None,
             fsync,
             seq: 0,
+            held: Held::default(),
         })
     }
 
@@ -77,11 +98,64 @@ impl Spool {
         &self.dir
     }
 
-    /// Appends records and rows, durably when `fsync` is set; returns the lines written.
+    /// Appends records and rows, durably when `fsync` is set; returns the lines taken.
+    /// When the disk refuses them (full, the folder gone), they are held in memory with
+    /// the lines held before and written first by the next append or [`Spool::rotate`]
+    /// ([`Spool::held`] says how many and why); the error is returned only when the lines
+    /// held would pass [`MAX_HELD_BYTES`], and then these lines are not taken.
     pub fn append(&mut self, records: &[Record], runs: &[RunLog], now: Ms) -> Result<usize> {
         if records.is_empty() && runs.is_empty() {
             return Ok(0);
         }
+        let mut bytes = Vec::with_capacity((records.len() + runs.len()) * 320);
+        for r in records {
+            bytes.extend_from_slice(b"R\t");
+            bytes.extend_from_slice(r.to_line().as_bytes());
+            bytes.push(b'\n');
+        }
+        for l in runs {
+            bytes.extend_from_slice(b"L\t");
+            serde_json::to_writer(&mut bytes, l)?;
+            bytes.push(b'\n');
+        }
+        let n = records.len() + runs.len();
+        if let Err(e) = self.write_held(now) {
+            if self.held.bytes.len() + bytes.len() > MAX_HELD_BYTES {
+                anyhow::bail!(
+                    "{e:#}; {} held in memory already, no more taken",
+                    crate::format::count(self.held.lines as u64, "line")
+                );
+            }
+        }
+        self.held.bytes.extend_from_slice(&bytes);
+        self.held.lines += n;
+        let _ = self.write_held(now);
+        Ok(n)
+    }
+
+    /// Lines held in memory because the disk refused them, and why (0 and `None`: none).
+    pub fn held(&self) -> (usize, Option<&str>) {
+        (self.held.lines, self.held.error.as_deref())
+    }
+
+    /// Writes the lines held in memory to the open segment (made if need be); on an error
+    /// the segment is cut back to its last whole line and the lines stay held.
+    fn write_held(&mut self, now: Ms) -> Result<()> {
+        if self.held.lines == 0 {
+            return Ok(());
+        }
+        if let Err(e) = self.try_write_held(now) {
+            self.held.error = Some(format!("{e:#}"));
+            return Err(e);
+        }
+        self.held = Held::default();
+        if self.open.as_ref().is_some_and(|o| o.lines >= MAX_LINES) {
+            self.close_open()?;
+        }
+        Ok(())
+    }
+
+    fn try_write_held(&mut self, now: Ms) -> Result<()> {
         if self.open.is_none() {
             self.seq += 1;
             let name = format!("{:013}-{}-{:06}", now.max(0), std::process::id(), self.seq);
@@ -93,50 +167,63 @@ impl Spool {
                 .with_context(|| format!("{}: create", path.display()))?;
             self.open = Some(Open {
                 path,
-                file: BufWriter::new(file),
+                file,
+                len: 0,
                 lines: 0,
                 first_ms: now,
             });
         }
+        let fsync = self.fsync;
         let o = self.open.as_mut().expect("opened above");
-        let ctx = || format!("{}: write", o.path.display());
-        for r in records {
-            writeln!(o.file, "R\t{}", r.to_line()).with_context(ctx)?;
+        let written = o.file.write_all(&self.held.bytes).and_then(|()| {
+            if fsync {
+                o.file.sync_data()
+            } else {
+                Ok(())
+            }
+        });
+        if let Err(e) = written {
+            // Cut back to the last whole line, so that no torn line is left behind and the
+            // lines are written once when they are retried.
+            let _ = o.file.set_len(o.len);
+            if o.len == 0 {
+                // An empty segment made for these lines: removed, not left for a shipper.
+                let path = o.path.clone();
+                self.open = None;
+                let _ = fs::remove_file(&path);
+                return Err(e).with_context(|| format!("{}: write", path.display()));
+            }
+            return Err(e).with_context(|| format!("{}: write", o.path.display()));
         }
-        for l in runs {
-            writeln!(o.file, "L\t{}", serde_json::to_string(l)?).with_context(ctx)?;
-        }
-        o.file.flush().with_context(ctx)?;
-        if self.fsync {
-            o.file.get_ref().sync_data().with_context(ctx)?;
-        }
-        o.lines += records.len() + runs.len();
-        let n = records.len() + runs.len();
-        if o.lines >= MAX_LINES {
-            self.close()?;
-        }
-        Ok(n)
+        o.len += self.held.bytes.len() as u64;
+        o.lines += self.held.lines;
+        Ok(())
     }
 
-    /// Closes the open segment if it is older than [`MAX_AGE_MS`].
+    /// Writes the lines held in memory, if any, and closes the open segment if it is older
+    /// than [`MAX_AGE_MS`].
     pub fn rotate(&mut self, now: Ms) -> Result<()> {
+        let held = self.write_held(now);
         if self
             .open
             .as_ref()
             .is_some_and(|o| now - o.first_ms >= MAX_AGE_MS)
         {
-            self.close()?;
+            self.close_open()?;
         }
-        Ok(())
+        held
     }
 
-    /// Closes the open segment, so that the shipper takes it.
+    /// Writes the lines held in memory and closes the open segment, so that the shipper
+    /// takes it. Lines the disk still refuses stay held, and the error says so.
     pub fn close(&mut self) -> Result<()> {
-        if let Some(mut o) = self.open.take() {
-            o.file.flush()?;
-            if self.fsync {
-                o.file.get_ref().sync_data()?;
-            }
+        let held = self.write_held(crate::clock::wall_ms() as Ms);
+        self.close_open()?;
+        held
+    }
+
+    fn close_open(&mut self) -> Result<()> {
+        if let Some(o) = self.open.take() {
             fs::rename(&o.path, o.path.with_extension("seg"))
                 .with_context(|| format!("{}: close", o.path.display()))?;
         }

@@ -294,12 +294,39 @@ impl Sqlite {
     /// the next writer would.) Where SQLite cannot write (a write-protected file, which
     /// SQLite then opens read-only by itself; `-wal` or `-shm` files that cannot be opened
     /// for writing), it is opened read-only instead.
+    ///
+    /// A file this process cannot write (write-protected, on a read-only mount) with no
+    /// `-wal` or `-shm` beside it, so that no writer has it open, is read as immutable: a
+    /// read-only connection would make those two files (and leave them behind) or, in a
+    /// folder it cannot write either, fail to read a file in WAL mode at all. Immutable is
+    /// also the last resort when a read-only open fails.
     pub fn open_read(path: &Path) -> Result<Sqlite> {
         if !path.exists() {
             anyhow::bail!("{}: no archive there", path.display());
         }
         not_a_directory(path)?;
+        let beside = |suffix: &str| {
+            let mut p = path.as_os_str().to_owned();
+            p.push(suffix);
+            std::path::PathBuf::from(p).exists()
+        };
+        let writable = std::fs::OpenOptions::new().write(true).open(path).is_ok();
+        let unused = !beside("-wal") && !beside("-shm");
+        let immutable = || -> rusqlite::Result<Connection> {
+            let conn = Connection::open_with_flags(
+                immutable_uri(path),
+                OpenFlags::SQLITE_OPEN_READ_ONLY
+                    | OpenFlags::SQLITE_OPEN_URI
+                    | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+            )?;
+            conn.pragma_update(None, "query_only", true)?;
+            conn.query_row("SELECT count(*) FROM sqlite_master", [], |_| Ok(()))?;
+            Ok(conn)
+        };
         let open = |flags: OpenFlags| -> rusqlite::Result<Connection> {
+            if !writable && unused {
+                return immutable();
+            }
             let conn = Connection::open_with_flags(path, flags | OpenFlags::SQLITE_OPEN_NO_MUTEX)?;
             conn.pragma_update(None, "query_only", true)?;
             // The first read opens the `-wal` and `-shm` files: a failure there is one of
@@ -316,7 +343,17 @@ impl Sqlite {
                         | rusqlite::ErrorCode::PermissionDenied
                 ) =>
             {
-                open(OpenFlags::SQLITE_OPEN_READ_ONLY)
+                match open(OpenFlags::SQLITE_OPEN_READ_ONLY) {
+                    Err(rusqlite::Error::SqliteFailure(e, _))
+                        if matches!(
+                            e.code,
+                            rusqlite::ErrorCode::CannotOpen | rusqlite::ErrorCode::ReadOnly
+                        ) =>
+                    {
+                        immutable()
+                    }
+                    r => r,
+                }
             }
             r => r,
         };
@@ -900,6 +937,24 @@ impl Sqlite {
             .query_row("SELECT count(*) FROM records", [], |r| r.get::<_, i64>(0))?
             as u64)
     }
+}
+
+/// `file:PATH?immutable=1`, the path percent-encoded where a URI needs it.
+fn immutable_uri(path: &Path) -> String {
+    use std::os::unix::ffi::OsStrExt;
+    // Absolute: a path beginning `//` would be read as a URI's authority.
+    let path = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+    let mut uri = String::from("file:");
+    for &b in path.as_os_str().as_bytes() {
+        match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'/' | b'-' | b'_' | b'.' | b'~' => {
+                uri.push(b as char)
+            }
+            _ => uri.push_str(&format!("%{b:02X}")),
+        }
+    }
+    uri.push_str("?immutable=1");
+    uri
 }
 
 /// The tables of an archive (all three since its first version): what a read needs.

@@ -578,9 +578,17 @@ fn parse_text(text: &str, dir: &Path, stem: &str) -> Result<Campaign> {
     }
     archive.fsync = a.and_then(|a| a.fsync).unwrap_or(true);
     if let Some(ch) = a.and_then(|a| a.clickhouse.as_ref()) {
+        let database = ch.database.clone().unwrap_or_else(|| "nowcast".into());
+        // Refused here rather than by every write while the campaign runs.
+        crate::archive::query::identifier(&database).map_err(|e| {
+            anyhow!(
+                "archive.clickhouse.database: {}",
+                e.replace(&database, &shown(&database))
+            )
+        })?;
         archive.clickhouse = Some(ClickhouseConfig {
             url: ch.url.clone(),
-            database: ch.database.clone().unwrap_or_else(|| "nowcast".into()),
+            database,
             user: ch.user.clone(),
             password: ch.password.clone(),
             timeout: Duration::from_millis(duration(

@@ -165,6 +165,9 @@ pub fn run(c: &Campaign, stop: &Stop, say: &mut dyn Write) -> Result<Summary> {
     let mut delays: VecDeque<f64> = VecDeque::with_capacity(1000);
     let mut stopping: Option<Instant> = None;
     let mut killed_all = false;
+    // What was last said of each archive's trouble (a spool that cannot be written, a
+    // destination that refuses writes), so that a change is said once, and its end too.
+    let mut troubles: HashMap<&'static str, String> = HashMap::new();
     loop {
         let now = now_ms();
         if stop.is_set() && stopping.is_none() {
@@ -253,6 +256,31 @@ pub fn run(c: &Campaign, stop: &Stop, say: &mut dyn Write) -> Result<Summary> {
                 .collect();
             s.uptime_s = started.elapsed().as_secs_f64();
         }
+        for (name, trouble) in archive.trouble() {
+            // The message up to its reason: a new kind of trouble is said again.
+            let kind = |m: &str| m.split(" (").next().unwrap_or_default().to_string();
+            match (trouble, troubles.get(name)) {
+                (Some(now), Some(was)) if kind(&now) == kind(was) => {}
+                (Some(now), _) => {
+                    let _ = writeln!(say, "archive {name}: {now}");
+                    troubles.insert(name, now);
+                }
+                (None, Some(_)) => {
+                    let left = archive
+                        .status()
+                        .into_iter()
+                        .find(|a| a.name == name)
+                        .map_or(0, |a| a.backlog);
+                    let _ = writeln!(
+                        say,
+                        "archive {name}: written again, nothing lost ({} waiting)",
+                        crate::format::count(left, "line")
+                    );
+                    troubles.remove(name);
+                }
+                (None, None) => {}
+            }
+        }
         if stopping.is_some() && sched.in_flight() == 0 {
             break;
         }
@@ -291,16 +319,8 @@ pub fn run(c: &Campaign, stop: &Stop, say: &mut dyn Write) -> Result<Summary> {
         let _ = t.join();
     }
     let left = archive.close(Duration::from_secs(5));
-    for a in left {
-        if a.backlog > 0 {
-            let _ = writeln!(
-                say,
-                "archive {}: {} lines left in the spool for the next start ({})",
-                a.name,
-                a.backlog,
-                a.last_error.unwrap_or_default()
-            );
-        }
+    if let Some(said) = archive.left_behind(&left) {
+        let _ = writeln!(say, "archive {said}");
     }
     let _ = writeln!(
         say,
