@@ -980,3 +980,86 @@ fn a_large_campaign_checks_and_one_over_the_limit_is_refused() {
         "{err}"
     );
 }
+
+/// The pids of processes whose command line is `args` (read from /proc).
+fn pids_of(args: &[&str]) -> Vec<u32> {
+    let want: Vec<u8> = args
+        .iter()
+        .flat_map(|a| [a.as_bytes(), b"\0"].concat())
+        .collect();
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| c == want))
+        .collect()
+}
+
+/// A campaign killed outright (SIGKILL: no shutdown of its own) takes the external tool it
+/// was running with it. Before, the tool (iperf3, ping, or here a stand-in that sleeps) ran
+/// on as an orphan until it ended by itself, for ever if it hung.
+#[test]
+fn a_campaign_killed_outright_leaves_no_tool_running() {
+    let tmp = TempDir::new("campaign-orphan");
+    let dir: &Path = &tmp;
+    let mark = (50_000 + std::process::id() % 40_000).to_string();
+    let tool = dir.join("tool.sh");
+    std::fs::write(&tool, format!("#!/bin/sh\nexec sleep {mark}\n")).unwrap();
+    Command::new("chmod")
+        .args(["+x", tool.to_str().unwrap()])
+        .status()
+        .unwrap();
+    let cfg_path = dir.join("orphan.toml");
+    std::fs::write(
+        &cfg_path,
+        format!(
+            r#"name = "orphan"
+
+[archive]
+sqlite = "{db}"
+
+[[targets]]
+name = "t"
+host = "127.0.0.1"
+port = {port}
+
+[[probes]]
+name = "tool"
+kind = "iperf3"
+program = "{tool}"
+every = "2s"
+duration = "1s"
+timeout = "60s"
+exclusive = false
+gated = false
+"#,
+            db = dir.join("orphan.sqlite").display(),
+            port = free_port(),
+            tool = tool.display(),
+        ),
+    )
+    .unwrap();
+    let mut c = Running::start(&cfg_path);
+    let until = Instant::now() + Duration::from_secs(10);
+    while pids_of(&["sleep", &mark]).is_empty() {
+        assert!(
+            Instant::now() < until,
+            "the tool never started: {:?}",
+            c.lines.lock().unwrap()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    c.child.kill().unwrap();
+    c.child.wait().unwrap();
+    let until = Instant::now() + Duration::from_secs(5);
+    let mut left = pids_of(&["sleep", &mark]);
+    while !left.is_empty() && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(20));
+        left = pids_of(&["sleep", &mark]);
+    }
+    for pid in &left {
+        let _ = Command::new("kill")
+            .args(["-KILL", &pid.to_string()])
+            .status();
+    }
+    assert!(left.is_empty(), "the tool outlived the campaign: {left:?}");
+}

@@ -76,17 +76,33 @@ fn read_capped(mut r: impl Read) -> String {
 }
 
 /// Runs `program args` in its own process group until it ends or is killed through
-/// `cancel`.
+/// `cancel`. The tool is killed with the campaign too, however the campaign ends (a SIGKILL
+/// leaves no iperf3 or ping running on): the kernel sends it SIGKILL when the thread that
+/// started it, which waits for it here, is gone.
 pub fn run(program: &str, args: &[String], cancel: &Cancel) -> Result<ToolOutput, String> {
     use std::os::unix::process::CommandExt;
-    let mut child = Command::new(program)
+    let parent = std::process::id() as libc::pid_t;
+    let mut command = Command::new(program);
+    command
         .args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
-        .process_group(0)
-        .spawn()
-        .map_err(|e| format!("{program}: {e}"))?;
+        .process_group(0);
+    // SAFETY: between fork and exec, only async-signal-safe calls: prctl, getppid, kill.
+    unsafe {
+        command.pre_exec(move || {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            // The campaign may have died before the request took effect.
+            if libc::getppid() != parent {
+                libc::kill(libc::getpid(), libc::SIGKILL);
+            }
+            Ok(())
+        });
+    }
+    let mut child = command.spawn().map_err(|e| format!("{program}: {e}"))?;
     *cancel.group.lock().unwrap_or_else(|p| p.into_inner()) = Some(child.id() as i32);
     if cancel.killed() {
         cancel.kill();
