@@ -311,11 +311,14 @@ pub fn run(input: Input, cfg: Config, show: Show, sink: &mut dyn RecordSink) -> 
                     }
                 };
                 headline.push(format!(
-                    "{name}: {} packets, {} bytes, {format}{}",
-                    stats.packets,
-                    stats.bytes,
+                    "{name}: {}, {}, {format}{}",
+                    crate::format::count(stats.packets, "packet"),
+                    crate::format::count(stats.bytes, "byte"),
                     if stats.problems > 0 {
-                        format!(", {} problems (above)", stats.problems)
+                        format!(
+                            ", {} (above)",
+                            crate::format::count(stats.problems, "problem")
+                        )
                     } else {
                         String::new()
                     }
