@@ -74,16 +74,32 @@ pub const BURST_GROWTH: u64 = 4;
 /// one that read a shaper's burst to 4 MiB (0.25 s there).
 pub const BURST_MAX_GROWTH: u64 = 64;
 
-/// The automatic probe size: the bytes the predicted rate moves in [`AUTO_TARGET_MS`],
-/// rounded up to a power of two (so that sizes repeat and durations stay comparable),
-/// between [`AUTO_MIN_BYTES`] and `max_bytes` (the caller's cap: the server's, and the page's
-/// 32 MiB). [`AUTO_MIN_BYTES`] with no prediction. One rule for the page and `nowcast tcp`.
-pub fn auto_size(predicted_mbit_s: Option<f64>, max_bytes: u64) -> u64 {
-    let max = max_bytes.max(AUTO_MIN_BYTES);
-    let Some(rate) = predicted_mbit_s.filter(|r| *r > 0.0) else {
-        return AUTO_MIN_BYTES;
-    };
-    let want = rate * BYTES_PER_MS_PER_MBITS * AUTO_TARGET_MS;
+/// How many predicted round trips an automatically sized transfer lasts at least, beyond the
+/// round trip its raw time holds. A rate has the predicted RTT taken off its raw time only
+/// when that leaves at least half of it ([`rate_minus_rtt`]); a shorter transfer is read as
+/// its bytes over the raw time, a fraction of the rate on a long path, and the size that
+/// fraction asks for is no longer: a fixed point. Behind 200 ms, 100 Mbit/s read 29 Mbit/s
+/// on every probe (1 MiB: 84 ms of transfer), and 1.7 Mbit/s behind 300 ms (64 KiB), where a
+/// quarter second of transfer is less than the round trip. Two round trips leave a margin for
+/// a rate above its forecast, and half a probe (the page's pretest tries) still lasts one.
+pub const RTT_TIMES: f64 = 2.0;
+
+/// A usable predicted RTT, ms (0 for none).
+fn rtt_of(predicted_rtt_ms: Option<f64>) -> f64 {
+    predicted_rtt_ms
+        .filter(|r| r.is_finite() && *r > 0.0)
+        .unwrap_or(0.0)
+}
+
+/// How long an automatically sized transfer should last, ms: [`AUTO_TARGET_MS`], or
+/// [`RTT_TIMES`] predicted round trips on a longer path.
+pub fn auto_target_ms(predicted_rtt_ms: Option<f64>) -> f64 {
+    AUTO_TARGET_MS.max(RTT_TIMES * rtt_of(predicted_rtt_ms))
+}
+
+/// The bytes `rate` moves in `ms`, as a power of two within [`AUTO_MIN_BYTES`] and `max`.
+fn power_of_two_for(rate: f64, ms: f64, max: u64) -> u64 {
+    let want = rate * BYTES_PER_MS_PER_MBITS * ms;
     let mut size = AUTO_MIN_BYTES;
     while (size as f64) < want && size < max {
         size = size.saturating_mul(2);
@@ -91,27 +107,70 @@ pub fn auto_size(predicted_mbit_s: Option<f64>, max_bytes: u64) -> u64 {
     size.min(max)
 }
 
-/// The first run's next try after one of `bytes` that read `mbit_s` over `duration_ms`, or
-/// `None` when the tries are over: this one lasted [`AUTO_TARGET_MS`] (long enough to be
-/// timed), or was already at `max_bytes`, or read no rate. The next is the larger of
-/// [`BURST_GROWTH`] times this one and the automatic size of the rate it read (a 64 KiB try
-/// on a fast path reads low, its time mostly the request's round trip and TCP's slow start,
-/// so the rate alone would ramp slowly), at most [`BURST_MAX_GROWTH`] times this one, never
-/// above `max_bytes`.
+/// The automatic probe size: the bytes the predicted rate moves in [`auto_target_ms`] (a
+/// quarter second, or [`RTT_TIMES`] predicted round trips on a longer path), rounded up to a
+/// power of two (so that sizes repeat and durations stay comparable), between
+/// [`AUTO_MIN_BYTES`] and `max_bytes` (the caller's cap: the server's, and the page's 32 MiB).
+/// [`AUTO_MIN_BYTES`] with no prediction. One rule for the page and `nowcast tcp`.
+pub fn auto_size(
+    predicted_mbit_s: Option<f64>,
+    predicted_rtt_ms: Option<f64>,
+    max_bytes: u64,
+) -> u64 {
+    let max = max_bytes.max(AUTO_MIN_BYTES);
+    let Some(rate) = predicted_mbit_s.filter(|r| *r > 0.0) else {
+        return AUTO_MIN_BYTES;
+    };
+    power_of_two_for(rate, auto_target_ms(predicted_rtt_ms), max)
+}
+
+/// The bytes the predicted rate moves in [`RTT_TIMES`] predicted round trips (a power of two
+/// within [`AUTO_MIN_BYTES`] and `max_bytes`): what a transfer needs on a long path to have
+/// the RTT taken off its time. 0 without a rate or an RTT. The page's pretest tries are no
+/// smaller.
+pub fn timed_bytes(
+    predicted_mbit_s: Option<f64>,
+    predicted_rtt_ms: Option<f64>,
+    max_bytes: u64,
+) -> u64 {
+    let rtt = rtt_of(predicted_rtt_ms);
+    match predicted_mbit_s.filter(|r| *r > 0.0) {
+        Some(rate) if rtt > 0.0 => {
+            power_of_two_for(rate, RTT_TIMES * rtt, max_bytes.max(AUTO_MIN_BYTES))
+        }
+        _ => 0,
+    }
+}
+
+/// The first run's next try after one of `bytes` that read `mbit_s` over a raw time of
+/// `raw_ms`, or `None` when the tries are over: this one lasted [`AUTO_TARGET_MS`] and, on a
+/// long path, the predicted round trip its raw time holds plus [`RTT_TIMES`] more (long
+/// enough to be timed), or was already at `max_bytes`, or read no rate. The next is the
+/// larger of [`BURST_GROWTH`] times this one and the automatic size of the rate it read (a
+/// 64 KiB try on a fast path reads low, its time mostly the request's round trip and TCP's
+/// slow start, so the rate alone would ramp slowly), at most [`BURST_MAX_GROWTH`] times this
+/// one, never above `max_bytes`.
 ///
 /// Why tries at all: a series' first recorded probe should already be long enough to be
 /// timed. A fixed 64 KiB probe reads what its first round trips and the path's buffers make
 /// of it: behind a 137 Mbit/s token bucket (a 10 ms burst) `nowcast tcp`'s 64 KiB probe read
 /// 1.2–2.8 Gbit/s, on a long path it reads slow start.
-pub fn burst_next(bytes: u64, mbit_s: f64, duration_ms: f64, max_bytes: u64) -> Option<u64> {
+pub fn burst_next(
+    bytes: u64,
+    mbit_s: f64,
+    raw_ms: f64,
+    predicted_rtt_ms: Option<f64>,
+    max_bytes: u64,
+) -> Option<u64> {
     let cap = max_bytes.max(AUTO_MIN_BYTES);
-    if duration_ms >= AUTO_TARGET_MS || bytes >= cap || mbit_s.is_nan() || mbit_s <= 0.0 {
+    let long_enough = AUTO_TARGET_MS.max((1.0 + RTT_TIMES) * rtt_of(predicted_rtt_ms));
+    if raw_ms >= long_enough || bytes >= cap || mbit_s.is_nan() || mbit_s <= 0.0 {
         return None;
     }
     Some(
         bytes
             .saturating_mul(BURST_GROWTH)
-            .max(auto_size(Some(mbit_s), cap))
+            .max(auto_size(Some(mbit_s), predicted_rtt_ms, cap))
             .min(bytes.saturating_mul(BURST_MAX_GROWTH))
             .min(cap),
     )
@@ -121,37 +180,89 @@ pub fn burst_next(bytes: u64, mbit_s: f64, duration_ms: f64, max_bytes: u64) -> 
 mod tests {
     use super::*;
 
+    /// A long path: 100 Mbit/s behind a 200 ms round trip. A size from a low forecast (1 MiB
+    /// from 29 Mbit/s: 84 ms of transfer, 284 ms raw) keeps the RTT in its time and reads
+    /// 29.5 Mbit/s, which asks for the same 1 MiB again: the old fixed point. Sized for two
+    /// round trips, each probe reads more than the last until the RTT comes off its time,
+    /// and the first run's tries go on until one is long enough.
+    #[test]
+    fn on_a_long_path_a_probe_lasts_two_round_trips_and_its_rate_is_taken_without_the_rtt() {
+        let rtt = Some(200.0);
+        assert_eq!(auto_target_ms(rtt), 400.0);
+        assert_eq!(auto_target_ms(Some(50.0)), AUTO_TARGET_MS);
+        assert_eq!(auto_target_ms(Some(f64::NAN)), AUTO_TARGET_MS);
+        // The rate a probe of `size` reads on the path, its forecast being `rtt`.
+        let read = |size: u64, rtt: Option<f64>| {
+            let raw = size as f64 / (100.0 * BYTES_PER_MS_PER_MBITS) + 200.0;
+            (
+                rate_minus_rtt(size as f64, raw, rtt).unwrap().mbit_per_s,
+                raw,
+            )
+        };
+        let (mut with, mut without) = (29.0, 29.0);
+        for _ in 0..3 {
+            with = read(auto_size(Some(with), rtt, 1 << 30), rtt).0;
+            without = read(auto_size(Some(without), None, 1 << 30), rtt).0;
+        }
+        assert!((with - 100.0).abs() < 1e-6, "{with}");
+        assert!(without < 30.0, "the old fixed point: {without}");
+        let (low, raw) = read(1 << 20, rtt);
+        // A try of 284 ms raw is not long enough behind 200 ms (it needs 600): the tries go on.
+        assert_eq!(burst_next(1 << 20, low, raw, rtt, 1 << 30), Some(4 << 20));
+        assert_eq!(burst_next(1 << 20, low, raw, None, 1 << 30), None);
+        assert_eq!(burst_next(4 << 20, 100.0, 650.0, rtt, 1 << 30), None);
+        // What a transfer needs to be timed there: two round trips of the rate.
+        assert_eq!(timed_bytes(Some(100.0), rtt, 1 << 30), 8 << 20);
+        assert_eq!(timed_bytes(Some(100.0), None, 1 << 30), 0);
+        assert_eq!(timed_bytes(None, rtt, 1 << 30), 0);
+    }
+
     #[test]
     fn the_automatic_size_moves_a_quarter_second_of_the_forecast_as_a_power_of_two() {
-        assert_eq!(auto_size(None, 1 << 30), 64 * 1024);
-        assert_eq!(auto_size(Some(0.0), 1 << 30), 64 * 1024);
-        assert_eq!(auto_size(Some(f64::NAN), 1 << 30), 64 * 1024);
+        assert_eq!(auto_size(None, None, 1 << 30), 64 * 1024);
+        assert_eq!(auto_size(Some(0.0), None, 1 << 30), 64 * 1024);
+        assert_eq!(auto_size(Some(f64::NAN), None, 1 << 30), 64 * 1024);
         // 100 Mbit/s × 250 ms = 3.125 MB → 4 MiB; 1 Mbit/s → the 64 KiB floor.
-        assert_eq!(auto_size(Some(100.0), 1 << 30), 4 << 20);
-        assert_eq!(auto_size(Some(1.0), 1 << 30), 64 * 1024);
+        assert_eq!(auto_size(Some(100.0), None, 1 << 30), 4 << 20);
+        assert_eq!(auto_size(Some(1.0), None, 1 << 30), 64 * 1024);
         // The cap, and never below the floor.
-        assert_eq!(auto_size(Some(100_000.0), 32 << 20), 32 << 20);
-        assert_eq!(auto_size(Some(100_000.0), 3 << 20), 3 << 20);
-        assert_eq!(auto_size(Some(100.0), 1024), 64 * 1024);
-        assert_eq!(auto_size(Some(f64::INFINITY), 1 << 30), 1 << 30);
+        assert_eq!(auto_size(Some(100_000.0), None, 32 << 20), 32 << 20);
+        assert_eq!(auto_size(Some(100_000.0), None, 3 << 20), 3 << 20);
+        assert_eq!(auto_size(Some(100.0), None, 1024), 64 * 1024);
+        assert_eq!(auto_size(Some(f64::INFINITY), None, 1 << 30), 1 << 30);
     }
 
     #[test]
     fn the_first_runs_tries_grow_until_one_lasts_a_quarter_second() {
         // A 64 KiB try that read 3 Mbit/s in 175 ms: ×4 (its own rate asks for 128 KiB);
         // one that read 30 Mbit/s in 17 ms: a quarter second of that (937 KB → 1 MiB).
-        assert_eq!(burst_next(64 << 10, 3.0, 175.0, 1 << 30), Some(256 << 10));
-        assert_eq!(burst_next(64 << 10, 30.0, 17.0, 1 << 30), Some(1 << 20));
+        assert_eq!(
+            burst_next(64 << 10, 3.0, 175.0, None, 1 << 30),
+            Some(256 << 10)
+        );
+        assert_eq!(
+            burst_next(64 << 10, 30.0, 17.0, None, 1 << 30),
+            Some(1 << 20)
+        );
         // One that read 2 Gbit/s (a shaper's burst, or a fast path) would ask for a quarter
         // second of that (62.5 MB → 64 MiB): 64-fold at most, 4 MiB.
-        assert_eq!(burst_next(64 << 10, 2000.0, 0.3, 1 << 30), Some(4 << 20));
-        assert_eq!(burst_next(4 << 20, 2000.0, 16.0, 1 << 30), Some(64 << 20));
-        assert_eq!(burst_next(4 << 20, 2000.0, 16.0, 32 << 20), Some(32 << 20));
+        assert_eq!(
+            burst_next(64 << 10, 2000.0, 0.3, None, 1 << 30),
+            Some(4 << 20)
+        );
+        assert_eq!(
+            burst_next(4 << 20, 2000.0, 16.0, None, 1 << 30),
+            Some(64 << 20)
+        );
+        assert_eq!(
+            burst_next(4 << 20, 2000.0, 16.0, None, 32 << 20),
+            Some(32 << 20)
+        );
         // Over: long enough, at the cap, or no rate.
-        assert_eq!(burst_next(4 << 20, 100.0, 250.0, 1 << 30), None);
-        assert_eq!(burst_next(32 << 20, 100.0, 10.0, 32 << 20), None);
-        assert_eq!(burst_next(64 << 10, 0.0, 10.0, 1 << 30), None);
-        assert_eq!(burst_next(64 << 10, f64::NAN, 10.0, 1 << 30), None);
+        assert_eq!(burst_next(4 << 20, 100.0, 250.0, None, 1 << 30), None);
+        assert_eq!(burst_next(32 << 20, 100.0, 10.0, None, 32 << 20), None);
+        assert_eq!(burst_next(64 << 10, 0.0, 10.0, None, 1 << 30), None);
+        assert_eq!(burst_next(64 << 10, f64::NAN, 10.0, None, 1 << 30), None);
     }
 
     #[test]

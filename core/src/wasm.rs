@@ -541,20 +541,58 @@ pub fn transfer_rate(bytes: f64, raw_ms: f64, predicted_rtt_ms: Option<f64>) -> 
 }
 
 /// The automatic size of a bandwidth probe ([`crate::transfer::auto_size`], the rule
-/// `nowcast tcp --size auto` uses), bytes.
+/// `nowcast tcp --size auto` uses), bytes; on a path whose predicted RTT is known, long
+/// enough to be timed there.
 #[wasm_bindgen(js_name = autoSize)]
-pub fn auto_size(predicted_mbit_s: Option<f64>, max_bytes: f64) -> f64 {
-    crate::transfer::auto_size(predicted_mbit_s, max_bytes.max(0.0) as u64) as f64
+pub fn auto_size(
+    predicted_mbit_s: Option<f64>,
+    max_bytes: f64,
+    predicted_rtt_ms: Option<f64>,
+) -> f64 {
+    crate::transfer::auto_size(
+        predicted_mbit_s,
+        predicted_rtt_ms,
+        max_bytes.max(0.0) as u64,
+    ) as f64
 }
 
-/// The first run's next try ([`crate::transfer::burst_next`]), bytes; undefined when the tries
-/// are over.
+/// How long an automatically sized transfer should last, ms
+/// ([`crate::transfer::auto_target_ms`]).
+#[wasm_bindgen(js_name = autoTargetFor)]
+pub fn auto_target_for(predicted_rtt_ms: Option<f64>) -> f64 {
+    crate::transfer::auto_target_ms(predicted_rtt_ms)
+}
+
+/// What a transfer needs to be timed on a long path ([`crate::transfer::timed_bytes`]),
+/// bytes; 0 without a rate or an RTT.
+#[wasm_bindgen(js_name = timedBytes)]
+pub fn timed_bytes(
+    predicted_mbit_s: Option<f64>,
+    predicted_rtt_ms: Option<f64>,
+    max_bytes: f64,
+) -> f64 {
+    crate::transfer::timed_bytes(
+        predicted_mbit_s,
+        predicted_rtt_ms,
+        max_bytes.max(0.0) as u64,
+    ) as f64
+}
+
+/// The first run's next try ([`crate::transfer::burst_next`]) after a try that read `mbit_s`
+/// over a raw time of `raw_ms`, bytes; undefined when the tries are over.
 #[wasm_bindgen(js_name = burstNext)]
-pub fn burst_next(bytes: f64, mbit_s: f64, duration_ms: f64, max_bytes: f64) -> Option<f64> {
+pub fn burst_next(
+    bytes: f64,
+    mbit_s: f64,
+    raw_ms: f64,
+    max_bytes: f64,
+    predicted_rtt_ms: Option<f64>,
+) -> Option<f64> {
     crate::transfer::burst_next(
         bytes.max(0.0) as u64,
         mbit_s,
-        duration_ms,
+        raw_ms,
+        predicted_rtt_ms,
         max_bytes.max(0.0) as u64,
     )
     .map(|b| b as f64)

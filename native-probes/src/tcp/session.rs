@@ -8,8 +8,9 @@
 //! 4. `bandwidth_up`: N bytes to the server, timed until its two-byte acknowledgement, with
 //!    the predicted non-Nagle RTT subtracted (the raw time is kept in the record). N is fixed
 //!    (`--size 64`: JavaNws's 64 KB) or automatic ([`ProbeSize::Auto`], the default): a
-//!    quarter second of the series' forecast rate (the core's `transfer::auto_size`, the
-//!    page's rule), and on a series' first probe, unrecorded tries growing from 64 KiB
+//!    quarter second of the series' forecast rate, or two predicted round trips of it on a
+//!    longer path (the core's `transfer::auto_size`, the page's rule), and on a series'
+//!    first probe, unrecorded tries growing from 64 KiB
 //!    (`transfer::burst_next`) until one lasts that long, so that the first recorded probe is
 //!    already long enough to be timed;
 //! 5. `bandwidth_down` (when asked): N bytes from the server, timed from the request to the
@@ -664,7 +665,10 @@ impl<'a> Session<'a> {
         (self.bulk_bytes, self.trying) = match self.cfg.size {
             ProbeSize::Fixed(n) => (n, false),
             ProbeSize::Auto => match self.series.next(self.bulk_metric(i)) {
-                Some(f) => (auto_size(Some(f.value), self.auto_cap()), false),
+                Some(f) => (
+                    auto_size(Some(f.value), self.predicted_rtt, self.auto_cap()),
+                    false,
+                ),
                 None => (AUTO_MIN_BYTES.min(self.auto_cap()), true),
             },
         };
@@ -685,14 +689,13 @@ impl<'a> Session<'a> {
             // The tries are sizing steps, not measurements (the page's burst, round.ts): none
             // is recorded or fed to the series. The last one's rate sizes the recorded probe.
             let rate = rate_minus_rtt(self.bulk_bytes as f64, raw_ms, self.predicted_rtt);
-            let (mbit_s, duration_ms) =
-                rate.map_or((0.0, 0.0), |r| (r.mbit_per_s, r.duration_ms()));
+            let mbit_s = rate.map_or(0.0, |r| r.mbit_per_s);
             let cap = self.auto_cap();
-            match burst_next(self.bulk_bytes, mbit_s, duration_ms, cap) {
+            match burst_next(self.bulk_bytes, mbit_s, raw_ms, self.predicted_rtt, cap) {
                 Some(next) => self.bulk_bytes = next,
                 None => {
                     if mbit_s > 0.0 {
-                        self.bulk_bytes = auto_size(Some(mbit_s), cap);
+                        self.bulk_bytes = auto_size(Some(mbit_s), self.predicted_rtt, cap);
                     }
                     self.trying = false;
                 }
