@@ -13,6 +13,8 @@ import init, {
   autoMinBytes as rawAutoMinBytes,
   autoSize as rawAutoSize,
   autoTargetMs as rawAutoTargetMs,
+  autoTargetFor as rawAutoTargetFor,
+  timedBytes as rawTimedBytes,
   burstNext as rawBurstNext,
   errorKnown as rawErrorKnown,
   jitter,
@@ -470,12 +472,33 @@ export function transferRate(
 }
 
 /**
- * The automatic size of a bandwidth probe, bytes: a quarter second of the predicted rate as a
- * power of two, within 64 KiB and `maxBytes` (the core's `transfer::auto_size`, the rule of
- * `nowcast tcp --size auto`).
+ * The automatic size of a bandwidth probe, bytes: a quarter second of the predicted rate, or
+ * two predicted round trips of it on a longer path, as a power of two within 64 KiB and
+ * `maxBytes` (the core's `transfer::auto_size`, the rule of `nowcast tcp --size auto`).
  */
-export function coreAutoSize(predictedMbits: number | undefined, maxBytes: number): number {
-  return rawAutoSize(predictedMbits, maxBytes);
+export function coreAutoSize(
+  predictedMbits: number | undefined,
+  maxBytes: number,
+  predictedRttMs?: number,
+): number {
+  return rawAutoSize(predictedMbits, maxBytes, predictedRttMs);
+}
+
+/** How long an automatically sized transfer should last on a path of `predictedRttMs`, ms
+ *  (the core's `transfer::auto_target_ms`). */
+export function coreAutoTargetFor(predictedRttMs: number | undefined): number {
+  return rawAutoTargetFor(predictedRttMs);
+}
+
+/** The bytes a transfer needs to be timed on a long path: two predicted round trips of the
+ *  predicted rate, as a power of two within 64 KiB and `maxBytes`; 0 without a rate or an RTT
+ *  (the core's `transfer::timed_bytes`). */
+export function coreTimedBytes(
+  predictedMbits: number | undefined,
+  predictedRttMs: number | undefined,
+  maxBytes: number,
+): number {
+  return rawTimedBytes(predictedMbits, predictedRttMs, maxBytes);
 }
 
 /** How long an automatically sized probe should last, ms (the core's
@@ -497,16 +520,18 @@ export function coreErrorKnown(values: number, error: number): boolean {
 }
 
 /**
- * The first run's next try after one of `bytes` that read `mbits` over `durationMs`, or
- * undefined when the tries are over (the core's `transfer::burst_next`).
+ * The first run's next try after one of `bytes` that read `mbits` over a raw time of `rawMs`,
+ * or undefined when the tries are over (the core's `transfer::burst_next`; on a path of
+ * `predictedRttMs`, a try must last the round trip and two more).
  */
 export function coreBurstNext(
   bytes: number,
   mbits: number,
-  durationMs: number,
+  rawMs: number,
   maxBytes: number,
+  predictedRttMs?: number,
 ): number | undefined {
-  return rawBurstNext(bytes, mbits, durationMs, maxBytes);
+  return rawBurstNext(bytes, mbits, rawMs, maxBytes, predictedRttMs);
 }
 
 /** Jitter of consecutive RTTs: their mean absolute difference; undefined below two values. */

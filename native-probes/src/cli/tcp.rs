@@ -34,9 +34,9 @@ use nowcast_core::record::{Metric, Transport};
 pub struct Args {
     /// The server (`nowcast serve`), HOST or HOST:PORT ([v6]:PORT).
     target: String,
-    /// Bandwidth probe size: auto (a quarter second of the forecast rate, as a power of two
-    /// from 64 KiB to 256 MiB; a series' first probe is sized by unrecorded tries growing from
-    /// 64 KiB until one lasts that long), or KiB, or with a suffix B, K, M or G (e.g. 64 for
+    /// Bandwidth probe size: auto (a quarter second of the forecast rate, or two predicted
+    /// round trips of it on a longer path, as a power of two from 64 KiB to 256 MiB; a series'
+    /// first probe is sized by unrecorded tries growing from 64 KiB until one lasts that long), or KiB, or with a suffix B, K, M or G (e.g. 64 for
     /// JavaNws's 64 KB probe, 512K, 10M). A fixed small probe reads what TCP's first round
     /// trips and a shaper's burst make of it, not the path's rate. With --period, an automatic
     /// probe moves a quarter second of the path each experiment and direction: on a fast path

@@ -22,6 +22,7 @@ import {
   retryAfterSeconds,
   splitBytes,
   surprised,
+  timedBytes,
   uploadRate,
   type StreamPlan,
   type UploadStream,
@@ -178,6 +179,19 @@ describe("parallel streams", () => {
     [10_000, 10_000],
   ])("pretests a %d-byte probe with %d bytes", (probe, pretest) => {
     expect(pretestBytes(probe)).toBe(pretest);
+  });
+
+  it("pretests with tries that last two round trips on a long path, at most a probe", () => {
+    const MiB = 1024 * 1024;
+    // 7 Mbit/s behind 160 ms: half of a 512 KiB probe lasts 300 ms, under two round trips
+    // (a try that lasts less than one is read without the RTT taken off: half the rate).
+    expect(timedBytes(6.7, 160, 1 << 30)).toBe(512 * 1024);
+    expect(pretestBytes(512 * 1024, timedBytes(6.7, 160, 512 * 1024))).toBe(512 * 1024);
+    // On a short path the half probe is already long enough.
+    expect(pretestBytes(4 * MiB, timedBytes(100, 1, 4 * MiB))).toBe(2 * MiB);
+    // No forecast or no RTT yet: no floor beyond the smallest automatic size.
+    expect(timedBytes(undefined, 160, 1 << 30)).toBe(0);
+    expect(timedBytes(100, undefined, 1 << 30)).toBe(0);
   });
 
   const plan = (p: Partial<StreamPlan>): StreamPlan => ({ ...newStreamPlan(), ...p });
@@ -340,6 +354,20 @@ describe("automatic probe size", () => {
     expect(autoSize(100, 1024)).toBe(64 * 1024);
   });
 
+  it("lasts two predicted round trips where they are longer than the quarter second", () => {
+    const MiB = 1024 * 1024;
+    // 200 ms: 100 Mbit/s × 400 ms = 5 MB → 8 MiB (4 MiB would last 335 ms, less than two
+    // round trips: the RTT is taken off only a transfer that lasts at least one).
+    expect(autoSize(100, 1 << 30, 200)).toBe(8 * MiB);
+    // 300 ms: 100 Mbit/s × 600 ms = 7.5 MB → 8 MiB; 7 Mbit/s: 525 kB → 1 MiB.
+    expect(autoSize(100, 1 << 30, 300)).toBe(8 * MiB);
+    expect(autoSize(7, 1 << 30, 300)).toBe(1024 * 1024);
+    // A short path keeps the quarter second.
+    expect(autoSize(100, 1 << 30, 40)).toBe(4 * MiB);
+    expect(autoSize(100, 1 << 30, undefined)).toBe(4 * MiB);
+    expect(autoSize(100_000, 1 << 30, 300)).toBe(AUTO_MAX_BYTES);
+  });
+
   it("never grows past the cap for any rate", () => {
     for (let r = 0.5; r < 1e6; r *= 3) {
       const s = autoSize(r, 10 * 1024 * 1024);
@@ -377,6 +405,23 @@ describe("first-run burst", () => {
     expect(ramp(16_000, 3, 1 << 30)).toEqual([64 * 1024, 4 * MiB, 32 * MiB]);
     // A slow link: 1 Mbit/s reads 64 KiB long enough at once.
     expect(ramp(1, 2, 1 << 30)).toEqual([64 * 1024]);
+  });
+
+  it("on a long path ramps until a try lasts the RTT and two round trips of transfer", () => {
+    // 100 Mbit/s behind 300 ms, each try read as the page reads it (rateMinusRtt: the RTT
+    // is taken off only when the transfer lasted at least that long). Before, the 64 KiB try
+    // (305 ms raw) ended the burst at 1.7 Mbit/s, and the probes stayed at 64 KiB.
+    const sizes: number[] = [];
+    let bytes: number | undefined = 64 * 1024;
+    while (bytes !== undefined) {
+      sizes.push(bytes);
+      const raw = 300 + (bytes * 8) / (100 * 1000);
+      bytes = burstNext(bytes, rateMinusRtt(bytes, raw, 300).mbits, raw, 1 << 30, 300);
+      expect(sizes.length).toBeLessThan(20);
+    }
+    expect(sizes).toEqual([64 * 1024, 256 * 1024, MiB, 4 * MiB, 16 * MiB]);
+    // Without the RTT, the raw time counts as before.
+    expect(burstNext(64 * 1024, 1.7, 305, 1 << 30)).toBeUndefined();
   });
 
   it("grows at most 64-fold when a short try reads a shaper's burst", () => {

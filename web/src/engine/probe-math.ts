@@ -4,8 +4,10 @@
 import {
   coreAutoMinBytes,
   coreAutoSize,
+  coreAutoTargetFor,
   coreAutoTargetMs,
   coreBurstNext,
+  coreTimedBytes,
   transferRate,
 } from "../forecast";
 
@@ -177,11 +179,12 @@ export const PRETEST_MIN_GAP = 5;
 
 /**
  * Bytes of each pretest transfer: half a probe, so that a pretest of three candidates tried
- * twice costs three probes, but never less than the smallest automatic probe (nor more than
- * the probe itself).
+ * twice costs three probes, but never less than the smallest automatic probe, nor than
+ * `minBytes` (what a try needs to be timed on a long path, {@link timedBytes}), nor more
+ * than the probe itself.
  */
-export function pretestBytes(probeBytes: number): number {
-  return Math.min(probeBytes, Math.max(autoMinBytes(), Math.floor(probeBytes / 2)));
+export function pretestBytes(probeBytes: number, minBytes = 0): number {
+  return Math.min(probeBytes, Math.max(autoMinBytes(), minBytes, Math.floor(probeBytes / 2)));
 }
 
 /**
@@ -301,34 +304,67 @@ export const autoMinBytes = coreAutoMinBytes;
 export const AUTO_MAX_BYTES = 32 * 1024 * 1024;
 
 /**
- * The automatic probe size: the bytes the predicted rate moves in {@link autoTargetMs},
- * rounded up to a power of two (so sizes repeat and durations stay comparable), between 64 KiB
- * and the smaller of 32 MiB and the server's cap. Starts at 64 KiB with no prediction. The
- * rule is the core's (`core/src/transfer.rs`, the one `nowcast tcp --size auto` uses).
+ * How long an automatically sized transfer should last, ms: {@link autoTargetMs}, or two
+ * predicted round trips on a longer path (the core's `transfer::auto_target_ms`). A rate has
+ * the predicted RTT taken off its raw time only when that leaves at least half of it, and a
+ * shorter probe's rate, read over the raw time, asked for a size no longer: 100 Mbit/s read
+ * 29 Mbit/s on every probe behind 200 ms, 1.7 Mbit/s behind 300 ms.
  */
-export function autoSize(predictedMbits: number | undefined, capBytes: number): number {
-  return coreAutoSize(predictedMbits, Math.min(AUTO_MAX_BYTES, capBytes));
+export function autoTargetFor(predictedRttMs: number | undefined): number {
+  return coreAutoTargetFor(predictedRttMs);
+}
+
+/**
+ * The automatic probe size: the bytes the predicted rate moves in {@link autoTargetFor} (a
+ * quarter second, or two predicted round trips on a longer path), rounded up to a power of
+ * two (so sizes repeat and durations stay comparable), between 64 KiB and the smaller of
+ * 32 MiB and the server's cap. Starts at 64 KiB with no prediction. The rule is the
+ * core's (`core/src/transfer.rs`, the one `nowcast tcp --size auto` uses).
+ */
+export function autoSize(
+  predictedMbits: number | undefined,
+  capBytes: number,
+  predictedRttMs?: number,
+): number {
+  return coreAutoSize(predictedMbits, Math.min(AUTO_MAX_BYTES, capBytes), predictedRttMs);
 }
 
 /** The share of the hourly budget one series' burst may spend before it settles with the
- *  size it has reached. */
+ *  rate it reached (the rest of the hour's budget is for the probes after it). */
 export const BURST_BUDGET_SHARE = 0.25;
 
 /**
- * The first-run burst's next size after a try of `bytes` that read `mbits` over `durationMs`,
- * or undefined when the burst is over: the try lasted {@link autoTargetMs} (long enough to
- * be timed), or it was already at `capBytes` (the server's cap, or 32 MiB), or it read no
- * rate. The next size is the larger of four times this one and the automatic
- * size of the rate it read, at most 64 times this one (a short try can read a shaper's
- * burst, far above the path), never above the cap. The rule is the core's (`transfer::burst_next`).
+ * The bytes the predicted rate moves in two predicted round trips (a power of two, at least
+ * 64 KiB, at most `capBytes`): what a transfer needs on a long path to have the
+ * RTT taken off its time; 0 without a rate or an RTT. A pretest's tries are no smaller. The
+ * core's `transfer::timed_bytes`.
+ */
+export function timedBytes(
+  predictedMbits: number | undefined,
+  predictedRttMs: number | undefined,
+  capBytes: number,
+): number {
+  return coreTimedBytes(predictedMbits, predictedRttMs, Math.min(AUTO_MAX_BYTES, capBytes));
+}
+
+/**
+ * The first-run burst's next size after a try of `bytes` that read `mbits` over a raw time of
+ * `rawMs`, or undefined when the burst is over: the try lasted {@link autoTargetMs} (long
+ * enough to be timed) and, on a long path, the predicted RTT its raw time holds plus two round
+ * trips of transfer; or it was already at `capBytes` (the server's cap, or 32 MiB), or it
+ * read no rate. The next size is the larger of four times this one and
+ * the automatic size of the rate it read, at most 64 times this one (a short try can read a
+ * shaper's burst, far above the path), never above the cap. The rule is the core's
+ * (`transfer::burst_next`).
  */
 export function burstNext(
   bytes: number,
   mbits: number,
-  durationMs: number,
+  rawMs: number,
   capBytes: number,
+  predictedRttMs?: number,
 ): number | undefined {
-  return coreBurstNext(bytes, mbits, durationMs, Math.min(AUTO_MAX_BYTES, capBytes));
+  return coreBurstNext(bytes, mbits, rawMs, Math.min(AUTO_MAX_BYTES, capBytes), predictedRttMs);
 }
 
 /**

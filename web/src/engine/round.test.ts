@@ -14,7 +14,13 @@ import { Jitter } from "./measure/jitter";
 import type { Link, Measurement, Measurements, ProbeRequest } from "./measure/measurement";
 import type { PretestResult } from "./measure/pretest";
 import { mirrorPlan, targetPlan, type Plan, type StepTransport } from "./plan";
-import { autoMinBytes, pretestBytes, PRETEST_AFTER, PRETEST_PASSES } from "./probe-math";
+import {
+  autoMinBytes,
+  pretestBytes,
+  PRETEST_AFTER,
+  PRETEST_PASSES,
+  rateMinusRtt,
+} from "./probe-math";
 import { runRound, runSites, type RoundEnv } from "./round";
 import { SeriesSet } from "./series";
 
@@ -535,6 +541,34 @@ describe("the series a round feeds", () => {
     await run(site, mirrorPlan({ size: "auto" }), env);
     expect(env.bursts).toBe(1);
     expect(site.calls.filter((c) => c.module === "download/http")).toHaveLength(5);
+  });
+
+  it("size automatic probes and the burst for two round trips on a long path", async () => {
+    // 100 Mbit/s behind 300 ms, each transfer read as the page reads it: the RTT is taken off
+    // only a transfer that lasted at least that long. Sized for a quarter second, the burst
+    // ended at its 64 KiB try (305 ms) and every probe read 1.7 Mbit/s.
+    const site = new ScriptedSite((m, r) => {
+      if (m.startsWith("rtt")) return { value: 300 };
+      const raw = 300 + (r.bytes * 8) / (100 * 1000);
+      return { value: rateMinusRtt(r.bytes, raw, r.predictedRttMs).mbits, durationMs: raw };
+    });
+    const env = new Env(2);
+    const plan = mirrorPlan({ size: "auto" });
+    for (let round = 0; round < 2; round++) await run(site, plan, env);
+    const sizes = site.calls.filter((c) => c.module === "download/http").map((c) => c.bytes);
+    // Tries until one lasts 900 ms (the RTT and two round trips of transfer), then probes of
+    // 600 ms of transfer: 100 Mbit/s × 600 ms = 7.5 MB → 8 MiB.
+    expect(sizes).toEqual([
+      64 * KIB,
+      256 * KIB,
+      1024 * KIB,
+      4096 * KIB,
+      16384 * KIB,
+      8192 * KIB,
+      8192 * KIB,
+    ]);
+    const down = env.records.filter((e) => e.key === "bandwidth_down/http");
+    expect(down.map((e) => Math.round(e.record.value!))).toEqual([100, 100]);
   });
 
   it("space automatic probes by the budget, and record the period they are taken at", async () => {

@@ -24,6 +24,7 @@ import {
   median,
   PRETEST_SHARE,
   surprised,
+  timedBytes,
 } from "./probe-math";
 import { measurement, type SeriesSet } from "./series";
 
@@ -345,8 +346,45 @@ class Run {
     if (size !== "auto") return { bytes: Math.min(size, maxPayload), every: 1 };
     const probes = this.transfers * (1 + PRETEST_SHARE);
     const share = probeShare(this.env.budget.perHour, this.env.periodS, probes, perMinute);
-    const bytes = autoSize(rate ?? this.site.series.next(step.key)?.value, maxPayload);
+    const bytes = autoSize(rate ?? this.sizingRate(step), maxPayload, this.predictedRtt(step));
     return { bytes, every: bandwidthEvery(bytes, share) };
+  }
+
+  /**
+   * The rate an automatic size is made for: the series' forecast, or the last measurement when
+   * that fell far below it (it missed by more than PRETEST_SURPRISE errors). The forecasters
+   * follow a step down only after a value or two, and until then a probe sized for the old
+   * rate runs for seconds: on a link that fell from 200 to 40 Mbit/s, each 8 MiB probe took
+   * 1.75 s, and the pretest the surprise calls for (six tries of half a probe) 5 s each way,
+   * in which the site's other series went unmeasured. A probe sized from an outlier that read
+   * half the rate still lasts half the target (and, on a long path, a round trip: the core's
+   * `transfer::RTT_TIMES`), long enough to be timed, so it reads the rate and the sizes cannot
+   * shrink step by step.
+   */
+  private sizingRate(step: Step): number | undefined {
+    const { series } = this.site;
+    const forecast = series.next(step.key)?.value;
+    if (!series.streams(step.key).surprised) return forecast;
+    const records = series.records(step.key);
+    for (let i = records.length - 1; i >= 0; i--) {
+      const last = records[i]!;
+      if (last.status !== "ok") continue;
+      return last.value !== null && forecast !== undefined && last.value < forecast
+        ? last.value
+        : forecast;
+    }
+    return forecast;
+  }
+
+  /** The RTT a transfer of `step` has taken off its time: its transport's own RTT forecast,
+   *  else the other's (the same path: a plan over WebSocket has no fetch ping, yet its
+   *  transfers go over fetch). */
+  private predictedRtt(step: Step): number | undefined {
+    const { series } = this.site;
+    return (
+      series.next(`rtt/${step.transport}`) ??
+      series.next(step.transport === "http" ? "rtt/websocket" : "rtt/http")
+    )?.value;
   }
 
   /**
@@ -381,7 +419,13 @@ class Run {
         throw e;
       }
       rate = sample.value;
-      bytes = burstNext(bytes, sample.value, sample.durationMs, maxPayload);
+      bytes = burstNext(
+        bytes,
+        sample.value,
+        sample.durationMs,
+        maxPayload,
+        this.predictedRtt(step),
+      );
     }
     return rate;
   }
@@ -397,12 +441,7 @@ class Run {
     recordLoad: boolean,
   ): Promise<Sample> {
     const { site, env } = this;
-    // The transport's own RTT, else the other's: the same path (a plan over WebSocket has no
-    // fetch ping, yet its transfers go over fetch).
-    const predictedRttMs = (
-      site.series.next(`rtt/${step.transport}`) ??
-      site.series.next(step.transport === "http" ? "rtt/websocket" : "rtt/http")
-    )?.value;
+    const predictedRttMs = this.predictedRtt(step);
     const work = m.run(site.link, { ...r, predictedRttMs });
     if (step.loaded === undefined || !this.loadOpen) return work;
     const loaded = this.series(step.loaded);
@@ -487,7 +526,12 @@ class Run {
     const plan = site.series.streams(step.key);
     let streams = typeof step.streams === "number" ? step.streams : plan.streams;
     if (step.streams === "pretest") {
-      const found = await streamCount(plan, bytes, {
+      // A try must last the round trips a probe does to be timed (the core's
+      // `transfer::RTT_TIMES`): half a probe sized for a quarter second is shorter than the
+      // RTT on a long path.
+      const forecast = site.series.next(step.key)?.value;
+      const minTry = timedBytes(forecast, this.predictedRtt(step), bytes);
+      const found = await streamCount(plan, bytes, minTry, {
         take: (b) => {
           if (env.suspended() || !env.budget.allows(b, env.now())) return false;
           env.budget.spend(b, env.now());

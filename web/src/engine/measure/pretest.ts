@@ -28,7 +28,8 @@ export interface PretestResult {
 
 /**
  * The stream count for this round's probe of `probeBytes`. When a pretest is due
- * ({@link pretestDue}), runs {@link PRETEST_PASSES} transfers of {@link pretestBytes} for each
+ * ({@link pretestDue}), runs {@link PRETEST_PASSES} transfers of {@link pretestBytes} (at least
+ * `minTryBytes`) for each
  * of {@link STREAM_CANDIDATES}, interleaved, and keeps the fewest streams whose slowest try
  * comes close to the fastest ({@link chooseStreams}); `results` then says what it measured.
  * Pretest transfers are not measurements of the series; a timed-out one ends the pretest with
@@ -37,11 +38,12 @@ export interface PretestResult {
 export async function streamCount(
   plan: StreamPlan,
   probeBytes: number,
+  minTryBytes: number,
   tries: PretestTries,
 ): Promise<{ streams: number; results?: PretestResult[] }> {
   if (plan.sincePretest !== undefined) plan.sincePretest++;
   if (!pretestDue(plan)) return { streams: plan.streams };
-  const bytes = pretestBytes(probeBytes);
+  const bytes = pretestBytes(probeBytes, minTryBytes);
   const results: PretestResult[] = [];
   passes: for (let pass = 0; pass < PRETEST_PASSES; pass++) {
     for (const streams of STREAM_CANDIDATES) {
