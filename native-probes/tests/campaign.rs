@@ -5,6 +5,7 @@
 
 mod common;
 
+use common::campaign::Running;
 use common::{nowcast, text, Server, TempDir, BIN};
 use nowcast::archive::query::Filter;
 use nowcast::archive::sqlite::Sqlite;
@@ -15,7 +16,7 @@ use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 fn has(program: &str) -> bool {
@@ -70,73 +71,6 @@ impl FileServer {
 impl Drop for FileServer {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
-    }
-}
-
-/// A running `nowcast campaign`, its standard error collected.
-struct Running {
-    child: std::process::Child,
-    lines: Arc<Mutex<Vec<String>>>,
-}
-
-impl Running {
-    fn start(cfg: &Path) -> Running {
-        let mut child = Command::new(BIN)
-            .args(["campaign", cfg.to_str().unwrap()])
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let lines = Arc::new(Mutex::new(Vec::new()));
-        let (err, l) = (child.stderr.take().unwrap(), lines.clone());
-        std::thread::spawn(move || {
-            for line in BufReader::new(err).lines().map_while(Result::ok) {
-                l.lock().unwrap().push(line);
-            }
-        });
-        Running { child, lines }
-    }
-
-    fn line(&self, starts: &str, limit: Duration) -> Option<String> {
-        let until = Instant::now() + limit;
-        while Instant::now() < until {
-            if let Some(l) = self
-                .lines
-                .lock()
-                .unwrap()
-                .iter()
-                .find(|l| l.starts_with(starts))
-            {
-                return Some(l.clone());
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        None
-    }
-
-    /// SIGTERM, then the exit status within `limit`.
-    fn stop(&mut self, limit: Duration) -> bool {
-        let _ = Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status();
-        let until = Instant::now() + limit;
-        while Instant::now() < until {
-            if let Ok(Some(s)) = self.child.try_wait() {
-                return s.success();
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        panic!(
-            "the campaign did not stop within {limit:?}: {:?}",
-            self.lines.lock().unwrap()
-        );
-    }
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 

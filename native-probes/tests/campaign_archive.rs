@@ -7,14 +7,15 @@
 
 mod common;
 
+use common::campaign::Running;
+
 use common::clickhouse::ClickhouseServer;
 use common::{nowcast, text, Server, TempDir, BIN};
 use nowcast::archive::sqlite::Sqlite;
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 fn is_root() -> bool {
     // SAFETY: getuid has no preconditions.
@@ -49,75 +50,6 @@ impl Mount {
 impl Drop for Mount {
     fn drop(&mut self) {
         let _ = Command::new("umount").arg("-l").arg(&self.0).status();
-    }
-}
-
-/// A running `nowcast campaign`, its standard error collected; killed on drop.
-struct Running {
-    child: std::process::Child,
-    lines: Arc<Mutex<Vec<String>>>,
-}
-
-impl Running {
-    fn start(cfg: &Path) -> Running {
-        let mut child = Command::new(BIN)
-            .args(["campaign", cfg.to_str().unwrap()])
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let lines = Arc::new(Mutex::new(Vec::new()));
-        let (err, l) = (child.stderr.take().unwrap(), lines.clone());
-        std::thread::spawn(move || {
-            for line in BufReader::new(err).lines().map_while(Result::ok) {
-                l.lock().unwrap().push(line);
-            }
-        });
-        Running { child, lines }
-    }
-
-    fn all(&self) -> String {
-        self.lines.lock().unwrap().join("\n")
-    }
-
-    /// The first line containing `part`, waiting up to `limit`.
-    fn line(&self, part: &str, limit: Duration) -> Option<String> {
-        let until = Instant::now() + limit;
-        loop {
-            if let Some(l) = self.lines.lock().unwrap().iter().find(|l| l.contains(part)) {
-                return Some(l.clone());
-            }
-            if Instant::now() >= until {
-                return None;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    fn alive(&mut self) -> bool {
-        matches!(self.child.try_wait(), Ok(None))
-    }
-
-    /// SIGTERM; the exit status's success within `limit`.
-    fn stop(&mut self, limit: Duration) -> bool {
-        let _ = Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status();
-        let until = Instant::now() + limit;
-        while Instant::now() < until {
-            if let Ok(Some(s)) = self.child.try_wait() {
-                return s.success();
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        panic!("the campaign did not stop within {limit:?}: {}", self.all());
-    }
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 

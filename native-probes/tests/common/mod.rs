@@ -3,6 +3,7 @@
 
 #![allow(dead_code)]
 
+pub mod campaign;
 pub mod clickhouse;
 pub mod corpus;
 pub mod fobs;
