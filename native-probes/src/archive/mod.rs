@@ -132,6 +132,17 @@ struct Dest {
     stats: Arc<DestStats>,
 }
 
+impl Dest {
+    /// The folder of its spool.
+    fn spool_dir(&self) -> std::path::PathBuf {
+        self.spool
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .dir()
+            .to_path_buf()
+    }
+}
+
 /// The archive sink: spools, and the threads that ship them.
 pub struct Archive {
     dests: Vec<Dest>,
@@ -421,12 +432,7 @@ impl Archive {
             .iter()
             .zip(self.status())
             .map(|(d, s)| {
-                let dir = d
-                    .spool
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .dir()
-                    .to_path_buf();
+                let dir = d.spool_dir();
                 (d.name, s.trouble(&d.label, &dir))
             })
             .collect()
@@ -443,12 +449,7 @@ impl Archive {
             .zip(status)
             .filter(|(_, s)| s.backlog > 0)
             .map(|(d, s)| {
-                let dir = d
-                    .spool
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .dir()
-                    .to_path_buf();
+                let dir = d.spool_dir();
                 let mut said = String::new();
                 if s.backlog > s.held {
                     said = format!(
