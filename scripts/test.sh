@@ -30,22 +30,30 @@ step "cargo test"
 # Tests are built without the release profile's LTO and single codegen unit (Cargo.toml), which
 # are for what ships and is benchmarked (`npm run bench`): opt-level 3 is kept, so the timing
 # and accuracy tests run optimised code, and the build takes a fraction of the time.
+# SQLite's C source (rusqlite's bundled build) is compiled at -O1 here: at -O3 it is the
+# longest single step on the way to the first test binary (~30 s of the 2-core machine), and
+# no test times the archive (benches/archive.rs does, on the release profile). A package's
+# profile cannot be set from the environment, hence `--config` on every `cargo test`.
 export CARGO_PROFILE_RELEASE_LTO=off CARGO_PROFILE_RELEASE_CODEGEN_UNITS=16
-cargo test --quiet --workspace --release -- --skip on_emulated_links
+ctest() { cargo test --quiet --release --config 'profile.release.package.libsqlite3-sys.opt-level=1' "$@"; }
+ctest --workspace -- --skip on_emulated_links
+step "cargo test: accuracy on emulated links"
 # The accuracy comparison on emulated links (root only; it says why when it skips) runs on
 # its own so that its figures are printed, not captured.
-cargo test --quiet --release -p native-probes --test emulated_links -- --nocapture
+ctest -p native-probes --test emulated_links -- --nocapture
+step "cargo test: pcap, Wren and the proxy on emulated links"
 # nowcast pcap against tshark and pping's rule, Wren against ground truth, and the live
 # capture at 1 Gbit/s (root only; each says why when it skips), one at a time.
 for t in pcap_peers pcap_wren pcap_live; do
-  cargo test --quiet --release -p native-probes --test "$t" -- --nocapture
+  ctest -p native-probes --test "$t" -- --nocapture
 done
 # nowcast proxy on emulated links against the comparison rules and an oracle (root only; it
 # says why when it skips), alone for the same reason.
-cargo test --quiet --release -p native-probes --test proxy_links -- --nocapture
+ctest -p native-probes --test proxy_links -- --nocapture
 # Wren on the proxy's own uploads against the available bandwidth (root only; it says why
 # when it skips); the test's loopback part ran above.
-cargo test --quiet --release -p native-probes --test proxy_wren -- --nocapture on_emulated_links
+ctest -p native-probes --test proxy_wren -- --nocapture on_emulated_links
+step "FOBS on an emulated link, beside iperf3"
 # FOBS on a link slower than its sender (100 Mbit/s, 30 ms), cold, against iperf3 cubic on
 # the same link, then sharing that link with one iperf3 cubic flow (Jain's index at least 0.8,
 # the better of two runs): the short version of the FOBS bench's slower and shared links (root

@@ -35,7 +35,7 @@ const LIMIT: Duration = Duration::from_secs(60);
 /// ends free and 32-39 µs with both on core 1, on a VM where nowcast read 42-50 free).
 const PIN: [&str; 3] = ["taskset", "-c", "1"];
 /// Length of each UDP RTT run, probes and peers, in seconds.
-const UDP_SECS: u32 = 3;
+const UDP_SECS: u32 = 2;
 /// How many times a UDP RTT triple (nowcast, irtt, sockperf) out of bound is measured, all
 /// three tools each time, before the last decides.
 const UDP_RUNS: u32 = 3;
