@@ -997,3 +997,35 @@ gated = false
     }
     assert!(left.is_empty(), "the tool outlived the campaign: {left:?}");
 }
+
+/// A metrics port already taken stops the campaign before it opens its archive: the error
+/// names the address, and no archive file is made for a campaign that never ran.
+#[test]
+fn a_taken_metrics_port_is_refused_before_the_archive_is_opened() {
+    let tmp = TempDir::new("campaign-metrics-taken");
+    let taken = TcpListener::bind("127.0.0.1:0").unwrap();
+    let at = taken.local_addr().unwrap();
+    let db = tmp.join("taken.sqlite");
+    let cfg = tmp.join("taken.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "name = \"taken\"\nmetrics = \"{at}\"\n\n[archive]\nsqlite = \"{}\"\n\n\
+             [[targets]]\nname = \"t\"\nhost = \"127.0.0.1\"\n\n\
+             [[probes]]\nname = \"p\"\nkind = \"ping\"\nevery = \"1m\"\n",
+            db.display()
+        ),
+    )
+    .unwrap();
+    let out = nowcast(
+        &["campaign", cfg.to_str().unwrap()],
+        Duration::from_secs(30),
+    );
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains(&format!("{at}: bind metrics")), "{err}");
+    assert!(
+        !db.exists(),
+        "the archive was made before the port was tried: {err}"
+    );
+}

@@ -102,6 +102,12 @@ fn judge(records: &[Record]) -> Finish {
 /// Runs `c` until `stop`; `say` gets a line for each run that did not go well and for the
 /// start and end.
 pub fn run(c: &Campaign, stop: &Stop, say: &mut dyn Write) -> Result<Summary> {
+    // The metrics port first: a port already taken is the operator's mistake to hear of at
+    // once, before the archive is opened and the spool left by the last run is written.
+    let metrics_listener = c
+        .metrics
+        .map(|at| std::net::TcpListener::bind(at).with_context(|| format!("{at}: bind metrics")))
+        .transpose()?;
     catch_up(&c.archive).context("writing the spool left by the last run into the archive")?;
     let resume = resume(c).context("reading the run log to resume the schedule")?;
     let mut archive = Archive::start(&c.archive)?;
@@ -138,10 +144,8 @@ pub fn run(c: &Campaign, stop: &Stop, say: &mut dyn Write) -> Result<Summary> {
         ..Snapshot::default()
     }));
     let metrics_stop = Stop::new();
-    let metrics_thread = match c.metrics {
-        Some(at) => {
-            let listener =
-                std::net::TcpListener::bind(at).with_context(|| format!("{at}: bind metrics"))?;
+    let metrics_thread = match metrics_listener {
+        Some(listener) => {
             let _ = writeln!(say, "metrics at http://{}/metrics", listener.local_addr()?);
             let (snap, st) = (snapshot.clone(), metrics_stop.clone());
             let l2 = listener.try_clone()?;
