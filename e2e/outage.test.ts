@@ -90,6 +90,7 @@ describe.skipIf(why !== undefined)("outages", () => {
         ),
       );
       // The figures are the last ones measured, marked as such.
+      expect(banner.text).toContain("The figures below are the last ones measured.");
       await page.waitForSelector('.card[data-direction="rtt"].stale', { timeout: 5000 });
       expect(await page.textContent('.card[data-direction="rtt"] .meta')).toMatch(
         /^as of \d\d:\d\d:\d\d · last probe failed: /,
@@ -129,6 +130,9 @@ describe.skipIf(why !== undefined)("outages", () => {
     );
     const banner = await outageBanner(page, 5000);
     expect(banner.text).toContain("Can't reach 127.0.0.1:9 since");
+    // A target never reached has no figures to speak of.
+    expect(banner.text).toContain("Nothing has been measured from it yet.");
+    expect(banner.text).not.toContain("last ones measured");
     await sleep(3500);
     const records = await exportedRecords(page);
     for (const metric of ["rtt", "bandwidth_down", "bandwidth_up"]) {

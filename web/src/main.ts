@@ -133,7 +133,7 @@ worker.onmessage = (e: MessageEvent<WorkerEvent>) => {
       ranking.ranking(ev);
       break;
     case "status":
-      consoleView.status(ev);
+      consoleView.status(ev, series.targetMeasured());
       headline.status(ev.state);
       break;
   }

@@ -111,6 +111,8 @@ export class ConsoleView {
   readonly names = new Map<string, string>();
   private target = "";
   private last: StatusEvent | undefined;
+  /** Whether the target has a value on the page (the outage banner says what is shown). */
+  private measured = true;
   /** The headings of the banner's paragraphs shown, and when each was last announced. */
   private shown = new Set<string>();
   private readonly announced = new Map<string, number>();
@@ -142,8 +144,9 @@ export class ConsoleView {
   }
 
   /** The worker's state, the bytes used this hour, and what is wrong, in words. */
-  status(ev: StatusEvent): void {
+  status(ev: StatusEvent, measured = true): void {
     this.last = ev;
+    this.measured = measured;
     // A live region: written only when it says something new (a screen reader reads it
     // again whenever its text is replaced, even by the same words, and the worker reports
     // its state every round).
@@ -177,7 +180,9 @@ export class ConsoleView {
         text(
           ` since ${clock(ev.outage.since)} — retrying every ${every}. ` +
             `Why: ${ev.outage.reason}${ev.message === "" ? "" : `; ${ev.message}`}. ` +
-            "The figures below are the last ones measured.",
+            (this.measured
+              ? "The figures below are the last ones measured."
+              : "Nothing has been measured from it yet."),
         ),
       ]);
     }

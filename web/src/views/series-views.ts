@@ -49,6 +49,8 @@ interface Shown {
   chart: SeriesChart;
   /** Probes that failed (no connection, refused): the core counts no value for them. */
   failed: number;
+  /** Values measured (not timeouts, not failures), live or restored. */
+  values: number;
 }
 
 /** A record as the console's "last" column shows it: its value, or what became of it. */
@@ -76,7 +78,7 @@ export class SeriesViews {
     const title = label ?? TITLES[key as SeriesKey] ?? key;
     const row = this.console.add(key, title, unit);
     const chart = this.graphs.add(key, title, unit, !key.startsWith("import/"));
-    v = { title, unit, row, chart, failed: 0 };
+    v = { title, unit, row, chart, failed: 0, values: 0 };
     this.shown.set(key, v);
     this.predictability.offer(key, title);
     return v;
@@ -91,6 +93,12 @@ export class SeriesViews {
   /** Every series shown, by key and title, in the order they came. */
   list(): { key: string; label: string }[] {
     return [...this.shown].map(([key, v]) => ({ key, label: v.title }));
+  }
+
+  /** Whether any of the target's series (not a mirror's, not an import) holds a value. */
+  targetMeasured(): boolean {
+    for (const [key, v] of this.shown) if (isTargetSeries(key) && v.values > 0) return true;
+    return false;
   }
 
   /** Takes a series off the page: its console row, graph and predictability choice. */
@@ -121,6 +129,7 @@ export class SeriesViews {
       v.failed++;
       v.chart.fail(r.timestamp_ms);
     } else {
+      if (r.value !== null) v.values++;
       v.chart.add(r.timestamp_ms, r.value, next, stepMs);
     }
   }
