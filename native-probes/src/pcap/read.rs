@@ -134,29 +134,59 @@ struct Interface {
 /// What a file turned out to be.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Format {
-    Pcap { big_endian: bool, nanoseconds: bool },
-    PcapNg,
+    Pcap {
+        big_endian: bool,
+        nanoseconds: bool,
+        gzip: bool,
+    },
+    PcapNg {
+        gzip: bool,
+    },
 }
 
-impl std::fmt::Display for Format {
-    /// As a person names it: `pcap`, `pcap (ns, big-endian)`, `pcapng`.
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match *self {
-            Format::PcapNg => f.write_str("pcapng"),
+impl Format {
+    fn gzipped(self) -> Format {
+        match self {
             Format::Pcap {
                 big_endian,
                 nanoseconds,
-            } => {
-                let notes: Vec<&str> = [(nanoseconds, "ns"), (big_endian, "big-endian")]
-                    .iter()
-                    .filter_map(|&(on, n)| on.then_some(n))
-                    .collect();
-                if notes.is_empty() {
-                    f.write_str("pcap")
-                } else {
-                    write!(f, "pcap ({})", notes.join(", "))
-                }
-            }
+                ..
+            } => Format::Pcap {
+                big_endian,
+                nanoseconds,
+                gzip: true,
+            },
+            Format::PcapNg { .. } => Format::PcapNg { gzip: true },
+        }
+    }
+}
+
+impl std::fmt::Display for Format {
+    /// As a person names it: `pcap`, `pcap (ns, big-endian)`, `pcapng (gzip)`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (name, notes) = match *self {
+            Format::PcapNg { gzip } => ("pcapng", [(gzip, "gzip"), (false, ""), (false, "")]),
+            Format::Pcap {
+                big_endian,
+                nanoseconds,
+                gzip,
+            } => (
+                "pcap",
+                [
+                    (nanoseconds, "ns"),
+                    (big_endian, "big-endian"),
+                    (gzip, "gzip"),
+                ],
+            ),
+        };
+        let notes: Vec<&str> = notes
+            .iter()
+            .filter_map(|&(on, n)| on.then_some(n))
+            .collect();
+        if notes.is_empty() {
+            f.write_str(name)
+        } else {
+            write!(f, "{name} ({})", notes.join(", "))
         }
     }
 }
@@ -178,6 +208,44 @@ pub fn read_capture<R: Read>(
     mut on_problem: impl FnMut(Problem),
 ) -> io::Result<(Format, FileStats)> {
     let mut w = Window::new(src);
+    if w.fill(2)? >= 2 && w.avail()[..2] == [0x1f, 0x8b] {
+        // gzip (`tcpdump -z gzip`, an archived capture): read through the decompressor, as
+        // tshark does. Offsets are those of the decompressed capture, and say so; a stream
+        // cut short or corrupt ends the read with the decompressor's error, the packets
+        // before it analysed. A gzip inside the gzip is named, not opened again.
+        let head = io::Cursor::new(w.avail().to_vec());
+        let inner = Window::new(Gunzip(flate2::read::MultiGzDecoder::new(head.chain(w.src))));
+        let mut on_problem = |mut p: Problem| {
+            p.what.push_str(" (offset in the decompressed capture)");
+            on_problem(p)
+        };
+        return read_window(inner, &mut on_frame, &mut on_problem)
+            .map(|(format, stats)| (format.gzipped(), stats));
+    }
+    read_window(w, &mut on_frame, &mut on_problem)
+}
+
+/// A gzip decompressor whose errors say that they are the gzip stream's.
+struct Gunzip<R>(R);
+
+impl<R: Read> Read for Gunzip<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        self.0.read(buf).map_err(|e| match e.kind() {
+            io::ErrorKind::Interrupted => e,
+            kind => io::Error::new(
+                kind,
+                format!("the gzip stream is cut short or damaged ({e})"),
+            ),
+        })
+    }
+}
+
+/// [`read_capture`] of a source as it stands.
+fn read_window<R: Read>(
+    mut w: Window<R>,
+    mut on_frame: &mut impl FnMut(&Frame<'_>),
+    on_problem: &mut impl FnMut(Problem),
+) -> io::Result<(Format, FileStats)> {
     let have = w.fill(4)?;
     if have < 4 {
         return Err(io::Error::new(
@@ -189,7 +257,7 @@ pub fn read_capture<R: Read>(
             },
         ));
     }
-    let magic = w.avail()[..4].try_into().expect("4 bytes");
+    let magic: [u8; 4] = w.avail()[..4].try_into().expect("4 bytes");
     let le = u32::from_le_bytes(magic);
     let be = u32::from_be_bytes(magic);
     let mut stats = FileStats::default();
@@ -199,11 +267,12 @@ pub fn read_capture<R: Read>(
     };
     if le == PCAPNG_SHB {
         pcapng(&mut w, &mut on_frame, &mut problem, &mut stats)?;
-        Ok((Format::PcapNg, stats))
+        Ok((Format::PcapNg { gzip: false }, stats))
     } else if [le, be].iter().any(|m| *m == PCAP_MICRO || *m == PCAP_NANO) {
         let format = Format::Pcap {
             big_endian: be == PCAP_MICRO || be == PCAP_NANO,
             nanoseconds: le == PCAP_NANO || be == PCAP_NANO,
+            gzip: false,
         };
         pcap(&mut w, format, &mut on_frame, &mut problem, &mut stats)?;
         Ok((format, stats))
@@ -226,8 +295,8 @@ pub fn read_capture<R: Read>(
     }
 }
 
-/// The compression a file's first bytes name (a rotated `tcpdump -w … -z gzip` capture, an
-/// archived one), and the tool that undoes it.
+/// The compression a file's first bytes name (an archived capture), and the tool that undoes
+/// it: those not read here (gzip is, once: a gzip inside a gzip is named).
 fn compression(magic: &[u8; 4]) -> Option<(&'static str, &'static str)> {
     match magic {
         [0x1f, 0x8b, ..] => Some(("gzip", "gzip")),
@@ -268,6 +337,7 @@ fn pcap<R: Read>(
     let Format::Pcap {
         big_endian: big,
         nanoseconds: nano,
+        ..
     } = format
     else {
         unreachable!("called for pcap only")
@@ -855,7 +925,58 @@ mod tests {
         assert!(e.to_string().contains("68 65 6c 6c"), "{e}");
         let e = read_capture(&b""[..], |_| {}, |_| {}).unwrap_err();
         assert!(e.to_string().contains("empty"), "{e}");
-        let e = read_capture(&[0x1f, 0x8b, 8, 0, 0, 0][..], |_| {}, |_| {}).unwrap_err();
+        let e = read_capture(&[0x28, 0xb5, 0x2f, 0xfd, 0][..], |_| {}, |_| {}).unwrap_err();
+        assert!(e.to_string().contains("zstd-compressed"), "{e}");
+    }
+
+    fn gzip(bytes: &[u8]) -> Vec<u8> {
+        use std::io::Write;
+        let mut z = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        z.write_all(bytes).unwrap();
+        z.finish().unwrap()
+    }
+
+    #[test]
+    fn a_gzip_capture_is_read_through_and_its_damage_named() {
+        let f = pcap_file(false, &[(1, 5, &[1; 60]), (2, 6, &[2; 70])]);
+        let (frames, problems) = read(&gzip(&f));
+        assert_eq!(frames, read(&f).0);
+        assert!(problems.is_empty());
+        let (format, stats) = read_capture(&gzip(&f)[..], |_| {}, |_| {}).unwrap();
+        assert_eq!(format.to_string(), "pcap (gzip)");
+        assert_eq!(stats.packets, 2);
+        // Two members, as `cat a.gz b.gz` makes: read as one stream.
+        let (half, rest) = f.split_at(24 + 16 + 30);
+        let two = [gzip(half), gzip(rest)].concat();
+        assert_eq!(read(&two).0, read(&f).0);
+        // Damage inside is named by its offset in the decompressed capture.
+        let mut bad = pcap_file(
+            false,
+            &[(1, 0, &[1; 60]), (2, 0, &[2; 60]), (3, 0, &[3; 60])],
+        );
+        let at = 24 + 16 + 60 + 8;
+        bad[at..at + 4].copy_from_slice(&0x7fff_ffffu32.to_le_bytes());
+        let (frames, problems) = read(&gzip(&bad));
+        assert_eq!(frames.len(), 2);
+        assert_eq!(problems.len(), 1);
+        assert!(problems[0]
+            .what
+            .ends_with("(offset in the decompressed capture)"));
+        // Cut short: the packets before the cut are read, then the decompressor's error.
+        let big: Vec<(u32, u32, &[u8])> = (0..2000).map(|i| (i, 0, &[7u8; 200][..])).collect();
+        let z = gzip(&pcap_file(false, &big));
+        let mut n = 0;
+        let e = read_capture(&z[..z.len() / 2], |_| n += 1, |_| {}).unwrap_err();
+        assert!(n > 0 && n < 2000, "{n} frames before the cut");
+        assert_eq!(e.kind(), io::ErrorKind::UnexpectedEof, "{e}");
+        assert!(
+            e.to_string().starts_with("the gzip stream is cut short"),
+            "{e}"
+        );
+        // Garbage inside a gzip is not a capture; a gzip inside a gzip is named.
+        let e = read_capture(&gzip(b"hello world")[..], |_| {}, |_| {}).unwrap_err();
+        assert!(e.to_string().contains("not a capture file"), "{e}");
+        let e = read_capture(&gzip(&gzip(&f))[..], |_| {}, |_| {}).unwrap_err();
         assert!(e.to_string().contains("gzip-compressed"), "{e}");
     }
 }
