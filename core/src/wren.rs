@@ -141,6 +141,17 @@ pub struct Skipped {
     pub given_up: u64,
 }
 
+impl Skipped {
+    /// Adds `o`'s counts (totals over several flows).
+    pub fn add(&mut self, o: &Skipped) {
+        self.super_segments += o.super_segments;
+        self.retransmissions += o.retransmissions;
+        self.zero_gaps += o.zero_gaps;
+        self.short_runs += o.short_runs;
+        self.given_up += o.given_up;
+    }
+}
+
 #[derive(Clone, Copy, Debug)]
 struct Pkt {
     t: f64,

@@ -32,7 +32,6 @@ fn stopped_stderr(p: &mut Proxy) -> String {
         .terminate(Duration::from_secs(10))
         .expect("exits")
         .success());
-    std::thread::sleep(Duration::from_millis(100));
     let err = p.stderr.lock().unwrap();
     err.clone()
 }

@@ -30,9 +30,18 @@ pub const SOURCE_TS: &str = "pcap timestamps";
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum WrenSide {
     /// Only where the capture was taken at the sender (judged from the handshake: the side
-    /// whose packets are answered after a full RTT is the near one); flows whose handshake
-    /// was not captured are analysed.
+    /// whose packets are answered after a full RTT is the near one; on a path of some tens of
+    /// microseconds a guess, see [`WrenSide::Initiator`]); flows whose handshake was not
+    /// captured are analysed.
     Sender,
+    /// Only the direction from the side that opened the connection (the SYN's sender), for a
+    /// capture known to be taken on that host: a proxy's capture of its own upstream
+    /// connections (Zangrilli & Lowekamp §4). Nothing is judged from the handshake's timing,
+    /// which on a path of some tens of microseconds can say either: the host's own time from
+    /// the SYN/ACK to its ACK (a busy softirq, a queue on its way out) can exceed the round
+    /// trip. Flows whose handshake was not captured are analysed both ways, as under
+    /// [`WrenSide::Sender`].
+    Initiator,
     /// Every direction that sends data.
     Any,
 }
@@ -220,6 +229,44 @@ pub struct Verdicts {
     pub unacknowledged: u64,
 }
 
+impl Verdicts {
+    fn add(&mut self, o: &Verdicts) {
+        self.increasing += o.increasing;
+        self.rates_differ += o.rates_differ;
+        self.too_few_acks += o.too_few_acks;
+        self.acks_at_one_instant += o.acks_at_one_instant;
+        self.unacknowledged += o.unacknowledged;
+    }
+}
+
+/// What Wren made of every direction it analysed since the analyser started, open flows
+/// included ([`Analyzer::wren_totals`]): the flow reports say it per direction, but only once a
+/// flow ends, and a capture that never ends (the proxy's, whose connections are kept alive)
+/// must say while they are open why they give no lower bound.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct WrenTotals {
+    /// Directions that sent data and were analysed.
+    pub directions: u64,
+    pub trains: u64,
+    pub lower_bounds: u64,
+    /// The trains that gave no lower bound, by why.
+    pub verdicts: Verdicts,
+    /// Packets and runs left out of trains, by why.
+    pub skipped: Skipped,
+}
+
+impl WrenTotals {
+    fn add(&mut self, w: &WrenState) {
+        if let WrenState::On(w) = w {
+            self.directions += 1;
+            self.trains += w.trains;
+            self.lower_bounds += w.bounds;
+            self.verdicts.add(&w.verdicts);
+            self.skipped.add(&w.wren.skipped());
+        }
+    }
+}
+
 /// Wren's results for one direction.
 #[derive(Clone, Debug, PartialEq)]
 pub struct WrenReport {
@@ -335,6 +382,8 @@ pub struct Analyzer {
     records: Vec<Record>,
     transfer_flows: Vec<((Addr, Addr), i64, iepm::Flow)>,
     scratch: Vec<Train>,
+    /// Wren's totals of the flows already reported.
+    wren_done: WrenTotals,
 }
 
 impl Analyzer {
@@ -356,6 +405,7 @@ impl Analyzer {
             records: Vec::new(),
             transfer_flows: Vec::new(),
             scratch: Vec::new(),
+            wren_done: WrenTotals::default(),
         }
     }
 
@@ -600,6 +650,7 @@ impl Analyzer {
                     &mut self.records,
                 );
             }
+            self.wren_done.add(&f.wren[d]);
         }
         let report = FlowReport {
             id: f.id,
@@ -668,6 +719,15 @@ impl Analyzer {
             }
         }
         open.len()
+    }
+
+    /// Wren's totals so far, the open flows' included. Costs a look at every open flow.
+    pub fn wren_totals(&self) -> WrenTotals {
+        let mut t = self.wren_done;
+        for f in self.flows.values() {
+            f.wren.iter().for_each(|w| t.add(w));
+        }
+        t
     }
 
     /// Flows still open.
@@ -763,15 +823,19 @@ impl Analyzer {
 }
 
 fn decide_wren(f: &Flow, d: usize, cfg: &Config) -> WrenState {
-    if cfg.wren_side == WrenSide::Sender {
-        if let (Some(syn), Some(synack), Some(ack3)) = (f.syn_ns, f.synack_ns, f.ack3_ns) {
+    let near_initiator = match cfg.wren_side {
+        WrenSide::Any => None,
+        WrenSide::Sender => match (f.syn_ns, f.synack_ns, f.ack3_ns) {
             // Near the initiator, SYN→SYN/ACK takes the round trip and SYN/ACK→ACK almost
             // nothing; near the responder, the other way round.
-            let near_initiator = synack - syn >= ack3 - synack;
-            if near_initiator != (d == 0) {
-                return WrenState::Off("the capture is at the receiver");
-            }
-        }
+            (Some(syn), Some(synack), Some(ack3)) => Some(synack - syn >= ack3 - synack),
+            _ => None,
+        },
+        // `a` is the SYN's sender once the SYN or the SYN/ACK was seen.
+        WrenSide::Initiator => (f.syn_ns.is_some() || f.synack_ns.is_some()).then_some(true),
+    };
+    if near_initiator.is_some_and(|near| near != (d == 0)) {
+        return WrenState::Off("the capture is at the receiver");
     }
     WrenState::On(Box::new(WrenDir {
         wren: Wren::new(cfg.wren),

@@ -4,6 +4,7 @@
 //! edge's own counters. Deterministic: a policy and the edge's counts in, text out.
 
 use super::policy::{Failure, Health, Policy, Reason, Source};
+use crate::pcap::analysis::WrenTotals;
 use std::fmt::Write as _;
 
 /// What the edge counts itself.
@@ -39,6 +40,16 @@ pub struct CaptureCounts {
     pub queue_dropped: u64,
     /// Packets the kernel dropped because the analyser did not read them in time.
     pub kernel_dropped: u64,
+    /// What Wren made of the uploads: why there are no lower bounds, when there are none.
+    pub wren: WrenTotals,
+}
+
+/// A counter with one label, one line per value.
+fn labelled(o: &mut String, name: &str, help: &str, label: &str, rows: &[(&str, u64)]) {
+    let _ = writeln!(o, "# HELP {name} {help}\n# TYPE {name} counter");
+    for (value, n) in rows {
+        let _ = writeln!(o, "{name}{{{label}=\"{value}\"}} {n}");
+    }
 }
 
 fn escape(s: &str) -> String {
@@ -381,9 +392,53 @@ pub fn render(p: &Policy, e: &Edge, now_ms: f64) -> String {
                 "Packets the kernel dropped before the capture read them.",
                 c.kernel_dropped,
             ),
+            (
+                "nowcast_proxy_capture_wren_directions_total",
+                "counter",
+                "Upload directions of upstream connections Wren analysed.",
+                c.wren.directions,
+            ),
+            (
+                "nowcast_proxy_capture_short_runs_total",
+                "counter",
+                "Runs of 3 to 6 evenly spaced uploaded packets: too short for a Wren train.",
+                c.wren.skipped.short_runs,
+            ),
         ] {
             one(&mut o, name, kind, help, v as f64);
         }
+        let (v, s) = (&c.wren.verdicts, &c.wren.skipped);
+        labelled(
+            &mut o,
+            "nowcast_proxy_capture_trains_total",
+            "Wren's trains of evenly spaced uploads, by verdict: lower_bound, or why not \
+             (increasing: the RTTs rose; rates_differ: the ACKs came back at another rate; \
+             too_few_acks, acks_at_one_instant, unacknowledged: no ACK rate; given_up: not \
+             evaluated, too many trains waited for their ACKs).",
+            "verdict",
+            &[
+                ("lower_bound", c.wren.lower_bounds),
+                ("increasing", v.increasing),
+                ("rates_differ", v.rates_differ),
+                ("too_few_acks", v.too_few_acks),
+                ("acks_at_one_instant", v.acks_at_one_instant),
+                ("unacknowledged", v.unacknowledged),
+                ("given_up", s.given_up),
+            ],
+        );
+        labelled(
+            &mut o,
+            "nowcast_proxy_capture_packets_outside_trains_total",
+            "Uploaded packets that end a Wren train, by reason (super_segment: TSO/GSO sent \
+             several packets' worth at once; retransmission; zero_gap: captured at the same \
+             instant as the one before).",
+            "reason",
+            &[
+                ("super_segment", s.super_segments),
+                ("retransmission", s.retransmissions),
+                ("zero_gap", s.zero_gaps),
+            ],
+        );
     }
     let _ = writeln!(
         o,
@@ -399,6 +454,7 @@ pub fn render(p: &Policy, e: &Edge, now_ms: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::pcap::analysis::Verdicts;
     use crate::proxy::policy::{Config, Done, ReplicaSpec, ServiceSpec};
 
     #[test]
@@ -446,6 +502,16 @@ mod tests {
                 bounds: 1,
                 queue_dropped: 0,
                 kernel_dropped: 0,
+                wren: WrenTotals {
+                    directions: 1,
+                    trains: 3,
+                    lower_bounds: 1,
+                    verdicts: Verdicts {
+                        increasing: 2,
+                        ..Verdicts::default()
+                    },
+                    ..WrenTotals::default()
+                },
             }),
             ..Edge::default()
         };
@@ -459,6 +525,12 @@ mod tests {
             "nowcast_proxy_bandwidth_samples_total{replica=\"a\\\"x\",source=\"tcp_info\"} 1"
         ));
         assert!(text.contains("nowcast_proxy_capture_packets_total 12"));
+        assert!(text.contains("nowcast_proxy_capture_trains_total{verdict=\"increasing\"} 2"));
+        assert!(text.contains("nowcast_proxy_capture_trains_total{verdict=\"lower_bound\"} 1"));
+        assert!(text.contains(
+            "nowcast_proxy_capture_packets_outside_trains_total{reason=\"super_segment\"} 0"
+        ));
+        assert!(text.contains("nowcast_proxy_capture_wren_directions_total 1"));
         assert!(text.contains("nowcast_proxy_connections_refused_total{reason=\"per_client\"} 3"));
         assert!(text.contains("nowcast_proxy_clients_open 2"));
         assert!(text.contains("nowcast_proxy_info{bandwidth_source=\"wren\""));

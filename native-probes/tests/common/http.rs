@@ -285,6 +285,10 @@ pub struct Proxy {
     pub stderr: Arc<std::sync::Mutex<String>>,
     /// The ready line.
     pub ready: String,
+    /// The thread collecting standard error: joined once the proxy has exited, so that
+    /// `stderr` then holds everything it wrote (on a busy machine the thread can still be
+    /// behind when the exit status is in).
+    stderr_reader: Option<std::thread::JoinHandle<()>>,
 }
 
 impl Proxy {
@@ -328,7 +332,7 @@ impl Proxy {
         let stderr = Arc::new(std::sync::Mutex::new(String::new()));
         let mut err = child.stderr.take().unwrap();
         let e2 = stderr.clone();
-        std::thread::spawn(move || {
+        let stderr_reader = std::thread::spawn(move || {
             let mut buf = [0u8; 65536];
             while let Ok(n) = err.read(&mut buf) {
                 if n == 0 {
@@ -348,6 +352,7 @@ impl Proxy {
             addr,
             stderr,
             ready: line,
+            stderr_reader: Some(stderr_reader),
         }
     }
 
@@ -363,6 +368,9 @@ impl Proxy {
         let end = Instant::now() + limit;
         while Instant::now() < end {
             if let Ok(Some(s)) = self.child.try_wait() {
+                if let Some(t) = self.stderr_reader.take() {
+                    let _ = t.join();
+                }
                 return Some(s);
             }
             std::thread::sleep(Duration::from_millis(20));
