@@ -26,6 +26,7 @@
 
 mod common;
 
+use common::netns::in_ns;
 use common::path3::Path3;
 
 use common::{records, root_missing, run_bounded, text};
@@ -48,21 +49,6 @@ const UDP_FRAME: f64 = 1400.0 + 8.0 + 20.0 + 14.0;
 
 fn missing() -> Option<String> {
     root_missing(&["ip", "tc", "ethtool", "tcpdump", "iperf3"])
-}
-
-/// Runs `f` on a thread that has entered network namespace `ns`.
-fn in_ns<T: Send + 'static>(
-    ns: &str,
-    f: impl FnOnce() -> T + Send + 'static,
-) -> std::thread::JoinHandle<T> {
-    let path = format!("/var/run/netns/{ns}");
-    std::thread::spawn(move || {
-        let file = std::fs::File::open(&path).expect("open the namespace");
-        // SAFETY: setns on this thread only, with a valid descriptor of a network namespace.
-        let rc = unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) };
-        assert_eq!(rc, 0, "setns {path}");
-        f()
-    })
 }
 
 /// Bytes in the socket's send queue (sent and unacknowledged, or unsent).

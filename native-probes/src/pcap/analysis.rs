@@ -9,7 +9,9 @@
 //! or went idle is reported and dropped, leaving only its summary. The live flows are bounded
 //! too ([`Config::max_flows`]): a capture of a million one-packet flows (a SYN flood, a port
 //! scan) would otherwise hold them all until `idle_ns` passed. When the table is full, the
-//! flows idle longest are reported as they stand and dropped ([`Analyzer::evicted`]).
+//! flows idle longest are reported as they stand and dropped ([`Analyzer::evicted`]). Where
+//! the capture was taken is judged per address ([`WrenSide::Sender`]), at most
+//! [`MAX_ADDRESSES`] of them.
 
 use super::decode::{self, flag, Addr, Endpoint, Packet, Skip};
 use super::samples::Summary;
@@ -29,10 +31,12 @@ pub const SOURCE_TS: &str = "pcap timestamps";
 /// Which flow directions Wren analyses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum WrenSide {
-    /// Only where the capture was taken at the sender (judged from the handshake: the side
-    /// whose packets are answered after a full RTT is the near one; on a path of some tens of
-    /// microseconds a guess, see [`WrenSide::Initiator`]); flows whose handshake was not
-    /// captured are analysed.
+    /// Only where the capture was taken at the sender, judged per address from every
+    /// captured handshake (this module's `Sides`): IP TTLs where they tell (a sender's
+    /// initial value one way, fewer the other), else the majority of the handshakes' timings
+    /// (the side whose packets are answered after a full RTT is the near one; on a path of
+    /// some tens of microseconds one handshake alone is a guess, see
+    /// [`WrenSide::Initiator`]); flows whose handshake was not captured are analysed.
     Sender,
     /// Only the direction from the side that opened the connection (the SYN's sender), for a
     /// capture known to be taken on that host: a proxy's capture of its own upstream
@@ -131,6 +135,220 @@ impl KeyHasher {
 
 type Key = (Endpoint, Endpoint);
 
+/// Where the capture was taken, for [`WrenSide::Sender`]: Wren's trains need the data's
+/// departures from the sender (Wren §3.1 timestamps outgoing packets as they are handed to
+/// the device), so a direction is analysed only where its sender is at the capture point.
+///
+/// A capture is taken on one host (or a few), so the question is asked of addresses, not of
+/// flows: each captured handshake is evidence about both of its addresses, pooled here for
+/// all their flows.
+/// - **IP TTLs** (RFC 1812 §5.3.1: every router decrements them; RFC 8200 §3 the same of the
+///   hop limit): a host sends at its initial value (64, 128 or 255), so a handshake whose one
+///   side's packets are at an initial value and the other's a few below one puts the first at
+///   the capture point and the second behind a router. Wrong only behind a middlebox that
+///   rewrites TTLs; silent on a LAN (both at an initial value) and in the middle of a path
+///   (neither). It outweighs any number of timings.
+/// - **Handshake timing**: near the initiator, SYN→SYN/ACK takes the round trip and
+///   SYN/ACK→ACK only the host's own time; near the responder, the other way round. On a
+///   short path the host's own time (a busy softirq, a queue on its way out) can exceed the
+///   round trip and the vote flips: on namespaces some µs apart, a few in a thousand with
+///   nothing else running and up to one in five under CPU load (`tests/pcap_side.rs`). Each
+///   vote flips alone, so the majority of an address's handshakes is right where one is not
+///   (with a vote wrong independently at a rate ε < ½, the likelihood ratio of "here"
+///   against "there" is ((1−ε)/ε) to the power of the votes' margin: the majority is the
+///   likelihood ratio's decision). A standing queue on the host's own way out, ahead of the
+///   capture point, delays every ACK alike: timing is then wrong for all, and only TTLs tell.
+///
+/// A flow is judged when its first data needs Wren, and again as evidence grows while the
+/// judgement is weak (its handshake alone on a short path, or a margin under
+/// [`FIRM_MARGIN`]). Meanwhile its data directions are analysed tentatively: their trains are
+/// held ([`HELD_PER_DIRECTION`], [`HELD_TRAINS`] in all) and reported, or dropped with the
+/// reason, once the judgement is firm, the hold is full, or the flow ends: the first flows
+/// of a capture are judged with the evidence of those after them.
+///
+/// Left out, though suggested by offloads: TSO/GSO super-segments show in the data direction
+/// at the receiver too (GRO and LRO merge segments before a packet socket sees them), and a
+/// checksum left for the NIC (the pseudo-header sum Linux writes) reaches the receiver
+/// unfinished over veth and virtio and after GRO: neither tells the ends apart.
+///
+/// Memory: one small entry per address seen in a captured handshake, at most
+/// [`MAX_ADDRESSES`]; beyond that the half with the fewest handshakes is forgotten (the
+/// capture's own addresses have the most).
+#[derive(Default)]
+struct Sides {
+    addrs: HashMap<Addr, Evidence, BuildHasherDefault<KeyHasher>>,
+    /// Handshakes counted so far: a judgement made on weak evidence is made again once it
+    /// has grown.
+    version: u64,
+}
+
+/// Most addresses [`Sides`] holds (about 3 MB).
+pub const MAX_ADDRESSES: usize = 1 << 16;
+
+/// An address's evidence: each count is the handshakes that put it at the capture point
+/// less those that put it at the far end.
+#[derive(Clone, Copy, Debug, Default)]
+struct Evidence {
+    ttl: i32,
+    timing: i32,
+    /// Handshakes it took part in.
+    handshakes: u32,
+}
+
+/// A margin of handshake votes (an address's minus its peer's) beyond which a judgement is
+/// not made again: 6 is the margin of 5 handshakes of one address, all agreeing, against a
+/// peer seen once.
+const FIRM_MARGIN: i64 = 6;
+
+/// A handshake delay this long is a round trip, not a host's own time to answer (a busy host
+/// answers within a scheduler tick, 4 ms at 250 Hz).
+const CLEARLY_A_ROUND_TRIP_NS: i64 = 10_000_000;
+
+/// TTL classes, as bits of what a direction's packets showed.
+mod ttl {
+    /// A sender's initial TTL or hop limit (RFC 1700's 64, Windows' 128, 255).
+    pub const INITIAL: u8 = 1;
+    /// Up to 32 below one of them: behind at least one router.
+    pub const FEWER: u8 = 2;
+    pub const OTHER: u8 = 4;
+
+    pub fn class(ttl: u8) -> u8 {
+        match ttl {
+            64 | 128 | 255 => INITIAL,
+            32..=63 | 96..=127 | 223..=254 => FEWER,
+            _ => OTHER,
+        }
+    }
+}
+
+/// What the pooled evidence judged a flow's capture point to be.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Judged {
+    /// The capture is at `a` (the SYN's sender).
+    near_a: bool,
+    basis: Basis,
+    /// Not made again as evidence grows.
+    firm: bool,
+    /// [`Sides::version`] when judged.
+    version: u64,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Basis {
+    Ttl,
+    /// The handshakes of the flow's addresses, this one's and others'.
+    Handshakes,
+    /// This flow's handshake alone (nothing else seen of its addresses, or a tie).
+    OwnHandshake,
+}
+
+impl Sides {
+    /// Counts the evidence of a flow whose handshake was just captured.
+    fn count(&mut self, f: &Flow) {
+        let Some(own) = own_vote(f) else {
+            return;
+        };
+        let by_ttl = match (f.ttl[0], f.ttl[1]) {
+            (ttl::INITIAL, ttl::FEWER) => Some(true),
+            (ttl::FEWER, ttl::INITIAL) => Some(false),
+            _ => None,
+        };
+        for (addr, is_a) in [(f.a.addr, true), (f.b.addr, false)] {
+            let sign = |near_a: bool| if near_a == is_a { 1 } else { -1 };
+            let e = self.entry(addr);
+            e.handshakes = e.handshakes.saturating_add(1);
+            e.timing = e.timing.saturating_add(sign(own));
+            if let Some(near_a) = by_ttl {
+                e.ttl = e.ttl.saturating_add(sign(near_a));
+            }
+        }
+        self.version += 1;
+    }
+
+    fn entry(&mut self, addr: Addr) -> &mut Evidence {
+        if self.addrs.len() >= MAX_ADDRESSES && !self.addrs.contains_key(&addr) {
+            self.forget_half();
+        }
+        self.addrs.entry(addr).or_default()
+    }
+
+    /// Forgets the half of the addresses with the fewest handshakes (ties by address, so
+    /// that a capture analysed twice is judged the same), once per half a table of new ones.
+    fn forget_half(&mut self) {
+        let mut by_weight: Vec<(u32, Addr)> =
+            self.addrs.iter().map(|(a, e)| (e.handshakes, *a)).collect();
+        let half = by_weight.len() / 2;
+        by_weight.select_nth_unstable(half);
+        for (_, a) in &by_weight[..half] {
+            self.addrs.remove(a);
+        }
+    }
+
+    /// Judges a flow whose handshake was captured; `None` otherwise.
+    fn judge(&self, f: &Flow) -> Option<Judged> {
+        let own = own_vote(f)?;
+        let get = |a: Addr| self.addrs.get(&a).copied().unwrap_or_default();
+        let (ea, eb) = (get(f.a.addr), get(f.b.addr));
+        let judged = |near_a: bool, basis: Basis, firm: bool| Judged {
+            near_a,
+            basis,
+            firm,
+            version: self.version,
+        };
+        // An address is local when more of its handshakes' TTLs said so than not; two local
+        // ones (a capture where both hosts are zero hops away) are told apart by timing.
+        let (la, lb) = (ea.ttl > 0, eb.ttl > 0);
+        if la != lb {
+            return Some(judged(la, Basis::Ttl, true));
+        }
+        let margin = i64::from(ea.timing) - i64::from(eb.timing);
+        // This flow's own handshake is counted once in each address.
+        let others = ea.handshakes.saturating_add(eb.handshakes) > 2;
+        if margin != 0 && others {
+            return Some(judged(
+                margin > 0,
+                Basis::Handshakes,
+                margin.abs() >= FIRM_MARGIN,
+            ));
+        }
+        let (d1, d2) = handshake_delays(f)?;
+        let clear = d1.max(d2) >= CLEARLY_A_ROUND_TRIP_NS;
+        Some(judged(own, Basis::OwnHandshake, clear))
+    }
+}
+
+/// SYN→SYN/ACK and SYN/ACK→ACK, when the handshake was captured.
+fn handshake_delays(f: &Flow) -> Option<(i64, i64)> {
+    let (syn, synack, ack3) = (f.syn_ns?, f.synack_ns?, f.ack3_ns?);
+    Some((synack - syn, ack3 - synack))
+}
+
+/// A flow's own handshake's vote: is the capture near `a`, the initiator? Near the
+/// initiator, SYN→SYN/ACK takes the round trip and SYN/ACK→ACK almost nothing; near the
+/// responder, the other way round.
+fn own_vote(f: &Flow) -> Option<bool> {
+    let (d1, d2) = handshake_delays(f)?;
+    Some(d1 >= d2)
+}
+
+impl Judged {
+    /// Why the direction toward `a` or away from it is not analysed, when the capture is at
+    /// its receiver.
+    fn receiver_reason(&self) -> &'static str {
+        match (self.basis, self.firm) {
+            (Basis::Ttl, _) => "the capture is at the receiver (IP TTLs)",
+            (Basis::Handshakes, true) => "the capture is at the receiver (its hosts' handshakes)",
+            (Basis::Handshakes, false) => {
+                "the capture is at the receiver (a guess: its hosts' few handshakes)"
+            }
+            (Basis::OwnHandshake, true) => "the capture is at the receiver (its handshake)",
+            (Basis::OwnHandshake, false) => {
+                "the capture is at the receiver (a guess: its handshake alone, on a short path)"
+            }
+        }
+    }
+}
+
 /// Wren's state for one direction.
 #[derive(Debug)]
 enum WrenState {
@@ -138,6 +356,16 @@ enum WrenState {
     /// Not analysed, and why.
     Off(&'static str),
     On(Box<WrenDir>),
+}
+
+impl WrenState {
+    /// Itself, unless analysed tentatively ([`WrenDir::held`]): then as if undecided.
+    fn analysed(&self) -> &WrenState {
+        match self {
+            WrenState::On(w) if w.held.is_some() => &WrenState::Undecided,
+            w => w,
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -148,6 +376,38 @@ struct WrenDir {
     bounds: u64,
     verdicts: Verdicts,
     last_bound_mbps: Option<f64>,
+    /// While the flow's capture point is judged on weak evidence, its trains wait here, and
+    /// go out or are dropped once it is judged for good ([`settle`]); `None` after that.
+    held: Option<Vec<Train>>,
+}
+
+impl WrenDir {
+    fn new(params: wren::Params, tentative: bool) -> Box<Self> {
+        Box::new(Self {
+            wren: Wren::new(params),
+            series: None,
+            trains: 0,
+            bounds: 0,
+            verdicts: Verdicts::default(),
+            last_bound_mbps: None,
+            held: tentative.then(Vec::new),
+        })
+    }
+}
+
+/// Trains one direction holds while its flow's capture point is judged on weak evidence:
+/// beyond them it is judged on what there is ([`settle`]).
+const HELD_PER_DIRECTION: usize = 32;
+/// Trains all flows hold at once (a train keeps up to `max_train` RTTs: about 1 MB).
+const HELD_TRAINS: usize = 1024;
+
+/// Where Wren's trains go: the reports and records, or a tentative direction's hold.
+struct Out<'a> {
+    trains: &'a mut Vec<TrainReport>,
+    records: &'a mut Vec<Record>,
+    keep: bool,
+    /// Trains held by all flows ([`HELD_TRAINS`]).
+    held: &'a mut usize,
 }
 
 #[derive(Debug)]
@@ -164,6 +424,10 @@ struct Flow {
     ack3_ns: Option<i64>,
     fin: [bool; 2],
     rst: bool,
+    /// [`ttl`] classes seen, a→b and b→a.
+    ttl: [u8; 2],
+    /// Where the capture was taken, for [`WrenSide::Sender`] ([`Sides`]).
+    side: Option<Judged>,
     wren: [WrenState; 2],
 }
 
@@ -257,7 +521,8 @@ pub struct WrenTotals {
 
 impl WrenTotals {
     fn add(&mut self, w: &WrenState) {
-        if let WrenState::On(w) = w {
+        // A tentative direction is not yet known to be analysed.
+        if let WrenState::On(w) = w.analysed() {
             self.directions += 1;
             self.trains += w.trains;
             self.lower_bounds += w.bounds;
@@ -384,6 +649,10 @@ pub struct Analyzer {
     scratch: Vec<Train>,
     /// Wren's totals of the flows already reported.
     wren_done: WrenTotals,
+    /// Where the capture was taken, per address ([`WrenSide::Sender`]).
+    sides: Sides,
+    /// Trains held by tentative directions ([`HELD_TRAINS`]).
+    held_trains: usize,
 }
 
 impl Analyzer {
@@ -406,6 +675,8 @@ impl Analyzer {
             transfer_flows: Vec::new(),
             scratch: Vec::new(),
             wren_done: WrenTotals::default(),
+            sides: Sides::default(),
+            held_trains: 0,
         }
     }
 
@@ -488,11 +759,14 @@ impl Analyzer {
                 ack3_ns: None,
                 fin: [false; 2],
                 rst: false,
+                ttl: [0; 2],
+                side: None,
                 wren: [WrenState::Undecided, WrenState::Undecided],
             })
         });
         flow.last_ns = t;
         let d = usize::from(p.src != flow.a);
+        flow.ttl[d] |= ttl::class(p.ttl);
         // The handshake's times (for the out-of-order window and the capture side).
         let syn_ack = p.flags & (flag::SYN | flag::ACK);
         if syn_ack == flag::SYN && d == 0 && flow.synack_ns.is_none() {
@@ -508,6 +782,9 @@ impl Analyzer {
             && flow.ack3_ns.is_none()
         {
             flow.ack3_ns = Some(t);
+            if self.cfg.wren_side == WrenSide::Sender {
+                self.sides.count(flow);
+            }
         }
         if p.has(flag::FIN) {
             flow.fin[d] = true;
@@ -533,13 +810,23 @@ impl Analyzer {
         }
         // Wren: this direction's data departures, the other direction's ACKs.
         let rel = (t - flow.start_ns) as f64 * 1e-9;
-        let keep = self.cfg.keep_trains;
+        let mut out = Out {
+            trains: &mut self.trains,
+            records: &mut self.records,
+            keep: self.cfg.keep_trains,
+            held: &mut self.held_trains,
+        };
         if p.payload_len > 0 {
+            if self.cfg.wren_side == WrenSide::Sender {
+                refresh(flow, &self.sides);
+                if flow.side.is_some_and(|j| j.firm) {
+                    settle(flow, &mut out);
+                }
+            }
             if matches!(flow.wren[d], WrenState::Undecided) {
                 flow.wren[d] = decide_wren(flow, d, &self.cfg);
             }
             let mss = flow.halves[d].mss.or(flow.halves[1 - d].mss);
-            let (from, to) = flow.endpoints(d);
             if let WrenState::On(w) = &mut flow.wren[d] {
                 let dep = Departure {
                     t: rel,
@@ -550,38 +837,15 @@ impl Analyzer {
                 };
                 w.wren.depart(dep, &mut self.scratch);
                 if !self.scratch.is_empty() {
-                    let trains = std::mem::take(&mut self.scratch);
-                    emit_trains(
-                        w,
-                        trains,
-                        flow.id,
-                        from,
-                        to,
-                        flow.start_ns,
-                        keep,
-                        &mut self.trains,
-                        &mut self.records,
-                    );
+                    deliver(flow, d, std::mem::take(&mut self.scratch), &mut out);
                 }
             }
         }
         if p.has(flag::ACK) {
-            let (from, to) = flow.endpoints(1 - d);
             if let WrenState::On(w) = &mut flow.wren[1 - d] {
                 w.wren.ack(p.ack, rel, &mut self.scratch);
                 if !self.scratch.is_empty() {
-                    let trains = std::mem::take(&mut self.scratch);
-                    emit_trains(
-                        w,
-                        trains,
-                        flow.id,
-                        from,
-                        to,
-                        flow.start_ns,
-                        keep,
-                        &mut self.trains,
-                        &mut self.records,
-                    );
+                    deliver(flow, 1 - d, std::mem::take(&mut self.scratch), &mut out);
                 }
             }
         }
@@ -633,22 +897,22 @@ impl Analyzer {
     }
 
     fn finish_flow(&mut self, mut f: Box<Flow>, evicted: bool) {
+        let mut out = Out {
+            trains: &mut self.trains,
+            records: &mut self.records,
+            keep: self.cfg.keep_trains,
+            held: &mut self.held_trains,
+        };
+        // The flow's side is judged for good now, on all the evidence counted so far.
+        if self.cfg.wren_side == WrenSide::Sender {
+            refresh(&mut f, &self.sides);
+        }
+        settle(&mut f, &mut out);
         let mut trains = Vec::new();
         for d in 0..2 {
-            let (from, to) = f.endpoints(d);
             if let WrenState::On(w) = &mut f.wren[d] {
                 w.wren.finish(&mut trains);
-                emit_trains(
-                    w,
-                    std::mem::take(&mut trains),
-                    f.id,
-                    from,
-                    to,
-                    f.start_ns,
-                    self.cfg.keep_trains,
-                    &mut self.trains,
-                    &mut self.records,
-                );
+                emit_trains(&mut f, d, std::mem::take(&mut trains), &mut out);
             }
             self.wren_done.add(&f.wren[d]);
         }
@@ -794,7 +1058,7 @@ impl Analyzer {
                     continue;
                 }
                 let (from, to) = f.endpoints(d);
-                let (last, fc) = match &f.wren[d] {
+                let (last, fc) = match f.wren[d].analysed() {
                     WrenState::On(w) => (
                         w.last_bound_mbps,
                         w.series.as_ref().and_then(|s| s.next()).map(|n| n.value),
@@ -822,43 +1086,81 @@ impl Analyzer {
     }
 }
 
+/// Judges the flow's capture point ([`WrenSide::Sender`]) once its handshake was captured,
+/// and again while the judgement is weak and more evidence has been counted since.
+fn refresh(f: &mut Flow, sides: &Sides) {
+    let stale = match f.side {
+        None => f.ack3_ns.is_some(),
+        Some(j) => !j.firm && j.version != sides.version,
+    };
+    if stale {
+        f.side = sides.judge(f);
+    }
+}
+
+/// Commits the directions analysed tentatively to the flow's judgement as it stands: the
+/// sender's direction has its held trains reported, the receiver's is dropped unreported.
+fn settle(f: &mut Flow, out: &mut Out) {
+    for d in 0..2 {
+        let held = match &mut f.wren[d] {
+            WrenState::On(w) => w.held.take(),
+            _ => None,
+        };
+        let Some(held) = held else {
+            continue;
+        };
+        *out.held -= held.len();
+        match f.side {
+            Some(j) if j.near_a != (d == 0) => f.wren[d] = WrenState::Off(j.receiver_reason()),
+            _ => emit_trains(f, d, held, out),
+        }
+    }
+}
+
+/// New trains of direction `d`: held while it is analysed tentatively and there is room,
+/// reported otherwise (a full hold has the flow judged on the evidence there is).
+fn deliver(f: &mut Flow, d: usize, trains: Vec<Train>, out: &mut Out) {
+    if let WrenState::On(w) = &mut f.wren[d] {
+        if let Some(held) = &mut w.held {
+            if held.len() + trains.len() <= HELD_PER_DIRECTION
+                && *out.held + trains.len() <= HELD_TRAINS
+            {
+                *out.held += trains.len();
+                held.extend(trains);
+                return;
+            }
+            settle(f, out);
+        }
+    }
+    emit_trains(f, d, trains, out);
+}
+
 fn decide_wren(f: &Flow, d: usize, cfg: &Config) -> WrenState {
     let near_initiator = match cfg.wren_side {
         WrenSide::Any => None,
-        WrenSide::Sender => match (f.syn_ns, f.synack_ns, f.ack3_ns) {
-            // Near the initiator, SYN→SYN/ACK takes the round trip and SYN/ACK→ACK almost
-            // nothing; near the responder, the other way round.
-            (Some(syn), Some(synack), Some(ack3)) => Some(synack - syn >= ack3 - synack),
-            _ => None,
+        WrenSide::Sender => match f.side {
+            // Weak evidence: analysed, its trains held until it is judged for good.
+            Some(j) if !j.firm => return WrenState::On(WrenDir::new(cfg.wren, true)),
+            side => side.map(|j| (j.near_a, j.receiver_reason())),
         },
         // `a` is the SYN's sender once the SYN or the SYN/ACK was seen.
-        WrenSide::Initiator => (f.syn_ns.is_some() || f.synack_ns.is_some()).then_some(true),
+        WrenSide::Initiator => (f.syn_ns.is_some() || f.synack_ns.is_some())
+            .then_some((true, "the capture is at the receiver")),
     };
-    if near_initiator.is_some_and(|near| near != (d == 0)) {
-        return WrenState::Off("the capture is at the receiver");
+    if let Some((_, why)) = near_initiator.filter(|(near, _)| *near != (d == 0)) {
+        return WrenState::Off(why);
     }
-    WrenState::On(Box::new(WrenDir {
-        wren: Wren::new(cfg.wren),
-        series: None,
-        trains: 0,
-        bounds: 0,
-        verdicts: Verdicts::default(),
-        last_bound_mbps: None,
-    }))
+    WrenState::On(WrenDir::new(cfg.wren, false))
 }
 
-#[allow(clippy::too_many_arguments)]
-fn emit_trains(
-    w: &mut WrenDir,
-    trains: Vec<Train>,
-    id: u64,
-    from: Endpoint,
-    to: Endpoint,
-    flow_start_ns: i64,
-    keep: bool,
-    out: &mut Vec<TrainReport>,
-    records: &mut Vec<Record>,
-) {
+/// Reports direction `d`'s trains (nothing unless it is analysed): counts, lower bounds into
+/// its series and records, and the trains themselves when kept.
+fn emit_trains(f: &mut Flow, d: usize, trains: Vec<Train>, out: &mut Out) {
+    let (id, flow_start_ns) = (f.id, f.start_ns);
+    let (from, to) = f.endpoints(d);
+    let WrenState::On(w) = &mut f.wren[d] else {
+        return;
+    };
     for train in trains {
         w.trains += 1;
         let v = &mut w.verdicts;
@@ -898,10 +1200,10 @@ fn emit_trains(
                 payload_bytes: Some((train.bits / 8.0) as u64),
                 ..Probe::default()
             });
-            records.push(series.observe(obs));
+            out.records.push(series.observe(obs));
         }
-        if keep {
-            out.push(TrainReport {
+        if out.keep {
+            out.trains.push(TrainReport {
                 flow: id,
                 from,
                 to,
@@ -1220,5 +1522,372 @@ mod tests {
         assert!(metrics.contains(&(SOURCE, Metric::Throughput)));
         assert!(metrics.contains(&(SOURCE_TS, Metric::Rtt)));
         assert!(metrics.contains(&("pcap iepm method 2", Metric::Throughput)));
+    }
+
+    /// A scripted upload for the capture-side tests: `c` connects to `s`, the SYN/ACK is
+    /// captured `synack_us` after the SYN and `c`'s ACK `ack_us` after that; then `n`
+    /// segments of `len` bytes 100 µs apart, each acknowledged `acked_us` later, and FINs.
+    /// `ttl` is what the capture shows of `c`'s packets and of `s`'s.
+    #[derive(Clone, Copy)]
+    struct Upload {
+        c: [u8; 4],
+        s: [u8; 4],
+        port: u16,
+        t0_us: i64,
+        synack_us: i64,
+        ack_us: i64,
+        acked_us: i64,
+        n: u32,
+        len: u32,
+        ttl: (u8, u8),
+    }
+
+    /// On a LAN (TTLs at 64 both ways), captured at the sender: a 40 µs round trip, the ACK
+    /// of the SYN/ACK 5 µs after it.
+    const LAN_UP: Upload = Upload {
+        c: [10, 0, 0, 1],
+        s: [10, 0, 0, 2],
+        port: 40000,
+        t0_us: 0,
+        synack_us: 40,
+        ack_us: 5,
+        acked_us: 40,
+        n: 30,
+        len: 1000,
+        ttl: (64, 64),
+    };
+
+    impl Upload {
+        fn frames(&self) -> Vec<(i64, Vec<u8>)> {
+            let (c, s, port) = (self.c, self.s, self.port);
+            let at = |us: i64| (1_700_000_000_000_000 + self.t0_us + us) * 1000;
+            let (up, down) = ((port, 80), (80, port));
+            let mut frames = vec![
+                (at(0), ipv4_tcp(c, s, up, 100, 0, flag::SYN, 0, None), true),
+                (
+                    at(self.synack_us),
+                    ipv4_tcp(s, c, down, 500, 101, flag::SYN | flag::ACK, 0, None),
+                    false,
+                ),
+            ];
+            let t1 = self.synack_us + self.ack_us;
+            frames.push((
+                at(t1),
+                ipv4_tcp(c, s, up, 101, 501, flag::ACK, 0, None),
+                true,
+            ));
+            let len = self.len as usize;
+            for i in 0..self.n {
+                let (seq, t) = (101 + i * self.len, t1 + 50 + i64::from(i) * 100);
+                frames.push((
+                    at(t),
+                    ipv4_tcp(c, s, up, seq, 501, flag::ACK, len, None),
+                    true,
+                ));
+                frames.push((
+                    at(t + self.acked_us),
+                    ipv4_tcp(s, c, down, 501, seq + self.len, flag::ACK, 0, None),
+                    false,
+                ));
+            }
+            let (end, tf) = (101 + self.n * self.len, t1 + 100 + i64::from(self.n) * 100);
+            let fin = flag::FIN | flag::ACK;
+            frames.push((at(tf), ipv4_tcp(c, s, up, end, 501, fin, 0, None), true));
+            frames.push((
+                at(tf + self.acked_us),
+                ipv4_tcp(s, c, down, 501, end + 1, fin, 0, None),
+                false,
+            ));
+            frames
+                .into_iter()
+                .map(|(t, mut f, from_c)| {
+                    // The IPv4 header's TTL, after the 14 bytes of Ethernet.
+                    f[14 + 8] = if from_c { self.ttl.0 } else { self.ttl.1 };
+                    (t, f)
+                })
+                .collect()
+        }
+    }
+
+    /// Analyses the uploads' frames merged in time order; returns the flows by id.
+    fn capture(uploads: &[Upload]) -> (Vec<FlowReport>, Vec<Record>) {
+        let mut an = Analyzer::new(Config::default());
+        let mut frames: Vec<_> = uploads.iter().flat_map(Upload::frames).collect();
+        frames.sort_by_key(|f| f.0);
+        for (i, (t, f)) in frames.iter().enumerate() {
+            an.frame(i as u64 + 1, linktype::ETHERNET, f, f.len() as u32, *t)
+                .unwrap();
+        }
+        an.finish();
+        assert_eq!(
+            an.held_trains, 0,
+            "every held train went out or was dropped"
+        );
+        let mut flows = an.take_finished();
+        flows.sort_by_key(|f| f.id);
+        (flows, an.take_records())
+    }
+
+    fn bounds(records: &[Record]) -> usize {
+        records
+            .iter()
+            .filter(|r| r.metric == Metric::AvailBwLowerBound)
+            .count()
+    }
+
+    #[test]
+    fn a_short_path_handshake_acked_late_is_the_sender_s_among_its_address_s_flows() {
+        // The sender's own ACK of the SYN/ACK left 120 µs after it, the round trip 40: alone,
+        // its handshake says the capture is the receiver's, and says so as a guess.
+        let late = Upload {
+            ack_us: 120,
+            ..LAN_UP
+        };
+        let (flows, records) = capture(&[late]);
+        let up = &flows[0].directions[0];
+        assert!(up.wren.is_none(), "{up:?}");
+        assert_eq!(
+            up.wren_off,
+            Some("the capture is at the receiver (a guess: its handshake alone, on a short path)")
+        );
+        assert_eq!(bounds(&records), 0);
+        // The same flow first in a capture of six more uploads from its address, to the
+        // same server and to others: its address's handshakes say sender, and its trains,
+        // held while that was weak, are reported.
+        for peers in [[10, 0, 0, 2], [10, 0, 0, 9]] {
+            let mut uploads = vec![late];
+            for i in 1..=6u8 {
+                let s = if i % 2 == 0 { peers } else { [10, 0, 1, i] };
+                uploads.push(Upload {
+                    s,
+                    port: 40000 + u16::from(i),
+                    t0_us: i64::from(i) * 10_000,
+                    ..LAN_UP
+                });
+            }
+            let (flows, records) = capture(&uploads);
+            assert_eq!(flows.len(), 7);
+            for f in &flows {
+                let up = &f.directions[0];
+                let w = up
+                    .wren
+                    .as_ref()
+                    .unwrap_or_else(|| panic!("flow {}: {up:?}", f.id));
+                assert!(w.lower_bounds >= 1, "flow {}: {w:?}", f.id);
+                // The server's direction sends no data: nothing to judge.
+                assert_eq!(f.directions[1].wren_off, None);
+            }
+            assert!(bounds(&records) >= 7);
+        }
+        // Late in the capture too, judged when its first segment leaves (no hold).
+        let mut uploads: Vec<Upload> = (0..6u8)
+            .map(|i| Upload {
+                port: 40001 + u16::from(i),
+                t0_us: i64::from(i) * 10_000,
+                ..LAN_UP
+            })
+            .collect();
+        uploads.push(Upload {
+            t0_us: 100_000,
+            ..late
+        });
+        let (flows, _) = capture(&uploads);
+        assert!(flows.iter().all(|f| f.directions[0].wren.is_some()));
+    }
+
+    #[test]
+    fn tso_super_segments_are_the_sender_s_by_their_ttls_not_their_size() {
+        // Captured at the sender behind a router: its packets at TTL 64, the server's at 62;
+        // its segments TSO super-segments; its ACK of the SYN/ACK later than the round trip.
+        // One flow, whose handshake alone says receiver: the TTLs say sender.
+        let tso = Upload {
+            ack_us: 120,
+            len: 2920,
+            ttl: (64, 62),
+            ..LAN_UP
+        };
+        let (flows, _) = capture(&[tso]);
+        let up = &flows[0].directions[0];
+        assert_eq!(up.super_segments, 30);
+        assert!(up.wren.is_some() && up.wren_off.is_none(), "{up:?}");
+        // The same with no handshake captured: analysed, as any such flow is.
+        let mut an = Analyzer::new(Config::default());
+        let mut frames = tso.frames();
+        frames.drain(..3);
+        for (i, (t, f)) in frames.iter().enumerate() {
+            an.frame(i as u64 + 1, linktype::ETHERNET, f, f.len() as u32, *t)
+                .unwrap();
+        }
+        an.finish();
+        let flows = an.take_finished();
+        assert!(!flows[0].handshake);
+        assert!(flows[0].directions[0].wren.is_some());
+    }
+
+    #[test]
+    fn a_receiver_s_capture_is_the_receiver_s_with_super_segments_and_early_guesses() {
+        // At the receiver (10.0.0.2) on a long path behind routers: the client's data arrives
+        // at TTL 61 merged by GRO into super-segments, the receiver's own packets at 64; its
+        // SYN/ACK leaves 30 µs after the SYN, the client's ACK comes 30 ms later; its ACKs
+        // follow each segment by 20 µs.
+        let long = Upload {
+            synack_us: 30,
+            ack_us: 30_000,
+            acked_us: 20,
+            len: 2920,
+            ttl: (61, 64),
+            ..LAN_UP
+        };
+        let (flows, records) = capture(&[long]);
+        let up = &flows[0].directions[0];
+        assert_eq!(up.super_segments, 30);
+        assert!(up.wren.is_none(), "{up:?}");
+        assert_eq!(
+            up.wren_off,
+            Some("the capture is at the receiver (IP TTLs)")
+        );
+        assert_eq!(bounds(&records), 0);
+        // The TTLs outweigh the timing: the same with the SYN/ACK leaving late.
+        let slow = Upload {
+            synack_us: 50_000,
+            ..long
+        };
+        let (flows, _) = capture(&[slow]);
+        assert!(flows[0].directions[0].wren.is_none());
+        // Without TTLs (a LAN) on a long path, the handshake itself is clear.
+        let (flows, _) = capture(&[Upload {
+            ttl: (64, 64),
+            ..long
+        }]);
+        assert_eq!(
+            flows[0].directions[0].wren_off,
+            Some("the capture is at the receiver (its handshake)")
+        );
+        // On a short LAN path, the first upload's SYN/ACK held up 100 µs by the receiver's
+        // own stack (its handshake says sender), with nine more uploads answered at once
+        // from other clients: every upload left out, the first one's trains (made while it
+        // was a guess) dropped unreported.
+        let first = Upload {
+            synack_us: 100,
+            ack_us: 40,
+            acked_us: 20,
+            ..LAN_UP
+        };
+        let mut uploads = vec![first];
+        for i in 1..=9u8 {
+            uploads.push(Upload {
+                c: [10, 0, 0, 10 + i],
+                port: 40000 + u16::from(i),
+                t0_us: i64::from(i) * 10_000,
+                synack_us: 5,
+                ..first
+            });
+        }
+        let (flows, records) = capture(&uploads);
+        for f in &flows {
+            let up = &f.directions[0];
+            assert!(up.wren.is_none(), "flow {}: {up:?}", f.id);
+            assert_eq!(
+                up.wren_off,
+                Some("the capture is at the receiver (its hosts' handshakes)"),
+                "flow {}",
+                f.id
+            );
+        }
+        assert_eq!(bounds(&records), 0);
+    }
+
+    #[test]
+    fn an_address_s_ttls_decide_its_lan_flows_and_outweigh_their_handshakes() {
+        // The capture's host talks to a server behind a router (TTLs say it is local), then
+        // to two on its LAN, each handshake acked late (each alone says receiver).
+        let routed = Upload {
+            ttl: (64, 60),
+            ..LAN_UP
+        };
+        let lan = |i: u8| Upload {
+            s: [10, 0, 0, 20 + i],
+            port: 41000 + u16::from(i),
+            t0_us: 10_000 * i64::from(i),
+            ack_us: 200,
+            ..LAN_UP
+        };
+        let (flows, _) = capture(&[routed, lan(1), lan(2)]);
+        for f in &flows {
+            assert!(f.directions[0].wren.is_some(), "flow {}", f.id);
+        }
+    }
+
+    #[test]
+    fn a_weak_judgement_holds_a_bounded_number_of_trains() {
+        // One long upload on a LAN, its handshake a guess: its trains are held up to
+        // HELD_PER_DIRECTION, then it is judged on what there is, here the sender (its
+        // handshake alone), and every train is reported, the held ones first.
+        let long = Upload { n: 6000, ..LAN_UP };
+        let mut an = Analyzer::new(Config {
+            keep_trains: true,
+            ..Config::default()
+        });
+        let frames = long.frames();
+        let mut most_held = 0;
+        for (i, (t, f)) in frames.iter().enumerate() {
+            an.frame(i as u64 + 1, linktype::ETHERNET, f, f.len() as u32, *t)
+                .unwrap();
+            most_held = most_held.max(an.held_trains);
+        }
+        an.finish();
+        assert!(most_held > HELD_PER_DIRECTION / 2 && most_held <= HELD_PER_DIRECTION);
+        assert_eq!(an.held_trains, 0);
+        let trains = an.take_trains();
+        let w = an.take_finished()[0].directions[0].wren.clone().unwrap();
+        assert!(w.trains as usize > HELD_PER_DIRECTION, "{w:?}");
+        assert_eq!(trains.len() as u64, w.trains);
+        assert!(trains.windows(2).all(|t| t[0].train.end <= t[1].train.end));
+    }
+
+    #[test]
+    fn the_addresses_kept_are_bounded_and_the_busiest_stay() {
+        let flow = |peer: u32, near_a: bool| {
+            let mut f = Flow {
+                id: 0,
+                a: Endpoint {
+                    addr: Addr::v4([10, 0, 0, 1]),
+                    port: 40000,
+                },
+                b: Endpoint {
+                    addr: Addr::v4((0x0b00_0000 + peer).to_be_bytes()),
+                    port: 80,
+                },
+                halves: Default::default(),
+                start_ns: 0,
+                last_ns: 0,
+                syn_ns: Some(0),
+                synack_ns: Some(40_000),
+                ack3_ns: Some(45_000),
+                fin: [false; 2],
+                rst: false,
+                ttl: [ttl::INITIAL; 2],
+                side: None,
+                wren: [WrenState::Undecided, WrenState::Undecided],
+            };
+            if !near_a {
+                f.ack3_ns = Some(200_000);
+            }
+            f
+        };
+        let mut sides = Sides::default();
+        // One handshake in 20 flips, each with a new peer, past the table's size.
+        for peer in 0..(MAX_ADDRESSES as u32 + 1000) {
+            sides.count(&flow(peer, peer % 20 != 0));
+            assert!(sides.addrs.len() <= MAX_ADDRESSES);
+        }
+        let local = sides.addrs[&Addr::v4([10, 0, 0, 1])];
+        assert!(local.timing > 0 && local.handshakes > MAX_ADDRESSES as u32);
+        // A new flipped handshake of the local address is judged by the others, firmly.
+        let mut f = flow(u32::MAX / 2, false);
+        sides.count(&f);
+        f.side = sides.judge(&f);
+        let j = f.side.unwrap();
+        assert!(j.near_a && j.firm && j.basis == Basis::Handshakes, "{j:?}");
     }
 }

@@ -105,6 +105,8 @@ pub struct Packet {
     pub timestamps: Option<(u32, u32)>,
     /// The MSS option (SYN segments, RFC 9293 §3.7.1).
     pub mss: Option<u16>,
+    /// The IPv4 TTL or IPv6 hop limit as captured (RFC 791 §3.1, RFC 8200 §3).
+    pub ttl: u8,
 }
 
 impl Packet {
@@ -214,7 +216,7 @@ pub fn decode(link: u32, data: &[u8], orig_len: u32, ts_ns: i64) -> Result<Packe
     let ip = &data[ip_at..];
     // The IP length available on the wire, for headers that say 0 (TSO captures).
     let wire = orig_len.saturating_sub(ip_at as u32);
-    let (src, dst, ip_total, tcp) = match proto {
+    let (src, dst, ip_total, ttl, tcp) = match proto {
         ETHERTYPE_IPV4 => {
             let h = Ipv4HeaderSlice::from_slice(ip).map_err(|e| {
                 use etherparse::err::ipv4::HeaderSliceError as E;
@@ -238,6 +240,7 @@ pub fn decode(link: u32, data: &[u8], orig_len: u32, ts_ns: i64) -> Result<Packe
                 Addr::v4(h.source()),
                 Addr::v4(h.destination()),
                 total,
+                h.ttl(),
                 (hl, &ip[hl..]),
             )
         }
@@ -272,6 +275,7 @@ pub fn decode(link: u32, data: &[u8], orig_len: u32, ts_ns: i64) -> Result<Packe
                 Addr::v6(h.source()),
                 Addr::v6(h.destination()),
                 total,
+                h.hop_limit(),
                 (hl, rest),
             )
         }
@@ -331,6 +335,7 @@ pub fn decode(link: u32, data: &[u8], orig_len: u32, ts_ns: i64) -> Result<Packe
         ip_len: ip_total,
         timestamps,
         mss,
+        ttl,
     })
 }
 
@@ -464,6 +469,7 @@ pub(crate) mod tests {
         assert_eq!(p.dst.to_string(), "10.0.0.2:80");
         assert_eq!((p.seq, p.ack, p.payload_len, p.ip_len), (1000, 7, 100, 152));
         assert_eq!(p.timestamps, Some((11, 22)));
+        assert_eq!(p.ttl, 64);
         assert!(p.has(flag::ACK) && !p.has(flag::SYN));
         // Snap length of 66 bytes: the headers are whole, the payload length still known.
         let p = decode(linktype::ETHERNET, &f[..66], f.len() as u32, 5).unwrap();
@@ -475,6 +481,19 @@ pub(crate) mod tests {
         let e = decode(linktype::ETHERNET, &f[..40], f.len() as u32, 5).unwrap_err();
         assert!(e.is_problem(), "{e}");
         assert!(e.to_string().contains("TCP header"), "{e}");
+    }
+
+    #[test]
+    fn the_ipv6_hop_limit_is_read_as_the_ttl() {
+        let mut f = vec![0u8; 12];
+        f.extend_from_slice(&[0x86, 0xdd, 0x60, 0, 0, 0, 0, 20, 6, 57]);
+        f.extend_from_slice(&[0xfd; 16]);
+        f.extend_from_slice(&[0xfe; 16]);
+        f.extend_from_slice(&[0, 80, 0x9c, 0x40, 0, 0, 0, 1, 0, 0, 0, 0, 0x50, flag::SYN]);
+        f.resize(f.len() + 6, 0);
+        let p = decode(linktype::ETHERNET, &f, f.len() as u32, 0).unwrap();
+        assert!(p.src.addr.v6 && p.has(flag::SYN));
+        assert_eq!((p.src.port, p.dst.port, p.ttl), (80, 40000, 57));
     }
 
     #[test]

@@ -469,6 +469,7 @@ mod tests {
             ip_len: len + 40,
             timestamps: ts,
             mss: None,
+            ttl: 64,
         }
     }
 

@@ -2,7 +2,24 @@
 //! started in them: all of it goes when the value is dropped.
 
 use super::sh;
+use std::os::fd::AsRawFd;
 use std::process::{Child, Command, Stdio};
+
+/// Runs `f` on a thread that has entered network namespace `ns` (threads it starts are in
+/// it too).
+pub fn in_ns<T: Send + 'static>(
+    ns: &str,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> std::thread::JoinHandle<T> {
+    let path = format!("/var/run/netns/{ns}");
+    std::thread::spawn(move || {
+        let file = std::fs::File::open(&path).expect("open the namespace");
+        // SAFETY: setns on this thread only, with a valid descriptor of a network namespace.
+        let rc = unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) };
+        assert_eq!(rc, 0, "setns {path}");
+        f()
+    })
+}
 
 pub struct Netns {
     /// The namespaces' names, in the order given.
