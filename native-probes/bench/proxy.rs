@@ -17,9 +17,12 @@
 //! Each figure is the median of RUNS runs (BENCH_QUICK=1: fewer and shorter).
 //! PROXY_BENCH_SOURCE=wren runs the proxy with its live capture for Wren (default transfer).
 //! NOWCAST_BENCH_BEFORE=/path/to/an/older/nowcast adds it as a column, measured in the same
-//! run (before/after a change). NOWCAST_BENCH_NO_PIN=1 leaves every process on every core.
+//! run (before/after a change); several, separated by commas, add a column each (`before`,
+//! `before 2`, … in that order: the steps of a series of changes).
+//! NOWCAST_BENCH_NO_PIN=1 leaves every process on every core.
 //! PROXY_BENCH_HOLD=SECS runs only the throughput phase, SECS seconds for each proxy in turn,
-//! printing each one's pid first: time for a profiler (`perf record -p PID`) to attach.
+//! printing each one's pid first: time for a profiler (`perf record -p PID`) to attach;
+//! PROXY_BENCH_ROUNDS=N repeats that N times, the proxies' order turning each time.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -200,10 +203,23 @@ async fn get_async(s: &mut tokio::net::TcpStream, buf: &mut [u8]) {
     }
 }
 
+/// CPU time per request, µs: user and system.
+#[derive(Clone, Copy)]
+struct Cpu {
+    user: f64,
+    system: f64,
+}
+
+impl Cpu {
+    fn total(self) -> f64 {
+        self.user + self.system
+    }
+}
+
 /// Requests a second with `conns` keep-alive clients for `secs`, all on one event loop (one
 /// thread: the generator's cost stays small and on its own core), and the CPU time `pids`
-/// (the proxy's processes) spent per request, µs.
-fn throughput(to: SocketAddr, conns: usize, secs: f64, pids: &[u32]) -> (f64, Option<f64>) {
+/// (the proxy's processes) spent per request.
+fn throughput(to: SocketAddr, conns: usize, secs: f64, pids: &[u32]) -> (f64, Option<Cpu>) {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -235,22 +251,25 @@ fn throughput(to: SocketAddr, conns: usize, secs: f64, pids: &[u32]) -> (f64, Op
             t.await.unwrap();
         }
         let per = match (cpu0, cpu1) {
-            (Some(a), Some(b)) if c1 > c0 => Some((b - a) / (c1 - c0) as f64),
+            (Some(a), Some(b)) if c1 > c0 => Some(Cpu {
+                user: (b.user - a.user) / (c1 - c0) as f64,
+                system: (b.system - a.system) / (c1 - c0) as f64,
+            }),
             _ => None,
         };
         (rate, per)
     })
 }
 
-/// User + system CPU time of `pids` and their children (nginx's workers), µs; `None` for no
-/// process or where /proc does not tell.
-fn cpu_us(pids: &[u32]) -> Option<f64> {
+/// User and system CPU time of `pids` and their children (nginx's workers), µs; `None` for
+/// no process or where /proc does not tell.
+fn cpu_us(pids: &[u32]) -> Option<Cpu> {
     if pids.is_empty() {
         return None;
     }
     // SAFETY: sysconf has no preconditions.
     let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
-    let mut ticks = 0u64;
+    let (mut user, mut system) = (0u64, 0u64);
     let mut all: Vec<u32> = pids.to_vec();
     for &p in pids {
         let kids = std::fs::read_to_string(format!("/proc/{p}/task/{p}/children")).ok()?;
@@ -265,9 +284,13 @@ fn cpu_us(pids: &[u32]) -> Option<f64> {
         // utime and stime the 14th and 15th.
         let rest = &stat[stat.rfind(')')? + 2..];
         let f: Vec<&str> = rest.split_whitespace().collect();
-        ticks += f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?;
+        user += f.get(11)?.parse::<u64>().ok()?;
+        system += f.get(12)?.parse::<u64>().ok()?;
     }
-    Some(ticks as f64 / hz * 1e6)
+    Some(Cpu {
+        user: user as f64 / hz * 1e6,
+        system: system as f64 / hz * 1e6,
+    })
 }
 
 /// Gbit/s of `n` downloads of 64 MiB.
@@ -424,6 +447,16 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
+/// The runs' ratios, lowest to highest.
+fn spread(v: &[f64]) -> String {
+    let mut v = v.to_vec();
+    v.sort_by(f64::total_cmp);
+    v.iter()
+        .map(|x| format!("{x:.2}"))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 fn median_opt(v: &[Option<f64>]) -> Option<f64> {
     let x: Vec<f64> = v.iter().flatten().copied().collect();
     (!x.is_empty()).then(|| median(x))
@@ -462,10 +495,15 @@ fn main() {
     wait_port(proxy);
     targets.push(("nowcast proxy".into(), proxy, vec![p.0.id()]));
     children.push(p);
-    if let Ok(before) = std::env::var("NOWCAST_BENCH_BEFORE") {
-        let (p, addr) = nowcast_proxy(&before, up, core);
+    let befores = std::env::var("NOWCAST_BENCH_BEFORE").unwrap_or_default();
+    for (i, before) in befores.split(',').filter(|b| !b.is_empty()).enumerate() {
+        let (p, addr) = nowcast_proxy(before, up, core);
         wait_port(addr);
-        targets.push(("before".into(), addr, vec![p.0.id()]));
+        let name = match i {
+            0 => "before".to_string(),
+            _ => format!("before {}", i + 1),
+        };
+        targets.push((name, addr, vec![p.0.id()]));
         children.push(p);
     }
     match nginx(up, &dir, core) {
@@ -493,14 +531,24 @@ fn main() {
         .ok()
         .and_then(|s| s.parse::<f64>().ok())
     {
-        // Only the throughput phase, `hold` seconds a proxy, for a profiler to attach to.
-        for x in t.iter().skip(1) {
-            println!("{} (pid {:?}): {hold} s of 32 connections", x.name, x.pids);
-            let (rps, cpu) = throughput(x.addr, 32, hold, &x.pids);
-            println!(
-                "  {rps:.0} requests/s, {:.1} CPU µs/request",
-                cpu.unwrap_or(f64::NAN)
-            );
+        // Only the throughput phase, `hold` seconds a proxy, for a profiler to attach to;
+        // PROXY_BENCH_ROUNDS=N does it N times, the order of the proxies turning each time
+        // (an A/B of CPU time per request, user and system apart).
+        let rounds = std::env::var("PROXY_BENCH_ROUNDS")
+            .ok()
+            .and_then(|s| s.parse::<usize>().ok())
+            .unwrap_or(1);
+        for round in 0..rounds {
+            for i in 0..n - 1 {
+                let x = &t[1 + (round + i) % (n - 1)];
+                println!("{} (pid {:?}): {hold} s of 32 connections", x.name, x.pids);
+                let (rps, cpu) = throughput(x.addr, 32, hold, &x.pids);
+                let (u, s) = cpu.map_or((f64::NAN, f64::NAN), |c| (c.user, c.system));
+                println!(
+                    "  {rps:.0} requests/s, {:.1} CPU µs/request (user {u:.1}, system {s:.1})",
+                    u + s
+                );
+            }
         }
         drop(children);
         let _ = std::fs::remove_dir_all(&dir);
@@ -514,7 +562,7 @@ fn main() {
             x.p99.push(b);
             let (rps, cpu) = throughput(x.addr, 32, secs, &x.pids);
             x.rps.push(rps);
-            x.cpu.push(cpu);
+            x.cpu.push(cpu.map(Cpu::total));
             x.gbit.push(bulk(x.addr, n_bulk));
         }
     }
@@ -563,24 +611,68 @@ fn main() {
             gbit
         );
     }
+    // The spread behind each median: the lowest and highest of the runs.
+    let range = |v: &[f64]| {
+        let lo = v.iter().copied().fold(f64::INFINITY, f64::min);
+        let hi = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        format!("{lo:.0}–{hi:.0}")
+    };
+    for x in &t {
+        println!(
+            "  {:<14} runs' range: p99 µs {}, req/s {}, Gbit/s {}",
+            x.name,
+            range(&x.p99),
+            range(&x.rps),
+            {
+                let lo = x.gbit.iter().copied().fold(f64::INFINITY, f64::min);
+                let hi = x.gbit.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+                format!("{lo:.2}–{hi:.2}")
+            }
+        );
+    }
     let find = |n: &str| rows.iter().position(|r| r.0 == n);
     if let (Some(p), Some(g)) = (find("nowcast proxy"), find("nginx")) {
         // The ratio of each run, then their median: both measured within the same minute.
         let ratios: Vec<f64> = t[p].rps.iter().zip(&t[g].rps).map(|(a, b)| a / b).collect();
         println!(
-            "nowcast proxy / nginx: {:.2}× the requests a second (median of the runs' ratios {:.2}×; \
-             goal ≥ 0.8×), {:.2}× the bulk rate; p99 added {:.0} µs (goal ≤ 1000 µs); medians of {runs} runs",
+            "nowcast proxy / nginx: {:.2}× the requests a second (median of the runs' ratios {:.2}×, \
+             they were {}; goal ≥ 0.8×), {:.2}× the bulk rate; p99 added {:.0} µs (goal ≤ 1000 µs); medians of {runs} runs",
             rows[p].3 / rows[g].3,
-            median(ratios),
+            median(ratios.clone()),
+            spread(&ratios),
             rows[p].5 / rows[g].5,
             rows[p].2 - d99
         );
     }
-    if let (Some(p), Some(b)) = (find("nowcast proxy"), find("before")) {
-        println!(
-            "nowcast proxy / before: {:.2}× the requests a second",
-            rows[p].3 / rows[b].3
-        );
+    if let Some(p) = find("nowcast proxy") {
+        for (b, row) in rows
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| r.0.starts_with("before"))
+        {
+            let ratios: Vec<f64> = t[p].rps.iter().zip(&t[b].rps).map(|(a, b)| a / b).collect();
+            println!(
+                "nowcast proxy / {}: {:.2}× the requests a second (runs' ratios {})",
+                row.0,
+                rows[p].3 / row.3,
+                spread(&ratios)
+            );
+        }
+        if let Some(g) = find("nginx") {
+            for (b, row) in rows
+                .iter()
+                .enumerate()
+                .filter(|(_, r)| r.0.starts_with("before"))
+            {
+                let ratios: Vec<f64> = t[b].rps.iter().zip(&t[g].rps).map(|(a, b)| a / b).collect();
+                println!(
+                    "{} / nginx: {:.2}× the requests a second (runs' ratios {})",
+                    row.0,
+                    row.3 / rows[g].3,
+                    spread(&ratios)
+                );
+            }
+        }
     }
     drop(children);
     let _ = std::fs::remove_dir_all(&dir);

@@ -1,11 +1,13 @@
 //! The bodies that pass through the proxy (edge): a request's on its way to a replica,
 //! counted as it goes so that the server knows when its upload ended ([`Progress`]), and a
 //! response's on its way back to the client. The server makes them, the upstream
-//! connections carry them.
+//! connections carry them. Each is one of a few kinds, told apart by an enum rather than
+//! boxed: a request moves two of them, and a box each was two allocations a request.
 
 use bytes::Bytes;
-use http_body_util::combinators::BoxBody;
-use hyper::body::{Body, Frame, SizeHint};
+use http_body_util::Full;
+use hyper::body::{Body, Frame, Incoming, SizeHint};
+use std::convert::Infallible;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
@@ -14,9 +16,89 @@ use std::time::Instant;
 
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 /// A request body on its way to a replica.
-pub type UpBody = Counting<BoxBody<Bytes, BoxError>>;
-/// A response body on its way to a client.
-pub type DownBody = BoxBody<Bytes, BoxError>;
+pub type UpBody = Counting<Up>;
+
+/// What a request to a replica carries.
+pub enum Up {
+    /// The client's request body, as it comes.
+    Client(Incoming),
+    /// Bytes the proxy sends (a probe's upload).
+    Bytes(Full<Bytes>),
+    /// Nothing (a retry of a request without a body, a probe's GET).
+    Empty,
+}
+
+impl Body for Up {
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        match self.get_mut() {
+            Up::Client(b) => Pin::new(b).poll_frame(cx).map_err(BoxError::from),
+            Up::Bytes(b) => Pin::new(b).poll_frame(cx).map_err(|e| match e {}),
+            Up::Empty => Poll::Ready(None),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        match self {
+            Up::Client(b) => b.is_end_stream(),
+            Up::Bytes(b) => b.is_end_stream(),
+            Up::Empty => true,
+        }
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match self {
+            Up::Client(b) => b.size_hint(),
+            Up::Bytes(b) => b.size_hint(),
+            Up::Empty => SizeHint::with_exact(0),
+        }
+    }
+}
+
+/// What a response to a client carries: a replica's body (`T`), or the proxy's own text.
+pub enum Down<T> {
+    Replica(T),
+    Local(Full<Bytes>),
+}
+
+impl<T> Body for Down<T>
+where
+    T: Body<Data = Bytes, Error = BoxError> + Unpin,
+{
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        match self.get_mut() {
+            Down::Replica(b) => Pin::new(b).poll_frame(cx),
+            Down::Local(b) => Pin::new(b)
+                .poll_frame(cx)
+                .map_err(|e: Infallible| match e {}),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        match self {
+            Down::Replica(b) => b.is_end_stream(),
+            Down::Local(b) => b.is_end_stream(),
+        }
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match self {
+            Down::Replica(b) => b.size_hint(),
+            Down::Local(b) => b.size_hint(),
+        }
+    }
+}
 
 /// Upload progress of one attempt, in ns since the proxy's start (0: not yet).
 #[derive(Default)]

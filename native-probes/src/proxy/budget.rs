@@ -291,16 +291,25 @@ impl Routes {
         }
     }
 
-    /// The key of `method` and `path` (without its query) in service `s`.
+    /// The key of `method` and `path` (without its query) in service `s`: one allocation of
+    /// at most [`ROUTE_TEXT`] bytes (a key is made for every request).
     pub fn key(s: usize, method: &str, path: &str) -> RouteKey {
         let path = path.split_once('?').map_or(path, |(p, _)| p);
-        let mut text = format!("{method} {path}");
-        if text.len() > ROUTE_TEXT {
-            let mut end = ROUTE_TEXT;
-            while !text.is_char_boundary(end) {
+        let whole = method.len() + 1 + path.len();
+        let mut text = String::with_capacity(whole.min(ROUTE_TEXT));
+        // "METHOD PATH", cut at the last character boundary within ROUTE_TEXT bytes.
+        for part in [method, " ", path] {
+            let room = ROUTE_TEXT - text.len();
+            if part.len() <= room {
+                text.push_str(part);
+                continue;
+            }
+            let mut end = room;
+            while !part.is_char_boundary(end) {
                 end -= 1;
             }
-            text.truncate(end);
+            text.push_str(&part[..end]);
+            break;
         }
         RouteKey { service: s, text }
     }
@@ -475,6 +484,37 @@ mod tests {
         // A path of any length keeps at most ROUTE_TEXT bytes.
         let long = Routes::key(0, "GET", &"/é".repeat(1000));
         assert!(long.text.len() <= ROUTE_TEXT && long.text.len() > ROUTE_TEXT - 4);
+    }
+
+    #[test]
+    fn a_route_key_is_method_and_path_cut_at_a_character_boundary() {
+        // What the key is: "METHOD PATH" (no query), its first ROUTE_TEXT bytes or fewer,
+        // never half a character.
+        let reference = |method: &str, path: &str| {
+            let path = path.split_once('?').map_or(path, |(p, _)| p);
+            let mut text = format!("{method} {path}");
+            let mut end = text.len().min(ROUTE_TEXT);
+            while !text.is_char_boundary(end) {
+                end -= 1;
+            }
+            text.truncate(end);
+            text
+        };
+        for n in [0, 1, 250, 251, 252, 253, 254, 255, 256, 300] {
+            for unit in ["a", "é", "€", "𝄞"] {
+                let path = format!("/{}", unit.repeat(n));
+                for method in ["GET", "PROPFIND", ""] {
+                    let k = Routes::key(3, method, &format!("{path}?q=1"));
+                    assert_eq!(k.text, reference(method, &path), "{method} {n} {unit}");
+                    assert_eq!(k.service, 3);
+                }
+            }
+        }
+        let long_method = "M".repeat(300);
+        assert_eq!(
+            Routes::key(0, &long_method, "/x").text,
+            "M".repeat(ROUTE_TEXT)
+        );
     }
 
     #[test]

@@ -639,6 +639,8 @@ pub struct Policy {
     /// probes starts from: the one after the last taken by a look that took that many.
     probe_burst: usize,
     probe_next: usize,
+    /// [`Policy::pick`]'s list of the replicas it may take, kept between requests.
+    choices: Vec<usize>,
 }
 
 fn series(metric: Metric, to: &str) -> ProbedSeries {
@@ -852,6 +854,7 @@ impl Policy {
             explored: 0,
             probe_burst,
             probe_next: 0,
+            choices: Vec::new(),
         })
     }
 
@@ -1145,15 +1148,30 @@ impl Policy {
         draws: [f64; 2],
         avoid: Option<usize>,
     ) -> (usize, Reason) {
+        // The healthy replicas, less the one that failed if another is healthy, gathered in
+        // a list kept from one request to the next (not one allocated for each).
+        let mut choices = std::mem::take(&mut self.choices);
+        choices.clear();
         let all = &self.services[s].spec.replicas;
         let up = |r: usize| self.replicas[r].health == Health::Up;
-        // The healthy replicas, less the one that failed if another is healthy.
         let skip = avoid.filter(|&a| all.iter().any(|&r| r != a && up(r)));
-        let choices: Vec<usize> = all
-            .iter()
-            .copied()
-            .filter(|&r| up(r) && Some(r) != skip)
-            .collect();
+        choices.extend(all.iter().copied().filter(|&r| up(r) && Some(r) != skip));
+        let picked = self.pick_among(s, &choices, size, now_ms, draws, avoid);
+        self.choices = choices;
+        picked
+    }
+
+    /// [`Policy::pick`] among `choices`, the healthy replicas of service `s` it may take.
+    fn pick_among(
+        &mut self,
+        s: usize,
+        choices: &[usize],
+        size: f64,
+        now_ms: f64,
+        draws: [f64; 2],
+        avoid: Option<usize>,
+    ) -> (usize, Reason) {
+        let all = &self.services[s].spec.replicas;
         if choices.is_empty() {
             // Every replica ejected or on trial: the one whose backoff ends first.
             let r = all
@@ -1250,7 +1268,7 @@ impl Policy {
                         .expect("unmeasured");
                     return (r, Reason::Unmeasured);
                 }
-                let best = self.best(s, &choices, size, now_ms);
+                let best = self.best(s, choices, size, now_ms);
                 if choices.len() > 1 && draws[0] < epsilon && avoid.is_none() {
                     // Alternates whose estimate has gone stale (no sample within the TTL),
                     // or every alternate when told to explore always (the paper's rule);

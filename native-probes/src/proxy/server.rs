@@ -5,15 +5,14 @@
 //! the budget, runs the active probes the policy asks for, and tells the policy how each
 //! attempt went. `/healthz` and `/metrics` are answered here; everything else is proxied.
 
-use super::body::{BoxError, Counting, DownBody, Progress};
+use super::body::{BoxError, Counting, Down, Progress, Up};
 use super::budget::RouteKey;
 use super::metrics::{self, Edge};
 use super::policy::{Decision, Done, Failure, Policy, ReplicaSpec, ServiceSpec, Source};
 use super::upstream::{Conn, ConnectError, Pool, Target};
 use crate::rng::Rng;
 use bytes::Bytes;
-use http_body_util::combinators::BoxBody;
-use http_body_util::{BodyExt, Empty, Full};
+use http_body_util::{BodyExt, Full};
 use hyper::body::{Body, Frame, Incoming, SizeHint};
 use hyper::header::{self, HeaderMap, HeaderName, HeaderValue};
 use hyper::http::uri::PathAndQuery;
@@ -297,11 +296,22 @@ struct Shared {
 
 impl Shared {
     fn now_ms(&self) -> f64 {
-        self.wall0_ms + self.origin.elapsed().as_secs_f64() * 1e3
+        self.ms_at(Instant::now())
     }
 
     fn ns(&self) -> u64 {
-        self.origin.elapsed().as_nanos() as u64
+        self.ns_at(Instant::now())
+    }
+
+    /// `t` as the policy's clock (wall-clock ms), for an instant already read: a request
+    /// reads the clock a few times, not at every step.
+    fn ms_at(&self, t: Instant) -> f64 {
+        self.wall0_ms + (t - self.origin).as_secs_f64() * 1e3
+    }
+
+    /// `t` as ns since the proxy's start.
+    fn ns_at(&self, t: Instant) -> u64 {
+        (t - self.origin).as_nanos() as u64
     }
 
     fn draws(&self) -> [f64; 2] {
@@ -346,7 +356,7 @@ impl Pending {
         let end = Instant::now();
         let conn = self.conn.take();
         let up = self.progress.bytes.load(Relaxed);
-        let now_ms = self.sh.now_ms();
+        let now_ms = self.sh.ms_at(end);
         let mut policy = self.sh.policy.lock().expect("policy");
         // TCP_INFO (a system call) only when the policy takes this request's RTT, or its
         // upload's bandwidth (the delivery rate, or the goodput net of the least RTT).
@@ -364,7 +374,7 @@ impl Pending {
         let down_ms = (end - self.head).as_secs_f64() * 1e3;
         // An upload the replica answered before it ended (an early refusal) was cut short
         // and may have reached no further than the socket buffers: no bandwidth of the path.
-        let head_ns = (self.head - self.sh.origin).as_nanos() as u64;
+        let head_ns = self.sh.ns_at(self.head);
         let done_ns = self.progress.done_ns.load(Relaxed);
         let answered_early = up > 0 && (done_ns == 0 || done_ns > head_ns);
         let bandwidth =
@@ -415,7 +425,7 @@ impl Pending {
         drop(policy);
         self.sh.write(recs);
         if let (Some(c), None, true, true) = (conn, failure, complete, self.reuse) {
-            self.sh.pools[self.replica].put(c);
+            self.sh.pools[self.replica].put(c, end);
         }
     }
 }
@@ -482,20 +492,17 @@ impl Drop for Tracked {
     }
 }
 
-/// Whether `k` is hop-by-hop (RFC 9110 §7.6.1, with `Keep-Alive`, `Proxy-Connection` and
+/// The hop-by-hop fields (RFC 9110 §7.6.1, with `Keep-Alive`, `Proxy-Connection` and
 /// `Proxy-Authorization`).
-fn is_hop_by_hop(k: &HeaderName) -> bool {
-    matches!(
-        k.as_str(),
-        "connection"
-            | "keep-alive"
-            | "proxy-connection"
-            | "te"
-            | "trailer"
-            | "upgrade"
-            | "proxy-authorization"
-    )
-}
+const HOP_BY_HOP: [HeaderName; 7] = [
+    header::CONNECTION,
+    HeaderName::from_static("keep-alive"),
+    HeaderName::from_static("proxy-connection"),
+    header::TE,
+    header::TRAILER,
+    header::UPGRADE,
+    header::PROXY_AUTHORIZATION,
+];
 
 /// Fields that a `Connection` header cannot make hop-by-hop: the message's framing
 /// (hyper frames the message the proxy sends by them: a GET's chunked body whose
@@ -507,15 +514,28 @@ const END_TO_END: [HeaderName; 4] = [
     header::CONTENT_LENGTH,
     header::TRANSFER_ENCODING,
     header::HOST,
-    HeaderName::from_static("x-forwarded-for"),
+    X_FORWARDED_FOR,
 ];
+
+/// `X-Forwarded-For`, made once: a name made from its text at each request costs two
+/// allocations (the name, and the shared copy its clone upstream makes).
+const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
 
 /// Hop-by-hop headers and those the `Connection` header lists (but [`END_TO_END`]).
 fn strip_hop_by_hop(h: &mut HeaderMap) {
-    // Most messages have none: one pass over the names, without hashing any.
-    if !h.keys().any(is_hop_by_hop) {
+    // Which hop-by-hop fields are there: one pass over the names, without hashing any. Most
+    // requests have none; most responses of servers that speak HTTP/1.0 too have one,
+    // `Connection: keep-alive`, and are stripped without an allocation.
+    let mut present = 0u8;
+    for k in h.keys() {
+        if let Some(i) = HOP_BY_HOP.iter().position(|n| n == k) {
+            present |= 1 << i;
+        }
+    }
+    if present == 0 {
         return;
     }
+    // Empty (no allocation) unless `Connection` names fields of its own.
     let listed: Vec<HeaderName> = h
         .get_all(header::CONNECTION)
         .iter()
@@ -526,10 +546,14 @@ fn strip_hop_by_hop(h: &mut HeaderMap) {
         .filter(|n| !n.eq_ignore_ascii_case("keep-alive") && !n.eq_ignore_ascii_case("close"))
         .filter_map(|n| HeaderName::from_bytes(n.as_bytes()).ok())
         .filter(|n| !END_TO_END.contains(n))
-        .chain(h.keys().filter(|k| is_hop_by_hop(k)).cloned())
         .collect();
     for n in listed {
         h.remove(n);
+    }
+    for (i, n) in HOP_BY_HOP.iter().enumerate() {
+        if present & (1 << i) != 0 {
+            h.remove(n);
+        }
     }
 }
 
@@ -568,7 +592,7 @@ fn join_transfer_encoding(h: &mut HeaderMap) {
 /// `option forwardfor` does) puts the address it saw after the client's own claim: keeping
 /// only the first line would pass on the claim and drop the address seen.
 fn forwarded_for(h: &HeaderMap, peer: &HeaderValue) -> HeaderValue {
-    match joined(h, &HeaderName::from_static("x-forwarded-for")) {
+    match joined(h, &X_FORWARDED_FOR) {
         Some(mut v) => {
             v.extend_from_slice(b", ");
             v.extend_from_slice(peer.as_bytes());
@@ -625,12 +649,11 @@ fn join_cookies(h: &mut HeaderMap) {
     }
 }
 
+/// A response body on its way to a client: a replica's, or the proxy's own.
+type DownBody = Down<Tracked>;
+
 fn local(status: StatusCode, text: impl Into<Bytes>) -> Response<DownBody> {
-    let mut r = Response::new(
-        Full::new(text.into())
-            .map_err(|e: Infallible| -> BoxError { match e {} })
-            .boxed(),
-    );
+    let mut r = Response::new(Down::Local(Full::new(text.into())));
     *r.status_mut() = status;
     r.headers_mut().insert(
         header::CONTENT_TYPE,
@@ -647,6 +670,16 @@ struct Head {
     headers: HeaderMap,
 }
 
+/// What one attempt sends besides the head's method and path: its header map (the request's
+/// own for the first, a copy for a retry) and its body.
+struct Outgoing {
+    headers: HeaderMap,
+    body: Up,
+}
+
+// The response is returned by value once an attempt, and matched at once; boxed, it would
+// cost an allocation a request.
+#[allow(clippy::large_enum_variant)]
 enum Attempt {
     Ok(Response<DownBody>),
     /// Failed before a response head; `retryable` when nothing of the body was taken.
@@ -705,18 +738,19 @@ fn metrics_page(sh: &Shared) -> Bytes {
     page
 }
 
-/// One attempt at `replica`: connect, send, wait for the head within the adaptive timeout.
-/// `route`: a client's request's, whose sizes it teaches if it completes (None: a probe).
+/// One attempt at `replica`, begun at `start`: connect, send, wait for the head within the
+/// adaptive timeout. `route`: a client's request's, whose sizes it teaches if it completes
+/// (None: a probe).
 async fn attempt(
     sh: &Arc<Shared>,
     replica: usize,
     head: &Head,
-    body: BoxBody<Bytes, BoxError>,
+    out: Outgoing,
     timeout_ms: f64,
-    route: Option<RouteKey>,
+    route: &mut Option<RouteKey>,
+    start: Instant,
 ) -> Attempt {
     let probe = route.is_none();
-    let start = Instant::now();
     let pool = &sh.pools[replica];
     let progress = Arc::new(Progress::default());
     let fail = |f: Failure, wait: Option<f64>, up: u64| {
@@ -734,7 +768,16 @@ async fn attempt(
             failure: Some(f),
         });
     };
-    let mut conn = match pool.get(sh.connect_timeout).await {
+    // A new connection is the rare path: boxed, so that its futures (the connect, hyper's
+    // handshake) do not make every request's future larger, to be moved at every step.
+    let (got, sent_from) = match pool.take_idle(start) {
+        Some(c) => (Ok(c), start),
+        None => (
+            Box::pin(pool.connect(sh.connect_timeout)).await,
+            Instant::now(),
+        ),
+    };
+    let mut conn = match got {
         Ok(c) => c,
         Err(ConnectError::Local(_)) => {
             fail(Failure::Local, None, 0);
@@ -752,31 +795,32 @@ async fn attempt(
             .parse()
             .unwrap_or_else(|_| Uri::from(head.path_and_query.clone()))
     };
-    let mut req = Request::builder()
-        .method(head.method.clone())
-        .uri(uri)
-        .body(Counting {
-            inner: body,
-            progress: progress.clone(),
-            origin: sh.origin,
-        })
-        .expect("a valid request");
-    *req.headers_mut() = head.headers.clone();
+    // Made in place (the builder moves the whole request at each step).
+    let Outgoing { headers, body } = out;
+    let mut req = Request::new(Counting {
+        inner: body,
+        progress: progress.clone(),
+        origin: sh.origin,
+    });
+    *req.method_mut() = head.method.clone();
+    *req.uri_mut() = uri;
+    *req.headers_mut() = headers;
     if let Some(v) = &pool.host {
         req.headers_mut().insert(header::HOST, v.clone());
     }
     let bodiless = req.body().is_end_stream();
-    let sent_at = sh.ns();
+    let sent_at = sh.ns_at(sent_from);
     if bodiless {
         progress.done_ns.store(sent_at.max(1), Relaxed);
     }
-    let fd = conn.raw_fd();
-    let fut = conn.send.send_request(req);
+    let mut fd = conn.raw_fd();
+    let fut = conn.send.try_send_request(req);
     tokio::pin!(fut);
     let timeout_ns = (timeout_ms * 1e6) as u64;
     // The peer's acknowledgements when a deadline was last reached, and when they last grew.
     let mut acked: Option<u64> = None;
     let mut acked_at = 0u64;
+    let mut now = sent_at;
     let result = loop {
         // The clock runs from the end of the upload, or from its last progress while it goes.
         let done = progress.done_ns.load(Relaxed);
@@ -786,7 +830,6 @@ async fn attempt(
             progress.last_ns.load(Relaxed).max(sent_at)
         };
         let deadline = from + timeout_ns;
-        let now = sh.ns();
         if now >= deadline {
             // The body has left hyper, but the kernel may still be sending it from the
             // socket's buffer (megabytes: a bulk upload on a slow path takes seconds to
@@ -805,9 +848,41 @@ async fn attempt(
             }
             break None;
         }
-        tokio::select! {
-            r = &mut fut => break Some(r),
-            _ = tokio::time::sleep(Duration::from_nanos(deadline - now)) => {}
+        // The deadline as an instant already known (no clock read); the response first.
+        let sleep = tokio::time::sleep_until((sh.origin + Duration::from_nanos(deadline)).into());
+        let r = tokio::select! {
+            biased;
+            r = &mut fut => Some(r),
+            _ = sleep => None,
+        };
+        match r {
+            // A connection from the pool that the replica closed as it was taken (its task
+            // saw the close before the request): the request was not written, and goes on
+            // another connection, as it would have had the close come a moment sooner.
+            Some(Err(e)) if conn.handshake_ms.is_none() && e.message().is_some() => {
+                let mut e = e;
+                let req = e.take_message().expect("a request");
+                let next = match pool.take_idle(Instant::now()) {
+                    Some(c) => Ok(c),
+                    None => Box::pin(pool.connect(sh.connect_timeout)).await,
+                };
+                conn = match next {
+                    Ok(c) => c,
+                    Err(ConnectError::Local(_)) => {
+                        fail(Failure::Local, None, 0);
+                        return Attempt::Local;
+                    }
+                    Err(ConnectError::Replica(_)) => {
+                        fail(Failure::Connect, None, 0);
+                        return Attempt::Failed { retryable: true };
+                    }
+                };
+                fd = conn.raw_fd();
+                fut.set(conn.send.try_send_request(req));
+                now = sh.ns();
+            }
+            Some(r) => break Some(r.map_err(|e| e.into_error())),
+            None => now = sh.ns(),
         }
     };
     let up = progress.bytes.load(Relaxed);
@@ -852,21 +927,21 @@ async fn attempt(
                 retryable: bodiless,
             }
         }
-        Some(Ok(resp)) => {
+        Some(Ok(mut resp)) => {
             let head_at = Instant::now();
             let status = resp.status();
-            let (mut parts, inner) = resp.into_parts();
             // The proxy's own version to its clients (RFC 9110 §6.2), not the replica's: an
             // HTTP/1.0 replica's version passed down would close every client connection
             // after one response. hyper answers an HTTP/1.0 client in 1.0 still.
-            parts.version = hyper::Version::HTTP_11;
-            strip_hop_by_hop(&mut parts.headers);
+            *resp.version_mut() = hyper::Version::HTTP_11;
+            let headers = resp.headers_mut();
+            strip_hop_by_hop(headers);
             // Both framings: the body was read by Transfer-Encoding, and its Content-Length,
             // passed down, would make the client's framing disagree with the body (hyper
             // then cuts the connection without a byte). An intermediary must drop it (RFC
             // 9112 §6.3), and the connection that carried it is not used again.
-            let both_framings = parts.headers.contains_key(header::TRANSFER_ENCODING)
-                && parts.headers.remove(header::CONTENT_LENGTH).is_some();
+            let both_framings = headers.contains_key(header::TRANSFER_ENCODING)
+                && headers.remove(header::CONTENT_LENGTH).is_some();
             let pending = Pending {
                 sh: sh.clone(),
                 replica,
@@ -875,17 +950,18 @@ async fn attempt(
                 head: head_at,
                 progress,
                 probe,
-                route,
-                wait_ms: wait_ms(sh.ns()),
+                route: route.take(),
+                wait_ms: wait_ms(sh.ns_at(head_at)),
                 status_failure: matches!(status.as_u16(), 502..=504),
                 bytes_down: 0,
                 reuse: !both_framings,
             };
-            let body = Tracked {
-                inner,
-                pending: Some(pending),
-            };
-            Attempt::Ok(Response::from_parts(parts, body.boxed()))
+            Attempt::Ok(resp.map(|inner| {
+                Down::Replica(Tracked {
+                    inner,
+                    pending: Some(pending),
+                })
+            }))
         }
     }
 }
@@ -974,10 +1050,31 @@ async fn handle(
     let (parts, body) = req.into_parts();
     let mut headers = parts.headers;
     strip_hop_by_hop(&mut headers);
-    join_cookies(&mut headers);
-    join_transfer_encoding(&mut headers);
-    let xff = forwarded_for(&headers, peer);
-    headers.insert("x-forwarded-for", xff);
+    // Which of the fields rewritten below are there, in one pass over the names: most
+    // requests have none, and each look-up by name hashes it.
+    let (mut cookie, mut te, mut xff) = (false, false, false);
+    for k in headers.keys() {
+        cookie |= k == header::COOKIE;
+        te |= k == header::TRANSFER_ENCODING;
+        xff |= k == X_FORWARDED_FOR;
+    }
+    if cookie {
+        join_cookies(&mut headers);
+    }
+    if te {
+        join_transfer_encoding(&mut headers);
+    }
+    let xff = if xff {
+        forwarded_for(&headers, peer)
+    } else {
+        peer.clone()
+    };
+    headers.insert(X_FORWARDED_FOR, xff);
+    // The first attempt sends the request's own header map (hyper's, with room to spare:
+    // it comes back from the upstream connection to parse the response into), a retry a
+    // copy of the one kept here.
+    let kept = headers.clone();
+    let mut first = Some(headers);
     let head = Head {
         method: parts.method,
         path_and_query: parts
@@ -985,11 +1082,12 @@ async fn handle(
             .path_and_query()
             .cloned()
             .unwrap_or_else(|| PathAndQuery::from_static("/")),
-        headers,
+        headers: kept,
     };
+    let start = Instant::now();
     let (decision, route) = {
         let draws = sh.draws();
-        let now = sh.now_ms();
+        let now = sh.ms_at(start);
         let mut p = sh.policy.lock().expect("policy");
         let route = p.route_key(service, head.method.as_str(), head.path_and_query.path());
         let size = p.size_of(service, length, Some(&route));
@@ -1000,13 +1098,17 @@ async fn handle(
         (d, route)
     };
     let in_flight = InFlight::new(&sh.edge.in_flight);
-    let mut body = Some(body.map_err(|e| -> BoxError { Box::new(e) }).boxed());
+    let mut body = Some(Up::Client(body));
     let mut d = decision;
+    // Taken by the attempt that gets a response (its sizes are learnt once it completes).
+    let mut route = Some(route);
+    let mut at = start;
     let out = loop {
-        let b = body
-            .take()
-            .unwrap_or_else(|| Empty::new().map_err(|e: Infallible| match e {}).boxed());
-        match attempt(&sh, d.replica, &head, b, d.timeout_ms, Some(route.clone())).await {
+        let out = Outgoing {
+            headers: first.take().unwrap_or_else(|| head.headers.clone()),
+            body: body.take().unwrap_or(Up::Empty),
+        };
+        match attempt(&sh, d.replica, &head, out, d.timeout_ms, &mut route, at).await {
             Attempt::Ok(r) => break r,
             Attempt::Local => {
                 sh.edge.failed.fetch_add(1, Relaxed);
@@ -1047,7 +1149,10 @@ async fn handle(
                     None
                 };
                 match next {
-                    Some(n) => d = n,
+                    Some(n) => {
+                        d = n;
+                        at = Instant::now();
+                    }
                     None => {
                         sh.edge.failed.fetch_add(1, Relaxed);
                         break local(
@@ -1089,20 +1194,9 @@ impl Zeros {
 /// A probe of `replica`, run to the end of its response.
 async fn probe(sh: Arc<Shared>, replica: usize) {
     let (method, body) = if sh.probe.bytes > 0 {
-        let zeros = sh.probe_zeros.get();
-        (
-            Method::POST,
-            Full::new(zeros)
-                .map_err(|e: Infallible| -> BoxError { match e {} })
-                .boxed(),
-        )
+        (Method::POST, Up::Bytes(Full::new(sh.probe_zeros.get())))
     } else {
-        (
-            Method::GET,
-            Empty::new()
-                .map_err(|e: Infallible| -> BoxError { match e {} })
-                .boxed(),
-        )
+        (Method::GET, Up::Empty)
     };
     let mut headers = HeaderMap::new();
     headers.insert(
@@ -1116,7 +1210,13 @@ async fn probe(sh: Arc<Shared>, replica: usize) {
         headers,
     };
     let timeout = sh.policy.lock().expect("policy").timeout_ms(replica);
-    if let Attempt::Ok(r) = attempt(&sh, replica, &head, body, timeout, None).await {
+    let out = Outgoing {
+        headers: head.headers.clone(),
+        body,
+    };
+    if let Attempt::Ok(r) =
+        attempt(&sh, replica, &head, out, timeout, &mut None, Instant::now()).await
+    {
         let mut b = r.into_body();
         while let Some(f) = b.frame().await {
             if f.is_err() {
@@ -1445,6 +1545,10 @@ pub async fn serve(
         let head_timeout = opts.head_timeout;
         let sh2 = sh.clone();
         sh.edge.connections.fetch_add(1, Relaxed);
+        // The connection runs in a task of its own, and its deadlines (idle, first head) in
+        // another that ends it when one passes: the connection's task, woken for each request,
+        // then polls the connection alone, not two timers each time.
+        let mut served = tokio::spawn(conn);
         tokio::spawn(async move {
             let watchdog = async {
                 loop {
@@ -1463,10 +1567,16 @@ pub async fn serve(
                     std::future::pending::<()>().await;
                 }
             };
-            tokio::select! {
-                _ = conn => {}
-                _ = watchdog => { sh2.edge.client_timeouts.fetch_add(1, Relaxed); }
-                _ = first_head => { sh2.edge.client_timeouts.fetch_add(1, Relaxed); }
+            let timed_out = tokio::select! {
+                _ = &mut served => false,
+                _ = watchdog => true,
+                _ = first_head => true,
+            };
+            if timed_out {
+                // Closed once its task is gone, before its slots are given back.
+                served.abort();
+                let _ = served.await;
+                sh2.edge.client_timeouts.fetch_add(1, Relaxed);
             }
             sh2.edge.connections.fetch_sub(1, Relaxed);
             drop(client_slot);
@@ -1572,6 +1682,28 @@ mod tests {
         // Nothing hop-by-hop: nothing changes.
         strip_hop_by_hop(&mut h);
         assert_eq!(h.len(), 2);
+        // The usual response: `Connection: keep-alive` alone goes; a field meant for every
+        // recipient stays even when listed; every value of a listed field goes.
+        for (connection, left) in [
+            ("keep-alive", vec!["date", "x-a"]),
+            ("Keep-Alive, X-A", vec!["date"]),
+            ("host, content-length, x-forwarded-for", vec!["date", "x-a"]),
+        ] {
+            let mut h = HeaderMap::new();
+            h.append(
+                header::CONNECTION,
+                HeaderValue::from_str(connection).unwrap(),
+            );
+            h.append(header::DATE, HeaderValue::from_static("now"));
+            h.append("x-a", HeaderValue::from_static("1"));
+            h.append("x-a", HeaderValue::from_static("2"));
+            h.append(header::UPGRADE, HeaderValue::from_static("h2c"));
+            h.append("proxy-connection", HeaderValue::from_static("keep-alive"));
+            strip_hop_by_hop(&mut h);
+            let mut names: Vec<&str> = h.keys().map(HeaderName::as_str).collect();
+            names.sort_unstable();
+            assert_eq!(names, left, "{connection}");
+        }
     }
 
     #[test]

@@ -214,25 +214,25 @@ impl Pool {
         }
     }
 
-    /// An idle connection that is still open, else a new one within `connect_timeout`.
-    pub async fn get(&self, connect_timeout: Duration) -> Result<Conn, ConnectError> {
+    /// An idle connection still open at `now` and waiting for a request, if there is one.
+    /// No await: a request's future then holds no connect or handshake of its own, which
+    /// would make it larger, and it is moved whole at every step ([`Pool::connect`] is
+    /// the rare path).
+    pub fn take_idle(&self, now: Instant) -> Option<Conn> {
         loop {
-            let next = {
-                let mut idle = self.idle.lock().expect("pool lock");
-                idle.pop_back()
-            };
-            match next {
-                Some((c, at)) if at.elapsed() < self.idle_for && !c.send.is_closed() => {
-                    let mut c = c;
-                    c.handshake_ms = None;
-                    if c.send.is_ready() {
-                        return Ok(c);
-                    }
-                }
-                Some(_) => continue,
-                None => break,
+            let (mut c, at) = self.idle.lock().expect("pool lock").pop_back()?;
+            if now.saturating_duration_since(at) < self.idle_for
+                && !c.send.is_closed()
+                && c.send.is_ready()
+            {
+                c.handshake_ms = None;
+                return Some(c);
             }
         }
+    }
+
+    /// A new connection within `connect_timeout`.
+    pub async fn connect(&self, connect_timeout: Duration) -> Result<Conn, ConnectError> {
         let start = Instant::now();
         let authority = &self.target.authority;
         let stream = tokio::time::timeout(connect_timeout, TcpStream::connect(authority))
@@ -261,8 +261,8 @@ impl Pool {
         })
     }
 
-    /// Gives back a connection whose last response was read to its end.
-    pub fn put(&self, c: Conn) {
+    /// Gives back a connection whose last response was read to its end, at `now`.
+    pub fn put(&self, c: Conn, now: Instant) {
         if c.send.is_closed() {
             return;
         }
@@ -270,7 +270,7 @@ impl Pool {
         while idle.len() >= self.max_idle {
             idle.pop_front();
         }
-        idle.push_back((c, Instant::now()));
+        idle.push_back((c, now));
     }
 }
 
