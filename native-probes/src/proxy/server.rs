@@ -677,6 +677,15 @@ struct Outgoing {
     body: Up,
 }
 
+/// What an attempt that got no connection to its replica records, and how it ends: the
+/// proxy's own want of resources is not the replica's failure and is not retried.
+fn unconnected(e: &ConnectError) -> (Failure, Attempt) {
+    match e {
+        ConnectError::Local(_) => (Failure::Local, Attempt::Local),
+        ConnectError::Replica(_) => (Failure::Connect, Attempt::Failed { retryable: true }),
+    }
+}
+
 // The response is returned by value once an attempt, and matched at once; boxed, it would
 // cost an allocation a request.
 #[allow(clippy::large_enum_variant)]
@@ -779,13 +788,10 @@ async fn attempt(
     };
     let mut conn = match got {
         Ok(c) => c,
-        Err(ConnectError::Local(_)) => {
-            fail(Failure::Local, None, 0);
-            return Attempt::Local;
-        }
-        Err(ConnectError::Replica(_)) => {
-            fail(Failure::Connect, None, 0);
-            return Attempt::Failed { retryable: true };
+        Err(e) => {
+            let (failure, attempt) = unconnected(&e);
+            fail(failure, None, 0);
+            return attempt;
         }
     };
     let uri = if pool.target.base_path.is_empty() {
@@ -868,13 +874,10 @@ async fn attempt(
                 };
                 conn = match next {
                     Ok(c) => c,
-                    Err(ConnectError::Local(_)) => {
-                        fail(Failure::Local, None, 0);
-                        return Attempt::Local;
-                    }
-                    Err(ConnectError::Replica(_)) => {
-                        fail(Failure::Connect, None, 0);
-                        return Attempt::Failed { retryable: true };
+                    Err(e) => {
+                        let (failure, attempt) = unconnected(&e);
+                        fail(failure, None, 0);
+                        return attempt;
                     }
                 };
                 fd = conn.raw_fd();
