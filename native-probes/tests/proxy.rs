@@ -514,6 +514,79 @@ fn slow_replicas_time_out_adaptively_retries_stay_in_budget_and_dead_ones_are_ej
 }
 
 #[test]
+fn the_operator_is_told_when_a_replica_goes_down_comes_back_or_refuses_the_probes() {
+    // `late` is down at the start and comes up later on the same port; `refuser` answers
+    // every request 405 without reading its body, the probes' uploads too.
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let refuser = one_shot(b"HTTP/1.0 405 Method Not Allowed\r\ncontent-length: 0\r\n\r\n");
+    let dir = std::env::temp_dir().join(format!("nwp-told-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let recs = dir.join("records.ndjson");
+    let mut p = Proxy::start(&[
+        "--replica",
+        &format!("late=http://127.0.0.1:{port}"),
+        "--replica",
+        &format!("refuser=http://{}", refuser.addr),
+        "--probe-path",
+        "/upload",
+        "--probe-bytes",
+        "256K",
+        "--ttl",
+        "0.2",
+        "--backoff",
+        "0.3",
+        "--records",
+        recs.to_str().unwrap(),
+    ]);
+    let told = |what: &str| {
+        let until = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < until {
+            if p.stderr.lock().unwrap().contains(what) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!("not told {what:?}: {}", p.stderr.lock().unwrap());
+    };
+    for _ in 0..4 {
+        request(p.addr, b"GET /who HTTP/1.1\r\nhost: x\r\n\r\n");
+    }
+    told("replica late (http://127.0.0.1:");
+    told("ejected, the last failure: no connection; tried again in");
+    told(&format!(
+        "replica refuser (http://{}) answered the probe POST /upload with 405 Method Not Allowed",
+        refuser.addr
+    ));
+    let late = Upstream::start("late", &format!("127.0.0.1:{port}"), None);
+    told("replica late (http://127.0.0.1:");
+    told(") is back");
+    // Served by both once late is back; the refuser's 405 is its answer, not a failure.
+    let mut seen = std::collections::BTreeSet::new();
+    for _ in 0..40 {
+        seen.insert(request(p.addr, b"GET /who HTTP/1.1\r\nhost: x\r\n\r\n").status);
+    }
+    assert!(seen.contains(&200) && seen.contains(&405), "{seen:?}");
+    let err = stopped_stderr(&mut p);
+    drop(late);
+    // Told once each, not at every probe or trial.
+    assert_eq!(err.matches("answered the probe").count(), 1, "{err}");
+    assert_eq!(err.matches("ejected").count(), 1, "{err}");
+    // No bandwidth from the refused probes: their uploads were never read.
+    let text = std::fs::read_to_string(&recs).unwrap();
+    let refused_bw = text
+        .lines()
+        .map(|l| Record::parse(l).unwrap_or_else(|e| panic!("{l}: {e}")))
+        .filter(|r| r.to.contains(&refuser.addr.to_string()))
+        .filter(|r| r.metric == nowcast_core::record::Metric::BandwidthUp)
+        .count();
+    assert_eq!(refused_bw, 0, "{text}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
 fn shutdown_finishes_the_requests_in_flight() {
     let a = Upstream::start("a", "127.0.0.1:0", None);
     let mut p = Proxy::start(&["--replica", &replica("a", &a)]);

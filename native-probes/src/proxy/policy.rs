@@ -276,6 +276,18 @@ impl Failure {
             Failure::Local => "local",
         }
     }
+
+    /// What happened, in words for an operator.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Failure::Connect => "no connection",
+            Failure::Reset => "the connection broke before a whole response",
+            Failure::Timeout => "no answer within its timeout",
+            Failure::Status => "it answered 502, 503 or 504",
+            Failure::Client => "the client broke off",
+            Failure::Local => "the proxy ran out of descriptors, memory or ports",
+        }
+    }
 }
 
 /// Everything the policy is told about one finished attempt.
@@ -884,6 +896,12 @@ impl Policy {
 
     pub fn spec(&self, r: usize) -> &ReplicaSpec {
         &self.replicas[r].spec
+    }
+
+    /// Replica `r`'s health as its last attempt left it (an ejection whose backoff is over
+    /// still reads as one until the next decision makes it a trial).
+    pub fn health(&self, r: usize) -> Health {
+        self.replicas[r].health
     }
 
     pub fn counters(&self, r: usize) -> &Counters {

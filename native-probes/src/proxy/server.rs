@@ -8,7 +8,7 @@
 use super::body::{BoxError, Counting, Down, Progress, Up};
 use super::budget::RouteKey;
 use super::metrics::{self, Edge};
-use super::policy::{Decision, Done, Failure, Policy, ReplicaSpec, ServiceSpec, Source};
+use super::policy::{Decision, Done, Failure, Health, Policy, ReplicaSpec, ServiceSpec, Source};
 use super::upstream::{Conn, ConnectError, Pool, Target};
 use crate::rng::Rng;
 use bytes::Bytes;
@@ -25,7 +25,7 @@ use std::convert::Infallible;
 use std::io::Write;
 use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
@@ -292,6 +292,8 @@ struct Shared {
     clients: Arc<PerClient>,
     records: Option<std::sync::mpsc::Sender<Record>>,
     capture: Option<Arc<super::capture::Counts>>,
+    /// Per replica: whether a probe's refusal (a status other than 2xx) has been told.
+    probe_refusal_told: Vec<AtomicBool>,
 }
 
 impl Shared {
@@ -320,8 +322,48 @@ impl Shared {
     }
 
     fn finish(&self, d: Done) {
-        let recs = self.policy.lock().expect("policy").finish(&d);
+        let recs = self.account(&mut self.policy.lock().expect("policy"), &d);
         self.write(recs);
+    }
+
+    /// The policy's account of an attempt (`p`: the policy, locked), and a line on standard
+    /// error when it ejects the replica or takes it back, so that an operator sees a replica
+    /// go down and come back without reading `/metrics`. A replica that stays down is told
+    /// once, not at every trial.
+    fn account(&self, p: &mut Policy, d: &Done) -> Vec<Record> {
+        let was_up = p.health(d.replica) == Health::Up;
+        let recs = p.finish(d);
+        let spec = p.spec(d.replica);
+        match (was_up, p.health(d.replica), d.failure) {
+            (true, Health::Ejected { until_ms }, Some(f)) => eprintln!(
+                "nowcast proxy: replica {} ({}) ejected, the last failure: {}; tried again in {:.1} s",
+                spec.name,
+                spec.url,
+                f.describe(),
+                ((until_ms - d.now_ms) / 1e3).max(0.0)
+            ),
+            (false, Health::Up, _) => {
+                eprintln!("nowcast proxy: replica {} ({}) is back", spec.name, spec.url)
+            }
+            _ => {}
+        }
+        recs
+    }
+
+    /// A probe answered with `status`, not 2xx: its upload was refused, maybe unread, so the
+    /// probes of this replica measure its RTT and no bandwidth. Told once per replica: the
+    /// operator's `--probe-path` wants a path that takes the probe's request.
+    fn probe_refused(&self, replica: usize, head: &Head, status: StatusCode) {
+        if self.probe_refusal_told[replica].swap(true, Relaxed) {
+            return;
+        }
+        let p = self.policy.lock().expect("policy");
+        let spec = p.spec(replica);
+        eprintln!(
+            "nowcast proxy: replica {} ({}) answered the probe {} {} with {status}: no \
+             bandwidth from its probes (see --probe-path)",
+            spec.name, spec.url, head.method, head.path_and_query
+        );
     }
 
     fn write(&self, recs: Vec<Record>) {
@@ -346,6 +388,8 @@ struct Pending {
     route: Option<RouteKey>,
     wait_ms: Option<f64>,
     status_failure: bool,
+    /// A probe answered with a status other than 2xx: its upload may be unread.
+    refused_probe: bool,
     bytes_down: u64,
     /// Whether the connection may go back to the pool once the response is whole.
     reuse: bool,
@@ -377,51 +421,57 @@ impl Pending {
         let head_ns = self.sh.ns_at(self.head);
         let done_ns = self.progress.done_ns.load(Relaxed);
         let answered_early = up > 0 && (done_ns == 0 || done_ns > head_ns);
-        let bandwidth =
-            if !complete || failure.is_some() || (up >= MIN_SAMPLE_BYTES && answered_early) {
-                None
-            } else if up >= MIN_SAMPLE_BYTES && self.sh.tcp_info_rate {
-                info.map(|i| i.delivery_mbits)
-                    .filter(|m| *m > 0.0)
-                    .map(|m| (m, Source::TcpInfo))
-            } else if up >= MIN_SAMPLE_BYTES {
-                // The upload's goodput: its bytes over the time from dispatch to the response
-                // head, less the connection's handshake and one round trip of the path (the
-                // request's own, as JavaNws §2.1.1 takes the RTT off a transfer, when that leaves
-                // half the time), so that the policy's base RTT + size ÷ bandwidth gives back
-                // this upload's time: the queue the upload built is part of its transfer.
-                let head_ms = (self.head - self.start).as_secs_f64() * 1e3;
-                rate_minus_rtt(up as f64, head_ms - handshake.unwrap_or(0.0), base_rtt_ms)
-                    .map(|r| r.mbit_per_s)
-                    .filter(|m| *m > 0.0)
-                    .map(|m| (m, Source::Transfer))
-            } else if self.bytes_down >= MIN_SAMPLE_BYTES && down_ms > 0.0 {
-                Some((
-                    self.bytes_down as f64 * 8.0 / (down_ms * 1e3),
-                    Source::Transfer,
-                ))
-            } else {
-                None
-            };
+        let bandwidth = if !complete
+            || failure.is_some()
+            || self.refused_probe
+            || (up >= MIN_SAMPLE_BYTES && answered_early)
+        {
+            None
+        } else if up >= MIN_SAMPLE_BYTES && self.sh.tcp_info_rate {
+            info.map(|i| i.delivery_mbits)
+                .filter(|m| *m > 0.0)
+                .map(|m| (m, Source::TcpInfo))
+        } else if up >= MIN_SAMPLE_BYTES {
+            // The upload's goodput: its bytes over the time from dispatch to the response
+            // head, less the connection's handshake and one round trip of the path (the
+            // request's own, as JavaNws §2.1.1 takes the RTT off a transfer, when that leaves
+            // half the time), so that the policy's base RTT + size ÷ bandwidth gives back
+            // this upload's time: the queue the upload built is part of its transfer.
+            let head_ms = (self.head - self.start).as_secs_f64() * 1e3;
+            rate_minus_rtt(up as f64, head_ms - handshake.unwrap_or(0.0), base_rtt_ms)
+                .map(|r| r.mbit_per_s)
+                .filter(|m| *m > 0.0)
+                .map(|m| (m, Source::Transfer))
+        } else if self.bytes_down >= MIN_SAMPLE_BYTES && down_ms > 0.0 {
+            Some((
+                self.bytes_down as f64 * 8.0 / (down_ms * 1e3),
+                Source::Transfer,
+            ))
+        } else {
+            None
+        };
         let failure = failure.or(self.status_failure.then_some(Failure::Status));
         // What a request and its response moved, once it is whole: the size of the next
         // requests like it (a failure's bytes are only the part that got through).
         if let (Some(k), true, None) = (&self.route, complete, failure) {
             policy.learn_size(k, up, self.bytes_down);
         }
-        let recs = policy.finish(&Done {
-            replica: self.replica,
-            now_ms,
-            probe: self.probe,
-            bytes_up: up,
-            bytes_down: self.bytes_down,
-            total_ms: (end - self.start).as_secs_f64() * 1e3,
-            wait_ms: if complete { self.wait_ms } else { None },
-            rtt_ms: if complete { rtt_ms } else { None },
-            base_rtt_ms: if complete { base_rtt_ms } else { None },
-            bandwidth,
-            failure,
-        });
+        let recs = self.sh.account(
+            &mut policy,
+            &Done {
+                replica: self.replica,
+                now_ms,
+                probe: self.probe,
+                bytes_up: up,
+                bytes_down: self.bytes_down,
+                total_ms: (end - self.start).as_secs_f64() * 1e3,
+                wait_ms: if complete { self.wait_ms } else { None },
+                rtt_ms: if complete { rtt_ms } else { None },
+                base_rtt_ms: if complete { base_rtt_ms } else { None },
+                bandwidth,
+                failure,
+            },
+        );
         drop(policy);
         self.sh.write(recs);
         if let (Some(c), None, true, true) = (conn, failure, complete, self.reuse) {
@@ -933,6 +983,9 @@ async fn attempt(
         Some(Ok(mut resp)) => {
             let head_at = Instant::now();
             let status = resp.status();
+            if probe && !status.is_success() {
+                sh.probe_refused(replica, head, status);
+            }
             // The proxy's own version to its clients (RFC 9110 §6.2), not the replica's: an
             // HTTP/1.0 replica's version passed down would close every client connection
             // after one response. hyper answers an HTTP/1.0 client in 1.0 still.
@@ -956,6 +1009,7 @@ async fn attempt(
                 route: route.take(),
                 wait_ms: wait_ms(sh.ns_at(head_at)),
                 status_failure: matches!(status.as_u16(), 502..=504),
+                refused_probe: probe && !status.is_success(),
                 bytes_down: 0,
                 reuse: !both_framings,
             };
@@ -1003,7 +1057,7 @@ async fn handle(
             let p = sh.policy.lock().expect("policy");
             let now = sh.now_ms();
             (0..p.replica_count())
-                .filter(|&r| p.view(r, 0.0, now).health == super::policy::Health::Up)
+                .filter(|&r| p.view(r, 0.0, now).health == Health::Up)
                 .count()
         };
         return Ok(if up > 0 {
@@ -1352,6 +1406,7 @@ pub async fn serve(
         None => (None, None),
     };
     let tick_ms = policy.probe_tick_ms();
+    let policy_replicas = policy.replica_count();
     let prefixes = (0..policy.service_count())
         .map(|s| policy.service_prefix(s).to_string())
         .collect();
@@ -1378,6 +1433,9 @@ pub async fn serve(
         clients: PerClient::new(opts.max_connections_per_client),
         records: tx,
         capture: opts.capture.as_ref().map(|c| c.counts()),
+        probe_refusal_told: (0..policy_replicas)
+            .map(|_| AtomicBool::new(false))
+            .collect(),
     });
     let mut capture = opts.capture;
     // Wren's lower bounds from the capture thread, into the policy as they come (§4.3's lag:
