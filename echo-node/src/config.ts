@@ -660,10 +660,35 @@ export function validate(c: Config): void {
   }
 }
 
+/** Width of --help's lines: an 80–100 column terminal shows them unwrapped. */
+const HELP_WIDTH = 96;
+
+/** `words` wrapped at spaces into lines of at most `width` after `indent`; `last` ends
+ * the text unbroken (on a line of its own when it does not fit). */
+function wrap(words: string, last: string, indent: string, width = HELP_WIDTH): string[] {
+  const lines: string[] = [];
+  let line = "";
+  const put = (w: string) => {
+    if (line && indent.length + line.length + 1 + w.length > width) {
+      lines.push(indent + line);
+      line = w;
+    } else {
+      line = line ? `${line} ${w}` : w;
+    }
+  };
+  for (const w of words.split(" ")) put(w);
+  put(last);
+  lines.push(indent + line);
+  return lines;
+}
+
 export function helpText(): string {
   const lines = OPTIONS.flatMap((o) => {
     const value = ` <${o.kind === "mirrors" ? "mirror" : o.kind === "proxies" ? "list" : o.kind}>`;
-    return [`  --${o.flag}${value}   (env ${o.env})`, `      ${o.help}; default: ${o.shown}`];
+    return [
+      `  --${o.flag}${value}   (env ${o.env})`,
+      ...wrap(`${o.help};`, `default: ${o.shown}`, "      "),
+    ];
   });
   return [
     "echo-node: the Nowcast probe server. Serves the page, answers WebSocket and HTTP probes,",

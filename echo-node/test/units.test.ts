@@ -289,6 +289,8 @@ describe("configuration", () => {
       expect(text).toContain(o.env);
       expect(text).toContain(`default: ${o.shown}`);
     }
+    // Readable in an 80–100 column terminal: no line wider than 100.
+    for (const line of text.split("\n")) expect(line.length, line).toBeLessThanOrEqual(100);
   });
 });
 
