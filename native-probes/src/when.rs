@@ -87,21 +87,55 @@ pub fn datetime(ms: Ms) -> String {
 /// `YYYY-MM-DD`, a date and time `YYYY-MM-DDTHH:MM[:SS[.fff]][Z|±HH:MM]` (a space may stand
 /// for the T; no offset means UTC), `now`, or an age before `now` (`7d`, `36h`).
 pub fn parse_time(text: &str, now: Ms) -> Result<Ms, String> {
-    let t = text.trim();
-    if t == "now" {
-        return Ok(now);
+    When::parse(text).map(|w| w.at(now))
+}
+
+/// A point in time as written ([`parse_time`]'s forms), before `now` is known: so that a
+/// command line's `--since 7d` is checked when the flags are parsed (clap's `value_parser`,
+/// which names the flag) and read against the clock once the command runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum When {
+    /// Milliseconds since 1970.
+    At(Ms),
+    /// This long before `now` (`now` itself is an age of 0).
+    Ago(Ms),
+}
+
+impl When {
+    /// The forms of [`parse_time`]; the error quotes the text and says what a time can be.
+    pub fn parse(text: &str) -> Result<When, String> {
+        let t = text.trim();
+        if t == "now" {
+            return Ok(When::Ago(0));
+        }
+        if t.len() >= 11 && t.bytes().all(|b| b.is_ascii_digit()) {
+            return t
+                .parse()
+                .map(When::At)
+                .map_err(|_| format!("'{text}' is too large"));
+        }
+        if t.len() >= 10 && t.as_bytes()[4] == b'-' {
+            return parse_datetime(t).map(When::At).ok_or_else(|| {
+                format!(
+                    "'{text}' is not a date (YYYY-MM-DD) or date and time (YYYY-MM-DDTHH:MM:SSZ)"
+                )
+            });
+        }
+        parse_duration(t).map(When::Ago).map_err(|_| {
+            format!(
+                "'{text}' is not a time: a date, a date and time, ms since 1970, now, or an age \
+                 such as 7d"
+            )
+        })
     }
-    if t.len() >= 11 && t.bytes().all(|b| b.is_ascii_digit()) {
-        return t.parse().map_err(|_| format!("'{text}' is too large"));
+
+    /// The time it names, `now` being `now`.
+    pub fn at(self, now: Ms) -> Ms {
+        match self {
+            When::At(t) => t,
+            When::Ago(age) => now - age,
+        }
     }
-    if t.len() >= 10 && t.as_bytes()[4] == b'-' {
-        return parse_datetime(t).ok_or_else(|| {
-            format!("'{text}' is not a date (YYYY-MM-DD) or date and time (YYYY-MM-DDTHH:MM:SSZ)")
-        });
-    }
-    parse_duration(t)
-        .map(|age| now - age)
-        .map_err(|_| format!("'{text}' is not a time: a date, a date and time, ms since 1970, now, or an age such as 7d"))
 }
 
 fn parse_datetime(t: &str) -> Option<Ms> {
@@ -236,5 +270,9 @@ mod tests {
             assert!(parse_time(bad, now).is_err(), "{bad}");
         }
         assert_eq!(datetime(1_700_000_000_000), "2023-11-14T22:13:20Z");
+        // Parsed before the clock is read: an age stays an age.
+        assert_eq!(When::parse("7d"), Ok(When::Ago(7 * DAY)));
+        assert_eq!(When::parse("now"), Ok(When::Ago(0)));
+        assert_eq!(When::parse("1970-01-02"), Ok(When::At(DAY)));
     }
 }

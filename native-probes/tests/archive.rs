@@ -568,7 +568,8 @@ fn sqlite_and_clickhouse_answer_alike_and_a_down_clickhouse_loses_nothing() {
     }
     archive.close(Duration::from_secs(5));
     // The same segments shipped again: ClickHouse's MergeTree would keep them twice; the
-    // shipper leaves out what it already holds.
+    // shipper leaves out what it already holds. (The spool, emptied, went at the close.)
+    std::fs::create_dir_all(&spool_ch).unwrap();
     for seg in std::fs::read_dir(&kept).unwrap() {
         let seg = seg.unwrap().path();
         std::fs::copy(&seg, spool_ch.join(seg.file_name().unwrap())).unwrap();

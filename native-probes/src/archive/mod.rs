@@ -409,7 +409,8 @@ impl Archive {
     }
 
     /// Closes the spools and lets the shippers drain them for at most `drain`; what is
-    /// left waits in the spool for the next start.
+    /// left waits in the spool for the next start, and a spool left empty is removed
+    /// ([`Spool::remove_if_empty`]; the first destination's last, as it made their folder).
     pub fn close(&mut self, drain: Duration) -> Vec<DestStatus> {
         for d in &self.dests {
             let mut spool = d.spool.lock().unwrap_or_else(|p| p.into_inner());
@@ -421,6 +422,12 @@ impl Archive {
         self.stop.trigger();
         for t in self.threads.drain(..) {
             let _ = t.join();
+        }
+        for d in self.dests.iter().rev() {
+            d.spool
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .remove_if_empty();
         }
         self.status()
     }

@@ -8,7 +8,11 @@
 //! `max_lines` lines or `max_age` of age); names begin with the time of their first line,
 //! so they sort in time order. A `.open` file left by a crash is closed on the next start.
 //!
-//! A spool that cannot be written (its disk full, its folder gone) loses nothing either:
+//! A spool left empty is removed at the end ([`Spool::remove_if_empty`]), its folder and
+//! the folder of spools it is in, so that a run that archived everything leaves only the
+//! archive; a folder removed while another process spools into it is made again.
+//!
+//! A spool that cannot be written (its disk full, its folder unmakeable) loses nothing either:
 //! an append that fails leaves the segment as it was (cut back to its last whole line) and
 //! its lines are held in memory, up to [`MAX_HELD_BYTES`], and written first by the next
 //! append or [`Spool::rotate`] once the disk takes them.
@@ -99,7 +103,7 @@ impl Spool {
     }
 
     /// Appends records and rows, durably when `fsync` is set; returns the lines taken.
-    /// When the disk refuses them (full, the folder gone), they are held in memory with
+    /// When the disk refuses them (full, no folder can be made), they are held in memory with
     /// the lines held before and written first by the next append or [`Spool::rotate`]
     /// ([`Spool::held`] says how many and why); the error is returned only when the lines
     /// held would pass [`MAX_HELD_BYTES`], and then these lines are not taken.
@@ -160,11 +164,15 @@ impl Spool {
             self.seq += 1;
             let name = format!("{:013}-{}-{:06}", now.max(0), std::process::id(), self.seq);
             let path = self.dir.join(format!("{name}.open"));
-            let file = OpenOptions::new()
-                .create_new(true)
-                .append(true)
-                .open(&path)
-                .with_context(|| format!("{}: create", path.display()))?;
+            let create = || OpenOptions::new().create_new(true).append(true).open(&path);
+            let file = match create() {
+                // Removed when it was empty, by another run sharing it ([`Spool::remove_if_empty`]).
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                    fs::create_dir_all(&self.dir).and_then(|()| create())
+                }
+                file => file,
+            }
+            .with_context(|| format!("{}: create", path.display()))?;
             self.open = Some(Open {
                 path,
                 file,
@@ -220,6 +228,21 @@ impl Spool {
         let held = self.write_held(crate::clock::wall_ms() as Ms);
         self.close_open()?;
         held
+    }
+
+    /// Once closed and shipped: removes the spool's folder, then the folder of spools it is
+    /// in, each only if empty (`remove_dir` refuses a folder that holds anything: a segment
+    /// left, another destination's spool, another run's open segment). Nothing is removed
+    /// while a segment is open or lines are held.
+    pub fn remove_if_empty(&self) {
+        if self.open.is_some() || self.held.lines > 0 {
+            return;
+        }
+        if fs::remove_dir(&self.dir).is_ok() {
+            if let Some(spools) = self.dir.parent() {
+                let _ = fs::remove_dir(spools);
+            }
+        }
     }
 
     fn close_open(&mut self) -> Result<()> {
@@ -345,5 +368,44 @@ mod tests {
         assert_eq!(read(&segs[0]).unwrap().records, vec![r.clone(), r]);
         assert_eq!(backlog(&dir).oldest_ms, Some(1_000));
         fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn an_empty_spool_is_removed_and_one_holding_lines_is_kept() {
+        let spools = std::env::temp_dir().join(format!("nowcast-spools-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&spools);
+        let (a, b) = (spools.join("sqlite"), spools.join("clickhouse"));
+        let r = Record::new(1_000.0, "nowcast tcp", Metric::Rtt, 1.5, "h:1");
+        let mut sa = Spool::open(&a, false).unwrap();
+        let mut sb = Spool::open(&b, false).unwrap();
+        sa.append(std::slice::from_ref(&r), &[], 1_000).unwrap();
+        // Open: kept.
+        sa.remove_if_empty();
+        assert_eq!(backlog(&a).lines, 1);
+        // Closed, not shipped: kept.
+        sa.close().unwrap();
+        sa.remove_if_empty();
+        assert_eq!(segments(&a).unwrap().len(), 1);
+        // Another run sharing the folder appends after it was removed: made again.
+        sb.remove_if_empty();
+        assert!(
+            !b.exists() && spools.exists(),
+            "the other spool keeps the folder"
+        );
+        sb.append(std::slice::from_ref(&r), &[], 2_000).unwrap();
+        assert_eq!((sb.held().0, backlog(&b).lines), (0, 1));
+        sb.close().unwrap();
+        // Shipped: both folders go, then the folder of spools.
+        for seg in segments(&a)
+            .unwrap()
+            .into_iter()
+            .chain(segments(&b).unwrap())
+        {
+            fs::remove_file(seg).unwrap();
+        }
+        sb.remove_if_empty();
+        assert!(!b.exists() && a.exists());
+        sa.remove_if_empty();
+        assert!(!spools.exists());
     }
 }

@@ -8,7 +8,7 @@ use nowcast::archive::clickhouse::{Clickhouse, ClickhouseConfig};
 use nowcast::archive::leave_out_archived;
 use nowcast::archive::query::{self, day_of, Filter};
 use nowcast::archive::sqlite::Sqlite;
-use nowcast::when::{parse_time, Ms, DAY};
+use nowcast::when::{Ms, When, DAY};
 use nowcast_core::import as delimited;
 use nowcast_core::record::{Metric, Record, RecordError};
 use std::io::{BufRead, BufReader, BufWriter, Read, Write};
@@ -54,6 +54,14 @@ impl Source {
             timeout: Duration::from_secs(300),
         }))
     }
+
+    /// The archive for a message: the SQLite file, or the ClickHouse server and database.
+    pub fn name(&self) -> String {
+        match &self.clickhouse {
+            Some(url) => format!("{url} (database {})", self.database),
+            None => self.archive.display().to_string(),
+        }
+    }
 }
 
 /// A metric by its schema name, for clap.
@@ -74,11 +82,11 @@ pub fn metric(s: &str) -> Result<Metric, String> {
 #[derive(clap::Args, Clone)]
 pub struct FilterArgs {
     /// From this time: a date (2026-03-01), a date and time, ms since 1970, or an age (7d).
-    #[arg(long)]
-    pub since: Option<String>,
+    #[arg(long, value_parser = When::parse)]
+    pub since: Option<When>,
     /// Before this time (same forms).
-    #[arg(long)]
-    pub until: Option<String>,
+    #[arg(long, value_parser = When::parse)]
+    pub until: Option<When>,
     /// Only this target (`to`); repeat for more.
     #[arg(long)]
     pub target: Vec<String>,
@@ -91,23 +99,30 @@ pub struct FilterArgs {
 }
 
 impl FilterArgs {
-    pub fn filter(&self, now: Ms) -> Result<Filter> {
-        let t = |s: &Option<String>, flag: &str| -> Result<Option<f64>> {
-            s.as_deref()
-                .map(|s| {
-                    parse_time(s, now)
-                        .map(|t| t as f64)
-                        .map_err(|e| anyhow!("{flag}: {e}"))
-                })
-                .transpose()
-        };
-        Ok(Filter {
-            since_ms: t(&self.since, "--since")?,
-            until_ms: t(&self.until, "--until")?,
+    pub fn filter(&self, now: Ms) -> Filter {
+        let t = |w: Option<When>| w.map(|w| w.at(now) as f64);
+        Filter {
+            since_ms: t(self.since),
+            until_ms: t(self.until),
             targets: self.target.clone(),
             metrics: self.metric.clone(),
             sources: self.source.clone(),
-        })
+        }
+    }
+
+    /// The filters given, by flag (`--since`, `--target`, …), for a message that says what
+    /// left the records out.
+    pub fn given(&self) -> Vec<&'static str> {
+        [
+            ("--since", self.since.is_some()),
+            ("--until", self.until.is_some()),
+            ("--target", !self.target.is_empty()),
+            ("--metric", !self.metric.is_empty()),
+            ("--source", !self.source.is_empty()),
+        ]
+        .into_iter()
+        .filter_map(|(flag, given)| given.then_some(flag))
+        .collect()
     }
 }
 
@@ -173,17 +188,24 @@ enum Command {
 #[derive(Subcommand, Clone)]
 enum QueryKind {
     /// Every series (target, metric, source) over one day (UTC).
-    Day { day: String },
+    Day {
+        /// The day: a date (2026-03-01), or a time in it (now, 1d, ms since 1970).
+        #[arg(value_parser = When::parse)]
+        day: When,
+    },
     /// One target's metric in hourly buckets per source over [--since, --until) (default: 7
     /// days to now).
     Hourly {
         target: String,
         #[arg(value_parser = metric)]
         metric: Metric,
-        #[arg(long)]
-        since: Option<String>,
-        #[arg(long)]
-        until: Option<String>,
+        /// From this time (default: 7 days before --until): a date (2026-03-01), a date and
+        /// time, ms since 1970, or an age (7d).
+        #[arg(long, value_parser = When::parse)]
+        since: Option<When>,
+        /// Before this time (same forms; default: now).
+        #[arg(long, value_parser = When::parse)]
+        until: Option<When>,
     },
     /// The latest ok measurement of every series (target, metric, source).
     Latest,
@@ -348,7 +370,7 @@ pub fn run(args: Args) -> Result<()> {
             filter,
             format,
             out,
-        } => export(&source, &filter.filter(now)?, format, out),
+        } => export(&source, &filter.filter(now), format, out),
         Command::Query {
             query: q,
             source,
@@ -582,13 +604,10 @@ fn run_query(q: QueryKind, source: &Source, json: bool, now: Ms) -> Result<()> {
         Some(_) => None,
         None => Some(Sqlite::open_read(&source.archive)?),
     };
-    let where_ = match &source.clickhouse {
-        Some(url) => format!("{url} (database {})", source.database),
-        None => source.archive.display().to_string(),
-    };
+    let where_ = source.name();
     let out = match q {
         QueryKind::Day { day } => {
-            let (from, to) = day_of(parse_time(&day, now).map_err(|e| anyhow!(e))?);
+            let (from, to) = day_of(day.at(now));
             let s = match (&ch, db.as_mut()) {
                 (Some(c), _) => c.summary(from, to)?,
                 (_, Some(d)) => d.summary(from, to)?,
@@ -606,16 +625,8 @@ fn run_query(q: QueryKind, source: &Source, json: bool, now: Ms) -> Result<()> {
             since,
             until,
         } => {
-            let until = until
-                .map(|u| parse_time(&u, now))
-                .transpose()
-                .map_err(|e| anyhow!(e))?
-                .unwrap_or(now);
-            let since = since
-                .map(|s| parse_time(&s, now))
-                .transpose()
-                .map_err(|e| anyhow!(e))?
-                .unwrap_or(until - 7 * DAY);
+            let until = until.map_or(now, |u| u.at(now));
+            let since = since.map_or(until - 7 * DAY, |s| s.at(now));
             let b = match (&ch, db.as_mut()) {
                 (Some(c), _) => c.hourly(&target, metric, since, until)?,
                 (_, Some(d)) => d.hourly(&target, metric, since, until)?,

@@ -1,6 +1,7 @@
 //! `nowcast delay`: its flags; starts the fixed-delay relay of the accuracy tests (see
-//! `nowcast::delay`).
-//! Hidden from `--help`: it emulates a link for testing and measures nothing.
+//! `nowcast::delay`), listed in `--help` as any command a user may run (a longer link to
+//! try `nowcast tcp` and `udp` on). `nowcast delay-tun`, a part of the FOBS benchmark's
+//! harness, stays hidden.
 
 use anyhow::{anyhow, Result};
 use nowcast::stop::Stop;
@@ -15,6 +16,13 @@ enum Proto {
 }
 
 #[derive(clap::Args)]
+#[command(
+    after_help = "Prints one line with the address it listens on when ready, then relays until \
+    SIGINT or SIGTERM. One relay carries one protocol: run one for tcp and one for udp to \
+    delay both. A TCP relay answers the handshake itself: handshake_rtt is not delayed.\n\nExample, 20 ms more each way in front of `nowcast serve` (port 8060):\n  \
+    nowcast delay tcp --listen 127.0.0.1:9060 --to 127.0.0.1:8060 --one-way 20\n  \
+    nowcast tcp 127.0.0.1:9060"
+)]
 pub struct Args {
     /// What to relay.
     #[arg(value_enum)]

@@ -82,10 +82,11 @@ enum Command {
     Archive(archive::Args),
     /// Experiments that reproduce the papers' tables (timeouts: Allen, Wolski & Plank).
     Bench(bench::Args),
-    /// Relay TCP or UDP with a fixed added delay (emulated links in the accuracy tests).
-    #[command(hide = true)]
+    /// Relay TCP or UDP with a fixed delay added each way: an emulated longer link.
     Delay(delay::Args),
     /// Delay IP packets between two TUN devices (emulated links in the FOBS benchmark).
+    // Hidden: a part of the benchmark's harness, which makes the devices and routes through
+    // them as root (native-probes/BENCHMARKS.md); nothing a user runs on its own.
     #[command(hide = true)]
     DelayTun(delay::TunArgs),
 }

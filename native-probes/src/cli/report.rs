@@ -51,19 +51,24 @@ pub struct Args {
 
 pub fn run(args: Args) -> Result<()> {
     let now = nowcast::clock::wall_ms() as Ms;
-    let filter = args.filter.filter(now)?;
+    let filter = args.filter.filter(now);
     let mut records: Vec<Record> = Vec::new();
     let mut runs: Vec<RunLog> = Vec::new();
     let since_runs = filter.since_ms.map_or(0, |s| s as Ms);
+    // Records in the files before the filters (an archive's are not counted).
+    let mut read = None;
     if !args.files.is_empty() {
         let mut not_records = Vec::new();
+        let mut n = 0;
         for f in &args.files {
             let (recs, bad) = super::archive::read_file(f)?;
             if bad.print(f, recs.len()) {
                 not_records.push(f.display().to_string());
             }
+            n += recs.len();
             records.extend(recs.into_iter().filter(|r| keep(&filter, r)));
         }
+        read = Some(n);
         if !not_records.is_empty() {
             // A report that leaves out a file given is not the report asked for.
             bail!("not NDJSON records: {}", not_records.join(", "));
@@ -92,6 +97,13 @@ pub fn run(args: Args) -> Result<()> {
     // A FOBS congestion event is a window's loss, no value of the path's loss series (the
     // transfer's loss is its own record): left out, as the page and `forecast` leave it out.
     let before = records.len();
+    let inputs = if args.files.is_empty() {
+        args.source.name()
+    } else {
+        let files: Vec<String> = args.files.iter().map(|f| f.display().to_string()).collect();
+        files.join(", ")
+    };
+    let empty = empty(&inputs, read, before, &args.filter.given());
     records.retain(|r| r.congestion.is_none());
     if records.len() < before {
         eprintln!(
@@ -120,9 +132,24 @@ pub fn run(args: Args) -> Result<()> {
         // ends quietly on (serde_json's own error does not name its io::Error as its source).
         writeln!(out, "{}", serde_json::to_string(&report)?)?;
     } else if args.html.is_none() {
-        out.write_all(text::render(&report).as_bytes())?;
+        out.write_all(text::render(&report, &empty).as_bytes())?;
     }
     Ok(())
+}
+
+/// What is true of a report without records, read from `inputs` (`read` records in them
+/// before the filters, when counted; `matched` after them) with the filters `given`.
+fn empty(inputs: &str, read: Option<usize>, matched: usize, given: &[&str]) -> String {
+    let filters = given.join(", ");
+    match read {
+        _ if matched > 0 => format!("{inputs}: only FOBS congestion events, which are no series"),
+        Some(n) if n > 0 && !given.is_empty() => format!(
+            "{inputs}: {}, none matching {filters}",
+            nowcast::format::count(n as u64, "record")
+        ),
+        None if !given.is_empty() => format!("{inputs}: no records matching {filters}"),
+        _ => format!("{inputs}: no records"),
+    }
 }
 
 fn keep(f: &Filter, r: &Record) -> bool {

@@ -898,7 +898,7 @@ mod tests {
         assert!(
             !html.contains("src=") && !html.contains("href=\"http") && !html.contains("<script")
         );
-        let text = super::super::text::render(&r);
+        let text = super::super::text::render(&r, "no records");
         assert!(text.contains("← fewest streams"), "{text}");
         assert_eq!(host_of("[::1]:5201"), "::1");
         assert_eq!(host_of("http://h.example:8080/x"), "h.example");

@@ -387,7 +387,9 @@ fn diurnal(out: &mut String, r: &Report) {
     table(out, &["", "a", "b ± δb", "c", "peak", "points"], 1, &rows);
 }
 
-pub fn render(r: &Report) -> String {
+/// The report as text. `empty` is what to say of a report without records, which only the
+/// caller knows: its inputs and the filters it was given (`records.ndjson: no records`).
+pub fn render(r: &Report, empty: &str) -> String {
     let mut out = String::new();
     let span = match (r.from_ms, r.to_ms) {
         (Some(a), Some(b)) => format!(" from {} to {}", datetime(a as i64), datetime(b as i64)),
@@ -395,12 +397,12 @@ pub fn render(r: &Report) -> String {
     };
     out.push_str(&format!("{} records{span}\n\n", r.records));
     if r.series.is_empty() {
-        out.push_str(if r.records == 0 {
-            "no records: nothing matched the archive, files and filters given (--since, \
-             --target, --metric, --source)\n"
+        if r.records == 0 {
+            out.push_str(empty);
+            out.push('\n');
         } else {
-            "no active measurements to analyse (only passive records)\n"
-        });
+            out.push_str("no active measurements to analyse (only passive records)\n");
+        }
     } else {
         now(&mut out, r);
         series_tables(&mut out, r);
