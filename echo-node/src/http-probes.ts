@@ -10,6 +10,7 @@ import type { ClientLimits, LimitName } from "./limits.js";
 import type { Metrics } from "./metrics.js";
 import type { RandomPool } from "./random-pool.js";
 import { Arrivals } from "./arrival.js";
+import { cut } from "./cut.js";
 
 /** Body writes are this large: big enough that per-write overhead vanishes, small enough
  *  that a slow reader holds at most one of them beyond the socket's own buffer. */
@@ -243,10 +244,12 @@ export class HttpProbes {
   }
 
   /** A client that neither sends nor reads for the slow-client timeout loses its socket;
-   *  the timeout is reset by every successful read or write on it. */
+   *  the timeout is reset by every successful read or write on it. It is cut with a reset,
+   *  so that the data queued for it does not outlive the socket (cut.ts). */
   private guardSlowClient(res: ServerResponse): void {
     res.setTimeout(this.deps.config.slowClientTimeoutMs, () => {
       this.deps.metrics.reject("slow_client");
+      cut(res.socket);
       res.destroy();
     });
   }

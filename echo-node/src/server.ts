@@ -38,6 +38,7 @@ import { RandomPool } from "./random-pool.js";
 import { install as boundReceiveBuffering, receiveBackstop } from "./receive-buffers.js";
 import { excerpt, RefusalLog } from "./refusal-log.js";
 import { contentSecurityPolicy, StaticFiles } from "./static-files.js";
+import { cut } from "./cut.js";
 import { TrafficMeter } from "./traffic-meter.js";
 import { ProbeSession } from "./ws-session.js";
 
@@ -585,9 +586,12 @@ export async function startEchoNode(config: Config): Promise<EchoNode> {
 
   /** Refuses an accepted WebSocket with a documented code: a browser cannot read the status
    *  of a refused handshake, but it can read a close code and reason. */
-  const refuseWebSocket = (ws: WebSocket, code: number, reason: string) => {
+  const refuseWebSocket = (ws: WebSocket, socket: Socket, code: number, reason: string) => {
     ws.close(code, reason);
-    const timer = setTimeout(() => ws.terminate(), 1000);
+    const timer = setTimeout(() => {
+      cut(socket);
+      ws.terminate();
+    }, 1000);
     ws.once("close", () => clearTimeout(timer));
     ws.on("error", () => undefined);
   };
@@ -624,7 +628,7 @@ export async function startEchoNode(config: Config): Promise<EchoNode> {
     wss.handleUpgrade(req, socket, head, (ws) => {
       const refuse = (limit: LimitName, code: number, reason: string, logged = reason) => {
         refused(address, limit, `WebSocket refused: ${logged}`);
-        refuseWebSocket(ws, code, reason);
+        refuseWebSocket(ws, socket, code, reason);
       };
       if (!verdict.ok) {
         const { code, reason } = CLOSE.ORIGIN;
@@ -719,7 +723,7 @@ export async function startEchoNode(config: Config): Promise<EchoNode> {
           CLOSE.BYTE_BUDGET.code,
           `${CLOSE.BYTE_BUDGET.reason}; retry-after=${retry}`,
         );
-      } else c.socket.destroy();
+      } else cut(c.socket);
     }
     if (now - lastBucketSweep > BUCKET_SWEEP_MS) {
       limits.sweep(now);
@@ -757,7 +761,7 @@ export async function startEchoNode(config: Config): Promise<EchoNode> {
       await new Promise((r) => setTimeout(r, sessions.size > 0 ? 200 : 0));
       server.closeAllConnections();
       // Upgraded and refused sockets are no longer the HTTP server's to close.
-      for (const c of connections.values()) c.socket.destroy();
+      for (const c of connections.values()) cut(c.socket);
       await closed;
     },
   };

@@ -29,6 +29,7 @@ import {
 } from "./protocol.js";
 import type { RandomPool } from "./random-pool.js";
 import { Arrivals } from "./arrival.js";
+import { cut } from "./cut.js";
 
 /**
  * Bytes a download may have queued in user space (ws + socket buffers) before the server
@@ -115,7 +116,7 @@ export class ProbeSession {
 
   constructor(
     private readonly ws: WebSocket,
-    socket: Socket,
+    private readonly socket: Socket,
     private readonly client: SessionClient,
     private readonly deps: SessionDeps,
   ) {
@@ -457,13 +458,16 @@ export class ProbeSession {
   }
 
   /** Starts the closing handshake and makes sure the socket goes away even if the client
-   *  never answers it. */
+   *  never answers it: then with a reset, which frees what was queued for it (cut.ts). */
   close(code: number, reason: string): void {
     if (this.closing) return;
     this.closing = true;
     this.stopTransfers();
     this.ws.close(code, reason);
-    this.graceTimer = setTimeout(() => this.ws.terminate(), CLOSE_GRACE_MS);
+    this.graceTimer = setTimeout(() => {
+      cut(this.socket);
+      this.ws.terminate();
+    }, CLOSE_GRACE_MS);
   }
 
   private stopTransfers(): void {

@@ -3,6 +3,7 @@
  * keeps serving other clients; hostile and malformed input gets a clear close and leaks
  * nothing; a client that stops reading does not grow the server's memory.
  */
+import { execFileSync } from "node:child_process";
 import { get, type IncomingMessage } from "node:http";
 import { connect } from "node:net";
 import { afterAll, afterEach, describe, expect, it } from "vitest";
@@ -245,6 +246,65 @@ describe("slow readers", () => {
     await eventually(() => node.metrics.httpProbesInFlight === 0, 3000, "request released");
     response?.resume();
     expect(await withTimeout(ended, 5000, "client sees the end")).toBeLessThan(256 * MiB);
+  });
+});
+
+/** A raw TCP client that asks for `request` and reads nothing. */
+function rawReader(port: number, request: string) {
+  const socket = connect({ host: "127.0.0.1", port });
+  socket.on("connect", () => {
+    socket.write(request);
+    socket.pause();
+  });
+  socket.on("error", () => undefined);
+  return { socket };
+}
+
+/** The server's sockets on `port` closed with data still queued for a client that does not
+ *  read (FIN-WAIT-1), as the kernel lists them (`ss`, Linux). */
+function finWait(port: number): number {
+  const out = execFileSync("ss", ["-tnH", "state", "fin-wait-1", `( sport = :${port} )`]);
+  return out
+    .toString()
+    .split("\n")
+    .filter((l) => l.trim() !== "").length;
+}
+
+describe("clients cut off for a limit are reset, not closed", () => {
+  // Closed the ordinary way, a socket keeps in the kernel what was queued for the client, and
+  // a FIN, for as long as the client reads nothing: past every cap, since Node no longer
+  // counts it (FIN-WAIT-1; cut.ts). A reset frees it at once.
+  it("an HTTP download nobody reads", async () => {
+    const node = await startTestNode({
+      maxPayload: 256 * MiB,
+      bytesPerMinute: 1024 * MiB,
+      slowClientTimeoutMs: 500,
+    });
+    const c = rawReader(
+      node.port,
+      `GET /api/download?bytes=${256 * MiB} HTTP/1.1\r\nHost: x\r\n\r\n`,
+    );
+    await eventually(() => node.metrics.limitRejections.slow_client === 1, 5000, "HTTP cut-off");
+    await sleep(100);
+    expect(finWait(node.port)).toBe(0);
+    c.socket.destroy();
+  });
+
+  it("a WebSocket download nobody reads", async () => {
+    const node = await startTestNode({
+      maxPayload: 256 * MiB,
+      bytesPerMinute: 1024 * MiB,
+      slowClientTimeoutMs: 500,
+    });
+    const slow = await openClient(node);
+    const socket = (slow.ws as unknown as { _socket: import("node:net").Socket })._socket;
+    socket.pause();
+    slow.send(encodeDownload(1, 256 * MiB, MiB));
+    await eventually(() => node.metrics.limitRejections.slow_client === 1, 5000, "cut-off");
+    await eventually(() => node.metrics.wsOpen === 0, 3000, "socket released");
+    await sleep(100);
+    expect(finWait(node.port)).toBe(0);
+    socket.destroy();
   });
 });
 
