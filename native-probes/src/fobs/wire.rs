@@ -34,8 +34,12 @@ pub const MAX_BODY: usize = 8 << 20;
 /// The shared secret a receiver accepts transfers with.
 pub const TOKEN_LEN: usize = 16;
 pub const HASH_LEN: usize = 32;
-/// Longest file name (bytes).
+/// Longest file name the wire carries (bytes).
 pub const MAX_NAME: usize = 255;
+/// Longest file name a receiver stores (bytes): its own files add 16 to it
+/// (`.NAME.fobs-state-new`), and file systems hold names of at most 255 bytes. Longer, the
+/// transfer was refused as unstorable (245–255 bytes) or lost its resume state (240–244).
+pub const MAX_STORED_NAME: usize = 239;
 /// Largest window a receiver tracks (packets).
 pub const MAX_WINDOW: u32 = 65_536;
 /// Default port (TCP control and UDP data use the same number).
@@ -166,7 +170,7 @@ impl Refusal {
             Refusal::Accepted => "accepted",
             Refusal::Token => "wrong token",
             Refusal::TooLarge => "file larger than the receiver accepts",
-            Refusal::Name => "file name not allowed (one plain name, no path)",
+            Refusal::Name => "file name not allowed (one plain name, no path, at most 239 bytes)",
             Refusal::Busy => "the receiver is busy with another transfer",
             Refusal::Exists => "a file of that name already exists at the receiver",
             Refusal::Parameters => "packet or window size out of range",
@@ -435,14 +439,20 @@ impl Framer {
 
 /// Whether `name` may be stored: one plain file name (no directory part, not `.` or `..`,
 /// no leading dot, which the receiver's own temporary files use), UTF-8 without control
-/// or format characters, at most [`MAX_NAME`] bytes.
+/// or format characters, nor line or paragraph separators (U+2028, U+2029: a log viewer
+/// breaks the line there, and what follows reads as a line of its own), at most
+/// [`MAX_STORED_NAME`] bytes.
 pub fn valid_name(name: &str) -> bool {
     !name.is_empty()
-        && name.len() <= MAX_NAME
+        && name.len() <= MAX_STORED_NAME
         && !name.starts_with('.')
-        && !name
-            .chars()
-            .any(|c| c == '/' || c == '\\' || c.is_control() || is_format(c))
+        && !name.chars().any(|c| {
+            c == '/'
+                || c == '\\'
+                || c.is_control()
+                || is_format(c)
+                || matches!(c, '\u{2028}' | '\u{2029}')
+        })
 }
 
 /// Unicode's format characters (general category Cf, Unicode 15): invisible, and some
@@ -590,8 +600,15 @@ mod tests {
         for ok in ["a", "data.bin", "ünïcode", "x y", "日本語.txt", "مرحبا"] {
             assert!(valid_name(ok), "{ok}");
         }
-        let long = "x".repeat(256);
+        // The longest name stored, with the receiver's own names for its files: each within
+        // file systems' 255 bytes.
+        let longest = "x".repeat(MAX_STORED_NAME);
+        assert!(valid_name(&longest));
+        assert!(format!(".{longest}.fobs-state-new").len() <= 255);
+        let long = "x".repeat(MAX_STORED_NAME + 1);
         for bad in [
+            "victim\u{2028}127.0.0.9:1: legit.iso: stored, hash verified",
+            "a\u{2029}b",
             "",
             ".",
             "..",
