@@ -2,9 +2,129 @@
 //! that give up at a deadline, so that a dead or hung peer can never hang the command
 //! (IEPM-BW's lesson: every probe must time out).
 
+use crate::stop::Stop;
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
 use std::time::{Duration, Instant};
+
+/// When a blocking exchange gives up: at `at`, or, with a `stop` flag, within
+/// [`STOP_POLL`] of the flag being raised (Ctrl-C during a probe whose timeout is a minute
+/// away), with the error [`stopped`].
+#[derive(Clone, Copy)]
+pub struct By<'a> {
+    pub at: Instant,
+    pub stop: Option<&'a Stop>,
+}
+
+impl By<'_> {
+    /// A deadline no signal cuts short.
+    pub fn at(at: Instant) -> By<'static> {
+        By { at, stop: None }
+    }
+
+    /// The same flag, an earlier deadline if `at` is earlier.
+    pub fn min(self, at: Instant) -> Self {
+        By {
+            at: self.at.min(at),
+            ..self
+        }
+    }
+
+    fn stopped(&self) -> bool {
+        self.stop.is_some_and(Stop::is_set)
+    }
+}
+
+/// How often a blocking call under a stop flag wakes to look at it: socket timeouts are at
+/// most this long, so a raised flag ends the call this soon.
+pub const STOP_POLL: Duration = Duration::from_millis(50);
+
+/// The marker of [`stopped`]'s error.
+#[derive(Debug)]
+struct Stopped;
+
+impl std::fmt::Display for Stopped {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("stopped")
+    }
+}
+
+impl std::error::Error for Stopped {}
+
+/// The error of a call that gave up because the stop flag was raised.
+pub fn stopped() -> io::Error {
+    io::Error::other(Stopped)
+}
+
+/// Whether `e` is [`stopped`]'s.
+pub fn is_stopped(e: &io::Error) -> bool {
+    e.get_ref().is_some_and(|x| x.is::<Stopped>())
+}
+
+/// Connects `sock` to `addr` by `by`: `TimedOut` once it passes, [`stopped`] soon after its
+/// flag is raised. `sock` is left blocking.
+pub fn connect_by(sock: &socket2::Socket, addr: SocketAddr, by: By<'_>) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    sock.set_nonblocking(true)?;
+    let started = match sock.connect(&addr.into()) {
+        Ok(()) => Ok(()),
+        Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) || is_retry(&e) => {
+            wait_connected(sock.as_raw_fd(), sock, by)
+        }
+        Err(e) => Err(e),
+    };
+    sock.set_nonblocking(false)?;
+    started
+}
+
+/// Waits for a non-blocking connect of `sock` (descriptor `fd`) to end.
+fn wait_connected(fd: i32, sock: &socket2::Socket, by: By<'_>) -> io::Result<()> {
+    loop {
+        if by.stopped() {
+            return Err(stopped());
+        }
+        let left = match remaining(by.at) {
+            Ok(left) => left,
+            Err(_) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    "connection timed out",
+                ))
+            }
+        };
+        let slice = if by.stop.is_some() {
+            left.min(STOP_POLL)
+        } else {
+            left
+        };
+        let mut p = libc::pollfd {
+            fd,
+            events: libc::POLLOUT,
+            revents: 0,
+        };
+        let ms =
+            libc::c_int::try_from(slice.as_nanos().div_ceil(1_000_000)).unwrap_or(libc::c_int::MAX);
+        // SAFETY: one valid pollfd for the duration of the call.
+        let r = unsafe { libc::poll(&mut p, 1, ms) };
+        if r < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e);
+        }
+        if r == 0 {
+            continue;
+        }
+        return match sock.take_error()? {
+            Some(e) => Err(e),
+            None if p.revents & (libc::POLLHUP | libc::POLLERR) != 0 => {
+                Err(io::Error::other("the connection failed with no error set"))
+            }
+            None => Ok(()),
+        };
+    }
+}
 
 /// A probe target: the text the user gave (with the port made explicit) and its addresses.
 #[derive(Clone, Debug)]
@@ -12,6 +132,17 @@ pub struct Target {
     /// `host:port` as shown in output and written to records.
     pub name: String,
     pub addrs: Vec<SocketAddr>,
+}
+
+/// A target as a command's first line names it: `host:port`, with the address it resolved
+/// to after it when that is not the same text (`localhost:8060 (127.0.0.1:8060)`).
+pub fn shown(host: &str, addr: SocketAddr) -> String {
+    let addr = addr.to_string();
+    if addr == host {
+        addr
+    } else {
+        format!("{host} ({addr})")
+    }
 }
 
 /// Splits `HOST[:PORT]` (IPv6 in brackets when a port is given) into host and port.
@@ -115,23 +246,31 @@ pub fn is_retry(e: &io::Error) -> bool {
 /// starts its clock: [`read_exact_by`] and [`write_all_by`] then make no extra system call
 /// in the common case of one read or one write, and reset the timeouts only after partial
 /// progress, so no call blocks past `by` by more than the time since this one.
-pub fn prime(s: &TcpStream, by: Instant) -> io::Result<()> {
-    let left = remaining(by)?;
+/// Under a stop flag, the timeouts are at most [`STOP_POLL`].
+pub fn prime(s: &TcpStream, by: By<'_>) -> io::Result<()> {
+    if by.stopped() {
+        return Err(stopped());
+    }
+    let mut left = remaining(by.at)?;
+    if by.stop.is_some() {
+        left = left.min(STOP_POLL);
+    }
     s.set_read_timeout(Some(left))?;
     s.set_write_timeout(Some(left))
 }
 
-/// A socket timeout expired: `TimedOut` once `by` has passed, else the timeouts are set to
-/// the time left and the caller retries.
-fn expired(s: &TcpStream, by: Instant) -> io::Result<()> {
-    match remaining(by) {
+/// A socket timeout expired: `TimedOut` once `by` has passed, [`stopped`] once its flag is
+/// raised, else the timeouts are set to the time left and the caller retries.
+fn expired(s: &TcpStream, by: By<'_>) -> io::Result<()> {
+    match remaining(by.at) {
         Ok(_) => prime(s, by),
+        Err(_) if by.stopped() => Err(stopped()),
         Err(_) => Err(io::Error::new(io::ErrorKind::TimedOut, "timed out")),
     }
 }
 
 /// Reads exactly `buf.len()` bytes by `by` (after [`prime`]).
-pub fn read_exact_by(s: &mut TcpStream, buf: &mut [u8], by: Instant) -> io::Result<()> {
+pub fn read_exact_by(s: &mut TcpStream, buf: &mut [u8], by: By<'_>) -> io::Result<()> {
     read_by_unless(s, buf, by, |_| false).map(|_| ())
 }
 
@@ -140,7 +279,7 @@ pub fn read_exact_by(s: &mut TcpStream, buf: &mut [u8], by: Instant) -> io::Resu
 pub fn read_by_unless(
     s: &mut TcpStream,
     buf: &mut [u8],
-    by: Instant,
+    by: By<'_>,
     mut stop: impl FnMut(&[u8]) -> bool,
 ) -> io::Result<usize> {
     let mut n = 0;
@@ -174,7 +313,7 @@ pub fn read_by_unless(
 const REPRIME: Duration = Duration::from_millis(10);
 
 /// Reads and discards `len` bytes by `by` (after [`prime`]), up to `buf.len()` per read.
-pub fn discard_by(s: &mut TcpStream, len: u64, buf: &mut [u8], by: Instant) -> io::Result<()> {
+pub fn discard_by(s: &mut TcpStream, len: u64, buf: &mut [u8], by: By<'_>) -> io::Result<()> {
     let mut left = len;
     let mut primed = Instant::now();
     while left > 0 {
@@ -200,7 +339,7 @@ pub fn discard_by(s: &mut TcpStream, len: u64, buf: &mut [u8], by: Instant) -> i
 }
 
 /// Writes all of `buf` by `by` (after [`prime`]).
-pub fn write_all_by(s: &mut TcpStream, buf: &[u8], by: Instant) -> io::Result<()> {
+pub fn write_all_by(s: &mut TcpStream, buf: &[u8], by: By<'_>) -> io::Result<()> {
     let mut n = 0;
     while n < buf.len() {
         match s.write(&buf[n..]) {

@@ -6,7 +6,7 @@
 use anyhow::{anyhow, bail, Context, Result};
 use nowcast::classify::model::Model;
 use nowcast::classify::signature::{Label, Labelled};
-use nowcast::classify::{train, Classifier, Diagnosis, Tally};
+use nowcast::classify::{train, Classifier, Diagnosis, Tally, Verdict};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -72,9 +72,11 @@ pub fn load_model(path: Option<&Path>) -> Result<Model> {
 /// far shorter), so that a file of one huge line is refused without being held.
 const MAX_LINE: usize = 64 << 20;
 
-/// A signature file's signatures, read a line at a time. A bad line is named by its number,
-/// quoting at most a part of it.
-fn read(path: &Path) -> Result<Vec<Labelled>> {
+/// A signature file's signatures with their line numbers, read a line at a time. A bad line
+/// is named by its number, quoting at most a part of it; a file without a signature is an
+/// error (a wrong file, or one `--signatures` never wrote to: an empty table would read as
+/// "nothing to diagnose").
+fn read(path: &Path) -> Result<Vec<(u64, Labelled)>> {
     use nowcast::series_input::{Line, Lines};
     let f = std::fs::File::open(path).with_context(|| format!("{}", path.display()))?;
     let mut lines = Lines::new(std::io::BufReader::with_capacity(1 << 16, f), MAX_LINE);
@@ -98,7 +100,13 @@ fn read(path: &Path) -> Result<Vec<Labelled>> {
         if line.trim().is_empty() || line.starts_with('#') {
             continue;
         }
-        out.push(Labelled::parse(line).map_err(|e| anyhow!("{}: {e}", at()))?);
+        out.push((
+            number,
+            Labelled::parse(line).map_err(|e| anyhow!("{}: {e}", at()))?,
+        ));
+    }
+    if out.is_empty() {
+        bail!("{}: no signatures", path.display());
     }
     Ok(out)
 }
@@ -115,7 +123,7 @@ pub fn run(args: Args) -> Result<()> {
         super::common::refuse_an_input(&model_file, &files, "would be overwritten by the model")?;
         let mut all = Vec::new();
         for f in &files {
-            all.extend(read(f)?);
+            all.extend(read(f)?.into_iter().map(|(_, l)| l));
         }
         let model = train(&all, &trained_on).map_err(|e| anyhow!(e))?;
         std::fs::write(&model_file, model.to_json() + "\n")
@@ -132,8 +140,14 @@ pub fn run(args: Args) -> Result<()> {
         return Ok(());
     }
     if args.files.is_empty() {
-        bail!("no signature files (see --help)");
+        usage!("no signature files: nowcast classify FILE… (see --help)");
     }
+    // Every file read before anything is printed: a bad or empty one is the only output.
+    let inputs = args
+        .files
+        .iter()
+        .map(|f| read(f).map(|l| (f, l)))
+        .collect::<Result<Vec<_>>>()?;
     let model = load_model(args.model.as_deref())?;
     let mut c = if args.paper {
         Classifier::paper(model)
@@ -154,9 +168,9 @@ pub fn run(args: Args) -> Result<()> {
     let (mut signatures, mut packets, mut nanos) = (0u64, 0u64, 0u128);
     let mut unlabelled = [0usize; 4];
     let trained = c.model.signature_packets;
-    for f in &args.files {
-        let labelled = read(f)?;
-        if let Some(l) = labelled.iter().find(|l| l.signature.len() != trained) {
+    let mut labels = 0usize;
+    for (f, labelled) in inputs {
+        if let Some((_, l)) = labelled.iter().find(|(_, l)| l.signature.len() != trained) {
             eprintln!(
                 "warning: {}: {}-packet signatures, and the model was trained on {trained}-packet ones: \
                  complexity depends on the length, so its verdicts on these are not calibrated",
@@ -164,7 +178,15 @@ pub fn run(args: Args) -> Result<()> {
                 l.signature.len()
             );
         }
-        for l in labelled {
+        // Unlabelled signatures are what is to be diagnosed: one row each (labelled ones are
+        // scored in the summary).
+        let unscored = labelled.iter().filter(|(_, l)| l.label.is_none()).count();
+        if !args.json && unscored > 0 {
+            let s = if unscored == 1 { "" } else { "s" };
+            writeln!(out, "{}: {unscored} unlabelled signature{s}", f.display())?;
+            writeln!(out, "{}", row_heading())?;
+        }
+        for (line, l) in labelled {
             let t = Instant::now();
             let v = c.classify(&l.signature);
             nanos += t.elapsed().as_nanos();
@@ -173,6 +195,7 @@ pub fn run(args: Args) -> Result<()> {
             let d = v.diagnosis();
             match l.label {
                 Some(label) => {
+                    labels += 1;
                     let k = usize::from(label == Label::Cpu);
                     tallies[k].add(label, d);
                     if d != Diagnosis::OutOfRange {
@@ -184,6 +207,9 @@ pub fn run(args: Args) -> Result<()> {
                     }
                 }
                 None => {
+                    if !args.json {
+                        writeln!(out, "{}", row(line, l.signature.len(), &v))?;
+                    }
                     unlabelled[match d {
                         Diagnosis::Cpu => 0,
                         Diagnosis::Network => 1,
@@ -220,11 +246,13 @@ pub fn run(args: Args) -> Result<()> {
             100.0 * n as f64 / d as f64
         }
     };
-    writeln!(
-        out,
-        "{:<8} {:>8} {:>9} {:>9} {:>13} {:>13}",
-        "cause", "in range", "correct", "wrong", "inconclusive", "out of range"
-    )?;
+    if labels > 0 {
+        writeln!(
+            out,
+            "{:<8} {:>8} {:>9} {:>9} {:>13} {:>13}",
+            "cause", "in range", "correct", "wrong", "inconclusive", "out of range"
+        )?;
+    }
     for (name, t) in [("network", tallies[0]), ("cpu", tallies[1])] {
         let d = t.diagnosed();
         if d + t.out_of_range == 0 {
@@ -267,4 +295,61 @@ pub fn run(args: Args) -> Result<()> {
         nanos as f64 / packets.max(1) as f64
     )?;
     Ok(())
+}
+
+/// The heading of [`row`]'s columns.
+fn row_heading() -> String {
+    format!(
+        "{:>7} {:>7} {:>9}  {:<18} {:>7} {:>6}  verdict",
+        "line", "packets", "loss rate", "metric", "value", "P(CPU)"
+    )
+}
+
+/// One signature's verdict, under [`row_heading`]: its line in the file, its length, its loss
+/// rate, the metric the verdict rests on and its value, P(CPU) and the diagnosis. 72 columns
+/// at most, whatever the file's name (which heads the rows, once).
+fn row(line: u64, packets: usize, v: &Verdict) -> String {
+    let value = v.value.map_or("-".to_string(), |x| format!("{x:.4}"));
+    let verdict = match v.diagnosis() {
+        Diagnosis::Cpu => "cpu",
+        Diagnosis::Network => "network",
+        Diagnosis::Inconclusive => "inconclusive",
+        Diagnosis::OutOfRange => "out of range",
+    };
+    format!(
+        "{line:>7} {packets:>7} {:>9.6}  {:<18} {value:>7} {:>6.3}  {verdict}",
+        v.loss_rate,
+        v.basis.name(),
+        v.p_cpu
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nowcast::classify::Basis;
+
+    #[test]
+    fn a_row_says_each_verdict_in_under_100_columns() {
+        let v = Verdict {
+            loss_rate: 0.005859,
+            basis: Basis::SuccessProportion,
+            value: Some(0.41234),
+            p_cpu: 0.98213,
+        };
+        let r = row(12_345, 512, &v);
+        assert_eq!(
+            r,
+            "  12345     512  0.005859  success_proportion  0.4123  0.982  cpu"
+        );
+        let none = Verdict {
+            loss_rate: 0.00001,
+            basis: Basis::None,
+            value: None,
+            p_cpu: 0.5,
+        };
+        assert!(row(1, 512, &none).ends_with("     -  0.500  out of range"));
+        assert!(row_heading().starts_with("   line packets loss rate  metric"));
+        assert!(r.chars().count() <= 100 && row_heading().chars().count() <= 100);
+    }
 }

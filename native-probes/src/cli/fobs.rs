@@ -47,6 +47,7 @@ enum Sub {
     receiver."
 )]
 pub struct SendArgs {
+    /// The file to send (a regular file; the receiver stores it under its name, or --name).
     file: PathBuf,
     /// The receiver, HOST or HOST:PORT ([v6]:PORT).
     target: String,
@@ -233,11 +234,8 @@ fn send(a: SendArgs) -> Result<()> {
             ) = (s.basis, a.quiet, s.rate > cold)
             {
                 eprintln!(
-                    "starting at {:.0} Mbit/s: half the rate this path delivered \
-                     ({forecast_mbit_s:.0} Mbit/s, forecast from {transfers} transfer{} to \
-                     {path} in the last hour; --rate 20M for a cold start)",
-                    s.rate * 8e-6,
-                    if transfers == 1 { "" } else { "s" }
+                    "{}",
+                    start_line(s.rate, max, forecast_mbit_s, transfers, &path)
                 );
             }
             s.rate
@@ -475,6 +473,25 @@ fn send(a: SendArgs) -> Result<()> {
         bail!("{why} (resume with --resume)")
     }
     bail!("{why}")
+}
+
+/// What `--rate auto` starts at, `rate` (bytes/s): half what the path delivered, or
+/// `--max-rate` (`max`) when that is lower, which the line then says instead.
+fn start_line(rate: f64, max: f64, forecast_mbit_s: f64, transfers: usize, path: &str) -> String {
+    let from = format!(
+        "{forecast_mbit_s:.0} Mbit/s, forecast from {transfers} transfer{} to {path} in the last \
+         hour",
+        if transfers == 1 { "" } else { "s" }
+    );
+    let start = rate * 8e-6;
+    if rate >= max {
+        format!("starting at {start:.0} Mbit/s (--max-rate; the path delivered {from})")
+    } else {
+        format!(
+            "starting at {start:.0} Mbit/s: half the rate this path delivered ({from}; --rate \
+             20M for a cold start)"
+        )
+    }
 }
 
 /// `--rate`'s start on a path with nothing remembered.
@@ -743,6 +760,21 @@ fn recv(a: RecvArgs) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_start_capped_by_max_rate_says_so() {
+        let mbit = |m: f64| m * 1e6 / 8.0;
+        assert_eq!(
+            start_line(mbit(150.0), mbit(150.0), 392.0, 3, "10.0.0.2"),
+            "starting at 150 Mbit/s (--max-rate; the path delivered 392 Mbit/s, forecast from \
+             3 transfers to 10.0.0.2 in the last hour)"
+        );
+        assert_eq!(
+            start_line(mbit(196.0), mbit(10_000.0), 392.0, 1, "10.0.0.2"),
+            "starting at 196 Mbit/s: half the rate this path delivered (392 Mbit/s, forecast \
+             from 1 transfer to 10.0.0.2 in the last hour; --rate 20M for a cold start)"
+        );
+    }
 
     #[test]
     fn listen_takes_an_ip_or_an_ip_and_port_and_the_port_once() {

@@ -19,7 +19,9 @@ use nowcast_core::record::{Metric, Transport};
     Records: handshake_rtt, rtt (Nagle off), rtt_nagle (Nagle on) in ms, bandwidth_up and \
     bandwidth_down in Mbit/s with probe.raw_ms and probe.rtt_subtracted_ms. Every probe waits at most its \
     series' adaptive timeout (the NWS rule: MAE forecast of its durations + 3·RMSE, within \
-    the floor and ceiling), capped by --deadline; a timed-out probe is recorded and fed back. After the handshake, each session \
+    the floor and ceiling), capped by --deadline; a timed-out probe is recorded and fed back. Ctrl-C ends the probe \
+    under way at once: it and the session's later steps are not recorded, and the summary \
+    follows. After the handshake, each session \
     makes one un-timed two-byte warm-up echo, recorded nowhere: a new connection's first data \
     exchange is slower than the next ones (the cost of the new connection, not of the round \
     trip), so rtt and rtt_nagle are both timed on a warm connection.\n\n\

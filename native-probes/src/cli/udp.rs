@@ -19,7 +19,9 @@ use std::time::Duration;
     loss (a fraction from 0 to 1 in the records; in % in the table). Lost, reordered and \
     duplicated replies are counted in the table. At the end, per series: bursts sent, the \
     share whose series got no value (a burst without a reply has no rtt), min/avg/max/mdev \
-    (mdev as ping's) and the next forecast ± 2·error (error: RMSE of the forecast).\n\n\
+    (mdev as ping's) and the next forecast ± 2·error (error: RMSE of the forecast). Ctrl-C \
+    ends the burst under way at once: it is not recorded (its unanswered probes are no \
+    loss), and the summary follows.\n\n\
     Exit status: 0 when some reply came (partial loss included: the summary gives it); 1 \
     when no burst had a reply (100 % loss, or a port where nothing listens: ICMP port \
     unreachable); 2 when the command could not run (a bad option, a name that does not \

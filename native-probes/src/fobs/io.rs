@@ -433,7 +433,11 @@ pub fn send(
     // default 50 µs timer slack late.
     // SAFETY: prctl(PR_SET_TIMERSLACK) takes a number and affects only this thread.
     unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong) };
-    let mut tcp = TcpStream::connect_timeout(&to, Duration::from_secs(10))?;
+    let mut tcp = match connect(to, stop)? {
+        Some(tcp) => tcp,
+        // Stopped while connecting: nothing was offered, nothing to resume.
+        None => return Ok(SendSummary::stopped()),
+    };
     tcp.set_nodelay(true)?;
     tcp.set_nonblocking(true)?;
     let local = tcp.local_addr().ok();
@@ -446,19 +450,7 @@ pub fn send(
     let _ = socket2::SockRef::from(&udp).set_send_buffer_size(4 << 20);
     let mut framer = Framer::default();
     let mut buf = Vec::with_capacity(65_536);
-    let mut summary = SendSummary {
-        done: None,
-        refused: None,
-        failed: None,
-        welcomed: false,
-        unanswered: None,
-        seconds: 0.0,
-        bytes: 0,
-        held_bytes: 0,
-        delivered_bytes: 0,
-        stats: sender::Stats::default(),
-        local,
-    };
+    let mut summary = SendSummary::new(local);
     let mut welcomed: Option<u64> = None;
     // The first bytes the peer said before any welcome, to quote if they are not one, and
     // whether it closed the connection (or it failed).
@@ -581,6 +573,55 @@ pub fn send(
     summary.bytes = file.metadata()?.len();
     summary.delivered_bytes = sender.delivered_bytes();
     Ok(summary)
+}
+
+/// How long the sender waits for the receiver's control connection to be accepted.
+const CONNECT_LIMIT: Duration = Duration::from_secs(10);
+
+/// The control connection to `to`, within [`CONNECT_LIMIT`]; `None` when `stop` is raised
+/// first (Ctrl-C ends the wait at once, not when a silent host's connect times out).
+fn connect(to: SocketAddr, stop: &Stop) -> io::Result<Option<TcpStream>> {
+    let sock = socket2::Socket::new(
+        socket2::Domain::for_address(to),
+        socket2::Type::STREAM,
+        Some(socket2::Protocol::TCP),
+    )?;
+    let by = crate::net::By {
+        at: std::time::Instant::now() + CONNECT_LIMIT,
+        stop: Some(stop),
+    };
+    match crate::net::connect_by(&sock, to, by) {
+        Ok(()) => Ok(Some(sock.into())),
+        Err(e) if crate::net::is_stopped(&e) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+impl SendSummary {
+    /// The summary of a send from `local` that has not started yet.
+    fn new(local: Option<SocketAddr>) -> Self {
+        Self {
+            done: None,
+            refused: None,
+            failed: None,
+            welcomed: false,
+            unanswered: None,
+            seconds: 0.0,
+            bytes: 0,
+            held_bytes: 0,
+            delivered_bytes: 0,
+            stats: sender::Stats::default(),
+            local,
+        }
+    }
+
+    /// The summary of a send stopped before it connected.
+    fn stopped() -> Self {
+        Self {
+            failed: Some("stopped".into()),
+            ..Self::new(None)
+        }
+    }
 }
 
 /// [`read_available`], keeping a copy of the first [`ANSWER_MAX`] bytes read in `tap`.

@@ -6,7 +6,9 @@
 use super::session::{agrees, Action, Config, Event, Granted, Nanos, ProbeSize, Session};
 use crate::clock::{wall_ms, Clock};
 use crate::format::ANSWER_MAX;
-use crate::net::{discard_by, prime, read_by_unless, remaining, write_all_by};
+use crate::net::{
+    connect_by, discard_by, is_stopped, prime, read_by_unless, shown, write_all_by, By,
+};
 use crate::output::{Heading, RecordSink};
 use crate::periodic::{self, Plan, Report, Unmeasured};
 use crate::series::{SeriesSet, Settings};
@@ -52,6 +54,11 @@ struct Buffers {
 /// a long run goes on) is recorded as that experiment's failure and the run goes on, as for
 /// a server that is down. A hello that times out is never taken for a wrong server: a slow
 /// `nowcast serve` does the same.
+///
+/// A raised `stop` (Ctrl-C) cuts the session under way short within
+/// [`crate::net::STOP_POLL`], whatever its step's timeout (a minute for a bandwidth probe):
+/// the probe it interrupted and the later steps are not recorded (a note says so), and the
+/// run ends with its summary.
 pub fn run(
     probe: &Probe,
     settings: &Settings,
@@ -65,8 +72,9 @@ pub fn run(
     let clock = Clock::new();
     sink.begin(&Heading {
         title: format!(
-            "nowcast tcp → {} ({}), bandwidth probe {}",
-            cfg.host, probe.addrs[0], cfg.size
+            "nowcast tcp → {}, bandwidth probe {}",
+            shown(&cfg.host, probe.addrs[0]),
+            cfg.size
         ),
         metrics: metrics.clone(),
         extra: Vec::new(),
@@ -82,11 +90,17 @@ pub fn run(
     let result = periodic::run(plan, &clock, stop, sink, |index| {
         let timestamp_ms = wall_ms();
         let mut session = Session::new(cfg, &mut set, index, timestamp_ms);
-        drive(&mut session, &probe.addrs, &clock, &mut bufs);
+        drive(&mut session, &probe.addrs, &clock, &mut bufs, Some(stop));
+        let interrupted = session.interrupted();
         let granted = session.granted();
         let trouble = session.trouble().cloned();
         let records = session.into_records();
         let mut notes = Vec::new();
+        if let Some(step) = interrupted {
+            notes.push(format!(
+                "interrupted during the {step} step: the probe under way and the steps after it are not recorded"
+            ));
+        }
         if let Some(g) = granted.filter(|g| shown != Some(*g)) {
             notes.push(format!(
                 "buffers granted: here SO_SNDBUF {} SO_RCVBUF {}, server SO_RCVBUF {} SO_SNDBUF {}",
@@ -142,13 +156,16 @@ pub fn once(probe: &Probe, set: &mut SeriesSet, index: u64) -> Vec<nowcast_core:
         down: vec![0u8; write_size.max(256 * 1024)],
     };
     let mut session = Session::new(cfg, set, index, wall_ms());
-    drive(&mut session, &probe.addrs, &clock, &mut bufs);
+    drive(&mut session, &probe.addrs, &clock, &mut bufs, None);
     session.into_records()
 }
 
-/// The event of an I/O error: a timeout (the deadline passed) or a failure.
-fn failure(e: io::Error, started: Nanos, clock: &Clock) -> Event<'static> {
-    if e.kind() == io::ErrorKind::TimedOut {
+/// The event of an I/O error: a stop (the flag was raised: whatever the error, the probe was
+/// cut short by it, not by the path), a timeout (the deadline passed) or a failure.
+fn failure(e: io::Error, started: Nanos, clock: &Clock, stop: Option<&Stop>) -> Event<'static> {
+    if is_stopped(&e) || stop.is_some_and(Stop::is_set) {
+        Event::Stopped
+    } else if e.kind() == io::ErrorKind::TimedOut {
         Event::TimedOut {
             started,
             at: clock.now(),
@@ -160,40 +177,56 @@ fn failure(e: io::Error, started: Nanos, clock: &Clock) -> Event<'static> {
     }
 }
 
-/// Does what `session` asks until it is done.
-fn drive(session: &mut Session<'_>, addrs: &[SocketAddr], clock: &Clock, bufs: &mut Buffers) {
+/// Does what `session` asks until it is done. A raised `stop` cuts the step under way short
+/// (within [`crate::net::STOP_POLL`]) and ends the session ([`Event::Stopped`]).
+fn drive(
+    session: &mut Session<'_>,
+    addrs: &[SocketAddr],
+    clock: &Clock,
+    bufs: &mut Buffers,
+    stop: Option<&Stop>,
+) {
     let mut stream: Option<TcpStream> = None;
     let mut nodelay = true;
     let mut read = [0u8; ANSWER_MAX];
+    let by = |at: Nanos| By {
+        at: clock.instant(at),
+        stop,
+    };
     loop {
         let now = clock.now();
+        if stop.is_some_and(Stop::is_set) {
+            session.handle(Event::Stopped);
+        }
         match session.poll(now) {
             Action::Done => return,
-            Action::Connect { sndbuf, rcvbuf, by } => {
-                match connect(addrs, sndbuf, rcvbuf, clock.instant(by), clock) {
-                    Ok((s, started, ended)) => {
-                        let sock = SockRef::from(&s);
-                        let event = Event::Connected {
-                            started,
-                            ended,
-                            local: s.local_addr().ok().map(|a| a.to_string()),
-                            sndbuf: sock.send_buffer_size().unwrap_or(0) as u64,
-                            rcvbuf: sock.recv_buffer_size().unwrap_or(0) as u64,
-                        };
-                        stream = Some(s);
-                        nodelay = true;
-                        session.handle(event);
-                    }
-                    Err(e) => session.handle(failure(e, now, clock)),
+            Action::Connect {
+                sndbuf,
+                rcvbuf,
+                by: at,
+            } => match connect(addrs, sndbuf, rcvbuf, by(at), clock) {
+                Ok((s, started, ended)) => {
+                    let sock = SockRef::from(&s);
+                    let event = Event::Connected {
+                        started,
+                        ended,
+                        local: s.local_addr().ok().map(|a| a.to_string()),
+                        sndbuf: sock.send_buffer_size().unwrap_or(0) as u64,
+                        rcvbuf: sock.recv_buffer_size().unwrap_or(0) as u64,
+                    };
+                    stream = Some(s);
+                    nodelay = true;
+                    session.handle(event);
                 }
-            }
+                Err(e) => session.handle(failure(e, now, clock, stop)),
+            },
             Action::Exchange {
                 send,
                 payload,
                 read: n,
                 nodelay: want,
                 expect,
-                by,
+                by: at,
             } => {
                 let Some(s) = stream.as_mut() else {
                     session.handle(Event::Failed {
@@ -210,10 +243,10 @@ fn drive(session: &mut Session<'_>, addrs: &[SocketAddr], clock: &Clock, bufs: &
                     }
                     nodelay = want;
                 }
-                let by = clock.instant(by);
+                let by = by(at);
                 // The socket timeouts are set before the clock starts.
                 if let Err(e) = prime(s, by) {
-                    session.handle(failure(e, clock.now(), clock));
+                    session.handle(failure(e, clock.now(), clock, stop));
                     continue;
                 }
                 let started = clock.now();
@@ -230,26 +263,26 @@ fn drive(session: &mut Session<'_>, addrs: &[SocketAddr], clock: &Clock, bufs: &
                         ended,
                         read: &read[..got],
                     },
-                    Err(e) => failure(e, started, clock),
+                    Err(e) => failure(e, started, clock, stop),
                 });
             }
-            Action::Discard { len, by } => {
+            Action::Discard { len, by: at } => {
                 let Some(s) = stream.as_mut() else {
                     session.handle(Event::Failed {
                         error: "not connected".into(),
                     });
                     continue;
                 };
-                let by = clock.instant(by);
+                let by = by(at);
                 let r = prime(s, by).and_then(|()| discard_by(s, len, &mut bufs.down, by));
                 session.handle(match r {
                     Ok(()) => Event::Discarded { ended: clock.now() },
-                    Err(e) => failure(e, now, clock),
+                    Err(e) => failure(e, now, clock, stop),
                 });
             }
-            Action::Quit { send, by } => {
+            Action::Quit { send, by: at } => {
                 if let Some(s) = stream.as_mut() {
-                    let by = clock.instant(by);
+                    let by = by(at);
                     let _ = prime(s, by).and_then(|()| write_all_by(s, send.bytes(), by));
                 }
                 session.handle(Event::Closed);
@@ -263,7 +296,7 @@ fn connect(
     addrs: &[SocketAddr],
     sndbuf: Option<usize>,
     rcvbuf: Option<usize>,
-    by: Instant,
+    by: By<'_>,
     clock: &Clock,
 ) -> io::Result<(TcpStream, Nanos, Nanos)> {
     let mut last = io::Error::new(io::ErrorKind::NotFound, "no address");
@@ -277,13 +310,14 @@ fn connect(
                 sock.set_recv_buffer_size(n)?;
             }
             sock.set_nodelay(true)?;
-            let left = remaining(by)?;
             let started = clock.now();
-            sock.connect_timeout(&addr.into(), left)?;
+            connect_by(&sock, addr, by)?;
             Ok((sock.into(), started, clock.now()))
         })();
         match attempt {
             Ok(x) => return Ok(x),
+            // Ctrl-C is not a reason to try the next address.
+            Err(e) if is_stopped(&e) => return Err(e),
             Err(e) => last = e,
         }
     }
@@ -306,7 +340,7 @@ fn exchange(
     payload: u64,
     buf: &[u8],
     answer: Answer<'_>,
-    by: Instant,
+    by: By<'_>,
 ) -> io::Result<usize> {
     let sent = (|| {
         write_all_by(s, send, by)?;
@@ -326,7 +360,7 @@ fn exchange(
             let soon = by.min(Instant::now() + REASON_WAIT);
             prime(s, soon)
                 .and_then(|()| read_answer(s, answer, soon))
-                .map_err(|_| e)
+                .map_err(|r| if is_stopped(&r) { r } else { e })
         }
         Err(e) => Err(e),
         Ok(()) => read_answer(s, answer, by),
@@ -337,7 +371,7 @@ fn exchange(
 /// with `answer.expect`, what came with the rest of its first line, read for at most
 /// [`REASON_WAIT`]: a peer of another protocol is told at once, not when the timeout expires.
 /// The number of bytes read.
-fn read_answer(s: &mut TcpStream, answer: Answer<'_>, by: Instant) -> io::Result<usize> {
+fn read_answer(s: &mut TcpStream, answer: Answer<'_>, by: By<'_>) -> io::Result<usize> {
     let Answer { buf, want, expect } = answer;
     let n = read_by_unless(s, &mut buf[..want], by, |got| !agrees(got, expect))?;
     if agrees(&buf[..n], expect) {
@@ -349,7 +383,7 @@ fn read_answer(s: &mut TcpStream, answer: Answer<'_>, by: Instant) -> io::Result
 
 /// Reads on into `buf` after its first `n` bytes until it holds a line's end, is full, the
 /// peer closes or [`REASON_WAIT`] has passed (at most until `by`): the bytes it then holds.
-fn rest_of_line(s: &mut TcpStream, buf: &mut [u8], mut n: usize, by: Instant) -> usize {
+fn rest_of_line(s: &mut TcpStream, buf: &mut [u8], mut n: usize, by: By<'_>) -> usize {
     let soon = by.min(Instant::now() + REASON_WAIT);
     while n < buf.len() && !buf[..n].contains(&b'\n') {
         if prime(s, soon).is_err() {

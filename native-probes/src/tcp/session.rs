@@ -95,10 +95,9 @@ pub enum ProbeSize {
 impl std::fmt::Display for ProbeSize {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            ProbeSize::Fixed(n) => write!(f, "{n} bytes"),
-            ProbeSize::Auto => {
-                f.write_str("of automatic size (a quarter second of the forecast rate)")
-            }
+            ProbeSize::Fixed(n) => write!(f, "of {n} bytes"),
+            // Short: it ends the command's first line, which fits 100 columns.
+            ProbeSize::Auto => f.write_str("sized to ¼ s at the forecast rate"),
         }
     }
 }
@@ -210,6 +209,11 @@ pub enum Event<'a> {
     Failed { error: String },
     /// The quit was sent (or not: nothing depends on it).
     Closed,
+    /// The user stopped the command (Ctrl-C) during the action: it is given up and the
+    /// session ends. Neither it nor any later step is recorded: a probe cut short measured
+    /// nothing of the path (not a timeout, which is fed to the series' timeout), and a step
+    /// never tried is no failure of the path's either.
+    Stopped,
 }
 
 /// Why a session ended before its last step, for people.
@@ -293,6 +297,8 @@ pub struct Session<'a> {
     /// The hello's answer was not one this build can talk to: what to tell the user.
     wrong_server: Option<String>,
     trouble: Option<Trouble>,
+    /// The step [`Event::Stopped`] cut short.
+    interrupted: Option<&'static str>,
 }
 
 fn ms(from: Nanos, to: Nanos) -> f64 {
@@ -330,6 +336,7 @@ impl<'a> Session<'a> {
             hint: None,
             wrong_server: None,
             trouble: None,
+            interrupted: None,
         }
     }
 
@@ -436,6 +443,13 @@ impl<'a> Session<'a> {
 
     /// Takes what happened to the action [`Session::poll`] last returned.
     pub fn handle(&mut self, event: Event<'_>) {
+        if matches!(event, Event::Stopped) {
+            if !matches!(self.step, Step::Quit | Step::Done) {
+                self.interrupted = Some(self.step_name());
+            }
+            self.step = Step::Done;
+            return;
+        }
         let host = self.cfg.host.clone();
         match (self.step, event) {
             (
@@ -870,6 +884,12 @@ impl<'a> Session<'a> {
     /// The buffer sizes granted, once the server welcomed the session.
     pub fn granted(&self) -> Option<Granted> {
         self.granted
+    }
+
+    /// The step a stop ([`Event::Stopped`]) cut short, if one did: the session recorded
+    /// nothing of it or of the steps after it.
+    pub fn interrupted(&self) -> Option<&'static str> {
+        self.interrupted
     }
 
     /// Why the session ended before its last step, once it has.

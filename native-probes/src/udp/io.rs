@@ -8,6 +8,7 @@
 use super::burst::{self, Action, Burst, Plan};
 use crate::clock::{wall_ms, Clock};
 use crate::format::{quote_answer, ANSWER_MAX, ASK_SERVE};
+use crate::net::{shown, STOP_POLL};
 use crate::output::{Heading, RecordSink};
 use crate::periodic::{self, Report};
 use crate::series::{SeriesSet, Settings};
@@ -70,8 +71,8 @@ pub fn run(
     let clock = Clock::new();
     sink.begin(&Heading {
         title: format!(
-            "nowcast udp → {host} ({}), {} probes of {} bytes every {} ms per burst",
-            b.addr,
+            "nowcast udp → {}, {} probes of {} bytes every {} ms per burst",
+            shown(host, b.addr),
             b.probes,
             b.size,
             b.interval.as_secs_f64() * 1e3
@@ -84,7 +85,7 @@ pub fn run(
     let mut answered = false;
     let mut wrong_server = None;
     let result = periodic::run(plan, &clock, stop, sink, |index| {
-        let (mut r, wrong) = one_burst(b, &sock, &from, &mut set, &clock, index);
+        let (mut r, wrong) = one_burst(b, &sock, &from, &mut set, &clock, index, Some(stop));
         answered |= r
             .records
             .iter()
@@ -129,13 +130,15 @@ pub fn once(
     index: u64,
 ) -> Result<Vec<nowcast_core::record::Record>> {
     let (sock, from) = socket(b)?;
-    Ok(one_burst(b, &sock, &from, set, &Clock::new(), index)
+    Ok(one_burst(b, &sock, &from, set, &Clock::new(), index, None)
         .0
         .records)
 }
 
 /// Runs burst `index` on `sock` and feeds its outcomes to `set`: what the loop shows, and
-/// the message when another service answered in place of a nowcast server.
+/// the message when another service answered in place of a nowcast server. A burst that
+/// `stop` cuts short is dropped: no record (its unanswered probes are no loss, its wait no
+/// timeout), and nothing fed to the series.
 fn one_burst(
     b: &Bursts,
     sock: &UdpSocket,
@@ -143,6 +146,7 @@ fn one_burst(
     set: &mut SeriesSet,
     clock: &Clock,
     index: u64,
+    stop: Option<&Stop>,
 ) -> (Report, Option<String>) {
     let host = &b.host;
     let nanos = |d: Duration| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
@@ -173,7 +177,16 @@ fn one_burst(
     let mut notes = Vec::new();
     let mut said = None;
     let mut wrong = None;
-    let (outcomes, extra) = match drive(burst, sock, b.size, clock) {
+    let (outcomes, extra) = match drive(burst, sock, b.size, clock, stop) {
+        Ok(None) => {
+            let r = Report {
+                timestamp_ms,
+                next: METRICS.iter().map(|&m| set.next(m)).collect(),
+                notes: vec!["interrupted: the burst under way is not recorded".into()],
+                ..Report::default()
+            };
+            return (r, None);
+        }
         Err(e) => {
             let error = format!("{host}: {e}");
             (vec![(Metric::Rtt, Outcome::Failed { error })], Vec::new())
@@ -182,7 +195,7 @@ fn one_burst(
         // back is not a reply), or the host said that nothing listens (each probe was
         // refused). The burst measured neither a round trip nor the path's loss (no probe
         // timed out, and a lost probe would read 100 % loss), so both are errors, said once.
-        Ok((s, besides))
+        Ok(Some((s, besides)))
             if s.received == 0 && (besides.stranger.is_some() || besides.refused > 0) =>
         {
             let error = match &besides.stranger {
@@ -210,7 +223,7 @@ fn one_burst(
                 extra,
             )
         }
-        Ok((s, _)) => {
+        Ok(Some((s, _))) => {
             let elapsed_ms = clock.now().saturating_sub(started) as f64 / 1e6;
             let extra = vec![s.sent - s.received, s.reordered, s.duplicates];
             if s.received == 0 {
@@ -303,13 +316,15 @@ impl Stranger {
     }
 }
 
-/// Does what `burst` asks until it is done: its figures, and what came back besides replies.
+/// Does what `burst` asks until it is done: its figures, and what came back besides replies;
+/// `None` when `stop` was raised first (its waits last at most [`STOP_POLL`]).
 fn drive(
     mut burst: Burst,
     sock: &UdpSocket,
     size: usize,
     clock: &Clock,
-) -> io::Result<(burst::Summary, Besides)> {
+    stop: Option<&Stop>,
+) -> io::Result<Option<(burst::Summary, Besides)>> {
     let mut out = vec![0u8; size];
     let mut inbox = vec![0u8; 65_536];
     let mut besides = Besides::default();
@@ -342,11 +357,14 @@ fn drive(
         // nowcast server's).
         let unanswered = besides.refused > 0 || besides.stranger.is_some();
         if unanswered && burst.all_sent() && !burst.any_answered() {
-            return Ok((burst.summary(), besides));
+            return Ok(Some((burst.summary(), besides)));
+        }
+        if stop.is_some_and(Stop::is_set) {
+            return Ok(None);
         }
         let now = clock.now();
         match burst.poll(now) {
-            Action::Done => return Ok((burst.summary(), besides)),
+            Action::Done => return Ok(Some((burst.summary(), besides))),
             Action::Send { seq } => {
                 let sent = clock.now();
                 burst.datagram(seq, sent, &mut out);
@@ -361,7 +379,11 @@ fn drive(
                 }
             }
             Action::Wait { until } => {
-                wait_readable(sock, Duration::from_nanos(until.saturating_sub(now)))?
+                let mut wait = Duration::from_nanos(until.saturating_sub(now));
+                if stop.is_some() {
+                    wait = wait.min(STOP_POLL);
+                }
+                wait_readable(sock, wait)?
             }
         }
     }
