@@ -196,6 +196,61 @@ pub fn ask_running(command: &str) -> String {
     format!("is `{command}` running there?")
 }
 
+/// The widest line of the texts for people, in characters (a terminal's columns: `→` is one
+/// column and three bytes).
+pub const WIDTH: usize = 100;
+
+pub fn columns(s: &str) -> usize {
+    s.chars().count()
+}
+
+/// The words of a text, for [`wrap`].
+pub fn words(text: &str) -> Vec<String> {
+    text.split(' ')
+        .filter(|w| !w.is_empty())
+        .map(String::from)
+        .collect()
+}
+
+/// `pieces` joined by `sep` (`"; "`, `", "` or `" "`) into lines of at most [`WIDTH`]
+/// columns: the first line starts with `lead`, the others with `indent` spaces, and lines
+/// break between pieces (a piece too long for a line of its own breaks between its words),
+/// so that a clause stays whole on one line when it can. A word longer than a line (a long
+/// URL) is left whole, to be copied.
+pub fn wrap(lead: &str, pieces: &[String], sep: &str, indent: usize) -> Vec<String> {
+    let room = WIDTH.saturating_sub(indent).max(1);
+    let tail = sep.trim_end();
+    let mut atoms: Vec<String> = Vec::new();
+    for (i, p) in pieces.iter().enumerate() {
+        let p = if i + 1 < pieces.len() {
+            format!("{p}{tail}")
+        } else {
+            p.clone()
+        };
+        if columns(&p) > room && p.contains(' ') {
+            atoms.extend(words(&p));
+        } else {
+            atoms.push(p);
+        }
+    }
+    let mut lines = Vec::new();
+    let mut line = lead.to_string();
+    let mut bare = true;
+    for a in atoms {
+        if !bare && columns(&line) + 1 + columns(&a) > WIDTH {
+            lines.push(std::mem::replace(&mut line, " ".repeat(indent)));
+            bare = true;
+        }
+        if !bare {
+            line.push(' ');
+        }
+        line.push_str(&a);
+        bare = false;
+    }
+    lines.push(line);
+    lines
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

@@ -48,7 +48,8 @@ pub struct Unmeasured(pub Vec<(Metric, u64, u64, u64)>);
 
 impl fmt::Display for Unmeasured {
     /// One clause per run of series that failed alike: a session refused at connect says
-    /// `no handshake_rtt, rtt or bandwidth_up measured: all 3 probes of each failed`, not the
+    /// `no handshake_rtt, rtt or bandwidth_up measured: all 3 probes of each failed or were not
+    /// tried`, not the
     /// same clause once per series.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut rest = &self.0[..];
@@ -64,10 +65,19 @@ impl fmt::Display for Unmeasured {
                 write!(f, "; ")?;
             }
             first = false;
-            let how = match (timeouts, errors) {
-                (0, _) => "failed".to_string(),
-                (_, 0) => "timed out".to_string(),
-                (t, e) => format!("failed ({t} timed out, {e} errors)"),
+            // An error record stands for a probe that failed or for one not tried after an
+            // earlier step failed (`nowcast tcp` after a failed connect names those "not
+            // tried" just before): the closing line must not say they all failed.
+            let (one, many) = match (timeouts, errors) {
+                (0, _) => (
+                    "failed or was not tried".to_string(),
+                    "failed or were not tried".to_string(),
+                ),
+                (_, 0) => ("timed out".to_string(), "timed out".to_string()),
+                (t, e) => {
+                    let s = format!("failed ({t} timed out, {e} errors or not tried)");
+                    (s.clone(), s)
+                }
             };
             write!(f, "no ")?;
             for (i, (metric, ..)) in group.iter().enumerate() {
@@ -79,9 +89,9 @@ impl fmt::Display for Unmeasured {
             }
             let each = if group.len() > 1 { " of each" } else { "" };
             match sent {
-                1 if group.len() > 1 => write!(f, " measured: the probe of each {how}")?,
-                1 => write!(f, " measured: its probe {how}")?,
-                n => write!(f, " measured: all {n} probes{each} {how}")?,
+                1 if group.len() > 1 => write!(f, " measured: the probe of each {one}")?,
+                1 => write!(f, " measured: its probe {one}")?,
+                n => write!(f, " measured: all {n} probes{each} {many}")?,
             }
         }
         Ok(())
@@ -194,18 +204,18 @@ mod tests {
         ]);
         assert_eq!(
             u.to_string(),
-            "no handshake_rtt, rtt or bandwidth_up measured: all 3 probes of each failed; \
-             no bandwidth_down measured: all 3 probes timed out"
+            "no handshake_rtt, rtt or bandwidth_up measured: all 3 probes of each failed or were \
+             not tried; no bandwidth_down measured: all 3 probes timed out"
         );
         let u = Unmeasured(vec![m(Metric::Rtt, 1, 0, 1), m(Metric::Loss, 1, 0, 1)]);
         assert_eq!(
             u.to_string(),
-            "no rtt or loss measured: the probe of each failed"
+            "no rtt or loss measured: the probe of each failed or was not tried"
         );
         let u = Unmeasured(vec![m(Metric::Rtt, 4, 1, 3)]);
         assert_eq!(
             u.to_string(),
-            "no rtt measured: all 4 probes failed (1 timed out, 3 errors)"
+            "no rtt measured: all 4 probes failed (1 timed out, 3 errors or not tried)"
         );
     }
 }

@@ -263,16 +263,21 @@ fn judged(file: &Path, sender: &str, seen: &mut Seen) {
     let f = file.to_str().unwrap();
     let table = nowcast(&["pcap", f], LIMIT);
     assert!(table.status.success(), "{}", text(&table.stderr));
+    // A direction's row, then its details indented below it (Wren's among them).
+    let mut from_sender = false;
     for line in text(&table.stdout).lines() {
+        if line.starts_with(' ') {
+            if from_sender {
+                seen.left_out += usize::from(line.contains("(the capture is at the receiver"));
+            }
+            continue;
+        }
         let words: Vec<&str> = line.split_whitespace().collect();
-        let from_sender = words.get(2) == Some(&"→")
+        from_sender = words.get(2) == Some(&"→")
             && words[1]
                 .rsplit_once(':')
                 .is_some_and(|(ip, _)| ip == sender);
-        if from_sender {
-            seen.data_directions += 1;
-            seen.left_out += usize::from(line.contains("(the capture is at the receiver"));
-        }
+        seen.data_directions += usize::from(from_sender);
     }
     let flows = nowcast(&["pcap", "--flows", f], LIMIT);
     assert!(flows.status.success(), "{}", text(&flows.stderr));

@@ -8,6 +8,7 @@
 use super::plan::Plan;
 use super::runlog::{Outcome, RunLog};
 use super::scheduler::Slot;
+use crate::format::{words, wrap, WIDTH};
 use crate::when::{datetime, human, Ms};
 use serde::Serialize;
 use std::collections::HashMap;
@@ -99,15 +100,35 @@ pub fn build(
     }
 }
 
-/// The status as a table for people.
+/// A row of the status table: the job left-aligned, the figures right-aligned under their
+/// headings, the last run and the next slot left-aligned; no spaces after the last cell.
+fn row(cells: &[String; 8], widths: &[usize; 8]) -> String {
+    let mut line = String::new();
+    for (i, (c, w)) in cells.iter().zip(widths).enumerate() {
+        let pad = " ".repeat(w.saturating_sub(c.chars().count()));
+        match i {
+            0 => line.push_str(&format!("{c}{pad}")),
+            1..=5 => line.push_str(&format!("  {pad}{c}")),
+            _ => line.push_str(&format!("  {c}{pad}")),
+        }
+    }
+    line.truncate(line.trim_end().len());
+    line
+}
+
+/// The status as a table for people, each line at most [`WIDTH`] columns.
 pub fn text(s: &Status) -> String {
-    let mut out = format!(
-        "campaign {} at {}: slots since {} ({} ago)\n",
+    let head = format!(
+        "campaign {} at {}: slots since {} ({} ago)",
         s.campaign,
         datetime(s.now_ms),
         datetime(s.since_ms),
         human(s.now_ms - s.since_ms)
     );
+    let mut out = String::new();
+    for l in wrap("", &words(&head), " ", 2) {
+        out.push_str(&format!("{l}\n"));
+    }
     let total = s.jobs.iter().fold([0u64; 5], |mut acc, j| {
         for (a, c) in acc.iter_mut().zip(j.counts) {
             *a += c;
@@ -123,43 +144,74 @@ pub fn text(s: &Status) -> String {
             .collect::<Vec<_>>()
             .join(", ")
     ));
-    out.push_str(&format!(
-        "{:<28} {:>6} {:>6} {:>6} {:>7} {:>6}  {:<22} {:<22}\n",
-        "job", "ok", "failed", "killed", "skipped", "missed", "last run", "next due"
-    ));
-    for j in &s.jobs {
-        let last = j
-            .last
-            .as_ref()
-            .map(|l| format!("{} {}", l.outcome.name(), human(s.now_ms - l.ended_ms)))
-            .unwrap_or_else(|| "-".into());
-        let next = j
-            .next_due_ms
-            .map(|t| {
-                if t <= s.now_ms {
-                    "now".to_string()
-                } else {
-                    format!("in {}", human(t - s.now_ms))
-                }
-            })
-            .unwrap_or_else(|| "no more".into());
-        out.push_str(&format!(
-            "{:<28} {:>6} {:>6} {:>6} {:>7} {:>6}  {:<22} {:<22}\n",
-            j.job, j.counts[0], j.counts[1], j.counts[2], j.counts[3], j.counts[4], last, next
-        ));
+    let rows: Vec<[String; 8]> = s
+        .jobs
+        .iter()
+        .map(|j| {
+            let last = j
+                .last
+                .as_ref()
+                .map(|l| format!("{} {} ago", l.outcome.name(), human(s.now_ms - l.ended_ms)))
+                .unwrap_or_else(|| "-".into());
+            let next = j
+                .next_due_ms
+                .map(|t| {
+                    if t <= s.now_ms {
+                        "now".to_string()
+                    } else {
+                        format!("in {}", human(t - s.now_ms))
+                    }
+                })
+                .unwrap_or_else(|| "no more".into());
+            let c = j.counts.map(|n| n.to_string());
+            [
+                j.job.clone(),
+                c[0].clone(),
+                c[1].clone(),
+                c[2].clone(),
+                c[3].clone(),
+                c[4].clone(),
+                last,
+                next,
+            ]
+        })
+        .collect();
+    let head = [
+        "job", "ok", "failed", "killed", "skipped", "missed", "last run", "next due",
+    ]
+    .map(String::from);
+    let mut widths = head.clone().map(|h| h.chars().count());
+    for r in &rows {
+        for (w, c) in widths.iter_mut().zip(r) {
+            *w = (*w).max(c.chars().count());
+        }
+    }
+    // The job column gives way to the figures: a longer name has a line of its own.
+    let others: usize = widths[1..].iter().map(|w| w + 2).sum();
+    widths[0] = widths[0].min(WIDTH.saturating_sub(others).max(3));
+    for (i, r) in std::iter::once(&head).chain(&rows).enumerate() {
+        let mut cells = r.clone();
+        if i > 0 && r[0].chars().count() > widths[0] {
+            out.push_str(&format!("{}\n", r[0]));
+            cells[0] = String::new();
+        }
+        out.push_str(&format!("{}\n", row(&cells, &widths)));
     }
     let problems: Vec<&JobStatus> = s.jobs.iter().filter(|j| j.last_problem.is_some()).collect();
     if !problems.is_empty() {
         out.push_str("\nlast problem of each job:\n");
         for j in problems {
             let p = j.last_problem.as_ref().expect("filtered");
-            out.push_str(&format!(
-                "  {} {} at {}: {}\n",
+            let text = format!(
+                "{} {} at {}: {}",
                 j.job,
                 p.outcome.name(),
                 datetime(p.ended_ms),
                 p.reason.as_deref().unwrap_or("no reason given")
-            ));
+            );
+            for l in wrap("  ", &words(&text), " ", 4) {
+                out.push_str(&format!("{l}\n"));
+            }
         }
     }
     out.push('\n');

@@ -1,14 +1,16 @@
 //! `nowcast campaign CONFIG`, `nowcast campaign status CONFIG`, `nowcast campaign check
 //! CONFIG`: the configuration read into a plan, handed to the runner, the status or the check.
 
-use anyhow::{bail, Result};
+use anyhow::Result;
 use nowcast::archive::spool;
 use nowcast::archive::sqlite::Sqlite;
 use nowcast::campaign::plan::Plan;
 use nowcast::campaign::scheduler::{Scheduler, Slot};
 use nowcast::campaign::{config, runner, status};
+use nowcast::format::count;
+use nowcast::format::{columns, wrap, WIDTH};
 use nowcast::stop::Stop;
-use nowcast::when::{datetime, exact, parse_time, Ms};
+use nowcast::when::{datetime, exact, Ms, When, DAY};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -32,8 +34,8 @@ pub struct Args {
     #[arg(hide = true)]
     second: Option<PathBuf>,
     /// With status: the window of the counts (an age such as 24h, the default, or a time).
-    #[arg(long)]
-    since: Option<String>,
+    #[arg(long, value_parser = When::parse)]
+    since: Option<When>,
     /// With status or check: one JSON object instead of the table.
     #[arg(long)]
     json: bool,
@@ -46,11 +48,14 @@ fn now() -> Ms {
 pub fn run(args: Args) -> Result<()> {
     match (args.first.as_str(), &args.second) {
         ("status", Some(path)) => {
-            show_status(path, args.since.as_deref().unwrap_or("24h"), args.json)
+            show_status(path, args.since.unwrap_or(When::Ago(DAY)), args.json)
         }
         ("check", Some(_)) if args.since.is_some() => usage!("--since is for `status`"),
         ("check", Some(path)) => check(path, args.json),
-        (_, Some(_)) => bail!("give CONFIG alone, or status CONFIG, or check CONFIG"),
+        (other, Some(_)) => usage!(
+            "'{other}' is not a subcommand of campaign (status or check): give CONFIG alone, \
+             or status CONFIG, or check CONFIG"
+        ),
         (path, None) => {
             // A flag of the other forms is a mistake, not something to ignore while a
             // campaign runs for days.
@@ -72,10 +77,10 @@ pub fn run(args: Args) -> Result<()> {
     }
 }
 
-fn show_status(path: &Path, since: &str, json: bool) -> Result<()> {
+fn show_status(path: &Path, since: When, json: bool) -> Result<()> {
     let c = config::read(path)?;
     let now = now();
-    let since = parse_time(since, now).map_err(|e| usage_err!("--since: {e}"))?;
+    let since = since.at(now);
     let (runs, resume) = if c.archive.sqlite.exists() {
         let mut db = Sqlite::open_read(&c.archive.sqlite)?;
         (
@@ -110,8 +115,9 @@ fn show_status(path: &Path, since: &str, json: bool) -> Result<()> {
     Ok(())
 }
 
-/// The widest a column of `check`'s table is padded to.
-const MAX_COLUMN: usize = 60;
+/// The widest the job and probe columns of `check`'s table are padded to: with the flags
+/// after them, a row fits in [`WIDTH`] columns; a longer cell (a long URL) wraps its row.
+const MAX_COLUMN: [usize; 2] = [30, 38];
 
 /// One row of a table: two spaces before each cell, each padded to its column's width.
 fn table_row(cells: &[String], widths: &[usize]) -> String {
@@ -119,13 +125,25 @@ fn table_row(cells: &[String], widths: &[usize]) -> String {
     for (cell, &w) in cells.iter().zip(widths) {
         line.push_str("  ");
         line.push_str(cell);
-        line.extend(std::iter::repeat_n(
-            ' ',
-            w.saturating_sub(cell.chars().count()),
-        ));
+        line.extend(std::iter::repeat_n(' ', w.saturating_sub(columns(cell))));
     }
     line.truncate(line.trim_end().len());
     line
+}
+
+/// A job of `check`'s table in two lines: what it is (the job, the probe, its flags), then
+/// when it runs (the schedule, the bound, the first slot); either wrapped, indented, when it
+/// is too long.
+fn job_lines(what: &[String; 3], when: &[String; 3], widths: &[usize]) -> Vec<String> {
+    let first = table_row(what, widths);
+    let mut lines = if columns(&first) <= WIDTH {
+        vec![first]
+    } else {
+        let pieces: Vec<String> = what.iter().filter(|c| !c.is_empty()).cloned().collect();
+        wrap("  ", &pieces, " ", 6)
+    };
+    lines.extend(wrap("      ", when, ", ", 6));
+    lines
 }
 
 /// Warns on standard error of each probe none of whose jobs has a slot to come, and why.
@@ -189,17 +207,21 @@ fn check(path: &Path, json: bool) -> Result<()> {
         never_warnings(&c.plan, &next, now);
         return Ok(());
     }
-    writeln!(
-        std::io::stdout().lock(),
-        "campaign {}: {} targets, {} probes, {} jobs; archive {}",
-        c.plan.name,
-        c.plan.targets.len(),
-        c.plan.probes.len(),
-        c.plan.jobs.len(),
-        c.archive.sqlite.display()
-    )?;
-    // Columns as wide as their widest cell (a probe's description can be long).
-    let rows: Vec<[String; 6]> = c
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    let head = [
+        format!(
+            "campaign {}: {}, {}, {};",
+            c.plan.name,
+            count(c.plan.targets.len() as u64, "target"),
+            count(c.plan.probes.len() as u64, "probe"),
+            count(c.plan.jobs.len() as u64, "job"),
+        ),
+        format!("archive {}", c.archive.sqlite.display()),
+    ];
+    for l in wrap("", &head, " ", 4) {
+        writeln!(out, "{l}")?;
+    }
+    let rows: Vec<([String; 3], [String; 3])> = c
         .plan
         .jobs
         .iter()
@@ -214,39 +236,198 @@ fn check(path: &Path, json: bool) -> Result<()> {
             .into_iter()
             .filter_map(|(on, n)| on.then_some(n))
             .collect();
-            [
-                job.key.clone(),
-                p.kind.describe(),
-                p.when.describe(),
-                format!("bound {}", exact(p.bound_ms)),
-                flags.join(", "),
-                format!(
-                    "first {}",
-                    next[j]
-                        .1
-                        .map(|s| datetime(s.due_ms))
-                        .unwrap_or_else(|| "never".into())
-                ),
-            ]
+            let first = next[j]
+                .1
+                .map(|s| datetime(s.due_ms))
+                .unwrap_or_else(|| "never".into());
+            (
+                [job.key.clone(), p.kind.describe(), flags.join(", ")],
+                [
+                    p.when.describe(),
+                    format!("bound {}", exact(p.bound_ms)),
+                    format!("first {first}"),
+                ],
+            )
         })
         .collect();
-    // Padding stops at MAX_COLUMN characters: a longer cell (a long URL) overflows its
-    // column on its own row rather than widening every row, and no width can be too large
-    // to format.
-    let width = |k: usize| {
-        rows.iter()
-            .map(|r| r[k].chars().count())
-            .max()
-            .unwrap_or(0)
-            .min(MAX_COLUMN)
-    };
-    let widths: Vec<usize> = (0..6).map(width).collect();
-    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
-    for r in &rows {
-        writeln!(out, "{}", table_row(r, &widths))?;
+    // Columns as wide as their widest cell, up to MAX_COLUMN characters, so that no width
+    // can be too large to format.
+    let mut widths: Vec<usize> = (0..2)
+        .map(|k| {
+            rows.iter()
+                .map(|r| columns(&r.0[k]))
+                .max()
+                .unwrap_or(0)
+                .min(MAX_COLUMN[k])
+        })
+        .collect();
+    // The flags, last, are not padded.
+    widths.push(0);
+    for (what, when) in &rows {
+        for l in job_lines(what, when, &widths) {
+            writeln!(out, "{l}")?;
+        }
     }
     out.flush()?;
     drop(out);
     never_warnings(&c.plan, &next, now);
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cells(c: [&str; 3]) -> [String; 3] {
+        c.map(String::from)
+    }
+
+    #[test]
+    fn a_job_is_two_lines_within_100_columns() {
+        let widths = [22, 37, 0];
+        let when = cells([
+            "cron '0 */2 * * *' + slip < 20m",
+            "bound 20s",
+            "first 2026-12-06T16:15:50Z",
+        ]);
+        let lines = job_lines(
+            &cells([
+                "caltech/iperf",
+                "iperf3 10 s, 4 streams, window 1 MiB",
+                "exclusive, sanity check, gated",
+            ]),
+            &when,
+            &widths,
+        );
+        assert_eq!(
+            lines,
+            [
+                "  caltech/iperf           iperf3 10 s, 4 streams, window 1 MiB   exclusive, \
+                 sanity check, gated",
+                "      cron '0 */2 * * *' + slip < 20m, bound 20s, first 2026-12-06T16:15:50Z",
+            ]
+        );
+        // A long URL wraps its row; every line still fits.
+        let url = format!(
+            "http download http://{}/10M",
+            "mirror.example.org/".repeat(3)
+        );
+        let lines = job_lines(&cells(["cern/http", &url, "exclusive"]), &when, &widths);
+        assert!(lines.len() >= 3, "{lines:?}");
+        assert!(lines.iter().all(|l| columns(l) <= WIDTH), "{lines:?}");
+        assert!(
+            lines[0].starts_with("  cern/http http download"),
+            "{lines:?}"
+        );
+    }
+}
+
+/// campaign status's text, made from a parsed configuration (an edge), so tested here.
+#[cfg(test)]
+mod status_text {
+    use nowcast::campaign::config;
+    use nowcast::campaign::runlog::{Outcome, RunLog};
+    use nowcast::campaign::scheduler::Slot;
+    use nowcast::campaign::status::{build, text, ArchiveBacklog};
+    use nowcast::format::WIDTH;
+    use nowcast::when::Ms;
+
+    const CONFIG: &str = "name = \"slac-like\"\n\
+        [[targets]]\nname = \"caltech\"\nhost = \"127.0.0.1\"\n\
+        [[targets]]\nname = \"a-target-with-a-rather-long-name-of-forty\"\nhost = \"127.0.0.2\"\n\
+        [[probes]]\nname = \"rtt\"\nkind = \"tcp\"\nevery = \"5m\"\n\
+        [[probes]]\nname = \"bw\"\nkind = \"tcp\"\nsize = \"4M\"\nevery = \"1h30m\"\n";
+
+    fn run(job: &str, outcome: Outcome, ended_ms: Ms, reason: Option<&str>) -> RunLog {
+        let (target, probe) = job.split_once('/').unwrap();
+        RunLog {
+            id: ended_ms as u64,
+            campaign: "slac-like".into(),
+            job: job.into(),
+            target: target.into(),
+            probe: probe.into(),
+            nominal_ms: ended_ms - 10_000,
+            due_ms: ended_ms - 10_000,
+            started_ms: Some(ended_ms - 10_000),
+            ended_ms,
+            outcome,
+            reason: reason.map(String::from),
+            slots: 1,
+            gate_check: false,
+        }
+    }
+
+    #[test]
+    fn every_line_fits_in_100_columns_without_trailing_spaces() {
+        let c = config::parse(CONFIG, std::path::Path::new("/tmp"), "c").unwrap();
+        let now: Ms = 1_765_000_000_000;
+        let long = "a-target-with-a-rather-long-name-of-forty/bw";
+        let runs = [
+            run("caltech/rtt", Outcome::Ok, now - 60_000, None),
+            run(
+                long,
+                Outcome::Failed,
+                now - 30_000,
+                Some(
+                    "connect: Connection refused (os error 111); rtt, rtt_nagle and \
+                     bandwidth_up not tried. Is `nowcast serve` running at 127.0.0.2:8060, \
+                     and is its port open in the firewall between here and there?",
+                ),
+            ),
+        ];
+        let next: Vec<(usize, Option<Slot>)> = (0..c.plan.jobs.len())
+            .map(|j| {
+                let due_ms = now + 90_000 * j as Ms;
+                (
+                    j,
+                    Some(Slot {
+                        nominal_ms: due_ms,
+                        due_ms,
+                    }),
+                )
+            })
+            .collect();
+        let backlog = vec![ArchiveBacklog {
+            name: "sqlite".into(),
+            lines: 3,
+            oldest_ms: Some(now - 5_000),
+        }];
+        let st = build(&c.plan, &runs, &next, backlog, now, now - 86_400_000);
+        let t = text(&st);
+        for l in t.lines() {
+            assert!(l.chars().count() <= WIDTH, "{l}\n{t}");
+            assert_eq!(l, l.trim_end(), "{t}");
+        }
+        let lines: Vec<&str> = t.lines().collect();
+        assert!(lines[3].starts_with("job  "), "{t}");
+        assert!(lines[3].ends_with("  last run        next due"), "{t}");
+        let rtt = lines
+            .iter()
+            .find(|l| l.starts_with("caltech/rtt "))
+            .unwrap();
+        assert_eq!(
+            rtt.split_whitespace().collect::<Vec<_>>(),
+            [
+                "caltech/rtt",
+                "1",
+                "0",
+                "0",
+                "0",
+                "0",
+                "ok",
+                "1m",
+                "ago",
+                "now"
+            ],
+            "{t}"
+        );
+        // The long job's name on a line of its own, its figures below.
+        let at = lines.iter().position(|l| *l == long).unwrap();
+        assert!(lines[at + 1].trim_start().starts_with("0  "), "{t}");
+        // Its problem, wrapped and indented.
+        assert!(
+            t.contains(&format!("\n  {long} failed at ")) && t.contains("\n    "),
+            "{t}"
+        );
+    }
 }

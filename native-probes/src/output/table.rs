@@ -50,7 +50,8 @@ pub fn heading(metric: Metric) -> String {
 
 /// A table cell: the measurement and, after the arrow, the forecast of the next value, in
 /// the unit of [`column`] (`0.052 →0.050`, loss `1.0 →0.5`) or, for a rate, in the unit
-/// its measurement is scaled to (`2.35 Gbit/s →2.40`). A timeout names the timeout, in ms.
+/// its measurement is scaled to (`2.35 Gbit/s →2.40`). A timeout names the timeout, in the
+/// column's unit where it is ms (`timeout@3000 →4001`), else with it (`timeout@15000ms`).
 pub fn cell(record: Option<&Record>, next: Option<f64>) -> String {
     let Some(r) = record else {
         return "-".into();
@@ -66,8 +67,9 @@ pub fn cell(record: Option<&Record>, next: Option<f64>) -> String {
         }
         (Status::Ok, Some(v)) => format!("{}{next}", scale.num(v)),
         (Status::Timeout, _) => format!(
-            "timeout@{}ms{next}",
-            r.timeout_ms.map(number).unwrap_or_default()
+            "timeout@{}{}{next}",
+            r.timeout_ms.map(number).unwrap_or_default(),
+            if unit == Unit::Ms { "" } else { "ms" }
         ),
         _ => "error".into(),
     }
@@ -160,10 +162,16 @@ impl<W: Write> RecordSink for Table<W> {
             self.headed = true;
         }
         let mut cells = vec![(e.index + 1).to_string(), clock(e.timestamp_ms)];
-        for (m, next) in self.metrics.iter().zip(&e.next) {
+        for (i, (m, next)) in self.metrics.iter().zip(&e.next).enumerate() {
             let r = e.records.iter().find(|r| r.metric == *m);
             let next = next.as_ref().map(|f: &RecordForecast| f.value);
-            cells.push(cell(r, r.and(next)));
+            let mut c = cell(r, r.and(next));
+            // A cell too wide for its column (a timeout with its forecast, `timeout@10000
+            // →11008`) leaves the forecast out rather than push the row's other cells right.
+            if c.chars().count() > self.widths.get(i + 2).copied().unwrap_or(0) {
+                c = cell(r, None);
+            }
+            cells.push(c);
         }
         cells.extend(e.extra.iter().cloned());
         let row = self.row(&cells);
@@ -193,7 +201,8 @@ mod tests {
         r.status = Status::Timeout;
         r.value = None;
         r.timeout_ms = Some(1000.0);
-        assert_eq!(cell(Some(&r), None), "timeout@1000ms");
+        assert_eq!(cell(Some(&r), None), "timeout@1000");
+        assert_eq!(cell(Some(&r), Some(1500.0)), "timeout@1000 →1500");
         assert_eq!(cell(None, None), "-");
         assert_eq!(clock(1_700_000_123_456.0), "22:15:23.456");
         assert_eq!(heading(Metric::BandwidthUp), "bandwidth_up Mbit/s");
@@ -205,5 +214,67 @@ mod tests {
         assert_eq!(cell(Some(&bw), Some(0.5)), "512 kbit/s →500");
         let loss = Record::new(0.0, "nowcast udp", Metric::Loss, 0.03, "h:1");
         assert_eq!(cell(Some(&loss), Some(0.01)), "3.0 →1.0");
+    }
+
+    /// A session whose every step timed out or was not tried, as against a host that drops
+    /// everything: each cell within its column, the columns where the heading puts them.
+    #[test]
+    fn timeouts_fit_their_columns() {
+        let metrics = [
+            Metric::HandshakeRtt,
+            Metric::Rtt,
+            Metric::RttNagle,
+            Metric::BandwidthUp,
+        ];
+        let mut t = Table::new(Vec::new());
+        t.begin(&Heading {
+            title: "nowcast tcp → 10.78.0.2:8060".into(),
+            metrics: metrics.to_vec(),
+            extra: Vec::new(),
+        })
+        .unwrap();
+        for (i, timeout) in [3_000.0, 10_000.0, 45_000.0].into_iter().enumerate() {
+            let mut records = Vec::new();
+            for m in metrics {
+                let mut r = Record::new(0.0, "nowcast tcp", m, 0.0, "10.78.0.2:8060");
+                r.value = None;
+                if m == Metric::HandshakeRtt || m == Metric::BandwidthUp {
+                    r.status = Status::Timeout;
+                    r.timeout_ms = Some(timeout);
+                } else {
+                    r.status = Status::Error;
+                }
+                records.push(r);
+            }
+            let next = Some(RecordForecast {
+                value: timeout + 1_008.0,
+                method: "last_value".into(),
+                selector: nowcast_core::record::Selector::Mse,
+                error: 0.0,
+            });
+            t.experiment(&Experiment {
+                index: i as u64,
+                timestamp_ms: 0.0,
+                records: &records,
+                next: vec![next.clone(), None, None, next],
+                extra: vec![],
+                notes: vec![],
+            })
+            .unwrap();
+        }
+        let out = String::from_utf8(t.into_inner()).unwrap();
+        let lines: Vec<&str> = out.lines().collect();
+        let at = |l: &str, w: &str| l.find(w).map(|b| l[..b].chars().count());
+        let head = lines[1];
+        for row in &lines[2..5] {
+            assert_eq!(at(row, "timeout@"), at(head, "handshake_rtt ms"), "{out}");
+            assert_eq!(at(row, " error"), at(head, " rtt ms"), "{out}");
+            let last = row.rfind("timeout@").map(|b| row[..b].chars().count());
+            assert_eq!(last, at(head, "bandwidth_up"), "{out}");
+            assert!(row.ends_with("ms"), "{out}");
+        }
+        assert!(lines[2].contains("timeout@3000  "), "{out}");
+        assert!(lines[4].contains("timeout@45000  "), "{out}");
+        assert!(lines[4].ends_with("timeout@45000ms"), "{out}");
     }
 }

@@ -10,6 +10,7 @@ use super::analysis::{
 };
 use super::read::{self, live::Live, Problem};
 use super::samples::Summary;
+use crate::format::{columns, words, wrap, WIDTH};
 use crate::output::{Experiment, Heading, RecordSink};
 use crate::stop::Stop;
 use anyhow::{anyhow, bail, Result};
@@ -125,8 +126,9 @@ fn close_flows(
 fn evicted_note(an: &Analyzer, max_flows: usize) -> Option<String> {
     (an.evicted > 0).then(|| {
         format!(
-            "the flow table was full ({max_flows} flows at once, --max-flows): {} flows were reported before they closed or went idle (the ones idle longest, to make room); a packet of one of them afterwards started a new flow",
-            an.evicted
+            "the flow table was full ({max_flows} flows at once, --max-flows): {} reported before {} closed or went idle (the ones idle longest, to make room); a packet of one of them afterwards started a new flow",
+            crate::format::count(an.evicted, "flow"),
+            if an.evicted == 1 { "it" } else { "they" }
         )
     })
 }
@@ -376,10 +378,11 @@ pub fn run(input: Input, cfg: Config, show: Show, sink: &mut dyn RecordSink) -> 
             let cpu = cpu_seconds() - cpu0;
             let wall = started.elapsed().as_secs_f64();
             headline.push(format!(
-                "{iface}: libpcap received {}, dropped {} (buffer full), {} by the interface; analyser CPU {:.2} s over {:.1} s ({:.0} %)",
-                st.received,
-                st.dropped,
-                st.if_dropped,
+                "{iface}: libpcap received {}, dropped {} (buffer full), {} by the interface",
+                st.received, st.dropped, st.if_dropped,
+            ));
+            headline.push(format!(
+                "analyser CPU {:.2} s over {:.1} s ({:.0} %)",
                 cpu,
                 wall,
                 100.0 * cpu / wall.max(1e-9)
@@ -460,20 +463,6 @@ fn ms(s: f64) -> String {
     crate::output::number(s * 1e3)
 }
 
-fn quantiles(q: &Option<Summary>) -> String {
-    match q {
-        None => "-".into(),
-        Some(q) => format!(
-            "{}/{}/{}/{} ({})",
-            ms(q.min),
-            ms(q.median),
-            ms(q.p90),
-            ms(q.max),
-            q.n
-        ),
-    }
-}
-
 fn opt(v: Option<f64>) -> String {
     v.map(crate::output::number).unwrap_or_else(|| "-".into())
 }
@@ -503,18 +492,212 @@ fn skips_line(s: &Skips) -> String {
     }
 }
 
-fn wren_cell(d: &DirectionReport) -> String {
-    match (&d.wren, d.wren_off) {
-        (Some(w), _) => format!(
-            "{} →{} ({} of {} trains)",
-            opt(w.last_bound_mbps),
-            opt(w.forecast.as_ref().map(|f| f.value)),
-            w.lower_bounds,
-            w.trains
-        ),
-        (None, Some(why)) => format!("- ({why})"),
-        (None, None) => "-".into(),
+/// A prose line wrapped between words, its continuation indented by two.
+fn prose(text: &str) -> Vec<String> {
+    wrap("", &words(text), " ", 2)
+}
+
+/// A table for people: a heading and rows of cells, each column as wide as its widest cell,
+/// two spaces apart (one between the flow and its addresses), the first column left-aligned
+/// and the second (`from → to`, the only wide one) left-aligned and given what room the
+/// others leave in [`WIDTH`]. A row whose addresses do not fit has them on a line of their
+/// own, its figures on the next. Each row may carry lines below it, indented under the
+/// addresses and wrapped (`(cells, clauses)`).
+fn grid(o: &mut dyn Write, head: &[&str], rows: &[(Vec<String>, Vec<String>)]) -> io::Result<()> {
+    let mut widths: Vec<usize> = head.iter().map(|h| columns(h)).collect();
+    for (cells, _) in rows {
+        for (w, c) in widths.iter_mut().zip(cells) {
+            *w = (*w).max(columns(c));
+        }
     }
+    let others: usize = widths.iter().skip(2).map(|w| w + 2).sum::<usize>() + widths[0] + 1;
+    widths[1] = widths[1].min(WIDTH.saturating_sub(others).max(columns(head[1])));
+    let indent = widths[0] + 1;
+    let line = |cells: &[String]| {
+        let mut s = String::new();
+        for (i, (c, w)) in cells.iter().zip(&widths).enumerate() {
+            let pad = " ".repeat(w.saturating_sub(columns(c)));
+            match i {
+                0 => s.push_str(&format!("{c}{pad}")),
+                1 => s.push_str(&format!(" {c}{pad}")),
+                _ => s.push_str(&format!("  {pad}{c}")),
+            }
+        }
+        s.trim_end().to_string()
+    };
+    let head: Vec<String> = head.iter().map(|h| h.to_string()).collect();
+    writeln!(o, "{}", line(&head))?;
+    for (cells, clauses) in rows {
+        if columns(&cells[1]) > widths[1] {
+            // The addresses alone, broken after the arrow if even that is too wide (two long
+            // IPv6 addresses), then the figures.
+            let pair = match cells[1].split_once(" → ") {
+                Some((from, to)) if indent + columns(&cells[1]) > WIDTH => {
+                    vec![format!("{from} →"), to.to_string()]
+                }
+                _ => vec![cells[1].clone()],
+            };
+            for (i, p) in pair.iter().enumerate() {
+                let first = if i == 0 { cells[0].as_str() } else { "" };
+                writeln!(o, "{first:<w$} {p}", w = widths[0])?;
+            }
+            let mut rest = cells.clone();
+            rest[0] = String::new();
+            rest[1] = String::new();
+            writeln!(o, "{}", line(&rest))?;
+        } else {
+            writeln!(o, "{}", line(cells))?;
+        }
+        if !clauses.is_empty() {
+            for l in wrap(&" ".repeat(indent), clauses, "; ", indent) {
+                writeln!(o, "{l}")?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// What Wren made of a direction: its last lower bound and the forecast of the next, or why
+/// there is none.
+fn wren_clause(d: &DirectionReport) -> Option<String> {
+    match (&d.wren, d.wren_off) {
+        (Some(w), _) => Some(match w.last_bound_mbps {
+            Some(b) => format!(
+                "avail bw ≥ {} Mbit/s, next {} ({} of {})",
+                crate::output::number(b),
+                opt(w.forecast.as_ref().map(|f| f.value)),
+                crate::format::count(w.lower_bounds, "bound"),
+                crate::format::count(w.trains, "train")
+            ),
+            None => format!(
+                "avail bw: no lower bound from {}",
+                crate::format::count(w.trains, "train")
+            ),
+        }),
+        (None, Some(why)) => Some(format!("no avail bw ({why})")),
+        (None, None) => None,
+    }
+}
+
+/// A direction's row of the summary: the figures most asked for, then the rest as clauses
+/// for the lines below it.
+fn direction_row(id: u64, d: &DirectionReport) -> (Vec<String>, Vec<String>) {
+    let cells = vec![
+        id.to_string(),
+        format!("{} → {}", d.from, d.to),
+        d.packets.to_string(),
+        d.frame_bytes.to_string(),
+        opt(d.throughput_mbps),
+        d.retransmissions.to_string(),
+        d.ack_rtt
+            .map(|q| ms(q.median))
+            .unwrap_or_else(|| "-".into()),
+    ];
+    let mut clauses = vec![format!("{:.3} s", d.duration_s())];
+    if d.out_of_order > 0 {
+        clauses.push(format!("{} out of order", d.out_of_order));
+    }
+    if let Some(q) = &d.ack_rtt {
+        clauses.push(format!(
+            "RTT ms min/med/p90/max {}/{}/{}/{} ({})",
+            ms(q.min),
+            ms(q.median),
+            ms(q.p90),
+            ms(q.max),
+            crate::format::count(q.n, "sample")
+        ));
+    }
+    if let Some(q) = &d.ts_rtt {
+        clauses.push(format!(
+            "by TCP timestamps med {} ({})",
+            ms(q.median),
+            crate::format::count(q.n, "sample")
+        ));
+    }
+    clauses.extend(wren_clause(d));
+    (cells, clauses)
+}
+
+/// The summary table's heading: what each figure is (`frame bytes` count whole frames, as
+/// tshark's conv,tcp does; goodput is new payload over the direction's duration).
+const SUMMARY_HEAD: [&str; 7] = [
+    "flow",
+    "from → to",
+    "packets",
+    "frame bytes",
+    "goodput Mbit/s",
+    "retx",
+    "RTT ms",
+];
+
+/// What Wren made of a direction's trains and why the others gave no bound, the counts that
+/// are not zero only.
+fn wren_note(id: u64, d: &DirectionReport) -> Option<Vec<String>> {
+    let w = d.wren.as_ref()?;
+    let (s, v) = (w.skipped, w.verdicts);
+    if w.trains + s.super_segments + s.retransmissions + s.zero_gaps + s.given_up == 0 {
+        return None;
+    }
+    let nonzero = |items: &[(u64, &str)]| -> Vec<String> {
+        items
+            .iter()
+            .filter(|(n, _)| *n > 0)
+            .map(|(n, what)| format!("{n} {what}"))
+            .collect()
+    };
+    let head = [
+        format!("flow {id} {} → {}:", d.from, d.to),
+        format!(
+            "Wren: {}, {}",
+            crate::format::count(w.trains, "train"),
+            crate::format::count(w.lower_bounds, "lower bound")
+        ),
+    ];
+    let mut lines = wrap("", &head, " ", 2);
+    let parts = [
+        (
+            "no bound from",
+            nonzero(&[
+                (
+                    v.increasing,
+                    "increasing (ISR above the available bandwidth)",
+                ),
+                (v.rates_differ, "whose ACK rate differs from the ISR"),
+                (
+                    v.too_few_acks,
+                    "with fewer than two explicit ACKs (delayed or stretch ACKs)",
+                ),
+                (v.acks_at_one_instant, "with their ACKs at one instant"),
+                (v.unacknowledged, "never acknowledged"),
+            ]),
+        ),
+        (
+            "packets left out of trains:",
+            nonzero(&[
+                (
+                    s.super_segments,
+                    "TSO/GSO super-segments (not single packets on the wire)",
+                ),
+                (
+                    s.retransmissions,
+                    "retransmissions (their ACKs are ambiguous)",
+                ),
+                (s.zero_gaps, "at the same instant as the one before"),
+            ]),
+        ),
+    ];
+    for (what, items) in parts {
+        if !items.is_empty() {
+            lines.extend(wrap(&format!("  {what} "), &items, ", ", 4));
+        }
+    }
+    if s.given_up > 0 {
+        lines.push(format!(
+            "  {} dropped waiting for ACKs",
+            crate::format::count(s.given_up, "train")
+        ));
+    }
+    Some(lines)
 }
 
 fn summary(
@@ -526,107 +709,105 @@ fn summary(
     total: &Totals,
     transfers: &[TransferReport],
 ) -> io::Result<()> {
-    writeln!(o, "{title}")?;
+    let mut lines = prose(title);
     for h in headline {
-        writeln!(o, "{h}")?;
+        // `FILE: what was read`: the name, then what was read whole on the next line if the
+        // two do not fit on one.
+        lines.extend(match h.split_once(": ") {
+            Some((name, what)) => wrap("", &[format!("{name}:"), what.to_string()], " ", 2),
+            None => prose(h),
+        });
     }
-    writeln!(
-        o,
-        "{} frames, {} TCP segments in {} flows; skipped: {}",
+    lines.extend(prose(&format!(
+        "{} frames, {} TCP segments in {}; skipped: {}",
         an.packets,
         an.tcp_packets,
-        total.flows,
+        crate::format::count(total.flows, "flow"),
         skips_line(&an.skips)
-    )?;
+    )));
     if let Some(n) = &total.evicted {
-        writeln!(o, "Note: {n}")?;
+        lines.extend(prose(&format!("Note: {n}")));
     }
     if total.left_out > 0 {
-        writeln!(
-            o,
-            "Note: {} of {} flows are not in the table, which holds the {} with the most bytes (--max-flows); --flows or --json give every flow",
-            total.left_out, total.flows, total.max_flows
-        )?;
+        lines.extend(prose(&format!(
+            "Note: {} of {} flows {} not in the table, which holds the {} with the most bytes (--max-flows); --flows or --json give every flow",
+            total.left_out,
+            total.flows,
+            if total.left_out == 1 { "is" } else { "are" },
+            total.max_flows
+        )));
     }
-    writeln!(o)?;
-    writeln!(
-        o,
-        "{:<4} {:<46} {:>8} {:>12} {:>8} {:>9} {:>6} {:>5}  {:<34} {:<22} avail bw lower bound Mbit/s (last →next)",
-        "flow", "from → to", "packets", "bytes", "time s", "Mbit/s", "retx", "ooo", "RTT data→ACK ms min/med/p90/max (n)", "RTT timestamps ms med"
-    )?;
-    for f in flows {
-        for d in &f.directions {
-            if d.packets == 0 {
-                continue;
-            }
-            writeln!(
-                o,
-                "{:<4} {:<46} {:>8} {:>12} {:>8.3} {:>9} {:>6} {:>5}  {:<34} {:<22} {}",
-                f.id,
-                format!("{} → {}", d.from, d.to),
-                d.packets,
-                d.frame_bytes,
-                d.duration_s(),
-                opt(d.throughput_mbps),
-                d.retransmissions,
-                d.out_of_order,
-                quantiles(&d.ack_rtt),
-                d.ts_rtt.map(|q| ms(q.median)).unwrap_or_else(|| "-".into()),
-                wren_cell(d)
-            )?;
-        }
+    lines.push(String::new());
+    for l in lines.drain(..) {
+        writeln!(o, "{l}")?;
     }
-    let mut notes = Vec::new();
-    for f in flows {
-        for d in &f.directions {
-            if let Some(w) = &d.wren {
-                let (s, v) = (w.skipped, w.verdicts);
-                if w.trains + s.super_segments + s.retransmissions + s.zero_gaps + s.given_up == 0 {
-                    continue;
-                }
-                notes.push(format!(
-                    "flow {} {} → {}: Wren: {} trains, {} lower bounds; no bound from {} increasing (ISR above the available bandwidth), {} whose ACK rate differs from the ISR, {} with fewer than two explicit ACKs (delayed or stretch ACKs), {} with their ACKs at one instant, {} never acknowledged; packets left out of trains: {} TSO/GSO super-segments (not single packets on the wire), {} retransmissions (their ACKs are ambiguous), {} at the same instant as the one before; {} trains dropped waiting for ACKs",
-                    f.id, d.from, d.to, w.trains, w.lower_bounds, v.increasing, v.rates_differ,
-                    v.too_few_acks, v.acks_at_one_instant, v.unacknowledged, s.super_segments,
-                    s.retransmissions, s.zero_gaps, s.given_up
-                ));
-            }
-        }
-    }
+    let rows: Vec<(Vec<String>, Vec<String>)> = flows
+        .iter()
+        .flat_map(|f| {
+            f.directions
+                .iter()
+                .filter(|d| d.packets > 0)
+                .map(|d| direction_row(f.id, d))
+        })
+        .collect();
+    grid(o, &SUMMARY_HEAD, &rows)?;
+    drop(rows);
+    let notes: Vec<String> = flows
+        .iter()
+        .flat_map(|f| f.directions.iter().filter_map(|d| wren_note(f.id, d)))
+        .flatten()
+        .collect();
     if !notes.is_empty() {
-        writeln!(o)?;
-        for n in notes {
-            writeln!(o, "{n}")?;
-        }
+        lines.push(String::new());
+        lines.extend(notes);
+    }
+    for l in lines {
+        writeln!(o, "{l}")?;
     }
     transfers_table(o, transfers)
+}
+
+/// The IEPM-BW transfers: one line each (two with long addresses).
+fn transfer_lines(transfers: &[TransferReport]) -> Vec<String> {
+    let mut lines = vec![
+        String::new(),
+        "IEPM-BW transfers (flows between two hosts starting within 5 s of each other),".into(),
+        "goodput Mbit/s by method 1 (Σ bytes / time), 2 (bytes / mean time), 3 (bytes / max time)"
+            .into(),
+    ];
+    for t in transfers {
+        let clauses = [
+            format!(
+                "{} → {}: {}",
+                t.from,
+                t.to,
+                crate::format::count(t.streams as u64, "stream")
+            ),
+            format!("{} payload bytes", t.bytes),
+            format!(
+                "Mbit/s {} / {} / {}",
+                crate::output::number(t.mbps[0]),
+                crate::output::number(t.mbps[1]),
+                crate::output::number(t.mbps[2])
+            ),
+        ];
+        lines.extend(wrap("", &clauses, ", ", 2));
+    }
+    lines
 }
 
 fn transfers_table(o: &mut dyn Write, transfers: &[TransferReport]) -> io::Result<()> {
     if transfers.is_empty() {
         return Ok(());
     }
-    writeln!(o)?;
-    writeln!(
-        o,
-        "IEPM-BW transfers (flows between two hosts starting within 5 s), Mbit/s: method 1 Σ bytes/time, 2 bytes / mean time, 3 bytes / max time"
-    )?;
-    for t in transfers {
-        writeln!(
-            o,
-            "{} → {}: {} streams, {} bytes: {} / {} / {}",
-            t.from,
-            t.to,
-            t.streams,
-            t.bytes,
-            crate::output::number(t.mbps[0]),
-            crate::output::number(t.mbps[1]),
-            crate::output::number(t.mbps[2])
-        )?;
+    for l in transfer_lines(transfers) {
+        writeln!(o, "{l}")?;
     }
     Ok(())
 }
 
+/// The live view of the flows sending data; `last`: each direction's new bytes at the
+/// previous view, for the goodput over the last second.
 fn live_table(
     o: &mut dyn Write,
     elapsed: Duration,
@@ -635,26 +816,44 @@ fn live_table(
 ) -> io::Result<()> {
     writeln!(
         o,
-        "-- {:.0} s: {} flows sending data",
+        "-- {:.0} s: {} sending data",
         elapsed.as_secs_f64(),
-        rows.len()
+        // A row per direction: the flows are counted once.
+        crate::format::count(
+            rows.iter()
+                .map(|r| r.id)
+                .collect::<std::collections::HashSet<_>>()
+                .len() as u64,
+            "flow"
+        )
     )?;
-    for r in rows {
-        let key = (r.id, r.from.to_string());
-        let before = last.insert(key, r.new_bytes).unwrap_or(0);
-        let rate = (r.new_bytes - before.min(r.new_bytes)) as f64 * 8.0 / 1e6;
-        writeln!(
-            o,
-            "{:<4} {:<46} {:>9} Mbit/s  rtt {:>8} ms  ts {:>8} ms  retx {:>5}  avail ≥ {} →{}",
-            r.id,
-            format!("{} → {}", r.from, r.to),
-            crate::output::number(rate),
-            r.ack_rtt_median_s.map(ms).unwrap_or_else(|| "-".into()),
-            r.ts_rtt_median_s.map(ms).unwrap_or_else(|| "-".into()),
-            r.retransmissions,
-            opt(r.last_bound_mbps),
-            opt(r.forecast_mbps)
-        )?;
+    let cells: Vec<(Vec<String>, Vec<String>)> = rows
+        .iter()
+        .map(|r| {
+            let key = (r.id, r.from.to_string());
+            let before = last.insert(key, r.new_bytes).unwrap_or(0);
+            let rate = (r.new_bytes - before.min(r.new_bytes)) as f64 * 8.0 / 1e6;
+            let cells = vec![
+                r.id.to_string(),
+                format!("{} → {}", r.from, r.to),
+                crate::output::number(rate),
+                r.ack_rtt_median_s.map(ms).unwrap_or_else(|| "-".into()),
+                r.retransmissions.to_string(),
+                format!("{} →{}", opt(r.last_bound_mbps), opt(r.forecast_mbps)),
+            ];
+            (cells, Vec::new())
+        })
+        .collect();
+    if !cells.is_empty() {
+        let head = [
+            "flow",
+            "from → to",
+            "goodput Mbit/s",
+            "RTT ms",
+            "retx",
+            "avail ≥ Mbit/s",
+        ];
+        grid(o, &head, &cells)?;
     }
     o.flush()
 }
@@ -743,4 +942,318 @@ pub fn sample_line(s: &RttSample) -> String {
         if s.timestamps { "ts" } else { "ack" },
         s.rtt_s
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pcap::analysis::{Verdicts, WrenReport};
+    use crate::pcap::decode::{Addr, Endpoint};
+    use nowcast_core::record::{RecordForecast, Selector};
+    use nowcast_core::wren::Skipped;
+
+    fn v4(last: u8, port: u16) -> Endpoint {
+        Endpoint {
+            addr: Addr::v4([192, 168, 100, last]),
+            port,
+        }
+    }
+
+    fn v6(last: u8, port: u16) -> Endpoint {
+        let mut a = [0xfd; 16];
+        a[15] = last;
+        Endpoint {
+            addr: Addr::v6(a),
+            port,
+        }
+    }
+
+    fn rtt(n: u64) -> Summary {
+        Summary {
+            n,
+            min: 0.000_012_3,
+            median: 0.012_345,
+            p90: 0.123_45,
+            max: 3.044,
+        }
+    }
+
+    fn direction(from: Endpoint, to: Endpoint, data: bool) -> DirectionReport {
+        DirectionReport {
+            from,
+            to,
+            packets: 6_535,
+            frame_bytes: 371_450_316,
+            payload_bytes: 371_000_000,
+            new_bytes: 370_000_000,
+            first_ns: 1_000_000_000,
+            last_ns: 2_001_000_000,
+            throughput_mbps: data.then_some(2_960.1),
+            retransmissions: 12,
+            fast_retransmissions: 1,
+            spurious_retransmissions: 2,
+            out_of_order: 3,
+            data_packets: 6_000,
+            loss: Some(0.01),
+            ack_rtt: Some(rtt(1_027)),
+            ts_rtt: Some(rtt(999)),
+            super_segments: 12,
+            wren: data.then(|| WrenReport {
+                trains: 5_000,
+                lower_bounds: 1_234,
+                verdicts: Verdicts {
+                    increasing: 10,
+                    rates_differ: 11,
+                    too_few_acks: 12,
+                    acks_at_one_instant: 13,
+                    unacknowledged: 14,
+                },
+                last_bound_mbps: Some(859.7),
+                forecast: Some(RecordForecast {
+                    value: 12_345.6,
+                    method: "last_value".into(),
+                    selector: Selector::Mse,
+                    error: 1.0,
+                }),
+                skipped: Skipped {
+                    super_segments: 12,
+                    retransmissions: 3,
+                    zero_gaps: 4,
+                    short_runs: 5,
+                    given_up: 6,
+                },
+            }),
+            wren_off: (!data).then_some(
+                "the capture is at the receiver (a guess: its handshake alone, on a short path)",
+            ),
+        }
+    }
+
+    fn flow(id: u64, a: Endpoint, b: Endpoint) -> FlowReport {
+        FlowReport {
+            id,
+            a,
+            b,
+            start_ns: 0,
+            last_ns: 1,
+            handshake: true,
+            closed: true,
+            evicted: false,
+            directions: [direction(a, b, true), direction(b, a, false)],
+        }
+    }
+
+    /// A flow of a day at 40 Gbit/s with many retransmissions: the widest figures.
+    fn huge(mut f: FlowReport) -> FlowReport {
+        for d in &mut f.directions {
+            d.packets = 6_535_123_456;
+            d.frame_bytes = 371_450_316_123_456;
+            d.last_ns = 87_401_001_000_000;
+            d.throughput_mbps = d.throughput_mbps.map(|_| 39_999.9);
+            d.retransmissions = 123_456_789;
+            d.out_of_order = 77_777_777;
+            d.ack_rtt = Some(rtt(1_027_000_000));
+        }
+        f
+    }
+
+    /// The summary of `flows` as printed.
+    fn printed(flows: &[FlowReport], transfers: &[TransferReport]) -> String {
+        let an = Analyzer::new(Config::default());
+        let total = Totals {
+            flows: 200_000,
+            left_out: 199_000,
+            max_flows: 100_000,
+            evicted: Some("the flow table was full (100000 flows at once, --max-flows): 5 flows were reported before they closed or went idle (the ones idle longest, to make room); a packet of one of them afterwards started a new flow".into()),
+        };
+        let headline = ["/a/long/path/to/a/capture/made/on/the/border/router/with/tcpdump/trace-2026-12-06.pcap.gz: 19187 packets, 727102016 bytes, pcap (ns, gzip)".to_string()];
+        let mut o = Vec::new();
+        summary(
+            &mut o,
+            "nowcast pcap trace.pcapng",
+            &headline,
+            &an,
+            flows,
+            &total,
+            transfers,
+        )
+        .unwrap();
+        String::from_utf8(o).unwrap()
+    }
+
+    fn assert_narrow(text: &str) {
+        for l in text.lines() {
+            assert!(columns(l) <= WIDTH, "{} columns: {l}\n{text}", columns(l));
+            assert_eq!(l, l.trim_end(), "trailing spaces: {l:?}");
+        }
+    }
+
+    #[test]
+    fn every_line_of_the_summary_fits_in_100_columns() {
+        // The widest figures and addresses: every line still fits.
+        let flows = [
+            flow(0, v4(1, 55110), v4(2, 5201)),
+            huge(flow(1_000_000, v4(255, 65535), v4(254, 65534))),
+            flow(2, v6(1, 443), v6(2, 65535)),
+        ];
+        assert_narrow(&printed(&flows, &[]));
+        // A day's capture of an ordinary host.
+        let flows = [
+            flow(0, v4(1, 55110), v4(2, 5201)),
+            flow(2, v6(1, 443), v6(2, 65535)),
+        ];
+        let transfers = [
+            TransferReport {
+                from: v4(1, 0).addr,
+                to: v4(2, 0).addr,
+                start_ns: 0,
+                streams: 1,
+                bytes: 371_019_453.0,
+                mbps: [2964.1, 2962.2, 2959.3],
+            },
+            TransferReport {
+                from: v6(1, 0).addr,
+                to: v6(2, 0).addr,
+                start_ns: 0,
+                streams: 128,
+                bytes: 371_019_453_123.0,
+                mbps: [29_640.1, 29_620.2, 29_590.3],
+            },
+        ];
+        let text = printed(&flows, &transfers);
+        assert_narrow(&text);
+        // Each figure under a heading that says what it is.
+        let head = text
+            .lines()
+            .find(|l| l.starts_with("flow from → to"))
+            .unwrap_or_else(|| panic!("{text}"));
+        for h in ["packets", "frame bytes", "goodput Mbit/s", "retx", "RTT ms"] {
+            assert!(head.contains(h), "{head}");
+        }
+        // A v4 flow: its row has the figures, its clauses the lines below.
+        let row = text
+            .lines()
+            .find(|l| l.starts_with("0    192.168.100.1:55110 → 192.168.100.2:5201"))
+            .unwrap_or_else(|| panic!("{text}"));
+        assert_eq!(
+            row.split_whitespace().skip(4).collect::<Vec<_>>(),
+            ["6535", "371450316", "2960", "12", "12.35"],
+            "{text}"
+        );
+        for part in [
+            "1.001 s; 3 out of order; RTT ms min/med/p90/max 0.012/12.35/123.5/3044 (1027 samples);",
+            "avail bw ≥ 859.7 Mbit/s, next 12346 (1234 bounds of 5000 trains)",
+            "no avail bw (the capture is at the receiver (a guess: its handshake alone, on a short path))",
+            "12 TSO/GSO super-segments (not single packets on the wire)",
+            "  6 trains dropped waiting for ACKs",
+            "Note: the flow table was full (100000 flows at once, --max-flows)",
+            "Note: 199000 of 200000 flows are not in the table",
+            "trace-2026-12-06.pcap.gz:\n  19187 packets, 727102016 bytes, pcap (ns, gzip)\n",
+        ] {
+            assert!(text.contains(part), "{part}: {text}");
+        }
+        // Two IPv6 addresses: on a line of their own, then the figures.
+        let v6 = "[fdfd:fdfd:fdfd:fdfd:fdfd:fdfd:fdfd:fd01]:443";
+        assert!(
+            text.contains(&format!(
+                "\n2    {v6} → [fdfd:fdfd:fdfd:fdfd:fdfd:fdfd:fdfd:fd02]:65535\n "
+            )),
+            "{text}"
+        );
+        assert!(text.contains("192.168.100.1 → 192.168.100.2: 1 stream, 371019453 payload bytes, Mbit/s 2964 / 2962 / 2959"), "{text}");
+        assert!(
+            text.contains(": 128 streams,\n  371019453123 payload bytes"),
+            "{text}"
+        );
+    }
+
+    fn live_lines(
+        elapsed: Duration,
+        rows: &[LiveRow],
+        last: &mut std::collections::HashMap<(u64, String), u64>,
+    ) -> Vec<String> {
+        let mut o = Vec::new();
+        live_table(&mut o, elapsed, rows, last).unwrap();
+        String::from_utf8(o)
+            .unwrap()
+            .lines()
+            .map(String::from)
+            .collect()
+    }
+
+    #[test]
+    fn the_live_view_fits_in_100_columns_and_counts_in_words() {
+        let row = |id, from, to| LiveRow {
+            id,
+            from,
+            to,
+            new_bytes: 125_000_000,
+            packets: 1,
+            ack_rtt_median_s: Some(0.000_123),
+            ts_rtt_median_s: Some(1.234),
+            retransmissions: 99_999,
+            last_bound_mbps: Some(12_345.6),
+            forecast_mbps: Some(12_345.6),
+        };
+        let mut last = Default::default();
+        let one = live_lines(
+            Duration::from_secs(3),
+            &[row(7, v4(1, 55110), v4(2, 5201))],
+            &mut last,
+        );
+        assert_eq!(one[0], "-- 3 s: 1 flow sending data");
+        assert_eq!(
+            one[2].split_whitespace().collect::<Vec<_>>(),
+            [
+                "7",
+                "192.168.100.1:55110",
+                "→",
+                "192.168.100.2:5201",
+                "1000",
+                "0.123",
+                "99999",
+                "12346",
+                "→12346"
+            ]
+        );
+        let many = live_lines(
+            Duration::from_secs(4),
+            &[
+                row(7, v4(1, 55110), v4(2, 5201)),
+                row(8, v4(255, 65535), v4(254, 65534)),
+                row(9, v6(1, 443), v6(2, 65535)),
+            ],
+            &mut last,
+        );
+        assert_eq!(many[0], "-- 4 s: 3 flows sending data");
+        let both = [
+            row(7, v4(1, 55110), v4(2, 5201)),
+            row(7, v4(2, 5201), v4(1, 55110)),
+        ];
+        let both = live_lines(Duration::from_secs(5), &both, &mut last);
+        assert_eq!(
+            both[0], "-- 5 s: 1 flow sending data",
+            "a row per direction"
+        );
+        assert_narrow(&many.join("\n"));
+        assert!(
+            many[3].ends_with("1000   0.123  99999    12346 →12346"),
+            "{many:?}"
+        );
+    }
+
+    #[test]
+    fn wrapping_keeps_clauses_whole_and_breaks_long_ones_between_words() {
+        let clauses: Vec<String> = ["a".repeat(60), "b".repeat(60), "c ".repeat(80)]
+            .into_iter()
+            .collect();
+        let lines = wrap("  ", &clauses, "; ", 4);
+        assert_eq!(lines[0], format!("  {};", "a".repeat(60)));
+        // The third is too long for a line: it starts where the second ends.
+        assert!(lines[1].starts_with(&format!("    {}; c c", "b".repeat(60))));
+        assert!(lines[2..].iter().all(|l| l.starts_with("    c c")));
+        assert!(lines
+            .iter()
+            .all(|l| columns(l) <= WIDTH && !l.ends_with(' ')));
+    }
 }
