@@ -7,25 +7,11 @@
 
 mod common;
 
-use common::{nowcast, text, Server, TempDir};
+use common::{nowcast, one_record, text, Server, TempDir};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Output;
 use std::time::Duration;
-
-/// `dir/name`: an NDJSON file of one valid record.
-fn one_record(dir: &Path, name: &str) -> PathBuf {
-    let p = dir.join(name);
-    let rec = nowcast_core::record::Record::new(
-        1_767_225_600_000.0,
-        "nowcast tcp",
-        nowcast_core::record::Metric::Rtt,
-        1.5,
-        "h:1",
-    );
-    std::fs::write(&p, rec.to_line() + "\n").unwrap();
-    p
-}
 
 /// A test's directory, removed when the test ends (passed or failed).
 fn temp(name: &str) -> TempDir {

@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::{nowcast, text, TempDir};
+use common::{nowcast, one_record, text, TempDir};
 use std::path::Path;
 use std::time::Duration;
 
@@ -93,15 +93,7 @@ fn an_empty_report_says_what_is_true_of_its_inputs() {
     let dir = TempDir::new("empty-report");
     let empty = dir.join("empty.txt");
     std::fs::write(&empty, "").unwrap();
-    let one = dir.join("one.ndjson");
-    let rec = nowcast_core::record::Record::new(
-        1_767_225_600_000.0,
-        "nowcast tcp",
-        nowcast_core::record::Metric::Rtt,
-        1.5,
-        "h:1",
-    );
-    std::fs::write(&one, rec.to_line() + "\n").unwrap();
+    let one = one_record(&dir, "one.ndjson");
     let a = dir.join("none.sqlite");
     let (e, o) = (path(&empty), path(&one));
     let rows: [(&[&str], String); 5] = [

@@ -188,6 +188,20 @@ pub fn records(out: &Output) -> Vec<Record> {
         .collect()
 }
 
+/// `dir/name`: an NDJSON file of one valid record.
+pub fn one_record(dir: &std::path::Path, name: &str) -> std::path::PathBuf {
+    let p = dir.join(name);
+    let rec = nowcast_core::record::Record::new(
+        1_767_225_600_000.0,
+        "nowcast tcp",
+        nowcast_core::record::Metric::Rtt,
+        1.5,
+        "h:1",
+    );
+    std::fs::write(&p, rec.to_line() + "\n").unwrap();
+    p
+}
+
 pub fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
