@@ -64,7 +64,7 @@ fn a_refused_connection_is_one_line_per_experiment_and_the_records_keep_every_st
     assert_eq!(
         err[3],
         "nowcast: no handshake_rtt, rtt, rtt_nagle or bandwidth_up measured: all 3 probes of each \
-         failed"
+         failed or were not tried"
     );
     // The table and its summary are as they were: every series' row, lost.
     let rows = summary(&text(&out.stdout));
