@@ -574,7 +574,7 @@ fn wren_clause(d: &DirectionReport) -> Option<String> {
                 crate::format::count(w.trains, "train")
             ),
         }),
-        (None, Some(why)) => Some(format!("no avail bw ({why})")),
+        (None, Some(why)) => Some(format!("no avail bw: {why}")),
         (None, None) => None,
     }
 }
@@ -1143,7 +1143,7 @@ mod tests {
         for part in [
             "1.001 s; 3 out of order; RTT ms min/med/p90/max 0.012/12.35/123.5/3044 (1027 samples);",
             "avail bw ≥ 859.7 Mbit/s, next 12346 (1234 bounds of 5000 trains)",
-            "no avail bw (the capture is at the receiver (a guess: its handshake alone, on a short path))",
+            "no avail bw: the capture is at the receiver (a guess: its handshake alone, on a short path)",
             "12 TSO/GSO super-segments (not single packets on the wire)",
             "  6 trains dropped waiting for ACKs",
             "Note: the flow table was full (100000 flows at once, --max-flows)",
