@@ -302,6 +302,15 @@ describe.skipIf(why !== undefined)("mirrors: two on the same host as the site", 
       expect(["best", "about_the_same", "likely_slower"], url).toContain(standing.get(url));
     }
     expect(await page.textContent("#ranking-summary")).toMatch(/^Fastest for a 100 MB file: /);
+    // A size that is none (0 MB) is said so, and the sentence names the size its times are
+    // for (it said "a 0 MB file" beside the time of a 100 MB one).
+    await page.fill("#file-size", "0");
+    expect(await page.textContent("#ranking-summary")).toMatch(
+      /^File size: a number of MB above 0 \(ranked for 100 MB\)\. Fastest for a 100 MB file: /,
+    );
+    expect(await page.getAttribute("#file-size", "aria-invalid")).toBe("true");
+    await page.fill("#file-size", "1");
+    expect(await page.textContent("#ranking-summary")).toMatch(/^Fastest for a 1 MB file: /);
     await page.context().close();
     expect(errors).toEqual([]);
   }, 60_000);

@@ -14,6 +14,7 @@ import {
   verdict,
   verdictOf,
   yRange,
+  measuredLately,
 } from "./headline-math";
 
 describe("the headline's verdict", () => {
@@ -194,5 +195,23 @@ describe("the verdict on the forecaster in use", () => {
     expect(text).toMatch(
       /off by 1\.92 ms on average\. It forecasts that the next value repeats the last\.$/,
     );
+  });
+});
+
+describe("measuredLately", () => {
+  it("drops a series the page stopped measuring, keeps those a period or two behind", () => {
+    const ws = { key: "rtt/websocket", last: 100_000, periodMs: 2_000 };
+    const fetch = { key: "rtt/http", last: 130_000, periodMs: 2_000 };
+    // WebSocket's last value is 30 s old while fetch goes on: the transport was switched off.
+    expect(measuredLately([ws, fetch]).map((c) => c.key)).toEqual(["rtt/http"]);
+    // Both measured within three periods (or 10 s): both compared.
+    expect(measuredLately([{ ...ws, last: 125_000 }, fetch]).map((c) => c.key)).toEqual([
+      "rtt/websocket",
+      "rtt/http",
+    ]);
+    // A slow series' own period counts: bandwidth every 60 s is not stale after 30 s.
+    expect(measuredLately([{ ...ws, periodMs: 60_000 }, fetch])).toHaveLength(2);
+    // Nothing measured yet: all of them.
+    expect(measuredLately([{ ...ws, last: undefined }])).toHaveLength(1);
   });
 });

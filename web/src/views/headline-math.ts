@@ -105,6 +105,31 @@ export function pickSeries<T extends { values: readonly number[] }>(
   return best;
 }
 
+/** Periods of its own a series may fall behind the newest of its direction and still be
+ *  compared (and never less than {@link STALE_FLOOR_MS}). */
+export const STALE_PERIODS = 3;
+export const STALE_FLOOR_MS = 10_000;
+
+/**
+ * The series of a direction that are still being measured: each one whose newest value
+ * (`last`, ms) is at most {@link STALE_PERIODS} of its period behind the newest of them all.
+ * A series the page stopped measuring (its transport switched off) drops out, so that it
+ * does not stand for the direction with an old value that only compares well. All of them
+ * when none has a value yet.
+ */
+export function measuredLately<T extends { last: number | undefined; periodMs: number }>(
+  candidates: readonly T[],
+): T[] {
+  const lasts = candidates.flatMap((c) => (c.last === undefined ? [] : [c.last]));
+  if (lasts.length === 0) return [...candidates];
+  const newest = Math.max(...lasts);
+  return candidates.filter(
+    (c) =>
+      c.last !== undefined &&
+      newest - c.last <= Math.max(STALE_PERIODS * c.periodMs, STALE_FLOOR_MS),
+  );
+}
+
 /**
  * The sparkline of `values` (null: no value, the line breaks there) on a box `width` ×
  * `height`, its y axis from `lo` (bottom) to `hi` (top): an SVG path, "" without a point.

@@ -11,6 +11,7 @@ import { el } from "./dom";
 import {
   COMPARED,
   likelyRange,
+  measuredLately,
   median,
   periodPhrase,
   pickSeries,
@@ -365,11 +366,14 @@ export class HeadlineView {
         const s = this.kept.get(key);
         if (s === undefined) return [];
         const values = s.points.flatMap((p) => (p.value === null ? [] : [p.value]));
-        return [{ key, s, values }];
+        const periodMs = s.periodMs ?? this.periodS() * 1000;
+        return [{ key, s, values, last: s.points.at(-1)?.t, periodMs }];
       });
-      // A series that only failed so far still shows (its failures are the news).
-      const chosen = pickSeries(candidates, d.better) ?? candidates[0];
-      const rest = candidates.find((c) => c !== chosen && c.values.length > 0);
+      // A series that only failed so far still shows (its failures are the news); one no
+      // longer measured (its transport switched off) gives way to those that are.
+      const lately = measuredLately(candidates);
+      const chosen = pickSeries(lately, d.better) ?? lately[0] ?? candidates[0];
+      const rest = lately.find((c) => c !== chosen && c.values.length > 0);
       const other = rest && { key: rest.key, median: median(rest.values.slice(-COMPARED))! };
       card.show(chosen?.s, chosen?.key ?? "", this.periodS(), other, this.state, d.better);
     }

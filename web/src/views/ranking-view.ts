@@ -41,6 +41,11 @@ export class RankingView {
   private ranked: RankedSite[] = [];
   /** The last question asked, to ask only when it changes. */
   private asked = "";
+  /** The last file size typed that is one (MB): what the ranking and its sentence use while
+   *  the box holds something else (0, a negative, nothing). */
+  private sizeMb = 100;
+  /** Whether the box holds a file size. */
+  private sizeOk = true;
 
   /**
    * @param siteUrl the serving site's URL.
@@ -60,9 +65,17 @@ export class RankingView {
   }
 
   private fileBytes(): number {
-    const mb = Number(this.fileSize.value);
+    const text = this.fileSize.value.trim();
+    const mb = Number(text);
+    const ok = text !== "" && Number.isFinite(mb) && mb > 0;
+    if (ok) this.sizeMb = mb;
+    this.sizeOk = ok;
+    // Said at the box, and the ranking stays that of the last size that was one, named as
+    // such: a sentence saying "a 0 MB file" beside the time of a 100 MB one misleads.
+    this.fileSize.setCustomValidity(ok ? "" : "A file size is a number of MB above 0.");
+    this.fileSize.setAttribute("aria-invalid", String(!ok));
     // 1 MB = 10^6 bytes, as download sites state file sizes.
-    return Number.isFinite(mb) && mb > 0 ? mb * 1e6 : 100e6;
+    return this.sizeMb * 1e6;
   }
 
   /** The worker's ranking. */
@@ -125,7 +138,9 @@ export class RankingView {
       return row;
     });
     this.tbody.replaceChildren(...rows);
-    const sentence = summary(sites, names, this.fileSize.value);
+    const sentence =
+      (this.sizeOk ? "" : `File size: a number of MB above 0 (ranked for ${this.sizeMb} MB). `) +
+      summary(sites, names, String(this.sizeMb));
     this.summary.textContent = sentence;
     // Its gist: each site's standing, the fastest and those about the same as one (which of
     // them leads changes with every probe and says nothing). A site ranked alone is the
