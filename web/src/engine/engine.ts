@@ -158,6 +158,9 @@ export class Engine {
       if (!this.scheduler.inRound) void this.applyTarget();
     }
     this.scheduler.schedule();
+    // The status line says the new period and budget now, not at the next round (up to a
+    // period later: "Measuring every 2 s" stood for 10 s after the period went to 10 s).
+    if (this.told !== undefined) this.status(this.told.state, this.told.message);
   }
 
   /** Takes back what the budget had spent in the hour before a reload (budget.ts
@@ -609,7 +612,11 @@ export class Engine {
     });
   }
 
+  /** The last state and message told, which a change of settings tells again with them. */
+  private told: { state: StatusEvent["state"]; message: string } | undefined;
+
   private status(state: StatusEvent["state"], message: string): void {
+    this.told = { state, message };
     const now = Date.now();
     const held = this.heldBytes;
     this.post({
