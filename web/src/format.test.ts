@@ -197,3 +197,11 @@ describe("a time axis's tick labels", () => {
     expect(clockIn(at(21, 12, 0), at(21, 12, 30))).toBe("12:00:00");
   });
 });
+
+describe("one unit for a row", () => {
+  it("shows every figure in the unit of the largest when a magnitude is given", () => {
+    expect(formatValue(326, "Mbit/s", 2630)).toBe("0.326 Gbit/s");
+    expect(formatWithError(326, 5261, "Mbit/s", true, 2630)).toBe("0.326 Gbit/s ± 5.26 Gbit/s");
+    expect(formatValue(326, "Mbit/s")).toBe("326 Mbit/s");
+  });
+});

@@ -32,9 +32,10 @@ export function displayUnit(magnitude: number, unit: string): { unit: string; di
 /** " ms", or nothing for a value without a unit (a CSV column of numbers). */
 const spaced = (unit: string) => (unit === "" ? "" : ` ${unit}`);
 
-/** A value in its unit: ms, Mbit/s (as Gbit/s from 1000), or a fraction (as %). */
-export function formatValue(v: number, unit: string): string {
-  const d = displayUnit(v, unit);
+/** A value in its unit: ms, Mbit/s (as Gbit/s from 1000), or a fraction (as %); in the unit
+ *  a value of `magnitude` is shown in when given (one unit for a row of figures). */
+export function formatValue(v: number, unit: string, magnitude = v): string {
+  const d = displayUnit(magnitude, unit);
   return `${significant(v / d.divisor)}${spaced(d.unit)}`;
 }
 
@@ -42,8 +43,14 @@ export function formatValue(v: number, unit: string): string {
  *  never "2.23 Gbit/s ± 150 Mbit/s". With `known` false (a forecast from one value, which
  *  no measurement has checked yet), "2.23 Gbit/s ± ?": a "± 0" would claim a certainty
  *  nothing measured (as `nowcast`'s summaries say it; the engine tells which with `errorKnown`, the core's rule). */
-export function formatWithError(v: number, error: number, unit: string, known = true): string {
-  const d = displayUnit(v, unit);
+export function formatWithError(
+  v: number,
+  error: number,
+  unit: string,
+  known = true,
+  magnitude = v,
+): string {
+  const d = displayUnit(magnitude, unit);
   const u = spaced(d.unit);
   const spread = known ? `${significant(error / d.divisor)}${u}` : "?";
   return `${significant(v / d.divisor)}${u} ± ${spread}`;

@@ -26,7 +26,8 @@ const BUDGET_WARN_S = 15 * 60;
 const REANNOUNCE_MS = 2 * 60_000;
 
 /** What the last probe of a series came to, as its row says it. */
-export type LastText = { text: string; failed: boolean };
+/** The "last" column: its text, and the value it shows (which the row's unit may rescale). */
+export type LastText = { text: string; failed: boolean; value?: number };
 
 /** One series' row. */
 export class ConsoleRow {
@@ -63,15 +64,22 @@ export class ConsoleRow {
       HTMLTableCellElement,
       HTMLTableCellElement,
     ];
-    lastCell.textContent = last.text;
+    // One unit for the row's figures, that of the largest (a row read "326 Mbit/s" beside
+    // an error of "2.63 Gbit/s").
+    const figures = [last.value, next?.value, mae].filter(
+      (x): x is number => x !== undefined && Number.isFinite(x),
+    );
+    const magnitude = figures.length === 0 ? 0 : Math.max(...figures.map(Math.abs));
+    lastCell.textContent =
+      last.value === undefined ? last.text : formatValue(last.value, this.unit, magnitude);
     lastCell.classList.toggle("failure", last.failed);
     nextCell.textContent =
       next === undefined
         ? "–"
-        : formatWithError(next.value, BAND_K * next.error, this.unit, next.errorKnown);
+        : formatWithError(next.value, BAND_K * next.error, this.unit, next.errorKnown, magnitude);
     method.textContent = next === undefined ? "–" : (this.names.get(next.method) ?? next.method);
     if (next !== undefined) method.title = next.method;
-    maeCell.textContent = mae === undefined ? "–" : formatValue(mae, this.unit);
+    maeCell.textContent = mae === undefined ? "–" : formatValue(mae, this.unit, magnitude);
     probes.textContent = String(count);
     timedOut.textContent = String(timeouts);
     failures.textContent = String(failed);

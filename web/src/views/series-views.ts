@@ -57,7 +57,7 @@ interface Shown {
 function lastText(r: MeasurementRecord): LastText {
   if (r.status === "error") return { text: `failed: ${r.error ?? "error"}`, failed: true };
   if (r.value === null) return { text: `timed out (${r.timeout_ms} ms)`, failed: true };
-  return { text: formatValue(r.value, r.unit), failed: false };
+  return { text: formatValue(r.value, r.unit), failed: false, value: r.value };
 }
 
 export class SeriesViews {
@@ -181,7 +181,9 @@ export class SeriesViews {
     for (const p of s.points) v.chart.add(p.t, p.value, p.next, step);
     const last = s.points.at(-1);
     v.row.show(
-      { text: last === undefined ? "–" : formatValue(last.value, s.unit), failed: false },
+      last === undefined
+        ? { text: "–", failed: false }
+        : { text: formatValue(last.value, s.unit), failed: false, value: last.value },
       last?.next,
       s.mae,
       s.points.length,
