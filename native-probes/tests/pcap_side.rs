@@ -268,7 +268,8 @@ fn judged(file: &Path, sender: &str, seen: &mut Seen) {
     for line in text(&table.stdout).lines() {
         if line.starts_with(' ') {
             if from_sender {
-                seen.left_out += usize::from(line.contains("(the capture is at the receiver"));
+                seen.left_out +=
+                    usize::from(line.contains("no avail bw: the capture is at the receiver"));
             }
             continue;
         }
