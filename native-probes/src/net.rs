@@ -64,12 +64,11 @@ pub fn is_stopped(e: &io::Error) -> bool {
 /// Connects `sock` to `addr` by `by`: `TimedOut` once it passes, [`stopped`] soon after its
 /// flag is raised. `sock` is left blocking.
 pub fn connect_by(sock: &socket2::Socket, addr: SocketAddr, by: By<'_>) -> io::Result<()> {
-    use std::os::fd::AsRawFd;
     sock.set_nonblocking(true)?;
     let started = match sock.connect(&addr.into()) {
         Ok(()) => Ok(()),
         Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) || is_retry(&e) => {
-            wait_connected(sock.as_raw_fd(), sock, by)
+            wait_connected(sock, by)
         }
         Err(e) => Err(e),
     };
@@ -77,8 +76,9 @@ pub fn connect_by(sock: &socket2::Socket, addr: SocketAddr, by: By<'_>) -> io::R
     started
 }
 
-/// Waits for a non-blocking connect of `sock` (descriptor `fd`) to end.
-fn wait_connected(fd: i32, sock: &socket2::Socket, by: By<'_>) -> io::Result<()> {
+/// Waits for a non-blocking connect of `sock` to end.
+fn wait_connected(sock: &socket2::Socket, by: By<'_>) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
     loop {
         if by.stopped() {
             return Err(stopped());
@@ -98,7 +98,7 @@ fn wait_connected(fd: i32, sock: &socket2::Socket, by: By<'_>) -> io::Result<()>
             left
         };
         let mut p = libc::pollfd {
-            fd,
+            fd: sock.as_raw_fd(),
             events: libc::POLLOUT,
             revents: 0,
         };
