@@ -1,0 +1,83 @@
+//! The receiver's files: the part file, its resume state, and the final rename.
+
+use crate::fobs::wire::HASH_LEN;
+use std::fs::OpenOptions;
+use std::io::{self, Read, Write};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+
+pub(super) fn part_paths(dir: &Path, name: &str) -> (PathBuf, PathBuf, PathBuf) {
+    (
+        dir.join(format!(".{name}.fobs-part")),
+        dir.join(format!(".{name}.fobs-state")),
+        dir.join(name),
+    )
+}
+
+const STATE_MAGIC: &[u8; 8] = b"FOBSST01";
+
+pub(super) fn write_state(
+    path: &Path,
+    h: &crate::fobs::wire::Hello,
+    have: &[u8],
+) -> io::Result<()> {
+    let tmp = path.with_extension("fobs-state-new");
+    let mut f = OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(&tmp)?;
+    f.write_all(STATE_MAGIC)?;
+    f.write_all(&h.size.to_le_bytes())?;
+    f.write_all(&h.packet.to_le_bytes())?;
+    f.write_all(&h.hash)?;
+    f.write_all(have)?;
+    f.sync_data()?;
+    std::fs::rename(&tmp, path)
+}
+
+/// The packets a state file says are held, if it describes the same transfer.
+pub(super) fn read_state(path: &Path, h: &crate::fobs::wire::Hello) -> Option<Vec<u8>> {
+    let mut f = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)
+        .ok()?;
+    let mut b = Vec::new();
+    f.read_to_end(&mut b).ok()?;
+    let head = 8 + 8 + 2 + HASH_LEN;
+    let bits = h.size.div_ceil(u64::from(h.packet)).div_ceil(8) as usize;
+    (b.len() == head + bits
+        && &b[..8] == STATE_MAGIC
+        && b[8..16] == h.size.to_le_bytes()
+        && b[16..18] == h.packet.to_le_bytes()
+        && b[18..head] == h.hash)
+        .then(|| b[head..].to_vec())
+}
+
+pub(super) fn rename_noreplace(from: &Path, to: &Path) -> io::Result<()> {
+    use std::os::unix::ffi::OsStrExt;
+    let a = std::ffi::CString::new(from.as_os_str().as_bytes())?;
+    let b = std::ffi::CString::new(to.as_os_str().as_bytes())?;
+    // SAFETY: both are valid NUL-terminated paths.
+    let r = unsafe {
+        libc::renameat2(
+            libc::AT_FDCWD,
+            a.as_ptr(),
+            libc::AT_FDCWD,
+            b.as_ptr(),
+            libc::RENAME_NOREPLACE,
+        )
+    };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+pub(super) fn f_path(dir: &Path, name: &str) -> PathBuf {
+    dir.join(name)
+}

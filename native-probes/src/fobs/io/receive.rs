@@ -1,0 +1,591 @@
+//! The receiving side: the listener, the transfers waiting for their turn, and one
+//! transfer's loop around the [`Receiver`] core.
+
+use super::datagrams::{Datagrams, Digest, Writes, DIGEST_STEP, RECV_BATCH};
+use super::files::{f_path, part_paths, read_state, rename_noreplace, write_state};
+use super::{
+    close_gracefully, random_u64, read_available, read_available_into, wait_readable, write_all_nb,
+};
+use crate::clock::{Clock, Nanos};
+use crate::fobs::receiver::{self, Receiver};
+use crate::fobs::wire::{Control, Done, Framer, Refusal, Welcome, TOKEN_LEN};
+use crate::stop::Stop;
+use std::fs::{File, OpenOptions};
+use std::io::{self, Read, Write};
+use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream, UdpSocket};
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// What a receiver is configured with, beyond the core's [`receiver::Config`].
+#[derive(Clone, Debug)]
+pub struct RecvOptions {
+    pub listen: SocketAddr,
+    pub dir: PathBuf,
+    pub token: [u8; TOKEN_LEN],
+    pub max_size: u64,
+    pub max_rate: f64,
+    pub grace: Duration,
+    pub idle: Duration,
+    /// SO_RCVBUF of the data socket (bytes); a small one makes CPU-like loss for
+    /// experiments.
+    pub rcvbuf: Option<usize>,
+    /// Stop after one transfer.
+    pub once: bool,
+    /// Delete each file once its hash matched instead of keeping it (a measuring receiver).
+    pub discard: bool,
+    /// Connections per client (/32, /64) per minute.
+    pub per_client_per_minute: f64,
+}
+
+/// What a receiver reports.
+pub enum RecvUpdate<'a> {
+    Listening {
+        tcp: SocketAddr,
+    },
+    Refused {
+        peer: SocketAddr,
+        why: String,
+    },
+    Transfer {
+        peer: SocketAddr,
+        name: &'a str,
+        size: u64,
+        resumed: u64,
+    },
+    Window {
+        signature: &'a crate::classify::signature::Signature,
+    },
+    Progress {
+        stored: u64,
+        total: u64,
+    },
+    Finished {
+        peer: SocketAddr,
+        name: &'a str,
+        result: Result<Done, String>,
+        drops: receiver::Drops,
+        seconds: f64,
+        /// The file's size (0 for a refused hello).
+        size: u64,
+        /// The bytes that arrived in this transfer: not those a resume found already held,
+        /// which a rate must leave out.
+        received: u64,
+        /// The bytes held at the end, those held before included: of an unfinished
+        /// transfer, what arrived, not the file's size.
+        held: u64,
+        /// Whether an unfinished transfer's part file and state are kept for `--resume`.
+        kept: bool,
+    },
+}
+
+/// Receives transfers into `opts.dir` until `stop` (or one, with `once`).
+pub fn recv(
+    opts: &RecvOptions,
+    stop: &Stop,
+    update: &mut dyn FnMut(RecvUpdate<'_>),
+) -> io::Result<()> {
+    use crate::serve::limits::{ClientBuckets, Prefixes, Rate};
+    // Errors name the address and the socket, as `nowcast serve`'s do: "address in use"
+    // alone does not say which of the two sockets on the port found it taken.
+    fn named(at: SocketAddr, what: &str) -> impl FnOnce(io::Error) -> io::Error + '_ {
+        move |e| io::Error::new(e.kind(), format!("{at}: {what}: {e}"))
+    }
+    let listener = TcpListener::bind(opts.listen).map_err(named(opts.listen, "bind tcp"))?;
+    let at = listener.local_addr()?;
+    let udp = UdpSocket::bind(at).map_err(named(at, "bind udp"))?;
+    if let Some(n) = opts.rcvbuf {
+        let s = socket2::SockRef::from(&udp);
+        s.set_recv_buffer_size(n)
+            .map_err(named(at, "udp: SO_RCVBUF (--rcvbuf)"))?;
+    } else {
+        // As large as the kernel allows: a burst that the receiver is late to read is
+        // CPU loss, the thing the classifier exists to recognise, but there is no reason
+        // to make more of it.
+        let _ = socket2::SockRef::from(&udp).set_recv_buffer_size(16 << 20);
+    }
+    udp.set_nonblocking(true)?;
+    listener.set_nonblocking(true)?;
+    update(RecvUpdate::Listening { tcp: at });
+    let clock = Clock::new();
+    let prefixes = Prefixes::default();
+    let mut buckets: ClientBuckets<1> = ClientBuckets::new(
+        [Rate {
+            per_second: opts.per_client_per_minute / 60.0,
+            burst: opts.per_client_per_minute.max(1.0),
+        }],
+        4096,
+        random_u64(),
+    );
+    let mut junk = vec![0u8; 65_536];
+    // Connections that have not yet said their hello, oldest first, and connections being
+    // closed. Both are served between transfers without blocking, so that a connection
+    // that says nothing (or refuses to close) holds up no one: only a whole hello starts a
+    // transfer, and only a transfer holds the receiver (hellos without the token are
+    // refused at once).
+    let mut waiting: std::collections::VecDeque<Waiting> = Default::default();
+    let mut closing: std::collections::VecDeque<(TcpStream, u64)> = Default::default();
+    while !stop.is_set() {
+        // Datagrams with no transfer open are read and dropped (never answered).
+        while udp.recv_from(&mut junk).is_ok() {}
+        let now = clock.now();
+        loop {
+            let (conn, peer) = match listener.accept() {
+                Ok(x) => x,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            };
+            let client = prefixes.client(peer.ip());
+            if buckets.take(&client, [1.0], now).is_err() {
+                update(RecvUpdate::Refused {
+                    peer,
+                    why: "too many connections from its network".into(),
+                });
+                continue;
+            }
+            if conn.set_nonblocking(true).is_err() {
+                continue;
+            }
+            if waiting.len() >= MAX_WAITING {
+                // The oldest has had the longest to say its hello.
+                if let Some(w) = waiting.pop_front() {
+                    update(RecvUpdate::Refused {
+                        peer: w.peer,
+                        why: "no hello before the queue of connections filled".into(),
+                    });
+                }
+            }
+            waiting.push_back(Waiting {
+                conn,
+                peer,
+                framer: Framer::with_limit(4096),
+                by: now + HELLO_NS,
+            });
+        }
+        let mut ready = None;
+        let mut i = 0;
+        while i < waiting.len() {
+            let w = &mut waiting[i];
+            let open = read_available(&mut w.conn, &mut w.framer).unwrap_or(false);
+            if w.framer.ready() {
+                ready = waiting.remove(i);
+                break;
+            }
+            if !open || now > w.by {
+                let w = waiting.remove(i).expect("in range");
+                update(RecvUpdate::Refused {
+                    peer: w.peer,
+                    why: if open {
+                        "no hello within 5 s".into()
+                    } else {
+                        "closed before its hello".into()
+                    },
+                });
+                continue;
+            }
+            i += 1;
+        }
+        closing.retain_mut(|(c, by)| !drained(c) && now < *by);
+        if let Some(w) = ready {
+            let peer = w.peer;
+            // The receiver takes one transfer at a time: whoever else is connected, or
+            // connects before it ends, is told so at once (its sender says "busy" instead
+            // of waiting out its offer), within the same per-network rate.
+            let mut busy = Busy {
+                listener: &listener,
+                admit: &mut |peer: SocketAddr, now| {
+                    buckets
+                        .take(&prefixes.client(peer.ip()), [1.0], now)
+                        .is_ok()
+                },
+                closing: &mut closing,
+                last: 0,
+            };
+            for w in waiting.drain(..) {
+                busy.turn_away(w.conn, w.peer, now, update);
+            }
+            match transfer(opts, w, &udp, &clock, stop, &mut busy, update) {
+                Ok(conn) => {
+                    if opts.once {
+                        let mut conn = conn;
+                        close_gracefully(&mut conn, Duration::from_secs(2));
+                        break;
+                    }
+                    let _ = conn.shutdown(std::net::Shutdown::Write);
+                    if closing.len() >= MAX_WAITING {
+                        closing.pop_front();
+                    }
+                    closing.push_back((conn, clock.now() + 2_000_000_000));
+                }
+                Err(e) => {
+                    update(RecvUpdate::Refused {
+                        peer,
+                        why: e.to_string(),
+                    });
+                    if opts.once {
+                        break;
+                    }
+                }
+            }
+            continue;
+        }
+        let mut fds = vec![listener.as_raw_fd(), udp.as_raw_fd()];
+        fds.extend(waiting.iter().map(|w| w.conn.as_raw_fd()));
+        fds.extend(closing.iter().map(|(c, _)| c.as_raw_fd()));
+        wait_readable(&fds, Duration::from_millis(200))?;
+    }
+    Ok(())
+}
+
+/// Connections waiting for their hello (and being closed) at most; a newer one pushes out
+/// the oldest, which has had the longest to say it. A sender's hello arrives a round trip
+/// after it connects, so it is pushed out only by this many connections within that time.
+const MAX_WAITING: usize = 64;
+/// How long a connection has to say its hello.
+const HELLO_NS: u64 = 5_000_000_000;
+
+/// A connection that has not said its whole hello yet.
+struct Waiting {
+    conn: TcpStream,
+    peer: SocketAddr,
+    framer: Framer,
+    /// When it is closed without one.
+    by: u64,
+}
+
+/// Reads and discards what a closing connection sends; whether the peer has closed it (or
+/// it failed), so that it can be dropped without a reset.
+fn drained(c: &mut TcpStream) -> bool {
+    let mut buf = [0u8; 4096];
+    loop {
+        match c.read(&mut buf) {
+            Ok(0) => return true,
+            Ok(_) => {}
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return false,
+            Err(_) => return true,
+        }
+    }
+}
+
+/// One transfer, from the connection's hello to its verdict. Returns the connection for the
+/// caller to close (after the sender has read the verdict), or the error that ended it.
+/// Connections that come while a transfer holds the receiver.
+struct Busy<'a> {
+    listener: &'a TcpListener,
+    /// Whether a connection from this peer is within its network's rate (taking one).
+    admit: &'a mut dyn FnMut(SocketAddr, Nanos) -> bool,
+    closing: &'a mut std::collections::VecDeque<(TcpStream, u64)>,
+    /// When the listener was last looked at.
+    last: Nanos,
+}
+
+impl Busy<'_> {
+    /// How often a transfer looks for connections to turn away.
+    const EVERY_NS: Nanos = 100_000_000;
+
+    /// Turns away what has connected since the last look (at most every
+    /// [`Busy::EVERY_NS`]), and closes what was turned away before.
+    fn poll(&mut self, now: Nanos, update: &mut dyn FnMut(RecvUpdate<'_>)) {
+        if now.saturating_sub(self.last) < Self::EVERY_NS {
+            return;
+        }
+        self.last = now;
+        self.closing.retain_mut(|(c, by)| !drained(c) && now < *by);
+        loop {
+            match self.listener.accept() {
+                Ok((conn, peer)) => {
+                    if (self.admit)(peer, now) && conn.set_nonblocking(true).is_ok() {
+                        self.turn_away(conn, peer, now, update);
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => break,
+            }
+        }
+    }
+
+    /// Tells `conn` the receiver is busy (a refusal welcome: 24 bytes, whatever it sent, so
+    /// nothing is amplified and the token is not needed to learn it), then closes it as a
+    /// finished transfer's connection is closed (what it sent read first, so that the
+    /// refusal is not lost to a reset).
+    fn turn_away(
+        &mut self,
+        mut conn: TcpStream,
+        peer: SocketAddr,
+        now: Nanos,
+        update: &mut dyn FnMut(RecvUpdate<'_>),
+    ) {
+        let mut refusal = Vec::new();
+        Control::Welcome(Welcome {
+            status: Refusal::Busy,
+            session: 0,
+            udp_port: 0,
+            max_rate: 0,
+            have: Vec::new(),
+        })
+        .encode(&mut refusal);
+        let _ = read_available_into(&mut conn, |_| {});
+        let _ = conn.write(&refusal);
+        let _ = conn.shutdown(std::net::Shutdown::Write);
+        if self.closing.len() >= MAX_WAITING {
+            self.closing.pop_front();
+        }
+        self.closing.push_back((conn, now + 2_000_000_000));
+        update(RecvUpdate::Refused {
+            peer,
+            why: "busy with another transfer".into(),
+        });
+    }
+}
+
+fn transfer(
+    opts: &RecvOptions,
+    w: Waiting,
+    udp: &UdpSocket,
+    clock: &Clock,
+    stop: &Stop,
+    busy: &mut Busy<'_>,
+    update: &mut dyn FnMut(RecvUpdate<'_>),
+) -> io::Result<TcpStream> {
+    let Waiting {
+        mut conn,
+        peer,
+        mut framer,
+        by: hello_by,
+    } = w;
+    conn.set_nodelay(true)?;
+    let start = clock.now();
+    let mut rx = Receiver::new(
+        receiver::Config {
+            token: opts.token,
+            max_size: opts.max_size,
+            max_rate: opts.max_rate,
+            grace_ns: opts.grace.as_nanos() as u64,
+            idle_ns: opts.idle.as_nanos() as u64,
+            session: random_u64(),
+            udp_port: udp.local_addr()?.port(),
+        },
+        start,
+    );
+    // The sender says only small things: a hello (≈ 330 bytes) and window ends; the framer
+    // holds the hello the wait read.
+    let mut part: Option<File> = None;
+    let mut paths: Option<(PathBuf, PathBuf, PathBuf)> = None;
+    let mut out = Vec::new();
+    let mut dgrams = Datagrams::new();
+    let mut writes = Writes::default();
+    let mut digest = Digest::new();
+    let peer_ip: IpAddr = peer.ip().to_canonical();
+    let mut result: Option<Result<Done, String>> = None;
+    let mut last_save = start;
+    let mut last_progress = start;
+    let mut name = String::new();
+    let mut size = 0;
+    let mut held_at_open = 0;
+    loop {
+        let now = clock.now();
+        // Data first: everything the socket holds, so that a window's end read below
+        // finds its datagrams already counted.
+        for _ in 0..4096 / RECV_BATCH {
+            let got = match dgrams.recv(udp) {
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                // An ICMP error from an earlier exchange: nothing to do with this socket.
+                Err(_) => break,
+            };
+            for i in 0..got {
+                let (d, from) = dgrams.get(i);
+                let from_peer = from.is_some_and(|ip| ip.to_canonical() == peer_ip);
+                if let Some(s) = rx.handle_datagram(clock.now(), from_peer, d) {
+                    if let Some(f) = &part {
+                        writes.add(f, s.offset, &d[s.start..s.end])?;
+                    }
+                }
+            }
+            if got < RECV_BATCH {
+                break;
+            }
+        }
+        // Everything stored is on its way to the file before a window's end is answered,
+        // the hash is computed or the resume state is saved.
+        if let Some(f) = &part {
+            writes.flush(f)?;
+            digest.advance(f, &rx, DIGEST_STEP as u64)?;
+        }
+        let open = read_available(&mut conn, &mut framer).unwrap_or(false);
+        loop {
+            match framer.next_message() {
+                Ok(Some(m)) => rx.handle_control(clock.now(), m),
+                Ok(None) => break,
+                Err(_) => {
+                    rx.drops.control += 1;
+                    result.get_or_insert(Err("malformed control message".into()));
+                    break;
+                }
+            }
+        }
+        if rx.hello().is_none() && now > hello_by {
+            result.get_or_insert(Err("no hello within 5 s".into()));
+        }
+        rx.handle_timeout(clock.now());
+        while let Some(e) = rx.poll_event() {
+            match e {
+                receiver::Event::Open { hello } => {
+                    let (p, s, f) = part_paths(&opts.dir, &hello.name);
+                    name = hello.name.clone();
+                    size = hello.size;
+                    if f.symlink_metadata().is_ok() {
+                        rx.refuse(Refusal::Exists);
+                        continue;
+                    }
+                    let have = if hello.resume {
+                        read_state(&s, &hello)
+                    } else {
+                        None
+                    };
+                    let file = OpenOptions::new()
+                        .read(true)
+                        .write(true)
+                        .create(true)
+                        .truncate(have.is_none())
+                        .mode(0o600)
+                        .custom_flags(libc::O_NOFOLLOW)
+                        .open(&p);
+                    match file.and_then(|f| f.set_len(hello.size).map(|_| f)) {
+                        Ok(f) => {
+                            part = Some(f);
+                            paths = Some((p, s, f_path(&opts.dir, &hello.name)));
+                            let have = have.unwrap_or_default();
+                            rx.opened(clock.now(), &have);
+                            held_at_open = rx.stored_bytes();
+                            update(RecvUpdate::Transfer {
+                                peer,
+                                name: &name,
+                                size,
+                                resumed: rx.stored_packets(),
+                            });
+                        }
+                        Err(_) => rx.refuse(Refusal::Storage),
+                    }
+                }
+                receiver::Event::Window { signature, .. } => update(RecvUpdate::Window {
+                    signature: &signature,
+                }),
+                receiver::Event::Complete => {
+                    let (p, s, f) = paths.clone().expect("open");
+                    let expected = rx.hello().map(|h| h.hash).unwrap_or_default();
+                    let verdict = (|| -> io::Result<Done> {
+                        let file = part.as_ref().expect("open");
+                        let hash = digest.finish(file, &rx, size)?;
+                        file.sync_data()?;
+                        if hash != expected {
+                            let _ = std::fs::remove_file(&p);
+                            let _ = std::fs::remove_file(&s);
+                            return Ok(Done::HashMismatch);
+                        }
+                        if opts.discard {
+                            std::fs::remove_file(&p)?;
+                        } else {
+                            rename_noreplace(&p, &f)?;
+                        }
+                        let _ = std::fs::remove_file(&s);
+                        Ok(Done::Stored)
+                    })();
+                    rx.verified(verdict.unwrap_or(Done::StorageFailed));
+                }
+                receiver::Event::Finished(d) => {
+                    result.get_or_insert(Ok(d));
+                }
+                receiver::Event::Failed(why) => {
+                    result.get_or_insert(Err(why));
+                }
+            }
+        }
+        out.clear();
+        while rx.poll_transmit(&mut out) {}
+        if !out.is_empty() {
+            if let Err(e) = write_all_nb(&mut conn, &out, Duration::from_secs(5)) {
+                // A sender that died resets the connection (the write fails at once); one that
+                // is alive but does not read stalls it until the limit.
+                result.get_or_insert(Err(if e.kind() == io::ErrorKind::TimedOut {
+                    "the sender stopped reading".into()
+                } else {
+                    "the sender closed the control connection".into()
+                }));
+            }
+        }
+        if stop.is_set() && result.is_none() {
+            rx.abandon();
+            out.clear();
+            while rx.poll_transmit(&mut out) {}
+            let _ = write_all_nb(&mut conn, &out, Duration::from_secs(1));
+            result = Some(Ok(Done::Abandoned));
+        }
+        if !open {
+            result.get_or_insert(Err("the sender closed the control connection".into()));
+        }
+        let now = clock.now();
+        busy.poll(now, update);
+        if now.saturating_sub(last_progress) >= 200_000_000 && rx.total_packets() > 0 {
+            last_progress = now;
+            update(RecvUpdate::Progress {
+                stored: rx.stored_packets(),
+                total: rx.total_packets(),
+            });
+        }
+        // What a later `--resume` can continue: not a stored file, not one whose hash
+        // failed (deleted), and nothing under `--discard`, which keeps no file.
+        let resumable = !opts.discard
+            && !matches!(
+                result,
+                Some(Ok(Done::Stored)) | Some(Ok(Done::HashMismatch))
+            );
+        if let (Some(h), Some((_, s, _))) = (rx.hello(), &paths) {
+            if resumable && (result.is_some() || now.saturating_sub(last_save) >= 2_000_000_000) {
+                last_save = now;
+                let _ = write_state(s, h, &rx.have_bitmap());
+            }
+        }
+        if result.is_some() {
+            break;
+        }
+        let due = rx
+            .poll_timeout()
+            .unwrap_or(now + 50_000_000)
+            .min(now + 50_000_000);
+        let wait = Duration::from_nanos(due.saturating_sub(clock.now()));
+        if !wait.is_zero() {
+            wait_readable(&[conn.as_raw_fd(), udp.as_raw_fd()], wait)?;
+        }
+    }
+    let result = result.expect("set");
+    let stored = rx.stored_bytes();
+    let kept = paths.is_some()
+        && !opts.discard
+        && !matches!(result, Ok(Done::Stored) | Ok(Done::HashMismatch));
+    if opts.discard && !matches!(result, Ok(Done::Stored)) {
+        // A measuring receiver keeps nothing: what an unfinished transfer held goes too, so
+        // that its disk holds at most one transfer's file at a time.
+        if let Some((p, s, _)) = &paths {
+            let _ = std::fs::remove_file(p);
+            let _ = std::fs::remove_file(s);
+        }
+    }
+    let seconds = clock.now().saturating_sub(start) as f64 / 1e9;
+    update(RecvUpdate::Finished {
+        peer,
+        name: &name,
+        result,
+        drops: rx.drops,
+        seconds,
+        size,
+        received: stored.saturating_sub(held_at_open),
+        held: stored,
+        kept,
+    });
+    Ok(conn)
+}
