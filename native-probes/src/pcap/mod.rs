@@ -2,8 +2,9 @@
 //!
 //! Cores (deterministic: frames and capture times in, reports and records out):
 //! [`decode`] (one frame to a TCP segment), [`tcp`] (one direction's counts, segment kinds and
-//! RTT samples), [`samples`] (bounded quantiles), [`analysis`] (the flow table, Wren per flow
-//! through `nowcast_core::wren`, IEPM-BW transfers through `nowcast_core::iepm`, records).
+//! RTT samples), [`samples`] (bounded quantiles), `sides` (where the capture was taken, per
+//! address), [`analysis`] (the flow table, Wren per flow through `nowcast_core::wren`,
+//! IEPM-BW transfers through `nowcast_core::iepm`, records).
 //! Edges: [`read`] (pcap and pcapng files, streamed, and live capture with libpcap) and
 //! [`run`] (the loop from a reader to the analyser, the printed tables and the record sink).
 
@@ -12,4 +13,5 @@ pub mod decode;
 pub mod read;
 pub mod run;
 pub mod samples;
+mod sides;
 pub mod tcp;
