@@ -4,13 +4,15 @@
 //! [`decode`] (one frame to a TCP segment), [`tcp`] (one direction's counts, segment kinds and
 //! RTT samples), [`samples`] (bounded quantiles), `sides` (where the capture was taken, per
 //! address), [`analysis`] (the flow table, Wren per flow through `nowcast_core::wren`,
-//! IEPM-BW transfers through `nowcast_core::iepm`, records).
+//! IEPM-BW transfers through `nowcast_core::iepm`) with `reports` (what it reports, and the
+//! records made of them).
 //! Edges: [`read`] (pcap and pcapng files, streamed, and live capture with libpcap) and
 //! [`run`] (the loop from a reader to the analyser, the printed tables and the record sink).
 
 pub mod analysis;
 pub mod decode;
 pub mod read;
+mod reports;
 pub mod run;
 pub mod samples;
 mod sides;
