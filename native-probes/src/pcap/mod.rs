@@ -6,8 +6,8 @@
 //! address), [`analysis`] (the flow table, Wren per flow through `nowcast_core::wren`,
 //! IEPM-BW transfers through `nowcast_core::iepm`) with `reports` (what it reports, and the
 //! records made of them).
-//! Edges: [`read`] (pcap and pcapng files, streamed, and live capture with libpcap) and
-//! [`run`] (the loop from a reader to the analyser, the printed tables and the record sink).
+//! Edges: [`read`] (pcap and pcapng files, streamed, and live capture with libpcap), [`run`]
+//! (the loop from a reader to the analyser and the record sink) and `tables` (what it prints).
 
 pub mod analysis;
 pub mod decode;
@@ -16,4 +16,5 @@ mod reports;
 pub mod run;
 pub mod samples;
 mod sides;
+mod tables;
 pub mod tcp;
