@@ -1,13 +1,15 @@
 //! `nowcast proxy` on loopback against real upstream HTTP servers (hyper, and a raw socket
-//! for the replica that resets): streaming both ways with keep-alive, services by prefix,
+//! for the replicas that reset or stall): streaming both ways with keep-alive, services by prefix,
 //! sticky units of work, `/healthz`, `/metrics`, `--explain`, the records, adaptive timeouts
 //! with retries and ejection, bad input (malformed and oversized heads, a replica that
-//! resets mid-body, a client that stops reading) and a clean shutdown that finishes the
-//! requests in flight. Every test bounds its time and stops what it started.
+//! resets or stalls mid-body, a client that stops reading) and a clean shutdown that
+//! finishes the requests in flight. Every test bounds its time and stops what it started.
 
 mod common;
 
-use common::http::{one_shot, read_response, request, resetter, Proxy, Resp, Upstream};
+use common::http::{
+    one_shot, read_response, request, resetter, staller, trickler, Proxy, Resp, Upstream,
+};
 use nowcast_core::record::Record;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
@@ -247,6 +249,223 @@ fn a_replica_that_resets_mid_body_affects_only_its_own_requests() {
     assert!(resets >= 3.0, "{resets}");
     let ok = request(p.addr, b"GET /good/who HTTP/1.1\r\nhost: x\r\n\r\n");
     assert_eq!(ok.text(), "a");
+}
+
+/// A GET of `path` on a new connection: the response as read (the body cut short shows as
+/// `truncated`) and how long the client waited for its end.
+fn timed_get(addr: std::net::SocketAddr, path: &str) -> (Resp, Duration) {
+    let t0 = Instant::now();
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(15))).unwrap();
+    write!(s, "GET {path} HTTP/1.1\r\nhost: x\r\n\r\n").unwrap();
+    let r = read_response(&mut BufReader::new(s)).unwrap_or_else(|e| {
+        panic!(
+            "{path}: no end of the response after {:?}: {e}",
+            t0.elapsed()
+        )
+    });
+    (r, t0.elapsed())
+}
+
+/// A replica that sends its head and part of its body and then stalls with its connection
+/// open: the client's body is cut short once the replica has sent nothing for its adaptive
+/// timeout (here the 1 s floor of that rule, over `--timeout-initial 0.5`), not at
+/// `--client-idle`'s 120 s; HTTP/2 gets the stream reset; the stall is counted against the
+/// replica (`kind="stall"`, ejected and said so), its connection is closed, and the next
+/// request of a service it shares goes to the healthy replica. A replica slow but steady (a
+/// chunk each 0.3 s for 3 s, three times its limit) is not cut, nor is one whose client
+/// reads nothing for 2 s.
+#[test]
+fn a_replica_that_stalls_mid_body_is_cut_at_its_timeout_counted_and_avoided() {
+    use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+    use std::sync::Arc;
+    let a = Upstream::start("a", "127.0.0.1:0", None);
+    let closed = Arc::new(AtomicU64::new(0));
+    let stall = staller(false, closed.clone());
+    let stall_chunked = staller(true, closed.clone());
+    let slow = trickler(16 * 1024, Duration::from_millis(300), 10);
+    let mut p = Proxy::start(&[
+        "--replica",
+        &replica("a", &a),
+        "--replica",
+        &format!("stall=http://{}", stall.addr),
+        "--replica",
+        &format!("stallc=http://{}", stall_chunked.addr),
+        "--replica",
+        &format!("slow=http://{}", slow.addr),
+        "--service",
+        "/stall=stall",
+        "--service",
+        "/stallc=stallc",
+        "--service",
+        "/both=stall,a",
+        "--service",
+        "/slow=slow",
+        "--service",
+        "/good=a",
+        "--timeout-floor",
+        "0.2",
+        "--timeout-initial",
+        "0.5",
+        "--eject-after",
+        "1",
+        "--backoff",
+        "30",
+        "--explain",
+    ]);
+    let addr = p.addr;
+    let steady = std::thread::spawn(move || timed_get(addr, "/slow/x"));
+    // A client that reads nothing for longer than the limit holds its replica up: not a stall.
+    let paused = std::thread::spawn(move || {
+        let mut s = TcpStream::connect(addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(15))).unwrap();
+        write!(
+            s,
+            "GET /good/bytes/{} HTTP/1.1\r\nhost: x\r\n\r\n",
+            64 << 20
+        )
+        .unwrap();
+        std::thread::sleep(Duration::from_secs(4));
+        read_response(&mut BufReader::new(s)).unwrap()
+    });
+    let chunked = std::thread::spawn(move || timed_get(addr, "/stallc/x"));
+    let (r, took) = timed_get(p.addr, "/stall/x");
+    assert_eq!(r.status, 200);
+    assert!(r.truncated, "the client sees the body cut short");
+    assert_eq!(r.body.len(), 64 * 1024);
+    let (rc, took_c) = chunked.join().unwrap();
+    assert_eq!(rc.status, 200);
+    assert!(
+        rc.truncated,
+        "no last chunk: the client sees the body cut short"
+    );
+    assert_eq!(rc.body.len(), 64 * 1024);
+    eprintln!("stalled clients waited {took:?} (Content-Length), {took_c:?} (chunked)");
+    for t in [took, took_c] {
+        assert!(
+            t >= Duration::from_millis(2_900) && t < Duration::from_millis(4_500),
+            "{t:?}"
+        );
+    }
+    // HTTP/2: the stream is reset, the connection and its other streams go on.
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let (h2_took, h2_err, other) = rt.block_on(async {
+        use http_body_util::BodyExt;
+        let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let (mut send, conn) = hyper::client::conn::http2::handshake(
+            hyper_util::rt::TokioExecutor::new(),
+            hyper_util::rt::TokioIo::new(tcp),
+        )
+        .await
+        .unwrap();
+        let driver = tokio::spawn(conn);
+        let t0 = Instant::now();
+        let (status, mut body) = h2_head(&mut send, addr, "/stall/h2").await;
+        assert_eq!(status, 200);
+        let mut got = 0;
+        let err = tokio::time::timeout(Duration::from_secs(15), async {
+            while let Some(f) = body.frame().await {
+                match f {
+                    Ok(f) => got += f.data_ref().map_or(0, |d| d.len()),
+                    Err(e) => return Some(e.to_string()),
+                }
+            }
+            None
+        })
+        .await
+        .expect("the stream ends");
+        let took = t0.elapsed();
+        assert!(got < 1 << 20, "{got}");
+        let (status, _, who) = h2(&mut send, addr, "GET", "/both/who", None).await;
+        assert_eq!(status, 200);
+        drop(send);
+        let _ = tokio::time::timeout(Duration::from_secs(5), driver).await;
+        (took, err, String::from_utf8_lossy(&who).into_owned())
+    });
+    // The client's connection closes with its runtime, so that the proxy can stop.
+    drop(rt);
+    eprintln!("the HTTP/2 stream was reset after {h2_took:?}: {h2_err:?}");
+    assert!(
+        h2_err.is_some(),
+        "the HTTP/2 client sees an error, not an end"
+    );
+    assert!(
+        h2_took >= Duration::from_millis(2_900) && h2_took < Duration::from_millis(4_500),
+        "{h2_took:?}"
+    );
+    assert_eq!(
+        other, "a",
+        "on the same connection, served by the healthy replica"
+    );
+    // The stalls are the replicas' failures, their connections closed, not pooled.
+    for r in ["stall", "stallc"] {
+        let n = p
+            .metric(&format!(
+                "nowcast_proxy_errors_total{{replica=\"{r}\",kind=\"stall\"}}"
+            ))
+            .unwrap();
+        assert!(n >= 1.0, "{r}: {n}");
+        assert_eq!(
+            p.metric(&format!("nowcast_proxy_up{{replica=\"{r}\"}}")),
+            Some(0.0)
+        );
+    }
+    let until = Instant::now() + Duration::from_secs(2);
+    while closed.load(Relaxed) < 3 && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(closed.load(Relaxed) >= 3, "{}", closed.load(Relaxed));
+    // The next request of the service the staller shares goes to the healthy replica.
+    let (ok, _) = timed_get(p.addr, "/both/who");
+    assert_eq!((ok.status, ok.text()), (200, "a".to_string()));
+    // Slow but steady is whole.
+    let (s, took_s) = steady.join().unwrap();
+    assert_eq!(
+        (s.status, s.body.len(), s.truncated),
+        (200, 160 * 1024, false)
+    );
+    assert!(took_s >= Duration::from_millis(2_500), "{took_s:?}");
+    let r = paused.join().unwrap();
+    assert_eq!(
+        (r.status, r.body.len(), r.truncated),
+        (200, 64 << 20, false)
+    );
+    for r in ["slow", "a"] {
+        assert_eq!(
+            p.metric(&format!(
+                "nowcast_proxy_errors_total{{replica=\"{r}\",kind=\"stall\"}}"
+            )),
+            Some(0.0)
+        );
+    }
+    let err = stopped_stderr(&mut p);
+    assert!(
+        err.contains(&format!(
+            "replica stall (http://{}) ejected, the last failure: its response stopped \
+             mid-body for longer than its timeout",
+            stall.addr
+        )),
+        "{err}"
+    );
+    let last = decisions(&err)
+        .into_iter()
+        .rev()
+        .find(|d| d["path"] == "/both/who")
+        .unwrap();
+    assert_eq!(last["chose"], "a");
+    let view = |d: &serde_json::Value, r: &str| {
+        d["replicas"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|v| v["replica"] == r)
+            .unwrap()["health"]["state"]
+            .clone()
+    };
+    assert_eq!(view(&last, "stall"), "ejected");
 }
 
 /// A replica that speaks HTTP/1.0 and closes after each response: the proxy answers its

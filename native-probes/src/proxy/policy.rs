@@ -20,7 +20,7 @@
 //! alternate so that no estimate goes stale (§4: "the proxy will divert a small fraction of
 //! requests to alternate servers"), and a replica with no sample younger than the TTL gets an
 //! active probe. A replica that fails `eject_after` times in a row (connect error, reset,
-//! timeout, 502–504) is ejected, then probed again after a backoff that doubles while it keeps
+//! timeout, a response stalled mid-body, 502–504) is ejected, then probed again after a backoff that doubles while it keeps
 //! failing. A unit of work stays with its replica ([`Sticky`]). Retries spend a token
 //! ([`RetryBudget`]).
 //!
@@ -244,6 +244,9 @@ pub enum Failure {
     Reset,
     /// No response head within the adaptive timeout, or no upload progress for as long.
     Timeout,
+    /// The response stopped in the middle of its body: nothing more from the replica for
+    /// its timeout (at least [`STALL_FLOOR_MS`]) while the client was ready for more.
+    Stall,
     /// 502, 503 or 504 from the replica.
     Status,
     /// The client's request broke off or stalled before the replica answered (its body
@@ -257,10 +260,11 @@ pub enum Failure {
 }
 
 impl Failure {
-    pub const ALL: [Failure; 6] = [
+    pub const ALL: [Failure; 7] = [
         Failure::Connect,
         Failure::Reset,
         Failure::Timeout,
+        Failure::Stall,
         Failure::Status,
         Failure::Client,
         Failure::Local,
@@ -271,6 +275,7 @@ impl Failure {
             Failure::Connect => "connect",
             Failure::Reset => "reset",
             Failure::Timeout => "timeout",
+            Failure::Stall => "stall",
             Failure::Status => "status",
             Failure::Client => "client",
             Failure::Local => "local",
@@ -283,11 +288,52 @@ impl Failure {
             Failure::Connect => "no connection",
             Failure::Reset => "the connection broke before a whole response",
             Failure::Timeout => "no answer within its timeout",
+            Failure::Stall => "its response stopped mid-body for longer than its timeout",
             Failure::Status => "it answered 502, 503 or 504",
             Failure::Client => "the client broke off",
             Failure::Local => "the proxy ran out of descriptors, memory or ports",
         }
     }
+}
+
+/// The least time a response may send nothing mid-body before it counts as stalled
+/// ([`stall_limit_ms`]): longer than a healthy path's silence after a few losses in a row
+/// (below).
+pub const STALL_FLOOR_MS: f64 = 3_000.0;
+
+/// How long a response from a replica whose timeout is `timeout_ms` may send nothing in the
+/// middle of its body, while its client is ready for more, before the proxy gives it up as a
+/// [`Failure::Stall`]: that timeout, at least [`STALL_FLOOR_MS`].
+///
+/// - Its timeout: the bound the proxy already keeps on how long this replica takes to say
+///   something once asked (its waits' adaptive timeout, within `--timeout-floor` and
+///   `--timeout-ceiling`; `--timeout-initial` while they are unknown). A pause mid-body is
+///   the same silence, the replica making (or not) its next bytes: a replica silent for
+///   longer than it ever waits before its head has stopped answering. The limit is the
+///   replica's own, learnt as its waits are. A stall is counted as a failure (as a reset
+///   is), but its silence is not fed to the waits' series as a timed-out wait: that series
+///   times the heads, and each stall would lengthen the next limit and the head's timeout
+///   with it (in a review, a replica stalling at every request and probe went from 1 s to
+///   3.6 s within three stalls), so a replica that stalls would be found ever later.
+/// - Silence, not the transfer's length: the clock restarts at every byte, so a transfer
+///   slow but steady (a path slower than forecast, a replica streaming what it computes) is
+///   never cut however long it takes. A deadline on the whole body from the bandwidth
+///   forecast would cut exactly those, when the path has got worse than its forecast.
+/// - The floor: a lost segment is sent again after one retransmission timeout (at least 1 s
+///   by RFC 6298 §2.4; Linux: 200 ms, or more on a longer path), doubled at each loss in a
+///   row, and nothing arrives meanwhile. Losses come in bursts, so three in a row on a
+///   healthy path are silent for 0.2 + 0.4 + 0.8 = 1.4 s at Linux's least timer and 2.1 s at
+///   a 300 ms one; a replica's runtime pausing for a collection is another second or two.
+///   3 s is past both, and still cuts a stalled client off 40 times sooner than
+///   `--client-idle` (nginx's `proxy_read_timeout` is 60 s). A replica that stalls is cut
+///   off for good by ejection after `--eject-after` stalls, so the floor is paid a few
+///   times, not at every request.
+///
+/// The edge runs the clock only while the response's client is ready for more (the body is
+/// asked for the next part and the replica has none): a client that stops reading holds
+/// its replica up without counting against it (`--client-idle` is for that client).
+pub fn stall_limit_ms(timeout_ms: f64) -> f64 {
+    timeout_ms.max(STALL_FLOOR_MS)
 }
 
 /// Everything the policy is told about one finished attempt.
@@ -2091,6 +2137,27 @@ mod tests {
     }
 
     #[test]
+    fn a_stall_mid_body_is_the_replicas_failure_and_leaves_its_timeout_alone() {
+        let mut p = two(Balance::Completion);
+        for i in 0..5 {
+            p.finish(&ok(0, i as f64, 50.0, 2.0, 1000));
+            p.finish(&ok(1, i as f64, 80.0, 2.0, 1000));
+        }
+        let timeout = p.timeout_ms(1);
+        for i in 0..3 {
+            p.finish(&fail(1, 10.0 + i as f64, Failure::Stall));
+        }
+        assert!(matches!(
+            p.view(1, 1.0, 20.0).health,
+            Health::Ejected { .. }
+        ));
+        assert_eq!(p.counters(1).failures[Failure::Stall as usize], 3);
+        assert_eq!(p.counters(1).ejections, 1);
+        assert_eq!(p.timeout_ms(1), timeout, "not fed to the waits' series");
+        assert_eq!(Failure::Stall.name(), "stall");
+    }
+
+    #[test]
     fn all_ejected_still_answers_with_the_soonest_back() {
         let mut p = two(Balance::Completion);
         for r in 0..2 {
@@ -2119,6 +2186,13 @@ mod tests {
             p.choose(0, None, Some("job-7"), 31.0, [0.0, 0.0]).reason,
             Reason::Sticky
         );
+    }
+
+    #[test]
+    fn a_stall_is_a_silence_as_long_as_the_timeout_and_never_under_the_floor() {
+        for (timeout, limit) in [(200.0, 3_000.0), (3_000.0, 3_000.0), (7_500.0, 7_500.0)] {
+            assert_eq!(stall_limit_ms(timeout), limit);
+        }
     }
 
     #[test]

@@ -1,14 +1,17 @@
 //! The proxy's server (edge): accepts HTTP/1.1 and HTTP/2 cleartext clients (hyper; h2c with
 //! prior knowledge, on the same port), asks the [`Policy`] where each
 //! request goes, streams the request body up and the response body down without holding
-//! either whole, enforces the replica's adaptive timeout, retries what can be retried within
+//! either whole, enforces the replica's adaptive timeout (on its head, and on a body that
+//! stalls: [`super::policy::stall_limit_ms`]), retries what can be retried within
 //! the budget, runs the active probes the policy asks for, and tells the policy how each
 //! attempt went. `/healthz` and `/metrics` are answered here; everything else is proxied.
 
 use super::body::{BoxError, Counting, Down, Progress, Up};
 use super::budget::RouteKey;
 use super::metrics::{self, Edge};
-use super::policy::{Decision, Done, Failure, Health, Policy, ReplicaSpec, ServiceSpec, Source};
+use super::policy::{
+    stall_limit_ms, Decision, Done, Failure, Health, Policy, ReplicaSpec, ServiceSpec, Source,
+};
 use super::upstream::{Conn, ConnectError, Pool, Target};
 use crate::rng::Rng;
 use bytes::Bytes;
@@ -484,6 +487,77 @@ impl Pending {
 struct Tracked {
     inner: Incoming,
     pending: Option<Pending>,
+    stall: StallWatch,
+}
+
+/// The clock of a response body's silence ([`stall_limit_ms`]): it runs while the body has
+/// been asked for its next part and the replica has sent nothing, and restarts at every
+/// frame. hyper asks only when the client's connection takes more (HTTP/1.1's write buffer
+/// has room, HTTP/2's stream has window), so a client that stops reading stops the clock.
+struct StallWatch {
+    limit_ns: u64,
+    /// When the wait on the replica began, ns since the proxy's start (0: not waiting).
+    since: u64,
+    /// Wakes the body at the limit. Made at the first wait and left running between waits:
+    /// a timer set for an earlier wait fires sooner than the limit of the current one and
+    /// is then set again, so a body that is never silent for long resets no timer per frame.
+    timer: Option<Pin<Box<tokio::time::Sleep>>>,
+}
+
+impl StallWatch {
+    fn new(timeout_ms: f64) -> StallWatch {
+        StallWatch {
+            limit_ns: (stall_limit_ms(timeout_ms) * 1e6) as u64,
+            since: 0,
+            timer: None,
+        }
+    }
+
+    /// Ready once the replica of `p` has sent nothing for the limit.
+    fn poll(&mut self, p: &Pending, cx: &mut Context<'_>) -> Poll<()> {
+        let mut now = p.sh.ns();
+        if self.since == 0 {
+            self.since = now;
+        }
+        loop {
+            let deadline = self.since + self.limit_ns;
+            if now >= deadline {
+                // Bytes the socket took and hyper has not passed on yet (a busy proxy) are
+                // the replica still sending: the clock runs from the last of them.
+                let ago_ns = p
+                    .conn
+                    .as_ref()
+                    .and_then(Conn::info)
+                    .map(|i| i.last_data_recv_ms.saturating_mul(1_000_000));
+                match ago_ns {
+                    Some(ago) if ago < self.limit_ns => self.since = now - ago.min(now),
+                    _ => return Poll::Ready(()),
+                }
+                continue;
+            }
+            let at: tokio::time::Instant = (p.sh.origin + Duration::from_nanos(deadline)).into();
+            let timer = self
+                .timer
+                .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(at)));
+            if timer.is_elapsed() {
+                timer.as_mut().reset(at);
+            }
+            if std::future::Future::poll(timer.as_mut(), cx).is_pending() {
+                return Poll::Pending;
+            }
+            now = p.sh.ns();
+        }
+    }
+}
+
+/// The error a stalled response ends with, towards its client: hyper closes an HTTP/1.1
+/// connection before the body's end (the only sign left once the head went out: the body
+/// falls short of its Content-Length, or lacks its last chunk) and resets an HTTP/2 stream.
+fn stalled_error() -> BoxError {
+    Box::new(std::io::Error::new(
+        std::io::ErrorKind::TimedOut,
+        "the replica stopped sending mid-body",
+    ))
 }
 
 impl Body for Tracked {
@@ -497,6 +571,7 @@ impl Body for Tracked {
         let r = Pin::new(&mut self.inner).poll_frame(cx);
         match r {
             Poll::Ready(Some(Ok(f))) => {
+                self.stall.since = 0;
                 if let (Some(d), Some(p)) = (f.data_ref(), self.pending.as_mut()) {
                     p.bytes_down += d.len() as u64;
                 }
@@ -519,7 +594,23 @@ impl Body for Tracked {
                 }
                 Poll::Ready(Some(Err(Box::new(e))))
             }
-            Poll::Pending => Poll::Pending,
+            Poll::Pending => {
+                let Tracked { pending, stall, .. } = &mut *self;
+                let Some(p) = pending.as_mut() else {
+                    return Poll::Pending;
+                };
+                if stall.poll(p, cx).is_pending() {
+                    return Poll::Pending;
+                }
+                // Counted against the replica; its connection is closed, not pooled.
+                if let Some(c) = &p.conn {
+                    c.shut_down();
+                }
+                if let Some(mut p) = pending.take() {
+                    p.done(Some(Failure::Stall), false);
+                }
+                Poll::Ready(Some(Err(stalled_error())))
+            }
         }
     }
 
@@ -1017,6 +1108,7 @@ async fn attempt(
                 Down::Replica(Tracked {
                     inner,
                     pending: Some(pending),
+                    stall: StallWatch::new(timeout_ms),
                 })
             }))
         }

@@ -156,6 +156,8 @@ pub struct Info {
     /// Whether the socket still holds data to send or to see acknowledged (segments in
     /// flight, or bytes not sent yet).
     pub sending: bool,
+    /// Time since the socket last received data, ms.
+    pub last_data_recv_ms: u64,
 }
 
 impl Conn {
@@ -167,6 +169,12 @@ impl Conn {
     /// (valid as long as the `Conn` lives).
     pub fn raw_fd(&self) -> i32 {
         self.fd.as_raw_fd()
+    }
+
+    /// Ends the connection both ways now, whoever still holds hyper's side of it (a
+    /// response body the server has not dropped yet): the replica sees it closed at once.
+    pub fn shut_down(&self) {
+        let _ = socket2::SockRef::from(&self.fd).shutdown(std::net::Shutdown::Both);
     }
 }
 
@@ -190,6 +198,7 @@ pub fn tcp_info(fd: i32) -> Option<Info> {
         delivery_mbits: info.tcpi_delivery_rate as f64 * 8.0 / 1e6,
         bytes_acked: info.tcpi_bytes_acked,
         sending: info.tcpi_unacked > 0 || info.tcpi_notsent_bytes > 0,
+        last_data_recv_ms: info.tcpi_last_data_recv.into(),
     })
 }
 

@@ -506,3 +506,68 @@ pub fn request(addr: SocketAddr, raw: &[u8]) -> Resp {
     let mut r = BufReader::new(s);
     read_response(&mut r).expect("a response")
 }
+
+/// A replica that answers every request with the head of a 1 MiB body (`Content-Length`, or
+/// chunked when `chunked`), sends 64 KiB of it and then stalls: sends nothing more and keeps
+/// the connection open, reading, until the proxy closes it (at most 30 s). Each connection
+/// has a thread of its own, so that a stalled one holds up no other (the proxy's probes
+/// among them). `closed` counts the connections the proxy closed while they stalled.
+pub fn staller(chunked: bool, closed: Arc<AtomicU64>) -> RawReplica {
+    RawReplica::start(move |mut c| {
+        let closed = closed.clone();
+        std::thread::spawn(move || {
+            let part = vec![b's'; 64 * 1024];
+            let sent = if chunked {
+                c.write_all(b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n")
+                    .and_then(|_| c.write_all(format!("{:x}\r\n", part.len()).as_bytes()))
+                    .and_then(|_| c.write_all(&part))
+                    .and_then(|_| c.write_all(b"\r\n"))
+            } else {
+                c.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 1048576\r\n\r\n")
+                    .and_then(|_| c.write_all(&part))
+            };
+            if sent.is_err() {
+                return;
+            }
+            let until = Instant::now() + Duration::from_secs(30);
+            let mut buf = [0u8; 4096];
+            while Instant::now() < until {
+                match c.read(&mut buf) {
+                    Ok(0) => {
+                        closed.fetch_add(1, Ordering::Relaxed);
+                        return;
+                    }
+                    Ok(_) => {}
+                    Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => {
+                        closed.fetch_add(1, Ordering::Relaxed);
+                        return;
+                    }
+                    Err(_) => {}
+                }
+            }
+        });
+    })
+}
+
+/// A replica slow but steady: answers every request with `chunks` × `chunk` bytes
+/// (`Content-Length`), one chunk every `every`, and closes the connection. Each connection
+/// on a thread of its own.
+pub fn trickler(chunk: usize, every: Duration, chunks: usize) -> RawReplica {
+    RawReplica::start(move |mut c| {
+        std::thread::spawn(move || {
+            let head = format!(
+                "HTTP/1.1 200 OK\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+                chunk * chunks
+            );
+            if c.write_all(head.as_bytes()).is_err() {
+                return;
+            }
+            for _ in 0..chunks {
+                std::thread::sleep(every);
+                if c.write_all(&vec![b't'; chunk]).is_err() {
+                    return;
+                }
+            }
+        });
+    })
+}
