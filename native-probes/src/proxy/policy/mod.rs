@@ -20,8 +20,8 @@
 //! alternate so that no estimate goes stale (§4: "the proxy will divert a small fraction of
 //! requests to alternate servers"), and a replica with no sample younger than the TTL gets an
 //! active probe. A replica that fails `eject_after` times in a row (connect error, reset,
-//! timeout, a response stalled mid-body, 502–504) is ejected, then probed again after a backoff that doubles while it keeps
-//! failing. A unit of work stays with its replica ([`Sticky`]). Retries spend a token
+//! timeout, a response stalled mid-body, 502–504) is ejected, then probed again after a
+//! backoff that doubles while it keeps failing. A unit of work stays with its replica ([`Sticky`]). Retries spend a token
 //! ([`RetryBudget`]).
 //!
 //! The worst case's spread is each forecast's lower semideviation over its last
