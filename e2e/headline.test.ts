@@ -291,7 +291,10 @@ describe.skipIf(why !== undefined)("the page at a glance", () => {
       expect(next).not.toMatch(/^next 1 s/);
       // The status line says so too, once the round has ended.
       await page.waitForFunction(
-        () => /bandwidth every \d+ min/.test(document.querySelector("#state")?.textContent ?? ""),
+        () =>
+          /(bandwidth|download) every \d+ min.*, as often as the hourly budget/.test(
+            document.querySelector("#state")?.textContent ?? "",
+          ),
         undefined,
         { timeout: 10_000, polling: 50 },
       );

@@ -135,14 +135,14 @@ describe.skipIf(why !== undefined)("mirrors: two echo-nodes on loopback", () => 
 
     // Both sites ranked, each with a predicted time and a range around it: once the
     // forecasts' errors are known, a second measurement of each series; from one download,
-    // the bandwidth's error is unknown ("± ?") and so is the range.
+    // the bandwidth's error is unknown ("± — (needs 2 values)") and so is the range.
     await waitForRanked(page, 2, 10_000);
     const rows = await ranking(page);
     console.log(`e2e: ranking ${JSON.stringify(rows)}`);
     expect(rows.map((r) => r.url).sort()).toEqual([`${rig.node.url}/`, mirrorUrl].sort());
     for (const r of rows) {
       expect(r.time).toMatch(DURATION);
-      if (`${r.rtt} ${r.bandwidth}`.includes("± ?")) {
+      if (`${r.rtt} ${r.bandwidth}`.includes("± — (needs 2 values)")) {
         expect(r.range).toBe("after a second measurement");
         expect(r.standing).not.toBe("slower");
       } else {

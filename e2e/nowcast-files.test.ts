@@ -52,6 +52,9 @@ describe.skipIf(skip !== undefined)("the nowcast command's files imported into t
     // reader keeps the column only.)
     lines.splice(1, 0, '{"schema_version":"1.2", truncated');
     lines.splice(4, 0, lines[3]!.replace(/"value":[^,]+/, '"value":"fast"'));
+    // One whose JSON.parse message names no place ("Unexpected token '}', … is not valid
+    // JSON"), indented: the column is found by the reader, and is the file's.
+    lines.push('  {"schema_version":"1.2","value":tru}');
     writeFileSync(file("broken.ndjson"), lines.join("\n") + "\n");
     // A series and nowcast forecast's report on it.
     const t0 = Date.now() - 600_000;
@@ -107,9 +110,14 @@ describe.skipIf(skip !== undefined)("the nowcast command's files imported into t
       .split("\n")
       .filter((l) => (JSON.parse(l) as { value: unknown }).value !== null).length;
     expect(report).toContain(
-      `broken.ndjson (ndjson): ${kept} values in 3 series; 2 lines refused:`,
+      `broken.ndjson (ndjson): ${kept} values in 3 series; 3 lines refused:`,
     );
     expect(report).toMatch(/line 2: not valid JSON \([^)]* at column \d+\)/);
+    expect(report).toMatch(
+      new RegExp(
+        `line ${readFileSync(file("broken.ndjson"), "utf8").trimEnd().split("\n").length}: not valid JSON \\(Unexpected token [^)]* at column 38\\)`,
+      ),
+    );
     expect(report).toContain("line 5, value:");
     expect(report).not.toMatch(/line 1 column/);
 

@@ -5,11 +5,21 @@
  * ranking calls it unreachable; a target that is down from the start writes failure records
  * every period.
  */
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
+import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Page } from "playwright-core";
 import { defaultConfig } from "../echo-node/src/config.js";
 import { startEchoNode, type EchoNode } from "../echo-node/src/server.js";
-import { exportedRecords, missing, startRig, type ExportedRecord, type Rig } from "./harness.js";
+import {
+  ARTIFACTS,
+  exportedRecords,
+  missing,
+  startRig,
+  type ExportedRecord,
+  type Rig,
+} from "./harness.js";
 import { sleep, waitForMeasurements } from "./page-helpers.js";
 
 const why = missing();
@@ -36,11 +46,15 @@ async function open(rig: Rig, query: string): Promise<{ page: Page; done: () => 
   };
 }
 
-/** The banner's text once it names an outage, and when it did (ms since the epoch). */
-async function outageBanner(page: Page, timeout: number): Promise<{ text: string; at: number }> {
+/** The banner's text once it names an outage (`what`), and when it did (ms since the epoch). */
+async function outageBanner(
+  page: Page,
+  timeout: number,
+  what = "Can't reach",
+): Promise<{ text: string; at: number }> {
   await page.waitForFunction(
-    () => /Can't reach/.test(document.querySelector("#banner")?.textContent ?? ""),
-    undefined,
+    (w) => (document.querySelector("#banner")?.textContent ?? "").includes(w),
+    what,
     { timeout, polling: 20 },
   );
   return { text: (await page.textContent("#banner")) ?? "", at: Date.now() };
@@ -118,6 +132,36 @@ describe.skipIf(why !== undefined)("outages", () => {
       await target.close().catch(() => undefined);
     }
     await done();
+  });
+
+  it("names a target that answers HTTP but is not an echo-node, and says what to do", async () => {
+    // A plain web server, as a static file host or nginx answers: 200 for its page, 404
+    // for anything else, no CORS headers, no WebSocket upgrade.
+    const server = createServer((req, res) => {
+      res.writeHead(req.url === "/" ? 200 : 404, { "content-type": "text/html" });
+      res.end(req.url === "/" ? "<h1>It works</h1>" : "Not Found");
+    });
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    const host = `127.0.0.1:${(server.address() as AddressInfo).port}`;
+    try {
+      const { page, done } = await open(
+        rig,
+        `?period=1&target=${encodeURIComponent(`http://${host}/`)}`,
+      );
+      const banner = await outageBanner(page, 10_000, "is not an echo-node");
+      console.log(`e2e: a web server as the target: ${banner.text}`);
+      expect(banner.text).toContain(`${host} answered, but is not an echo-node`);
+      expect(banner.text).toMatch(/no probe endpoint this page may use/);
+      expect(banner.text).toMatch(/refused the WebSocket upgrade/);
+      expect(banner.text).toMatch(/Self-hosting echo-node/);
+      expect(banner.text).not.toMatch(/no connection/);
+      expect(await page.textContent("#state")).toMatch(/^The target is not an echo-node/);
+      await page.setViewportSize({ width: 1280, height: 800 });
+      await page.screenshot({ path: join(ARTIFACTS, "not-echo-node.png") });
+      await done();
+    } finally {
+      server.close();
+    }
   });
 
   it("records a target down from the start every period, and ranks it unreachable", async () => {

@@ -406,11 +406,11 @@ describe.skipIf(why !== undefined)("the page against a real echo-node", () => {
     });
     const one = page.locator('figure[data-series^="import/"][data-measurements="1"]');
     expect((await one.locator(".summary").textContent()) ?? "").toMatch(
-      /Next forecast [\d.]+ Gbit\/s ± \?\.$/,
+      /Next forecast [\d.]+ Gbit\/s ± — \(needs 2 values\)\.$/,
     );
     const oneKey = await one.getAttribute("data-series");
     expect(await page.textContent(`tr[data-series="${oneKey}"] td:nth-of-type(2)`)).toMatch(
-      /^[\d.]+ Gbit\/s ± \?$/,
+      /^[\d.]+ Gbit\/s ± — \(needs 2 values\)$/,
     );
     await done();
   });

@@ -70,7 +70,7 @@ describe("periods and spans in words", () => {
 
 describe("values with their spread", () => {
   it("gives no spread for a forecast from one value, which nothing has checked", () => {
-    expect(formatWithError(3870, 0, "Mbit/s", false)).toBe("3.87 Gbit/s ± ?");
+    expect(formatWithError(3870, 0, "Mbit/s", false)).toBe("3.87 Gbit/s ± — (needs 2 values)");
     // From two values on, a spread of 0 is what was measured (a constant series).
     expect(formatWithError(12, 0, "ms", true)).toBe("12.0 ms ± 0 ms");
   });
@@ -95,7 +95,7 @@ describe("a loss rate, kept as a fraction", () => {
     expect(formatValue(0, "fraction")).toBe("0 %");
     expect(formatValue(0.0005, "fraction")).toBe("0.0500 %");
     expect(formatWithError(0.097, 0.02, "fraction")).toBe("9.70 % ± 2.00 %");
-    expect(formatWithError(0.13, 0, "fraction", false)).toBe("13.0 % ± ?");
+    expect(formatWithError(0.13, 0, "fraction", false)).toBe("13.0 % ± — (needs 2 values)");
     expect(formatSquared(0.0004, "fraction")).toBe("4.00 %²");
     // Chart.js's ticks of a fraction's axis, 0 to 1.
     expect(tickLabels([0, 0.1, 0.2, 0.30000000000000004, 1], "fraction")).toEqual({

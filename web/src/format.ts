@@ -39,10 +39,17 @@ export function formatValue(v: number, unit: string, magnitude = v): string {
   return `${significant(v / d.divisor)}${spaced(d.unit)}`;
 }
 
+/** The spread of a forecast from one value, which no measurement has checked yet: a "± 0"
+ *  would claim a certainty nothing measured, and a bare "± ?" left people guessing why. */
+export const UNKNOWN_SPREAD = "± — (needs 2 values)";
+/** What {@link UNKNOWN_SPREAD} means, for a title (tooltip). */
+export const UNKNOWN_SPREAD_TITLE =
+  "The forecast's error is known once a second value has been measured to check it against.";
+
 /** A value and its spread in the value's unit, both alike: "2.23 Gbit/s ± 0.150 Gbit/s",
- *  never "2.23 Gbit/s ± 150 Mbit/s". With `known` false (a forecast from one value, which
- *  no measurement has checked yet), "2.23 Gbit/s ± ?": a "± 0" would claim a certainty
- *  nothing measured (as `nowcast`'s summaries say it; the engine tells which with `errorKnown`, the core's rule). */
+ *  never "2.23 Gbit/s ± 150 Mbit/s". With `known` false (a forecast from one value; the
+ *  engine tells which with `errorKnown`, the core's rule), "2.23 Gbit/s ± — (needs 2
+ *  values)" ({@link UNKNOWN_SPREAD}). */
 export function formatWithError(
   v: number,
   error: number,
@@ -52,8 +59,8 @@ export function formatWithError(
 ): string {
   const d = displayUnit(magnitude, unit);
   const u = spaced(d.unit);
-  const spread = known ? `${significant(error / d.divisor)}${u}` : "?";
-  return `${significant(v / d.divisor)}${u} ± ${spread}`;
+  const spread = known ? `± ${significant(error / d.divisor)}${u}` : UNKNOWN_SPREAD;
+  return `${significant(v / d.divisor)}${u} ${spread}`;
 }
 
 /** A mean square error (of values in `unit`) in the square of the unit those values are

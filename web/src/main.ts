@@ -134,7 +134,7 @@ worker.onmessage = (e: MessageEvent<WorkerEvent>) => {
       break;
     case "status":
       consoleView.status(ev, series.targetMeasured());
-      headline.status(ev.state);
+      headline.status(ev.state, ev.bandwidth);
       break;
   }
 };

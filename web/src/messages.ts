@@ -33,6 +33,27 @@ export interface MeasurementEvent {
   timeouts: number;
 }
 
+/** How often the target's automatically sized bandwidth series are probed, and why not more. */
+export interface BandwidthSchedule {
+  /** Seconds between each series' probes (the period times the rounds it is spaced by),
+   *  as the last round sized it; a series missing is probed as its records say. */
+  everyS: Partial<globalThis.Record<SeriesKey, number>>;
+  /** What spaces them beyond the period: the page's hourly budget or the server's own
+   *  allowance per minute; undefined when each is probed every round. */
+  limit: "budget" | "server" | undefined;
+  /** Whether that limit also keeps a probe shorter than the time it should last
+   *  (probe-math.ts `budgetProbeCap`): it may read low. */
+  capped: boolean;
+}
+
+/** Since when (wall-clock ms) no probe has reached a site, and why the first failed;
+ *  `notEchoNode` when its host answered over HTTP, but not as an echo-node (engine/diagnose.ts). */
+export interface Outage {
+  since: number;
+  reason: string;
+  notEchoNode?: boolean;
+}
+
 export interface StatusEvent {
   type: "status";
   state: "starting" | "running" | "suspended" | "backing-off" | "over-budget";
@@ -42,16 +63,16 @@ export interface StatusEvent {
   budgetBytes: number;
   /** The period in force, s. */
   periodS: number;
-  /** Seconds between the target's bandwidth probes when the budget spaces them further
-   *  apart than the period (automatic size, engine/round.ts); undefined when it does not. */
-  bandwidthEveryS: number | undefined;
+  /** The schedule of the target's automatically sized bandwidth series (engine/round.ts
+   *  `size`), the one source of what the status line and the headline's cards say of it. */
+  bandwidth: BandwidthSchedule;
   /** Bytes the last round spent: the pace at which the budget goes. */
   roundBytes: number;
   /** When the hour's budget has room again for the bandwidth probe it held back (wall-clock
    *  ms; Infinity: never, the probe is larger than the budget); undefined when none is held. */
   budgetResumesAt: number | undefined;
   /** Since when (wall-clock ms) no probe has reached the target, and why the first failed. */
-  outage: { since: number; reason: string } | undefined;
+  outage: Outage | undefined;
   /** When the wait the target's server asked for ends (wall-clock ms), while it lasts. */
   waitUntil: number | undefined;
 }

@@ -32,6 +32,7 @@ mod delimited;
 mod documents;
 mod iperf3;
 mod irtt;
+mod json_column;
 mod mtr;
 mod ping;
 mod records;

@@ -36,11 +36,12 @@ impl<P: Parser> JsonLines<P> {
         if t.is_empty() || t.starts_with('#') {
             return;
         }
-        let doc = match self.parser.parse(t) {
+        // Parsed with its leading blanks, so that a column is the file's.
+        let doc = match self.parser.parse(text.trim_end()) {
             Ok(doc) => doc,
             // The parser's message may quote the text; it is cut like any quote.
             Err(e) => {
-                let e = crate::json::within_line(&e);
+                let e = super::json_column::line_error(&e, text.trim_end());
                 return out.error(None, format!("not valid JSON ({})", cut(&e, 200)));
             }
         };

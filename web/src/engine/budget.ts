@@ -128,7 +128,20 @@ export function probeShare(
   probesPerRound: number,
   serverPerMinute = Infinity,
 ): number {
-  const rounds = probesPerRound * Math.max(1, 3600 / periodS);
-  const serverRounds = probesPerRound * Math.max(1, 60 / periodS);
-  return Math.floor(Math.min(perHour / rounds, serverPerMinute / serverRounds));
+  return probeShareOf(perHour, periodS, probesPerRound, serverPerMinute).bytes;
+}
+
+/** {@link probeShare}, and which of the two sets it: the page's hourly budget, or the
+ *  server's allowance per minute (what the page tells when the share spaces probes). */
+export function probeShareOf(
+  perHour: number,
+  periodS: number,
+  probesPerRound: number,
+  serverPerMinute = Infinity,
+): { bytes: number; limit: "budget" | "server" } {
+  const ours = perHour / (probesPerRound * Math.max(1, 3600 / periodS));
+  const server = serverPerMinute / (probesPerRound * Math.max(1, 60 / periodS));
+  return server < ours
+    ? { bytes: Math.floor(server), limit: "server" }
+    : { bytes: Math.floor(ours), limit: "budget" };
 }

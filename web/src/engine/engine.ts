@@ -7,9 +7,11 @@
 import { exportCsv, loadForecasting, loadReader, methods, toNdjson } from "../forecast";
 import {
   parseMirrorKey,
+  type BandwidthSchedule,
   type MeasurementEvent,
   type MirrorEvent,
   type MirrorSeries,
+  type Outage,
   type SeriesKey,
   type StatusEvent,
   type WorkerEvent,
@@ -17,13 +19,14 @@ import {
 import type { Record } from "../record";
 import { DEFAULT_SETTINGS, endpointName, type Settings } from "../settings";
 import { ByteBudget } from "./budget";
+import { askHost, notEchoNodeReason } from "./diagnose";
 import { History } from "./history";
 import { Imports } from "./imports";
 import { MEASUREMENTS } from "./measure";
 import type { PretestResult } from "./measure/pretest";
 import { MIRROR_DOWN, MIRROR_RTT, mirrorPlan, targetPlan } from "./plan";
 import { ranking } from "./rank";
-import { runSites, type RoundEnv, type SitePart, type SiteReport } from "./round";
+import { runSites, type RoundEnv, type SitePart, type SiteReport, type Spacing } from "./round";
 import { Scheduler, type Clock } from "./scheduler";
 import { predictability, type RestoredSeries } from "./series";
 import { Site } from "./site";
@@ -33,6 +36,8 @@ const MIB = 1024 * 1024;
 /** The byte budget keeps what was spent in slots of this length (budget.ts): an hour is at
  *  most 360 entries to keep across reloads, and bytes leave the hour at most this late. */
 const BUDGET_SLOT_MS = 10_000;
+/** How long the diagnosis of an unreachable target waits for each of its two answers. */
+const DIAGNOSE_TIMEOUT_MS = 5000;
 /** A mirror's limits: its own echo-node's cap (its HELLO); no allowance stated (only the
  *  serving one's is read). */
 const NO_LIMITS: ServerLimits = { maxPayload: Infinity, perMinute: Infinity };
@@ -106,9 +111,9 @@ export class Engine {
   private heldBytes: number | undefined;
   /** Bytes the last round spent: the pace the budget's warning reckons with. */
   private roundBytes = 0;
-  /** The target's automatically sized bandwidth series and every how many rounds each is
-   *  probed, as the round that ran last set them. */
-  private readonly spacing = new Map<string, number>();
+  /** The target's automatically sized bandwidth series and how each is spaced, as the round
+   *  that ran last set them. */
+  private readonly spacing = new Map<SeriesKey, Spacing>();
   /** Wall-clock ms at which the wait the target's server asked for ends. */
   private waitUntil = 0;
 
@@ -150,6 +155,10 @@ export class Engine {
   // ---------------------------------------------------------------- the page's commands
 
   applySettings(s: Settings): void {
+    // Another size or transport plans other transfers: their spacing comes with their round.
+    if (s.size !== this.settings.size || s.transport !== this.settings.transport) {
+      this.spacing.clear();
+    }
     this.settings = s;
     this.budget.perHour = s.budgetMiB * MIB;
     if (s.target !== this.appliedTarget) {
@@ -508,11 +517,19 @@ export class Engine {
     }
   }
 
-  /** Seconds between the target's bandwidth probes (the most spaced series), when the
-   *  budget spaces them beyond the period. */
-  private bandwidthEveryS(): number | undefined {
-    const every = Math.max(1, ...this.spacing.values());
-    return every > 1 && Number.isFinite(every) ? every * this.settings.periodS : undefined;
+  /** The schedule of the target's automatically sized bandwidth series, in seconds at the
+   *  period in force: what the status line and the headline's cards both say. */
+  private bandwidthSchedule(): BandwidthSchedule {
+    const auto = this.settings.size === "auto";
+    const spacings = auto ? [...this.spacing] : [];
+    const everyS: BandwidthSchedule["everyS"] = {};
+    for (const [key, s] of spacings) everyS[key] = s.every * this.settings.periodS;
+    const limited = spacings.find(([, s]) => s.limit !== undefined)?.[1];
+    return {
+      everyS,
+      limit: limited?.limit,
+      capped: spacings.some(([, s]) => s.capped),
+    };
   }
 
   /** Whether `site` was reached in a round that started at `at`: a site that answered no
@@ -521,7 +538,21 @@ export class Engine {
   private reached(site: Site, r: SiteReport, at: number): void {
     site.unreachable = r.answered === 0 && r.failed > 0 && r.waitS === undefined;
     if (!site.unreachable) site.outage = undefined;
-    else site.outage ??= { since: at, reason: r.problem ?? "" };
+    else if (site.outage === undefined) {
+      site.outage = { since: at, reason: r.problem ?? "" };
+      if (site === this.target) void this.diagnose(site, site.outage);
+    }
+  }
+
+  /** Asks the target's host why nothing reached it (diagnose.ts): a host that answers over
+   *  HTTP but not as an echo-node is named as such, with what to do, for as long as the
+   *  outage lasts. */
+  private async diagnose(site: Site, outage: Outage): Promise<void> {
+    const reason = notEchoNodeReason(await askHost(site.link.base, DIAGNOSE_TIMEOUT_MS));
+    if (reason === undefined || site.outage !== outage || site !== this.target) return;
+    outage.reason = reason;
+    outage.notEchoNode = true;
+    if (this.told !== undefined) this.status(this.told.state, this.told.message);
   }
 
   /** What a round needs to run a site's plan: each measurement is kept in its store, then
@@ -548,8 +579,8 @@ export class Engine {
         this.status("over-budget", "");
       },
       pretested: (key, results, streams) => this.pretested(site, key, results, streams),
-      spaced: (key, every) => {
-        if (site === this.target) this.spacing.set(key, every);
+      spaced: (key, spacing) => {
+        if (site === this.target) this.spacing.set(key, spacing);
       },
       bursting: () => {
         // The round's measurements so far (its echo) go to the page before the burst's
@@ -633,7 +664,7 @@ export class Engine {
       bytesSinceStart: this.budget.usedSinceStart,
       budgetBytes: this.budget.perHour,
       periodS: this.settings.periodS,
-      bandwidthEveryS: this.bandwidthEveryS(),
+      bandwidth: this.bandwidthSchedule(),
       roundBytes: this.roundBytes,
       budgetResumesAt: held === undefined ? undefined : this.budget.resumesAt(held, now),
       outage: this.target?.outage,

@@ -330,8 +330,21 @@ export function autoSize(
 }
 
 /** The share of the hourly budget one series' burst may spend before it settles with the
- *  rate it reached (the rest of the hour's budget is for the probes after it). */
+ *  rate it reached (the rest of the hour's budget is for the probes after it), and the most
+ *  one automatic probe may take of it ({@link budgetProbeCap}). */
 export const BURST_BUDGET_SHARE = 0.25;
+
+/**
+ * The largest automatic probe an hourly budget of `perHour` lets run, with `transfers`
+ * transfers in a round: {@link BURST_BUDGET_SHARE} of the hour shared among them, as the
+ * first-run burst is. Without it a budget smaller than the size a link asks for (1 MiB an
+ * hour against 4 MiB for a quarter second at 100 Mbit/s) spaced the probes hours apart, each
+ * larger than the hour could ever hold: never probed, while the page said when it would be.
+ * A probe so capped lasts less than it should, and may read low; the page says why.
+ */
+export function budgetProbeCap(perHour: number, transfers: number): number {
+  return Math.floor((perHour * BURST_BUDGET_SHARE) / Math.max(1, transfers));
+}
 
 /**
  * The bytes the predicted rate moves in two predicted round trips (a power of two, at least

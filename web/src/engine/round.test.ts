@@ -21,7 +21,7 @@ import {
   PRETEST_PASSES,
   rateMinusRtt,
 } from "./probe-math";
-import { runRound, runSites, type RoundEnv } from "./round";
+import { runRound, runSites, type RoundEnv, type Spacing } from "./round";
 import { SeriesSet } from "./series";
 
 beforeAll(async () => {
@@ -147,6 +147,7 @@ class Env implements RoundEnv {
   overBudgets = 0;
   bursts = 0;
   readonly spacing = new Map<string, number>();
+  readonly spacings = new Map<string, Spacing>();
   suspend = () => false;
   private t = 0;
 
@@ -176,8 +177,9 @@ class Env implements RoundEnv {
   overBudget() {
     this.overBudgets++;
   }
-  spaced(key: string, every: number) {
-    this.spacing.set(key, every);
+  spaced(key: string, spacing: Spacing) {
+    this.spacing.set(key, spacing.every);
+    this.spacings.set(key, spacing);
   }
   bursting() {
     this.bursts++;
@@ -591,6 +593,29 @@ describe("the series a round feeds", () => {
     // Every probe fitted: none held back, and the hour's spend is within its budget.
     expect(env.overBudgets).toBe(0);
     expect(env.budget.usedSinceStart).toBeLessThanOrEqual(100 * 1024 * KIB);
+  });
+
+  it("keep an automatic probe within a small budget, probed as often as it allows", async () => {
+    // 1 MiB an hour at 2 s where 100 Mbit/s wants 4 MiB probes: a probe larger than the whole
+    // hour was spaced ~21,000 rounds (12 h) apart and could never fit when due. Capped at a
+    // quarter of the hour (the burst's share), the 256 KiB probe is spaced so that the hour
+    // holds it, and the page is told that the budget both spaces and shortens it.
+    const site = new ScriptedSite((m) =>
+      m.startsWith("rtt") ? { value: 10 } : { value: 100, durationMs: 250 },
+    );
+    const env = new Env(2, 1024 * KIB);
+    const plan = mirrorPlan({ size: "auto" });
+    await run(site, plan, env);
+    await run(site, plan, env);
+    const spacing = env.spacings.get("bandwidth_down/http")!;
+    expect(spacing).toMatchObject({ limit: "budget", capped: true });
+    const down = env.records.filter((e) => e.key === "bandwidth_down/http");
+    expect(down.map((e) => e.record.probe?.payload_bytes)).toEqual([256 * KIB]);
+    // The record's period is the schedule the page is told: within the hour, and so is the
+    // probe.
+    expect(down[0]!.record.period_ms).toBe(spacing.every * 2000);
+    expect(spacing.every * 2).toBeLessThan(3600);
+    expect(256 * KIB).toBeLessThanOrEqual(env.budget.perHour);
   });
 
   it("open nothing for an upload that is not due", async () => {

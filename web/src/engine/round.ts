@@ -8,7 +8,7 @@ import type { ProbedSeries, ProbedState, ProbeObservation } from "../forecast";
 import type { MeasurementEvent, SeriesKey } from "../messages";
 import type { Record } from "../record";
 import type { ByteBudget } from "./budget";
-import { probeShare } from "./budget";
+import { probeShareOf } from "./budget";
 import { backoffSeconds, failureReason, ProbeTimeout } from "./errors";
 import type { Jitter } from "./measure/jitter";
 import type { Link, Measurement, Measurements, Sample } from "./measure/measurement";
@@ -19,7 +19,7 @@ import {
   autoSize,
   bandwidthDue,
   bandwidthEvery,
-  BURST_BUDGET_SHARE,
+  budgetProbeCap,
   burstNext,
   median,
   PRETEST_SHARE,
@@ -56,15 +56,29 @@ export interface RoundEnv {
   /** A transfer of `bytes` did not fit in the hour's budget: its transport's other steps
    *  wait. */
   overBudget(bytes: number): void;
-  /** An automatically sized bandwidth series `key` is probed every `every` rounds (1: each
-   *  round), as its size and the budget's share set it this round. */
-  spaced(key: SeriesKey, every: number): void;
+  /** An automatically sized bandwidth series `key` is probed as its size and the budget's
+   *  share set it this round ({@link Spacing}). */
+  spaced(key: SeriesKey, spacing: Spacing): void;
   /** A first-run burst is about to start: what the round measured so far may be shown now
    *  rather than after the burst (the page's first figures should not wait for it). */
   bursting(): void;
   /** A stream-count pretest ran for `key`. */
   pretested(key: SeriesKey, results: readonly PretestResult[], streams: number): void;
 }
+
+/** How often an automatically sized bandwidth series is probed, and what limits it. */
+export interface Spacing {
+  /** Every how many rounds (1: each round). */
+  every: number;
+  /** What spaces it beyond the period, or keeps its probes shorter than they should last
+   *  (`capped`): the hourly budget or the server's allowance; undefined when nothing does. */
+  limit: "budget" | "server" | undefined;
+  /** Whether the budget kept the probe smaller than the size the rate asks for
+   *  (probe-math.ts `budgetProbeCap`). */
+  capped: boolean;
+}
+
+const spacingOf = ({ every, limit, capped }: Spacing): Spacing => ({ every, limit, capped });
 
 /** How a site's part of a round went. */
 export interface SiteReport {
@@ -340,14 +354,21 @@ class Run {
    * probe lasts long enough to be timed. `rate` is a rate just read (the burst's), else the
    * series' forecast sizes it.
    */
-  private size(step: Step, rate?: number): { bytes: number; every: number } {
+  private size(step: Step, rate?: number): { bytes: number } & Spacing {
     const { maxPayload, perMinute } = this.env.limits();
     const size = step.size ?? "auto";
-    if (size !== "auto") return { bytes: Math.min(size, maxPayload), every: 1 };
+    if (size !== "auto") {
+      return { bytes: Math.min(size, maxPayload), every: 1, limit: undefined, capped: false };
+    }
     const probes = this.transfers * (1 + PRETEST_SHARE);
-    const share = probeShare(this.env.budget.perHour, this.env.periodS, probes, perMinute);
-    const bytes = autoSize(rate ?? this.sizingRate(step), maxPayload, this.predictedRtt(step));
-    return { bytes, every: bandwidthEvery(bytes, share) };
+    const share = probeShareOf(this.env.budget.perHour, this.env.periodS, probes, perMinute);
+    const forRate = rate ?? this.sizingRate(step);
+    const wanted = autoSize(forRate, maxPayload, this.predictedRtt(step));
+    const cap = budgetProbeCap(this.env.budget.perHour, this.transfers);
+    const bytes = autoSize(forRate, Math.min(maxPayload, cap), this.predictedRtt(step));
+    const capped = bytes < wanted;
+    const every = bandwidthEvery(bytes, share.bytes);
+    return { bytes, every, limit: every > 1 || capped ? share.limit : undefined, capped };
   }
 
   /**
@@ -401,7 +422,7 @@ class Run {
   private async burst(step: Step, m: Measurement, streams: number): Promise<number | undefined> {
     const { env } = this;
     const { maxPayload } = env.limits();
-    const allowed = (env.budget.perHour * BURST_BUDGET_SHARE) / Math.max(1, this.transfers);
+    const allowed = budgetProbeCap(env.budget.perHour, this.transfers);
     let spent = 0;
     let bytes: number | undefined = Math.min(autoMinBytes(), maxPayload);
     let rate: number | undefined;
@@ -493,9 +514,9 @@ class Run {
     const schedule = site.series.schedule(step.key);
     if (schedule.ramped || !auto) {
       // Not due this round (spaced by the budget): nothing is opened or sent for it.
-      const { every } = this.size(step);
-      if (auto) env.spaced(step.key, every);
-      if (!bandwidthDue(schedule, every)) return "skipped";
+      const spacing = this.size(step);
+      if (auto) env.spaced(step.key, spacingOf(spacing));
+      if (!bandwidthDue(schedule, spacing.every)) return "skipped";
     }
     if (step.loaded !== undefined && !this.loadBegun) {
       this.loadBegun = true;
@@ -516,8 +537,8 @@ class Run {
       if (env.suspended() || !site.link.connected(step.transport)) return "held";
     }
     // Sized from the burst's rate on the first run, else as the due check sized it.
-    const { bytes, every } = this.size(step, rate);
-    if (auto) env.spaced(step.key, every);
+    const { bytes, every, ...sized } = this.size(step, rate);
+    if (auto) env.spaced(step.key, spacingOf({ every, ...sized }));
     if (!env.budget.allows(bytes, env.now())) {
       env.overBudget(bytes);
       return "held";

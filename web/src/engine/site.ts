@@ -3,6 +3,7 @@
 // and its records; the engine decides which plan it runs.
 
 import type { Record } from "../record";
+import type { Outage } from "../messages";
 import { SiteLink } from "./link";
 import { Jitter } from "./measure/jitter";
 import { SeriesSet } from "./series";
@@ -20,7 +21,7 @@ export class Site {
    *  last, and says so, until a round does. */
   unreachable = false;
   /** Since when (wall-clock ms) no round has reached it, and why the first one failed. */
-  outage: { since: number; reason: string } | undefined;
+  outage: Outage | undefined;
   private rounds = 0;
 
   /**

@@ -11,11 +11,13 @@ import {
   formatSpan,
   formatValue,
   formatWithError,
+  UNKNOWN_SPREAD_TITLE,
 } from "../format";
 import { BAND_K, type NextForecast, type StatusEvent } from "../messages";
 import { budgetLastsS } from "../settings";
 import { AT_ONCE, type Announcer } from "./announcer";
 import { el, placeInOrder, setText, type Rank } from "./dom";
+import { bandwidthPhrase } from "./headline-math";
 
 /** The budget is said to be about to run out when, at the last round's pace, it lasts less
  *  than this (s). */
@@ -77,6 +79,7 @@ export class ConsoleRow {
       next === undefined
         ? "–"
         : formatWithError(next.value, BAND_K * next.error, this.unit, next.errorKnown, magnitude);
+    nextCell.title = next !== undefined && !next.errorKnown ? UNKNOWN_SPREAD_TITLE : "";
     method.textContent = next === undefined ? "–" : (this.names.get(next.method) ?? next.method);
     if (next !== undefined) method.title = next.method;
     maeCell.textContent = mae === undefined ? "–" : formatValue(mae, this.unit, magnitude);
@@ -99,12 +102,12 @@ function stateText(ev: StatusEvent): string {
       return `Measuring every ${formatPeriod(ev.periodS)} (bandwidth paused)`;
     default:
       return ev.outage !== undefined
-        ? "Cannot reach the target"
-        : ev.bandwidthEveryS === undefined
-          ? `Measuring every ${formatPeriod(ev.periodS)}`
-          : // The budget spaces bandwidth probes long enough to be timed further apart.
-            `Measuring every ${formatPeriod(ev.periodS)}, bandwidth every ` +
-            formatSpan(ev.bandwidthEveryS * 1000);
+        ? ev.outage.notEchoNode === true
+          ? "The target is not an echo-node"
+          : "Cannot reach the target"
+        : // The budget spaces bandwidth probes long enough to be timed further apart.
+          `Measuring every ${formatPeriod(ev.periodS)}` +
+            bandwidthPhrase(ev.bandwidth, ev.periodS, ev.budgetBytes);
   }
 }
 
@@ -183,11 +186,19 @@ export class ConsoleView {
     const text = (t: string) => document.createTextNode(t);
     if (ev.outage !== undefined) {
       const every = formatPeriod(ev.periodS);
+      // A host that answered, but not as an echo-node, was reached: its reason says what
+      // answered and what to do.
+      const why = `${ev.outage.reason}${ev.message === "" ? "" : `; ${ev.message}`}. `;
       problems.push([
-        strong(`Can't reach ${this.target}`),
+        strong(
+          ev.outage.notEchoNode === true
+            ? `${this.target} answered, but is not an echo-node`
+            : `Can't reach ${this.target}`,
+        ),
         text(
-          ` since ${clock(ev.outage.since)} — retrying every ${every}. ` +
-            `Why: ${ev.outage.reason}${ev.message === "" ? "" : `; ${ev.message}`}. ` +
+          (ev.outage.notEchoNode === true
+            ? `: ${why}Asking again every ${every}. `
+            : ` since ${clock(ev.outage.since)} — retrying every ${every}. Why: ${why}`) +
             (this.measured
               ? "The figures below are the last ones measured."
               : "Nothing has been measured from it yet."),

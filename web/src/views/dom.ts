@@ -29,3 +29,27 @@ export function placeInOrder(
   );
   parent.insertBefore(node, after ?? null);
 }
+
+/**
+ * Runs `run` once at the next animation frame however often it is asked for before then: a
+ * burst of changes is shown once, as soon as the page is drawn next, and never later than
+ * that. `frame` is requestAnimationFrame (a test gives its own).
+ */
+export class OncePerFrame {
+  private pending = false;
+
+  constructor(
+    private readonly run: () => void,
+    private readonly frame: (callback: () => void) => unknown = (callback) =>
+      requestAnimationFrame(callback),
+  ) {}
+
+  request(): void {
+    if (this.pending) return;
+    this.pending = true;
+    this.frame(() => {
+      this.pending = false;
+      this.run();
+    });
+  }
+}

@@ -15,6 +15,9 @@ import {
   verdictOf,
   yRange,
   measuredLately,
+  bandwidthPhrase,
+  seriesPeriodS,
+  shortAdvice,
 } from "./headline-math";
 
 describe("the headline's verdict", () => {
@@ -213,5 +216,56 @@ describe("measuredLately", () => {
     expect(measuredLately([{ ...ws, periodMs: 60_000 }, fetch])).toHaveLength(2);
     // Nothing measured yet: all of them.
     expect(measuredLately([{ ...ws, last: undefined }])).toHaveLength(1);
+  });
+});
+
+describe("the bandwidth schedule, said once for the status line and the cards", () => {
+  const MIB = 1024 * 1024;
+  // 1 MiB an hour at 2 s: the download spaced 8 minutes, the upload 33.
+  const schedule = {
+    everyS: { "bandwidth_down/http": 480, "bandwidth_up/http": 1980 },
+    limit: "budget" as const,
+    capped: true,
+  };
+
+  it("gives each card the period the status line names, not its last record's", () => {
+    // The download's newest record was measured 35 h apart under an older sizing.
+    const down = seriesPeriodS(schedule.everyS["bandwidth_down/http"], 126_000_000, 2);
+    expect(periodPhrase(down)).toBe("next 8 minutes");
+    expect(periodPhrase(seriesPeriodS(schedule.everyS["bandwidth_up/http"], undefined, 2))).toBe(
+      "next 33 minutes",
+    );
+    const status = bandwidthPhrase(schedule, 2, MIB);
+    expect(status).toBe(
+      ", download every 8 min, upload every 33 min, as often as the hourly budget (1.00 MiB) allows",
+    );
+    // Series the engine does not schedule: their records' period, else the page's.
+    expect(seriesPeriodS(undefined, 10_000, 2)).toBe(10);
+    expect(seriesPeriodS(undefined, undefined, 2)).toBe(2);
+  });
+
+  it("names the limit, and nothing while every series is probed each period", () => {
+    const alike = { ...schedule, everyS: { "bandwidth_down/http": 480, "bandwidth_up/http": 480 } };
+    expect(bandwidthPhrase(alike, 2, 500 * MIB)).toBe(
+      ", bandwidth every 8 min, as often as the hourly budget (500 MiB) allows",
+    );
+    expect(bandwidthPhrase({ ...alike, limit: "server", capped: false }, 2, MIB)).toMatch(
+      /as often as the server's allowance per minute allows$/,
+    );
+    expect(
+      bandwidthPhrase(
+        { everyS: { "bandwidth_down/http": 2 }, limit: undefined, capped: false },
+        2,
+        MIB,
+      ),
+    ).toBe("");
+  });
+
+  it("tells why a probe was too short: the budget, or the size chosen", () => {
+    expect(shortAdvice(schedule)).toMatch(/^the hourly budget allows no larger probe/);
+    expect(shortAdvice({ ...schedule, capped: false })).toBe(
+      "use the automatic size or a larger one",
+    );
+    expect(shortAdvice(undefined)).toBe("use the automatic size or a larger one");
   });
 });

@@ -2,8 +2,8 @@
 // apart from the DOM: how steady a series is, which transport's figure to show, the likely
 // range in words, the sparkline's path, and the typical forecast error.
 
-import { formatValue, significant } from "../format";
-import { BAND_K, type PredictabilityEvent } from "../messages";
+import { formatBytes, formatSpan, formatValue, significant } from "../format";
+import { BAND_K, type BandwidthSchedule, type PredictabilityEvent } from "../messages";
 
 /** How steady a series is, from its forecast error relative to its forecast. */
 export type Verdict = "learning" | "steady" | "variable" | "erratic";
@@ -62,6 +62,63 @@ export function periodPhrase(periodS: number): string {
   if (periodS > 60 && periodS % 60 === 0) return `next ${periodS / 60} minutes`;
   if (periodS >= 150) return `next ~${Math.round(periodS / 60)} minutes`;
   return `next ${Math.round(periodS * 10) / 10} s`;
+}
+
+/**
+ * Seconds between a series' probes: the engine's schedule for it (`everyS`: a bandwidth
+ * series spaced by the budget, engine/round.ts `size`), else the period its newest record was
+ * measured at, else the page's. The status line and the cards read this one schedule, so
+ * they cannot disagree (they did: "bandwidth every 35 h" above "next ~8 minutes").
+ */
+export function seriesPeriodS(
+  everyS: number | undefined,
+  recordPeriodMs: number | undefined,
+  pageS: number,
+): number {
+  if (everyS !== undefined && everyS > 0) return everyS;
+  return recordPeriodMs !== undefined && recordPeriodMs > 0 ? recordPeriodMs / 1000 : pageS;
+}
+
+/**
+ * What the status line says of the bandwidth probes after "Measuring every 2 s": nothing
+ * while each series is probed every period; else how often each direction is, and what
+ * limits it (", bandwidth every 22 min, as often as the hourly budget (1.00 MiB) allows").
+ */
+export function bandwidthPhrase(
+  b: BandwidthSchedule,
+  periodS: number,
+  budgetBytes: number,
+): string {
+  const spans = new Map<string, Set<string>>();
+  for (const [key, everyS] of Object.entries(b.everyS)) {
+    if (everyS === undefined || everyS <= periodS) continue;
+    const direction = key.startsWith("bandwidth_up") ? "upload" : "download";
+    if (!spans.has(direction)) spans.set(direction, new Set());
+    spans.get(direction)!.add(formatSpan(everyS * 1000));
+  }
+  if (spans.size === 0 && !b.capped) return "";
+  const each = [...spans].map(([d, s]) => [d, [...s].join(" or ")] as const);
+  const alike = new Set(each.map(([, s]) => s)).size === 1;
+  const when =
+    each.length === 0
+      ? "bandwidth every period"
+      : alike
+        ? `bandwidth every ${each[0]![1]}`
+        : each.map(([d, s]) => `${d} every ${s}`).join(", ");
+  const limit =
+    b.limit === "server"
+      ? "the server's allowance per minute"
+      : `the hourly budget (${formatBytes(budgetBytes)})`;
+  return `, ${when}, as often as ${limit} allows`;
+}
+
+/** Why a transfer too short to be timed was: the automatic size was kept small by what limits
+ *  it (`b.capped`), or a chosen size too small for the link. */
+export function shortAdvice(b: BandwidthSchedule | undefined): string {
+  if (b?.capped !== true) return "use the automatic size or a larger one";
+  return b.limit === "server"
+    ? "the server's allowance per minute allows no larger one"
+    : "the hourly budget allows no larger probe; raise it to time one";
 }
 
 /** The middle value of `xs`; undefined when empty. */

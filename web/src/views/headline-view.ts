@@ -3,8 +3,8 @@
 // a one-word verdict of how steady the link is (headline-math.ts), greyed with the time of the
 // last value when it is stale (the last probe failed or timed out, or none came for a while).
 
-import { clock, formatValue } from "../format";
-import type { NextForecast, SeriesKey } from "../messages";
+import { clock, formatValue, formatWithError, UNKNOWN_SPREAD_TITLE } from "../format";
+import type { BandwidthSchedule, NextForecast, SeriesKey } from "../messages";
 import type { Record } from "../record";
 import type { Announcer, Pace } from "./announcer";
 import { el } from "./dom";
@@ -16,6 +16,8 @@ import {
   periodPhrase,
   pickSeries,
   rangeText,
+  seriesPeriodS,
+  shortAdvice,
   shortProbe,
   sparkPath,
   transportReason,
@@ -150,10 +152,11 @@ class Card {
     other: { key: string; median: number } | undefined,
     state: string,
     better: "higher" | "lower" = "higher",
+    schedule?: BandwidthSchedule,
   ): void {
     // The series' own period: its forecast is of its next probe, and its values go stale
     // at its pace.
-    const ownS = s?.periodMs !== undefined && s.periodMs > 0 ? s.periodMs / 1000 : periodS;
+    const ownS = seriesPeriodS(schedule?.everyS[key as SeriesKey], s?.periodMs, periodS);
     const lastOk = s && [...s.points].reverse().find((p) => p.value !== null);
     const newest = s?.points.at(-1);
     if (s === undefined || newest === undefined) {
@@ -183,7 +186,13 @@ class Card {
     this.next.textContent =
       next === undefined
         ? "Forecast after the first measurement"
-        : `${periodPhrase(ownS)}: ${rangeText(...likelyRange(next), unit)}`;
+        : // One value: no range yet, said as the series table says it.
+          `${periodPhrase(ownS)}: ${
+            next.errorKnown
+              ? rangeText(...likelyRange(next), unit)
+              : formatWithError(next.value, 0, unit, false)
+          }`;
+    this.next.title = next !== undefined && !next.errorKnown ? UNKNOWN_SPREAD_TITLE : "";
     const v = verdict(next, s.count - 1);
     this.setVerdict(v);
 
@@ -223,7 +232,7 @@ class Card {
     this.root.dataset.trust = short ? "short" : "timed";
     const caution = short
       ? `probe too short to time (${lastOk.rawMs?.toFixed(1)} ms), likely reads low: ` +
-        `use the automatic size or a larger one · `
+        `${shortAdvice(schedule)} · `
       : "";
     this.meta.textContent =
       lastOk === undefined
@@ -278,6 +287,7 @@ export class HeadlineView {
   private readonly kept = new Map<SeriesKey, Kept>();
   private readonly cards = new Map<Direction, Card>();
   private state = "starting";
+  private schedule: BandwidthSchedule | undefined;
 
   /**
    * @param periodS the period in force.
@@ -352,10 +362,14 @@ export class HeadlineView {
     this.render();
   }
 
-  /** The worker's state ("suspended" marks the figures as paused). */
-  status(state: string): void {
-    if (state === this.state) return;
+  /** The worker's state ("suspended" marks the figures as paused) and the bandwidth
+   *  probes' schedule, which the status line says too. */
+  status(state: string, schedule: BandwidthSchedule): void {
+    if (state === this.state && JSON.stringify(schedule) === JSON.stringify(this.schedule)) {
+      return;
+    }
     this.state = state;
+    this.schedule = schedule;
     this.render();
   }
 
@@ -366,7 +380,8 @@ export class HeadlineView {
         const s = this.kept.get(key);
         if (s === undefined) return [];
         const values = s.points.flatMap((p) => (p.value === null ? [] : [p.value]));
-        const periodMs = s.periodMs ?? this.periodS() * 1000;
+        const periodMs =
+          seriesPeriodS(this.schedule?.everyS[key], s.periodMs, this.periodS()) * 1000;
         return [{ key, s, values, last: s.points.at(-1)?.t, periodMs }];
       });
       // A series that only failed so far still shows (its failures are the news); one no
@@ -375,7 +390,15 @@ export class HeadlineView {
       const chosen = pickSeries(lately, d.better) ?? lately[0] ?? candidates[0];
       const rest = lately.find((c) => c !== chosen && c.values.length > 0);
       const other = rest && { key: rest.key, median: median(rest.values.slice(-COMPARED))! };
-      card.show(chosen?.s, chosen?.key ?? "", this.periodS(), other, this.state, d.better);
+      card.show(
+        chosen?.s,
+        chosen?.key ?? "",
+        this.periodS(),
+        other,
+        this.state,
+        d.better,
+        this.schedule,
+      );
     }
     const spoken = [...this.cards.values()].flatMap((c) =>
       c.spoken === undefined ? [] : [c.spoken],

@@ -6,7 +6,7 @@ import { Chart, type ChartDataset } from "chart.js";
 import { displayUnit, formatSquared, formatValue, significant, tickLabels } from "../format";
 import type { PredictabilityEvent } from "../messages";
 import { AT_ONCE, type Announcer } from "./announcer";
-import { el } from "./dom";
+import { el, OncePerFrame } from "./dom";
 import { forecasterVerdict, typicalError, verdictOf } from "./headline-math";
 
 interface Point {
@@ -204,8 +204,6 @@ function subject(key: string, title: string): string {
 
 /** Forecast errors a series needs before the page says how predictable it is. */
 const FEW_ERRORS = 10;
-/** How often the view asks the worker again while measurements arrive (ms). */
-const REFRESH_MS = 5000;
 
 /** The predictability section: the choice of series, and its analysis, asked of the worker by
  *  itself (when a series is first offered, when the choice changes, and as measurements of the
@@ -215,8 +213,9 @@ export class PredictabilityPanel {
   private readonly summary = el("predictability-summary");
   private readonly verdict = el("predictability-verdict");
   private readonly view = new PredictabilityView(el("predictability"));
-  /** When the analysis of the chosen series was last asked for (ms since the epoch). */
-  private asked = 0;
+  /** The analysis of the chosen series, asked again once a frame while its data changes:
+   *  on a timer (every 5 s) it lagged the series table's figures for the same series. */
+  private readonly again = new OncePerFrame(() => this.analyse());
   /** The series the user chose, until its analysis is announced. */
   private chosen: string | undefined;
 
@@ -237,7 +236,6 @@ export class PredictabilityPanel {
 
   private analyse(): void {
     if (this.select.value === "") return;
-    this.asked = Date.now();
     this.ask(this.select.value);
   }
 
@@ -256,9 +254,9 @@ export class PredictabilityPanel {
     if (chosen) this.analyse();
   }
 
-  /** A series has a new measurement: the chosen one's analysis is asked again, now and then. */
+  /** A series has new data: the chosen one's analysis is asked again at the next frame. */
   measured(key: string): void {
-    if (key === this.select.value && Date.now() - this.asked >= REFRESH_MS) this.analyse();
+    if (key === this.select.value) this.again.request();
   }
 
   /**

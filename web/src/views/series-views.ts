@@ -190,6 +190,7 @@ export class SeriesViews {
       0,
       0,
     );
+    this.predictability.measured(s.key);
   }
 
   requestDraw(): void {
