@@ -354,14 +354,7 @@ fn a_replica_that_stalls_mid_body_is_cut_at_its_timeout_counted_and_avoided() {
         .unwrap();
     let (h2_took, h2_err, other) = rt.block_on(async {
         use http_body_util::BodyExt;
-        let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
-        let (mut send, conn) = hyper::client::conn::http2::handshake(
-            hyper_util::rt::TokioExecutor::new(),
-            hyper_util::rt::TokioIo::new(tcp),
-        )
-        .await
-        .unwrap();
-        let driver = tokio::spawn(conn);
+        let (mut send, driver) = h2_from([127, 0, 0, 1], addr).await;
         let t0 = Instant::now();
         let (status, mut body) = h2_head(&mut send, addr, "/stall/h2").await;
         assert_eq!(status, 200);
@@ -929,14 +922,7 @@ fn http2_clients_with_prior_knowledge_stream_both_ways_on_concurrent_streams() {
     assert_eq!(r.status, 200);
     rt.block_on(async move {
         tokio::time::timeout(Duration::from_secs(60), async move {
-            let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
-            let (mut send, conn) = hyper::client::conn::http2::handshake(
-                hyper_util::rt::TokioExecutor::new(),
-                hyper_util::rt::TokioIo::new(tcp),
-            )
-            .await
-            .expect("HTTP/2 handshake with prior knowledge");
-            let driver = tokio::spawn(conn);
+            let (mut send, driver) = h2_from([127, 0, 0, 1], addr).await;
             // A 24 MiB upload streamed in 64 KiB frames: the replica hashes what it reads.
             let mut data = vec![0u8; 24 << 20];
             let mut x = 0x9e37_79b9_7f4a_7c15u64;
@@ -1393,14 +1379,7 @@ fn an_http2_client_that_stops_reading_its_streams_is_cut_off_and_memory_stays_fl
         .build()
         .unwrap();
     let (during, cut, idle_cut) = rt.block_on(async {
-        let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
-        let (mut send, conn) = hyper::client::conn::http2::handshake(
-            hyper_util::rt::TokioExecutor::new(),
-            hyper_util::rt::TokioIo::new(tcp),
-        )
-        .await
-        .unwrap();
-        let driver = tokio::spawn(conn);
+        let (mut send, driver) = h2_from([127, 0, 0, 1], addr).await;
         // Eight streams of 1 GiB each, whose bodies are never read: HTTP/2's flow control
         // stops the proxy, which stops reading the replica.
         let mut held = Vec::new();
@@ -1535,14 +1514,7 @@ fn a_client_that_dribbles_its_head_or_the_http2_preface_is_cut_at_the_head_timeo
         .build()
         .unwrap();
     rt.block_on(async {
-        let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
-        let (mut send, conn) = hyper::client::conn::http2::handshake(
-            hyper_util::rt::TokioExecutor::new(),
-            hyper_util::rt::TokioIo::new(tcp),
-        )
-        .await
-        .unwrap();
-        let driver = tokio::spawn(conn);
+        let (mut send, driver) = h2_from([127, 0, 0, 1], addr).await;
         for _ in 0..3 {
             let (status, _, body) = tokio::time::timeout(
                 Duration::from_secs(10),
