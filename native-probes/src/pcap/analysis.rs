@@ -13,26 +13,21 @@
 //! the capture was taken is judged per address ([`WrenSide::Sender`]), at most
 //! [`MAX_ADDRESSES`] of them.
 
-use super::decode::{self, flag, Addr, Endpoint, Packet, Skip};
+use super::decode::{self, flag, Addr, Endpoint, KeyHasher, Packet, Skip};
 use super::reports::flow_records;
 pub use super::reports::{
     DirectionReport, FlowReport, LiveRow, RttSample, Skips, TrainReport, TransferReport, Verdicts,
-    WrenReport, WrenTotals,
+    WrenReport, WrenTotals, SOURCE, SOURCE_TS,
 };
 pub use super::sides::MAX_ADDRESSES;
-use super::sides::{ttl, Judged, Sides};
+use super::sides::{ttl, Handshake, Judged, Sides};
 use super::tcp::{self, Half, Kind};
 use nowcast_core::iepm;
 use nowcast_core::probed::{Config as SeriesConfig, Observation, Outcome, ProbedSeries};
 use nowcast_core::record::{Metric, Probe, Record, Transport};
 use nowcast_core::wren::{self, Departure, Train, Verdict, Wren};
 use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
-
-/// The records' source.
-pub const SOURCE: &str = "pcap";
-/// The source of the timestamp-method RTT records (a series of its own on the page).
-pub const SOURCE_TS: &str = "pcap timestamps";
+use std::hash::BuildHasherDefault;
 
 /// Which flow directions Wren analyses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -102,43 +97,6 @@ impl Default for Config {
     }
 }
 
-/// A small, fast hasher for flow keys (a multiply-rotate mix of the key's words); flow keys
-/// are not attacker-chosen in a way that matters to an offline analyser.
-#[derive(Default)]
-pub struct KeyHasher(u64);
-
-impl Hasher for KeyHasher {
-    fn write(&mut self, bytes: &[u8]) {
-        for chunk in bytes.chunks(8) {
-            let mut w = [0u8; 8];
-            w[..chunk.len()].copy_from_slice(chunk);
-            self.mix(u64::from_le_bytes(w));
-        }
-    }
-    fn write_u8(&mut self, i: u8) {
-        self.mix(i as u64)
-    }
-    fn write_u16(&mut self, i: u16) {
-        self.mix(i as u64)
-    }
-    fn write_u64(&mut self, i: u64) {
-        self.mix(i)
-    }
-    fn write_usize(&mut self, i: usize) {
-        self.mix(i as u64)
-    }
-    fn finish(&self) -> u64 {
-        self.0 ^ (self.0 >> 29)
-    }
-}
-
-impl KeyHasher {
-    #[inline]
-    fn mix(&mut self, w: u64) {
-        self.0 = (self.0.rotate_left(23) ^ w).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-    }
-}
-
 type Key = (Endpoint, Endpoint);
 
 /// Wren's state for one direction.
@@ -203,27 +161,38 @@ struct Out<'a> {
 }
 
 #[derive(Debug)]
-pub(super) struct Flow {
+struct Flow {
     id: u64,
     /// The side that sent the first packet (the SYN, when captured).
-    pub(super) a: Endpoint,
-    pub(super) b: Endpoint,
+    a: Endpoint,
+    b: Endpoint,
     halves: [Half; 2],
     start_ns: i64,
     last_ns: i64,
-    pub(super) syn_ns: Option<i64>,
-    pub(super) synack_ns: Option<i64>,
-    pub(super) ack3_ns: Option<i64>,
+    syn_ns: Option<i64>,
+    synack_ns: Option<i64>,
+    ack3_ns: Option<i64>,
     fin: [bool; 2],
     rst: bool,
     /// [`ttl`] classes seen, a→b and b→a.
-    pub(super) ttl: [u8; 2],
+    ttl: [u8; 2],
     /// Where the capture was taken, for [`WrenSide::Sender`] ([`Sides`]).
     side: Option<Judged>,
     wren: [WrenState; 2],
 }
 
 impl Flow {
+    /// What [`Sides`] reads of it.
+    fn handshake(&self) -> Handshake {
+        Handshake {
+            a: self.a.addr,
+            b: self.b.addr,
+            ttl: self.ttl,
+            syn_ns: self.syn_ns,
+            synack_ns: self.synack_ns,
+            ack3_ns: self.ack3_ns,
+        }
+    }
     fn first_rtt_ns(&self) -> Option<i64> {
         Some(self.ack3_ns? - self.syn_ns?)
     }
@@ -398,7 +367,7 @@ impl Analyzer {
         {
             flow.ack3_ns = Some(t);
             if self.cfg.wren_side == WrenSide::Sender {
-                self.sides.count(flow);
+                self.sides.count(&flow.handshake());
             }
         }
         if p.has(flag::FIN) {
@@ -709,7 +678,7 @@ fn refresh(f: &mut Flow, sides: &Sides) {
         Some(j) => !j.firm && j.version != sides.version,
     };
     if stale {
-        f.side = sides.judge(f);
+        f.side = sides.judge(&f.handshake());
     }
 }
 
@@ -1476,15 +1445,15 @@ mod tests {
         let mut sides = Sides::default();
         // One handshake in 20 flips, each with a new peer, past the table's size.
         for peer in 0..(MAX_ADDRESSES as u32 + 1000) {
-            sides.count(&flow(peer, peer % 20 != 0));
+            sides.count(&flow(peer, peer % 20 != 0).handshake());
             assert!(sides.addrs.len() <= MAX_ADDRESSES);
         }
         let local = sides.addrs[&Addr::v4([10, 0, 0, 1])];
         assert!(local.timing > 0 && local.handshakes > MAX_ADDRESSES as u32);
         // A new flipped handshake of the local address is judged by the others, firmly.
         let mut f = flow(u32::MAX / 2, false);
-        sides.count(&f);
-        f.side = sides.judge(&f);
+        sides.count(&f.handshake());
+        f.side = sides.judge(&f.handshake());
         let j = f.side.unwrap();
         assert!(
             j.near_a && j.firm && j.basis == crate::pcap::sides::Basis::Handshakes,

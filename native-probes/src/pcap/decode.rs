@@ -7,6 +7,7 @@
 //! cooked SLL and SLL2, BSD loopback, raw IP) are told apart here.
 
 use core::fmt;
+use core::hash::Hasher;
 use core::net::{Ipv4Addr, Ipv6Addr};
 use etherparse::{
     Ethernet2HeaderSlice, IpNumber, Ipv4HeaderSlice, Ipv6ExtensionsSlice, Ipv6HeaderSlice,
@@ -397,6 +398,43 @@ fn options(mut o: &[u8]) -> (Option<(u32, u32)>, Option<u16>) {
         }
     }
     (ts, mss)
+}
+
+/// A small, fast hasher for flow keys (a multiply-rotate mix of the key's words); flow keys
+/// are not attacker-chosen in a way that matters to an offline analyser.
+#[derive(Default)]
+pub struct KeyHasher(u64);
+
+impl Hasher for KeyHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for chunk in bytes.chunks(8) {
+            let mut w = [0u8; 8];
+            w[..chunk.len()].copy_from_slice(chunk);
+            self.mix(u64::from_le_bytes(w));
+        }
+    }
+    fn write_u8(&mut self, i: u8) {
+        self.mix(i as u64)
+    }
+    fn write_u16(&mut self, i: u16) {
+        self.mix(i as u64)
+    }
+    fn write_u64(&mut self, i: u64) {
+        self.mix(i)
+    }
+    fn write_usize(&mut self, i: usize) {
+        self.mix(i as u64)
+    }
+    fn finish(&self) -> u64 {
+        self.0 ^ (self.0 >> 29)
+    }
+}
+
+impl KeyHasher {
+    #[inline]
+    fn mix(&mut self, w: u64) {
+        self.0 = (self.0.rotate_left(23) ^ w).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
 }
 
 #[cfg(test)]

@@ -1,11 +1,15 @@
 //! What the analyser reports: per flow and direction (counts, RTTs, Wren's trains and
 //! bounds), live rows, IEPM-BW transfers, and the measurement records made from them.
 
-use super::analysis::{SOURCE, SOURCE_TS};
 use super::decode::{Addr, Endpoint};
 use super::samples::Summary;
 use nowcast_core::record::{Metric, Probe, Record, RecordForecast, Transport};
 use nowcast_core::wren::{Skipped, Train};
+
+/// The records' source.
+pub const SOURCE: &str = "pcap";
+/// The source of the timestamp-method RTT records (a series of its own on the page).
+pub const SOURCE_TS: &str = "pcap timestamps";
 
 /// One direction of a finished flow.
 #[derive(Clone, Debug, PartialEq)]

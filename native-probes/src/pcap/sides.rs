@@ -1,10 +1,21 @@
 //! Where a capture was taken, judged per address from the handshakes it holds: which
 //! directions of a flow Wren can analyse ([`super::analysis::WrenSide::Sender`]).
 
-use super::analysis::{Flow, KeyHasher};
-use super::decode::Addr;
+use super::decode::{Addr, KeyHasher};
 use std::collections::HashMap;
 use std::hash::BuildHasherDefault;
+
+/// What [`Sides`] reads of a flow: its two addresses (`a` sent the SYN), the [`ttl`] classes
+/// seen a→b and b→a, and its handshake's times.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Handshake {
+    pub(super) a: Addr,
+    pub(super) b: Addr,
+    pub(super) ttl: [u8; 2],
+    pub(super) syn_ns: Option<i64>,
+    pub(super) synack_ns: Option<i64>,
+    pub(super) ack3_ns: Option<i64>,
+}
 
 /// Where the capture was taken, for [`WrenSide::Sender`]: Wren's trains need the data's
 /// departures from the sender (Wren §3.1 timestamps outgoing packets as they are handed to
@@ -115,7 +126,7 @@ pub(super) enum Basis {
 
 impl Sides {
     /// Counts the evidence of a flow whose handshake was just captured.
-    pub(super) fn count(&mut self, f: &Flow) {
+    pub(super) fn count(&mut self, f: &Handshake) {
         let Some(own) = own_vote(f) else {
             return;
         };
@@ -124,7 +135,7 @@ impl Sides {
             (ttl::FEWER, ttl::INITIAL) => Some(false),
             _ => None,
         };
-        for (addr, is_a) in [(f.a.addr, true), (f.b.addr, false)] {
+        for (addr, is_a) in [(f.a, true), (f.b, false)] {
             let sign = |near_a: bool| if near_a == is_a { 1 } else { -1 };
             let e = self.entry(addr);
             e.handshakes = e.handshakes.saturating_add(1);
@@ -156,10 +167,10 @@ impl Sides {
     }
 
     /// Judges a flow whose handshake was captured; `None` otherwise.
-    pub(super) fn judge(&self, f: &Flow) -> Option<Judged> {
+    pub(super) fn judge(&self, f: &Handshake) -> Option<Judged> {
         let own = own_vote(f)?;
         let get = |a: Addr| self.addrs.get(&a).copied().unwrap_or_default();
-        let (ea, eb) = (get(f.a.addr), get(f.b.addr));
+        let (ea, eb) = (get(f.a), get(f.b));
         let judged = |near_a: bool, basis: Basis, firm: bool| Judged {
             near_a,
             basis,
@@ -189,7 +200,7 @@ impl Sides {
 }
 
 /// SYN→SYN/ACK and SYN/ACK→ACK, when the handshake was captured.
-fn handshake_delays(f: &Flow) -> Option<(i64, i64)> {
+fn handshake_delays(f: &Handshake) -> Option<(i64, i64)> {
     let (syn, synack, ack3) = (f.syn_ns?, f.synack_ns?, f.ack3_ns?);
     Some((synack - syn, ack3 - synack))
 }
@@ -197,7 +208,7 @@ fn handshake_delays(f: &Flow) -> Option<(i64, i64)> {
 /// A flow's own handshake's vote: is the capture near `a`, the initiator? Near the
 /// initiator, SYN→SYN/ACK takes the round trip and SYN/ACK→ACK almost nothing; near the
 /// responder, the other way round.
-fn own_vote(f: &Flow) -> Option<bool> {
+fn own_vote(f: &Handshake) -> Option<bool> {
     let (d1, d2) = handshake_delays(f)?;
     Some(d1 >= d2)
 }
