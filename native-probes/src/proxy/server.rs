@@ -8,6 +8,11 @@
 
 use super::body::{BoxError, Counting, Down, Progress, Up};
 use super::budget::RouteKey;
+use super::clients::PerClient;
+use super::headers::{
+    forwarded_for, has_dot_segment, join_cookies, join_transfer_encoding, strip_hop_by_hop,
+    X_FORWARDED_FOR,
+};
 use super::metrics::{self, Edge};
 use super::policy::{
     stall_limit_ms, Decision, Done, Failure, Health, Policy, ReplicaSpec, ServiceSpec, Source,
@@ -23,10 +28,9 @@ use hyper::{Method, Request, Response, StatusCode, Uri};
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use nowcast_core::record::Record;
 use nowcast_core::transfer::rate_minus_rtt;
-use std::collections::HashMap;
 use std::convert::Infallible;
 use std::io::Write;
-use std::net::{IpAddr, Ipv6Addr, SocketAddr};
+use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
@@ -190,89 +194,6 @@ pub const H2_SEND_BUFFER: usize = 400 << 10;
 /// The least head size hyper's HTTP/1.1 server takes (its read buffer's floor); both
 /// protocols are held to `max(--max-header-bytes, this)`.
 pub const MIN_HEAD_BYTES: usize = 8192;
-/// The bits of an IPv6 address that name a client: a /64, one site's or one host's subnet.
-pub const CLIENT_V6_PREFIX: u32 = 64;
-
-/// What a connection from `ip` counts against for the per-client cap: an IPv4 address (an
-/// IPv4-mapped IPv6 address, from a dual-stack listener, is its IPv4 address), or the /64
-/// of an IPv6 address, since one host or site is usually given a whole /64 and can pick any
-/// address in it.
-pub fn client_key(ip: IpAddr) -> IpAddr {
-    match ip {
-        IpAddr::V4(a) => IpAddr::V4(a),
-        IpAddr::V6(a) => match a.to_ipv4_mapped() {
-            Some(v4) => IpAddr::V4(v4),
-            None => {
-                let mask = u128::MAX << (128 - CLIENT_V6_PREFIX);
-                IpAddr::V6(Ipv6Addr::from(u128::from(a) & mask))
-            }
-        },
-    }
-}
-
-/// Client connections open per client ([`client_key`]), for the per-client cap. A client has
-/// an entry only while it has a connection open (removed when its count returns to 0), so
-/// the table holds at most one entry per open connection: `max_connections` at most, however
-/// many addresses connect.
-pub struct PerClient {
-    /// 0: no cap (the table is kept all the same, for `nowcast_proxy_clients_open`).
-    cap: usize,
-    open: Mutex<HashMap<IpAddr, usize>>,
-}
-
-/// One connection's place in [`PerClient`], given back when dropped.
-pub struct ClientSlot {
-    table: Arc<PerClient>,
-    key: IpAddr,
-}
-
-impl PerClient {
-    pub fn new(cap: usize) -> Arc<PerClient> {
-        Arc::new(PerClient {
-            cap,
-            open: Mutex::new(HashMap::new()),
-        })
-    }
-
-    /// A place for a connection from `ip`, or `None` when its client has `cap` open already.
-    pub fn admit(self: &Arc<Self>, ip: IpAddr) -> Option<ClientSlot> {
-        let key = client_key(ip);
-        let mut open = self.open.lock().expect("per-client table");
-        let n = open.entry(key).or_insert(0);
-        if self.cap > 0 && *n >= self.cap {
-            return None;
-        }
-        *n += 1;
-        Some(ClientSlot {
-            table: self.clone(),
-            key,
-        })
-    }
-
-    /// Clients with a connection open (the table's entries).
-    pub fn clients(&self) -> usize {
-        self.open.lock().expect("per-client table").len()
-    }
-
-    /// Connections open from `ip`'s client (for the tests).
-    #[cfg(test)]
-    fn open(&self, ip: IpAddr) -> usize {
-        let open = self.open.lock().expect("per-client table");
-        open.get(&client_key(ip)).copied().unwrap_or(0)
-    }
-}
-
-impl Drop for ClientSlot {
-    fn drop(&mut self) {
-        let mut open = self.table.open.lock().expect("per-client table");
-        if let Some(n) = open.get_mut(&self.key) {
-            *n -= 1;
-            if *n == 0 {
-                open.remove(&self.key);
-            }
-        }
-    }
-}
 
 struct Shared {
     policy: Mutex<Policy>,
@@ -630,163 +551,6 @@ impl Drop for Tracked {
         if let Some(mut p) = self.pending.take() {
             p.done(None, false);
         }
-    }
-}
-
-/// The hop-by-hop fields (RFC 9110 §7.6.1, with `Keep-Alive`, `Proxy-Connection` and
-/// `Proxy-Authorization`).
-const HOP_BY_HOP: [HeaderName; 7] = [
-    header::CONNECTION,
-    HeaderName::from_static("keep-alive"),
-    HeaderName::from_static("proxy-connection"),
-    header::TE,
-    header::TRAILER,
-    header::UPGRADE,
-    header::PROXY_AUTHORIZATION,
-];
-
-/// Fields that a `Connection` header cannot make hop-by-hop: the message's framing
-/// (hyper frames the message the proxy sends by them: a GET's chunked body whose
-/// `Transfer-Encoding` was dropped would be sent without its body), `Host`, and the
-/// `X-Forwarded-For` the proxy appends to (RFC 9110 §7.6.1: a sender must not list a field
-/// meant for every recipient; a client that does so is not obeyed, as Traefik after
-/// CVE-2024-45410).
-const END_TO_END: [HeaderName; 4] = [
-    header::CONTENT_LENGTH,
-    header::TRANSFER_ENCODING,
-    header::HOST,
-    X_FORWARDED_FOR,
-];
-
-/// `X-Forwarded-For`, made once: a name made from its text at each request costs two
-/// allocations (the name, and the shared copy its clone upstream makes).
-const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
-
-/// Hop-by-hop headers and those the `Connection` header lists (but [`END_TO_END`]).
-fn strip_hop_by_hop(h: &mut HeaderMap) {
-    // Which hop-by-hop fields are there: one pass over the names, without hashing any. Most
-    // requests have none; most responses of servers that speak HTTP/1.0 too have one,
-    // `Connection: keep-alive`, and are stripped without an allocation.
-    let mut present = 0u8;
-    for k in h.keys() {
-        if let Some(i) = HOP_BY_HOP.iter().position(|n| n == k) {
-            present |= 1 << i;
-        }
-    }
-    if present == 0 {
-        return;
-    }
-    // Empty (no allocation) unless `Connection` names fields of its own.
-    let listed: Vec<HeaderName> = h
-        .get_all(header::CONNECTION)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .map(str::trim)
-        // The usual options name no header that is not hop-by-hop already.
-        .filter(|n| !n.eq_ignore_ascii_case("keep-alive") && !n.eq_ignore_ascii_case("close"))
-        .filter_map(|n| HeaderName::from_bytes(n.as_bytes()).ok())
-        .filter(|n| !END_TO_END.contains(n))
-        .collect();
-    for n in listed {
-        h.remove(n);
-    }
-    for (i, n) in HOP_BY_HOP.iter().enumerate() {
-        if present & (1 << i) != 0 {
-            h.remove(n);
-        }
-    }
-}
-
-/// The field lines named `name` as one line, their values joined by ", " (RFC 9110 §5.3),
-/// empty values left out; `None` when there is none but empty ones.
-fn joined(h: &HeaderMap, name: &HeaderName) -> Option<Vec<u8>> {
-    let mut v = Vec::new();
-    for x in h.get_all(name) {
-        let x = x.as_bytes().trim_ascii();
-        if !x.is_empty() {
-            if !v.is_empty() {
-                v.extend_from_slice(b", ");
-            }
-            v.extend_from_slice(x);
-        }
-    }
-    (!v.is_empty()).then_some(v)
-}
-
-/// `Transfer-Encoding` sent upstream as one line: hyper reads the codings of every line, but
-/// a replica that reads only the first or the last of several would frame the body its own
-/// way (request smuggling, RFC 9112 §11.2).
-fn join_transfer_encoding(h: &mut HeaderMap) {
-    if h.get_all(header::TRANSFER_ENCODING).iter().count() < 2 {
-        return;
-    }
-    if let Some(v) =
-        joined(h, &header::TRANSFER_ENCODING).and_then(|v| HeaderValue::from_bytes(&v).ok())
-    {
-        h.insert(header::TRANSFER_ENCODING, v);
-    }
-}
-
-/// `X-Forwarded-For` as the replica gets it: every line the request came with, in order,
-/// then the client's address `peer`. A proxy in front that adds its own line (HAProxy's
-/// `option forwardfor` does) puts the address it saw after the client's own claim: keeping
-/// only the first line would pass on the claim and drop the address seen.
-fn forwarded_for(h: &HeaderMap, peer: &HeaderValue) -> HeaderValue {
-    match joined(h, &X_FORWARDED_FOR) {
-        Some(mut v) => {
-            v.extend_from_slice(b", ");
-            v.extend_from_slice(peer.as_bytes());
-            HeaderValue::from_bytes(&v).unwrap_or_else(|_| peer.clone())
-        }
-        None => peer.clone(),
-    }
-}
-
-/// Whether `path` has a dot-segment (RFC 3986 §3.3: `.` or `..`), written out or as a
-/// replica may read it: percent-encoded (`%2e%2e`), behind an encoded slash or a backslash
-/// (`..%2f`, `..\`), or with a segment parameter (`..;x`, as Tomcat reads it). Services
-/// are chosen by the path as it comes and it is forwarded unchanged, so `/api/../admin`
-/// would go to `/api`'s replicas, which resolve it to `/admin` (and out of a replica's
-/// BASE): a path outside the prefix it was routed by (Envoy's CVE-2019-9901). Clients
-/// resolve dot-segments before sending (browsers, curl without `--path-as-is`).
-fn has_dot_segment(path: &str) -> bool {
-    let dots = |p: &str| {
-        p.split('/').any(|seg| {
-            let name = seg.split(';').next().unwrap_or("");
-            name == "." || name == ".."
-        })
-    };
-    // Most paths have neither: one pass, no copy. A file's name (`/pub/x.iso`) is read as
-    // it is; only an escape or a backslash costs a decoded copy.
-    if !path.bytes().any(|b| b == b'.' || b == b'%') {
-        return false;
-    }
-    if !path.bytes().any(|b| b == b'%' || b == b'\\') {
-        return dots(path);
-    }
-    let p = path
-        .to_ascii_lowercase()
-        .replace("%2e", ".")
-        .replace("%2f", "/")
-        .replace("%5c", "/")
-        .replace('\\', "/");
-    dots(&p)
-}
-
-/// HTTP/2 clients may split `Cookie` into several fields; HTTP/1.1 allows one, so they are
-/// joined with "; " before going upstream (RFC 9113 §8.2.3).
-fn join_cookies(h: &mut HeaderMap) {
-    if h.get_all(header::COOKIE).iter().count() < 2 {
-        return;
-    }
-    let joined: Vec<&[u8]> = h
-        .get_all(header::COOKIE)
-        .iter()
-        .map(|v| v.as_bytes())
-        .collect();
-    if let Ok(v) = HeaderValue::from_bytes(&joined.join(&b"; "[..])) {
-        h.insert(header::COOKIE, v);
     }
 }
 
@@ -1808,137 +1572,12 @@ mod tests {
     use super::*;
 
     #[test]
-    fn dot_segments_are_found_written_out_or_encoded_and_names_with_dots_are_not() {
-        for p in [
-            "/a/../b",
-            "/a/./b",
-            "/a/..",
-            "/a/%2E%2e/b",
-            "/a/..%2fb",
-            "/a/..%5Cb",
-            "/a/..\\b",
-            "/a/..;x/b",
-        ] {
-            assert!(has_dot_segment(p), "{p}");
-        }
-        for p in [
-            "/pub/file.iso",
-            "/a..b/c",
-            "/.well-known/x",
-            "/a/...",
-            "/a/b%20c",
-            "/",
-        ] {
-            assert!(!has_dot_segment(p), "{p}");
-        }
-    }
-
-    #[test]
     fn proxy_probes_share_one_buffer_of_zeros() {
         let z = Zeros::new(256 << 10);
         let (a, b) = (z.get(), z.get());
         assert_eq!(a.len(), 256 << 10);
         assert!(a.iter().all(|&x| x == 0));
         assert_eq!(a.as_ptr(), b.as_ptr(), "one buffer, not one a probe");
-    }
-
-    #[test]
-    fn hop_by_hop_headers_and_those_connection_lists_are_dropped() {
-        let mut h = HeaderMap::new();
-        h.append(
-            header::CONNECTION,
-            HeaderValue::from_static("x-trace, close"),
-        );
-        h.append("x-trace", HeaderValue::from_static("1"));
-        h.append("keep-alive", HeaderValue::from_static("timeout=5"));
-        h.append(header::TE, HeaderValue::from_static("trailers"));
-        h.append(header::HOST, HeaderValue::from_static("x"));
-        h.append("x-unit", HeaderValue::from_static("j1"));
-        strip_hop_by_hop(&mut h);
-        let mut left: Vec<&str> = h.keys().map(HeaderName::as_str).collect();
-        left.sort_unstable();
-        assert_eq!(left, ["host", "x-unit"]);
-        // Nothing hop-by-hop: nothing changes.
-        strip_hop_by_hop(&mut h);
-        assert_eq!(h.len(), 2);
-        // The usual response: `Connection: keep-alive` alone goes; a field meant for every
-        // recipient stays even when listed; every value of a listed field goes.
-        for (connection, left) in [
-            ("keep-alive", vec!["date", "x-a"]),
-            ("Keep-Alive, X-A", vec!["date"]),
-            ("host, content-length, x-forwarded-for", vec!["date", "x-a"]),
-        ] {
-            let mut h = HeaderMap::new();
-            h.append(
-                header::CONNECTION,
-                HeaderValue::from_str(connection).unwrap(),
-            );
-            h.append(header::DATE, HeaderValue::from_static("now"));
-            h.append("x-a", HeaderValue::from_static("1"));
-            h.append("x-a", HeaderValue::from_static("2"));
-            h.append(header::UPGRADE, HeaderValue::from_static("h2c"));
-            h.append("proxy-connection", HeaderValue::from_static("keep-alive"));
-            strip_hop_by_hop(&mut h);
-            let mut names: Vec<&str> = h.keys().map(HeaderName::as_str).collect();
-            names.sort_unstable();
-            assert_eq!(names, left, "{connection}");
-        }
-    }
-
-    #[test]
-    fn a_client_is_an_ipv4_address_or_an_ipv6_64() {
-        let ip = |s: &str| s.parse::<IpAddr>().unwrap();
-        assert_eq!(client_key(ip("192.0.2.7")), ip("192.0.2.7"));
-        // Addresses of one /64 are one client; the next /64 is another.
-        assert_eq!(client_key(ip("2001:db8:1:2:aaaa::1")), ip("2001:db8:1:2::"));
-        assert_eq!(
-            client_key(ip("2001:db8:1:2:ffff:ffff:ffff:ffff")),
-            ip("2001:db8:1:2::")
-        );
-        assert_ne!(
-            client_key(ip("2001:db8:1:3::1")),
-            client_key(ip("2001:db8:1:2::1"))
-        );
-        // IPv4 through a dual-stack listener: its own address, not the ::ffff:0:0/96's /64.
-        assert_eq!(client_key(ip("::ffff:192.0.2.7")), ip("192.0.2.7"));
-        assert_ne!(
-            client_key(ip("::ffff:192.0.2.7")),
-            client_key(ip("::ffff:192.0.2.8"))
-        );
-    }
-
-    #[test]
-    fn the_per_client_cap_refuses_the_client_over_it_only_and_forgets_closed_clients() {
-        let ip = |s: &str| s.parse::<IpAddr>().unwrap();
-        let t = PerClient::new(2);
-        let a1 = t.admit(ip("2001:db8::1")).unwrap();
-        let a2 = t.admit(ip("2001:db8::2")).unwrap();
-        // A third from the same /64 is refused, from anywhere else admitted.
-        assert!(t.admit(ip("2001:db8::ffff")).is_none());
-        let b = t.admit(ip("192.0.2.1")).unwrap();
-        assert_eq!((t.open(ip("2001:db8::9")), t.clients()), (2, 2));
-        drop(a1);
-        let a3 = t.admit(ip("2001:db8::3")).unwrap();
-        drop((a2, a3, b));
-        assert_eq!(t.clients(), 0, "entries go with their last connection");
-        // A flood of addresses, one connection each: the table holds the open ones only.
-        let slots: Vec<ClientSlot> = (0..10_000u32)
-            .map(|i| {
-                t.admit(IpAddr::from((0x0a00_0000 + i).to_be_bytes()))
-                    .unwrap()
-            })
-            .collect();
-        assert_eq!(t.clients(), 10_000);
-        drop(slots);
-        assert_eq!(t.clients(), 0);
-        // 0: no cap.
-        let free = PerClient::new(0);
-        let held: Vec<ClientSlot> = (0..100)
-            .map(|_| free.admit(ip("192.0.2.1")).unwrap())
-            .collect();
-        assert_eq!(free.open(ip("192.0.2.1")), 100);
-        drop(held);
-        assert_eq!(free.clients(), 0);
     }
 
     #[test]
