@@ -1246,6 +1246,112 @@ impl Running {
     }
 }
 
+/// The thread that writes the records as NDJSON lines, and the sender that feeds it. A write
+/// that fails is said once on standard error; the records after it are dropped.
+fn record_writer(
+    mut out: Box<dyn Write + Send>,
+) -> (std::sync::mpsc::Sender<Record>, std::thread::JoinHandle<()>) {
+    let (tx, rx) = std::sync::mpsc::channel::<Record>();
+    let h = std::thread::spawn(move || {
+        while let Ok(r) = rx.recv() {
+            let mut ok = writeln!(out, "{}", r.to_line()).is_ok();
+            while let Ok(r) = rx.try_recv() {
+                ok &= writeln!(out, "{}", r.to_line()).is_ok();
+            }
+            if !ok || out.flush().is_err() {
+                eprintln!("nowcast proxy: writing records failed; records are no longer written");
+                while rx.recv().is_ok() {}
+                break;
+            }
+        }
+    });
+    (tx, h)
+}
+
+/// Wren's lower bounds from the capture thread, into the policy as they come (§4.3's lag:
+/// at most one tick here), and their records out.
+async fn feed_wren(sh: Arc<Shared>, rx: std::sync::mpsc::Receiver<super::capture::Sample>) {
+    loop {
+        let recs: Vec<Record> = {
+            let now = sh.now_ms();
+            let mut p = sh.policy.lock().expect("policy");
+            std::iter::from_fn(|| rx.try_recv().ok())
+                .filter_map(|s| {
+                    let ts = s.ts_ms.min(now);
+                    p.bandwidth_sample(s.replica, Source::Wren, ts, s.mbit, s.bytes)
+                })
+                .collect()
+        };
+        if let Some(tx) = &sh.records {
+            for r in recs {
+                let _ = tx.send(r);
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// Probes: whatever the policy says is due, checked four times a TTL (`tick_ms`: the
+/// shortest of the replicas that are probed, those of services that choose by forecasts;
+/// `None`: no service does).
+async fn run_probes(sh: Arc<Shared>, tick_ms: Option<f64>) {
+    let Some(tick_ms) = tick_ms else {
+        return;
+    };
+    let tick = Duration::from_secs_f64((tick_ms / 1e3).max(0.02));
+    loop {
+        let due = {
+            let now = sh.now_ms();
+            let mut p = sh.policy.lock().expect("policy");
+            let due = p.due_probes(now);
+            for &r in &due {
+                p.probe_started(r, sh.probe.bytes, now);
+            }
+            due
+        };
+        for r in due {
+            tokio::spawn(probe(sh.clone(), r));
+        }
+        tokio::time::sleep(tick).await;
+    }
+}
+
+/// How client connections are served, HTTP/1.1 and HTTP/2 alike.
+fn connections(
+    max_header_bytes: usize,
+    head_timeout: Duration,
+) -> hyper_util::server::conn::auto::Builder<TokioExecutor> {
+    let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+    // One limit on a request's head for both protocols: HTTP/1.1's read buffer (431 above
+    // it; hyper also refuses more than 100 header fields) and HTTP/2's
+    // SETTINGS_MAX_HEADER_LIST_SIZE (431 on that stream only; the list size counts 32 bytes
+    // a field on top of its name and value, and bounds the CONTINUATION frames too).
+    let head_bytes = max_header_bytes.clamp(MIN_HEAD_BYTES, u32::MAX as usize);
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(head_timeout)
+        .keep_alive(true)
+        .max_buf_size(head_bytes);
+    // Every HTTP/2 limit explicit, so that none moves with a hyper or h2 upgrade. No
+    // keep-alive PINGs: the proxy's own idle limit (`client_idle`) closes a connection that
+    // moves nothing, and PINGs would count as traffic and keep it open.
+    builder
+        .http2()
+        .timer(TokioTimer::new())
+        .max_header_list_size(head_bytes as u32)
+        .max_concurrent_streams(H2_MAX_STREAMS)
+        .max_pending_accept_reset_streams(H2_MAX_PENDING_RESETS)
+        .max_local_error_reset_streams(H2_MAX_ERROR_RESETS)
+        .initial_stream_window_size(H2_WINDOW)
+        .initial_connection_window_size(H2_WINDOW)
+        .adaptive_window(false)
+        .max_frame_size(H2_MAX_FRAME)
+        .max_send_buf_size(H2_SEND_BUFFER)
+        .keep_alive_interval(None);
+    builder
+}
+
 /// Binds and serves until `stop` (or SIGINT/SIGTERM when `signals`); then finishes the
 /// requests in flight, for at most `grace`. `ready` is told the bound address first.
 pub async fn serve(
@@ -1260,28 +1366,7 @@ pub async fn serve(
     let (specs, targets): (Vec<ReplicaSpec>, Vec<Target>) = opts.replicas.into_iter().unzip();
     let policy = Policy::new(opts.policy, specs, opts.services)
         .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
-    let (tx, writer) = match opts.records {
-        Some(mut out) => {
-            let (tx, rx) = std::sync::mpsc::channel::<Record>();
-            let h = std::thread::spawn(move || {
-                while let Ok(r) = rx.recv() {
-                    let mut ok = writeln!(out, "{}", r.to_line()).is_ok();
-                    while let Ok(r) = rx.try_recv() {
-                        ok &= writeln!(out, "{}", r.to_line()).is_ok();
-                    }
-                    if !ok || out.flush().is_err() {
-                        eprintln!(
-                            "nowcast proxy: writing records failed; records are no longer written"
-                        );
-                        while rx.recv().is_ok() {}
-                        break;
-                    }
-                }
-            });
-            (Some(tx), Some(h))
-        }
-        None => (None, None),
-    };
+    let (tx, writer) = opts.records.map(record_writer).unzip();
     let tick_ms = policy.probe_tick_ms();
     let policy_replicas = policy.replica_count();
     let prefixes = (0..policy.service_count())
@@ -1315,34 +1400,10 @@ pub async fn serve(
             .collect(),
     });
     let mut capture = opts.capture;
-    // Wren's lower bounds from the capture thread, into the policy as they come (§4.3's lag:
-    // at most one tick here).
     let feeder = capture
         .as_mut()
         .and_then(super::capture::Capture::take_samples)
-        .map(|rx| {
-            let sh = sh.clone();
-            tokio::spawn(async move {
-                loop {
-                    let recs: Vec<Record> = {
-                        let now = sh.now_ms();
-                        let mut p = sh.policy.lock().expect("policy");
-                        std::iter::from_fn(|| rx.try_recv().ok())
-                            .filter_map(|s| {
-                                let ts = s.ts_ms.min(now);
-                                p.bandwidth_sample(s.replica, Source::Wren, ts, s.mbit, s.bytes)
-                            })
-                            .collect()
-                    };
-                    if let Some(tx) = &sh.records {
-                        for r in recs {
-                            let _ = tx.send(r);
-                        }
-                    }
-                    tokio::time::sleep(Duration::from_millis(10)).await;
-                }
-            })
-        });
+        .map(|rx| tokio::spawn(feed_wren(sh.clone(), rx)));
     let stop = Arc::new(Notify::new());
     // The signal handlers exist before the ready line: a SIGTERM right after it must stop
     // the proxy cleanly, not kill it.
@@ -1359,63 +1420,9 @@ pub async fn serve(
         addr,
         stop: stop.clone(),
     });
-    // Probes: whatever the policy says is due, checked four times a TTL (the shortest of
-    // the replicas that are probed: those of services that choose by forecasts).
-    let prober = {
-        let sh = sh.clone();
-        tokio::spawn(async move {
-            let Some(tick_ms) = tick_ms else {
-                return;
-            };
-            let tick = Duration::from_secs_f64((tick_ms / 1e3).max(0.02));
-            loop {
-                let due = {
-                    let now = sh.now_ms();
-                    let mut p = sh.policy.lock().expect("policy");
-                    let due = p.due_probes(now);
-                    for &r in &due {
-                        p.probe_started(r, sh.probe.bytes, now);
-                    }
-                    due
-                };
-                for r in due {
-                    tokio::spawn(probe(sh.clone(), r));
-                }
-                tokio::time::sleep(tick).await;
-            }
-        })
-    };
+    let prober = tokio::spawn(run_probes(sh.clone(), tick_ms));
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
-    let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
-    // One limit on a request's head for both protocols: HTTP/1.1's read buffer (431 above
-    // it; hyper also refuses more than 100 header fields) and HTTP/2's
-    // SETTINGS_MAX_HEADER_LIST_SIZE (431 on that stream only; the list size counts 32 bytes
-    // a field on top of its name and value, and bounds the CONTINUATION frames too).
-    let head_bytes = opts
-        .max_header_bytes
-        .clamp(MIN_HEAD_BYTES, u32::MAX as usize);
-    builder
-        .http1()
-        .timer(TokioTimer::new())
-        .header_read_timeout(opts.head_timeout)
-        .keep_alive(true)
-        .max_buf_size(head_bytes);
-    // Every HTTP/2 limit explicit, so that none moves with a hyper or h2 upgrade. No
-    // keep-alive PINGs: the proxy's own idle limit (`client_idle`) closes a connection that
-    // moves nothing, and PINGs would count as traffic and keep it open.
-    builder
-        .http2()
-        .timer(TokioTimer::new())
-        .max_header_list_size(head_bytes as u32)
-        .max_concurrent_streams(H2_MAX_STREAMS)
-        .max_pending_accept_reset_streams(H2_MAX_PENDING_RESETS)
-        .max_local_error_reset_streams(H2_MAX_ERROR_RESETS)
-        .initial_stream_window_size(H2_WINDOW)
-        .initial_connection_window_size(H2_WINDOW)
-        .adaptive_window(false)
-        .max_frame_size(H2_MAX_FRAME)
-        .max_send_buf_size(H2_SEND_BUFFER)
-        .keep_alive_interval(None);
+    let builder = connections(opts.max_header_bytes, opts.head_timeout);
     let slots = Arc::new(tokio::sync::Semaphore::new(opts.max_connections.max(1)));
     let signal = async move {
         match handlers {
