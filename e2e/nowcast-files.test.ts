@@ -2,10 +2,11 @@
  * The `nowcast` command's own files through the page's file input: a `nowcast udp --json` run
  * against `nowcast serve` on loopback (its loss, a fraction in the records, must read as a
  * percentage everywhere the page shows it), the same records with broken lines (each named by
- * its line of the file, the rest kept), and the report of `nowcast forecast --json` (named as
- * what it is, by the core's reader, not "in no format Nowcast reads"). The binary is the
- * release build in target/ (`npm test` builds it); without it the test is skipped. The server
- * is stopped and the files removed.
+ * its line of the file, the rest kept), a broken pretty-printed document (named by the file's
+ * line and column too), and the report of `nowcast forecast --json` (named as what it is, by
+ * the core's reader, not "in no format Nowcast reads"). The binary is the release build in
+ * target/ (`npm test` builds it); without it the test is skipped. The server is stopped and
+ * the files removed.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { execFile, spawn, type ChildProcess } from "node:child_process";
@@ -56,6 +57,12 @@ describe.skipIf(skip !== undefined)("the nowcast command's files imported into t
     // JSON"), indented: the column is found by the reader, and is the file's.
     lines.push('  {"schema_version":"1.2","value":tru}');
     writeFileSync(file("broken.ndjson"), lines.join("\n") + "\n");
+    // A pretty-printed document (iperf3 -J's shape) broken on its 4th line, the file's 6th:
+    // named by the file's line and its column, not by the document's first line.
+    writeFileSync(
+      file("broken-document.json"),
+      '# iperf3 -J, edited\n\n{\n  "start": {},\n  "intervals": [\n    {"sum": oops}\n  ]\n}\n',
+    );
     // A series and nowcast forecast's report on it.
     const t0 = Date.now() - 600_000;
     const csv = Array.from({ length: 60 }, (_, i) => `${t0 + i * 10_000},${20 + (i % 7)}`);
@@ -74,7 +81,7 @@ describe.skipIf(skip !== undefined)("the nowcast command's files imported into t
   it("shows a loss rate in %, names broken lines by the file's line, and a report as a report", async () => {
     const { page, done } = await openPage(rig, "?period=300");
     await page.click("#suspend");
-    const names = ["udp.ndjson", "broken.ndjson", "forecast.json"];
+    const names = ["udp.ndjson", "broken.ndjson", "broken-document.json", "forecast.json"];
     await page.setInputFiles(
       "#import",
       names.map((n) => file(n)),
@@ -120,6 +127,9 @@ describe.skipIf(skip !== undefined)("the nowcast command's files imported into t
     );
     expect(report).toContain("line 5, value:");
     expect(report).not.toMatch(/line 1 column/);
+    expect(report).toContain("broken-document.json: nothing imported; 1 line refused:");
+    expect(report).toMatch(/line 6: not valid JSON \([^]* at column 13\)/);
+    expect(report).not.toMatch(/line 3: not valid JSON/);
 
     // The forecast's report: what it is, and what to import instead.
     expect(report).toContain("line 1 is nowcast forecast's report on a series, not the series");

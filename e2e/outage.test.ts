@@ -156,6 +156,22 @@ describe.skipIf(why !== undefined)("outages", () => {
       expect(banner.text).toMatch(/Self-hosting echo-node/);
       expect(banner.text).not.toMatch(/no connection/);
       expect(await page.textContent("#state")).toMatch(/^The target is not an echo-node/);
+      // The cards under the banner agree with it: their failures' own words ("no
+      // connection") would say that nothing answered.
+      const cards = '.card[data-direction="%"] .meta';
+      await page.waitForFunction(
+        (sel) =>
+          ["rtt", "down", "up"].every((d) =>
+            (document.querySelector(sel.replace("%", d))?.textContent ?? "").includes("failed"),
+          ),
+        cards,
+        { timeout: 10_000, polling: 100 },
+      );
+      for (const d of ["rtt", "down", "up"]) {
+        expect(await page.textContent(cards.replace("%", d)), d).toBe(
+          "last probe failed: the target is not an echo-node (see above)",
+        );
+      }
       await page.setViewportSize({ width: 1280, height: 800 });
       await page.screenshot({ path: join(ARTIFACTS, "not-echo-node.png") });
       await done();

@@ -152,44 +152,6 @@ impl Parser for SerdeJson {
     }
 }
 
-/// A parser's message about one line of text, with the place said once: serde_json and the
-/// browser's `JSON.parse` count the one line they were given as "line 1" ("… at line 1
-/// column 22", "… at position 21 (line 1 column 22)"), which beside the file's own line
-/// number reads as another line. Both become "… at column 22".
-pub fn within_line(message: &str) -> String {
-    let column = |rest: &str| -> Option<(String, usize)> {
-        let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
-        (digits > 0).then(|| (rest[..digits].to_string(), digits))
-    };
-    if let Some(at) = message.find(" at position ") {
-        let after = &message[at + " at position ".len()..];
-        if let Some((_, n)) = column(after) {
-            if let Some(rest) = after[n..].strip_prefix(" (line 1 column ") {
-                if let Some((col, m)) = column(rest) {
-                    if let Some(tail) = rest[m..].strip_prefix(')') {
-                        return format!("{} at column {col}{tail}", &message[..at]);
-                    }
-                }
-            }
-        }
-    }
-    if let Some(at) = message.rfind(" at line 1 column ") {
-        let rest = &message[at + " at line 1 column ".len()..];
-        if let Some((col, m)) = column(rest) {
-            return format!("{} at column {col}{}", &message[..at], &rest[m..]);
-        }
-    }
-    if let Some(at) = message.find(" (line 1 column ") {
-        let rest = &message[at + " (line 1 column ".len()..];
-        if let Some((col, m)) = column(rest) {
-            if let Some(tail) = rest[m..].strip_prefix(')') {
-                return format!("{} (column {col}){tail}", &message[..at]);
-            }
-        }
-    }
-    message.to_string()
-}
-
 /// A member at a path of keys.
 pub fn path<J: Json>(v: &J, keys: &[&str]) -> Option<J> {
     let (first, rest) = keys.split_first()?;
@@ -212,34 +174,6 @@ pub fn text<J: Json>(v: &J, keys: &[&str], max: usize) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
-    #[test]
-    fn a_line_s_parse_error_names_its_column_only() {
-        use super::within_line;
-        assert_eq!(
-            within_line("key must be a string at line 1 column 22"),
-            "key must be a string at column 22"
-        );
-        assert_eq!(
-            within_line(
-                "Expected double-quoted property name in JSON at position 21 (line 1 column 22)"
-            ),
-            "Expected double-quoted property name in JSON at column 22"
-        );
-        assert_eq!(
-            within_line("Unexpected end of JSON input (line 1 column 9)"),
-            "Unexpected end of JSON input (column 9)"
-        );
-        // Nothing to say twice: as it was.
-        assert_eq!(
-            within_line("Unexpected token 'o', \"oops\" is not valid JSON"),
-            "Unexpected token 'o', \"oops\" is not valid JSON"
-        );
-        assert_eq!(
-            within_line("EOF while parsing at line 3 column 1"),
-            "EOF while parsing at line 3 column 1"
-        );
-    }
-
     use super::*;
 
     #[test]

@@ -14,6 +14,7 @@ pub mod iepm;
 pub mod import;
 pub(crate) mod isa;
 pub mod json;
+pub(crate) mod json_column;
 pub mod method;
 pub mod primaries;
 pub mod primary;

@@ -349,7 +349,10 @@ impl Congestion {
     pub fn from_json(text: &str) -> Result<Congestion, RecordError> {
         let raw: serde_json::Value = serde_json::from_str(text).map_err(|e| RecordError {
             field: Some("congestion".into()),
-            message: format!("not valid JSON ({e})"),
+            message: format!(
+                "not valid JSON ({})",
+                crate::json_column::line_error(&e.to_string(), text)
+            ),
         })?;
         if !raw.is_object() {
             return fail("congestion", "must be an object");
@@ -443,7 +446,7 @@ impl Record {
             field: None,
             message: format!(
                 "not valid JSON ({})",
-                crate::json::within_line(&e.to_string())
+                crate::json_column::line_error(&e.to_string(), line)
             ),
         })?;
         Record::read(&&raw)
@@ -942,5 +945,28 @@ mod tests {
             assert_eq!(e.field.as_deref(), Some(field), "{line}: {e}");
             assert!(e.message.contains(message), "{line}: {e}");
         }
+    }
+
+    /// Text that is not JSON names its column, and no "line 1" beside the file's line (a
+    /// record) or the archive's row (a congestion event kept as text).
+    #[test]
+    fn text_that_is_not_json_names_its_column() {
+        for (line, said) in [
+            ("not json", "not valid JSON (expected ident at column 2)"),
+            (
+                "  {\"a\":1,}",
+                "not valid JSON (trailing comma at column 10)",
+            ),
+        ] {
+            assert_eq!(refused(line).message, said, "{line}");
+        }
+        let e = Congestion::from_json(r#"{"signature_loss_rate":"#).unwrap_err();
+        assert_eq!(
+            (e.field.as_deref(), e.message.as_str()),
+            (
+                Some("congestion"),
+                "not valid JSON (EOF while parsing a value at column 24)"
+            )
+        );
     }
 }

@@ -133,13 +133,14 @@ impl Parser for BrowserJson {
     }
 }
 
-/// One NDJSON line read as [`Record::parse`] reads it, the JSON parsed by the browser.
+/// One NDJSON line read as [`Record::parse`] reads it, the JSON parsed by the browser (with
+/// its leading blanks: a column is the line's).
 fn parse_record(line: &str) -> Result<Record, RecordError> {
     let v = BrowserJson.parse(line).map_err(|e| RecordError {
         field: None,
         message: format!(
             "not valid JSON ({})",
-            crate::quote::cut(&crate::json::within_line(&e), 200)
+            crate::quote::cut(&crate::json_column::line_error(&e, line), 200)
         ),
     })?;
     Record::read(&v)
@@ -194,11 +195,11 @@ pub fn read_ndjson_json(text: &str) -> String {
             }));
             continue;
         }
-        let line = line.trim();
-        if line.is_empty() {
+        if line.trim().is_empty() {
             continue;
         }
-        match parse_record(line) {
+        // With its indent, so that a column is the file's.
+        match parse_record(line.trim_end()) {
             Ok(r) => records.push(r),
             Err(e) => errors.push(serde_json::json!(Refused::record(n, &e))),
         }

@@ -889,6 +889,45 @@ fn a_broken_json_line_is_placed_by_its_column() {
     );
 }
 
+/// A document of several lines that is not JSON is named by the file's line it goes wrong on
+/// and the column in that line, not by the parser's count of the document's lines; one cut
+/// short, just after its last character; a line that is not UTF-8 keeps its place.
+#[test]
+fn a_broken_json_document_is_placed_by_the_file_s_line_and_column() {
+    let doc = "# iperf3 -J, edited\n\n{\n  \"start\": {},\n  \"intervals\": [\n    {\"sum\": oops}\n  ]\n}\n";
+    let cut = "{\n  \"intervals\": [\n    {\"sum\": 1}\n";
+    let binary: &[&[u8]] = &[b"{", b"  \"title\": \"\xff\",", b"  \"end\": oops", b"}"];
+    for (lines, line, message) in [
+        (
+            doc.split('\n').map(str::as_bytes).collect::<Vec<_>>(),
+            6,
+            "not valid JSON (expected value at column 13)",
+        ),
+        (
+            cut.split('\n').map(str::as_bytes).collect(),
+            3,
+            "not valid JSON (EOF while parsing a list at column 15)",
+        ),
+        (
+            binary.to_vec(),
+            3,
+            "not valid JSON (expected value at column 10)",
+        ),
+    ] {
+        let mut reader = Reader::new(SerdeJson, Options::default());
+        let mut r = Imported::default();
+        for (i, l) in lines.iter().enumerate() {
+            reader.line(i as u64 + 1, l, &mut r);
+        }
+        reader.finish(&mut r);
+        let e = r
+            .errors
+            .last()
+            .unwrap_or_else(|| panic!("{lines:?}: {r:?}"));
+        assert_eq!((e.line, e.message.as_str()), (line, message), "{r:?}");
+    }
+}
+
 /// Two tools' records of the same metric, transport and target are two series, as the
 /// archive keeps them (`nowcast pcap`'s two RTT estimators, its three IEPM-BW methods were one
 /// series, interleaved); the second is named with its source, and `source` chooses either.

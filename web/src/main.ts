@@ -134,7 +134,7 @@ worker.onmessage = (e: MessageEvent<WorkerEvent>) => {
       break;
     case "status":
       consoleView.status(ev, series.targetMeasured());
-      headline.status(ev.state, ev.bandwidth);
+      headline.status(ev);
       break;
   }
 };

@@ -85,7 +85,9 @@ describe("the shared record examples", () => {
 
 describe("parseRecord", () => {
   it.each([
-    ["not json", undefined, /not valid JSON/],
+    // V8 names no place here ("Unexpected token 'o', … is not valid JSON"): the reader does.
+    ["not json", undefined, /^not valid JSON \(Unexpected token .* at column 2\)$/],
+    ['{"a":1,}', undefined, /^not valid JSON \([^()]* at column 8\)$/],
     ["[1]", undefined, /JSON object/],
     [goodLine.replace('"1.0"', "1"), "schema_version", /must be a string/],
     [goodLine.replace("1.0", "1"), "schema_version", /not MAJOR.MINOR/],
@@ -222,10 +224,13 @@ describe("a FOBS congestion event (schema 1.2)", () => {
 
 describe("readNdjson", () => {
   it("skips blank lines and loses nothing for a bad line", () => {
-    const text = `${goodLine}\nnot json\n\n${goodLine}\r\n{"schema_version":"9.1"}\n`;
+    const text = `${goodLine}\nnot json\n\n${goodLine}\r\n{"schema_version":"9.1"}\n  [1,,2]\n`;
     const { records, errors } = readNdjson(text);
     expect(records.length).toBe(2);
-    expect(errors.map((e) => e.line)).toEqual([2, 5]);
+    expect(errors.map((e) => e.line)).toEqual([2, 5, 6]);
+    // Columns of the file's line, indent and all.
+    expect(errors[0]!.message).toMatch(/ at column 2\)$/);
+    expect(errors[2]!.message).toMatch(/^not valid JSON \([^()]* at column 6\)$/);
     expect(errors[0]).not.toHaveProperty("field");
     expect(errors[1]).toMatchObject({ field: "schema_version" });
     expect(errors[1]!.message).toContain("newer than this reader");

@@ -160,7 +160,8 @@ pub fn closes(line: &str) -> bool {
     false
 }
 
-/// A JSON document gathered line by line.
+/// A JSON document gathered line by line, every line of the file from its first (so that a
+/// line of the document is the file's line `first.0` plus its own less one).
 pub struct Document {
     first: (u64, String),
     text: String,
@@ -203,7 +204,11 @@ impl Document {
         let doc = match parser.parse(&self.text) {
             Ok(doc) => doc,
             Err(e) => {
-                out.error(None, format!("not valid JSON ({})", cut(&e, 200)));
+                // Named by the file's line it went wrong on, and its column in that line.
+                let (at, e) = crate::json_column::text_error(&e, &self.text);
+                let text = self.text.split('\n').nth(at - 1).unwrap_or_default();
+                let message = format!("not valid JSON ({})", cut(&e, 200));
+                out.error_at(self.first.0 + at as u64 - 1, text, None, message);
                 return Ok(());
             }
         };

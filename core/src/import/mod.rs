@@ -32,7 +32,6 @@ mod delimited;
 mod documents;
 mod iperf3;
 mod irtt;
-mod json_column;
 mod mtr;
 mod ping;
 mod records;
@@ -392,11 +391,16 @@ impl<S: Sink> Out<'_, S> {
     }
 
     fn error(&mut self, field: Option<&str>, message: impl Into<String>) {
+        self.error_at(self.line, self.text, field, message);
+    }
+
+    /// An error of another line than the one read (a document's, read at the end).
+    fn error_at(&mut self, line: u64, text: &str, field: Option<&str>, message: impl Into<String>) {
         self.sink.problem(Problem::Line(LineError {
-            line: self.line,
+            line,
             field: field.map(str::to_string),
             message: message.into(),
-            text: quote(self.text),
+            text: quote(text),
         }));
     }
 }
@@ -567,12 +571,17 @@ impl<P: Parser> Reader<P> {
                     let what = format!("the input (line {number} is {message})");
                     return self.unsupported(sink, &what);
                 }
-                return sink.problem(Problem::Line(LineError {
+                sink.problem(Problem::Line(LineError {
                     line: number,
                     field: None,
                     message,
                     text: lossy_start(bytes),
                 }));
+                // A document keeps the line's place, empty, so that its lines stay the file's.
+                if let State::Document(d) | State::MaybeDocument(d) = &mut self.state {
+                    d.push("");
+                }
+                return;
             }
         };
         if let State::Detecting | State::OneColumn { .. } | State::MaybeDocument(_) = self.state {

@@ -41,7 +41,7 @@ impl<P: Parser> JsonLines<P> {
             Ok(doc) => doc,
             // The parser's message may quote the text; it is cut like any quote.
             Err(e) => {
-                let e = super::json_column::line_error(&e, text.trim_end());
+                let e = crate::json_column::line_error(&e, text.trim_end());
                 return out.error(None, format!("not valid JSON ({})", cut(&e, 200)));
             }
         };

@@ -4,7 +4,7 @@
 // last value when it is stale (the last probe failed or timed out, or none came for a while).
 
 import { clock, formatValue, formatWithError, UNKNOWN_SPREAD_TITLE } from "../format";
-import type { BandwidthSchedule, NextForecast, SeriesKey } from "../messages";
+import type { BandwidthSchedule, NextForecast, Outage, SeriesKey, StatusEvent } from "../messages";
 import type { Record } from "../record";
 import type { Announcer, Pace } from "./announcer";
 import { el } from "./dom";
@@ -143,7 +143,9 @@ class Card {
    * stale when its last probe did not give a value or the last value is older than `staleMs`.
    * `periodS` is the page's period, which the series' own (its records' `period_ms`)
    * overrides.
-   * `other` is the other transport's recent median, when there is one.
+   * `other` is the other transport's recent median, when there is one. `outage` is the
+   * target's, as the banner above says it: a failure's own words ("no connection") would
+   * contradict a banner that says the target answered, but is not an echo-node.
    */
   show(
     s: Kept | undefined,
@@ -153,6 +155,7 @@ class Card {
     state: string,
     better: "higher" | "lower" = "higher",
     schedule?: BandwidthSchedule,
+    outage?: Outage,
   ): void {
     // The series' own period: its forecast is of its next probe, and its values go stale
     // at its pace.
@@ -200,7 +203,11 @@ class Card {
     const staleMs = Math.max(3 * ownS * 1000, ownS * 1000 + 30_000);
     const why =
       newest.status === "error"
-        ? `last probe failed: ${newest.error ?? "error"}`
+        ? `last probe failed: ${
+            outage?.notEchoNode === true
+              ? "the target is not an echo-node (see above)"
+              : (newest.error ?? "error")
+          }`
         : newest.status === "timeout"
           ? "last probe timed out"
           : state === "suspended"
@@ -288,6 +295,7 @@ export class HeadlineView {
   private readonly cards = new Map<Direction, Card>();
   private state = "starting";
   private schedule: BandwidthSchedule | undefined;
+  private outage: Outage | undefined;
 
   /**
    * @param periodS the period in force.
@@ -362,14 +370,20 @@ export class HeadlineView {
     this.render();
   }
 
-  /** The worker's state ("suspended" marks the figures as paused) and the bandwidth
-   *  probes' schedule, which the status line says too. */
-  status(state: string, schedule: BandwidthSchedule): void {
-    if (state === this.state && JSON.stringify(schedule) === JSON.stringify(this.schedule)) {
+  /** The worker's state ("suspended" marks the figures as paused), the bandwidth probes'
+   *  schedule and the target's outage, which the status line and the banner say too. */
+  status(ev: Pick<StatusEvent, "state" | "bandwidth" | "outage">): void {
+    const same = (a: unknown, b: unknown) => JSON.stringify(a) === JSON.stringify(b);
+    if (
+      ev.state === this.state &&
+      same(ev.bandwidth, this.schedule) &&
+      same(ev.outage, this.outage)
+    ) {
       return;
     }
-    this.state = state;
-    this.schedule = schedule;
+    this.state = ev.state;
+    this.schedule = ev.bandwidth;
+    this.outage = ev.outage;
     this.render();
   }
 
@@ -398,6 +412,7 @@ export class HeadlineView {
         this.state,
         d.better,
         this.schedule,
+        this.outage,
       );
     }
     const spoken = [...this.cards.values()].flatMap((c) =>
