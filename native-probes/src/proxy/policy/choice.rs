@@ -373,12 +373,7 @@ mod tests {
                 (_, false) => 25.0,
                 (_, true) => 100.0,
             };
-            for r in p.due_probes(t) {
-                p.probe_started(r, 0, t);
-                let mut d = ok(r, t, bw(r), 5.0, 256 * 1024);
-                d.probe = true;
-                p.finish(&d);
-            }
+            run_due_probes(&mut p, t, bw);
             let d = p.choose(0, Some(1 << 20), None, t, [rng.unit(), rng.unit()]);
             let better = if t >= change_ms { 1 } else { 0 };
             if t >= change_ms + settle_ms {

@@ -247,12 +247,7 @@ mod tests {
                     (_, true) => 90.0 + 5.0 * u,
                 }
             };
-            for r in p.due_probes(t) {
-                p.probe_started(r, 0, t);
-                let mut d = ok(r, t, bw(r), 5.0, 256 * 1024);
-                d.probe = true;
-                p.finish(&d);
-            }
+            run_due_probes(&mut p, t, &mut bw);
             let d = p.choose(0, Some(1 << 20), None, t, [rng.unit(), rng.unit()]);
             if t >= change_ms + 2_000.0 {
                 after += 1;
