@@ -94,15 +94,17 @@ describe("the budget across reloads and its warnings", () => {
 describe("the share of one probe", () => {
   it("spreads the hour's budget over the rounds of the hour", () => {
     // 500 MiB per hour, a round every 10 s with 2 bandwidth probes: 720 probes.
-    expect(probeShare(500 * 1024 * 1024, 10, 2)).toBe(Math.floor((500 * 1024 * 1024) / 720));
+    expect(probeShare(500 * 1024 * 1024, 10, 2).bytes).toBe(Math.floor((500 * 1024 * 1024) / 720));
   });
 
   it("keeps within the server's per-minute allowance", () => {
-    expect(probeShare(1e12, 1, 3, 512 * 1024 * 1024)).toBe(Math.floor((512 * 1024 * 1024) / 180));
+    expect(probeShare(1e12, 1, 3, 512 * 1024 * 1024).bytes).toBe(
+      Math.floor((512 * 1024 * 1024) / 180),
+    );
   });
 
   it("gives a slow period at most the whole budget", () => {
-    expect(probeShare(1000, 7200, 1)).toBe(1000);
+    expect(probeShare(1000, 7200, 1).bytes).toBe(1000);
   });
 });
 
@@ -112,7 +114,7 @@ describe("an hour of rounds", () => {
     const perHour = 1024 * 1024 * 1024;
     const periodS = 2;
     const transfers = 2;
-    const share = probeShare(perHour, periodS, transfers * (1 + PRETEST_SHARE));
+    const share = probeShare(perHour, periodS, transfers * (1 + PRETEST_SHARE)).bytes;
     expect(pretestBytes(share)).toBe(Math.floor(share / 2));
     const b = new ByteBudget(perHour);
     let refused = 0;

@@ -120,20 +120,10 @@ const slot = (at: number, slotMs: number) => Math.floor(at / slotMs);
 /**
  * The most one bandwidth probe may move so that probing every `periodS` with
  * `probesPerRound` bandwidth probes stays within `perHour`, and within the server's own
- * per-minute allowance when it states one (`/api/config` `limits.bytesPerMinute`).
+ * per-minute allowance when it states one (`/api/config` `limits.bytesPerMinute`); and which
+ * of the two sets it (what the page tells when the share spaces probes).
  */
 export function probeShare(
-  perHour: number,
-  periodS: number,
-  probesPerRound: number,
-  serverPerMinute = Infinity,
-): number {
-  return probeShareOf(perHour, periodS, probesPerRound, serverPerMinute).bytes;
-}
-
-/** {@link probeShare}, and which of the two sets it: the page's hourly budget, or the
- *  server's allowance per minute (what the page tells when the share spaces probes). */
-export function probeShareOf(
   perHour: number,
   periodS: number,
   probesPerRound: number,

@@ -452,7 +452,7 @@ describe("bandwidth probes spaced by the budget", () => {
   it("spaces probes ⌈wanted / share⌉ rounds apart otherwise", () => {
     expect(bandwidthEvery(128 * 1024 + 1, 128 * 1024)).toBe(2);
     // The page's defaults: 500 MiB an hour, 2 s, two transfers a round and pretests.
-    const share = probeShare(500 * MiB, 2, 2 * (1 + PRETEST_SHARE));
+    const share = probeShare(500 * MiB, 2, 2 * (1 + PRETEST_SHARE)).bytes;
     expect(share).toBe(132_395);
     const k = bandwidthEvery(32 * MiB, share);
     expect(k).toBe(254);

@@ -8,7 +8,7 @@ import type { ProbedSeries, ProbedState, ProbeObservation } from "../forecast";
 import type { MeasurementEvent, SeriesKey } from "../messages";
 import type { Record } from "../record";
 import type { ByteBudget } from "./budget";
-import { probeShareOf } from "./budget";
+import { probeShare } from "./budget";
 import { backoffSeconds, failureReason, ProbeTimeout } from "./errors";
 import type { Jitter } from "./measure/jitter";
 import type { Link, Measurement, Measurements, Sample } from "./measure/measurement";
@@ -77,8 +77,6 @@ export interface Spacing {
    *  (probe-math.ts `budgetProbeCap`). */
   capped: boolean;
 }
-
-const spacingOf = ({ every, limit, capped }: Spacing): Spacing => ({ every, limit, capped });
 
 /** How a site's part of a round went. */
 export interface SiteReport {
@@ -361,7 +359,7 @@ class Run {
       return { bytes: Math.min(size, maxPayload), every: 1, limit: undefined, capped: false };
     }
     const probes = this.transfers * (1 + PRETEST_SHARE);
-    const share = probeShareOf(this.env.budget.perHour, this.env.periodS, probes, perMinute);
+    const share = probeShare(this.env.budget.perHour, this.env.periodS, probes, perMinute);
     const forRate = rate ?? this.sizingRate(step);
     const wanted = autoSize(forRate, maxPayload, this.predictedRtt(step));
     const cap = budgetProbeCap(this.env.budget.perHour, this.transfers);
@@ -515,7 +513,7 @@ class Run {
     if (schedule.ramped || !auto) {
       // Not due this round (spaced by the budget): nothing is opened or sent for it.
       const spacing = this.size(step);
-      if (auto) env.spaced(step.key, spacingOf(spacing));
+      if (auto) env.spaced(step.key, spacing);
       if (!bandwidthDue(schedule, spacing.every)) return "skipped";
     }
     if (step.loaded !== undefined && !this.loadBegun) {
@@ -537,8 +535,9 @@ class Run {
       if (env.suspended() || !site.link.connected(step.transport)) return "held";
     }
     // Sized from the burst's rate on the first run, else as the due check sized it.
-    const { bytes, every, ...sized } = this.size(step, rate);
-    if (auto) env.spaced(step.key, spacingOf({ every, ...sized }));
+    const sized = this.size(step, rate);
+    if (auto) env.spaced(step.key, sized);
+    const { bytes, every } = sized;
     if (!env.budget.allows(bytes, env.now())) {
       env.overBudget(bytes);
       return "held";

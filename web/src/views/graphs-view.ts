@@ -8,7 +8,7 @@
 
 import { SeriesChart } from "./chart-view";
 import { paceOf, xAxis, type Pace } from "./chart-math";
-import { el, placeInOrder, type Rank } from "./dom";
+import { el, OncePerFrame, placeInOrder, type Rank } from "./dom";
 
 export class GraphsView {
   private readonly section = el("graphs-section");
@@ -18,7 +18,7 @@ export class GraphsView {
   private readonly charts = new Map<SeriesChart, boolean>();
   /** The shared time axes in use (each one's column duration is kept while the data fit it). */
   private readonly axes = new Map<Pace, { perPx: number; min: number; max: number }>();
-  private drawQueued = false;
+  private readonly draw = new OncePerFrame(() => this.drawAll());
 
   constructor(private readonly rank: Rank) {
     this.shown.addEventListener("change", () => {
@@ -47,12 +47,7 @@ export class GraphsView {
 
   /** Redraws what changed, once, at the next frame. */
   requestDraw(): void {
-    if (this.drawQueued || !this.shown.checked) return;
-    this.drawQueued = true;
-    requestAnimationFrame(() => {
-      this.drawQueued = false;
-      this.drawAll();
-    });
+    if (this.shown.checked) this.draw.request();
   }
 
   private drawAll(): void {
