@@ -219,6 +219,45 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
         .ok_or_else(|| format!("'{s}' is too large"))
 }
 
+/// Parses a duration flag: a bare number in the flag's own unit (`bare`: "ms" or "s", as its
+/// help says), or a number with its unit, `ms`, `s` or `min` (`1.5s`, `250ms`), so that a
+/// value copied from a flag in the other unit is read as meant. The result is in `bare`'s
+/// unit; negative, infinite and NaN values are refused.
+pub fn parse_duration_in(s: &str, bare: &str) -> Result<f64, String> {
+    let t = s.trim();
+    let split = t.find(|c: char| c.is_ascii_alphabetic()).unwrap_or(t.len());
+    let (number, unit) = (t[..split].trim_end(), &t[split..]);
+    let seconds = match if unit.is_empty() { bare } else { unit } {
+        "ms" => 1e-3,
+        "s" => 1.0,
+        "min" => 60.0,
+        other => {
+            return Err(format!(
+                "'{s}': unknown unit '{other}' (ms, s or min; a bare number is in {bare})"
+            ))
+        }
+    };
+    let n: f64 = number
+        .parse()
+        .ok()
+        .filter(|n: &f64| n.is_finite() && *n >= 0.0)
+        .ok_or_else(|| {
+            format!("'{s}' is not a duration (e.g. 250ms, 1.5s; a bare number is in {bare})")
+        })?;
+    let per_bare = if bare == "ms" { 1e-3 } else { 1.0 };
+    Ok(n * seconds / per_bare)
+}
+
+/// [`parse_duration_in`] for a flag in milliseconds.
+pub fn parse_ms(s: &str) -> Result<f64, String> {
+    parse_duration_in(s, "ms")
+}
+
+/// [`parse_duration_in`] for a flag in seconds.
+pub fn parse_seconds(s: &str) -> Result<f64, String> {
+    parse_duration_in(s, "s")
+}
+
 /// Time left until `by`, or a `TimedOut` error once it has passed.
 pub fn remaining(by: Instant) -> io::Result<Duration> {
     let left = by.saturating_duration_since(Instant::now());
@@ -402,6 +441,28 @@ mod tests {
         }
         for bad in ["", "K", "1.5", "-3", "9X", "99999999999999999999G"] {
             assert!(parse_size(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_duration_is_read_in_its_flags_unit_or_in_its_own() {
+        // `--timeout-floor 1` means 1 ms to `nowcast tcp` and 1 s to `nowcast proxy`; with a
+        // unit, the same text means the same time to both.
+        assert_eq!(parse_ms("250"), Ok(250.0));
+        assert_eq!(parse_ms("1.5s"), Ok(1500.0));
+        assert_eq!(parse_ms("1s"), parse_seconds("1000ms").map(|s| s * 1e3));
+        assert_eq!(parse_seconds("2"), Ok(2.0));
+        assert_eq!(parse_seconds("250ms"), Ok(0.25));
+        assert_eq!(parse_seconds("1min"), Ok(60.0));
+        assert_eq!(parse_seconds(" 3 s "), Ok(3.0));
+        let unit = parse_ms("5h").unwrap_err();
+        assert!(
+            unit.contains("unknown unit 'h' (ms, s or min; a bare number is in ms)"),
+            "{unit}"
+        );
+        for bad in ["", "s", "-1", "inf", "NaN", "1.2.3s", "1e999"] {
+            let e = parse_seconds(bad).unwrap_err();
+            assert!(e.contains("a bare number is in s"), "{bad}: {e}");
         }
     }
 }

@@ -6,8 +6,8 @@
 
 mod common;
 
-use common::fobs::{file_of, send, Receiver};
-use common::{text, wait_child, TempDir};
+use common::fobs::{file_of, send, Receiver, TOKEN};
+use common::{root_missing, sh, text, wait_child, TempDir};
 use nowcast::fobs::wire::{Control, Framer, Hello, Refusal};
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -117,5 +117,173 @@ fn silent_and_refused_connections_hold_up_no_sender_and_discard_keeps_nothing() 
     // and named.
     let _quiet = TcpStream::connect(("127.0.0.1", rx.port)).unwrap();
     rx.wait_for("no hello within 5 s", LIMIT);
+    drop(rx);
+}
+
+/// A hello for `name` of `size` bytes with `token`, encoded.
+fn hello(token: [u8; 16], name: &str, size: u64) -> Vec<u8> {
+    let mut b = Vec::new();
+    Control::Hello(Hello {
+        token,
+        size,
+        packet: 1400,
+        window: 64,
+        resume: false,
+        hash: [0; 32],
+        name: name.into(),
+    })
+    .encode(&mut b);
+    b
+}
+
+/// The test receivers' token, as bytes.
+fn token() -> [u8; 16] {
+    let mut t = [0u8; 16];
+    for (i, b) in t.iter_mut().enumerate() {
+        *b = u8::from_str_radix(&TOKEN[2 * i..2 * i + 2], 16).unwrap();
+    }
+    t
+}
+
+/// The first control message `s` is sent (within `LIMIT`).
+fn answer(s: &mut TcpStream) -> Control {
+    s.set_read_timeout(Some(LIMIT)).unwrap();
+    let mut framer = Framer::with_limit(4096);
+    let mut b = [0u8; 4096];
+    loop {
+        if let Ok(Some(m)) = framer.next_message() {
+            return m;
+        }
+        let n = s.read(&mut b).unwrap();
+        assert!(n > 0, "closed without an answer");
+        framer.push(&b[..n]);
+    }
+}
+
+#[test]
+fn a_hello_without_the_token_turns_no_one_away() {
+    let rx_dir = TempDir::new("fobs-recv-token");
+    let rx = Receiver::start(&rx_dir, &["--discard"], LIMIT);
+    // A sender whose hello is still on its way (half of it has arrived)…
+    let mut sender = TcpStream::connect(("127.0.0.1", rx.port)).unwrap();
+    let good = hello(token(), "a.bin", 1 << 20);
+    sender.write_all(&good[..good.len() / 2]).unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    // …while a stranger says a whole hello with the wrong token, then a frame that is not a
+    // hello: each is refused alone.
+    let mut stranger = TcpStream::connect(("127.0.0.1", rx.port)).unwrap();
+    stranger.write_all(&hello([0xee; 16], "x.bin", 1)).unwrap();
+    match answer(&mut stranger) {
+        Control::Welcome(w) => assert_eq!(w.status, Refusal::Token),
+        other => panic!("{other:?}"),
+    }
+    let mut junk = TcpStream::connect(("127.0.0.1", rx.port)).unwrap();
+    junk.write_all(&[9, 0, 0, 0, 0]).unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    // The sender's hello then ends, and it is welcomed, not told the receiver is busy (as it
+    // was before 2026-12-06: any whole frame turned every waiting connection away).
+    sender.write_all(&good[good.len() / 2..]).unwrap();
+    match answer(&mut sender) {
+        Control::Welcome(w) => assert_eq!(w.status, Refusal::Accepted),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn a_fifo_under_the_resume_state_name_holds_up_nothing() {
+    let src_dir = TempDir::new("fobs-recv-fifo-src");
+    let rx_dir = TempDir::new("fobs-recv-fifo-rx");
+    let src = file_of(&src_dir, "f.bin", 256 << 10);
+    // Planted by someone who can write to the directory: opening it for reading would wait
+    // for a writer forever (before 2026-12-06 it held the whole receiver).
+    sh(&["mkfifo", rx_dir.join(".f.bin.fobs-state").to_str().unwrap()]);
+    let rx = Receiver::start(&rx_dir, &[], LIMIT);
+    let target = format!("127.0.0.1:{}", rx.port);
+    let out = wait_child(
+        send(&target, &src, &["--no-path-memory", "--resume"]),
+        LIMIT,
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    rx.wait_for("f.bin: stored, hash verified", LIMIT);
+    assert_eq!(
+        std::fs::read(rx_dir.join("f.bin")).unwrap(),
+        std::fs::read(&src).unwrap()
+    );
+}
+
+#[test]
+fn a_flood_of_refused_connections_prints_a_few_lines() {
+    let rx_dir = TempDir::new("fobs-recv-flood");
+    let rx = Receiver::start(&rx_dir, &["--per-client-per-minute", "1"], LIMIT);
+    // One connection a minute is taken; 200 more come at once, each refused.
+    let conns: Vec<TcpStream> = (0..200)
+        .map(|_| TcpStream::connect(("127.0.0.1", rx.port)).unwrap())
+        .collect();
+    let lines = rx.lines_for(Duration::from_secs(1));
+    let refused = lines
+        .iter()
+        .filter(|l| l.contains("too many connections from its network"))
+        .count();
+    // Ten lines a minute per network, not one a connection.
+    assert!((1..=10).contains(&refused), "{refused} lines: {lines:?}");
+    drop(conns);
+}
+
+/// A tmpfs of `size` mounted on `dir` for one test, unmounted when dropped.
+struct Tmpfs<'a>(&'a std::path::Path);
+
+impl<'a> Tmpfs<'a> {
+    fn mount(dir: &'a std::path::Path, size: &str) -> Tmpfs<'a> {
+        sh(&[
+            "mount",
+            "-t",
+            "tmpfs",
+            "-o",
+            &format!("size={size}"),
+            "tmpfs",
+            dir.to_str().unwrap(),
+        ]);
+        Tmpfs(dir)
+    }
+}
+
+impl Drop for Tmpfs<'_> {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount").arg(self.0).status();
+    }
+}
+
+#[test]
+fn a_file_the_disk_cannot_hold_is_refused_at_its_hello_and_the_receiver_goes_on() {
+    if let Some(why) = root_missing(&["mount", "umount"]) {
+        println!("skipped: {why} (mounting a small tmpfs needs root)");
+        return;
+    }
+    let src_dir = TempDir::new("fobs-recv-full-src");
+    let rx_dir = TempDir::new("fobs-recv-full-rx");
+    let _disk = Tmpfs::mount(&rx_dir, "2m");
+    let big = file_of(&src_dir, "big.bin", 5_000_000);
+    let small = file_of(&src_dir, "small.bin", 100_000);
+    let rx = Receiver::start(&rx_dir, &["--discard"], LIMIT);
+    let target = format!("127.0.0.1:{}", rx.port);
+    // Before 2026-12-06 this one was taken, failed part-way with the sender told only that
+    // the connection was reset ("resume with --resume"), and left its part file filling
+    // the disk, so that every later transfer failed too.
+    let out = wait_child(send(&target, &big, &["--no-path-memory"]), LIMIT);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    assert_eq!(
+        text(&out.stderr).trim_end(),
+        format!("nowcast: {target}: refused: the receiver cannot store the file")
+    );
+    let line = rx.wait_for("cannot store", LIMIT);
+    assert!(
+        line.contains("5000000 bytes in") && line.contains("No space left on device"),
+        "{line}"
+    );
+    let left: Vec<_> = std::fs::read_dir(&rx_dir.0).unwrap().collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
+    let out = wait_child(send(&target, &small, &["--no-path-memory"]), LIMIT);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    rx.wait_for("small.bin: received, hash verified, deleted", LIMIT);
     drop(rx);
 }

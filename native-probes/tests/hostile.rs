@@ -418,6 +418,34 @@ fn the_byte_budget_refuses_with_a_reason_the_client_prints() {
 }
 
 #[test]
+fn pipelined_pings_are_charged_what_they_cost_the_server() {
+    // A budget of 1 MB at once (refilled at 1 MB a minute): a ping is charged 1 KiB, so a
+    // client that sends 4,000 pings without waiting for their echoes gets at most a thousand
+    // echoes, then the budget's refusal. Charged its two bytes each way, it had all 4,000.
+    let server = Server::start(&[
+        "--bind",
+        "127.0.0.1",
+        "--max-payload",
+        "512K",
+        "--burst-bytes",
+        "1M",
+        "--bytes-per-minute",
+        "1M",
+    ]);
+    let mut s = connect_from("127.0.0.1", &server.tcp);
+    assert_eq!(welcome(&mut s, Hello::default()).status, Accepted::Ok);
+    let pings: Vec<u8> = (0..4000u32)
+        .flat_map(|i| Request::Ping(i as u8).encode().0[..wire::PING_LEN].to_vec())
+        .collect();
+    // Written whole, as the server reads: a refusal closes the session while this writes.
+    let _ = s.write_all(&pings);
+    let got = read_to_close(&mut s, Duration::from_secs(10));
+    let echoes = got.len().saturating_sub(2) / wire::PING_LEN;
+    assert!((500..=1030).contains(&echoes), "{echoes} echoes");
+    assert_eq!(&got[got.len() - 2..], Refusal::Budget.code(), "{got:?}");
+}
+
+#[test]
 fn metrics_count_every_refusal_and_only_get_metrics_is_served() {
     let server = Server::start(&["--bind", "127.0.0.1", "--metrics", "127.0.0.1:0"]);
     let url = server.metrics.clone().expect("a metrics address");

@@ -2,6 +2,7 @@
 //! schedule, the series' settings and the record sink.
 
 use anyhow::Result;
+use nowcast::net::{parse_ms, parse_seconds};
 use nowcast::output::{Ndjson, RecordSink, Table, Tee};
 use nowcast::periodic::Plan;
 use nowcast::series::Settings;
@@ -14,7 +15,7 @@ use std::time::Duration;
 pub struct Common {
     /// Seconds from the start of one experiment to the start of the next. Without --count,
     /// experiments continue until SIGINT or SIGTERM.
-    #[arg(long)]
+    #[arg(long, value_parser = parse_seconds)]
     pub period: Option<f64>,
     /// Number of experiments, at least 1 (default: 1, or unlimited with --period).
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
@@ -25,27 +26,28 @@ pub struct Common {
     /// Also write the NDJSON records to FILE.
     #[arg(long, value_name = "FILE")]
     pub out: Option<PathBuf>,
-    /// Lowest adaptive timeout, in ms (default: per series, from the core's table: 1000 for
+    /// Lowest adaptive timeout, in ms, or with a unit as every duration here (250ms, 1.5s,
+    /// 1min) (default: per series, from the core's table: 1000 for
     /// round trips, 100 for a UDP burst's wait, 3000 for bandwidth probes).
-    #[arg(long)]
+    #[arg(long, value_parser = parse_ms)]
     pub timeout_floor: Option<f64>,
     /// Highest adaptive timeout, in ms (default: 10000 for round trips, 60000 for bandwidth).
-    #[arg(long)]
+    #[arg(long, value_parser = parse_ms)]
     pub timeout_ceiling: Option<f64>,
     /// Added to a timed-out probe's time when it is fed back, in ms (default: 1000 for round
     /// trips, 100 for a UDP burst, 5000 for bandwidth).
-    #[arg(long)]
+    #[arg(long, value_parser = parse_ms)]
     pub timeout_penalty: Option<f64>,
     /// The timeout until a series has enough values to know its spread, in ms (default:
     /// 3000 for round trips, 1000 for a UDP burst, 15000 for bandwidth).
-    #[arg(long)]
+    #[arg(long, value_parser = parse_ms)]
     pub timeout_initial: Option<f64>,
     /// Also archive the records in this SQLite file (created if missing; see `nowcast
     /// archive`).
     #[arg(long, value_name = "FILE")]
     pub archive: Option<PathBuf>,
-    /// Hard limit on every probe, in seconds, whatever its adaptive timeout.
-    #[arg(long, default_value_t = 60.0)]
+    /// Hard limit on every probe, in seconds (or with a unit), whatever its adaptive timeout.
+    #[arg(long, value_parser = parse_seconds, default_value_t = 60.0)]
     pub deadline: f64,
 }
 

@@ -4,6 +4,7 @@
 //! harness, stays hidden.
 
 use anyhow::{anyhow, Result};
+use nowcast::net::parse_ms;
 use nowcast::stop::Stop;
 use std::io::Write;
 use std::net::{SocketAddr, TcpListener, UdpSocket};
@@ -33,8 +34,9 @@ pub struct Args {
     /// Address to pass everything on to.
     #[arg(long)]
     to: SocketAddr,
-    /// Delay added in each direction, in ms (a round trip gains twice this).
-    #[arg(long)]
+    /// Delay added in each direction, in ms, or with a unit (0.1s) (a round trip gains twice
+    /// this).
+    #[arg(long, value_parser = parse_ms)]
     one_way: f64,
 }
 
@@ -76,8 +78,8 @@ pub struct TunArgs {
     /// The TUN device packets are written into, the delay later.
     #[arg(long)]
     to: String,
-    /// Delay added, in ms.
-    #[arg(long)]
+    /// Delay added, in ms, or with a unit (0.1s).
+    #[arg(long, value_parser = parse_ms)]
     one_way: f64,
 }
 

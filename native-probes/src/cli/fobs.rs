@@ -16,6 +16,7 @@ use nowcast::fobs::record;
 use nowcast::fobs::sender::{self, Event, Sender};
 use nowcast::fobs::wire::{self, Done, Hello, DEFAULT_PORT, TOKEN_LEN};
 use nowcast::net::{self, parse_size, resolve};
+use nowcast::net::{parse_ms, parse_seconds};
 use nowcast::stop::Stop;
 use nowcast_core::record::{Probe, Transport};
 use std::fs::File;
@@ -140,11 +141,12 @@ pub struct RecvArgs {
     /// Highest data rate accepted (datagrams beyond it are dropped).
     #[arg(long, default_value = "10G")]
     max_rate: String,
-    /// Milliseconds to wait after a window's end before acknowledging it.
-    #[arg(long, default_value_t = 2.0)]
+    /// Milliseconds to wait after a window's end before acknowledging it (or with a unit:
+    /// 250ms, 1s, as every duration here).
+    #[arg(long, value_parser = parse_ms, default_value_t = 2.0)]
     grace_ms: f64,
     /// Seconds without a valid datagram or message before a transfer is abandoned.
-    #[arg(long, default_value_t = 30.0)]
+    #[arg(long, value_parser = parse_seconds, default_value_t = 30.0)]
     idle: f64,
     /// SO_RCVBUF of the data socket (KiB, or with B/K/M/G, as every size here; a small one
     /// makes CPU-like loss).
@@ -670,6 +672,10 @@ fn recv(a: RecvArgs) -> Result<()> {
                 hex(&token)
             )),
             RecvUpdate::Refused { peer, why } if !quiet => Some(format!("{peer}: {why}")),
+            RecvUpdate::Warning { what } => {
+                eprintln!("nowcast fobs recv: {what}");
+                None
+            }
             RecvUpdate::Transfer {
                 peer,
                 name,
@@ -727,12 +733,12 @@ fn recv(a: RecvArgs) -> Result<()> {
                     } else {
                         format!(" after {seconds:.2} s")
                     };
-                    let dropped = if drops.total() == 0 {
+                    let datagrams = drops.total() - drops.control;
+                    let dropped = if datagrams == 0 {
                         String::new()
                     } else {
                         format!(
-                            "; datagrams dropped: {} (malformed {}, wrong source {}, wrong session {}, window {}, packet {}, over rate {})",
-                            drops.total(),
+                            "; datagrams dropped: {datagrams} (malformed {}, wrong source {}, wrong session {}, window {}, packet {}, over rate {})",
                             drops.malformed,
                             drops.source,
                             drops.session,
@@ -741,7 +747,11 @@ fn recv(a: RecvArgs) -> Result<()> {
                             drops.rate
                         )
                     };
-                    format!("{who}: {what}{rate}{dropped}")
+                    let broken = match drops.control {
+                        0 => String::new(),
+                        n => format!("; control messages that broke the protocol: {n}"),
+                    };
+                    format!("{who}: {what}{rate}{dropped}{broken}")
                 })
             }
             _ => None,

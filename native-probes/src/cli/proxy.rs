@@ -3,6 +3,7 @@
 
 use super::proxy_config::Selection;
 use anyhow::{anyhow, bail, Result};
+use nowcast::net::parse_seconds;
 use nowcast::net::parse_size;
 use nowcast::proxy::capture::{Capture, Choice};
 use nowcast::proxy::policy::{self, Balance, ReplicaSpec, ServiceSpec};
@@ -83,7 +84,7 @@ pub struct Args {
     #[arg(long, default_value_t = 20)]
     error_window: usize,
     /// Seconds after which a replica with no newer sample is probed.
-    #[arg(long, default_value_t = 1.0)]
+    #[arg(long, value_parser = parse_seconds, default_value_t = 1.0)]
     ttl: f64,
     /// Size assumed for a request while nothing is known of it: no Content-Length (or no body)
     /// and no exchange of its method and path, or of its service, completed yet (then: what
@@ -101,20 +102,21 @@ pub struct Args {
     eject_after: u32,
     /// Seconds an ejected replica waits before a probe tries it again (doubling while it
     /// keeps failing, up to --backoff-max).
-    #[arg(long, default_value_t = 1.0)]
+    #[arg(long, value_parser = parse_seconds, default_value_t = 1.0)]
     backoff: f64,
-    #[arg(long, default_value_t = 30.0)]
+    #[arg(long, value_parser = parse_seconds, default_value_t = 30.0)]
     backoff_max: f64,
     /// Adaptive timeout rule of each replica's wait for a response: nws, allen_k1,
     /// allen_k2, rfc6298, windowed_k2_w20.
     #[arg(long, default_value = "nws")]
     timeout_rule: String,
-    /// Timeout floor, ceiling and the timeout before the rule has data, seconds.
-    #[arg(long, default_value_t = 1.0)]
+    /// Timeout floor, ceiling and the timeout before the rule has data, seconds. Every
+    /// duration here is in seconds, or takes a unit (250ms, 1.5s, 1min).
+    #[arg(long, value_parser = parse_seconds, default_value_t = 1.0)]
     timeout_floor: f64,
-    #[arg(long, default_value_t = 60.0)]
+    #[arg(long, value_parser = parse_seconds, default_value_t = 60.0)]
     timeout_ceiling: f64,
-    #[arg(long, default_value_t = 30.0)]
+    #[arg(long, value_parser = parse_seconds, default_value_t = 30.0)]
     timeout_initial: f64,
     /// Retry budget: share of requests that may be retried, retries a second on top, and
     /// the most saved up.
@@ -139,13 +141,13 @@ pub struct Args {
     #[arg(long, default_value = "32K", value_parser = parse_size)]
     max_header_bytes: u64,
     /// Seconds to connect to a replica.
-    #[arg(long, default_value_t = 3.0)]
+    #[arg(long, value_parser = parse_seconds, default_value_t = 3.0)]
     connect_timeout: f64,
     /// Close a client connection that moves nothing either way for this many seconds.
-    #[arg(long, default_value_t = 120.0)]
+    #[arg(long, value_parser = parse_seconds, default_value_t = 120.0)]
     client_idle: f64,
     /// Seconds from a client's connection to its first request's head (HTTP/1.1 or HTTP/2).
-    #[arg(long, default_value_t = 10.0)]
+    #[arg(long, value_parser = parse_seconds, default_value_t = 10.0)]
     head_timeout: f64,
     /// Most client connections at once.
     #[arg(long, default_value_t = 4096)]
@@ -157,7 +159,7 @@ pub struct Args {
     #[arg(long, default_value_t = 64, value_name = "N")]
     max_connections_per_client: usize,
     /// Seconds to finish requests in flight after SIGINT or SIGTERM.
-    #[arg(long, default_value_t = 30.0)]
+    #[arg(long, value_parser = parse_seconds, default_value_t = 30.0)]
     grace: f64,
     /// Seed of the exploration draws (default: from the clock; printed).
     #[arg(long)]

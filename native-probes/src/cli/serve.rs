@@ -2,6 +2,7 @@
 //! says where it listens and, when stopped, what it did.
 
 use anyhow::{anyhow, Result};
+use nowcast::net::parse_seconds;
 use nowcast::net::parse_size;
 use nowcast::serve::limits::{Prefixes, Rate, UdpLimits};
 use nowcast::serve::metrics::Limit;
@@ -49,24 +50,24 @@ pub struct Args {
     #[arg(long, default_value_t = 8)]
     max_sessions_per_client: usize,
     /// Seconds a client has to send its hello after connecting.
-    #[arg(long, default_value_t = 5.0)]
+    #[arg(long, value_parser = parse_seconds, default_value_t = 5.0)]
     handshake: f64,
     /// Close a session that moves nothing, either way, for this many seconds.
-    #[arg(long, default_value_t = 30.0)]
+    #[arg(long, value_parser = parse_seconds, default_value_t = 30.0)]
     idle: f64,
     /// Close any session after this many seconds.
-    #[arg(long, default_value_t = 300.0)]
+    #[arg(long, value_parser = parse_seconds, default_value_t = 300.0)]
     lifetime: f64,
     /// Close a session that moves fewer bytes per second than this (either way) over a
     /// window of --rate-window seconds, once --rate-grace seconds have passed (0: no minimum).
     #[arg(long, default_value = "4K", value_parser = parse_size)]
     min_rate: u64,
     /// Length of the windows over which --min-rate is judged, seconds.
-    #[arg(long, default_value_t = WINDOW as f64 / 1e9)]
+    #[arg(long, value_parser = parse_seconds, default_value_t = WINDOW as f64 / 1e9)]
     rate_window: f64,
     /// Windows that begin in the first this many seconds of a session are not judged (a
     /// probe's echoes take a few round trips).
-    #[arg(long, default_value_t = GRACE as f64 / 1e9)]
+    #[arg(long, value_parser = parse_seconds, default_value_t = GRACE as f64 / 1e9)]
     rate_grace: f64,
     /// Largest socket buffer a client may have the server's kernel book, per direction
     /// (what the welcome reports; Linux books twice the size asked, so requests are cut

@@ -5,6 +5,7 @@
 
 use super::common::Common;
 use anyhow::{anyhow, Result};
+use nowcast::net::parse_ms;
 use nowcast::net::resolve;
 use nowcast::stop::Stop;
 use nowcast::udp::io::{self, Bursts};
@@ -36,7 +37,7 @@ pub struct Args {
     #[arg(long, default_value_t = 100)]
     probes: u64,
     /// Milliseconds between probes of a burst.
-    #[arg(long, default_value_t = 10.0)]
+    #[arg(long, value_parser = parse_ms, default_value_t = 10.0)]
     interval: f64,
     /// Datagram size in bytes (at least the 22-byte header).
     #[arg(long, default_value_t = 64)]

@@ -342,12 +342,14 @@ impl Receiver {
         }
     }
 
-    /// Abandons the transfer (the operator stopped the receiver): tells the sender.
-    pub fn abandon(&mut self) {
+    /// Ends the transfer before its verdict, telling the sender why: [`Done::Abandoned`]
+    /// (the operator stopped the receiver) or [`Done::StorageFailed`] (the edge could not
+    /// write what arrived: a full disk).
+    pub fn end(&mut self, why: Done) {
         if self.phase != Phase::Finished {
-            self.control.push_back(Control::Done(Done::Abandoned));
+            self.control.push_back(Control::Done(why));
             self.phase = Phase::Finished;
-            self.events.push_back(Event::Finished(Done::Abandoned));
+            self.events.push_back(Event::Finished(why));
         }
     }
 
@@ -420,8 +422,10 @@ impl Receiver {
             return None;
         }
         self.tokens -= bytes.len() as f64;
-        let late = h.window.wrapping_sub(self.next_ack) as usize >= MAX_PENDING
-            && self.next_ack.wrapping_sub(h.window) as usize <= 4 * MAX_PENDING;
+        // A late datagram belongs to a window already answered (windows count from 0 and
+        // do not wrap): not to one "before" the first.
+        let late =
+            h.window < self.next_ack && (self.next_ack - h.window) as usize <= 4 * MAX_PENDING;
         if !late {
             let Some(p) = self.pending_mut(h.window, now) else {
                 self.drops.window += 1;

@@ -88,6 +88,14 @@ fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 /// Writes `reason` without waiting, then closes: the client reads it before the end of the
 /// stream. What it sent meanwhile (a hello) is read and dropped, so that the close is a
 /// FIN rather than a reset that could overtake the reason.
+/// What a two-byte ping is charged against the client's byte budget: what it costs the
+/// server. Each takes a read, a write and a segment each way; measured on loopback, a
+/// million pipelined pings took 4.8 s of the server's CPU, where 2 MB of upload took under
+/// 0.01 s: a ping costs what about a kilobyte of payload does. Charged at its four bytes, a
+/// client that pipelines pings (a real probe waits for each echo, and sends three a
+/// session) kept a core busy within the budget.
+const PING_COST: u64 = 1024;
+
 fn refuse(s: &TcpStream, reason: &[u8]) {
     let _ = s.set_nonblocking(true);
     let _ = (&*s).write(reason);
@@ -187,7 +195,7 @@ impl<'a> Session<'a> {
             }
             match Request::decode(&msg[..len]).map_err(|_| End::Broken(Limit::BadRequest))? {
                 Request::Ping(x) => {
-                    self.charge_or_refuse(wire::PING_LEN as u64 * 2)?;
+                    self.charge_or_refuse(PING_COST)?;
                     self.write_all(&[wire::OP_PING, x])?;
                 }
                 Request::Up(len) | Request::Down(len) if len > self.shared.cfg.max_payload => {

@@ -73,6 +73,21 @@ impl Receiver {
     }
 }
 
+impl Receiver {
+    /// Every line printed within `d` from now.
+    pub fn lines_for(&self, d: Duration) -> Vec<String> {
+        let until = Instant::now() + d;
+        let mut seen = Vec::new();
+        while let Ok(l) = self
+            .lines
+            .recv_timeout(until.saturating_duration_since(Instant::now()))
+        {
+            seen.push(l);
+        }
+        seen
+    }
+}
+
 impl Drop for Receiver {
     fn drop(&mut self) {
         let _ = self.child.kill();

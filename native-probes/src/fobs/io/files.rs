@@ -40,11 +40,13 @@ pub(super) fn write_state(
 
 /// The packets a state file says are held, if it describes the same transfer.
 pub(super) fn read_state(path: &Path, h: &crate::fobs::wire::Hello) -> Option<Vec<u8>> {
+    // Not blocking on a FIFO planted under the name, and only this user's regular file.
     let mut f = OpenOptions::new()
         .read(true)
-        .custom_flags(libc::O_NOFOLLOW)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
         .open(path)
         .ok()?;
+    super::receive::own_regular_file(&f).ok()?;
     let mut b = Vec::new();
     f.read_to_end(&mut b).ok()?;
     let head = 8 + 8 + 2 + HASH_LEN;

@@ -48,6 +48,11 @@ pub enum RecvUpdate<'a> {
         peer: SocketAddr,
         why: String,
     },
+    /// Trouble with the receiver itself, not one peer (file descriptors run out): it pauses
+    /// and goes on.
+    Warning {
+        what: String,
+    },
     Transfer {
         peer: SocketAddr,
         name: &'a str,
@@ -118,6 +123,37 @@ pub fn recv(
         4096,
         random_u64(),
     );
+    // What the operator reads: a line per refusal, but at most ten a minute per client
+    // network (a burst of ten), so that a flood of connections cannot flood the output; the
+    // next line a network gets says how many were not printed.
+    let mut lines: ClientBuckets<1> = ClientBuckets::new(
+        [Rate {
+            per_second: REFUSAL_LINES_PER_MINUTE / 60.0,
+            burst: REFUSAL_LINES_PER_MINUTE,
+        }],
+        4096,
+        random_u64(),
+    );
+    let mut unprinted: std::collections::HashMap<crate::serve::limits::Client, u64> =
+        Default::default();
+    let update: &mut dyn FnMut(RecvUpdate<'_>) = &mut |u| match u {
+        RecvUpdate::Refused { peer, why } => {
+            let client = prefixes.client(peer.ip());
+            if lines.take(&client, [1.0], clock.now()).is_err() {
+                if unprinted.len() < 4096 || unprinted.contains_key(&client) {
+                    *unprinted.entry(client).or_default() += 1;
+                }
+                return;
+            }
+            let why = match unprinted.remove(&client) {
+                Some(n) => format!("{why} (and {n} more refused from its network, not printed)"),
+                None => why,
+            };
+            update(RecvUpdate::Refused { peer, why })
+        }
+        other => update(other),
+    };
+    let mut warned: Option<Nanos> = None;
     let mut junk = vec![0u8; 65_536];
     // Connections that have not yet said their hello, oldest first, and connections being
     // closed. Both are served between transfers without blocking, so that a connection
@@ -135,7 +171,19 @@ pub fn recv(
                 Ok(x) => x,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(e),
+                Err(e) => {
+                    // Out of file descriptors (or memory): the connections held are still
+                    // served, and accepting is tried again after a pause, as `nowcast serve`
+                    // does; said at most every 10 s.
+                    if warned.is_none_or(|t| now.saturating_sub(t) >= 10_000_000_000) {
+                        warned = Some(now);
+                        update(RecvUpdate::Warning {
+                            what: format!("accepting connections: {e}; trying again"),
+                        });
+                    }
+                    std::thread::sleep(Duration::from_millis(100));
+                    break;
+                }
             };
             let client = prefixes.client(peer.ip());
             if buckets.take(&client, [1.0], now).is_err() {
@@ -190,9 +238,9 @@ pub fn recv(
         closing.retain_mut(|(c, by)| !drained(c) && now < *by);
         if let Some(w) = ready {
             let peer = w.peer;
-            // The receiver takes one transfer at a time: whoever else is connected, or
-            // connects before it ends, is told so at once (its sender says "busy" instead
-            // of waiting out its offer), within the same per-network rate.
+            // The receiver takes one transfer at a time: once its hello is accepted, whoever
+            // else is connected, or connects before it ends, is told so at once (its sender
+            // says "busy" instead of waiting out its offer), within the same per-network rate.
             let mut busy = Busy {
                 listener: &listener,
                 admit: &mut |peer: SocketAddr, now| {
@@ -201,11 +249,10 @@ pub fn recv(
                         .is_ok()
                 },
                 closing: &mut closing,
+                waiting: &mut waiting,
+                open: false,
                 last: 0,
             };
-            for w in waiting.drain(..) {
-                busy.turn_away(w.conn, w.peer, now, update);
-            }
             match transfer(opts, w, &udp, &clock, stop, &mut busy, update) {
                 Ok(conn) => {
                     if opts.once {
@@ -278,6 +325,12 @@ struct Busy<'a> {
     /// Whether a connection from this peer is within its network's rate (taking one).
     admit: &'a mut dyn FnMut(SocketAddr, Nanos) -> bool,
     closing: &'a mut std::collections::VecDeque<(TcpStream, u64)>,
+    /// Connections still to say their hello, turned away once a transfer is open.
+    waiting: &'a mut std::collections::VecDeque<Waiting>,
+    /// Whether a transfer holds the receiver: its hello was accepted (the token, the name,
+    /// the size) and its file opened. Until then nobody is told "busy": a hello without the
+    /// token, or anything that is not a hello, turns no one away.
+    open: bool,
     /// When the listener was last looked at.
     last: Nanos,
 }
@@ -289,7 +342,7 @@ impl Busy<'_> {
     /// Turns away what has connected since the last look (at most every
     /// [`Busy::EVERY_NS`]), and closes what was turned away before.
     fn poll(&mut self, now: Nanos, update: &mut dyn FnMut(RecvUpdate<'_>)) {
-        if now.saturating_sub(self.last) < Self::EVERY_NS {
+        if !self.open || now.saturating_sub(self.last) < Self::EVERY_NS {
             return;
         }
         self.last = now;
@@ -304,6 +357,16 @@ impl Busy<'_> {
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(_) => break,
             }
+        }
+    }
+
+    /// A transfer holds the receiver from now: whoever else is connected is told so at once
+    /// (its sender says "busy" instead of waiting out its offer).
+    fn opened(&mut self, now: Nanos, update: &mut dyn FnMut(RecvUpdate<'_>)) {
+        self.open = true;
+        self.last = now;
+        while let Some(w) = self.waiting.pop_front() {
+            self.turn_away(w.conn, w.peer, now, update);
         }
     }
 
@@ -385,6 +448,12 @@ fn transfer(
     let mut name = String::new();
     let mut size = 0;
     let mut held_at_open = 0;
+    // The first error writing or reading back the part file (a full disk): the transfer
+    // ends there, the sender is told the file could not be stored, and the files are left
+    // as any unfinished transfer's are (kept for `--resume`, or deleted under `--discard`).
+    let mut storage: Option<io::Error> = None;
+    // Whether the last state saved is there for `--resume` (a full disk can refuse it too).
+    let mut state_saved = true;
     loop {
         let now = clock.now();
         // Data first: everything the socket holds, so that a window's end read below
@@ -401,8 +470,10 @@ fn transfer(
                 let (d, from) = dgrams.get(i);
                 let from_peer = from.is_some_and(|ip| ip.to_canonical() == peer_ip);
                 if let Some(s) = rx.handle_datagram(clock.now(), from_peer, d) {
-                    if let Some(f) = &part {
-                        writes.add(f, s.offset, &d[s.start..s.end])?;
+                    if let (Some(f), None) = (&part, &storage) {
+                        if let Err(e) = writes.add(f, s.offset, &d[s.start..s.end]) {
+                            storage = Some(e);
+                        }
                     }
                 }
             }
@@ -412,9 +483,18 @@ fn transfer(
         }
         // Everything stored is on its way to the file before a window's end is answered,
         // the hash is computed or the resume state is saved.
-        if let Some(f) = &part {
-            writes.flush(f)?;
-            digest.advance(f, &rx, DIGEST_STEP as u64)?;
+        if let (Some(f), None) = (&part, &storage) {
+            let written = writes.flush(f);
+            if let Err(e) = written.and_then(|_| digest.advance(f, &rx, DIGEST_STEP as u64)) {
+                storage = Some(e);
+            }
+        }
+        if let (Some(e), None) = (&storage, &result) {
+            result = Some(Err(format!(
+                "cannot store it in {}: {e}",
+                opts.dir.display()
+            )));
+            rx.end(Done::StorageFailed);
         }
         let open = read_available(&mut conn, &mut framer).unwrap_or(false);
         loop {
@@ -447,16 +527,9 @@ fn transfer(
                     } else {
                         None
                     };
-                    let file = OpenOptions::new()
-                        .read(true)
-                        .write(true)
-                        .create(true)
-                        .truncate(have.is_none())
-                        .mode(0o600)
-                        .custom_flags(libc::O_NOFOLLOW)
-                        .open(&p);
-                    match file.and_then(|f| f.set_len(hello.size).map(|_| f)) {
+                    match open_part(&p, have.is_some(), hello.size) {
                         Ok(f) => {
+                            busy.opened(clock.now(), update);
                             part = Some(f);
                             paths = Some((p, s, f_path(&opts.dir, &hello.name)));
                             let have = have.unwrap_or_default();
@@ -469,7 +542,14 @@ fn transfer(
                                 resumed: rx.stored_packets(),
                             });
                         }
-                        Err(_) => rx.refuse(Refusal::Storage),
+                        Err(e) => {
+                            result.get_or_insert(Err(format!(
+                                "refused: {} ({size} bytes in {}: {e})",
+                                Refusal::Storage.reason(),
+                                opts.dir.display()
+                            )));
+                            rx.refuse(Refusal::Storage);
+                        }
                     }
                 }
                 receiver::Event::Window { signature, .. } => update(RecvUpdate::Window {
@@ -478,7 +558,7 @@ fn transfer(
                 receiver::Event::Complete => {
                     let (p, s, f) = paths.clone().expect("open");
                     let expected = rx.hello().map(|h| h.hash).unwrap_or_default();
-                    let verdict = (|| -> io::Result<Done> {
+                    let verdict = storage.is_none().then(|| -> io::Result<Done> {
                         let file = part.as_ref().expect("open");
                         let hash = digest.finish(file, &rx, size)?;
                         file.sync_data()?;
@@ -494,8 +574,18 @@ fn transfer(
                         }
                         let _ = std::fs::remove_file(&s);
                         Ok(Done::Stored)
-                    })();
-                    rx.verified(verdict.unwrap_or(Done::StorageFailed));
+                    });
+                    match verdict {
+                        Some(Ok(done)) => rx.verified(done),
+                        Some(Err(e)) => {
+                            result.get_or_insert(Err(format!(
+                                "cannot store it in {}: {e}",
+                                opts.dir.display()
+                            )));
+                            rx.verified(Done::StorageFailed);
+                        }
+                        None => rx.verified(Done::StorageFailed),
+                    }
                 }
                 receiver::Event::Finished(d) => {
                     result.get_or_insert(Ok(d));
@@ -519,7 +609,7 @@ fn transfer(
             }
         }
         if stop.is_set() && result.is_none() {
-            rx.abandon();
+            rx.end(Done::Abandoned);
             out.clear();
             while rx.poll_transmit(&mut out) {}
             let _ = write_all_nb(&mut conn, &out, Duration::from_secs(1));
@@ -547,7 +637,10 @@ fn transfer(
         if let (Some(h), Some((_, s, _))) = (rx.hello(), &paths) {
             if resumable && (result.is_some() || now.saturating_sub(last_save) >= 2_000_000_000) {
                 last_save = now;
-                let _ = write_state(s, h, &rx.have_bitmap());
+                let saved = write_state(s, h, &rx.have_bitmap());
+                if result.is_some() {
+                    state_saved = saved.is_ok();
+                }
             }
         }
         if result.is_some() {
@@ -559,17 +652,22 @@ fn transfer(
             .min(now + 50_000_000);
         let wait = Duration::from_nanos(due.saturating_sub(clock.now()));
         if !wait.is_zero() {
-            wait_readable(&[conn.as_raw_fd(), udp.as_raw_fd()], wait)?;
+            if let Err(e) = wait_readable(&[conn.as_raw_fd(), udp.as_raw_fd()], wait) {
+                result = Some(Err(format!("waiting for the sender: {e}")));
+                rx.end(Done::Abandoned);
+            }
         }
     }
     let result = result.expect("set");
     let stored = rx.stored_bytes();
     let kept = paths.is_some()
         && !opts.discard
+        && state_saved
         && !matches!(result, Ok(Done::Stored) | Ok(Done::HashMismatch));
-    if opts.discard && !matches!(result, Ok(Done::Stored)) {
+    if (opts.discard || !state_saved) && !matches!(result, Ok(Done::Stored)) {
         // A measuring receiver keeps nothing: what an unfinished transfer held goes too, so
-        // that its disk holds at most one transfer's file at a time.
+        // that its disk holds at most one transfer's file at a time. Nor is a part file kept
+        // that no state describes: nothing could continue it.
         if let Some((p, s, _)) = &paths {
             let _ = std::fs::remove_file(p);
             let _ = std::fs::remove_file(s);
@@ -589,3 +687,54 @@ fn transfer(
     });
     Ok(conn)
 }
+
+/// Opens (creating, or truncating unless `resume`) the part file at `path`, and reserves
+/// `size` bytes for it, so that a file the disk cannot hold is refused at its hello, not
+/// failed part-way. The file must be a regular file of this user: in a shared directory
+/// (`--dir /tmp`) someone else's file, or a FIFO, under that name is refused, not written
+/// to (or waited on).
+fn open_part(path: &std::path::Path, resume: bool, size: u64) -> io::Result<File> {
+    let f = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(!resume)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)?;
+    own_regular_file(&f)?;
+    f.set_len(size)?;
+    let len = libc::off_t::try_from(size).map_err(|_| io::Error::other("size out of range"))?;
+    if len > 0 {
+        // SAFETY: a valid descriptor; mode 0 only allocates (the size is already `size`).
+        if unsafe { libc::fallocate(f.as_raw_fd(), 0, 0, len) } != 0 {
+            let e = io::Error::last_os_error();
+            // A file system that cannot reserve space: a full disk is then found by the
+            // writes, and the transfer ends there, saying so.
+            if e.raw_os_error() != Some(libc::EOPNOTSUPP) {
+                if !resume {
+                    let _ = std::fs::remove_file(path);
+                }
+                return Err(e);
+            }
+        }
+    }
+    Ok(f)
+}
+
+/// Whether `f` is a regular file owned by this process's user.
+pub(super) fn own_regular_file(f: &File) -> io::Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    let m = f.metadata()?;
+    // SAFETY: geteuid has no preconditions.
+    let me = unsafe { libc::geteuid() };
+    if !m.file_type().is_file() || m.uid() != me {
+        return Err(io::Error::other(
+            "a file of that name is there that is not a regular file of this user",
+        ));
+    }
+    Ok(())
+}
+
+/// Refusal lines a client network may have printed a minute (and at once).
+const REFUSAL_LINES_PER_MINUTE: f64 = 10.0;
