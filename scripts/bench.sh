@@ -85,6 +85,9 @@ rm -rf "$unseen_dir"
 step "FOBS against iperf3 TCP (cubic, bbr) and QUIC (ngtcp2) on an emulated 1 Gbit/s, 30 ms link: clean, receiver CPU contention, 0.5 % loss shared with iperf3 (goals: ≥ 90 % of the link; ≥ 10× without the classifier and ahead of TCP and QUIC; Jain's index ≥ 0.9)"
 python3 native-probes/bench/fobs_link.py bench ${quick:+--quick}
 
+step "nowcast tcp's bandwidth probe on emulated links with path delay (5–300 Mbit/s, 0–300 ms), beside iperf3, against each link's ceiling"
+python3 native-probes/bench/tcp_link.py bench ${quick:+--quick}
+
 step "nowcast proxy on emulated links, long halves, and where the replicas do not differ (goals: ≥ 95 % to the better replica within 2 s of the change, total within 10 % of the oracle, mean and p95 ≥ 20 % better than round-robin, least-connections, P2C peak-EWMA and nearest)"
 PROXY_LINKS_SECS=${PROXY_LINKS_SECS:-$([ -n "$quick" ] && echo 8 || echo 30)} PROXY_LINKS_EQUAL=1 \
   cargo test --quiet --release -p native-probes --test proxy_links -- --nocapture

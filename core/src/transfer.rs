@@ -84,6 +84,14 @@ pub const BURST_MAX_GROWTH: u64 = 64;
 /// a rate above its forecast, and half a probe (the page's pretest tries) still lasts one.
 pub const RTT_TIMES: f64 = 2.0;
 
+/// How many predicted round trips of the forecast rate the untimed warm-up before a probe on
+/// a *new* connection moves at least (`nowcast tcp`; [`warm_up_size`]).
+pub const WARM_UP_RTT_TIMES: f64 = 4.0;
+
+/// The first run's tries on a new connection go on, however long the last one lasted, while
+/// each reads more than this many times the one before (see [`cold_burst_next`]).
+pub const TRY_GROWTH: f64 = 1.25;
+
 /// A usable predicted RTT, ms (0 for none).
 fn rtt_of(predicted_rtt_ms: Option<f64>) -> f64 {
     predicted_rtt_ms
@@ -122,6 +130,33 @@ pub fn auto_size(
         return AUTO_MIN_BYTES;
     };
     power_of_two_for(rate, auto_target_ms(predicted_rtt_ms), max)
+}
+
+/// The untimed warm-up before an automatic probe on a new connection (`nowcast tcp`): the
+/// bytes the predicted rate moves in a quarter second or [`WARM_UP_RTT_TIMES`] predicted round
+/// trips, whichever is longer, as a power of two within [`AUTO_MIN_BYTES`] and `max_bytes`;
+/// never less than the probe ([`auto_size`]).
+///
+/// A new connection's slow start sends about twice a window's bytes to reach that window, so
+/// a warm-up of four round trips of the forecast leaves a window of about two: the probe after
+/// it reads up to twice a forecast that was low, and the readings climb to the path's rate
+/// from any start. A warm-up of the probe's own size (two round trips) left the window at
+/// about the forecast, and the reading with it: behind 150 ms, 40 Mbit/s read 22.7 on every
+/// probe.
+pub fn warm_up_size(
+    predicted_mbit_s: Option<f64>,
+    predicted_rtt_ms: Option<f64>,
+    max_bytes: u64,
+) -> u64 {
+    let Some(rate) = predicted_mbit_s.filter(|r| *r > 0.0) else {
+        return AUTO_MIN_BYTES;
+    };
+    let ms = AUTO_TARGET_MS.max(WARM_UP_RTT_TIMES * rtt_of(predicted_rtt_ms));
+    power_of_two_for(rate, ms, max_bytes.max(AUTO_MIN_BYTES)).max(auto_size(
+        predicted_mbit_s,
+        predicted_rtt_ms,
+        max_bytes,
+    ))
 }
 
 /// The bytes the predicted rate moves in [`RTT_TIMES`] predicted round trips (a power of two
@@ -174,6 +209,38 @@ pub fn burst_next(
             .min(bytes.saturating_mul(BURST_MAX_GROWTH))
             .min(cap),
     )
+}
+
+/// [`burst_next`] for tries on a new connection, one after another on it (`nowcast tcp`'s
+/// first probe of a series): they also go on while each reads more than [`TRY_GROWTH`] times
+/// the one before (`previous_mbit_s`; the first try always goes on), as long as one is below
+/// `max_bytes`. On a new connection a try's time is mostly slow start's round trips: behind
+/// 150 ms a 64 KiB try lasted 463 ms, three round trips, "long enough" by [`burst_next`]'s
+/// measure, and the series started from its 1.7 Mbit/s on a 40 Mbit/s path. Each try leaves
+/// the connection's window larger, so a try that reads no more than the one before has
+/// found the path's rate.
+pub fn cold_burst_next(
+    bytes: u64,
+    mbit_s: f64,
+    previous_mbit_s: Option<f64>,
+    raw_ms: f64,
+    predicted_rtt_ms: Option<f64>,
+    max_bytes: u64,
+) -> Option<u64> {
+    let cap = max_bytes.max(AUTO_MIN_BYTES);
+    let growing = previous_mbit_s.is_none_or(|p| mbit_s > TRY_GROWTH * p);
+    let usable = mbit_s.is_finite() && mbit_s > 0.0;
+    match burst_next(bytes, mbit_s, raw_ms, predicted_rtt_ms, max_bytes) {
+        Some(next) => Some(next),
+        None if growing && usable && bytes < cap => Some(
+            bytes
+                .saturating_mul(BURST_GROWTH)
+                .max(auto_size(Some(mbit_s), predicted_rtt_ms, cap))
+                .min(bytes.saturating_mul(BURST_MAX_GROWTH))
+                .min(cap),
+        ),
+        None => None,
+    }
 }
 
 #[cfg(test)]
@@ -263,6 +330,51 @@ mod tests {
         assert_eq!(burst_next(32 << 20, 100.0, 10.0, None, 32 << 20), None);
         assert_eq!(burst_next(64 << 10, 0.0, 10.0, None, 1 << 30), None);
         assert_eq!(burst_next(64 << 10, f64::NAN, 10.0, None, 1 << 30), None);
+    }
+
+    /// Behind 150 ms, 40 Mbit/s: a new connection's first 64 KiB try lasts three round trips
+    /// of slow start (463 ms, 1.7 Mbit/s), long enough by [`burst_next`]'s measure, and the
+    /// series started from 1.7 Mbit/s. The tries on a new connection go on while they read
+    /// more; the warm-up before each later probe is four round trips of its forecast.
+    #[test]
+    fn on_a_new_connection_tries_go_on_while_they_read_more_and_a_warm_up_leads_each_probe() {
+        let rtt = Some(150.0);
+        assert_eq!(burst_next(64 << 10, 1.7, 463.0, rtt, 1 << 30), None);
+        assert_eq!(
+            cold_burst_next(64 << 10, 1.7, None, 463.0, rtt, 1 << 30),
+            Some(256 << 10)
+        );
+        // 8.3 after 4.1: still growing; 38.0 after 36.0: the path's rate, found.
+        assert_eq!(
+            cold_burst_next(256 << 10, 8.3, Some(4.1), 480.0, rtt, 1 << 30),
+            Some(1 << 20)
+        );
+        assert_eq!(
+            cold_burst_next(4 << 20, 38.0, Some(36.0), 1030.0, rtt, 1 << 30),
+            None
+        );
+        // At the cap, or with no rate: over.
+        assert_eq!(
+            cold_burst_next(4 << 20, 38.0, Some(1.0), 1030.0, rtt, 4 << 20),
+            None
+        );
+        assert_eq!(
+            cold_burst_next(64 << 10, 0.0, None, 463.0, rtt, 1 << 30),
+            None
+        );
+        // A short try goes on as burst_next says, whatever it read.
+        assert_eq!(
+            cold_burst_next(64 << 10, 30.0, Some(40.0), 17.0, None, 1 << 30),
+            burst_next(64 << 10, 30.0, 17.0, None, 1 << 30)
+        );
+        // The warm-up: four round trips of the forecast (40 × 600 ms = 3 MB → 4 MiB), twice
+        // the probe's two (2 MiB); on a short path, the probe's own quarter second.
+        assert_eq!(auto_size(Some(40.0), rtt, 1 << 30), 2 << 20);
+        assert_eq!(warm_up_size(Some(40.0), rtt, 1 << 30), 4 << 20);
+        assert_eq!(warm_up_size(Some(100.0), Some(20.0), 1 << 30), 4 << 20);
+        assert_eq!(auto_size(Some(100.0), Some(20.0), 1 << 30), 4 << 20);
+        assert_eq!(warm_up_size(None, rtt, 1 << 30), AUTO_MIN_BYTES);
+        assert_eq!(warm_up_size(Some(40.0), rtt, 1 << 20), 1 << 20);
     }
 
     #[test]

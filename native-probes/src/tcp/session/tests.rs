@@ -257,9 +257,21 @@ fn an_automatic_size_is_found_by_unrecorded_tries_then_follows_the_forecast() {
     let v = bw[0].value.unwrap();
     assert!((v - 100.0).abs() < 4.0, "{v}");
     assert_eq!(bw[0].probe.as_ref().unwrap().payload_bytes, Some(4 << 20));
-    // The next session sizes from the forecast, with no tries.
-    let (actions, _, _) = run(&cfg, &mut set, 2, peer);
-    assert_eq!(sizes(&actions), [4 << 20]);
+    // The next session sizes from the forecast, with no tries: on its new connection, an
+    // untimed warm-up (a quarter second of the forecast, or four round trips of it on a long
+    // path), then the timed probe, recorded with its own size.
+    let (actions, records, _) = run(&cfg, &mut set, 2, peer);
+    assert_eq!(sizes(&actions), [4 << 20, 4 << 20]);
+    let bw: Vec<&Record> = records
+        .iter()
+        .filter(|r| r.metric == Metric::BandwidthUp)
+        .collect();
+    assert_eq!(bw.len(), 1, "the warm-up is not a record");
+    assert_eq!(bw[0].probe.as_ref().unwrap().payload_bytes, Some(4 << 20));
+    // A fixed size (JavaNws's probe) has no warm-up.
+    cfg.size = ProbeSize::Fixed(64 * 1024);
+    let (actions, _, _) = run(&cfg, &mut set, 3, peer);
+    assert_eq!(sizes(&actions), [64 << 10]);
 }
 
 #[test]
