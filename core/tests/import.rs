@@ -492,7 +492,13 @@ fn csv_columns_and_times() {
         .map(|e| (e.line, e.field.as_deref()))
         .collect();
     assert_eq!(faults, [(5, Some("time")), (6, Some("rtt"))]);
-    assert_eq!(r.notes, ["column(s) of text not read: host"]);
+    assert_eq!(
+        r.notes,
+        [
+            "column(s) of text not read: host",
+            "1 empty field (no value) in the columns read"
+        ]
+    );
 
     // Without a header: time, then columns by index.
     let r = read("1000,5,6\n2000,7,8\n");
@@ -957,4 +963,124 @@ fn records_of_two_sources_are_two_series() {
         [11.0, 13.0]
     );
     assert_eq!(r.series[1].0.source.as_deref(), Some("pcap timestamps"));
+}
+
+/// A number written with thousands separators (`"1,200"`, quoted in CSV) is the line's error,
+/// naming the field and saying why, not a column of text (the file was "no column of
+/// numbers" although it had `value`); unquoted, `1,200` is two columns.
+#[test]
+fn thousands_separators_are_named_on_their_line() {
+    let r = read("time,value\n1,\"1,200\"\n2,\"1,300\"\n");
+    assert_eq!(r.unsupported, None);
+    assert_eq!(r.error_count, 2, "{:?}", r.errors);
+    let e = &r.errors[0];
+    assert_eq!((e.line, e.field.as_deref()), (2, Some("value")));
+    assert_eq!(
+        e.message,
+        "'1,200' is not a number (thousands separators? write it without them: 1200)"
+    );
+    // Without a header: the quoted field is not a header name.
+    let r = read("1,\"1,200\"\n2,\"1,300.5\"\n");
+    assert_eq!((r.unsupported.as_ref(), r.errors[0].line), (None, 1));
+    assert!(r.errors[1].message.contains(": 1300.5)"), "{:?}", r.errors);
+    // Unquoted: two columns, a time and a value.
+    let r = read("1,200\n2,300\n");
+    clean(&r);
+    assert_eq!(series(&r, "column 1").2, [200.0, 300.0]);
+    // A column named value that holds text, alone: each line says so.
+    let r = read("time,value\n1,abc\n2,7\n");
+    assert_eq!(r.unsupported, None);
+    assert_eq!(
+        (r.errors[0].line, r.errors[0].message.as_str()),
+        (2, "'abc' is not a number")
+    );
+    assert_eq!(series(&r, "value").2, [7.0]);
+    // Beside a column of numbers, a column of text is left out, as before.
+    let r = read("time,value,rtt\n1,abc,5\n2,def,6\n");
+    clean(&r);
+    assert_eq!(names(&r), ["rtt"]);
+    // Not thousands: a decimal comma, groups of other sizes.
+    let r = read("time,value\n1,\"1,5\"\n");
+    assert_eq!(r.errors[0].message, "'1,5' is not a number");
+}
+
+/// An empty field is no value, counted with the records without one, and said in a note.
+#[test]
+fn empty_fields_are_counted() {
+    let (v, r, p) = one("time,value\n1,5\n2,\n3,7\n4,8\n", Select::default());
+    assert_eq!((v, p), (vec![5.0, 7.0, 8.0], vec![]));
+    assert_eq!(r.without_value(), 1);
+    assert!(
+        r.notes()
+            .contains(&"1 empty field (no value) in the columns read".to_string()),
+        "{:?}",
+        r.notes()
+    );
+    // Only the columns read: an empty field of another is not the series' concern.
+    let (v, r, _) = one("time,a,value\n1,,5\n2,3,\n3,,6\n", Select::default());
+    assert_eq!((v, r.without_value()), (vec![5.0, 6.0], 1));
+    // The page reads every column: every empty field counts.
+    let r = read("time,a,b\n1,,5\n2,3,\n");
+    assert!(r
+        .notes
+        .contains(&"2 empty fields (no value) in the columns read".to_string()));
+    // The export: an empty value of the series read.
+    let text = "time,value,metric,unit\n1,,rtt,ms\n2,5,rtt,ms\n3,,loss,fraction\n4,6,rtt,ms\n";
+    let (v, r, _) = one(text, Select::default());
+    assert_eq!((v, r.without_value()), (vec![5.0, 6.0], 1));
+}
+
+/// A compressed file is named as such with the command that reads it, as `nowcast pcap`
+/// names one, not "line 1 is not UTF-8 text"; a file of `;`-separated fields is told how to
+/// convert it.
+#[test]
+fn compressed_and_semicolon_files_are_told_what_they_are() {
+    let stop = |bytes: &[u8]| {
+        let mut reader = Reader::new(SerdeJson, Options::default());
+        let mut r = Imported::default();
+        for (i, line) in bytes.split(|&b| b == b'\n').enumerate() {
+            reader.line(i as u64 + 1, line, &mut r);
+        }
+        reader.finish(&mut r);
+        r.unsupported.unwrap_or_default()
+    };
+    for (bytes, name) in [
+        (
+            &b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\x03\x33\xe4\x02\x00"[..],
+            "gzip",
+        ),
+        (b"\xfd7zXZ\x00\x00\x04\xe6\xd6\xb4\x46", "xz"),
+        (b"\x28\xb5\x2f\xfd\x24\x02\x11\x00", "zstd"),
+        (b"BZh91AY&SY\x4e\xec\xe8\x36\x00\x00\x01", "bzip2"),
+    ] {
+        let m = stop(bytes);
+        assert!(
+            m.starts_with(&format!("the input is {name}-compressed (it starts with "))
+                && m.contains(&format!("`{name} -dc FILE | nowcast forecast -`")),
+            "{m}"
+        );
+    }
+    // A text file starting with "BZh" is text.
+    let r = read("BZh\n1\n2\n");
+    assert_eq!(
+        (&r.unsupported, &series(&r, "BZh").2),
+        (&None, &vec![1.0, 2.0])
+    );
+
+    for text in [
+        "time;value\n1;5\n2;6\n",
+        "1;5,2\n2;6,1\n",
+        "\"t\";\"v\"\n1;2\n",
+    ] {
+        let m = read(text).unsupported.unwrap_or_default();
+        assert!(
+            m.contains("separated by ';'") && m.contains("sed 's/,/./g; s/;/,/g' FILE"),
+            "{text:?}: {m}"
+        );
+    }
+    // A ';' inside a CSV field is not a separator.
+    let r = read("time,note\n1,\"a;b\"\n");
+    assert!(!r.unsupported.unwrap_or_default().contains("separated by"));
+    let r = read("\"x;y\",value\n1,2\n");
+    clean(&r);
 }

@@ -7,7 +7,7 @@
 
 use crate::evaluate::{BankPart, NextForecast, Report, Row};
 use crate::format::{Scale, BAND_K};
-use crate::series_input::{read_values, ReadOptions, ReadStats};
+use crate::series_input::{read_values, OtherSeries, ReadOptions, ReadStats};
 use anyhow::{bail, Context, Result};
 use nowcast_core::record::Unit;
 use nowcast_core::timeout::Bounds;
@@ -235,7 +235,7 @@ pub fn run(cfg: &Config, out: &mut dyn Write) -> Result<()> {
         if stats.series.is_none() && !stats.other_series.is_empty() {
             why += " in a series matching the options; the file has:";
             for o in &stats.other_series {
-                why += &format!("\n  {} ({})", o.name, o.choose);
+                why += &format!("\n  {} ({})", o.name, choose(o));
             }
         }
         bail!(why);
@@ -278,6 +278,14 @@ impl Shown {
         }
     }
 
+    /// The range of the unit's values, as shown (no negative RTT); all numbers without one.
+    fn range(&self) -> (f64, f64) {
+        self.scale.map_or((f64::NEG_INFINITY, f64::INFINITY), |s| {
+            let (lo, hi) = s.unit.range();
+            (lo * s.factor, hi * s.factor)
+        })
+    }
+
     fn factor(&self) -> f64 {
         self.scale.map_or(1.0, |s| s.factor)
     }
@@ -290,7 +298,9 @@ impl Shown {
     }
 
     /// The next forecast's figures: value, ± band, low and high, all with the decimals that
-    /// give the value three significant digits and the band two (`10.60 ± 0.99`).
+    /// give the value three significant digits and the band two (`10.60 ± 0.99`). Low and
+    /// high are the value and band as printed, added (`12.5 ± 3.5`: 9.0 to 16.0, where the
+    /// unrounded figures would give 9.1), within the unit's range.
     fn next(&self, n: &NextForecast) -> [String; 4] {
         let k = self.factor();
         let places = |v: f64, digits: f64| {
@@ -304,13 +314,20 @@ impl Shown {
         let d = places(n.value * k, 3.0)
             .max(places(band * k, 2.0))
             .clamp(0.0, 9.0) as usize;
+        let round = |v: f64| {
+            let p = 10f64.powi(d as i32);
+            (v * p).round() / p
+        };
+        let (value, band) = (round(n.value * k), round(band * k));
+        let (lo, hi) = self.range();
         [
-            n.value,
+            value,
             band,
-            n.low.unwrap_or(n.value),
-            n.high.unwrap_or(n.value),
+            (value - band).clamp(lo, hi),
+            (value + band).clamp(lo, hi),
         ]
-        .map(|v| format!("{:.d$}", v * k))
+        // + 0.0: no "-0.00".
+        .map(|v| format!("{:.d$}", v + 0.0))
     }
 }
 
@@ -370,6 +387,16 @@ fn print_rows(
     Ok(())
 }
 
+/// The options that choose another series, or what to leave out when none does (a file's
+/// one series of no metric, asked for with --metric).
+fn choose(o: &OtherSeries) -> &str {
+    if o.choose.is_empty() {
+        "no option chooses it: leave out --metric, --target, --transport and --source"
+    } else {
+        &o.choose
+    }
+}
+
 fn mode_name(m: Mode) -> &'static str {
     match m {
         Mode::Faithful => "faithful",
@@ -392,7 +419,8 @@ fn print_next(out: &mut dyn Write, next: &[NextForecast], shown: &Shown) -> std:
             let (value, range) = if n.error.is_some() {
                 (
                     format!("{value} ± {band}{u}"),
-                    format!("likely {low}–{high}{u}"),
+                    // "to", not a dash: "-8.24–-1.31" reads badly.
+                    format!("likely {low} to {high}{u}"),
                 )
             } else {
                 (
@@ -439,10 +467,14 @@ fn print_human(
         (Some(s), None) => write!(out, ", series {s}")?,
         _ => {}
     }
-    match unit {
-        Some(u) if u.from == "metric" => write!(out, ", in {}", u.unit.name())?,
-        Some(u) => write!(out, ", in {} (from the column's name)", u.unit.name())?,
-        None => write!(out, "; the file names no unit")?,
+    // One scale for the whole report, by the size of the next value (Gbit/s for a fast link),
+    // and the heading names it: the unit the figures are in.
+    let magnitude = r.next.first().map_or(0.0, |n| n.value.abs());
+    let shown = Shown::new(unit, magnitude);
+    match (unit, shown.scale) {
+        (Some(u), Some(s)) if u.from == "metric" => write!(out, ", in {}", s.name)?,
+        (Some(_), Some(s)) => write!(out, ", in {} (from the column's name)", s.name)?,
+        _ => write!(out, "; the file names no unit")?,
     }
     writeln!(out)?;
     if !stats.other_series.is_empty() {
@@ -458,9 +490,9 @@ fn print_human(
                     "  {} ({}): {}",
                     o.name,
                     crate::format::count(n, "value"),
-                    o.choose
+                    choose(o)
                 )?,
-                None => writeln!(out, "  {}: {}", o.name, o.choose)?,
+                None => writeln!(out, "  {}: {}", o.name, choose(o))?,
             }
         }
         if stats.other_series_count > stats.other_series.len() {
@@ -470,13 +502,8 @@ fn print_human(
     for note in &stats.notes {
         writeln!(out, "note: {note}")?;
     }
-    if stats.without_value > 0 {
-        writeln!(
-            out,
-            "{} record(s) without a value (timed out or failed) not forecast",
-            stats.without_value
-        )?;
-    }
+    // Records without a value and empty fields are in the notes (the reader's, as the page
+    // shows them).
     if stats.skipped_bad > 0 {
         write!(out, "skipped {} malformed line(s)", stats.skipped_bad)?;
         if let Some(b) = &stats.first_bad {
@@ -485,11 +512,9 @@ fn print_human(
         writeln!(out)?;
     }
 
-    // One scale for the whole report, by the size of the next value (Gbit/s for a fast link).
-    let magnitude = r.next.first().map_or(0.0, |n| n.value.abs());
-    let shown = Shown::new(unit, magnitude);
     print_next(out, &r.next, &shown)?;
     let d = error_decimals(&[&r.selected, &r.baselines, &r.primaries], &shown);
+    let mode = mode_name(r.primaries_mode);
     print_rows(
         out,
         "Selected forecasts (errors over points 2..n)",
@@ -497,16 +522,38 @@ fn print_human(
         &shown,
         d,
     )?;
+    // Which bank's primaries the oracle picks from: with both modes, the improved bank's, so
+    // its n can differ from the faithful-only run's (see below).
+    writeln!(
+        out,
+        "  Oracle: the best of the {mode} primaries (below) at each step, in hindsight"
+    )?;
+    if r.selected.iter().any(|row| row.n == r.points) {
+        writeln!(
+            out,
+            "  n = {}: the oracle is charged for point 1 too, where only the faithful Exp \
+             Smooth forecasters forecast (0, see below)",
+            r.points
+        )?;
+    }
     if !r.baselines.is_empty() {
         print_rows(out, "Baselines", &r.baselines, &shown, d)?;
     }
     print_rows(
         out,
-        &format!("Primary forecasters ({} mode)", mode_name(r.primaries_mode)),
+        &format!("Primary forecasters ({mode} mode)"),
         &r.primaries,
         &shown,
         d,
     )?;
+    if r.primaries.iter().any(|row| row.n == r.points) {
+        writeln!(
+            out,
+            "  n = {}: errors over points 1..n; the faithful Exp Smooth forecasters start at \
+             0, as the original NWS library's do, and are charged |x₁| for point 1",
+            r.points
+        )?;
+    }
     let k = shown.factor();
     let d = decimals(r.timeouts.iter().map(|t| t.mean_timeout * k));
     writeln!(
@@ -622,6 +669,39 @@ mod tests {
         assert_eq!(
             unit_of(&s).map(|u| (u.unit, u.from)),
             Some((Unit::Fraction, "metric"))
+        );
+    }
+
+    /// The likely range is made of the figures printed: 12.54 ± 3.46 shows as 12.5 ± 3.5,
+    /// so 9.0 to 16.0 (the unrounded 9.08 printed 9.1); within the unit's range.
+    #[test]
+    fn the_range_agrees_with_the_printed_value_and_band() {
+        let next = |value: f64, error: f64| NextForecast {
+            mode: Mode::Improved,
+            selector: "mse",
+            method: String::new(),
+            method_name: String::new(),
+            value,
+            error: Some(error),
+            low: Some(value - BAND_K * error),
+            high: Some(value + BAND_K * error),
+        };
+        let plain = Shown::new(None, 12.54);
+        assert_eq!(
+            plain.next(&next(12.54, 1.73)),
+            ["12.5", "3.5", "9.0", "16.0"]
+        );
+        let ms = Shown::new(
+            Some(UnitOf {
+                unit: Unit::Ms,
+                from: "metric",
+            }),
+            1.0,
+        );
+        assert_eq!(ms.next(&next(1.04, 1.0)), ["1.04", "2.00", "0.00", "3.04"]);
+        assert_eq!(
+            plain.next(&next(-0.001, 0.0001)),
+            ["-0.00100", "0.00020", "-0.00120", "-0.00080"]
         );
     }
 

@@ -101,7 +101,8 @@ pub struct ReadStats {
     pub values: u64,
     /// Bad lines skipped with `--skip-bad`.
     pub skipped_bad: u64,
-    /// NDJSON records whose probe timed out or failed (no value).
+    /// Records whose probe timed out or failed, and empty CSV fields of the column read: no
+    /// value.
     pub without_value: u64,
     /// The series read: its name, metric, target, transport and CSV column where known.
     pub series: Option<String>,

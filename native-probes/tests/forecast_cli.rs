@@ -452,7 +452,7 @@ fn the_next_forecast_is_printed_with_its_range_in_the_series_unit_for_each_mode(
         next[0]["error"].as_f64().unwrap(),
     );
     let words: Vec<&str> = improved.split_whitespace().collect();
-    // "improved mode  20.1 ± 2.3 ms  likely 17.8–22.4 ms  by …"
+    // "improved mode  20.1 ± 2.3 ms  likely 17.8 to 22.4 ms  by …"
     assert_eq!(
         (words[3], words[5], words[6]),
         ("±", "ms", "likely"),
@@ -464,7 +464,13 @@ fn the_next_forecast_is_printed_with_its_range_in_the_series_unit_for_each_mode(
         (shown - v).abs() < 0.05 && (band - 2.0 * e).abs() < 0.05,
         "{improved}"
     );
-    assert!(words[7].contains('–') && words[8] == "ms", "{improved}");
+    assert_eq!((words[8], words[10]), ("to", "ms"), "{improved}");
+    // The range is the value and band as printed: 20.1 ± 2.3 is 17.8 to 22.4.
+    let (low, high): (f64, f64) = (words[7].parse().unwrap(), words[9].parse().unwrap());
+    assert!(
+        (low - (shown - band)).abs() < 1e-9 && (high - (shown + band)).abs() < 1e-9,
+        "{improved}"
+    );
     assert!(
         text.contains("MAE ms") && text.contains("RMSE ms") && text.contains("mean timeout ms")
     );
@@ -509,9 +515,10 @@ fn a_fast_link_is_shown_in_gbit_per_s_and_a_range_never_goes_below_zero() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success());
     assert!(
-        text.contains("in Mbit/s"),
-        "the series' unit is named: {text}"
+        text.lines().next().unwrap().ends_with(", in Gbit/s"),
+        "the unit the figures are in is named, one: {text}"
     );
+    assert!(!text.contains("Mbit/s"), "{text}");
     assert!(text.contains("MAE Gbit/s"), "{text}");
     let improved = text.lines().find(|l| l.contains("improved mode")).unwrap();
     assert!(improved.contains("Gbit/s  likely 2"), "{improved}");
@@ -615,4 +622,114 @@ fn line_numbers_count_crlf_lines_as_lines() {
         );
         assert!(text.contains("first: line 6"), "{name}: {text}");
     }
+}
+
+/// A field of the column read that is not a number is named with its line, not taken for a
+/// column of text (which left "no column of numbers" although `value` was there); thousands
+/// separators are named.
+#[test]
+fn a_value_with_thousands_separators_is_named_on_its_line() {
+    let dir = TempDir::new("thousands");
+    let f = dir.file("s.csv", "time,value\n1,\"1,200\"\n2,\"1,300\"\n");
+    let out = nowcast(&["forecast", f.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("line 2: field 'value': '1,200' is not a number (thousands separators?"),
+        "{err}"
+    );
+}
+
+/// An empty field is no value, counted and said, as other skipped lines are.
+#[test]
+fn empty_fields_are_counted_and_said() {
+    let dir = TempDir::new("empty-fields");
+    let f = dir.file("s.csv", "time,value\n1,5\n2,\n3,7\n4,8\n");
+    let out = nowcast(&["forecast", f.to_str().unwrap()]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("3 values (csv)")
+            && text.contains("note: 1 empty field (no value) in the columns read"),
+        "{text}"
+    );
+    let out = nowcast(&["forecast", f.to_str().unwrap(), "--json"]);
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["input"]["without_value"], 1);
+}
+
+/// A compressed file is named, with the command that reads it (as `nowcast pcap` names
+/// one); a file of `;`-separated fields is told how to convert it.
+#[test]
+fn compressed_and_semicolon_separated_files_are_named() {
+    let dir = TempDir::new("compressed");
+    let gz = dir.0.join("s.txt.gz");
+    let mut z = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    std::io::Write::write_all(&mut z, series(50).as_bytes()).unwrap();
+    std::fs::write(&gz, z.finish().unwrap()).unwrap();
+    let out = nowcast(&["forecast", gz.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("the input is gzip-compressed (it starts with 1f 8b")
+            && err.contains("`gzip -dc FILE | nowcast forecast -`"),
+        "{err}"
+    );
+    let xz = dir.0.join("s.xz");
+    std::fs::write(&xz, b"\xfd7zXZ\x00\x00\x04\xe6\xd6\xb4\x46\x02\x00!\x01").unwrap();
+    let out = nowcast(&["forecast", xz.to_str().unwrap()]);
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("xz-compressed"),
+        "{out:?}"
+    );
+    let semi = dir.file("s.csv", "time;value\n1;5,5\n2;6,1\n");
+    let out = nowcast(&["forecast", semi.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("line 1 ('time;value') has fields separated by ';'")
+            && err.contains("sed 's/,/./g; s/;/,/g' FILE | nowcast forecast -"),
+        "{err}"
+    );
+}
+
+/// In faithful mode the Exp Smooth rows and the oracle count point 1 (the original's
+/// smoothers start at 0 and are charged for it), and the table says so; with both modes the
+/// oracle is the improved bank's, and says so.
+#[test]
+fn faithful_rows_over_every_point_are_explained() {
+    let dir = TempDir::new("faithful-n");
+    let f = dir.file("s.txt", "10\n12\n11\n14\n13\n15\n12\n16\n14\n13\n17\n15\n");
+    let out = nowcast(&["forecast", f.to_str().unwrap(), "--mode", "faithful"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    let oracle = text.lines().find(|l| l.contains("Oracle (")).unwrap();
+    assert!(oracle.split_whitespace().any(|w| w == "12"), "{oracle}");
+    assert!(
+        text.contains("Oracle: the best of the faithful primaries")
+            && text.contains("n = 12: the oracle is charged for point 1 too")
+            && text.contains("n = 12: errors over points 1..n; the faithful Exp Smooth"),
+        "{text}"
+    );
+    let out = nowcast(&["forecast", f.to_str().unwrap()]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("Oracle: the best of the improved primaries") && !text.contains("n = 12"),
+        "{text}"
+    );
+}
+
+/// A negative range reads ("-8.24 to -1.31", not "-8.24–-1.31"); a file's one series of no
+/// metric, asked for with --metric, is not listed with empty options "()".
+#[test]
+fn a_negative_range_reads_and_no_empty_options_are_listed() {
+    let dir = TempDir::new("negative");
+    let f = dir.file("s.txt", "-5\n-3\n-6\n-2\n-7\n-4\n-5\n");
+    let out = nowcast(&["forecast", f.to_str().unwrap()]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("likely -9.44 to -0.32"), "{text}");
+    assert!(!text.contains("–"), "{text}");
+    let out = nowcast(&["forecast", f.to_str().unwrap(), "--metric", "rtt"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("()"), "{err}");
+    assert!(
+        err.contains("value (no option chooses it: leave out --metric"),
+        "{err}"
+    );
 }

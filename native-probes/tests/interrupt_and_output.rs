@@ -258,8 +258,10 @@ fn classify_gives_a_verdict_per_unlabelled_signature() {
         let words: Vec<&str> = row.split_whitespace().collect();
         assert_eq!(words[0], line, "{s}");
         assert_eq!(words[1], "512", "{s}");
+        // 512 packets, not the model's length: marked `?` where the model decided.
+        let verdict = words.last().unwrap().trim_end_matches('?');
         assert!(
-            ["cpu", "network", "inconclusive", "range"].contains(words.last().unwrap()),
+            ["cpu", "network", "inconclusive", "range"].contains(&verdict),
             "{s}"
         );
     }

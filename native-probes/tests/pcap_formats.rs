@@ -145,10 +145,11 @@ struct Dir {
     handshake: bool,
 }
 
-/// "a:p>b:q" → the direction, from `--flows` lines.
+/// "a:p>b:q" → the direction, from `--flows` blocks (each joined into one line).
 fn flows_of(stdout: &str) -> HashMap<String, Dir> {
     let mut m = HashMap::new();
-    for line in stdout.lines().filter(|l| l.starts_with("flow=")) {
+    let joined = stdout.replace("\n  ", " ");
+    for line in joined.lines().filter(|l| l.starts_with("flow=")) {
         let (a, b) = (field(line, "a").unwrap(), field(line, "b").unwrap());
         for (tag, key) in [("ab", format!("{a}>{b}")), ("ba", format!("{b}>{a}"))] {
             let get = |k: &str| field(line, &format!("{tag}.{k}")).unwrap();

@@ -199,12 +199,14 @@ fn ours(file: &Path) -> Ours {
         text(&out.stderr)
     );
     let mut o = Ours::default();
-    for line in text(&out.stdout).lines() {
+    // A block per flow, joined into one line; RTTs in ms.
+    let joined = text(&out.stdout).replace("\n  ", " ");
+    for line in joined.lines() {
         if line.starts_with("sample ") {
             if field(line, "method") == Some("ack") {
                 let n: u64 = field(line, "packet").unwrap().parse().unwrap();
-                let r: f64 = field(line, "rtt").unwrap().parse().unwrap();
-                o.samples.insert(n, r);
+                let r: f64 = field(line, "rtt_ms").unwrap().parse().unwrap();
+                o.samples.insert(n, r / 1e3);
             }
         } else if line.starts_with("flow=") {
             let (a, b) = (field(line, "a").unwrap(), field(line, "b").unwrap());
@@ -217,11 +219,11 @@ fn ours(file: &Path) -> Ours {
                 *o.packets.entry(dir.clone()).or_default() += n("packets");
                 *o.bytes.entry(dir.clone()).or_default() += n("bytes");
                 *o.retx.entry(dir.clone()).or_default() += n("retx");
-                if let Ok(m) = get("ack_rtt.median").parse() {
-                    o.ack_median.insert(dir.clone(), m);
+                if let Ok(m) = get("ack_rtt.median_ms").parse::<f64>() {
+                    o.ack_median.insert(dir.clone(), m / 1e3);
                 }
-                if let Ok(m) = get("ts_rtt.median").parse() {
-                    o.ts_median.insert(dir.clone(), m);
+                if let Ok(m) = get("ts_rtt.median_ms").parse::<f64>() {
+                    o.ts_median.insert(dir.clone(), m / 1e3);
                 }
             }
         }

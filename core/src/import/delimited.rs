@@ -7,18 +7,23 @@
 //! - The time column is, with a header, the first named `time`, `timestamp`,
 //!   `timestamp_ms`, `date` or `datetime` (any case); without one, the first column when there
 //!   are two or more and it reads as a time. Times are ms since 1970 or ISO 8601 dates.
-//! - Every other column whose first value is a number (or empty) is a series, named by its
-//!   header or `column N` (N from 0); a column of text is left out, and said so.
+//! - Every other column whose first value is a number (or empty, or a number written with
+//!   thousands separators, `"1,200"`, which each line then reports) is a series, named by its
+//!   header or `column N` (N from 0); a column of text is left out, and said so, unless it is
+//!   the column named `value` and no other holds numbers: then each line reports it.
 //! - A header with `metric` and `value` columns is Nowcast's export: one series per metric,
 //!   target (`to`) and transport, as NDJSON records are read.
 //! - One series chosen (the CLI): `--column` by name or index, else the column named `value`,
 //!   else the last column of numbers.
-//! - An empty field is no value (not an error); a field that is not a number is the line's
-//!   error, naming its column, and the line's other columns are still read.
+//! - An empty field is no value (not an error; counted, [`super::Reader::without_value`]); a
+//!   field that is not a number is the line's error, naming its column, and the line's other
+//!   columns are still read.
 
 use super::series_name;
 use super::time::parse_time;
-use super::{number, quote, Clock, Column, Keyed, Out, Problem, SeriesInfo, Sink};
+use super::{
+    not_a_number, number, quote, thousands, Clock, Column, Keyed, Out, Problem, SeriesInfo, Sink,
+};
 use crate::record::{Metric, Record, Transport};
 use std::borrow::Cow;
 
@@ -85,6 +90,12 @@ fn split(line: &str, sep: u8, out: &mut Vec<Span>) {
             break;
         }
     }
+}
+
+/// Whether a field is meant as a number: one, or one with thousands separators (which its
+/// line then reports).
+fn numeric(field: &str) -> bool {
+    number(field).is_some() || thousands(field)
 }
 
 /// A field's text, trimmed, with doubled quotes undone.
@@ -168,7 +179,7 @@ impl Delimited {
         if self.layout.is_none() && self.header.is_none() {
             let is_header = spans.iter().any(|s| {
                 let f = text(line, s);
-                !f.is_empty() && number(&f).is_none() && parse_time(&f).is_none()
+                !f.is_empty() && !numeric(&f) && parse_time(&f).is_none()
             });
             if is_header {
                 let names: Vec<String> = spans.iter().map(|s| text(line, s).into_owned()).collect();
@@ -279,6 +290,16 @@ impl Delimited {
         if chosen.is_some() && chosen == time {
             time = None;
         }
+        let field = |i: usize| row.get(i).map(|s| text(line, s)).unwrap_or_default();
+        // A column of text named `value`, with no other numbers beside it, is the series
+        // meant: each line says what is wrong with it, rather than the file "no numbers".
+        let value_meant = header
+            .as_ref()
+            .and_then(|h| h.iter().position(|n| n == "value"))
+            .filter(|&v| {
+                Some(v) != time && (0..columns).all(|i| Some(i) == time || !numeric(&field(i)))
+            });
+        let series_anyway = chosen.or(value_meant);
         let clock = if time.is_some() {
             Clock::Epoch
         } else {
@@ -292,15 +313,15 @@ impl Delimited {
             if Some(i) == time {
                 continue;
             }
-            let field = row.get(i).map(|s| text(line, s)).unwrap_or_default();
-            let is_number = number(&field).is_some();
-            numbers |= is_number || Some(i) == chosen;
-            if Some(i) != chosen && !field.is_empty() && !is_number {
+            let field = field(i);
+            let is_number = numeric(&field);
+            numbers |= is_number || Some(i) == series_anyway;
+            if Some(i) != series_anyway && !field.is_empty() && !is_number {
                 text_columns.push(quote(&name(i)));
                 continue;
             }
             // An empty field under an empty header name is no column at all.
-            if Some(i) != chosen
+            if Some(i) != series_anyway
                 && field.is_empty()
                 && header.as_ref().is_some_and(|h| h[i].is_empty())
             {
@@ -402,11 +423,12 @@ impl Delimited {
             }
             let field = text(line, &row[i]);
             if field.is_empty() {
+                out.reg.empty += u64::from(id.is_some());
                 continue;
             }
             match number(&field) {
                 Some(v) => out.point(*id, t, v, name),
-                None => out.error(Some(name), format!("'{}' is not a number", quote(&field))),
+                None => out.error(Some(name), not_a_number(&field)),
             }
         }
     }
@@ -452,15 +474,10 @@ fn export_row<S: Sink>(
         .map(|i| text(line, &row[i]).into_owned())
         .filter(|s| !s.is_empty());
     let value = text(line, &row[e.value]);
-    if value.is_empty() {
-        return;
+    let v = number(&value);
+    if v.is_none() && !value.is_empty() {
+        return out.error(Some("value"), not_a_number(&value));
     }
-    let Some(v) = number(&value) else {
-        return out.error(
-            Some("value"),
-            format!("'{}' is not a number", quote(&value)),
-        );
-    };
     let clock = if t.is_some() {
         Clock::Epoch
     } else {
@@ -479,7 +496,12 @@ fn export_row<S: Sink>(
                 )
             }
         });
-    out.point(id, t, v, "value");
+    match (v, id) {
+        (Some(v), _) => out.point(id, t, v, "value"),
+        // An empty value: no value of its series, counted if that series is read.
+        (None, Some(id)) => out.reg.empty += u64::from(out.reg.wanted(id)),
+        (None, None) => {}
+    }
 }
 
 /// A CSV field, quoted when it must be (RFC 4180).

@@ -24,7 +24,9 @@
 //! Every value is range-checked ([`crate::record::check_value`]): finite, within ±1e100 (the
 //! forecaster bank's range), and within its unit's sane range when the unit is known (times
 //! and rates 0..1e9, loss 0..1). A refused line names its number and its field, and loses
-//! nothing else; a file in no supported format gets one message naming those that are. Lines
+//! nothing else; a file in no supported format gets one message naming those that are (a
+//! compressed file, [`compression`], or one of `;`-separated fields gets one saying what it
+//! is and how to read it). Lines
 //! longer than [`MAX_LINE`] are refused unread, text fields are measured with bounded work,
 //! and a file that is one JSON document is held whole only up to [`MAX_DOCUMENT`].
 
@@ -288,6 +290,72 @@ fn number(s: &str) -> Option<f64> {
     s.parse::<f64>().ok()
 }
 
+/// Whether `s` is a number written with thousands separators (`1,200`, `-12,345.5`): meant
+/// as a number, but not one the reader takes (a comma is a decimal mark in half the world).
+fn thousands(s: &str) -> bool {
+    let s = s.strip_prefix(['-', '+']).unwrap_or(s);
+    let (int, frac) = s.split_once('.').unwrap_or((s, ""));
+    let mut groups = int.split(',');
+    let first = groups.next().unwrap_or_default();
+    let digits = |g: &str| g.bytes().all(|b| b.is_ascii_digit());
+    (1..=3).contains(&first.len())
+        && digits(first)
+        && int.contains(',')
+        && groups.all(|g| g.len() == 3 && digits(g))
+        && digits(frac)
+}
+
+/// Why a field (trimmed) that should hold a number does not, with a hint for the one
+/// mistake the reader can name: thousands separators.
+fn not_a_number(field: &str) -> String {
+    let mut why = format!("'{}' is not a number", quote(field));
+    if thousands(field) {
+        why += &format!(
+            " (thousands separators? write it without them: {})",
+            field.replace(',', "")
+        );
+    }
+    why
+}
+
+/// A compression a file's first bytes name, and the tool that undoes it: `("gzip", "gzip")`.
+/// Shared with `nowcast pcap`, which reads gzip itself and names the others.
+pub fn compression(start: &[u8]) -> Option<(&'static str, &'static str)> {
+    match start {
+        [0x1f, 0x8b, ..] => Some(("gzip", "gzip")),
+        [0xfd, b'7', b'z', b'X', ..] => Some(("xz", "xz")),
+        [0x28, 0xb5, 0x2f, 0xfd, ..] => Some(("zstd", "zstd")),
+        [b'B', b'Z', b'h', b'1'..=b'9', ..] => Some(("bzip2", "bzip2")),
+        [0x04, 0x22, 0x4d, 0x18, ..] => Some(("lz4", "lz4")),
+        _ => None,
+    }
+}
+
+/// What a compressed input is told in place of "not UTF-8 text": what it is and how to
+/// read it.
+fn compressed_message(start: &[u8]) -> Option<String> {
+    let (name, tool) = compression(start)?;
+    let bytes: Vec<String> = start.iter().take(4).map(|b| format!("{b:02x}")).collect();
+    Some(format!(
+        "the input is {name}-compressed (it starts with {}), not text: decompress it \
+         first, e.g. `{tool} -dc FILE | nowcast forecast -`",
+        bytes.join(" ")
+    ))
+}
+
+/// Whether a first data line (trimmed) is fields separated by `;` (a spreadsheet's CSV where
+/// the decimal mark is a comma: `time;value`, `1;2,5`): two fields or more, none holding
+/// a comma except as a decimal mark, and the line not CSV of numbers as it stands.
+fn semicolon_separated(t: &str) -> bool {
+    let fields: Vec<&str> = t.split(';').map(str::trim).collect();
+    let decimal_comma = |f: &str| {
+        !f.contains(',') || (f.matches(',').count() == 1 && number(&f.replace(',', ".")).is_some())
+    };
+    fields.len() >= 2
+        && fields.iter().all(|f| decimal_comma(f.trim_matches('"')))
+        && !t.split(',').all(|f| number(f.trim()).is_some())
+}
+
 /// Whether `t` can be a time in ms (ECMAScript's range, so the page can show it).
 fn time_ok(t: f64) -> bool {
     t.is_finite() && t.abs() <= MAX_TIMESTAMP_MS
@@ -305,6 +373,8 @@ struct Registry {
     overflow: u64,
     /// FOBS congestion-event records left out of the series (see [`documents::record`]).
     congestion_events: u64,
+    /// Empty fields of the CSV columns read (wanted series only): no value there.
+    empty: u64,
     /// Each series' latest time so far, and how many of its values came earlier than a
     /// value before them in the file (wanted series only).
     latest: Vec<f64>,
@@ -479,9 +549,10 @@ impl<P: Parser> Reader<P> {
         self.reg.chosen
     }
 
-    /// Records that had no value (timeouts and failures).
+    /// Records that had no value (timeouts and failures), and empty fields of the CSV
+    /// columns read.
     pub fn without_value(&self) -> u64 {
-        self.without_value
+        self.without_value + self.reg.empty
     }
 
     /// What the reader has to say beyond errors: columns left out, times missing, series
@@ -499,6 +570,10 @@ impl<P: Parser> Reader<P> {
                 "{} records without a value (timeouts, errors) not read as values",
                 self.without_value
             ));
+        }
+        if self.reg.empty > 0 {
+            let (n, s) = (self.reg.empty, if self.reg.empty == 1 { "" } else { "s" });
+            notes.push(format!("{n} empty field{s} (no value) in the columns read"));
         }
         if self.reg.congestion_events > 0 {
             notes.push(format!(
@@ -543,6 +618,9 @@ impl<P: Parser> Reader<P> {
 
     /// A line longer than [`Options::max_line`]: `start` is what of it was kept.
     pub fn too_long<S: Sink>(&mut self, number: u64, start: &[u8], sink: &mut S) {
+        if self.compressed(number, start, sink) {
+            return;
+        }
         if let State::Document(_) | State::MaybeDocument(_) = self.state {
             self.state = State::Stopped;
         }
@@ -557,9 +635,26 @@ impl<P: Parser> Reader<P> {
         }));
     }
 
+    /// Whether the file is compressed, told by its first line's first bytes: if so, said
+    /// once (what it is and how to read it), and nothing more is read.
+    fn compressed<S: Sink>(&mut self, number: u64, bytes: &[u8], sink: &mut S) -> bool {
+        if number != 1 || !matches!(self.state, State::Detecting) {
+            return false;
+        }
+        let Some(why) = compressed_message(bytes) else {
+            return false;
+        };
+        self.state = State::Stopped;
+        sink.problem(Problem::Unsupported(why));
+        true
+    }
+
     /// One line, without its newline (a trailing `\r` is dropped).
     pub fn line<S: Sink>(&mut self, number: u64, bytes: &[u8], sink: &mut S) {
         let bytes = bytes.strip_suffix(b"\r").unwrap_or(bytes);
+        if self.compressed(number, bytes, sink) {
+            return;
+        }
         if bytes.len() > self.opts.max_line {
             return self.too_long(number, &bytes[..self.opts.max_line], sink);
         }
@@ -678,6 +773,18 @@ impl<P: Parser> Reader<P> {
             return sink.problem(Problem::Unsupported(format!("line {number} is {it}")));
         }
         let format = self.opts.format.unwrap_or_else(|| detect(t));
+        if self.opts.format.is_none()
+            && matches!(format, Format::Csv | Format::Plain)
+            && semicolon_separated(t)
+        {
+            self.state = State::Stopped;
+            return sink.problem(Problem::Unsupported(format!(
+                "line {number} ('{}') has fields separated by ';', not ',' (a spreadsheet's \
+                 CSV where the decimal mark is a comma): make it comma-separated with decimal \
+                 points, e.g. `sed 's/,/./g; s/;/,/g' FILE | nowcast forecast -`",
+                quote(t)
+            )));
+        }
         if self.opts.format.is_none() && t.starts_with('[') && format != Format::Ping {
             let what = format!("line {number} (a JSON array)");
             return self.unsupported(sink, &what);
@@ -834,7 +941,7 @@ fn plain<S: Sink>(text: &str, out: &mut Out<'_, S>) {
     }
     match number(t) {
         Some(v) => out.point(Some(0), None, v, "value"),
-        None => out.error(None, format!("'{}' is not a number", quote(t))),
+        None => out.error(None, not_a_number(t)),
     }
 }
 

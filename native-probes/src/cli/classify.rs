@@ -129,13 +129,19 @@ pub fn run(args: Args) -> Result<()> {
         std::fs::write(&model_file, model.to_json() + "\n")
             .with_context(|| format!("{}", model_file.display()))?;
         let s = &model.samples;
-        writeln!(out,
-            "model written to {}: network {} complexity / {} success-proportion samples, cpu {} / {}",
+        let samples = |complexity: usize, success: usize| {
+            format!(
+                "{} and {}",
+                nowcast::format::count(complexity as u64, "complexity sample"),
+                nowcast::format::count(success as u64, "success-proportion sample")
+            )
+        };
+        writeln!(
+            out,
+            "model written to {}: network {}; cpu {}",
             model_file.display(),
-            s.network.complexity,
-            s.network.success,
-            s.cpu.complexity,
-            s.cpu.success
+            samples(s.network.complexity, s.network.success),
+            samples(s.cpu.complexity, s.cpu.success)
         )?;
         return Ok(());
     }
@@ -167,6 +173,8 @@ pub fn run(args: Args) -> Result<()> {
     let mut by_band = [[Tally::default(); BANDS.len()]; 2];
     let (mut signatures, mut packets, mut nanos) = (0u64, 0u64, 0u128);
     let mut unlabelled = [0usize; 4];
+    // Unlabelled verdicts on signatures of another length than the model's (marked `?`).
+    let mut uncalibrated = 0usize;
     let trained = c.model.signature_packets;
     let mut labels = 0usize;
     for (f, labelled) in inputs {
@@ -207,8 +215,10 @@ pub fn run(args: Args) -> Result<()> {
                     }
                 }
                 None => {
+                    let calibrated = calibrated(l.signature.len(), trained, d);
+                    uncalibrated += usize::from(!calibrated);
                     if !args.json {
-                        writeln!(out, "{}", row(line, l.signature.len(), &v))?;
+                        writeln!(out, "{}", row(line, l.signature.len(), &v, calibrated))?;
                     }
                     unlabelled[match d {
                         Diagnosis::Cpu => 0,
@@ -231,6 +241,7 @@ pub fn run(args: Args) -> Result<()> {
                         "value": v.value,
                         "p_cpu": v.p_cpu,
                         "diagnosis": format!("{d:?}").to_lowercase(),
+                        "calibrated": calibrated(l.signature.len(), trained, d),
                     })
                 )?;
             }
@@ -289,12 +300,43 @@ pub fn run(args: Args) -> Result<()> {
             unlabelled[0], unlabelled[1], unlabelled[2], unlabelled[3]
         )?;
     }
-    writeln!(out,
-        "cost: {:.2} µs per signature, {:.2} ns per packet ({signatures} signatures, {packets} packets)",
-        nanos as f64 / 1e3 / signatures.max(1) as f64,
-        nanos as f64 / packets.max(1) as f64
-    )?;
+    if uncalibrated > 0 {
+        let note = format!(
+            "? {} of another length than the {trained} packets the model was trained on: \
+             complexity depends on the length, so P(CPU) and the verdict are not calibrated there",
+            if uncalibrated == 1 {
+                "a verdict on a signature".to_string()
+            } else {
+                format!("{uncalibrated} verdicts on signatures")
+            }
+        );
+        for l in nowcast::format::wrap("", &nowcast::format::words(&note), " ", 2) {
+            writeln!(out, "{l}")?;
+        }
+    }
+    writeln!(out, "{}", cost(nanos, signatures, packets))?;
     Ok(())
+}
+
+/// Whether a verdict rests on the model as trained: a signature of the length it was trained
+/// on, or one out of range (½ by rule, at any length).
+fn calibrated(packets: usize, trained: usize, d: Diagnosis) -> bool {
+    packets == trained || d == Diagnosis::OutOfRange
+}
+
+/// What the diagnoses cost: per signature, and per packet when there were packets.
+fn cost(nanos: u128, signatures: u64, packets: u64) -> String {
+    let per_packet = if packets > 0 {
+        format!(", {:.2} ns per packet", nanos as f64 / packets as f64)
+    } else {
+        String::new()
+    };
+    format!(
+        "cost: {:.2} µs per signature{per_packet} ({}, {})",
+        nanos as f64 / 1e3 / signatures.max(1) as f64,
+        nowcast::format::count(signatures, "signature"),
+        nowcast::format::count(packets, "packet")
+    )
 }
 
 /// The heading of [`row`]'s columns.
@@ -306,9 +348,10 @@ fn row_heading() -> String {
 }
 
 /// One signature's verdict, under [`row_heading`]: its line in the file, its length, its loss
-/// rate, the metric the verdict rests on and its value, P(CPU) and the diagnosis. 72 columns
-/// at most, whatever the file's name (which heads the rows, once).
-fn row(line: u64, packets: usize, v: &Verdict) -> String {
+/// rate, the metric the verdict rests on and its value, P(CPU) and the diagnosis, marked `?`
+/// when it is not `calibrated` (explained under the rows). 73 columns at most, whatever the
+/// file's name (which heads the rows, once).
+fn row(line: u64, packets: usize, v: &Verdict, calibrated: bool) -> String {
     let value = v.value.map_or("-".to_string(), |x| format!("{x:.4}"));
     let verdict = match v.diagnosis() {
         Diagnosis::Cpu => "cpu",
@@ -317,10 +360,11 @@ fn row(line: u64, packets: usize, v: &Verdict) -> String {
         Diagnosis::OutOfRange => "out of range",
     };
     format!(
-        "{line:>7} {packets:>7} {:>9.6}  {:<18} {value:>7} {:>6.3}  {verdict}",
+        "{line:>7} {packets:>7} {:>9.6}  {:<18} {value:>7} {:>6.3}  {verdict}{}",
         v.loss_rate,
         v.basis.name(),
-        v.p_cpu
+        v.p_cpu,
+        if calibrated { "" } else { "?" }
     )
 }
 
@@ -337,19 +381,40 @@ mod tests {
             value: Some(0.41234),
             p_cpu: 0.98213,
         };
-        let r = row(12_345, 512, &v);
+        let r = row(12_345, 512, &v, true);
         assert_eq!(
             r,
             "  12345     512  0.005859  success_proportion  0.4123  0.982  cpu"
         );
+        assert!(row(12_345, 512, &v, false).ends_with("0.982  cpu?"));
         let none = Verdict {
             loss_rate: 0.00001,
             basis: Basis::None,
             value: None,
             p_cpu: 0.5,
         };
-        assert!(row(1, 512, &none).ends_with("     -  0.500  out of range"));
+        assert!(row(1, 512, &none, true).ends_with("     -  0.500  out of range"));
         assert!(row_heading().starts_with("   line packets loss rate  metric"));
         assert!(r.chars().count() <= 100 && row_heading().chars().count() <= 100);
+    }
+
+    #[test]
+    fn the_cost_counts_in_words_and_has_no_per_packet_figure_without_packets() {
+        assert_eq!(
+            cost(330, 1, 0),
+            "cost: 0.33 µs per signature (1 signature, 0 packets)"
+        );
+        assert_eq!(
+            cost(66_000, 2, 32_768),
+            "cost: 33.00 µs per signature, 2.01 ns per packet (2 signatures, 32768 packets)"
+        );
+    }
+
+    #[test]
+    fn only_verdicts_at_the_models_length_or_by_rule_are_calibrated() {
+        assert!(calibrated(16_384, 16_384, Diagnosis::Cpu));
+        assert!(!calibrated(100, 16_384, Diagnosis::Cpu));
+        assert!(!calibrated(100, 16_384, Diagnosis::Inconclusive));
+        assert!(calibrated(0, 16_384, Diagnosis::OutOfRange));
     }
 }

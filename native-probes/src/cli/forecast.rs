@@ -27,7 +27,10 @@ use std::path::PathBuf;
     text are never chosen, and the one read is named), and the others \
     are listed with the options that choose them (--metric, --target, --transport, \
     --source, --column). Lines starting with # are comments. Errors are measured over points 2..n: \
-    each forecast is made before the value it forecasts."
+    each forecast is made before the value it forecasts (in faithful mode the Exp Smooth \
+    forecasters, which start at 0 as the original NWS library's do, and the oracle over \
+    1..n). A compressed file is named, not read: decompress it first (gzip -dc FILE | \
+    nowcast forecast -)."
 )]
 pub struct Args {
     /// The series file, or - for standard input.

@@ -46,13 +46,14 @@ pub struct Args {
     /// Also write the NDJSON records to FILE.
     #[arg(long, value_name = "FILE")]
     out: Option<PathBuf>,
-    /// One line per flow (key=value) instead of the summary table.
+    /// A block per flow instead of the summary table: key=value fields (RTTs in ms), the
+    /// flow's line starting `flow=`, its directions' indented under it.
     #[arg(long)]
     flows: bool,
-    /// One line per Wren train.
+    /// Every Wren train: a table per direction.
     #[arg(long)]
     trains: bool,
-    /// One line per RTT sample with the number of the packet that completed it.
+    /// One line per RTT sample (ms) with the number of the packet that completed it.
     #[arg(long)]
     samples: bool,
     /// Wren: α of the train condition min log Δ > max log Δ − α (Wren §3.2).

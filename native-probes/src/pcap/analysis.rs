@@ -284,7 +284,14 @@ impl Analyzer {
                 let s = &mut self.skips;
                 match e {
                     Skip::NotIp => s.not_ip += 1,
-                    Skip::NotTcp => s.not_tcp += 1,
+                    Skip::NotTcp(protocol) => {
+                        s.not_tcp += 1;
+                        match protocol {
+                            17 => s.udp += 1,
+                            1 | 58 => s.icmp += 1,
+                            _ => {}
+                        }
+                    }
                     Skip::Fragment => s.fragments += 1,
                     Skip::Link(_) => s.unknown_link += 1,
                     Skip::Truncated { .. } => s.truncated += 1,
@@ -576,6 +583,11 @@ impl Analyzer {
             f.wren.iter().for_each(|w| t.add(w));
         }
         t
+    }
+
+    /// Flows seen so far, open, finished or evicted.
+    pub fn flows_seen(&self) -> u64 {
+        self.next_id
     }
 
     /// Flows still open.

@@ -124,8 +124,8 @@ pub enum Skip {
     Link(u32),
     /// Not IPv4 or IPv6 (ARP, LLDP, …).
     NotIp,
-    /// IP, but not TCP (UDP, ICMP, …).
-    NotTcp,
+    /// IP, but not TCP: the IP protocol number (17 UDP, 1 ICMP, 58 ICMPv6, …).
+    NotTcp(u8),
     /// A non-first IP fragment, or a first one (its TCP header may be whole but its length
     /// is not the segment's).
     Fragment,
@@ -151,7 +151,7 @@ impl fmt::Display for Skip {
         match self {
             Skip::Link(l) => write!(f, "link type {l} is not one this reader decodes"),
             Skip::NotIp => f.write_str("not IP"),
-            Skip::NotTcp => f.write_str("not TCP"),
+            Skip::NotTcp(_) => f.write_str("not TCP"),
             Skip::Fragment => f.write_str("an IP fragment"),
             Skip::Truncated { layer, need, have } => write!(
                 f,
@@ -230,7 +230,7 @@ pub fn decode(link: u32, data: &[u8], orig_len: u32, ts_ns: i64) -> Result<Packe
                 return Err(Skip::Fragment);
             }
             if h.protocol() != IpNumber::TCP {
-                return Err(Skip::NotTcp);
+                return Err(Skip::NotTcp(h.protocol().0));
             }
             let total = match h.total_len() {
                 0 => wire,
@@ -269,7 +269,7 @@ pub fn decode(link: u32, data: &[u8], orig_len: u32, ts_ns: i64) -> Result<Packe
                 return Err(Skip::Fragment);
             }
             if next != IpNumber::TCP {
-                return Err(Skip::NotTcp);
+                return Err(Skip::NotTcp(next.0));
             }
             let hl = ip.len() - rest.len();
             (

@@ -53,6 +53,11 @@ impl fmt::Display for Problem {
 const MAX_RECORD: usize = 16 << 20;
 /// Read size.
 const CHUNK: usize = 4 << 20;
+/// What became of a packet the end of the file cut short, in pcap and pcapng alike: it is
+/// not a packet of the capture (tshark does not show or count it either), and a capture still
+/// being written will have it whole later.
+const CUT_SHORT: &str =
+    "(cut short, or still being written): that packet is not analysed or counted";
 
 const PCAPNG_SHB: u32 = 0x0A0D_0D0A;
 const PCAPNG_BOM: u32 = 0x1A2B_3C4D;
@@ -283,7 +288,8 @@ fn read_window<R: Read>(
         );
         Err(io::Error::new(
             io::ErrorKind::InvalidData,
-            match compression(&magic) {
+            // A compressed capture (gzip is read above, once: a gzip inside a gzip is named).
+            match nowcast_core::import::compression(&magic) {
                 Some((name, tool)) => format!(
                     "{name}-compressed (it starts with {start}), not a capture as it stands: decompress it first, e.g. `{tool} -dc FILE | nowcast pcap -`"
                 ),
@@ -292,19 +298,6 @@ fn read_window<R: Read>(
                 ),
             },
         ))
-    }
-}
-
-/// The compression a file's first bytes name (an archived capture), and the tool that undoes
-/// it: those not read here (gzip is, once: a gzip inside a gzip is named).
-fn compression(magic: &[u8; 4]) -> Option<(&'static str, &'static str)> {
-    match magic {
-        [0x1f, 0x8b, ..] => Some(("gzip", "gzip")),
-        [0xfd, b'7', b'z', b'X'] => Some(("xz", "xz")),
-        [0x28, 0xb5, 0x2f, 0xfd] => Some(("zstd", "zstd")),
-        [b'B', b'Z', b'h', _] => Some(("bzip2", "bzip2")),
-        [0x04, 0x22, 0x4d, 0x18] => Some(("lz4", "lz4")),
-        _ => None,
     }
 }
 
@@ -342,16 +335,13 @@ fn pcap<R: Read>(
     else {
         unreachable!("called for pcap only")
     };
-    if w.fill(24)? < 24 {
-        problem(
-            Problem {
-                offset: 0,
-                packet: None,
-                what: "the file header is cut short (24 bytes needed)".into(),
-            },
-            stats,
-        );
-        return Ok(());
+    let have = w.fill(24)?;
+    if have < 24 {
+        // Not even the header: nothing to analyse, as with an empty file.
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("{have} bytes: a pcap file header cut short (it is 24 bytes)"),
+        ));
     }
     let link = match parse_pcap_header(w.avail()) {
         Ok((_, h)) => h.network.0 as u32,
@@ -410,22 +400,12 @@ fn pcap<R: Read>(
                     offset: w.offset,
                     packet: Some(number),
                     what: format!(
-                        "truncated: the record holds {caplen} bytes, the file ends after {} (cut short, or still being written); analysed as if the snap length had cut it",
-                        have - 16
+                        "truncated: the record is {} bytes long, the file ends after {have} {CUT_SHORT}",
+                        16 + caplen
                     ),
                 },
                 stats,
             );
-            let data = &w.avail()[16..have];
-            on_frame(&Frame {
-                number,
-                link,
-                ts_ns,
-                data,
-                orig_len,
-            });
-            stats.packets += 1;
-            stats.bytes += orig_len as u64;
             return Ok(());
         }
         let parsed = if big {
@@ -513,6 +493,9 @@ fn pcapng<R: Read>(
             return Ok(());
         }
         if have < 12 {
+            if w.offset == 0 {
+                return Err(header_cut(have, 12));
+            }
             problem(
                 Problem {
                     offset: w.offset,
@@ -540,12 +523,16 @@ fn pcapng<R: Read>(
             let eof_cut =
                 claimed >= 12 && claimed % 4 == 0 && claimed <= MAX_RECORD && have < claimed;
             if eof_cut && w.eof {
+                if at == 0 {
+                    return Err(header_cut(have, claimed));
+                }
                 problem(
                     Problem {
                         offset: at,
                         packet: is_packet_block(ty, big).then_some(number + 1),
                         what: format!(
-                            "truncated: the block is {claimed} bytes long, the file ends after {have} (cut short, or still being written)"
+                            "truncated: the block is {claimed} bytes long, the file ends after {have} {}",
+                            if is_packet_block(ty, big) { CUT_SHORT } else { "(cut short, or still being written)" }
                         ),
                     },
                     stats,
@@ -665,6 +652,15 @@ fn pcapng<R: Read>(
         }
         w.advance(len);
     }
+}
+
+/// A pcapng file that ends inside its first block, the section header: nothing to analyse,
+/// as with an empty file.
+fn header_cut(have: usize, needed: usize) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidData,
+        format!("{have} bytes: a pcapng section header cut short (it is {needed} bytes)"),
+    )
 }
 
 fn is_packet_block(ty: u32, big: bool) -> bool {
@@ -895,12 +891,13 @@ mod tests {
             let (frames, problems) = read(&f);
             assert_eq!(frames, vec![(1, 1_000_005_000, 60), (2, 2_000_006_000, 70)]);
             assert!(problems.is_empty());
+            // The last packet cut short: named, not read as a packet (as in pcapng).
             let (frames, problems) = read(&f[..f.len() - 10]);
-            assert_eq!(frames.len(), 2);
-            assert_eq!(frames[1].2, 60);
+            assert_eq!(frames.len(), 1);
             assert_eq!(problems.len(), 1);
             assert_eq!(problems[0].packet, Some(2));
             assert_eq!(problems[0].offset, 24 + 16 + 60);
+            assert!(problems[0].what.contains("not analysed or counted"));
         }
     }
 
@@ -925,6 +922,13 @@ mod tests {
         assert!(e.to_string().contains("68 65 6c 6c"), "{e}");
         let e = read_capture(&b""[..], |_| {}, |_| {}).unwrap_err();
         assert!(e.to_string().contains("empty"), "{e}");
+        // A header cut short is not a capture either.
+        let f = pcap_file(false, &[]);
+        let e = read_capture(&f[..10], |_| {}, |_| {}).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "10 bytes: a pcap file header cut short (it is 24 bytes)"
+        );
         let e = read_capture(&[0x28, 0xb5, 0x2f, 0xfd, 0][..], |_| {}, |_| {}).unwrap_err();
         assert!(e.to_string().contains("zstd-compressed"), "{e}");
     }

@@ -151,7 +151,10 @@ pub struct TransferReport {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Skips {
     pub not_ip: u64,
+    /// IP, not TCP; of them, UDP and ICMP (v4 and v6).
     pub not_tcp: u64,
+    pub udp: u64,
+    pub icmp: u64,
     pub fragments: u64,
     pub unknown_link: u64,
     pub truncated: u64,

@@ -4,10 +4,12 @@
 //! `--samples` one line per RTT sample). Edge: it reads files, the clock and the interface,
 //! and writes.
 
+use super::analysis::TrainReport;
 use super::analysis::{Analyzer, Config, FlowReport, TransferReport};
 use super::read::{self, live::Live, Problem};
 use super::tables::{
-    flow_line, live_table, sample_line, summary, train_line, transfers_table, Totals,
+    flow_block, live_table, no_flows, no_trains, sample_line, summary, train_lines,
+    transfers_table, Totals,
 };
 use crate::output::{Experiment, Heading, RecordSink};
 use crate::stop::Stop;
@@ -144,6 +146,11 @@ struct Out<'a> {
     show: Show,
     batches: u64,
     problems: u64,
+    /// What `--flows`, `--samples` and `--trains` printed, to say so when it was nothing.
+    flows_shown: u64,
+    samples_shown: u64,
+    /// The last train printed (its direction heads the rows after it).
+    last_train: Option<TrainReport>,
 }
 
 impl Out<'_> {
@@ -168,18 +175,49 @@ impl Out<'_> {
         self.records(records)?;
         if self.show.flows {
             for f in an.take_finished() {
-                writeln!(self.text, "{}", flow_line(&f))?;
+                self.flows_shown += 1;
+                for l in flow_block(&f) {
+                    writeln!(self.text, "{l}")?;
+                }
             }
         }
         if self.show.trains {
             for t in an.take_trains() {
-                writeln!(self.text, "{}", train_line(&t))?;
+                for l in train_lines(&t, self.last_train.as_ref()) {
+                    writeln!(self.text, "{l}")?;
+                }
+                self.last_train = Some(t);
             }
         }
         if self.show.samples {
             for s in an.take_samples() {
+                self.samples_shown += 1;
                 writeln!(self.text, "{}", sample_line(&s))?;
             }
+        }
+        Ok(())
+    }
+
+    /// After the last flow: each text asked for that printed nothing says so, and why that
+    /// can be.
+    fn say_none(&mut self, an: &Analyzer, min_train: usize) -> io::Result<()> {
+        if self.show.flows && self.flows_shown == 0 {
+            writeln!(self.text, "{}", no_flows(an))?;
+        }
+        if self.show.samples && self.samples_shown == 0 {
+            let why = if an.tcp_packets == 0 {
+                no_flows(an)
+            } else {
+                format!(
+                    "none in {}: data→ACK needs a data segment and the ACK that ends it (not \
+                     sent twice, Karn's rule), timestamps a TSval and its echo, both captured",
+                    crate::format::count(an.tcp_packets, "TCP segment")
+                )
+            };
+            writeln!(self.text, "no RTT samples: {why}")?;
+        }
+        if self.show.trains && self.last_train.is_none() {
+            writeln!(self.text, "{}", no_trains(an, min_train))?;
         }
         Ok(())
     }
@@ -193,6 +231,7 @@ pub fn run(input: Input, cfg: Config, show: Show, sink: &mut dyn RecordSink) -> 
     // with --json, a file's summary is left out (the records carry it).
     let table = !show.flows && !show.trains && !show.samples && (live || !show.json);
     let max_flows = cfg.max_flows.max(1);
+    let min_train = cfg.wren.min_train;
     let mut rows = Rows::new(max_flows, table);
     let cfg = Config {
         keep_trains: show.trains,
@@ -211,6 +250,9 @@ pub fn run(input: Input, cfg: Config, show: Show, sink: &mut dyn RecordSink) -> 
         show,
         batches: 0,
         problems: 0,
+        flows_shown: 0,
+        samples_shown: 0,
+        last_train: None,
     };
     let title = match &input {
         Input::Files(p) => format!(
@@ -286,8 +328,8 @@ pub fn run(input: Input, cfg: Config, show: Show, sink: &mut dyn RecordSink) -> 
                 );
                 if damaged > DAMAGED_SHOWN {
                     eprintln!(
-                        "nowcast pcap: {name}: {} more packets with damaged or cut headers",
-                        damaged - DAMAGED_SHOWN
+                        "nowcast pcap: {name}: {} more with damaged or cut headers",
+                        crate::format::count(damaged - DAMAGED_SHOWN, "packet")
                     );
                 }
                 out.problems += problems + damaged;
@@ -328,6 +370,7 @@ pub fn run(input: Input, cfg: Config, show: Show, sink: &mut dyn RecordSink) -> 
                 bail!("{}", unread_error(&unread, paths.len()));
             }
             let transfers = close_flows(&mut an, &mut out, &mut rows)?;
+            out.say_none(&an, min_train)?;
             if show.flows {
                 transfers_table(&mut out.text, &transfers)?;
             }
@@ -372,6 +415,7 @@ pub fn run(input: Input, cfg: Config, show: Show, sink: &mut dyn RecordSink) -> 
                 }
             }
             let transfers = close_flows(&mut an, &mut out, &mut rows)?;
+            out.say_none(&an, min_train)?;
             let st = cap.stats();
             let cpu = cpu_seconds() - cpu0;
             let wall = started.elapsed().as_secs_f64();
@@ -409,8 +453,9 @@ pub fn run(input: Input, cfg: Config, show: Show, sink: &mut dyn RecordSink) -> 
 /// The error of a run that left inputs unread (each was named with its reason as it came).
 fn unread_error(unread: &[String], inputs: usize) -> String {
     format!(
-        "{} of {inputs} input files not read (named above): {}",
+        "{} of {} not read (named above): {}",
         unread.len(),
+        crate::format::count(inputs as u64, "input file"),
         unread.join(", ")
     )
 }

@@ -1,11 +1,10 @@
-//! The tables `nowcast pcap` prints for people: the summary, the live view, and the one-line
-//! forms of `--flows`, `--trains` and `--samples`. Every line fits in [`WIDTH`] columns,
-//! except the one-line forms, which are `key=value` fields for scripts.
+//! The tables `nowcast pcap` prints for people: the summary, the live view, `--flows` (a
+//! block of `key=value` fields per flow, for people and scripts), `--trains` (a table per
+//! direction) and `--samples` (a line each). Every line fits in [`WIDTH`] columns.
 
 use super::analysis::{
     Analyzer, DirectionReport, FlowReport, LiveRow, RttSample, Skips, TrainReport, TransferReport,
 };
-use super::samples::Summary;
 use crate::format::{columns, words, wrap, WIDTH};
 use std::io::{self, Write};
 use std::time::Duration;
@@ -29,29 +28,97 @@ fn opt(v: Option<f64>) -> String {
     v.map(crate::output::number).unwrap_or_else(|| "-".into())
 }
 
-fn skips_line(s: &Skips) -> String {
-    let mut parts = Vec::new();
-    for (n, what) in [
+/// The frames that gave no TCP segment, by reason, the counts that are not zero only.
+fn skip_parts(s: &Skips) -> Vec<String> {
+    let other_ip = s.not_tcp.saturating_sub(s.udp + s.icmp);
+    let mut parts: Vec<String> = [
+        (s.udp, "UDP"),
+        (s.icmp, "ICMP"),
+        (other_ip, "other IP protocols"),
         (s.not_ip, "not IP"),
-        (s.not_tcp, "not TCP"),
-        (s.fragments, "IP fragments"),
-        (s.unknown_link, "unknown link type"),
-        (s.truncated, "headers cut by the snap length"),
-        (s.malformed, "malformed headers"),
-        (
-            s.clock_steps,
-            "RTT samples across a step of the capture's clock",
-        ),
-    ] {
-        if n > 0 {
-            parts.push(format!("{n} {what}"));
-        }
+        (s.unknown_link, "on an unknown link type"),
+        (s.truncated, "with headers cut by the snap length"),
+        (s.malformed, "with malformed headers"),
+    ]
+    .iter()
+    .filter(|(n, _)| *n > 0)
+    .map(|(n, what)| format!("{n} {what}"))
+    .collect();
+    if s.fragments > 0 {
+        parts.push(crate::format::count(s.fragments, "IP fragment"));
     }
+    if s.clock_steps > 0 {
+        parts.push(format!(
+            "{} across a step of the capture's clock",
+            crate::format::count(s.clock_steps, "RTT sample")
+        ));
+    }
+    parts
+}
+
+fn skips_line(s: &Skips) -> String {
+    let parts = skip_parts(s);
     if parts.is_empty() {
         "none".into()
     } else {
         parts.join(", ")
     }
+}
+
+/// What a capture without TCP held instead, for every output that would otherwise be empty
+/// (`no TCP flows in 5 packets (5 UDP)`).
+pub(super) fn no_flows(an: &Analyzer) -> String {
+    if an.packets == 0 {
+        return "no TCP flows: no packets were read".into();
+    }
+    let parts = skip_parts(&an.skips);
+    let what = crate::format::count(an.packets, "packet");
+    if parts.is_empty() {
+        format!("no TCP flows in {what}")
+    } else {
+        format!("no TCP flows in {what} ({})", parts.join(", "))
+    }
+}
+
+/// Why `--trains` printed none: nothing to analyse, no direction Wren looked at, or what its
+/// runs of packets lacked.
+pub(super) fn no_trains(an: &Analyzer, min_train: usize) -> String {
+    if an.tcp_packets == 0 {
+        return format!("no Wren trains: {}", no_flows(an));
+    }
+    let flows = crate::format::count(an.flows_seen(), "flow");
+    let w = an.wren_totals();
+    if w.directions == 0 {
+        return format!(
+            "no Wren trains: no direction of the {flows} sent data from the capture point (Wren \
+             times packets where they leave their sender; --wren-any-side analyses every \
+             direction that sent data)"
+        );
+    }
+    let s = w.skipped;
+    let left: Vec<String> = [
+        (
+            s.short_runs,
+            "runs of evenly spaced packets shorter than a train",
+        ),
+        (s.retransmissions, "retransmissions"),
+        (s.super_segments, "TSO/GSO super-segments"),
+        (s.zero_gaps, "packets at the same instant as the one before"),
+    ]
+    .iter()
+    .filter(|(n, _)| *n > 0)
+    .map(|(n, what)| format!("{n} {what}"))
+    .collect();
+    format!(
+        "no Wren trains in the {} Wren analysed (of {flows}): a train is at least {min_train} \
+         data packets in a row, evenly spaced (--wren-min-train, --wren-alpha){}",
+        crate::format::count(w.directions, "direction"),
+        if left.is_empty() {
+            String::new()
+        } else {
+            format!("; it found {}", left.join(", "))
+        }
+    )
 }
 
 /// A prose line wrapped between words, its continuation indented by two.
@@ -280,10 +347,18 @@ pub(super) fn summary(
             None => prose(h),
         });
     }
+    if total.flows == 0 {
+        // No table to head: what the capture held instead.
+        lines.extend(prose(&no_flows(an)));
+        for l in lines {
+            writeln!(o, "{l}")?;
+        }
+        return Ok(());
+    }
     lines.extend(prose(&format!(
-        "{} frames, {} TCP segments in {}; skipped: {}",
-        an.packets,
-        an.tcp_packets,
+        "{}, {} in {}; skipped: {}",
+        crate::format::count(an.packets, "frame"),
+        crate::format::count(an.tcp_packets, "TCP segment"),
         crate::format::count(total.flows, "flow"),
         skips_line(&an.skips)
     )));
@@ -429,80 +504,148 @@ fn seconds(ns: i64) -> String {
     )
 }
 
-/// One line per flow: `key=value` pairs, both directions.
-pub fn flow_line(f: &FlowReport) -> String {
-    let mut s = format!(
-        "flow={} a={} b={} start={} end={} handshake={} closed={} evicted={}",
-        f.id,
-        f.a,
-        f.b,
-        seconds(f.start_ns),
-        seconds(f.last_ns),
-        f.handshake,
-        f.closed,
-        f.evicted
-    );
+/// A flow for `--flows`: `key=value` fields, the flow's on its first line (which starts
+/// `flow=`), then each direction's (`ab.` from `a` to `b`, `ba.` back) on lines indented by two
+/// (four where a line wraps), every line within [`WIDTH`]; joining the indented lines to the
+/// first gives the flow on one line. RTTs in ms (`_ms`, to the ns), durations and times in s.
+pub fn flow_block(f: &FlowReport) -> Vec<String> {
+    let head = [
+        format!("flow={}", f.id),
+        format!("a={}", f.a),
+        format!("b={}", f.b),
+        format!("start={}", seconds(f.start_ns)),
+        format!("end={}", seconds(f.last_ns)),
+        format!("handshake={}", f.handshake),
+        format!("closed={}", f.closed),
+        format!("evicted={}", f.evicted),
+    ];
+    let mut lines = wrap("", &head, " ", 2);
+    let fixed = |v: Option<f64>, places: usize| {
+        v.map(|v| format!("{v:.places$}"))
+            .unwrap_or_else(|| "-".into())
+    };
+    let rtt_ms = |v: Option<f64>| fixed(v.map(|s| s * 1e3), 6);
     for (tag, d) in ["ab", "ba"].iter().zip(&f.directions) {
-        let q = |v: &Option<Summary>, w: fn(&Summary) -> f64| {
-            v.as_ref()
-                .map(|x| format!("{:.9}", w(x)))
-                .unwrap_or_else(|| "-".into())
-        };
-        s.push_str(&format!(
-            " {tag}.packets={} {tag}.bytes={} {tag}.payload={} {tag}.new={} {tag}.duration={:.9} {tag}.mbps={} {tag}.retx={} {tag}.fast={} {tag}.spurious={} {tag}.ooo={} {tag}.loss={} {tag}.ack_rtt.n={} {tag}.ack_rtt.min={} {tag}.ack_rtt.median={} {tag}.ack_rtt.p90={} {tag}.ack_rtt.max={} {tag}.ts_rtt.n={} {tag}.ts_rtt.median={} {tag}.super={} {tag}.bounds={} {tag}.last_bound={} {tag}.next_bound={}",
-            d.packets,
-            d.frame_bytes,
-            d.payload_bytes,
-            d.new_bytes,
-            d.duration_s(),
-            d.throughput_mbps.map(|v| format!("{v:.6}")).unwrap_or_else(|| "-".into()),
-            d.retransmissions,
-            d.fast_retransmissions,
-            d.spurious_retransmissions,
-            d.out_of_order,
-            d.loss.map(|v| format!("{v:.6}")).unwrap_or_else(|| "-".into()),
-            d.ack_rtt.map_or(0, |x| x.n),
-            q(&d.ack_rtt, |x| x.min),
-            q(&d.ack_rtt, |x| x.median),
-            q(&d.ack_rtt, |x| x.p90),
-            q(&d.ack_rtt, |x| x.max),
-            d.ts_rtt.map_or(0, |x| x.n),
-            q(&d.ts_rtt, |x| x.median),
-            d.super_segments,
-            d.wren.as_ref().map_or(0, |w| w.lower_bounds),
-            d.wren.as_ref().and_then(|w| w.last_bound_mbps).map(|v| format!("{v:.3}")).unwrap_or_else(|| "-".into()),
-            d.wren.as_ref().and_then(|w| w.forecast.as_ref()).map(|f| format!("{:.3}", f.value)).unwrap_or_else(|| "-".into()),
-        ));
+        let (ack, ts) = (d.ack_rtt.as_ref(), d.ts_rtt.as_ref());
+        let w = d.wren.as_ref();
+        // A line each (wrapped if need be): volume, retransmissions, data→ACK RTT,
+        // timestamp RTT and Wren.
+        let groups = [
+            vec![
+                ("packets", d.packets.to_string()),
+                ("bytes", d.frame_bytes.to_string()),
+                ("payload", d.payload_bytes.to_string()),
+                ("new", d.new_bytes.to_string()),
+                ("duration", format!("{:.9}", d.duration_s())),
+                ("mbps", fixed(d.throughput_mbps, 6)),
+            ],
+            vec![
+                ("retx", d.retransmissions.to_string()),
+                ("fast", d.fast_retransmissions.to_string()),
+                ("spurious", d.spurious_retransmissions.to_string()),
+                ("ooo", d.out_of_order.to_string()),
+                ("loss", fixed(d.loss, 6)),
+                ("super", d.super_segments.to_string()),
+            ],
+            vec![
+                ("ack_rtt.n", ack.map_or(0, |x| x.n).to_string()),
+                ("ack_rtt.min_ms", rtt_ms(ack.map(|x| x.min))),
+                ("ack_rtt.median_ms", rtt_ms(ack.map(|x| x.median))),
+                ("ack_rtt.p90_ms", rtt_ms(ack.map(|x| x.p90))),
+                ("ack_rtt.max_ms", rtt_ms(ack.map(|x| x.max))),
+            ],
+            vec![
+                ("ts_rtt.n", ts.map_or(0, |x| x.n).to_string()),
+                ("ts_rtt.median_ms", rtt_ms(ts.map(|x| x.median))),
+                ("bounds", w.map_or(0, |w| w.lower_bounds).to_string()),
+                ("last_bound", fixed(w.and_then(|w| w.last_bound_mbps), 3)),
+                (
+                    "next_bound",
+                    fixed(w.and_then(|w| w.forecast.as_ref()).map(|f| f.value), 3),
+                ),
+            ],
+        ];
+        for g in groups {
+            let fields: Vec<String> = g.iter().map(|(k, v)| format!("{tag}.{k}={v}")).collect();
+            lines.extend(wrap("  ", &fields, " ", 4));
+        }
     }
-    s
+    lines
 }
 
-/// One line per Wren train.
-pub fn train_line(t: &TrainReport) -> String {
+/// The columns of `--trains`: times from the flow's first packet, rates over the packets
+/// after the first (Wren §3.2), the verdict as the records name it.
+const TRAIN_HEAD: [&str; 7] = [
+    "start s",
+    "span ms",
+    "packets",
+    "acked",
+    "ISR Mbit/s",
+    "ACK Mbit/s",
+    "verdict",
+];
+/// Room for a day's offsets in s and a 400 Gbit/s rate, so that the columns stay put as the
+/// trains come.
+const TRAIN_WIDTHS: [usize; 6] = [12, 9, 7, 5, 10, 10];
+
+fn train_row(cells: &[String; 7]) -> String {
+    let mut s = String::new();
+    for (c, w) in cells[..6].iter().zip(TRAIN_WIDTHS) {
+        s.push_str("  ");
+        s.push_str(&" ".repeat(w.saturating_sub(columns(c))));
+        s.push_str(c);
+    }
+    format!("{s}  {}", cells[6])
+}
+
+/// A Wren train for `--trains`, as a row of a table with a heading for its direction; the
+/// heading (and a blank line before it, but for the first) comes when the direction differs
+/// from `previous`'s, the previous train printed.
+pub fn train_lines(t: &TrainReport, previous: Option<&TrainReport>) -> Vec<String> {
     let tr = &t.train;
-    let abs = |rel: f64| t.flow_start_ns as f64 * 1e-9 + rel;
-    format!(
-        "train flow={} from={} to={} start={:.6} end={:.6} packets={} acked={} isr_mbps={:.3} ack_mbps={} verdict={}",
-        t.flow,
-        t.from,
-        t.to,
-        abs(tr.start),
-        abs(tr.end),
-        tr.packets,
-        tr.acked,
-        tr.isr_bps / 1e6,
-        tr.ack_rate_bps.map(|r| format!("{:.3}", r / 1e6)).unwrap_or_else(|| "-".into()),
-        serde_json::to_value(tr.verdict).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default()
-    )
+    let mut lines = Vec::new();
+    let same = previous.is_some_and(|p| p.flow == t.flow && p.from == t.from);
+    if !same {
+        if previous.is_some() {
+            lines.push(String::new());
+        }
+        let head = [
+            format!("flow {} {} →", t.flow, t.from),
+            format!("{}:", t.to),
+            format!(
+                "Wren trains, from its first packet at {} s",
+                seconds(t.flow_start_ns)
+            ),
+        ];
+        lines.extend(wrap("", &head, " ", 2));
+        lines.push(train_row(&TRAIN_HEAD.map(String::from)));
+    }
+    let verdict = serde_json::to_value(tr.verdict)
+        .ok()
+        .and_then(|v| v.as_str().map(String::from))
+        .unwrap_or_default();
+    lines.push(train_row(&[
+        format!("{:.6}", tr.start),
+        format!("{:.3}", (tr.end - tr.start) * 1e3),
+        tr.packets.to_string(),
+        tr.acked.to_string(),
+        format!("{:.3}", tr.isr_bps / 1e6),
+        tr.ack_rate_bps
+            .map(|r| format!("{:.3}", r / 1e6))
+            .unwrap_or_else(|| "-".into()),
+        verdict,
+    ]));
+    lines
 }
 
-/// One line per RTT sample: the packet that completed it, the method, seconds.
+/// One line per RTT sample: the packet that completed it, the method, the RTT in ms (to the
+/// ns).
 pub fn sample_line(s: &RttSample) -> String {
     format!(
-        "sample packet={} method={} rtt={:.9}",
+        "sample packet={} method={} rtt_ms={:.6}",
         s.packet,
         if s.timestamps { "ts" } else { "ack" },
-        s.rtt_s
+        s.rtt_s * 1e3
     )
 }
 
@@ -512,6 +655,7 @@ mod tests {
     use crate::pcap::analysis::Config;
     use crate::pcap::analysis::{Verdicts, WrenReport};
     use crate::pcap::decode::{Addr, Endpoint};
+    use crate::pcap::samples::Summary;
     use nowcast_core::record::{RecordForecast, Selector};
     use nowcast_core::wren::Skipped;
 
@@ -803,6 +947,111 @@ mod tests {
             many[3].ends_with("1000   0.123  99999    12346 →12346"),
             "{many:?}"
         );
+    }
+
+    #[test]
+    fn a_flow_block_fits_in_100_columns_with_every_field_and_rtts_in_ms() {
+        for f in [
+            flow(0, v4(1, 55110), v4(2, 5201)),
+            huge(flow(1_000_000, v4(255, 65535), v4(254, 65534))),
+            huge(flow(2, v6(1, 443), v6(2, 65535))),
+        ] {
+            let lines = flow_block(&f);
+            assert!(
+                lines[0].starts_with(&format!("flow={} a=", f.id)),
+                "{lines:?}"
+            );
+            assert!(lines[1..].iter().all(|l| l.starts_with("  ")), "{lines:?}");
+            assert_narrow(&lines.join("\n"));
+            // Joined, the fields of one line, each once.
+            let fields: Vec<&str> = lines.iter().flat_map(|l| l.split_whitespace()).collect();
+            for tag in ["ab", "ba"] {
+                for k in ["packets", "retx", "ack_rtt.median_ms", "ts_rtt.median_ms"] {
+                    let key = format!("{tag}.{k}=");
+                    assert_eq!(
+                        fields.iter().filter(|w| w.starts_with(&key)).count(),
+                        1,
+                        "{key}: {lines:?}"
+                    );
+                }
+            }
+            assert!(
+                fields.contains(&"ab.ack_rtt.median_ms=12.345000"),
+                "{lines:?}"
+            );
+            assert!(fields.contains(&"ab.ack_rtt.min_ms=0.012300"), "{lines:?}");
+            assert!(
+                fields.contains(&"ab.ack_rtt.max_ms=3044.000000"),
+                "{lines:?}"
+            );
+        }
+    }
+
+    fn train(flow: u64, from: Endpoint, to: Endpoint) -> TrainReport {
+        TrainReport {
+            flow,
+            from,
+            to,
+            flow_start_ns: 1_795_542_081_519_281_587,
+            train: nowcast_core::wren::Train {
+                start: 86_399.011_979,
+                end: 86_399.014_879,
+                packets: 100,
+                bits: 1e6,
+                isr_bps: 399_999.999e6,
+                ack_rate_bps: None,
+                acked: 100,
+                rtts: Vec::new(),
+                verdict: nowcast_core::wren::Verdict::AcksAtOneInstant,
+            },
+        }
+    }
+
+    #[test]
+    fn trains_are_a_table_per_direction_within_100_columns() {
+        let a = train(1_000_000, v6(1, 443), v6(2, 65535));
+        let b = train(1_000_000, v6(2, 65535), v6(1, 443));
+        let mut text = Vec::new();
+        text.extend(train_lines(&a, None));
+        text.extend(train_lines(&a, Some(&a)));
+        text.extend(train_lines(&b, Some(&a)));
+        let text = text.join("\n");
+        assert_narrow(&text);
+        assert_eq!(text.matches("start s    span ms").count(), 2, "{text}");
+        assert_eq!(text.matches("\n\nflow 1000000 ").count(), 1, "{text}");
+        assert!(
+            text.contains("86399.011979      2.900      100    100  399999.999           -  acks_at_one_instant"),
+            "{text}"
+        );
+        assert!(
+            text.contains("first packet at 1795542081.519281587 s"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn a_capture_without_tcp_says_what_it_held_in_words() {
+        let mut an = Analyzer::new(Config::default());
+        assert_eq!(no_flows(&an), "no TCP flows: no packets were read");
+        an.packets = 7;
+        an.skips.not_tcp = 6;
+        an.skips.udp = 5;
+        an.skips.fragments = 1;
+        assert_eq!(
+            no_flows(&an),
+            "no TCP flows in 7 packets (5 UDP, 1 other IP protocols, 1 IP fragment)"
+        );
+        assert_eq!(
+            no_trains(&an, 7),
+            "no Wren trains: no TCP flows in 7 packets (5 UDP, 1 other IP protocols, 1 IP fragment)"
+        );
+        an.packets = 1;
+        an.skips = Skips {
+            udp: 1,
+            not_tcp: 1,
+            ..Skips::default()
+        };
+        assert_eq!(no_flows(&an), "no TCP flows in 1 packet (1 UDP)");
     }
 
     #[test]
