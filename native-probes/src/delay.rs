@@ -277,6 +277,18 @@ pub fn tun(from: std::fs::File, to: std::fs::File, delay: Duration, stop: &Stop)
     let mut from = from;
     let mut buf = vec![0u8; 65_536];
     while !stop.is_set() {
+        // A read blocks until a packet comes, and SIGTERM restarts it: without packets (the
+        // namespace deleted under it) the stop flag was never looked at. Wait at most a tenth
+        // of a second for one.
+        let mut ready = libc::pollfd {
+            fd: std::os::fd::AsRawFd::as_raw_fd(&from),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd, for the duration of the call.
+        if unsafe { libc::poll(&mut ready, 1, 100) } <= 0 {
+            continue;
+        }
         match from.read(&mut buf) {
             Ok(0) => break,
             Ok(n) => {

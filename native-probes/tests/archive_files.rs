@@ -169,7 +169,7 @@ fn records_that_do_not_go_in_are_said_at_the_end_and_wait_in_the_spool() {
     );
     assert!(
         err.contains(&format!("{}: ", path(&db)))
-            && err.contains("not archived (refused by the test")
+            && err.contains("not archived (write: refused by the test")
             && err.contains(&format!("they wait in {}", path(&spool))),
         "{err}"
     );

@@ -189,6 +189,14 @@ fn a_destination_that_refuses_writes_is_said_at_once_with_why() {
         "{said}"
     );
     assert!(c.stop(Duration::from_secs(15)), "{}", c.all());
+    // The wait for the archive after the grace is said, with what waits, then what is left.
+    let drain = c
+        .line(
+            "stopping: the archive gets up to 5s to write what waits in its spool (",
+            Duration::ZERO,
+        )
+        .unwrap_or_else(|| panic!("the archive's drain not said: {}", c.all()));
+    assert!(drain.contains("clickhouse: "), "{drain}");
     assert!(
         c.line("records not archived", Duration::ZERO).is_some(),
         "{}",

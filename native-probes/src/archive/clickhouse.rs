@@ -13,6 +13,18 @@ use serde::{Deserialize, Serialize};
 use std::io::{BufRead, BufReader, Read};
 use std::time::Duration;
 
+/// ClickHouse's own refusal of a request (an HTTP error with its message).
+#[derive(Debug)]
+struct Refused(String);
+
+impl std::fmt::Display for Refused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Refused {}
+
 /// Where the server is.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ClickhouseConfig {
@@ -21,9 +33,21 @@ pub struct ClickhouseConfig {
     pub database: String,
     pub user: Option<String>,
     pub password: Option<String>,
-    /// Longest a request may take.
+    /// Longest wait for an answer to begin (and, after it began, for each of its reads): a
+    /// server that takes the connection and says nothing is given up on after this, with
+    /// a message saying so. An answer that keeps coming (a large export) may take longer.
     pub timeout: Duration,
 }
+
+/// Longest wait for the connection (DNS and TLS included): a server that is there
+/// answers in milliseconds; one that drops the packets would leave the wait to the
+/// system's connect timeout, minutes.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The wait for an answer to begin for the commands (`archive`, `report`): ClickHouse
+/// answers once a query's first block is ready, which a sort over a large table may take
+/// seconds to reach.
+pub const ANSWER_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// A connection (an HTTP agent that keeps its connections).
 pub struct Clickhouse {
@@ -124,6 +148,33 @@ struct ChRun {
     gate_check: u8,
 }
 
+/// What another server said, as one short line: its page's text without tags, the white
+/// space collapsed, at most 80 characters.
+fn one_line(body: &str) -> String {
+    let mut text = String::new();
+    let mut in_tag = false;
+    for c in body.chars() {
+        match c {
+            '<' => in_tag = true,
+            '>' if in_tag => {
+                in_tag = false;
+                text.push(' ');
+            }
+            _ if in_tag => {}
+            c => text.push(c),
+        }
+    }
+    let words: Vec<&str> = text.split_whitespace().collect();
+    let line = crate::format::clean(&words.join(" "));
+    if line.is_empty() {
+        return "an empty body".into();
+    }
+    if line.chars().count() <= 80 {
+        return line;
+    }
+    line.chars().take(79).collect::<String>() + "…"
+}
+
 /// Percent-encodes a URL query value.
 fn encode(s: &str) -> String {
     let mut out = String::with_capacity(s.len() * 3);
@@ -142,7 +193,11 @@ impl Clickhouse {
     pub fn new(cfg: ClickhouseConfig) -> Result<Clickhouse> {
         query::identifier(&cfg.database).map_err(|e| anyhow!(e))?;
         let agent: ureq::Agent = ureq::Agent::config_builder()
-            .timeout_global(Some(cfg.timeout))
+            .timeout_connect(Some(CONNECT_TIMEOUT.min(cfg.timeout)))
+            .timeout_send_request(Some(cfg.timeout))
+            .timeout_send_body(Some(cfg.timeout.max(CONNECT_TIMEOUT * 12)))
+            .timeout_recv_response(Some(cfg.timeout))
+            .timeout_per_read(Some(cfg.timeout))
             .http_status_as_error(false)
             .build()
             .into();
@@ -180,24 +235,104 @@ impl Clickhouse {
         if let Some(p) = &self.cfg.password {
             req = req.header("X-ClickHouse-Key", p);
         }
-        let resp = req
-            .send(body)
-            .with_context(|| format!("ClickHouse at {}", self.cfg.url))?;
+        let resp = req.send(body).map_err(|e| self.unanswered(e))?;
         let status = resp.status();
-        let reader = resp.into_body().into_reader();
-        if !status.is_success() {
-            let mut text = String::new();
-            let _ = reader.take(2048).read_to_string(&mut text);
-            bail!("ClickHouse at {}: {status}: {}", self.cfg.url, text.trim());
+        // Every answer of ClickHouse's (errors and refused passwords too) has headers of its
+        // own, `X-ClickHouse-Server-Display-Name` since 18.16 and more in later releases.
+        let clickhouse = resp
+            .headers()
+            .keys()
+            .any(|k| k.as_str().starts_with("x-clickhouse-"));
+        let html = resp
+            .headers()
+            .get("content-type")
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|t| t.trim_start().starts_with("text/html"));
+        let mut reader = resp.into_body().into_reader();
+        if clickhouse && status.is_success() {
+            return Ok(Box::new(reader));
         }
-        Ok(Box::new(reader))
+        let mut text = String::new();
+        let _ = (&mut reader).take(2048).read_to_string(&mut text);
+        // Some other HTTP server (a web page's, a proxy's login page): one short line of
+        // what it said, never its page; and a success from it wrote nothing.
+        if !clickhouse && (html || !status.is_success() || text.trim_start().starts_with('<')) {
+            bail!(
+                "{} does not look like ClickHouse: it answered {status} with no X-ClickHouse-* \
+                 headers{} ({})",
+                self.cfg.url,
+                if html || text.trim_start().starts_with('<') {
+                    " and an HTML page"
+                } else {
+                    ""
+                },
+                one_line(&text)
+            );
+        }
+        if !status.is_success() {
+            return Err(Refused(format!(
+                "ClickHouse at {}: {status}: {}",
+                self.cfg.url,
+                text.trim()
+            ))
+            .into());
+        }
+        // A success without ClickHouse's headers and not a page (a proxy that drops
+        // headers): taken as ClickHouse's, what was read of it first.
+        Ok(Box::new(
+            std::io::Cursor::new(text.into_bytes()).chain(reader),
+        ))
+    }
+
+    /// A request that got no answer, in words: no connection, or none within the timeout.
+    fn unanswered(&self, e: ureq::Error) -> anyhow::Error {
+        use ureq::Timeout as T;
+        let url = &self.cfg.url;
+        match e {
+            ureq::Error::Timeout(T::Connect | T::Resolve) => anyhow!(
+                "no connection to ClickHouse at {url} within {} s",
+                CONNECT_TIMEOUT.min(self.cfg.timeout).as_secs_f64()
+            ),
+            ureq::Error::Timeout(T::SendRequest | T::SendBody | T::PerWrite) => anyhow!(
+                "ClickHouse at {url} did not take the request within {} s",
+                self.cfg.timeout.as_secs_f64()
+            ),
+            ureq::Error::Timeout(_) => anyhow!(
+                "no HTTP answer from {url} within {} s",
+                self.cfg.timeout.as_secs_f64()
+            ),
+            e => anyhow::Error::new(e).context(format!("ClickHouse at {url}")),
+        }
+    }
+
+    /// Reads the rest of an answer (an INSERT's or a statement's: nothing of interest).
+    fn finish(&self, mut r: impl Read) -> Result<()> {
+        std::io::copy(&mut r, &mut std::io::sink()).map_err(|e| self.cut(e))?;
+        Ok(())
+    }
+
+    /// An answer that broke off or stalled while it was read.
+    fn cut(&self, e: std::io::Error) -> anyhow::Error {
+        let timeout = e.kind() == std::io::ErrorKind::TimedOut
+            || e.get_ref()
+                .and_then(|i| i.downcast_ref::<ureq::Error>())
+                .is_some_and(|u| matches!(u, ureq::Error::Timeout(_)));
+        if timeout {
+            return anyhow!(
+                "the answer from ClickHouse at {} stopped for {} s",
+                self.cfg.url,
+                self.cfg.timeout.as_secs_f64()
+            );
+        }
+        anyhow::Error::new(e).context(format!(
+            "reading the answer from ClickHouse at {}",
+            self.cfg.url
+        ))
     }
 
     /// Runs a statement that returns nothing of interest.
     pub fn execute(&self, sql: &str) -> Result<()> {
-        let mut r = self.send(sql, b"")?;
-        std::io::copy(&mut r, &mut std::io::sink())?;
-        Ok(())
+        self.finish(self.send(sql, b"")?)
     }
 
     /// Runs a query and parses each JSONEachRow line.
@@ -208,7 +343,7 @@ impl Clickhouse {
     ) -> Result<()> {
         let r = self.send(&format!("{sql} FORMAT JSONEachRow"), b"")?;
         for line in BufReader::with_capacity(1 << 16, r).lines() {
-            let line = line?;
+            let line = line.map_err(|e| self.cut(e))?;
             if line.is_empty() {
                 continue;
             }
@@ -318,8 +453,7 @@ impl Clickhouse {
             for r in records {
                 Row::from_record(r).row_binary(&mut body);
             }
-            let mut r = self.send(&format!("INSERT INTO {db}.records FORMAT RowBinary"), &body)?;
-            std::io::copy(&mut r, &mut std::io::sink())?;
+            self.finish(self.send(&format!("INSERT INTO {db}.records FORMAT RowBinary"), &body)?)?;
         }
         if !runs.is_empty() {
             let mut body = Vec::new();
@@ -345,8 +479,7 @@ impl Clickhouse {
                 )?;
                 body.push(b'\n');
             }
-            let mut r = self.send(&format!("INSERT INTO {db}.runs FORMAT JSONEachRow"), &body)?;
-            std::io::copy(&mut r, &mut std::io::sink())?;
+            self.finish(self.send(&format!("INSERT INTO {db}.runs FORMAT JSONEachRow"), &body)?)?;
         }
         Ok(())
     }
@@ -422,7 +555,10 @@ impl Clickhouse {
             },
         );
         if let Err(e) = asked {
-            if self.engine("latest").is_ok_and(|e| e == "Distributed")
+            // Asked again only of a server that answered (one that did not is not waited
+            // for twice).
+            if e.is::<Refused>()
+                && self.engine("latest").is_ok_and(|e| e == "Distributed")
                 && !self.has_column("latest", "source").unwrap_or(true)
             {
                 bail!(

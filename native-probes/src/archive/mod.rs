@@ -100,6 +100,17 @@ pub struct DestStatus {
 }
 
 impl DestStatus {
+    /// The last error, without the destination's name it begins with when it is the
+    /// SQLite file's (said already with it).
+    fn reason(&self, label: &str) -> Option<&str> {
+        let e = self.last_error.as_deref()?;
+        Some(
+            e.strip_prefix(label)
+                .and_then(|r| r.strip_prefix(": "))
+                .unwrap_or(e),
+        )
+    }
+
     /// What is wrong with the destination, in words for the operator (`None`: nothing):
     /// its spool cannot be written (the lines wait in memory), or the destination refuses
     /// them (they wait in the spool and are retried).
@@ -115,7 +126,7 @@ impl DestStatus {
         if self.failing {
             return Some(format!(
                 "{label} cannot be written ({}); {} wait in the spool {} and are retried with back-off",
-                self.last_error.as_deref().unwrap_or("no reason given"),
+                self.reason(label).unwrap_or("no reason given"),
                 crate::format::count(self.backlog, "line"),
                 spool.display()
             ));
@@ -463,7 +474,7 @@ impl Archive {
                         "{}: {} not archived ({}); they wait in {} for the next run with this archive",
                         d.label,
                         crate::format::count(s.backlog - s.held, "record"),
-                        s.last_error.as_deref().unwrap_or("not written in time"),
+                        s.reason(&d.label).unwrap_or("not written in time"),
                         dir.display()
                     );
                 }

@@ -19,7 +19,7 @@ use rusqlite::types::{ToSqlOutput, Value, ValueRef};
 use rusqlite::{params, Connection, OpenFlags, OptionalExtension};
 use std::collections::hash_map::Entry;
 use std::collections::HashMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS series (
@@ -207,6 +207,8 @@ fn status_of(code: i64) -> Status {
 /// An open archive file.
 pub struct Sqlite {
     conn: Connection,
+    /// The file, for messages ([`explain`]).
+    path: PathBuf,
     /// Series ids by target, then metric and source (looked up without allocating).
     series: HashMap<String, Vec<(Metric, String, i64)>>,
     keys: Keys,
@@ -253,7 +255,7 @@ impl Sqlite {
                 | OpenFlags::SQLITE_OPEN_CREATE
                 | OpenFlags::SQLITE_OPEN_NO_MUTEX,
         )
-        .with_context(|| format!("{}: open", path.display()))?;
+        .map_err(|e| explain(path, None, Doing::Open, e.into()))?;
         Self::setup(conn, path, true)
     }
 
@@ -359,16 +361,42 @@ impl Sqlite {
         };
         let conn = match conn {
             Err(e) if not_sqlite(&e) => not_an_archive(path, "not a SQLite file", &[])?,
-            r => r.with_context(|| format!("{}: open", path.display()))?,
+            r => r.map_err(|e| explain(path, None, Doing::Open, e.into()))?,
         };
         Self::setup(conn, path, false)
     }
 
+    /// Makes `conn` the archive at `path` (its schema too when it is opened to `write`);
+    /// an error is one of opening the file ([`explain`]).
     fn setup(conn: Connection, path: &Path, write: bool) -> Result<Sqlite> {
-        let ctx = || format!("{}: set up the archive", path.display());
-        conn.busy_timeout(std::time::Duration::from_secs(10))
-            .with_context(ctx)?;
-        check_tables(&conn, path, write)?;
+        let ready = Self::prepare(&conn, path, write);
+        if let Err(e) = ready {
+            return Err(explain(path, Some(&conn), Doing::Open, e));
+        }
+        let mut s = Sqlite {
+            conn,
+            path: path.to_path_buf(),
+            series: HashMap::new(),
+            keys: Keys {
+                last_ms: i64::MIN,
+                next_slot: 0,
+            },
+        };
+        s.doing(Doing::Open, Self::load_series)?;
+        Ok(s)
+    }
+
+    fn prepare(conn: &Connection, path: &Path, write: bool) -> Result<()> {
+        conn.busy_timeout(std::time::Duration::from_secs(10))?;
+        // SQLite opens a file it may not write read-only, and says so only at the first
+        // write: said here, before anything is read (or made beside the file).
+        if write && conn.is_readonly(rusqlite::MAIN_DB)? {
+            anyhow::bail!(
+                "{}: open: it cannot be written (write-protected, or on a read-only mount)",
+                path.display()
+            );
+        }
+        check_tables(conn, path, write)?;
         if write {
             // Another process may be opening or writing the same archive (two imports at
             // once, an import beside a campaign). Switching to WAL does not wait for it
@@ -379,7 +407,7 @@ impl Sqlite {
                 Ok(mode.eq_ignore_ascii_case("wal"))
             };
             let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
-            while !wal(&conn).with_context(ctx)? {
+            while !wal(conn)? {
                 match conn.pragma_update(None, "journal_mode", "WAL") {
                     Err(rusqlite::Error::SqliteFailure(e, _))
                         if e.code == rusqlite::ErrorCode::DatabaseBusy
@@ -387,27 +415,22 @@ impl Sqlite {
                     {
                         std::thread::sleep(std::time::Duration::from_millis(20));
                     }
-                    r => r.with_context(ctx)?,
+                    r => r?,
                 }
             }
             // A batch is committed before its spool file is deleted: FULL makes the commit
             // durable first (one fsync per batch).
-            conn.pragma_update(None, "synchronous", "FULL")
-                .with_context(ctx)?;
+            conn.pragma_update(None, "synchronous", "FULL")?;
             // The schema in one write transaction, which waits for another writer.
-            conn.execute_batch(&format!("BEGIN IMMEDIATE;\n{SCHEMA}\nCOMMIT;"))
-                .with_context(ctx)?;
+            conn.execute_batch(&format!("BEGIN IMMEDIATE;\n{SCHEMA}\nCOMMIT;"))?;
             // Archives made before schema 1.2 have no `congestion` column.
-            let has: bool = conn
-                .query_row(
-                    "SELECT count(*) FROM pragma_table_info('records') WHERE name = 'congestion'",
-                    [],
-                    |r| r.get(0),
-                )
-                .with_context(ctx)?;
+            let has: bool = conn.query_row(
+                "SELECT count(*) FROM pragma_table_info('records') WHERE name = 'congestion'",
+                [],
+                |r| r.get(0),
+            )?;
             if !has {
-                conn.execute_batch("ALTER TABLE records ADD COLUMN congestion TEXT")
-                    .with_context(ctx)?;
+                conn.execute_batch("ALTER TABLE records ADD COLUMN congestion TEXT")?;
             }
         }
         // Statements by shape and size (see `insert_sql`) besides the queries.
@@ -416,20 +439,15 @@ impl Sqlite {
         // and up to 512 MiB of SQLite's own cache: at 10 M records the index of series outgrows
         // a smaller cache and inserts wait on re-reading its pages (`--bench archive`: 186,000
         // records/s with 256 MiB and no map; 245,000 with both).
-        conn.pragma_update(None, "mmap_size", 2_147_418_112_i64)
-            .with_context(ctx)?;
-        conn.pragma_update(None, "cache_size", -524_288)
-            .with_context(ctx)?;
-        let mut s = Sqlite {
-            conn,
-            series: HashMap::new(),
-            keys: Keys {
-                last_ms: i64::MIN,
-                next_slot: 0,
-            },
-        };
-        s.load_series()?;
-        Ok(s)
+        conn.pragma_update(None, "mmap_size", 2_147_418_112_i64)?;
+        conn.pragma_update(None, "cache_size", -524_288)?;
+        Ok(())
+    }
+
+    /// Runs `f`, its SQLite errors told as `doing` to this file ([`explain`]).
+    fn doing<T>(&mut self, doing: Doing, f: impl FnOnce(&mut Sqlite) -> Result<T>) -> Result<T> {
+        let r = f(self);
+        r.map_err(|e| explain(&self.path, Some(&self.conn), doing, e))
     }
 
     fn load_series(&mut self) -> Result<()> {
@@ -486,25 +504,92 @@ impl Sqlite {
     /// at the same moment cannot both find a record missing and both write it. Rolled back
     /// if `f` fails.
     pub fn exclusive<T>(&mut self, f: impl FnOnce(&mut Sqlite) -> Result<T>) -> Result<T> {
-        self.conn.execute_batch("BEGIN IMMEDIATE")?;
-        match f(self) {
-            Ok(v) => {
-                self.conn.execute_batch("COMMIT")?;
-                Ok(v)
-            }
-            Err(e) => {
-                if !self.conn.is_autocommit() {
-                    let _ = self.conn.execute_batch("ROLLBACK");
-                }
-                Err(e)
-            }
+        self.doing(Doing::Write, |d| {
+            Ok(d.conn.execute_batch("BEGIN IMMEDIATE")?)
+        })?;
+        let done = f(self).and_then(|v| {
+            self.doing(Doing::Write, |d| Ok(d.conn.execute_batch("COMMIT")?))?;
+            Ok(v)
+        });
+        if done.is_err() && !self.conn.is_autocommit() {
+            let _ = self.conn.execute_batch("ROLLBACK");
         }
+        done
     }
 
     /// Writes records and run log rows in one transaction (a savepoint: within
     /// [`Sqlite::exclusive`]'s, or its own). With a `batch` name, a batch already written is
     /// skipped (returns false).
     pub fn write(
+        &mut self,
+        records: &[Record],
+        runs: &[RunLog],
+        batch: Option<&str>,
+        now: Ms,
+    ) -> Result<bool> {
+        self.doing(Doing::Write, |d| d.write_now(records, runs, batch, now))
+    }
+
+    /// Forgets batch names older than `before` (their files are long gone).
+    pub fn prune_batches(&mut self, before: Ms) -> Result<()> {
+        self.doing(Doing::Write, |d| d.prune_batches_now(before))
+    }
+
+    /// Calls `each` with every record matching `f`, in time order.
+    pub fn records(
+        &mut self,
+        f: &Filter,
+        each: &mut dyn FnMut(Record) -> Result<()>,
+    ) -> Result<()> {
+        self.doing(Doing::Read, |d| d.records_now(f, each))
+    }
+
+    /// Every series (target, metric, source) over [from, to): counts, mean, min and max.
+    pub fn summary(&mut self, from_ms: Ms, to_ms: Ms) -> Result<Vec<Summary>> {
+        self.doing(Doing::Read, |d| d.summary_now(from_ms, to_ms))
+    }
+
+    /// One target's metric over [from, to) in hourly buckets, one per source that measured
+    /// it in the hour, by hour and then source.
+    pub fn hourly(
+        &mut self,
+        target: &str,
+        metric: Metric,
+        from_ms: Ms,
+        to_ms: Ms,
+    ) -> Result<Vec<Bucket>> {
+        self.doing(Doing::Read, |d| {
+            d.hourly_now(target, metric, from_ms, to_ms)
+        })
+    }
+
+    /// The latest ok measurement of every series, by target, metric and source.
+    pub fn latest(&mut self) -> Result<Vec<Latest>> {
+        self.doing(Doing::Read, Self::latest_now)
+    }
+
+    /// Run log rows of `campaign` that ended at or after `since`, oldest first.
+    pub fn runs(&mut self, campaign: &str, since: Ms) -> Result<Vec<RunLog>> {
+        self.doing(Doing::Read, |d| d.runs_now(campaign, since))
+    }
+
+    /// Run log rows of every campaign that ended at or after `since`, oldest first.
+    pub fn all_runs(&mut self, since: Ms) -> Result<Vec<RunLog>> {
+        self.doing(Doing::Read, |d| d.all_runs_now(since))
+    }
+
+    /// Where `campaign` takes up its schedule: for each job (key, whether its runs must be
+    /// counted for `max_runs`, whether it is a sanity check), its last slot and result.
+    pub fn resume(&mut self, campaign: &str, jobs: &[(String, bool, bool)]) -> Result<Resume> {
+        self.doing(Doing::Read, |d| d.resume_now(campaign, jobs))
+    }
+
+    /// Number of records.
+    pub fn count(&mut self) -> Result<u64> {
+        self.doing(Doing::Read, Self::count_now)
+    }
+
+    fn write_now(
         &mut self,
         records: &[Record],
         runs: &[RunLog],
@@ -612,8 +697,7 @@ impl Sqlite {
         Ok(true)
     }
 
-    /// Forgets batch names older than `before` (their files are long gone).
-    pub fn prune_batches(&mut self, before: Ms) -> Result<()> {
+    fn prune_batches_now(&mut self, before: Ms) -> Result<()> {
         self.conn
             .execute("DELETE FROM spooled WHERE at_ms < ?1", params![before])?;
         Ok(())
@@ -639,8 +723,7 @@ impl Sqlite {
             .collect())
     }
 
-    /// Calls `each` with every record matching `f`, in time order.
-    pub fn records(
+    fn records_now(
         &mut self,
         f: &Filter,
         each: &mut dyn FnMut(Record) -> Result<()>,
@@ -721,8 +804,7 @@ impl Sqlite {
         Ok(())
     }
 
-    /// Every series (target, metric, source) over [from, to): counts, mean, min and max.
-    pub fn summary(&mut self, from_ms: Ms, to_ms: Ms) -> Result<Vec<Summary>> {
+    fn summary_now(&mut self, from_ms: Ms, to_ms: Ms) -> Result<Vec<Summary>> {
         self.load_series()?;
         // One pass over the time range of the table in key order, added up per series here:
         // cheaper than SQLite's GROUP BY, which would sort the range.
@@ -780,9 +862,7 @@ impl Sqlite {
         Ok(out)
     }
 
-    /// One target's metric over [from, to) in hourly buckets, one per source that measured
-    /// it in the hour, by hour and then source.
-    pub fn hourly(
+    fn hourly_now(
         &mut self,
         target: &str,
         metric: Metric,
@@ -826,8 +906,7 @@ impl Sqlite {
         Ok(out)
     }
 
-    /// The latest ok measurement of every series, by target, metric and source.
-    pub fn latest(&mut self) -> Result<Vec<Latest>> {
+    fn latest_now(&mut self) -> Result<Vec<Latest>> {
         self.load_series()?;
         let series: Vec<(String, Metric, String, i64)> = self
             .all_series()
@@ -857,8 +936,7 @@ impl Sqlite {
         Ok(out)
     }
 
-    /// Run log rows of `campaign` that ended at or after `since`, oldest first.
-    pub fn runs(&mut self, campaign: &str, since: Ms) -> Result<Vec<RunLog>> {
+    fn runs_now(&mut self, campaign: &str, since: Ms) -> Result<Vec<RunLog>> {
         let mut stmt = self.conn.prepare_cached(&format!(
             "SELECT {RUN_COLUMNS} FROM runs WHERE campaign = ?1 AND ended_ms >= ?2 ORDER BY ended_ms, id"
         ))?;
@@ -866,8 +944,7 @@ impl Sqlite {
         Ok(rows.collect::<rusqlite::Result<_>>()?)
     }
 
-    /// Run log rows of every campaign that ended at or after `since`, oldest first.
-    pub fn all_runs(&mut self, since: Ms) -> Result<Vec<RunLog>> {
+    fn all_runs_now(&mut self, since: Ms) -> Result<Vec<RunLog>> {
         let mut stmt = self.conn.prepare_cached(&format!(
             "SELECT {RUN_COLUMNS} FROM runs WHERE ended_ms >= ?1 ORDER BY ended_ms, id"
         ))?;
@@ -886,9 +963,7 @@ impl Sqlite {
             .optional()?)
     }
 
-    /// Where `campaign` takes up its schedule: for each job (key, whether its runs must be
-    /// counted for `max_runs`, whether it is a sanity check), its last slot and result.
-    pub fn resume(&mut self, campaign: &str, jobs: &[(String, bool, bool)]) -> Result<Resume> {
+    fn resume_now(&mut self, campaign: &str, jobs: &[(String, bool, bool)]) -> Result<Resume> {
         let next_id: Option<i64> = self.conn.query_row(
             "SELECT max(id) FROM runs WHERE campaign = ?1",
             params![campaign],
@@ -930,8 +1005,7 @@ impl Sqlite {
         Ok(resume)
     }
 
-    /// Number of records.
-    pub fn count(&mut self) -> Result<u64> {
+    fn count_now(&mut self) -> Result<u64> {
         Ok(self
             .conn
             .query_row("SELECT count(*) FROM records", [], |r| r.get::<_, i64>(0))?
@@ -955,6 +1029,96 @@ fn immutable_uri(path: &Path) -> String {
     }
     uri.push_str("?immutable=1");
     uri
+}
+
+/// What was being done to the archive file when SQLite failed, for [`explain`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Doing {
+    /// Opening it: the file, its `-wal` and `-shm` files, its tables (and making them).
+    Open,
+    Read,
+    Write,
+}
+
+impl Doing {
+    fn verb(self) -> &'static str {
+        match self {
+            Doing::Open => "open",
+            Doing::Read => "read",
+            Doing::Write => "write",
+        }
+    }
+}
+
+/// An error of SQLite's as one line naming the file and what was being done, and saying
+/// what the two causes an operator can act on mean: a full disk (SQLITE_FULL, or an I/O
+/// error whose system call failed with ENOSPC or EDQUOT, as growing the `-shm` file does)
+/// and a damaged file (SQLITE_CORRUPT, SQLITE_NOTADB). An error that is not SQLite's passes
+/// unchanged (a reader gone from `archive export`, a bad row); so does one explained
+/// already, as the result keeps only SQLite's message, not its error (whose own message,
+/// "Error code 11: …", would repeat it). `conn` gives the failed system call's errno.
+fn explain(
+    path: &Path,
+    conn: Option<&Connection>,
+    doing: Doing,
+    e: anyhow::Error,
+) -> anyhow::Error {
+    let Some(sql) = e.chain().find_map(|c| c.downcast_ref::<rusqlite::Error>()) else {
+        return e;
+    };
+    let (file, verb) = (path.display(), doing.verb());
+    let rusqlite::Error::SqliteFailure(failure, message) = sql else {
+        return anyhow::anyhow!("{file}: {verb}: {sql}");
+    };
+    let message = message
+        .clone()
+        .unwrap_or_else(|| rusqlite::ffi::code_to_str(failure.extended_code).to_string());
+    // SAFETY: the handle is the open connection's, and `sqlite3_system_errno` only reads it.
+    let errno = conn.map_or(0, |c| unsafe {
+        rusqlite::ffi::sqlite3_system_errno(c.handle())
+    });
+    use rusqlite::ErrorCode as C;
+    let said = match failure.code {
+        C::DiskFull => full(path, verb),
+        C::SystemIoFailure if errno == libc::ENOSPC || errno == libc::EDQUOT => full(path, verb),
+        // A connection that failed to open is gone with its errno: the disk says.
+        C::SystemIoFailure if errno == 0 && nearly_full(path) => full(path, verb),
+        C::DatabaseCorrupt | C::NotADatabase => format!(
+            "{file} is damaged (not a valid SQLite database: {message}); could not {verb} it"
+        ),
+        C::ReadOnly => format!(
+            "{file}: {verb}: {message} (the file, or its folder, which holds its -wal and -shm \
+             files, is write-protected or on a read-only mount)"
+        ),
+        _ => format!("{file}: {verb}: {message}"),
+    };
+    anyhow::anyhow!(said)
+}
+
+/// Whether the file system holding `path` has less room left than a few pages of the
+/// archive and its `-shm` file need (64 KiB).
+fn nearly_full(path: &Path) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let Ok(c) = std::ffi::CString::new(dir.as_os_str().as_bytes()) else {
+        return false;
+    };
+    // SAFETY: `c` is a NUL-terminated path and `st` a statvfs for the call to fill.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    if unsafe { libc::statvfs(c.as_ptr(), &mut st) } != 0 {
+        return false;
+    }
+    (st.f_bavail as u64).saturating_mul(st.f_frsize as u64) < 64 * 1024
+}
+
+fn full(path: &Path, verb: &str) -> String {
+    format!(
+        "no space left on the disk holding {} (could not {verb} it)",
+        path.display()
+    )
 }
 
 /// The tables of an archive (all three since its first version): what a read needs.
@@ -997,7 +1161,7 @@ fn check_tables(conn: &Connection, path: &Path, write: bool) -> Result<()> {
         });
     let names = match names {
         Err(e) if not_sqlite(&e) => return not_an_archive(path, "not a SQLite file", &[]),
-        r => r.with_context(|| format!("{}: read", path.display()))?,
+        r => r?,
     };
     let missing: Vec<&str> = TABLES
         .iter()

@@ -24,6 +24,10 @@ fn now_ms() -> Ms {
     crate::clock::wall_ms() as Ms
 }
 
+/// How long a stopping campaign lets the archive take what waits in its spool; the rest
+/// waits there for the next start, and is said.
+const ARCHIVE_DRAIN: Duration = Duration::from_secs(5);
+
 /// A run's end, from its thread (or from its killer).
 struct Done {
     id: u64,
@@ -322,7 +326,23 @@ pub fn run(c: &Campaign, stop: &Stop, say: &mut dyn Write) -> Result<Summary> {
         crate::serve::wake(&l);
         let _ = t.join();
     }
-    let left = archive.close(Duration::from_secs(5));
+    // What still waits for a destination (one that is down, or the last runs' rows) gets a
+    // bounded time of its own after the grace, said so that the wait is not a silent one.
+    let waiting: Vec<String> = archive
+        .status()
+        .into_iter()
+        .filter(|d| d.backlog > 0)
+        .map(|d| format!("{}: {}", d.name, crate::format::count(d.backlog, "line")))
+        .collect();
+    if !waiting.is_empty() {
+        let _ = writeln!(
+            say,
+            "stopping: the archive gets up to {} to write what waits in its spool ({})",
+            human(ARCHIVE_DRAIN.as_millis() as Ms),
+            waiting.join(", ")
+        );
+    }
+    let left = archive.close(ARCHIVE_DRAIN);
     if let Some(said) = archive.left_behind(&left) {
         let _ = writeln!(say, "archive {said}");
     }

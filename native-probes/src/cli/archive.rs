@@ -4,10 +4,11 @@
 use anyhow::{anyhow, bail, Context, Result};
 use clap::{Subcommand, ValueEnum};
 use nowcast::archive::answer;
-use nowcast::archive::clickhouse::{Clickhouse, ClickhouseConfig};
+use nowcast::archive::clickhouse::{Clickhouse, ClickhouseConfig, ANSWER_TIMEOUT};
 use nowcast::archive::leave_out_archived;
 use nowcast::archive::query::{self, day_of, Filter};
 use nowcast::archive::sqlite::Sqlite;
+use nowcast::net::parse_seconds;
 use nowcast::when::{Ms, When, DAY};
 use nowcast_core::import as delimited;
 use nowcast_core::record::{Metric, Record, RecordError};
@@ -39,11 +40,28 @@ pub struct Source {
     /// ClickHouse password; default: the NOWCAST_CLICKHOUSE_PASSWORD environment variable.
     #[arg(long, global = true)]
     pub password: Option<String>,
+    /// How long to wait for ClickHouse's answer to begin, and between parts of it, seconds
+    /// (or with a unit: 500ms, 2min); an answer that keeps coming may take as long as it
+    /// needs.
+    #[arg(long, global = true, value_parser = parse_seconds, default_value_t = ANSWER_TIMEOUT.as_secs_f64(), value_name = "SECONDS")]
+    pub clickhouse_timeout: f64,
 }
 
 impl Source {
     pub fn clickhouse(&self) -> Result<Option<ClickhouseConfig>> {
-        Ok(self.clickhouse.as_ref().map(|url| ClickhouseConfig {
+        let Some(url) = &self.clickhouse else {
+            return Ok(None);
+        };
+        let timeout = Duration::try_from_secs_f64(self.clickhouse_timeout)
+            .ok()
+            .filter(|t| !t.is_zero())
+            .ok_or_else(|| {
+                anyhow!(
+                    "--clickhouse-timeout {}: not a positive number of seconds",
+                    self.clickhouse_timeout
+                )
+            })?;
+        Ok(Some(ClickhouseConfig {
             url: url.clone(),
             database: self.database.clone(),
             user: self.user.clone(),
@@ -51,7 +69,7 @@ impl Source {
                 .password
                 .clone()
                 .or_else(|| std::env::var("NOWCAST_CLICKHOUSE_PASSWORD").ok()),
-            timeout: Duration::from_secs(300),
+            timeout,
         }))
     }
 
@@ -78,15 +96,87 @@ pub fn metric(s: &str) -> Result<Metric, String> {
     })
 }
 
+/// A time range [--since, --until), either end open. A start after the end would select
+/// nothing and succeed, as if the archive held nothing there: it is refused as the flags
+/// are parsed (exit status 2, as any bad flag), for every command that takes the two
+/// (`archive export`, `archive query hourly`, `report`).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Span {
+    pub since: Option<When>,
+    pub until: Option<When>,
+}
+
+/// [`Span`]'s flags as clap reads them, before the range is checked.
+#[derive(clap::Args)]
+struct SpanFlags {
+    /// From this time: a date (2026-03-01), a date and time, ms since 1970, or an age (7d).
+    #[arg(long, value_parser = When::parse)]
+    since: Option<When>,
+    /// Before this time (same forms).
+    #[arg(long, value_parser = When::parse)]
+    until: Option<When>,
+}
+
+impl Span {
+    /// `--since X is after --until Y` when it is (`now` turns ages into times).
+    pub fn check(&self, now: Ms) -> Result<(), String> {
+        match (self.since, self.until) {
+            (Some(s), Some(u)) if s.at(now) > u.at(now) => Err(format!(
+                "--since {} is after --until {}: the range holds no time",
+                shown(s, now),
+                shown(u, now)
+            )),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// A time as given, and the time it is.
+fn shown(w: When, now: Ms) -> String {
+    match w {
+        When::Ago(0) => format!("now ({})", nowcast::when::datetime(now)),
+        When::Ago(age) => format!(
+            "{} ({})",
+            nowcast::when::human(age),
+            nowcast::when::datetime(now - age)
+        ),
+        When::At(t) => nowcast::when::datetime(t),
+    }
+}
+
+impl clap::FromArgMatches for Span {
+    fn from_arg_matches(m: &clap::ArgMatches) -> Result<Self, clap::Error> {
+        let f = SpanFlags::from_arg_matches(m)?;
+        let span = Span {
+            since: f.since,
+            until: f.until,
+        };
+        span.check(nowcast::clock::wall_ms() as Ms)
+            .map_err(|e| clap::Error::raw(clap::error::ErrorKind::ArgumentConflict, e))?;
+        Ok(span)
+    }
+
+    fn update_from_arg_matches(&mut self, m: &clap::ArgMatches) -> Result<(), clap::Error> {
+        *self = Self::from_arg_matches(m)?;
+        Ok(())
+    }
+}
+
+impl clap::Args for Span {
+    fn augment_args(cmd: clap::Command) -> clap::Command {
+        SpanFlags::augment_args(cmd)
+    }
+
+    fn augment_args_for_update(cmd: clap::Command) -> clap::Command {
+        SpanFlags::augment_args_for_update(cmd)
+    }
+}
+
 /// Which records.
 #[derive(clap::Args, Clone)]
 pub struct FilterArgs {
-    /// From this time: a date (2026-03-01), a date and time, ms since 1970, or an age (7d).
-    #[arg(long, value_parser = When::parse)]
-    pub since: Option<When>,
-    /// Before this time (same forms).
-    #[arg(long, value_parser = When::parse)]
-    pub until: Option<When>,
+    #[command(flatten)]
+    pub span: Span,
     /// Only this target (`to`); repeat for more.
     #[arg(long)]
     pub target: Vec<String>,
@@ -102,8 +192,8 @@ impl FilterArgs {
     pub fn filter(&self, now: Ms) -> Filter {
         let t = |w: Option<When>| w.map(|w| w.at(now) as f64);
         Filter {
-            since_ms: t(self.since),
-            until_ms: t(self.until),
+            since_ms: t(self.span.since),
+            until_ms: t(self.span.until),
             targets: self.target.clone(),
             metrics: self.metric.clone(),
             sources: self.source.clone(),
@@ -114,8 +204,8 @@ impl FilterArgs {
     /// left the records out.
     pub fn given(&self) -> Vec<&'static str> {
         [
-            ("--since", self.since.is_some()),
-            ("--until", self.until.is_some()),
+            ("--since", self.span.since.is_some()),
+            ("--until", self.span.until.is_some()),
             ("--target", !self.target.is_empty()),
             ("--metric", !self.metric.is_empty()),
             ("--source", !self.source.is_empty()),
@@ -194,18 +284,13 @@ enum QueryKind {
         day: When,
     },
     /// One target's metric in hourly buckets per source over [--since, --until) (default: 7
-    /// days to now).
+    /// days before --until, which is now by default).
     Hourly {
         target: String,
         #[arg(value_parser = metric)]
         metric: Metric,
-        /// From this time (default: 7 days before --until): a date (2026-03-01), a date and
-        /// time, ms since 1970, or an age (7d).
-        #[arg(long, value_parser = When::parse)]
-        since: Option<When>,
-        /// Before this time (same forms; default: now).
-        #[arg(long, value_parser = When::parse)]
-        until: Option<When>,
+        #[command(flatten)]
+        span: Span,
     },
     /// The latest ok measurement of every series (target, metric, source).
     Latest,
@@ -456,6 +541,19 @@ fn import(files: &[PathBuf], source: &Source, batch: usize, now: Ms) -> Result<(
         recs.clear();
         Ok((written, already))
     };
+    // The archive failed part-way: what is in says what is not. A batch is one transaction
+    // (SQLite) or one INSERT, and a record already archived is left out, so the same
+    // import again adds only the rest.
+    let stopped = |e: anyhow::Error, committed: usize| {
+        e.context(match committed {
+            0 => "the import stopped before any record went in".to_string(),
+            n => format!(
+                "the import stopped after {} went in; importing the same files again adds only \
+                 the rest",
+                nowcast::format::count(n as u64, "record")
+            ),
+        })
+    };
     let (mut bad_total, mut total, mut already_total) = (0usize, 0usize, 0usize);
     let (mut not_records, mut unreadable) = (Vec::new(), Vec::new());
     for f in files {
@@ -494,7 +592,7 @@ fn import(files: &[PathBuf], source: &Source, batch: usize, now: Ms) -> Result<(
         })
         .or_else(|e| match failed.take() {
             // The archive failed: nothing more can be imported.
-            Some(w) => Err(w),
+            Some(w) => Err(stopped(w, total + imported)),
             // This file could not be read (a directory, a read error): named, and what was
             // read of it before is still imported; the other files go on.
             None => {
@@ -503,7 +601,7 @@ fn import(files: &[PathBuf], source: &Source, batch: usize, now: Ms) -> Result<(
                 Ok(())
             }
         })?;
-        let (w, a) = write(&mut recs)?;
+        let (w, a) = write(&mut recs).map_err(|e| stopped(e, total + imported))?;
         imported += w;
         already += a;
         if bad.print(f, n) {
@@ -622,11 +720,10 @@ fn run_query(q: QueryKind, source: &Source, json: bool, now: Ms) -> Result<()> {
         QueryKind::Hourly {
             target,
             metric,
-            since,
-            until,
+            span,
         } => {
-            let until = until.map_or(now, |u| u.at(now));
-            let since = since.map_or(until - 7 * DAY, |s| s.at(now));
+            let until = span.until.map_or(now, |u| u.at(now));
+            let since = span.since.map_or(until - 7 * DAY, |s| s.at(now));
             let b = match (&ch, db.as_mut()) {
                 (Some(c), _) => c.hourly(&target, metric, since, until)?,
                 (_, Some(d)) => d.hourly(&target, metric, since, until)?,
