@@ -218,7 +218,7 @@ fn the_probes_first_lines_fit_100_columns() {
     let out = nowcast(&["tcp", &server.tcp], LIMIT);
     assert!(
         text(&out.stdout).starts_with(&format!(
-            "nowcast tcp → {}, bandwidth probe sized to ¼ s at the forecast rate\n",
+            "nowcast tcp → {}, bandwidth probe of ¼ s or 2 RTTs at the forecast rate, warmed up\n",
             server.tcp
         )),
         "{}",

@@ -92,7 +92,8 @@ pub const AUTO_MAX_BYTES: u64 = 256 << 20;
 pub enum ProbeSize {
     /// This many bytes, every probe.
     Fixed(u64),
-    /// Sized from the series' forecast to last a quarter second (see the module's text).
+    /// Sized from the series' forecast to last a quarter second or two predicted round trips,
+    /// after an untimed warm-up (see the module's text).
     Auto,
 }
 
@@ -101,7 +102,7 @@ impl std::fmt::Display for ProbeSize {
         match self {
             ProbeSize::Fixed(n) => write!(f, "of {n} bytes"),
             // Short: it ends the command's first line, which fits 100 columns.
-            ProbeSize::Auto => f.write_str("sized to ¼ s at the forecast rate"),
+            ProbeSize::Auto => f.write_str("of ¼ s or 2 RTTs at the forecast rate, warmed up"),
         }
     }
 }
