@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{nowcast, text, TempDir, BIN};
+use common::{is_root, nowcast, text, TempDir, Tmpfs, BIN};
 use nowcast::archive::clickhouse::{Clickhouse, ClickhouseConfig};
 use nowcast::archive::query::Filter;
 use nowcast_core::record::{Metric, Record};
@@ -20,11 +20,6 @@ const T0: f64 = 1_767_225_600_000.0; // 2026-01-01T00:00:00Z
 
 fn path(p: &Path) -> &str {
     p.to_str().unwrap()
-}
-
-fn is_root() -> bool {
-    // SAFETY: getuid has no preconditions.
-    unsafe { libc::getuid() == 0 }
 }
 
 /// `n` records of five targets, one a second, as NDJSON at `dir/name`.
@@ -238,37 +233,6 @@ fn a_damaged_archive_is_named_as_damaged() {
     }
 }
 
-/// A tmpfs mounted at `dir` of `size`, unmounted on drop.
-struct Mount(PathBuf);
-
-impl Mount {
-    fn tmpfs(dir: &Path, size: &str) -> Mount {
-        std::fs::create_dir_all(dir).unwrap();
-        let ok = Command::new("mount")
-            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
-            .arg(dir)
-            .status()
-            .is_ok_and(|s| s.success());
-        assert!(ok, "mount a tmpfs at {}", dir.display());
-        Mount(dir.to_path_buf())
-    }
-
-    fn resize(&self, size: &str) {
-        let ok = Command::new("mount")
-            .args(["-o", &format!("remount,size={size}")])
-            .arg(&self.0)
-            .status()
-            .is_ok_and(|s| s.success());
-        assert!(ok, "remount {}", self.0.display());
-    }
-}
-
-impl Drop for Mount {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg("-l").arg(&self.0).status();
-    }
-}
-
 /// The count `nowcast: the import stopped after N records went in` says.
 fn went_in(err: &str) -> usize {
     let after = err
@@ -286,7 +250,7 @@ fn a_full_disk_under_the_archive_is_said_with_what_went_in() {
     }
     let dir = TempDir::new("archive-full");
     let file = records_file(&dir, "many.ndjson", 5_000);
-    let mnt = Mount::tmpfs(&dir.join("mnt"), "200k");
+    let mnt = Tmpfs::mount(&dir.join("mnt"), "200k");
     let db = mnt.0.join("s.sqlite");
     let full = format!("no space left on the disk holding {}", db.display());
     let import = |extra: &[&str]| {
@@ -332,7 +296,7 @@ fn a_full_disk_under_the_archive_is_said_with_what_went_in() {
     );
     std::fs::remove_file(&filler).unwrap();
 
-    mnt.resize("4m");
+    mnt.remount("size=4m");
     let out = import(&["--batch", "1000"]);
     let err = text(&out.stderr);
     assert!(out.status.success(), "{err}");

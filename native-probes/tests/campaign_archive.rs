@@ -10,48 +10,12 @@ mod common;
 use common::campaign::Running;
 
 use common::clickhouse::ClickhouseServer;
-use common::{nowcast, text, Server, TempDir, BIN};
+use common::{is_root, nowcast, text, Server, TempDir, Tmpfs, BIN};
 use nowcast::archive::sqlite::Sqlite;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
-
-fn is_root() -> bool {
-    // SAFETY: getuid has no preconditions.
-    unsafe { libc::getuid() == 0 }
-}
-
-/// A tmpfs mounted at `dir` of `size`, unmounted on drop.
-struct Mount(PathBuf);
-
-impl Mount {
-    fn tmpfs(dir: &Path, size: &str) -> Mount {
-        std::fs::create_dir_all(dir).unwrap();
-        let ok = Command::new("mount")
-            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
-            .arg(dir)
-            .status()
-            .is_ok_and(|s| s.success());
-        assert!(ok, "mount a tmpfs at {}", dir.display());
-        Mount(dir.to_path_buf())
-    }
-
-    fn remount(&self, opts: &str) {
-        let ok = Command::new("mount")
-            .args(["-o", &format!("remount,{opts}")])
-            .arg(&self.0)
-            .status()
-            .is_ok_and(|s| s.success());
-        assert!(ok, "remount {} {opts}", self.0.display());
-    }
-}
-
-impl Drop for Mount {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg("-l").arg(&self.0).status();
-    }
-}
 
 /// Fills the file system of `dir` with `dir/filler` until it is full.
 fn fill(dir: &Path) -> PathBuf {
@@ -87,7 +51,7 @@ fn a_full_disk_under_the_spool_holds_the_records_says_so_and_loses_nothing() {
     }
     let dir = TempDir::new("campaign-full-disk");
     let mnt = dir.join("mnt");
-    let mount = Mount::tmpfs(&mnt, "1m");
+    let mount = Tmpfs::mount(&mnt, "1m");
     let server = Server::start(&["--bind", "127.0.0.1"]);
     let db = mnt.join("full.sqlite");
     let cfg = config(
@@ -288,7 +252,7 @@ fn a_write_protected_or_read_only_mounted_archive_is_read_and_left_alone() {
     let dir = TempDir::new("campaign-ro-archive");
     // On a read-only mount: SQLite cannot make the `-shm` a WAL file needs.
     let mnt = dir.join("ro");
-    let mount = Mount::tmpfs(&mnt, "4m");
+    let mount = Tmpfs::mount(&mnt, "4m");
     let db = mnt.join("a.sqlite");
     archive_at(&db);
     assert_eq!(files(&mnt), ["a.sqlite"]);

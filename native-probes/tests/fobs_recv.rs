@@ -7,7 +7,7 @@
 mod common;
 
 use common::fobs::{file_of, send, Receiver, TOKEN};
-use common::{root_missing, sh, text, wait_child, TempDir};
+use common::{root_missing, sh, text, wait_child, TempDir, Tmpfs};
 use nowcast::fobs::wire::{Control, Framer, Hello, Refusal};
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -227,30 +227,6 @@ fn a_flood_of_refused_connections_prints_a_few_lines() {
     // Ten lines a minute per network, not one a connection.
     assert!((1..=10).contains(&refused), "{refused} lines: {lines:?}");
     drop(conns);
-}
-
-/// A tmpfs of `size` mounted on `dir` for one test, unmounted when dropped.
-struct Tmpfs<'a>(&'a std::path::Path);
-
-impl<'a> Tmpfs<'a> {
-    fn mount(dir: &'a std::path::Path, size: &str) -> Tmpfs<'a> {
-        sh(&[
-            "mount",
-            "-t",
-            "tmpfs",
-            "-o",
-            &format!("size={size}"),
-            "tmpfs",
-            dir.to_str().unwrap(),
-        ]);
-        Tmpfs(dir)
-    }
-}
-
-impl Drop for Tmpfs<'_> {
-    fn drop(&mut self) {
-        let _ = std::process::Command::new("umount").arg(self.0).status();
-    }
 }
 
 #[test]

@@ -324,3 +324,49 @@ impl Drop for TempDir {
         let _ = std::fs::remove_dir_all(&self.0);
     }
 }
+
+/// Whether the tests run as root (mounting a file system needs it).
+#[allow(dead_code)]
+pub fn is_root() -> bool {
+    // SAFETY: getuid has no preconditions.
+    unsafe { libc::getuid() == 0 }
+}
+
+/// A tmpfs mounted at a directory for one test (a small disk to fill), unmounted when
+/// dropped, passed or failed. Root only: see [`is_root`].
+#[allow(dead_code)]
+pub struct Tmpfs(pub PathBuf);
+
+#[allow(dead_code)]
+impl Tmpfs {
+    /// A tmpfs of `size` (`200k`, `2m`) at `dir`, made if missing.
+    pub fn mount(dir: &Path, size: &str) -> Tmpfs {
+        std::fs::create_dir_all(dir).unwrap();
+        sh(&[
+            "mount",
+            "-t",
+            "tmpfs",
+            "-o",
+            &format!("size={size}"),
+            "tmpfs",
+            dir.to_str().unwrap(),
+        ]);
+        Tmpfs(dir.to_path_buf())
+    }
+
+    /// Mounts it again with `opts` (`size=4m`, `ro`).
+    pub fn remount(&self, opts: &str) {
+        sh(&[
+            "mount",
+            "-o",
+            &format!("remount,{opts}"),
+            self.0.to_str().unwrap(),
+        ]);
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(&self.0).status();
+    }
+}
