@@ -15,6 +15,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 target=${CARGO_TARGET_DIR:-target}
 wasm_opt=node_modules/.bin/wasm-opt
+# NOWCAST_WASM_QUICK=1 (`npm test`): one wasm-opt pass instead of passes until nothing
+# changes. The modules behave the same; what ships (`npm start`, `npm run bench`) is built
+# without it.
+converge=--converge
+[ -n "${NOWCAST_WASM_QUICK:-}" ] && converge=
 
 build() { # feature, output directory, output name
   cargo build --quiet -p nowcast-core --lib --target wasm32-unknown-unknown --profile wasm-release \
@@ -25,7 +30,7 @@ build() { # feature, output directory, output name
   if [ -x "$wasm_opt" ]; then
     # The features come from the module's target_features section (simd128, reference types,
     # bulk memory, …), so nothing is lowered; the section itself is dropped from the output.
-    "$wasm_opt" -Os --gufa --converge --strip-debug --strip-producers --strip-target-features "$wasm" -o "$wasm.opt"
+    "$wasm_opt" -Os --gufa $converge --strip-debug --strip-producers --strip-target-features "$wasm" -o "$wasm.opt"
     mv "$wasm.opt" "$wasm"
   else
     echo "build-wasm: $wasm_opt is missing (npm install): $wasm left unoptimised" >&2

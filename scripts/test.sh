@@ -24,7 +24,11 @@ cargo clippy --quiet --workspace --all-targets -- -D warnings
 cargo clippy --quiet -p nowcast-core --lib --target wasm32-unknown-unknown --features wasm-page,wasm-reader -- -D warnings
 
 step "build wasm"
-bash scripts/build-wasm.sh
+# Built for the tests as for the page, but without the size-only work (fat LTO, one codegen
+# unit, wasm-opt until nothing changes: 20 s of the 2-core machine); no test weighs or times
+# the modules (web/bench/bank-bench.ts does, in `npm run bench`, on the shipping build).
+NOWCAST_WASM_QUICK=1 CARGO_PROFILE_WASM_RELEASE_LTO=off CARGO_PROFILE_WASM_RELEASE_CODEGEN_UNITS=16 \
+  bash scripts/build-wasm.sh
 
 step "cargo test"
 # Tests are built without the release profile's LTO and single codegen unit (Cargo.toml), which
@@ -63,9 +67,12 @@ step "FOBS on an emulated link, beside iperf3"
 python3 native-probes/bench/fobs_link.py bench --quick --only rates,share --check 0.85
 step "nowcast tcp on a long emulated path (40 Mbit/s behind 150 ms)"
 # The bandwidth probe with no flags on a path with real delay (root only; it says why when it
-# skips): each median within 0.85–1.08 of the link's ceiling. Until 2026-12-06 a new
-# connection's slow start was timed with the probe, and this link read 2.3 Mbit/s.
-python3 native-probes/bench/tcp_link.py bench --quick --check 0.85:1.08
+# skips): each median within 0.70–1.08 of the link's ceiling. Until 2026-12-06 a new
+# connection's slow start was timed with the probe, and this link read 2.3 Mbit/s (0.06).
+# Not tighter: a single cubic flow there that lost packets at the end of slow start runs at
+# 0.75–0.85 of the link for seconds (iperf3's 4 s runs: 0.70 and 0.80), and the probe after
+# such a warm-up reads it (medians 0.86–0.99 in three runs).
+python3 native-probes/bench/tcp_link.py bench --quick --check 0.7:1.08
 
 step "prettier --check"
 npx prettier --check .

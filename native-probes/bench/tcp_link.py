@@ -64,7 +64,7 @@ def bench(quick, check, links):
     print(f"{'link':>22} {'way':>4} {'nowcast (median; each)':>44} {'ceiling':>8} {'ratio':>6} {'iperf3':>7}")
     for rate, rtt in links:
         ceiling = rate * 1448 / 1514
-        got, theirs = one(rate, rtt, 4 if quick else 8, not quick)
+        got, theirs = one(rate, rtt, 3 if quick else 8, not quick)
         for way in ("up", "down"):
             v = got[way]
             med = statistics.median(v) if v else float("nan")
