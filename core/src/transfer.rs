@@ -202,13 +202,18 @@ pub fn burst_next(
     if raw_ms >= long_enough || bytes >= cap || mbit_s.is_nan() || mbit_s <= 0.0 {
         return None;
     }
-    Some(
-        bytes
-            .saturating_mul(BURST_GROWTH)
-            .max(auto_size(Some(mbit_s), predicted_rtt_ms, cap))
-            .min(bytes.saturating_mul(BURST_MAX_GROWTH))
-            .min(cap),
-    )
+    Some(grown(bytes, mbit_s, predicted_rtt_ms, cap))
+}
+
+/// The try after one of `bytes` that read `mbit_s`: [`BURST_GROWTH`] times it or the
+/// automatic size of that rate, whichever is larger, at most [`BURST_MAX_GROWTH`] times it
+/// and `cap`.
+fn grown(bytes: u64, mbit_s: f64, predicted_rtt_ms: Option<f64>, cap: u64) -> u64 {
+    bytes
+        .saturating_mul(BURST_GROWTH)
+        .max(auto_size(Some(mbit_s), predicted_rtt_ms, cap))
+        .min(bytes.saturating_mul(BURST_MAX_GROWTH))
+        .min(cap)
 }
 
 /// [`burst_next`] for tries on a new connection, one after another on it (`nowcast tcp`'s
@@ -232,13 +237,9 @@ pub fn cold_burst_next(
     let usable = mbit_s.is_finite() && mbit_s > 0.0;
     match burst_next(bytes, mbit_s, raw_ms, predicted_rtt_ms, max_bytes) {
         Some(next) => Some(next),
-        None if growing && usable && bytes < cap => Some(
-            bytes
-                .saturating_mul(BURST_GROWTH)
-                .max(auto_size(Some(mbit_s), predicted_rtt_ms, cap))
-                .min(bytes.saturating_mul(BURST_MAX_GROWTH))
-                .min(cap),
-        ),
+        None if growing && usable && bytes < cap => {
+            Some(grown(bytes, mbit_s, predicted_rtt_ms, cap))
+        }
         None => None,
     }
 }

@@ -1,8 +1,9 @@
 //! The receiver's files: the part file, its resume state, and the final rename.
 
 use crate::fobs::wire::HASH_LEN;
-use std::fs::OpenOptions;
+use std::fs::{File, OpenOptions};
 use std::io::{self, Read, Write};
+use std::os::fd::AsRawFd;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
@@ -46,7 +47,7 @@ pub(super) fn read_state(path: &Path, h: &crate::fobs::wire::Hello) -> Option<Ve
         .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
         .open(path)
         .ok()?;
-    super::receive::own_regular_file(&f).ok()?;
+    own_regular_file(&f).ok()?;
     let mut b = Vec::new();
     f.read_to_end(&mut b).ok()?;
     let head = 8 + 8 + 2 + HASH_LEN;
@@ -82,4 +83,52 @@ pub(super) fn rename_noreplace(from: &Path, to: &Path) -> io::Result<()> {
 
 pub(super) fn f_path(dir: &Path, name: &str) -> PathBuf {
     dir.join(name)
+}
+
+/// Opens (creating, or truncating unless `resume`) the part file at `path`, and reserves
+/// `size` bytes for it, so that a file the disk cannot hold is refused at its hello, not
+/// failed part-way. The file must be a regular file of this user: in a shared directory
+/// (`--dir /tmp`) someone else's file, or a FIFO, under that name is refused, not written
+/// to (or waited on).
+pub(super) fn open_part(path: &Path, resume: bool, size: u64) -> io::Result<File> {
+    let f = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(!resume)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)?;
+    own_regular_file(&f)?;
+    f.set_len(size)?;
+    let len = libc::off_t::try_from(size).map_err(|_| io::Error::other("size out of range"))?;
+    if len > 0 {
+        // SAFETY: a valid descriptor; mode 0 only allocates (the size is already `size`).
+        if unsafe { libc::fallocate(f.as_raw_fd(), 0, 0, len) } != 0 {
+            let e = io::Error::last_os_error();
+            // A file system that cannot reserve space: a full disk is then found by the
+            // writes, and the transfer ends there, saying so.
+            if e.raw_os_error() != Some(libc::EOPNOTSUPP) {
+                if !resume {
+                    let _ = std::fs::remove_file(path);
+                }
+                return Err(e);
+            }
+        }
+    }
+    Ok(f)
+}
+
+/// Whether `f` is a regular file owned by this process's user.
+fn own_regular_file(f: &File) -> io::Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    let m = f.metadata()?;
+    // SAFETY: geteuid has no preconditions.
+    let me = unsafe { libc::geteuid() };
+    if !m.file_type().is_file() || m.uid() != me {
+        return Err(io::Error::other(
+            "a file of that name is there that is not a regular file of this user",
+        ));
+    }
+    Ok(())
 }

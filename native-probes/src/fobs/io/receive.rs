@@ -2,7 +2,7 @@
 //! transfer's loop around the [`Receiver`] core.
 
 use super::datagrams::{Datagrams, Digest, Writes, DIGEST_STEP, RECV_BATCH};
-use super::files::{f_path, part_paths, read_state, rename_noreplace, write_state};
+use super::files::{f_path, open_part, part_paths, read_state, rename_noreplace, write_state};
 use super::{
     close_gracefully, random_u64, read_available, read_available_into, wait_readable, write_all_nb,
 };
@@ -10,11 +10,10 @@ use crate::clock::{Clock, Nanos};
 use crate::fobs::receiver::{self, Receiver};
 use crate::fobs::wire::{Control, Done, Framer, Refusal, Welcome, TOKEN_LEN};
 use crate::stop::Stop;
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::{self, Read, Write};
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream, UdpSocket};
 use std::os::fd::AsRawFd;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -686,54 +685,6 @@ fn transfer(
         kept,
     });
     Ok(conn)
-}
-
-/// Opens (creating, or truncating unless `resume`) the part file at `path`, and reserves
-/// `size` bytes for it, so that a file the disk cannot hold is refused at its hello, not
-/// failed part-way. The file must be a regular file of this user: in a shared directory
-/// (`--dir /tmp`) someone else's file, or a FIFO, under that name is refused, not written
-/// to (or waited on).
-fn open_part(path: &std::path::Path, resume: bool, size: u64) -> io::Result<File> {
-    let f = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(!resume)
-        .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-        .open(path)?;
-    own_regular_file(&f)?;
-    f.set_len(size)?;
-    let len = libc::off_t::try_from(size).map_err(|_| io::Error::other("size out of range"))?;
-    if len > 0 {
-        // SAFETY: a valid descriptor; mode 0 only allocates (the size is already `size`).
-        if unsafe { libc::fallocate(f.as_raw_fd(), 0, 0, len) } != 0 {
-            let e = io::Error::last_os_error();
-            // A file system that cannot reserve space: a full disk is then found by the
-            // writes, and the transfer ends there, saying so.
-            if e.raw_os_error() != Some(libc::EOPNOTSUPP) {
-                if !resume {
-                    let _ = std::fs::remove_file(path);
-                }
-                return Err(e);
-            }
-        }
-    }
-    Ok(f)
-}
-
-/// Whether `f` is a regular file owned by this process's user.
-pub(super) fn own_regular_file(f: &File) -> io::Result<()> {
-    use std::os::unix::fs::MetadataExt;
-    let m = f.metadata()?;
-    // SAFETY: geteuid has no preconditions.
-    let me = unsafe { libc::geteuid() };
-    if !m.file_type().is_file() || m.uid() != me {
-        return Err(io::Error::other(
-            "a file of that name is there that is not a regular file of this user",
-        ));
-    }
-    Ok(())
 }
 
 /// Refusal lines a client network may have printed a minute (and at once).
