@@ -98,9 +98,26 @@ export function parseMirrorsText(text: string, path: string): Mirror[] {
   try {
     data = JSON.parse(text);
   } catch (e) {
-    throw new MirrorsError(`mirrors file ${path} is not valid JSON: ${(e as Error).message}`);
+    const message = (e as Error).message;
+    throw new MirrorsError(
+      `mirrors file ${path}${lineColumn(text, message)} is not valid JSON: ${message}`,
+    );
   }
   return parseMirrors(data, path);
+}
+
+/**
+ * `:LINE:COLUMN` (1-based) of the offset V8's JSON.parse names ("… at position 63"), so that an
+ * editor jumps to it; "" when the message names none (the end of the text, say).
+ */
+function lineColumn(text: string, message: string): string {
+  const m = /at position (\d+)/.exec(message);
+  if (!m) return "";
+  const at = Math.min(Number(m[1]), text.length);
+  const before = text.slice(0, at);
+  const line = before.split("\n").length;
+  const column = at - (before.lastIndexOf("\n") + 1) + 1;
+  return `:${line}:${column}`;
 }
 
 export async function loadMirrorsFile(path: string): Promise<Mirror[]> {

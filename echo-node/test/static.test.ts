@@ -152,9 +152,13 @@ describe("mirrors", () => {
       `${bad}: mirror #2: "url" 'nope' is not an absolute URL`,
     );
     const broken = join(dir, "broken.json");
-    writeFileSync(broken, "{ not json");
+    // A missing comma on line 3: the message says where, as LINE:COLUMN an editor jumps to.
+    writeFileSync(
+      broken,
+      '{"mirrors": [\n  {"name": "a", "url": "https://a.example"},\n  {"name": "b" "url": "https://b.example"}\n]}\n',
+    );
     await expect(startTestNode({ mirrorsFile: broken })).rejects.toThrow(
-      `mirrors file ${broken} is not valid JSON`,
+      `mirrors file ${broken}:3:16 is not valid JSON`,
     );
     await expect(startTestNode({ mirrorsFile: join(dir, "missing.json") })).rejects.toThrow(
       /cannot read mirrors file/,
