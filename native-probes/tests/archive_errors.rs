@@ -1,12 +1,14 @@
 //! The archive's errors through the real `nowcast`, each in one line naming what failed and
-//! why: a ClickHouse URL where a server takes the connection and says nothing, or where
-//! another HTTP server answers with its page; a damaged SQLite file; a full disk under the
+//! why: a ClickHouse URL where a server takes the connection and says nothing, where
+//! another HTTP server answers with its page, or whose host never answers the connection
+//! (root only: a namespace that drops the SYNs); a damaged SQLite file; a full disk under the
 //! archive (a small tmpfs, root only), with how much of an import went in; a
 //! write-protected archive; and a time range that ends before it starts.
 
 mod common;
 
-use common::{is_root, nowcast, text, TempDir, Tmpfs, BIN};
+use common::netns::Netns;
+use common::{is_root, nowcast, run_bounded, sh, text, TempDir, Tmpfs, BIN};
 use nowcast::archive::clickhouse::{Clickhouse, ClickhouseConfig};
 use nowcast::archive::query::Filter;
 use nowcast_core::record::{Metric, Record};
@@ -140,6 +142,52 @@ fn a_clickhouse_that_says_nothing_is_given_up_on_and_said() {
         assert!(err.contains(&want), "{args}: {err}");
         assert!(took < Duration::from_secs(10), "{args}: {took:?}");
     }
+}
+
+/// A ClickHouse whose host never answers the connection (its SYNs dropped, as a firewall
+/// does): given up on at the 5 s connection limit, not the 30 s answer timeout, and said as no
+/// connection. Root only: a namespace of its own, its loopback up, nftables dropping the SYNs
+/// to ClickHouse's port there.
+#[test]
+fn a_clickhouse_host_that_never_answers_the_connection_is_given_up_on_in_5_s() {
+    if !is_root() {
+        eprintln!("skipped: needs root (a network namespace of its own and nftables)");
+        return;
+    }
+    let ns = format!("nwc-chsyn-{}", std::process::id());
+    let net = Netns::new(std::slice::from_ref(&ns));
+    let nft = |rule: &[&str]| sh(&[&["ip", "netns", "exec", &ns, "nft"][..], rule].concat());
+    nft(&["add", "table", "inet", "t"]);
+    nft(&[
+        "add",
+        "chain",
+        "inet",
+        "t",
+        "in",
+        "{ type filter hook input priority 0; }",
+    ]);
+    nft(&[
+        "add", "rule", "inet", "t", "in", "tcp", "dport", "8123", "drop",
+    ]);
+    let url = "http://127.0.0.1:8123";
+    let mut cmd = Command::new("ip");
+    cmd.args(["netns", "exec", &ns, BIN, "archive", "query", "latest"])
+        .args(["--clickhouse", url]);
+    let started = Instant::now();
+    let out = run_bounded(cmd, Duration::from_secs(60));
+    let took = started.elapsed();
+    drop(net);
+    let err = one_error(&out);
+    assert!(
+        err.contains(&format!(
+            "nowcast: no connection to ClickHouse at {url} within 5 s"
+        )),
+        "{err}"
+    );
+    assert!(
+        took >= Duration::from_millis(4_500) && took < Duration::from_secs(12),
+        "{took:?}"
+    );
 }
 
 #[test]
