@@ -824,7 +824,15 @@ def share(b, extra=()):
     return f, t
 
 
+def unwind_on_term():
+    """SIGTERM and SIGHUP (a timeout, a CI runner stopping the job, a closed terminal) unwind
+    like Ctrl-C: every link's `finally` stops its processes and deletes its namespaces."""
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, lambda signum, _frame: sys.exit(128 + signum))
+
+
 if __name__ == "__main__":
+    unwind_on_term()
     if os.geteuid() != 0:
         print("skipped: needs root (network namespaces)")
         sys.exit(0)

@@ -81,6 +81,7 @@ def bench(quick, check, links):
 
 
 if __name__ == "__main__":
+    F.unwind_on_term()
     if os.geteuid() != 0:
         print("skipped: needs root (network namespaces)")
         sys.exit(0)
