@@ -8,7 +8,7 @@
 //! 70 s.
 
 use nowcast::archive::sqlite::Sqlite;
-use nowcast::campaign::runlog::Outcome;
+use nowcast::runlog::Outcome;
 use nowcast::serve::limits::{Prefixes, Rate, UdpLimits};
 use nowcast::serve::watchdog::{Timing, GRACE, WINDOW};
 use nowcast::serve::{Config, Server};

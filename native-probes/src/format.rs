@@ -62,6 +62,17 @@ pub fn bytes(n: u64) -> String {
     format!("{n} bytes")
 }
 
+/// A byte count as iperf3 writes a window size, and IEPM-BW names its runs: `64K`, `1M`,
+/// `1536` (powers of 1024 when exact).
+pub fn bytes_short(n: u64) -> String {
+    for (unit, size) in [("G", 1u64 << 30), ("M", 1 << 20), ("K", 1 << 10)] {
+        if n >= size && n % size == 0 {
+            return format!("{}{unit}", n / size);
+        }
+    }
+    n.to_string()
+}
+
 /// Three significant digits without exponent notation (the page's `significant`):
 /// `941`, `23.5`, `2.35`, `0.418`.
 pub fn significant(v: f64) -> String {

@@ -34,6 +34,7 @@ pub mod periodic;
 pub mod proxy;
 pub mod report;
 pub mod rng;
+pub mod runlog;
 pub mod schedule;
 pub mod series;
 pub mod series_input;

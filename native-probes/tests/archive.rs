@@ -11,7 +11,7 @@ use nowcast::archive::clickhouse::{Clickhouse, ClickhouseConfig};
 use nowcast::archive::query::{close, Filter};
 use nowcast::archive::sqlite::Sqlite;
 use nowcast::archive::{Archive, ArchiveConfig};
-use nowcast::campaign::runlog::{Outcome, RunLog};
+use nowcast::runlog::{Outcome, RunLog};
 use nowcast_core::record::{
     ClassifierMetric, Congestion, CongestionAction, LossCount, Metric, Probe, Record,
     RecordForecast, Selector, Status, Transport,

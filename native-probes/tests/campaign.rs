@@ -9,7 +9,7 @@ use common::campaign::Running;
 use common::{nowcast, text, Server, TempDir, BIN};
 use nowcast::archive::query::Filter;
 use nowcast::archive::sqlite::Sqlite;
-use nowcast::campaign::runlog::{Outcome, RunLog};
+use nowcast::runlog::{Outcome, RunLog};
 use nowcast_core::record::{Metric, Record, Status};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};

@@ -113,7 +113,7 @@ fn a_full_disk_under_the_spool_holds_the_records_says_so_and_loses_nothing() {
     assert_eq!(slots, logged, "{stopped}");
     let ok = rows
         .iter()
-        .filter(|r| r.outcome == nowcast::campaign::runlog::Outcome::Ok)
+        .filter(|r| r.outcome == nowcast::runlog::Outcome::Ok)
         .count() as u64;
     assert!(ok >= 6, "{ok} ok runs: {all}");
     // A TCP session gives handshake_rtt, rtt and rtt_nagle.

@@ -10,8 +10,8 @@ mod common;
 
 use common::{nowcast, text, TempDir};
 use nowcast::archive::sqlite::Sqlite;
-use nowcast::campaign::runlog::{Outcome, RunLog};
 use nowcast::rng::Rng;
+use nowcast::runlog::{Outcome, RunLog};
 use nowcast_core::record::{Metric, Record, Status};
 use std::path::{Path, PathBuf};
 use std::time::Duration;

@@ -5,7 +5,7 @@
 
 use super::query::{self, Bucket, Filter, Latest, Summary};
 use super::row::Row;
-use crate::campaign::runlog::{Outcome, RunLog};
+use crate::runlog::{Outcome, RunLog};
 use crate::when::{date, Ms};
 use anyhow::{anyhow, bail, Context, Result};
 use nowcast_core::record::{Congestion, Metric, Record, Selector, Status, Transport};

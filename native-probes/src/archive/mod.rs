@@ -20,8 +20,8 @@ pub mod row;
 pub mod spool;
 pub mod sqlite;
 
-use crate::campaign::runlog::RunLog;
 use crate::output::{Experiment, Heading, RecordSink};
+use crate::runlog::RunLog;
 use crate::series::SeriesStats;
 use crate::stop::Stop;
 use crate::when::{Ms, DAY};

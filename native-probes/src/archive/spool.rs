@@ -17,7 +17,7 @@
 //! its lines are held in memory, up to [`MAX_HELD_BYTES`], and written first by the next
 //! append or [`Spool::rotate`] once the disk takes them.
 
-use crate::campaign::runlog::RunLog;
+use crate::runlog::RunLog;
 use crate::when::Ms;
 use anyhow::{Context, Result};
 use nowcast_core::record::Record;

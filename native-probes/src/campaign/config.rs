@@ -778,7 +778,7 @@ fn probe_specs(p: &ProbeFile, what: &str) -> Result<Vec<ProbeSpec>> {
                         format!(
                             "{}-s{s}{}",
                             p.name.get_ref(),
-                            w.map(|w| format!("-w{}", crate::report::text::bytes(w)))
+                            w.map(|w| format!("-w{}", crate::format::bytes_short(w)))
                                 .unwrap_or_default()
                         )
                     } else {

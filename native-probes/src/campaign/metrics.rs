@@ -4,7 +4,7 @@
 //!
 //! Deterministic core: a snapshot in, text out.
 
-use super::runlog::Outcome;
+use crate::runlog::Outcome;
 use std::fmt::Write as _;
 
 /// What the campaign's `/metrics` shows.

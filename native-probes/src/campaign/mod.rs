@@ -4,7 +4,8 @@
 //! probes, and logs everything, here into the archive ([`crate::archive`]).
 //!
 //! Cores: [`plan`] (the campaign as data), [`cron`], [`scheduler`] (what to start, kill and
-//! log, from the plan, the time and what finished), [`runlog`], [`status`], [`metrics`].
+//! log, from the plan, the time and what finished; its run log is [`crate::runlog`]),
+//! [`status`], [`metrics`].
 //! Edges: [`config`] (the TOML file), [`probes`] (one module per probe type), [`runner`]
 //! (the loop, threads, signals, `/metrics`).
 
@@ -13,7 +14,6 @@ pub mod cron;
 pub mod metrics;
 pub mod plan;
 pub mod probes;
-pub mod runlog;
 pub mod runner;
 pub mod scheduler;
 pub mod status;

@@ -14,8 +14,9 @@
 
 use super::cron::Cron;
 use crate::format::bytes;
+use crate::runlog::{Outcome, RunLog};
 use crate::when::{exact, Ms, SECOND};
-use nowcast_core::record::{Metric, Transport};
+use nowcast_core::record::{Metric, Probe, Record, Status, Transport};
 use std::collections::BTreeMap;
 
 /// One host probed by the campaign.
@@ -468,6 +469,50 @@ impl Plan {
 
     pub fn target(&self, job: usize) -> &Target {
         &self.targets[self.jobs[job].target]
+    }
+
+    /// The records that stand for `job`'s run `run` when it measured nothing: one per metric
+    /// of the probe, status `timeout` for a killed run (with its bound) and `error`
+    /// otherwise, the reason in `error`. A run that failed on its own already gave such
+    /// records.
+    pub fn records_for_run(&self, run: &RunLog, job: usize, bound_ms: Ms) -> Vec<Record> {
+        let spec = self.probe(job);
+        let target = self.target(job);
+        let to = target.record_to(&spec.kind);
+        let status = match run.outcome {
+            Outcome::Ok | Outcome::Failed => return Vec::new(),
+            Outcome::Killed => Status::Timeout,
+            Outcome::Skipped | Outcome::Missed => Status::Error,
+        };
+        let reason = format!(
+            "{} {}: {}",
+            spec.name,
+            run.outcome.name(),
+            run.reason.as_deref().unwrap_or("no reason given")
+        );
+        let reason: String = reason.chars().take(1000).collect();
+        spec.kind
+            .metrics()
+            .into_iter()
+            .map(|m| {
+                let mut r = Record::new(
+                    run.started_ms.unwrap_or(run.due_ms) as f64,
+                    spec.kind.source(),
+                    m,
+                    0.0,
+                    &to,
+                );
+                r.status = status;
+                r.value = None;
+                r.error = Some(reason.clone());
+                r.timeout_ms = (status == Status::Timeout).then_some(bound_ms.max(1) as f64);
+                r.probe = spec.kind.transport().map(|t| Probe {
+                    transport: Some(t),
+                    ..Probe::default()
+                });
+                r
+            })
+            .collect()
     }
 
     /// The sanity-check job of `job`'s target, if it has one (the first gate probe on it).

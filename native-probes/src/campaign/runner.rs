@@ -6,9 +6,9 @@
 use super::config::Campaign;
 use super::metrics::{self, Snapshot};
 use super::probes::{self, external::Cancel};
-use super::runlog::{Outcome, Resume, RunLog};
 use super::scheduler::{Action, Finish, RunSpec, Scheduler};
 use crate::archive::{spool, sqlite::Sqlite, Archive, ArchiveConfig};
+use crate::runlog::{Outcome, Resume, RunLog};
 use crate::series::SeriesSet;
 use crate::stop::Stop;
 use crate::when::{human, Ms};
@@ -235,7 +235,7 @@ pub fn run(c: &Campaign, stop: &Stop, say: &mut dyn Write) -> Result<Summary> {
                 Action::Log(row) => {
                     let job = job_index.get(&row.job).copied();
                     let records = match job {
-                        Some(j) => row.records(&plan, j, plan.probe(j).bound_ms),
+                        Some(j) => plan.records_for_run(&row, j, plan.probe(j).bound_ms),
                         None => Vec::new(),
                     };
                     archive.write(&records, std::slice::from_ref(&row))?;

@@ -21,7 +21,7 @@
 //!   missed, and lets the runs in flight finish (or asks to kill them, [`Scheduler::kill_all`]).
 
 use super::plan::{Every, Plan};
-use super::runlog::{GateResult, Outcome, Resume, RunLog};
+use crate::runlog::{GateResult, Outcome, Resume, RunLog};
 use crate::when::{human, Ms};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -872,7 +872,7 @@ mod tests {
         assert_eq!(rows.len(), 2);
         assert!(rows.iter().all(|r| r.outcome == Outcome::Killed
             && r.ended_ms - r.started_ms.unwrap() == 20 * SECOND + 1));
-        let recs = rows[0].records(s.plan(), 0, 20 * SECOND);
+        let recs = s.plan().records_for_run(&rows[0], 0, 20 * SECOND);
         assert_eq!(recs.len(), 1);
         assert_eq!(recs[0].status, nowcast_core::record::Status::Timeout);
         recs[0].validate().unwrap();

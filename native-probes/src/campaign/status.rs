@@ -6,9 +6,9 @@
 //! or JSON out.
 
 use super::plan::Plan;
-use super::runlog::{Outcome, RunLog};
 use super::scheduler::Slot;
 use crate::format::{words, wrap, WIDTH};
+use crate::runlog::{Outcome, RunLog};
 use crate::when::{datetime, human, Ms};
 use serde::Serialize;
 use std::collections::HashMap;

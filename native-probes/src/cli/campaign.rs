@@ -326,10 +326,10 @@ mod tests {
 #[cfg(test)]
 mod status_text {
     use nowcast::campaign::config;
-    use nowcast::campaign::runlog::{Outcome, RunLog};
     use nowcast::campaign::scheduler::Slot;
     use nowcast::campaign::status::{build, text, ArchiveBacklog};
     use nowcast::format::WIDTH;
+    use nowcast::runlog::{Outcome, RunLog};
     use nowcast::when::Ms;
 
     const CONFIG: &str = "name = \"slac-like\"\n\

@@ -9,8 +9,8 @@
 //!
 //! Deterministic core: records in, a [`Report`] out.
 
-use crate::campaign::runlog::{Outcome, RunLog};
 use crate::format::{Scale, BAND_K};
+use crate::runlog::{Outcome, RunLog};
 use nowcast_core::iepm::{self, Agreement, DiurnalSplit, Flow, RelativeError};
 use nowcast_core::record::{Metric, Record, Status, Unit};
 use nowcast_core::stats::{histogram, Histogram};

@@ -13,9 +13,10 @@
 
 use super::analysis::{failing_targets, Report, SeriesReport, MIN_RANKED};
 use super::svg::{bars, esc, plot, same_value_pad, Layer, Ticks};
-use super::text::{bytes, next_band, next_range, peak, pm};
-use crate::campaign::runlog::Outcome;
+use super::text::{next_band, next_range, peak, pm};
+use crate::format::bytes_short;
 use crate::format::{count, scaled, Scale, BAND_K};
+use crate::runlog::Outcome;
 use crate::when::{datetime, DAY, HOUR, MINUTE};
 use nowcast_core::iepm::{is_weekend, time_of_day, DiurnalFit};
 use nowcast_core::record::Status;
@@ -793,7 +794,7 @@ pub fn render(r: &Report, title: &str) -> String {
                     r#"<tr{}><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>"#,
                     if row.chosen { r#" class="chosen""# } else { "" },
                     row.window_bytes
-                        .map(bytes)
+                        .map(bytes_short)
                         .unwrap_or_else(|| "default".into()),
                     row.streams,
                     row.n,

@@ -8,24 +8,14 @@
 //! Deterministic core: a [`Report`] in, text out.
 
 use super::analysis::{failing_targets, Next, Report, SeriesReport, MIN_RANKED};
-use crate::campaign::runlog::Outcome;
-use crate::format::{clean, count, scaled, Scale, BAND_K};
+use crate::format::{bytes_short, clean, count, scaled, Scale, BAND_K};
+use crate::runlog::Outcome;
 use crate::when::datetime;
 use nowcast_core::iepm::DiurnalFit;
 use std::fmt::Write as _;
 
 /// Width the prose is wrapped to.
 const WIDTH: usize = 80;
-
-/// A byte count as `64K`, `1M`, `1536` (powers of 1024 when exact).
-pub fn bytes(n: u64) -> String {
-    for (unit, size) in [("G", 1u64 << 30), ("M", 1 << 20), ("K", 1 << 10)] {
-        if n >= size && n % size == 0 {
-            return format!("{}{unit}", n / size);
-        }
-    }
-    n.to_string()
-}
 
 /// A percentage of a fraction with one decimal, never "-0.0".
 pub fn pct(v: Option<f64>) -> String {
@@ -461,7 +451,7 @@ pub fn render(r: &Report, empty: &str) -> String {
             out.push_str(&format!(
                 "  {:>7} {:>7} {:>5} {:>7} {:>7}{}\n",
                 row.window_bytes
-                    .map(bytes)
+                    .map(bytes_short)
                     .unwrap_or_else(|| "default".into()),
                 row.streams,
                 row.n,

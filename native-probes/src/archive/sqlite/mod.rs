@@ -16,7 +16,7 @@ mod trouble;
 mod write;
 
 use super::query::{Bucket, Filter, Latest, Summary};
-use crate::campaign::runlog::{Resume, RunLog};
+use crate::runlog::{Resume, RunLog};
 use crate::when::Ms;
 use anyhow::Result;
 use nowcast_core::record::{Metric, Record};

@@ -3,7 +3,7 @@
 use super::{Sqlite, PER_MS, RUN_COLUMNS};
 use crate::archive::query::{Bucket, Filter, Latest, Summary};
 use crate::archive::row::Row;
-use crate::campaign::runlog::{GateResult, JobHistory, Outcome, Resume, RunLog};
+use crate::runlog::{GateResult, JobHistory, Outcome, Resume, RunLog};
 use crate::when::{Ms, HOUR};
 use anyhow::{Context, Result};
 use nowcast_core::record::{

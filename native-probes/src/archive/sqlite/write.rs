@@ -3,7 +3,7 @@
 
 use super::{Sqlite, PER_MS, RUN_COLUMNS};
 use crate::archive::row::DETAIL_COLUMNS;
-use crate::campaign::runlog::RunLog;
+use crate::runlog::RunLog;
 use crate::when::Ms;
 use anyhow::Result;
 use nowcast_core::record::{Record, Status, Transport, SCHEMA_VERSION};

@@ -4,11 +4,12 @@
 //! are archived next to the records, and a restarted campaign reads them back to continue
 //! its schedule ([`Resume`]).
 //!
-//! Deterministic core: plain data, and the records that stand for a run that gave none.
+//! Deterministic core, plain data. A campaign writes it
+//! ([`Plan::records_for_run`](crate::campaign::plan::Plan::records_for_run) gives the records
+//! that stand for a run that measured nothing), the archive keeps it and reports read it: it
+//! stands below all three.
 
-use super::plan::Plan;
 use crate::when::Ms;
-use nowcast_core::record::{Probe, Record, Status};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 
@@ -83,51 +84,6 @@ pub struct RunLog {
     /// A sanity check run made for a gated run, outside the check's own schedule.
     #[serde(default)]
     pub gate_check: bool,
-}
-
-impl RunLog {
-    /// The records that stand for a run that measured nothing: one per metric of the
-    /// probe, status `timeout` for a killed run (with its bound) and `error` otherwise, the
-    /// reason in `error`. A run that failed on its own already gave such records.
-    pub fn records(&self, plan: &Plan, job: usize, bound_ms: Ms) -> Vec<Record> {
-        let spec = plan.probe(job);
-        let target = plan.target(job);
-        let to = target.record_to(&spec.kind);
-        let status = match self.outcome {
-            Outcome::Ok | Outcome::Failed => return Vec::new(),
-            Outcome::Killed => Status::Timeout,
-            Outcome::Skipped | Outcome::Missed => Status::Error,
-        };
-        let reason = format!(
-            "{} {}: {}",
-            spec.name,
-            self.outcome.name(),
-            self.reason.as_deref().unwrap_or("no reason given")
-        );
-        let reason: String = reason.chars().take(1000).collect();
-        spec.kind
-            .metrics()
-            .into_iter()
-            .map(|m| {
-                let mut r = Record::new(
-                    self.started_ms.unwrap_or(self.due_ms) as f64,
-                    spec.kind.source(),
-                    m,
-                    0.0,
-                    &to,
-                );
-                r.status = status;
-                r.value = None;
-                r.error = Some(reason.clone());
-                r.timeout_ms = (status == Status::Timeout).then_some(bound_ms.max(1) as f64);
-                r.probe = spec.kind.transport().map(|t| Probe {
-                    transport: Some(t),
-                    ..Probe::default()
-                });
-                r
-            })
-            .collect()
-    }
 }
 
 /// The last result of a sanity check.
