@@ -7,13 +7,18 @@ no other flag (what a user gets), beside iperf3 (-t 8, both ways) in the same ru
 reference is the link's ceiling, its rate times 1448/1514 (TCP payload per Ethernet frame):
 on a long path a short iperf3 run reads its own slow start.
 
-  tcp_link.py bench [--quick] [--check LOW:HIGH] [--links RATE:RTT,...]
+  tcp_link.py bench [--quick] [--check LOW:HIGH] [--links RATE:RTT,...] [--trace DIR]
 
 --quick runs one link (40 Mbit/s behind 150 ms, where the probe read 2.3 Mbit/s until
 2026-12-06) without iperf3; --check fails (exit 1) when a median of nowcast's readings is
-below LOW or above HIGH times the ceiling. Needs root, iproute2, iperf3.
+below LOW or above HIGH times the ceiling. --trace DIR keeps, per link, nowcast's records
+(RATE-RTT.ndjson) and the TCP_INFO of the probes' connections as each sender saw it, sampled
+every 50 ms (`ss -tin`: RATE-RTT-up.ss from the client, RATE-RTT-down.ss from the server;
+each sample a line `--- UNIX-TIME` then ss's output): where a reading came out low, the
+sender's window, losses and retransmissions say why (native-probes/BENCHMARKS.md, stop 47).
+Needs root, iproute2, iperf3.
 """
-import json, os, statistics, subprocess, sys, time
+import json, os, statistics, subprocess, sys, threading, time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import fobs_link as F  # noqa: E402  (the link and the binary's path)
@@ -27,8 +32,34 @@ def queue_ms(rate):
     return max(20, 64 * 8 / rate)
 
 
-def one(rate, rtt, count, peer):
+class Tracer:
+    """Samples `ss -tin` for the probes' connections (port 8060) in the client's and the
+    server's namespaces until stopped."""
+
+    def __init__(self, link, prefix):
+        self.done = threading.Event()
+        self.files = [(link.a, "dport", open(prefix + "-up.ss", "w")),
+                      (link.b, "sport", open(prefix + "-down.ss", "w"))]
+        self.thread = threading.Thread(target=self.run, daemon=True)
+        self.thread.start()
+
+    def run(self):
+        while not self.done.wait(0.05):
+            for ns, side, f in self.files:
+                o = subprocess.run(["ip", "netns", "exec", ns, "ss", "-tin", side, "= :8060"],
+                                   capture_output=True, text=True).stdout
+                f.write(f"--- {time.time():.3f}\n{o}")
+
+    def stop(self):
+        self.done.set()
+        self.thread.join()
+        for _, _, f in self.files:
+            f.close()
+
+
+def one(rate, rtt, count, peer, trace=None):
     link = F.DelayedLink("t", rate, rtt, queue_ms=queue_ms(rate))
+    tracer = None
     try:
         m = ["ip", "netns", "exec", link.m]
         burst = max(rate * 1000 // 8 // 100, 32)
@@ -39,8 +70,15 @@ def one(rate, rtt, count, peer):
         if peer:
             link.keep(link.run(link.b, ["iperf3", "-s", "-B", link.b_ip], stdout=subprocess.DEVNULL))
         time.sleep(0.5)
+        prefix = os.path.join(trace, f"{rate}-{rtt}") if trace else None
+        tracer = Tracer(link, prefix) if trace else None
         out = subprocess.run(["ip", "netns", "exec", link.a, F.BIN, "tcp", link.b_ip, "--direction", "both",
                               "--count", str(count), "--json"], capture_output=True, text=True, timeout=900)
+        if tracer:
+            tracer.stop()
+            tracer = None
+            with open(prefix + ".ndjson", "w") as f:
+                f.write(out.stdout)
         got = {"up": [], "down": []}
         for line in out.stdout.splitlines():
             r = json.loads(line)
@@ -56,15 +94,17 @@ def one(rate, rtt, count, peer):
                 theirs[way] = json.loads(o.stdout)["end"]["sum_received"]["bits_per_second"] / 1e6
         return got, theirs
     finally:
+        if tracer:
+            tracer.stop()
         link.close()
 
 
-def bench(quick, check, links):
+def bench(quick, check, links, trace=None):
     failed = []
     print(f"{'link':>22} {'way':>4} {'nowcast (median; each)':>44} {'ceiling':>8} {'ratio':>6} {'iperf3':>7}")
     for rate, rtt in links:
         ceiling = rate * 1448 / 1514
-        got, theirs = one(rate, rtt, 3 if quick else 8, not quick)
+        got, theirs = one(rate, rtt, 3 if quick else 8, not quick, trace)
         for way in ("up", "down"):
             v = got[way]
             med = statistics.median(v) if v else float("nan")
@@ -94,4 +134,7 @@ if __name__ == "__main__":
         links = [tuple(int(v) for v in x.split(":")) for x in args[args.index("--links") + 1].split(",")]
     elif "--quick" in args:
         links = [(40, 150)]
-    bench("--quick" in args, check, links)
+    trace = args[args.index("--trace") + 1] if "--trace" in args else None
+    if trace:
+        os.makedirs(trace, exist_ok=True)
+    bench("--quick" in args, check, links, trace)
