@@ -244,6 +244,83 @@ pub fn cold_burst_next(
     }
 }
 
+/// What a sender's congestion control says of its start once a warm-up (or the first run's
+/// tries) has moved its bytes: asked of the sending socket's `TCP_INFO` (`tcpi_snd_ssthresh`,
+/// infinite until the start ends) and its congestion control's name. On an upload the client
+/// is the sender; on a download `nowcast serve` answers for its socket.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Start {
+    /// Not known: a server of an earlier build, or a system that does not say.
+    Unknown,
+    /// BBR's startup (pacing gain 2.89). It ends by itself three round trips after the
+    /// delivery rate stops growing by a quarter; until then it sends up to three times the
+    /// path's rate into the queue, and loses what overflows it.
+    Startup,
+    /// A loss-based control's slow start (Reno, CUBIC): the window is below the slow-start
+    /// threshold, which is infinite until the first loss (or HyStart's delay increase) and
+    /// after a retransmission timeout is above a window of one packet. On a path that neither
+    /// loses nor queues it never ends.
+    SlowStart,
+    /// Over: BBR past its startup, or a loss-based window at or above its threshold.
+    Over,
+}
+
+/// How long the warm-ups before a timed transfer may last in all, in predicted round trips
+/// ([`warm_again`]), or [`WARM_UP_MAX_MS`] on a short path. BBR's startup lasted 13–15 round
+/// trips behind 150 ms (40 Mbit/s, a 20 ms queue), and longer with the pauses between
+/// transfers, which it does not count.
+pub const WARM_UP_MAX_RTT_TIMES: f64 = 40.0;
+/// ... and at least this long, ms, however short the path.
+pub const WARM_UP_MAX_MS: f64 = 1_000.0;
+
+/// Whether another warm-up should run before the timed transfer, and its size: after a
+/// warm-up (or the last of the first run's tries) of `bytes` that lasted `raw_ms` and read
+/// `mbit_s`, when the warm transfers so far have lasted `warmed_ms` in all and the sender
+/// says `start`. `before` is the reading of the warm-up before this one (the try before, after
+/// the tries), `None` after the first.
+///
+/// Why: a timed transfer that starts inside the sender's start times its overshoot, or the
+/// start itself. Behind 150 ms (40 Mbit/s, a 20 ms queue), one warm-up of four round trips
+/// could end inside BBR's startup, and the timed transfer then lost 471 packets and read 15.3
+/// Mbit/s; with CUBIC, the warm-up's overshoot ended in a retransmission timeout and the
+/// timed transfer was a new slow start from one packet. Each low reading shrank the next
+/// warm-up (a fixed point: 12.4, 4.0, 1.3 Mbit/s with CUBIC). So the warm-ups go on, each
+/// twice the last: while the sender is in BBR's startup (which ends by itself); after a first
+/// warm-up that ended in a loss-based slow start (whose window doubles each round trip until
+/// it overshoots); and while each reads more than [`TRY_GROWTH`] times the one before, in any
+/// state (a window regrowing after a loss); until they have lasted [`WARM_UP_MAX_RTT_TIMES`]
+/// predicted round trips or [`WARM_UP_MAX_MS`]. A sender that does not say (a server of an
+/// earlier build) is warmed once, as before.
+#[allow(clippy::too_many_arguments)]
+pub fn warm_again(
+    start: Start,
+    bytes: u64,
+    raw_ms: f64,
+    mbit_s: f64,
+    before: Option<f64>,
+    warmed_ms: f64,
+    predicted_rtt_ms: Option<f64>,
+    max_bytes: u64,
+) -> Option<u64> {
+    let limit = WARM_UP_MAX_MS.max(WARM_UP_MAX_RTT_TIMES * rtt_of(predicted_rtt_ms));
+    let growing = before
+        .filter(|b| b.is_finite() && *b > 0.0)
+        .is_some_and(|b| mbit_s > TRY_GROWTH * b);
+    let go = match start {
+        Start::Startup => true,
+        Start::SlowStart => before.is_none() || growing,
+        Start::Over => growing,
+        Start::Unknown => false,
+    };
+    if !go || warmed_ms >= limit || !(raw_ms.is_finite() && raw_ms > 0.0) {
+        return None;
+    }
+    // Twice the last, but no longer than the time left (at the last one's pace).
+    let left = (limit - warmed_ms) / raw_ms;
+    let next = (bytes as f64 * left.min(2.0)) as u64;
+    Some(next.clamp(AUTO_MIN_BYTES, max_bytes.max(AUTO_MIN_BYTES)))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -376,6 +453,190 @@ mod tests {
         assert_eq!(auto_size(Some(100.0), Some(20.0), 1 << 30), 4 << 20);
         assert_eq!(warm_up_size(None, rtt, 1 << 30), AUTO_MIN_BYTES);
         assert_eq!(warm_up_size(Some(40.0), rtt, 1 << 20), 1 << 20);
+    }
+
+    /// Behind 150 ms, BBR's startup outlasts a warm-up of four round trips: the warm-ups go on,
+    /// each twice the last, until the sender says it is over and they stop growing, or for
+    /// 40 round trips at most.
+    #[test]
+    fn warm_ups_go_on_while_the_sender_is_in_its_start() {
+        let rtt = Some(150.0);
+        let cap = 1 << 30;
+        // BBR's startup: again, twice the size, whatever the reading.
+        assert_eq!(
+            warm_again(
+                Start::Startup,
+                2 << 20,
+                700.0,
+                24.0,
+                Some(25.0),
+                700.0,
+                rtt,
+                cap
+            ),
+            Some(4 << 20)
+        );
+        // Not known (a server of an earlier build): the timed transfer is next.
+        assert_eq!(
+            warm_again(
+                Start::Unknown,
+                2 << 20,
+                700.0,
+                40.0,
+                Some(25.0),
+                700.0,
+                rtt,
+                cap
+            ),
+            None
+        );
+        // Over: again only while the readings still grow by a quarter (a window regrowing
+        // after a loss).
+        assert_eq!(
+            warm_again(Start::Over, 2 << 20, 700.0, 24.0, None, 700.0, rtt, cap),
+            None
+        );
+        assert_eq!(
+            warm_again(
+                Start::Over,
+                2 << 20,
+                700.0,
+                30.0,
+                Some(25.0),
+                700.0,
+                rtt,
+                cap
+            ),
+            None
+        );
+        assert_eq!(
+            warm_again(
+                Start::Over,
+                2 << 20,
+                700.0,
+                40.0,
+                Some(25.0),
+                700.0,
+                rtt,
+                cap
+            ),
+            Some(4 << 20)
+        );
+        // A loss-based slow start: again after the first warm-up, then while growing.
+        assert_eq!(
+            warm_again(
+                Start::SlowStart,
+                512 << 10,
+                700.0,
+                3.0,
+                None,
+                700.0,
+                rtt,
+                cap
+            ),
+            Some(1 << 20)
+        );
+        assert_eq!(
+            warm_again(
+                Start::SlowStart,
+                1 << 20,
+                700.0,
+                6.0,
+                Some(3.0),
+                1_400.0,
+                rtt,
+                cap
+            ),
+            Some(2 << 20)
+        );
+        assert_eq!(
+            warm_again(
+                Start::SlowStart,
+                2 << 20,
+                700.0,
+                30.0,
+                Some(25.0),
+                700.0,
+                rtt,
+                cap
+            ),
+            None
+        );
+        // 40 round trips (6 s here) in all, at most: the last one fits in what is left.
+        assert_eq!(
+            warm_again(
+                Start::Startup,
+                8 << 20,
+                1_000.0,
+                40.0,
+                None,
+                5_500.0,
+                rtt,
+                cap
+            ),
+            Some(4 << 20)
+        );
+        assert_eq!(
+            warm_again(
+                Start::Startup,
+                8 << 20,
+                1_000.0,
+                40.0,
+                None,
+                6_000.0,
+                rtt,
+                cap
+            ),
+            None
+        );
+        // On a short path, a second in all; never above the cap, never below 64 KiB.
+        assert_eq!(
+            warm_again(
+                Start::Startup,
+                4 << 20,
+                250.0,
+                130.0,
+                None,
+                250.0,
+                Some(1.0),
+                cap
+            ),
+            Some(8 << 20)
+        );
+        assert_eq!(
+            warm_again(
+                Start::Startup,
+                4 << 20,
+                250.0,
+                130.0,
+                None,
+                1_000.0,
+                Some(1.0),
+                cap
+            ),
+            None
+        );
+        assert_eq!(
+            warm_again(
+                Start::Startup,
+                4 << 20,
+                250.0,
+                130.0,
+                None,
+                250.0,
+                None,
+                6 << 20
+            ),
+            Some(6 << 20)
+        );
+        assert_eq!(
+            warm_again(Start::Startup, 1 << 10, 1.0, 8.0, None, 999.9, None, cap),
+            Some(AUTO_MIN_BYTES)
+        );
+        assert_eq!(
+            warm_again(Start::Startup, 2 << 20, 0.0, 8.0, None, 10.0, None, cap),
+            None
+        );
     }
 
     #[test]

@@ -7,7 +7,7 @@ no other flag (what a user gets), beside iperf3 (-t 8, both ways) in the same ru
 reference is the link's ceiling, its rate times 1448/1514 (TCP payload per Ethernet frame):
 on a long path a short iperf3 run reads its own slow start.
 
-  tcp_link.py bench [--quick] [--check LOW:HIGH] [--links RATE:RTT,...] [--trace DIR]
+  tcp_link.py bench [--quick] [--check LOW:HIGH] [--links RATE:RTT,...] [--trace DIR] [--cc NAME]
 
 --quick runs one link (40 Mbit/s behind 150 ms, where the probe read 2.3 Mbit/s until
 2026-12-06) without iperf3; --check fails (exit 1) when a median of nowcast's readings is
@@ -16,6 +16,9 @@ below LOW or above HIGH times the ceiling. --trace DIR keeps, per link, nowcast'
 every 50 ms (`ss -tin`: RATE-RTT-up.ss from the client, RATE-RTT-down.ss from the server;
 each sample a line `--- UNIX-TIME` then ss's output): where a reading came out low, the
 sender's window, losses and retransmissions say why (native-probes/BENCHMARKS.md, stop 47).
+--cc NAME sets both ends' congestion control (the namespaces' net.ipv4.tcp_congestion_control:
+cubic, reno, bbr; the machine's default otherwise), for nowcast and iperf3 alike; it must be
+in the machine's net.ipv4.tcp_allowed_congestion_control.
 Needs root, iproute2, iperf3.
 """
 import json, os, statistics, subprocess, sys, threading, time
@@ -57,10 +60,16 @@ class Tracer:
             f.close()
 
 
-def one(rate, rtt, count, peer, trace=None):
+def one(rate, rtt, count, peer, trace=None, cc=None):
     link = F.DelayedLink("t", rate, rtt, queue_ms=queue_ms(rate))
     tracer = None
     try:
+        for ns in (link.a, link.b) if cc else ():
+            r = F.sh("ip", "netns", "exec", ns, "sysctl", "-q", "-w", f"net.ipv4.tcp_congestion_control={cc}",
+                     check=False)
+            if r.returncode != 0:
+                sys.exit(f"--cc {cc}: a namespace may use only the machine's allowed congestion controls "
+                         f"(net.ipv4.tcp_allowed_congestion_control): {r.stderr.strip()}")
         m = ["ip", "netns", "exec", link.m]
         burst = max(rate * 1000 // 8 // 100, 32)
         F.sh(*m, "tc", "qdisc", "add", "dev", link.d("ma"), "root", "tbf", "rate", f"{rate}mbit",
@@ -99,12 +108,12 @@ def one(rate, rtt, count, peer, trace=None):
         link.close()
 
 
-def bench(quick, check, links, trace=None):
+def bench(quick, check, links, trace=None, cc=None):
     failed = []
     print(f"{'link':>22} {'way':>4} {'nowcast (median; each)':>44} {'ceiling':>8} {'ratio':>6} {'iperf3':>7}")
     for rate, rtt in links:
         ceiling = rate * 1448 / 1514
-        got, theirs = one(rate, rtt, 3 if quick else 8, not quick, trace)
+        got, theirs = one(rate, rtt, 3 if quick else 8, not quick, trace, cc)
         for way in ("up", "down"):
             v = got[way]
             med = statistics.median(v) if v else float("nan")
@@ -137,4 +146,5 @@ if __name__ == "__main__":
     trace = args[args.index("--trace") + 1] if "--trace" in args else None
     if trace:
         os.makedirs(trace, exist_ok=True)
-    bench("--quick" in args, check, links, trace)
+    cc = args[args.index("--cc") + 1] if "--cc" in args else None
+    bench("--quick" in args, check, links, trace, cc)

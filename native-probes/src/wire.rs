@@ -11,7 +11,11 @@
 //! client → server  Hello    "NWCT" version:u8 flags:u8 rcvbuf:u32 sndbuf:u32      (14 bytes)
 //! server → client  Welcome  "NWCT" version:u8 status:u8 max_payload:u64
 //!                           rcvbuf:u32 sndbuf:u32 retry_after_ms:u32              (26 bytes)
-//! client → server  Ping     'P' x:u8          server echoes the same 2 bytes
+//! client → server  Ping     'P' x:u8          server echoes the same 2 bytes, except:
+//! client → server  Ping     'P' '?'           after a download: the server answers 'P' and
+//!                           where its sender is in its congestion control's start: 'B'
+//!                           BBR's startup, 'S' a loss-based slow start, 'C' over, '?' not
+//!                           known (see [`START_QUERY`])
 //! client → server  Bulk     'B' len:u64, then len bytes;  server answers "AK" (2 bytes)
 //!                           once all of them are in
 //! client → server  BulkDown 'D' len:u64;  server answers "AK", then len bytes
@@ -32,6 +36,7 @@
 //! server and an echo service, RFC 862) can never be set answering each other by one forged
 //! datagram. Version 1 had no kind: its echo was itself a valid request.
 
+use nowcast_core::transfer::Start;
 use std::fmt;
 
 /// Default port of `nowcast serve`, TCP and UDP (the NWS sensor's port).
@@ -52,6 +57,39 @@ pub const OP_QUIT: u8 = b'Q';
 pub const OP_REFUSAL: u8 = b'N';
 /// The NWS round-trip probe is two bytes each way: the opcode and one byte of payload.
 pub const PING_LEN: usize = 2;
+/// The byte of a ping that asks, once the session has had a download, where the server's
+/// sender is in its congestion control's start ([`start_byte`]): the client warms the
+/// connection again before a timed download while it is ([`Start`]). Before a download the
+/// ping is an echo like any other (a timed echo carries the session's number, which may be
+/// this byte), and a server of an earlier build echoes it after one too, which reads as
+/// [`Start::Unknown`]: no version change, and each side falls back to one warm-up.
+pub const START_QUERY: u8 = b'?';
+
+/// The answer's byte for `start` ([`START_QUERY`]).
+pub const fn start_byte(start: Start) -> u8 {
+    match start {
+        Start::Startup => b'B',
+        Start::SlowStart => b'S',
+        Start::Over => b'C',
+        Start::Unknown => START_QUERY,
+    }
+}
+
+/// The start an answer to [`START_QUERY`] says; `None` for an answer that is not one.
+pub fn start_of(answer: &[u8]) -> Option<Start> {
+    let [OP_PING, b] = answer else {
+        return None;
+    };
+    [
+        Start::Startup,
+        Start::SlowStart,
+        Start::Over,
+        Start::Unknown,
+    ]
+    .into_iter()
+    .find(|s| start_byte(*s) == *b)
+}
+
 /// Opcode and the u64 length that precede a bulk transfer.
 pub const BULK_HEADER_LEN: usize = 9;
 /// The two-byte application acknowledgement of a bulk transfer (JavaNws §2.1.1).
@@ -500,6 +538,24 @@ impl UdpProbe {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Each start has its own byte, read back as itself; an echo of the query (a server of
+    /// an earlier build) is "not known"; anything else is no answer.
+    #[test]
+    fn the_start_query_round_trips_and_an_echo_reads_as_unknown() {
+        for start in [
+            Start::Startup,
+            Start::SlowStart,
+            Start::Over,
+            Start::Unknown,
+        ] {
+            assert_eq!(start_of(&[OP_PING, start_byte(start)]), Some(start));
+        }
+        assert_eq!(start_of(&[OP_PING, START_QUERY]), Some(Start::Unknown));
+        assert_eq!(start_of(&[OP_PING, b'x']), None);
+        assert_eq!(start_of(&REFUSED), None);
+        assert_eq!(start_of(&[OP_PING]), None);
+    }
 
     #[test]
     fn messages_round_trip() {

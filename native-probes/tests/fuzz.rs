@@ -21,6 +21,7 @@ use nowcast::wire::{self, Hello, Kind, Reply, Request, UdpProbe, Welcome, WireEr
 use nowcast_core::import::Select;
 use nowcast_core::probed::Overrides;
 use nowcast_core::record::{Metric, Record, Status, Transport};
+use nowcast_core::transfer::Start;
 use proptest::prelude::*;
 use std::net::IpAddr;
 
@@ -190,10 +191,15 @@ proptest! {
     fn a_probe_session_survives_any_server(
         replies in prop::collection::vec((0u8..6, bytes_from(tcp_seeds())), 0..10),
         exact in any::<bool>(),
+        auto in any::<bool>(),
     ) {
         let cfg = Config {
             host: "h:1".into(),
-            size: nowcast::tcp::ProbeSize::Fixed(1000),
+            size: if auto {
+                nowcast::tcp::ProbeSize::Auto
+            } else {
+                nowcast::tcp::ProbeSize::Fixed(1000)
+            },
             sndbuf: None,
             rcvbuf: None,
             hello: Hello::default(),
@@ -232,6 +238,12 @@ proptest! {
                     _ => Event::Failed { error: "the server closed the connection".into() },
                 },
                 Action::Discard { .. } => Event::Discarded { ended: now + 1_000 },
+                Action::SenderStart => Event::SenderStart(match replies.next() {
+                    Some((0, _)) => Start::Startup,
+                    Some((1, _)) => Start::SlowStart,
+                    Some((2, _)) => Start::Over,
+                    _ => Start::Unknown,
+                }),
                 Action::Quit { .. } => Event::Closed,
             };
             session.handle(event);

@@ -303,6 +303,42 @@ fn downloads_measure_bandwidth_down_after_the_upload_and_the_server_caps_them() 
     assert_eq!(answer, wire::REFUSED);
 }
 
+/// A ping of the start query is an echo until the session has had a download; after one,
+/// the server answers where its sender is in its congestion control's start, read from its
+/// socket: BBR's startup or over with BBR, slow start or over with a loss-based control.
+#[test]
+fn after_a_download_the_server_says_where_its_sender_is_in_its_start() {
+    use nowcast::wire::{self, Hello, Welcome};
+    use nowcast_core::transfer::Start;
+    use std::io::{Read, Write};
+    let server = Server::start(&["--bind", "127.0.0.1"]);
+    let mut raw = std::net::TcpStream::connect(&server.tcp).unwrap();
+    raw.set_read_timeout(Some(LIMIT)).unwrap();
+    raw.write_all(&Hello::default().encode()).unwrap();
+    let mut w = [0u8; Welcome::LEN];
+    raw.read_exact(&mut w).unwrap();
+    let ask = |raw: &mut std::net::TcpStream| {
+        raw.write_all(&[wire::OP_PING, wire::START_QUERY]).unwrap();
+        let mut answer = [0u8; 2];
+        raw.read_exact(&mut answer).unwrap();
+        answer
+    };
+    assert_eq!(ask(&mut raw), [wire::OP_PING, wire::START_QUERY], "an echo");
+    raw.write_all(&wire::bulk_header(wire::OP_BULK_DOWN, 1 << 20))
+        .unwrap();
+    let mut body = vec![0u8; wire::ACK.len() + (1 << 20)];
+    raw.read_exact(&mut body).unwrap();
+    assert_eq!(body[..2], wire::ACK);
+    let start = wire::start_of(&ask(&mut raw)).unwrap();
+    let control = std::fs::read_to_string("/proc/sys/net/ipv4/tcp_congestion_control").unwrap();
+    let could = if control.trim().starts_with("bbr") {
+        [Start::Startup, Start::Over]
+    } else {
+        [Start::SlowStart, Start::Over]
+    };
+    assert!(could.contains(&start), "{start:?} with {control}");
+}
+
 #[test]
 fn a_download_after_a_refused_upload_is_recorded_as_not_tried() {
     let server = Server::start(&["--bind", "127.0.0.1", "--max-payload", "1M"]);

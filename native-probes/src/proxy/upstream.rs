@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 use tokio::net::TcpStream;
 
 use super::body::UpBody;
+pub use crate::net::{tcp_info, Info};
 
 /// Where a replica is.
 #[derive(Clone, Debug, PartialEq)]
@@ -141,25 +142,6 @@ pub struct Conn {
     pub handshake_ms: Option<f64>,
 }
 
-/// What TCP_INFO says of a connection.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Info {
-    /// Smoothed RTT, ms: with the queue the connection's own transfers built.
-    pub rtt_ms: f64,
-    /// The lowest RTT seen over the connection's life, ms (Linux ≥ 4.6; 0 when unknown): the
-    /// path without the queue a transfer builds.
-    pub min_rtt_ms: f64,
-    /// The most recent delivery rate, Mbit/s (Linux ≥ 4.9; 0 when unknown).
-    pub delivery_mbits: f64,
-    /// Bytes the peer acknowledged over the connection's life.
-    pub bytes_acked: u64,
-    /// Whether the socket still holds data to send or to see acknowledged (segments in
-    /// flight, or bytes not sent yet).
-    pub sending: bool,
-    /// Time since the socket last received data, ms.
-    pub last_data_recv_ms: u64,
-}
-
 impl Conn {
     pub fn info(&self) -> Option<Info> {
         tcp_info(self.fd.as_raw_fd())
@@ -176,30 +158,6 @@ impl Conn {
     pub fn shut_down(&self) {
         let _ = socket2::SockRef::from(&self.fd).shutdown(std::net::Shutdown::Both);
     }
-}
-
-/// TCP_INFO of the socket `fd`.
-pub fn tcp_info(fd: i32) -> Option<Info> {
-    // SAFETY: getsockopt writes at most `len` bytes into `info`, a plain C struct.
-    let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
-    let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
-    let rc = unsafe {
-        libc::getsockopt(
-            fd,
-            libc::IPPROTO_TCP,
-            libc::TCP_INFO,
-            (&mut info as *mut libc::tcp_info).cast(),
-            &mut len,
-        )
-    };
-    (rc == 0).then(|| Info {
-        rtt_ms: info.tcpi_rtt as f64 / 1e3,
-        min_rtt_ms: info.tcpi_min_rtt as f64 / 1e3,
-        delivery_mbits: info.tcpi_delivery_rate as f64 * 8.0 / 1e6,
-        bytes_acked: info.tcpi_bytes_acked,
-        sending: info.tcpi_unacked > 0 || info.tcpi_notsent_bytes > 0,
-        last_data_recv_ms: info.tcpi_last_data_recv.into(),
-    })
 }
 
 /// A replica's idle connections.

@@ -16,6 +16,7 @@ use crate::wire::{self, Hello, Refusal, Request, Status, Welcome};
 use socket2::SockRef;
 use std::io::{self, BufReader, Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
+use std::os::fd::AsRawFd;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
@@ -143,6 +144,9 @@ struct Session<'a> {
     in_payload: bool,
     /// The transfer buffer, made at the first transfer.
     buf: Vec<u8>,
+    /// The session has had a download: a ping of [`wire::START_QUERY`] now asks where the
+    /// sender is in its start.
+    downloaded: bool,
 }
 
 impl<'a> Session<'a> {
@@ -156,6 +160,7 @@ impl<'a> Session<'a> {
             welcomed: false,
             in_payload: false,
             buf: Vec::new(),
+            downloaded: false,
         }
     }
 
@@ -163,6 +168,7 @@ impl<'a> Session<'a> {
         // Replies leave at once: the client's Nagle setting is what the probe measures.
         let setup = || -> io::Result<()> {
             self.s.set_nodelay(true)?;
+            crate::net::pace(self.s.as_raw_fd());
             self.s.set_read_timeout(Some(SLICE))?;
             self.s.set_write_timeout(Some(SLICE))
         };
@@ -194,6 +200,11 @@ impl<'a> Session<'a> {
                 return Err(End::Failed);
             }
             match Request::decode(&msg[..len]).map_err(|_| End::Broken(Limit::BadRequest))? {
+                Request::Ping(wire::START_QUERY) if self.downloaded => {
+                    self.charge_or_refuse(PING_COST)?;
+                    let start = crate::net::sender_start(self.s.as_raw_fd());
+                    self.write_all(&[wire::OP_PING, wire::start_byte(start)])?;
+                }
                 Request::Ping(x) => {
                     self.charge_or_refuse(PING_COST)?;
                     self.write_all(&[wire::OP_PING, x])?;
@@ -212,6 +223,7 @@ impl<'a> Session<'a> {
                     self.write_all(&wire::ACK)?;
                     self.send(len)?;
                     self.bulk(len);
+                    self.downloaded = true;
                 }
                 Request::Quit => return Ok(()),
             }

@@ -17,6 +17,7 @@ use anyhow::{anyhow, Result};
 use socket2::{Domain, Protocol, SockRef, Socket, Type};
 use std::io::{self, Read};
 use std::net::{SocketAddr, TcpStream};
+use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
 
 /// A `nowcast tcp` run: what each session does and where it connects.
@@ -280,6 +281,12 @@ fn drive(
                     Err(e) => failure(e, now, clock, stop),
                 });
             }
+            Action::SenderStart => session.handle(match stream.as_ref() {
+                Some(s) => Event::SenderStart(crate::net::sender_start(s.as_raw_fd())),
+                None => Event::Failed {
+                    error: "not connected".into(),
+                },
+            }),
             Action::Quit { send, by: at } => {
                 if let Some(s) = stream.as_mut() {
                     let by = by(at);
@@ -310,6 +317,7 @@ fn connect(
                 sock.set_recv_buffer_size(n)?;
             }
             sock.set_nodelay(true)?;
+            crate::net::pace(sock.as_raw_fd());
             let started = clock.now();
             connect_by(&sock, addr, by)?;
             Ok((sock.into(), started, clock.now()))

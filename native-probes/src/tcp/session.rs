@@ -14,7 +14,10 @@
 //!    timed transfer does not time slow start; and on a series' first probe, unrecorded
 //!    tries growing from 64 KiB (`transfer::cold_burst_next`) until one lasts that long and
 //!    reads no more than the one before, so that the first recorded probe is already long
-//!    enough to be timed, on a connection they warmed;
+//!    enough to be timed, on a connection they warmed. After the warm-up (or the tries) the
+//!    sender says where it is in its congestion control's start (the client's socket on an
+//!    upload, the server's answer to `wire::START_QUERY` on a download), and the warm-ups go
+//!    on, each twice the last, while it is still in it (`transfer::warm_again`);
 //! 5. `bandwidth_down` (when asked): N bytes from the server, timed from the request to the
 //!    last byte, which is also one round trip more than the transfer, so the same
 //!    prediction is subtracted.
@@ -43,7 +46,7 @@ use crate::wire::{self, Hello, Reply as Answer, Status as Accepted, Welcome, Wir
 use nowcast_core::probed::{Observation, Outcome};
 use nowcast_core::record::{Metric, Probe, Record, Status, Transport};
 use nowcast_core::transfer::{
-    auto_size, cold_burst_next, rate_minus_rtt, warm_up_size, AUTO_MIN_BYTES,
+    auto_size, cold_burst_next, rate_minus_rtt, warm_again, warm_up_size, Start, AUTO_MIN_BYTES,
 };
 
 /// Nanoseconds on the caller's monotonic clock.
@@ -179,6 +182,9 @@ pub enum Action {
     },
     /// Read and discard `len` bytes before `by`.
     Discard { len: u64, by: Nanos },
+    /// Say where this side's sender is in its congestion control's start (the socket's
+    /// `TCP_INFO`; after an upload's warm-up): [`Event::SenderStart`].
+    SenderStart,
     /// Send the quit message, without waiting for anything, and close.
     Quit { send: Message, by: Nanos },
     /// The session is over; its records are ready.
@@ -207,6 +213,8 @@ pub enum Event<'a> {
     },
     /// The discard ended (its last byte read) at `ended`.
     Discarded { ended: Nanos },
+    /// Where this side's sender is in its start ([`Action::SenderStart`]).
+    SenderStart(Start),
     /// The deadline passed: the action began at `started` and was given up at `at`.
     TimedOut { started: Nanos, at: Nanos },
     /// The action failed; the text says why (the operating system's error, or the socket
@@ -267,6 +275,9 @@ enum Step {
     Bulk(usize),
     /// The payload of a download after its acknowledgement.
     BulkBody(usize),
+    /// After a warm-up (or the last try) of `bulk[i]`: where the sender is in its
+    /// congestion control's start (see [`warm_again`]).
+    Start(usize),
     Quit,
     Done,
 }
@@ -302,6 +313,12 @@ pub struct Session<'a> {
     warming: bool,
     /// The timed probe's payload while the warm-up (of [`warm_up_size`]) runs.
     after_warm_up: u64,
+    /// The warm transfers of this step so far (the warm-ups, or the tries): their time in
+    /// all, ms; the last one's bytes, raw time and reading; and the reading it is judged
+    /// against ([`warm_again`]'s `before`).
+    warmed_ms: f64,
+    warm_last: (u64, f64, f64),
+    warm_before: Option<f64>,
     /// What the last of the first run's tries read, Mbit/s.
     last_try: Option<f64>,
     records: Vec<Record>,
@@ -347,6 +364,9 @@ impl<'a> Session<'a> {
             trying: false,
             warming: false,
             after_warm_up: 0,
+            warmed_ms: 0.0,
+            warm_last: (0, 0.0, 0.0),
+            warm_before: None,
             last_try: None,
             records: Vec::new(),
             hint: None,
@@ -455,6 +475,23 @@ impl<'a> Session<'a> {
                 len: self.bulk_bytes,
                 by: self.by,
             },
+            Step::Start(i) => {
+                // Part of the warm-up: bounded by the hard deadline only.
+                self.budget_ms = self.cfg.deadline_ms;
+                self.by = now.saturating_add((self.budget_ms * 1e6) as Nanos);
+                if self.bulk_metric(i) == Metric::BandwidthDown {
+                    Action::Exchange {
+                        send: Message::of(&[wire::OP_PING, wire::START_QUERY]),
+                        payload: 0,
+                        read: wire::PING_LEN,
+                        nodelay: true,
+                        expect: &[],
+                        by: self.by,
+                    }
+                } else {
+                    Action::SenderStart
+                }
+            }
             Step::Quit => Action::Quit {
                 send: Message::of(&[wire::OP_QUIT]),
                 by: now.saturating_add(QUIT_NS),
@@ -669,6 +706,23 @@ impl<'a> Session<'a> {
             (Step::BulkBody(i), Event::Discarded { ended }) => {
                 self.transferred(i, self.bulk_started, ended);
             }
+            (Step::Start(i), Event::SenderStart(start)) => self.started(i, start),
+            (Step::Start(i), Event::Exchanged { read, .. }) => match wire::start_of(read) {
+                Some(start) => self.started(i, start),
+                None => {
+                    let metric = self.bulk_metric(i);
+                    let why = refusal(read).unwrap_or_else(|| {
+                        format!("the server's answer {read:?} is not a sender's start")
+                    });
+                    let msg = format!("{host}: {} warm-up: {why}", bulk_step(metric));
+                    self.fail(metric, msg, self.bulk_probe());
+                }
+            },
+            (Step::Start(i), other) => {
+                let metric = self.bulk_metric(i);
+                let since = started_of(&other);
+                self.failed(metric, bulk_step(metric), other, since, self.bulk_probe());
+            }
             (Step::Bulk(i) | Step::BulkBody(i), other) => {
                 let metric = self.bulk_metric(i);
                 let since = match self.step {
@@ -721,12 +775,46 @@ impl<'a> Session<'a> {
             },
         };
         self.last_try = None;
+        self.warmed_ms = 0.0;
         self.warming = matches!(self.cfg.size, ProbeSize::Auto) && !self.trying;
         if self.warming {
             let forecast = self.series.next(self.bulk_metric(i)).map(|f| f.value);
             self.after_warm_up = self.bulk_bytes;
+            self.warm_before = None;
             self.bulk_bytes = warm_up_size(forecast, self.predicted_rtt, self.auto_cap());
         }
+    }
+
+    /// After a warm transfer of `bulk[i]` (a warm-up or the last try), the sender said
+    /// `start`: another warm-up, or the timed probe ([`warm_again`]).
+    fn started(&mut self, i: usize, start: Start) {
+        let (bytes, raw_ms, mbit_s) = self.warm_last;
+        let before = self.warm_before.replace(mbit_s);
+        let cap = self.auto_cap();
+        let rtt = self.predicted_rtt;
+        match warm_again(
+            start,
+            bytes,
+            raw_ms,
+            mbit_s,
+            before,
+            self.warmed_ms,
+            rtt,
+            cap,
+        ) {
+            Some(next) => {
+                self.warming = true;
+                self.bulk_bytes = next;
+            }
+            None => {
+                // The timed transfer lasts two round trips of the forecast or of what the last
+                // warm-up read, whichever is more: a forecast that a slow start's readings
+                // made low would time a transfer too short to be timed on the warm window.
+                self.warming = false;
+                self.bulk_bytes = self.after_warm_up.max(auto_size(Some(mbit_s), rtt, cap));
+            }
+        }
+        self.step = Step::Bulk(i);
     }
 
     /// The most an automatic probe of this session moves: [`AUTO_MAX_BYTES`], or the
@@ -740,30 +828,44 @@ impl<'a> Session<'a> {
     fn transferred(&mut self, i: usize, started: Nanos, ended: Nanos) {
         let metric = self.bulk_metric(i);
         let raw_ms = ms(started, ended);
+        let read = |bytes: u64, rtt| {
+            rate_minus_rtt(bytes as f64, raw_ms, rtt).map_or(0.0, |r| r.mbit_per_s)
+        };
         if self.warming {
-            self.warming = false;
-            self.bulk_bytes = self.after_warm_up;
-            self.step = Step::Bulk(i);
+            self.warmed_ms += raw_ms;
+            let mbit_s = read(self.bulk_bytes, self.predicted_rtt);
+            self.warm_last = (self.bulk_bytes, raw_ms, mbit_s);
+            self.step = Step::Start(i);
             return;
         }
         if self.trying {
             // The tries are sizing steps, not measurements (the page's burst, round.ts): none
             // is recorded or fed to the series. The last one's rate sizes the recorded probe.
-            let rate = rate_minus_rtt(self.bulk_bytes as f64, raw_ms, self.predicted_rtt);
-            let mbit_s = rate.map_or(0.0, |r| r.mbit_per_s);
+            let mbit_s = read(self.bulk_bytes, self.predicted_rtt);
             let cap = self.auto_cap();
             let previous = self.last_try.replace(mbit_s);
             let rtt = self.predicted_rtt;
+            self.warmed_ms += raw_ms;
             match cold_burst_next(self.bulk_bytes, mbit_s, previous, raw_ms, rtt, cap) {
-                Some(next) => self.bulk_bytes = next,
+                Some(next) => {
+                    self.bulk_bytes = next;
+                    self.step = Step::Bulk(i);
+                }
                 None => {
-                    if mbit_s > 0.0 {
-                        self.bulk_bytes = auto_size(Some(mbit_s), self.predicted_rtt, cap);
-                    }
+                    // The tries warmed the connection: the recorded probe is next, once the
+                    // sender has left its start.
                     self.trying = false;
+                    self.warming = true;
+                    self.warm_last = (self.bulk_bytes, raw_ms, mbit_s);
+                    self.warm_before = previous;
+                    self.after_warm_up = if mbit_s > 0.0 {
+                        auto_size(Some(mbit_s), self.predicted_rtt, cap)
+                    } else {
+                        self.bulk_bytes
+                    };
+                    self.step = Step::Start(i);
                 }
             }
-            self.step = Step::Bulk(i);
             return;
         }
         let mut p = self.bulk_probe();
@@ -929,7 +1031,7 @@ impl<'a> Session<'a> {
             Step::Hello => "hello",
             Step::WarmUp => "rtt warm-up",
             Step::Echo(nagle) => echo_step(nagle),
-            Step::Bulk(i) | Step::BulkBody(i) => bulk_step(self.bulk_metric(i)),
+            Step::Bulk(i) | Step::BulkBody(i) | Step::Start(i) => bulk_step(self.bulk_metric(i)),
             Step::Quit => "quit",
             Step::Done => "session",
         }

@@ -12,6 +12,7 @@ enum Reply {
     TimedOut(Nanos),
     Failed(&'static str),
     Closed,
+    Start(Start),
 }
 
 fn config(bulk: Vec<Metric>) -> Config {
@@ -112,6 +113,7 @@ fn scripted(
             }
             Reply::Failed(e) => session.handle(Event::Failed { error: e.into() }),
             Reply::Closed => session.handle(Event::Closed),
+            Reply::Start(start) => session.handle(Event::SenderStart(start)),
         }
     }
     panic!("the session did not end");
@@ -133,6 +135,7 @@ fn good(action: &Action) -> Reply {
         Action::Exchange { .. } => Reply::Read(wire::ACK.to_vec(), 100 * MS),
         Action::Discard { .. } => Reply::Discarded(100 * MS),
         Action::Quit { .. } => Reply::Closed,
+        Action::SenderStart => Reply::Start(Start::Over),
         Action::Done => unreachable!(),
     }
 }
@@ -684,4 +687,122 @@ fn an_answer_of_another_protocol_is_quoted_and_marks_a_wrong_server() {
 fn an_answer_agrees_with_a_message_as_far_as_both_go() {
     assert!(agrees(b"NW", &WELCOME_START) && agrees(b"NWCT\x02\x00", &WELCOME_START));
     assert!(!agrees(b"NX", &WELCOME_START) && !agrees(b"NWCT\x01", &WELCOME_START));
+}
+
+/// Behind a long path, BBR's startup outlasts one warm-up, and a probe timed inside it times
+/// its overshoot. The warm-ups go on, each twice the last, while the sender says it is in its
+/// start: the client's own socket on an upload, the server's answer to a ping of
+/// [`wire::START_QUERY`] on a download. A server of an earlier build echoes the query: one
+/// warm-up, as before. An answer that is neither ends the session with the step named.
+#[test]
+fn warm_ups_go_on_while_the_sender_is_in_its_start() {
+    // 100 Mbit/s, both ways; 0.6 ms of request.
+    let path = |bytes: u64| -> Nanos { ((0.6e-3 + bytes as f64 / 12.5e6) * 1e9) as Nanos };
+    let moved = |action: &Action| match action {
+        Action::Exchange { payload, .. } if *payload > 0 => {
+            Some(Reply::Read(wire::ACK.to_vec(), path(*payload)))
+        }
+        Action::Discard { len, .. } => Some(Reply::Discarded(path(*len))),
+        _ => None,
+    };
+    let is_query = |a: &Action| {
+        matches!(a, Action::Exchange { send, .. }
+            if send.bytes() == [wire::OP_PING, wire::START_QUERY])
+    };
+    let sizes = |actions: &[Action]| -> (Vec<u64>, Vec<u64>) {
+        let up = actions.iter().filter_map(|a| match a {
+            Action::Exchange { payload, .. } if *payload > 0 => Some(*payload),
+            _ => None,
+        });
+        let down = actions.iter().filter_map(|a| match a {
+            Action::Discard { len, .. } => Some(*len),
+            _ => None,
+        });
+        (up.collect(), down.collect())
+    };
+    let mut cfg = config(vec![Metric::BandwidthUp, Metric::BandwidthDown]);
+    cfg.size = ProbeSize::Auto;
+    let mut set = series(&cfg);
+    // The first session's tries, to a sender that is over its start: the forecasts.
+    let (_, records, _) = run(&cfg, &mut set, 1, |a: &Action| moved(a).unwrap_or(good(a)));
+    assert!(
+        records.iter().all(|r| r.status == Status::Ok),
+        "{records:?}"
+    );
+
+    // In its start for one warm-up each way, then over.
+    let (mut ups, mut downs) = (0, 0);
+    let (actions, records, _) = run(&cfg, &mut set, 2, |a: &Action| {
+        if let Some(r) = moved(a) {
+            return r;
+        }
+        match a {
+            Action::SenderStart => {
+                ups += 1;
+                Reply::Start(if ups == 1 {
+                    Start::Startup
+                } else {
+                    Start::Over
+                })
+            }
+            a if is_query(a) => {
+                downs += 1;
+                let start = if downs == 1 { b'B' } else { b'C' };
+                Reply::Read(vec![wire::OP_PING, start], MS / 4)
+            }
+            other => good(other),
+        }
+    });
+    assert!(
+        records.iter().all(|r| r.status == Status::Ok),
+        "{records:?}"
+    );
+    // 4 MiB (a quarter second of the forecast: 336 ms here), then about twice that (within
+    // the second that all warm-ups may last on a short path), then the timed 4 MiB.
+    let (up, down) = sizes(&actions);
+    assert_eq!(up, down);
+    assert_eq!((up.len(), up[0], up[2]), (3, 4 << 20, 4 << 20), "{up:?}");
+    assert!((7_900_000..=8 << 20).contains(&up[1]), "{up:?}");
+    assert_eq!((ups, downs), (2, 2));
+    for r in &records[3..] {
+        assert_eq!(r.probe.as_ref().unwrap().payload_bytes, Some(4 << 20));
+        assert!((r.value.unwrap() - 100.0).abs() < 1.0, "{r:?}");
+    }
+
+    // A server of an earlier build echoes the query: one warm-up down.
+    let (actions, records, _) = run(&cfg, &mut set, 3, |a: &Action| moved(a).unwrap_or(good(a)));
+    assert!(
+        records.iter().all(|r| r.status == Status::Ok),
+        "{records:?}"
+    );
+    assert_eq!(sizes(&actions).1, [4 << 20, 4 << 20]);
+
+    // An answer that is no start, or a refusal, ends the session at the download's warm-up.
+    for (answer, why) in [
+        (
+            vec![wire::OP_PING, b'x'],
+            &"the server's answer [80, 120] is not a sender's start".to_string(),
+        ),
+        (
+            wire::Refusal::Budget.code().to_vec(),
+            &format!(
+                "the server ended the session: {}",
+                wire::Refusal::Budget.reason()
+            ),
+        ),
+    ] {
+        let (_, records, _) = run(&cfg, &mut set, 4, |a: &Action| match a {
+            a if is_query(a) => Reply::Read(answer.clone(), MS / 4),
+            a => moved(a).unwrap_or(good(a)),
+        });
+        let down = records.last().unwrap();
+        assert_eq!(
+            (down.metric, down.status),
+            (Metric::BandwidthDown, Status::Error)
+        );
+        assert_eq!(
+            down.error.as_deref(),
+            Some(format!("h:1: bandwidth down warm-up: {why}").as_str())
+        );
+    }
 }
