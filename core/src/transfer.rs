@@ -460,183 +460,45 @@ mod tests {
     /// 40 round trips at most.
     #[test]
     fn warm_ups_go_on_while_the_sender_is_in_its_start() {
-        let rtt = Some(150.0);
-        let cap = 1 << 30;
-        // BBR's startup: again, twice the size, whatever the reading.
-        assert_eq!(
-            warm_again(
-                Start::Startup,
-                2 << 20,
-                700.0,
-                24.0,
-                Some(25.0),
-                700.0,
-                rtt,
-                cap
-            ),
-            Some(4 << 20)
-        );
-        // Not known (a server of an earlier build): the timed transfer is next.
-        assert_eq!(
-            warm_again(
-                Start::Unknown,
-                2 << 20,
-                700.0,
-                40.0,
-                Some(25.0),
-                700.0,
-                rtt,
-                cap
-            ),
-            None
-        );
-        // Over: again only while the readings still grow by a quarter (a window regrowing
-        // after a loss).
-        assert_eq!(
-            warm_again(Start::Over, 2 << 20, 700.0, 24.0, None, 700.0, rtt, cap),
-            None
-        );
-        assert_eq!(
-            warm_again(
-                Start::Over,
-                2 << 20,
-                700.0,
-                30.0,
-                Some(25.0),
-                700.0,
-                rtt,
-                cap
-            ),
-            None
-        );
-        assert_eq!(
-            warm_again(
-                Start::Over,
-                2 << 20,
-                700.0,
-                40.0,
-                Some(25.0),
-                700.0,
-                rtt,
-                cap
-            ),
-            Some(4 << 20)
-        );
-        // A loss-based slow start: again after the first warm-up, then while growing.
-        assert_eq!(
-            warm_again(
-                Start::SlowStart,
-                512 << 10,
-                700.0,
-                3.0,
-                None,
-                700.0,
-                rtt,
-                cap
-            ),
-            Some(1 << 20)
-        );
-        assert_eq!(
-            warm_again(
-                Start::SlowStart,
-                1 << 20,
-                700.0,
-                6.0,
-                Some(3.0),
-                1_400.0,
-                rtt,
-                cap
-            ),
-            Some(2 << 20)
-        );
-        assert_eq!(
-            warm_again(
-                Start::SlowStart,
-                2 << 20,
-                700.0,
-                30.0,
-                Some(25.0),
-                700.0,
-                rtt,
-                cap
-            ),
-            None
-        );
-        // 40 round trips (6 s here) in all, at most: the last one fits in what is left.
-        assert_eq!(
-            warm_again(
-                Start::Startup,
-                8 << 20,
-                1_000.0,
-                40.0,
-                None,
-                5_500.0,
-                rtt,
-                cap
-            ),
-            Some(4 << 20)
-        );
-        assert_eq!(
-            warm_again(
-                Start::Startup,
-                8 << 20,
-                1_000.0,
-                40.0,
-                None,
-                6_000.0,
-                rtt,
-                cap
-            ),
-            None
-        );
-        // On a short path, a second in all; never above the cap, never below 64 KiB.
-        assert_eq!(
-            warm_again(
-                Start::Startup,
-                4 << 20,
-                250.0,
-                130.0,
-                None,
-                250.0,
-                Some(1.0),
-                cap
-            ),
-            Some(8 << 20)
-        );
-        assert_eq!(
-            warm_again(
-                Start::Startup,
-                4 << 20,
-                250.0,
-                130.0,
-                None,
-                1_000.0,
-                Some(1.0),
-                cap
-            ),
-            None
-        );
-        assert_eq!(
-            warm_again(
-                Start::Startup,
-                4 << 20,
-                250.0,
-                130.0,
-                None,
-                250.0,
-                None,
-                6 << 20
-            ),
-            Some(6 << 20)
-        );
-        assert_eq!(
-            warm_again(Start::Startup, 1 << 10, 1.0, 8.0, None, 999.9, None, cap),
-            Some(AUTO_MIN_BYTES)
-        );
-        assert_eq!(
-            warm_again(Start::Startup, 2 << 20, 0.0, 8.0, None, 10.0, None, cap),
-            None
-        );
+        use Start::*;
+        const CAP: u64 = 1 << 30;
+        let long = Some(150.0);
+        // Rows: the sender's start, the last warm-up's bytes, raw ms and reading, the reading
+        // before it, the ms warmed in all, the predicted RTT, the cap; the next warm-up.
+        #[rustfmt::skip]
+        let rows: [(Start, u64, f64, f64, Option<f64>, f64, Option<f64>, u64, Option<u64>); 16] = [
+            // BBR's startup: again, twice the size, whatever the reading.
+            (Startup, 2 << 20, 700.0, 24.0, Some(25.0), 700.0, long, CAP, Some(4 << 20)),
+            // Not known (a server of an earlier build): the timed transfer is next.
+            (Unknown, 2 << 20, 700.0, 40.0, Some(25.0), 700.0, long, CAP, None),
+            // Over: again only while the readings still grow by a quarter (a window
+            // regrowing after a loss).
+            (Over, 2 << 20, 700.0, 24.0, None, 700.0, long, CAP, None),
+            (Over, 2 << 20, 700.0, 30.0, Some(25.0), 700.0, long, CAP, None),
+            (Over, 2 << 20, 700.0, 40.0, Some(25.0), 700.0, long, CAP, Some(4 << 20)),
+            // A loss-based slow start: again after the first warm-up, then while growing.
+            (SlowStart, 512 << 10, 700.0, 3.0, None, 700.0, long, CAP, Some(1 << 20)),
+            (SlowStart, 1 << 20, 700.0, 6.0, Some(3.0), 1_400.0, long, CAP, Some(2 << 20)),
+            (SlowStart, 2 << 20, 700.0, 30.0, Some(25.0), 700.0, long, CAP, None),
+            // 40 round trips (6 s here) in all, at most: the last fits in what is left.
+            (Startup, 8 << 20, 1_000.0, 40.0, None, 5_500.0, long, CAP, Some(4 << 20)),
+            (Startup, 8 << 20, 1_000.0, 40.0, None, 6_000.0, long, CAP, None),
+            // On a short path, a second in all; never above the cap, never below 64 KiB.
+            (Startup, 4 << 20, 250.0, 130.0, None, 250.0, Some(1.0), CAP, Some(8 << 20)),
+            (Startup, 4 << 20, 250.0, 130.0, None, 1_000.0, Some(1.0), CAP, None),
+            (Startup, 4 << 20, 250.0, 130.0, None, 250.0, None, 6 << 20, Some(6 << 20)),
+            (Startup, 1 << 10, 1.0, 8.0, None, 999.9, None, CAP, Some(AUTO_MIN_BYTES)),
+            // A warm-up that took no time says nothing.
+            (Startup, 2 << 20, 0.0, 8.0, None, 10.0, None, CAP, None),
+            (SlowStart, 2 << 20, f64::NAN, 8.0, None, 10.0, None, CAP, None),
+        ];
+        for (start, bytes, raw, mbit_s, before, warmed, rtt, cap, next) in rows {
+            assert_eq!(
+                warm_again(start, bytes, raw, mbit_s, before, warmed, rtt, cap),
+                next,
+                "{start:?} {bytes} {raw} {mbit_s} {before:?} {warmed} {rtt:?}"
+            );
+        }
     }
 
     #[test]
