@@ -465,8 +465,19 @@ mod tests {
         let long = Some(150.0);
         // Rows: the sender's start, the last warm-up's bytes, raw ms and reading, the reading
         // before it, the ms warmed in all, the predicted RTT, the cap; the next warm-up.
+        type Row = (
+            Start,
+            u64,
+            f64,
+            f64,
+            Option<f64>,
+            f64,
+            Option<f64>,
+            u64,
+            Option<u64>,
+        );
         #[rustfmt::skip]
-        let rows: [(Start, u64, f64, f64, Option<f64>, f64, Option<f64>, u64, Option<u64>); 16] = [
+        let rows: [Row; 16] = [
             // BBR's startup: again, twice the size, whatever the reading.
             (Startup, 2 << 20, 700.0, 24.0, Some(25.0), 700.0, long, CAP, Some(4 << 20)),
             // Not known (a server of an earlier build): the timed transfer is next.
