@@ -245,9 +245,9 @@ pub fn cold_burst_next(
 }
 
 /// What a sender's congestion control says of its start once a warm-up (or the first run's
-/// tries) has moved its bytes: asked of the sending socket's `TCP_INFO` (`tcpi_snd_ssthresh`,
-/// infinite until the start ends) and its congestion control's name. On an upload the client
-/// is the sender; on a download `nowcast serve` answers for its socket.
+/// tries) has moved its bytes: asked of the sending socket's `TCP_INFO` (its window and
+/// slow-start threshold) and its congestion control's name. On an upload the client is the
+/// sender; on a download `nowcast serve` answers for its socket.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Start {
     /// Not known: a server of an earlier build, or a system that does not say.

@@ -497,7 +497,7 @@ async fn attempt(
             // grow from one deadline to the next, the clock restarts. TCP_INFO is read only
             // here, when a deadline is reached.
             if done > 0 {
-                if let Some(i) = super::upstream::tcp_info(fd) {
+                if let Some(i) = crate::net::tcp_info(fd) {
                     if i.sending && acked.is_none_or(|a| i.bytes_acked > a) {
                         acked = Some(i.bytes_acked);
                         acked_at = now;

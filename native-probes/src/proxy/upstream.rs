@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use tokio::net::TcpStream;
 
 use super::body::UpBody;
-pub use crate::net::{tcp_info, Info};
+use crate::net::{tcp_info, Info};
 
 /// Where a replica is.
 #[derive(Clone, Debug, PartialEq)]

@@ -383,6 +383,13 @@ impl<'a> Session<'a> {
         self.by = now.saturating_add((self.budget_ms * 1e6) as Nanos);
     }
 
+    /// A step that is no measurement (a warm-up, and asking the sender after it): its time is
+    /// not the series' to time out, and the hard deadline alone bounds it.
+    fn deadline_only(&mut self, now: Nanos) {
+        self.budget_ms = self.cfg.deadline_ms;
+        self.by = now.saturating_add((self.budget_ms * 1e6) as Nanos);
+    }
+
     fn bulk_metric(&self, i: usize) -> Metric {
         self.cfg.bulk[i]
     }
@@ -440,10 +447,7 @@ impl<'a> Session<'a> {
                     self.size_bulk(i);
                 }
                 if self.warming {
-                    // Not a measurement: its time, slow start and all, is not the series'
-                    // to time out; the hard deadline bounds it.
-                    self.budget_ms = self.cfg.deadline_ms;
-                    self.by = now.saturating_add((self.budget_ms * 1e6) as Nanos);
+                    self.deadline_only(now);
                 }
                 if self.bulk_bytes > self.max_payload {
                     let msg = format!(
@@ -476,9 +480,7 @@ impl<'a> Session<'a> {
                 by: self.by,
             },
             Step::Start(i) => {
-                // Part of the warm-up: bounded by the hard deadline only.
-                self.budget_ms = self.cfg.deadline_ms;
-                self.by = now.saturating_add((self.budget_ms * 1e6) as Nanos);
+                self.deadline_only(now);
                 if self.bulk_metric(i) == Metric::BandwidthDown {
                     Action::Exchange {
                         send: Message::of(&[wire::OP_PING, wire::START_QUERY]),
@@ -828,12 +830,11 @@ impl<'a> Session<'a> {
     fn transferred(&mut self, i: usize, started: Nanos, ended: Nanos) {
         let metric = self.bulk_metric(i);
         let raw_ms = ms(started, ended);
-        let read = |bytes: u64, rtt| {
-            rate_minus_rtt(bytes as f64, raw_ms, rtt).map_or(0.0, |r| r.mbit_per_s)
-        };
+        let rtt = self.predicted_rtt;
+        let mbit_s =
+            rate_minus_rtt(self.bulk_bytes as f64, raw_ms, rtt).map_or(0.0, |r| r.mbit_per_s);
         if self.warming {
             self.warmed_ms += raw_ms;
-            let mbit_s = read(self.bulk_bytes, self.predicted_rtt);
             self.warm_last = (self.bulk_bytes, raw_ms, mbit_s);
             self.step = Step::Start(i);
             return;
@@ -841,10 +842,8 @@ impl<'a> Session<'a> {
         if self.trying {
             // The tries are sizing steps, not measurements (the page's burst, round.ts): none
             // is recorded or fed to the series. The last one's rate sizes the recorded probe.
-            let mbit_s = read(self.bulk_bytes, self.predicted_rtt);
             let cap = self.auto_cap();
             let previous = self.last_try.replace(mbit_s);
-            let rtt = self.predicted_rtt;
             self.warmed_ms += raw_ms;
             match cold_burst_next(self.bulk_bytes, mbit_s, previous, raw_ms, rtt, cap) {
                 Some(next) => {
@@ -859,7 +858,7 @@ impl<'a> Session<'a> {
                     self.warm_last = (self.bulk_bytes, raw_ms, mbit_s);
                     self.warm_before = previous;
                     self.after_warm_up = if mbit_s > 0.0 {
-                        auto_size(Some(mbit_s), self.predicted_rtt, cap)
+                        auto_size(Some(mbit_s), rtt, cap)
                     } else {
                         self.bulk_bytes
                     };
