@@ -39,8 +39,9 @@ pub struct Args {
     /// Bandwidth probe size: auto (a quarter second of the forecast rate, or two predicted
     /// round trips of it on a longer path, as a power of two from 64 KiB to 256 MiB; a series'
     /// first probe is sized by unrecorded tries growing from 64 KiB until one lasts that long;
-    /// each later probe follows an untimed warm-up on its new connection, so that slow start
-    /// is not timed), or KiB, or with a suffix B, K, M or G (e.g. 64 for JavaNws's 64 KB
+    /// each later probe follows untimed warm-ups on its new connection, repeated while the
+    /// sender is still in slow start or BBR's startup (at most 40 round trips), so that
+    /// neither is timed; both ends pace their sockets), or KiB, or with a suffix B, K, M or G (e.g. 64 for JavaNws's 64 KB
     /// probe, 512K, 10M). A fixed small probe reads what TCP's first round trips and a
     /// shaper's burst make of it, not the path's rate. With --period, an automatic probe and
     /// its warm-up move half a second of the path or more each experiment and direction: on a fast path
