@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { pingBytes, pingPlan, pingRtt } from "./echo";
+import { afterWarmUp, pingBytes, pingPlan, pingRtt } from "./echo";
 
 describe("the timed pings of an RTT probe", () => {
   it("sends a warm-up and a train on a short path, two pings on a middling one, one on a long one", () => {
@@ -11,6 +11,15 @@ describe("the timed pings of an RTT probe", () => {
     expect(pingPlan(800)).toEqual({ count: 1, warmUp: 0 });
     // No forecast yet (the first probe): a warm-up and one timed ping.
     expect(pingPlan(undefined)).toEqual({ count: 2, warmUp: 1 });
+  });
+
+  it("on a first probe, follows a warm-up alone with the plan its round trip asks for", () => {
+    // A short path gets its train of eight; a middling or long one a single timed ping.
+    expect(afterWarmUp(0.9)).toBe(8);
+    expect(afterWarmUp(4.99)).toBe(8);
+    expect(afterWarmUp(5)).toBe(1);
+    expect(afterWarmUp(49.9)).toBe(1);
+    expect(afterWarmUp(300)).toBe(1);
   });
 
   it("is the median of the pings after the warm-up", () => {
