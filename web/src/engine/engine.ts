@@ -523,7 +523,13 @@ export class Engine {
     const auto = this.settings.size === "auto";
     const spacings = auto ? [...this.spacing] : [];
     const everyS: BandwidthSchedule["everyS"] = {};
-    for (const [key, s] of spacings) everyS[key] = s.every * this.settings.periodS;
+    // In the seconds of the period the spacing was worked out at: after a new period, until
+    // the next round works it out again, the same seconds hold (the budget's share per round
+    // scales with the period), where its rounds at the new period did not ("bandwidth every
+    // 4 h 14 min": 254 rounds of 2 s counted at a minute). Never more often than each round.
+    for (const [key, s] of spacings) {
+      everyS[key] = Math.max(s.every * s.periodS, this.settings.periodS);
+    }
     const limited = spacings.find(([, s]) => s.limit !== undefined)?.[1];
     return {
       everyS,

@@ -7,11 +7,13 @@ import {
   AUTO_MAX_BYTES,
   autoMinBytes,
   autoTargetMs,
+  bandwidthDue,
   bandwidthEvery,
   burstNext,
   chooseStreams,
   fetchRtt,
   median,
+  newBandwidthSchedule,
   newStreamPlan,
   parseServerTiming,
   PRETEST_EVERY,
@@ -458,6 +460,29 @@ describe("bandwidth probes spaced by the budget", () => {
     expect(k).toBe(254);
     // Spaced so, the probes spend no more than the budget in an hour.
     expect((3600 / 2 / k) * 2 * (1 + PRETEST_SHARE) * 32 * MiB).toBeLessThanOrEqual(500 * MiB);
+  });
+
+  it("keeps the wait in seconds, so that a new period neither restarts nor stretches it", () => {
+    const s = newBandwidthSchedule();
+    expect(bandwidthDue(s, 254, 2)).toBe(true); // the first round probes at once
+    s.sinceProbeS = 0;
+    // At a constant period, due every 254th round, as when rounds were counted.
+    let rounds = 0;
+    while (!bandwidthDue(s, 254, 2)) rounds++;
+    expect(rounds + 1).toBe(254);
+    // Two minutes at 2 s, then the period goes to a minute: the share per round grows 30-fold
+    // and the spacing is 9 rounds (9 min). Due after 7 more rounds (2 + 7 = 9 min), not 9.
+    s.sinceProbeS = 0;
+    for (let i = 0; i < 60; i++) expect(bandwidthDue(s, 254, 2)).toBe(false);
+    rounds = 0;
+    while (!bandwidthDue(s, 9, 60)) rounds++;
+    expect(rounds + 1).toBe(7);
+    // The other way: a minute at 60 s, then 2 s: 254 rounds of 2 s (8.5 min) less the minute.
+    s.sinceProbeS = 0;
+    expect(bandwidthDue(s, 9, 60)).toBe(false);
+    rounds = 0;
+    while (!bandwidthDue(s, 254, 2)) rounds++;
+    expect(rounds + 1).toBe(224);
   });
 
   it("never probes when there is no share, and at once when nothing is wanted", () => {

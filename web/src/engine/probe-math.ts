@@ -398,23 +398,29 @@ export function bandwidthEvery(wantedBytes: number, shareBytes: number): number 
 export interface BandwidthSchedule {
   /** Whether the burst ran (this page's first probe of the series has its size). */
   ramped: boolean;
-  /** Rounds since its last probe; undefined before the first. */
-  sinceProbe: number | undefined;
+  /** Seconds of rounds since its last probe (each round counts the period it ran at);
+   *  undefined before the first. */
+  sinceProbeS: number | undefined;
 }
 
 export function newBandwidthSchedule(): BandwidthSchedule {
-  return { ramped: false, sinceProbe: undefined };
+  return { ramped: false, sinceProbeS: undefined };
 }
 
 /**
- * Whether a bandwidth series spaced every `every` rounds ({@link bandwidthEvery}) is probed
- * this round; counts the round. The first round probes at once; a wait that the spacing
- * shortened (the rate fell, or the budget grew) ends early.
+ * Whether a bandwidth series spaced every `every` rounds of `periodS` seconds
+ * ({@link bandwidthEvery}) is probed this round; counts the round. The first round probes at
+ * once; a wait that the spacing shortened (the rate fell, or the budget grew) ends early. The
+ * wait is kept in seconds, not rounds, so that a new period neither restarts nor stretches
+ * it: the spacing in rounds scales with the period's inverse (its share of the budget scales
+ * with the period), and 60 rounds counted at 2 s are two minutes, not an hour, once the
+ * period is a minute.
  */
-export function bandwidthDue(schedule: BandwidthSchedule, every: number): boolean {
-  if (schedule.sinceProbe === undefined) return true;
-  schedule.sinceProbe++;
-  return schedule.sinceProbe >= every;
+export function bandwidthDue(schedule: BandwidthSchedule, every: number, periodS: number): boolean {
+  if (schedule.sinceProbeS === undefined) return true;
+  schedule.sinceProbeS += periodS;
+  // Half a period's slack: sums of fractional periods must not miss a round by a rounding.
+  return schedule.sinceProbeS >= every * periodS - periodS / 2;
 }
 
 /** Median of `xs` (mean of the middle two for an even count); undefined when empty. */

@@ -70,6 +70,9 @@ export interface RoundEnv {
 export interface Spacing {
   /** Every how many rounds (1: each round). */
   every: number;
+  /** The period (s) `every` was worked out for: the schedule in seconds is `every` of them
+   *  until a round at a new period works it out again (probe-math.ts `bandwidthDue`). */
+  periodS: number;
   /** What spaces it beyond the period, or keeps its probes shorter than they should last
    *  (`capped`): the hourly budget or the server's allowance; undefined when nothing does. */
   limit: "budget" | "server" | undefined;
@@ -356,7 +359,13 @@ class Run {
     const { maxPayload, perMinute } = this.env.limits();
     const size = step.size ?? "auto";
     if (size !== "auto") {
-      return { bytes: Math.min(size, maxPayload), every: 1, limit: undefined, capped: false };
+      return {
+        bytes: Math.min(size, maxPayload),
+        every: 1,
+        periodS: this.env.periodS,
+        limit: undefined,
+        capped: false,
+      };
     }
     const probes = this.transfers * (1 + PRETEST_SHARE);
     const share = probeShare(this.env.budget.perHour, this.env.periodS, probes, perMinute);
@@ -366,7 +375,8 @@ class Run {
     const bytes = autoSize(forRate, Math.min(maxPayload, cap), this.predictedRtt(step));
     const capped = bytes < wanted;
     const every = bandwidthEvery(bytes, share.bytes);
-    return { bytes, every, limit: every > 1 || capped ? share.limit : undefined, capped };
+    const limit = every > 1 || capped ? share.limit : undefined;
+    return { bytes, every, periodS: this.env.periodS, limit, capped };
   }
 
   /**
@@ -514,7 +524,7 @@ class Run {
       // Not due this round (spaced by the budget): nothing is opened or sent for it.
       const spacing = this.size(step);
       if (auto) env.spaced(step.key, spacing);
-      if (!bandwidthDue(schedule, spacing.every)) return "skipped";
+      if (!bandwidthDue(schedule, spacing.every, env.periodS)) return "skipped";
     }
     if (step.loaded !== undefined && !this.loadBegun) {
       this.loadBegun = true;
@@ -571,7 +581,7 @@ class Run {
       if (found.results !== undefined) env.pretested(step.key, found.results, streams);
     }
     if (env.suspended() || !site.link.connected(step.transport)) return "held";
-    schedule.sinceProbe = 0;
+    schedule.sinceProbeS = 0;
     const r = await this.probe(
       step,
       m,
