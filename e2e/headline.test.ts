@@ -135,11 +135,19 @@ describe.skipIf(why !== undefined)("the page at a glance", () => {
       { timeout: 10_000, polling: 100 },
     );
     console.log(`e2e: predictability ${await page.textContent("#predictability-summary")}`);
-    expect(await page.textContent("#predictability-verdict")).toMatch(/^In use: \S/);
+    // The page's forecasts combine the bank's forecasters (improved mode): the sentence says
+    // so, with the largest weight's share, rather than naming one as if it were the forecast.
+    const verdict = (await page.textContent("#predictability-verdict")) ?? "";
+    console.log(`e2e: ${verdict}`);
+    expect(verdict).toMatch(
+      /^In use: a combination of the forecasters below, .*; the largest weight \((<1|\d+) %\) is \S.*'s\. The forecasts are off by \S+ ms on average\./,
+    );
     // The histogram's axis says the unit.
     const x = await page.$$eval("#predictability figure", (f) => f.length);
     expect(x).toBe(2);
-    expect(await page.textContent("#predictability tr.in-use th")).toMatch(/\(in use\)$/);
+    expect(await page.textContent("#predictability tr.in-use th")).toMatch(
+      /\(largest weight, (<1|\d+) %\)$/,
+    );
     await done();
   });
 

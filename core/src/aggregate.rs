@@ -272,6 +272,12 @@ impl Aggregate {
     /// ties): the top level's weights spread over the mixtures' weights, the selection's top
     /// weight going to the last expert and the leader's to the leading expert.
     pub fn leader(&self) -> usize {
+        self.leader_share().0
+    }
+
+    /// [`leader`](Self::leader) and its share of the combined forecast, in (0, 1]: the top
+    /// level's weights and each mixture's sum to one, so the shares of all experts do.
+    pub fn leader_share(&self) -> (usize, f64) {
         let t = &self.top_weights;
         let k = self.slow.len();
         let (mut best, mut best_w) = (0, f64::NEG_INFINITY);
@@ -290,7 +296,7 @@ impl Aggregate {
                 (best, best_w) = (j, w);
             }
         }
-        best
+        (best, best_w)
     }
 
     /// The combined forecast of `forecasts` (one per expert, the selection's last), which
@@ -734,6 +740,8 @@ mod tests {
             a.update(x, &[x + 5.0, x + 0.01, x - 3.0]);
         }
         assert_eq!(a.leader(), 1);
+        let (j, share) = a.leader_share();
+        assert!(j == 1 && share > 0.99 && share <= 1.0 + 1e-9, "{share}");
         assert!(a.slow[1] > 0.99, "{:?}", a.slow);
         let f = a.forecast(&[15.0, 10.01, 7.0]);
         assert!((f - 10.01).abs() < 0.1, "{f}");

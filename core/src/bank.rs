@@ -657,6 +657,17 @@ impl Bank {
         Some(f)
     }
 
+    /// The share of the MSE forecast that its named method ([`forecast`](Self::forecast))
+    /// has, in (0, 1]: `None` where that method is the whole forecast (faithful mode, and
+    /// improved mode until every forecaster has a forecast). The page says it beside the name:
+    /// early in a series the shares are near even, and the largest says little.
+    pub fn mse_share(&self) -> Option<f64> {
+        match (&self.aggregates, self.all_have_forecasts) {
+            (Some(agg), true) => Some(agg.mse.leader_share().1),
+            _ => None,
+        }
+    }
+
     /// [`forecast`](Self::forecast) with the selection's methods (what the timeout rules
     /// read: values and errors, not names), without weighing the aggregates' shares.
     pub fn forecast_values(&self) -> Option<Forecast> {

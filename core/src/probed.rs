@@ -351,6 +351,10 @@ pub struct State {
     pub next: Option<RecordForecast>,
     /// Mean absolute error of the forecasts made so far.
     pub mae: Option<f64>,
+    /// In improved mode, the share of `next` that its method (the forecaster with the largest
+    /// weight) has; absent where that method is the whole forecast.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub share: Option<f64>,
     /// Values in the forecaster bank (measured ones and fed-back timeouts).
     pub count: u64,
     pub timeouts: u64,
@@ -468,6 +472,7 @@ impl ProbedSeries {
         State {
             next: self.next(),
             mae: (acc.n > 0).then(|| acc.mae()),
+            share: self.values.bank().mse_share(),
             count: self.values.bank().len(),
             timeouts: self.timeouts,
             seq: self.seq,
@@ -727,6 +732,33 @@ mod tests {
         let st = s.state();
         assert_eq!((st.count, st.timeouts, st.seq), (2, 0, 2));
         assert_eq!(st.mae, Some(2.0));
+    }
+
+    #[test]
+    fn the_state_says_what_share_of_the_forecast_its_method_has_in_improved_mode() {
+        let mut improved = rtt();
+        let mut c = Config::new(Metric::Rtt, Some(Transport::Tcp), "nowcast tcp", "h:1");
+        c.mode = Mode::Faithful;
+        let mut faithful = ProbedSeries::new(c).unwrap();
+        for i in 0..200 {
+            let x = 10.0 + (i % 7) as f64;
+            improved.observe(measured(i as f64, x, Some(x), None));
+            faithful.observe(measured(i as f64, x, Some(x), None));
+        }
+        let share = improved
+            .state()
+            .share
+            .expect("improved mode combines forecasters");
+        assert!(share > 0.0 && share <= 1.0 + 1e-9, "{share}");
+        assert_eq!(
+            faithful.state().share,
+            None,
+            "one forecaster is the whole forecast"
+        );
+        // Not in the JSON when absent (the page reads it as optional).
+        assert!(!serde_json::to_string(&faithful.state())
+            .unwrap()
+            .contains("share"));
     }
 
     #[test]

@@ -290,6 +290,9 @@ export interface ProbedState {
   next: RecordForecast | undefined;
   /** Mean absolute error of the forecasts so far. */
   mae: number | undefined;
+  /** In improved mode, the share of `next` that its method (the forecaster with the largest
+   *  weight) has, in (0, 1]; undefined where that method is the whole forecast. */
+  share: number | undefined;
   count: number;
   timeouts: number;
   /** The sequence number of the next probe. */
@@ -299,6 +302,7 @@ export interface ProbedState {
 interface RawState {
   next: RecordForecast | null;
   mae: number | null;
+  share?: number;
   count: number;
   timeouts: number;
   seq: number;
@@ -308,6 +312,7 @@ function state(raw: RawState): ProbedState {
   return {
     next: raw.next ?? undefined,
     mae: raw.mae ?? undefined,
+    share: raw.share,
     count: raw.count,
     timeouts: raw.timeouts,
     seq: raw.seq,

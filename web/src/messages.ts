@@ -135,8 +135,14 @@ export interface PredictabilityEvent {
   histogram: Histogram | undefined;
   cdf: { x: number; p: number }[];
   table: ForecasterRow[];
-  /** The forecaster in use (MSE-selected). */
+  /** The forecaster in use (MSE-selected), or in improved mode the one with the largest
+   *  weight in the combination that forecasts. */
   selected: string | undefined;
+  /** In improved mode, that forecaster's share of the forecast, in (0, 1]; undefined where
+   *  it is the whole forecast. */
+  share: number | undefined;
+  /** Mean absolute error of the forecasts made so far (what the page shows). */
+  mae: number | undefined;
 }
 
 /**

@@ -84,6 +84,11 @@ describe("a site's series", () => {
     expect(p.histogram!.counts.reduce((a, b) => a + b, 0)).toBe(4);
     expect(p.cdf).toHaveLength(4);
     expect(p.table.some((row) => row.id === p.selected)).toBe(true);
+    // The page's series are improved: the forecast combines every forecaster, and the
+    // event says the named one's share and the combination's own error.
+    expect(p.share).toBeGreaterThan(0);
+    expect(p.share).toBeLessThanOrEqual(1 + 1e-9);
+    expect(p.mae).toBeGreaterThan(0);
     set.dispose();
   });
 });

@@ -48,13 +48,16 @@ export function measurement(
 /** Error histogram (100 bins, min..max) and CDF, and every forecaster's MSE and MAE (JavaNws §5). */
 export function predictability(key: string, s: ProbedSeries): PredictabilityEvent {
   const errors = s.errors();
+  const state = s.state();
   return {
     type: "predictability",
     key,
     histogram: histogram(errors, 100),
     cdf: ecdf(errors),
     table: s.table(),
-    selected: s.state().next?.method,
+    selected: state.next?.method,
+    share: state.share,
+    mae: state.mae,
   };
 }
 

@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import {
   forecasterVerdict,
+  sharePercent,
   SHORT_PROBE_MS,
   SHORT_PROBE_RTTS,
   shortProbe,
@@ -162,6 +163,36 @@ describe("the verdict on the forecaster in use", () => {
     mae,
   });
   const names = new Map<string, string>();
+  /** Faithful mode: the forecaster named is the whole forecast. */
+  const ONE = { share: undefined, mae: undefined };
+
+  it("says that an improved forecast combines them all, with the largest weight and its share", () => {
+    // As the page showed it: 7 values in, the largest weight was on the forecaster of the
+    // largest error in the table, and the forecast was not its own.
+    const table = [
+      row("last_value", "Last Value", 0.0139),
+      row("sliding_mean_5", "Sliding Mean Window 5", 0.0109),
+      row("exp_1", "Exp Smooth 1%", 0.0141),
+    ];
+    const text = forecasterVerdict(
+      { table, selected: "exp_1", share: 0.052, mae: 0.0112 },
+      "ms",
+      names,
+    );
+    expect(text).toMatch(/^In use: a combination of the forecasters below/);
+    expect(text).toMatch(/the largest weight \(5 %\) is Exp Smooth 1%'s\./);
+    // The error and the comparison are the combination's, not the largest weight's.
+    expect(text).toMatch(/off by 0\.0112 ms on average\./);
+    expect(text).toMatch(/would be off by 0\.0139 ms: the forecasts are 19 % closer\.$/);
+    // Even when all the weight is on the last value, the sentence compares.
+    const all = forecasterVerdict(
+      { table, selected: "last_value", share: 0.999, mae: 0.0139 },
+      "ms",
+      names,
+    );
+    expect(all).toMatch(/\(100 %\) is Last Value's\..*would do about as well/);
+    expect(sharePercent(0.004)).toBe("<1 %");
+  });
 
   it("never calls the one in use the one of the least error, which it need not be", () => {
     // As the page showed it: the selection's pick had a larger MSE than others in the table.
@@ -171,7 +202,7 @@ describe("the verdict on the forecaster in use", () => {
       row("exp_50", "Exp Smooth 50%", 0.13, 0.0353),
       row("median_31", "Median Window 31", 0.1, 0.0325),
     ];
-    const text = forecasterVerdict({ table, selected: "exp_50" }, "ms", names);
+    const text = forecasterVerdict({ table, selected: "exp_50", ...ONE }, "ms", names);
     expect(text).not.toMatch(/smallest/);
     expect(text).toMatch(/^In use: Exp Smooth 50%, chosen from the forecasters' errors/);
     // Repeating the last value did better: said so, not "about as well".
@@ -182,18 +213,18 @@ describe("the verdict on the forecaster in use", () => {
 
   it("says how much closer the forecasts are, or that they are as close", () => {
     const table = [row("last_value", "Last Value", 2), row("median_31", "Median Window 31", 1)];
-    expect(forecasterVerdict({ table, selected: "median_31" }, "ms", names)).toMatch(
+    expect(forecasterVerdict({ table, selected: "median_31", ...ONE }, "ms", names)).toMatch(
       /would be off by 2\.00 ms: the forecasts are 50 % closer\.$/,
     );
     const even = [row("last_value", "Last Value", 1), row("median_31", "Median Window 31", 1.001)];
-    expect(forecasterVerdict({ table: even, selected: "median_31" }, "ms", names)).toMatch(
+    expect(forecasterVerdict({ table: even, selected: "median_31", ...ONE }, "ms", names)).toMatch(
       /would do about as well \(1\.00 ms\)\.$/,
     );
   });
 
   it("makes no claim about the others when the last value is in use", () => {
     const table = [row("last_value", "Last Value", 1.92), row("exp_5", "Exp Smooth 5%", 1.2)];
-    const text = forecasterVerdict({ table, selected: "last_value" }, "ms", names);
+    const text = forecasterVerdict({ table, selected: "last_value", ...ONE }, "ms", names);
     expect(text).not.toMatch(/as well as anything/);
     expect(text).toMatch(
       /off by 1\.92 ms on average\. It forecasts that the next value repeats the last\.$/,

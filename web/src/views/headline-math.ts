@@ -323,35 +323,52 @@ export function transportReason(
   return "";
 }
 
+/** A forecaster's share of a combined forecast as the page says it ("38 %", "<1 %"). */
+export function sharePercent(share: number): string {
+  const pct = Math.round(share * 100);
+  return pct < 1 ? "<1 %" : `${pct} %`;
+}
+
 /**
- * The predictability view's sentence on the forecaster in use: which one, how far off it is
- * on average, and against simply repeating the last value (better, as good, or worse: the
- * selection weighs recent errors too, and may use one that has done worse so far).
+ * The predictability view's sentence on the forecaster in use: which one, how far off the
+ * forecasts are on average, and against simply repeating the last value (better, as good, or
+ * worse: the selection weighs recent errors too, and may use one that has done worse so far).
+ * In improved mode (`share` known) the forecast is a weighted combination of every forecaster,
+ * not one of them: the sentence says so and names the one with the largest weight and its
+ * share, and the error is the combination's own (`mae`). Named as if it were the forecast, the
+ * largest weight early in a series read "In use: Exp Smooth 1%", the forecaster of the largest
+ * error in the table, beside a forecast that was not its own.
  */
 export function forecasterVerdict(
-  p: Pick<PredictabilityEvent, "table" | "selected">,
+  p: Pick<PredictabilityEvent, "table" | "selected" | "share" | "mae">,
   unit: string,
   names: ReadonlyMap<string, string>,
 ): string {
   const used = p.table.find((r) => r.id === p.selected);
   if (used === undefined || used.n === 0) return "";
   const name = names.get(used.id) ?? used.name;
+  const combined = p.share !== undefined && p.mae !== undefined;
+  const mae = combined ? p.mae! : used.mae;
   // The bank's selection (NWS's) weighs each forecaster's errors over the whole series and
   // over recent windows: the one it uses is not always the one with the lowest total in the
   // table, so the sentence does not claim it is.
-  const base =
-    `In use: ${name}, chosen from the forecasters' errors on this series, over all of it ` +
-    `and recently; its forecasts are off by ${formatValue(used.mae, unit)} on average.`;
+  const base = combined
+    ? `In use: a combination of the forecasters below, each weighted by how well it has ` +
+      `forecast this series; the largest weight (${sharePercent(p.share!)}) is ${name}'s. ` +
+      `The forecasts are off by ${formatValue(mae, unit)} on average.`
+    : `In use: ${name}, chosen from the forecasters' errors on this series, over all of it ` +
+      `and recently; its forecasts are off by ${formatValue(mae, unit)} on average.`;
   const last = p.table.find((r) => r.id === "last_value");
-  if (last === undefined || last.n === 0 || used.id === last.id) {
+  if (last === undefined || last.n === 0) return base;
+  if (!combined && used.id === last.id) {
     return `${base} It forecasts that the next value repeats the last.`;
   }
   const lastMae = formatValue(last.mae, unit);
-  const gain = last.mae > 0 ? 1 - used.mae / last.mae : 0;
+  const gain = last.mae > 0 ? 1 - mae / last.mae : 0;
   if (gain > 0.005) {
     return `${base} Repeating the last value would be off by ${lastMae}: the forecasts are ${Math.round(gain * 100)} % closer.`;
   }
-  if (used.mae > last.mae * 1.005) {
+  if (mae > last.mae * 1.005) {
     return `${base} Repeating the last value has done better so far (off by ${lastMae}).`;
   }
   return `${base} Repeating the last value would do about as well (${lastMae}).`;

@@ -7,7 +7,7 @@ import { displayUnit, formatSquared, formatValue, significant, tickLabels } from
 import type { PredictabilityEvent } from "../messages";
 import { AT_ONCE, type Announcer } from "./announcer";
 import { el, OncePerFrame } from "./dom";
-import { forecasterVerdict, typicalError, verdictOf } from "./headline-math";
+import { forecasterVerdict, sharePercent, typicalError, verdictOf } from "./headline-math";
 
 interface Point {
   x: number;
@@ -154,7 +154,10 @@ class PredictabilityView {
 
     this.table.replaceChildren();
     const caption = this.table.createCaption();
-    caption.textContent = `Every forecaster on ${title}; the one in use is marked`;
+    caption.textContent =
+      p.share === undefined
+        ? `Every forecaster on ${title}; the one in use is marked`
+        : `Every forecaster on ${title}, all combined in the forecast; the one with the largest weight is marked`;
     const head = this.table.createTHead().insertRow();
     for (const name of [
       "Forecaster",
@@ -176,7 +179,11 @@ class PredictabilityView {
       const th = document.createElement("th");
       th.scope = "row";
       const name = names.get(row.id) ?? row.name;
-      th.textContent = inUse ? `${name} (in use)` : name;
+      th.textContent = !inUse
+        ? name
+        : p.share === undefined
+          ? `${name} (in use)`
+          : `${name} (largest weight, ${sharePercent(p.share)})`;
       tr.append(th);
       const cells = [
         row.forecast === null ? "–" : formatValue(row.forecast, unit),
