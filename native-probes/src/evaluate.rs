@@ -44,9 +44,13 @@ impl Row {
 pub struct NextForecast {
     pub mode: Mode,
     pub selector: &'static str,
-    /// The forecaster chosen, e.g. `median_31`, and its name.
+    /// The forecaster chosen, e.g. `median_31`, and its name; in improved mode, where the
+    /// forecast combines every forecaster, the one with the largest weight.
     pub method: String,
     pub method_name: String,
+    /// In improved mode, that forecaster's share of the forecast, in (0, 1]; None (JSON null)
+    /// where it is the whole forecast (faithful mode).
+    pub share: Option<f64>,
     pub value: f64,
     /// None (JSON null) while unknown: after one value, whose forecast nothing has checked
     /// (`record::error_known`; "± 0" would claim a certainty nothing measured).
@@ -288,6 +292,7 @@ impl BankPart {
             selector: "mse",
             method: id.to_string(),
             method_name: name.to_string(),
+            share: self.bank.mse_share(),
             value: f.mse.value,
             error,
             low: error.map(|e| f.mse.value - BAND_K * e),

@@ -404,6 +404,17 @@ fn mode_name(m: Mode) -> &'static str {
     }
 }
 
+/// A forecaster's share of a combined forecast as printed ("38 %", "<1 %"), as the page
+/// says it.
+fn share_percent(share: f64) -> String {
+    let pct = (share * 100.0).round();
+    if pct < 1.0 {
+        "<1 %".to_string()
+    } else {
+        format!("{pct} %")
+    }
+}
+
 fn print_next(out: &mut dyn Write, next: &[NextForecast], shown: &Shown) -> std::io::Result<()> {
     writeln!(
         out,
@@ -432,7 +443,15 @@ fn print_next(out: &mut dyn Write, next: &[NextForecast], shown: &Shown) -> std:
                 format!("{} mode", mode_name(n.mode)),
                 value,
                 range,
-                format!("by {}", n.method_name),
+                match n.share {
+                    // Improved: the forecast is a weighted combination, not this one's own.
+                    Some(share) => format!(
+                        "combined, largest weight {} ({})",
+                        n.method_name,
+                        share_percent(share)
+                    ),
+                    None => format!("by {}", n.method_name),
+                },
             ]
         })
         .collect();
@@ -681,6 +700,7 @@ mod tests {
             selector: "mse",
             method: String::new(),
             method_name: String::new(),
+            share: None,
             value,
             error: Some(error),
             low: Some(value - BAND_K * error),

@@ -431,6 +431,14 @@ fn the_next_forecast_is_printed_with_its_range_in_the_series_unit_for_each_mode(
         assert_eq!(n["mode"], serde_json::to_value(mode).unwrap());
         assert_eq!((value, error), (want.value, want.error.sqrt()));
         assert_eq!(n["method"], bank.method(want.method).0);
+        // Improved mode combines every forecaster: the one named has a share of it.
+        match mode {
+            nowcast_core::Mode::Improved => {
+                let share = n["share"].as_f64().unwrap();
+                assert!(share > 0.0 && share <= 1.0 + 1e-9, "{n}");
+            }
+            nowcast_core::Mode::Faithful => assert!(n["share"].is_null(), "{n}"),
+        }
         assert_eq!(n["low"].as_f64().unwrap(), value - 2.0 * error);
         assert_eq!(n["high"].as_f64().unwrap(), value + 2.0 * error);
     }
@@ -471,6 +479,16 @@ fn the_next_forecast_is_printed_with_its_range_in_the_series_unit_for_each_mode(
         (low - (shown - band)).abs() < 1e-9 && (high - (shown + band)).abs() < 1e-9,
         "{improved}"
     );
+    // Said to be a combination, not one forecaster's own forecast; faithful mode's is.
+    assert!(
+        improved.contains("combined, largest weight ") && improved.ends_with(" %)"),
+        "{improved}"
+    );
+    let faithful = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("faithful mode"))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(faithful.contains(" by "), "{faithful}");
     assert!(
         text.contains("MAE ms") && text.contains("RMSE ms") && text.contains("mean timeout ms")
     );
