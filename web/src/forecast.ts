@@ -40,7 +40,10 @@ export interface NextForecast {
    *  (its error is 0 then, and "± 0" would claim a certainty nothing measured; shown "± ?").
    *  The core's rule ({@link coreErrorKnown}), as `nowcast`'s summaries apply it. */
   errorKnown: boolean;
+  /** The forecaster whose forecast it is; in improved mode, where the forecast combines
+   *  every forecaster, the one with the largest weight, and `share` its weight. */
   method: string;
+  share?: number;
 }
 
 /** "improved" is the default; "faithful" reproduces the original NWS library, quirks included. */

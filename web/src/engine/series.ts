@@ -30,6 +30,7 @@ export function shown(s: ProbedState): Shown {
       error: f.error,
       errorKnown: coreErrorKnown(s.count, f.error),
       method: f.method,
+      ...(s.share === undefined ? {} : { share: s.share }),
     },
     mae: s.mae,
     count: s.count,

@@ -17,7 +17,7 @@ import { BAND_K, type NextForecast, type StatusEvent } from "../messages";
 import { budgetLastsS } from "../settings";
 import { AT_ONCE, type Announcer } from "./announcer";
 import { el, placeInOrder, setText, type Rank } from "./dom";
-import { bandwidthPhrase } from "./headline-math";
+import { bandwidthPhrase, sharePercent } from "./headline-math";
 
 /** The budget is said to be about to run out when, at the last round's pace, it lasts less
  *  than this (s). */
@@ -80,7 +80,9 @@ export class ConsoleRow {
         ? "–"
         : formatWithError(next.value, BAND_K * next.error, this.unit, next.errorKnown, magnitude);
     nextCell.title = next !== undefined && !next.errorKnown ? UNKNOWN_SPREAD_TITLE : "";
-    method.textContent = next === undefined ? "–" : (this.names.get(next.method) ?? next.method);
+    // An improved forecast combines every forecaster: the largest weight, with its share.
+    const name = next === undefined ? "–" : (this.names.get(next.method) ?? next.method);
+    method.textContent = next?.share === undefined ? name : `${name} (${sharePercent(next.share)})`;
     if (next !== undefined) method.title = next.method;
     maeCell.textContent = mae === undefined ? "–" : formatValue(mae, this.unit, magnitude);
     probes.textContent = String(count);
