@@ -221,32 +221,20 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
 }
 
 /// Parses a duration flag: a bare number in the flag's own unit (`bare`: "ms" or "s", as its
-/// help says), or a number with its unit, `ms`, `s` or `min` (`1.5s`, `250ms`), so that a
-/// value copied from a flag in the other unit is read as meant. The result is in `bare`'s
-/// unit; negative, infinite and NaN values are refused.
+/// help says), or a duration with its units as a campaign's file writes them (`250ms`, `1.5s`,
+/// `5m`, `1h30m`: [`crate::when::with_units_ms`]), so that a value copied from a flag in the
+/// other unit, or from a campaign, is read as meant. The result is in `bare`'s unit; negative,
+/// infinite and NaN values are refused.
 pub fn parse_duration_in(s: &str, bare: &str) -> Result<f64, String> {
+    let ms_per_bare = if bare == "ms" { 1.0 } else { 1e3 };
     let t = s.trim();
-    let split = t.find(|c: char| c.is_ascii_alphabetic()).unwrap_or(t.len());
-    let (number, unit) = (t[..split].trim_end(), &t[split..]);
-    let seconds = match if unit.is_empty() { bare } else { unit } {
-        "ms" => 1e-3,
-        "s" => 1.0,
-        "min" => 60.0,
-        other => {
-            return Err(format!(
-                "'{s}': unknown unit '{other}' (ms, s or min; a bare number is in {bare})"
-            ))
-        }
-    };
-    let n: f64 = number
-        .parse()
-        .ok()
-        .filter(|n: &f64| n.is_finite() && *n >= 0.0)
-        .ok_or_else(|| {
-            format!("'{s}' is not a duration (e.g. 250ms, 1.5s; a bare number is in {bare})")
-        })?;
-    let per_bare = if bare == "ms" { 1e-3 } else { 1.0 };
-    Ok(n * seconds / per_bare)
+    let ms = match t.parse::<f64>() {
+        Ok(n) if n.is_finite() && n >= 0.0 => Ok(n * ms_per_bare),
+        Ok(_) => Err(format!("'{s}' is not a duration")),
+        Err(_) => crate::when::with_units_ms(t),
+    }
+    .map_err(|e| format!("{e} (e.g. 250ms, 1.5s, 5m; a bare number is in {bare})"))?;
+    Ok(ms / ms_per_bare)
 }
 
 /// [`parse_duration_in`] for a flag in milliseconds.
@@ -608,10 +596,16 @@ mod tests {
         assert_eq!(parse_seconds("2"), Ok(2.0));
         assert_eq!(parse_seconds("250ms"), Ok(0.25));
         assert_eq!(parse_seconds("1min"), Ok(60.0));
-        assert_eq!(parse_seconds(" 3 s "), Ok(3.0));
-        let unit = parse_ms("5h").unwrap_err();
+        assert_eq!(parse_seconds(" 3s "), Ok(3.0));
+        // The campaign file's units too, so that a value copied from it means the same.
+        assert_eq!(parse_seconds("5m"), Ok(300.0));
+        assert_eq!(parse_seconds("1h30m"), Ok(5400.0));
+        assert_eq!(parse_ms("0.5ms"), Ok(0.5));
+        assert_eq!(parse_ms("2d"), Ok(172_800_000.0));
+        let unit = parse_ms("5x").unwrap_err();
         assert!(
-            unit.contains("unknown unit 'h' (ms, s or min; a bare number is in ms)"),
+            unit.contains("unknown unit 'x' (ms, s, m, h, d)")
+                && unit.contains("bare number is in ms"),
             "{unit}"
         );
         for bad in ["", "s", "-1", "inf", "NaN", "1.2.3s", "1e999"] {

@@ -25,6 +25,17 @@ pub fn parse_duration(text: &str) -> Result<Ms, String> {
     if let Ok(secs) = t.parse::<f64>() {
         return to_ms(secs * 1e3, text);
     }
+    to_ms(with_units_ms(text)?, text)
+}
+
+/// A duration written with its units (`250ms`, `1.5s`, `5m`, `1h30m`; ms, s, m or min, h, d),
+/// in milliseconds, not rounded: the one grammar of durations, for a campaign's file and for
+/// every flag ([`crate::net::parse_duration_in`], whose bare numbers are in the flag's unit).
+pub fn with_units_ms(text: &str) -> Result<f64, String> {
+    let t = text.trim();
+    if t.is_empty() {
+        return Err("an empty duration".into());
+    }
     let mut total = 0.0;
     let mut rest = t;
     while !rest.is_empty() {
@@ -54,7 +65,11 @@ pub fn parse_duration(text: &str) -> Result<Ms, String> {
         total += n * scale;
         rest = &rest[unit_len..];
     }
-    to_ms(total, text)
+    if total.is_finite() {
+        Ok(total)
+    } else {
+        Err(format!("'{text}' is not a duration"))
+    }
 }
 
 fn to_ms(v: f64, text: &str) -> Result<Ms, String> {

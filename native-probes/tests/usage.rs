@@ -15,7 +15,7 @@ fn bad_option_values_name_their_flag_and_exit_2() {
     std::fs::write(&file, b"x").unwrap();
     let f = file.to_str().unwrap();
     let token = "00112233445566778899aabbccddeeff";
-    let rows: [(&[&str], &str); 8] = [
+    let rows: [(&[&str], &str); 10] = [
         // clap's own refusal, the reference.
         (&["serve", "--handshake", "soon"], "--handshake"),
         (
@@ -58,6 +58,16 @@ fn bad_option_values_name_their_flag_and_exit_2() {
         ),
         (
             &["forecast", f, "--timeout-floor=-1"],
+            "--timeout-floor must be",
+        ),
+        // A negative number is the flag's value, refused by the flag's own parser: it said
+        // "unexpected argument '-1' found", with a tip to pass it as the target.
+        (
+            &["udp", "127.0.0.1:9", "--interval", "-1"],
+            "for '--interval <INTERVAL>': '-1' is not a duration",
+        ),
+        (
+            &["forecast", f, "--timeout-floor", "-1"],
             "--timeout-floor must be",
         ),
         (

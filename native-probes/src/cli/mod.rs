@@ -131,8 +131,29 @@ impl std::error::Error for CouldNotRun {}
 /// commands tell a measurement that got nothing ([`EXIT_UNMEASURED`]) from one that could
 /// not run ([`EXIT_ERROR`]); other commands fail with 1, or 2 for a bad option value
 /// ([`Usage`]) or a target that is not what it should be ([`CouldNotRun`]).
+/// Every flag that takes a value takes a negative number as its value, so that the flag's own
+/// parser refuses it by name (`--interval -1` said "unexpected argument '-1' found", with a tip
+/// to pass it as the target).
+fn negative_values(cmd: clap::Command) -> clap::Command {
+    cmd.mut_args(|a| {
+        if a.get_num_args().is_none_or(|n| n.takes_values()) && !a.is_positional() {
+            a.allow_negative_numbers(true)
+        } else {
+            a
+        }
+    })
+    .mut_subcommands(negative_values)
+}
+
+/// [`Cli`] from the command line, with [`negative_values`].
+fn parse_args() -> Cli {
+    use clap::{CommandFactory, FromArgMatches};
+    let matches = negative_values(Cli::command()).get_matches();
+    Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())
+}
+
 pub fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = parse_args();
     let probe = matches!(cli.command, Command::Tcp(_) | Command::Udp(_));
     let result = match cli.command {
         Command::Classify(args) => classify::run(args),
