@@ -366,10 +366,15 @@ pub fn discard_by(s: &mut TcpStream, len: u64, buf: &mut [u8], by: By<'_>) -> io
     Ok(())
 }
 
-/// Writes all of `buf` by `by` (after [`prime`]).
+/// Writes all of `buf` by `by` (after [`prime`]). The stop flag is looked at before every
+/// write, not only when one blocks: on loopback each write of an upload's chunk completes at
+/// once, and a 1 GiB upload ran 0.4 s past Ctrl-C and was recorded.
 pub fn write_all_by(s: &mut TcpStream, buf: &[u8], by: By<'_>) -> io::Result<()> {
     let mut n = 0;
     while n < buf.len() {
+        if by.stopped() {
+            return Err(stopped());
+        }
         match s.write(&buf[n..]) {
             Ok(0) => return Err(io::Error::new(io::ErrorKind::WriteZero, "wrote nothing")),
             Ok(k) => {

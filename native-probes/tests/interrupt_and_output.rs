@@ -143,6 +143,41 @@ fn sigint_ends_a_bandwidth_probe_at_once_and_records_none_of_it() {
     assert_eq!(out.status.code(), Some(0), "{s}");
 }
 
+#[test]
+fn sigint_ends_an_upload_on_loopback_at_once() {
+    // On loopback each write of an upload's chunk completes at once: the stop flag was looked
+    // at only when a write blocked, and a 1 GiB upload ran 0.4 s past Ctrl-C and was recorded.
+    // 8 GiB take seconds here, so the signal lands in the upload (or, on a slow machine,
+    // before it: then nothing of it runs either).
+    let server = Server::start(&[
+        "--max-payload",
+        "8G",
+        "--bytes-per-minute",
+        "64G",
+        "--burst-bytes",
+        "64G",
+    ]);
+    let mut cmd = Command::new(BIN);
+    cmd.arg("tcp")
+        .arg(format!("127.0.0.1:{}", server.port()))
+        .args(["--size", "8G", "--direction", "up", "--json"]);
+    let (out, took) = interrupt(start(cmd), Duration::from_millis(400));
+    let s = said(&out);
+    assert!(
+        took < Duration::from_millis(300),
+        "{took:?} after SIGINT: {s}"
+    );
+    let records: Vec<Record> = text(&out.stdout)
+        .lines()
+        .map(|l| Record::parse(l).unwrap_or_else(|e| panic!("{l}: {e}")))
+        .collect();
+    assert!(
+        records.iter().all(|r| r.metric != Metric::BandwidthUp),
+        "the upload cut short is not recorded: {s}"
+    );
+    assert_eq!(out.status.code(), Some(0), "{s}");
+}
+
 /// A TCP port that takes connections and reads what comes, never answering: a session's
 /// hello waits there until its timeout (3 s for a first one).
 fn silent_tcp() -> (String, std::thread::JoinHandle<()>) {
