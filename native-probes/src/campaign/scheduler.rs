@@ -191,7 +191,19 @@ impl Scheduler {
             (Every::Period(p), None) => match w.start_ms {
                 Some(s) if s >= now => s,
                 Some(s) => s + (now - s + p - 1) / p * p,
-                None => now,
+                // Without a `start`, the grid is the period's multiples since 1970 (UTC): the
+                // slots and their slips are the same whenever the campaign starts, and
+                // `campaign check` says when it will run (anchored at the moment it started,
+                // each call of `check` told other times). The slot under way is the first while
+                // its slip has not passed.
+                None => {
+                    let under_way = now.div_euclid(*p) * p;
+                    if under_way + self.slip(job, under_way) >= now {
+                        under_way
+                    } else {
+                        under_way + p
+                    }
+                }
             },
             (Every::Cron(c), after) => {
                 let from = after.unwrap_or(now - 1);
@@ -760,6 +772,39 @@ mod tests {
                 _ => None,
             })
             .collect()
+    }
+
+    #[test]
+    fn a_period_without_start_keeps_the_same_slots_whenever_the_campaign_starts() {
+        // Anchored at the start, each `campaign check` (and a never-run campaign's `status`)
+        // told other first slots for the same file, seed 42.
+        let mk = || plan(3, vec![rtt(every(HOUR, 10 * MINUTE))], 42);
+        let firsts = |now: Ms| -> Vec<Option<Slot>> {
+            let s = Scheduler::new(mk(), &Resume::default(), now);
+            s.next_slots().into_iter().map(|(_, slot)| slot).collect()
+        };
+        // Every slot is on the hour, its due within the slip, and the same from any start
+        // before it is due.
+        let early = firsts(T0 + 1);
+        for slot in early.iter().map(|s| s.expect("a slot")) {
+            assert_eq!(slot.nominal_ms.rem_euclid(HOUR), 0, "{slot:?}");
+            assert!(slot.due_ms >= T0 + 1 && slot.due_ms < slot.nominal_ms + 10 * MINUTE);
+        }
+        assert_eq!(firsts(T0 + 1), early, "the same start, the same slots");
+        for (a, b) in firsts(T0 + 30 * SECOND).iter().zip(&early) {
+            let (a, b) = (a.unwrap(), b.unwrap());
+            // The same slot while its slip is ahead, else the next hour's.
+            if b.due_ms >= T0 + 30 * SECOND {
+                assert_eq!(a, b);
+            } else {
+                assert_eq!(a.nominal_ms, T0 + HOUR);
+            }
+        }
+        let later = firsts(T0 + 20 * MINUTE);
+        assert!(
+            later.iter().all(|s| s.unwrap().nominal_ms == T0 + HOUR),
+            "{later:?}"
+        );
     }
 
     #[test]
