@@ -41,6 +41,13 @@ use std::fmt;
 
 /// Default port of `nowcast serve`, TCP and UDP (the NWS sensor's port).
 pub const DEFAULT_PORT: u16 = 8060;
+
+/// `nowcast serve`'s default UDP answers per client and second (`--udp-packets-per-second`),
+/// from a bucket of one second's worth: a burst sent faster loses what is above it at the
+/// server, not on the path (`udp::burst::over_default_rate`).
+pub const DEFAULT_UDP_PACKETS_PER_SECOND: f64 = 2000.0;
+/// ... and bytes (`--udp-bytes-per-second`, 1M).
+pub const DEFAULT_UDP_BYTES_PER_SECOND: u64 = 1 << 20;
 /// Protocol version spoken by this build. 2: UDP replies are marked as such, the Welcome
 /// carries refusal reasons and a retry time, and refusals may replace any reply.
 pub const VERSION: u8 = 2;

@@ -9,7 +9,7 @@ use nowcast::serve::metrics::Limit;
 use nowcast::serve::watchdog::{Timing, GRACE, WINDOW};
 use nowcast::serve::{Config, Server};
 use nowcast::stop::Stop;
-use nowcast::wire::{UdpProbe, DEFAULT_PORT};
+use nowcast::wire::{UdpProbe, DEFAULT_PORT, DEFAULT_UDP_PACKETS_PER_SECOND};
 use std::io::Write;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::Ordering;
@@ -92,7 +92,7 @@ pub struct Args {
     #[arg(long, default_value_t = 9000)]
     max_datagram: usize,
     /// UDP requests answered per second per client (bursts of one second's worth).
-    #[arg(long, default_value_t = 2000.0)]
+    #[arg(long, default_value_t = DEFAULT_UDP_PACKETS_PER_SECOND)]
     udp_packets_per_second: f64,
     /// UDP bytes answered per second per client (bursts of one second's worth).
     #[arg(long, default_value = "1M", value_parser = parse_size)]

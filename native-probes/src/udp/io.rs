@@ -13,7 +13,7 @@ use crate::output::{Heading, RecordSink};
 use crate::periodic::{self, Report};
 use crate::series::{SeriesSet, Settings};
 use crate::stop::Stop;
-use crate::wire::{Kind, UdpProbe};
+use crate::wire::{Kind, UdpProbe, DEFAULT_UDP_BYTES_PER_SECOND, DEFAULT_UDP_PACKETS_PER_SECOND};
 use anyhow::{anyhow, Result};
 use nowcast_core::probed::{Observation, Outcome};
 use nowcast_core::record::{Metric, Probe, Transport};
@@ -228,6 +228,11 @@ fn one_burst(
             let extra = vec![s.sent - s.received, s.reordered, s.duplicates];
             if s.received == 0 {
                 notes.push(no_reply(host, b.size));
+            } else if s.received < s.sent {
+                let over = burst::over_default_rate(b.probes, nanos(b.interval), b.size);
+                if over > 0 {
+                    notes.push(faster_than_served(b, over));
+                }
             }
             (burst::outcomes(&s, elapsed_ms), extra)
         }
@@ -236,6 +241,19 @@ fn one_burst(
     r.notes = notes;
     r.said = said;
     (r, wrong)
+}
+
+/// Why a burst lost probes it sent faster than a server answers by default.
+fn faster_than_served(b: &Bursts, over: u64) -> String {
+    format!(
+        "about {over} of these {} probes are more than `nowcast serve` answers by default ({} a \
+         second and {} KiB/s per client, after a second's worth at once): the loss may be \
+         the server's limit, not the path's; send slower (--interval) or raise the server's \
+         --udp-packets-per-second and --udp-bytes-per-second",
+        b.probes,
+        DEFAULT_UDP_PACKETS_PER_SECOND,
+        DEFAULT_UDP_BYTES_PER_SECOND >> 10
+    )
 }
 
 /// Why a burst may have had no reply at all, for the person reading the table.
