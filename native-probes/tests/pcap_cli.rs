@@ -208,3 +208,29 @@ fn a_packet_cut_short_by_the_end_of_the_file_is_not_counted_in_pcap_or_pcapng() 
         );
     }
 }
+
+#[test]
+fn a_flows_throughput_record_carries_its_bytes_and_the_time_they_took() {
+    // `nowcast report` groups the flows into transfers by IEPM-BW's three methods from these
+    // (their start, bytes and duration); without the duration every flow was compared only as
+    // recorded, and the record's time was the flow's end, a transfer's length from its run.
+    let out = nowcast(&["--json"], &corpus("pcap/eth-nanosecond.pcap"));
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let mut seen = 0;
+    for line in text(&out.stdout).lines() {
+        let r = nowcast_core::record::Record::parse(line).unwrap();
+        if r.source != "pcap" || r.metric != nowcast_core::record::Metric::Throughput {
+            continue;
+        }
+        let p = r.probe.as_ref().expect("a probe");
+        let (bytes, ms) = (p.payload_bytes.unwrap() as f64, p.raw_ms.unwrap());
+        let value = r.value.unwrap();
+        assert!(ms > 0.0, "{line}");
+        assert!(
+            (value - bytes * 8.0 / ms / 1e3).abs() <= 1e-9 * value.max(1.0),
+            "the rate is its bytes over its time: {line}"
+        );
+        seen += 1;
+    }
+    assert!(seen >= 2, "{seen} throughput records");
+}

@@ -518,9 +518,8 @@ impl Analyzer {
             evicted,
             directions: [0, 1].map(|d| direction_report(&f, d)),
         };
-        let ts_ms = f.last_ns as f64 / 1e6;
         for (d, dr) in report.directions.iter().enumerate() {
-            flow_records(dr, ts_ms, &mut self.records);
+            flow_records(dr, &mut self.records);
             // IEPM-BW's flow records (Netflow-like): the direction that carried the data,
             // over the flow's whole duration.
             let other = &report.directions[1 - d];

@@ -177,32 +177,40 @@ pub struct LiveRow {
     pub last_bound_mbps: Option<f64>,
     pub forecast_mbps: Option<f64>,
 }
-/// The records of one finished flow direction that sent data: throughput, both RTTs, loss.
-pub(super) fn flow_records(d: &DirectionReport, ts_ms: f64, out: &mut Vec<Record>) {
+/// The records of one finished flow direction that sent data: throughput, both RTTs, loss;
+/// timed at the direction's first packet, as the transfers' records and every probe's are.
+/// The throughput's probe carries the time it was measured over (`raw_ms`, the direction's
+/// duration) beside its bytes, so that `nowcast report` can group flows into transfers and
+/// compare them with active runs by IEPM-BW's three methods: without it every flow was
+/// compared only "as recorded", and its end time (what the records carried) was a transfer's
+/// length away from the run it belonged to.
+pub(super) fn flow_records(d: &DirectionReport, out: &mut Vec<Record>) {
     if d.payload_bytes == 0 {
         return;
     }
     let (from, to) = (d.from.to_string(), d.to.to_string());
-    let mut push = |source: &str, metric: Metric, value: f64| {
+    let ts_ms = d.first_ns as f64 / 1e6;
+    let mut push = |source: &str, metric: Metric, value: f64, raw_ms: Option<f64>| {
         let mut r = Record::new(ts_ms, source, metric, value, &to);
         r.from = Some(from.clone());
         r.probe = Some(Probe {
             transport: Some(Transport::Pcap),
             payload_bytes: Some(d.new_bytes),
+            raw_ms,
             ..Probe::default()
         });
         out.push(r);
     };
     if let Some(t) = d.throughput_mbps {
-        push(SOURCE, Metric::Throughput, t);
+        push(SOURCE, Metric::Throughput, t, Some(d.duration_s() * 1e3));
     }
     if let Some(s) = d.ack_rtt {
-        push(SOURCE, Metric::Rtt, s.median * 1e3);
+        push(SOURCE, Metric::Rtt, s.median * 1e3, None);
     }
     if let Some(s) = d.ts_rtt {
-        push(SOURCE_TS, Metric::Rtt, s.median * 1e3);
+        push(SOURCE_TS, Metric::Rtt, s.median * 1e3, None);
     }
     if let Some(l) = d.loss {
-        push(SOURCE, Metric::Loss, l);
+        push(SOURCE, Metric::Loss, l, None);
     }
 }

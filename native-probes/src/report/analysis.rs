@@ -12,7 +12,7 @@
 use crate::format::{Scale, BAND_K};
 use crate::runlog::{Outcome, RunLog};
 use nowcast_core::iepm::{self, Agreement, DiurnalSplit, Flow, RelativeError};
-use nowcast_core::record::{Metric, Record, Status, Unit};
+use nowcast_core::record::{Metric, Record, Status, Transport, Unit};
 use nowcast_core::stats::{histogram, Histogram};
 use nowcast_core::{Bank, Mode};
 use serde::Serialize;
@@ -666,7 +666,14 @@ pub fn build(records: &[Record], runs: &[RunLog], o: &Options) -> Report {
                 .or_insert((r.metric, Vec::new()))
                 .1
                 .push(r);
-            if is_rate(r.metric) {
+            // The runs passive flows are compared with: not a capture's own figures (`nowcast
+            // pcap`'s transfers by IEPM-BW's methods, transport pcap), which matched the flows
+            // they were made from with no error.
+            let captured = r
+                .probe
+                .as_ref()
+                .is_some_and(|p| p.transport == Some(Transport::Pcap));
+            if is_rate(r.metric) && !captured {
                 by_host.entry(host).or_default().0.push(r);
             }
         }
@@ -851,9 +858,25 @@ mod tests {
                 records.push(p);
             }
         }
+        // The capture's own transfers by method 1 (`nowcast pcap`): not runs to compare with
+        // (they matched the flows they came from with no error).
+        for k in 0..10 {
+            let mut c = rec(
+                T0 + k as f64 * HOUR + 100.0,
+                "10.0.0.2:5201",
+                Metric::Throughput,
+                400.0,
+            );
+            c.source = "pcap iepm method 1".into();
+            c.probe = Some(Probe {
+                transport: Some(Transport::Pcap),
+                ..Probe::default()
+            });
+            records.push(c);
+        }
         records.sort_by(|a, b| a.timestamp_ms.total_cmp(&b.timestamp_ms));
         let r = build(&records, &[], &Options::default());
-        assert_eq!(r.active_passive.len(), 1);
+        assert_eq!(r.active_passive.len(), 1, "{:?}", r.active_passive);
         let ap = &r.active_passive[0];
         assert_eq!((ap.pairs.len(), ap.unmatched_passive), (10, 0));
         let [m1, m2, m3] = ap.methods.map(|m| m.unwrap());

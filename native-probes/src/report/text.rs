@@ -404,8 +404,8 @@ pub fn render(r: &Report, empty: &str) -> String {
             &mut out,
             "",
             &format!(
-                "active {} against passive throughput, {} ({} transfers matched, {} passive \
-                 unmatched):",
+                "active {} against passive throughput, {} ({} transfers of captured flows \
+                 matched, {} passive records unmatched):",
                 ap.active_metric.name(),
                 clean(&ap.target),
                 ap.pairs.len(),
@@ -427,7 +427,8 @@ pub fn render(r: &Report, empty: &str) -> String {
         }
         if let Some(a) = ap.recorded {
             out.push_str(&format!(
-                "  as recorded: err median {}, R {}, n {}\n",
+                "  passive records without their flows' times, as recorded: err median {}, R {}, \
+                 n {}\n",
                 pct(Some(a.err_median)),
                 a.r.map(|r| format!("{r:.3}")).unwrap_or_else(|| "-".into()),
                 a.n
