@@ -157,7 +157,22 @@ pub fn check_value(v: f64, unit: Option<Unit>) -> Result<(), String> {
         Ok(())
     } else {
         let unit = unit.map_or(String::new(), |u| format!(" {u}"));
-        Err(format!("{v:e} is outside {lo:e}..{hi:e}{unit}"))
+        Err(format!(
+            "{} is outside {} to {}{unit}",
+            plain(v),
+            plain(lo),
+            plain(hi)
+        ))
+    }
+}
+
+/// A number as a person writes it: `-5`, `0.25`, and in exponent form only when very large or
+/// very small (`1e9`, `1e200`, `2.5e-7`); the range said "-5e0 is outside 0e0..1e9 ms".
+fn plain(x: f64) -> String {
+    if x != 0.0 && !(1e-4..1e6).contains(&x.abs()) {
+        format!("{x:e}")
+    } else {
+        format!("{x}")
     }
 }
 
@@ -786,6 +801,21 @@ mod tests {
     use super::*;
 
     const GOOD: &str = r#"{"schema_version":"1.0","timestamp_ms":1,"source":"browser","metric":"rtt","value":2,"unit":"ms","to":"x"}"#;
+
+    #[test]
+    fn a_value_out_of_its_units_range_is_said_in_plain_numbers() {
+        assert_eq!(
+            check_value(-5.0, Some(Unit::Ms)).unwrap_err(),
+            "-5 is outside 0 to 1e9 ms"
+        );
+        assert_eq!(
+            check_value(1.5, Some(Unit::Fraction)).unwrap_err(),
+            "1.5 is outside 0 to 1 fraction"
+        );
+        assert!(check_value(1e200, None)
+            .unwrap_err()
+            .starts_with("1e200 is outside -1e100"));
+    }
 
     #[test]
     fn a_forecast_error_is_unknown_only_after_a_single_value_that_left_it_zero() {
