@@ -403,10 +403,12 @@ fn send(a: SendArgs) -> Result<()> {
     };
     let s = summary.stats;
     let counts = format!(
-        "{} packets sent, {} lost ({:.4} %), {} windows; classifier {}: cpu {}, network {}, inconclusive {}",
+        "{} packets sent, {} lost ({} %), {} windows; classifier {}: cpu {}, network {}, inconclusive {}",
         s.sent,
         s.lost,
-        100.0 * loss,
+        // Three significant digits: 0.0386 % where the classifier's range is, 18.8 % (was
+        // 18.8295 %).
+        nowcast::format::significant(100.0 * loss),
         s.windows,
         if classifying { "on" } else { "off" },
         s.cpu_verdicts,
