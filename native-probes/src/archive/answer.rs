@@ -36,7 +36,7 @@ fn counts(n: u64, ok: u64, stats: [Option<f64>; 3], scale: f64) -> Vec<String> {
 }
 
 /// Rows under a heading, each column as wide as its widest cell; the first `left`
-/// columns aligned left, the rest (numbers) right.
+/// columns aligned left, and a time ("at (UTC)"); the rest (numbers) right.
 fn table(head: &[&str], left: usize, rows: &[Vec<String>]) -> String {
     let mut width: Vec<usize> = head.iter().map(|h| h.chars().count()).collect();
     for r in rows {
@@ -53,7 +53,8 @@ fn table(head: &[&str], left: usize, rows: &[Vec<String>]) -> String {
                 line.push_str("  ");
             }
             let pad = w - c.chars().count();
-            if i < left {
+            // Text left, numbers right; a time is text (its heading over its first digit).
+            if i < left || head[i].starts_with("at (") {
                 line.push_str(c);
                 line.push_str(&" ".repeat(pad));
             } else {
