@@ -20,8 +20,8 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** A predicted time as the ranking writes it (format.ts `formatDuration`), with the standing
  *  of a site the forecasts cannot tell from the fastest. */
-const DURATION = /^\d+(\.\d+)? (ms|s)( \((about the same|likely slower)\))?$/;
-const RANGE = /^\d+(\.\d+)? (ms|s) – (\d+(\.\d+)? (ms|s)|unbounded)$/;
+const DURATION = /^\d+(\.\d+)? (ms|s|min|h|days)( \((about the same|likely slower)\))?$/;
+const RANGE = /^\d+(\.\d+)? (ms|s|min|h|days) – (\d+(\.\d+)? (ms|s|min|h|days)|unbounded)$/;
 
 /** The ranking table's rows, fastest first: site URL, predicted time, range and bandwidth. */
 function ranking(page: Page) {

@@ -4,6 +4,7 @@ import {
   clockIn,
   clockTickLabel,
   clockTicks,
+  formatDuration,
   formatPeriod,
   formatSpan,
   formatSquared,
@@ -64,6 +65,23 @@ describe("periods and spans in words", () => {
       "4 min",
       "1 h",
       "2 h 5 min",
+    ]);
+  });
+
+  it("says a predicted time in the unit that keeps it readable", () => {
+    expect(
+      [199, 1_500, 45_200, 150_000, 5_400_000, 36_000_000, 19_699_097_000, Infinity].map(
+        formatDuration,
+      ),
+    ).toEqual([
+      "199 ms",
+      "1.50 s",
+      "45.2 s",
+      "2.50 min",
+      "90.0 min",
+      "10.0 h",
+      "228 days",
+      "unbounded",
     ]);
   });
 });

@@ -113,7 +113,14 @@ export function formatBytes(n: number): string {
 /** A duration: ms below a second, s above; "unbounded" for Infinity (no upper bound). */
 export function formatDuration(ms: number): string {
   if (ms === Infinity) return "unbounded";
-  return ms < 1000 ? `${significant(ms)} ms` : `${significant(ms / 1000)} s`;
+  if (ms < 1000) return `${significant(ms)} ms`;
+  // Seconds up to two minutes, then the largest unit that keeps the figure readable: a
+  // 1 TB file at a slow rate read "about 19699097 s".
+  const s = ms / 1000;
+  if (s < 120) return `${significant(s)} s`;
+  if (s < 7200) return `${significant(s / 60)} min`;
+  if (s < 172_800) return `${significant(s / 3600)} h`;
+  return `${significant(s / 86_400)} days`;
 }
 
 /** Spacings of time ticks, ms: round seconds, minutes, hours, then days. */
