@@ -10,7 +10,7 @@ import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Page } from "playwright-core";
-import { ARTIFACTS, missing, startRig, type Rig } from "./harness.js";
+import { ARTIFACTS, exportedRecords, missing, startRig, type Rig } from "./harness.js";
 import { openPage, plotted, sleep, waitForMeasurements } from "./page-helpers.js";
 
 const why = missing();
@@ -243,12 +243,21 @@ describe.skipIf(why !== undefined)("the page at a glance", () => {
     await sleep(1500);
     expect((await plotted(page, "rtt/websocket")).measurements).toBeGreaterThanOrEqual(3);
 
+    // An export says what it wrote, beside the download.
+    const exported = await exportedRecords(page);
+    expect(await page.textContent("#import-report")).toContain(
+      `Exported ${exported.length} records to nowcast-`,
+    );
     await page.click("#clear-history");
     await page.click("#clear-confirm");
     await page.waitForSelector('figure[data-series="rtt/websocket"]', {
       state: "detached",
       timeout: 5000,
     });
+    // The clearing is said, and the reports of what went with it are gone.
+    expect(await page.textContent("#import-report")).toBe(
+      "History cleared: every measurement and imported series in this browser is gone.",
+    );
     await done();
   });
 

@@ -142,11 +142,32 @@ export class FilesView {
   cleared(): void {
     this.series.removeWhere((key) => key.startsWith("import/"));
     this.importedList.replaceChildren();
+    // The reports of earlier imports told of series that are gone: they go too, and the
+    // clearing is said (it was silent, under reports of files no longer there).
+    this.reports.replaceChildren();
+    this.report(
+      "History cleared: every measurement and imported series in this browser is gone.",
+      [],
+      false,
+    );
   }
 
-  /** The worker's export: downloaded as a file. */
+  /** The worker's export: downloaded as a file, and said. */
   exported(ev: ExportEvent): void {
     const type = ev.format === "csv" ? "text/csv" : "application/x-ndjson";
-    download(`nowcast-${stamp()}.${ev.format}`, type, ev.text);
+    const name = `nowcast-${stamp()}.${ev.format}`;
+    download(name, type, ev.text);
+    this.report(`Exported ${exportedCount(ev)} to ${name}.`, [], false);
   }
+}
+
+/** What an export holds, in words: its records (NDJSON lines, CSV rows after the header). */
+export function exportedCount(ev: Pick<ExportEvent, "format" | "text">): string {
+  const lines = ev.text.split("\n").filter((l) => l.trim() !== "").length;
+  const n = ev.format === "csv" ? Math.max(0, lines - 1) : lines;
+  return n === 0
+    ? "no records (nothing measured or imported yet)"
+    : n === 1
+      ? "1 record"
+      : `${n} records`;
 }
