@@ -38,7 +38,15 @@ describe("a site's series", () => {
       to: "h:1",
       probe: { raw_ms: 100 },
     });
-    expect(e.next).toEqual({ value: 50, error: 0, errorKnown: false, method: "last_value" });
+    // After one value every forecaster repeats it: the combination's weight is all on the
+    // first of them, the last value (the page's forecasts are improved mode's).
+    expect(e.next).toEqual({
+      value: 50,
+      error: 0,
+      errorKnown: false,
+      method: "last_value",
+      share: 1,
+    });
     expect(set.get("jitter/websocket").timeoutMs()).toBeUndefined();
     set.dispose();
   });
