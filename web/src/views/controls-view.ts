@@ -115,7 +115,8 @@ export class ControlsView {
     setText(
       this.warning,
       `${formatBytes(s.size)} probes every ${formatPeriod(s.periodS)} move at least ` +
-        `${formatBytes(strain.hourBytes)} an hour: the ${formatBytes(s.budgetMiB * 1024 * 1024)} ` +
+        // A full budget's time: the status line's warning says how long what is left lasts.
+        `${formatBytes(strain.hourBytes)} an hour: a full ${formatBytes(s.budgetMiB * 1024 * 1024)} ` +
         `budget would last about ${formatSpan(strain.lastsS * 1000)}, then bandwidth probes ` +
         "pause until older bytes leave the hour. A smaller size, a longer period or " +
         '"automatic" keeps them going.',
