@@ -15,7 +15,7 @@ fn bad_option_values_name_their_flag_and_exit_2() {
     std::fs::write(&file, b"x").unwrap();
     let f = file.to_str().unwrap();
     let token = "00112233445566778899aabbccddeeff";
-    let rows: [(&[&str], &str); 10] = [
+    let rows: [(&[&str], &str); 11] = [
         // clap's own refusal, the reference.
         (&["serve", "--handshake", "soon"], "--handshake"),
         (
@@ -69,6 +69,11 @@ fn bad_option_values_name_their_flag_and_exit_2() {
         (
             &["forecast", f, "--timeout-floor", "-1"],
             "--timeout-floor must be",
+        ),
+        // Refused after parsing, with the subcommand's usage (it printed the top's).
+        (
+            &["report", f, "--since", "1h", "--until", "2h"],
+            "the range holds no time\n\nUsage: nowcast report [OPTIONS]",
         ),
         (
             &[

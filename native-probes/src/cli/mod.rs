@@ -145,11 +145,25 @@ fn negative_values(cmd: clap::Command) -> clap::Command {
     .mut_subcommands(negative_values)
 }
 
-/// [`Cli`] from the command line, with [`negative_values`].
+/// [`Cli`] from the command line, with [`negative_values`]. A value refused after parsing
+/// (`--since` after `--until`) is said with the usage of the subcommand it was given to, as
+/// clap says its own refusals (it printed the top's `Usage: nowcast <COMMAND>`).
 fn parse_args() -> Cli {
     use clap::{CommandFactory, FromArgMatches};
-    let matches = negative_values(Cli::command()).get_matches();
-    Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())
+    let mut cmd = negative_values(Cli::command());
+    cmd.build();
+    let matches = cmd.clone().get_matches();
+    Cli::from_arg_matches(&matches).unwrap_or_else(|e| {
+        let (mut sub, mut m) = (&mut cmd, &matches);
+        while let Some((name, next)) = m.subcommand() {
+            if sub.find_subcommand(name).is_none() {
+                break;
+            }
+            sub = sub.find_subcommand_mut(name).expect("found above");
+            m = next;
+        }
+        e.format(sub).exit()
+    })
 }
 
 pub fn main() -> ExitCode {
