@@ -646,7 +646,8 @@ impl Analyzer {
     /// The flows still open, for the live table.
     pub fn live_rows(&self) -> Vec<LiveRow> {
         let mut rows = Vec::new();
-        for f in self.flows.values() {
+        // A flow both ends closed is over: reported when it is swept, not shown as open.
+        for f in self.flows.values().filter(|f| !f.closed()) {
             for d in 0..2 {
                 let h = &f.halves[d];
                 if h.payload_bytes == 0 {

@@ -443,33 +443,29 @@ pub(super) fn transfers_table(o: &mut dyn Write, transfers: &[TransferReport]) -
     Ok(())
 }
 
-/// The live view of the flows sending data; `last`: each direction's new bytes at the
-/// previous view, for the goodput over the last second.
+/// The live view of the open flows that carried data; `last`: each direction's new bytes at
+/// the previous view, for the goodput over the last second. The heading counts the flows
+/// that sent new bytes since that view among them ("2 flows sending data" stood over flows
+/// whose goodput had been 0.000 since their transfers ended).
 pub(super) fn live_table(
     o: &mut dyn Write,
     elapsed: Duration,
     rows: &[LiveRow],
     last: &mut std::collections::HashMap<(u64, String), u64>,
 ) -> io::Result<()> {
-    writeln!(
-        o,
-        "-- {:.0} s: {} sending data",
-        elapsed.as_secs_f64(),
-        // A row per direction: the flows are counted once.
-        crate::format::count(
-            rows.iter()
-                .map(|r| r.id)
-                .collect::<std::collections::HashSet<_>>()
-                .len() as u64,
-            "flow"
-        )
-    )?;
+    let mut open = std::collections::HashSet::new();
+    let mut sending = std::collections::HashSet::new();
     let cells: Vec<(Vec<String>, Vec<String>)> = rows
         .iter()
         .map(|r| {
             let key = (r.id, r.from.to_string());
             let before = last.insert(key, r.new_bytes).unwrap_or(0);
-            let rate = (r.new_bytes - before.min(r.new_bytes)) as f64 * 8.0 / 1e6;
+            let new = r.new_bytes - before.min(r.new_bytes);
+            open.insert(r.id);
+            if new > 0 {
+                sending.insert(r.id);
+            }
+            let rate = new as f64 * 8.0 / 1e6;
             let cells = vec![
                 r.id.to_string(),
                 format!("{} → {}", r.from, r.to),
@@ -481,6 +477,18 @@ pub(super) fn live_table(
             (cells, Vec::new())
         })
         .collect();
+    // A row per direction: the flows are counted once.
+    let (open, sending) = (open.len() as u64, sending.len() as u64);
+    let counted = if sending == open {
+        crate::format::count(open, "flow")
+    } else {
+        format!("{sending} of {}", crate::format::count(open, "flow"))
+    };
+    writeln!(
+        o,
+        "-- {:.0} s: {counted} sending data",
+        elapsed.as_secs_f64()
+    )?;
     if !cells.is_empty() {
         let head = [
             "flow",
@@ -932,7 +940,8 @@ mod tests {
             ],
             &mut last,
         );
-        assert_eq!(many[0], "-- 4 s: 3 flows sending data");
+        // Flow 7 sent nothing since the view before: open, not sending.
+        assert_eq!(many[0], "-- 4 s: 2 of 3 flows sending data");
         let both = [
             row(7, v4(1, 55110), v4(2, 5201)),
             row(7, v4(2, 5201), v4(1, 55110)),
