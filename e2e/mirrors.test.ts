@@ -125,6 +125,11 @@ describe.skipIf(why !== undefined)("mirrors: two echo-nodes on loopback", () => 
     await sleep(2500);
     expect(total(await probeCounts(mirror))).toBe(0);
     expect((await ranking(page)).find((r) => r.url === mirrorUrl)?.time).toBe("not probed");
+    // One site with a forecast is no ranking: its time, and how to get one (it said "Fastest
+    // for a 100 MB file: this site", out of a field of one).
+    expect(await page.textContent("#ranking-summary")).toMatch(
+      /^For a 100 MB file, .+ takes about .+; tick a mirror below to compare\.$/,
+    );
 
     await setTicked(item.locator("input[type=checkbox]"), true);
     await waitForMirrorProbes(page, mirrorUrl, 3, 10_000);

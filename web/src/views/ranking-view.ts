@@ -174,8 +174,14 @@ function summary(
   const unreachable = down.length === 0 ? "" : ` Unreachable: ${down.join(", ")}.`;
   const best = timed[0];
   if (best === undefined) return `No site has a forecast yet to rank it by.${unreachable}`;
-  if (timed.length === 1 && sites.length === 1) {
-    return `For a ${sizeMb} MB file, ${name(best)} takes about ${formatDuration(best.timeMs!)}; tick a mirror below to compare.`;
+  if (timed.length === 1) {
+    // One site with a forecast is no ranking ("Fastest for a 100 MB file: this site", out of a
+    // field of one, beside mirrors not probed): its time, and how to get a ranking.
+    const unprobed = sites.length > 1 + down.length;
+    return (
+      `For a ${sizeMb} MB file, ${name(best)} takes about ${formatDuration(best.timeMs!)}` +
+      `${unprobed ? "; tick a mirror below to compare" : ""}.${unreachable}`
+    );
   }
   const same = timed.filter((r) => r.standing === "about_the_same").map(name);
   const tie = same.length === 0 ? "" : `; about the same: ${same.join(", ")}`;
