@@ -283,9 +283,12 @@ export class PredictabilityPanel {
     const what = subject(p.key, title);
     const typical = typicalError(p.cdf);
     if (n < FEW_ERRORS || typical === undefined) {
-      this.summary.textContent =
-        `Too few forecasts yet to say how predictable the ${what} is ` +
-        `(${n} checked against a measurement so far); this fills in as probes arrive.`;
+      // An imported file gets no more values: it is too short, not early.
+      this.summary.textContent = p.key.startsWith("import/")
+        ? `Too few values to say how predictable the ${what} is (${n} forecasts checked ` +
+          `against a value of the file; at least ${FEW_ERRORS} are needed).`
+        : `Too few forecasts yet to say how predictable the ${what} is ` +
+          `(${n} checked against a measurement so far); this fills in as probes arrive.`;
     } else {
       const steadiness =
         next === undefined
