@@ -667,7 +667,7 @@ fn empty_fields_are_counted_and_said() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
         text.contains("3 values (csv)")
-            && text.contains("note: 1 empty field (no value) in the columns read"),
+            && text.contains("note: 1 empty field (no value) in the columns read, on line 3"),
         "{text}"
     );
     let out = nowcast(&["forecast", f.to_str().unwrap(), "--json"]);

@@ -423,7 +423,7 @@ impl Delimited {
             }
             let field = text(line, &row[i]);
             if field.is_empty() {
-                out.reg.empty += u64::from(id.is_some());
+                out.empty_field(id.is_some());
                 continue;
             }
             match number(&field) {
@@ -499,7 +499,10 @@ fn export_row<S: Sink>(
     match (v, id) {
         (Some(v), _) => out.point(id, t, v, "value"),
         // An empty value: no value of its series, counted if that series is read.
-        (None, Some(id)) => out.reg.empty += u64::from(out.reg.wanted(id)),
+        (None, Some(id)) => {
+            let counted = out.reg.wanted(id);
+            out.empty_field(counted);
+        }
         (None, None) => {}
     }
 }

@@ -375,6 +375,8 @@ struct Registry {
     congestion_events: u64,
     /// Empty fields of the CSV columns read (wanted series only): no value there.
     empty: u64,
+    /// The line of the first of them, for the note that counts them.
+    first_empty: Option<u64>,
     /// Each series' latest time so far, and how many of its values came earlier than a
     /// value before them in the file (wanted series only).
     latest: Vec<f64>,
@@ -462,6 +464,14 @@ impl<S: Sink> Out<'_, S> {
 
     fn error(&mut self, field: Option<&str>, message: impl Into<String>) {
         self.error_at(self.line, self.text, field, message);
+    }
+
+    /// An empty field of a CSV column: no value, counted when its series is read.
+    fn empty_field(&mut self, counted: bool) {
+        if counted {
+            self.reg.empty += 1;
+            self.reg.first_empty.get_or_insert(self.line);
+        }
     }
 
     /// An error of another line than the one read (a document's, read at the end).
@@ -573,7 +583,15 @@ impl<P: Parser> Reader<P> {
         }
         if self.reg.empty > 0 {
             let (n, s) = (self.reg.empty, if self.reg.empty == 1 { "" } else { "s" });
-            notes.push(format!("{n} empty field{s} (no value) in the columns read"));
+            let first = self.reg.first_empty.unwrap_or(0);
+            let at = if n == 1 {
+                "on line"
+            } else {
+                "the first on line"
+            };
+            notes.push(format!(
+                "{n} empty field{s} (no value) in the columns read, {at} {first}"
+            ));
         }
         if self.reg.congestion_events > 0 {
             notes.push(format!(
