@@ -12,6 +12,10 @@ use std::time::{Duration, Instant};
 pub struct Running {
     pub child: std::process::Child,
     pub lines: Arc<Mutex<Vec<String>>>,
+    /// The thread that collects the lines: joined once the campaign has exited, so that its
+    /// last lines are there to read (a test read the stop summary while the thread had yet
+    /// to take it, on a busy machine).
+    reader: Option<std::thread::JoinHandle<()>>,
 }
 
 impl Running {
@@ -24,12 +28,16 @@ impl Running {
             .unwrap();
         let lines = Arc::new(Mutex::new(Vec::new()));
         let (err, l) = (child.stderr.take().unwrap(), lines.clone());
-        std::thread::spawn(move || {
+        let reader = std::thread::spawn(move || {
             for line in BufReader::new(err).lines().map_while(Result::ok) {
                 l.lock().unwrap().push(line);
             }
         });
-        Running { child, lines }
+        Running {
+            child,
+            lines,
+            reader: Some(reader),
+        }
     }
 
     pub fn all(&self) -> String {
@@ -62,6 +70,13 @@ impl Running {
         let until = Instant::now() + limit;
         while Instant::now() < until {
             if let Ok(Some(s)) = self.child.try_wait() {
+                // Its standard error is closed: the reader ends with every line (bounded,
+                // should a tool it ran still hold the pipe).
+                while self.reader.as_ref().is_some_and(|r| !r.is_finished())
+                    && Instant::now() < until
+                {
+                    std::thread::sleep(Duration::from_millis(5));
+                }
                 return s.success();
             }
             std::thread::sleep(Duration::from_millis(20));
