@@ -496,7 +496,7 @@ fn csv_columns_and_times() {
         r.notes,
         [
             "column(s) of text not read: host",
-            "1 empty field (no value) in the columns read"
+            "1 empty field (no value) in the columns read, on line 3"
         ]
     );
 
@@ -1012,7 +1012,7 @@ fn empty_fields_are_counted() {
     assert_eq!(r.without_value(), 1);
     assert!(
         r.notes()
-            .contains(&"1 empty field (no value) in the columns read".to_string()),
+            .contains(&"1 empty field (no value) in the columns read, on line 3".to_string()),
         "{:?}",
         r.notes()
     );
@@ -1021,9 +1021,9 @@ fn empty_fields_are_counted() {
     assert_eq!((v, r.without_value()), (vec![5.0, 6.0], 1));
     // The page reads every column: every empty field counts.
     let r = read("time,a,b\n1,,5\n2,3,\n");
-    assert!(r
-        .notes
-        .contains(&"2 empty fields (no value) in the columns read".to_string()));
+    assert!(r.notes.contains(
+        &"2 empty fields (no value) in the columns read, the first on line 2".to_string()
+    ));
     // The export: an empty value of the series read.
     let text = "time,value,metric,unit\n1,,rtt,ms\n2,5,rtt,ms\n3,,loss,fraction\n4,6,rtt,ms\n";
     let (v, r, _) = one(text, Select::default());
