@@ -64,7 +64,7 @@ async function waitForRanked(page: Page, count: number, timeout: number): Promis
   await page.waitForFunction(
     (n) =>
       Array.from(document.querySelectorAll("#ranking-table tbody tr td:first-of-type")).filter(
-        (c) => /\d (ms|s)|unreachable/.test(c.textContent ?? ""),
+        (c) => /\d (ms|s|min|h|days)|unreachable/.test(c.textContent ?? ""),
       ).length >= n,
     count,
     { timeout, polling: 100 },

@@ -58,7 +58,7 @@ async function waitForRanked(page: Page, count: number, timeout: number) {
   await page.waitForFunction(
     (n) =>
       Array.from(document.querySelectorAll("#ranking-table tbody tr")).filter((r) =>
-        /\d (ms|s)( \((about the same|likely slower)\))?$/.test(
+        /\d (ms|s|min|h|days)( \((about the same|likely slower)\))?$/.test(
           r.querySelector("td")?.textContent ?? "",
         ),
       ).length === n,
