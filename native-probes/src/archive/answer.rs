@@ -35,9 +35,9 @@ fn counts(n: u64, ok: u64, stats: [Option<f64>; 3], scale: f64) -> Vec<String> {
     cells
 }
 
-/// Rows under a heading, each column as wide as its widest cell; the first `left`
-/// columns aligned left, and a time ("at (UTC)"); the rest (numbers) right.
-fn table(head: &[&str], left: usize, rows: &[Vec<String>]) -> String {
+/// Rows under a heading, each column as wide as its widest cell; the columns of `numbers`
+/// aligned right, the others (text, times) left.
+fn table(head: &[&str], numbers: &[usize], rows: &[Vec<String>]) -> String {
     let mut width: Vec<usize> = head.iter().map(|h| h.chars().count()).collect();
     for r in rows {
         for (w, c) in width.iter_mut().zip(r) {
@@ -53,8 +53,7 @@ fn table(head: &[&str], left: usize, rows: &[Vec<String>]) -> String {
                 line.push_str("  ");
             }
             let pad = w - c.chars().count();
-            // Text left, numbers right; a time is text (its heading over its first digit).
-            if i < left || head[i].starts_with("at (") {
+            if !numbers.contains(&i) {
                 line.push_str(c);
                 line.push_str(&" ".repeat(pad));
             } else {
@@ -99,7 +98,7 @@ pub fn day(archive: &str, from: Ms, s: &[Summary]) -> String {
         &[
             "target", "metric", "source", "records", "ok", "mean", "min", "max",
         ],
-        3,
+        &[3, 4, 5, 6, 7],
         &rows,
     ));
     out
@@ -159,7 +158,7 @@ pub fn hourly(
             "min",
             "max",
         ],
-        2,
+        &[2, 3, 4, 5, 6],
         &rows,
     ));
     out
@@ -187,8 +186,9 @@ pub fn latest(archive: &str, now: Ms, l: &[Latest]) -> String {
         })
         .collect();
     out.push_str(&table(
+        // The time is text: its heading over its first digit.
         &["target", "metric", "source", "value", "at (UTC)", "age"],
-        3,
+        &[3, 5],
         &rows,
     ));
     out

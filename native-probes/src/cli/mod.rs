@@ -126,11 +126,6 @@ impl std::fmt::Display for CouldNotRun {
 
 impl std::error::Error for CouldNotRun {}
 
-/// Parses the command line, runs the subcommand and turns its result into an exit status:
-/// a reader that went away (`| head`) is a quiet success, as for any Unix filter; the probe
-/// commands tell a measurement that got nothing ([`EXIT_UNMEASURED`]) from one that could
-/// not run ([`EXIT_ERROR`]); other commands fail with 1, or 2 for a bad option value
-/// ([`Usage`]) or a target that is not what it should be ([`CouldNotRun`]).
 /// Every flag that takes a value takes a negative number as its value, so that the flag's own
 /// parser refuses it by name (`--interval -1` said "unexpected argument '-1' found", with a tip
 /// to pass it as the target).
@@ -151,21 +146,25 @@ fn negative_values(cmd: clap::Command) -> clap::Command {
 fn parse_args() -> Cli {
     use clap::{CommandFactory, FromArgMatches};
     let mut cmd = negative_values(Cli::command());
-    cmd.build();
-    let matches = cmd.clone().get_matches();
+    let matches = cmd.get_matches_mut();
     Cli::from_arg_matches(&matches).unwrap_or_else(|e| {
         let (mut sub, mut m) = (&mut cmd, &matches);
         while let Some((name, next)) = m.subcommand() {
-            if sub.find_subcommand(name).is_none() {
-                break;
-            }
-            sub = sub.find_subcommand_mut(name).expect("found above");
+            // The matches are this command's: each name is one of its subcommands.
+            sub = sub
+                .find_subcommand_mut(name)
+                .expect("a subcommand it matched");
             m = next;
         }
         e.format(sub).exit()
     })
 }
 
+/// Parses the command line, runs the subcommand and turns its result into an exit status:
+/// a reader that went away (`| head`) is a quiet success, as for any Unix filter; the probe
+/// commands tell a measurement that got nothing ([`EXIT_UNMEASURED`]) from one that could
+/// not run ([`EXIT_ERROR`]); other commands fail with 1, or 2 for a bad option value
+/// ([`Usage`]) or a target that is not what it should be ([`CouldNotRun`]).
 pub fn main() -> ExitCode {
     let cli = parse_args();
     let probe = matches!(cli.command, Command::Tcp(_) | Command::Udp(_));

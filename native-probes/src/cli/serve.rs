@@ -214,3 +214,27 @@ pub fn run(args: Args) -> Result<()> {
     )?;
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Serve {
+        #[command(flatten)]
+        args: Args,
+    }
+
+    /// The per-client UDP defaults are the wire's constants, which `nowcast udp` reckons with
+    /// when it says a burst was faster than a server answers (`udp::burst::over_default_rate`).
+    #[test]
+    fn the_udp_defaults_are_the_ones_the_client_reckons_with() {
+        let a = Serve::parse_from(["serve"]).args;
+        assert_eq!(a.udp_packets_per_second, DEFAULT_UDP_PACKETS_PER_SECOND);
+        assert_eq!(
+            a.udp_bytes_per_second,
+            nowcast::wire::DEFAULT_UDP_BYTES_PER_SECOND
+        );
+    }
+}
