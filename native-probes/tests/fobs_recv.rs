@@ -227,6 +227,57 @@ fn a_flood_of_refused_connections_prints_a_few_lines() {
     // Ten lines a minute per network, not one a connection.
     assert!((1..=10).contains(&refused), "{refused} lines: {lines:?}");
     drop(conns);
+    // A sender from that network is told why (until 2026-12-07 the connection was closed
+    // without a word, and the sender said the port did not seem to be a FOBS receiver).
+    let src_dir = TempDir::new("fobs-recv-flood-src");
+    let src = file_of(&src_dir, "late.bin", 1000);
+    let target = format!("127.0.0.1:{}", rx.port);
+    let out = wait_child(send(&target, &src, &["--no-path-memory"]), LIMIT);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("refused: too many connections from this network"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+#[test]
+fn what_is_planted_under_the_receivers_own_names_is_neither_waited_on_nor_written_through() {
+    let src_dir = TempDir::new("fobs-recv-planted-src");
+    let rx_dir = TempDir::new("fobs-recv-planted-rx");
+    let elsewhere = TempDir::new("fobs-recv-planted-victim");
+    let src = file_of(&src_dir, "p.bin", 3 << 20);
+    // A FIFO where the resume state is written through (the receiver saves it as a transfer
+    // opens): opening it for writing waited for a reader for ever, and held the receiver
+    // until SIGKILL (before 2026-12-07).
+    sh(&[
+        "mkfifo",
+        rx_dir.join(".p.bin.fobs-state-new").to_str().unwrap(),
+    ]);
+    // A hard link to a file outside the directory where the part file goes: the transfer
+    // was written through it.
+    let victim = elsewhere.join("victim.txt");
+    std::fs::write(&victim, "not the receiver's").unwrap();
+    std::fs::hard_link(&victim, rx_dir.join(".p.bin.fobs-part")).unwrap();
+    let rx = Receiver::start(&rx_dir, &[], LIMIT);
+    let target = format!("127.0.0.1:{}", rx.port);
+    let out = wait_child(send(&target, &src, &["--no-path-memory"]), LIMIT);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    rx.wait_for("p.bin: stored, hash verified", LIMIT);
+    assert_eq!(
+        std::fs::read(rx_dir.join("p.bin")).unwrap(),
+        std::fs::read(&src).unwrap()
+    );
+    assert_eq!(
+        std::fs::read_to_string(&victim).unwrap(),
+        "not the receiver's"
+    );
+    let left: Vec<_> = std::fs::read_dir(&rx_dir.0)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .filter(|n| n != "p.bin")
+        .collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
 }
 
 #[test]

@@ -181,6 +181,114 @@ fn a_stopped_transfer_reports_what_arrived_and_no_goodput() {
 }
 
 #[test]
+fn a_receiver_killed_mid_transfer_leaves_its_sender_a_summary_and_a_file_to_resume() {
+    let dir = TempDir::new("fobs-send-killed");
+    let rx_dir = dir.0.join("rx");
+    std::fs::create_dir(&rx_dir).unwrap();
+    let size = 8_000_000u64;
+    let src = file_of(&dir.0, "k.bin", size as usize);
+    let mut rx = Receiver::start(&rx_dir, &[], LIMIT);
+    let target = format!("127.0.0.1:{}", rx.port);
+    // 4 s at 16 Mbit/s; the receiver is killed (SIGKILL: it saves nothing on the way out)
+    // after its first save of the resume state on its own schedule (every 2 s).
+    let child = send(
+        &target,
+        &src,
+        &["--fixed-rate", "16M", "--no-path-memory", "--json"],
+    );
+    rx.wait_for("receiving k.bin", LIMIT);
+    std::thread::sleep(Duration::from_millis(300));
+    // The state is saved as the transfer opens: before 2026-12-07, a receiver killed in its
+    // first 2 s left a part file that nothing described, so nothing could resume or remove.
+    assert!(rx_dir.join(".k.bin.fobs-state").exists());
+    std::thread::sleep(Duration::from_millis(2300));
+    rx.kill();
+    let out = wait_child(child, LIMIT);
+    // Until 2026-12-07, one run in three ended with a bare socket error ("Connection
+    // refused (os error 111)" from the data socket): no records, no word of resuming.
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr)
+            .trim_end()
+            .ends_with("(resume with --resume)"),
+        "{}",
+        text(&out.stderr)
+    );
+    let recs = records(&out);
+    let metrics: Vec<Metric> = recs.iter().map(|r| r.metric).collect();
+    assert_eq!(metrics, [Metric::Throughput, Metric::Loss], "{recs:?}");
+    assert!(recs.iter().all(|r| r.status == Status::Error), "{recs:?}");
+    // The part file and its state are there to resume.
+    for f in [".k.bin.fobs-part", ".k.bin.fobs-state"] {
+        assert!(rx_dir.join(f).exists(), "no {f}");
+    }
+    // A sender that does not ask to resume replaces it, and the receiver says so.
+    let rx = Receiver::start(&rx_dir, &[], LIMIT);
+    let target = format!("127.0.0.1:{}", rx.port);
+    let out = wait_child(send(&target, &src, &["--no-path-memory"]), LIMIT);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let line = rx.wait_for("receiving k.bin", LIMIT);
+    assert!(
+        line.contains(
+            "an unfinished transfer of it left are dropped: the sender did not ask to resume"
+        ),
+        "{line}"
+    );
+    rx.wait_for("k.bin: stored, hash verified", LIMIT);
+    assert_eq!(
+        std::fs::read(rx_dir.join("k.bin")).unwrap(),
+        std::fs::read(&src).unwrap()
+    );
+}
+
+#[test]
+fn what_cannot_be_sent_is_said_before_anything_is_offered() {
+    let dir = TempDir::new("fobs-send-local");
+    let src = file_of(&dir.0, "s.bin", 1000);
+    // A port nothing listens on.
+    let closed = {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let target = format!("127.0.0.1:{closed}");
+    let fifo = dir.0.join("fifo");
+    common::sh(&["mkfifo", fifo.to_str().unwrap()]);
+    let hidden = dir.0.join(".hidden");
+    std::fs::write(&hidden, "x").unwrap();
+    let long = "é".repeat(130);
+    let dev_zero = std::path::PathBuf::from("/dev/zero");
+    for (file, extra, code, says) in [
+        (
+            &src,
+            &[][..],
+            2,
+            "connection refused: is `nowcast fobs recv` running there?",
+        ),
+        // A pipe or a device was hashed (or opened) for ever, without a word.
+        (&fifo, &[][..], 1, "is not a regular file"),
+        (&dev_zero, &[][..], 1, "is not a regular file"),
+        // Refused by the receiver, and before 2026-12-07 cut mid-character on the wire
+        // and read as a peer that does not speak FOBS.
+        (
+            &src,
+            &["--name", long.as_str()][..],
+            1,
+            "it is 260 bytes long",
+        ),
+        (&hidden, &[][..], 1, "it starts with a dot"),
+    ] {
+        let started = Instant::now();
+        let out = wait_child(
+            send(&target, file, &[&["--no-path-memory"], extra].concat()),
+            LIMIT,
+        );
+        assert_eq!(out.status.code(), Some(code), "{}", text(&out.stderr));
+        assert!(text(&out.stderr).contains(says), "{}", text(&out.stderr));
+        assert!(started.elapsed() < Duration::from_secs(5), "{file:?}");
+    }
+}
+
+#[test]
 fn a_port_that_does_not_speak_fobs_is_named_at_once_with_status_2() {
     let dir = TempDir::new("fobs-send-wrong");
     let src = file_of(&dir.0, "three.bin", 3_000_000);

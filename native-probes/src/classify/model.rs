@@ -230,6 +230,13 @@ impl Model {
     /// (a σ that is not positive, a value that is not finite).
     pub fn from_json(text: &str) -> Result<Model, String> {
         let m: Model = serde_json::from_str(text).map_err(|e| format!("not a model file: {e}"))?;
+        m.check()
+    }
+
+    /// The model if it can classify (what [`Model::from_json`] checks of a file, and
+    /// `train` of what it fitted); else what is wrong with it.
+    pub fn check(self) -> Result<Model, String> {
+        let m = self;
         if m.format != FORMAT {
             return Err(format!("format '{}' is not {FORMAT}", m.format));
         }
@@ -272,11 +279,17 @@ impl Model {
             }
             let bad = [0.0005, 0.001, 0.01, 0.1, 1.0]
                 .into_iter()
-                .map(|x| curve.mean(x))
-                .find(|y| !(-0.5..=1.5).contains(y));
-            if let Some(y) = bad {
+                .map(|x| (x, curve.mean(x)))
+                .find(|(_, y)| !(-0.5..=1.5).contains(y));
+            if let Some((x, y)) = bad {
                 return Err(format!(
-                    "complexity.{name}'s mean reaches {y:.3e}, outside the metric's range 0–1"
+                    "complexity.{name}'s mean reaches {} at a loss rate of {x}, outside the \
+                     metric's range 0–1",
+                    if y.abs() < 1e6 {
+                        crate::format::significant(y)
+                    } else {
+                        format!("{y:.3e}")
+                    }
                 ));
             }
         }

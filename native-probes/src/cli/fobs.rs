@@ -15,12 +15,13 @@ use nowcast::fobs::memory::{Basis, PathMemory, Transfer};
 use nowcast::fobs::record;
 use nowcast::fobs::sender::{self, Event, Sender};
 use nowcast::fobs::wire::{self, Done, Hello, DEFAULT_PORT, TOKEN_LEN};
+use nowcast::format::count;
 use nowcast::net::{self, parse_size, resolve};
 use nowcast::net::{parse_ms, parse_seconds};
 use nowcast::stop::Stop;
 use nowcast_core::record::{Probe, Transport};
-use std::fs::File;
 use std::io::{IsTerminal, Write};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -69,7 +70,7 @@ pub struct SendArgs {
     #[arg(long, default_value = "auto")]
     rate: String,
     /// The highest rate.
-    #[arg(long, default_value = "10G")]
+    #[arg(long, default_value = MAX_RATE)]
     max_rate: String,
     /// Treat all loss as network loss (the comparison run).
     #[arg(long)]
@@ -180,6 +181,9 @@ fn hex(b: &[u8]) -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
+/// `--max-rate`'s default.
+const MAX_RATE: &str = "10G";
+
 pub fn run(args: Args) -> Result<()> {
     match args.command {
         Sub::Send(a) => send(a),
@@ -189,8 +193,27 @@ pub fn run(args: Args) -> Result<()> {
 
 fn send(a: SendArgs) -> Result<()> {
     let target = resolve(&a.target, DEFAULT_PORT).map_err(|e| anyhow!(e))?;
-    let file = File::open(&a.file).with_context(|| format!("{}", a.file.display()))?;
-    let size = file.metadata()?.len();
+    // Not blocking on a FIFO: only a regular file has a size to offer and a hash to send.
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(&a.file)
+        .with_context(|| format!("{}", a.file.display()))?;
+    let meta = file.metadata()?;
+    if meta.is_dir() {
+        bail!(
+            "{}: is a directory; FOBS sends one file (an archive of the directory, say)",
+            a.file.display()
+        );
+    }
+    if !meta.is_file() {
+        bail!(
+            "{}: is not a regular file (a pipe or a device has no size to offer); FOBS sends \
+             a file",
+            a.file.display()
+        );
+    }
+    let size = meta.len();
     let name = match &a.name {
         Some(n) => n.clone(),
         None => a
@@ -203,10 +226,18 @@ fn send(a: SendArgs) -> Result<()> {
     if !(64..=65_000).contains(&a.packet) || !(64..=65_536).contains(&a.window) {
         usage!("--packet must be 64–65000 bytes and --window 64–65536 packets");
     }
-    if a.file.is_dir() {
+    if let Some(why) = wire::name_problem(&name) {
         bail!(
-            "{}: is a directory; FOBS sends one file (an archive of the directory, say)",
+            "{}: a receiver would refuse the name {name:?}: {why}; give another with --name",
             a.file.display()
+        );
+    }
+    if !a.quiet && !a.json && std::io::stderr().is_terminal() && size >= 1 << 30 {
+        // Hashing a large file takes seconds before anything is sent.
+        eprintln!(
+            "hashing {} ({:.1} GiB)…",
+            a.file.display(),
+            size as f64 / f64::from(1u32 << 30)
         );
     }
     let hash = io::hash_file(&a.file).with_context(|| format!("{}: read", a.file.display()))?;
@@ -290,9 +321,11 @@ fn send(a: SendArgs) -> Result<()> {
     let bar = (!a.quiet && !a.json && std::io::stderr().is_terminal()).then(|| {
         let b = ProgressBar::new(size);
         b.set_style(
-            ProgressStyle::with_template("{bar:30} {percent:>3}% {msg} ETA {eta}")
+            // The bar takes what the terminal's width leaves, so that a line fits 80 columns.
+            ProgressStyle::with_template("{percent:>3}% {wide_bar} {msg}, ETA {eta}")
                 .expect("template"),
         );
+        b.set_message("starting");
         b
     });
     let plain = !a.quiet && !a.json && bar.is_none();
@@ -339,7 +372,7 @@ fn send(a: SendArgs) -> Result<()> {
         } => {
             let done = (delivered * u64::from(a.packet)).min(size);
             let msg = format!(
-                "{:.0} Mbit/s delivered (pacing {:.0}), lost {lost}, verdicts cpu {cpu} network {net} unsure {inc}",
+                "{:.0} Mbit/s (pacing {:.0}), {lost} lost: {cpu} cpu, {net} net, {inc} unsure",
                 delivery.update(done) * 8e-6,
                 rate * 8e-6,
             );
@@ -355,8 +388,19 @@ fn send(a: SendArgs) -> Result<()> {
             }
         }
         _ => {}
-    })
-    .with_context(|| target.name.clone())?;
+    });
+    let summary = match summary {
+        // Nothing listens there: nothing was offered, nothing to resume.
+        Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
+            return Err(super::CouldNotRun(format!(
+                "{}: connection refused: {}",
+                target.name,
+                nowcast::format::ask_running("nowcast fobs recv")
+            ))
+            .into())
+        }
+        other => other.with_context(|| target.name.clone())?,
+    };
     if let Some(b) = bar {
         b.finish_and_clear();
     }
@@ -403,17 +447,21 @@ fn send(a: SendArgs) -> Result<()> {
     };
     let s = summary.stats;
     let counts = format!(
-        "{} packets sent, {} lost ({} %), {} windows; classifier {}: cpu {}, network {}, inconclusive {}",
-        s.sent,
+        "{} sent, {} lost ({} %), {}; classifier {}",
+        count(s.sent, "packet"),
         s.lost,
         // Three significant digits: 0.0386 % where the classifier's range is, 18.8 % (was
         // 18.8295 %).
         nowcast::format::significant(100.0 * loss),
-        s.windows,
-        if classifying { "on" } else { "off" },
-        s.cpu_verdicts,
-        s.network_verdicts,
-        s.inconclusive
+        count(s.windows, "window"),
+        if classifying {
+            format!(
+                "on: cpu {}, network {}, inconclusive {}",
+                s.cpu_verdicts, s.network_verdicts, s.inconclusive
+            )
+        } else {
+            "off".into()
+        }
     );
     let probe = Probe {
         transport: Some(Transport::Fobs),
@@ -426,7 +474,11 @@ fn send(a: SendArgs) -> Result<()> {
         // over its time; only of a file the receiver stored.
         let sent = summary.bytes - summary.held_bytes;
         let goodput = record::goodput_mbit_s(sent, summary.seconds);
-        if let Some(m) = memory {
+        // A transfer held to a lower `--max-rate` than the default says what the cap allowed,
+        // not what the path can do: the next transfer, uncapped, would start below the path.
+        let capped =
+            a.max_rate != MAX_RATE && summary.stats.peak_delivery as f64 * 8.0 >= 0.9 * max;
+        if let (Some(m), false) = (memory, capped) {
             if summary.stats.peak_delivery > 0 {
                 m.remember(
                     &path,
@@ -446,8 +498,10 @@ fn send(a: SendArgs) -> Result<()> {
         } else {
             writeln!(
                 stdout,
-                "{}: {sent} bytes in {:.2} s: {goodput:.1} Mbit/s goodput; {counts}",
-                target.name, summary.seconds,
+                "{}: {} in {:.2} s: {goodput:.1} Mbit/s goodput; {counts}",
+                target.name,
+                count(sent, "byte"),
+                summary.seconds,
             )?;
         }
         return Ok(());
@@ -683,8 +737,17 @@ fn recv(a: RecvArgs) -> Result<()> {
                 name,
                 size,
                 resumed,
+                discarded,
             } if !quiet => Some(format!(
-                "{peer}: receiving {name} ({size} bytes, {resumed} packets already held)"
+                "{peer}: receiving {name} ({size} bytes, {resumed} packets already held){}",
+                if discarded > 0 {
+                    format!(
+                        "; the {discarded} packets an unfinished transfer of it left are dropped: \
+                         the sender did not ask to resume (--resume)"
+                    )
+                } else {
+                    String::new()
+                }
             )),
             RecvUpdate::Finished {
                 peer,

@@ -484,6 +484,17 @@ impl Sender {
                 self.events.push_back(Event::Accepted { held });
             }
             (Phase::Sending, Control::Ack(a)) => self.on_ack(now, a),
+            // "Stored" is believed only of a file whose every packet has been sent (or was
+            // held from before): a receiver that says it earlier (buggy, or not FOBS's)
+            // cannot have checked the hash of the file. (The last windows' acknowledgements
+            // may still be on their way: the receiver's verdict comes first.)
+            (Phase::Hello | Phase::Sending, Control::Done(Done::Stored)) if self.unsent() > 0 => {
+                self.fail(format!(
+                    "the receiver said it stored the file before {} of its {} packets were sent",
+                    self.unsent(),
+                    self.total
+                ))
+            }
             (Phase::Hello | Phase::Sending, Control::Done(d)) => {
                 self.phase = Phase::Finished;
                 self.events.push_back(Event::Finished(d));
@@ -491,6 +502,13 @@ impl Sender {
             (Phase::Finished, _) => {}
             (_, other) => self.fail(format!("unexpected message from the receiver: {other:?}")),
         }
+    }
+
+    /// Packets neither sent yet nor held by the receiver.
+    fn unsent(&self) -> u64 {
+        (self.next_new..self.total)
+            .filter(|&i| !self.is_delivered(i))
+            .count() as u64
     }
 
     /// Updates [`Stats::peak_delivery`] at an acknowledgement received at `now` of a window

@@ -702,3 +702,32 @@ fn a_path_slower_than_the_sender_is_filled() {
         assert!(rate > 0.93 * 25e6, "{loss_count:?}: {rate}");
     }
 }
+
+#[test]
+fn a_receiver_that_says_stored_before_the_file_was_sent_is_not_believed() {
+    let data = file(1_000_000);
+    let mut s = sender_with(hello(&data, 1000, false), 1e6, None);
+    let mut buf = Vec::new();
+    assert!(matches!(
+        s.poll_transmit(0, &mut buf),
+        Some(Transmit::Control)
+    ));
+    s.handle_control(
+        1_000_000,
+        Control::Welcome(super::wire::Welcome {
+            status: super::wire::Refusal::Accepted,
+            session: 1,
+            udp_port: 9,
+            max_rate: 1 << 40,
+            have: Vec::new(),
+        }),
+    );
+    s.handle_control(2_000_000, Control::Done(Done::Stored));
+    let events: Vec<Event> = std::iter::from_fn(|| s.poll_event()).collect();
+    assert!(
+        events.iter().any(|e| matches!(e, Event::Failed(f)
+            if f.contains("stored the file before 1000 of its 1000 packets were sent"))),
+        "{events:?}"
+    );
+    assert!(!events.iter().any(|e| matches!(e, Event::Finished(_))));
+}

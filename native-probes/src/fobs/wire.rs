@@ -28,9 +28,13 @@ pub type Nanos = u64;
 pub const MAGIC: u16 = 0xF0B5;
 pub const VERSION: u8 = 1;
 pub const DATA_HEADER: usize = 28;
-/// Longest control body: a Welcome carrying the resume bitmap of a 16 GiB file in 1,400-byte
-/// packets is 1.5 MiB; this allows 8 MiB (64 Gi packets of any size cannot be asked for).
+/// Longest control body a framer takes by default: 8 MiB, the resume bitmap of 64 Mi packets
+/// (a 16 GiB file in 1,400-byte packets needs 1.5 MiB). A sender takes a longer Welcome when
+/// its own file's bitmap is longer ([`Framer::for_packets`]): 16 GiB in 64-byte packets is
+/// 32 MiB.
 pub const MAX_BODY: usize = 8 << 20;
+/// A Welcome's body before its bitmap: status, session, UDP port, rate.
+const WELCOME_HEAD: usize = 1 + 8 + 2 + 8;
 /// The shared secret a receiver accepts transfers with.
 pub const TOKEN_LEN: usize = 16;
 pub const HASH_LEN: usize = 32;
@@ -147,6 +151,7 @@ pub enum Refusal {
     Exists = 5,
     Parameters = 6,
     Storage = 7,
+    TooMany = 8,
 }
 
 impl Refusal {
@@ -161,6 +166,7 @@ impl Refusal {
             5 => Exists,
             6 => Parameters,
             7 => Storage,
+            8 => TooMany,
             _ => return Err(Malformed::Value),
         })
     }
@@ -175,6 +181,9 @@ impl Refusal {
             Refusal::Exists => "a file of that name already exists at the receiver",
             Refusal::Parameters => "packet or window size out of range",
             Refusal::Storage => "the receiver cannot store the file",
+            Refusal::TooMany => {
+                "too many connections from this network to the receiver; try again in a minute"
+            }
         }
     }
 }
@@ -334,13 +343,13 @@ impl Control {
                 }))
             }
             2 => {
-                need(19)?;
+                need(WELCOME_HEAD)?;
                 Ok(Control::Welcome(Welcome {
                     status: Refusal::from_u8(b[0])?,
                     session: u64_at(b, 1),
                     udp_port: u16::from_le_bytes([b[9], b[10]]),
                     max_rate: u64_at(b, 11),
-                    have: b[19..].to_vec(),
+                    have: b[WELCOME_HEAD..].to_vec(),
                 }))
             }
             3 => {
@@ -405,6 +414,16 @@ impl Framer {
         }
     }
 
+    /// A sender's framer for a file of `packets` packets: it takes a Welcome carrying that
+    /// file's resume bitmap, however long, and nothing longer than the default otherwise.
+    pub fn for_packets(packets: u64) -> Self {
+        let bitmap = usize::try_from(packets.div_ceil(8)).unwrap_or(usize::MAX);
+        Self {
+            buf: Vec::new(),
+            limit: MAX_BODY.max(WELCOME_HEAD.saturating_add(bitmap)),
+        }
+    }
+
     pub fn push(&mut self, bytes: &[u8]) {
         self.buf.extend_from_slice(bytes);
     }
@@ -443,16 +462,31 @@ impl Framer {
 /// breaks the line there, and what follows reads as a line of its own), at most
 /// [`MAX_STORED_NAME`] bytes.
 pub fn valid_name(name: &str) -> bool {
-    !name.is_empty()
-        && name.len() <= MAX_STORED_NAME
-        && !name.starts_with('.')
-        && !name.chars().any(|c| {
-            c == '/'
-                || c == '\\'
-                || c.is_control()
-                || is_format(c)
-                || matches!(c, '\u{2028}' | '\u{2029}')
-        })
+    name_problem(name).is_none()
+}
+
+/// Why `name` may not be stored ([`valid_name`]), in words for the sender to see before it
+/// offers the file.
+pub fn name_problem(name: &str) -> Option<String> {
+    if name.is_empty() {
+        Some("it is empty".into())
+    } else if name.len() > MAX_STORED_NAME {
+        Some(format!(
+            "it is {} bytes long, and a receiver stores names of at most {MAX_STORED_NAME}",
+            name.len()
+        ))
+    } else if name.starts_with('.') {
+        Some("it starts with a dot, which the receiver keeps for its own files".into())
+    } else if name.contains(['/', '\\']) {
+        Some("it has a directory part ('/' or '\\')".into())
+    } else if name
+        .chars()
+        .any(|c| c.is_control() || is_format(c) || matches!(c, '\u{2028}' | '\u{2029}'))
+    {
+        Some("it holds a control or invisible character".into())
+    } else {
+        None
+    }
 }
 
 /// Unicode's format characters (general category Cf, Unicode 15): invisible, and some
@@ -636,5 +670,56 @@ mod tests {
         b.extend_from_slice(&(MAX_BODY as u32 + 1).to_le_bytes());
         f.push(&b);
         assert_eq!(f.next_message(), Err(Malformed::Length));
+    }
+
+    #[test]
+    fn a_sender_takes_the_welcome_that_resumes_its_own_file_however_long() {
+        // 5 GiB in 64-byte packets: a resume bitmap of 10 MiB, over the default limit (until
+        // 2026-12-07 such a resume was read as a peer that does not speak FOBS).
+        let packets = (5u64 << 30) / 64;
+        let w = Control::Welcome(Welcome {
+            status: Refusal::Accepted,
+            session: 7,
+            udp_port: 9,
+            max_rate: 1,
+            have: vec![0xff; packets.div_ceil(8) as usize],
+        });
+        let mut b = Vec::new();
+        w.encode(&mut b);
+        let mut default = Framer::default();
+        default.push(&b);
+        assert_eq!(default.next_message(), Err(Malformed::Length));
+        let mut own = Framer::for_packets(packets);
+        own.push(&b);
+        assert_eq!(own.next_message(), Ok(Some(w)));
+        // Nothing longer than its own file's bitmap.
+        let mut longer = Vec::new();
+        Control::Welcome(Welcome {
+            status: Refusal::Accepted,
+            session: 7,
+            udp_port: 9,
+            max_rate: 1,
+            have: vec![0; packets.div_ceil(8) as usize + 1],
+        })
+        .encode(&mut longer);
+        let mut own = Framer::for_packets(packets);
+        own.push(&longer);
+        assert_eq!(own.next_message(), Err(Malformed::Length));
+    }
+
+    #[test]
+    fn a_name_a_receiver_would_refuse_is_said_why() {
+        let long = "é".repeat(130);
+        for (name, why) in [
+            (long.as_str(), "260 bytes long"),
+            (".hidden", "starts with a dot"),
+            ("a/b", "directory part"),
+            ("a\u{202e}b", "invisible"),
+            ("", "empty"),
+        ] {
+            let said = name_problem(name).unwrap_or_default();
+            assert!(said.contains(why), "{name:?}: {said:?}");
+        }
+        assert_eq!(name_problem("data.bin"), None);
     }
 }

@@ -88,6 +88,14 @@ impl Receiver {
     }
 }
 
+impl Receiver {
+    /// Kills the receiver at once (SIGKILL: no state saved on the way out).
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 impl Drop for Receiver {
     fn drop(&mut self) {
         let _ = self.child.kill();

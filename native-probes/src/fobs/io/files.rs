@@ -23,20 +23,31 @@ pub(super) fn write_state(
     have: &[u8],
 ) -> io::Result<()> {
     let tmp = path.with_extension("fobs-state-new");
-    let mut f = OpenOptions::new()
+    // A new file, never one found under the name: a FIFO planted there would block the
+    // open, a hard link to a file elsewhere would be written through. What is there is
+    // removed first (in a sticky shared directory another user's cannot be, and the
+    // exclusive create then refuses it).
+    let _ = std::fs::remove_file(&tmp);
+    let written = OpenOptions::new()
         .write(true)
-        .create(true)
-        .truncate(true)
+        .create_new(true)
         .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(&tmp)?;
-    f.write_all(STATE_MAGIC)?;
-    f.write_all(&h.size.to_le_bytes())?;
-    f.write_all(&h.packet.to_le_bytes())?;
-    f.write_all(&h.hash)?;
-    f.write_all(have)?;
-    f.sync_data()?;
-    std::fs::rename(&tmp, path)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(&tmp)
+        .and_then(|mut f| {
+            f.write_all(STATE_MAGIC)?;
+            f.write_all(&h.size.to_le_bytes())?;
+            f.write_all(&h.packet.to_le_bytes())?;
+            f.write_all(&h.hash)?;
+            f.write_all(have)?;
+            f.sync_data()?;
+            std::fs::rename(&tmp, path)
+        });
+    if written.is_err() {
+        // A full disk leaves no empty state file behind.
+        let _ = std::fs::remove_file(&tmp);
+    }
+    written
 }
 
 /// The packets a state file says are held, if it describes the same transfer.
@@ -85,20 +96,25 @@ pub(super) fn f_path(dir: &Path, name: &str) -> PathBuf {
     dir.join(name)
 }
 
-/// Opens (creating, or truncating unless `resume`) the part file at `path`, and reserves
-/// `size` bytes for it, so that a file the disk cannot hold is refused at its hello, not
-/// failed part-way. The file must be a regular file of this user: in a shared directory
-/// (`--dir /tmp`) someone else's file, or a FIFO, under that name is refused, not written
-/// to (or waited on).
+/// Opens the part file at `path`: the one a resumed transfer left, or else a new one (what
+/// was under the name is removed first, and the file is created exclusively, so that
+/// nothing found there is written through), and reserves `size` bytes for it, so that a
+/// file the disk cannot hold is refused at its hello, not failed part-way. A part file
+/// resumed must be a regular file of this user with no other name: in a shared directory
+/// (`--dir /tmp`) someone else's file, a FIFO, or a hard link to a file elsewhere under
+/// that name is refused, not written to (or waited on).
 pub(super) fn open_part(path: &Path, resume: bool, size: u64) -> io::Result<File> {
-    let f = OpenOptions::new()
+    let mut options = OpenOptions::new();
+    options
         .read(true)
         .write(true)
-        .create(true)
-        .truncate(!resume)
         .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-        .open(path)?;
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK);
+    if !resume {
+        let _ = std::fs::remove_file(path);
+        options.create_new(true);
+    }
+    let f = options.open(path)?;
     own_regular_file(&f)?;
     f.set_len(size)?;
     let len = libc::off_t::try_from(size).map_err(|_| io::Error::other("size out of range"))?;
@@ -125,9 +141,9 @@ fn own_regular_file(f: &File) -> io::Result<()> {
     let m = f.metadata()?;
     // SAFETY: geteuid has no preconditions.
     let me = unsafe { libc::geteuid() };
-    if !m.file_type().is_file() || m.uid() != me {
+    if !m.file_type().is_file() || m.uid() != me || m.nlink() != 1 {
         return Err(io::Error::other(
-            "a file of that name is there that is not a regular file of this user",
+            "a file of that name is there that is not a regular file of this user alone",
         ));
     }
     Ok(())

@@ -57,6 +57,9 @@ pub enum RecvUpdate<'a> {
         name: &'a str,
         size: u64,
         resumed: u64,
+        /// Packets an earlier, unfinished transfer of the same file had left here, dropped
+        /// because this sender did not ask to resume it.
+        discarded: u64,
     },
     Window {
         signature: &'a crate::classify::signature::Signature,
@@ -185,14 +188,17 @@ pub fn recv(
                 }
             };
             let client = prefixes.client(peer.ip());
+            if conn.set_nonblocking(true).is_err() {
+                continue;
+            }
             if buckets.take(&client, [1.0], now).is_err() {
+                // Said to the sender too (24 bytes, whatever it sent), so that it does not
+                // read a closed connection as a peer that does not speak FOBS.
+                refuse(conn, Refusal::TooMany, &mut closing, now);
                 update(RecvUpdate::Refused {
                     peer,
                     why: "too many connections from its network".into(),
                 });
-                continue;
-            }
-            if conn.set_nonblocking(true).is_err() {
                 continue;
             }
             if waiting.len() >= MAX_WAITING {
@@ -349,8 +355,11 @@ impl Busy<'_> {
         loop {
             match self.listener.accept() {
                 Ok((conn, peer)) => {
-                    if (self.admit)(peer, now) && conn.set_nonblocking(true).is_ok() {
+                    if conn.set_nonblocking(true).is_err() {
+                    } else if (self.admit)(peer, now) {
                         self.turn_away(conn, peer, now, update);
+                    } else {
+                        refuse(conn, Refusal::TooMany, self.closing, now);
                     }
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
@@ -369,38 +378,48 @@ impl Busy<'_> {
         }
     }
 
-    /// Tells `conn` the receiver is busy (a refusal welcome: 24 bytes, whatever it sent, so
-    /// nothing is amplified and the token is not needed to learn it), then closes it as a
-    /// finished transfer's connection is closed (what it sent read first, so that the
-    /// refusal is not lost to a reset).
+    /// Tells `conn` the receiver is busy ([`refuse`]).
     fn turn_away(
         &mut self,
-        mut conn: TcpStream,
+        conn: TcpStream,
         peer: SocketAddr,
         now: Nanos,
         update: &mut dyn FnMut(RecvUpdate<'_>),
     ) {
-        let mut refusal = Vec::new();
-        Control::Welcome(Welcome {
-            status: Refusal::Busy,
-            session: 0,
-            udp_port: 0,
-            max_rate: 0,
-            have: Vec::new(),
-        })
-        .encode(&mut refusal);
-        let _ = read_available_into(&mut conn, |_| {});
-        let _ = conn.write(&refusal);
-        let _ = conn.shutdown(std::net::Shutdown::Write);
-        if self.closing.len() >= MAX_WAITING {
-            self.closing.pop_front();
-        }
-        self.closing.push_back((conn, now + 2_000_000_000));
+        refuse(conn, Refusal::Busy, self.closing, now);
         update(RecvUpdate::Refused {
             peer,
             why: "busy with another transfer".into(),
         });
     }
+}
+
+/// Tells `conn` (non-blocking) why it is refused before its hello is read (a refusal
+/// welcome: 24 bytes, whatever it sent, so nothing is amplified and the token is not needed
+/// to learn it), then closes it as a finished transfer's connection is closed (what it sent
+/// read first, so that the refusal is not lost to a reset).
+fn refuse(
+    mut conn: TcpStream,
+    why: Refusal,
+    closing: &mut std::collections::VecDeque<(TcpStream, u64)>,
+    now: Nanos,
+) {
+    let mut refusal = Vec::new();
+    Control::Welcome(Welcome {
+        status: why,
+        session: 0,
+        udp_port: 0,
+        max_rate: 0,
+        have: Vec::new(),
+    })
+    .encode(&mut refusal);
+    let _ = read_available_into(&mut conn, |_| {});
+    let _ = conn.write(&refusal);
+    let _ = conn.shutdown(std::net::Shutdown::Write);
+    if closing.len() >= MAX_WAITING {
+        closing.pop_front();
+    }
+    closing.push_back((conn, now + 2_000_000_000));
 }
 
 fn transfer(
@@ -442,7 +461,10 @@ fn transfer(
     let mut digest = Digest::new();
     let peer_ip: IpAddr = peer.ip().to_canonical();
     let mut result: Option<Result<Done, String>> = None;
-    let mut last_save = start;
+    // When the resume state was last saved; none yet: the first is saved as the part file
+    // opens, so that a receiver killed in a transfer's first seconds leaves a part file
+    // that `--resume` can continue, not one nothing describes.
+    let mut last_save: Option<Nanos> = None;
     let mut last_progress = start;
     let mut name = String::new();
     let mut size = 0;
@@ -521,11 +543,12 @@ fn transfer(
                         rx.refuse(Refusal::Exists);
                         continue;
                     }
-                    let have = if hello.resume {
-                        read_state(&s, &hello)
-                    } else {
-                        None
+                    let found = read_state(&s, &hello);
+                    let discarded = match (&found, hello.resume) {
+                        (Some(bits), false) => bits.iter().map(|b| u64::from(b.count_ones())).sum(),
+                        _ => 0,
                     };
+                    let have = found.filter(|_| hello.resume);
                     match open_part(&p, have.is_some(), hello.size) {
                         Ok(f) => {
                             busy.opened(clock.now(), update);
@@ -539,6 +562,7 @@ fn transfer(
                                 name: &name,
                                 size,
                                 resumed: rx.stored_packets(),
+                                discarded,
                             });
                         }
                         Err(e) => {
@@ -634,8 +658,9 @@ fn transfer(
                 Some(Ok(Done::Stored)) | Some(Ok(Done::HashMismatch))
             );
         if let (Some(h), Some((_, s, _))) = (rx.hello(), &paths) {
-            if resumable && (result.is_some() || now.saturating_sub(last_save) >= 2_000_000_000) {
-                last_save = now;
+            let due = last_save.is_none_or(|t| now.saturating_sub(t) >= 2_000_000_000);
+            if resumable && (result.is_some() || due) {
+                last_save = Some(now);
                 let saved = write_state(s, h, &rx.have_bitmap());
                 if result.is_some() {
                     state_saved = saved.is_ok();

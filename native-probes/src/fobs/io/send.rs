@@ -263,6 +263,25 @@ impl ReadAhead {
     }
 }
 
+/// A socket that failed while the transfer ran.
+enum Sending {
+    Data(io::Error),
+    Control(io::Error),
+}
+
+impl std::fmt::Display for Sending {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            // A connected UDP socket hears of the receiver's closed port (ICMP) as this.
+            Sending::Data(e) if e.kind() == io::ErrorKind::ConnectionRefused => {
+                write!(f, "the receiver's data port is closed ({e})")
+            }
+            Sending::Data(e) => write!(f, "sending datagrams failed: {e}"),
+            Sending::Control(e) => write!(f, "the control connection failed: {e}"),
+        }
+    }
+}
+
 /// Sends with `sender` to the receiver at `to` (control on TCP, data on UDP to the port
 /// its welcome names), reading payloads from `file`.
 pub fn send(
@@ -292,7 +311,7 @@ pub fn send(
     };
     let udp = UdpSocket::bind(bind)?;
     let _ = socket2::SockRef::from(&udp).set_send_buffer_size(4 << 20);
-    let mut framer = Framer::default();
+    let mut framer = Framer::for_packets(sender.total_packets());
     let mut buf = Vec::with_capacity(65_536);
     let mut summary = SendSummary::new(local);
     let mut welcomed: Option<u64> = None;
@@ -307,24 +326,35 @@ pub fn send(
     loop {
         let now = clock.now();
         let mut budget = 512;
-        while budget > 0 {
+        // A socket that fails once the transfer runs (the receiver gone: its data port
+        // refuses datagrams, its control connection resets) ends the transfer with a summary
+        // and what is left to resume, as a control connection that closes does; only the
+        // file itself failing is an error without one.
+        let mut sent: Result<(), Sending> = Ok(());
+        while budget > 0 && sent.is_ok() {
             let Some(t) = sender.poll_transmit(now, &mut buf) else {
                 break;
             };
             budget -= 1;
-            match t {
+            sent = match t {
                 Transmit::Control => {
                     // A window's end must not overtake its datagrams.
-                    batch.flush(&udp)?;
-                    write_all_nb(&mut tcp, &buf, Duration::from_secs(10))?
+                    batch.flush(&udp).map_err(Sending::Data).and_then(|()| {
+                        write_all_nb(&mut tcp, &buf, Duration::from_secs(10))
+                            .map_err(Sending::Control)
+                    })
                 }
                 Transmit::Data { offset, len } => {
-                    let at = batch.push(&udp, &buf[..DATA_HEADER], len)?;
-                    reader.read_at(file, offset, at)?;
+                    match batch.push(&udp, &buf[..DATA_HEADER], len) {
+                        Ok(at) => reader.read_at(file, offset, at).map(|()| Ok(()))?,
+                        Err(e) => Err(Sending::Data(e)),
+                    }
                 }
-            }
+            };
         }
-        batch.flush(&udp)?;
+        if let Err(e) = sent.and_then(|()| batch.flush(&udp).map_err(Sending::Data)) {
+            summary.failed.get_or_insert_with(|| e.to_string());
+        }
         let tap = welcomed.is_none().then_some(&mut answer);
         match read_available_tap(&mut tcp, &mut framer, tap) {
             Ok(true) => {}
@@ -346,7 +376,13 @@ pub fn send(
                 Ok(Some(m)) => {
                     if let Control::Welcome(w) = &m {
                         if w.status == Refusal::Accepted && !connected {
-                            udp.connect(SocketAddr::new(to.ip(), w.udp_port))?;
+                            if let Err(e) = udp.connect(SocketAddr::new(to.ip(), w.udp_port)) {
+                                summary.failed = Some(format!(
+                                    "the receiver named data port {}, which cannot be used ({e})",
+                                    w.udp_port
+                                ));
+                                break;
+                            }
                             connected = true;
                             welcomed = Some(clock.now());
                         }
