@@ -210,6 +210,26 @@ export function limitKey(address: string, prefixes: KeyPrefixes): string {
   return `${formatIp(masked(b, bits))}/${bits}`;
 }
 
+/** Networks a reverse proxy of the operator's may well be on (loopback, private, shared and
+ *  link-local addresses: RFC 1918, 6598, 3927, 4193, 4291) and a client on the internet is not. */
+const LOCAL_NETWORKS: readonly Cidr[] = [
+  "127.0.0.0/8",
+  "10.0.0.0/8",
+  "172.16.0.0/12",
+  "192.168.0.0/16",
+  "100.64.0.0/10",
+  "169.254.0.0/16",
+  "::1/128",
+  "fc00::/7",
+  "fe80::/10",
+].map((text) => parseCidr(text)!);
+
+/** Whether `address` is loopback or on a private, shared or link-local network. */
+export function isLocalAddress(address: string): boolean {
+  const b = parseIp(address);
+  return b !== undefined && LOCAL_NETWORKS.some((n) => inCidr(b, n));
+}
+
 /** How often a warning about forwarding headers may be written, whoever sends them. */
 export const FORWARDING_WARNING_INTERVAL_MS = 60_000;
 /** Peers remembered as warned about; beyond this the oldest are forgotten (bounded memory). */
@@ -222,7 +242,10 @@ const MAX_WARNED_PEERS = 1024;
  * does. Only says so: the header of an untrusted peer is never believed. Any client can send
  * these headers, so each peer is named at most once, and at most one warning is written per
  * interval in all: a client rotating addresses gets one line a minute, never one a request.
- * Pure: time is an argument.
+ * The `--trust-proxy` to give is spelled out only for a peer on a loopback or private network
+ * (where the operator's proxy is, and an internet client is not): for any other, following the
+ * advice could mean trusting a client, which could then name itself a fresh address (and get
+ * a fresh budget) with every request. Pure: time is an argument.
  */
 export class ForwardingWarnings {
   /** Peers already named, in insertion order. */
@@ -265,6 +288,15 @@ export class ForwardingWarnings {
         `requests from ${peer}, a trusted proxy, carry Forwarded but no X-Forwarded-For, ` +
         `the only header echo-node reads: have the proxy set X-Forwarded-For; until then ` +
         meanwhile
+      );
+    }
+    const header = xff ? "X-Forwarded-For" : "Forwarded";
+    if (!isLocalAddress(peer)) {
+      return (
+        `requests from ${peer} carry ${header}, which is ignored: ${peer} is not a trusted ` +
+        `proxy, and any client can send the header. Name an address in --trust-proxy only ` +
+        `if it is a reverse proxy you run${xff ? "" : " (set to send X-Forwarded-For)"}, ` +
+        `never a client's (said once per address)`
       );
     }
     if (xff) {

@@ -585,6 +585,11 @@ function checkOrigin(flag: string, origin: string, orElse = ""): void {
 
 const kib = (bytes: number) => `${bytes / 1024}KiB`;
 
+/** The longest timeout accepted: Node's timers hold at most 2^31 - 1 ms (about 24.8 days;
+ *  longer ones fire after 1 ms, with a TimeoutOverflowWarning), and it adds a second to the
+ *  keep-alive timeout. */
+export const MAX_TIMEOUT_MS = 24 * 24 * 60 * 60 * 1000;
+
 /** Cross-field rules: a configuration that cannot work is refused at start, not at 3 a.m. */
 export function validate(c: Config): void {
   const positive: [keyof Config, string][] = [
@@ -635,6 +640,24 @@ export function validate(c: Config): void {
   if (c.port > 65535) throw new ConfigError(`--port ${c.port} is not a TCP port (0-65535)`);
   if (c.maxPayload > 0xffff_ffff) {
     throw new ConfigError("--max-payload must be below 4GiB (sizes travel as 32-bit numbers)");
+  }
+  if (c.maxMessage > 0xffff_ffff) {
+    throw new ConfigError(
+      "--max-message must be below 4GiB (HELLO tells it to clients as a 32-bit number)",
+    );
+  }
+  const timeouts: [keyof Config, string][] = [
+    ["idleTimeoutMs", "idle-timeout"],
+    ["slowClientTimeoutMs", "slow-client-timeout"],
+    ["headerTimeoutMs", "header-timeout"],
+    ["keepAliveTimeoutMs", "keep-alive-timeout"],
+  ];
+  for (const [key, flag] of timeouts) {
+    if ((c[key] as number) > MAX_TIMEOUT_MS) {
+      throw new ConfigError(
+        `--${flag} must be at most 24 days (${MAX_TIMEOUT_MS}ms): Node's timers hold no more`,
+      );
+    }
   }
   if (c.maxPayload > c.bytesPerMinute) {
     throw new ConfigError(

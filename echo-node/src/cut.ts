@@ -13,6 +13,15 @@ import type { Socket } from "node:net";
 
 export function cut(socket: Socket | null | undefined): void {
   if (socket == null || socket.destroyed) return;
+  if (socket.writableEnded && !socket.writableFinished && socket.writableLength === 0) {
+    // Its FIN is being handed to the kernel (a shutdown, done on the event loop's next turn).
+    // libuv refuses to reset a socket then (uv_tcp_close_reset: EINVAL), and Node 20 loses
+    // the handle when it does: never closed, no 'close' event, counted for ever. So the reset
+    // waits for the FIN to be queued ('finish'); what is queued for the client is dropped
+    // all the same.
+    socket.once("finish", () => cut(socket));
+    return;
+  }
   try {
     socket.resetAndDestroy();
   } catch {

@@ -1,7 +1,9 @@
 /**
  * HTTP probes: a tiny ping, a download of exactly N random bytes, and an upload sink that
  * reports the byte count and the server's receive times. Every probe response carries the
- * headers a page on this or another mirror needs to time it (spec "echo-node").
+ * headers a page on this or another mirror needs to time it (spec "echo-node"). A client that
+ * stops reading (or sending an upload) is cut off by the server's slow-reader guard, which
+ * covers every HTTP response (server.ts `onRequest`).
  */
 import type { IncomingMessage, OutgoingHttpHeaders, ServerResponse } from "node:http";
 import { performance } from "node:perf_hooks";
@@ -10,7 +12,6 @@ import type { ClientLimits, LimitName } from "./limits.js";
 import type { Metrics } from "./metrics.js";
 import type { RandomPool } from "./random-pool.js";
 import { Arrivals } from "./arrival.js";
-import { cut } from "./cut.js";
 
 /** Body writes are this large: big enough that per-write overhead vanishes, small enough
  *  that a slow reader holds at most one of them beyond the socket's own buffer. */
@@ -138,7 +139,6 @@ export class HttpProbes {
     }
     client.prepay(bytes);
     metrics.probes.http_download++;
-    this.guardSlowClient(res);
     res.writeHead(200, {
       ...headers,
       "Content-Type": "application/octet-stream",
@@ -205,7 +205,6 @@ export class HttpProbes {
     client.prepay(bytes);
     if (client.expectsContinue) res.writeContinue();
     metrics.probes.http_upload++;
-    this.guardSlowClient(res);
     let received = 0;
     // Each body piece is one socket read's share of the body; the first shares its read with
     // the request head, so its read's length is not known (arrival.ts).
@@ -240,17 +239,6 @@ export class HttpProbes {
         ].join(", "),
       });
       res.end(body);
-    });
-  }
-
-  /** A client that neither sends nor reads for the slow-client timeout loses its socket;
-   *  the timeout is reset by every successful read or write on it. It is cut with a reset,
-   *  so that the data queued for it does not outlive the socket (cut.ts). */
-  private guardSlowClient(res: ServerResponse): void {
-    res.setTimeout(this.deps.config.slowClientTimeoutMs, () => {
-      this.deps.metrics.reject("slow_client");
-      cut(res.socket);
-      res.destroy();
     });
   }
 }

@@ -14,9 +14,10 @@
  *   any path. Probes are charged their full size up front, all or nothing; everything else
  *   (headers, files, refusals, framing, echoes) is charged as it is moved, and may put the
  *   bucket in debt, which refuses anything new until it is repaid.
- * - Messages: a token bucket per client for WebSocket messages (control frames included),
- *   handshakes and HTTP requests. Bytes do not bound the work a stream of tiny messages
- *   costs; this does, so that one client cannot raise everyone else's RTT.
+ * - Messages: a token bucket per client for WebSocket messages (control frames, and fragments
+ *   too short to be paid for by their bytes, included: frame-count.ts), handshakes, TCP
+ *   connections and HTTP requests. Bytes do not bound the work a stream of tiny messages or
+ *   frames costs; this does, so that one client cannot raise everyone else's RTT.
  */
 import { TokenBucket } from "./token-bucket.js";
 
@@ -224,19 +225,20 @@ export class ClientLimits {
     return bucket === undefined ? 0 : Math.max(0, -bucket.available(now));
   }
 
-  /** Takes one message token: a WebSocket message or handshake, or an HTTP request. */
-  takeMessage(key: string, now: number): Grant {
+  /** Takes `count` message tokens (all or none): one for a WebSocket message or handshake,
+   *  an HTTP request, or a short WebSocket frame beyond a message's first (frame-count.ts). */
+  takeMessage(key: string, now: number, count = 1): Grant {
     let bucket = this.messages.get(key);
     if (!bucket) {
       const rate = this.opts.messagesPerSecond;
       bucket = new TokenBucket(rate * MESSAGE_BURST_SECONDS, rate / 1000, now);
       this.messages.set(key, bucket);
     }
-    const waitMs = bucket.take(1, now);
+    const waitMs = bucket.take(count, now);
     if (waitMs === 0) return { ok: true };
     // A refused message still cost its parsing: it is owed, so a client that keeps flooding
-    // (or reconnecting) waits longer, up to one burst's worth.
-    bucket.charge(1, now);
+    // (or reconnecting) waits longer (the debt is bounded: TokenBucket.charge).
+    bucket.charge(count, now);
     return { ok: false, retryAfterS: seconds(bucket.debtWaitMs(now) + 1 / bucket.ratePerMs) };
   }
 

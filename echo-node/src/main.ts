@@ -6,7 +6,7 @@ import { networkInterfaces } from "node:os";
 import { join, resolve } from "node:path";
 import { ConfigError, parseConfig, VERSION, type Config } from "./config.js";
 import { descriptorWarning } from "./descriptors.js";
-import { MirrorsError, mirrorOrigins, type Mirror } from "./mirrors.js";
+import { duplicateMirrors, MirrorsError, mirrorOrigins, type Mirror } from "./mirrors.js";
 import { canonicalOrigin } from "./origin-policy.js";
 import { PROTOCOL_VERSION } from "./protocol.js";
 import { startEchoNode } from "./server.js";
@@ -152,6 +152,9 @@ async function main(): Promise<number> {
   console.log(await page);
   if (node.mirrors.length > 0)
     console.log(`  mirrors: ${node.mirrors.map((m) => m.name).join(", ")}`);
+  for (const warning of duplicateMirrors(node.mirrors)) {
+    console.error(`echo-node: warning: ${warning}`);
+  }
   console.log(
     config.origins.length > 0
       ? `  page origins: ${config.origins.map((o) => canonicalOrigin(o) ?? o).join(", ")}`

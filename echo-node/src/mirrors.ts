@@ -92,8 +92,10 @@ export function parseMirrors(data: unknown, source: string): Mirror[] {
   });
 }
 
-/** A mirrors file's text (from `path`, named in messages) → mirrors, or a MirrorsError. */
-export function parseMirrorsText(text: string, path: string): Mirror[] {
+/** A mirrors file's text (from `path`, named in messages) → mirrors, or a MirrorsError. A
+ *  byte order mark (which some Windows editors write) is not part of the JSON. */
+export function parseMirrorsText(withBom: string, path: string): Mirror[] {
+  const text = withBom.startsWith("\ufeff") ? withBom.slice(1) : withBom;
   let data: unknown;
   try {
     data = JSON.parse(text);
@@ -143,6 +145,32 @@ export function parseMirrorFlag(text: string): Mirror {
     `mirror '${redactCredentials(text)}'`,
   );
   return mirror!;
+}
+
+/** Warnings for mirrors listed more than once (by URL or by name, from the flags and the file
+ *  together): the page would probe the same server twice, or show two rows it cannot tell
+ *  apart. They are still published as given. */
+export function duplicateMirrors(mirrors: readonly Mirror[]): string[] {
+  const byUrl = new Map<string, Mirror>();
+  const byName = new Map<string, Mirror>();
+  const warnings: string[] = [];
+  for (const m of mirrors) {
+    const name = m.name.toLowerCase();
+    const [earlier, what] = byUrl.has(m.url)
+      ? [byUrl.get(m.url)!, "URL"]
+      : byName.has(name)
+        ? [byName.get(name)!, "name"]
+        : [undefined, ""];
+    if (earlier !== undefined) {
+      warnings.push(
+        `mirror '${m.name}' (${m.url}) has the ${what} of mirror '${earlier.name}' ` +
+          `(${earlier.url}): list each mirror once`,
+      );
+    }
+    if (!byUrl.has(m.url)) byUrl.set(m.url, m);
+    if (!byName.has(name)) byName.set(name, m);
+  }
+  return warnings;
 }
 
 /** Origin of each mirror, for the CORS/WebSocket allowlist and the page's CSP. */

@@ -62,6 +62,13 @@ const DEBT_CUT_BYTES = 4 * 1024 * 1024;
 /** Lingering close (RFC 9112 §9.6) after answering a request whose body is not wanted. */
 const LINGER_MS = 1000;
 const LINGER_BYTES = 256 * 1024;
+/**
+ * Header fields a request may have. Node accepts 2,000 within its 16 KiB of headers, and a
+ * request costs one message token however many it has: 1,500 one-byte headers made each
+ * request cost about five times a plain one, and one client within its rate took most of a
+ * core. Browsers send about 20, a proxy adds a few; 100 is Apache's LimitRequestFields.
+ */
+export const MAX_REQUEST_HEADERS = 100;
 
 export interface EchoNode {
   /** e.g. http://127.0.0.1:8080 */
@@ -102,15 +109,6 @@ function ownAddresses(): string[] {
 
 /** A raw HTTP answer for a socket that has no request object (refused at accept, or a
  *  request Node could not parse). */
-/** Sends a last answer on a socket no request object owns (CONNECT, a refused upgrade) and
- *  closes it once written. `end()` alone closes only this side: the socket would then stay
- *  open, counted against the client's and the server's caps, for as long as the client
- *  chose not to close its own side. */
-function answerAndClose(socket: Socket, answer: string): void {
-  socket.end(answer);
-  socket.destroySoon();
-}
-
 function rawAnswer(status: number, text: string, extra = ""): string {
   const body = text + "\n";
   return (
@@ -120,26 +118,13 @@ function rawAnswer(status: number, text: string, extra = ""): string {
   );
 }
 
-/**
- * Makes the connection's close a lingering one (RFC 9112 §9.6): closing a socket that still
- * has unread request bytes makes TCP send a reset, which can destroy the answer before the
- * client reads it (a client still sending a refused 64 MiB body then sees a reset, not its
- * 413). So Node's close after the answer becomes: half-close, discard what arrives for at most
- * LINGER_MS or LINGER_BYTES (metered and charged like any byte), then close.
- */
-function lingerOnClose(socket: Socket): void {
-  socket.destroySoon = () => {
-    socket.end();
-    let left = LINGER_BYTES;
-    const timer = setTimeout(() => socket.destroy(), LINGER_MS);
-    socket.once("close", () => clearTimeout(timer));
-    socket.on("data", (d: Buffer) => {
-      left -= d.length;
-      if (left <= 0) socket.destroy();
-    });
-    socket.resume();
-  };
+/** Whether a request has more than MAX_REQUEST_HEADERS header fields. Node keeps at most
+ *  `server.maxHeadersCount` of them, set to one more than that. */
+function tooManyHeaders(req: IncomingMessage): boolean {
+  return req.rawHeaders.length / 2 > MAX_REQUEST_HEADERS;
 }
+
+const TOO_MANY_HEADERS = `more than ${MAX_REQUEST_HEADERS} header fields`;
 
 /**
  * A refusal by the origin policy as the log says it: naming the refused origin, which is
@@ -165,6 +150,12 @@ interface Connection {
   address: string;
   meter: TrafficMeter;
   session?: ProbeSession;
+  /** Handed to `ws` (which then owns its closing). */
+  upgraded: boolean;
+  /** The server has begun to close it (closeGracefully). */
+  closing: boolean;
+  /** Its close discards request bytes still arriving for a while (RFC 9112 §9.6). */
+  linger: boolean;
 }
 
 export async function startEchoNode(config: Config): Promise<EchoNode> {
@@ -207,10 +198,17 @@ export async function startEchoNode(config: Config): Promise<EchoNode> {
   const connections = new Map<Socket, Connection>();
   const sessions = new Set<ProbeSession>();
   const refusals = new RefusalLog();
-  const refused = (address: string, limit: LimitName | undefined, what: string) => {
+  /** Counts a refusal under `limit` (unless the caller counted it) and logs it, one line per
+   *  client and `kind` (by default the limit) per minute. */
+  const refused = (
+    address: string,
+    limit: LimitName | undefined,
+    what: string,
+    kind: string = limit ?? "error",
+  ) => {
     if (limit !== undefined) metrics.reject(limit);
     // Grouped by client (an IPv6 /64), not by address: a client has 2^64 addresses to log from.
-    refusals.note(performance.now(), address, what, limitKey(address, prefixes));
+    refusals.note(performance.now(), address, what, limitKey(address, prefixes), kind);
   };
   const startedAt = performance.now();
 
@@ -220,6 +218,53 @@ export async function startEchoNode(config: Config): Promise<EchoNode> {
     metrics.clientBytesIn += s.in;
     metrics.clientBytesOut += s.out;
     limits.chargeBytes(c.key, s.charge, now);
+  };
+
+  /**
+   * Closes a connection the server is done with (the keep-alive timeout, an answer with
+   * `Connection: close`, a refusal) so that it stays counted, against the client's socket cap
+   * and in `echo_node_sockets`, until it is really gone. It is half-closed (FIN after whatever
+   * is queued), then reset as soon as the client closes its side too (resetWhenDone), or
+   * after the slow-client timeout if it does not. Closed the ordinary way, a socket whose
+   * client reads nothing would keep what is queued for it in the kernel (FIN-WAIT-1, minutes)
+   * while no cap counts it any longer (cut.ts).
+   *
+   * A lingering close (RFC 9112 §9.6), after refusing a request whose body is still arriving,
+   * also discards what arrives (metered and charged like any byte) for at most LINGER_MS or
+   * LINGER_BYTES: closing a socket that has unread request bytes makes TCP send a reset, which
+   * can destroy the answer before the client reads it (a client still sending a refused
+   * 64 MiB body would see a reset, not its 413).
+   */
+  const closeGracefully = (c: Connection, graceMs = config.slowClientTimeoutMs) => {
+    const socket = c.socket;
+    if (c.closing || socket.destroyed) return;
+    c.closing = true;
+    socket.end();
+    const timer = setTimeout(() => cut(socket), c.linger ? LINGER_MS : graceMs);
+    socket.once("close", () => clearTimeout(timer));
+    // Reading on is what shows the client's FIN. What arrives is metered and charged like any
+    // byte (a client deep in debt is cut by the sweep); a request is answered with a reset
+    // (onRequest), garbage with one too (clientError).
+    socket.resume();
+    if (!c.linger) return;
+    let left = LINGER_BYTES;
+    socket.on("data", (d: Buffer) => {
+      left -= d.length;
+      if (left <= 0) cut(socket);
+    });
+  };
+
+  /**
+   * Sends a last answer on a socket no request object owns (CONNECT, a refused upgrade, a
+   * request Node could not parse) and closes it: a few hundred bytes, which a client that
+   * reads has had long before LINGER_MS. `end()` alone would close only this side, and the
+   * socket would stay open, counted, for as long as the client chose not to close its own.
+   */
+  const answerAndClose = (socket: Socket, answer: string) => {
+    socket.end(answer);
+    const c = connections.get(socket);
+    if (c !== undefined) closeGracefully(c, Math.min(LINGER_MS, config.slowClientTimeoutMs));
+    else socket.destroySoon();
   };
 
   /** The client a request on `c` is from; the connection's traffic is charged to it from now. */
@@ -323,7 +368,7 @@ export async function startEchoNode(config: Config): Promise<EchoNode> {
     const now = performance.now();
     const rate = limits.takeMessage(key, now);
     if (!rate.ok) {
-      refused(address, undefined, "message rate exceeded");
+      refused(address, undefined, "message rate exceeded", "message_rate");
       return sendLimited(
         res,
         metrics,
@@ -335,7 +380,7 @@ export async function startEchoNode(config: Config): Promise<EchoNode> {
     }
     const budget = limits.budgetLeft(key, now);
     if (!budget.ok) {
-      refused(address, undefined, "byte budget exceeded");
+      refused(address, undefined, "byte budget exceeded", "byte_budget");
       return sendLimited(
         res,
         metrics,
@@ -404,7 +449,7 @@ export async function startEchoNode(config: Config): Promise<EchoNode> {
               admission.limit === "connections_total"
                 ? CLOSE.CONNECTIONS_TOTAL.reason
                 : CLOSE.CONNECTIONS_PER_CLIENT.reason;
-            refused(address, undefined, text);
+            refused(address, undefined, text, admission.limit);
             sendLimited(res, metrics, admission.limit, admission.retryAfterS, text, headers);
             return;
           }
@@ -440,15 +485,45 @@ export async function startEchoNode(config: Config): Promise<EchoNode> {
 
   const onRequest = (req: IncomingMessage, res: ServerResponse, expectsContinue: boolean) => {
     const conn = connections.get(req.socket);
-    if (conn === undefined) {
-      // Refused at accept; Node parsed a request that was already on the wire.
+    if (conn === undefined || conn.closing) {
+      // Refused at accept (its 429 is on its way), or being closed (closeGracefully): Node
+      // parsed a request that was already on the wire.
+      if (conn !== undefined) cut(req.socket);
       res.destroy();
+      return;
+    }
+    if (tooManyHeaders(req)) {
+      // Before anything reads a header: those past the count are not in `req.headers`.
+      refused(
+        conn.address,
+        "bad_request",
+        `${excerpt(req.method, 16)} ${excerpt(req.url)}: ${TOO_MANY_HEADERS}`,
+      );
+      res.shouldKeepAlive = false;
+      sendText(res, 431, `${TOO_MANY_HEADERS}`, {
+        "Cache-Control": "no-store",
+        Connection: "close",
+      });
       return;
     }
     const started = performance.now();
     const { address, key } = attribute(conn, req);
     // A client in debt gets no lingering: discarding its body would be reading it for free.
-    if (hasBody(req.headers) && limits.budgetLeft(key, started).ok) lingerOnClose(conn.socket);
+    conn.linger = hasBody(req.headers) && limits.budgetLeft(key, started).ok;
+    // A client that reads nothing of its answer (a file, a probe, a refusal: any response)
+    // for the slow-client timeout loses its socket; the timeout is reset by every successful
+    // read or write on it. It is cut with a reset, so that what is queued for it does not
+    // outlive the socket (cut.ts). Node replaces the timeout with the keep-alive timeout once
+    // the answer is written.
+    res.setTimeout(config.slowClientTimeoutMs, () => {
+      refused(
+        address,
+        "slow_client",
+        `${excerpt(req.method, 16)} ${excerpt(req.url)}: client reads too slowly: connection cut`,
+      );
+      cut(conn.socket);
+      res.destroy();
+    });
     res.once("close", () => {
       // The request's bytes (headers, body, answer) are its client's; prepaid bytes left
       // over (a HEAD of a download) must not pay for the next request on the connection.
@@ -476,6 +551,8 @@ export async function startEchoNode(config: Config): Promise<EchoNode> {
     },
     (req, res) => onRequest(req, res, false),
   );
+  // One more than accepted, so that tooManyHeaders can tell (Node drops fields past this).
+  server.maxHeadersCount = MAX_REQUEST_HEADERS + 1;
   // Answering `Expect: 100-continue` ourselves means a body is invited only where it is read.
   server.on("checkContinue", (req: IncomingMessage, res: ServerResponse) =>
     onRequest(req, res, true),
@@ -504,11 +581,13 @@ export async function startEchoNode(config: Config): Promise<EchoNode> {
     }
     const admission = limits.admitSocket(key, fromProxy);
     if (!admission.ok) {
-      const text =
+      // Not the words of the WebSocket and probe limits (4007, 4008): this one counts every
+      // open TCP connection, idle keep-alive included.
+      const [text, flag] =
         admission.limit === "sockets_total"
-          ? CLOSE.CONNECTIONS_TOTAL.reason
-          : CLOSE.CONNECTIONS_PER_CLIENT.reason;
-      refused(peer, admission.limit, `connection refused: ${text}`);
+          ? ["server at its open TCP connection capacity", "twice --max-connections"]
+          : ["too many open TCP connections from this address", "--max-sockets-per-client"];
+      refused(peer, admission.limit, `connection refused: ${text} (${flag})`);
       // Answered without reading a request, then closed at once: a refused connection must
       // cost next to nothing, or refusing would not protect anyone.
       socket.end(
@@ -528,9 +607,22 @@ export async function startEchoNode(config: Config): Promise<EchoNode> {
       key,
       address: peer,
       meter: new TrafficMeter(),
+      upgraded: false,
+      closing: false,
+      linger: false,
     };
     connections.set(socket, conn);
     metrics.socketsOpen++;
+    // Node closes a connection after an answer with `Connection: close` through destroySoon.
+    socket.destroySoon = () => closeGracefully(conn);
+    // Once both sides have sent their FIN, the socket is reset rather than closed: closed, it
+    // would keep in the kernel whatever the client has not read (cut.ts), no longer counted.
+    // A client that reads its answers has read them all by then.
+    const resetWhenDone = () => {
+      if (!conn.upgraded && socket.readableEnded && socket.writableFinished) cut(socket);
+    };
+    socket.on("end", resetWhenDone);
+    socket.on("finish", resetWhenDone);
     socket.once("close", () => {
       settle(conn, performance.now());
       connections.delete(socket);
@@ -544,7 +636,7 @@ export async function startEchoNode(config: Config): Promise<EchoNode> {
   server.on("clientError", (err: NodeJS.ErrnoException, socket: Socket) => {
     const conn = connections.get(socket);
     if (err.code === "ECONNRESET" || !socket.writable) {
-      socket.destroy();
+      cut(socket);
       return;
     }
     const timeout = err.code === "ERR_HTTP_REQUEST_TIMEOUT";
@@ -555,8 +647,18 @@ export async function startEchoNode(config: Config): Promise<EchoNode> {
       timeout ? "header_timeout" : "bad_request",
       `unparseable or incomplete request (${err.code ?? "error"})`,
     );
-    socket.end(rawAnswer(status, timeout ? "request headers took too long" : "bad request"));
-    socket.destroySoon();
+    answerAndClose(
+      socket,
+      rawAnswer(status, timeout ? "request headers took too long" : "bad request"),
+    );
+  });
+
+  // A connection idle between requests for the keep-alive timeout (Node emits this instead of
+  // destroying the socket when there is a listener).
+  server.on("timeout", (socket: Socket) => {
+    const conn = connections.get(socket);
+    if (conn !== undefined && !conn.upgraded) closeGracefully(conn);
+    else socket.destroy();
   });
 
   // CONNECT (a proxy tunnel) would otherwise be dropped without an answer.
@@ -609,8 +711,14 @@ export async function startEchoNode(config: Config): Promise<EchoNode> {
 
   function upgrade(req: IncomingMessage, socket: Socket, head: Buffer): void {
     const conn = connections.get(socket);
-    if (conn === undefined) {
-      socket.destroy();
+    if (conn === undefined || conn.closing) {
+      if (conn === undefined) socket.destroy();
+      else cut(socket);
+      return;
+    }
+    if (tooManyHeaders(req)) {
+      refused(conn.address, "bad_request", `${excerpt(req.url)}: ${TOO_MANY_HEADERS}`);
+      answerAndClose(socket, rawAnswer(431, TOO_MANY_HEADERS));
       return;
     }
     const { address, key } = attribute(conn, req);
@@ -625,6 +733,7 @@ export async function startEchoNode(config: Config): Promise<EchoNode> {
       return;
     }
     const verdict = policy.check("websocket", req.headers);
+    conn.upgraded = true;
     wss.handleUpgrade(req, socket, head, (ws) => {
       const refuse = (limit: LimitName, code: number, reason: string, logged = reason) => {
         refused(address, limit, `WebSocket refused: ${logged}`);
@@ -664,7 +773,7 @@ export async function startEchoNode(config: Config): Promise<EchoNode> {
         {
           key,
           prepay: (bytes) => conn.meter.prepay(bytes),
-          refused: (what) => refused(address, undefined, what),
+          refused: (what, limit) => refused(address, undefined, what, limit),
         },
         { config, limits, metrics, pool },
       );
@@ -727,6 +836,7 @@ export async function startEchoNode(config: Config): Promise<EchoNode> {
     }
     if (now - lastBucketSweep > BUCKET_SWEEP_MS) {
       limits.sweep(now);
+      refusals.flush(now);
       lastBucketSweep = now;
     }
   }, tickMs);
@@ -753,6 +863,8 @@ export async function startEchoNode(config: Config): Promise<EchoNode> {
     close: async () => {
       clearInterval(lagTimer);
       clearInterval(sweepTimer);
+      // What the refusal log left out is still told, each count with its client.
+      refusals.flush(Infinity);
       lag.disable();
       for (const s of sessions) s.close(1001, "server shutting down");
       const closed = new Promise<void>((resolve) => server.close(() => resolve()));

@@ -1,7 +1,8 @@
 /**
  * One WebSocket probe connection: the I/O edge around protocol.ts. Implements echo, timed
  * ping, upload and download probes (PROTOCOL.md), charges probes to the client's byte budget up front and
- * every message (control frames included) to its message rate, and enforces the
+ * every message (control frames, and fragments too short to pay for themselves, included:
+ * frame-count.ts) to its message rate, and enforces the
  * per-connection limits (payload cap, idle and slow-client timeouts, bounded send buffer).
  * Every other byte on the socket is metered by the server (traffic-meter.ts).
  */
@@ -9,7 +10,7 @@ import type { Socket } from "node:net";
 import { performance } from "node:perf_hooks";
 import type { WebSocket } from "ws";
 import type { Config } from "./config.js";
-import type { ClientLimits } from "./limits.js";
+import type { ClientLimits, LimitName } from "./limits.js";
 import type { Metrics } from "./metrics.js";
 import {
   CLOSE,
@@ -30,6 +31,7 @@ import {
 import type { RandomPool } from "./random-pool.js";
 import { Arrivals } from "./arrival.js";
 import { cut } from "./cut.js";
+import { FrameCounter } from "./frame-count.js";
 
 /**
  * Bytes a download may have queued in user space (ws + socket buffers) before the server
@@ -60,8 +62,9 @@ export interface SessionClient {
   key: string;
   /** Tells the connection's traffic meter that a probe's bytes were charged up front. */
   prepay(bytes: number): void;
-  /** Called once for a refusal worth a log line (one per client per interval). */
-  refused(what: string): void;
+  /** Called once for a refusal worth a log line (the server writes one per client and limit
+   *  per interval). */
+  refused(what: string, limit: LimitName): void;
 }
 
 interface Upload {
@@ -113,6 +116,8 @@ export class ProbeSession {
   private stall = { flushes: 0, since: performance.now() };
   private closing = false;
   private graceTimer: NodeJS.Timeout | undefined;
+  /** Frames the message tokens do not pay for (frame-count.ts). */
+  private readonly frames = new FrameCounter();
 
   constructor(
     private readonly ws: WebSocket,
@@ -142,21 +147,26 @@ export class ProbeSession {
     this.readAt = performance.now();
     this.readIndex++;
     this.readLength = chunk.byteLength;
+    // Charged before ws parses the read: over the rate, the connection is closed and no
+    // further read is parsed.
+    const frames = this.frames.count(chunk);
+    if (frames > 0 && !this.takeMessage(frames)) return;
     const up = this.upload;
     if (up !== undefined && this.readIndex > up.startRead) {
       up.arrivals.read(this.readAt, chunk.byteLength, chunk.byteLength);
     }
   };
 
-  /** Takes a message token; over the rate, closes with the retry time and returns false. */
-  private takeMessage(): boolean {
-    const grant = this.deps.limits.takeMessage(this.client.key, performance.now());
+  /** Takes `count` message tokens; over the rate, closes with the retry time and returns
+   *  false. */
+  private takeMessage(count = 1): boolean {
+    const grant = this.deps.limits.takeMessage(this.client.key, performance.now(), count);
     // Messages that arrive after the close was sent (the rest of a flood's socket read) are
     // not handled, but they are counted.
     if (this.closing) return false;
     if (grant.ok) return true;
     this.deps.metrics.reject("message_rate");
-    this.client.refused("message rate exceeded");
+    this.client.refused("message rate exceeded", "message_rate");
     this.close(
       CLOSE.MESSAGE_RATE.code,
       `${CLOSE.MESSAGE_RATE.reason}; retry-after=${grant.retryAfterS}`,
@@ -285,7 +295,7 @@ export class ProbeSession {
       return true;
     }
     this.deps.metrics.reject("byte_budget");
-    this.client.refused("byte budget exceeded");
+    this.client.refused("byte budget exceeded", "byte_budget");
     this.close(
       CLOSE.BYTE_BUDGET.code,
       `${CLOSE.BYTE_BUDGET.reason}; retry-after=${grant.retryAfterS}`,

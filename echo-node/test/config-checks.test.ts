@@ -6,11 +6,25 @@ import { writeFileSync } from "node:fs";
 import { request } from "node:http";
 import { join } from "node:path";
 import { afterAll, afterEach, describe, expect, it } from "vitest";
-import { checkHost, ConfigError, defaultConfig, parseConfig, type Config } from "../src/config.js";
+import {
+  checkHost,
+  ConfigError,
+  defaultConfig,
+  MAX_TIMEOUT_MS,
+  parseConfig,
+  type Config,
+} from "../src/config.js";
 import { MIN_BUDGET_BYTES, MIN_MESSAGES_PER_SECOND } from "../src/limits.js";
-import { MirrorsError } from "../src/mirrors.js";
+import { duplicateMirrors, MirrorsError, parseMirrorFlag } from "../src/mirrors.js";
 import { startEchoNode } from "../src/server.js";
-import { openClient, runCleanups, startTestNode, tempDir, withTimeout } from "./helpers.js";
+import {
+  cleanups,
+  openClient,
+  runCleanups,
+  startTestNode,
+  tempDir,
+  withTimeout,
+} from "./helpers.js";
 
 afterEach(runCleanups);
 afterAll(runCleanups);
@@ -124,6 +138,33 @@ describe("numeric settings that must be positive", () => {
   });
 });
 
+describe("numbers a client or a timer could not hold", () => {
+  it("refuses a --max-message of 4GiB or more, which HELLO cannot carry, and takes 4GiB - 1", async () => {
+    // Accepted before, and then every WebSocket failed (a RangeError writing HELLO).
+    expect(refused(["--max-message", "5GiB"])).toMatch(/^--max-message must be below 4GiB/);
+    expect(refused(["--max-message", "4GiB"])).toMatch(/^--max-message must be below 4GiB/);
+    const largest = accepted(["--max-message", String(0xffff_ffff)]).maxMessage;
+    const node = await startTestNode({ maxMessage: largest });
+    const c = await openClient(node);
+    expect(c.ws.readyState).toBe(1);
+    c.terminate();
+  });
+
+  it("refuses a timeout longer than Node's timers hold (they would fire at once)", () => {
+    for (const flag of [
+      "idle-timeout",
+      "slow-client-timeout",
+      "header-timeout",
+      "keep-alive-timeout",
+    ]) {
+      expect(refused([`--${flag}`, "99999999m"])).toBe(
+        `--${flag} must be at most 24 days (${MAX_TIMEOUT_MS}ms): Node's timers hold no more`,
+      );
+      expect(accepted([`--${flag}`, `${24 * 24 * 60}m`])).toBeDefined();
+    }
+  });
+});
+
 describe("--allow-origin", () => {
   it("is validated as --origin is", () => {
     const message = refused(["--allow-origin", "nowcast.example.org"]);
@@ -198,6 +239,30 @@ describe("mirror URLs", () => {
     ).toMatch(/user name or password/);
     const ok = accepted(["--mirror", "Austin|https://mirror.example.edu/nowcast|Austin, TX"]);
     expect(ok.mirrors[0]!.url).toBe("https://mirror.example.edu/nowcast");
+  });
+
+  it("reads a mirrors file that starts with a byte order mark", async () => {
+    const file = join(tempDir(), "mirrors.json");
+    const entry = { name: "Austin", url: "https://mirror.example.edu/nowcast", location: "TX" };
+    writeFileSync(file, "\ufeff" + JSON.stringify([entry]));
+    const node = await startEchoNode({
+      ...defaultConfig(),
+      port: 0,
+      host: "127.0.0.1",
+      mirrorsFile: file,
+    });
+    cleanups.push(() => node.close());
+    expect(node.mirrors).toEqual([entry]);
+  });
+
+  it("points out a mirror listed twice, by URL or by name", () => {
+    const [a, b, c] = ["A|https://a.example|x", "B|https://b.example|y", "b|https://c.example|z"];
+    const list = [a, b, a, c].map(parseMirrorFlag);
+    expect(duplicateMirrors(list)).toEqual([
+      "mirror 'A' (https://a.example/) has the URL of mirror 'A' (https://a.example/): list each mirror once",
+      "mirror 'b' (https://c.example/) has the name of mirror 'B' (https://b.example/): list each mirror once",
+    ]);
+    expect(duplicateMirrors([a, b].map(parseMirrorFlag))).toEqual([]);
   });
 
   it("refuses them in a mirrors file, naming the entry, and publishes none", async () => {

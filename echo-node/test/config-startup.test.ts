@@ -87,6 +87,7 @@ describe("echo-node refuses at start", () => {
   it.each([
     [["--messages-per-second", "1"], "--messages-per-second 1 is too low: the least accepted is 4"],
     [["--max-payload", "0"], "--max-payload must be greater than 0"],
+    [["--max-message", "5GiB"], "--max-message must be below 4GiB"],
     [["--allow-origin", "nowcast.example.org"], "--allow-origin 'nowcast.example.org' is not"],
     [["--mirror", "Lyon|https://admin:s3cret@lyon.example.org/?x=1#y|Lyon"], "user name or"],
   ])("%j, exit 2", async (args, message) => {

@@ -12,7 +12,7 @@ import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, afterEach, describe, expect, it } from "vitest";
 import { defaultConfig } from "../src/config.js";
-import { CLOSE, encodeEcho } from "../src/protocol.js";
+import { CLOSE, encodeEcho, encodeUploadStart, MSG } from "../src/protocol.js";
 import { startEchoNode, type EchoNode } from "../src/server.js";
 import { chromiumRows, frameCorpus, httpCorpus, WS_HANDSHAKE } from "./corpus.js";
 import {
@@ -214,6 +214,10 @@ describe("findings of the security review", () => {
     await eventually(() => refused() === 968, 5000, "968 refusals received");
     expect(states.filter((x) => x.got === "" && !x.closed)).toHaveLength(32);
     expect(node.metrics.limitRejections.sockets_per_client).toBe(968);
+    // In words of its own: the 4007 reason is the WebSocket and probe limit's.
+    const answer = states.find((x) => x.got.startsWith("HTTP/1.1 429"))!.got;
+    expect(answer).toContain("too many open TCP connections from this address; retry after 5 s");
+    expect(answer).not.toContain(CLOSE.CONNECTIONS_PER_CLIENT.reason);
     await controlClientServed(node);
     // (The held ones never send a request: the header timeout closes them, tested below.)
   }, 30_000);
@@ -342,6 +346,78 @@ describe("findings of the security review", () => {
     sockets.forEach((s) => s.destroy());
     await eventually(() => node.metrics.wsOpen === 0, 3000, "released");
   }, 30_000);
+
+  it("charges short WebSocket fragments to the message rate, not the large ones browsers send", async () => {
+    const node = await startTestNode();
+    // One ECHO in 2,100 frames (12.6 KB): an empty binary frame, 2,098 empty continuations, and
+    // a last one holding the message (masked with key 0). It cost one token, and 1,800 such
+    // messages a second from one client kept a core busy.
+    const frame = (head: string, payload = Buffer.alloc(0)) =>
+      Buffer.concat([Buffer.from(head + "00000000", "hex"), payload]);
+    const message = Buffer.concat([
+      frame("0280"),
+      ...Array.from({ length: 2098 }, () => frame("0080")),
+      frame("8085", Buffer.from(encodeEcho(1))),
+    ]);
+    const r = await rawExchange(node.port, Buffer.concat([Buffer.from(WS_HANDSHAKE), message]), {
+      localAddress: "127.7.1.1",
+      timeoutMs: 3000,
+    });
+    expect(closeCodeOf(r.answer)).toBe(CLOSE.MESSAGE_RATE.code);
+    expect(r.closed).toBe(true);
+    expect(node.metrics.probes.echo).toBe(0);
+
+    // Chromium's fragments of a 256 KiB message (64 KB, then up to 131 KB) cost nothing more:
+    // at 8 messages a second (bursts of 4), the connection, handshake, UPLOAD_START and one
+    // UPLOAD_DATA in three frames pass.
+    const strict = await startTestNode({ messagesPerSecond: 8 });
+    const c = await openClient(strict, { localAddress: "127.7.1.2" });
+    c.send(encodeUploadStart(1, 256 * KiB - 1));
+    const data = Buffer.alloc(256 * KiB, 7);
+    data[0] = MSG.UPLOAD_DATA;
+    for (const [from, to] of [
+      [0, 64464],
+      [64464, 195464],
+      [195464, 256 * KiB],
+    ] as const) {
+      c.ws.send(data.subarray(from, to), { binary: true, fin: to === 256 * KiB });
+    }
+    expect(await c.next()).toMatchObject({ type: "upload_ack", bytes: 256 * KiB - 1 });
+    await controlClientServed(node);
+  });
+
+  it("refuses a request with more than 100 header fields: 431, connection closed", async () => {
+    const node = await startTestNode();
+    const fields = (n: number) => Array.from({ length: n }, (_, i) => `X-${i}: y\r\n`).join("");
+    // Host, Connection and the rest: 100 fields pass, 101 do not.
+    const get = (n: number, i: number) =>
+      rawExchange(
+        node.port,
+        `GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: keep-alive\r\n${fields(n - 2)}\r\n`,
+        { localAddress: `127.7.2.${i}`, timeoutMs: 700 },
+      );
+    const [ok, over, flood] = await Promise.all([get(100, 1), get(101, 2), get(1500, 3)]);
+    expect(ok.status).toBe(200);
+    expect(ok.closed).toBe(false); // kept alive
+    for (const r of [over, flood]) {
+      expect(r.status).toBe(431);
+      expect(r.answer.toString("latin1")).toContain("more than 100 header fields");
+      expect(r.closed).toBe(true);
+      expect(r.ms).toBeLessThan(700);
+    }
+    // A WebSocket handshake too.
+    const ws = await rawExchange(
+      node.port,
+      WS_HANDSHAKE.replace("\r\n\r\n", `\r\n${fields(200)}\r\n`),
+      {
+        localAddress: "127.7.2.4",
+        timeoutMs: 2000,
+      },
+    );
+    expect(ws.status).toBe(431);
+    expect(node.metrics.limitRejections.bad_request).toBe(3);
+    await controlClientServed(node);
+  });
 
   it("aggregates limits by IPv6 /64 and by a configured IPv4 prefix", async () => {
     const v6 = await startTestNode({ trustProxy: ["loopback"], maxConnectionsPerClient: 1 });

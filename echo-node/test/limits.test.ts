@@ -4,8 +4,10 @@
  * nothing; a client that stops reading does not grow the server's memory.
  */
 import { execFileSync } from "node:child_process";
+import { writeFileSync } from "node:fs";
 import { get, type IncomingMessage } from "node:http";
 import { connect } from "node:net";
+import { join } from "node:path";
 import { afterAll, afterEach, describe, expect, it } from "vitest";
 import { WebSocket } from "ws";
 import { CLOSE, encodeDownload, encodeEcho, encodeUploadStart, MSG } from "../src/protocol.js";
@@ -17,6 +19,7 @@ import {
   runCleanups,
   sleep,
   startTestNode,
+  tempDir,
   TestClient,
   withTimeout,
 } from "./helpers.js";
@@ -250,8 +253,8 @@ describe("slow readers", () => {
 });
 
 /** A raw TCP client that asks for `request` and reads nothing. */
-function rawReader(port: number, request: string) {
-  const socket = connect({ host: "127.0.0.1", port });
+function rawReader(port: number, request: string, localAddress?: string) {
+  const socket = connect({ host: "127.0.0.1", port, localAddress });
   socket.on("connect", () => {
     socket.write(request);
     socket.pause();
@@ -263,11 +266,27 @@ function rawReader(port: number, request: string) {
 /** The server's sockets on `port` closed with data still queued for a client that does not
  *  read (FIN-WAIT-1), as the kernel lists them (`ss`, Linux). */
 function finWait(port: number): number {
-  const out = execFileSync("ss", ["-tnH", "state", "fin-wait-1", `( sport = :${port} )`]);
-  return out
+  return serverSockets(port).filter((s) => s.state === "FIN-WAIT-1").length;
+}
+
+/** The server's sockets on `port` as the kernel lists them (`ss`, Linux): state, bytes queued
+ *  for the client, and the client's address. */
+function serverSockets(port: number): { state: string; queued: number; peer: string }[] {
+  return execFileSync("ss", ["-tnH", `( sport = :${port} )`])
     .toString()
     .split("\n")
-    .filter((l) => l.trim() !== "").length;
+    .filter((l) => l.trim() !== "")
+    .map((l) => {
+      const [state, , queued, , peer] = l.trim().split(/\s+/);
+      return { state: state!, queued: Number(queued), peer: peer! };
+    });
+}
+
+/** A directory holding one page file of `bytes` (not compressible: sent as it is). */
+function pageFile(bytes: number): string {
+  const dir = tempDir();
+  writeFileSync(join(dir, "file.bin"), Buffer.alloc(bytes, 1));
+  return dir;
 }
 
 describe("clients cut off for a limit are reset, not closed", () => {
@@ -288,6 +307,55 @@ describe("clients cut off for a limit are reset, not closed", () => {
     await sleep(100);
     expect(finWait(node.port)).toBe(0);
     c.socket.destroy();
+  });
+
+  it("a page file nobody reads, asked for again and again on one connection", async () => {
+    // Pipelined requests for the page's own files, never read: the kernel queues filled and
+    // the sockets stayed open for good (no slow-reader guard outside the probes).
+    const node = await startTestNode({ staticDir: pageFile(MiB), slowClientTimeoutMs: 300 });
+    const c = rawReader(node.port, "GET /file.bin HTTP/1.1\r\nHost: x\r\n\r\n".repeat(16));
+    // Node checks for progress each timeout: the cut comes within two of them.
+    await eventually(() => node.metrics.limitRejections.slow_client === 1, 2500, "cut-off");
+    await eventually(() => node.metrics.socketsOpen === 0, 1000, "socket released");
+    await sleep(100);
+    expect(serverSockets(node.port)).toEqual([]);
+    c.socket.destroy();
+  });
+
+  it("a page file not yet read at the keep-alive close: counted until reset, or delivered", async () => {
+    // The answer is all in the kernel, so Node saw it finished; its keep-alive close left
+    // it there, FIN-WAIT-1, for as long as the client read nothing, and no longer counted.
+    const node = await startTestNode({
+      staticDir: pageFile(256 * KiB),
+      keepAliveTimeoutMs: 100,
+      slowClientTimeoutMs: 800,
+    });
+    const request = "GET /file.bin HTTP/1.1\r\nHost: x\r\n\r\n";
+    const never = rawReader(node.port, request, "127.13.0.1");
+    const late = rawReader(node.port, request, "127.13.0.2");
+    let received = 0;
+    const ended = new Promise<void>((resolve) => late.socket.once("end", resolve));
+    late.socket.on("data", (d: Buffer) => (received += d.length));
+    await eventually(() => serverSockets(node.port).length === 2, 1000, "connections");
+    let uncounted = 0;
+    await eventually(
+      () => {
+        const sockets = serverSockets(node.port);
+        const closing = sockets.filter((s) => s.state !== "ESTAB" && s.queued > 0);
+        if (closing.length > node.metrics.socketsOpen) uncounted++;
+        // A client that reads once the server has closed still gets the whole answer.
+        if (closing.some((s) => s.peer.startsWith("127.13.0.2:"))) late.socket.resume();
+        return sockets.length === 0;
+      },
+      3000,
+      "sockets reset",
+    );
+    expect(uncounted).toBe(0);
+    await withTimeout(ended, 1000, "the late reader's end");
+    expect(received).toBeGreaterThan(256 * KiB);
+    expect(node.metrics.socketsOpen).toBe(0);
+    never.socket.destroy();
+    late.socket.destroy();
   });
 
   it("a WebSocket download nobody reads", async () => {

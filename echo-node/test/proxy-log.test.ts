@@ -140,9 +140,25 @@ describe("forwarding headers from a peer that is not a trusted proxy", () => {
       ),
     ]);
     const w = new ForwardingWarnings(new ProxyTrust([]));
-    expect(w.check(0, "192.0.2.7", false, false, true)).toMatch(
-      /^requests from 192\.0\.2\.7 carry Forwarded, which echo-node does not read: .* Have it set X-Forwarded-For, and --trust-proxy 192\.0\.2\.7\./,
+    expect(w.check(0, "10.0.0.7", false, false, true)).toMatch(
+      /^requests from 10\.0\.0\.7 carry Forwarded, which echo-node does not read: .* Have it set X-Forwarded-For, and --trust-proxy 10\.0\.0\.7\./,
     );
+  });
+
+  it("never spells out a --trust-proxy for a peer on the internet, which may be any client", () => {
+    const say = (peer: string, xff: boolean) =>
+      new ForwardingWarnings(new ProxyTrust(["loopback"])).check(0, peer, false, xff, !xff) ?? "";
+    for (const peer of ["192.0.2.7", "8.8.8.8", "2001:db8::1", "172.32.0.1", "100.128.0.1"]) {
+      for (const xff of [true, false]) {
+        const line = say(peer, xff);
+        expect(line).toMatch(new RegExp(`^requests from ${peer} carry .*, which is ignored`));
+        expect(line).not.toMatch(/--trust-proxy [^ ]*\d/);
+        expect(line).toContain("never a client's");
+      }
+    }
+    for (const peer of ["10.1.2.3", "172.16.0.1", "192.168.0.9", "100.64.0.1", "fd12::3"]) {
+      expect(say(peer, true)).toContain(`behind a proxy? --trust-proxy loopback,${peer}.`);
+    }
   });
 
   it("names each peer once, and writes at most one warning a minute in all", () => {
@@ -150,11 +166,11 @@ describe("forwarding headers from a peer that is not a trusted proxy", () => {
     const say = (t: number, peer: string, trusted = false) =>
       w.check(t, peer, trusted, true, false);
     expect(say(0, "127.0.0.1", true)).toBeUndefined(); // configured right
-    expect(say(0, "192.0.2.1")).toContain("--trust-proxy loopback,192.0.2.1");
-    expect(say(1, "192.0.2.1")).toBeUndefined();
-    expect(say(2, "192.0.2.2")).toBeUndefined(); // within the minute
-    expect(say(60_000, "192.0.2.1")).toBeUndefined(); // once per peer
-    expect(say(60_001, "2001:db8::1")).toContain("--trust-proxy loopback,2001:db8::1");
+    expect(say(0, "192.168.1.1")).toContain("--trust-proxy loopback,192.168.1.1");
+    expect(say(1, "192.168.1.1")).toBeUndefined();
+    expect(say(2, "192.168.1.2")).toBeUndefined(); // within the minute
+    expect(say(60_000, "192.168.1.1")).toBeUndefined(); // once per peer
+    expect(say(60_001, "fd00::1")).toContain("--trust-proxy loopback,fd00::1");
     let lines = 0;
     for (let i = 0; i < 100_000; i++) {
       if (say(120_000 + i / 2, `10.${i >> 16}.${(i >> 8) & 255}.${i & 255}`) !== undefined) lines++;
@@ -218,12 +234,18 @@ describe("refused origins in the log", () => {
     await refused("127.0.6.1", 99);
     await eventually(() => log.length >= 2, 3000, "two log lines");
     await sleep(100);
+    // The 60 left out are the first client's, and are never put on the other's line.
     expect(log).toEqual([
       'echo-node: refused 127.0.5.1: WebSocket refused: origin "https://evil-0.example" not allowed',
-      expect.stringMatching(
-        /^echo-node: refused 127\.0\.6\.1: WebSocket refused: origin "https:\/\/evil-99\.example" not allowed \(60 similar lines suppressed\)$/,
-      ),
+      'echo-node: refused 127.0.6.1: WebSocket refused: origin "https://evil-99.example" not allowed',
     ]);
+    // They are told with the first client's last line, once its minute is over (here, as the
+    // server stops).
+    await node.close();
+    expect(log).toHaveLength(3);
+    expect(log[2]).toMatch(
+      /^echo-node: refused 127\.0\.5\.\d+: "GET" "\/api\/ping": origin "https:\/\/evil-http-\d+\.example" not allowed \(59 similar lines from this client suppressed\)$/,
+    );
   });
 
   it("groups by the given client, not the address", () => {
@@ -234,7 +256,35 @@ describe("refused origins in the log", () => {
     log.note(60_001, "2001:db8::1", "y", "2001:db8::/64");
     expect(lines).toEqual([
       "echo-node: refused 2001:db8::1: x",
-      "echo-node: refused 2001:db8::1: y (999 similar lines suppressed)",
+      "echo-node: refused 2001:db8::1: y (999 similar lines from this client suppressed)",
     ]);
+  });
+
+  it("counts what it leaves out per client and kind, and tells it with that client only", () => {
+    const lines: string[] = [];
+    const log = new RefusalLog((l) => lines.push(l), 60_000);
+    // The review's case: 50 refusals of one client, then one of another.
+    for (let i = 0; i < 50; i++) log.note(i, "127.0.0.100", `origin ${i}`, "127.0.0.100", "origin");
+    log.note(100, "127.0.0.101", "takes no request body", "127.0.0.101", "request_body");
+    // Another kind of refusal of the first client has a line of its own.
+    log.note(200, "127.0.0.100", "byte budget exceeded", "127.0.0.100", "byte_budget");
+    log.note(300, "127.0.0.100", "byte budget exceeded", "127.0.0.100", "byte_budget");
+    expect(lines).toEqual([
+      "echo-node: refused 127.0.0.100: origin 0",
+      "echo-node: refused 127.0.0.101: takes no request body",
+      "echo-node: refused 127.0.0.100: byte budget exceeded",
+    ]);
+    log.flush(59_999); // nobody's minute is over
+    expect(lines).toHaveLength(3);
+    log.flush(60_300);
+    expect(lines.slice(3)).toEqual([
+      "echo-node: refused 127.0.0.100: origin 49 (48 similar lines from this client suppressed)",
+      "echo-node: refused 127.0.0.100: byte budget exceeded",
+    ]);
+    // Still one line a minute: the flushed line counts as the client's line.
+    log.note(60_400, "127.0.0.100", "origin 50", "127.0.0.100", "origin");
+    log.note(60_500, "127.0.0.101", "takes no request body", "127.0.0.101", "request_body");
+    expect(lines).toHaveLength(6);
+    expect(lines[5]).toBe("echo-node: refused 127.0.0.101: takes no request body");
   });
 });

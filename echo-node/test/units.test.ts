@@ -16,6 +16,7 @@ import {
   parseDuration,
 } from "../src/config.js";
 import { Arrivals, READ_SIZE } from "../src/arrival.js";
+import { FrameCounter, FREE_FRAGMENT_BYTES } from "../src/frame-count.js";
 import { ClientLimits } from "../src/limits.js";
 import { OriginPolicy } from "../src/origin-policy.js";
 import { MirrorsError, parseMirrorFlag, parseMirrors } from "../src/mirrors.js";
@@ -97,6 +98,43 @@ describe("ClientLimits", () => {
     expect(l.takeBytes("a", 30_000, 30_000)).toEqual({ ok: true });
     l.sweep(10_000_000);
     expect(l.trackedAddresses).toBe(0);
+  });
+});
+
+describe("WebSocket frame counting", () => {
+  /** A masked client frame (RFC 6455 §5.2) of `length` zero bytes. */
+  function frame(opcode: number, fin: boolean, length: number): Buffer {
+    const ext =
+      length < 126
+        ? Buffer.of(0x80 | length)
+        : length < 65536
+          ? Buffer.of(0x80 | 126, length >> 8, length & 0xff)
+          : Buffer.concat([
+              Buffer.of(0x80 | 127),
+              Buffer.from(length.toString(16).padStart(16, "0"), "hex"),
+            ]);
+    return Buffer.concat([Buffer.of((fin ? 0x80 : 0) | opcode), ext, Buffer.alloc(4 + length)]);
+  }
+
+  it("counts the continuation frames too short to pay for themselves, however the bytes come", () => {
+    const stream = Buffer.concat([
+      frame(0x2, false, 10), // a message's first frame: its token pays
+      frame(0x0, false, 0),
+      frame(0x0, false, 0),
+      frame(0x0, false, FREE_FRAGMENT_BYTES - 1),
+      frame(0x0, false, FREE_FRAGMENT_BYTES), // paid for by its bytes
+      frame(0x9, true, 4), // a ping: counted by ws as a message
+      frame(0x0, false, 70_000),
+      frame(0x0, true, 100),
+      frame(0x2, true, 300),
+    ]);
+    expect(new FrameCounter().count(stream)).toBe(4);
+    for (const size of [1, 3, 7, 4096]) {
+      const c = new FrameCounter();
+      let n = 0;
+      for (let at = 0; at < stream.length; at += size) n += c.count(stream.subarray(at, at + size));
+      expect(n, `reads of ${size}`).toBe(4);
+    }
   });
 });
 
