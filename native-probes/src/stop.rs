@@ -1,10 +1,36 @@
 //! Stopping on SIGINT and SIGTERM: a flag that long loops check and a wait that a signal
 //! cuts short, so that a period between probes or a server's main thread wakes at once.
 //! A second signal ends the process immediately (exit status 130), for a user whose first
-//! Ctrl-C is waiting on a probe's timeout.
+//! Ctrl-C is waiting on a probe's timeout; a command may first have it say, in one line,
+//! what exiting at once abandons ([`on_second_signal`]).
 
+use std::io::Write;
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
+
+/// The line a second signal prints on standard error before the process exits.
+pub type Farewell = Box<dyn Fn() -> String + Send + Sync>;
+
+static FAREWELL: Mutex<Option<Farewell>> = Mutex::new(None);
+
+/// Sets what a second signal says before the process exits (what is abandoned: runs in
+/// flight, lines not archived), replacing what was set; `None`: nothing is said.
+pub fn on_second_signal(f: Option<Farewell>) {
+    *FAREWELL.lock().unwrap_or_else(|p| p.into_inner()) = f;
+}
+
+/// The second signal: the farewell line, if one is set, then exit status 130.
+fn exit_now() -> ! {
+    let said = FAREWELL
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .as_ref()
+        .map(|f| f());
+    if let Some(line) = said {
+        let _ = writeln!(std::io::stderr(), "{line}");
+    }
+    std::process::exit(130);
+}
 
 /// A shared stop flag.
 #[derive(Clone, Default)]
@@ -28,7 +54,7 @@ impl Stop {
                 for _ in signals.forever() {
                     seen += 1;
                     if seen > 1 {
-                        std::process::exit(130);
+                        exit_now();
                     }
                     flag.trigger();
                 }

@@ -584,3 +584,81 @@ fn hostile_target_names_drive_neither_the_page_nor_the_terminal() {
     assert!(tables.contains("\\u{1b}]0;owned\\u{7}"), "{tables}");
     assert!(tables.contains("x\\u{202e}gnp.txt:8060"), "{tables}");
 }
+
+/// A target whose newest records failed is not the best now, however good its values were
+/// before: the answering targets are ranked, and it comes after them, said to be failing.
+#[test]
+fn a_target_failing_now_is_ranked_after_those_that_answer() {
+    let dir = temp("failing-best");
+    let mut records = Vec::new();
+    for k in 0..20 {
+        let t = T0 + k as f64 * MIN;
+        for (to, rtt) in [
+            ("down.example.org:8060", 0.07),
+            ("near.example.org:8060", 1.0),
+            ("far.example.org:8060", 40.0),
+        ] {
+            if to.starts_with("down") && k >= 17 {
+                records.push(failed(
+                    t,
+                    "nowcast tcp",
+                    Metric::Rtt,
+                    to,
+                    Status::Error,
+                    "connect: Connection refused (os error 111)",
+                ));
+            } else {
+                let v = rtt * (1.0 + 0.01 * (k % 3) as f64);
+                records.push(ok(t, "nowcast tcp", Metric::Rtt, v, to));
+            }
+        }
+    }
+    let db = archive(&dir, records, &[]);
+    let (html, tables, json) = report(&db);
+    // The terminal: best and worst among those that answer, then the failing one.
+    let now = tables
+        .split("\n\n")
+        .find(|b| b.starts_with("now:"))
+        .unwrap_or_else(|| panic!("{tables}"));
+    let line = |label: &str| {
+        now.lines()
+            .find(|l| l.trim_start().starts_with(label))
+            .unwrap_or_else(|| panic!("no {label}: {now}"))
+    };
+    assert!(line("best ").contains("near.example.org:8060"), "{now}");
+    assert!(line("worst ").contains("far.example.org:8060"), "{now}");
+    assert!(
+        line("failing ").contains("down.example.org:8060")
+            && line("failing ").contains("(failing now)"),
+        "{now}"
+    );
+    // The page: "best" names the answering target, the failing one is marked.
+    let top = &html[html.find("<h2>Now</h2>").unwrap()..html.find("<h2>Overview</h2>").unwrap()];
+    let best = top.find(r#"<span class="lab">best</span>"#).unwrap();
+    let rest = &top[best..];
+    assert!(
+        rest.find("near.example.org:8060") < rest.find("down.example.org:8060"),
+        "{top}"
+    );
+    assert!(top.contains(r#"<span class="lab">failing</span>"#), "{top}");
+    // The JSON: the failing target last.
+    let ranked: Vec<(&str, bool)> = json["now"][0]["ranked"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["target"].as_str().unwrap(),
+                r["failing"].as_bool().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        ranked,
+        [
+            ("near.example.org:8060", false),
+            ("far.example.org:8060", false),
+            ("down.example.org:8060", true)
+        ]
+    );
+}

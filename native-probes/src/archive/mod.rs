@@ -33,7 +33,7 @@ use query::Filter;
 use row::Row;
 use spool::Spool;
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -62,6 +62,30 @@ impl ArchiveConfig {
             fsync: true,
             clickhouse: None,
         }
+    }
+
+    /// Refuses, before anything is made, a SQLite file or a spool in a folder that does not
+    /// exist (a typo in the path must not make folders and put the archive somewhere
+    /// unexpected), as every command that makes an archive does
+    /// ([`sqlite::Sqlite::can_create`]).
+    pub fn check_folders(&self) -> Result<()> {
+        if std::fs::symlink_metadata(&self.sqlite).is_err() {
+            sqlite::Sqlite::can_create(&self.sqlite)?;
+        }
+        if std::fs::symlink_metadata(&self.spool).is_err() {
+            let dir = match self.spool.parent() {
+                Some(d) if !d.as_os_str().is_empty() => d,
+                _ => std::path::Path::new("."),
+            };
+            if !dir.is_dir() {
+                anyhow::bail!(
+                    "{}: create the spool: no such directory {}",
+                    self.spool.display(),
+                    dir.display()
+                );
+            }
+        }
+        Ok(())
     }
 }
 
@@ -315,7 +339,8 @@ impl Archive {
             let dir = cfg.spool.join(name);
             let spool = Arc::new(Mutex::new(Spool::open(&dir, cfg.fsync)?));
             let stats = Arc::new(DestStats::default());
-            let b = spool::backlog(&dir);
+            // Not what other processes sharing the spool are writing: theirs to say.
+            let b = spool::backlog_of(&dir, None);
             stats.backlog.store(b.lines, Ordering::Relaxed);
             stats
                 .oldest_ms
@@ -530,6 +555,9 @@ fn ship(
             let _ = sp.rotate(now);
             note_held(&sp, stats)
         };
+        // Segments left open by another process that is gone (a crash, a kill): closed, to
+        // be shipped; those a live process writes are its own.
+        let _ = spool::recover(&dir);
         let segs = spool::segments(&dir).unwrap_or_default();
         if segs.is_empty() {
             if stop.is_set() {
@@ -539,19 +567,24 @@ fn ship(
             continue;
         }
         let mut failed = None;
+        let mut shipped = 0;
         for seg_path in segs {
-            let result = (|| -> Result<u64> {
+            let result = (|| -> Result<Option<u64>> {
+                // Another process's shipper may be moving it: left to it.
+                let Some(mut claim) = spool::claim(&seg_path)? else {
+                    return Ok(None);
+                };
                 if store.is_none() {
                     store = Some(open()?);
                 }
-                let seg = spool::read(&seg_path)?;
+                let seg = claim.read()?;
                 let lines = (seg.records.len() + seg.runs.len() + seg.damaged) as u64;
                 store.as_mut().expect("opened above").write(
                     &seg,
                     &spool::batch_name(&seg_path),
                     wall_ms(),
                 )?;
-                std::fs::remove_file(&seg_path)?;
+                claim.done()?;
                 if seg.damaged > 0 {
                     *stats.last_error.lock().unwrap_or_else(|p| p.into_inner()) = Some(format!(
                         "{}: {} damaged spool lines skipped",
@@ -559,10 +592,12 @@ fn ship(
                         seg.damaged
                     ));
                 }
-                Ok(lines)
+                Ok(Some(lines))
             })();
             match result {
-                Ok(lines) => {
+                Ok(None) => {}
+                Ok(Some(lines)) => {
+                    shipped += 1;
                     backoff.succeeded();
                     stats.failing.store(false, Ordering::Relaxed);
                     stats.shipped.fetch_add(lines, Ordering::Relaxed);
@@ -575,8 +610,13 @@ fn ship(
                 }
             }
         }
-        // The oldest line still waiting.
-        let b = spool::backlog(&dir);
+        // The oldest line still waiting (the closed segments, and this process's open one).
+        let own = spool
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .open_path()
+            .map(Path::to_path_buf);
+        let b = spool::backlog_of(&dir, own.as_deref());
         stats
             .oldest_ms
             .store(b.oldest_ms.unwrap_or(0), Ordering::Relaxed);
@@ -598,10 +638,21 @@ fn ship(
             } else if stop.wait_timeout(wait) && wall_ms() >= drain_until.load(Ordering::Relaxed) {
                 return;
             }
-        } else if let Some(Store::Sqlite(db)) = store.as_mut() {
-            if wall_ms() - pruned > DAY {
-                pruned = wall_ms();
-                let _ = db.prune_batches(pruned - 7 * DAY);
+        } else {
+            if let Some(Store::Sqlite(db)) = store.as_mut() {
+                if wall_ms() - pruned > DAY {
+                    pruned = wall_ms();
+                    let _ = db.prune_batches(pruned - 7 * DAY);
+                }
+            }
+            if shipped == 0 {
+                // Every segment was another shipper's: a moment for it to finish (a wait
+                // the stop, once raised, no longer cuts short).
+                if stop.is_set() {
+                    std::thread::sleep(Duration::from_millis(50));
+                } else {
+                    stop.wait_timeout(Duration::from_millis(200));
+                }
             }
         }
     }

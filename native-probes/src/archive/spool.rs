@@ -6,7 +6,17 @@
 //!
 //! A segment is written as `NAME.open` and renamed `NAME.seg` when closed (after
 //! `max_lines` lines or `max_age` of age); names begin with the time of their first line,
-//! so they sort in time order. A `.open` file left by a crash is closed on the next start.
+//! so they sort in time order.
+//!
+//! Several processes may share a spool (two campaigns on one archive, `nowcast tcp
+//! --archive` beside a campaign). Each holds an exclusive `flock` on the segment it writes,
+//! taken before the segment is named `.open` (it is made as `NAME.new`), and kept until it
+//! is closed; the kernel releases it when the process ends, however it ends. So a `.open`
+//! segment whose lock can be taken was left by a writer that is gone (a crash, a kill), and
+//! is closed by the next process that looks ([`recover`]: when a spool is opened, and by
+//! every shipper as it goes); one whose lock is held is a live writer's, and is left alone.
+//! A shipper holds the same lock on a closed segment while it moves it ([`claim`]), so that
+//! two shippers never write one segment at once.
 //!
 //! A spool left empty is removed at the end ([`Spool::remove_if_empty`]), its folder and
 //! the folder of spools it is in, so that a run that archived everything leaves only the
@@ -22,8 +32,11 @@ use crate::when::Ms;
 use anyhow::{Context, Result};
 use nowcast_core::record::Record;
 use std::fs::{self, File, OpenOptions};
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader, Seek, Write};
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 /// Lines per segment at most.
 pub const MAX_LINES: usize = 20_000;
@@ -32,6 +45,33 @@ pub const MAX_AGE_MS: Ms = 1_000;
 /// Lines held in memory at most (bytes) while the spool cannot be written: beyond it an
 /// append is refused with the error.
 pub const MAX_HELD_BYTES: usize = 64 << 20;
+/// A `NAME.new` segment (made, not yet locked and named `.open`) older than this, whose lock
+/// can be taken, was left by a writer that died in between: it is empty, and removed.
+const STALE_NEW: Duration = Duration::from_secs(60);
+
+/// Takes an exclusive `flock` on `f` without waiting: true when taken, false when another
+/// open file (in this process or another) holds it. Released when `f` is closed, or by the
+/// kernel when the process ends.
+pub fn try_lock(f: &File) -> std::io::Result<bool> {
+    // SAFETY: flock on a descriptor `f` keeps open; no memory is involved.
+    if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+        return Ok(true);
+    }
+    let e = std::io::Error::last_os_error();
+    if e.kind() == std::io::ErrorKind::WouldBlock {
+        Ok(false)
+    } else {
+        Err(e)
+    }
+}
+
+/// Whether `path` still names the file `f` has open (not renamed or removed since).
+pub fn still_named(f: &File, path: &Path) -> bool {
+    match (f.metadata(), fs::metadata(path)) {
+        (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
+        _ => false,
+    }
+}
 
 struct Open {
     path: PathBuf,
@@ -79,16 +119,11 @@ pub struct Backlog {
 }
 
 impl Spool {
-    /// The spool in `dir` (created if need be); segments left open by a crash are closed.
+    /// The spool in `dir` (created if need be); segments left open by a writer that is gone
+    /// are closed ([`recover`]), those another process is writing are left to it.
     pub fn open(dir: &Path, fsync: bool) -> Result<Spool> {
         fs::create_dir_all(dir).with_context(|| format!("{}: create the spool", dir.display()))?;
-        for entry in fs::read_dir(dir)? {
-            let p = entry?.path();
-            if p.extension().is_some_and(|e| e == "open") {
-                fs::rename(&p, p.with_extension("seg"))
-                    .with_context(|| format!("{}: close", p.display()))?;
-            }
-        }
+        recover(dir)?;
         Ok(Spool {
             dir: dir.to_path_buf(),
             open: None,
@@ -100,6 +135,11 @@ impl Spool {
 
     pub fn dir(&self) -> &Path {
         &self.dir
+    }
+
+    /// The segment this spool is writing, if one is open.
+    pub fn open_path(&self) -> Option<&Path> {
+        self.open.as_ref().map(|o| o.path.as_path())
     }
 
     /// Appends records and rows, durably when `fsync` is set; returns the lines taken.
@@ -164,7 +204,10 @@ impl Spool {
             self.seq += 1;
             let name = format!("{:013}-{}-{:06}", now.max(0), std::process::id(), self.seq);
             let path = self.dir.join(format!("{name}.open"));
-            let create = || OpenOptions::new().create_new(true).append(true).open(&path);
+            // Made under another name and locked before it is named `.open`: a `.open`
+            // segment whose lock is free is one whose writer is gone ([`recover`]).
+            let new = self.dir.join(format!("{name}.new"));
+            let create = || OpenOptions::new().create_new(true).append(true).open(&new);
             let file = match create() {
                 // Removed when it was empty, by another run sharing it ([`Spool::remove_if_empty`]).
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
@@ -173,6 +216,17 @@ impl Spool {
                 file => file,
             }
             .with_context(|| format!("{}: create", path.display()))?;
+            let named = try_lock(&file).and_then(|locked| {
+                if locked {
+                    fs::rename(&new, &path)
+                } else {
+                    Err(std::io::Error::other("locked by another process"))
+                }
+            });
+            if let Err(e) = named {
+                let _ = fs::remove_file(&new);
+                return Err(e).with_context(|| format!("{}: lock", path.display()));
+            }
             self.open = Some(Open {
                 path,
                 file,
@@ -254,6 +308,108 @@ impl Spool {
     }
 }
 
+/// Closes the segments of `dir` whose writer is gone: each `.open` segment whose lock can be
+/// taken is renamed `.seg`, for a shipper to take. A segment whose lock is held is being
+/// written (by this process or another) and is left alone. Returns how many were closed.
+pub fn recover(dir: &Path) -> Result<usize> {
+    let rd = match fs::read_dir(dir) {
+        Ok(rd) => rd,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
+        Err(e) => return Err(e).with_context(|| format!("{}: list", dir.display())),
+    };
+    let mut closed = 0;
+    for p in rd.filter_map(|e| e.ok().map(|e| e.path())) {
+        let ext = p.extension().and_then(|e| e.to_str()).unwrap_or_default();
+        if ext != "open" && ext != "new" {
+            continue;
+        }
+        // A new segment is locked by its writer just after it is made, not atomically with
+        // it: one that is young is left alone, unlocked or not (taking its lock even for a
+        // moment could make its writer fail to take it).
+        if ext == "new" {
+            let old = fs::metadata(&p)
+                .and_then(|m| m.modified())
+                .ok()
+                .and_then(|t| t.elapsed().ok())
+                .is_some_and(|age| age > STALE_NEW);
+            if !old {
+                continue;
+            }
+        }
+        let f = match File::open(&p) {
+            Ok(f) => f,
+            // Closed, or recovered by another process, since the listing.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(e).with_context(|| format!("{}: open", p.display())),
+        };
+        if !try_lock(&f).with_context(|| format!("{}: lock", p.display()))? || !still_named(&f, &p)
+        {
+            continue;
+        }
+        if ext == "new" {
+            // Old, and its lock free: made by a writer that died before naming it `.open`;
+            // nothing was written to it.
+            let _ = fs::remove_file(&p);
+            continue;
+        }
+        match fs::rename(&p, p.with_extension("seg")) {
+            Ok(()) => closed += 1,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e).with_context(|| format!("{}: close", p.display())),
+        }
+    }
+    Ok(closed)
+}
+
+/// A closed segment a shipper holds (its lock), so that no other shipper moves it meanwhile.
+pub struct Claim {
+    path: PathBuf,
+    file: File,
+}
+
+/// Takes the closed segment `path` for shipping: `None` when another process holds it (its
+/// shipper moving it), or it is gone (shipped meanwhile).
+pub fn claim(path: &Path) -> Result<Option<Claim>> {
+    let file = match File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e).with_context(|| format!("{}: open", path.display())),
+    };
+    if !try_lock(&file).with_context(|| format!("{}: lock", path.display()))?
+        || !still_named(&file, path)
+    {
+        return Ok(None);
+    }
+    Ok(Some(Claim {
+        path: path.to_path_buf(),
+        file,
+    }))
+}
+
+impl Claim {
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// What the segment holds.
+    pub fn read(&mut self) -> Result<Segment> {
+        self.file
+            .rewind()
+            .with_context(|| format!("{}: read", self.path.display()))?;
+        Ok(read_from(&self.file))
+    }
+
+    /// The segment is in the archive: removed (then unlocked).
+    pub fn done(self) -> Result<()> {
+        match fs::remove_file(&self.path) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                Err(e).with_context(|| format!("{}: remove", self.path.display()))
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
 /// The closed segments of `dir`, oldest first.
 pub fn segments(dir: &Path) -> Result<Vec<PathBuf>> {
     let mut out: Vec<PathBuf> = match fs::read_dir(dir) {
@@ -271,6 +427,10 @@ pub fn segments(dir: &Path) -> Result<Vec<PathBuf>> {
 /// Reads a segment.
 pub fn read(path: &Path) -> Result<Segment> {
     let f = File::open(path).with_context(|| format!("{}: open", path.display()))?;
+    Ok(read_from(&f))
+}
+
+fn read_from(f: &File) -> Segment {
     let mut seg = Segment::default();
     for line in BufReader::new(f).lines() {
         let Ok(line) = line else {
@@ -290,7 +450,7 @@ pub fn read(path: &Path) -> Result<Segment> {
             _ => seg.damaged += 1,
         }
     }
-    Ok(seg)
+    seg
 }
 
 /// The batch name of a segment: its file name without the extension.
@@ -300,14 +460,29 @@ pub fn batch_name(path: &Path) -> String {
         .unwrap_or_default()
 }
 
-/// What waits in `dir`, open segment included.
+/// What waits in `dir`, open segments included (every process's).
 pub fn backlog(dir: &Path) -> Backlog {
+    backlog_where(dir, |_| true)
+}
+
+/// What waits in `dir` for one process's figures: the closed segments (whichever shipper
+/// moves them) and its own open segment `own`, not those other processes are writing.
+pub fn backlog_of(dir: &Path, own: Option<&Path>) -> Backlog {
+    backlog_where(dir, |p| own == Some(p))
+}
+
+fn backlog_where(dir: &Path, open_counts: impl Fn(&Path) -> bool) -> Backlog {
     let mut b = Backlog::default();
     let Ok(rd) = fs::read_dir(dir) else {
         return b;
     };
     for p in rd.filter_map(|e| e.ok().map(|e| e.path())) {
-        if !p.extension().is_some_and(|e| e == "seg" || e == "open") {
+        let counted = match p.extension().and_then(|e| e.to_str()) {
+            Some("seg") => true,
+            Some("open") => open_counts(&p),
+            _ => false,
+        };
+        if !counted {
             continue;
         }
         let first: Option<Ms> = batch_name(&p)
@@ -367,6 +542,47 @@ mod tests {
         assert_eq!((seg.records.len(), seg.damaged), (1, 1));
         assert_eq!(read(&segs[0]).unwrap().records, vec![r.clone(), r]);
         assert_eq!(backlog(&dir).oldest_ms, Some(1_000));
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// Two processes' spools in one folder (here two in one process: a `flock` is held per
+    /// open file): opening the second leaves the first's open segment alone, a closed
+    /// segment is shipped by one shipper at a time, and an open segment whose writer is gone
+    /// is closed by the next that looks.
+    #[test]
+    fn a_segment_being_written_is_left_to_its_writer() {
+        let dir = std::env::temp_dir().join(format!("nowcast-spool-live-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        let r = Record::new(1_000.0, "nowcast tcp", Metric::Rtt, 1.5, "h:1");
+        let mut a = Spool::open(&dir, false).unwrap();
+        a.append(std::slice::from_ref(&r), &[], 1_000).unwrap();
+        let a_open = a.open_path().unwrap().to_path_buf();
+        let mut b = Spool::open(&dir, false).unwrap();
+        assert!(a_open.exists(), "the live writer's segment was taken");
+        assert!(segments(&dir).unwrap().is_empty());
+        assert_eq!(recover(&dir).unwrap(), 0);
+        // The writer goes on, and closes its segment with every line.
+        a.append(std::slice::from_ref(&r), &[], 1_100).unwrap();
+        b.append(std::slice::from_ref(&r), &[], 1_200).unwrap();
+        assert_eq!(backlog(&dir).lines, 3);
+        assert_eq!(backlog_of(&dir, a.open_path()).lines, 2);
+        a.close().unwrap();
+        let segs = segments(&dir).unwrap();
+        assert_eq!(segs.len(), 1);
+        let mut c = claim(&segs[0]).unwrap().expect("free");
+        assert!(
+            claim(&segs[0]).unwrap().is_none(),
+            "held by the first shipper"
+        );
+        assert_eq!(c.read().unwrap().records, vec![r.clone(), r.clone()]);
+        c.done().unwrap();
+        assert!(claim(&segs[0]).unwrap().is_none(), "gone");
+        // The other writer dies (its file closed without a close): the next look closes it.
+        let b_open = b.open_path().unwrap().to_path_buf();
+        drop(b);
+        assert_eq!(recover(&dir).unwrap(), 1);
+        assert!(!b_open.exists());
+        assert_eq!(segments(&dir).unwrap().len(), 1);
         fs::remove_dir_all(&dir).unwrap();
     }
 

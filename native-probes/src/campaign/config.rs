@@ -94,7 +94,7 @@ struct ClickhouseFile {
 #[serde(deny_unknown_fields)]
 struct TargetFile {
     name: Spanned<String>,
-    host: String,
+    host: Spanned<String>,
     port: Option<u16>,
     udp_port: Option<u16>,
     iperf3_port: Option<u16>,
@@ -325,6 +325,55 @@ fn bad_name(name: &str) -> Option<String> {
     control(name).map(|c| format!("a name must not contain control characters ({c})"))
 }
 
+/// Why `host` cannot be a target's host, if it cannot: empty, with spaces, a URL, or with
+/// a port (which goes in `port =`; `127.0.0.1:18061` was taken for an IPv6 address and
+/// never resolved). A host name, an IPv4 address or an IPv6 one, bare or in brackets, can.
+fn bad_host(host: &str) -> Option<String> {
+    use std::net::Ipv6Addr;
+    if host.trim().is_empty() {
+        return Some(
+            "host is empty: give the target's host name or IP address (host = \"10.0.0.2\")".into(),
+        );
+    }
+    let quoted = shown(host);
+    if host.contains("://") {
+        return Some(format!(
+            "host '{quoted}' is a URL: give its host name alone (an HTTP probe's URL goes in `url =`)"
+        ));
+    }
+    if host.chars().any(char::is_whitespace) {
+        return Some(format!(
+            "host '{quoted}' contains a space: give one host name or IP address"
+        ));
+    }
+    if let Some(inner) = host.strip_prefix('[') {
+        return match inner.split_once(']') {
+            Some((addr, "")) if addr.parse::<Ipv6Addr>().is_ok() => None,
+            Some((addr, rest)) => match rest.strip_prefix(':').map(str::parse::<u16>) {
+                Some(Ok(port)) if addr.parse::<Ipv6Addr>().is_ok() => Some(format!(
+                    "host '{quoted}' includes a port: put the port in `port =` (host = \"{addr}\", port = {port})"
+                )),
+                _ => Some(format!("host '{quoted}' is not an IPv6 address in brackets")),
+            },
+            None => Some(format!("host '{quoted}' is not an IPv6 address in brackets")),
+        };
+    }
+    if !host.contains(':') || host.parse::<Ipv6Addr>().is_ok() {
+        return None;
+    }
+    match host.rsplit_once(':') {
+        Some((name, port)) if !name.is_empty() && !name.contains(':') && port.parse::<u16>().is_ok() => {
+            Some(format!(
+                "host '{quoted}' includes a port: put the port in `port =` (host = \"{}\", port = {port})",
+                shown(name)
+            ))
+        }
+        _ => Some(format!(
+            "host '{quoted}' is neither a host name nor an IP address"
+        )),
+    }
+}
+
 /// The first control character in `s`, escaped.
 fn control(s: &str) -> Option<String> {
     s.chars()
@@ -418,7 +467,7 @@ fn parse_text(text: &str, dir: &Path, stem: &str) -> Result<Campaign> {
             );
         }
         index.names.insert(t.name.get_ref(), i);
-        let texts = [("host", &t.host)]
+        let texts = [("host", t.host.get_ref())]
             .into_iter()
             .chain(t.url.iter().map(|u| ("url", u)))
             .chain(t.groups.iter().map(|g| ("groups", g)))
@@ -427,6 +476,14 @@ fn parse_text(text: &str, dir: &Path, stem: &str) -> Result<Campaign> {
             if let Some(c) = control(s) {
                 bail!("{what}: {key}: no control characters ({c})");
             }
+        }
+        if let Some(why) = bad_host(t.host.get_ref()) {
+            // The host's own line, which may not be the name's.
+            bail!(
+                "line {}: target '{}': {why}",
+                lines.of(t.host.span()),
+                shown(t.name.get_ref())
+            );
         }
         for g in &t.groups {
             index.groups.entry(g).or_default().push(i);
@@ -442,7 +499,7 @@ fn parse_text(text: &str, dir: &Path, stem: &str) -> Result<Campaign> {
         }
         targets.push(Target {
             name: t.name.get_ref().clone(),
-            host: t.host.clone(),
+            host: t.host.get_ref().clone(),
             port: t.port.unwrap_or(DEFAULT_PORT),
             udp_port: t.udp_port.or(t.port).unwrap_or(DEFAULT_PORT),
             iperf3_port: t.iperf3_port.unwrap_or(5201),
@@ -991,6 +1048,8 @@ mod tests {
             ("[[probes]]\nname = \"p\"\nkind = \"ping\"\nevery = \"1m\"\nprogram = \"ping\\n\"\n", "program: no control characters (\\n)"),
             ("[[targets]]\nname = \"a\"\nhost = \"127.0.0.2\"\n", "line 5: target 'a' is named twice (first on line 2)"),
             ("[[targets]]\nname = \"b\"\nhost = \"127.0.0.2\\r\"\n", "line 5: target 'b': host: no control characters (\\r)"),
+            ("[[targets]]\nname = \"b\"\nhost = \"10.0.0.1:80\"\n", "line 6: target 'b': host '10.0.0.1:80' includes a port: put the port in `port =` (host = \"10.0.0.1\", port = 80)"),
+            ("[[targets]]\nname = \"b\"\nhost = \"\"\n", "line 6: target 'b': host is empty"),
         ];
         for (probe, says) in rows {
             let e = format!(

@@ -472,17 +472,18 @@ impl Plan {
     }
 
     /// The records that stand for `job`'s run `run` when it measured nothing: one per metric
-    /// of the probe, status `timeout` for a killed run (with its bound) and `error`
-    /// otherwise, the reason in `error`. A run that failed on its own already gave such
-    /// records.
-    pub fn records_for_run(&self, run: &RunLog, job: usize, bound_ms: Ms) -> Vec<Record> {
+    /// of the probe, status `timeout` for a run killed at its bound `bound_ms` (given as
+    /// `timeout_ms`) and `error` otherwise (skipped, missed, or killed with no bound given:
+    /// the campaign stopped and its grace ran out, which says nothing of the path), the
+    /// reason in `error`. A run that failed on its own already gave such records.
+    pub fn records_for_run(&self, run: &RunLog, job: usize, bound_ms: Option<Ms>) -> Vec<Record> {
         let spec = self.probe(job);
         let target = self.target(job);
         let to = target.record_to(&spec.kind);
-        let status = match run.outcome {
-            Outcome::Ok | Outcome::Failed => return Vec::new(),
-            Outcome::Killed => Status::Timeout,
-            Outcome::Skipped | Outcome::Missed => Status::Error,
+        let (status, bound_ms) = match (run.outcome, bound_ms) {
+            (Outcome::Ok | Outcome::Failed, _) => return Vec::new(),
+            (Outcome::Killed, Some(b)) => (Status::Timeout, b),
+            (Outcome::Killed, None) | (Outcome::Skipped | Outcome::Missed, _) => (Status::Error, 0),
         };
         let reason = format!(
             "{} {}: {}",

@@ -2,6 +2,9 @@
 //! on a thread of its own, kills what overran, writes records and the run log to the
 //! [`Archive`], serves `/metrics`, and on SIGTERM stops starting runs, waits for those in
 //! flight (at most the shutdown grace), then kills and records the rest.
+//!
+//! A campaign runs once per archive at a time ([`CampaignLock`]): a second copy would
+//! measure every target twice and its run log rows would collide with the first's.
 
 use super::config::Campaign;
 use super::metrics::{self, Snapshot};
@@ -14,8 +17,10 @@ use crate::stop::Stop;
 use crate::when::{human, Ms};
 use anyhow::{Context, Result};
 use nowcast_core::record::{Record, Status};
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::fs::{self, File, OpenOptions};
 use std::io::Write;
+use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -38,6 +43,172 @@ struct Done {
 
 struct Flight {
     cancel: Arc<Cancel>,
+    /// `job run id`, for the line a second signal prints.
+    name: String,
+}
+
+/// The lock file of campaign `name` on the SQLite file `sqlite`: beside it,
+/// `FILE.NAME.lock` (a name unsafe in a file name, or too long, by its hash). Two paths to
+/// one archive give one lock file (the folder is made canonical).
+pub fn lock_path(sqlite: &Path, name: &str) -> PathBuf {
+    let dir = match sqlite.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let dir = dir.canonicalize().unwrap_or_else(|_| dir.to_path_buf());
+    let file = sqlite
+        .file_name()
+        .map(|f| f.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let plain = name
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+    let name = if plain && file.len() + name.len() < 200 {
+        name.to_string()
+    } else {
+        // FNV-1a: the same on every run and machine.
+        let h = name.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
+        });
+        format!("campaign-{h:016x}")
+    };
+    let file: String = file.chars().take(100).collect();
+    dir.join(format!("{file}.{name}.lock"))
+}
+
+/// Held while a campaign runs: an exclusive `flock` on its lock file ([`lock_path`]), which
+/// holds its pid. The kernel releases it when the process ends, however it ends (a crash,
+/// SIGKILL), so a lock file left behind takes nothing; a clean end removes it.
+pub struct CampaignLock {
+    path: PathBuf,
+    _file: File,
+}
+
+impl CampaignLock {
+    /// Takes the lock of campaign `name` on `sqlite`, or says which process holds it.
+    pub fn take(sqlite: &Path, name: &str) -> Result<CampaignLock> {
+        let path = lock_path(sqlite, name);
+        for attempt in 0.. {
+            let file = OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(false)
+                .open(&path)
+                .with_context(|| format!("{}: create the campaign's lock", path.display()))?;
+            if !spool::try_lock(&file).with_context(|| format!("{}: lock", path.display()))? {
+                // `campaign status` looks at the lock for a moment: not a campaign.
+                if attempt < 10 {
+                    std::thread::sleep(Duration::from_millis(20));
+                    continue;
+                }
+                let pid = holder_pid(&path);
+                anyhow::bail!(
+                    "campaign '{name}' is already running on the archive {} ({}; its lock is {}): \
+                     stop it first (SIGTERM), or give this campaign another name",
+                    sqlite.display(),
+                    pid.map_or("its pid is not known".into(), |p| format!("pid {p}")),
+                    path.display()
+                );
+            }
+            // Removed by the run that held it as it ended: a new file is made.
+            if !spool::still_named(&file, &path) {
+                continue;
+            }
+            let mut f = &file;
+            f.set_len(0)
+                .and_then(|()| writeln!(f, "{}", std::process::id()))
+                .with_context(|| format!("{}: write", path.display()))?;
+            return Ok(CampaignLock { path, _file: file });
+        }
+        unreachable!("the loop returns")
+    }
+}
+
+impl Drop for CampaignLock {
+    fn drop(&mut self) {
+        // Removed while it is held: a process that opened it meanwhile and then takes it
+        // sees that it is no longer named, and makes a new one.
+        let _ = fs::remove_file(&self.path);
+    }
+}
+
+fn holder_pid(path: &Path) -> Option<u32> {
+    fs::read_to_string(path).ok()?.trim().parse().ok()
+}
+
+/// Whether campaign `name` runs on `sqlite` now (a process holds its lock): `None` when it
+/// does not, else the pid it wrote (if readable). Nothing is made: no lock file, no lock.
+pub fn holder(sqlite: &Path, name: &str) -> Option<Option<u32>> {
+    let path = lock_path(sqlite, name);
+    let file = File::open(&path).ok()?;
+    match spool::try_lock(&file) {
+        // Taken, so nobody held it; released as the file closes.
+        Ok(true) => None,
+        Ok(false) => Some(holder_pid(&path)),
+        Err(_) => None,
+    }
+}
+
+/// What a second signal abandons, kept up to date by the loop for the line it prints.
+#[derive(Default)]
+struct Abandon {
+    /// The runs in flight, `job run id`.
+    runs: Vec<String>,
+    /// Per destination, lines in its spool (on disk, for the next start) and held in memory.
+    archives: Vec<(&'static str, u64, u64)>,
+    spool: PathBuf,
+}
+
+impl Abandon {
+    fn said(&self) -> String {
+        let mut out = String::from("second signal: exiting now");
+        if !self.runs.is_empty() {
+            out.push_str(&format!(
+                "; not recorded: {} in flight ({})",
+                crate::format::count(self.runs.len() as u64, "run"),
+                self.runs.join(", ")
+            ));
+        }
+        let spooled: Vec<&(&str, u64, u64)> = self.archives.iter().filter(|a| a.1 > 0).collect();
+        let lines = |n: u64| crate::format::count(n, "line");
+        match spooled[..] {
+            [] if self.runs.is_empty() => out.push_str("; everything is in the archive"),
+            [] => out.push_str("; everything else is in the archive"),
+            [a] if self.archives.len() == 1 => out.push_str(&format!(
+                "; {} wait{} in the spool {} for the next start",
+                lines(a.1),
+                if a.1 == 1 { "s" } else { "" },
+                self.spool.display()
+            )),
+            _ => out.push_str(&format!(
+                "; {} wait in the spool {} for the next start",
+                spooled
+                    .iter()
+                    .map(|a| format!("{} for {}", lines(a.1), a.0))
+                    .collect::<Vec<_>>()
+                    .join(" and "),
+                self.spool.display()
+            )),
+        }
+        let held: u64 = self.archives.iter().map(|a| a.2).sum();
+        if held > 0 {
+            out.push_str(&format!(
+                "; {} held in memory (the spool could not be written) are lost",
+                crate::format::count(held, "line")
+            ));
+        }
+        out
+    }
+}
+
+/// Clears the line a second signal prints when the run ends.
+struct Farewell;
+
+impl Drop for Farewell {
+    fn drop(&mut self) {
+        crate::stop::on_second_signal(None);
+    }
 }
 
 /// What a finished campaign did.
@@ -58,14 +229,18 @@ pub fn catch_up(cfg: &ArchiveConfig) -> Result<()> {
     }
     let mut db = Sqlite::open(&cfg.sqlite)?;
     for s in segs {
-        let seg = spool::read(&s)?;
+        // Another process sharing the spool may be shipping it: left to it.
+        let Some(mut claim) = spool::claim(&s)? else {
+            continue;
+        };
+        let seg = claim.read()?;
         db.write(
             &seg.records,
             &seg.runs,
             Some(&spool::batch_name(&s)),
             now_ms(),
         )?;
-        std::fs::remove_file(&s)?;
+        claim.done()?;
     }
     Ok(())
 }
@@ -96,7 +271,7 @@ fn judge(records: &[Record]) -> Finish {
             (None, Status::Timeout) => format!(
                 "{} timed out after {} ms",
                 r.metric.name(),
-                r.timeout_ms.unwrap_or(0.0)
+                crate::format::significant(r.timeout_ms.unwrap_or(0.0))
             ),
             _ => "no measurement".into(),
         }),
@@ -106,7 +281,11 @@ fn judge(records: &[Record]) -> Finish {
 /// Runs `c` until `stop`; `say` gets a line for each run that did not go well and for the
 /// start and end.
 pub fn run(c: &Campaign, stop: &Stop, say: &mut dyn Write) -> Result<Summary> {
-    // The metrics port first: a port already taken is the operator's mistake to hear of at
+    // Nothing is made in a folder that does not exist; then the lock, so that a copy
+    // already running is named before anything else is tried.
+    c.archive.check_folders()?;
+    let _lock = CampaignLock::take(&c.archive.sqlite, &c.plan.name)?;
+    // The metrics port next: a port already taken is the operator's mistake to hear of at
     // once, before the archive is opened and the spool left by the last run is written.
     let metrics_listener = c
         .metrics
@@ -126,11 +305,11 @@ pub fn run(c: &Campaign, stop: &Stop, say: &mut dyn Write) -> Result<Summary> {
         .collect();
     let _ = writeln!(
         say,
-        "nowcast campaign {}: {} targets, {} probes, {} jobs; archive {}{}{}",
+        "nowcast campaign {}: {}, {}, {}; archive {}{}{}",
         plan.name,
-        plan.targets.len(),
-        plan.probes.len(),
-        plan.jobs.len(),
+        crate::format::count(plan.targets.len() as u64, "target"),
+        crate::format::count(plan.probes.len() as u64, "probe"),
+        crate::format::count(plan.jobs.len() as u64, "job"),
         c.archive.sqlite.display(),
         c.archive
             .clickhouse
@@ -140,7 +319,10 @@ pub fn run(c: &Campaign, stop: &Stop, say: &mut dyn Write) -> Result<Summary> {
         if resume.jobs.is_empty() {
             String::new()
         } else {
-            format!("; resumed {} jobs from the run log", resume.jobs.len())
+            format!(
+                "; resumed {} from the run log",
+                crate::format::count(resume.jobs.len() as u64, "job")
+            )
         }
     );
     let snapshot = Arc::new(Mutex::new(Snapshot {
@@ -166,8 +348,23 @@ pub fn run(c: &Campaign, stop: &Stop, say: &mut dyn Write) -> Result<Summary> {
         }
         None => None,
     };
+    // A second signal exits at once: it says what that abandons.
+    let abandon = Arc::new(Mutex::new(Abandon {
+        spool: c.archive.spool.clone(),
+        ..Abandon::default()
+    }));
+    let _farewell = Farewell;
+    {
+        let abandon = abandon.clone();
+        crate::stop::on_second_signal(Some(Box::new(move || {
+            abandon.lock().unwrap_or_else(|p| p.into_inner()).said()
+        })));
+    }
     let (tx, rx) = mpsc::channel::<Done>();
     let mut flights: HashMap<u64, Flight> = HashMap::new();
+    // Runs killed because the grace ran out (not at their bound): their rows and records
+    // say so.
+    let mut stopped_kills: HashSet<u64> = HashSet::new();
     let mut sets: HashMap<usize, SeriesSet> = HashMap::new();
     let mut summary = Summary::default();
     let mut delays: VecDeque<f64> = VecDeque::with_capacity(1000);
@@ -182,8 +379,9 @@ pub fn run(c: &Campaign, stop: &Stop, say: &mut dyn Write) -> Result<Summary> {
             stopping = Some(Instant::now());
             let _ = writeln!(
                 say,
-                "stopping: {} runs in flight get up to {} to finish",
-                sched.in_flight(),
+                "stopping: {} in flight get{} up to {} to finish",
+                crate::format::count(sched.in_flight() as u64, "run"),
+                if sched.in_flight() == 1 { "s" } else { "" },
                 human(c.shutdown_grace.as_millis() as Ms)
             );
             sched.stop(now);
@@ -192,7 +390,13 @@ pub fn run(c: &Campaign, stop: &Stop, say: &mut dyn Write) -> Result<Summary> {
         if let Some(t) = stopping {
             if t.elapsed() >= c.shutdown_grace && !killed_all {
                 killed_all = true;
-                actions.extend(sched.kill_all());
+                let kills = sched.kill_all();
+                for k in &kills {
+                    if let Action::Kill { id } = k {
+                        stopped_kills.insert(*id);
+                    }
+                }
+                actions.extend(kills);
             }
         }
         for a in actions {
@@ -207,6 +411,7 @@ pub fn run(c: &Campaign, stop: &Stop, say: &mut dyn Write) -> Result<Summary> {
                         spec.id,
                         Flight {
                             cancel: cancel.clone(),
+                            name: format!("{} run {}", plan.jobs[spec.job].key, spec.id),
                         },
                     );
                     let set = sets.remove(&spec.job);
@@ -215,17 +420,23 @@ pub fn run(c: &Campaign, stop: &Stop, say: &mut dyn Write) -> Result<Summary> {
                 Action::Kill { id } => {
                     if let Some(f) = flights.get(&id) {
                         let (cancel, tx) = (f.cancel.clone(), tx.clone());
-                        let bound = sched.run(id).map_or(0, |r| r.bound_ms);
+                        let why = if stopped_kills.contains(&id) {
+                            format!(
+                                "stopped: the campaign was stopped and the run outlasted the \
+                                 shutdown grace of {}",
+                                exact(c.shutdown_grace.as_millis() as Ms)
+                            )
+                        } else {
+                            let bound = sched.run(id).map_or(0, |r| r.bound_ms);
+                            format!("overran its bound of {}", exact(bound))
+                        };
                         std::thread::Builder::new()
                             .name("kill".into())
                             .spawn(move || {
                                 let how = cancel.kill();
                                 let _ = tx.send(Done {
                                     id,
-                                    finish: Finish::Killed(format!(
-                                        "overran its bound of {}: {how}",
-                                        exact(bound)
-                                    )),
+                                    finish: Finish::Killed(format!("{why}: {how}")),
                                     records: Vec::new(),
                                     set: None,
                                 });
@@ -234,8 +445,14 @@ pub fn run(c: &Campaign, stop: &Stop, say: &mut dyn Write) -> Result<Summary> {
                 }
                 Action::Log(row) => {
                     let job = job_index.get(&row.job).copied();
+                    // A run killed at its bound timed out; one killed by the stop did not.
+                    let stopped = stopped_kills.remove(&row.id);
                     let records = match job {
-                        Some(j) => plan.records_for_run(&row, j, plan.probe(j).bound_ms),
+                        Some(j) => plan.records_for_run(
+                            &row,
+                            j,
+                            (!stopped).then(|| plan.probe(j).bound_ms),
+                        ),
                         None => Vec::new(),
                     };
                     archive.write(&records, std::slice::from_ref(&row))?;
@@ -263,6 +480,20 @@ pub fn run(c: &Campaign, stop: &Stop, say: &mut dyn Write) -> Result<Summary> {
                 .map(|a| (a.name.to_string(), a.backlog, a.lag_s, a.failures))
                 .collect();
             s.uptime_s = started.elapsed().as_secs_f64();
+        }
+        {
+            let mut a = abandon.lock().unwrap_or_else(|p| p.into_inner());
+            let mut runs: Vec<(u64, &str)> = flights
+                .iter()
+                .map(|(id, f)| (*id, f.name.as_str()))
+                .collect();
+            runs.sort_unstable();
+            a.runs = runs.into_iter().map(|(_, n)| n.to_string()).collect();
+            a.archives = archive
+                .status()
+                .into_iter()
+                .map(|d| (d.name, d.backlog.saturating_sub(d.held), d.held))
+                .collect();
         }
         for (name, trouble) in archive.trouble() {
             // The message up to its reason: a new kind of trouble is said again.
@@ -341,6 +572,10 @@ pub fn run(c: &Campaign, stop: &Stop, say: &mut dyn Write) -> Result<Summary> {
             human(ARCHIVE_DRAIN.as_millis() as Ms),
             waiting.join(", ")
         );
+    }
+    {
+        let mut a = abandon.lock().unwrap_or_else(|p| p.into_inner());
+        a.runs.clear();
     }
     let left = archive.close(ARCHIVE_DRAIN);
     if let Some(said) = archive.left_behind(&left) {

@@ -917,9 +917,16 @@ mod tests {
         assert_eq!(rows.len(), 2);
         assert!(rows.iter().all(|r| r.outcome == Outcome::Killed
             && r.ended_ms - r.started_ms.unwrap() == 20 * SECOND + 1));
-        let recs = s.plan().records_for_run(&rows[0], 0, 20 * SECOND);
+        let recs = s.plan().records_for_run(&rows[0], 0, Some(20 * SECOND));
         assert_eq!(recs.len(), 1);
         assert_eq!(recs[0].status, nowcast_core::record::Status::Timeout);
+        recs[0].validate().unwrap();
+        // Killed by a stop whose grace ran out: no bound reached, no timeout.
+        let recs = s.plan().records_for_run(&rows[0], 0, None);
+        assert_eq!(
+            (recs[0].status, recs[0].timeout_ms),
+            (nowcast_core::record::Status::Error, None)
+        );
         recs[0].validate().unwrap();
     }
 

@@ -36,6 +36,9 @@ pub struct ArchiveBacklog {
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Status {
     pub campaign: String,
+    /// Whether a process runs the campaign now (it holds the campaign's lock); `None`:
+    /// not known. A campaign not running starts its due slots when it is started.
+    pub running: Option<bool>,
     pub now_ms: Ms,
     pub since_ms: Ms,
     pub jobs: Vec<JobStatus>,
@@ -93,6 +96,7 @@ pub fn build(
     }
     Status {
         campaign: plan.name.clone(),
+        running: None,
         now_ms,
         since_ms,
         jobs,
@@ -119,9 +123,14 @@ fn row(cells: &[String; 8], widths: &[usize; 8]) -> String {
 /// The status as a table for people, each line at most [`WIDTH`] columns.
 pub fn text(s: &Status) -> String {
     let head = format!(
-        "campaign {} at {}: slots since {} ({} ago)",
+        "campaign {} at {}{}: slots since {} ({} ago)",
         s.campaign,
         datetime(s.now_ms),
+        match s.running {
+            Some(true) => " (running)",
+            Some(false) => " (not running: due slots run when it starts)",
+            None => "",
+        },
         datetime(s.since_ms),
         human(s.now_ms - s.since_ms)
     );
@@ -156,7 +165,9 @@ pub fn text(s: &Status) -> String {
             let next = j
                 .next_due_ms
                 .map(|t| {
-                    if t <= s.now_ms {
+                    if t <= s.now_ms && s.running == Some(false) {
+                        "at start".to_string()
+                    } else if t <= s.now_ms {
                         "now".to_string()
                     } else {
                         format!("in {}", human(t - s.now_ms))

@@ -106,7 +106,8 @@ fn show_status(path: &Path, since: When, json: bool) -> Result<()> {
             }
         })
         .collect();
-    let s = status::build(&c.plan, &runs, &sched.next_slots(), archives, now, since);
+    let mut s = status::build(&c.plan, &runs, &sched.next_slots(), archives, now, since);
+    s.running = Some(runner::holder(&c.archive.sqlite, &c.plan.name).is_some());
     if json {
         writeln!(std::io::stdout().lock(), "{}", serde_json::to_string(&s)?)?;
     } else {
@@ -175,6 +176,13 @@ fn never_warnings(plan: &Plan, next: &[(usize, Option<Slot>)], now: Ms) {
 
 fn check(path: &Path, json: bool) -> Result<()> {
     let c = config::read(path)?;
+    // The archive as the run will take it: in folders that exist, and an archive if the
+    // file is there already and not empty (the run would refuse it; an empty file it
+    // makes one).
+    c.archive.check_folders()?;
+    if std::fs::metadata(&c.archive.sqlite).is_ok_and(|m| m.len() > 0) {
+        Sqlite::open_read(&c.archive.sqlite)?;
+    }
     let now = now();
     let sched = Scheduler::new(c.plan.clone(), &Default::default(), now);
     let next = sched.next_slots();
@@ -216,7 +224,15 @@ fn check(path: &Path, json: bool) -> Result<()> {
             count(c.plan.probes.len() as u64, "probe"),
             count(c.plan.jobs.len() as u64, "job"),
         ),
-        format!("archive {}", c.archive.sqlite.display()),
+        format!(
+            "archive {}{}",
+            c.archive.sqlite.display(),
+            c.archive
+                .clickhouse
+                .as_ref()
+                .map(|ch| format!(" and ClickHouse {}", ch.url))
+                .unwrap_or_default()
+        ),
     ];
     for l in wrap("", &head, " ", 4) {
         writeln!(out, "{l}")?;

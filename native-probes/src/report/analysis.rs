@@ -272,13 +272,26 @@ pub struct Standing {
     pub unit: &'static str,
     /// Rates are better higher; times and loss lower.
     pub higher_is_better: bool,
-    /// The targets with at least [`MIN_RANKED`] values (or the only one), best first.
+    /// The targets with at least [`MIN_RANKED`] values (or the only one): those that
+    /// answer, best first, then those failing now ([`Standing::answering`],
+    /// [`Standing::failing`]).
     pub ranked: Vec<Ranked>,
     /// The targets with fewer, not ranked yet (by name).
     pub unranked: Vec<Ranked>,
 }
 
 impl Standing {
+    /// The ranked targets whose newest record is ok, best first: best and worst are among
+    /// these.
+    pub fn answering(&self) -> &[Ranked] {
+        &self.ranked[..self.ranked.iter().take_while(|r| !r.failing).count()]
+    }
+
+    /// The ranked targets failing now, after those that answer.
+    pub fn failing(&self) -> &[Ranked] {
+        &self.ranked[self.answering().len()..]
+    }
+
     /// Which way is better, in words.
     pub fn better(&self) -> &'static str {
         if self.higher_is_better {
@@ -400,7 +413,9 @@ fn series_report(target: &str, metric: Metric, records: &[&Record], o: &Options)
     let failing_since_ms = (tail > 0).then(|| records[records.len() - tail].timestamp_ms);
     let last_error = failed.last().map(|r| match (&r.error, r.timeout_ms) {
         (Some(e), _) => e.clone(),
-        (None, Some(t)) if r.status == Status::Timeout => format!("timed out after {t} ms"),
+        (None, Some(t)) if r.status == Status::Timeout => {
+            format!("timed out after {} ms", crate::format::significant(t))
+        }
         _ => r.status.name().to_string(),
     });
     let forecasts = vec![
@@ -496,13 +511,12 @@ fn standings(series: &[SeriesReport]) -> Vec<Standing> {
                 })
                 // A lone target is compared with nothing: it is shown whatever its count.
                 .partition(|r| r.ok >= MIN_RANKED || group.len() == 1);
+            // The targets that answer first, by their forecast; those failing now after
+            // them (a target that is down is nobody's best path, whatever its values were).
             ranked.sort_by(|a, b| {
                 let o = a.next.value.total_cmp(&b.next.value);
-                if higher {
-                    o.reverse()
-                } else {
-                    o
-                }
+                let o = if higher { o.reverse() } else { o };
+                a.failing.cmp(&b.failing).then(o)
             });
             Standing {
                 metric,

@@ -56,7 +56,7 @@ svg .grid{stroke:var(--line);stroke-width:1}svg .frame{fill:none;stroke:var(--li
 .sticky td:first-child{background:var(--card)}
 .now{display:grid;grid-template-columns:repeat(auto-fill,minmax(320px,1fr));gap:10px}
 .standing{background:var(--card);border:1px solid var(--line);border-radius:10px;padding:10px 14px}.standing h3{margin-bottom:6px}
-.rank{display:grid;grid-template-columns:3.2em 1fr;column-gap:8px;margin:4px 0}.rank .lab{color:var(--mut);grid-row:span 2}.rank .who{overflow-wrap:anywhere}.rank .val b{font-size:15px}
+.rank{display:grid;grid-template-columns:4.2em 1fr;column-gap:8px;margin:4px 0}.rank .lab{color:var(--mut);grid-row:span 2}.rank .who{overflow-wrap:anywhere}.rank .val b{font-size:15px}
 .alert{border:1px solid color-mix(in srgb,var(--warn) 45%,transparent);background:color-mix(in srgb,var(--warn) 8%,var(--card));border-radius:10px;padding:10px 14px;margin:10px 0}
 .alert h3{color:var(--warn);margin-bottom:4px}.alert ul{margin:0;padding-left:18px}.alert li{margin:4px 0;overflow-wrap:anywhere}
 .note{color:var(--mut);font-size:13px;margin:8px 0 0}
@@ -582,9 +582,11 @@ fn now(r: &Report) -> String {
             count((g.ranked.len() + g.unranked.len()) as u64, "target"),
             g.better()
         );
-        if let (Some(best), Some(worst)) = (g.ranked.first(), g.ranked.last()) {
-            if g.ranked.len() == 1 {
-                let alone = g.unranked.is_empty();
+        // Best and worst among the targets that answer; those failing now after them.
+        let answering = g.answering();
+        if let (Some(best), Some(worst)) = (answering.first(), answering.last()) {
+            if answering.len() == 1 {
+                let alone = g.unranked.is_empty() && g.failing().is_empty();
                 h.push_str(&line(if alone { "only" } else { "best" }, best));
             } else if scaled(best.next.value, unit) == scaled(worst.next.value, unit) {
                 let _ = write!(
@@ -596,6 +598,9 @@ fn now(r: &Report) -> String {
                 h.push_str(&line("best", best));
                 h.push_str(&line("worst", worst));
             }
+        }
+        for x in g.failing() {
+            h.push_str(&line("failing", x));
         }
         if !g.unranked.is_empty() {
             let names: Vec<String> = g.unranked.iter().map(|x| link(&x.target, g)).collect();
@@ -609,7 +614,7 @@ fn now(r: &Report) -> String {
     }
     let _ = write!(
         h,
-        r#"</div><p class="note">Each target's forecast of its next value (the NWS bank's MSE-selected forecast) with its likely range, the forecast ± {BAND_K}·RMSE of its forecasts so far; best and worst among the targets measured the same way (metric and source).</p>"#
+        r#"</div><p class="note">Each target's forecast of its next value (the NWS bank's MSE-selected forecast) with its likely range, the forecast ± {BAND_K}·RMSE of its forecasts so far; best and worst among the targets measured the same way (metric and source) that answer; a target whose newest record failed comes after them, marked.</p>"#
     );
     h
 }

@@ -154,9 +154,11 @@ fn now(out: &mut String, r: &Report) {
                 g.better()
             );
             let mut rows: Vec<(&str, &super::analysis::Ranked)> = Vec::new();
-            if let (Some(best), Some(worst)) = (g.ranked.first(), g.ranked.last()) {
-                if g.ranked.len() == 1 {
-                    let alone = g.unranked.is_empty();
+            // Best and worst among the targets that answer; those failing now after them.
+            let answering = g.answering();
+            if let (Some(best), Some(worst)) = (answering.first(), answering.last()) {
+                if answering.len() == 1 {
+                    let alone = g.unranked.is_empty() && g.failing().is_empty();
                     rows.push((if alone { "only" } else { "best" }, best));
                 } else if scaled(best.next.value, unit) == scaled(worst.next.value, unit) {
                     let _ = writeln!(out, "    all about {}", scaled(best.next.value, unit));
@@ -165,17 +167,19 @@ fn now(out: &mut String, r: &Report) {
                     rows.push(("worst", worst));
                 }
             }
+            rows.extend(g.failing().iter().map(|x| ("failing", x)));
             let w = rows
                 .iter()
                 .map(|(_, x)| clean(&x.target).chars().count())
                 .max()
                 .unwrap_or(0);
+            let lw = rows.iter().map(|(l, _)| l.len()).max().unwrap_or(0).max(5);
             for (label, x) in rows {
                 let name = clean(&x.target);
                 let pad = " ".repeat(w - name.chars().count());
                 let _ = writeln!(
                     out,
-                    "    {label:<5}  {name}{pad}  {}{}",
+                    "    {label:<lw$}  {name}{pad}  {}{}",
                     next_range(&x.next, &Scale::of(unit, x.next.value)),
                     if x.failing { "  (failing now)" } else { "" }
                 );

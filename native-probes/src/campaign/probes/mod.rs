@@ -18,7 +18,7 @@ use crate::series::{SeriesSet, Settings};
 use crate::when::Ms;
 use external::Cancel;
 use nowcast_core::probed::{Observation, Outcome, Overrides};
-use nowcast_core::record::{Metric, Probe, Record};
+use nowcast_core::record::{Metric, Probe, Record, Status};
 
 /// The series one job keeps across its runs (forecasts and adaptive timeouts, as the
 /// `nowcast tcp` command keeps them), for `kind` on `target`.
@@ -44,13 +44,85 @@ pub fn run(
     index: u64,
     cancel: &Cancel,
 ) -> Vec<Record> {
-    match kind {
+    let mut records = match kind {
         Kind::Tcp(p) => tcp::run(p, target, bound_ms, set, index),
         Kind::Udp(p) => udp::run(p, target, bound_ms, set, index),
         Kind::Http(p) => http::run(p, target, bound_ms, set),
         Kind::Iperf3(p) => iperf3::run(p, target, bound_ms, set, cancel),
         Kind::Ping(p) => ping::run(p, target, bound_ms, set, cancel),
         Kind::Fobs(p) => fobs::run(p, target, bound_ms, set, index),
+    };
+    fill_missing(kind, set, &mut records);
+    records
+}
+
+/// Gives every series of the probe a record of the run, so that none is ever silently
+/// absent: a metric the run gave no record of (a UDP burst's jitter, which needs two
+/// replies; the loss and jitter of a burst whose name did not resolve) gets an error record
+/// saying why, fed to its series as every failure is.
+fn fill_missing(kind: &Kind, set: &mut SeriesSet, records: &mut Vec<Record>) {
+    let missing: Vec<Metric> = kind
+        .metrics()
+        .into_iter()
+        // A FOBS transfer's congestion events are `loss` records besides the series'.
+        .filter(|&m| {
+            !records
+                .iter()
+                .any(|r| r.metric == m && r.congestion.is_none())
+        })
+        .collect();
+    if missing.is_empty() {
+        return;
+    }
+    let first = records.first().cloned();
+    let run_error = records.iter().find_map(|r| r.error.clone());
+    for m in missing {
+        let error = match &run_error {
+            Some(e) => e.clone(),
+            None => why_missing(kind, m, records),
+        };
+        let o = Observation {
+            probe: first.as_ref().and_then(|r| r.probe.clone()),
+            from: first.as_ref().and_then(|r| r.from.clone()),
+            ..Observation::new(
+                first
+                    .as_ref()
+                    .map_or_else(crate::clock::wall_ms, |r| r.timestamp_ms),
+                Outcome::Failed { error },
+                None,
+            )
+        };
+        records.push(set.observe(m, o));
+    }
+}
+
+/// Why a run that failed nowhere else gave no record of `m`.
+fn why_missing(kind: &Kind, m: Metric, records: &[Record]) -> String {
+    if records.is_empty() {
+        return "the probe gave no record".into();
+    }
+    match (kind, m) {
+        (Kind::Udp(p), Metric::Jitter) => {
+            let loss = records
+                .iter()
+                .find(|r| r.metric == Metric::Loss)
+                .and_then(|r| r.value);
+            match loss {
+                Some(loss) => format!(
+                    "no jitter: {} of {} probes answered, and jitter needs two replies",
+                    (p.probes as f64 * (1.0 - loss)).round() as u64,
+                    p.probes
+                ),
+                None => "no jitter: fewer than two probes answered".into(),
+            }
+        }
+        (Kind::Ping(_), Metric::Jitter) => {
+            "no jitter: fewer than two pings answered (ping gave no mdev)".into()
+        }
+        _ => match records.iter().find(|r| r.status == Status::Timeout) {
+            Some(t) => format!("no {}: its run's {} timed out", m.name(), t.metric.name()),
+            None => format!("the probe gave no {} value", m.name()),
+        },
     }
 }
 
