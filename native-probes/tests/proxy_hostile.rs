@@ -192,6 +192,64 @@ fn paths_with_dot_segments_are_refused_before_they_are_routed() {
     assert!(p.metric("nowcast_proxy_rejected_total").unwrap() >= 10.0);
 }
 
+/// Services are matched on the path as a replica reads it: `//api/x` and `/%61pi/x` are
+/// `/api/x` (they went to `/`'s replica, which served `/api/x` from outside `/api`'s
+/// service); a path that a lenient server reads as another service's (an encoded slash or
+/// backslash, a `;` parameter: `/api%2fx`, `/api;x/y`) is refused with 400. Paths whose
+/// readings agree pass as they came.
+#[test]
+fn paths_are_routed_as_the_replicas_read_them_or_refused() {
+    let (r1, r3) = (
+        Upstream::start("r1", "127.0.0.1:0", None),
+        Upstream::start("r3", "127.0.0.1:0", None),
+    );
+    let p = Proxy::start(&[
+        "--replica",
+        &format!("r1={}", r1.url()),
+        "--replica",
+        &format!("r3={}", r3.url()),
+        "--service",
+        "/api=r1",
+        "--service",
+        "/=r3",
+    ]);
+    let get = |path: &str| {
+        let raw = format!("GET {path} HTTP/1.1\r\nhost: x\r\n\r\n");
+        request(p.addr, raw.as_bytes())
+    };
+    for (path, to) in [
+        ("//api/x.txt", "r1"),
+        ("/%61pi/x.txt", "r1"),
+        ("/%61%70%69//x.txt", "r1"),
+        ("/api/x;v=1", "r1"),
+        ("/api/a%2fb", "r1"),
+        ("/static;v=1/x", "r3"),
+        ("/apix/y", "r3"),
+        ("/%2561pi/x", "r3"),
+    ] {
+        let r = get(path);
+        assert_eq!((r.status, r.text()), (200, to.to_string()), "{path}");
+    }
+    let before = (r1.requests.load(Relaxed), r3.requests.load(Relaxed));
+    for path in [
+        "/api%2fx.txt",
+        "/api%2Fx",
+        "/api%5cx",
+        "/api;x/x.txt",
+        "//api;x/y",
+    ] {
+        let r = get(path);
+        assert_eq!(r.status, 400, "{path}: {}", r.text());
+        assert!(
+            r.text().contains("routed to another service"),
+            "{path}: {}",
+            r.text()
+        );
+    }
+    let after = (r1.requests.load(Relaxed), r3.requests.load(Relaxed));
+    assert_eq!(before, after, "none reached a replica");
+}
+
 /// What the replica is sent: `X-Forwarded-For` keeps every line the request came with (a
 /// proxy in front may add its own line, after the client's claim) before the client's
 /// address; a client's `Connection` cannot remove `X-Forwarded-For` nor the framing (a

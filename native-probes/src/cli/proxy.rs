@@ -42,8 +42,9 @@ pub struct Args {
             "replicas", "services", "balance", "epsilon", "explore_fresh", "error_k",
             "error_window", "ttl", "probe_path", "probe_bytes", "eject_after", "backoff",
             "backoff_max", "timeout_rule", "timeout_floor", "timeout_ceiling",
-            "timeout_initial", "retry_ratio", "retry_per_sec", "retry_burst", "sticky",
-            "max_header_bytes", "connect_timeout", "client_idle", "head_timeout",
+            "timeout_initial", "max_retries", "retry_ratio", "retry_per_sec", "retry_burst",
+            "sticky", "max_header_bytes", "connect_timeout", "client_idle", "send_timeout",
+            "head_timeout",
             "max_connections", "max_connections_per_client", "grace", "assumed_size",
             "bandwidth_source", "capture_interface",
         ]
@@ -118,6 +119,11 @@ pub struct Args {
     timeout_ceiling: f64,
     #[arg(long, value_parser = parse_seconds, default_value_t = 30.0)]
     timeout_initial: f64,
+    /// Retries of one request at most, each to another replica that is up (0: none). Only a
+    /// request that never reached its replica (no connection), or whose method is idempotent
+    /// (GET, HEAD, OPTIONS, TRACE, PUT, DELETE) and whose body was not taken, is retried.
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    max_retries: u32,
     /// Retry budget: share of requests that may be retried, retries a second on top, and
     /// the most saved up.
     #[arg(long, default_value_t = 0.1)]
@@ -146,6 +152,10 @@ pub struct Args {
     /// Close a client connection that moves nothing either way for this many seconds.
     #[arg(long, value_parser = parse_seconds, default_value_t = 120.0)]
     client_idle: f64,
+    /// Cut a client connection that takes none of what the proxy has to send it (a response
+    /// it does not read) for this many seconds, as nginx's send_timeout.
+    #[arg(long, value_parser = parse_seconds, default_value_t = 30.0)]
+    send_timeout: f64,
     /// Seconds from a client's connection to its first request's head (HTTP/1.1 or HTTP/2).
     #[arg(long, value_parser = parse_seconds, default_value_t = 10.0)]
     head_timeout: f64,
@@ -217,6 +227,7 @@ fn apply(l: super::proxy_config::Loaded, a: &mut Args) {
     set(&mut a.timeout_floor, l.timeout_floor);
     set(&mut a.timeout_ceiling, l.timeout_ceiling);
     set(&mut a.timeout_initial, l.timeout_initial);
+    set(&mut a.max_retries, l.max_retries);
     set(&mut a.retry_ratio, l.retry_ratio);
     set(&mut a.retry_per_sec, l.retry_per_sec);
     set(&mut a.retry_burst, l.retry_burst);
@@ -224,6 +235,7 @@ fn apply(l: super::proxy_config::Loaded, a: &mut Args) {
     set(&mut a.max_header_bytes, l.max_header_bytes);
     set(&mut a.connect_timeout, l.connect_timeout);
     set(&mut a.client_idle, l.client_idle);
+    set(&mut a.send_timeout, l.send_timeout);
     set(&mut a.head_timeout, l.head_timeout);
     set(&mut a.max_connections, l.max_connections);
     set(
@@ -436,6 +448,7 @@ pub fn run(mut a: Args) -> Result<()> {
             penalty_ms: a.timeout_floor * 1e3,
             initial_ms: a.timeout_initial * 1e3,
         },
+        max_retries: a.max_retries,
         retry_ratio: a.retry_ratio,
         retry_per_sec: a.retry_per_sec,
         retry_burst: a.retry_burst,
@@ -447,7 +460,20 @@ pub fn run(mut a: Args) -> Result<()> {
         .as_deref()
         .map(UnitKey::parse)
         .transpose()
-        .map_err(|e| anyhow!(e))?;
+        .map_err(|e| usage_err!("{e}"))?;
+    if a.max_connections == 0 {
+        usage!(
+            "{}: 0 would accept no client; give at least 1",
+            named("max-connections", "max_connections")
+        );
+    }
+    if !a.probe_path.starts_with('/') {
+        usage!(
+            "{}: '{}' must start with / (the path of the replicas' URL the probes ask for)",
+            named("probe-path", "probe.path"),
+            a.probe_path
+        );
+    }
     // Each service's settings: the top-level ones with those of its own (--config).
     let mut stickies = vec![sticky; services.len()];
     for (i, o) in own.iter().enumerate() {
@@ -460,7 +486,7 @@ pub fn run(mut a: Args) -> Result<()> {
             None => format!("--service '{}'", a.services[i]),
         };
         if *o != Selection::default() {
-            let c = service_config(&cfg, o).map_err(|e| anyhow!("{whose}: {e}"))?;
+            let c = service_config(&cfg, o).map_err(|e| usage_err!("{whose}: {e}"))?;
             services[i].settings = Some(c);
         }
         if let Some(k) = &o.sticky {
@@ -468,7 +494,7 @@ pub fn run(mut a: Args) -> Result<()> {
                 .as_deref()
                 .map(UnitKey::parse)
                 .transpose()
-                .map_err(|e| anyhow!("{whose}: {e}"))?;
+                .map_err(|e| usage_err!("{whose}: {e}"))?;
         }
     }
     // The policy's own checks (a replica shared by services that disagree on what it keeps,
@@ -537,6 +563,7 @@ pub fn run(mut a: Args) -> Result<()> {
         grace: secs("grace", a.grace)?,
         connect_timeout: secs("connect-timeout", a.connect_timeout)?,
         client_idle: secs("client-idle", a.client_idle)?,
+        send_timeout: secs("send-timeout", a.send_timeout)?,
         head_timeout: secs("head-timeout", a.head_timeout)?,
         max_connections: a.max_connections,
         max_connections_per_client: a.max_connections_per_client,

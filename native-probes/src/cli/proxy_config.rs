@@ -46,6 +46,7 @@ struct FileTimeout {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct FileRetry {
+    max: Option<u32>,
     ratio: Option<Spanned<f64>>,
     per_sec: Option<Spanned<f64>>,
     burst: Option<Spanned<f64>>,
@@ -121,6 +122,7 @@ selection_table! {
         max_header_bytes: Option<Spanned<Size>>,
         connect_timeout: Option<Spanned<f64>>,
         client_idle: Option<Spanned<f64>>,
+        send_timeout: Option<Spanned<f64>>,
         head_timeout: Option<Spanned<f64>>,
         max_connections: Option<Spanned<usize>>,
         max_connections_per_client: Option<usize>,
@@ -152,6 +154,7 @@ pub struct Loaded {
     pub max_header_bytes: Option<u64>,
     pub connect_timeout: Option<f64>,
     pub client_idle: Option<f64>,
+    pub send_timeout: Option<f64>,
     pub head_timeout: Option<f64>,
     pub max_connections: Option<usize>,
     pub max_connections_per_client: Option<usize>,
@@ -162,6 +165,7 @@ pub struct Loaded {
     pub timeout_floor: Option<f64>,
     pub timeout_ceiling: Option<f64>,
     pub timeout_initial: Option<f64>,
+    pub max_retries: Option<u32>,
     pub retry_ratio: Option<f64>,
     pub retry_per_sec: Option<f64>,
     pub retry_burst: Option<f64>,
@@ -472,6 +476,7 @@ pub fn parse(text: &str) -> Result<Loaded> {
     l.max_header_bytes = size(&f.max_header_bytes, "max_header_bytes")?;
     l.connect_timeout = num(&f.connect_timeout, "connect_timeout", 0.0, false)?;
     l.client_idle = num(&f.client_idle, "client_idle", 0.0, false)?;
+    l.send_timeout = num(&f.send_timeout, "send_timeout", 0.0, false)?;
     l.head_timeout = num(&f.head_timeout, "head_timeout", 0.0, false)?;
     if let Some(n) = &f.max_connections {
         if *n.get_ref() == 0 {
@@ -496,6 +501,7 @@ pub fn parse(text: &str) -> Result<Loaded> {
         l.probe_bytes = size(&p.bytes, "probe.bytes")?;
     }
     if let Some(r) = &f.retry {
+        l.max_retries = r.max;
         l.retry_ratio = num(&r.ratio, "retry.ratio", 0.0, true)?;
         l.retry_per_sec = num(&r.per_sec, "retry.per_sec", 0.0, true)?;
         l.retry_burst = num(&r.burst, "retry.burst", 0.0, true)?;
@@ -657,6 +663,7 @@ mod tests {
         assert_eq!(l.max_header_bytes, Some(32 << 10));
         assert_eq!(l.timeout_rule.as_deref(), Some("nws"));
         assert_eq!(l.retry_burst, Some(10.0));
+        assert_eq!((l.send_timeout, l.max_retries), (Some(30.0), Some(1)));
         assert_eq!(l.head_timeout, Some(10.0));
         assert_eq!(l.bandwidth_source.as_deref(), Some("auto"));
         assert_eq!(l.assumed_size, Some(64 << 10));
@@ -680,6 +687,14 @@ mod tests {
                 Selection::default()
             ]
         );
+    }
+
+    #[test]
+    fn proxy_config_takes_the_send_timeout_and_the_retries_of_a_request() {
+        let l = parse(&format!("send_timeout = 5.0\n[retry]\nmax = 0\n{ONE}")).unwrap();
+        assert_eq!((l.send_timeout, l.max_retries), (Some(5.0), Some(0)));
+        let e = fails(&format!("send_timeout = 0.0\n{ONE}"));
+        assert!(e.contains("`send_timeout`: 0 must be above 0"), "{e}");
     }
 
     fn fails(text: &str) -> String {

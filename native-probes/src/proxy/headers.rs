@@ -3,6 +3,7 @@
 //! `X-Forwarded-For` extended, and paths with dot-segments found before routing.
 
 use hyper::header::{self, HeaderMap, HeaderName, HeaderValue};
+use std::borrow::Cow;
 
 /// The hop-by-hop fields (RFC 9110 §7.6.1, with `Keep-Alive`, `Proxy-Connection` and
 /// `Proxy-Authorization`).
@@ -145,6 +146,65 @@ pub(super) fn has_dot_segment(path: &str) -> bool {
     dots(&p)
 }
 
+/// `path` as services are matched against it: as servers read it before they look for the
+/// file or handler, percent-encoded unreserved characters decoded (RFC 3986 §2.3 and §6.2.2.2:
+/// `/%61pi` is `/api`) and runs of `/` merged (`//api/x` is `/api/x` to nginx, Apache and
+/// most frameworks). Routed on the path as it came, either reached another service's replicas
+/// than the one whose path the replica then served. Borrowed when there is nothing to do.
+pub(super) fn normalized_path(path: &str) -> Cow<'_, str> {
+    if !path.contains("//") && !path.contains('%') {
+        return Cow::Borrowed(path);
+    }
+    let b = path.as_bytes();
+    let mut out = String::with_capacity(path.len());
+    let mut i = 0;
+    while i < b.len() {
+        let decoded = (b[i] == b'%')
+            .then(|| b.get(i + 1..i + 3))
+            .flatten()
+            .and_then(|h| std::str::from_utf8(h).ok())
+            .and_then(|h| u8::from_str_radix(h, 16).ok())
+            .filter(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'.' | b'_' | b'~'));
+        let (c, n) = match decoded {
+            Some(c) => (c as char, 3),
+            None => {
+                // A whole character (the path is text: hyper took only visible ASCII, but
+                // an HTTP/2 :path may hold more).
+                let c = path[i..].chars().next().expect("a character");
+                (c, c.len_utf8())
+            }
+        };
+        if !(c == '/' && out.ends_with('/')) {
+            out.push(c);
+        }
+        i += n;
+    }
+    Cow::Owned(out)
+}
+
+/// `path` (normalized) as a lenient server may also read it, if that differs: an encoded
+/// slash or backslash (`%2f`, `%5c`) or a backslash taken for a `/` (IIS, some Java and
+/// Node.js servers), and `;` parameters dropped from each segment (Tomcat and Jetty read
+/// `/api;x/y` as `/api/y`). `None` when the path has none of them.
+pub(super) fn lenient_path(path: &str) -> Option<String> {
+    const SLASHES: [&str; 5] = ["%2f", "%2F", "%5c", "%5C", "\\"];
+    if !path.contains(';') && !SLASHES.iter().any(|e| path.contains(e)) {
+        return None;
+    }
+    let mut slashed = path.to_string();
+    for e in SLASHES {
+        slashed = slashed.replace(e, "/");
+    }
+    let mut out = String::with_capacity(slashed.len());
+    for (k, seg) in slashed.split('/').enumerate() {
+        if k > 0 && !out.ends_with('/') {
+            out.push('/');
+        }
+        out.push_str(seg.split(';').next().unwrap_or(""));
+    }
+    Some(out)
+}
+
 /// HTTP/2 clients may split `Cookie` into several fields; HTTP/1.1 allows one, so they are
 /// joined with "; " before going upstream (RFC 9113 §8.2.3).
 pub(super) fn join_cookies(h: &mut HeaderMap) {
@@ -188,6 +248,34 @@ mod tests {
             "/",
         ] {
             assert!(!has_dot_segment(p), "{p}");
+        }
+    }
+
+    #[test]
+    fn paths_are_routed_as_servers_read_them() {
+        for (p, want) in [
+            ("/api/x", "/api/x"),
+            ("//api//x", "/api/x"),
+            ("/%61pi/x", "/api/x"),
+            ("/%41%7e%2D/x", "/A~-/x"),
+            ("/api%2fx", "/api%2fx"),
+            ("/a%20b", "/a%20b"),
+            ("/a%", "/a%"),
+            ("/a%zz", "/a%zz"),
+        ] {
+            assert_eq!(normalized_path(p), want, "{p}");
+        }
+        assert!(matches!(normalized_path("/api/x"), Cow::Borrowed(_)));
+        for (p, want) in [
+            ("/api%2fx.txt", Some("/api/x.txt")),
+            ("/api%2Fx", Some("/api/x")),
+            ("/api%5cx", Some("/api/x")),
+            ("/api\\x", Some("/api/x")),
+            ("/api;x/x.txt", Some("/api/x.txt")),
+            ("/a/b;v=1", Some("/a/b")),
+            ("/api/x", None),
+        ] {
+            assert_eq!(lenient_path(p).as_deref(), want, "{p}");
         }
     }
 

@@ -19,6 +19,8 @@ pub struct Edge {
     pub failed: u64,
     pub retries_refused: u64,
     pub client_timeouts: u64,
+    /// Client connections cut for taking none of a response for the send timeout.
+    pub slow_readers: u64,
     /// Connections closed at accept because their client had its cap open already.
     pub refused_per_client: u64,
     /// Clients (IPv4 addresses, IPv6 /64s) with a connection open.
@@ -313,7 +315,8 @@ pub fn render(p: &Policy, e: &Edge, now_ms: f64) -> String {
         &mut o,
         "nowcast_proxy_requests_in_flight",
         "gauge",
-        "Client requests in flight.",
+        "Client requests waiting for their response's head (bodies on their way are not \
+         counted).",
         e.in_flight as f64,
     );
     one(
@@ -356,8 +359,16 @@ pub fn render(p: &Policy, e: &Edge, now_ms: f64) -> String {
         &mut o,
         "nowcast_proxy_client_timeouts_total",
         "counter",
-        "Client connections closed for moving nothing for the idle limit.",
+        "Client connections closed for moving nothing for the idle limit, or for taking none \
+         of a response for the send timeout.",
         e.client_timeouts as f64,
+    );
+    one(
+        &mut o,
+        "nowcast_proxy_slow_readers_total",
+        "counter",
+        "Client connections cut for taking none of a response for the send timeout.",
+        e.slow_readers as f64,
     );
     one(
         &mut o,

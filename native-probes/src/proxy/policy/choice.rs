@@ -107,8 +107,10 @@ impl Policy {
     }
 
     /// A retry of a request to service `s` of `size` (its first decision's) that failed on
-    /// `failed`: another healthy replica where there is one. `None` when the retry budget
-    /// refuses it.
+    /// `failed`: another replica of the service that is up, never `failed` itself (it would
+    /// fail as it just did, and a request to a service of one replica, or whose others are
+    /// all ejected, spent the whole budget on it). `None` when there is no such replica (no
+    /// token is spent) or the retry budget refuses it.
     pub fn retry_sized(
         &mut self,
         s: usize,
@@ -118,10 +120,16 @@ impl Policy {
         draws: [f64; 2],
     ) -> Option<Decision> {
         self.update_health(now_ms);
-        if !self.budget.try_retry(now_ms) {
+        let other_up = self.services[s]
+            .spec
+            .replicas
+            .iter()
+            .any(|&r| r != failed && self.replicas[r].health == Health::Up);
+        if !other_up || !self.budget.try_retry(now_ms) {
             return None;
         }
         let (replica, _) = self.pick(s, size.bytes, now_ms, draws, Some(failed));
+        debug_assert_ne!(replica, failed, "a retry goes elsewhere");
         Some(self.commit(replica, Reason::Retry, size, now_ms))
     }
 
@@ -268,8 +276,8 @@ impl Policy {
                 }
                 let best = self.best(s, choices, size, now_ms);
                 if choices.len() > 1 && draws[0] < epsilon && avoid.is_none() {
-                    // Alternates whose estimate has gone stale (no sample within the TTL),
-                    // or every alternate when told to explore always (the paper's rule);
+                    // Alternates whose estimate has gone stale ([`Policy::stale`]), or
+                    // every alternate when told to explore always (the paper's rule);
                     // not one whose active probe is under way: the probe is measuring it
                     // already, and a request sent there would share the path with it (a
                     // stale alternate is the one the prober picks, so the two met: twice a
@@ -279,12 +287,8 @@ impl Policy {
                         .copied()
                         .filter(|&r| r != best)
                         .filter(|&r| {
-                            let rep = &self.replicas[r];
-                            !rep.probing
-                                && (explore_fresh
-                                    || rep
-                                        .last_sample_ms
-                                        .is_none_or(|t| now_ms - t > rep.cfg.ttl_ms))
+                            !self.replicas[r].probing
+                                && (explore_fresh || self.stale(r, best, now_ms))
                         })
                         .collect();
                     if !others.is_empty() {
@@ -295,6 +299,31 @@ impl Policy {
                 (best, Reason::Best)
             }
         }
+    }
+
+    /// Whether alternate `r`'s estimate has gone stale, so that ε-exploration may send it a
+    /// request instead of `best`: no sample at all within its TTL, or no bandwidth sample
+    /// within it while it has had one, or none ever while `best` has a fresh one. The active
+    /// probes refresh its RTT at every TTL, but a GET probe (`--probe-bytes 0`, the default)
+    /// measures no bandwidth, which only a transfer does: on the RTT alone, a replica that is
+    /// not chosen kept the bandwidth it was measured at once (one unlucky sample), for ever.
+    fn stale(&self, r: usize, best: usize, now_ms: f64) -> bool {
+        let rep = &self.replicas[r];
+        let ttl = rep.cfg.ttl_ms;
+        let old = |t: f64| now_ms - t > ttl;
+        let newest_bw = |r: usize| {
+            self.replicas[r]
+                .bw_last_ms
+                .iter()
+                .flatten()
+                .copied()
+                .reduce(f64::max)
+        };
+        rep.last_sample_ms.is_none_or(old)
+            || match newest_bw(r) {
+                Some(t) => old(t),
+                None => newest_bw(best).is_some_and(|t| !old(t)),
+            }
     }
 
     /// The best of `choices` by the forecast rule (all have an RTT forecast). While some
@@ -558,5 +587,51 @@ mod tests {
         }
         // Burst 10 + 10 % of 200 + a fifth of a second's floor.
         assert!((28..=31).contains(&allowed), "{allowed}");
+    }
+
+    #[test]
+    fn a_retry_never_goes_back_to_the_replica_that_failed_nor_spends_a_token_for_nothing() {
+        let mut p = two(Balance::RoundRobin);
+        // b is ejected: a request that failed on a has nowhere else to go.
+        for i in 0..3 {
+            p.finish(&fail(1, i as f64, Failure::Connect));
+        }
+        let tokens = p.budget.tokens();
+        let d = p.choose(0, None, None, 10.0, [0.0, 0.0]);
+        assert_eq!(d.replica, 0);
+        assert_eq!(p.retry_sized(0, d.size, 0, 10.0, [0.0, 0.0]), None);
+        assert_eq!((p.budget.retries, p.budget.refused), (0, 0));
+        assert!(p.budget.tokens() >= tokens, "no token spent");
+        // A service of one replica: never retried.
+        let mut one = many(1, 1).unwrap();
+        let d = one.choose(0, None, None, 0.0, [0.0, 0.0]);
+        assert_eq!(one.retry_sized(0, d.size, d.replica, 0.0, [0.0, 0.0]), None);
+    }
+
+    #[test]
+    fn an_alternate_whose_bandwidth_went_stale_is_explored_though_probes_keep_its_rtt_fresh() {
+        let mut p = two_with(Config::default());
+        for i in 0..5 {
+            let t = i as f64 * 10.0;
+            p.finish(&ok(0, t, 100.0, 2.0, 1 << 20));
+            p.finish(&ok(1, t, 10.0, 2.0, 1 << 20));
+        }
+        // From then on a's requests measure a, and GET probes (RTT only) keep b's RTT fresh.
+        let mut t = 50.0;
+        while t < 3_000.0 {
+            let mut probe = ok(1, t, 10.0, 2.0, 0);
+            (probe.probe, probe.bandwidth) = (true, None);
+            p.finish(&probe);
+            p.finish(&ok(0, t, 100.0, 2.0, 1 << 20));
+            t += 100.0;
+        }
+        assert!(p.view(1, 1.0, t).sample_age_ms.unwrap() < 1_000.0);
+        // b's bandwidth is 3 s old, past the 1 s TTL: a draw under ε explores it.
+        let d = p.choose(0, Some(1 << 20), None, t, [0.01, 0.5]);
+        assert_eq!((d.replica, d.reason), (1, Reason::Explore));
+        // Once measured again, it is fresh: the best again.
+        p.finish(&ok(1, t + 1.0, 10.0, 2.0, 1 << 20));
+        let d = p.choose(0, Some(1 << 20), None, t + 2.0, [0.01, 0.5]);
+        assert_eq!((d.replica, d.reason), (0, Reason::Best));
     }
 }

@@ -81,6 +81,8 @@ pub struct Config {
     /// The adaptive timeout rule and its bounds (floor, ceiling, penalty, initial).
     pub timeout_rule: Rule,
     pub timeout: probed::TimeoutBounds,
+    /// Retries of one request at most (each to another replica that is up; 0: none).
+    pub max_retries: u32,
     /// Retry budget: share of requests, tokens a second, burst.
     pub retry_ratio: f64,
     pub retry_per_sec: f64,
@@ -125,6 +127,9 @@ impl Default for Config {
                 penalty_ms: 1_000.0,
                 initial_ms: 30_000.0,
             },
+            // One: a request that failed on one replica gets a second, on another, and no
+            // more (Envoy's default `num_retries` is 1 too); each retry a token besides.
+            max_retries: 1,
             retry_ratio: 0.1,
             retry_per_sec: 1.0,
             retry_burst: 10.0,
@@ -538,14 +543,15 @@ mod tests {
             .err()
             .expect("refused");
         assert_eq!(e, "service '/x': epsilon 2 is not within 0..1");
-        // Replicas only in services of a comparison rule are not probed.
+        // Replicas only in services of a comparison rule are not probed while they are up
+        // (on trial only, a quarter of their backoff after it ends at most).
         let rr = Config {
             balance: Balance::RoundRobin,
             ..Config::default()
         };
         let mut p = Policy::new(Config::default(), pair(), vec![service("/", Some(rr))]).unwrap();
         assert!(p.due_probes(0.0).is_empty());
-        assert_eq!(p.probe_tick_ms(), None);
+        assert_eq!(p.probe_tick_ms(), Some(250.0));
     }
 
     #[test]

@@ -263,20 +263,22 @@ impl Policy {
                 // What a failure costs in peak-EWMA terms: its time, at least the timeout.
                 let x = d.total_ms.max(1.0);
                 rep.ewma = Some((rep.ewma.map_or(x, |e| e.0.max(x)), d.now_ms));
-                // A failure is a sample too (the path is worse): the bandwidth series in use
-                // records it; a timeout feeds back the rate the payload would at most reach.
+                // A failure of the connection (no connection, a reset, a stall, a 502–504) is
+                // recorded in the bandwidth series in use, as an error without a value. Not a
+                // timeout: the head came late because the replica took long to answer this
+                // request (its wait's series above takes it, and sets its timeout), which says
+                // nothing of what its path carries. Fed to the bandwidth series as a timed-out
+                // transfer of its payload (0 bytes for a GET), one slow request to a slow
+                // endpoint set the replica's bandwidth forecast to 0 Mbit/s and steered every
+                // request away from it.
                 if let Some(src) = Source::ALL
                     .into_iter()
                     .find(|s| rep.bw[s.index()].is_some())
+                    .filter(|_| f != Failure::Timeout)
                 {
                     let series = rep.bw[src.index()].as_mut().expect("found");
-                    let outcome = match f {
-                        Failure::Timeout => Outcome::TimedOut {
-                            elapsed_ms: d.total_ms,
-                        },
-                        other => Outcome::Failed {
-                            error: format!("{} failed: {}", rep.spec.name, other.name()),
-                        },
+                    let outcome = Outcome::Failed {
+                        error: format!("{} failed: {}", rep.spec.name, f.name()),
                     };
                     let mut o = Observation::new(d.now_ms, outcome, None);
                     o.probe = Some(probe_info);
@@ -433,5 +435,30 @@ mod tests {
         p.finish(&t);
         assert_eq!(none(&p, 1), (true, false, true));
         assert!(p.timeout_ms(1) > 100.0);
+    }
+
+    #[test]
+    fn a_timeout_is_the_replicas_wait_not_a_bandwidth_sample() {
+        let mut p = two(Balance::Completion);
+        for i in 0..5 {
+            let mut d = ok(0, i as f64, 50.0, 2.0, 1000);
+            d.bandwidth = Some((50.0, Source::Transfer));
+            (d.bytes_up, d.bytes_down) = (0, 1 << 20);
+            p.finish(&d);
+        }
+        let before = p.view(0, 1.0, 10.0).bandwidth.unwrap().value;
+        let timeout = p.timeout_ms(0);
+        // A GET that timed out (a slow endpoint): nothing moved, 3 s waited.
+        let mut t = fail(0, 10.0, Failure::Timeout);
+        (t.total_ms, t.wait_ms) = (3_000.0, Some(3_000.0));
+        assert!(p.finish(&t).is_empty(), "no bandwidth record");
+        assert_eq!(p.view(0, 1.0, 11.0).bandwidth.unwrap().value, before);
+        assert!(p.timeout_ms(0) > timeout, "the wait's series took it");
+        assert_eq!(p.counters(0).failures[Failure::Timeout as usize], 1);
+        // A reset is recorded in the bandwidth series, without a value.
+        let recs = p.finish(&fail(0, 12.0, Failure::Reset));
+        assert_eq!(recs.len(), 1);
+        assert_eq!(recs[0].value, None);
+        assert_eq!(p.view(0, 1.0, 13.0).bandwidth.unwrap().value, before);
     }
 }

@@ -7,17 +7,26 @@ use super::*;
 
 impl Policy {
     /// How often the prober should look for due probes, ms: a quarter of the shortest TTL of
-    /// the replicas that are probed; `None` when none is.
+    /// the replicas that are probed, and of the shortest backoff of those that are not (under
+    /// a comparison rule a replica is probed only on trial, once its backoff is over, to be
+    /// taken back); `None` when there is no replica.
     pub fn probe_tick_ms(&self) -> Option<f64> {
         self.replicas
             .iter()
-            .filter(|r| r.probed)
-            .map(|r| r.cfg.ttl_ms / 4.0)
+            .map(|r| {
+                if r.probed {
+                    r.cfg.ttl_ms / 4.0
+                } else {
+                    r.cfg.backoff_min_ms / 4.0
+                }
+            })
             .min_by(f64::total_cmp)
     }
 
-    /// Replicas that need an active probe now: on trial after their backoff, or with no
-    /// sample younger than the TTL, in the order of the replicas. Each is marked as being
+    /// Replicas that need an active probe now: on trial after their backoff (whatever the
+    /// rule of their services: an ejected replica comes back only through its trial probe),
+    /// or listed by a service that chooses by forecasts (or the nearest) and with no sample
+    /// younger than the TTL, in the order of the replicas. Each is marked as being
     /// probed until its probe finishes. At most [`PROBE_BURST`] (or a quarter of the probed
     /// replicas) at once: the next look starts after the last one taken, so the others'
     /// turn comes at the next.
@@ -28,7 +37,7 @@ impl Policy {
         for k in 0..n {
             let i = (self.probe_next + k) % n;
             let rep = &mut self.replicas[i];
-            if rep.probing || !rep.probed {
+            if rep.probing {
                 continue;
             }
             if due.len() == self.probe_burst {
@@ -38,7 +47,7 @@ impl Policy {
             let stale = rep.last_sample_ms.is_none_or(|t| now_ms - t > ttl);
             let want = match rep.health {
                 Health::Trial => true,
-                Health::Up => stale,
+                Health::Up => rep.probed && stale,
                 Health::Ejected { .. } => false,
             };
             if want {
@@ -247,5 +256,48 @@ mod tests {
         let due = p.due_probes(1_250.0);
         assert_eq!(due, (0..250).collect::<Vec<_>>());
         assert_eq!(p.due_probes(1_500.0), (250..500).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn an_ejected_replica_is_tried_again_under_every_rule() {
+        for balance in [
+            Balance::RoundRobin,
+            Balance::LeastConnections,
+            Balance::P2cPeakEwma,
+            Balance::Completion,
+        ] {
+            let mut p = two(balance);
+            assert_eq!(p.probe_tick_ms(), Some(250.0), "{balance:?}");
+            if !balance.forecasts() {
+                assert!(
+                    p.due_probes(0.0).is_empty(),
+                    "{balance:?}: no probe while up"
+                );
+            }
+            for i in 0..3 {
+                p.finish(&fail(1, 10.0 + i as f64, Failure::Connect));
+            }
+            assert!(matches!(p.health(1), Health::Ejected { .. }));
+            assert!(
+                !p.due_probes(500.0).contains(&1),
+                "{balance:?}: backing off"
+            );
+            // After the 1 s backoff: on trial, probed, and back once the probe succeeds.
+            assert!(p.due_probes(1_100.0).contains(&1), "{balance:?}");
+            p.probe_started(1, 0, 1_100.0);
+            let mut good = ok(1, 1_110.0, 80.0, 2.0, 1000);
+            good.probe = true;
+            p.finish(&good);
+            assert_eq!(p.health(1), Health::Up, "{balance:?}");
+            let chosen: Vec<usize> = (0..4)
+                .map(|i| {
+                    p.choose(0, None, None, 1_200.0 + i as f64, [0.9, 0.1])
+                        .replica
+                })
+                .collect();
+            if balance == Balance::RoundRobin {
+                assert!(chosen.contains(&1), "{balance:?}: {chosen:?}");
+            }
+        }
     }
 }

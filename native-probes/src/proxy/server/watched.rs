@@ -1,6 +1,6 @@
 //! A client's connection as the server holds it (edge): a socket that notes when bytes last
-//! moved either way, for the idle limit, and that closes with a reset when the proxy cut it
-//! off.
+//! moved either way, for the idle limit, and since when it has taken none of what the proxy
+//! has to send, for the send timeout; and that closes with a reset when the proxy cut it off.
 
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
@@ -11,9 +11,12 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 
 /// A client connection's activity: when bytes last moved either way (ns since the proxy's
-/// start), and whether the proxy cut it off.
+/// start), since when its socket has refused what the proxy writes (0: it took the last
+/// write), its requests in flight, and whether the proxy cut it off.
 pub(super) struct Activity {
     pub(super) last: AtomicU64,
+    pub(super) blocked: AtomicU64,
+    pub(super) active: AtomicU64,
     pub(super) cut: AtomicBool,
 }
 
@@ -29,6 +32,22 @@ impl Watched {
         self.activity
             .last
             .store(self.origin.elapsed().as_nanos() as u64, Relaxed);
+    }
+
+    /// Notes what a write did: bytes taken (activity; not blocked), or none for want of room
+    /// in the socket (blocked since now, unless it was already).
+    fn wrote(&self, r: &Poll<std::io::Result<usize>>) {
+        match r {
+            Poll::Ready(Ok(n)) if *n > 0 => {
+                self.touch();
+                self.activity.blocked.store(0, Relaxed);
+            }
+            Poll::Pending if self.activity.blocked.load(Relaxed) == 0 => {
+                let now = self.origin.elapsed().as_nanos() as u64;
+                self.activity.blocked.store(now.max(1), Relaxed);
+            }
+            _ => {}
+        }
     }
 }
 
@@ -67,9 +86,7 @@ impl AsyncWrite for Watched {
         buf: &[u8],
     ) -> Poll<std::io::Result<usize>> {
         let r = Pin::new(&mut self.inner).poll_write(cx, buf);
-        if matches!(r, Poll::Ready(Ok(n)) if n > 0) {
-            self.touch();
-        }
+        self.wrote(&r);
         r
     }
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
@@ -84,9 +101,7 @@ impl AsyncWrite for Watched {
         bufs: &[std::io::IoSlice<'_>],
     ) -> Poll<std::io::Result<usize>> {
         let r = Pin::new(&mut self.inner).poll_write_vectored(cx, bufs);
-        if matches!(r, Poll::Ready(Ok(n)) if n > 0) {
-            self.touch();
-        }
+        self.wrote(&r);
         r
     }
     fn is_write_vectored(&self) -> bool {
