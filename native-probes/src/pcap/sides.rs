@@ -34,7 +34,7 @@ pub(super) struct Handshake {
 ///   SYN/ACK→ACK only the host's own time; near the responder, the other way round. On a
 ///   short path the host's own time (a busy softirq, a queue on its way out) can exceed the
 ///   round trip and the vote flips: on namespaces some µs apart, a few in a thousand with
-///   nothing else running and up to one in five under CPU load (`tests/pcap_side.rs`). Each
+///   nothing else running and up to one in five under CPU load (`tests/it/pcap_side.rs`). Each
 ///   vote flips alone, so the majority of an address's handshakes is right where one is not
 ///   (with a vote wrong independently at a rate ε < ½, the likelihood ratio of "here"
 ///   against "there" is ((1−ε)/ε) to the power of the votes' margin: the majority is the

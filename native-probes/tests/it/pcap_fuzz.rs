@@ -3,7 +3,7 @@
 //! cut with editcap, are kept in `tests/corpus/pcap/`): random byte changes, insertions,
 //! deletions and truncations must never panic, every problem must name a byte offset inside
 //! the file, and the packets before the first damage must still be read. Failures are kept in
-//! `tests/pcap_fuzz.proptest-regressions` and replayed first on every run.
+//! `tests/it/pcap_fuzz.proptest-regressions` and replayed first on every run.
 //!
 //! `NOWCAST_FUZZ_CASES` sets the cases per property (default 256).
 

@@ -5,7 +5,7 @@
 //! resets or stalls mid-body, a client that stops reading) and a clean shutdown that
 //! finishes the requests in flight. Every test bounds its time and stops what it started.
 
-mod common;
+use crate::common;
 
 use common::http::{
     one_shot, read_response, request, resetter, staller, trickler, Proxy, Resp, Upstream,

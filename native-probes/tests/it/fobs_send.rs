@@ -8,7 +8,7 @@
 //! every process, listener and file is stopped or removed when a test ends (a failing one
 //! too).
 
-mod common;
+use crate::common;
 
 use common::fobs::{file_of, send, Receiver, TOKEN};
 use common::peer::{bad_request, wait_for_close, Peer};

@@ -4,7 +4,7 @@
 //! sockets on loopback: `nowcast serve` children where a nowcast server is involved, and
 //! listeners of this process for the others, each stopped and joined when the test ends.
 
-mod common;
+use crate::common;
 
 use common::peer::{bad_request, wait_for_close, Peer};
 use common::{nowcast, records, summary, text, Server, BIN};

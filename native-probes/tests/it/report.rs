@@ -6,7 +6,7 @@
 //! not averaged away; what is missing is said; the page is well formed, self-contained and
 //! fits a phone; and hostile target names drive neither the page nor the terminal.
 
-mod common;
+use crate::common;
 
 use common::{nowcast, text, TempDir};
 use nowcast::archive::sqlite::Sqlite;

@@ -3,7 +3,7 @@
 //! ClickHouse server started by the test, which is also down for a while first: records
 //! wait in the spool and arrive once it is up.
 
-mod common;
+use crate::common;
 
 use common::clickhouse::ClickhouseServer;
 use common::{nowcast, text};
@@ -208,7 +208,7 @@ fn runs() -> Vec<RunLog> {
 #[test]
 fn import_names_bad_lines_and_export_gives_the_records_back() {
     let dir = temp("import");
-    let valid = include_str!("../../public/schema/examples/valid.ndjson");
+    let valid = include_str!("../../../public/schema/examples/valid.ndjson");
     let want: Vec<Record> = valid
         .lines()
         .filter(|l| !l.trim().is_empty())

@@ -1,12 +1,12 @@
 //! `nowcast proxy` against hostile clients and replicas on loopback, for what
-//! `tests/proxy.rs` does not cover: paths whose dot-segments would leave the service they
+//! `tests/it/proxy.rs` does not cover: paths whose dot-segments would leave the service they
 //! are routed by, what the replica is sent (`X-Forwarded-For` over several lines, options
 //! of `Connection` naming end-to-end fields, `Transfer-Encoding` over several lines),
 //! replicas answering with both framings or with a 101, the proxy's own shortage of
 //! descriptors (not the replica's failure), and replica URLs with credentials. Every test
 //! bounds its time and stops what it started.
 
-mod common;
+use crate::common;
 
 use common::http::{read_response, request, Proxy, RawReplica, Upstream};
 use std::io::{BufRead, BufReader, Read, Write};

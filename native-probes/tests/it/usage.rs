@@ -3,7 +3,7 @@
 //! Before, values clap parsed but the command refused (`serve --handshake 0`, `fobs send
 //! --rate 0`) exited 1, and some did not name their flag (`a token is 32 hex digits`).
 
-mod common;
+use crate::common;
 
 use common::{nowcast, text, TempDir};
 use std::time::Duration;

@@ -5,7 +5,7 @@
 //! naming why; a database name ClickHouse cannot take is refused by `check`; and a
 //! write-protected archive or one on a read-only mount is read, leaving nothing beside it.
 
-mod common;
+use crate::common;
 
 use common::campaign::Running;
 

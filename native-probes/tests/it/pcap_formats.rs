@@ -22,7 +22,7 @@
 //! end, after every process started in them has been killed by PID; files live in a folder
 //! of the test's own, removed at the end.
 
-mod common;
+use crate::common;
 
 use common::netns::Netns;
 use common::{root_missing, run_bounded, sh, text, TempDir, BIN};

@@ -3,7 +3,7 @@
 //! own. The campaign runs a few seconds, is scraped, stopped with SIGTERM and restarted;
 //! the archive must then hold every run with its outcome and reason.
 
-mod common;
+use crate::common;
 
 use common::campaign::Running;
 use common::{nowcast, text, Server, TempDir, BIN};

@@ -1,7 +1,7 @@
 //! What `nowcast campaign check` prints for people fits in 100 columns, and a mistyped
 //! subcommand is a usage error (status 2), as README's exit statuses say.
 
-mod common;
+use crate::common;
 
 use common::{nowcast, text};
 use std::time::Duration;

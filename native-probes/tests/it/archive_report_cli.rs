@@ -3,9 +3,9 @@
 //! parsed, naming the flag, with exit status 2 in every command (before, 1 and, for `archive
 //! query hourly`, no flag named); an empty report says what is true of its inputs, naming
 //! filters only when some were given; `nowcast delay` is listed in `--help`. (The spool left
-//! empty is gone after a run: `tests/archive_files.rs`.)
+//! empty is gone after a run: `tests/it/archive_files.rs`.)
 
-mod common;
+use crate::common;
 
 use common::{nowcast, one_record, text, TempDir};
 use std::path::Path;

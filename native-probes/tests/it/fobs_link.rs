@@ -19,7 +19,7 @@
 //! devices are named after this process; every process started in a namespace is killed by
 //! PID before the namespace is deleted, and the files live in a directory removed at the end.
 
-mod common;
+use crate::common;
 
 use common::{clear_random_drop, random_drop, root_missing, run_bounded, sh, text, BIN};
 use nowcast_core::record::LossCount;

@@ -3,7 +3,7 @@
 //! named and the others are still read; a bad line is quoted in part, never whole; an output
 //! that names an input is refused before anything is overwritten.
 
-mod common;
+use crate::common;
 
 use common::{nowcast, text};
 use std::path::{Path, PathBuf};

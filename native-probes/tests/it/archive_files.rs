@@ -5,7 +5,7 @@
 //! names a file that is not an archive, and never makes one; `archive import` makes no
 //! archive for nothing and no folder for a mistyped path.
 
-mod common;
+use crate::common;
 
 use common::{nowcast, one_record, text, Server, TempDir};
 use std::collections::BTreeMap;

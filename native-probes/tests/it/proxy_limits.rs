@@ -4,7 +4,7 @@
 //! anything; at them it starts. And its active probes of many replicas start a quarter at a
 //! time, not all in the same instant. On loopback, without root.
 
-mod common;
+use crate::common;
 
 use common::http::Proxy;
 use std::net::TcpStream;

@@ -1,6 +1,6 @@
 //! `nowcast udp` against a real `nowcast serve` on loopback.
 
-mod common;
+use crate::common;
 
 use common::{nowcast, records, shows, summary, text, Server};
 use nowcast_core::record::{Metric, Record, Status};

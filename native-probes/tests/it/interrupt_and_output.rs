@@ -12,7 +12,7 @@
 //! otherwise; namespaces are named after this process and deleted, and every process they
 //! start is killed by PID.
 
-mod common;
+use crate::common;
 
 use common::netns::Netns;
 use common::{nowcast, root_missing, sh, text, wait_child, Server, TempDir, BIN};

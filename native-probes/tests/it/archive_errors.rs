@@ -5,7 +5,7 @@
 //! archive (a small tmpfs, root only), with how much of an import went in; a
 //! write-protected archive; and a time range that ends before it starts.
 
-mod common;
+use crate::common;
 
 use common::netns::Netns;
 use common::{is_root, nowcast, run_bounded, sh, text, TempDir, Tmpfs, BIN};

@@ -4,7 +4,7 @@
 //!
 //! Real processes and sockets, 127.0.0.1 only; every process and file is cleaned up.
 
-mod common;
+use crate::common;
 
 use common::fobs::{file_of, send, Receiver, TOKEN};
 use common::{root_missing, sh, text, wait_child, TempDir, Tmpfs};

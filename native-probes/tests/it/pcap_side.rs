@@ -24,7 +24,7 @@
 //! end (NOWCAST_KEEP_CAPTURES names a folder to keep them in). PCAP_SIDE_CONNECTIONS sets
 //! the connections per client (70) for a longer run.
 
-mod common;
+use crate::common;
 
 use common::netns::{in_ns, Netns};
 use common::{nowcast, root_missing, sh, text, TempDir};

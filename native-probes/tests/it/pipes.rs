@@ -1,7 +1,7 @@
 //! A reader that goes away (`nowcast … | head -1`) ends the command quietly with success, as
 //! for any Unix filter: a real pipe through `sh`, against a real `nowcast serve`.
 
-mod common;
+use crate::common;
 
 use common::{run_bounded, text, Server, BIN};
 use std::process::Command;
