@@ -476,8 +476,8 @@ fn send(a: SendArgs) -> Result<()> {
         let goodput = record::goodput_mbit_s(sent, summary.seconds);
         // A transfer held to a lower `--max-rate` than the default says what the cap allowed,
         // not what the path can do: the next transfer, uncapped, would start below the path.
-        let capped =
-            a.max_rate != MAX_RATE && summary.stats.peak_delivery as f64 * 8.0 >= 0.9 * max;
+        let capped = max < parse_rate("--max-rate", MAX_RATE)?
+            && summary.stats.peak_delivery as f64 * 8.0 >= 0.9 * max;
         if let (Some(m), false) = (memory, capped) {
             if summary.stats.peak_delivery > 0 {
                 m.remember(

@@ -123,27 +123,20 @@ pub(super) fn forwarded_for(h: &HeaderMap, peer: &HeaderValue) -> HeaderValue {
 /// BASE): a path outside the prefix it was routed by (Envoy's CVE-2019-9901). Clients
 /// resolve dot-segments before sending (browsers, curl without `--path-as-is`).
 pub(super) fn has_dot_segment(path: &str) -> bool {
-    let dots = |p: &str| {
-        p.split('/').any(|seg| {
-            let name = seg.split(';').next().unwrap_or("");
-            name == "." || name == ".."
-        })
-    };
     // Most paths have neither: one pass, no copy. A file's name (`/pub/x.iso`) is read as
-    // it is; only an escape or a backslash costs a decoded copy.
+    // it is; only an escape, a backslash or a `;` costs a decoded copy.
     if !path.bytes().any(|b| b == b'.' || b == b'%') {
         return false;
     }
-    if !path.bytes().any(|b| b == b'%' || b == b'\\') {
-        return dots(path);
-    }
-    let p = path
-        .to_ascii_lowercase()
-        .replace("%2e", ".")
-        .replace("%2f", "/")
-        .replace("%5c", "/")
-        .replace('\\', "/");
-    dots(&p)
+    // Read as servers read it (`%2e` decoded), and as a lenient one may (`%2f`, `%5c`, `\`
+    // taken for `/`, `;` parameters dropped).
+    let normal = normalized_path(path);
+    let lenient = lenient_path(&normal);
+    lenient
+        .as_deref()
+        .unwrap_or(&normal)
+        .split('/')
+        .any(|seg| seg == "." || seg == "..")
 }
 
 /// `path` as services are matched against it: as servers read it before they look for the
