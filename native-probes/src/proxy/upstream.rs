@@ -18,12 +18,14 @@ use crate::net::{tcp_info, Info};
 /// The most an upstream connection reads at once (hyper's read buffer; its default is about
 /// 400 KiB): a response head must fit in it (nginx's `proxy_buffer_size` is 4 or 8 KiB), and
 /// each part of a body read is a piece of it that holds the whole buffer until the client's
-/// connection has taken that part. A response whose client reads nothing held 391 KiB of the
-/// proxy's memory (300 of them over HTTP/1.1: +115 MiB; the read buffer, the part waiting to
-/// be sent down and the one queued for the client), and 1 MB over HTTP/2; with 32 KiB, 137 and
-/// 158 KiB. 64 KiB held 221 KiB for no more throughput on loopback (0.85–0.92 GB/s either);
-/// 16 KiB held 105 KiB and halved it.
-pub const READ_BUFFER: usize = 32 << 10;
+/// connection has taken that part. A response whose client reads nothing holds about four
+/// times this (the read buffer, the part waiting to be sent down and the one queued for the
+/// client): 391 KiB with hyper's default, 277 KiB with 64 KiB, 128 KiB with 32 KiB (100 such
+/// HTTP/1.1 downloads, the test `stalled_downloads_hold_little_memory…`). On loopback 64 KiB
+/// downloads 64 MiB at 13.7 and 12.5 Gbit/s where 32 KiB reads 11.8 and 9.9 (two runs of
+/// `cargo bench --bench proxy`, medians of 5, nginx 14.3 and 12.8 in the same runs): the bulk
+/// rate is worth the memory, which `--max-connections-per-client` bounds per client.
+pub const READ_BUFFER: usize = 64 << 10;
 
 /// Where a replica is.
 #[derive(Clone, Debug, PartialEq)]

@@ -2545,7 +2545,8 @@ fn an_alternate_whose_bandwidth_went_stale_is_explored_though_its_rtt_is_fresh()
 /// A client that takes none of its responses is cut at --send-timeout, over HTTP/1.1 and
 /// HTTP/2 (where it may keep its connection busy otherwise: PINGs), and each of its stalled
 /// responses holds little of the proxy's memory meanwhile (391 KiB over HTTP/1.1, 1 MB over
-/// HTTP/2 with the client's windows wide open, before the proxy's buffers were bounded).
+/// HTTP/2 with the client's windows wide open, before the proxy's buffers were bounded; 277
+/// and 125 KiB with 64 KiB upstream reads).
 #[test]
 fn stalled_downloads_hold_little_memory_and_are_cut_at_the_send_timeout() {
     let a = Upstream::start("a", "127.0.0.1:0", None);
@@ -2597,7 +2598,7 @@ fn stalled_downloads_hold_little_memory_and_are_cut_at_the_send_timeout() {
     std::thread::sleep(Duration::from_millis(600));
     let during_h2 = p.rss_kib();
     eprintln!("RSS {before} KiB, {during} KiB with 100 stalled, {during_h2} KiB with 100 more");
-    assert!(during < before + 100 * 200, "{before} -> {during} KiB");
+    assert!(during < before + 100 * 320, "{before} -> {during} KiB");
     assert!(
         during_h2 < during + 100 * 250,
         "{during} -> {during_h2} KiB"
