@@ -486,10 +486,10 @@ fn compare(
                         format!(
                             "{} bw {:.0}±{:.0} {} rtt {:.2} t {:.0}/{:.0} age {:.0} backlog {:.0}K",
                             r["replica"].as_str().unwrap_or(""),
-                            r["bandwidth"]["value"].as_f64().unwrap_or(f64::NAN),
-                            r["bandwidth"]["error"].as_f64().unwrap_or(f64::NAN),
+                            r["bandwidth_mbit"]["value"].as_f64().unwrap_or(f64::NAN),
+                            r["bandwidth_mbit"]["error"].as_f64().unwrap_or(f64::NAN),
                             r["bandwidth_source"].as_str().unwrap_or("-"),
-                            r["rtt"]["value"].as_f64().unwrap_or(f64::NAN),
+                            r["rtt_ms"]["value"].as_f64().unwrap_or(f64::NAN),
                             r["time_ms"].as_f64().unwrap_or(f64::NAN),
                             r["worst_ms"].as_f64().unwrap_or(f64::NAN),
                             r["sample_age_ms"].as_f64().unwrap_or(f64::NAN),

@@ -739,7 +739,7 @@ fn recv(a: RecvArgs) -> Result<()> {
                 resumed,
                 discarded,
             } if !quiet => Some(format!(
-                "{peer}: receiving {name} ({size} bytes, {resumed} packets already held){}",
+                "{peer}: receiving {name:?} ({size} bytes, {resumed} packets already held){}",
                 if discarded > 0 {
                     format!(
                         "; the {discarded} packets an unfinished transfer of it left are dropped: \
@@ -767,11 +767,11 @@ fn recv(a: RecvArgs) -> Result<()> {
                     Ok(d) => d.to_string(),
                     Err(e) => e.clone(),
                 };
-                // A refused hello has no name yet.
+                // A refused hello has no name yet. Names are quoted: one may hold ": ".
                 let who = if name.is_empty() {
                     format!("{peer}")
                 } else {
-                    format!("{peer}: {name}")
+                    format!("{peer}: {name:?}")
                 };
                 if opts.once && !matches!(result, Ok(Done::Stored)) {
                     failed = Some(format!("{who}: {what}"));

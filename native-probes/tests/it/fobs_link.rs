@@ -314,7 +314,7 @@ fn fobs_transfers_resumes_drops_forgeries_refuses_strangers_and_classifies() {
         (0.003..0.25).contains(&loss),
         "loss {loss} under 1 % random drops"
     );
-    wait_line(&lines, "lossy.bin: stored, hash verified", LIMIT);
+    wait_line(&lines, "\"lossy.bin\": stored, hash verified", LIMIT);
 
     // 1b. The path memory: each finished transfer's peak delivery rate is kept per receiver,
     // and the next transfer to it starts at half the forecast of those rates.
@@ -387,11 +387,11 @@ fn fobs_transfers_resumes_drops_forgeries_refuses_strangers_and_classifies() {
         .stderr(Stdio::null())
         .spawn()
         .expect("send");
-    wait_line(&lines, "receiving resumed.bin", LIMIT);
+    wait_line(&lines, "receiving \"resumed.bin\"", LIMIT);
     std::thread::sleep(Duration::from_millis(1500));
     first.kill().expect("interrupt the sender");
     first.wait().expect("wait");
-    wait_line(&lines, "resumed.bin: the sender closed", LIMIT);
+    wait_line(&lines, "\"resumed.bin\": the sender closed", LIMIT);
     let names = names_in(&rx_dir);
     assert!(!names.contains(&"resumed.bin".to_string()), "{names:?}");
     assert!(
@@ -404,12 +404,12 @@ fn fobs_transfers_resumes_drops_forgeries_refuses_strangers_and_classifies() {
     );
     let out = link.send(&src, "resumed.bin", &["--resume", "--fixed-rate", "300M"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
-    let again = wait_line(&lines, "receiving resumed.bin (", LIMIT);
+    let again = wait_line(&lines, "receiving \"resumed.bin\" (", LIMIT);
     let held = lines
         .lock()
         .unwrap()
         .iter()
-        .rfind(|l| l.contains("receiving resumed.bin"))
+        .rfind(|l| l.contains("receiving \"resumed.bin\""))
         .map(|l| count_after(l, "bytes, "))
         .unwrap_or(0);
     assert!(held > 5_000, "resumed with {held} packets held: {again}");
@@ -428,7 +428,7 @@ fn fobs_transfers_resumes_drops_forgeries_refuses_strangers_and_classifies() {
         .stderr(Stdio::piped())
         .spawn()
         .expect("send");
-    wait_line(&lines, "receiving forged.bin", LIMIT);
+    wait_line(&lines, "receiving \"forged.bin\"", LIMIT);
     // One datagram per write: the forged one is written whole from a file by `cat`, the
     // garbage has no newline (printf would write up to each newline separately).
     let mut forged = vec![0xb5, 0xf0, 1, 0];
@@ -448,7 +448,7 @@ fn fobs_transfers_resumes_drops_forgeries_refuses_strangers_and_classifies() {
     assert!(f.status.success(), "forging: {}", text(&f.stderr));
     let out = common::wait_child(sender, LIMIT);
     assert!(out.status.success(), "{}", text(&out.stderr));
-    let done = wait_line(&lines, "forged.bin: stored, hash verified", LIMIT);
+    let done = wait_line(&lines, "\"forged.bin\": stored, hash verified", LIMIT);
     assert_eq!(count_after(&done, "malformed"), 40, "{done}");
     assert!(count_after(&done, "wrong session") >= 40, "{done}");
     assert_eq!(sha256(&rx_dir.join("forged.bin")), want);

@@ -66,7 +66,7 @@ fn silent_and_refused_connections_hold_up_no_sender_and_discard_keeps_nothing() 
         LIMIT,
     );
     assert!(out.status.success(), "{}", text(&out.stderr));
-    let line = rx.wait_for("ok.bin: ", LIMIT);
+    let line = rx.wait_for("\"ok.bin\": ", LIMIT);
     assert!(line.contains("hash verified"), "{line}");
     let took = started.elapsed();
     // Served at once, not after their 5 s deadlines: the receiver waited on none of them.
@@ -101,11 +101,11 @@ fn silent_and_refused_connections_hold_up_no_sender_and_discard_keeps_nothing() 
             "4M",
         ],
     );
-    rx.wait_for("receiving half.bin", LIMIT);
+    rx.wait_for("receiving \"half.bin\"", LIMIT);
     std::thread::sleep(Duration::from_millis(800));
     let _ = slow.kill();
     let _ = slow.wait();
-    let line = rx.wait_for("half.bin: ", LIMIT);
+    let line = rx.wait_for("\"half.bin\": ", LIMIT);
     assert!(!line.contains("hash verified"), "{line}");
     let left: Vec<_> = std::fs::read_dir(rx_dir)
         .unwrap()
@@ -204,7 +204,7 @@ fn a_fifo_under_the_resume_state_name_holds_up_nothing() {
         LIMIT,
     );
     assert!(out.status.success(), "{}", text(&out.stderr));
-    rx.wait_for("f.bin: stored, hash verified", LIMIT);
+    rx.wait_for("\"f.bin\": stored, hash verified", LIMIT);
     assert_eq!(
         std::fs::read(rx_dir.join("f.bin")).unwrap(),
         std::fs::read(&src).unwrap()
@@ -263,7 +263,7 @@ fn what_is_planted_under_the_receivers_own_names_is_neither_waited_on_nor_writte
     let target = format!("127.0.0.1:{}", rx.port);
     let out = wait_child(send(&target, &src, &["--no-path-memory"]), LIMIT);
     assert!(out.status.success(), "{}", text(&out.stderr));
-    rx.wait_for("p.bin: stored, hash verified", LIMIT);
+    rx.wait_for("\"p.bin\": stored, hash verified", LIMIT);
     assert_eq!(
         std::fs::read(rx_dir.join("p.bin")).unwrap(),
         std::fs::read(&src).unwrap()
@@ -311,6 +311,6 @@ fn a_file_the_disk_cannot_hold_is_refused_at_its_hello_and_the_receiver_goes_on(
     assert!(left.is_empty(), "left behind: {left:?}");
     let out = wait_child(send(&target, &small, &["--no-path-memory"]), LIMIT);
     assert!(out.status.success(), "{}", text(&out.stderr));
-    rx.wait_for("small.bin: received, hash verified, deleted", LIMIT);
+    rx.wait_for("\"small.bin\": received, hash verified, deleted", LIMIT);
     drop(rx);
 }

@@ -67,7 +67,7 @@ fn max_rate_is_a_ceiling_on_loopback() {
         .and_then(|v| v.parse().ok())
         .unwrap_or_else(|| panic!("no goodput in {summary:?}"));
     assert!(goodput <= cap_mbit * 1.01, "{summary}");
-    rx.wait_for("capped.bin: received, hash verified", LIMIT);
+    rx.wait_for("\"capped.bin\": received, hash verified", LIMIT);
 }
 
 #[test]
@@ -115,7 +115,7 @@ fn a_stopped_transfer_reports_what_arrived_and_no_goodput() {
         let acked = number_before(error, &format!(" of {size} bytes acknowledged"));
         assert!(acked > 0 && acked < size, "{error}");
     }
-    let line = rx.wait_for("big.bin: ", LIMIT);
+    let line = rx.wait_for("\"big.bin\": ", LIMIT);
     let held = number_before(&line, &format!(" of {size} bytes held, kept for --resume"));
     assert!(held > 0 && held < size, "{line}");
     assert!(
@@ -136,7 +136,7 @@ fn a_stopped_transfer_reports_what_arrived_and_no_goodput() {
     let left = number_before(&summary, " left;");
     assert!(acked > held && acked < size, "{summary}");
     assert_eq!(acked + left, size, "{summary}");
-    let line = rx.wait_for("big.bin: ", LIMIT);
+    let line = rx.wait_for("\"big.bin\": ", LIMIT);
     let held = number_before(&line, &format!(" of {size} bytes held, kept for --resume"));
     assert!(
         !memory.exists(),
@@ -167,7 +167,7 @@ fn a_stopped_transfer_reports_what_arrived_and_no_goodput() {
         .iter()
         .any(|r| r.metric == Metric::Throughput && r.status == Status::Ok));
     assert!(memory.exists(), "a stored transfer is remembered");
-    let line = rx.wait_for("big.bin: ", LIMIT);
+    let line = rx.wait_for("\"big.bin\": ", LIMIT);
     assert!(
         line.contains(&format!(
             "; {held} bytes were held from an earlier transfer)"
@@ -196,7 +196,7 @@ fn a_receiver_killed_mid_transfer_leaves_its_sender_a_summary_and_a_file_to_resu
         &src,
         &["--fixed-rate", "16M", "--no-path-memory", "--json"],
     );
-    rx.wait_for("receiving k.bin", LIMIT);
+    rx.wait_for("receiving \"k.bin\"", LIMIT);
     std::thread::sleep(Duration::from_millis(300));
     // The state is saved as the transfer opens: before 2026-12-07, a receiver killed in its
     // first 2 s left a part file that nothing described, so nothing could resume or remove.
@@ -227,14 +227,14 @@ fn a_receiver_killed_mid_transfer_leaves_its_sender_a_summary_and_a_file_to_resu
     let target = format!("127.0.0.1:{}", rx.port);
     let out = wait_child(send(&target, &src, &["--no-path-memory"]), LIMIT);
     assert!(out.status.success(), "{}", text(&out.stderr));
-    let line = rx.wait_for("receiving k.bin", LIMIT);
+    let line = rx.wait_for("receiving \"k.bin\"", LIMIT);
     assert!(
         line.contains(
             "an unfinished transfer of it left are dropped: the sender did not ask to resume"
         ),
         "{line}"
     );
-    rx.wait_for("k.bin: stored, hash verified", LIMIT);
+    rx.wait_for("\"k.bin\": stored, hash verified", LIMIT);
     assert_eq!(
         std::fs::read(rx_dir.join("k.bin")).unwrap(),
         std::fs::read(&src).unwrap()
@@ -386,10 +386,17 @@ fn a_receiver_whose_port_is_taken_names_the_address_and_the_socket() {
         "{err}"
     );
     drop(tcp);
-    // The UDP port of the same number taken (its TCP port free).
-    let udp = UdpSocket::bind("127.0.0.1:0").unwrap();
-    let port = udp.local_addr().unwrap().port();
-    let out = recv(port);
+    // The UDP port of the same number taken (its TCP port free; another test's connection may
+    // take that TCP port meanwhile: then again with another).
+    let (_udp, port, out) = (0..5)
+        .map(|_| {
+            let udp = UdpSocket::bind("127.0.0.1:0").unwrap();
+            let port = udp.local_addr().unwrap().port();
+            let out = recv(port);
+            (udp, port, out)
+        })
+        .find(|(_, _, out)| !text(&out.stderr).contains("bind tcp"))
+        .expect("a UDP port whose TCP port stays free");
     assert_eq!(out.status.code(), Some(1));
     let err = text(&out.stderr);
     assert!(
@@ -434,7 +441,7 @@ fn a_sender_during_another_transfer_is_told_the_receiver_is_busy_at_once() {
     // The first goes on to the end, intact.
     let out = wait_child(long, LIMIT);
     assert!(out.status.success(), "{}", text(&out.stderr));
-    rx.wait_for("first.bin: stored, hash verified", LIMIT);
+    rx.wait_for("\"first.bin\": stored, hash verified", LIMIT);
     assert_eq!(
         std::fs::read(rx_dir.join("first.bin")).unwrap(),
         std::fs::read(&first).unwrap()

@@ -123,6 +123,20 @@ fn streams_both_ways_with_keep_alive_and_writes_valid_records() {
     assert!(lines
         .iter()
         .all(|l| l["replicas"].as_array().unwrap().len() == 2 && l["reason"].is_string()));
+    // Each forecast names its unit.
+    let views: Vec<&serde_json::Value> = lines
+        .iter()
+        .flat_map(|l| l["replicas"].as_array().unwrap())
+        .collect();
+    assert!(views
+        .iter()
+        .all(|v| v.get("bandwidth_mbit").is_some() && v.get("rtt_ms").is_some()));
+    let measured = |key: &str| {
+        views
+            .iter()
+            .any(|v| v[key]["value"].as_f64().is_some_and(|x| x > 0.0))
+    };
+    assert!(measured("bandwidth_mbit") && measured("rtt_ms"), "{err}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -42,10 +42,13 @@ pub struct View {
     pub replica: String,
     pub health: Health,
     /// The bandwidth forecast in use, Mbit/s, its error and source.
+    #[serde(rename = "bandwidth_mbit")]
     pub bandwidth: Option<Estimate>,
     pub bandwidth_source: Option<Source>,
     /// Age of the newest sample of the bandwidth source in use, ms.
     pub bandwidth_age_ms: Option<f64>,
+    /// The RTT forecast, ms, and its error.
+    #[serde(rename = "rtt_ms")]
     pub rtt: Option<Estimate>,
     /// Forecast completion time for the request's size, ms (and its worst case).
     pub time_ms: Option<f64>,
