@@ -233,9 +233,20 @@ pub fn run(cfg: &Config, out: &mut dyn Write) -> Result<()> {
     if stats.values == 0 {
         let mut why = format!("{}: no values to forecast", args.file.display());
         if stats.series.is_none() && !stats.other_series.is_empty() {
-            why += " in a series matching the options; the file has:";
+            why += &format!(
+                " in a series matching the options; the file has {}{} series:",
+                if stats.other_series_more {
+                    "more than "
+                } else {
+                    ""
+                },
+                stats.other_series_count
+            );
             for o in &stats.other_series {
                 why += &format!("\n  {} ({})", o.name, choose(o));
+            }
+            if stats.other_series_count > stats.other_series.len() {
+                why += "\n  …";
             }
         }
         bail!(why);
@@ -499,7 +510,8 @@ fn print_human(
     if !stats.other_series.is_empty() {
         writeln!(
             out,
-            "the file has {} other series (choose with --metric, --target, --transport, --source or --column):",
+            "the file has {}{} other series (choose with --metric, --target, --transport, --source or --column):",
+            if stats.other_series_more { "more than " } else { "" },
             stats.other_series_count
         )?;
         for o in &stats.other_series {

@@ -110,9 +110,12 @@ pub struct ReadStats {
     pub target: Option<String>,
     pub transport: Option<Transport>,
     pub column: Option<String>,
-    /// The file's other series (at most [`LISTED_SERIES`]) and how many there were.
+    /// The file's other series (at most [`LISTED_SERIES`]) and how many there were (at least
+    /// that many when `other_series_more`: past `nowcast_core::import::MAX_KEYS` series are
+    /// no longer told apart).
     pub other_series: Vec<OtherSeries>,
     pub other_series_count: usize,
+    pub other_series_more: bool,
     /// What the reader said besides errors (columns of text left out, missing times).
     pub notes: Vec<String>,
     #[serde(skip)]
@@ -341,7 +344,9 @@ pub fn read_values<R: Read>(
         .enumerate()
         .filter(|(i, _)| Some(*i) != chosen)
         .collect();
-    stats.other_series_count = others.len();
+    let (left_out, more) = reader.series_left_out();
+    stats.other_series_count = others.len() + usize::try_from(left_out).unwrap_or(usize::MAX);
+    stats.other_series_more = more;
     stats.other_series = others
         .into_iter()
         .take(LISTED_SERIES)
@@ -417,6 +422,51 @@ mod tests {
                 choose: "--metric jitter --target \"x\"".into()
             }]
         );
+    }
+
+    /// A record of `rtt` to `to`.
+    fn rtt_to(to: &str, t: u64) -> String {
+        format!(
+            r#"{{"schema_version":"1.0","timestamp_ms":{t},"source":"nowcast tcp","metric":"rtt","value":10,"unit":"ms","to":"{to}"}}"#
+        ) + "\n"
+    }
+
+    /// Past the series a file keeps apart (256), the one the options ask for is still read,
+    /// and the others are counted, not just those kept. A file of 100,000 series reads in
+    /// linear time (each new series once scanned every one before: minutes).
+    #[test]
+    fn the_series_asked_for_is_found_after_any_number_of_others() {
+        let mut text: String = (0..300).map(|i| rtt_to(&format!("h{i}:1"), i)).collect();
+        text += &(0..20)
+            .map(|i| rtt_to("server:443", 1000 + i))
+            .collect::<String>();
+        let mut o = opts(Format::Auto, None, false);
+        o.select.target = Some("server:443".into());
+        let mut values = Vec::new();
+        let s = read_values(text.as_bytes(), &o, |v| values.push(v)).unwrap();
+        assert_eq!(values.len(), 20);
+        assert_eq!(s.series.as_deref(), Some("rtt to server:443"));
+        assert_eq!(
+            (
+                s.other_series_count,
+                s.other_series_more,
+                s.other_series.len()
+            ),
+            (300, false, LISTED_SERIES)
+        );
+        assert!(
+            s.notes
+                .iter()
+                .any(|n| n == "44 values of 44 series beyond the first 256 left out"),
+            "{:?}",
+            s.notes
+        );
+        let text: String = (0..100_000)
+            .map(|i| rtt_to(&format!("h{i}:1"), i))
+            .collect();
+        let s = read_values(text.as_bytes(), &opts(Format::Auto, None, false), |_| {}).unwrap();
+        assert_eq!(s.series.as_deref(), Some("rtt to h0:1"));
+        assert_eq!((s.other_series_count, s.other_series_more), (65_535, true));
     }
 
     #[test]

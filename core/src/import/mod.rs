@@ -50,8 +50,11 @@ use std::collections::HashMap;
 pub const MAX_LINE: usize = 1 << 20;
 /// The largest JSON document read whole (iperf3, irtt, mtr as the tools write them).
 pub const MAX_DOCUMENT: usize = 32 << 20;
-/// Series kept apart in one file; the values of further ones are left out, said once.
+/// Series kept apart in one file; the values of further ones are left out, said once (but
+/// for the one a selection asks for, which is kept wherever it comes).
 pub const MAX_SERIES: usize = 256;
+/// Series told apart (and counted) in one file, kept or not: what their keys may hold.
+pub const MAX_KEYS: usize = 1 << 16;
 /// What a file in no supported format is told.
 pub const SUPPORTED: &str = "Nowcast reads NDJSON measurement records, CSV (time,value; \
     named columns; the page's export), time<TAB>value, one number a line, iperf3 -J (TCP and \
@@ -371,6 +374,10 @@ struct Registry {
     chosen: Option<usize>,
     /// Values left out because the file had more than [`MAX_SERIES`] series.
     overflow: u64,
+    /// Series left out past [`MAX_SERIES`], and whether there were more than could be told
+    /// apart ([`MAX_KEYS`]).
+    left_out: u64,
+    left_out_more: bool,
     /// FOBS congestion-event records left out of the series (see [`documents::record`]).
     congestion_events: u64,
     /// Empty fields of the CSV columns read (wanted series only): no value there.
@@ -384,8 +391,16 @@ struct Registry {
 }
 
 impl Registry {
+    /// Whether `info` is the series a selection asks for and none is chosen yet.
+    fn asks(&self, info: &SeriesInfo) -> bool {
+        self.chosen.is_none() && self.select.as_ref().is_some_and(|s| s.matches(info))
+    }
+
     fn add(&mut self, info: SeriesInfo) -> Option<usize> {
-        if self.infos.len() == MAX_SERIES {
+        // Past the limit, only the series a selection asks for is kept: `nowcast forecast
+        // --target X` finds X after any number of other series.
+        if self.infos.len() >= MAX_SERIES && !self.asks(&info) {
+            self.left_out += 1;
             return None;
         }
         self.infos.push(info);
@@ -559,6 +574,12 @@ impl<P: Parser> Reader<P> {
         self.reg.chosen
     }
 
+    /// Series of the file left out of [`Reader::series`] (past [`MAX_SERIES`]), and whether
+    /// there were more than that (past [`MAX_KEYS`], no longer told apart).
+    pub fn series_left_out(&self) -> (u64, bool) {
+        (self.reg.left_out, self.reg.left_out_more)
+    }
+
     /// Records that had no value (timeouts and failures), and empty fields of the CSV
     /// columns read.
     pub fn without_value(&self) -> u64 {
@@ -570,9 +591,14 @@ impl<P: Parser> Reader<P> {
     pub fn notes(&self) -> Vec<String> {
         let mut notes = self.notes.clone();
         if self.reg.overflow > 0 {
+            let more = if self.reg.left_out_more {
+                "more than "
+            } else {
+                ""
+            };
             notes.push(format!(
-                "{} values of series beyond the first {MAX_SERIES} left out",
-                self.reg.overflow
+                "{} values of {more}{} series beyond the first {MAX_SERIES} left out",
+                self.reg.overflow, self.reg.left_out
             ));
         }
         if self.without_value > 0 {
@@ -1029,10 +1055,17 @@ type Key = (
     Option<String>,
 );
 
+/// A [`Key`] but its source.
+type Unsourced = (&'static str, Metric, Option<Transport>, Option<String>);
+
 /// Series keyed by [`Key`], numbered in the registry as they appear.
 #[derive(Debug, Default)]
 struct Keyed {
     ids: HashMap<Key, Option<usize>>,
+    /// The keys but their source, each with how many sources it had: a series is named with
+    /// its source when another shares the rest (looked up, not searched for: a file of 100,000
+    /// series took minutes when each new one scanned every key).
+    sources: HashMap<Unsourced, u32>,
 }
 
 impl Keyed {
@@ -1049,21 +1082,32 @@ impl Keyed {
         transport: Option<Transport>,
         to: Option<String>,
         source: Option<String>,
-        info: impl FnOnce(&Option<String>) -> SeriesInfo,
+        info: impl Fn(&Option<String>) -> SeriesInfo,
     ) -> Option<usize> {
         let key = (tool, metric, transport, to, source);
         if let Some(id) = self.ids.get(&key) {
             return *id;
         }
-        let shared = self
-            .ids
-            .keys()
-            .any(|k| (k.0, k.1, k.2, &k.3) == (key.0, key.1, key.2, &key.3));
-        let mut series = info(&key.3);
+        let described = || SeriesInfo {
+            source: key.4.clone(),
+            ..info(&key.3)
+        };
+        if self.ids.len() >= MAX_KEYS && !reg.asks(&described()) {
+            // Past the limit, series are no longer told apart (nor counted), but for the one
+            // a selection asks for.
+            reg.left_out_more = true;
+            return None;
+        }
+        let seen = self
+            .sources
+            .entry((key.0, key.1, key.2, key.3.clone()))
+            .or_insert(0);
+        let shared = *seen > 0;
+        *seen += 1;
+        let mut series = described();
         if let (true, Some(s)) = (shared, &key.4) {
             series.name = format!("{} ({s})", series.name);
         }
-        series.source = key.4.clone();
         let id = reg.add(series);
         self.ids.insert(key, id);
         id

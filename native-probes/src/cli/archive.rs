@@ -228,10 +228,10 @@ pub struct Args {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Add NDJSON record files (from the page, the native tools, pcap analysis); bad lines
-    /// are named by number and skipped, the rest kept. A record the archive already holds
-    /// (identical in every field) is counted and skipped: importing a file again adds
-    /// nothing, and one appended to since adds its new lines.
+    /// Add NDJSON record files (- for standard input; from the page, the native tools, pcap
+    /// analysis); bad lines are named by number and skipped, the rest kept. A record the
+    /// archive already holds (identical in every field) is counted and skipped: importing a
+    /// file again adds nothing, and one appended to since adds its new lines.
     Import {
         #[arg(required = true)]
         files: Vec<PathBuf>,
@@ -376,7 +376,12 @@ fn each_line(
     path: &PathBuf,
     each: &mut dyn FnMut(Result<Record, String>) -> Result<()>,
 ) -> Result<()> {
-    let f = std::fs::File::open(path).with_context(|| format!("{}: open", path.display()))?;
+    // `-` is standard input, as for `nowcast pcap` and `nowcast forecast`.
+    let f: Box<dyn std::io::Read> = if path.as_os_str() == "-" {
+        Box::new(std::io::stdin().lock())
+    } else {
+        Box::new(std::fs::File::open(path).with_context(|| format!("{}: open", path.display()))?)
+    };
     let mut r = BufReader::with_capacity(1 << 16, f);
     let mut buf = Vec::new();
     let mut line_no = 0usize;

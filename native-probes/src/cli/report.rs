@@ -26,7 +26,7 @@ use std::path::PathBuf;
     window/streams table; and the campaign's run log (IEPM-BW §II.A, §III.D, §III.G–J)."
 )]
 pub struct Args {
-    /// NDJSON record files to read instead of an archive.
+    /// NDJSON record files to read instead of an archive (- for standard input).
     files: Vec<PathBuf>,
     #[command(flatten)]
     source: super::archive::Source,

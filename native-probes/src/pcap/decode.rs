@@ -169,9 +169,34 @@ fn truncated(layer: &'static str, need: usize, have: usize) -> Skip {
     Skip::Truncated { layer, need, have }
 }
 
+/// An IP length no longer than the frame that carried it (`wire`: the frame's length on the
+/// wire from the IP header on): one packet claiming 65,535 bytes in 40 would count as a
+/// super-segment's worth of data.
+fn within_frame(total: u32, wire: u32) -> Result<u32, Skip> {
+    if total > wire {
+        Err(Skip::Malformed(format!(
+            "IP length {total} is longer than the packet, {wire} bytes on the wire"
+        )))
+    } else {
+        Ok(total)
+    }
+}
+
 /// Decodes one frame of link type `link` captured at `ts_ns`, of which `data` was kept and
-/// `orig_len` was on the wire.
+/// `orig_len` was on the wire. A header that claims more than a frame captured whole holds is
+/// malformed, not cut by the snap length.
 pub fn decode(link: u32, data: &[u8], orig_len: u32, ts_ns: i64) -> Result<Packet, Skip> {
+    decode_frame(link, data, orig_len, ts_ns).map_err(|e| match e {
+        Skip::Truncated { layer, need, have } if data.len() as u64 >= u64::from(orig_len) => {
+            Skip::Malformed(format!(
+                "the {layer} claims {need} bytes, and the frame, captured whole, has {have} there"
+            ))
+        }
+        e => e,
+    })
+}
+
+fn decode_frame(link: u32, data: &[u8], orig_len: u32, ts_ns: i64) -> Result<Packet, Skip> {
     use linktype::*;
     let (proto, ip_at) = match link {
         ETHERNET => ethernet(data)?,
@@ -234,7 +259,7 @@ pub fn decode(link: u32, data: &[u8], orig_len: u32, ts_ns: i64) -> Result<Packe
             }
             let total = match h.total_len() {
                 0 => wire,
-                n => n as u32,
+                n => within_frame(u32::from(n), wire)?,
             };
             let hl = h.slice().len();
             (
@@ -255,7 +280,7 @@ pub fn decode(link: u32, data: &[u8], orig_len: u32, ts_ns: i64) -> Result<Packe
             })?;
             let total = match h.payload_length() {
                 0 => wire,
-                n => 40 + n as u32,
+                n => within_frame(40 + u32::from(n), wire)?,
             };
             let (exts, next, rest) = Ipv6ExtensionsSlice::from_slice(h.next_header(), &ip[40..])
                 .map_err(|e| {
@@ -519,6 +544,36 @@ pub(crate) mod tests {
         let e = decode(linktype::ETHERNET, &f[..40], f.len() as u32, 5).unwrap_err();
         assert!(e.is_problem(), "{e}");
         assert!(e.to_string().contains("TCP header"), "{e}");
+    }
+
+    /// An IP length beyond the frame that carried it is malformed (one 40-byte SYN claiming
+    /// 65,535 bytes counted 65,495 bytes of data); a header cut in a frame captured whole is
+    /// malformed too, not cut by the snap length.
+    #[test]
+    fn lengths_beyond_the_frame_are_malformed_not_data_or_the_snap_length() {
+        let mut f = ipv4_tcp([1, 1, 1, 1], [2, 2, 2, 2], (1, 2), 0, 0, flag::SYN, 0, None);
+        f[16..18].copy_from_slice(&65535u16.to_be_bytes());
+        let e = decode(linktype::ETHERNET, &f, f.len() as u32, 0).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "malformed header: IP length 65535 is longer than the packet, 40 bytes on the wire"
+        );
+        // Cut by the snap length (the wire had more): still the snap length's.
+        let f = ipv4_tcp(
+            [1, 1, 1, 1],
+            [2, 2, 2, 2],
+            (1, 2),
+            0,
+            0,
+            flag::ACK,
+            100,
+            None,
+        );
+        let e = decode(linktype::ETHERNET, &f[..40], f.len() as u32, 0).unwrap_err();
+        assert!(e.to_string().starts_with("snap length shorter"), "{e}");
+        // The same 40 bytes as a whole frame: its IP header claims more than it holds.
+        let e = decode(linktype::ETHERNET, &f[..40], 40, 0).unwrap_err();
+        assert!(e.to_string().starts_with("malformed header:"), "{e}");
     }
 
     #[test]

@@ -70,6 +70,22 @@ fn clamp_ns(ns: i64) -> i64 {
     ns.clamp(0, 1 << 62)
 }
 
+/// Timestamp units per second of a pcapng `if_tsresol` (RFC draft-ietf-opsawg-pcapng §4.2):
+/// 10^n, or 2^n when the high bit is set; `None` past what 64 bits hold. (pcap-parser 0.17's
+/// `ts_resolution` refuses every power of two, which then read as microseconds.)
+fn units_per_second(tsresol: u8) -> Option<u64> {
+    let n = u32::from(tsresol & 0x7f);
+    if tsresol & 0x80 == 0 {
+        10u64.checked_pow(n)
+    } else {
+        (n < 64).then(|| 1u64 << n)
+    }
+}
+
+/// The farthest an interface's `if_tsoffset` is believed, seconds (from 1970 to 2100): a
+/// larger one put every packet at one clamped instant.
+const MAX_TS_OFFSET_S: i64 = 4_102_444_800;
+
 /// A byte source with a window that can be grown, compacted and advanced, tracking the file
 /// offset of its first byte.
 struct Window<R> {
@@ -134,6 +150,18 @@ struct Interface {
     units: u64,
     /// Seconds added to every timestamp.
     offset_s: i64,
+}
+
+impl Interface {
+    /// A packet block's 64-bit timestamp, ns.
+    fn ns(&self, ts_high: u32, ts_low: u32) -> i64 {
+        let ts = (u64::from(ts_high) << 32) | u64::from(ts_low);
+        let ns = u128::from(ts) * 1_000_000_000 / u128::from(self.units.max(1));
+        clamp_ns(
+            (ns.min(i64::MAX as u128) as i64)
+                .saturating_add(self.offset_s.saturating_mul(1_000_000_000)),
+        )
+    }
 }
 
 /// What a file turned out to be.
@@ -585,11 +613,46 @@ fn pcapng<R: Read>(
         };
         match parsed {
             Ok((_, Block::SectionHeader(_))) => ifaces.clear(),
-            Ok((_, Block::InterfaceDescription(idb))) => ifaces.push(Interface {
-                link: idb.linktype.0 as u32,
-                units: idb.ts_resolution().unwrap_or(1_000_000),
-                offset_s: idb.ts_offset(),
-            }),
+            Ok((_, Block::InterfaceDescription(idb))) => {
+                let units = units_per_second(idb.if_tsresol).unwrap_or_else(|| {
+                    problem(
+                        Problem {
+                            offset: w.offset,
+                            packet: None,
+                            what: format!(
+                                "interface {}: timestamp resolution {:#04x} (if_tsresol) is not \
+                                 10^0 to 10^19 or 2^0 to 2^63 units a second; its times read \
+                                 as microseconds",
+                                ifaces.len(),
+                                idb.if_tsresol
+                            ),
+                        },
+                        stats,
+                    );
+                    1_000_000
+                });
+                let mut offset_s = idb.ts_offset();
+                if offset_s.abs() > MAX_TS_OFFSET_S {
+                    problem(
+                        Problem {
+                            offset: w.offset,
+                            packet: None,
+                            what: format!(
+                                "interface {}: timestamp offset {offset_s} s (if_tsoffset) is \
+                                 beyond the year 2100; left out",
+                                ifaces.len()
+                            ),
+                        },
+                        stats,
+                    );
+                    offset_s = 0;
+                }
+                ifaces.push(Interface {
+                    link: idb.linktype.0 as u32,
+                    units,
+                    offset_s,
+                });
+            }
             Ok((_, Block::EnhancedPacket(epb))) => {
                 number += 1;
                 match ifaces.get(epb.if_id as usize) {
@@ -605,12 +668,7 @@ fn pcapng<R: Read>(
                         stats,
                     ),
                     Some(i) => {
-                        let ts = ((epb.ts_high as u64) << 32) | epb.ts_low as u64;
-                        let ns = ts as u128 * 1_000_000_000 / i.units.max(1) as u128;
-                        let ts_ns = clamp_ns(
-                            (ns.min(i64::MAX as u128) as i64)
-                                .saturating_add(i.offset_s.saturating_mul(1_000_000_000)),
-                        );
+                        let ts_ns = i.ns(epb.ts_high, epb.ts_low);
                         last_ts = ts_ns;
                         let caplen = (epb.caplen as usize).min(epb.data.len());
                         stats.packets += 1;
@@ -640,12 +698,67 @@ fn pcapng<R: Read>(
                     });
                 }
             }
+            Ok((_, Block::Unknown(_))) if block_type(ty, big) == 2 && len >= 32 => {
+                // The obsolete Packet Block (pcapng's appendix; written by old tools), which
+                // pcap-parser leaves unread: an interface (16 bits), a drop count (16), a
+                // timestamp, the captured and original lengths, the data.
+                number += 1;
+                let if_id = if big {
+                    u16::from_be_bytes([block[8], block[9]])
+                } else {
+                    u16::from_le_bytes([block[8], block[9]])
+                };
+                let caplen = (u32_at(block, 20, big) as usize).min(len - 32);
+                let orig_len = u32_at(block, 24, big);
+                match ifaces.get(usize::from(if_id)) {
+                    None => problem(
+                        Problem {
+                            offset: w.offset,
+                            packet: Some(number),
+                            what: format!(
+                                "packet on interface {if_id} which no interface block described; skipped"
+                            ),
+                        },
+                        stats,
+                    ),
+                    Some(i) => {
+                        let ts_ns = i.ns(u32_at(block, 12, big), u32_at(block, 16, big));
+                        last_ts = ts_ns;
+                        stats.packets += 1;
+                        stats.bytes += u64::from(orig_len);
+                        on_frame(&Frame {
+                            number,
+                            link: i.link,
+                            ts_ns,
+                            data: &block[28..28 + caplen],
+                            orig_len,
+                        });
+                    }
+                }
+            }
             Ok(_) => {}
             Err(e) => problem(
                 Problem {
                     offset: w.offset,
                     packet: is_packet_block(ty, big).then_some(number + 1),
-                    what: format!("block of type {ty:#x} not readable ({e:?}); skipped"),
+                    what: format!(
+                        "block of type {:#x} not readable ({}); skipped",
+                        block_type(ty, big),
+                        match e {
+                            pcap_parser::nom::Err::Incomplete(_) => {
+                                "a length inside it runs past the block's end".to_string()
+                            }
+                            pcap_parser::nom::Err::Error(e) | pcap_parser::nom::Err::Failure(e) => {
+                                match e {
+                                    pcap_parser::PcapError::NomError(_, kind) => format!(
+                                        "its fields do not hold together: {}",
+                                        kind.description()
+                                    ),
+                                    e => e.to_string(),
+                                }
+                            }
+                        }
+                    ),
                 },
                 stats,
             ),
@@ -663,9 +776,17 @@ fn header_cut(have: usize, needed: usize) -> io::Error {
     )
 }
 
+/// A block's type as its section's byte order reads it (`ty` was read little-endian).
+fn block_type(ty: u32, big: bool) -> u32 {
+    if big {
+        ty.swap_bytes()
+    } else {
+        ty
+    }
+}
+
 fn is_packet_block(ty: u32, big: bool) -> bool {
-    let ty = if big { ty.swap_bytes() } else { ty };
-    ty == 6 || ty == 3
+    matches!(block_type(ty, big), 2 | 3 | 6)
 }
 
 /// Skips to the next offset holding a block whose framing holds and whose type is a known
@@ -882,6 +1003,86 @@ mod tests {
         )
         .unwrap();
         (frames, problems)
+    }
+
+    /// A pcapng block of type `ty` holding `body` (padded to 32 bits), little-endian.
+    fn block(ty: u32, body: &[u8]) -> Vec<u8> {
+        let pad = (4 - body.len() % 4) % 4;
+        let len = (12 + body.len() + pad) as u32;
+        let mut b = Vec::new();
+        b.extend_from_slice(&ty.to_le_bytes());
+        b.extend_from_slice(&len.to_le_bytes());
+        b.extend_from_slice(body);
+        b.extend_from_slice(&vec![0; pad]);
+        b.extend_from_slice(&len.to_le_bytes());
+        b
+    }
+
+    /// A pcapng section with one raw-IP interface of `if_tsresol` and `if_tsoffset`, then
+    /// `packets` (as `(block type, timestamp, data)`: 6 enhanced, 2 the obsolete Packet Block).
+    fn pcapng_file(tsresol: u8, tsoffset: i64, packets: &[(u32, u64, &[u8])]) -> Vec<u8> {
+        let mut shb = PCAPNG_BOM.to_le_bytes().to_vec();
+        shb.extend_from_slice(&[1, 0, 0, 0]);
+        shb.extend_from_slice(&(-1i64).to_le_bytes());
+        let mut f = block(PCAPNG_SHB, &shb);
+        let mut idb = Vec::new();
+        idb.extend_from_slice(&101u16.to_le_bytes()); // LINKTYPE_RAW
+        idb.extend_from_slice(&[0, 0]);
+        idb.extend_from_slice(&65535u32.to_le_bytes());
+        idb.extend_from_slice(&[9, 0, 1, 0, tsresol, 0, 0, 0]);
+        idb.extend_from_slice(&[14, 0, 8, 0]);
+        idb.extend_from_slice(&tsoffset.to_le_bytes());
+        idb.extend_from_slice(&[0, 0, 0, 0]);
+        f.extend(block(1, &idb));
+        for (ty, ts, data) in packets {
+            let mut b = Vec::new();
+            if *ty == 2 {
+                b.extend_from_slice(&0u16.to_le_bytes());
+                b.extend_from_slice(&0u16.to_le_bytes());
+            } else {
+                b.extend_from_slice(&0u32.to_le_bytes());
+            }
+            b.extend_from_slice(&((ts >> 32) as u32).to_le_bytes());
+            b.extend_from_slice(&(*ts as u32).to_le_bytes());
+            b.extend_from_slice(&(data.len() as u32).to_le_bytes());
+            b.extend_from_slice(&(data.len() as u32).to_le_bytes());
+            b.extend_from_slice(data);
+            f.extend(block(*ty, &b));
+        }
+        f
+    }
+
+    /// pcapng timestamps in powers of ten and of two (pcap-parser 0.17 read every power of
+    /// two as microseconds), the obsolete Packet Block, and resolutions and offsets that
+    /// cannot be right said so.
+    #[test]
+    fn pcapng_resolutions_offsets_and_the_obsolete_packet_block() {
+        let data: &[u8] = &[0x45; 40];
+        // 2^-10 s: 1024 units are a second.
+        let (frames, problems) = read(&pcapng_file(0x8a, 0, &[(6, 1024, data), (6, 3072, data)]));
+        assert!(problems.is_empty(), "{problems:?}");
+        assert_eq!(frames, [(1, 1_000_000_000, 40), (2, 3_000_000_000, 40)]);
+        // 10^-9 s, an offset of 100 s, and a Packet Block (type 2) between two enhanced ones.
+        let (frames, problems) = read(&pcapng_file(
+            9,
+            100,
+            &[(6, 5, data), (2, 7, data), (6, 9, data)],
+        ));
+        assert!(problems.is_empty(), "{problems:?}");
+        let ns = |t: i64| 100_000_000_000 + t;
+        assert_eq!(frames, [(1, ns(5), 40), (2, ns(7), 40), (3, ns(9), 40)]);
+        // 10^127 and an offset past the year 2100: named, read as microseconds and no offset.
+        let (frames, problems) = read(&pcapng_file(0x7f, 1 << 62, &[(6, 2_000_000, data)]));
+        assert_eq!(frames, [(1, 2_000_000_000, 40)]);
+        let said: Vec<&str> = problems.iter().map(|p| p.what.as_str()).collect();
+        assert!(
+            said[0].contains("timestamp resolution 0x7f (if_tsresol)"),
+            "{said:?}"
+        );
+        assert!(
+            said[1].contains("timestamp offset 4611686018427387904 s (if_tsoffset)"),
+            "{said:?}"
+        );
     }
 
     #[test]

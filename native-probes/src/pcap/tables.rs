@@ -408,8 +408,11 @@ pub(super) fn summary(
 fn transfer_lines(transfers: &[TransferReport]) -> Vec<String> {
     let mut lines = vec![
         String::new(),
-        "IEPM-BW transfers (flows between two hosts starting within 5 s of each other),".into(),
-        "goodput Mbit/s by method 1 (Σ bytes / time), 2 (bytes / mean time), 3 (bytes / max time)"
+        "IEPM-BW transfers (flows between two hosts starting within 5 s of each other), Mbit/s by"
+            .into(),
+        "method 1 (Σ bytes / time), 2 (bytes / mean time), 3 (bytes / max time), of every payload"
+            .into(),
+        "byte as a flow record counts it (retransmissions too, unlike the flows' goodput above)"
             .into(),
     ];
     for t in transfers {

@@ -312,6 +312,9 @@ pub struct Report {
     pub now: Vec<Standing>,
     pub series: Vec<SeriesReport>,
     pub active_passive: Vec<ActivePassive>,
+    /// Hosts whose passive records (source pcap) had no active rate to compare with, and how
+    /// many records each: said, not dropped without a word.
+    pub passive_alone: Vec<(String, usize)>,
     pub windows: Vec<WindowTable>,
     pub runs: Vec<JobRuns>,
 }
@@ -701,9 +704,12 @@ pub fn build(records: &[Record], runs: &[RunLog], o: &Options) -> Report {
         }
     }
     let mut ap = Vec::new();
+    let mut passive_alone = Vec::new();
     for (host, (act, pas)) in &by_host {
         if !act.is_empty() && !pas.is_empty() {
             ap.extend(active_passive(host, act, pas, o));
+        } else if !pas.is_empty() {
+            passive_alone.push((host.clone(), pas.len()));
         }
     }
     let mut jobs: BTreeMap<&str, JobRuns> = BTreeMap::new();
@@ -733,6 +739,7 @@ pub fn build(records: &[Record], runs: &[RunLog], o: &Options) -> Report {
         now: standings(&series),
         series,
         active_passive: ap,
+        passive_alone,
         windows: windows_out,
         runs: jobs.into_values().collect(),
     }
@@ -840,6 +847,33 @@ mod tests {
         assert!((s.forecasts[2].relative_error.unwrap() - rel / n5).abs() < 1e-12);
         assert!(
             s.forecasts[2].relative_error.unwrap() < s.forecasts[0].relative_error.unwrap() * 1.5
+        );
+    }
+
+    /// Passive records of a host no active run measured are said to be left out, with their
+    /// count, not dropped without a word; those of a host that has one are compared.
+    #[test]
+    fn passive_records_without_an_active_run_are_said() {
+        let mut records = Vec::new();
+        for k in 0..3 {
+            let mut p = rec(
+                T0 + k as f64 * HOUR,
+                "10.0.0.9:443",
+                Metric::Throughput,
+                5.0,
+            );
+            p.source = PASSIVE.into();
+            records.push(p);
+        }
+        let r = build(&records, &[], &Options::default());
+        assert_eq!(r.passive_alone, [("10.0.0.9".to_string(), 3)]);
+        assert!(r.active_passive.is_empty());
+        let text = super::super::text::render(&r, "");
+        assert!(
+            text.contains(
+                "passive records (source pcap) with no active throughput to the same host"
+            ),
+            "{text}"
         );
     }
 

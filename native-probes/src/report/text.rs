@@ -335,7 +335,12 @@ fn series_tables(out: &mut String, r: &Report) {
     );
     let _ = writeln!(
         out,
-        "  -: too few values (forecasts are scored from the 2nd value, daily fits need 4)"
+        "  -: too few values (forecasts are scored from the 2nd value; a daily fit needs"
+    );
+    let _ = writeln!(
+        out,
+        "     4, in at least {} of the day's 24 hours, UTC, weekdays and weekends apart),",
+        nowcast_core::iepm::DIURNAL_MIN_HOURS
     );
     let _ = writeln!(
         out,
@@ -438,6 +443,25 @@ pub fn render(r: &Report, empty: &str) -> String {
                 a.n
             ));
         }
+    }
+    if !r.passive_alone.is_empty() {
+        let hosts: Vec<String> = r
+            .passive_alone
+            .iter()
+            .map(|(h, n)| format!("{} ({n})", clean(h)))
+            .collect();
+        out.push('\n');
+        wrap(
+            &mut out,
+            "",
+            &format!(
+                "passive records (source pcap) with no active throughput to the same host to \
+                 compare them with, left out: {}; `nowcast forecast FILE --source pcap` \
+                 forecasts them",
+                hosts.join(", ")
+            ),
+            2,
+        );
     }
     for w in &r.windows {
         let m = w.rows.iter().map(|r| r.median.abs()).fold(0.0, f64::max);
