@@ -301,6 +301,17 @@ pub fn shows(shown: &str, want: f64) -> bool {
 
 /// A test's directory (`nowcast-NAME-PID` in the system's temporary directory, made empty),
 /// removed when the test ends, passed or failed.
+/// A helper process (an iperf3 server, …) killed and reaped when dropped: also when the
+/// test fails before its end (a failed campaign test once left its iperf3 server running).
+pub struct Spawned(pub std::process::Child);
+
+impl Drop for Spawned {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 pub struct TempDir(pub PathBuf);
 
 impl TempDir {

@@ -114,13 +114,15 @@ fn a_campaign_measures_kills_skips_stops_and_resumes() {
     let dead = free_port();
     let http = FileServer::start(1 << 20);
     let iperf_port = free_port();
-    let mut iperf = has("iperf3").then(|| {
-        Command::new("iperf3")
-            .args(["-s", "-p", &iperf_port.to_string(), "-B", "127.0.0.1"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap()
+    let iperf = has("iperf3").then(|| {
+        common::Spawned(
+            Command::new("iperf3")
+                .args(["-s", "-p", &iperf_port.to_string(), "-B", "127.0.0.1"])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap(),
+        )
     });
     // A tool that hangs, with a child of its own: the kill must reach both.
     let hang = dir.join("hang.sh");
@@ -483,10 +485,7 @@ targets = ["good"]
     let page = std::fs::read_to_string(&html).unwrap();
     assert!(page.contains("<svg") && page.contains("good/hang"));
 
-    if let Some(i) = iperf.as_mut() {
-        let _ = i.kill();
-        let _ = i.wait();
-    }
+    drop(iperf);
     drop(server);
 }
 
