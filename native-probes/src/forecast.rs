@@ -234,13 +234,8 @@ pub fn run(cfg: &Config, out: &mut dyn Write) -> Result<()> {
         let mut why = format!("{}: no values to forecast", args.file.display());
         if stats.series.is_none() && !stats.other_series.is_empty() {
             why += &format!(
-                " in a series matching the options; the file has {}{} series:",
-                if stats.other_series_more {
-                    "more than "
-                } else {
-                    ""
-                },
-                stats.other_series_count
+                " in a series matching the options; the file has {} series:",
+                stats.other_series_total()
             );
             for o in &stats.other_series {
                 why += &format!("\n  {} ({})", o.name, choose(o));
@@ -510,9 +505,8 @@ fn print_human(
     if !stats.other_series.is_empty() {
         writeln!(
             out,
-            "the file has {}{} other series (choose with --metric, --target, --transport, --source or --column):",
-            if stats.other_series_more { "more than " } else { "" },
-            stats.other_series_count
+            "the file has {} other series (choose with --metric, --target, --transport, --source or --column):",
+            stats.other_series_total()
         )?;
         for o in &stats.other_series {
             match o.values {

@@ -112,7 +112,7 @@ pub struct ReadStats {
     pub column: Option<String>,
     /// The file's other series (at most [`LISTED_SERIES`]) and how many there were (at least
     /// that many when `other_series_more`: past `nowcast_core::import::MAX_KEYS` series are
-    /// no longer told apart).
+    /// no longer told apart; [`ReadStats::other_series_total`] says which).
     pub other_series: Vec<OtherSeries>,
     pub other_series_count: usize,
     pub other_series_more: bool,
@@ -120,6 +120,18 @@ pub struct ReadStats {
     pub notes: Vec<String>,
     #[serde(skip)]
     pub first_bad: Option<LineError>,
+}
+
+impl ReadStats {
+    /// How many other series the file has, as said to a person: "3", or "more than 65535".
+    pub fn other_series_total(&self) -> String {
+        let more = if self.other_series_more {
+            "more than "
+        } else {
+            ""
+        };
+        format!("{more}{}", self.other_series_count)
+    }
 }
 
 /// Other series listed, at most.
