@@ -99,9 +99,19 @@ pub fn recv(
     fn named(at: SocketAddr, what: &str) -> impl FnOnce(io::Error) -> io::Error + '_ {
         move |e| io::Error::new(e.kind(), format!("{at}: {what}: {e}"))
     }
-    let listener = TcpListener::bind(opts.listen).map_err(named(opts.listen, "bind tcp"))?;
-    let at = listener.local_addr()?;
-    let udp = UdpSocket::bind(at).map_err(named(at, "bind udp"))?;
+    // Both sockets on one port. With port 0 the kernel picks the TCP port, whose UDP port of
+    // the same number may be another program's: then another pick (a test suite running many
+    // at once met it), a few times before saying so.
+    let mut tries = if opts.listen.port() == 0 { 16 } else { 1 };
+    let (listener, at, udp) = loop {
+        let listener = TcpListener::bind(opts.listen).map_err(named(opts.listen, "bind tcp"))?;
+        let at = listener.local_addr()?;
+        match UdpSocket::bind(at) {
+            Ok(udp) => break (listener, at, udp),
+            Err(e) if e.kind() == io::ErrorKind::AddrInUse && tries > 1 => tries -= 1,
+            Err(e) => return Err(named(at, "bind udp")(e)),
+        }
+    };
     if let Some(n) = opts.rcvbuf {
         let s = socket2::SockRef::from(&udp);
         s.set_recv_buffer_size(n)
