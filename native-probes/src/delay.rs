@@ -50,7 +50,7 @@ pub fn tcp(listener: TcpListener, to: SocketAddr, delay: Duration, stop: &Stop) 
             Ok((client, _)) => {
                 client.set_nonblocking(false)?;
                 if let Err(e) = tcp_pair(client, to, delay) {
-                    eprintln!("nowcast delay: {to}: connect tcp: {e}");
+                    crate::warn_line!("nowcast delay: {to}: connect tcp: {e}");
                 }
             }
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {

@@ -17,6 +17,17 @@
 //! timeouts` (the reduction tree's model and tables as cores, the loopback run as an edge).
 //! [`rng`]: the seeded generator the cores take their randomness from.
 
+/// A line on standard error that cannot end the run. `eprintln!` panics when standard error
+/// is a pipe whose reader has gone (`nowcast pcap x.pcap 2>&1 | head`: exit 101 and a panic
+/// message); a warning that cannot be shown is lost, and the run goes on.
+#[macro_export]
+macro_rules! warn_line {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
 pub mod archive;
 pub mod campaign;
 pub mod classify;

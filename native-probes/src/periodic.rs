@@ -140,7 +140,7 @@ pub fn run(
                 summary.experiment(&e);
                 sink.experiment(&e)?;
                 match r.said {
-                    Some(lines) => lines.iter().for_each(|l| eprintln!("nowcast: {l}")),
+                    Some(lines) => lines.iter().for_each(|l| crate::warn_line!("nowcast: {l}")),
                     None => problems(&r.records),
                 }
                 if r.last {
@@ -166,8 +166,8 @@ pub fn run(
 fn problems(records: &[Record]) {
     for r in records {
         match (r.status, &r.error) {
-            (Status::Error, Some(e)) => eprintln!("nowcast: {e}"),
-            (Status::Timeout, _) => eprintln!(
+            (Status::Error, Some(e)) => crate::warn_line!("nowcast: {e}"),
+            (Status::Timeout, _) => crate::warn_line!(
                 "nowcast: {}: {} timed out after {} ms",
                 r.to,
                 r.metric,

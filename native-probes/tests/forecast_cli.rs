@@ -299,51 +299,39 @@ fn after_one_value_the_error_is_unknown_in_the_table_and_the_json() {
 }
 
 /// Runs `nowcast ARGS` with standard input written by `feed`; its output, exit status and
-/// peak resident memory in KiB (from wait4's rusage of this one child).
-// The child is reaped by wait4, which std's wait cannot replace: it has no rusage.
-#[allow(clippy::zombie_processes)]
+/// peak resident memory in KiB, from GNU `time` (`wait4` on a child of this process counts
+/// this process's resident memory at the spawn, shared until the exec: another test's data
+/// in memory read as the child's).
 fn run_fed(
     args: &[&str],
     feed: impl FnOnce(&mut dyn std::io::Write) + Send + 'static,
 ) -> (Output, u64) {
-    use std::io::Read;
     use std::process::Stdio;
-    let mut child = Command::new(env!("CARGO_BIN_EXE_nowcast"))
+    static RUNS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let rss = std::env::temp_dir().join(format!(
+        "nowcast-fed-rss-{}-{}",
+        std::process::id(),
+        RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    ));
+    let mut child = Command::new("/usr/bin/time")
+        .args(["-f", "%M", "-o"])
+        .arg(&rss)
+        .arg(env!("CARGO_BIN_EXE_nowcast"))
         .args(args)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .expect("run nowcast");
+        .expect("run /usr/bin/time (Debian's package time) and nowcast");
     let mut stdin = child.stdin.take().unwrap();
     let writer = std::thread::spawn(move || feed(&mut stdin));
-    let mut pipes = [
-        Box::new(child.stdout.take().unwrap()) as Box<dyn Read + Send>,
-        Box::new(child.stderr.take().unwrap()),
-    ]
-    .map(|mut p| {
-        std::thread::spawn(move || {
-            let mut v = Vec::new();
-            let _ = p.read_to_end(&mut v);
-            v
-        })
-    })
-    .into_iter();
-    let mut status = 0;
-    // SAFETY: an all-zero rusage is valid; wait4 writes it and the status for our child.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    let pid = libc::pid_t::try_from(child.id()).unwrap();
-    assert_eq!(unsafe { libc::wait4(pid, &mut status, 0, &mut usage) }, pid);
+    let out = child.wait_with_output().expect("wait for nowcast");
     let _ = writer.join();
-    let stdout = pipes.next().unwrap().join().unwrap();
-    let stderr = pipes.next().unwrap().join().unwrap();
-    use std::os::unix::process::ExitStatusExt;
-    let out = Output {
-        status: std::process::ExitStatus::from_raw(status),
-        stdout,
-        stderr,
-    };
-    (out, u64::try_from(usage.ru_maxrss).unwrap_or(0))
+    let peak = std::fs::read_to_string(&rss).unwrap_or_default();
+    let _ = std::fs::remove_file(&rss);
+    // The last line: a child killed by a signal has a line about that before it.
+    let kib = peak.lines().last().and_then(|l| l.trim().parse().ok());
+    (out, kib.expect("time's peak RSS"))
 }
 
 #[test]

@@ -3,7 +3,7 @@
 //!
 //! - a capture of many one-packet flows (a SYN flood, a port scan) is analysed in bounded
 //!   memory: the flow table holds at most `--max-flows` flows, and the output says how many
-//!   were reported early to make room (peak RSS of the child from `wait4`);
+//!   were reported early to make room (peak RSS of the child from GNU `time`);
 //! - `--out` naming an input is refused before anything is written: the capture is intact;
 //! - a readable capture next to an unreadable input is analysed, the unreadable one named
 //!   with its reason, and the run fails at its end;
@@ -124,29 +124,33 @@ struct Run {
     max_rss_kib: i64,
 }
 
-/// Runs `nowcast ARGS` with its output in files (no pipe to drain while it runs), reaped with
-/// `wait4` for its own peak RSS.
+/// Runs `nowcast ARGS` with its output in files (no pipe to drain while it runs), under GNU
+/// `time` for its own peak RSS. (`wait4` on a child of this process counts this process's
+/// resident memory at the spawn, shared until the exec: another test's capture in memory
+/// read as the child's.)
 fn nowcast(dir: &Dir, args: &[&str]) -> Run {
-    let (out, err) = (dir.path("stdout"), dir.path("stderr"));
-    // Reaped by wait4 below, not by `wait`, which gives no usage.
-    #[allow(clippy::zombie_processes)]
-    let child = Command::new(BIN)
+    let (out, err, rss) = (dir.path("stdout"), dir.path("stderr"), dir.path("rss"));
+    let status = Command::new("/usr/bin/time")
+        .args(["-f", "%M", "-o"])
+        .arg(&rss)
+        .arg(BIN)
         .args(args)
         .stdin(Stdio::null())
         .stdout(std::fs::File::create(&out).unwrap())
         .stderr(std::fs::File::create(&err).unwrap())
-        .spawn()
-        .expect("start nowcast");
-    let mut status = 0;
-    // SAFETY: wait4 writes the status and the usage into the variables it is given.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    let pid = unsafe { libc::wait4(child.id() as libc::pid_t, &mut status, 0, &mut usage) };
-    assert_eq!(pid, child.id() as libc::pid_t, "wait4");
+        .status()
+        .expect("start /usr/bin/time (Debian's package time) and nowcast");
+    let rss = std::fs::read_to_string(&rss).unwrap();
     Run {
-        ok: libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+        ok: status.success(),
         stdout: std::fs::read_to_string(&out).unwrap(),
         stderr: std::fs::read_to_string(&err).unwrap(),
-        max_rss_kib: usage.ru_maxrss,
+        // The last line: a child killed by a signal has a line about that before it.
+        max_rss_kib: rss
+            .lines()
+            .last()
+            .and_then(|l| l.trim().parse().ok())
+            .unwrap(),
     }
 }
 
@@ -177,12 +181,13 @@ fn a_flood_of_one_packet_flows_is_analysed_in_bounded_memory_and_the_cap_is_said
     );
     assert!(
         r.stdout
-            .contains("100000 of 200000 flows are not in the table"),
+            .contains("199950 of 200000 flows are not in the table, which holds the 50 with the most bytes (--rows)"),
         "{}",
         &r.stdout[..r.stdout.len().min(2000)]
     );
+    // A table for people: 50 rows (it printed 100,000 rows, one per flow the table held).
     let rows = r.stdout.lines().filter(|l| l.contains(":80 ")).count();
-    assert_eq!(rows, 100_000, "one row per flow kept");
+    assert_eq!(rows, 50, "the default --rows");
     assert!(
         r.max_rss_kib < 400 << 10,
         "peak RSS {} MiB with the default cap",
@@ -259,6 +264,31 @@ fn a_flow_table_that_never_fills_changes_nothing() {
     );
     let z = nowcast(&dir, &["pcap", "--max-flows", "0", s(&file)]);
     assert!(!z.ok && z.stderr.contains("--max-flows"), "{}", z.stderr);
+    // --rows: the three flows with the most bytes (the last three: each has more packets
+    // than the one before), and the seven left out said.
+    let r = nowcast(&dir, &["pcap", "--rows", "3", s(&file)]);
+    assert!(r.ok, "{}", r.stderr);
+    let rows: Vec<&str> = r
+        .stdout
+        .lines()
+        .filter(|l| l.contains(":4000 →") && !l.starts_with("flow "))
+        .collect();
+    assert_eq!(rows.len(), 3, "{}", r.stdout);
+    assert!(
+        rows.iter()
+            .all(|l| l.contains("10.0.0.7:") || l.contains("10.0.0.8:") || l.contains("10.0.0.9:")),
+        "{}",
+        r.stdout
+    );
+    assert!(
+        r.stdout.replace("\n  ", " ").contains(
+            "7 of 10 flows are not in the table, which holds the 3 with the most bytes (--rows)"
+        ),
+        "{}",
+        r.stdout
+    );
+    let z = nowcast(&dir, &["pcap", "--rows", "0", s(&file)]);
+    assert!(!z.ok && z.stderr.contains("--rows"), "{}", z.stderr);
 }
 
 #[test]
@@ -430,4 +460,70 @@ fn a_pcapng_block_beyond_the_size_limit_is_skipped_whole_and_said_to_be() {
         "{}",
         problems[0]
     );
+}
+
+#[test]
+fn a_clock_that_goes_back_is_read_on_and_said() {
+    let dir = Dir::new("clock");
+    let file = dir.path("stepped.pcap");
+    // 20 segments of data 10 ms apart; the clock is stepped back 50 s before the 11th.
+    let t0 = 1_700_000_000_000_000i64;
+    let frames = (0..20u32).map(|k| {
+        let us = t0 + i64::from(k) * 10_000 - if k >= 10 { 50_000_000 } else { 0 };
+        (us, frame([10, 0, 0, 1], 4000, 1 + k * 100, 0x18, &[7; 100]))
+    });
+    std::fs::write(&file, pcap(frames)).unwrap();
+    let r = nowcast(&dir, &["pcap", s(&file)]);
+    assert!(r.ok, "{}", r.stderr);
+    assert!(
+        r.stderr
+            .contains("packet 11: the capture's clock goes back 50.0 s (stepped?)"),
+        "{}",
+        r.stderr
+    );
+    assert!(
+        r.stdout
+            .contains("20 packets, 3080 bytes, pcap, 1 problem (above)"),
+        "{}",
+        r.stdout
+    );
+    // The flow's duration: 19 steps of 10 ms less the one across the step (it read -49.8 s).
+    assert!(r.stdout.contains("     0.180 s"), "{}", r.stdout);
+    assert!(!r.stdout.contains(" -49."), "{}", r.stdout);
+
+    // The same file twice: read as one capture, and said.
+    let file = dir.path("even.pcap");
+    let frames = (0..20u32).map(|k| {
+        let us = t0 + i64::from(k) * 10_000;
+        (us, frame([10, 0, 0, 1], 4000, 1 + k * 100, 0x18, &[7; 100]))
+    });
+    std::fs::write(&file, pcap(frames)).unwrap();
+    let r = nowcast(&dir, &["pcap", s(&file), s(&file)]);
+    assert!(r.ok, "{}", r.stderr);
+    assert!(
+        r.stderr.contains(
+            "its first packet is 0.190 s before the end of the file before it (files out of order, overlapping, or given twice?)"
+        ),
+        "{}",
+        r.stderr
+    );
+
+    // A capture's header and nothing after it that reads as a packet: not read, the run
+    // fails (it was "0 packets" and success).
+    let junk = dir.path("junk.pcap");
+    let mut bytes = pcap([]);
+    bytes.extend_from_slice(b"no record here, only words");
+    std::fs::write(&junk, bytes).unwrap();
+    let r = nowcast(&dir, &["pcap", s(&junk)]);
+    assert!(!r.ok, "{}", r.stdout);
+    assert!(
+        r.stderr
+            .contains("junk.pcap: pcap, but no packet could be read (1 problem above); not read"),
+        "{}",
+        r.stderr
+    );
+    // An empty capture (a header, no packet) is a capture of nothing, and no failure.
+    std::fs::write(&junk, pcap([])).unwrap();
+    let r = nowcast(&dir, &["pcap", s(&junk)]);
+    assert!(r.ok, "{}", r.stderr);
 }

@@ -333,7 +333,7 @@ impl BadLines {
         if records == 0 {
             let first = &self.shown[0];
             let prefix = format!("{}: ", path.display());
-            eprintln!(
+            nowcast::warn_line!(
                 "nowcast: {}: not NDJSON records (what `--json`, `archive export` and the \
                  page's NDJSON export write; `nowcast forecast` reads CSV and text series): \
                  none of its {} lines is one ({})",
@@ -344,10 +344,10 @@ impl BadLines {
             return true;
         }
         for m in &self.shown {
-            eprintln!("nowcast: {m}");
+            nowcast::warn_line!("nowcast: {m}");
         }
         if self.count > self.shown.len() {
-            eprintln!(
+            nowcast::warn_line!(
                 "nowcast: {}: {} more bad lines not shown",
                 path.display(),
                 self.count - self.shown.len()
@@ -601,7 +601,7 @@ fn import(files: &[PathBuf], source: &Source, batch: usize, now: Ms) -> Result<(
             // This file could not be read (a directory, a read error): named, and what was
             // read of it before is still imported; the other files go on.
             None => {
-                eprintln!("nowcast: {e:#}");
+                nowcast::warn_line!("nowcast: {e:#}");
                 unreadable.push(f.display().to_string());
                 Ok(())
             }
@@ -612,7 +612,7 @@ fn import(files: &[PathBuf], source: &Source, batch: usize, now: Ms) -> Result<(
         if bad.print(f, n) {
             not_records.push(f.display().to_string());
         } else {
-            eprintln!(
+            nowcast::warn_line!(
                 "nowcast: {}: {imported} records imported, {already} already in the archive, \
                  {} skipped",
                 f.display(),
@@ -629,7 +629,7 @@ fn import(files: &[PathBuf], source: &Source, batch: usize, now: Ms) -> Result<(
         // Nothing was written: the archive was not made.
         (None, None) => format!("{} (not made)", source.archive.display()),
     };
-    eprintln!(
+    nowcast::warn_line!(
         "nowcast: {total} records imported into {into}, {already_total} already in it{}",
         if bad_total > 0 {
             format!(

@@ -187,7 +187,7 @@ pub fn run(a: Args) -> Result<()> {
         payload: t.payload,
         sends_csv: t.sends_csv.clone(),
     };
-    eprintln!(
+    nowcast::warn_line!(
         "nowcast bench timeouts: {} processes, {} sets × {} reductions × {} policies, seed {}, {}",
         t.procs,
         t.sets,
@@ -201,7 +201,8 @@ pub fn run(a: Args) -> Result<()> {
         }
     );
     let (rows, sets) = run_experiment(&opts)?;
-    print!("{}", render(&rows, "s (paper time)"));
+    let mut out = std::io::stdout().lock();
+    write!(out, "{}", render(&rows, "s (paper time)"))?;
     let is_static: Vec<bool> = opts.policies.iter().map(Policy::is_static).collect();
     let versus: Vec<Versus> = match best_static(&rows, &is_static) {
         Some(b) => (0..rows.len())
@@ -209,15 +210,19 @@ pub fn run(a: Args) -> Result<()> {
             .map(|i| Versus::new(&rows[i], &sets[i], &rows[b], &sets[b]))
             .collect(),
         None => {
-            println!("\nEvery static policy abandoned sends: no reference for the goal.");
+            writeln!(
+                out,
+                "\nEvery static policy abandoned sends: no reference for the goal."
+            )?;
             Vec::new()
         }
     };
     let goal_name = goal.name();
-    print!(
+    write!(
+        out,
         "{}",
         render_goal(&versus, versus.iter().find(|v| v.policy == goal_name))
-    );
+    )?;
     if let Some(path) = &t.json {
         let v = serde_json::json!({ "seed": t.seed, "scale": t.scale, "virtual": t.virtual_time,
             "procs": t.procs, "rows": rows, "versus": versus, "sets": sets });

@@ -111,7 +111,7 @@ fn show_status(path: &Path, since: When, json: bool) -> Result<()> {
     if json {
         writeln!(std::io::stdout().lock(), "{}", serde_json::to_string(&s)?)?;
     } else {
-        print!("{}", status::text(&s));
+        write!(std::io::stdout().lock(), "{}", status::text(&s))?;
     }
     Ok(())
 }
@@ -170,7 +170,7 @@ fn never_warnings(plan: &Plan, next: &[(usize, Option<Slot>)], now: Ms) {
             (_, Some(u)) => format!("its schedule has no slot before its until, {}", datetime(u)),
             _ => "its schedule has no slot in the next eight years".to_string(),
         };
-        eprintln!("warning: probe '{}' will not run: {why}", probe.name);
+        nowcast::warn_line!("warning: probe '{}' will not run: {why}", probe.name);
     }
 }
 

@@ -179,7 +179,7 @@ pub fn run(args: Args) -> Result<()> {
     let mut labels = 0usize;
     for (f, labelled) in inputs {
         if let Some((_, l)) = labelled.iter().find(|(_, l)| l.signature.len() != trained) {
-            eprintln!(
+            nowcast::warn_line!(
                 "warning: {}: {}-packet signatures, and the model was trained on {trained}-packet ones: \
                  complexity depends on the length, so its verdicts on these are not calibrated",
                 f.display(),

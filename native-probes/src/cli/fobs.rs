@@ -234,7 +234,7 @@ fn send(a: SendArgs) -> Result<()> {
     }
     if !a.quiet && !a.json && std::io::stderr().is_terminal() && size >= 1 << 30 {
         // Hashing a large file takes seconds before anything is sent.
-        eprintln!(
+        nowcast::warn_line!(
             "hashing {} ({:.1} GiB)…",
             a.file.display(),
             size as f64 / f64::from(1u32 << 30)
@@ -266,7 +266,7 @@ fn send(a: SendArgs) -> Result<()> {
                 true,
             ) = (s.basis, a.quiet, s.rate > cold)
             {
-                eprintln!(
+                nowcast::warn_line!(
                     "{}",
                     start_line(s.rate, max, forecast_mbit_s, transfers, &path)
                 );
@@ -381,7 +381,7 @@ fn send(a: SendArgs) -> Result<()> {
                 b.set_message(msg);
             } else if plain && last_plain.elapsed() >= Duration::from_secs(1) {
                 last_plain = std::time::Instant::now();
-                eprintln!(
+                nowcast::warn_line!(
                     "{:5.1}% of {total} packets, {msg}",
                     100.0 * done as f64 / size.max(1) as f64
                 );
@@ -576,7 +576,7 @@ impl Memory {
             Ok(text) => match PathMemory::parse(&text) {
                 Ok(memory) => m.memory = memory,
                 Err(e) => {
-                    eprintln!(
+                    nowcast::warn_line!(
                         "warning: path memory {}: {e}; starting cold, and the file is left as it is",
                         f.display()
                     );
@@ -585,7 +585,7 @@ impl Memory {
             },
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
             Err(e) => {
-                eprintln!("warning: path memory {}: {e}; starting cold", f.display());
+                nowcast::warn_line!("warning: path memory {}: {e}; starting cold", f.display());
                 m.writable = false;
             }
         }
@@ -614,7 +614,7 @@ impl Memory {
             .and_then(|()| std::fs::rename(&tmp, &f));
         if let Err(e) = written {
             let _ = std::fs::remove_file(&tmp);
-            eprintln!("warning: path memory {}: {e}; not updated", f.display());
+            nowcast::warn_line!("warning: path memory {}: {e}; not updated", f.display());
         }
     }
 }
@@ -729,7 +729,7 @@ fn recv(a: RecvArgs) -> Result<()> {
             )),
             RecvUpdate::Refused { peer, why } if !quiet => Some(format!("{peer}: {why}")),
             RecvUpdate::Warning { what } => {
-                eprintln!("nowcast fobs recv: {what}");
+                nowcast::warn_line!("nowcast fobs recv: {what}");
                 None
             }
             RecvUpdate::Transfer {

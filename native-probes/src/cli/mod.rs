@@ -188,7 +188,7 @@ pub fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) if is_broken_pipe(e.as_ref()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("nowcast: {e:#}");
+            nowcast::warn_line!("nowcast: {e:#}");
             match (probe, e.downcast_ref::<Unmeasured>()) {
                 (true, Some(_)) => ExitCode::from(EXIT_UNMEASURED),
                 (true, None) => ExitCode::from(EXIT_ERROR),

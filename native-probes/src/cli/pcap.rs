@@ -4,7 +4,7 @@
 use anyhow::Result;
 use nowcast::output::{Ndjson, RecordSink};
 use nowcast::pcap::analysis::{Config, WrenSide, DEFAULT_MAX_FLOWS};
-use nowcast::pcap::run::{self, Input, Show};
+use nowcast::pcap::run::{self, Input, Show, DEFAULT_ROWS};
 use nowcast_core::wren::Params;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -83,11 +83,14 @@ pub struct Args {
     /// A flow with no packet for this many seconds is reported and forgotten.
     #[arg(long, default_value_t = 300.0)]
     idle: f64,
-    /// Most flows held at once, and most rows of the summary table: beyond it, the flows idle
-    /// longest are reported as they stand to make room (the table keeps the flows with the
-    /// most bytes), and the output says how many.
+    /// Most flows held at once: beyond it, the flows idle longest are reported as they stand
+    /// to make room, and the output says how many.
     #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_FLOWS)]
     max_flows: usize,
+    /// Most rows of the summary table: the flows with the most bytes, in the order they ended
+    /// (the output says how many were left out; --flows or --json give every flow).
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_ROWS)]
+    rows: usize,
 }
 
 pub fn run(args: Args) -> Result<()> {
@@ -108,6 +111,9 @@ pub fn run(args: Args) -> Result<()> {
     }
     if args.max_flows == 0 {
         usage!("--max-flows must be at least 1");
+    }
+    if args.rows == 0 {
+        usage!("--rows must be at least 1 (--json alone prints no table)");
     }
     if let Some(out) = &args.out {
         super::common::refuse_an_input(
@@ -153,6 +159,7 @@ pub fn run(args: Args) -> Result<()> {
         trains: args.trains,
         samples: args.samples,
         json: args.json,
+        rows: args.rows,
     };
     // Records go to standard output with --json, to --out's file, or both; without either
     // they are made and dropped (the table shows them).

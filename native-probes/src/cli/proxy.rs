@@ -531,7 +531,7 @@ pub fn run(mut a: Args) -> Result<()> {
             Ok(c) => Some(c),
             Err(e) if choice == Choice::Wren => usage!("--bandwidth-source wren: {e}"),
             Err(e) => {
-                eprintln!("nowcast proxy: bandwidth from tcp_info, not wren: {e}");
+                nowcast::warn_line!("nowcast proxy: bandwidth from tcp_info, not wren: {e}");
                 None
             }
         }
@@ -583,7 +583,7 @@ pub fn run(mut a: Args) -> Result<()> {
     };
     let rt = rt.enable_all().build()?;
     if let Some(warning) = descriptors(a.max_connections) {
-        eprintln!("nowcast proxy: {warning}");
+        nowcast::warn_line!("nowcast proxy: {warning}");
     }
     let to_stdout = a.records.as_deref() == Some("-");
     let summary = rt.block_on(server::serve(opts, true, |r| {
@@ -594,13 +594,14 @@ pub fn run(mut a: Args) -> Result<()> {
         );
         // With records on standard output, the ready line goes to standard error.
         if to_stdout {
-            eprintln!("{line}");
+            nowcast::warn_line!("{line}");
         } else {
-            println!("{line}");
-            let _ = std::io::stdout().flush();
+            // A stdout nobody reads loses the line, not the proxy.
+            let mut out = std::io::stdout().lock();
+            let _ = writeln!(out, "{line}").and_then(|()| out.flush());
         }
     }))?;
-    eprintln!(
+    nowcast::warn_line!(
         "nowcast proxy: {} requests, {} failed, {} refused, {} of {} forecast decisions explored{}",
         summary.requests,
         summary.failed,

@@ -106,7 +106,7 @@ pub fn run(args: Args) -> Result<()> {
     let empty = empty(&inputs, read, before, &args.filter.given());
     records.retain(|r| r.congestion.is_none());
     if records.len() < before {
-        eprintln!(
+        nowcast::warn_line!(
             "nowcast: {} FOBS congestion events (a window's loss each) left out of the loss \
              series",
             before - records.len()
@@ -120,7 +120,7 @@ pub fn run(args: Args) -> Result<()> {
     if let Some(path) = &args.html {
         std::fs::write(path, html::render(&report, &args.title))
             .with_context(|| format!("{}: write", path.display()))?;
-        eprintln!(
+        nowcast::warn_line!(
             "nowcast: wrote {} ({} series)",
             path.display(),
             report.series.len()

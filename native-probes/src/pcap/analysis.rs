@@ -1,7 +1,8 @@
 //! The passive analysis of a packet stream: frames in (link type, bytes, capture time), flow
 //! reports, Wren trains, IEPM-BW transfers and measurement records out. Deterministic core:
 //! the capture clock is the only clock (idle flows expire by capture time), so a file
-//! analysed twice gives the same output, and the live capture runs the same code.
+//! analysed twice gives the same output, and the live capture runs the same code. That clock
+//! never goes back: [`super::timeline`] reads a step back on from where it was.
 //!
 //! Memory grows with the number of live flows, not with the capture: a flow's state is
 //! bounded ([`super::tcp::MAX_UNACKED`], [`super::samples::EXACT`], Wren's
@@ -22,6 +23,7 @@ pub use super::reports::{
 pub use super::sides::MAX_ADDRESSES;
 use super::sides::{ttl, Handshake, Judged, Sides};
 use super::tcp::{self, Half, Kind};
+use super::timeline::Timeline;
 use nowcast_core::iepm;
 use nowcast_core::probed::{Config as SeriesConfig, Observation, Outcome, ProbedSeries};
 use nowcast_core::record::{Metric, Probe, Record, Transport};
@@ -237,6 +239,8 @@ pub struct Analyzer {
     sides: Sides,
     /// Trains held by tentative directions ([`HELD_TRAINS`]).
     held_trains: usize,
+    /// The capture's times as read: never going back ([`Timeline`]).
+    pub timeline: Timeline,
 }
 
 impl Analyzer {
@@ -261,10 +265,12 @@ impl Analyzer {
             wren_done: WrenTotals::default(),
             sides: Sides::default(),
             held_trains: 0,
+            timeline: Timeline::default(),
         }
     }
 
-    /// One captured frame: `packet` is its 1-based number in the capture.
+    /// One captured frame: `packet` is its 1-based number in the capture, `ts_ns` its capture
+    /// time as the capture gives it (read through [`Analyzer::timeline`]).
     pub fn frame(
         &mut self,
         packet: u64,
@@ -274,6 +280,7 @@ impl Analyzer {
         ts_ns: i64,
     ) -> Result<(), Skip> {
         self.packets += 1;
+        let ts_ns = self.timeline.read(packet, ts_ns);
         match decode::decode(link, data, orig_len, ts_ns) {
             Ok(p) => {
                 self.tcp_packets += 1;
@@ -302,7 +309,7 @@ impl Analyzer {
         }
     }
 
-    /// One decoded TCP segment.
+    /// One decoded TCP segment, its time already as the analysis reads it.
     pub fn segment(&mut self, packet: u64, p: &Packet, orig_len: u32) {
         let t = p.ts_ns;
         self.first_ns.get_or_insert(t);
@@ -392,6 +399,8 @@ impl Analyzer {
             for (rtt, ts) in [(seen.ack_rtt, false), (seen.ts_rtt, true)] {
                 if let Some(r) = rtt {
                     self.samples.push(RttSample {
+                        flow: flow.id,
+                        direction: 1 - d,
                         packet,
                         timestamps: ts,
                         rtt_s: r,

@@ -8,6 +8,7 @@
 //! records made of them).
 //! Edges: [`read`] (pcap and pcapng files, streamed, and live capture with libpcap), [`run`]
 //! (the loop from a reader to the analyser and the record sink) and `tables` (what it prints).
+//! [`timeline`]: the capture's clock as the analysis reads it, never going back (a core).
 
 pub mod analysis;
 pub mod decode;
@@ -18,3 +19,4 @@ pub mod samples;
 mod sides;
 mod tables;
 pub mod tcp;
+pub mod timeline;

@@ -128,6 +128,11 @@ pub struct TrainReport {
 /// One RTT sample, for `--samples` (comparison with tshark packet by packet).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct RttSample {
+    /// The flow's number (`--flows`' `flow=`).
+    pub flow: u64,
+    /// The direction whose data or TSval the sample times: 0 from the flow's `a` to `b`
+    /// (`--flows`' `ab.`), 1 back (`ba.`). The packet that completed it went the other way.
+    pub direction: usize,
     /// 1-based number of the packet that completed the sample (tshark's `frame.number`).
     pub packet: u64,
     /// `true` for the timestamp method, `false` for data→ACK.

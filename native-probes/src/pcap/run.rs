@@ -28,7 +28,14 @@ pub struct Show {
     pub samples: bool,
     /// Records only (NDJSON on standard output); the texts asked for go to standard error.
     pub json: bool,
+    /// Most flows in the summary table ([`DEFAULT_ROWS`]): the ones with the most bytes.
+    pub rows: usize,
 }
+
+/// The summary table's rows by default: a screenful or two of the flows with the most bytes.
+/// A capture of a busy server or a SYN flood has thousands (a table of 100,000 rows is read
+/// by nobody); `--flows` and `--json` give every flow.
+pub const DEFAULT_ROWS: usize = 50;
 
 /// Where frames come from.
 pub enum Input {
@@ -44,9 +51,9 @@ pub enum Input {
 /// Packets with damaged headers named one by one before they are only counted.
 const DAMAGED_SHOWN: u64 = 10;
 
-/// The flows of the summary table, bounded like the flow table ([`Config::max_flows`]): past
-/// that many, the ones with the fewest bytes are dropped and counted, so that a capture of a
-/// million flows does not hold a million reports for a table nobody reads to its end.
+/// The flows of the summary table, at most [`Show::rows`]: past that many, the ones with the
+/// fewest bytes are dropped and counted, so that a capture of a million flows does not hold a
+/// million reports for a table nobody reads to its end.
 struct Rows {
     /// Each with its place in the order flows finished, the table's order.
     kept: Vec<(u64, FlowReport)>,
@@ -126,9 +133,10 @@ fn close_flows(
 fn evicted_note(an: &Analyzer, max_flows: usize) -> Option<String> {
     (an.evicted > 0).then(|| {
         format!(
-            "the flow table was full ({max_flows} flows at once, --max-flows): {} reported before {} closed or went idle (the ones idle longest, to make room); a packet of one of them afterwards started a new flow",
+            "the flow table was full ({max_flows} flows at once, --max-flows): {} reported before {} closed or went idle, to make room (the ones idle longest); a later packet of {} starts a new flow",
             crate::format::count(an.evicted, "flow"),
-            if an.evicted == 1 { "it" } else { "they" }
+            if an.evicted == 1 { "it" } else { "they" },
+            if an.evicted == 1 { "it" } else { "one of them" }
         )
     })
 }
@@ -232,7 +240,7 @@ pub fn run(input: Input, cfg: Config, show: Show, sink: &mut dyn RecordSink) -> 
     let table = !show.flows && !show.trains && !show.samples && (live || !show.json);
     let max_flows = cfg.max_flows.max(1);
     let min_train = cfg.wren.min_train;
-    let mut rows = Rows::new(max_flows, table);
+    let mut rows = Rows::new(show.rows, table);
     let cfg = Config {
         keep_trains: show.trains,
         keep_samples: show.samples,
@@ -277,6 +285,9 @@ pub fn run(input: Input, cfg: Config, show: Show, sink: &mut dyn RecordSink) -> 
             // Inputs that could not be read (or not to their end): named as they come, the
             // others analysed all the same, and the run fails at the end.
             let mut unread: Vec<String> = Vec::new();
+            // Files that gave packets so far: a step back at the next one's first packet is
+            // files out of order, overlapping, or given twice.
+            let mut files_read = 0u64;
             for path in &paths {
                 let name = path.display().to_string();
                 // `-`: standard input (`zcat trace.pcap.gz | nowcast pcap -`, `tcpdump -w -`).
@@ -288,7 +299,7 @@ pub fn run(input: Input, cfg: Config, show: Show, sink: &mut dyn RecordSink) -> 
                 let f = match opened {
                     Ok(f) => f,
                     Err(e) => {
-                        eprintln!("nowcast pcap: {name}: open: {e}; not read");
+                        crate::warn_line!("nowcast pcap: {name}: open: {e}; not read");
                         headline.push(format!("{name}: not read (open: {e})"));
                         unread.push(name);
                         continue;
@@ -310,7 +321,10 @@ pub fn run(input: Input, cfg: Config, show: Show, sink: &mut dyn RecordSink) -> 
                             if skip.is_problem() {
                                 damaged += 1;
                                 if damaged <= DAMAGED_SHOWN {
-                                    eprintln!("nowcast pcap: {name}: packet {}: {skip}", fr.number);
+                                    crate::warn_line!(
+                                        "nowcast pcap: {name}: packet {}: {skip}",
+                                        fr.number
+                                    );
                                 }
                             }
                         }
@@ -323,11 +337,17 @@ pub fn run(input: Input, cfg: Config, show: Show, sink: &mut dyn RecordSink) -> 
                     },
                     |p: Problem| {
                         problems += 1;
-                        eprintln!("nowcast pcap: {name}: {p}");
+                        crate::warn_line!("nowcast pcap: {name}: {p}");
                     },
                 );
+                let steps = clock_steps(&mut an, files_read > 0);
+                for line in &steps {
+                    crate::warn_line!("nowcast pcap: {name}: {line}");
+                }
+                let clock = steps.len() as u64;
+                problems += clock;
                 if damaged > DAMAGED_SHOWN {
-                    eprintln!(
+                    crate::warn_line!(
                         "nowcast pcap: {name}: {} more with damaged or cut headers",
                         crate::format::count(damaged - DAMAGED_SHOWN, "packet")
                     );
@@ -346,20 +366,33 @@ pub fn run(input: Input, cfg: Config, show: Show, sink: &mut dyn RecordSink) -> 
                         } else {
                             format!("{e}; not read")
                         };
-                        eprintln!("nowcast pcap: {name}: {what}");
+                        crate::warn_line!("nowcast pcap: {name}: {what}");
                         headline.push(format!("{name}: {what}"));
                         unread.push(name);
                         continue;
                     }
                 };
+                if stats.packets == 0 && stats.problems > 0 {
+                    // A capture's header and nothing after it that reads as a packet: not
+                    // a capture with no traffic, a file that could not be read.
+                    let what = format!(
+                        "{format}, but no packet could be read ({} above); not read",
+                        crate::format::count(stats.problems, "problem")
+                    );
+                    crate::warn_line!("nowcast pcap: {name}: {what}");
+                    headline.push(format!("{name}: {what}"));
+                    unread.push(name);
+                    continue;
+                }
+                files_read += 1;
                 headline.push(format!(
                     "{name}: {}, {}, {format}{}",
                     crate::format::count(stats.packets, "packet"),
                     crate::format::count(stats.bytes, "byte"),
-                    if stats.problems > 0 {
+                    if stats.problems + clock > 0 {
                         format!(
                             ", {} (above)",
-                            crate::format::count(stats.problems, "problem")
+                            crate::format::count(stats.problems + clock, "problem")
                         )
                     } else {
                         String::new()
@@ -378,7 +411,7 @@ pub fn run(input: Input, cfg: Config, show: Show, sink: &mut dyn RecordSink) -> 
                 let s = (title.as_str(), &headline[..], &transfers[..]);
                 summary_of(&mut out.text, s, &an, rows, max_flows)?;
             } else if let Some(n) = evicted_note(&an, max_flows) {
-                eprintln!("nowcast pcap: {n}");
+                crate::warn_line!("nowcast pcap: {n}");
             }
             if !unread.is_empty() {
                 failure = Some(unread_error(&unread, paths.len()));
@@ -399,6 +432,9 @@ pub fn run(input: Input, cfg: Config, show: Show, sink: &mut dyn RecordSink) -> 
             while !stop.is_set() && duration.is_none_or(|d| started.elapsed() < d) {
                 if let Some(fr) = cap.next_frame().map_err(|e| anyhow!(e))? {
                     let _ = an.frame(fr.number, fr.link, fr.data, fr.orig_len, fr.ts_ns);
+                    for line in clock_steps(&mut an, false) {
+                        crate::warn_line!("nowcast pcap: {iface}: {line}");
+                    }
                 }
                 if Instant::now() >= next_tick {
                     next_tick += Duration::from_secs(1);
@@ -437,7 +473,7 @@ pub fn run(input: Input, cfg: Config, show: Show, sink: &mut dyn RecordSink) -> 
                     writeln!(out.text, "{h}")?;
                 }
                 if let Some(n) = evicted_note(&an, max_flows) {
-                    eprintln!("nowcast pcap: {n}");
+                    crate::warn_line!("nowcast pcap: {n}");
                 }
             }
         }
@@ -448,6 +484,30 @@ pub fn run(input: Input, cfg: Config, show: Show, sink: &mut dyn RecordSink) -> 
         Some(f) => bail!("{f}"),
         None => Ok(()),
     }
+}
+
+/// A line for each step back of the capture's clock since the last call ([`super::timeline`]);
+/// `after_a_file`: the input follows another file read as the same capture.
+fn clock_steps(an: &mut Analyzer, after_a_file: bool) -> Vec<String> {
+    let (steps, more) = an.timeline.take_steps();
+    let mut lines: Vec<String> = steps
+        .iter()
+        .map(|s| {
+            let back = crate::format::significant(s.back_ns as f64 / 1e9);
+            if s.packet == 1 && after_a_file {
+                format!("its first packet is {back} s before the end of the file before it (files out of order, overlapping, or given twice?); the files are one capture in the order given, and its times are read on from there")
+            } else {
+                format!("packet {}: the capture's clock goes back {back} s (stepped?); the times from it on are read on from the packet before", s.packet)
+            }
+        })
+        .collect();
+    if more > 0 {
+        lines.push(format!(
+            "{} more where the clock goes back",
+            crate::format::count(more, "packet")
+        ));
+    }
+    lines
 }
 
 /// The error of a run that left inputs unread (each was named with its reason as it came).
@@ -470,11 +530,12 @@ fn summary_of(
     max_flows: usize,
 ) -> io::Result<()> {
     let (title, headline, transfers) = texts;
+    let cap = rows.cap;
     let (flows, left_out) = rows.finish();
     let total = Totals {
         flows: flows.len() as u64 + left_out,
         left_out,
-        max_flows,
+        rows: cap,
         evicted: evicted_note(an, max_flows),
     };
     summary(o, title, headline, an, &flows, &total, transfers)

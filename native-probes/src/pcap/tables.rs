@@ -15,7 +15,8 @@ pub(super) struct Totals {
     pub(super) flows: u64,
     /// Flows left out of the table (past `run`'s row limit).
     pub(super) left_out: u64,
-    pub(super) max_flows: usize,
+    /// The table's most rows (`--rows`).
+    pub(super) rows: usize,
     /// What the full flow table left out (`evicted_note` in `run`).
     pub(super) evicted: Option<String>,
 }
@@ -367,11 +368,11 @@ pub(super) fn summary(
     }
     if total.left_out > 0 {
         lines.extend(prose(&format!(
-            "Note: {} of {} flows {} not in the table, which holds the {} with the most bytes (--max-flows); --flows or --json give every flow",
+            "Note: {} of {} flows {} not in the table, which holds the {} with the most bytes (--rows); --flows or --json give every flow",
             total.left_out,
             total.flows,
             if total.left_out == 1 { "is" } else { "are" },
-            total.max_flows
+            total.rows
         )));
     }
     lines.push(String::new());
@@ -649,11 +650,13 @@ pub fn train_lines(t: &TrainReport, previous: Option<&TrainReport>) -> Vec<Strin
     lines
 }
 
-/// One line per RTT sample: the packet that completed it, the method, the RTT in ms (to the
-/// ns).
+/// One line per RTT sample: the flow and direction it times (as `--flows` names them), the
+/// packet that completed it, the method, the RTT in ms (to the ns).
 pub fn sample_line(s: &RttSample) -> String {
     format!(
-        "sample packet={} method={} rtt_ms={:.6}",
+        "sample flow={} dir={} packet={} method={} rtt_ms={:.6}",
+        s.flow,
+        ["ab", "ba"][s.direction],
         s.packet,
         if s.timestamps { "ts" } else { "ack" },
         s.rtt_s * 1e3
@@ -781,7 +784,7 @@ mod tests {
         let total = Totals {
             flows: 200_000,
             left_out: 199_000,
-            max_flows: 100_000,
+            rows: 50,
             evicted: Some("the flow table was full (100000 flows at once, --max-flows): 5 flows were reported before they closed or went idle (the ones idle longest, to make room); a packet of one of them afterwards started a new flow".into()),
         };
         let headline = ["/a/long/path/to/a/capture/made/on/the/border/router/with/tcpdump/trace-2026-12-06.pcap.gz: 19187 packets, 727102016 bytes, pcap (ns, gzip)".to_string()];

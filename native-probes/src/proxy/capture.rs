@@ -323,7 +323,7 @@ fn run(
             }
             Ok(None) => {}
             Err(e) => {
-                eprintln!("nowcast proxy: the capture stopped ({e}); bandwidth from the upstream connections' TCP_INFO from now on");
+                crate::warn_line!("nowcast proxy: the capture stopped ({e}); bandwidth from the upstream connections' TCP_INFO from now on");
                 break;
             }
         }

@@ -278,7 +278,7 @@ impl Shared {
         let recs = p.finish(d);
         let spec = p.spec(d.replica);
         match (was_up, p.health(d.replica), d.failure) {
-            (true, Health::Ejected { until_ms }, Some(f)) => eprintln!(
+            (true, Health::Ejected { until_ms }, Some(f)) => crate::warn_line!(
                 "nowcast proxy: replica {} ({}) ejected, the last failure: {}; tried again in {:.1} s",
                 spec.name,
                 spec.url,
@@ -286,7 +286,7 @@ impl Shared {
                 ((until_ms - d.now_ms) / 1e3).max(0.0)
             ),
             (false, Health::Up, _) => {
-                eprintln!("nowcast proxy: replica {} ({}) is back", spec.name, spec.url)
+                crate::warn_line!("nowcast proxy: replica {} ({}) is back", spec.name, spec.url)
             }
             _ => {}
         }
@@ -302,10 +302,13 @@ impl Shared {
         }
         let p = self.policy.lock().expect("policy");
         let spec = p.spec(replica);
-        eprintln!(
+        crate::warn_line!(
             "nowcast proxy: replica {} ({}) answered the probe {} {} with {status}: no \
              bandwidth from its probes (see --probe-path)",
-            spec.name, spec.url, head.method, head.path_and_query
+            spec.name,
+            spec.url,
+            head.method,
+            head.path_and_query
         );
     }
 
@@ -730,7 +733,7 @@ fn explain(sh: &Shared, p: &Policy, head: &Head, s: usize, retry: bool, d: &Deci
         "timeout_ms": d.timeout_ms,
         "replicas": p.views(s, d.size.bytes, now),
     });
-    eprintln!("{line}");
+    crate::warn_line!("{line}");
 }
 
 async fn handle(

@@ -43,7 +43,7 @@ pub(super) fn accept_loop(listener: &TcpListener, shared: &Arc<Shared>) {
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
             Err(e) => {
                 // Out of descriptors or memory: say so, pause, and keep serving.
-                eprintln!("nowcast serve: accept: {e}");
+                crate::warn_line!("nowcast serve: accept: {e}");
                 if shared.stop.wait_timeout(SLICE) {
                     return;
                 }
@@ -77,7 +77,7 @@ pub(super) fn accept_loop(listener: &TcpListener, shared: &Arc<Shared>) {
                 drop(place);
             });
         if let Err(e) = spawned {
-            eprintln!("nowcast serve: cannot start a session thread for {peer}: {e}");
+            crate::warn_line!("nowcast serve: cannot start a session thread for {peer}: {e}");
         }
     }
 }

@@ -136,7 +136,7 @@ fn flows_and_trains_fit_in_100_columns_with_rtts_in_ms() {
     );
     assert!(stdout.contains(" lower_bound\n"), "{stdout}");
     assert!(
-        stdout.contains("sample packet=2 method=ack rtt_ms="),
+        stdout.contains("sample flow=0 dir=ab packet=2 method=ack rtt_ms="),
         "{stdout}"
     );
 }

@@ -261,7 +261,7 @@ fn own_handshakes(file: &Path, sender: &str, seen: &mut Seen) {
 /// `nowcast pcap`'s judgement of `file`, whose data `sender` sent.
 fn judged(file: &Path, sender: &str, seen: &mut Seen) {
     let f = file.to_str().unwrap();
-    let table = nowcast(&["pcap", f], LIMIT);
+    let table = nowcast(&["pcap", "--rows", "1000000", f], LIMIT);
     assert!(table.status.success(), "{}", text(&table.stderr));
     // A direction's row, then its details indented below it (Wren's among them).
     let mut from_sender = false;

@@ -86,3 +86,45 @@ fn a_closed_pipe_is_a_quiet_success() {
     assert_eq!((status.as_str(), stderr.as_str()), ("0", ""), "classify");
     assert!(line.starts_with('{'), "{line}");
 }
+
+/// Runs `nowcast ARGS 2>&1 >/dev/null | true` in `sh`: standard error is a pipe whose reader
+/// has gone before nowcast writes to it. Nowcast's exit status.
+fn stderr_to_nobody(args: &str) -> String {
+    let dir = std::env::temp_dir().join(format!("nowcast-pipe-err-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let status = dir.join("status");
+    // `sleep` lets `true` exit first, so the pipe is closed when nowcast writes.
+    let script = format!(
+        "{{ sleep 0.3; '{BIN}' {args} 2>&1 >/dev/null; echo $? >'{}'; }} | true",
+        status.display()
+    );
+    let mut cmd = Command::new("sh");
+    cmd.args(["-c", &script]);
+    run_bounded(cmd, LIMIT);
+    let s = std::fs::read_to_string(&status).unwrap_or_default();
+    let _ = std::fs::remove_dir_all(&dir);
+    s.trim().to_string()
+}
+
+#[test]
+fn a_closed_standard_error_loses_the_warning_not_the_run() {
+    // Each writes to standard error; `eprintln!` panicked there (exit 101).
+    let dir = std::env::temp_dir().join(format!("nowcast-pipe-err-in-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let pcap = dir.join("bad.pcap");
+    // A valid pcap header, then no record that can be read.
+    let mut bytes = vec![0xd4, 0xc3, 0xb2, 0xa1, 2, 0, 4, 0];
+    bytes.extend([0; 8]);
+    bytes.extend(65535u32.to_le_bytes());
+    bytes.extend(1u32.to_le_bytes());
+    bytes.extend(b"not a record, not a packet");
+    std::fs::write(&pcap, bytes).unwrap();
+    let missing = dir.join("missing.csv");
+    // Its error, on a closed standard error: exit 1 as ever, no panic.
+    assert_eq!(
+        stderr_to_nobody(&format!("forecast '{}'", missing.display())),
+        "1"
+    );
+    assert_eq!(stderr_to_nobody(&format!("pcap '{}'", pcap.display())), "1");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -86,7 +86,9 @@ pub(super) fn record_writer(
                 ok &= writeln!(out, "{}", r.to_line()).is_ok();
             }
             if !ok || out.flush().is_err() {
-                eprintln!("nowcast proxy: writing records failed; records are no longer written");
+                crate::warn_line!(
+                    "nowcast proxy: writing records failed; records are no longer written"
+                );
                 while rx.recv().is_ok() {}
                 break;
             }
