@@ -520,6 +520,51 @@ fn csv_columns_and_times() {
 }
 
 #[test]
+fn columns_sharing_a_name_are_told_apart_by_their_index() {
+    // Two columns named rtt_ms: both read, named with their index; asked by name, the
+    // reader says which indices choose them (it took the first, and listed `--column
+    // "rtt_ms"` as the way to the second).
+    let text = "time,rtt_ms,rtt_ms\n1000,10,5\n2000,11,6\n";
+    let r = read(text);
+    assert_eq!(names(&r), ["rtt_ms (column 1)", "rtt_ms (column 2)"]);
+    assert_eq!(series(&r, "rtt_ms (column 2)").2, [5.0, 6.0]);
+    assert_eq!(
+        series(&r, "rtt_ms (column 2)").0.column.as_deref(),
+        Some("2")
+    );
+    let by_index = Select {
+        column: Some(Column::Index(2)),
+        ..Select::default()
+    };
+    assert_eq!(one(text, by_index).0, [5.0, 6.0]);
+    let by_name = Select {
+        column: Some(Column::Name("rtt_ms".into())),
+        ..Select::default()
+    };
+    let (v, _, problems) = one(text, by_name);
+    assert!(v.is_empty());
+    assert!(
+        matches!(&problems[..], [Problem::Usage(m)]
+            if m == "2 columns are named 'rtt_ms': choose one by its index (--column 1, --column 2)"),
+        "{problems:?}"
+    );
+}
+
+#[test]
+fn a_line_with_more_fields_than_columns_is_an_error_unless_they_are_empty() {
+    // "1,10,99" under a header of two: which column 99 or 10 belongs to is not known (it was
+    // read as 10). A trailing comma is no field.
+    let r = read("time,rtt\n1000,10,99\n2000,11,\n3000,12\n");
+    assert_eq!(series(&r, "rtt").2, [11.0, 12.0]);
+    let faults: Vec<(u64, &str)> = r
+        .errors
+        .iter()
+        .map(|e| (e.line, e.message.as_str()))
+        .collect();
+    assert_eq!(faults, [(2, "3 fields where the first line has 2")]);
+}
+
+#[test]
 fn times_out_of_order_are_put_in_order_for_the_page_and_named_for_the_cli() {
     // Two runs concatenated, the later first: the page's import puts each series in time
     // order (a stable sort: one time keeps the file's order) and says so.

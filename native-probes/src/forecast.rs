@@ -54,6 +54,18 @@ struct UnitOf {
     from: &'static str,
 }
 
+/// The header of the CSV column read. A column chosen by its index (a file without a header,
+/// or a name two columns share) is named `column 2` or `rtt_ms (column 2)` by the reader: the
+/// name before its index.
+fn column_header(stats: &ReadStats) -> Option<&str> {
+    let column = stats.column.as_deref()?;
+    if !column.bytes().all(|b| b.is_ascii_digit()) {
+        return Some(column);
+    }
+    let suffix = format!(" (column {column})");
+    stats.series.as_deref()?.strip_suffix(suffix.as_str())
+}
+
 /// The unit of the series read: its metric's, or one named by the last word of a CSV
 /// column's header (`rtt_ms`, `RTT (ms)`, `throughput_mbps`).
 fn unit_of(stats: &ReadStats) -> Option<UnitOf> {
@@ -63,7 +75,7 @@ fn unit_of(stats: &ReadStats) -> Option<UnitOf> {
             from: "metric",
         });
     }
-    let column = stats.column.as_deref()?.to_ascii_lowercase();
+    let column = column_header(stats)?.to_ascii_lowercase();
     let word = column
         .split(|c: char| !(c.is_ascii_alphanumeric() || c == '/'))
         .rfind(|w| !w.is_empty())?;
@@ -488,6 +500,9 @@ fn print_human(
         stats.format
     )?;
     match (&stats.series, &stats.column) {
+        (Some(s), Some(_)) if column_header(stats).is_some() && s.ends_with(')') => {
+            write!(out, ", column {s}")?
+        }
         (_, Some(c)) => write!(out, ", column {c}")?,
         (Some(s), None) => write!(out, ", series {s}")?,
         _ => {}
@@ -530,11 +545,18 @@ fn print_human(
     // Records without a value and empty fields are in the notes (the reader's, as the page
     // shows them).
     if stats.skipped_bad > 0 {
-        write!(out, "skipped {} malformed line(s)", stats.skipped_bad)?;
-        if let Some(b) = &stats.first_bad {
-            write!(out, "; first: {b}")?;
+        writeln!(
+            out,
+            "skipped {} (--skip-bad):",
+            crate::format::count(stats.skipped_bad, "malformed line")
+        )?;
+        for b in &stats.bad_lines {
+            writeln!(out, "  {b}")?;
         }
-        writeln!(out)?;
+        let more = stats.skipped_bad - stats.bad_lines.len() as u64;
+        if more > 0 {
+            writeln!(out, "  and {more} more")?;
+        }
     }
 
     print_next(out, &r.next, &shown)?;

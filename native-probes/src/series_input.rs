@@ -118,8 +118,9 @@ pub struct ReadStats {
     pub other_series_more: bool,
     /// What the reader said besides errors (columns of text left out, missing times).
     pub notes: Vec<String>,
+    /// The first [`BAD_LINES_KEPT`] of the bad lines skipped, each with what is wrong.
     #[serde(skip)]
-    pub first_bad: Option<LineError>,
+    pub bad_lines: Vec<LineError>,
 }
 
 impl ReadStats {
@@ -136,6 +137,10 @@ impl ReadStats {
 
 /// Other series listed, at most.
 pub const LISTED_SERIES: usize = 20;
+
+/// Bad lines skipped (`--skip-bad`) kept to be shown with what is wrong with each; the rest
+/// are counted.
+pub const BAD_LINES_KEPT: usize = 5;
 
 /// Why reading stopped.
 #[derive(Debug)]
@@ -258,7 +263,9 @@ impl<F: FnMut(f64)> Sink for Edge<F> {
         match problem {
             Problem::Line(e) if self.skip_bad => {
                 self.stats.skipped_bad += 1;
-                self.stats.first_bad.get_or_insert(e);
+                if self.stats.bad_lines.len() < BAD_LINES_KEPT {
+                    self.stats.bad_lines.push(e);
+                }
             }
             Problem::Line(e) => self.stop = Some(ReadError::Bad(e)),
             Problem::Unsupported(m) | Problem::Usage(m) => self.stop = Some(ReadError::Usage(m)),

@@ -626,8 +626,46 @@ fn line_numbers_count_crlf_lines_as_lines() {
             "{name}: {}",
             String::from_utf8_lossy(&out.stderr)
         );
-        assert!(text.contains("first: line 6"), "{name}: {text}");
+        assert!(
+            text.contains("skipped 1 malformed line (--skip-bad):\n  line 6"),
+            "{name}: {text}"
+        );
     }
+}
+
+/// `--skip-bad` says what is wrong with each line it skipped, the first five, and counts the
+/// rest (it named only the first).
+#[test]
+fn skipped_lines_are_each_named() {
+    let dir = TempDir::new("skipped");
+    let mut body = String::from("time,rtt_ms\n");
+    for i in 1..=20 {
+        if i % 3 == 0 {
+            body.push_str(&format!("{i},bad{i}\n"));
+        } else {
+            body.push_str(&format!("{i},{}\n", 10 + i));
+        }
+    }
+    let f = dir.file("s.csv", &body);
+    let out = nowcast(&["forecast", f.to_str().unwrap(), "--skip-bad"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    // Values 3, 6, …, 18 are bad: six lines, the first on line 4 (after the header).
+    let listed: Vec<String> = [4, 7, 10, 13, 16]
+        .iter()
+        .map(|l| format!("  line {l}: field 'rtt_ms': 'bad{}' is not a number", l - 1))
+        .collect();
+    assert!(
+        text.contains("skipped 6 malformed lines (--skip-bad):\n")
+            && listed.iter().all(|l| text.contains(l.as_str()))
+            && text.contains("\n  and 1 more\n")
+            && !text.contains("line 19:"),
+        "{text}"
+    );
 }
 
 /// A field of the column read that is not a number is named with its line, not taken for a
@@ -736,6 +774,31 @@ fn a_negative_range_reads_and_no_empty_options_are_listed() {
     assert!(!err.contains("()"), "{err}");
     assert!(
         err.contains("value (no option chooses it: leave out --metric"),
+        "{err}"
+    );
+}
+
+/// Two columns of one name: the one read is named with its index and keeps the unit its
+/// name gives; the other is offered by its index, and asking by the shared name says the
+/// indices (the name chose the first, and the other was offered as `--column "rtt_ms"`).
+#[test]
+fn columns_sharing_a_name_are_chosen_by_index() {
+    let dir = TempDir::new("shared-name");
+    let f = dir.file("s.csv", "time,rtt_ms,rtt_ms\n1,10,5\n2,11,6\n3,12,7\n");
+    let out = nowcast(&["forecast", f.to_str().unwrap()]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("3 values (csv), column rtt_ms (column 2), in ms (from the column's name)")
+            && text.contains("  rtt_ms (column 1): --column \"1\""),
+        "{text}"
+    );
+    let out = nowcast(&["forecast", f.to_str().unwrap(), "--column", "rtt_ms"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success()
+            && err.contains(
+                "2 columns are named 'rtt_ms': choose one by its index (--column 1, --column 2)"
+            ),
         "{err}"
     );
 }

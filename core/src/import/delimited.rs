@@ -243,7 +243,15 @@ impl Delimited {
         out: &mut Out<'_, S>,
     ) -> Result<Layout, Problem> {
         let columns = header.as_ref().map_or(row.len(), Vec::len);
+        // Header names given to more than one column: those columns are told apart, and
+        // chosen, by their index.
+        let mut uses = std::collections::HashMap::<&str, usize>::new();
+        for n in header.iter().flatten().filter(|n| !n.is_empty()) {
+            *uses.entry(n.as_str()).or_default() += 1;
+        }
+        let shared = |n: &str| uses.get(n).is_some_and(|&k| k > 1);
         let name = |i: usize| match &header {
+            Some(h) if shared(&h[i]) => format!("{} (column {i})", h[i]),
             Some(h) => h[i].clone(),
             None => format!("column {i}"),
         };
@@ -277,6 +285,21 @@ impl Delimited {
                         "column '{}' asked by name, but the CSV has no header line",
                         quote(&n)
                     )))
+                }
+                Some(_) if shared(&n) => {
+                    let at: Vec<String> = header
+                        .iter()
+                        .flatten()
+                        .enumerate()
+                        .filter(|(_, x)| **x == n)
+                        .map(|(i, _)| format!("--column {i}"))
+                        .collect();
+                    return Err(Problem::Usage(format!(
+                        "{} columns are named '{}': choose one by its index ({})",
+                        at.len(),
+                        quote(&n),
+                        at.join(", ")
+                    )));
                 }
                 Some(h) => Some(h.iter().position(|x| *x == n).ok_or_else(|| {
                     Problem::Usage(format!(
@@ -334,7 +357,10 @@ impl Delimited {
                 to: None,
                 transport: None,
                 source: None,
-                column: Some(header.as_ref().map_or(i.to_string(), |h| h[i].clone())),
+                column: Some(match &header {
+                    Some(h) if !shared(&h[i]) => h[i].clone(),
+                    _ => i.to_string(),
+                }),
                 clock,
             });
             series.push((i, id));
@@ -381,12 +407,18 @@ impl Delimited {
 
     fn row<S: Sink>(&mut self, line: &str, row: &[Span], out: &mut Out<'_, S>) {
         let layout = self.layout.as_mut().expect("decided before the rows");
-        if row.len() < layout.columns {
+        // Fewer fields than columns, or more that hold something: which column a value
+        // belongs to is not known. (Empty fields past the last, a trailing comma, are none.)
+        let extra = row
+            .get(layout.columns..)
+            .is_some_and(|r| r.iter().any(|s| !text(line, s).is_empty()));
+        if row.len() < layout.columns || extra {
             return out.error(
                 None,
                 format!(
-                    "{} field(s) where the first line has {}",
+                    "{} field{} where the first line has {}",
                     row.len(),
+                    if row.len() == 1 { "" } else { "s" },
                     layout.columns
                 ),
             );
