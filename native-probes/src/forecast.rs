@@ -202,14 +202,8 @@ fn bank_stage(
 /// Reads `cfg.file`, runs the banks and writes the report to `out`.
 pub fn run(cfg: &Config, out: &mut dyn Write) -> Result<()> {
     let (bounds, opts, args) = (cfg.bounds, &cfg.read, cfg);
-    let input: Box<dyn std::io::Read> = if args.file.as_os_str() == "-" {
-        Box::new(std::io::stdin().lock())
-    } else {
-        Box::new(
-            std::fs::File::open(&args.file)
-                .with_context(|| format!("cannot open {}", args.file.display()))?,
-        )
-    };
+    let input = crate::input::open(&args.file)
+        .with_context(|| format!("cannot open {}", args.file.display()))?;
 
     // The last part is the one whose primaries, baselines and timeout rules are reported;
     // with both modes, the faithful bank runs alone (no rules, no baselines) beside it.

@@ -4,7 +4,8 @@
 //! [`schedule`], [`series`], [`evaluate`], [`series_input`] (any reader) and the passive
 //! analysis in [`pcap`] (decode, tcp, samples, analysis). The edges beside them do the I/O:
 //! [`tcp::io`], [`udp::io`], [`periodic`], [`serve`], [`delay`], [`net`], [`clock`],
-//! [`stop`], [`forecast`], [`output`]'s record sinks, and [`pcap`]'s reader and loop.
+//! [`stop`], [`forecast`], [`input`] (a file named on the command line, or standard input),
+//! [`output`]'s record sinks, and [`pcap`]'s reader and loop.
 //!
 //! Campaigns, their archive and their reports: [`campaign`] (the plan, the cron form, the
 //! scheduler, the run log, status and metrics as cores; the configuration reader, the probe
@@ -38,6 +39,7 @@ pub mod evaluate;
 pub mod fobs;
 pub mod forecast;
 pub mod format;
+pub mod input;
 pub mod net;
 pub mod output;
 pub mod pcap;

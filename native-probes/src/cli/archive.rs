@@ -373,15 +373,10 @@ pub fn read_file(path: &PathBuf) -> Result<(Vec<Record>, BadLines)> {
 
 /// Calls `each` with every record of `path` or the text naming a bad line.
 fn each_line(
-    path: &PathBuf,
+    path: &std::path::Path,
     each: &mut dyn FnMut(Result<Record, String>) -> Result<()>,
 ) -> Result<()> {
-    // `-` is standard input, as for `nowcast pcap` and `nowcast forecast`.
-    let f: Box<dyn std::io::Read> = if path.as_os_str() == "-" {
-        Box::new(std::io::stdin().lock())
-    } else {
-        Box::new(std::fs::File::open(path).with_context(|| format!("{}: open", path.display()))?)
-    };
+    let f = nowcast::input::open(path).with_context(|| format!("{}: open", path.display()))?;
     let mut r = BufReader::with_capacity(1 << 16, f);
     let mut buf = Vec::new();
     let mut line_no = 0usize;

@@ -15,8 +15,7 @@ use crate::output::{Experiment, Heading, RecordSink};
 use crate::stop::Stop;
 use anyhow::{anyhow, bail, Result};
 use nowcast_core::record::{Metric, Record};
-use std::fs::File;
-use std::io::{self, Read, Write};
+use std::io::{self, Write};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -291,12 +290,7 @@ pub fn run(input: Input, cfg: Config, show: Show, sink: &mut dyn RecordSink) -> 
             for path in &paths {
                 let name = path.display().to_string();
                 // `-`: standard input (`zcat trace.pcap.gz | nowcast pcap -`, `tcpdump -w -`).
-                let opened: io::Result<Box<dyn Read>> = if name == "-" {
-                    Ok(Box::new(io::stdin().lock()))
-                } else {
-                    File::open(path).map(|f| Box::new(f) as Box<dyn Read>)
-                };
-                let f = match opened {
+                let f = match crate::input::open(path) {
                     Ok(f) => f,
                     Err(e) => {
                         crate::warn_line!("nowcast pcap: {name}: open: {e}; not read");
