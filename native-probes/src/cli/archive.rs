@@ -358,7 +358,7 @@ impl BadLines {
 }
 
 /// Reads an NDJSON file: the records and its bad lines.
-pub fn read_file(path: &PathBuf) -> Result<(Vec<Record>, BadLines)> {
+pub fn read_file(path: &std::path::Path) -> Result<(Vec<Record>, BadLines)> {
     let mut records = Vec::new();
     let mut bad = BadLines::default();
     each_line(path, &mut |r| {
