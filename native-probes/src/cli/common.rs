@@ -6,8 +6,8 @@ use nowcast::net::{parse_ms, parse_seconds};
 use nowcast::output::{Ndjson, RecordSink, Table, Tee};
 use nowcast::periodic::Plan;
 use nowcast::series::Settings;
-use nowcast_core::probed::Overrides;
-use nowcast_core::record::Transport;
+use nowcast_core::probed::{Config, Overrides};
+use nowcast_core::record::{Metric, Transport};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -89,6 +89,48 @@ impl Common {
                 initial_ms: self.timeout_initial,
             },
         }
+    }
+
+    /// Refuses timeout flags that leave a series of `metrics` no timeout to keep, naming the
+    /// flag, and the default it clashes with when the other bound was not given (the core
+    /// said "timeout bounds need 0 < floor ≤ ceiling" with its own field names).
+    pub fn check_timeouts(&self, settings: &Settings, metrics: &[Metric]) -> Result<()> {
+        for (name, v, zero_ok) in [
+            ("timeout-floor", self.timeout_floor, false),
+            ("timeout-ceiling", self.timeout_ceiling, false),
+            ("timeout-initial", self.timeout_initial, false),
+            ("timeout-penalty", self.timeout_penalty, true),
+        ] {
+            match v {
+                Some(v) if !v.is_finite() || v < 0.0 || (v == 0.0 && !zero_ok) => {
+                    usage!(
+                        "--{name} must be {}",
+                        if zero_ok { "≥ 0" } else { "above 0" }
+                    )
+                }
+                _ => {}
+            }
+        }
+        for &m in metrics {
+            let b = Config::new(m, Some(settings.transport), settings.source, &settings.to)
+                .with(&settings.overrides)
+                .bounds;
+            if b.floor_ms > b.ceiling_ms {
+                let (floor, ceiling) = (b.floor_ms, b.ceiling_ms);
+                match (self.timeout_floor, self.timeout_ceiling) {
+                    (Some(_), Some(_)) => usage!(
+                        "--timeout-floor {floor} ms is above --timeout-ceiling {ceiling} ms"
+                    ),
+                    (Some(_), None) => usage!(
+                        "--timeout-floor {floor} ms is above the {m} series' default ceiling of {ceiling} ms (--timeout-ceiling sets it)"
+                    ),
+                    _ => usage!(
+                        "--timeout-ceiling {ceiling} ms is below the {m} series' default floor of {floor} ms (--timeout-floor sets it)"
+                    ),
+                }
+            }
+        }
+        Ok(())
     }
 
     /// The table or NDJSON on standard output, and NDJSON in the file of --out.

@@ -108,7 +108,8 @@ pub struct Args {
     #[arg(long, value_parser = parse_seconds, default_value_t = 30.0)]
     backoff_max: f64,
     /// Adaptive timeout rule of each replica's wait for a response: nws, allen_k1,
-    /// allen_k2, rfc6298, windowed_k2_w20.
+    /// allen_k2, rfc6298, windowed_k2_w20, target_miss_1pct, target_miss_2pct (k learnt
+    /// online to time out that share of waits).
     #[arg(long, default_value = "nws")]
     timeout_rule: String,
     /// Timeout floor, ceiling and the timeout before the rule has data, seconds. Every
@@ -298,7 +299,7 @@ pub fn run(mut a: Args) -> Result<()> {
     // The caps first, before anything is built from the lists (policy::MAX_REPLICAS: each
     // replica keeps its forecasts and a connection; every request scores its service's).
     if a.replicas.len() > policy::MAX_REPLICAS {
-        bail!(
+        usage!(
             "{} --replica flags: at most {} replicas (each keeps its own forecasts and a \
              connection; see native-probes/README.md, \"nowcast proxy\")",
             a.replicas.len(),
@@ -306,7 +307,7 @@ pub fn run(mut a: Args) -> Result<()> {
         );
     }
     if a.services.len() > policy::MAX_SERVICES {
-        bail!(
+        usage!(
             "{} --service flags: at most {} services",
             a.services.len(),
             policy::MAX_SERVICES

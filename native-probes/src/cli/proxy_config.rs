@@ -430,14 +430,15 @@ fn place(text: &str, at: usize) -> String {
     format!("line {line}, column {col}")
 }
 
-/// Reads and checks the file at `path`; every error starts with the path.
+/// Reads and checks the file at `path`; every error starts with the flag and the path, and
+/// is the flag's refusal (exit status 2, as a bad value of any other flag).
 pub fn load(path: &Path) -> Result<Loaded> {
     let text = nowcast::config_file::read(path, "a proxy config", "a config is a page of settings")
         .map_err(|e| match e.downcast_ref::<std::io::Error>() {
-            Some(io) => anyhow!("--config {}: cannot read it: {io}", path.display()),
-            None => anyhow!("--config {}: {e:#}", path.display()),
+            Some(io) => usage_err!("--config {}: cannot read it: {io}", path.display()),
+            None => usage_err!("--config {}: {e:#}", path.display()),
         })?;
-    parse(&text).map_err(|e| anyhow!("--config {}: {e}", path.display()))
+    parse(&text).map_err(|e| usage_err!("--config {}: {e}", path.display()))
 }
 
 /// Checks the text of a file.

@@ -134,6 +134,8 @@ pub fn run(args: Args) -> Result<()> {
     let settings = args
         .common
         .settings("nowcast tcp", &target.name, Transport::Tcp);
+    args.common
+        .check_timeouts(&settings, &probe.session.metrics())?;
     let plan = args.common.plan()?;
     let stop = Stop::on_signals().map_err(|e| anyhow!("cannot install signal handlers: {e}"))?;
     let mut sink = args.common.sink()?;

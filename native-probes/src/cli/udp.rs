@@ -71,6 +71,7 @@ pub fn run(args: Args) -> Result<()> {
     let settings = args
         .common
         .settings("nowcast udp", &target.name, Transport::Udp);
+    args.common.check_timeouts(&settings, &io::METRICS)?;
     let plan = args.common.plan()?;
     let stop = Stop::on_signals().map_err(|e| anyhow!("cannot install signal handlers: {e}"))?;
     let mut sink = args.common.sink()?;

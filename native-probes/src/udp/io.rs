@@ -54,7 +54,8 @@ impl Bursts {
     }
 }
 
-const METRICS: [Metric; 3] = [Metric::Rtt, Metric::Jitter, Metric::Loss];
+/// The series of `nowcast udp`, in the order of its table.
+pub const METRICS: [Metric; 3] = [Metric::Rtt, Metric::Jitter, Metric::Loss];
 
 /// Runs bursts per `plan`, feeding `settings`' series, writing to `sink`.
 pub fn run(

@@ -15,7 +15,14 @@ fn bad_option_values_name_their_flag_and_exit_2() {
     std::fs::write(&file, b"x").unwrap();
     let f = file.to_str().unwrap();
     let token = "00112233445566778899aabbccddeeff";
-    let rows: [(&[&str], &str); 11] = [
+    let config = dir.join("proxy.toml");
+    std::fs::write(
+        &config,
+        "[[service]]\nprefix = \"/\"\nreplicas = [{ name = \"a\", url = \"http://127.0.0.1:9\" }]\nepsilon = 2\n",
+    )
+    .unwrap();
+    let config = config.to_str().unwrap();
+    let rows: [(&[&str], &str); 15] = [
         // clap's own refusal, the reference.
         (&["serve", "--handshake", "soon"], "--handshake"),
         (
@@ -86,6 +93,25 @@ fn bad_option_values_name_their_flag_and_exit_2() {
                 "2",
             ],
             "--epsilon: 2 is not within 0..1",
+        ),
+        // A file's setting is the --config flag's value (it exited 1).
+        (
+            &["proxy", "--config", config],
+            "line 4, column 11: `service.epsilon`: 2 is not within 0..1",
+        ),
+        // Timeout flags against each other and the series' defaults (it said "timeout bounds
+        // need 0 < floor ≤ ceiling" with the core's field names).
+        (
+            &["tcp", "127.0.0.1:9", "--timeout-floor", "5min"],
+            "--timeout-floor 300000 ms is above the handshake_rtt series' default ceiling of 10000 ms (--timeout-ceiling sets it)",
+        ),
+        (
+            &["udp", "127.0.0.1:9", "--timeout-initial", "0"],
+            "--timeout-initial must be above 0",
+        ),
+        (
+            &["udp", "127.0.0.1:9", "--timeout-floor", "2s", "--timeout-ceiling", "1s"],
+            "--timeout-floor 2000 ms is above --timeout-ceiling 1000 ms",
         ),
     ];
     for (args, says) in rows {
