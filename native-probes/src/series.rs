@@ -13,7 +13,7 @@ use nowcast_core::ForecastError;
 #[derive(Clone, Debug, PartialEq)]
 pub struct Settings {
     /// The records' `source`, e.g. `nowcast tcp`.
-    pub source: &'static str,
+    pub source: String,
     /// The records' `to`.
     pub to: String,
     pub transport: Transport,
@@ -46,8 +46,9 @@ impl SeriesSet {
         let series = metrics
             .iter()
             .map(|&m| {
-                let mut c = Config::new(m, Some(settings.transport), settings.source, &settings.to)
-                    .with(&settings.overrides);
+                let mut c =
+                    Config::new(m, Some(settings.transport), &settings.source, &settings.to)
+                        .with(&settings.overrides);
                 c.period_ms = settings.period_ms;
                 ProbedSeries::new(c)
             })
@@ -106,7 +107,7 @@ mod tests {
 
     fn settings() -> Settings {
         Settings {
-            source: "nowcast tcp",
+            source: "nowcast tcp".into(),
             to: "127.0.0.1:8060".into(),
             transport: Transport::Tcp,
             period_ms: Some(5_000.0),

@@ -207,7 +207,7 @@ proptest! {
             bulk: vec![Metric::BandwidthUp, Metric::BandwidthDown],
         };
         let settings = Settings {
-            source: "nowcast tcp",
+            source: "nowcast tcp".into(),
             to: cfg.host.clone(),
             transport: Transport::Tcp,
             period_ms: None,

@@ -965,6 +965,47 @@ mod tests {
     use super::*;
 
     #[test]
+    fn probes_of_one_type_on_one_target_write_series_of_their_own() {
+        let text = include_str!("../../examples/campaign.toml");
+        let plan = parse(text, Path::new("/var/lib/nowcast"), "campaign")
+            .unwrap()
+            .plan;
+        let source = |target: &str, probe: &str| {
+            let key = format!("{target}/{probe}");
+            let job = plan.jobs.iter().position(|j| j.key == key).unwrap();
+            plan.source(job)
+        };
+        // `rtt` and `bw` both time round trips with nowcast tcp on the target's port, and
+        // `iperf` and the sweep's iperf3 runs all measure its throughput: each its own series
+        // (they were one, two probes' values and forecasts mixed).
+        assert_eq!(source("caltech", "rtt"), "nowcast tcp (rtt)");
+        assert_eq!(source("caltech", "bw"), "nowcast tcp (bw)");
+        assert_eq!(source("caltech", "iperf"), "iperf3 (iperf)");
+        let sweep: Vec<String> = plan
+            .probes
+            .iter()
+            .filter(|p| p.name.starts_with("sweep-"))
+            .map(|p| source("caltech", &p.name))
+            .collect();
+        assert!(
+            sweep.iter().all(|s| s.starts_with("iperf3 (sweep-")),
+            "{sweep:?}"
+        );
+        // Alone of its type on the target, a probe's source is its type's.
+        assert_eq!(source("caltech", "udp"), "nowcast udp");
+        assert_eq!(source("caltech", "ping"), "ping");
+        // Within the schema's 64 characters, whatever the probe's name.
+        let long = text.replace("name = \"bw\"", &format!("name = \"{}\"", "b".repeat(64)));
+        let plan = parse(&long, Path::new("/x"), "campaign").unwrap().plan;
+        let job = plan
+            .jobs
+            .iter()
+            .position(|j| j.key.ends_with(&"b".repeat(64)))
+            .unwrap();
+        assert_eq!(plan.source(job).chars().count(), 64);
+    }
+
+    #[test]
     fn the_example_reads() {
         let text = include_str!("../../examples/campaign.toml");
         let c = parse(text, Path::new("/var/lib/nowcast"), "campaign").unwrap();

@@ -389,6 +389,9 @@ pub struct ProbeSpec {
     pub gated: bool,
 }
 
+/// The longest `source` a record may have (the schema's `maxLength`).
+const MAX_SOURCE_CHARS: usize = 64;
+
 /// One probe on one target.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Job {
@@ -471,6 +474,33 @@ impl Plan {
         &self.targets[self.jobs[job].target]
     }
 
+    /// The `source` of `job`'s records: its probe type's (`nowcast tcp`), with the probe's
+    /// name after it (`nowcast tcp (bulk)`) when another probe on the same target would
+    /// write a series of the same metric to the same address. A series is a metric, an
+    /// address and a source, in the archive, the report and the page: two probes of one type
+    /// on one target (a small and a large download) would otherwise be one series, their
+    /// values and forecasts mixed.
+    pub fn source(&self, job: usize) -> String {
+        let (spec, target) = (self.probe(job), self.target(job));
+        let (source, to) = (spec.kind.source(), target.record_to(&spec.kind));
+        let metrics = spec.kind.metrics();
+        let shared = self.jobs.iter().enumerate().any(|(j, other)| {
+            let o = &self.probes[other.probe];
+            j != job
+                && other.target == self.jobs[job].target
+                && o.kind.source() == source
+                && target.record_to(&o.kind) == to
+                && o.kind.metrics().iter().any(|m| metrics.contains(m))
+        });
+        if !shared {
+            return source.to_string();
+        }
+        // The schema's limit on a source (64 characters): the probe's name cut to fit.
+        let room = MAX_SOURCE_CHARS - source.chars().count() - " ()".len();
+        let name: String = spec.name.chars().take(room).collect();
+        format!("{source} ({name})")
+    }
+
     /// The records that stand for `job`'s run `run` when it measured nothing: one per metric
     /// of the probe, status `timeout` for a run killed at its bound `bound_ms` (given as
     /// `timeout_ms`) and `error` otherwise (skipped, missed, or killed with no bound given:
@@ -498,7 +528,7 @@ impl Plan {
             .map(|m| {
                 let mut r = Record::new(
                     run.started_ms.unwrap_or(run.due_ms) as f64,
-                    spec.kind.source(),
+                    &self.source(job),
                     m,
                     0.0,
                     &to,

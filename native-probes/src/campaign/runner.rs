@@ -636,7 +636,8 @@ fn start(
         super::plan::Every::Period(ms) => Some(*ms as f64),
         super::plan::Every::Cron(_) => None,
     };
-    let mut set = set.unwrap_or_else(|| probes::series(&p.kind, &target, period));
+    let source = plan.source(spec.job);
+    let mut set = set.unwrap_or_else(|| probes::series(&p.kind, &target, period, source));
     std::thread::Builder::new()
         .name(format!("run-{}", spec.id))
         .stack_size(512 * 1024)

@@ -77,7 +77,7 @@ impl Common {
     /// the timeout flags in place of the core's defaults.
     pub fn settings(&self, source: &'static str, to: &str, transport: Transport) -> Settings {
         Settings {
-            source,
+            source: source.to_string(),
             to: to.to_string(),
             transport,
             period_ms: self.period.filter(|p| *p > 0.0).map(|p| p * 1e3),
@@ -112,7 +112,7 @@ impl Common {
             }
         }
         for &m in metrics {
-            let b = Config::new(m, Some(settings.transport), settings.source, &settings.to)
+            let b = Config::new(m, Some(settings.transport), &settings.source, &settings.to)
                 .with(&settings.overrides)
                 .bounds;
             if b.floor_ms > b.ceiling_ms {

@@ -21,10 +21,11 @@ use nowcast_core::probed::{Observation, Outcome, Overrides};
 use nowcast_core::record::{Metric, Probe, Record, Status};
 
 /// The series one job keeps across its runs (forecasts and adaptive timeouts, as the
-/// `nowcast tcp` command keeps them), for `kind` on `target`.
-pub fn series(kind: &Kind, target: &Target, period_ms: Option<f64>) -> SeriesSet {
+/// `nowcast tcp` command keeps them), for `kind` on `target`, its records' `source` the
+/// job's (`Plan::source`).
+pub fn series(kind: &Kind, target: &Target, period_ms: Option<f64>, source: String) -> SeriesSet {
     let settings = Settings {
-        source: kind.source(),
+        source,
         to: target.record_to(kind),
         transport: kind
             .transport()

@@ -121,7 +121,7 @@ mod tests {
         // Shorter than the adaptive timeout after the first run (3.4 s), so that the later
         // waits are cut to fit; long enough for a loaded machine to start the run's thread.
         let bound: Ms = 800;
-        let mut set = super::super::series(&kind, &target, Some(1_000.0));
+        let mut set = super::super::series(&kind, &target, Some(1_000.0), kind.source().into());
         for index in 0..3 {
             let t = Instant::now();
             let records = run(&p, &target, bound, &mut set, index);

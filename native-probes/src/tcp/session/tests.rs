@@ -32,7 +32,7 @@ fn config(bulk: Vec<Metric>) -> Config {
 
 fn series(cfg: &Config) -> SeriesSet {
     let settings = Settings {
-        source: "nowcast tcp",
+        source: "nowcast tcp".into(),
         to: cfg.host.clone(),
         transport: Transport::Tcp,
         period_ms: None,
