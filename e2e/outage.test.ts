@@ -20,7 +20,7 @@ import {
   type ExportedRecord,
   type Rig,
 } from "./harness.js";
-import { sleep, waitForMeasurements } from "./page-helpers.js";
+import { chooseLinkTarget, sleep, waitForMeasurements } from "./page-helpers.js";
 
 const why = missing();
 if (why !== undefined) console.warn(`e2e: skipping the outage tests: ${why}`);
@@ -36,6 +36,7 @@ async function open(rig: Rig, query: string): Promise<{ page: Page; done: () => 
   page.on("console", (m) => {
     if (m.type() === "error" && !REFUSED.test(m.text())) errors.push(m.text());
   });
+  await chooseLinkTarget(page, query);
   await page.goto(`${rig.node.url}/${query}`);
   return {
     page,

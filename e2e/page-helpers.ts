@@ -49,15 +49,35 @@ export async function waitForMeasurements(
 export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /**
+ * Makes the `target=` of `query`, if any, one the user chose before, where the page keeps
+ * those (controls-view.ts), so that the page measures it at once instead of asking.
+ */
+export async function chooseLinkTarget(page: Page, query: string): Promise<void> {
+  const target = new URLSearchParams(query).get("target");
+  if (target === null) return;
+  // As the page writes a target: the URL's own form (a trailing slash on a bare host).
+  const url = new URL(target);
+  url.search = "";
+  url.hash = "";
+  await page.addInitScript((t) => {
+    localStorage.setItem("nowcast.targets", JSON.stringify([t]));
+  }, url.href);
+}
+
+/**
  * Opens the page at `query` in its own browser context; `done` closes it and checks that it
  * logged no error (CSP violations included). `prepare` runs on the page before it navigates.
+ * A `target=` in the query is one the user chose before (kept where the page keeps that), so
+ * that the page measures it at once, unless `chooseTarget` is false: then the page asks.
  */
 export async function openPage(
   rig: Rig,
   query: string,
   prepare?: (page: Page) => Promise<unknown>,
+  chooseTarget = true,
 ): Promise<{ page: Page; startedAt: number; done: () => Promise<void> }> {
   const page = await rig.newPage();
+  if (chooseTarget) await chooseLinkTarget(page, query);
   await prepare?.(page);
   const errors: string[] = [];
   page.on("pageerror", (e) => errors.push(e.message));

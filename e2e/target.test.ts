@@ -80,6 +80,40 @@ describe.skipIf(why !== undefined)("the target: two echo-nodes on loopback", () 
     await done();
   });
 
+  it("asks before it probes a target named in a link, and probes it once chosen", async () => {
+    // A link must not make its visitors' browsers probe a host they did not pick: the
+    // target it names is offered, and this site measured, until the user chooses it.
+    const before = total(await probeCounts(second));
+    const { page, done } = await openPage(
+      rig,
+      `?period=1&target=${encodeURIComponent(secondUrl)}`,
+      undefined,
+      false,
+    );
+    await waitForMeasurements(page, "rtt/websocket", 3, 10_000);
+    expect(total(await probeCounts(second))).toBe(before);
+    expect(await page.textContent("#target-ask-text")).toBe(
+      `This link asks to measure ${secondHost}, another site. ` +
+        "The page measures this site until you choose it.",
+    );
+    expect(await page.inputValue("#target-select")).toBe("");
+    await page.click("#target-ask-yes");
+    expect(await page.isHidden("#target-ask")).toBe(true);
+    expect(await page.inputValue("#target-select")).toBe(secondUrl);
+    await page.waitForFunction(
+      (h) => document.querySelector("#target-name")?.textContent === h,
+      secondHost,
+      { timeout: 5000, polling: 50 },
+    );
+    await waitForMeasurements(page, "rtt/websocket", 2, 10_000);
+    expect(total(await probeCounts(second))).toBeGreaterThan(before);
+    // Chosen once, it is measured at once after a reload.
+    await page.reload();
+    expect(await page.isHidden("#target-ask")).toBe(true);
+    expect(await page.inputValue("#target-select")).toBe(secondUrl);
+    await done();
+  });
+
   it("switches the target from the controls: URL, fresh series, and each target's own history", async () => {
     const { page, done } = await openPage(rig, "?period=1");
     await waitForMeasurements(page, "rtt/websocket", 3, 10_000);

@@ -15,6 +15,30 @@ import {
 } from "../settings";
 import { el, setText } from "./dom";
 
+/** Where the targets the user chose to measure are kept across reloads: a link's target is
+ *  probed only once the user has chosen it, here or before. */
+const TARGETS_KEY = "nowcast.targets";
+
+/** The targets the user chose before (none when storage is unreadable). */
+function chosenTargets(): string[] {
+  try {
+    const v: unknown = JSON.parse(localStorage.getItem(TARGETS_KEY) ?? "[]");
+    return Array.isArray(v) ? v.filter((t): t is string => typeof t === "string") : [];
+  } catch {
+    return [];
+  }
+}
+
+/** Remembers that the user chose to measure `url` (the last 20 kept). */
+function rememberTarget(url: string): void {
+  try {
+    const kept = [url, ...chosenTargets().filter((t) => t !== url)].slice(0, 20);
+    localStorage.setItem(TARGETS_KEY, JSON.stringify(kept));
+  } catch {
+    // Storage refused (private mode, quota): the link asks again after a reload.
+  }
+}
+
 export class ControlsView {
   /** The settings in force, as the worker last heard them. */
   settings: Settings;
@@ -26,6 +50,10 @@ export class ControlsView {
   private readonly warning = el("settings-warning");
   private readonly budget = el<HTMLInputElement>("budget");
   private readonly suspend = el<HTMLButtonElement>("suspend");
+  private readonly ask = el("target-ask");
+  /** A target named in the link that the user has not chosen yet: not probed until they do
+   *  (a link must not make its visitors' browsers send probes to a host they did not pick). */
+  private asked: string | undefined;
   /** Whether the problem shown is a refused budget (cleared by the next good one). */
   private budgetRefused = false;
 
@@ -43,10 +71,10 @@ export class ControlsView {
     private readonly mirrorsProbed: () => number,
   ) {
     const read = readSettings(location.search);
-    this.settings = {
-      ...read.settings,
-      target: read.settings.target === siteUrl ? undefined : read.settings.target,
-    };
+    const linked = read.settings.target === siteUrl ? undefined : read.settings.target;
+    const chosen = linked !== undefined && chosenTargets().includes(linked);
+    this.asked = chosen ? undefined : linked;
+    this.settings = { ...read.settings, target: chosen ? linked : undefined };
     if (read.problems.length > 0) {
       this.problem.textContent = read.problems.join("; ");
       this.problem.hidden = false;
@@ -57,12 +85,22 @@ export class ControlsView {
     // Enter in the budget's box submits the form: the change above takes it, and the page
     // must not reload with every control's value in its link.
     el<HTMLFormElement>("controls").addEventListener("submit", (e) => e.preventDefault());
-    this.target.addEventListener("change", () => {
-      // The user chose: a complaint about the link's target no longer applies.
+    const choose = () => {
+      // The user chose: a complaint about the link's target, or its question, no longer
+      // applies.
       this.problem.hidden = true;
       this.budgetRefused = false;
+      this.ask.hidden = true;
+      this.asked = undefined;
+      if (this.target.value !== "") rememberTarget(this.target.value);
       this.apply();
       targetChosen();
+    };
+    this.target.addEventListener("change", choose);
+    el<HTMLButtonElement>("target-ask-yes").addEventListener("click", () => {
+      if (this.asked === undefined) return;
+      this.target.value = this.asked;
+      choose();
     });
     this.suspend.addEventListener("click", () => {
       const suspending = this.suspend.getAttribute("aria-pressed") !== "true";
@@ -96,11 +134,21 @@ export class ControlsView {
     this.transport.value = s.transport;
     this.budget.value = String(s.budgetMiB);
     // A target named only in the link is offered too, so that the control shows what is
-    // measured.
-    if (s.target !== undefined) {
-      this.offerTarget(s.target, `${endpointName(s.target)} (from the link)`);
+    // measured, or what the link asks to measure.
+    const linked = s.target ?? this.asked;
+    if (linked !== undefined) {
+      this.offerTarget(linked, `${endpointName(linked)} (from the link)`);
     }
     this.target.value = s.target ?? "";
+    if (this.asked !== undefined) {
+      setText(
+        el("target-ask-text"),
+        `This link asks to measure ${endpointName(this.asked)}, another site. ` +
+          "The page measures this site until you choose it.",
+      );
+      el("target-ask-yes").textContent = `Measure ${endpointName(this.asked)}`;
+      this.ask.hidden = false;
+    }
     this.send({ type: "settings", settings: s });
     this.warn();
   }
