@@ -520,6 +520,36 @@ fn csv_columns_and_times() {
 }
 
 #[test]
+fn a_time_column_in_seconds_since_1970_is_read_as_seconds() {
+    // `date +%s` times, 5 s apart: they were read as ms, 40 values within 0.2 s of January
+    // 1970, with no word.
+    let r = read("timestamp,rtt_ms\n1700000000,10\n1700000005,11\n1700000010.5,12\n");
+    let rtt = series(&r, "rtt_ms");
+    assert_eq!(rtt.1, [1.7e12, 1.700000005e12, 1.7000000105e12]);
+    assert_eq!(
+        r.notes,
+        ["time column 'timestamp': read as seconds since 1970 (as ms, its values would be in 1970)"]
+    );
+    // Without a header too; and ms stay ms.
+    let r = read("1700000000,10\n1700000005,11\n");
+    assert_eq!(r.series[0].1, [1.7e12, 1.700000005e12]);
+    let r = read("time,rtt\n1700000000000,10\n1700000005000,11\n");
+    assert_eq!(
+        (r.series[0].1.clone(), r.notes.len()),
+        (vec![1.7e12, 1.700000005e12], 0)
+    );
+    // A column named for ms is ms, whatever its values.
+    let r = read("timestamp_ms,rtt\n1700000000,10\n");
+    assert_eq!((r.series[0].1.clone(), r.notes.len()), (vec![1.7e9], 0));
+    // A time that is not one names its unit.
+    let r = read("time,rtt\n1700000000,10\nsoon,11\n");
+    assert_eq!(
+        r.errors[0].message,
+        "'soon' is not a time (s since 1970, or an ISO 8601 date)"
+    );
+}
+
+#[test]
 fn columns_sharing_a_name_are_told_apart_by_their_index() {
     // Two columns named rtt_ms: both read, named with their index; asked by name, the
     // reader says which indices choose them (it took the first, and listed `--column

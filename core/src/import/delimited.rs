@@ -6,7 +6,9 @@
 //! - The first data line is a header when one of its fields is neither a number nor a time.
 //! - The time column is, with a header, the first named `time`, `timestamp`,
 //!   `timestamp_ms`, `date` or `datetime` (any case); without one, the first column when there
-//!   are two or more and it reads as a time. Times are ms since 1970 or ISO 8601 dates.
+//!   are two or more and it reads as a time. Times are ms since 1970 or ISO 8601 dates;
+//!   a time column whose first value is between 10⁹ and 10¹¹ (and whose name does not end in
+//!   `_ms`) counts seconds since 1970 (`date +%s`), and a note says so.
 //! - Every other column whose first value is a number (or empty, or a number written with
 //!   thousands separators, `"1,200"`, which each line then reports) is a series, named by its
 //!   header or `column N` (N from 0); a column of text is left out, and said so, unless it is
@@ -20,7 +22,7 @@
 //!   columns are still read.
 
 use super::series_name;
-use super::time::parse_time;
+use super::time::{counts_seconds, parse_time, parse_time_in};
 use super::{
     not_a_number, number, quote, thousands, Clock, Column, Keyed, Out, Problem, SeriesInfo, Sink,
 };
@@ -134,6 +136,8 @@ struct Export {
 struct Layout {
     columns: usize,
     time: Option<(usize, String)>,
+    /// What a number in the time column counts, ms: 1000 for seconds since 1970.
+    time_unit_ms: f64,
     cols: Vec<Col>,
     export: Option<Export>,
 }
@@ -221,6 +225,8 @@ impl Delimited {
         Layout {
             columns: names.len(),
             time,
+            // Nowcast writes ms.
+            time_unit_ms: 1.0,
             cols: Vec::new(),
             export: Some(Export {
                 metric: at("metric").expect("an export has a metric column"),
@@ -397,9 +403,20 @@ impl Delimited {
         if let Some(id) = default {
             out.reg.prefer(id);
         }
+        // Times in seconds since 1970 (a column named for ms never is).
+        let seconds = time.is_some_and(|t| {
+            !name(t).to_ascii_lowercase().ends_with("_ms") && counts_seconds(&field(t))
+        });
+        if let Some(t) = time.filter(|_| seconds) {
+            self.notes.push(format!(
+                "time column '{}': read as seconds since 1970 (as ms, its values would be in 1970)",
+                quote(&name(t))
+            ));
+        }
         Ok(Layout {
             columns,
             time: time.map(|i| (i, name(i))),
+            time_unit_ms: if seconds { 1000.0 } else { 1.0 },
             cols,
             export: None,
         })
@@ -427,16 +444,21 @@ impl Delimited {
             None => None,
             Some((i, name)) => {
                 let field = text(line, &row[*i]);
-                match parse_time(&field) {
+                match parse_time_in(&field, layout.time_unit_ms) {
                     Some(t) => Some(t),
                     None => {
+                        let unit = if layout.time_unit_ms == 1.0 {
+                            "ms"
+                        } else {
+                            "s"
+                        };
                         return out.error(
                             Some(name),
                             format!(
-                                "'{}' is not a time (ms since 1970, or an ISO 8601 date)",
+                                "'{}' is not a time ({unit} since 1970, or an ISO 8601 date)",
                                 quote(&field)
                             ),
-                        )
+                        );
                     }
                 }
             }

@@ -9,7 +9,8 @@
 //!   records without a value (timeouts, failures) are counted, not imported.
 //! - **CSV** (`delimited`): with a header, every column of numbers is a series named by its
 //!   header, the time column is the first named `time`, `timestamp`, `timestamp_ms`, `date`
-//!   or `datetime` (ms since 1970, or an ISO 8601 date, UTC unless it gives an offset), and
+//!   or `datetime` (ms since 1970, seconds when the first is between 10⁹ and 10¹¹, or an
+//!   ISO 8601 date, UTC unless it gives an offset), and
 //!   columns of text are left out (and said so); without a header, the first column is the
 //!   time when there are two or more and it reads as one (`time,value`), and the others are
 //!   series named `column N` (N counts from 0, as `--column` does). A header with a `metric`

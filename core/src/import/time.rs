@@ -7,11 +7,28 @@ use crate::calendar::days_from_civil;
 
 /// The time `s` (trimmed) names, in ms since 1970; `None` if it is neither form.
 pub fn parse_time(s: &str) -> Option<f64> {
+    parse_time_in(s, 1.0)
+}
+
+/// [`parse_time`] for a column whose numbers count `unit_ms` each (1000: seconds).
+pub fn parse_time_in(s: &str, unit_ms: f64) -> Option<f64> {
     let s = s.trim();
     match super::number(s) {
-        Some(ms) => Some(ms).filter(|t| super::time_ok(*t)),
+        Some(n) => Some(n * unit_ms).filter(|t| super::time_ok(*t)),
         None => iso8601(s).filter(|t| super::time_ok(*t)),
     }
+}
+
+/// Numbers of a time column from this one on, up to [`SECONDS_BELOW`], are seconds since
+/// 1970 (`date +%s`, Python's `time.time()`): as seconds they are 2001 to 5138; as ms they
+/// would be January 1970 to April 1973, when no file of measurements was written.
+pub const SECONDS_FROM: f64 = 1e9;
+/// See [`SECONDS_FROM`]; from here on, numbers are ms again (2001 on: `Date.now()`).
+pub const SECONDS_BELOW: f64 = 1e11;
+
+/// Whether a time column whose first value is `first` counts seconds (see [`SECONDS_FROM`]).
+pub fn counts_seconds(first: &str) -> bool {
+    super::number(first.trim()).is_some_and(|n| (SECONDS_FROM..SECONDS_BELOW).contains(&n))
 }
 
 /// Takes exactly `n` ASCII digits from the front of `s`.
