@@ -104,4 +104,31 @@ describe("the ranking of the sites the page lists", () => {
     );
     expect([a!.standing, b!.standing]).toEqual(["best", "about_the_same"]);
   });
+
+  it("ranks a site alone by its fetch ping when it has no WebSocket echo, and never beside others", () => {
+    // The transport HTTP and no mirror: the target measures rtt/http only.
+    const httpOnly = () => {
+      const s = new SeriesSet("site");
+      for (let i = 0; i < 3; i++) {
+        const o = { timestampMs: i, status: "ok", timeoutMs: 3000, probe: {} } as const;
+        s.keep("rtt/http", s.get("rtt/http").observe({ ...o, value: 5, durationMs: 5 }).record);
+        s.keep(
+          MIRROR_DOWN,
+          s.get(MIRROR_DOWN).observe({ ...o, value: 80, durationMs: 100 }).record,
+        );
+      }
+      return s;
+    };
+    const site = { series: httpOnly(), unreachable: false };
+    const [alone] = ranking(["http://site/"], 1e6, () => site);
+    expect(alone).toMatchObject({ rtt: { value: 5 }, bandwidth: { value: 80 }, standing: "best" });
+    expect(alone!.timeMs).toBeCloseTo(5 + 100, 6);
+    // Beside a mirror measured by the ranking's own steps, only those compare.
+    const sites = new Map([
+      ["http://site/", site],
+      ["http://fast/", { series: measured("fast", 10, 100), unreachable: false }],
+    ]);
+    const r = ranking(["http://site/", "http://fast/"], 1e6, (u) => sites.get(u));
+    expect(r.find((s) => s.url === "http://site/")!.rtt).toBeUndefined();
+  });
 });

@@ -3,21 +3,23 @@
 // over the series and the reach of the sites the page lists.
 
 import { rankSites, type Estimate } from "../forecast";
-import { BAND_K, type RankedSite } from "../messages";
+import { BAND_K, type RankedSite, type SeriesKey } from "../messages";
 import { MIRROR_DOWN, MIRROR_RTT } from "./plan";
 import { shown, type SeriesSet } from "./series";
 
 /** A site's forecast of the ranking's series `key` (plan.ts `rankingSteps`): every site is
  *  ranked by the same measurements. Its error is NaN, unknown, while it comes from one
  *  value (the core ranks it then without a range, never "slower"). */
-function forecast(
-  series: SeriesSet,
-  key: typeof MIRROR_RTT | typeof MIRROR_DOWN,
-): Estimate | undefined {
+function forecast(series: SeriesSet, key: SeriesKey): Estimate | undefined {
   if (!series.has(key)) return undefined;
   const f = shown(series.get(key).state()).next;
   return f && { value: f.value, error: f.errorKnown ? f.error : NaN };
 }
+
+/** The round trip over fetch: a site ranked alone, with nothing to compare it with, may be
+ *  ranked by it (with the transport HTTP and no mirror ticked, the target measures no
+ *  WebSocket echo, and was never ranked). */
+const FETCH_RTT: SeriesKey = "rtt/http";
 
 /**
  * `urls` fastest first by the predicted time to fetch `bytes`, each with its range, its
@@ -30,11 +32,15 @@ export function ranking(
   bytes: number,
   measured: (url: string) => { series: SeriesSet; unreachable: boolean } | undefined,
 ): RankedSite[] {
+  const alone = urls.length === 1;
   const sites = urls.map((url) => {
     const site = measured(url);
     return {
       url,
-      rtt: site && forecast(site.series, MIRROR_RTT),
+      rtt:
+        site &&
+        (forecast(site.series, MIRROR_RTT) ??
+          (alone ? forecast(site.series, FETCH_RTT) : undefined)),
       bandwidth: site && forecast(site.series, MIRROR_DOWN),
       unreachable: site?.unreachable ?? false,
     };
