@@ -5,6 +5,8 @@
  * namespaces) two echo-nodes behind emulated links of different rates: the one behind the
  * slower link ranks second, even when it is the site serving the page.
  */
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Page } from "playwright-core";
 import { defaultConfig } from "../echo-node/src/config.js";
@@ -252,6 +254,38 @@ describe.skipIf(why !== undefined)("mirrors: two echo-nodes on loopback", () => 
       { timeout: 10_000, polling: 50 },
     );
     await done();
+  });
+
+  it("says a ticked mirror that answers HTTP but is not an echo-node is one, not unreachable", async () => {
+    // A web server, not an echo-node: it was "unreachable since …: no connection (refused,
+    // unreachable or cut off)", though it answered (the target's banner said what it is).
+    const server = createServer((req, res) => {
+      res.writeHead(req.url === "/" ? 200 : 404, { "content-type": "text/html" });
+      res.end(req.url === "/" ? "<h1>It works</h1>" : "Not Found");
+    });
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    const web = `http://127.0.0.1:${(server.address() as AddressInfo).port}/`;
+    try {
+      const page = await rig.newPage();
+      await page.goto(`${rig.node.url}/?period=1&mirrors=${encodeURIComponent(web)}`);
+      const item = page.locator(`#mirror-list li[data-url="${web}"]`);
+      await setTicked(item.locator("input[type=checkbox]"), true);
+      await page.waitForFunction(
+        (u) =>
+          (
+            document.querySelector(`#mirror-list li[data-url="${u}"] .mirror-status`)
+              ?.textContent ?? ""
+          ).startsWith("answered, but is not an echo-node"),
+        web,
+        { timeout: 10_000, polling: 50 },
+      );
+      const status = (await item.locator(".mirror-status").textContent()) ?? "";
+      console.log(`e2e: a web server as a mirror: ${status}`);
+      expect(status).toMatch(/refused the WebSocket upgrade/);
+      await page.context().close();
+    } finally {
+      await new Promise((resolve) => server.close(resolve));
+    }
   });
 });
 

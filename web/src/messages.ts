@@ -180,6 +180,8 @@ export interface MirrorEvent {
   problem: string;
   /** Since when (wall-clock ms) no probe has reached it, while none does. */
   unreachableSince: number | undefined;
+  /** It answers over HTTP but not as an echo-node (diagnose.ts): `problem` says what to do. */
+  notEchoNode?: boolean;
 }
 
 /** The key of a mirror's series in the page's views and in predictability requests. */

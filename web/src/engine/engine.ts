@@ -414,8 +414,9 @@ export class Engine {
       bandwidth: series(MIRROR_DOWN),
       measurements,
       ...(history === undefined ? {} : { history }),
-      problem: m.problem,
+      problem: m.site.outage?.notEchoNode === true ? m.site.outage.reason : m.problem,
       unreachableSince: m.site.outage?.since,
+      ...(m.site.outage?.notEchoNode === true ? { notEchoNode: true } : {}),
     };
   }
 
@@ -546,19 +547,21 @@ export class Engine {
     if (!site.unreachable) site.outage = undefined;
     else if (site.outage === undefined) {
       site.outage = { since: at, reason: r.problem ?? "" };
-      if (site === this.target) void this.diagnose(site, site.outage);
+      void this.diagnose(site, site.outage);
     }
   }
 
-  /** Asks the target's host why nothing reached it (diagnose.ts): a host that answers over
-   *  HTTP but not as an echo-node is named as such, with what to do, for as long as the
-   *  outage lasts. */
+  /** Asks a site's host (the target's or a mirror's) why nothing reached it (diagnose.ts):
+   *  a host that answers over HTTP but not as an echo-node is named as such, with what to do,
+   *  for as long as the outage lasts (a mirror's status says so from its next round). */
   private async diagnose(site: Site, outage: Outage): Promise<void> {
     const reason = notEchoNodeReason(await askHost(site.link.base, DIAGNOSE_TIMEOUT_MS));
-    if (reason === undefined || site.outage !== outage || site !== this.target) return;
+    if (reason === undefined || site.outage !== outage) return;
     outage.reason = reason;
     outage.notEchoNode = true;
-    if (this.told !== undefined) this.status(this.told.state, this.told.message);
+    if (site === this.target && this.told !== undefined) {
+      this.status(this.told.state, this.told.message);
+    }
   }
 
   /** What a round needs to run a site's plan: each measurement is kept in its store, then

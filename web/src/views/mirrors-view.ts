@@ -174,10 +174,12 @@ export class MirrorsView {
           ? "no value (timed out or failed)"
           : `${formatValue(s.last, unit)} (${plural(s.count, "probe")}, ${plural(s.timeouts, "timeout")})`;
     m.status.textContent =
-      ev.unreachableSince !== undefined
-        ? `unreachable since ${clock(ev.unreachableSince)}: ${ev.problem}`
-        : `RTT ${last(ev.rtt, "ms")}; download ${last(ev.bandwidth, "Mbit/s")}` +
-          (ev.problem === "" ? "" : `; some probes failed: ${ev.problem}`);
+      ev.notEchoNode === true
+        ? `answered, but is not an echo-node (no probe reached it since ${clock(ev.unreachableSince ?? Date.now())}): ${ev.problem}`
+        : ev.unreachableSince !== undefined
+          ? `unreachable since ${clock(ev.unreachableSince)}: ${ev.problem}`
+          : `RTT ${last(ev.rtt, "ms")}; download ${last(ev.bandwidth, "Mbit/s")}` +
+            (ev.problem === "" ? "" : `; some probes failed: ${ev.problem}`);
     m.status.classList.toggle("problem", ev.problem !== "");
     const label = (key: SeriesKey) => `${titleOf(key)} — ${m.name}`;
     for (const s of ev.history ?? []) {
