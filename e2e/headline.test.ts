@@ -140,7 +140,7 @@ describe.skipIf(why !== undefined)("the page at a glance", () => {
     const verdict = (await page.textContent("#predictability-verdict")) ?? "";
     console.log(`e2e: ${verdict}`);
     expect(verdict).toMatch(
-      /^In use: a combination of the forecasters below, .*; the largest weight \((<1|\d+) %\) is \S.*'s\. The forecasts are off by \S+ ms on average\./,
+      /^In use: a combination of the forecasters below, .*; the largest weight \((<1|\d+) %\) is \S.*'s(, for its recent forecasts)?\. The forecasts are off by \S+ ms on average\./,
     );
     // The histogram's axis says the unit.
     const x = await page.$$eval("#predictability figure", (f) => f.length);

@@ -180,7 +180,10 @@ describe("the verdict on the forecaster in use", () => {
       names,
     );
     expect(text).toMatch(/^In use: a combination of the forecasters below/);
-    expect(text).toMatch(/the largest weight \(5 %\) is Exp Smooth 1%'s\./);
+    // Its error over the whole series is not the least: the weight is for its recent ones.
+    expect(text).toMatch(
+      /the largest weight \(5 %\) is Exp Smooth 1%'s, for its recent forecasts\./,
+    );
     // The error and the comparison are the combination's, not the largest weight's.
     expect(text).toMatch(/off by 0\.0112 ms on average\./);
     expect(text).toMatch(/would be off by 0\.0139 ms: the forecasts are 19 % closer\.$/);
@@ -190,7 +193,16 @@ describe("the verdict on the forecaster in use", () => {
       "ms",
       names,
     );
-    expect(all).toMatch(/\(100 %\) is Last Value's\..*would do about as well/);
+    expect(all).toMatch(
+      /\(100 %\) is Last Value's, for its recent forecasts\..*would do about as well/,
+    );
+    // On the forecaster of the least error, nothing more is said.
+    const best = forecasterVerdict(
+      { table, selected: "sliding_mean_5", share: 0.6, mae: 0.0109 },
+      "ms",
+      names,
+    );
+    expect(best).toMatch(/\(60 %\) is Sliding Mean Window 5's\. The forecasts/);
     expect(sharePercent(0.004)).toBe("<1 %");
   });
 

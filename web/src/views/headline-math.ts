@@ -352,10 +352,15 @@ export function forecasterVerdict(
   // The bank's selection (NWS's) weighs each forecaster's errors over the whole series and
   // over recent windows: the one it uses is not always the one with the lowest total in the
   // table, so the sentence does not claim it is.
+  // The weights follow recent errors (and the selection's weight counts for the one it
+  // picks): the largest may sit on a forecaster whose error over the whole series, in the
+  // table below, is not the least, which read as a contradiction where it was not said.
+  const least = Math.min(...p.table.filter((r) => r.n > 0).map((r) => r.mse));
+  const recent = combined && used.mse > least ? ", for its recent forecasts" : "";
   const base = combined
-    ? `In use: a combination of the forecasters below, each weighted by how well it has ` +
-      `forecast this series; the largest weight (${sharePercent(p.share!)}) is ${name}'s. ` +
-      `The forecasts are off by ${formatValue(mae, unit)} on average.`
+    ? `In use: a combination of the forecasters below, weighted by how well each has ` +
+      `forecast this series lately; the largest weight (${sharePercent(p.share!)}) is ` +
+      `${name}'s${recent}. The forecasts are off by ${formatValue(mae, unit)} on average.`
     : `In use: ${name}, chosen from the forecasters' errors on this series, over all of it ` +
       `and recently; its forecasts are off by ${formatValue(mae, unit)} on average.`;
   const last = p.table.find((r) => r.id === "last_value");

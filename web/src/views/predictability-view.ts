@@ -157,7 +157,7 @@ class PredictabilityView {
     caption.textContent =
       p.share === undefined
         ? `Every forecaster on ${title}; the one in use is marked`
-        : `Every forecaster on ${title}, all combined in the forecast; the one with the largest weight is marked`;
+        : `Every forecaster on ${title}, all combined in the forecast, weighted by their recent errors; the one with the largest weight is marked`;
     const head = this.table.createTHead().insertRow();
     for (const name of [
       "Forecaster",
