@@ -272,9 +272,18 @@ export const SHORT_PROBE_MS = 50;
 export const SHORT_PROBE_RTTS = 40;
 
 /**
+ * A transfer shorter than this (raw time, ms) is too short to be timed however short its
+ * path: a browser's own work on a request and its response (some tenths of a millisecond to a
+ * millisecond, beside the path's round trips) is then a large part of it. On loopback, with a
+ * 0.014 ms RTT, a 64 KiB download took 1.85 ms and read 285 Mbit/s where the link moved
+ * several Gbit/s, and 40 round trips (0.56 ms) held it timed.
+ */
+export const SHORT_PROBE_FLOOR_MS = 10;
+
+/**
  * Whether a record's probe was a transfer too short to be timed: under
  * {@link SHORT_PROBE_MS} and, where the record says which RTT was subtracted, under
- * {@link SHORT_PROBE_RTTS} of it.
+ * {@link SHORT_PROBE_RTTS} of it, but always under {@link SHORT_PROBE_FLOOR_MS}.
  */
 export function shortProbe(
   metric: string,
@@ -293,7 +302,7 @@ export function shortProbe(
   const rtt = probe.rtt_subtracted_ms;
   const enough =
     rtt !== undefined && rtt > 0
-      ? Math.min(SHORT_PROBE_MS, SHORT_PROBE_RTTS * rtt)
+      ? Math.max(SHORT_PROBE_FLOOR_MS, Math.min(SHORT_PROBE_MS, SHORT_PROBE_RTTS * rtt))
       : SHORT_PROBE_MS;
   return probe.raw_ms < enough;
 }
