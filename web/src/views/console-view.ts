@@ -91,8 +91,15 @@ export class ConsoleRow {
   }
 }
 
-/** The state in words for the status line. */
-function stateText(ev: StatusEvent): string {
+/** The state in words for the status line. An unreachable target comes first, whatever
+ *  else holds (the budget's pause said "Measuring every 2 s (bandwidth paused)" under a
+ *  banner saying the target could not be reached). */
+export function stateText(ev: StatusEvent): string {
+  if (ev.outage !== undefined && ev.state !== "suspended" && ev.state !== "starting") {
+    return ev.outage.notEchoNode === true
+      ? "The target is not an echo-node"
+      : "Cannot reach the target";
+  }
   switch (ev.state) {
     case "starting":
       return "Starting";
@@ -103,13 +110,11 @@ function stateText(ev: StatusEvent): string {
     case "over-budget":
       return `Measuring every ${formatPeriod(ev.periodS)} (bandwidth paused)`;
     default:
-      return ev.outage !== undefined
-        ? ev.outage.notEchoNode === true
-          ? "The target is not an echo-node"
-          : "Cannot reach the target"
-        : // The budget spaces bandwidth probes long enough to be timed further apart.
-          `Measuring every ${formatPeriod(ev.periodS)}` +
-            bandwidthPhrase(ev.bandwidth, ev.periodS, ev.budgetBytes);
+      // The budget spaces bandwidth probes long enough to be timed further apart.
+      return (
+        `Measuring every ${formatPeriod(ev.periodS)}` +
+        bandwidthPhrase(ev.bandwidth, ev.periodS, ev.budgetBytes)
+      );
   }
 }
 
@@ -221,7 +226,12 @@ export class ConsoleView {
               text(": choose a smaller probe size or a larger budget. RTT probes go on."),
             ]
           : [
-              strong(`This hour's byte budget (${formatBytes(ev.budgetBytes)}) is used up`),
+              // "Used up" beside "4.00 MiB of 5.00 MiB" read as a contradiction: what is left
+              // is less than the next probe needs.
+              strong(
+                `This hour's byte budget (${formatBytes(ev.budgetBytes)}) has too little left ` +
+                  "for the next bandwidth probe",
+              ),
               text(
                 `: bandwidth probes resume at ${clock(ev.budgetResumesAt)}, ` +
                   "as older bytes leave the hour; RTT probes go on.",

@@ -186,11 +186,14 @@ class Card {
       this.unit.textContent = text.slice(at + 1);
     }
     const next = s.next;
+    // Bandwidth probes held by the hourly budget: the forecast is of the next probe, whenever
+    // the budget lets it run, not of the next period ("next 2 s" beside a pause of an hour).
+    const held = state === "over-budget" && key.startsWith("bandwidth");
     this.next.textContent =
       next === undefined
         ? "Forecast after the first measurement"
         : // One value: no range yet, said as the series table says it.
-          `${periodPhrase(ownS)}: ${
+          `${held ? "next probe, once the budget allows" : periodPhrase(ownS)}: ${
             next.errorKnown
               ? rangeText(...likelyRange(next), unit)
               : formatWithError(next.value, 0, unit, false)
@@ -212,9 +215,11 @@ class Card {
           ? "last probe timed out"
           : state === "suspended"
             ? "paused"
-            : ageMs > staleMs
-              ? "no newer measurement"
-              : "";
+            : held
+              ? "bandwidth probes paused by the hourly budget"
+              : ageMs > staleMs
+                ? "no newer measurement"
+                : "";
     const stale = why !== "" || lastOk === undefined;
     this.root.classList.toggle("stale", stale);
     // Paused figures are not news: the status line says "Paused".
