@@ -23,7 +23,20 @@ pub struct Filter {
     /// Any of these targets (`to`); empty: all.
     pub targets: Vec<String>,
     pub metrics: Vec<Metric>,
+    /// Any of these sources; a probe type's (`nowcast tcp`) also names the series a campaign's
+    /// probes of that type write under their own names (`nowcast tcp (bw)`). Empty: all.
     pub sources: Vec<String>,
+}
+
+impl Filter {
+    /// Whether `source` is one of [`Filter::sources`] (see there).
+    pub fn source_matches(&self, source: &str) -> bool {
+        self.sources.is_empty()
+            || self
+                .sources
+                .iter()
+                .any(|x| x == source || x == crate::campaign::plan::source_type(source))
+    }
 }
 
 /// One series (target, metric, source) over a period.
@@ -265,7 +278,27 @@ pub fn clickhouse_where(f: &Filter) -> String {
         ));
     }
     if !f.sources.is_empty() {
-        parts.push(list("source", f.sources.clone()));
+        // And a probe type's series under a campaign probe's name: `nowcast tcp (bw)`
+        // (Filter::source_matches; LIKE's own characters escaped in the type).
+        let named: Vec<String> = f
+            .sources
+            .iter()
+            .map(|x| {
+                let escaped: String = x
+                    .chars()
+                    .flat_map(|c| match c {
+                        '\\' | '%' | '_' => vec!['\\', c],
+                        c => vec![c],
+                    })
+                    .collect();
+                format!("source LIKE {}", quote(&format!("{escaped} (%)")))
+            })
+            .collect();
+        parts.push(format!(
+            "({} OR {})",
+            list("source", f.sources.clone()),
+            named.join(" OR ")
+        ));
     }
     parts.join(" AND ")
 }
@@ -377,6 +410,21 @@ mod tests {
                 )
             })
             .collect();
+        // A probe type's source takes its named probes too, LIKE's characters escaped.
+        let w = clickhouse_where(&Filter {
+            sources: vec!["nowcast tcp".into(), "a_b%".into()],
+            ..Filter::default()
+        });
+        assert_eq!(
+            w,
+            "1 = 1 AND (source IN ('nowcast tcp', 'a_b%') OR source LIKE 'nowcast tcp (%)' OR source LIKE 'a\\\\_b\\\\% (%)')"
+        );
+        let f = Filter {
+            sources: vec!["nowcast tcp".into()],
+            ..Filter::default()
+        };
+        assert!(f.source_matches("nowcast tcp (bw)") && f.source_matches("nowcast tcp"));
+        assert!(!f.source_matches("nowcast tcpx (bw)") && !f.source_matches("nowcast udp"));
         let f = span(&many).unwrap();
         assert!(f.targets.is_empty());
         assert_eq!(f.sources, ["s"]);

@@ -389,6 +389,16 @@ pub struct ProbeSpec {
     pub gated: bool,
 }
 
+/// The probe type's source in a record's `source`: `iperf3` of `iperf3 (sweep-s4-w1M)`, the
+/// name [`Plan::source`] adds taken off. A window/streams sweep's probes write a series each
+/// (their forecasts are their own), and its table reads them together.
+pub fn source_type(source: &str) -> &str {
+    match source.strip_suffix(')').and_then(|s| s.rsplit_once(" (")) {
+        Some((kind, _)) if !kind.is_empty() => kind,
+        _ => source,
+    }
+}
+
 /// The longest `source` a record may have (the schema's `maxLength`).
 const MAX_SOURCE_CHARS: usize = 64;
 

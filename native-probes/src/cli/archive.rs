@@ -183,7 +183,9 @@ pub struct FilterArgs {
     /// Only this metric (rtt, bandwidth_up, throughput, …); repeat for more.
     #[arg(long, value_parser = metric)]
     pub metric: Vec<Metric>,
-    /// Only this source (nowcast tcp, iperf3, pcap, browser, …); repeat for more.
+    /// Only this source (nowcast tcp, iperf3, pcap, browser, …); repeat for more. A probe
+    /// type also takes a campaign's probes of that type that write under their own names
+    /// (`nowcast tcp` takes `nowcast tcp (bw)`).
     #[arg(long)]
     pub source: Vec<String>,
 }

@@ -157,5 +157,5 @@ fn keep(f: &Filter, r: &Record) -> bool {
         && f.until_ms.is_none_or(|u| r.timestamp_ms < u)
         && (f.targets.is_empty() || f.targets.contains(&r.to))
         && (f.metrics.is_empty() || f.metrics.contains(&r.metric))
-        && (f.sources.is_empty() || f.sources.contains(&r.source))
+        && f.source_matches(&r.source)
 }

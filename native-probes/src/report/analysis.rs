@@ -9,6 +9,7 @@
 //!
 //! Deterministic core: records in, a [`Report`] out.
 
+use crate::campaign::plan::source_type;
 use crate::format::{Scale, BAND_K};
 use crate::runlog::{Outcome, RunLog};
 use nowcast_core::iepm::{self, Agreement, DiurnalSplit, Flow, RelativeError};
@@ -696,12 +697,24 @@ pub fn build(records: &[Record], runs: &[RunLog], o: &Options) -> Report {
         }
     }
     let mut series = Vec::new();
-    let mut windows_out = Vec::new();
-    for ((target, _, _), (metric, recs)) in &active {
+    // A window/streams sweep's probes write a series each (`iperf3 (sweep-s4-w1M)`): its
+    // table reads the series of one probe type together (it read each alone, and no sweep
+    // ever had a table).
+    let mut swept: BTreeMap<(&str, &'static str, &str), (Metric, Vec<&Record>)> = BTreeMap::new();
+    for ((target, name, source), (metric, recs)) in &active {
         series.push(series_report(target, *metric, recs, o));
         if is_rate(*metric) {
-            windows_out.extend(windows(target, *metric, recs));
+            swept
+                .entry((target.as_str(), name, source_type(source)))
+                .or_insert((*metric, Vec::new()))
+                .1
+                .extend(recs.iter().copied());
         }
+    }
+    let mut windows_out = Vec::new();
+    for ((target, _, _), (metric, mut recs)) in swept {
+        recs.sort_by(|a, b| a.timestamp_ms.total_cmp(&b.timestamp_ms));
+        windows_out.extend(windows(target, metric, &recs));
     }
     let mut ap = Vec::new();
     let mut passive_alone = Vec::new();
@@ -955,7 +968,30 @@ mod tests {
                 records.push(r);
             }
         }
+        // One series, or a sweep's probes a series each (a campaign's `iperf3 (sweep-…)`):
+        // the same table.
+        let swept: Vec<Record> = records
+            .iter()
+            .map(|r| {
+                let p = r.probe.as_ref().unwrap();
+                let mut r = r.clone();
+                r.source = format!(
+                    "{} (sweep-s{}-w{})",
+                    r.source,
+                    p.streams.unwrap(),
+                    p.sndbuf_bytes.unwrap()
+                );
+                r
+            })
+            .collect();
+        let s = build(&swept, &[], &Options::default());
+        assert_eq!((s.series.len(), s.windows.len()), (4, 1));
+        assert_eq!(s.windows[0].rows.len(), 4);
+        assert_eq!(source_type("iperf3 (sweep-s1-w64K)"), "iperf3");
+        assert_eq!(source_type("nowcast tcp"), "nowcast tcp");
+        assert_eq!(source_type("(x)"), "(x)");
         let r = build(&records, &[], &Options::default());
+        assert_eq!(r.windows, s.windows);
         let t = &r.windows[0];
         let chosen: Vec<_> = t.rows.iter().filter(|r| r.chosen).collect();
         assert_eq!(chosen.len(), 1);

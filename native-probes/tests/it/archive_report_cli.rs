@@ -137,3 +137,44 @@ fn delay_is_listed_in_help() {
     // The benchmark's TUN delay line stays out of it.
     assert!(!help.contains("delay-tun"), "{help}");
 }
+
+/// `--source` with a probe type also takes the series a campaign's probes of that type write
+/// under their own names (`nowcast tcp (bw)`): on an archive and on files alike (it found
+/// none of them).
+#[test]
+fn a_probe_types_source_takes_its_named_probes() {
+    let dir = TempDir::new("source-type");
+    let file = dir.join("r.ndjson");
+    let line = |t: u64, source: &str| {
+        format!(
+            r#"{{"schema_version":"1.2","timestamp_ms":{t},"source":"{source}","metric":"rtt","value":1.5,"unit":"ms","to":"h:8060"}}"#
+        )
+    };
+    let text_of = [
+        line(1_700_000_000_000, "nowcast tcp (rtt)"),
+        line(1_700_000_001_000, "nowcast tcp (bw)"),
+        line(1_700_000_002_000, "nowcast udp"),
+        line(1_700_000_003_000, "nowcast tcpx (odd)"),
+    ]
+    .join("\n");
+    std::fs::write(&file, text_of + "\n").unwrap();
+    let a = dir.join("a.sqlite");
+    let out = nowcast(
+        &["archive", "import", path(&file), "--archive", path(&a)],
+        LIMIT,
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    for input in [&["--archive", path(&a)][..], &[path(&file)][..]] {
+        let mut args = vec!["report", "--json", "--source", "nowcast tcp"];
+        args.extend_from_slice(input);
+        let out = nowcast(&args, LIMIT);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{args:?}: {}",
+            text(&out.stderr)
+        );
+        let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(doc["records"], 2, "{args:?}: {doc}");
+    }
+}

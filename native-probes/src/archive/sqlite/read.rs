@@ -40,7 +40,7 @@ impl Sqlite {
             .filter(|(t, m, s, _)| {
                 (f.targets.is_empty() || f.targets.iter().any(|x| x == t))
                     && (f.metrics.is_empty() || f.metrics.contains(m))
-                    && (f.sources.is_empty() || f.sources.iter().any(|x| x == s))
+                    && f.source_matches(s)
             })
             .map(|e| e.3)
             .collect())
