@@ -155,7 +155,7 @@ fn failed_badge(s: &SeriesReport) -> String {
 /// Why a series without a daily-cycle fit has none.
 fn no_fit(part: &str, n: usize) -> String {
     format!(
-        "{part}: no fit ({}; it needs values in at least {} of the day's 24 hours, UTC)",
+        "{part}: no fit ({}; it needs at least 4, in at least {} of the day's 24 hours, UTC)",
         count(n as u64, "value"),
         nowcast_core::iepm::DIURNAL_MIN_HOURS
     )

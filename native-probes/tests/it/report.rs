@@ -470,7 +470,9 @@ fn what_is_missing_is_said_not_left_blank() {
     let db = archive(&dir, records, &[]);
     let (html, tables, _) = report(&db);
     assert!(
-        html.contains("weekdays: no fit (3 values; it needs at least 4"),
+        html.contains(
+            "weekdays: no fit (3 values; it needs at least 4, in at least 18 of the day's 24 hours, UTC)"
+        ),
         "{html}"
     );
     assert!(html.contains("weekends: no fit (0 values"), "{html}");
