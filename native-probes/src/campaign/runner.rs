@@ -636,8 +636,9 @@ fn start(
         super::plan::Every::Period(ms) => Some(*ms as f64),
         super::plan::Every::Cron(_) => None,
     };
-    let source = plan.source(spec.job);
-    let mut set = set.unwrap_or_else(|| probes::series(&p.kind, &target, period, source));
+    // The job's series are made at its first run; later runs bring them back.
+    let mut set =
+        set.unwrap_or_else(|| probes::series(&p.kind, &target, period, plan.source(spec.job)));
     std::thread::Builder::new()
         .name(format!("run-{}", spec.id))
         .stack_size(512 * 1024)

@@ -95,20 +95,15 @@ impl Common {
     /// flag, and the default it clashes with when the other bound was not given (the core
     /// said "timeout bounds need 0 < floor ≤ ceiling" with its own field names).
     pub fn check_timeouts(&self, settings: &Settings, metrics: &[Metric]) -> Result<()> {
-        for (name, v, zero_ok) in [
-            ("timeout-floor", self.timeout_floor, false),
-            ("timeout-ceiling", self.timeout_ceiling, false),
-            ("timeout-initial", self.timeout_initial, false),
-            ("timeout-penalty", self.timeout_penalty, true),
+        // parse_ms takes only finite durations ≥ 0: a zero is what is left to refuse (a
+        // penalty of 0 is none).
+        for (name, v) in [
+            ("timeout-floor", self.timeout_floor),
+            ("timeout-ceiling", self.timeout_ceiling),
+            ("timeout-initial", self.timeout_initial),
         ] {
-            match v {
-                Some(v) if !v.is_finite() || v < 0.0 || (v == 0.0 && !zero_ok) => {
-                    usage!(
-                        "--{name} must be {}",
-                        if zero_ok { "≥ 0" } else { "above 0" }
-                    )
-                }
-                _ => {}
+            if v == Some(0.0) {
+                usage!("--{name} must be above 0");
             }
         }
         for &m in metrics {

@@ -706,7 +706,11 @@ pub fn render(r: &Report, title: &str) -> String {
             );
         }
         h.push_str("</table></div>");
-        h.push_str(r#"<p class="small">Units: each row's own (rates scaled to kbit/s, Mbit/s or Gbit/s, loss in percent, times in ms). Next: the NWS bank's forecast of the next value ± 2·RMSE. Relative error: average(|forecast − observed| / observed) of the forecast made before each value (IEPM-BW §III.G). δb: the standard error of the phase b of the fit |a|·sin(x + b) + c over the time of day; below 0.2 the path has a strong daily cycle (§III.H). –: too few values (a forecast is scored from the second value, a daily fit needs 4, in at least 18 of the day's 24 hours, UTC, weekdays and weekends apart), none ok, or, for a relative error, every value 0 (it divides by the value: a loss of 0 %).</p>"#);
+        let _ = write!(
+            h,
+            r#"<p class="small">Units: each row's own (rates scaled to kbit/s, Mbit/s or Gbit/s, loss in percent, times in ms). Next: the NWS bank's forecast of the next value ± 2·RMSE. Relative error: average(|forecast − observed| / observed) of the forecast made before each value (IEPM-BW §III.G). δb: the standard error of the phase b of the fit |a|·sin(x + b) + c over the time of day; below 0.2 the path has a strong daily cycle (§III.H). –: too few values (a forecast is scored from the second value, a daily fit needs 4, in at least {} of the day's 24 hours, UTC, weekdays and weekends apart), none ok, or, for a relative error, every value 0 (it divides by the value: a loss of 0 %).</p>"#,
+            nowcast_core::iepm::DIURNAL_MIN_HOURS
+        );
     }
     if !r.passive_alone.is_empty() {
         let hosts: Vec<String> = r
