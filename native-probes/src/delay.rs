@@ -13,6 +13,7 @@ use crate::stop::Stop;
 use std::collections::HashMap;
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream, UdpSocket};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
@@ -21,7 +22,9 @@ use std::time::{Duration, Instant};
 const SPIN: Duration = Duration::from_micros(200);
 /// How often blocked threads look at the stop flag.
 const SLICE: Duration = Duration::from_millis(200);
-/// Most UDP clients relayed at once (one upstream socket each).
+/// Most UDP clients relayed at once (one upstream socket and reader thread each). A new
+/// client past it takes the place of the one heard from least recently, so a relay in front
+/// of a long campaign (a fresh source port per probe run) keeps relaying.
 const MAX_UDP_CLIENTS: usize = 64;
 /// Most bytes one direction of a TCP connection holds: the reader waits for the writer past
 /// it, so a fast sender behind a slow link is held back as by a socket's buffer (unbounded,
@@ -152,6 +155,15 @@ enum Dest {
     Server(Arc<UdpSocket>),
 }
 
+/// One UDP client's leg to the server.
+struct Upstream {
+    socket: Arc<UdpSocket>,
+    /// When the client last sent a datagram: the least recent is evicted first.
+    heard: Instant,
+    /// Tells the leg's reader thread to end (it looks within a [`SLICE`]).
+    evicted: Arc<AtomicBool>,
+}
+
 /// Relays UDP datagrams arriving at `front` to `to`, each delayed by `delay` in each
 /// direction, until `stop` is raised. Every client gets an upstream socket of its own, so
 /// the server's replies find their way back to the client that sent the request.
@@ -182,7 +194,7 @@ pub fn udp(front: UdpSocket, to: SocketAddr, delay: Duration, stop: &Stop) -> io
         },
         0,
     );
-    let mut upstream: HashMap<SocketAddr, Arc<UdpSocket>> = HashMap::new();
+    let mut upstream: HashMap<SocketAddr, Upstream> = HashMap::new();
     let mut buf = vec![0u8; 65_536];
     while !stop.is_set() {
         let (n, client) = match front.recv_from(&mut buf) {
@@ -191,21 +203,35 @@ pub fn udp(front: UdpSocket, to: SocketAddr, delay: Duration, stop: &Stop) -> io
             // An ICMP error from an earlier send concerns one client only.
             Err(_) => continue,
         };
-        let due = Instant::now() + delay;
-        let up = match upstream.get(&client) {
-            Some(up) => up.clone(),
-            None if upstream.len() >= MAX_UDP_CLIENTS => continue,
+        let now = Instant::now();
+        let due = now + delay;
+        let up = match upstream.get_mut(&client) {
+            Some(leg) => {
+                leg.heard = now;
+                leg.socket.clone()
+            }
             None => {
+                if upstream.len() >= MAX_UDP_CLIENTS {
+                    let stalest = upstream
+                        .iter()
+                        .min_by_key(|(_, leg)| leg.heard)
+                        .map(|(addr, _)| *addr);
+                    if let Some(leg) = stalest.and_then(|addr| upstream.remove(&addr)) {
+                        leg.evicted.store(true, Ordering::Relaxed);
+                    }
+                }
                 let up = UdpSocket::bind(local)?;
                 up.connect(to)?;
                 up.set_read_timeout(Some(SLICE))?;
                 let up = Arc::new(up);
-                let (up2, tx2, stop2) = (up.clone(), tx.clone(), stop.clone());
+                let evicted = Arc::new(AtomicBool::new(false));
+                let (up2, tx2, stop2, evicted2) =
+                    (up.clone(), tx.clone(), stop.clone(), evicted.clone());
                 std::thread::Builder::new()
                     .name("delay-udp-read".into())
                     .spawn(move || {
                         let mut buf = vec![0u8; 65_536];
-                        while !stop2.is_set() {
+                        while !stop2.is_set() && !evicted2.load(Ordering::Relaxed) {
                             if let Ok(n) = up2.recv(&mut buf) {
                                 let due = Instant::now() + delay;
                                 let item = (due, buf[..n].to_vec(), Dest::Client(client));
@@ -215,7 +241,14 @@ pub fn udp(front: UdpSocket, to: SocketAddr, delay: Duration, stop: &Stop) -> io
                             }
                         }
                     })?;
-                upstream.insert(client, up.clone());
+                upstream.insert(
+                    client,
+                    Upstream {
+                        socket: up.clone(),
+                        heard: now,
+                        evicted,
+                    },
+                );
                 up
             }
         };
@@ -354,6 +387,53 @@ mod tests {
                 t.elapsed()
             );
         }
+        stop.trigger();
+        relay.join().unwrap();
+    }
+
+    #[test]
+    fn udp_keeps_relaying_past_its_client_cap() {
+        // A campaign sends each probe run from a fresh source port: the relay must not go
+        // quiet after MAX_UDP_CLIENTS of them (it dropped every new client's datagrams).
+        let echo = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let echo_at = echo.local_addr().unwrap();
+        let front = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let front_at = front.local_addr().unwrap();
+        let stop = Stop::new();
+        let stop2 = stop.clone();
+        let relay = std::thread::spawn(move || {
+            udp(front, echo_at, Duration::from_millis(1), &stop2).unwrap()
+        });
+        let clients = MAX_UDP_CLIENTS + 16;
+        std::thread::spawn(move || {
+            let mut b = [0u8; 64];
+            for _ in 0..clients + 1 {
+                let (n, from) = echo.recv_from(&mut b).unwrap();
+                echo.send_to(&b[..n], from).unwrap();
+            }
+        });
+        let round_trip = |client: &UdpSocket, tag: u8| {
+            client.send(&[tag; 8]).unwrap();
+            let mut b = [0u8; 64];
+            let n = client.recv(&mut b).unwrap();
+            assert_eq!(&b[..n], &[tag; 8], "client {tag}");
+        };
+        let first = UdpSocket::bind("127.0.0.1:0").unwrap();
+        first.connect(front_at).unwrap();
+        first
+            .set_read_timeout(Some(Duration::from_secs(5)))
+            .unwrap();
+        round_trip(&first, 0);
+        for i in 1..clients {
+            let client = UdpSocket::bind("127.0.0.1:0").unwrap();
+            client.connect(front_at).unwrap();
+            client
+                .set_read_timeout(Some(Duration::from_secs(5)))
+                .unwrap();
+            round_trip(&client, i as u8);
+        }
+        // The first client was evicted long ago; it is taken back as a new one.
+        round_trip(&first, 0);
         stop.trigger();
         relay.join().unwrap();
     }
