@@ -86,6 +86,30 @@ pub struct RunLog {
     pub gate_check: bool,
 }
 
+impl RunLog {
+    /// The `error` of the records that stand for this run when it measured nothing
+    /// ([`Plan::records_for_run`](crate::campaign::plan::Plan::records_for_run)): the probe,
+    /// the outcome and the reason, at most 1,000 characters. None for a run that gave its
+    /// own records (ok or failed).
+    pub fn stand_in_error(&self) -> Option<String> {
+        if matches!(self.outcome, Outcome::Ok | Outcome::Failed) {
+            return None;
+        }
+        let reason = format!(
+            "{} {}: {}",
+            self.probe,
+            self.outcome.name(),
+            self.reason.as_deref().unwrap_or("no reason given")
+        );
+        Some(reason.chars().take(1000).collect())
+    }
+
+    /// The time of the records that stand for this run: when it started, else when it was due.
+    pub fn stand_in_time_ms(&self) -> f64 {
+        self.started_ms.unwrap_or(self.due_ms) as f64
+    }
+}
+
 /// The last result of a sanity check.
 #[derive(Clone, Debug, PartialEq)]
 pub struct GateResult {

@@ -432,7 +432,7 @@ impl Clickhouse {
         }
         let mut held = std::collections::HashSet::new();
         for (campaign, since) in since {
-            for l in self.runs(campaign, since)? {
+            for l in self.runs(Some(campaign), since)? {
                 held.insert((l.campaign, l.id));
             }
         }
@@ -573,14 +573,35 @@ impl Clickhouse {
         Ok(out)
     }
 
-    /// Run log rows of `campaign` that ended at or after `since`, oldest first.
-    pub fn runs(&self, campaign: &str, since: Ms) -> Result<Vec<RunLog>> {
+    /// The campaigns in the run log, by name.
+    pub fn campaigns(&self) -> Result<Vec<String>> {
+        #[derive(Deserialize)]
+        struct Name {
+            campaign: String,
+        }
+        let sql = format!(
+            "SELECT DISTINCT campaign FROM {}.runs ORDER BY campaign",
+            self.cfg.database
+        );
+        let mut out = Vec::new();
+        self.rows(&sql, |r: Name| {
+            out.push(r.campaign);
+            Ok(())
+        })?;
+        Ok(out)
+    }
+
+    /// Run log rows of `campaign` (of every campaign when None) that ended at or after
+    /// `since`, oldest first.
+    pub fn runs(&self, campaign: Option<&str>, since: Ms) -> Result<Vec<RunLog>> {
+        let of = campaign.map_or_else(String::new, |c| {
+            format!("campaign = {} AND ", query::quote(c))
+        });
         let sql = format!(
             "SELECT id, campaign, job, target, probe, nominal_ms, due_ms, started_ms, ended_ms, outcome, \
-             reason, slots, gate_check FROM {}.runs WHERE campaign = {} AND ended_ms >= {since} \
+             reason, slots, gate_check FROM {}.runs WHERE {of}ended_ms >= {since} \
              ORDER BY ended_ms, id",
             self.cfg.database,
-            query::quote(campaign)
         );
         let mut out = Vec::new();
         self.rows(&sql, |r: ChRun| {

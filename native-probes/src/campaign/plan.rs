@@ -525,24 +525,14 @@ impl Plan {
             (Outcome::Killed, Some(b)) => (Status::Timeout, b),
             (Outcome::Killed, None) | (Outcome::Skipped | Outcome::Missed, _) => (Status::Error, 0),
         };
-        let reason = format!(
-            "{} {}: {}",
-            spec.name,
-            run.outcome.name(),
-            run.reason.as_deref().unwrap_or("no reason given")
-        );
-        let reason: String = reason.chars().take(1000).collect();
+        let Some(reason) = run.stand_in_error() else {
+            return Vec::new();
+        };
         spec.kind
             .metrics()
             .into_iter()
             .map(|m| {
-                let mut r = Record::new(
-                    run.started_ms.unwrap_or(run.due_ms) as f64,
-                    &self.source(job),
-                    m,
-                    0.0,
-                    &to,
-                );
+                let mut r = Record::new(run.stand_in_time_ms(), &self.source(job), m, 0.0, &to);
                 r.status = status;
                 r.value = None;
                 r.error = Some(reason.clone());

@@ -57,6 +57,9 @@ pub fn run(args: Args) -> Result<()> {
     let since_runs = filter.since_ms.map_or(0, |s| s as Ms);
     // Records in the files before the filters (an archive's are not counted).
     let mut read = None;
+    if let (Some(_), false) = (&args.campaign, args.files.is_empty()) {
+        usage!("--campaign reads an archive's run log, and NDJSON files have none: leave it out, or give --archive or --clickhouse instead of the files");
+    }
     if !args.files.is_empty() {
         let mut not_records = Vec::new();
         let mut n = 0;
@@ -80,8 +83,9 @@ pub fn run(args: Args) -> Result<()> {
             records.push(r);
             Ok(())
         })?;
+        runs = ch.runs(args.campaign.as_deref(), since_runs)?;
         if let Some(c) = &args.campaign {
-            runs = ch.runs(c, since_runs)?;
+            known_campaign(c, runs.is_empty(), || ch.campaigns(), &args.source.name())?;
         }
     } else {
         let mut db = Sqlite::open_read(&args.source.archive)?;
@@ -93,6 +97,9 @@ pub fn run(args: Args) -> Result<()> {
             Some(c) => db.runs(c, since_runs)?,
             None => db.all_runs(since_runs)?,
         };
+        if let Some(c) = &args.campaign {
+            known_campaign(c, runs.is_empty(), || db.campaigns(), &args.source.name())?;
+        }
     }
     // A FOBS congestion event is a window's loss, no value of the path's loss series (the
     // transfer's loss is its own record): left out, as the page and `forecast` leave it out.
@@ -135,6 +142,46 @@ pub fn run(args: Args) -> Result<()> {
         out.write_all(text::render(&report, &empty).as_bytes())?;
     }
     Ok(())
+}
+
+/// Refuses `--campaign NAME` when the run log in `archive` has no such campaign (a typo left
+/// the report's run log out without a word), listing those it has. `none_read`: no row of
+/// it was read in the period (else it exists and nothing is asked).
+fn known_campaign(
+    name: &str,
+    none_read: bool,
+    campaigns: impl FnOnce() -> Result<Vec<String>>,
+    archive: &str,
+) -> Result<()> {
+    if !none_read {
+        return Ok(());
+    }
+    let have = campaigns()?;
+    if have.iter().any(|c| c == name) {
+        nowcast::warn_line!(
+            "nowcast: campaign '{}' logged no runs in this period",
+            nowcast::format::clean(name)
+        );
+        return Ok(());
+    }
+    let listed = if have.is_empty() {
+        "it has no run log: no campaign wrote to it".to_string()
+    } else {
+        let shown: Vec<String> = have
+            .iter()
+            .take(20)
+            .map(|c| format!("'{}'", nowcast::format::clean(c)))
+            .collect();
+        format!(
+            "it has {}{}",
+            shown.join(", "),
+            if have.len() > 20 { ", …" } else { "" }
+        )
+    };
+    usage!(
+        "--campaign '{}': no such campaign in the run log of {archive}; {listed}",
+        nowcast::format::clean(name)
+    )
 }
 
 /// What is true of a report without records, read from `inputs` (`read` records in them

@@ -17,7 +17,7 @@ use nowcast_core::record::{Metric, Record, Status, Transport, Unit};
 use nowcast_core::stats::{histogram, Histogram};
 use nowcast_core::{Bank, Mode};
 use serde::Serialize;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 /// The source of passive records (the pcap analyser's).
 pub const PASSIVE: &str = "pcap";
@@ -109,6 +109,10 @@ pub struct SeriesReport {
     pub ok: u64,
     pub timeouts: u64,
     pub errors: u64,
+    /// Records that stand for a campaign's slot that did not run (skipped, missed, or cut
+    /// off when the campaign stopped: the run log's rows): no failures of the path, so not
+    /// counted in `timeouts`, `errors` or `failing`.
+    pub not_run: u64,
     pub first_ms: Option<f64>,
     pub last_ms: Option<f64>,
     /// The newest ok value's time.
@@ -366,7 +370,13 @@ pub fn host_of(to: &str) -> &str {
 }
 
 /// One series: its values in time order through the core's estimators.
-fn series_report(target: &str, metric: Metric, records: &[&Record], o: &Options) -> SeriesReport {
+fn series_report(
+    target: &str,
+    metric: Metric,
+    records: &[&Record],
+    not_run: u64,
+    o: &Options,
+) -> SeriesReport {
     let mut sources: Vec<String> = records.iter().map(|r| r.source.clone()).collect();
     sources.sort();
     sources.dedup();
@@ -469,6 +479,7 @@ fn series_report(target: &str, metric: Metric, records: &[&Record], o: &Options)
         ok: count(Status::Ok),
         timeouts: count(Status::Timeout),
         errors: count(Status::Error),
+        not_run,
         first_ms: records.first().map(|r| r.timestamp_ms),
         last_ms: records.last().map(|r| r.timestamp_ms),
         last_ok_ms: times.last().copied(),
@@ -696,13 +707,39 @@ pub fn build(records: &[Record], runs: &[RunLog], o: &Options) -> Report {
             }
         }
     }
+    // The records that stand for runs that did not run, by time: the run log says which.
+    let mut stand_ins: HashMap<u64, Vec<String>> = HashMap::new();
+    for run in runs {
+        if let Some(e) = run.stand_in_error() {
+            stand_ins
+                .entry(run.stand_in_time_ms().to_bits())
+                .or_default()
+                .push(e);
+        }
+    }
+    let stands_in = |r: &Record| {
+        r.status == Status::Error
+            && r.error.as_ref().is_some_and(|e| {
+                stand_ins
+                    .get(&r.timestamp_ms.to_bits())
+                    .is_some_and(|es| es.contains(e))
+            })
+    };
     let mut series = Vec::new();
     // A window/streams sweep's probes write a series each (`iperf3 (sweep-s4-w1M)`): its
     // table reads the series of one probe type together (it read each alone, and no sweep
     // ever had a table).
     let mut swept: BTreeMap<(&str, &'static str, &str), (Metric, Vec<&Record>)> = BTreeMap::new();
     for ((target, name, source), (metric, recs)) in &active {
-        series.push(series_report(target, *metric, recs, o));
+        let (not_run, recs): (Vec<&Record>, Vec<&Record>) =
+            recs.iter().copied().partition(|r| stands_in(r));
+        series.push(series_report(
+            target,
+            *metric,
+            &recs,
+            not_run.len() as u64,
+            o,
+        ));
         if is_rate(*metric) {
             swept
                 .entry((target.as_str(), name, source_type(source)))

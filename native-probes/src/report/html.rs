@@ -138,17 +138,30 @@ fn fit_curve(f: &DiurnalFit, k: f64) -> Vec<(f64, f64)> {
         .collect()
 }
 
-/// What failed, for a series' heading: `156 timeouts · 150 errors (23 %)`.
+/// What failed, for a series' heading: `156 timeouts · 150 errors (23 %)`, and the
+/// campaign's slots that did not run.
 fn failed_badge(s: &SeriesReport) -> String {
     let failed = s.timeouts + s.errors;
-    if failed == 0 {
-        return String::new();
+    let mut out = String::new();
+    if failed > 0 {
+        out = format!(
+            r#"<span class="badge bad" title="records that failed, of all the series' records">{} · {} ({})</span>"#,
+            count(s.timeouts, "timeout"),
+            count(s.errors, "error"),
+            pct(Some(failed as f64 / (failed + s.ok) as f64))
+        );
     }
+    if s.not_run > 0 {
+        let _ = write!(out, " {}", not_run_badge(s.not_run));
+    }
+    out
+}
+
+/// The campaign's slots of a series that did not run: no failures of the path.
+fn not_run_badge(n: u64) -> String {
     format!(
-        r#"<span class="badge bad" title="records that failed, of all the series' records">{} · {} ({})</span>"#,
-        count(s.timeouts, "timeout"),
-        count(s.errors, "error"),
-        pct(Some(failed as f64 / (failed + s.ok) as f64))
+        r#"<span class="badge" title="slots the campaign skipped or missed, or cut off when it stopped: not failures of the path (the run log says why)">{} not run</span>"#,
+        n
     )
 }
 
@@ -231,7 +244,15 @@ fn series_card(s: &SeriesReport) -> String {
             match (s.first_ms, s.last_ms) {
                 (Some(a), Some(b)) => format!(
                     ", {} from {} to {}",
-                    count(s.timeouts + s.errors, "failed record"),
+                    [
+                        (s.timeouts + s.errors, "failed record", ""),
+                        (s.not_run, "slot", " not run")
+                    ]
+                    .iter()
+                    .filter(|(n, _, _)| *n > 0)
+                    .map(|(n, noun, tail)| count(*n, noun) + tail)
+                    .collect::<Vec<_>>()
+                    .join(" and "),
                     datetime(a as i64),
                     datetime(b as i64)
                 ),
@@ -693,6 +714,10 @@ pub fn render(r: &Report, title: &str) -> String {
                     )
                 } else {
                     "–".into()
+                } + &if s.not_run > 0 {
+                    format!(" {}", not_run_badge(s.not_run))
+                } else {
+                    String::new()
                 },
                 opt(s.stats.as_ref().map(|x| x.median), &sc),
                 s.next

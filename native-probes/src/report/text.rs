@@ -268,12 +268,14 @@ fn series_tables(out: &mut String, r: &Report) {
         "series, by target (source): median, mean and the next value's forecast"
     );
     let _ = writeln!(out, "(NWS bank ± {BAND_K}·RMSE):");
+    // A campaign's slots that did not run, in a column of their own when there are any.
+    let not_run = r.series.iter().any(|s| s.not_run > 0);
     let rows = grouped(r, |s| {
         let sc = s.scale();
         let st = s.stats.as_ref();
         let some = |v: Option<f64>| v.map_or_else(|| "-".to_string(), |v| sc.num(v));
         let failed = s.timeouts + s.errors;
-        vec![
+        let mut row = vec![
             format!("{} {}", s.metric.name(), sc.name),
             s.ok.to_string(),
             if failed == 0 {
@@ -289,14 +291,17 @@ fn series_tables(out: &mut String, r: &Report) {
             s.next
                 .as_ref()
                 .map_or_else(|| "-".into(), |n| next_band(n, &sc)),
-        ]
+        ];
+        if not_run {
+            row.insert(3, s.not_run.to_string());
+        }
+        row
     });
-    table(
-        out,
-        &["metric", "ok", "failed", "median", "mean", "next"],
-        1,
-        &rows,
-    );
+    let mut head = vec!["metric", "ok", "failed", "median", "mean", "next"];
+    if not_run {
+        head.insert(3, "not run");
+    }
+    table(out, &head, 1, &rows);
     out.push('\n');
     let _ = writeln!(
         out,

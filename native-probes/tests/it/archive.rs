@@ -594,7 +594,9 @@ fn sqlite_and_clickhouse_answer_alike_and_a_down_clickhouse_loses_nothing() {
         &sorted(early.clone()),
         "every record arrived once",
     );
-    assert_eq!(live.runs("c'1", 0).unwrap(), runs());
+    assert_eq!(live.runs(Some("c'1"), 0).unwrap(), runs());
+    assert_eq!(live.runs(None, 0).unwrap(), runs());
+    assert_eq!(live.campaigns().unwrap(), ["c'1"]);
 
     // The same records in both: the same answers. Two sources measure one target's rtt
     // (`nowcast udp` beside `nowcast tcp`, every 10 minutes, about 100 ms against 22): two
@@ -779,7 +781,8 @@ fn sqlite_and_clickhouse_answer_alike_and_a_down_clickhouse_loses_nothing() {
     .unwrap();
     assert_eq!(a.len(), 144);
     same(&a, &b, "records");
-    assert_eq!(sq.runs("c'1", 0).unwrap(), ch.runs("c'1", 0).unwrap());
+    assert_eq!(sq.runs("c'1", 0).unwrap(), ch.runs(Some("c'1"), 0).unwrap());
+    assert_eq!(sq.campaigns().unwrap(), ch.campaigns().unwrap());
     // The command reads ClickHouse as it reads SQLite.
     // The flags after the question, as the README writes them.
     let q = |src: &[&str]| {

@@ -664,3 +664,144 @@ fn a_target_failing_now_is_ranked_after_those_that_answer() {
         ]
     );
 }
+
+#[test]
+fn slots_that_did_not_run_are_not_failures_of_the_path() {
+    // A campaign's skipped and missed slots leave records that stand for them (status error,
+    // the run log's reason): they were counted as the series' failed probes, and the newest
+    // of them was quoted as why the target was failing, hiding the probe's own failure.
+    let dir = temp("not-run");
+    let toml = "name = \"c\"\n\n[[targets]]\nname = \"m\"\nhost = \"127.0.0.1\"\nport = 8060\n\n\
+                [[probes]]\nname = \"rtt\"\nkind = \"tcp\"\nevery = \"10m\"\n";
+    let plan = nowcast::campaign::config::parse(toml, &dir.0, "c")
+        .unwrap()
+        .plan;
+    let to = "127.0.0.1:8060";
+    let mut records = Vec::new();
+    let mut runs = Vec::new();
+    let mut slot = |k: u64, outcome: Outcome, reason: &str| {
+        let mut r = run("m/rtt", outcome, Some(reason));
+        r.id = k;
+        r.nominal_ms = (T0 + k as f64 * 10.0 * MIN) as i64;
+        r.due_ms = r.nominal_ms;
+        r.started_ms = None;
+        r.ended_ms = r.nominal_ms + 1;
+        // A tcp probe's stand-ins: one per metric (rtt, handshake, jitter); the rtt one here.
+        let stand_ins = plan.records_for_run(&r, 0, None);
+        assert!(stand_ins.len() > 1);
+        records.extend(stand_ins.into_iter().filter(|r| r.metric == Metric::Rtt));
+        runs.push(r);
+    };
+    for k in 0..6 {
+        slot(k, Outcome::Missed, "the campaign was not running");
+    }
+    let mut records_ok = Vec::new();
+    for k in 6..30 {
+        records_ok.push(ok(
+            T0 + k as f64 * 10.0 * MIN,
+            "nowcast tcp",
+            Metric::Rtt,
+            20.0 + (k % 3) as f64,
+            to,
+        ));
+    }
+    records_ok.push(failed(
+        T0 + 30.0 * 10.0 * MIN,
+        "nowcast tcp",
+        Metric::Rtt,
+        to,
+        Status::Error,
+        "connect: Connection refused (os error 111)",
+    ));
+    for k in 31..34 {
+        slot(k, Outcome::Skipped, "its sanity check failed");
+    }
+    records.extend(records_ok);
+    assert_eq!(records.len(), 34);
+    let db = archive(&dir, records, &runs);
+    let (html, tables, json) = report(&db);
+
+    let s = &json["series"][0];
+    assert_eq!(
+        (&s["ok"], &s["errors"], &s["not_run"], &s["failing"]),
+        (&24.into(), &1.into(), &9.into(), &1.into()),
+        "{s}"
+    );
+    // Why the target fails now is the probe's own failure, not the skips after it.
+    assert_eq!(
+        s["last_error"],
+        "connect: Connection refused (os error 111)"
+    );
+    let failing = tables
+        .split("failing now (the newest records failed):")
+        .nth(1)
+        .and_then(|rest| rest.split("\n\n").next())
+        .unwrap_or_else(|| panic!("{tables}"));
+    assert!(failing.contains("1 record failed"), "{failing}");
+    assert!(failing.contains("connect: Connection"), "{failing}");
+    assert!(!failing.contains("skipped"), "{failing}");
+    // The series table: 1 failed (4.0 % of 25 probes), 9 not run.
+    let row = tables
+        .lines()
+        .find(|l| l.trim_start().starts_with("rtt ms"))
+        .unwrap_or_else(|| panic!("{tables}"));
+    let cells: Vec<&str> = row.split_whitespace().collect();
+    assert_eq!(&cells[2..6], ["24", "1", "(4.0%)", "9"], "{row}");
+    assert!(html.contains(">9 not run</span>"), "{html}");
+    assert!(html.contains("0 timeouts · 1 error (4.0 %)"), "{html}");
+
+    // The run log's outcomes are told apart in its own table still.
+    assert!(tables.contains("skipped"), "{tables}");
+
+    // Without the run log (the same records in a file), they stay errors, as they read.
+    let file = dir.0.join("records.ndjson");
+    let out = nowcast(
+        &["archive", "export", "--archive", db.to_str().unwrap()],
+        Duration::from_secs(30),
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    std::fs::write(&file, &out.stdout).unwrap();
+    let out = nowcast(
+        &["report", file.to_str().unwrap(), "--json"],
+        Duration::from_secs(30),
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["series"][0]["errors"], 10);
+}
+
+#[test]
+fn a_campaign_the_archive_does_not_have_is_refused_naming_those_it_has() {
+    let dir = temp("no-campaign");
+    let records: Vec<Record> = (0..5)
+        .map(|k| ok(T0 + k as f64 * MIN, "nowcast tcp", Metric::Rtt, 20.0, "a:1"))
+        .collect();
+    let db = archive(&dir, records, &[run("a/rtt", Outcome::Ok, None)]);
+    let a = db.to_str().unwrap();
+    let out = nowcast(
+        &["report", "--archive", a, "--campaign", "nosuch"],
+        Duration::from_secs(30),
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("--campaign 'nosuch': no such campaign") && err.contains("it has 'c'"),
+        "{err}"
+    );
+    // The campaign it has: read, its runs table shown.
+    let out = nowcast(
+        &["report", "--archive", a, "--campaign", "c"],
+        Duration::from_secs(30),
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("a/rtt"), "{}", text(&out.stdout));
+    // Files have no run log to read.
+    let file = dir.0.join("r.ndjson");
+    std::fs::write(&file, "").unwrap();
+    let out = nowcast(
+        &["report", file.to_str().unwrap(), "--campaign", "c"],
+        Duration::from_secs(30),
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("NDJSON files have none"));
+}

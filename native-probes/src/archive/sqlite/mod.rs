@@ -416,6 +416,11 @@ impl Sqlite {
         self.doing(Doing::Read, |d| d.runs_now(campaign, since))
     }
 
+    /// The campaigns in the run log, by name.
+    pub fn campaigns(&mut self) -> Result<Vec<String>> {
+        self.doing(Doing::Read, |d| d.campaigns_now())
+    }
+
     /// Run log rows of every campaign that ended at or after `since`, oldest first.
     pub fn all_runs(&mut self, since: Ms) -> Result<Vec<RunLog>> {
         self.doing(Doing::Read, |d| d.all_runs_now(since))

@@ -267,6 +267,14 @@ impl Sqlite {
         Ok(rows.collect::<rusqlite::Result<_>>()?)
     }
 
+    pub(super) fn campaigns_now(&mut self) -> Result<Vec<String>> {
+        let mut stmt = self
+            .conn
+            .prepare_cached("SELECT DISTINCT campaign FROM runs ORDER BY campaign")?;
+        let rows = stmt.query_map([], |r| r.get(0))?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
     pub(super) fn all_runs_now(&mut self, since: Ms) -> Result<Vec<RunLog>> {
         let mut stmt = self.conn.prepare_cached(&format!(
             "SELECT {RUN_COLUMNS} FROM runs WHERE ended_ms >= ?1 ORDER BY ended_ms, id"
