@@ -27,14 +27,19 @@ pub fn count(n: impl Into<u64>, noun: &str) -> String {
 pub fn clean(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for c in s.chars() {
-        let bidi = matches!(c, '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}');
-        if c.is_control() || bidi {
+        if c.is_control() || is_bidi(c) {
             out.extend(c.escape_default());
         } else {
             out.push(c);
         }
     }
     out
+}
+
+/// The invisible characters that reorder the text around them (bidirectional marks,
+/// embeddings, overrides and isolates): a name holding one can read as another.
+pub fn is_bidi(c: char) -> bool {
+    matches!(c, '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
 }
 
 /// A value with enough digits to show microseconds in ms and 0.1 % of a rate.

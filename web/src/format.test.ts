@@ -114,6 +114,11 @@ describe("a loss rate, kept as a fraction", () => {
     expect(formatValue(0.0005, "fraction")).toBe("0.0500 %");
     expect(formatWithError(0.097, 0.02, "fraction")).toBe("9.70 % ± 2.00 %");
     expect(formatWithError(0.13, 0, "fraction", false)).toBe("13.0 % ± — (needs 2 values)");
+    // irtt's per-packet loss (0 or 1 each) has a spread past 0–100 %: its range within them,
+    // not "19.7 % ± 103 %", which reads as a relative error.
+    expect(formatWithError(0.197, 1.03, "fraction")).toBe("19.7 % (likely 0–100 %)");
+    expect(formatWithError(0.05, 0.2, "fraction")).toBe("5.00 % (likely 0–25.0 %)");
+    expect(formatWithError(0.97, 0.05, "fraction")).toBe("97.0 % (likely 92.0–100 %)");
     expect(formatSquared(0.0004, "fraction")).toBe("4.00 %²");
     // Chart.js's ticks of a fraction's axis, 0 to 1.
     expect(tickLabels([0, 0.1, 0.2, 0.30000000000000004, 1], "fraction")).toEqual({

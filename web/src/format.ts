@@ -49,7 +49,9 @@ export const UNKNOWN_SPREAD_TITLE =
 /** A value and its spread in the value's unit, both alike: "2.23 Gbit/s ± 0.150 Gbit/s",
  *  never "2.23 Gbit/s ± 150 Mbit/s". With `known` false (a forecast from one value; the
  *  engine tells which with `errorKnown`, the core's rule), "2.23 Gbit/s ± — (needs 2
- *  values)" ({@link UNKNOWN_SPREAD}). */
+ *  values)" ({@link UNKNOWN_SPREAD}). A loss rate whose spread reaches past 0 or 100 % is
+ *  shown as its range within them, "19.7 % (likely 0–100 %)": "± 103 %" of a percentage
+ *  read as a relative error, and no loss rate lies outside 0–100 %. */
 export function formatWithError(
   v: number,
   error: number,
@@ -59,6 +61,10 @@ export function formatWithError(
 ): string {
   const d = displayUnit(magnitude, unit);
   const u = spaced(d.unit);
+  if (known && unit === "fraction" && (v - error < 0 || v + error > 1)) {
+    const [lo, hi] = [Math.max(0, v - error), Math.min(1, v + error)];
+    return `${significant(v / d.divisor)}${u} (likely ${significant(lo / d.divisor)}–${significant(hi / d.divisor)}${u})`;
+  }
   const spread = known ? `± ${significant(error / d.divisor)}${u}` : UNKNOWN_SPREAD;
   return `${significant(v / d.divisor)}${u} ${spread}`;
 }

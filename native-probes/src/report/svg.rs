@@ -51,8 +51,10 @@ pub enum Ticks {
     DayRadians,
 }
 
-/// Escapes text for HTML and SVG; control characters, which HTML does not allow in text,
-/// become U+FFFD.
+/// Escapes text for HTML and SVG. Control characters (which HTML does not allow in text)
+/// and the bidirectional ones that reorder text are shown escaped, `\u{1b}`, as the
+/// terminal's tables show them ([`crate::format::clean`]): the reader sees what the name
+/// holds, and a name cannot read as another.
 pub fn esc(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for c in s.chars() {
@@ -62,7 +64,7 @@ pub fn esc(s: &str) -> String {
             '>' => out.push_str("&gt;"),
             '"' => out.push_str("&quot;"),
             '\n' | '\t' => out.push(c),
-            c if c.is_control() => out.push('\u{fffd}'),
+            c if c.is_control() || crate::format::is_bidi(c) => out.extend(c.escape_default()),
             c => out.push(c),
         }
     }
@@ -537,6 +539,7 @@ mod tests {
             vec![0.0, 2.0, 4.0, 6.0, 8.0, 10.0]
         );
         assert_eq!(esc("<a&\">"), "&lt;a&amp;&quot;&gt;");
-        assert_eq!(esc("a\u{1b}[2J"), "a\u{fffd}[2J");
+        assert_eq!(esc("a\u{1b}[2J"), "a\\u{1b}[2J");
+        assert_eq!(esc("x\u{202e}gnp.txt"), "x\\u{202e}gnp.txt");
     }
 }

@@ -563,7 +563,10 @@ fn hostile_target_names_drive_neither_the_page_nor_the_terminal() {
     assert!(!html.contains("<script") && !html.contains("<img") && !html.contains("<b>bold"));
     assert!(html.contains("&lt;script&gt;alert(1)&lt;/script&gt;"));
     assert!(html.contains("&quot;&gt;&lt;img src=x onerror=alert(1)&gt;"));
-    assert!(!html.contains('\u{1b}') && !html.contains('\u{7}'));
+    assert!(!html.contains('\u{1b}') && !html.contains('\u{7}') && !html.contains('\u{202e}'));
+    // Shown escaped, as the terminal shows them.
+    assert!(html.contains("\\u{1b}]0;owned\\u{7}"));
+    assert!(html.contains("x\\u{202e}gnp.txt:8060"));
     // Anchors are plain and unique.
     let mut ids: Vec<&str> = html
         .split(" id=\"")
