@@ -201,6 +201,34 @@ impl Flow {
     fn closed(&self) -> bool {
         self.rst || (self.fin[0] && self.fin[1])
     }
+    /// The end that opened the connection, whose port names the connection and not a service:
+    /// the SYN's sender when the SYN or the SYN/ACK was captured; else the one end whose port
+    /// is in the ephemeral range ([`EPHEMERAL_PORTS`]), if only one is.
+    fn client_end(&self) -> Option<Endpoint> {
+        if self.syn_ns.is_some() || self.synack_ns.is_some() {
+            return Some(self.a);
+        }
+        match (
+            self.a.port >= EPHEMERAL_PORTS,
+            self.b.port >= EPHEMERAL_PORTS,
+        ) {
+            (true, false) => Some(self.a),
+            (false, true) => Some(self.b),
+            _ => None,
+        }
+    }
+    /// The target of direction `d`'s records: its receiver, by its address alone when it
+    /// opened the connection ([`Flow::client_end`]). A client's ephemeral port names one
+    /// connection, so with it every connection of a capture was a series (a target) of its
+    /// own in the report and on the page; a service's port stays.
+    fn target(&self, d: usize) -> String {
+        let (_, to) = self.endpoints(d);
+        if self.client_end() == Some(to) {
+            to.addr.to_string()
+        } else {
+            to.to_string()
+        }
+    }
     fn endpoints(&self, d: usize) -> (Endpoint, Endpoint) {
         if d == 0 {
             (self.a, self.b)
@@ -209,6 +237,11 @@ impl Flow {
         }
     }
 }
+
+/// The first port of Linux's ephemeral range (`net.ipv4.ip_local_port_range`, 32768–60999;
+/// IANA's, which Windows and the BSDs use, starts at 49152): a port from here on, opposite one
+/// below it, marks a connection's client when its handshake was not captured.
+const EPHEMERAL_PORTS: u16 = 32768;
 
 /// The analyser.
 pub struct Analyzer {
@@ -528,7 +561,7 @@ impl Analyzer {
             directions: [0, 1].map(|d| direction_report(&f, d)),
         };
         for (d, dr) in report.directions.iter().enumerate() {
-            flow_records(dr, &mut self.records);
+            flow_records(dr, &f.target(d), &mut self.records);
             // IEPM-BW's flow records (Netflow-like): the direction that carried the data,
             // over the flow's whole duration.
             let other = &report.directions[1 - d];
@@ -763,6 +796,7 @@ fn decide_wren(f: &Flow, d: usize, cfg: &Config) -> WrenState {
 fn emit_trains(f: &mut Flow, d: usize, trains: Vec<Train>, out: &mut Out) {
     let (id, flow_start_ns) = (f.id, f.start_ns);
     let (from, to) = f.endpoints(d);
+    let target = f.target(d);
     let WrenState::On(w) = &mut f.wren[d] else {
         return;
     };
@@ -786,7 +820,7 @@ fn emit_trains(f: &mut Flow, d: usize, trains: Vec<Train>, out: &mut Out) {
                     Metric::AvailBwLowerBound,
                     Some(Transport::Pcap),
                     SOURCE,
-                    &to.to_string(),
+                    &target,
                 );
                 c.from = Some(from.to_string());
                 ProbedSeries::new(c).expect("the default profile is valid")

@@ -182,21 +182,22 @@ pub struct LiveRow {
     pub last_bound_mbps: Option<f64>,
     pub forecast_mbps: Option<f64>,
 }
-/// The records of one finished flow direction that sent data: throughput, both RTTs, loss;
+/// The records of one finished flow direction that sent data, to `to` (its receiver as a
+/// target: [`Flow::target`](super::analysis)): throughput, both RTTs, loss;
 /// timed at the direction's first packet, as the transfers' records and every probe's are.
 /// The throughput's probe carries the time it was measured over (`raw_ms`, the direction's
 /// duration) beside its bytes, so that `nowcast report` can group flows into transfers and
 /// compare them with active runs by IEPM-BW's three methods: without it every flow was
 /// compared only "as recorded", and its end time (what the records carried) was a transfer's
 /// length away from the run it belonged to.
-pub(super) fn flow_records(d: &DirectionReport, out: &mut Vec<Record>) {
+pub(super) fn flow_records(d: &DirectionReport, to: &str, out: &mut Vec<Record>) {
     if d.payload_bytes == 0 {
         return;
     }
-    let (from, to) = (d.from.to_string(), d.to.to_string());
+    let from = d.from.to_string();
     let ts_ms = d.first_ns as f64 / 1e6;
     let mut push = |source: &str, metric: Metric, value: f64, raw_ms: Option<f64>| {
-        let mut r = Record::new(ts_ms, source, metric, value, &to);
+        let mut r = Record::new(ts_ms, source, metric, value, to);
         r.from = Some(from.clone());
         r.probe = Some(Probe {
             transport: Some(Transport::Pcap),

@@ -234,3 +234,47 @@ fn a_flows_throughput_record_carries_its_bytes_and_the_time_they_took() {
     }
     assert!(seen >= 2, "{seen} throughput records");
 }
+
+#[test]
+fn records_name_a_service_by_its_port_and_a_client_by_its_address() {
+    // Three iperf3 connections (client 10.231.77.1, ports 50680, 50692, 50698, to the server's
+    // 5201). The client's ephemeral port names one connection: as a target it made every
+    // connection's reverse direction a series of its own (a capture of many connections gave
+    // the report hundreds of "targets"). The records keep it in `from`.
+    let out = nowcast(&["--json"], &corpus("pcap/eth-nanosecond.pcap"));
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let records: Vec<nowcast_core::record::Record> = text(&out.stdout)
+        .lines()
+        .map(|l| nowcast_core::record::Record::parse(l).unwrap())
+        .collect();
+    let mut targets: Vec<&str> = records.iter().map(|r| r.to.as_str()).collect();
+    targets.sort();
+    targets.dedup();
+    // The flows' records to the service and back to the client; the transfers' by address.
+    assert_eq!(
+        targets,
+        ["10.231.77.1", "10.231.77.2", "10.231.77.2:5201"],
+        "{records:?}"
+    );
+    let back: Vec<&str> = records
+        .iter()
+        .filter(|r| r.to == "10.231.77.1")
+        .filter_map(|r| r.from.as_deref())
+        .collect();
+    assert!(!back.is_empty() && back.iter().all(|f| *f == "10.231.77.2:5201"));
+    let mut clients: Vec<&str> = records
+        .iter()
+        .filter(|r| r.to == "10.231.77.2:5201")
+        .filter_map(|r| r.from.as_deref())
+        .collect();
+    clients.sort();
+    clients.dedup();
+    assert_eq!(
+        clients,
+        [
+            "10.231.77.1:50680",
+            "10.231.77.1:50692",
+            "10.231.77.1:50698"
+        ]
+    );
+}
