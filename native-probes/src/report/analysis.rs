@@ -369,6 +369,30 @@ pub fn host_of(to: &str) -> &str {
     }
 }
 
+/// The port a target names (`h:5201`, `[::1]:5201`, `http://h:8080/x`), if it names one.
+pub fn port_of(to: &str) -> Option<u16> {
+    let rest = to.split_once("://").map_or(to, |(_, r)| r);
+    let rest = rest.split('/').next().unwrap_or(rest);
+    let port = match rest.strip_prefix('[') {
+        Some(r) => r.split_once("]:")?.1,
+        None => match rest.rsplit_once(':') {
+            Some((h, p)) if !h.contains(':') => p,
+            _ => return None,
+        },
+    };
+    port.parse().ok()
+}
+
+/// The service a passive record's flow ran to, as `nowcast pcap` names its ends: a
+/// direction's receiver when it is named with its port (the service), else its sender (a
+/// service sending to a client, named by address alone).
+fn service_of(r: &Record) -> &str {
+    match r.from.as_deref() {
+        Some(from) if port_of(&r.to).is_none() && port_of(from).is_some() => from,
+        _ => &r.to,
+    }
+}
+
 /// One series: its values in time order through the core's estimators.
 fn series_report(
     target: &str,
@@ -684,11 +708,18 @@ fn windows(target: &str, metric: Metric, records: &[&Record]) -> Option<WindowTa
 pub fn build(records: &[Record], runs: &[RunLog], o: &Options) -> Report {
     let mut active: BTreeMap<(String, &'static str, &str), (Metric, Vec<&Record>)> =
         BTreeMap::new();
-    let mut by_host: BTreeMap<String, (Vec<&Record>, Vec<&Record>)> = BTreeMap::new();
+    // Passive flows by the service they ran to (host and port: an RTT probe's sessions to
+    // :8060 are no transfers of iperf3's :5201); the active rates they are compared with, by
+    // host, each with the port it names, if any.
+    let mut passive: BTreeMap<(String, Option<u16>), Vec<&Record>> = BTreeMap::new();
+    let mut rates: BTreeMap<String, Vec<&Record>> = BTreeMap::new();
     for r in records {
-        let host = host_of(&r.to).to_string();
         if r.source == PASSIVE {
-            by_host.entry(host).or_default().1.push(r);
+            let service = service_of(r);
+            passive
+                .entry((host_of(service).to_string(), port_of(service)))
+                .or_default()
+                .push(r);
         } else {
             active
                 .entry((r.to.clone(), r.metric.name(), r.source.as_str()))
@@ -703,7 +734,7 @@ pub fn build(records: &[Record], runs: &[RunLog], o: &Options) -> Report {
                 .as_ref()
                 .is_some_and(|p| p.transport == Some(Transport::Pcap));
             if is_rate(r.metric) && !captured {
-                by_host.entry(host).or_default().0.push(r);
+                rates.entry(host_of(&r.to).to_string()).or_default().push(r);
             }
         }
     }
@@ -755,11 +786,22 @@ pub fn build(records: &[Record], runs: &[RunLog], o: &Options) -> Report {
     }
     let mut ap = Vec::new();
     let mut passive_alone = Vec::new();
-    for (host, (act, pas)) in &by_host {
-        if !act.is_empty() && !pas.is_empty() {
-            ap.extend(active_passive(host, act, pas, o));
-        } else if !pas.is_empty() {
-            passive_alone.push((host.clone(), pas.len()));
+    for ((host, port), pas) in &passive {
+        let act: Vec<&Record> = rates.get(host).map_or_else(Vec::new, |act| {
+            act.iter()
+                .copied()
+                .filter(|r| port.is_none() || port_of(&r.to).is_none_or(|p| Some(p) == *port))
+                .collect()
+        });
+        let service = match port {
+            Some(p) if host.contains(':') => format!("[{host}]:{p}"),
+            Some(p) => format!("{host}:{p}"),
+            None => host.clone(),
+        };
+        if act.is_empty() {
+            passive_alone.push((service, pas.len()));
+        } else {
+            ap.extend(active_passive(&service, &act, pas, o));
         }
     }
     let mut jobs: BTreeMap<&str, JobRuns> = BTreeMap::new();
@@ -916,12 +958,12 @@ mod tests {
             records.push(p);
         }
         let r = build(&records, &[], &Options::default());
-        assert_eq!(r.passive_alone, [("10.0.0.9".to_string(), 3)]);
+        assert_eq!(r.passive_alone, [("10.0.0.9:443".to_string(), 3)]);
         assert!(r.active_passive.is_empty());
         let text = super::super::text::render(&r, "");
         assert!(
             text.contains(
-                "passive records (source pcap) with no active throughput to the same host"
+                "passive records (source pcap) with no active throughput to the same service"
             ),
             "{text}"
         );
@@ -986,6 +1028,46 @@ mod tests {
         assert!(ap.recorded.is_none());
     }
 
+    /// Passive flows are compared with the active runs to the same service: an RTT probe's
+    /// sessions (`:8060`) beside iperf3's runs (`:5201`) on one host were taken for transfers.
+    /// A download's flows (a reverse run: the data to the client, named by its address) are
+    /// the service's.
+    #[test]
+    fn passive_flows_are_compared_with_runs_to_the_same_service() {
+        let mut records = Vec::new();
+        let passive = |t: f64, to: &str, from: &str, mbit: f64| {
+            let mut p = rec(t, to, Metric::Throughput, mbit);
+            p.source = PASSIVE.into();
+            p.from = Some(from.into());
+            p.probe = Some(Probe {
+                payload_bytes: Some((mbit * 1e6 / 8.0 * 10.0) as u64),
+                raw_ms: Some(10_000.0),
+                ..Probe::default()
+            });
+            p
+        };
+        for k in 0..6 {
+            let t = T0 + k as f64 * HOUR;
+            records.push(rec(t, "10.0.0.2:5201", Metric::Throughput, 400.0));
+            // The run's data, downloaded (iperf3 -R): to the client, from the service.
+            records.push(passive(t + 100.0, "10.0.0.1", "10.0.0.2:5201", 396.0));
+            // An RTT probe's session to the same host: a trickle, no transfer of the run.
+            records.push(passive(t + 50.0, "10.0.0.2:8060", "10.0.0.1:40000", 0.01));
+        }
+        records.sort_by(|a, b| a.timestamp_ms.total_cmp(&b.timestamp_ms));
+        let r = build(&records, &[], &Options::default());
+        assert_eq!(r.active_passive.len(), 1, "{:?}", r.active_passive);
+        let ap = &r.active_passive[0];
+        assert_eq!(ap.target, "10.0.0.2:5201");
+        assert_eq!((ap.pairs.len(), ap.unmatched_passive), (6, 0));
+        let m1 = ap.methods[0].unwrap();
+        assert!(
+            (m1.err_median - (396.0 - 400.0) / 396.0).abs() < 1e-9,
+            "{m1:?}"
+        );
+        assert_eq!(r.passive_alone, [("10.0.0.2:8060".to_string(), 6)]);
+    }
+
     #[test]
     fn the_window_streams_table_marks_the_choice() {
         let mut records = Vec::new();
@@ -1047,5 +1129,11 @@ mod tests {
         assert_eq!(host_of("[::1]:5201"), "::1");
         assert_eq!(host_of("http://h.example:8080/x"), "h.example");
         assert_eq!(host_of("10.0.0.2"), "10.0.0.2");
+        assert_eq!(port_of("[::1]:5201"), Some(5201));
+        assert_eq!(port_of("http://h.example:8080/x"), Some(8080));
+        assert_eq!(port_of("http://h.example/x:1"), None);
+        assert_eq!(port_of("10.0.0.2:80"), Some(80));
+        assert_eq!(port_of("10.0.0.2"), None);
+        assert_eq!(port_of("fe80::1"), None);
     }
 }

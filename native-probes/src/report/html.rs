@@ -745,7 +745,7 @@ pub fn render(r: &Report, title: &str) -> String {
             .collect();
         let _ = write!(
             h,
-            r#"<p class="small">Passive records (source pcap) with no active throughput to the same host to compare them with, left out: {}. <code>nowcast forecast FILE --source pcap</code> forecasts them.</p>"#,
+            r#"<p class="small">Passive records (source pcap) with no active throughput to the same service to compare them with, left out: {}. <code>nowcast forecast FILE --source pcap</code> forecasts them.</p>"#,
             hosts.join(", ")
         );
     }

@@ -460,7 +460,7 @@ pub fn render(r: &Report, empty: &str) -> String {
             &mut out,
             "",
             &format!(
-                "passive records (source pcap) with no active throughput to the same host to \
+                "passive records (source pcap) with no active throughput to the same service to \
                  compare them with, left out: {}; `nowcast forecast FILE --source pcap` \
                  forecasts them",
                 hosts.join(", ")
