@@ -33,6 +33,8 @@ interface Seen {
   /** The first time plot's points: how much of its plotting width they cover. */
   timeSpread: number;
   timeLabels: number;
+  /** The first time plot's rendered height, px. */
+  timeHeight: number;
 }
 
 describe.skipIf(skip)("nowcast report --html", () => {
@@ -105,6 +107,7 @@ describe.skipIf(skip)("nowcast report --html", () => {
           legendOverlaps: overlaps,
           timeSpread: frame && xs.length ? (Math.max(...xs) - Math.min(...xs)) / frame.width : 0,
           timeLabels: first?.querySelectorAll("text.xl").length ?? 0,
+          timeHeight: first?.getBoundingClientRect().height ?? 0,
         };
       });
     } finally {
@@ -126,6 +129,9 @@ describe.skipIf(skip)("nowcast report --html", () => {
     expect(seen.legendOverlaps).toBe(0);
     expect(seen.timeSpread).toBeGreaterThan(0.2);
     expect(seen.timeLabels).toBeGreaterThanOrEqual(3);
+    // A plot over time is drawn wider than the screen, to scroll within its figure: scaled
+    // down to the screen it was a band ~118 px tall.
+    expect(seen.timeHeight).toBeGreaterThan(180);
   });
 
   test("on a desktop, dark", async () => {

@@ -146,11 +146,15 @@ impl SeriesReport {
 
     /// How its values are shown (`format::Scale`, as every table of nowcast shows them):
     /// rates in kbit/s, Mbit/s or Gbit/s by the largest value, loss in percent, times in ms.
+    /// The scale its values are shown in, everywhere: that of its median (of its next value
+    /// without one), as the top's forecasts are shown, so that one series never reads
+    /// "944 Mbit/s" in one place and "0.944 Gbit/s" in another (a few values above 1000
+    /// Mbit/s made its tables Gbit/s while its forecast stayed in Mbit/s).
     pub fn scale(&self) -> Scale {
         let magnitude = self
             .stats
             .as_ref()
-            .map(|s| s.max.abs().max(s.min.abs()))
+            .map(|s| s.median.abs())
             .or(self.next.as_ref().map(|n| n.value.abs()))
             .unwrap_or(0.0);
         Scale::of(self.metric.unit(), magnitude)

@@ -53,14 +53,14 @@ svg .grid{stroke:var(--line);stroke-width:1}svg .frame{fill:none;stroke:var(--li
 .wrap{overflow-x:auto;background:var(--card);border:1px solid var(--line);border-radius:8px;margin-top:10px}.plots .wrap{align-self:flex-start;margin-top:0}
 .wrap th,.wrap td{padding:5px 7px;font-size:13px}
 .sticky td:first-child,.sticky th:first-child{position:sticky;left:0;z-index:1;box-shadow:1px 0 0 var(--line)}
-.sticky td:first-child{background:var(--card)}
+.sticky td:first-child{background:var(--card);white-space:normal;overflow-wrap:anywhere;min-width:9em;max-width:20em}
 .now{display:grid;grid-template-columns:repeat(auto-fill,minmax(320px,1fr));gap:10px}
 .standing{background:var(--card);border:1px solid var(--line);border-radius:10px;padding:10px 14px}.standing h3{margin-bottom:6px}
 .rank{display:grid;grid-template-columns:4.2em 1fr;column-gap:8px;margin:4px 0}.rank .lab{color:var(--mut);grid-row:span 2}.rank .who{overflow-wrap:anywhere}.rank .val b{font-size:15px}
 .alert{border:1px solid color-mix(in srgb,var(--warn) 45%,transparent);background:color-mix(in srgb,var(--warn) 8%,var(--card));border-radius:10px;padding:10px 14px;margin:10px 0}
 .alert h3{color:var(--warn);margin-bottom:4px}.alert ul{margin:0;padding-left:18px}.alert li{margin:4px 0;overflow-wrap:anywhere}
 .note{color:var(--mut);font-size:13px;margin:8px 0 0}
-@media (max-width:640px){main{padding:12px}.card{padding:10px}h1{font-size:19px}.now{grid-template-columns:1fr}.sticky td:first-child{white-space:normal;overflow-wrap:break-word;max-width:13.5em}svg .yl,svg .xl,svg .al{font-size:calc(10px * max(1, var(--k)))}}
+@media (max-width:640px){main{padding:12px}.card{padding:10px}h1{font-size:19px}.now{grid-template-columns:1fr}.sticky td:first-child{white-space:normal;overflow-wrap:break-word;max-width:13.5em}.fig.wide{overflow-x:auto}.fig.wide svg.plot{width:560px;max-width:none;--k:1.357!important}svg .yl,svg .xl,svg .al{font-size:calc(10px * max(1, var(--k)))}}
 "#;
 
 const VALUE: &str = "#2563eb";

@@ -4,7 +4,9 @@
 //! mode). Each plot is a `<figure>`: its title and legend are HTML around the SVG, so they
 //! wrap and keep their size on a phone, where the SVG is scaled down to the screen; the
 //! SVG's own labels (ticks, axis) carry `--k`, the SVG's width over 380, by which the
-//! page's CSS enlarges them on a narrow screen to stay readable.
+//! page's CSS enlarges them on a narrow screen to stay readable. A plot over time is a
+//! `wide` figure: on a phone the page draws it wider than the screen, to scroll within its
+//! figure, rather than a band a third of the screen's width tall.
 //!
 //! Deterministic core: numbers in, SVG text out.
 
@@ -202,7 +204,7 @@ pub fn plot(
     let sx = |v: f64| ml + (v - x0) / (x1 - x0) * pw;
     let sy = |v: f64| mt + ph - (v - y0) / (y1 - y0) * ph;
     let mut s = String::with_capacity(8192);
-    s.push_str(&open(w, h, title));
+    s.push_str(&open(w, h, title, matches!(xt, Ticks::Time)));
     for t in nice_ticks(y0, y1, 5) {
         let yy = sy(t);
         let _ = write!(
@@ -353,10 +355,12 @@ pub fn plot(
 const MARGIN_LEFT: f64 = 86.0;
 
 /// A figure's opening and its SVG's: `--k` is the SVG's width over 380 (see the module's
-/// note), and the figure is at most as wide as the SVG was drawn.
-fn open(w: f64, h: f64, title: &str) -> String {
+/// note), and the figure is at most as wide as the SVG was drawn; `wide`, a plot over time
+/// (the module's note).
+fn open(w: f64, h: f64, title: &str, wide: bool) -> String {
     format!(
-        r#"<figure class="fig" style="width:{w}px"><figcaption>{}</figcaption><svg class="plot" style="--k:{:.3}" viewBox="0 0 {w} {h}" width="{w}" height="{h}" role="img" aria-label="{}" xmlns="http://www.w3.org/2000/svg">"#,
+        r#"<figure class="fig{}" style="width:{w}px"><figcaption>{}</figcaption><svg class="plot" style="--k:{:.3}" viewBox="0 0 {w} {h}" width="{w}" height="{h}" role="img" aria-label="{}" xmlns="http://www.w3.org/2000/svg">"#,
+        if wide { " wide" } else { "" },
         esc(title),
         w / 380.0,
         esc(title)
@@ -421,7 +425,7 @@ pub fn bars(
     let (pw, ph) = (w - ml - mr, h - mt - mb);
     let top = counts.iter().copied().max().unwrap_or(1).max(1) as f64;
     let n = counts.len().max(1) as f64;
-    let mut s = open(w, h, title);
+    let mut s = open(w, h, title, false);
     for t in nice_ticks(0.0, top, 4) {
         let y = mt + ph - t / top * ph;
         let _ = write!(
