@@ -780,22 +780,24 @@ pub fn render(r: &Report, title: &str) -> String {
                         dash: true,
                         label: "passive = active",
                     },
+                    // Largest first: where the methods agree (streams of one length), the
+                    // dots are concentric and all three show (method 2's hid method 1's).
                     Layer::Points {
                         xy: &sets[0],
                         color: colors[0],
-                        r: 2.5,
+                        r: 4.5,
                         label: "method 1",
                     },
                     Layer::Points {
                         xy: &sets[1],
                         color: colors[1],
-                        r: 2.5,
+                        r: 3.2,
                         label: "2",
                     },
                     Layer::Points {
                         xy: &sets[2],
                         color: colors[2],
-                        r: 2.5,
+                        r: 2.0,
                         label: "3",
                     },
                 ],

@@ -426,7 +426,11 @@ pub fn bars(
     let top = counts.iter().copied().max().unwrap_or(1).max(1) as f64;
     let n = counts.len().max(1) as f64;
     let mut s = open(w, h, title, false);
-    for t in nice_ticks(0.0, top, 4) {
+    // Counts are whole: no tick at a half (a top of 2 gave 0, 0.5, 1, 1.5, 2).
+    for t in nice_ticks(0.0, top, 4)
+        .into_iter()
+        .filter(|t| t.fract() == 0.0)
+    {
         let y = mt + ph - t / top * ph;
         let _ = write!(
             s,
@@ -543,6 +547,14 @@ mod tests {
             vec![0.0, 2.0, 4.0, 6.0, 8.0, 10.0]
         );
         assert_eq!(esc("<a&\">"), "&lt;a&amp;&quot;&gt;");
+        // A histogram's count axis has whole ticks only.
+        let h = bars(360.0, 260.0, 0.0, 1.0, &[2, 1], "red", "x", "t");
+        let counts: Vec<&str> = h
+            .split(r#"class="yl">"#)
+            .skip(1)
+            .map(|t| &t[..t.find('<').unwrap()])
+            .collect();
+        assert_eq!(counts, ["0", "1", "2"]);
         assert_eq!(esc("a\u{1b}[2J"), "a\\u{1b}[2J");
         assert_eq!(esc("x\u{202e}gnp.txt"), "x\\u{202e}gnp.txt");
     }
