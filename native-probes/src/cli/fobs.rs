@@ -169,8 +169,21 @@ pub struct RecvArgs {
 }
 
 /// The rate `flag` gives: a bad one is a usage error naming the flag.
+/// The least rate a transfer takes, bytes/s (100 kbit/s: a 1400-byte packet every 0.11 s).
+/// Below it a window outlasts the receiver's patience: `--rate 1` sent one packet in 30 s,
+/// and each side then blamed the other.
+const MIN_RATE: f64 = 100e3 / 8.0;
+
+/// A rate flag's value, bytes/s, refused below [`MIN_RATE`].
 fn parse_rate(flag: &str, s: &str) -> Result<f64> {
-    wire::parse_rate(s).map_err(|e| usage_err!("{flag}: {e}"))
+    let r = wire::parse_rate(s).map_err(|e| usage_err!("{flag}: {e}"))?;
+    if r < MIN_RATE {
+        usage!(
+            "{flag} {s} is below the least rate a transfer can use, 100 kbit/s (give 100K or \
+             more)"
+        );
+    }
+    Ok(r)
 }
 
 fn parse_token(s: &str) -> Result<[u8; TOKEN_LEN]> {
@@ -248,7 +261,7 @@ fn send(a: SendArgs) -> Result<()> {
         window: a.window,
         resume: a.resume,
         hash,
-        name,
+        name: name.clone(),
     };
     let max = parse_rate("--max-rate", &a.max_rate)?;
     let path = target.addrs[0].ip().to_string();
@@ -365,16 +378,35 @@ fn send(a: SendArgs) -> Result<()> {
                 }
             }
         }
+        // `--resume` that found nothing to continue sends the whole file: said, not silent.
+        SendUpdate::Event(Event::Accepted { held }) if a.resume => {
+            let line = if *held == 0 {
+                format!(
+                    "nowcast: nothing to resume: the receiver holds no part of this file under \
+                     {name:?} (none was left, or it was of other contents); sending all of it"
+                )
+            } else {
+                format!("nowcast: resuming: the receiver holds {held} of its packets")
+            };
+            match &bar {
+                Some(b) => b.println(line),
+                None => nowcast::warn_line!("{line}"),
+            }
+        }
         SendUpdate::Progress {
             delivered,
             total,
             rate,
         } => {
             let done = (delivered * u64::from(a.packet)).min(size);
+            // kbit/s below 1 Mbit/s (a slow link read "0 Mbit/s (pacing 0)").
+            let rate_of = |bytes_per_s: f64| {
+                nowcast::format::scaled(bytes_per_s * 8e-6, nowcast_core::record::Unit::MbitPerS)
+            };
             let msg = format!(
-                "{:.0} Mbit/s (pacing {:.0}), {lost} lost: {cpu} cpu, {net} net, {inc} unsure",
-                delivery.update(done) * 8e-6,
-                rate * 8e-6,
+                "{} (pacing {}), {lost} lost: {cpu} cpu, {net} net, {inc} unsure",
+                rate_of(delivery.update(done)),
+                rate_of(rate),
             );
             if let Some(b) = &bar {
                 b.set_position(done);
@@ -442,6 +474,7 @@ fn send(a: SendArgs) -> Result<()> {
             Some(("the receiver could not store the file".to_string(), false))
         }
         (Some(Done::Abandoned), _) => Some(("the receiver abandoned the transfer".into(), true)),
+        (Some(Done::Stopped), _) => Some(("the receiver was stopped by its operator".into(), true)),
         (None, Some(f)) => Some((f.clone(), true)),
         (None, None) => Some(("the transfer did not finish".into(), true)),
     };
@@ -453,7 +486,16 @@ fn send(a: SendArgs) -> Result<()> {
         // Three significant digits: 0.0386 % where the classifier's range is, 18.8 % (was
         // 18.8295 %).
         nowcast::format::significant(100.0 * loss),
-        count(s.windows, "window"),
+        if s.acknowledged == s.windows {
+            count(s.windows, "window")
+        } else {
+            // A file stored before its last windows' acknowledgements came back.
+            format!(
+                "{} ({} acknowledged)",
+                count(s.windows, "window"),
+                s.acknowledged
+            )
+        },
         if classifying {
             format!(
                 "on: cpu {}, network {}, inconclusive {}",
@@ -489,7 +531,28 @@ fn send(a: SendArgs) -> Result<()> {
                 );
             }
         }
-        if a.json {
+        if sent == 0 {
+            // Nothing crossed the path: a goodput of 0 would be a false measurement in
+            // whatever series the records join.
+            let why = if summary.bytes == 0 {
+                "the file is empty"
+            } else {
+                "the receiver held all of it from before"
+            };
+            if a.json {
+                nowcast::warn_line!(
+                    "nowcast: {}: stored, but nothing was sent ({why}): no throughput or loss \
+                     to record",
+                    target.name
+                );
+            } else {
+                writeln!(
+                    stdout,
+                    "{}: stored; nothing was sent ({why}), so no goodput was measured",
+                    target.name
+                )?;
+            }
+        } else if a.json {
             let records =
                 record::transfer(wall_ms(), &to, from.as_deref(), &probe, Ok((goodput, loss)));
             for r in records {

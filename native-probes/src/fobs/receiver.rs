@@ -342,9 +342,9 @@ impl Receiver {
         }
     }
 
-    /// Ends the transfer before its verdict, telling the sender why: [`Done::Abandoned`]
-    /// (the operator stopped the receiver) or [`Done::StorageFailed`] (the edge could not
-    /// write what arrived: a full disk).
+    /// Ends the transfer before its verdict, telling the sender why: [`Done::Stopped`] (the
+    /// operator stopped the receiver), [`Done::Abandoned`] (no progress) or
+    /// [`Done::StorageFailed`] (the edge could not write what arrived: a full disk).
     pub fn end(&mut self, why: Done) {
         if self.phase != Phase::Finished {
             self.control.push_back(Control::Done(why));

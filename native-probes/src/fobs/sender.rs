@@ -160,7 +160,11 @@ pub struct Stats {
     pub sent: u64,
     pub retransmitted: u64,
     pub lost: u64,
+    /// Transmission windows sent, and of them acknowledged (`lost` counts the losses those
+    /// acknowledgements showed: the receiver's verdict on the file may come before the last
+    /// windows' acknowledgements, or all of them on a fast path).
     pub windows: u64,
+    pub acknowledged: u64,
     pub cpu_verdicts: u64,
     pub network_verdicts: u64,
     pub inconclusive: u64,
@@ -343,6 +347,7 @@ impl Sender {
             window: self.next_id,
             count: seqs.len() as u32,
         }));
+        self.stats.windows += 1;
         self.outstanding.push_back(Outstanding {
             id: self.next_id,
             seqs,
@@ -557,7 +562,7 @@ impl Sender {
             self.remember(got);
         }
         self.stats.lost += lost;
-        self.stats.windows += 1;
+        self.stats.acknowledged += 1;
         let sample = now.saturating_sub(o.ended).saturating_sub(a.held_ns) as f64 / 1e9;
         let sample = sample.max(1e-5);
         self.srtt = Some(match self.srtt {

@@ -216,8 +216,10 @@ pub enum Done {
     Stored = 0,
     HashMismatch = 1,
     StorageFailed = 2,
-    /// The receiver gave up (no progress, stopped by its operator).
+    /// The receiver gave up: no progress.
     Abandoned = 3,
+    /// The receiver was stopped by its operator (a signal) with the transfer in flight.
+    Stopped = 4,
 }
 
 impl std::fmt::Display for Done {
@@ -226,7 +228,8 @@ impl std::fmt::Display for Done {
             Done::Stored => "stored, hash verified",
             Done::HashMismatch => "the file's hash did not match the sender's: not kept",
             Done::StorageFailed => "could not be stored (see above)",
-            Done::Abandoned => "abandoned (no progress, or stopped)",
+            Done::Abandoned => "abandoned: no progress",
+            Done::Stopped => "cut off: the receiver was stopped",
         })
     }
 }
@@ -384,6 +387,7 @@ impl Control {
                     1 => Done::HashMismatch,
                     2 => Done::StorageFailed,
                     3 => Done::Abandoned,
+                    4 => Done::Stopped,
                     _ => return Err(Malformed::Value),
                 }))
             }
@@ -589,6 +593,8 @@ mod tests {
                 bitmap: vec![0xff, 0x02],
             }),
             Control::Done(Done::Stored),
+            Control::Done(Done::Abandoned),
+            Control::Done(Done::Stopped),
         ];
         let mut bytes = Vec::new();
         for m in &msgs {

@@ -89,6 +89,13 @@ impl Receiver {
 }
 
 impl Receiver {
+    /// Stops the receiver as its operator does (SIGINT), and waits for it to exit.
+    pub fn interrupt(&mut self) -> std::process::ExitStatus {
+        // SAFETY: kill(2) on our own child's pid, which has not been waited for.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGINT) };
+        self.child.wait().unwrap()
+    }
+
     /// Kills the receiver at once (SIGKILL: no state saved on the way out).
     pub fn kill(&mut self) {
         let _ = self.child.kill();

@@ -314,3 +314,39 @@ fn a_file_the_disk_cannot_hold_is_refused_at_its_hello_and_the_receiver_goes_on(
     rx.wait_for("\"small.bin\": received, hash verified, deleted", LIMIT);
     drop(rx);
 }
+
+#[test]
+fn a_receiver_stopped_mid_transfer_tells_the_sender_so_and_keeps_the_part() {
+    // It told the sender it "abandoned" the transfer ("no progress, or stopped"), as if it had
+    // given up on a silent sender.
+    let src_dir = TempDir::new("fobs-recv-stop-src");
+    let rx_dir = TempDir::new("fobs-recv-stop-rx");
+    let (src_dir, rx_dir) = (&src_dir.0, &rx_dir.0);
+    let src = file_of(src_dir, "src.bin", 4 << 20);
+    let mut rx = Receiver::start(rx_dir, &[], LIMIT);
+    let target = format!("127.0.0.1:{}", rx.port);
+    let sender = send(
+        &target,
+        &src,
+        &[
+            "--no-path-memory",
+            "--name",
+            "cut.bin",
+            "--fixed-rate",
+            "4M",
+        ],
+    );
+    rx.wait_for("receiving \"cut.bin\"", LIMIT);
+    std::thread::sleep(Duration::from_millis(600));
+    rx.interrupt();
+    let out = wait_child(sender, LIMIT);
+    assert!(!out.status.success());
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("the receiver was stopped by its operator") && err.contains("--resume"),
+        "{err}"
+    );
+    // The part is kept for a resume; nothing is under the final name.
+    assert!(!rx_dir.join("cut.bin").exists());
+    assert!(rx_dir.join(".cut.bin.fobs-part").exists());
+}

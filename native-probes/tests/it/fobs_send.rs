@@ -276,6 +276,14 @@ fn what_cannot_be_sent_is_said_before_anything_is_offered() {
             "it is 260 bytes long",
         ),
         (&hidden, &[][..], 1, "it starts with a dot"),
+        // A rate too low for a window to finish in the receiver's patience: it sent one
+        // packet in 30 s, and each side then blamed the other.
+        (
+            &src,
+            &["--rate", "1"][..],
+            2,
+            "--rate 1 is below the least rate a transfer can use, 100 kbit/s",
+        ),
     ] {
         let started = Instant::now();
         let out = wait_child(
@@ -447,4 +455,43 @@ fn a_sender_during_another_transfer_is_told_the_receiver_is_busy_at_once() {
         std::fs::read(&first).unwrap()
     );
     assert!(!rx_dir.join("second.bin").exists());
+}
+
+#[test]
+fn a_resume_with_nothing_to_resume_and_an_empty_file_say_so_and_record_no_rate() {
+    let dir = TempDir::new("fobs-send-nothing");
+    let rx_dir = dir.0.join("rx");
+    std::fs::create_dir(&rx_dir).unwrap();
+    let rx = Receiver::start(&rx_dir, &[], LIMIT);
+    let target = format!("127.0.0.1:{}", rx.port);
+    // `--resume` with no part at the receiver sent the whole file without a word.
+    let src = file_of(&dir.0, "r.bin", 300_000);
+    let out = wait_child(
+        send(&target, &src, &["--no-path-memory", "--resume"]),
+        LIMIT,
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("nothing to resume: the receiver holds no part of this file"),
+        "{}",
+        text(&out.stderr)
+    );
+    rx.wait_for("\"r.bin\": stored, hash verified", LIMIT);
+    // An empty file: stored, but nothing crossed the path, so no goodput of 0 Mbit/s is
+    // recorded (it would be a false value in the target's throughput series).
+    let empty = dir.0.join("e.bin");
+    std::fs::write(&empty, b"").unwrap();
+    let out = wait_child(
+        send(&target, &empty, &["--no-path-memory", "--json"]),
+        LIMIT,
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(records(&out).is_empty(), "{}", text(&out.stdout));
+    assert!(
+        text(&out.stderr).contains("nothing was sent (the file is empty)"),
+        "{}",
+        text(&out.stderr)
+    );
+    rx.wait_for("\"e.bin\": stored, hash verified", LIMIT);
+    assert_eq!(std::fs::read(rx_dir.join("e.bin")).unwrap(), b"");
 }

@@ -642,11 +642,11 @@ fn transfer(
             }
         }
         if stop.is_set() && result.is_none() {
-            rx.end(Done::Abandoned);
+            rx.end(Done::Stopped);
             out.clear();
             while rx.poll_transmit(&mut out) {}
             let _ = write_all_nb(&mut conn, &out, Duration::from_secs(1));
-            result = Some(Ok(Done::Abandoned));
+            result = Some(Ok(Done::Stopped));
         }
         if !open {
             result.get_or_insert(Err("the sender closed the control connection".into()));
