@@ -178,11 +178,18 @@ impl Labelled {
             }
             None => return Err("empty line".into()),
         };
-        let len: usize = words
-            .next()
-            .ok_or("no length after the label")?
-            .parse()
-            .map_err(|_| "the length is not a number".to_string())?;
+        let word = words.next().ok_or("no length after the label")?;
+        let len: usize = match word.parse() {
+            Ok(n) => n,
+            // All digits, and still no usize: too large, not "not a number".
+            Err(_) if !word.is_empty() && word.bytes().all(|b| b.is_ascii_digit()) => {
+                return Err(format!(
+                    "length {} is above {MAX_TEXT_LEN}",
+                    nowcast_core::quote::quote(word)
+                ))
+            }
+            Err(_) => return Err("the length is not a number".to_string()),
+        };
         if len > MAX_TEXT_LEN {
             return Err(format!("length {len} is above {MAX_TEXT_LEN}"));
         }
@@ -259,6 +266,10 @@ mod tests {
         ] {
             assert!(Labelled::parse(bad).is_err(), "{bad}");
         }
+        assert_eq!(
+            Labelled::parse("cpu 99999999999999999999 1").unwrap_err(),
+            "length 99999999999999999999 is above 16777216"
+        );
     }
 
     #[test]

@@ -26,7 +26,7 @@ pub const SHIPPED_MODEL: &str = Model::SHIPPED;
 pub struct Args {
     #[command(subcommand)]
     command: Option<Sub>,
-    /// Signature files to diagnose.
+    /// Signature files to diagnose (- for standard input).
     files: Vec<PathBuf>,
     /// The model (default: the one shipped, trained on this project's emulated links).
     #[arg(long, value_name = "FILE")]
@@ -44,7 +44,7 @@ pub struct Args {
 enum Sub {
     /// Fit a model from labelled signature files.
     Train {
-        /// Labelled signature files (cpu and network).
+        /// Labelled signature files (cpu and network; - for standard input).
         #[arg(required = true)]
         files: Vec<PathBuf>,
         /// Where to write the model.
@@ -78,7 +78,8 @@ const MAX_LINE: usize = 64 << 20;
 /// "nothing to diagnose").
 fn read(path: &Path) -> Result<Vec<(u64, Labelled)>> {
     use nowcast::series_input::{Line, Lines};
-    let f = std::fs::File::open(path).with_context(|| format!("{}", path.display()))?;
+    // `-` reads standard input, as `forecast` and `pcap` do.
+    let f = nowcast::input::open(path).with_context(|| format!("{}", path.display()))?;
     let mut lines = Lines::new(std::io::BufReader::with_capacity(1 << 16, f), MAX_LINE);
     let mut out = Vec::new();
     while let Some((number, line)) = lines

@@ -66,3 +66,30 @@ fn no_packets_no_per_packet_cost_and_counts_in_words() {
         "{stdout}"
     );
 }
+
+#[test]
+fn signatures_are_read_from_standard_input_as_other_commands_read_it() {
+    use std::io::Write;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_nowcast"))
+        .args(["classify", "-"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"? 16384 5 10-20\n")
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    // `-: No such file or directory` before.
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("1 signature"),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+}
