@@ -760,8 +760,25 @@ fn recv(a: RecvArgs) -> Result<()> {
     if !dir.is_dir() {
         usage!("--dir {} is not a directory", dir.display());
     }
-    if !(a.grace_ms.is_finite() && a.grace_ms >= 0.0 && a.idle.is_finite() && a.idle > 0.0) {
-        usage!("--grace-ms must be ≥ 0 and --idle > 0");
+    // Every transfer writes there (a part file, even under --discard): a directory it cannot
+    // write to refused every sender after "listening", without a word at the start.
+    let probe = dir.join(format!(".nowcast-fobs-check-{}", std::process::id()));
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&probe)
+        .and_then(|_| std::fs::remove_file(&probe))
+        .with_context(|| {
+            format!(
+                "--dir {}: cannot write there, where every transfer is stored",
+                dir.display()
+            )
+        })?;
+    if !(a.grace_ms.is_finite() && a.grace_ms >= 0.0) {
+        usage!("--grace-ms {} must be 0 or more", a.grace_ms);
+    }
+    if !(a.idle.is_finite() && a.idle > 0.0) {
+        usage!("--idle {} must be above 0", a.idle);
     }
     let opts = RecvOptions {
         listen,

@@ -350,3 +350,30 @@ fn a_receiver_stopped_mid_transfer_tells_the_sender_so_and_keeps_the_part() {
     assert!(!rx_dir.join("cut.bin").exists());
     assert!(rx_dir.join(".cut.bin.fobs-part").exists());
 }
+
+#[test]
+fn a_directory_it_cannot_write_to_is_refused_at_the_start() {
+    if let Some(why) = root_missing(&["mount", "umount"]) {
+        println!("skipped: {why} (mounting a read-only tmpfs needs root)");
+        return;
+    }
+    // It said "listening" and then refused every sender ("cannot store the file").
+    let dir = TempDir::new("fobs-recv-ro");
+    let rx_dir = dir.0.join("rx");
+    let disk = Tmpfs::mount(&rx_dir, "1m");
+    disk.remount("ro");
+    let out = std::process::Command::new(common::BIN)
+        .args(["fobs", "recv", "--listen", "127.0.0.1", "--port", "0"])
+        .args(["--token", TOKEN, "--dir"])
+        .arg(&rx_dir)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("cannot write there, where every transfer is stored")
+            && err.contains("Read-only file system"),
+        "{err}"
+    );
+    assert!(!text(&out.stdout).contains("listening"));
+}
