@@ -207,6 +207,10 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
                 'K' => 1 << 10,
                 'M' => 1 << 20,
                 'G' => 1 << 30,
+                // A word ("abc") is no size with an odd suffix.
+                _ if !t[..i].bytes().any(|b| b.is_ascii_digit()) => {
+                    return Err(format!("'{s}' is not a size (e.g. 64, 512K, 10M, 100B)"))
+                }
                 _ => return Err(format!("'{s}': unknown size suffix '{c}' (B, K, M or G)")),
             };
             (&t[..i], m)
@@ -589,6 +593,14 @@ mod tests {
         for bad in ["", "K", "1.5", "-3", "9X", "99999999999999999999G"] {
             assert!(parse_size(bad).is_err(), "{bad}");
         }
+        assert_eq!(
+            parse_size("abc"),
+            Err("'abc' is not a size (e.g. 64, 512K, 10M, 100B)".into())
+        );
+        assert_eq!(
+            parse_size("9X"),
+            Err("'9X': unknown size suffix 'X' (B, K, M or G)".into())
+        );
     }
 
     #[test]

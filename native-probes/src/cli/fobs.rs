@@ -780,6 +780,14 @@ fn recv(a: RecvArgs) -> Result<()> {
     if !(a.idle.is_finite() && a.idle > 0.0) {
         usage!("--idle {} must be above 0", a.idle);
     }
+    // 0 or less acted as 1 (one transfer a minute, then "too many connections").
+    if !(a.per_client_per_minute.is_finite() && a.per_client_per_minute > 0.0) {
+        usage!(
+            "--per-client-per-minute {} must be above 0 (connections a client network may open \
+             a minute)",
+            a.per_client_per_minute
+        );
+    }
     let opts = RecvOptions {
         listen,
         dir,
