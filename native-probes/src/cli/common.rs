@@ -187,3 +187,14 @@ fn canonical(p: &Path) -> Option<PathBuf> {
         Some(std::fs::canonicalize(folder).ok()?.join(p.file_name()?))
     })
 }
+
+/// The columns of the terminal on standard error, if it is one (TIOCGWINSZ): read at each
+/// redraw of a progress line, so that a narrow or resized pane gets a line that fits (one
+/// that wrapped left a trail of stale lines at each redraw).
+pub fn stderr_columns() -> Option<usize> {
+    // SAFETY: TIOCGWINSZ fills the winsize it is given; fd 2 is only read from.
+    let mut ws: libc::winsize = unsafe { std::mem::zeroed() };
+    let ok = unsafe { libc::ioctl(2, libc::TIOCGWINSZ, &mut ws) } == 0;
+    // As indicatif's terminal (console) reads it: a size of no rows is no size.
+    (ok && ws.ws_col > 0 && ws.ws_row > 0).then_some(usize::from(ws.ws_col))
+}

@@ -194,6 +194,15 @@ fn hex(b: &[u8]) -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
+/// The progress line's style: the bar takes what `cols` leaves beside `msg` (indicatif's
+/// `wide_bar` measured 80 columns whatever the terminal, so a narrow pane wrapped the line
+/// and each redraw left a stale one behind).
+fn bar_style(cols: usize, msg: &str) -> ProgressStyle {
+    let width = cols.saturating_sub(msg.chars().count() + 7).max(4);
+    ProgressStyle::with_template(&format!("{{percent:>3}}% {{bar:{width}}} {{msg}}"))
+        .expect("template")
+}
+
 /// `--max-rate`'s default.
 const MAX_RATE: &str = "10G";
 
@@ -333,11 +342,10 @@ fn send(a: SendArgs) -> Result<()> {
     };
     let bar = (!a.quiet && !a.json && std::io::stderr().is_terminal()).then(|| {
         let b = ProgressBar::new(size);
-        b.set_style(
-            // The bar takes what the terminal's width leaves, so that a line fits 80 columns.
-            ProgressStyle::with_template("{percent:>3}% {wide_bar} {msg}, ETA {eta}")
-                .expect("template"),
-        );
+        b.set_style(bar_style(
+            super::common::stderr_columns().unwrap_or(80),
+            "starting",
+        ));
         b.set_message("starting");
         b
     });
@@ -403,12 +411,30 @@ fn send(a: SendArgs) -> Result<()> {
             let rate_of = |bytes_per_s: f64| {
                 nowcast::format::scaled(bytes_per_s * 8e-6, nowcast_core::record::Unit::MbitPerS)
             };
+            let delivering = delivery.update(done);
             let msg = format!(
                 "{} (pacing {}), {lost} lost: {cpu} cpu, {net} net, {inc} unsure",
-                rate_of(delivery.update(done)),
+                rate_of(delivering),
                 rate_of(rate),
             );
             if let Some(b) = &bar {
+                // The time left at the rate delivered now; none before there is a rate.
+                let eta = (delivering > 0.0 && done < size).then(|| {
+                    let s = ((size - done) as f64 / delivering).ceil().min(1e9);
+                    format!(", ETA {}", nowcast::when::human(s as i64 * 1000))
+                });
+                // What fits the terminal: the classifier's counts go first, then the
+                // pacing, so that the line never wraps (the bar takes what is left).
+                let cols = super::common::stderr_columns().unwrap_or(80);
+                let eta = eta.unwrap_or_default();
+                let msg = if cols >= 100 {
+                    format!("{msg}{eta}")
+                } else if cols >= 60 {
+                    format!("{}, {lost} lost{eta}", rate_of(delivering))
+                } else {
+                    rate_of(delivering)
+                };
+                b.set_style(bar_style(cols, &msg));
                 b.set_position(done);
                 b.set_message(msg);
             } else if plain && last_plain.elapsed() >= Duration::from_secs(1) {
