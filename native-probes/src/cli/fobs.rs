@@ -214,7 +214,9 @@ pub fn run(args: Args) -> Result<()> {
 }
 
 fn send(a: SendArgs) -> Result<()> {
-    let target = resolve(&a.target, DEFAULT_PORT).map_err(|e| anyhow!(e))?;
+    // A target that names no receiver (a bad port, a name that does not resolve) exits 2,
+    // as `nowcast tcp`'s and `udp`'s do, and as one that does not speak FOBS.
+    let target = resolve(&a.target, DEFAULT_PORT).map_err(super::CouldNotRun)?;
     // Not blocking on a FIFO: only a regular file has a size to offer and a hash to send.
     let file = std::fs::OpenOptions::new()
         .read(true)
@@ -782,7 +784,7 @@ fn recv(a: RecvArgs) -> Result<()> {
     let dir = a
         .dir
         .canonicalize()
-        .with_context(|| format!("--dir {}", a.dir.display()))?;
+        .map_err(|e| usage_err!("--dir {}: {e}", a.dir.display()))?;
     if !dir.is_dir() {
         usage!("--dir {} is not a directory", dir.display());
     }
