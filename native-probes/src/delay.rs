@@ -13,7 +13,7 @@ use crate::stop::Stop;
 use std::collections::HashMap;
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream, UdpSocket};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
@@ -158,8 +158,10 @@ enum Dest {
 /// One UDP client's leg to the server.
 struct Upstream {
     socket: Arc<UdpSocket>,
-    /// When the client last sent a datagram: the least recent is evicted first.
-    heard: Instant,
+    /// When a datagram last went either way (ms since the relay started): the least recent
+    /// leg is evicted first. Replies count, so a client that mostly receives (a reverse
+    /// stream) is not taken for an idle one.
+    heard: Arc<AtomicU64>,
     /// Tells the leg's reader thread to end (it looks within a [`SLICE`]).
     evicted: Arc<AtomicBool>,
 }
@@ -195,6 +197,11 @@ pub fn udp(front: UdpSocket, to: SocketAddr, delay: Duration, stop: &Stop) -> io
         0,
     );
     let mut upstream: HashMap<SocketAddr, Upstream> = HashMap::new();
+    let started = Instant::now();
+    let since = move |t: Instant| t.duration_since(started).as_millis() as u64;
+    // Reader threads alive, evicted ones still winding down included: a churn of new
+    // clients may not run the relay out of sockets and threads.
+    let readers = Arc::new(AtomicUsize::new(0));
     let mut buf = vec![0u8; 65_536];
     while !stop.is_set() {
         let (n, client) = match front.recv_from(&mut buf) {
@@ -205,16 +212,18 @@ pub fn udp(front: UdpSocket, to: SocketAddr, delay: Duration, stop: &Stop) -> io
         };
         let now = Instant::now();
         let due = now + delay;
-        let up = match upstream.get_mut(&client) {
+        let up = match upstream.get(&client) {
             Some(leg) => {
-                leg.heard = now;
+                leg.heard.store(since(now), Ordering::Relaxed);
                 leg.socket.clone()
             }
+            // Too many legs still winding down: the datagram is lost, as on a full link.
+            None if readers.load(Ordering::Relaxed) >= 2 * MAX_UDP_CLIENTS => continue,
             None => {
                 if upstream.len() >= MAX_UDP_CLIENTS {
                     let stalest = upstream
                         .iter()
-                        .min_by_key(|(_, leg)| leg.heard)
+                        .min_by_key(|(_, leg)| leg.heard.load(Ordering::Relaxed))
                         .map(|(addr, _)| *addr);
                     if let Some(leg) = stalest.and_then(|addr| upstream.remove(&addr)) {
                         leg.evicted.store(true, Ordering::Relaxed);
@@ -225,27 +234,37 @@ pub fn udp(front: UdpSocket, to: SocketAddr, delay: Duration, stop: &Stop) -> io
                 up.set_read_timeout(Some(SLICE))?;
                 let up = Arc::new(up);
                 let evicted = Arc::new(AtomicBool::new(false));
-                let (up2, tx2, stop2, evicted2) =
-                    (up.clone(), tx.clone(), stop.clone(), evicted.clone());
+                let heard = Arc::new(AtomicU64::new(since(now)));
+                let (up2, tx2, stop2, evicted2, heard2, readers2) = (
+                    up.clone(),
+                    tx.clone(),
+                    stop.clone(),
+                    evicted.clone(),
+                    heard.clone(),
+                    readers.clone(),
+                );
+                readers.fetch_add(1, Ordering::Relaxed);
                 std::thread::Builder::new()
                     .name("delay-udp-read".into())
                     .spawn(move || {
                         let mut buf = vec![0u8; 65_536];
                         while !stop2.is_set() && !evicted2.load(Ordering::Relaxed) {
                             if let Ok(n) = up2.recv(&mut buf) {
-                                let due = Instant::now() + delay;
-                                let item = (due, buf[..n].to_vec(), Dest::Client(client));
+                                let now = Instant::now();
+                                heard2.store(since(now), Ordering::Relaxed);
+                                let item = (now + delay, buf[..n].to_vec(), Dest::Client(client));
                                 if tx2.send(item).is_err() {
-                                    return;
+                                    break;
                                 }
                             }
                         }
+                        readers2.fetch_sub(1, Ordering::Relaxed);
                     })?;
                 upstream.insert(
                     client,
                     Upstream {
                         socket: up.clone(),
-                        heard: now,
+                        heard,
                         evicted,
                     },
                 );

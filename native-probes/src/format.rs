@@ -39,7 +39,7 @@ pub fn clean(s: &str) -> String {
 /// The invisible characters that reorder the text around them (bidirectional marks,
 /// embeddings, overrides and isolates): a name holding one can read as another.
 pub fn is_bidi(c: char) -> bool {
-    matches!(c, '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+    matches!(c, '\u{061c}' | '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
 }
 
 /// A value with enough digits to show microseconds in ms and 0.1 % of a rate.

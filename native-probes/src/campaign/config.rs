@@ -1059,6 +1059,8 @@ mod tests {
             ("[[probes]]\nname = \"p\"\nkind = \"fobs\"\nevery = \"1m\"\n", "give the bytes to send"),
             ("[[probes]]\nname = \"p\"\nkind = \"fobs\"\nevery = \"1m\"\nsize = \"1M\"\ntoken = \"12\"\n", "probe 'p': token: a token is 32 hex digits"),
             ("[[probes]]\nname = \"p\"\nkind = \"fobs\"\nevery = \"1m\"\nsize = \"1M\"\nrate = \"fast\"\n", "rate: 'fast' is not a rate"),
+            // A transfer at 1 kbit/s stalls: the floor of `nowcast fobs send --rate` holds here.
+            ("[[probes]]\nname = \"p\"\nkind = \"fobs\"\nevery = \"1m\"\nsize = \"1M\"\nrate = \"1K\"\n", "rate: '1K' is below the least rate a transfer can use"),
             ("[[probes]]\nname = \"p\"\nkind = \"fobs\"\nevery = \"1m\"\nsize = \"1M\"\nstreams = 2\n", "'streams' is not a parameter of kind fobs"),
             ("[[probes]]\nname = \"p\"\nkind = \"fobs\"\nevery = \"1h\"\nsize = \"1G\"\ntimeout = \"1s\"\n", "shorter than a run needs"),
             ("[[probes]]\nname = \"p\"\nkind = \"fobs\"\nevery = \"1h\"\nsize = \"1M\"\n", "probe 'p' on target 'a': no token"),

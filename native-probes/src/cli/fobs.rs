@@ -169,21 +169,9 @@ pub struct RecvArgs {
 }
 
 /// The rate `flag` gives: a bad one is a usage error naming the flag.
-/// The least rate a transfer takes, bytes/s (100 kbit/s: a 1400-byte packet every 0.11 s).
-/// Below it a window outlasts the receiver's patience: `--rate 1` sent one packet in 30 s,
-/// and each side then blamed the other.
-const MIN_RATE: f64 = 100e3 / 8.0;
-
-/// A rate flag's value, bytes/s, refused below [`MIN_RATE`].
+/// A rate flag's value, bytes/s (at least [`wire::MIN_RATE`]).
 fn parse_rate(flag: &str, s: &str) -> Result<f64> {
-    let r = wire::parse_rate(s).map_err(|e| usage_err!("{flag}: {e}"))?;
-    if r < MIN_RATE {
-        usage!(
-            "{flag} {s} is below the least rate a transfer can use, 100 kbit/s (give 100K or \
-             more)"
-        );
-    }
-    Ok(r)
+    wire::parse_rate(s).map_err(|e| usage_err!("{flag} {e}"))
 }
 
 fn parse_token(s: &str) -> Result<[u8; TOKEN_LEN]> {
@@ -788,20 +776,6 @@ fn recv(a: RecvArgs) -> Result<()> {
     if !dir.is_dir() {
         usage!("--dir {} is not a directory", dir.display());
     }
-    // Every transfer writes there (a part file, even under --discard): a directory it cannot
-    // write to refused every sender after "listening", without a word at the start.
-    let probe = dir.join(format!(".nowcast-fobs-check-{}", std::process::id()));
-    std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(&probe)
-        .and_then(|_| std::fs::remove_file(&probe))
-        .with_context(|| {
-            format!(
-                "--dir {}: cannot write there, where every transfer is stored",
-                dir.display()
-            )
-        })?;
     if !(a.grace_ms.is_finite() && a.grace_ms >= 0.0) {
         usage!("--grace-ms {} must be 0 or more", a.grace_ms);
     }
@@ -816,6 +790,23 @@ fn recv(a: RecvArgs) -> Result<()> {
             a.per_client_per_minute
         );
     }
+    // Every transfer writes there (a part file, even under --discard): a directory it cannot
+    // write to refused every sender after "listening", without a word at the start.
+    // A random name: a pid is often the same in containers sharing a volume.
+    let mut tag = [0u8; 8];
+    io::fill_random(&mut tag);
+    let probe = dir.join(format!(".nowcast-fobs-check-{}", hex(&tag)));
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&probe)
+        .and_then(|_| std::fs::remove_file(&probe))
+        .with_context(|| {
+            format!(
+                "--dir {}: cannot write there, where every transfer is stored",
+                dir.display()
+            )
+        })?;
     let opts = RecvOptions {
         listen,
         dir,

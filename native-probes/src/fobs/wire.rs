@@ -522,8 +522,13 @@ fn is_format(c: char) -> bool {
     )
 }
 
+/// The least rate a transfer takes, bytes/s (100 kbit/s: a 1400-byte packet every 0.11 s).
+/// Below it a window outlasts the receiver's patience: `--rate 1` sent one packet in 30 s,
+/// and each side then blamed the other.
+pub const MIN_RATE: f64 = 100e3 / 8.0;
+
 /// A rate in bits per second with an optional decimal K, M or G (`500M`, `1G`), returned in
-/// bytes per second.
+/// bytes per second; at least [`MIN_RATE`] (for flags and campaign files alike).
 pub fn parse_rate(s: &str) -> Result<f64, String> {
     let t = s.trim();
     let (num, mult) = match t.chars().last() {
@@ -538,7 +543,13 @@ pub fn parse_rate(s: &str) -> Result<f64, String> {
     if !(v.is_finite() && v > 0.0) {
         return Err(format!("'{s}': a rate must be positive"));
     }
-    Ok(v * mult / 8.0)
+    let rate = v * mult / 8.0;
+    if rate < MIN_RATE {
+        return Err(format!(
+            "'{s}' is below the least rate a transfer can use, 100 kbit/s (give 100K or more)"
+        ));
+    }
+    Ok(rate)
 }
 
 /// A receiver's token: [`TOKEN_LEN`] bytes written as hex digits.

@@ -145,11 +145,10 @@ impl SeriesReport {
     }
 
     /// How its values are shown (`format::Scale`, as every table of nowcast shows them):
-    /// rates in kbit/s, Mbit/s or Gbit/s by the largest value, loss in percent, times in ms.
-    /// The scale its values are shown in, everywhere: that of its median (of its next value
-    /// without one), as the top's forecasts are shown, so that one series never reads
-    /// "944 Mbit/s" in one place and "0.944 Gbit/s" in another (a few values above 1000
-    /// Mbit/s made its tables Gbit/s while its forecast stayed in Mbit/s).
+    /// rates in kbit/s, Mbit/s or Gbit/s by its median (its next value without one), loss in
+    /// percent, times in ms; everywhere, the top's forecast too ([`Report::scale_of`]), so
+    /// that one series never reads "944 Mbit/s" in one place and "0.944 Gbit/s" in another
+    /// (a few values above 1000 Mbit/s made its tables Gbit/s, its forecast Mbit/s).
     pub fn scale(&self) -> Scale {
         let magnitude = self
             .stats
@@ -321,11 +320,25 @@ pub struct Report {
     pub now: Vec<Standing>,
     pub series: Vec<SeriesReport>,
     pub active_passive: Vec<ActivePassive>,
-    /// Hosts whose passive records (source pcap) had no active rate to compare with, and how
-    /// many records each: said, not dropped without a word.
+    /// Services (host and port) whose passive records (source pcap) had no active rate to
+    /// compare with, and how many records each: said, not dropped without a word.
     pub passive_alone: Vec<(String, usize)>,
     pub windows: Vec<WindowTable>,
     pub runs: Vec<JobRuns>,
+}
+
+impl Report {
+    /// The scale a ranked target's forecast is shown in: its series' ([`SeriesReport::scale`]),
+    /// so that the top and the tables read one series alike.
+    pub fn scale_of(&self, g: &Standing, x: &Ranked) -> Scale {
+        self.series
+            .iter()
+            .find(|s| s.target == x.target && s.metric == g.metric && s.source() == g.source)
+            .map_or_else(
+                || Scale::of(g.metric.unit(), x.next.value),
+                SeriesReport::scale,
+            )
+    }
 }
 
 fn quantile_sorted(v: &[f64], q: f64) -> f64 {
@@ -360,31 +373,43 @@ fn stats(values: &[f64]) -> Option<Stats> {
     })
 }
 
-/// The host part of a target (`h:8060` → `h`, `[::1]:5201` → `::1`, a URL's host).
-pub fn host_of(to: &str) -> &str {
-    let rest = to.split_once("://").map_or(to, |(_, r)| r);
-    let rest = rest.split('/').next().unwrap_or(rest);
-    if let Some(r) = rest.strip_prefix('[') {
-        return r.split(']').next().unwrap_or(r);
-    }
-    match rest.rsplit_once(':') {
-        Some((h, p)) if !h.contains(':') && p.bytes().all(|b| b.is_ascii_digit()) => h,
-        _ => rest,
-    }
-}
-
-/// The port a target names (`h:5201`, `[::1]:5201`, `http://h:8080/x`), if it names one.
-pub fn port_of(to: &str) -> Option<u16> {
-    let rest = to.split_once("://").map_or(to, |(_, r)| r);
-    let rest = rest.split('/').next().unwrap_or(rest);
-    let port = match rest.strip_prefix('[') {
-        Some(r) => r.split_once("]:")?.1,
-        None => match rest.rsplit_once(':') {
-            Some((h, p)) if !h.contains(':') => p,
-            _ => return None,
+/// A target's host and port: `h:8060` → (`h`, 8060), `[::1]:5201` → (`::1`, 5201), a URL's
+/// host with its port, or its scheme's (http and ws 80, https and wss 443), `10.0.0.2` →
+/// (`10.0.0.2`, none). One parse for both, so that they never disagree on a target.
+pub fn split_target(to: &str) -> (&str, Option<u16>) {
+    let (scheme, rest) = to.split_once("://").map_or(("", to), |(s, r)| (s, r));
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or(rest);
+    let (host, port) = match authority.strip_prefix('[') {
+        Some(r) => match r.split_once(']') {
+            Some((h, tail)) => (h, tail.strip_prefix(':')),
+            None => (r, None),
+        },
+        None => match authority.rsplit_once(':') {
+            Some((h, p)) if !h.contains(':') && p.bytes().all(|b| b.is_ascii_digit()) => {
+                (h, Some(p))
+            }
+            _ => (authority, None),
         },
     };
-    port.parse().ok()
+    let port = match port {
+        Some(p) => p.parse().ok(),
+        None => match scheme.to_ascii_lowercase().as_str() {
+            "http" | "ws" => Some(80),
+            "https" | "wss" => Some(443),
+            _ => None,
+        },
+    };
+    (host, port)
+}
+
+/// The host part of a target ([`split_target`]).
+pub fn host_of(to: &str) -> &str {
+    split_target(to).0
+}
+
+/// The port a target names, or its URL's scheme implies ([`split_target`]).
+pub fn port_of(to: &str) -> Option<u16> {
+    split_target(to).1
 }
 
 /// The service a passive record's flow ran to, as `nowcast pcap` names its ends: a
@@ -402,10 +427,14 @@ fn series_report(
     target: &str,
     metric: Metric,
     records: &[&Record],
-    not_run: u64,
+    not_run: &[&Record],
     o: &Options,
 ) -> SeriesReport {
-    let mut sources: Vec<String> = records.iter().map(|r| r.source.clone()).collect();
+    // The source and the period from every record, those standing for slots that did not run
+    // too: a series of nothing else (a target whose sanity check failed all period) has its
+    // name and its period still.
+    let all = || records.iter().chain(not_run);
+    let mut sources: Vec<String> = all().map(|r| r.source.clone()).collect();
     sources.sort();
     sources.dedup();
     let count = |s: Status| records.iter().filter(|r| r.status == s).count() as u64;
@@ -507,9 +536,9 @@ fn series_report(
         ok: count(Status::Ok),
         timeouts: count(Status::Timeout),
         errors: count(Status::Error),
-        not_run,
-        first_ms: records.first().map(|r| r.timestamp_ms),
-        last_ms: records.last().map(|r| r.timestamp_ms),
+        not_run: not_run.len() as u64,
+        first_ms: all().map(|r| r.timestamp_ms).reduce(f64::min),
+        last_ms: all().map(|r| r.timestamp_ms).reduce(f64::max),
         last_ok_ms: times.last().copied(),
         failing: tail as u64,
         failing_since_ms,
@@ -580,7 +609,7 @@ fn is_rate(m: Metric) -> bool {
     )
 }
 
-/// Active against passive for one host: passive flows grouped into transfers, each matched
+/// Active against passive for one service: passive flows grouped into transfers, each matched
 /// to the nearest active run of each rate metric.
 fn active_passive(
     target: &str,
@@ -768,13 +797,7 @@ pub fn build(records: &[Record], runs: &[RunLog], o: &Options) -> Report {
     for ((target, name, source), (metric, recs)) in &active {
         let (not_run, recs): (Vec<&Record>, Vec<&Record>) =
             recs.iter().copied().partition(|r| stands_in(r));
-        series.push(series_report(
-            target,
-            *metric,
-            &recs,
-            not_run.len() as u64,
-            o,
-        ));
+        series.push(series_report(target, *metric, &recs, &not_run, o));
         if is_rate(*metric) {
             swept
                 .entry((target.as_str(), name, source_type(source)))
@@ -1135,7 +1158,12 @@ mod tests {
         assert_eq!(host_of("10.0.0.2"), "10.0.0.2");
         assert_eq!(port_of("[::1]:5201"), Some(5201));
         assert_eq!(port_of("http://h.example:8080/x"), Some(8080));
-        assert_eq!(port_of("http://h.example/x:1"), None);
+        assert_eq!(port_of("http://h.example/x:1"), Some(80));
+        assert_eq!(port_of("https://h.example?a=1:2"), Some(443));
+        assert_eq!(host_of("https://h.example?a=1:2"), "h.example");
+        assert_eq!(port_of("[::1]"), None);
+        assert_eq!(host_of("[::1]"), "::1");
+        assert_eq!(split_target("h:99999"), ("h", None));
         assert_eq!(port_of("10.0.0.2:80"), Some(80));
         assert_eq!(port_of("10.0.0.2"), None);
         assert_eq!(port_of("fe80::1"), None);

@@ -60,8 +60,13 @@ svg .grid{stroke:var(--line);stroke-width:1}svg .frame{fill:none;stroke:var(--li
 .alert{border:1px solid color-mix(in srgb,var(--warn) 45%,transparent);background:color-mix(in srgb,var(--warn) 8%,var(--card));border-radius:10px;padding:10px 14px;margin:10px 0}
 .alert h3{color:var(--warn);margin-bottom:4px}.alert ul{margin:0;padding-left:18px}.alert li{margin:4px 0;overflow-wrap:anywhere}
 .note{color:var(--mut);font-size:13px;margin:8px 0 0}
-@media (max-width:640px){main{padding:12px}.card{padding:10px}h1{font-size:19px}.now{grid-template-columns:1fr}.sticky td:first-child{white-space:normal;overflow-wrap:break-word;max-width:13.5em}.fig.wide{overflow-x:auto}.fig.wide svg.plot{width:560px;max-width:none;--k:1.357!important}svg .yl,svg .xl,svg .al{font-size:calc(10px * max(1, var(--k)))}}
+@media (max-width:640px){main{padding:12px}.card{padding:10px}h1{font-size:19px}.now{grid-template-columns:1fr}.sticky td:first-child{white-space:normal;overflow-wrap:break-word;max-width:13.5em}svg .yl,svg .xl,svg .al{font-size:calc(10px * max(1, var(--k)))}}
 "#;
+
+/// A series' plot over time: its width as drawn, and on a phone, where it scrolls within its
+/// figure rather than shrink to a band a third of the screen tall.
+const TIME_W: f64 = 760.0;
+const PHONE_TIME_W: f64 = 560.0;
 
 const VALUE: &str = "#2563eb";
 const MEAN5: &str = "#f59e0b";
@@ -321,7 +326,7 @@ fn series_card(s: &SeriesReport) -> String {
         }
     );
     h.push_str(&plot(
-        760.0,
+        TIME_W,
         260.0,
         x,
         y,
@@ -578,8 +583,8 @@ fn now(r: &Report) -> String {
     for g in &r.now {
         let unit = g.metric.unit();
         let line = |label: &str, x: &super::analysis::Ranked| -> String {
-            // Each value in its own scale, as iperf3 prints rates: 2.39 Gbit/s, 8.48 Mbit/s.
-            let sc = Scale::of(unit, x.next.value);
+            // Each value in its series' scale, as iperf3 prints rates: 2.39 Gbit/s, 8.48 Mbit/s.
+            let sc = r.scale_of(g, x);
             let range = match (x.next.low, x.next.high) {
                 (Some(lo), Some(hi)) => format!("{}–{}", sc.num(lo), sc.num(hi)),
                 _ => "range not known yet".into(),
@@ -646,8 +651,14 @@ pub fn render(r: &Report, title: &str) -> String {
     let mut h = String::with_capacity(1 << 20);
     let _ = write!(
         h,
-        r#"<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1"><meta name="color-scheme" content="light dark"><title>{}</title><style>{CSS}</style></head><body><main>"#,
-        esc(title)
+        r#"<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1"><meta name="color-scheme" content="light dark"><title>{}</title><style>{CSS}{}</style></head><body><main>"#,
+        esc(title),
+        // On a phone a plot over time is drawn PHONE_TIME_W wide, to scroll within its
+        // figure; its labels' --k follows (the SVG's width over 380, as drawn).
+        format_args!(
+            "@media (max-width:640px){{.fig.wide{{overflow-x:auto}}.fig.wide svg.plot{{width:{PHONE_TIME_W}px;max-width:none;--k:{:.3}!important}}}}",
+            TIME_W / PHONE_TIME_W
+        )
     );
     let span = match (r.from_ms, r.to_ms) {
         (Some(a), Some(b)) => format!(

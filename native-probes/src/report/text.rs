@@ -180,7 +180,7 @@ fn now(out: &mut String, r: &Report) {
                 let _ = writeln!(
                     out,
                     "    {label:<lw$}  {name}{pad}  {}{}",
-                    next_range(&x.next, &Scale::of(unit, x.next.value)),
+                    next_range(&x.next, &r.scale_of(g, x)),
                     if x.failing { "  (failing now)" } else { "" }
                 );
             }
