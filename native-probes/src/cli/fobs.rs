@@ -226,6 +226,7 @@ fn send(a: SendArgs) -> Result<()> {
         );
     }
     let size = meta.len();
+    let modified = meta.modified().ok();
     let name = match &a.name {
         Some(n) => n.clone(),
         None => a
@@ -483,7 +484,17 @@ fn send(a: SendArgs) -> Result<()> {
     let unfinished = match (summary.done, &summary.failed) {
         (Some(Done::Stored), _) => None,
         (Some(Done::HashMismatch), _) => Some((
-            "the receiver's copy did not match the hash; it was discarded".to_string(),
+            // The likeliest cause is here: a file written to while it was read.
+            if std::fs::metadata(&a.file).and_then(|m| m.modified()).ok() != modified {
+                format!(
+                    "the receiver's copy did not match the hash; it was discarded: {} changed \
+                     while it was being sent (its modification time moved); send it again once \
+                     it is written",
+                    a.file.display()
+                )
+            } else {
+                "the receiver's copy did not match the hash; it was discarded".to_string()
+            },
             false,
         )),
         (Some(Done::StorageFailed), _) => {

@@ -495,3 +495,30 @@ fn a_resume_with_nothing_to_resume_and_an_empty_file_say_so_and_record_no_rate()
     rx.wait_for("\"e.bin\": stored, hash verified", LIMIT);
     assert_eq!(std::fs::read(rx_dir.join("e.bin")).unwrap(), b"");
 }
+
+#[test]
+fn a_file_changed_while_it_is_sent_is_named_as_the_cause() {
+    let dir = TempDir::new("fobs-send-changed");
+    let rx_dir = dir.0.join("rx");
+    std::fs::create_dir(&rx_dir).unwrap();
+    let src = file_of(&dir.0, "c.bin", 8_000_000);
+    let rx = Receiver::start(&rx_dir, &["--discard"], LIMIT);
+    let target = format!("127.0.0.1:{}", rx.port);
+    let child = send(&target, &src, &["--fixed-rate", "32M", "--no-path-memory"]);
+    rx.wait_for("receiving \"c.bin\"", LIMIT);
+    std::thread::sleep(Duration::from_millis(300));
+    {
+        use std::io::{Seek, SeekFrom, Write};
+        let mut f = std::fs::OpenOptions::new().write(true).open(&src).unwrap();
+        f.seek(SeekFrom::Start(6_000_000)).unwrap();
+        f.write_all(&[0x55; 100_000]).unwrap();
+    }
+    let out = wait_child(child, LIMIT);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    // It said only that the hash did not match.
+    assert!(
+        text(&out.stderr).contains("c.bin changed while it was being sent"),
+        "{}",
+        text(&out.stderr)
+    );
+}
