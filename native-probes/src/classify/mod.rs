@@ -30,8 +30,8 @@ pub mod signature;
 
 use metrics::{success_proportion, Complexity};
 use model::{
-    fit_bands, fit_curve, fit_normal, Model, Pair, Samples, FORMAT, SIGNATURE_PACKETS_MAX,
-    SIGNATURE_PACKETS_MIN,
+    curve_points, fit_bands, fit_curve, fit_normal, Model, Pair, Samples, FORMAT, NORMAL_POINTS,
+    SIGNATURE_PACKETS_MAX, SIGNATURE_PACKETS_MIN,
 };
 use signature::{Label, Labelled, Signature};
 
@@ -267,40 +267,61 @@ pub fn train(signatures: &[Labelled], trained_on: &str) -> Result<Model, String>
                 (n + 1, hi.max(l.signature.loss_rate()))
             })
     };
-    let need = |what: &str, label: Label, n: usize, range: &str| {
+    // Every shortfall at once, each with the least a fit takes (the first alone sent a
+    // user to fix one and meet the next).
+    let mut missing = Vec::new();
+    let mut need = |what: &str, label: Label, n: usize, range: &str, least: usize| {
         let (all, _) = of(label);
-        format!(
-            "too few {} signatures with loss rates {range} to fit {what} ({n} of {all})",
+        missing.push(format!(
+            "too few {} signatures with loss rates {range} to fit {what} ({n} of {all}; at \
+             least {least}, spread over that range)",
             label.name()
-        )
+        ));
     };
     let (complexity_range, success_range) = ("from 0.0005", "0.00008–0.0005");
-    let net_c = fit_curve(&rows[0], 2).ok_or_else(|| {
+    let net_c = fit_curve(&rows[0], 2);
+    if net_c.is_none() {
         need(
             "complexity",
             Label::Network,
             rows[0].len(),
             complexity_range,
-        )
-    })?;
-    let cpu_c = fit_curve(&rows[1], 1)
-        .ok_or_else(|| need("complexity", Label::Cpu, rows[1].len(), complexity_range))?;
-    let net_s = fit_normal(&sps[0]).ok_or_else(|| {
+            curve_points(2),
+        );
+    }
+    let cpu_c = fit_curve(&rows[1], 1);
+    if cpu_c.is_none() {
+        need(
+            "complexity",
+            Label::Cpu,
+            rows[1].len(),
+            complexity_range,
+            curve_points(1),
+        );
+    }
+    let net_s = fit_normal(&sps[0]);
+    if net_s.is_none() {
         need(
             "success proportions",
             Label::Network,
             sps[0].len(),
             success_range,
-        )
-    })?;
-    let cpu_s = fit_normal(&sps[1]).ok_or_else(|| {
+            NORMAL_POINTS,
+        );
+    }
+    let cpu_s = fit_normal(&sps[1]);
+    if cpu_s.is_none() {
         need(
             "success proportions",
             Label::Cpu,
             sps[1].len(),
             success_range,
-        )
-    })?;
+            NORMAL_POINTS,
+        );
+    }
+    let (Some(net_c), Some(cpu_c), Some(net_s), Some(cpu_s)) = (net_c, cpu_c, net_s, cpu_s) else {
+        return Err(missing.join("; "));
+    };
     // A σ of 0 (every sample alike) would make any other value impossible; keep a floor.
     let floor = |s: f64| s.max(1e-3);
     let mut model = Model {
@@ -573,7 +594,12 @@ mod tests {
         let e = train(&labelled(&[0.001, 0.005, 0.02, 0.05], 40, 1), "t").unwrap_err();
         assert!(
             e.contains("too few network signatures with loss rates 0.00008–0.0005")
-                && e.contains(" of 40)"),
+                && e.contains(" of 40; at least 2,"),
+            "{e}"
+        );
+        // Every shortfall at once, the cpu one too: not the first alone.
+        assert!(
+            e.contains("; too few cpu signatures with loss rates 0.00008–0.0005"),
             "{e}"
         );
         // Network loss up to 5 % only: the two exponentials, fitted there, can run out of

@@ -390,8 +390,16 @@ fn curve_for(
 /// fit is repeated twice weighting each point by 1/σ² of its band of loss rates (from the
 /// pass before): the mean then follows the tight bands closely instead of being pulled by
 /// the loose ones, which is what the likelihoods need.
+/// The fewest points [`fit_curve`] fits `terms` exponentials to.
+pub fn curve_points(terms: usize) -> usize {
+    terms * 2 + 2
+}
+
+/// The fewest values [`fit_normal`] fits.
+pub const NORMAL_POINTS: usize = 2;
+
 pub fn fit_curve(rows: &[(f64, f64)], terms: usize) -> Option<Curve> {
-    if rows.len() < terms * 2 + 2 {
+    if rows.len() < curve_points(terms) {
         return None;
     }
     let mut curve = fit_weighted(rows, terms, &|_| 1.0)?;
@@ -458,7 +466,7 @@ fn fit_weighted(rows: &[(f64, f64)], terms: usize, weight: &dyn Fn(f64) -> f64) 
 
 /// Mean and σ of values.
 pub fn fit_normal(values: &[f64]) -> Option<Normal> {
-    if values.len() < 2 {
+    if values.len() < NORMAL_POINTS {
         return None;
     }
     let n = values.len() as f64;
