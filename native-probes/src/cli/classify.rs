@@ -258,39 +258,38 @@ pub fn run(args: Args) -> Result<()> {
             100.0 * n as f64 / d as f64
         }
     };
+    // One table: the causes, then each cause by band of loss rates, every figure under its
+    // heading (the bands' rows sat 19 columns right of them).
+    const W: usize = 22;
     if labels > 0 {
         writeln!(
             out,
-            "{:<8} {:>8} {:>9} {:>9} {:>13} {:>13}",
+            "{:<W$} {:>8} {:>9} {:>9} {:>13} {:>13}",
             "cause", "in range", "correct", "wrong", "inconclusive", "out of range"
         )?;
     }
-    for (name, t) in [("network", tallies[0]), ("cpu", tallies[1])] {
+    let row = |label: &str, t: &Tally, out_of_range: Option<usize>| {
         let d = t.diagnosed();
-        if d + t.out_of_range == 0 {
-            continue;
-        }
-        writeln!(
-            out,
-            "{name:<8} {d:>8} {:>8.2}% {:>8.2}% {:>12.2}% {:>13}",
+        let line = format!(
+            "{label:<W$} {d:>8} {:>8.2}% {:>8.2}% {:>12.2}% {:>13}",
             pct(t.correct, d),
             pct(t.wrong, d),
             pct(t.inconclusive, d),
-            t.out_of_range
-        )?;
-    }
+            out_of_range.map_or_else(String::new, |n| n.to_string())
+        );
+        line.trim_end().to_string()
+    };
+    // Each cause, then its bands of loss rates under it.
     for (k, name) in ["network", "cpu"].iter().enumerate() {
+        let t = tallies[k];
+        if t.diagnosed() + t.out_of_range == 0 {
+            continue;
+        }
+        writeln!(out, "{}", row(name, &t, Some(t.out_of_range)))?;
         for (b, (band, _)) in BANDS.iter().enumerate() {
             let t = by_band[k][b];
-            let d = t.diagnosed();
-            if d > 0 {
-                writeln!(
-                    out,
-                    "  {name:<7} loss {band:<15} {d:>6} {:>8.2}% {:>8.2}% {:>12.2}%",
-                    pct(t.correct, d),
-                    pct(t.wrong, d),
-                    pct(t.inconclusive, d),
-                )?;
+            if t.diagnosed() > 0 {
+                writeln!(out, "{}", row(&format!("  loss {band}"), &t, None))?;
             }
         }
     }
