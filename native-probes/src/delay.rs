@@ -371,24 +371,32 @@ mod tests {
         elapsed >= delay && elapsed < delay + Duration::from_millis(500)
     }
 
-    #[test]
-    fn udp_round_trips_gain_twice_the_delay() {
+    /// A UDP relay adding `delay` each way in front of an echo that answers `answers`
+    /// datagrams: the relay's address, its stop and its thread.
+    fn udp_relay(
+        delay: Duration,
+        answers: usize,
+    ) -> (SocketAddr, Stop, std::thread::JoinHandle<()>) {
         let echo = UdpSocket::bind("127.0.0.1:0").unwrap();
         let echo_at = echo.local_addr().unwrap();
         let front = UdpSocket::bind("127.0.0.1:0").unwrap();
         let front_at = front.local_addr().unwrap();
         let stop = Stop::new();
         let stop2 = stop.clone();
-        let relay = std::thread::spawn(move || {
-            udp(front, echo_at, Duration::from_millis(15), &stop2).unwrap()
-        });
+        let relay = std::thread::spawn(move || udp(front, echo_at, delay, &stop2).unwrap());
         std::thread::spawn(move || {
             let mut b = [0u8; 64];
-            for _ in 0..3 {
+            for _ in 0..answers {
                 let (n, from) = echo.recv_from(&mut b).unwrap();
                 echo.send_to(&b[..n], from).unwrap();
             }
         });
+        (front_at, stop, relay)
+    }
+
+    #[test]
+    fn udp_round_trips_gain_twice_the_delay() {
+        let (front_at, stop, relay) = udp_relay(Duration::from_millis(15), 3);
         let client = UdpSocket::bind("127.0.0.1:0").unwrap();
         client.connect(front_at).unwrap();
         client
@@ -414,23 +422,8 @@ mod tests {
     fn udp_keeps_relaying_past_its_client_cap() {
         // A campaign sends each probe run from a fresh source port: the relay must not go
         // quiet after MAX_UDP_CLIENTS of them (it dropped every new client's datagrams).
-        let echo = UdpSocket::bind("127.0.0.1:0").unwrap();
-        let echo_at = echo.local_addr().unwrap();
-        let front = UdpSocket::bind("127.0.0.1:0").unwrap();
-        let front_at = front.local_addr().unwrap();
-        let stop = Stop::new();
-        let stop2 = stop.clone();
-        let relay = std::thread::spawn(move || {
-            udp(front, echo_at, Duration::from_millis(1), &stop2).unwrap()
-        });
         let clients = MAX_UDP_CLIENTS + 16;
-        std::thread::spawn(move || {
-            let mut b = [0u8; 64];
-            for _ in 0..clients + 1 {
-                let (n, from) = echo.recv_from(&mut b).unwrap();
-                echo.send_to(&b[..n], from).unwrap();
-            }
-        });
+        let (front_at, stop, relay) = udp_relay(Duration::from_millis(1), clients + 1);
         let round_trip = |client: &UdpSocket, tag: u8| {
             client.send(&[tag; 8]).unwrap();
             let mut b = [0u8; 64];
