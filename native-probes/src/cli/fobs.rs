@@ -171,7 +171,7 @@ pub struct RecvArgs {
 /// The rate `flag` gives: a bad one is a usage error naming the flag.
 /// A rate flag's value, bytes/s (at least [`wire::MIN_RATE`]).
 fn parse_rate(flag: &str, s: &str) -> Result<f64> {
-    wire::parse_rate(s).map_err(|e| usage_err!("{flag} {e}"))
+    wire::parse_rate(s).map_err(|e| usage_err!("{flag}: {e}"))
 }
 
 fn parse_token(s: &str) -> Result<[u8; TOKEN_LEN]> {

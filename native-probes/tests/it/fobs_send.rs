@@ -282,7 +282,7 @@ fn what_cannot_be_sent_is_said_before_anything_is_offered() {
             &src,
             &["--rate", "1"][..],
             2,
-            "--rate '1' is below the least rate a transfer can use, 100 kbit/s",
+            "--rate: '1' is below the least rate a transfer can use, 100 kbit/s",
         ),
     ] {
         let started = Instant::now();
