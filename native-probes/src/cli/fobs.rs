@@ -280,7 +280,7 @@ fn send(a: SendArgs) -> Result<()> {
             ) = (s.basis, a.quiet, s.rate > cold)
             {
                 nowcast::warn_line!(
-                    "{}",
+                    "nowcast: {}",
                     start_line(s.rate, max, forecast_mbit_s, transfers, &path)
                 );
             }
@@ -828,7 +828,12 @@ fn recv(a: RecvArgs) -> Result<()> {
         idle: Duration::from_secs_f64(a.idle),
         rcvbuf: a
             .rcvbuf
-            .map(|b| usize::try_from(b).map_err(|_| usage_err!("--rcvbuf: too large")))
+            .map(|b| match usize::try_from(b) {
+                // The kernel takes 0 as its least buffer: not what anyone asking means.
+                Ok(0) => Err(usage_err!("--rcvbuf 0: give a size above 0 (e.g. 8M)")),
+                Ok(b) => Ok(b),
+                Err(_) => Err(usage_err!("--rcvbuf: too large")),
+            })
             .transpose()?,
         once: a.once,
         discard: a.discard,

@@ -479,10 +479,11 @@ pub fn name_problem(name: &str) -> Option<String> {
             "it is {} bytes long, and a receiver stores names of at most {MAX_STORED_NAME}",
             name.len()
         ))
+    } else if name.contains(['/', '\\']) {
+        // Before the dot: `../x` has a directory part, which is what is wrong with it.
+        Some("it has a directory part ('/' or '\\')".into())
     } else if name.starts_with('.') {
         Some("it starts with a dot, which the receiver keeps for its own files".into())
-    } else if name.contains(['/', '\\']) {
-        Some("it has a directory part ('/' or '\\')".into())
     } else if name
         .chars()
         .any(|c| c.is_control() || is_format(c) || matches!(c, '\u{2028}' | '\u{2029}'))
@@ -730,6 +731,7 @@ mod tests {
         for (name, why) in [
             (long.as_str(), "260 bytes long"),
             (".hidden", "starts with a dot"),
+            ("../x.bin", "directory part"),
             ("a/b", "directory part"),
             ("a\u{202e}b", "invisible"),
             ("", "empty"),

@@ -22,7 +22,8 @@ fn bad_option_values_name_their_flag_and_exit_2() {
     )
     .unwrap();
     let config = config.to_str().unwrap();
-    let rows: [(&[&str], &str); 15] = [
+    let d = dir.to_str().unwrap();
+    let rows: [(&[&str], &str); 20] = [
         // clap's own refusal, the reference.
         (&["serve", "--handshake", "soon"], "--handshake"),
         (
@@ -112,6 +113,28 @@ fn bad_option_values_name_their_flag_and_exit_2() {
         (
             &["udp", "127.0.0.1:9", "--timeout-floor", "2s", "--timeout-ceiling", "1s"],
             "--timeout-floor 2000 ms is above --timeout-ceiling 1000 ms",
+        ),
+        // A receiver's flags, each by its own name (`--idle 0` named --grace-ms; 0 connections
+        // a minute acted as 1; --rcvbuf 0 was taken).
+        (
+            &["fobs", "recv", "--dir", d, "--idle", "0"],
+            "--idle 0 must be above 0",
+        ),
+        (
+            &["fobs", "recv", "--dir", d, "--per-client-per-minute", "0"],
+            "--per-client-per-minute 0 must be above 0",
+        ),
+        (
+            &["fobs", "recv", "--dir", d, "--rcvbuf", "0"],
+            "--rcvbuf 0: give a size above 0",
+        ),
+        (
+            &["fobs", "recv", "--dir", d, "--max-size", "abc"],
+            "--max-size: 'abc' is not a size",
+        ),
+        (
+            &["fobs", "recv", "--dir", &format!("{d}/nope")],
+            "--dir ",
         ),
     ];
     for (args, says) in rows {
