@@ -194,8 +194,11 @@ describe.skipIf(why !== undefined)("the target: two echo-nodes on loopback", () 
     expect(await page.textContent(`figure[data-series="${rtt}"] figcaption`)).toContain("Second");
 
     await page.selectOption("#predictability-series", rtt);
+    // The view shows the chosen series once its caption names it: the figure's points were
+    // already above 0 from the series shown before, so waiting on them alone raced the switch.
     await page.waitForFunction(
       () =>
+        (document.querySelector("#predictability caption")?.textContent ?? "").includes("Second") &&
         Number(document.querySelector<HTMLElement>("#predictability figure")?.dataset.points) > 0,
       undefined,
       { timeout: 5000, polling: 50 },
