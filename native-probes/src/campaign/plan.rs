@@ -517,16 +517,16 @@ impl Plan {
     /// the campaign stopped and its grace ran out, which says nothing of the path), the
     /// reason in `error`. A run that failed on its own already gave such records.
     pub fn records_for_run(&self, run: &RunLog, job: usize, bound_ms: Option<Ms>) -> Vec<Record> {
+        // None for a run that gave its own records (ok or failed).
+        let Some(reason) = run.stand_in_error() else {
+            return Vec::new();
+        };
         let spec = self.probe(job);
         let target = self.target(job);
         let to = target.record_to(&spec.kind);
         let (status, bound_ms) = match (run.outcome, bound_ms) {
-            (Outcome::Ok | Outcome::Failed, _) => return Vec::new(),
             (Outcome::Killed, Some(b)) => (Status::Timeout, b),
-            (Outcome::Killed, None) | (Outcome::Skipped | Outcome::Missed, _) => (Status::Error, 0),
-        };
-        let Some(reason) = run.stand_in_error() else {
-            return Vec::new();
+            _ => (Status::Error, 0),
         };
         spec.kind
             .metrics()

@@ -168,8 +168,8 @@ pub struct RecvArgs {
     quiet: bool,
 }
 
-/// The rate `flag` gives: a bad one is a usage error naming the flag.
-/// A rate flag's value, bytes/s (at least [`wire::MIN_RATE`]).
+/// The rate `flag` gives, bytes/s (at least [`wire::MIN_RATE`]): a bad one is a usage error
+/// naming the flag.
 fn parse_rate(flag: &str, s: &str) -> Result<f64> {
     wire::parse_rate(s).map_err(|e| usage_err!("{flag}: {e}"))
 }

@@ -84,8 +84,8 @@ pub fn run(args: Args) -> Result<()> {
             Ok(())
         })?;
         runs = ch.runs(args.campaign.as_deref(), since_runs)?;
-        if let Some(c) = &args.campaign {
-            known_campaign(c, runs.is_empty(), || ch.campaigns(), &args.source.name())?;
+        if let (Some(c), true) = (&args.campaign, runs.is_empty()) {
+            known_campaign(c, &ch.campaigns()?, &args.source.name())?;
         }
     } else {
         let mut db = Sqlite::open_read(&args.source.archive)?;
@@ -97,8 +97,8 @@ pub fn run(args: Args) -> Result<()> {
             Some(c) => db.runs(c, since_runs)?,
             None => db.all_runs(since_runs)?,
         };
-        if let Some(c) = &args.campaign {
-            known_campaign(c, runs.is_empty(), || db.campaigns(), &args.source.name())?;
+        if let (Some(c), true) = (&args.campaign, runs.is_empty()) {
+            known_campaign(c, &db.campaigns()?, &args.source.name())?;
         }
     }
     // A FOBS congestion event is a window's loss, no value of the path's loss series (the
@@ -144,19 +144,10 @@ pub fn run(args: Args) -> Result<()> {
     Ok(())
 }
 
-/// Refuses `--campaign NAME` when the run log in `archive` has no such campaign (a typo left
-/// the report's run log out without a word), listing those it has. `none_read`: no row of
-/// it was read in the period (else it exists and nothing is asked).
-fn known_campaign(
-    name: &str,
-    none_read: bool,
-    campaigns: impl FnOnce() -> Result<Vec<String>>,
-    archive: &str,
-) -> Result<()> {
-    if !none_read {
-        return Ok(());
-    }
-    let have = campaigns()?;
+/// Refuses `--campaign NAME`, of which no run was read, when the run log in `archive` has no
+/// such campaign among those it `have`s (a typo left the report's run log out without a
+/// word), listing them; says so when it has it but not in the period.
+fn known_campaign(name: &str, have: &[String], archive: &str) -> Result<()> {
     if have.iter().any(|c| c == name) {
         nowcast::warn_line!(
             "nowcast: campaign '{}' logged no runs in this period",

@@ -415,10 +415,11 @@ pub fn port_of(to: &str) -> Option<u16> {
 /// The service a passive record's flow ran to, as `nowcast pcap` names its ends: a
 /// direction's receiver when it is named with its port (the service), else its sender (a
 /// service sending to a client, named by address alone).
-fn service_of(r: &Record) -> &str {
-    match r.from.as_deref() {
-        Some(from) if port_of(&r.to).is_none() && port_of(from).is_some() => from,
-        _ => &r.to,
+fn service_of(r: &Record) -> (&str, Option<u16>) {
+    let to = split_target(&r.to);
+    match r.from.as_deref().map(split_target) {
+        Some(from @ (_, Some(_))) if to.1.is_none() => from,
+        _ => to,
     }
 }
 
@@ -748,11 +749,8 @@ pub fn build(records: &[Record], runs: &[RunLog], o: &Options) -> Report {
     let mut rates: BTreeMap<String, Vec<&Record>> = BTreeMap::new();
     for r in records {
         if r.source == PASSIVE {
-            let service = service_of(r);
-            passive
-                .entry((host_of(service).to_string(), port_of(service)))
-                .or_default()
-                .push(r);
+            let (host, port) = service_of(r);
+            passive.entry((host.to_string(), port)).or_default().push(r);
         } else {
             active
                 .entry((r.to.clone(), r.metric.name(), r.source.as_str()))
