@@ -270,16 +270,20 @@ function finWait(port: number): number {
 }
 
 /** The server's sockets on `port` as the kernel lists them (`ss`, Linux): state, bytes queued
- *  for the client, and the client's address. */
+ *  for the client, and the client's address. Only the server's own ends: a client socket of
+ *  another test that was given the same port number on another local address (a connect
+ *  from 127.13.0.x may be), still SYN-SENT, is not one of them (it once failed a test). */
 function serverSockets(port: number): { state: string; queued: number; peer: string }[] {
   return execFileSync("ss", ["-tnH", `( sport = :${port} )`])
     .toString()
     .split("\n")
     .filter((l) => l.trim() !== "")
     .map((l) => {
-      const [state, , queued, , peer] = l.trim().split(/\s+/);
-      return { state: state!, queued: Number(queued), peer: peer! };
-    });
+      const [state, , queued, local, peer] = l.trim().split(/\s+/);
+      return { state: state!, queued: Number(queued), local: local!, peer: peer! };
+    })
+    .filter((s) => s.local === `127.0.0.1:${port}` && s.state !== "SYN-SENT")
+    .map(({ state, queued, peer }) => ({ state, queued, peer }));
 }
 
 /** A directory holding one page file of `bytes` (not compressible: sent as it is). */
