@@ -67,6 +67,17 @@ pub fn bytes(n: u64) -> String {
     format!("{n} bytes")
 }
 
+/// How long ago, in the largest whole unit (`42 s ago`, `5 min ago`, `3 h ago`, `2 d ago`).
+pub fn ago(ms: f64) -> String {
+    let s = (ms / 1000.0).max(0.0) as u64;
+    match s {
+        0..=119 => format!("{s} s ago"),
+        120..=7199 => format!("{} min ago", s / 60),
+        7200..=172_799 => format!("{} h ago", s / 3600),
+        _ => format!("{} d ago", s / 86_400),
+    }
+}
+
 /// A byte count as iperf3 writes a window size, and IEPM-BW names its runs: `64K`, `1M`,
 /// `1536` (powers of 1024 when exact).
 pub fn bytes_short(n: u64) -> String {

@@ -66,17 +66,6 @@ fn table(head: &[&str], numbers: &[usize], rows: &[Vec<String>]) -> String {
     out
 }
 
-/// How long ago, in the largest whole unit (`42 s`, `5 min`, `3 h`, `2 d`).
-fn age(ms: f64) -> String {
-    let s = (ms / 1000.0).max(0.0) as u64;
-    match s {
-        0..=119 => format!("{s} s ago"),
-        120..=7199 => format!("{} min ago", s / 60),
-        7200..=172_799 => format!("{} h ago", s / 3600),
-        _ => format!("{} d ago", s / 86_400),
-    }
-}
-
 pub fn day(archive: &str, from: Ms, s: &[Summary]) -> String {
     let mut out = format!("{} (UTC) in {archive}: ", date(from));
     if s.is_empty() {
@@ -181,7 +170,7 @@ pub fn latest(archive: &str, now: Ms, l: &[Latest]) -> String {
                 x.source.clone(),
                 number(x.value * k),
                 datetime(x.ts_ms as Ms),
-                age(now as f64 - x.ts_ms),
+                crate::format::ago(now as f64 - x.ts_ms),
             ]
         })
         .collect();

@@ -15,7 +15,7 @@ use nowcast::fobs::memory::{Basis, PathMemory, Transfer};
 use nowcast::fobs::record;
 use nowcast::fobs::sender::{self, Event, Sender};
 use nowcast::fobs::wire::{self, Done, Hello, DEFAULT_PORT, TOKEN_LEN};
-use nowcast::format::count;
+use nowcast::format::{self, count};
 use nowcast::net::{self, parse_size, resolve};
 use nowcast::net::{parse_ms, parse_seconds};
 use nowcast::stop::Stop;
@@ -163,6 +163,11 @@ pub struct RecvArgs {
     /// Connections accepted per client network per minute.
     #[arg(long, default_value_t = 30.0)]
     per_client_per_minute: f64,
+    /// How long an unfinished transfer is kept for `--resume` after it was last written
+    /// (e.g. 12h, 7d; a bare number is seconds): older part files are deleted, at the start
+    /// and every 10 minutes, so that senders that never come back do not fill the disk.
+    #[arg(long, value_parser = parse_seconds, default_value = "7d")]
+    keep_unfinished: f64,
     /// Print nothing but the listening line and errors.
     #[arg(long, short)]
     quiet: bool,
@@ -502,6 +507,7 @@ fn send(a: SendArgs) -> Result<()> {
         }
         (Some(Done::Abandoned), _) => Some(("the receiver abandoned the transfer".into(), true)),
         (Some(Done::Stopped), _) => Some(("the receiver was stopped by its operator".into(), true)),
+        (Some(d @ Done::Other(_)), _) => Some((format!("the transfer was {d}"), true)),
         (None, Some(f)) => Some((f.clone(), true)),
         (None, None) => Some(("the transfer did not finish".into(), true)),
     };
@@ -801,6 +807,13 @@ fn recv(a: RecvArgs) -> Result<()> {
             a.per_client_per_minute
         );
     }
+    if !(a.keep_unfinished.is_finite() && a.keep_unfinished > 0.0) {
+        usage!(
+            "--keep-unfinished {} must be above 0 (how long an unfinished transfer is kept \
+             for --resume, e.g. 7d)",
+            a.keep_unfinished
+        );
+    }
     // Every transfer writes there (a part file, even under --discard): a directory it cannot
     // write to refused every sender after "listening", without a word at the start.
     // A random name: a pid is often the same in containers sharing a volume.
@@ -838,9 +851,11 @@ fn recv(a: RecvArgs) -> Result<()> {
         once: a.once,
         discard: a.discard,
         per_client_per_minute: a.per_client_per_minute,
+        keep_unfinished: Duration::from_secs_f64(a.keep_unfinished),
     };
     let stop = Stop::on_signals().map_err(|e| anyhow!("cannot install signal handlers: {e}"))?;
     let quiet = a.quiet;
+    let keep_s = a.keep_unfinished;
     let mut out = std::io::stdout().lock();
     let mut failed = None;
     io::recv(&opts, &stop, &mut |u| {
@@ -851,6 +866,12 @@ fn recv(a: RecvArgs) -> Result<()> {
                 hex(&token)
             )),
             RecvUpdate::Refused { peer, why } if !quiet => Some(format!("{peer}: {why}")),
+            RecvUpdate::Unfinished {
+                found,
+                deleted,
+                error,
+            } => unfinished_line(found, deleted, error.as_deref(), keep_s)
+                .filter(|_| !quiet || error.is_some()),
             RecvUpdate::Warning { what } => {
                 nowcast::warn_line!("nowcast fobs recv: {what}");
                 None
@@ -953,6 +974,45 @@ fn recv(a: RecvArgs) -> Result<()> {
         Some(f) => bail!(f),
         None => Ok(()),
     }
+}
+
+/// What a receiver says of an unfinished transfer in its directory: kept for `--resume`
+/// (at the start), deleted for its age, or not deletable.
+fn unfinished_line(
+    u: &io::Unfinished,
+    deleted: bool,
+    error: Option<&str>,
+    keep_s: f64,
+) -> Option<String> {
+    let held = if u.size == 0 {
+        "empty".to_string()
+    } else {
+        format!(
+            "{:.1} % of {} held",
+            u.held as f64 * 100.0 / u.size as f64,
+            format::bytes(u.size)
+        )
+    };
+    let ago = format::ago(u.age.as_secs_f64() * 1e3);
+    // As the flag is written (`7d`, `12h`).
+    let keep = nowcast::when::exact((keep_s * 1e3).round() as i64);
+    Some(match (deleted, error) {
+        (false, _) => format!(
+            "nowcast fobs recv: unfinished {:?} kept for --resume ({held}, last written {ago}; \
+             deleted {keep} after that: --keep-unfinished)",
+            u.name
+        ),
+        (true, None) => format!(
+            "nowcast fobs recv: deleted unfinished {:?} ({held}, last written {ago}): kept \
+             {keep} (--keep-unfinished)",
+            u.name
+        ),
+        (true, Some(e)) => format!(
+            "nowcast fobs recv: could not delete unfinished {:?} ({held}, last written {ago}, \
+             older than --keep-unfinished {keep}): {e}",
+            u.name
+        ),
+    })
 }
 
 #[cfg(test)]

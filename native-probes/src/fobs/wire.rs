@@ -208,29 +208,69 @@ pub struct Ack {
     pub bitmap: Vec<u8>,
 }
 
-/// The transfer's end (type 5).
+/// The transfer's end (type 5), one byte: its [`Done::code`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Done {
     /// The file's hash matched and it is in place under its name (deleted, by a receiver
-    /// started with `--discard`).
-    Stored = 0,
-    HashMismatch = 1,
-    StorageFailed = 2,
-    /// The receiver gave up: no progress.
-    Abandoned = 3,
+    /// started with `--discard`). Code 0.
+    Stored,
+    /// Code 1.
+    HashMismatch,
+    /// Code 2.
+    StorageFailed,
+    /// The receiver gave up: no progress. Code 3.
+    Abandoned,
     /// The receiver was stopped by its operator (a signal) with the transfer in flight.
-    Stopped = 4,
+    /// Code 4 (added after the others: a sender from before it reads it as [`Done::Other`]
+    /// if it is as lenient as this one, and as a malformed message if not).
+    Stopped,
+    /// An ending this version does not know, from a newer receiver: the transfer ended
+    /// without being stored, and a sender can say so (and keep what `--resume` needs)
+    /// rather than call the receiver's message malformed.
+    Other(u8),
+}
+
+impl Done {
+    /// The byte on the wire.
+    pub fn code(self) -> u8 {
+        match self {
+            Done::Stored => 0,
+            Done::HashMismatch => 1,
+            Done::StorageFailed => 2,
+            Done::Abandoned => 3,
+            Done::Stopped => 4,
+            Done::Other(c) => c,
+        }
+    }
+
+    pub fn from_code(c: u8) -> Self {
+        match c {
+            0 => Done::Stored,
+            1 => Done::HashMismatch,
+            2 => Done::StorageFailed,
+            3 => Done::Abandoned,
+            4 => Done::Stopped,
+            c => Done::Other(c),
+        }
+    }
 }
 
 impl std::fmt::Display for Done {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Done::Stored => "stored, hash verified",
-            Done::HashMismatch => "the file's hash did not match the sender's: not kept",
-            Done::StorageFailed => "could not be stored (see above)",
-            Done::Abandoned => "abandoned: no progress",
-            Done::Stopped => "cut off: the receiver was stopped",
-        })
+        match self {
+            Done::Stored => f.write_str("stored, hash verified"),
+            Done::HashMismatch => {
+                f.write_str("the file's hash did not match the sender's: not kept")
+            }
+            Done::StorageFailed => f.write_str("could not be stored (see above)"),
+            Done::Abandoned => f.write_str("abandoned: no progress"),
+            Done::Stopped => f.write_str("cut off: the receiver was stopped"),
+            Done::Other(c) => write!(
+                f,
+                "ended by the receiver for a reason this version does not know (code {c}; \
+                 a newer nowcast?)"
+            ),
+        }
     }
 }
 
@@ -288,7 +328,7 @@ impl Control {
                 4
             }
             Control::Done(d) => {
-                out.push(*d as u8);
+                out.push(d.code());
                 5
             }
         };
@@ -382,14 +422,7 @@ impl Control {
                 if b.len() != 1 {
                     return Err(Malformed::Length);
                 }
-                Ok(Control::Done(match b[0] {
-                    0 => Done::Stored,
-                    1 => Done::HashMismatch,
-                    2 => Done::StorageFailed,
-                    3 => Done::Abandoned,
-                    4 => Done::Stopped,
-                    _ => return Err(Malformed::Value),
-                }))
+                Ok(Control::Done(Done::from_code(b[0])))
             }
             _ => Err(Malformed::Kind),
         }
@@ -607,6 +640,7 @@ mod tests {
             Control::Done(Done::Stored),
             Control::Done(Done::Abandoned),
             Control::Done(Done::Stopped),
+            Control::Done(Done::Other(200)),
         ];
         let mut bytes = Vec::new();
         for m in &msgs {

@@ -352,6 +352,89 @@ fn a_receiver_stopped_mid_transfer_tells_the_sender_so_and_keeps_the_part() {
 }
 
 #[test]
+fn unfinished_transfers_are_named_at_the_start_and_deleted_once_older_than_kept() {
+    // Part files of senders that never came back used to stay for good: a receiver that
+    // many transfers reach filled its disk with them.
+    let src_dir = TempDir::new("fobs-recv-keep-src");
+    let rx_dir = TempDir::new("fobs-recv-keep-rx");
+    let (src_dir, rx_dir) = (&src_dir.0, &rx_dir.0);
+    let size = 4_000_000;
+    let src = file_of(src_dir, "src.bin", size);
+    let mut rx = Receiver::start(rx_dir, &[], LIMIT);
+    let target = format!("127.0.0.1:{}", rx.port);
+    for name in ["old.bin", "new.bin"] {
+        let sender = send(
+            &target,
+            &src,
+            &["--no-path-memory", "--name", name, "--fixed-rate", "8M"],
+        );
+        rx.wait_for(&format!("receiving \"{name}\""), LIMIT);
+        std::thread::sleep(Duration::from_millis(700));
+        // SAFETY: a signal to our own child, which has not been waited for.
+        unsafe { libc::kill(sender.id() as i32, libc::SIGINT) };
+        let out = wait_child(sender, LIMIT);
+        assert!(!out.status.success(), "{}", text(&out.stdout));
+        rx.wait_for(&format!("\"{name}\": "), LIMIT);
+    }
+    rx.interrupt();
+    // The old one was last written two hours ago.
+    let two_hours_ago = std::time::SystemTime::now() - Duration::from_secs(7200);
+    for f in [".old.bin.fobs-part", ".old.bin.fobs-state"] {
+        let f = std::fs::File::options()
+            .write(true)
+            .open(rx_dir.join(f))
+            .unwrap();
+        f.set_modified(two_hours_ago).unwrap();
+    }
+    let mut rx = Receiver::start(rx_dir, &["--keep-unfinished", "1h"], LIMIT);
+    let deleted = rx.wait_for("deleted unfinished \"old.bin\"", LIMIT);
+    assert!(
+        deleted.contains(&format!(
+            " of {} held, last written 2 h ago): kept 1h (--keep-unfinished)",
+            format_size(size as u64)
+        )),
+        "{deleted}"
+    );
+    let kept = rx.wait_for("unfinished \"new.bin\" kept for --resume", LIMIT);
+    let held: f64 = kept
+        .split("kept for --resume (")
+        .nth(1)
+        .and_then(|r| r.split(" %").next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no share held in {kept:?}"));
+    assert!(held > 0.0 && held < 100.0, "{kept}");
+    assert!(kept.contains(" s ago; "), "{kept}");
+    assert!(
+        kept.ends_with("deleted 1h after that: --keep-unfinished)"),
+        "{kept}"
+    );
+    for f in [".old.bin.fobs-part", ".old.bin.fobs-state"] {
+        assert!(!rx_dir.join(f).exists(), "{f} is still there");
+    }
+    for f in [".new.bin.fobs-part", ".new.bin.fobs-state"] {
+        assert!(rx_dir.join(f).exists(), "{f} was deleted");
+    }
+    // What is kept resumes.
+    let target = format!("127.0.0.1:{}", rx.port);
+    let out = wait_child(
+        send(
+            &target,
+            &src,
+            &["--no-path-memory", "--name", "new.bin", "--resume"],
+        ),
+        LIMIT,
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    rx.wait_for("\"new.bin\": stored, hash verified", LIMIT);
+    rx.interrupt();
+}
+
+/// A size as the receiver writes it (`format::bytes`).
+fn format_size(n: u64) -> String {
+    nowcast::format::bytes(n)
+}
+
+#[test]
 fn a_directory_it_cannot_write_to_is_refused_at_the_start() {
     if let Some(why) = root_missing(&["mount", "umount"]) {
         println!("skipped: {why} (mounting a read-only tmpfs needs root)");

@@ -23,7 +23,7 @@ fn bad_option_values_name_their_flag_and_exit_2() {
     .unwrap();
     let config = config.to_str().unwrap();
     let d = dir.to_str().unwrap();
-    let rows: [(&[&str], &str); 20] = [
+    let rows: [(&[&str], &str); 21] = [
         // clap's own refusal, the reference.
         (&["serve", "--handshake", "soon"], "--handshake"),
         (
@@ -123,6 +123,10 @@ fn bad_option_values_name_their_flag_and_exit_2() {
         (
             &["fobs", "recv", "--dir", d, "--per-client-per-minute", "0"],
             "--per-client-per-minute 0 must be above 0",
+        ),
+        (
+            &["fobs", "recv", "--dir", d, "--keep-unfinished", "0"],
+            "--keep-unfinished 0 must be above 0",
         ),
         (
             &["fobs", "recv", "--dir", d, "--rcvbuf", "0"],

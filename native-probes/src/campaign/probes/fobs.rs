@@ -187,6 +187,7 @@ fn transfer(
         (Some(Done::StorageFailed), _) => return Err("the receiver could not store it".into()),
         (Some(Done::Abandoned), _) => return Err("the receiver abandoned the transfer".into()),
         (Some(Done::Stopped), _) => return Err("the receiver was stopped by its operator".into()),
+        (Some(d @ Done::Other(_)), _) => return Err(format!("the transfer was {d}")),
         (None, Some(_)) if stop.is_set() => {
             return Err(format!(
                 "stopped at the bound ({} ms) after {} of {} bytes",

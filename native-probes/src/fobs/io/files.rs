@@ -148,3 +148,116 @@ fn own_regular_file(f: &File) -> io::Result<()> {
     }
     Ok(())
 }
+
+/// An unfinished transfer found in the receiver's directory: its part file and resume state.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Unfinished {
+    pub name: String,
+    /// The file's size and the bytes its state says are held (0 for a part file whose state
+    /// was never saved).
+    pub size: u64,
+    pub held: u64,
+    /// Since its part file or state was last written.
+    pub age: std::time::Duration,
+}
+
+/// The unfinished transfers in `dir` (`.NAME.fobs-part` files, with their `.NAME.fobs-state`
+/// when there is one), oldest first. Only this user's regular files named so are counted; a
+/// state file of another format is left out (and left alone).
+pub fn unfinished(dir: &Path) -> Vec<Unfinished> {
+    let now = std::time::SystemTime::now();
+    let mut out = Vec::new();
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return out;
+    };
+    for e in entries.flatten() {
+        let file = e.file_name();
+        let Some(name) = file
+            .to_str()
+            .and_then(|f| f.strip_prefix('.'))
+            .and_then(|f| f.strip_suffix(".fobs-part"))
+        else {
+            continue;
+        };
+        let (part, state, _) = part_paths(dir, name);
+        let Some(part_m) = own_file_metadata(&part) else {
+            continue;
+        };
+        let mut newest = part_m.modified().unwrap_or(now);
+        let mut size = part_m.len();
+        let mut held = 0;
+        if let Some(state_m) = own_file_metadata(&state) {
+            match state_summary(&state) {
+                Some((s, h)) => {
+                    (size, held) = (s, h);
+                    newest = newest.max(state_m.modified().unwrap_or(now));
+                }
+                // Not a state this version wrote: the pair is not ours to judge.
+                None => continue,
+            }
+        }
+        out.push(Unfinished {
+            name: name.to_string(),
+            size,
+            held,
+            age: now.duration_since(newest).unwrap_or_default(),
+        });
+    }
+    out.sort_by(|a, b| b.age.cmp(&a.age).then_with(|| a.name.cmp(&b.name)));
+    out
+}
+
+/// Deletes the part file and state of the unfinished transfer of `name` in `dir`.
+pub fn remove_unfinished(dir: &Path, name: &str) -> io::Result<()> {
+    let (part, state, _) = part_paths(dir, name);
+    match std::fs::remove_file(&state) {
+        Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
+        _ => {}
+    }
+    std::fs::remove_file(part)
+}
+
+/// The metadata of `path` if it is a regular file (not followed through a link) of this
+/// user alone.
+fn own_file_metadata(path: &Path) -> Option<std::fs::Metadata> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::symlink_metadata(path).ok()?;
+    // SAFETY: geteuid has no preconditions.
+    let me = unsafe { libc::geteuid() };
+    (m.file_type().is_file() && m.uid() == me && m.nlink() == 1).then_some(m)
+}
+
+/// A state file's file size and the bytes its bitmap says are held.
+fn state_summary(path: &Path) -> Option<(u64, u64)> {
+    let mut f = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)
+        .ok()?;
+    own_regular_file(&f).ok()?;
+    let head = 8 + 8 + 2 + HASH_LEN;
+    let mut b = Vec::new();
+    // A state holds one bit per packet: at most what the largest file needs.
+    Read::by_ref(&mut f)
+        .take((head as u64) + (1 << 32))
+        .read_to_end(&mut b)
+        .ok()?;
+    if b.len() < head || &b[..8] != STATE_MAGIC {
+        return None;
+    }
+    let size = u64::from_le_bytes(b[8..16].try_into().ok()?);
+    let packet = u64::from(u16::from_le_bytes(b[16..18].try_into().ok()?));
+    if packet == 0 || b.len() as u64 != head as u64 + size.div_ceil(packet).div_ceil(8) {
+        return None;
+    }
+    let n = size.div_ceil(packet);
+    let has = |i: u64| b[head + (i / 8) as usize] & (1 << (i % 8)) != 0;
+    let packets: u64 = b[head..].iter().map(|x| u64::from(x.count_ones())).sum();
+    // Every packet is whole but the last.
+    let held = match n {
+        0 => 0,
+        n if has(n - 1) => (packets - 1) * packet + (size - (n - 1) * packet),
+        _ => packets * packet,
+    };
+    Some((size, held))
+}

@@ -15,6 +15,7 @@ mod files;
 mod receive;
 mod send;
 
+pub use files::Unfinished;
 pub use receive::{recv, RecvOptions, RecvUpdate};
 pub use send::{send, SendSummary, SendUpdate, Unanswered};
 

@@ -2,7 +2,10 @@
 //! transfer's loop around the [`Receiver`] core.
 
 use super::datagrams::{Datagrams, Digest, Writes, DIGEST_STEP, RECV_BATCH};
-use super::files::{f_path, open_part, part_paths, read_state, rename_noreplace, write_state};
+use super::files::{
+    f_path, open_part, part_paths, read_state, remove_unfinished, rename_noreplace, unfinished,
+    write_state,
+};
 use super::{
     close_gracefully, random_u64, read_available, read_available_into, wait_readable, write_all_nb,
 };
@@ -36,7 +39,15 @@ pub struct RecvOptions {
     pub discard: bool,
     /// Connections per client (/32, /64) per minute.
     pub per_client_per_minute: f64,
+    /// How long an unfinished transfer's part file and state are kept for `--resume` after
+    /// they were last written; older ones are deleted (checked at the start and every
+    /// [`EXPIRY_CHECK_NS`] between transfers), so that senders that never come back do not
+    /// fill the disk.
+    pub keep_unfinished: Duration,
 }
+
+/// How often a receiver between transfers looks for unfinished transfers to expire.
+pub const EXPIRY_CHECK_NS: u64 = 600_000_000_000;
 
 /// What a receiver reports.
 pub enum RecvUpdate<'a> {
@@ -60,6 +71,14 @@ pub enum RecvUpdate<'a> {
         /// Packets an earlier, unfinished transfer of the same file had left here, dropped
         /// because this sender did not ask to resume it.
         discarded: u64,
+    },
+    /// An unfinished transfer in the directory: at the start, each one kept for `--resume`
+    /// (`deleted` false); at the start and later, each one deleted for being older than
+    /// [`RecvOptions::keep_unfinished`]. `error` when it could not be deleted.
+    Unfinished {
+        found: &'a super::files::Unfinished,
+        deleted: bool,
+        error: Option<String>,
     },
     Window {
         signature: &'a crate::classify::signature::Signature,
@@ -167,6 +186,8 @@ pub fn recv(
     };
     let mut warned: Option<Nanos> = None;
     let mut junk = vec![0u8; 65_536];
+    expire_unfinished(opts, true, update);
+    let mut expiry_checked = clock.now();
     // Connections that have not yet said their hello, oldest first, and connections being
     // closed. Both are served between transfers without blocking, so that a connection
     // that says nothing (or refuses to close) holds up no one: only a whole hello starts a
@@ -251,6 +272,10 @@ pub fn recv(
             i += 1;
         }
         closing.retain_mut(|(c, by)| !drained(c) && now < *by);
+        if ready.is_none() && now.saturating_sub(expiry_checked) >= EXPIRY_CHECK_NS {
+            expiry_checked = now;
+            expire_unfinished(opts, false, update);
+        }
         if let Some(w) = ready {
             let peer = w.peer;
             // The receiver takes one transfer at a time: once its hello is accepted, whoever
@@ -299,6 +324,29 @@ pub fn recv(
         wait_readable(&fds, Duration::from_millis(200))?;
     }
     Ok(())
+}
+
+/// Deletes the unfinished transfers older than `opts.keep_unfinished` and says so; at the
+/// start (`all`) also names each one kept.
+fn expire_unfinished(opts: &RecvOptions, all: bool, update: &mut dyn FnMut(RecvUpdate<'_>)) {
+    for found in unfinished(&opts.dir) {
+        if found.age > opts.keep_unfinished {
+            let error = remove_unfinished(&opts.dir, &found.name)
+                .err()
+                .map(|e| e.to_string());
+            update(RecvUpdate::Unfinished {
+                found: &found,
+                deleted: true,
+                error,
+            });
+        } else if all {
+            update(RecvUpdate::Unfinished {
+                found: &found,
+                deleted: false,
+                error: None,
+            });
+        }
+    }
 }
 
 /// Connections waiting for their hello (and being closed) at most; a newer one pushes out
