@@ -25,6 +25,7 @@ pub mod record;
 pub mod series;
 pub mod state;
 pub mod stats;
+pub mod target;
 pub mod timeout;
 pub mod transfer;
 pub mod window;

@@ -650,12 +650,75 @@ fn the_export_reads_back_into_its_series() {
     let nd = read(&format!("{}\n{}\n", rtt.to_line(), down.to_line()));
     assert_eq!(names(&nd), names(&r));
     // A loss above 1 in an export is refused like in a record.
-    let r = read(&format!("{EXPORT_HEADER}\n1,1.5,loss,fraction,udp,h,x,s\n"));
+    let r = read(&format!(
+        "{EXPORT_HEADER}\n1,1.5,loss,fraction,udp,h,x,s,\n"
+    ));
     assert_eq!(r.errors[0].field.as_deref(), Some("value"));
-    // An export before the source column reads as it did.
+    // An export before the source column reads as it did, and one before the from column.
     let r = read("time,value,metric,unit,transport,to,series\n1,2,rtt,ms,tcp,h,x\n");
     clean(&r);
     assert_eq!(names(&r), ["rtt/tcp to h"]);
+    let r = read("time,value,metric,unit,transport,to,series,source\n1,2,rtt,ms,tcp,h,x,s\n");
+    clean(&r);
+    assert_eq!(names(&r), ["rtt/tcp to h"]);
+}
+
+/// `nowcast pcap` names a download's receiver, a client, by its address alone: what one
+/// client received from two services is two series, named with the service each came from,
+/// in NDJSON and through the export alike; an upload to a service stays one series whatever
+/// client port sent it. Before 2026-12-08 a client's downloads from every service it reached
+/// were one series.
+#[test]
+fn a_client_s_downloads_from_two_services_are_two_series() {
+    let rec = |t: f64, v: f64, to: &str, from: &str| {
+        let mut r = Record::new(t, "nowcast pcap", Metric::Throughput, v, to);
+        r.from = Some(from.into());
+        r
+    };
+    let records = [
+        rec(1000.0, 90.0, "10.0.0.5", "10.0.0.1:80"),
+        rec(2000.0, 5.0, "10.0.0.5", "10.0.0.2:443"),
+        rec(3000.0, 91.0, "10.0.0.5", "10.0.0.1:80"),
+        rec(4000.0, 1.0, "10.0.0.1:80", "10.0.0.5:40001"),
+        rec(5000.0, 2.0, "10.0.0.1:80", "10.0.0.5:40002"),
+    ];
+    let nd = read(
+        &records
+            .iter()
+            .map(Record::to_line)
+            .collect::<Vec<_>>()
+            .join("\n"),
+    );
+    clean(&nd);
+    let want = [
+        "throughput to 10.0.0.5 from 10.0.0.1:80",
+        "throughput to 10.0.0.5 from 10.0.0.2:443",
+        "throughput to 10.0.0.1:80",
+    ];
+    assert_eq!(names(&nd), want);
+    assert_eq!(nd.series[0].2, [90.0, 91.0]);
+    assert_eq!(nd.series[0].0.to.as_deref(), Some("10.0.0.5"));
+    assert_eq!(nd.series[0].0.from.as_deref(), Some("10.0.0.1:80"));
+    assert_eq!(nd.series[2].0.from, None);
+    assert_eq!(nd.series[2].2, [1.0, 2.0]);
+    let csv = read(&export_csv([("x", &records[..])]));
+    clean(&csv);
+    assert_eq!(names(&csv), want);
+    assert_eq!(csv.series[1].2, [5.0]);
+    // Chosen by the target its name gives, or by the address (the first of its series).
+    let text = export_csv([("x", &records[..])]);
+    let pick = |target: &str| {
+        one(
+            &text,
+            Select {
+                target: Some(target.into()),
+                ..Select::default()
+            },
+        )
+        .0
+    };
+    assert_eq!(pick("10.0.0.5 from 10.0.0.2:443"), [5.0]);
+    assert_eq!(pick("10.0.0.5"), [90.0, 91.0]);
 }
 
 /// Two sources stay two series through the export, and a FOBS congestion event (a loss
@@ -886,7 +949,7 @@ fn one_series_chosen_by_metric_target_transport_or_column() {
     let (_, _, problems) = one("1\n2\n", col(Column::Index(0)));
     assert!(matches!(&problems[..], [Problem::Usage(m)] if m.contains("--column applies to CSV")));
     // The page's export, one metric of it.
-    let export = format!("{EXPORT_HEADER}\n1,20,rtt,ms,websocket,h,R,browser\n1,90,bandwidth_down,Mbit/s,websocket,h,D,browser\n2,21,rtt,ms,websocket,h,R,browser\n");
+    let export = format!("{EXPORT_HEADER}\n1,20,rtt,ms,websocket,h,R,browser,\n1,90,bandwidth_down,Mbit/s,websocket,h,D,browser,\n2,21,rtt,ms,websocket,h,R,browser,\n");
     assert_eq!(one(&export, Select::default()).0, [20.0, 21.0]);
     let (v, _, _) = one(
         &export,

@@ -286,11 +286,13 @@ fn choose(s: &SeriesInfo, all: &[SeriesInfo]) -> String {
     if let Some(t) = s.transport {
         flags.push(format!("--transport {t}"));
     }
-    if let Some(to) = &s.to {
-        flags.push(format!("--target {to:?}"));
+    // With the service it came from, when it has one: the target its name gives.
+    if s.to.is_some() {
+        flags.push(format!("--target {:?}", s.target()));
     }
     let alike = |o: &SeriesInfo| {
-        (o.metric, o.transport, &o.to, &o.column) == (s.metric, s.transport, &s.to, &s.column)
+        (o.metric, o.transport, o.target(), &o.column)
+            == (s.metric, s.transport, s.target(), &s.column)
     };
     if let Some(source) = s
         .source

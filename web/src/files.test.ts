@@ -178,7 +178,7 @@ describe("exporting", () => {
       { label: "RTT, WebSocket echo", records: [rec(1000, 10), rec(2000, null), rec(3000, 11)] },
       { label: "Download", records: [rec(1000, 900, "bandwidth_down")] },
     ]);
-    expect(csv.split("\n")[0]).toBe("time,value,metric,unit,transport,to,series,source");
+    expect(csv.split("\n")[0]).toBe("time,value,metric,unit,transport,to,series,source,from");
     expect(csv).toContain('"RTT, WebSocket echo"');
     const back = importText(csv);
     expect(back.errors).toEqual([]);

@@ -644,7 +644,7 @@ export function importText(text: string): ImportResult {
 }
 
 /**
- * Measured values as the core's CSV export (`time,value,metric,unit,transport,to,series,source`),
+ * Measured values as the core's CSV export (`time,value,metric,unit,transport,to,series,source,from`),
  * which {@link importText} and `nowcast forecast` read back one series per metric, target and
  * transport; timeouts have no value and are left out (NDJSON keeps them).
  */

@@ -25,6 +25,7 @@ use super::series_name;
 use super::time::{counts_seconds, parse_time, parse_time_in};
 use super::{
     not_a_number, number, quote, thousands, Clock, Column, Keyed, Out, Problem, SeriesInfo, Sink,
+    Target,
 };
 use crate::record::{Metric, Record, Transport};
 use std::borrow::Cow;
@@ -129,6 +130,9 @@ struct Export {
     transport: Option<usize>,
     /// Since the `source` column was added; earlier exports have none.
     source: Option<usize>,
+    /// The record's sender (since 2026-12-08), which names the service a client's series
+    /// came from ([`super::Target::of_record`]).
+    from: Option<usize>,
     keyed: Keyed,
 }
 
@@ -235,6 +239,7 @@ impl Delimited {
                 to: at("to"),
                 transport: at("transport"),
                 source: at("source"),
+                from: at("from"),
                 keyed: Keyed::default(),
             }),
         }
@@ -363,6 +368,7 @@ impl Delimited {
                 to: None,
                 transport: None,
                 source: None,
+                from: None,
                 column: Some(match &header {
                     Some(h) if !shared(&h[i]) => h[i].clone(),
                     _ => i.to_string(),
@@ -527,6 +533,14 @@ fn export_row<S: Sink>(
         .source
         .map(|i| text(line, &row[i]).into_owned())
         .filter(|s| !s.is_empty());
+    let from = e
+        .from
+        .map(|i| text(line, &row[i]))
+        .filter(|s| !s.is_empty());
+    let target = match to {
+        Some(to) => Target::of_record(to, from.as_deref()),
+        None => Target::default(),
+    };
     let value = text(line, &row[e.value]);
     let v = number(&value);
     if v.is_none() && !value.is_empty() {
@@ -539,7 +553,7 @@ fn export_row<S: Sink>(
     };
     let id = e
         .keyed
-        .id(out.reg, "record", metric, transport, to, source, |to| {
+        .id(out.reg, "record", metric, transport, target, source, |to| {
             SeriesInfo {
                 transport,
                 ..SeriesInfo::measured(
@@ -572,7 +586,7 @@ fn field(s: &str) -> Cow<'_, str> {
 }
 
 /// The header of [`export_csv`].
-pub const EXPORT_HEADER: &str = "time,value,metric,unit,transport,to,series,source";
+pub const EXPORT_HEADER: &str = "time,value,metric,unit,transport,to,series,source,from";
 
 /// Records as the page exports them to CSV: [`EXPORT_HEADER`], one line per record with a
 /// value (timeouts and failures have none, and a FOBS congestion event is no value of a
@@ -600,7 +614,7 @@ pub fn export_csv_line(label: &str, r: &Record, out: &mut String) {
     let transport = r.probe.as_ref().and_then(|p| p.transport);
     let _ = writeln!(
         out,
-        "{},{v},{},{},{},{},{},{}",
+        "{},{v},{},{},{},{},{},{},{}",
         r.timestamp_ms,
         r.metric,
         r.unit,
@@ -608,6 +622,7 @@ pub fn export_csv_line(label: &str, r: &Record, out: &mut String) {
         field(&r.to),
         field(label),
         field(&r.source),
+        field(r.from.as_deref().unwrap_or("")),
     );
 }
 
@@ -645,7 +660,7 @@ mod tests {
         let text = export_csv([("RTT, \"echo\"", std::slice::from_ref(&r))]);
         assert_eq!(
             text,
-            "time,value,metric,unit,transport,to,series,source\n1000,2.5,rtt,ms,websocket,\"h,1\",\"RTT, \"\"echo\"\"\",browser\n"
+            "time,value,metric,unit,transport,to,series,source,from\n1000,2.5,rtt,ms,websocket,\"h,1\",\"RTT, \"\"echo\"\"\",browser,\n"
         );
     }
 }

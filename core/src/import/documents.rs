@@ -4,7 +4,8 @@
 //! ([`Document`], at most [`super::MAX_DOCUMENT`] bytes) and read at its end.
 
 use super::{
-    cut, iperf3, irtt, mtr, series_name, Clock, Format, Keyed, Out, SeriesInfo, Sink, MAX_DOCUMENT,
+    cut, iperf3, irtt, mtr, series_name, Clock, Format, Keyed, Out, SeriesInfo, Sink, Target,
+    MAX_DOCUMENT,
 };
 use crate::json::{Json, Kind as JsonKind, Parser};
 use crate::record::{Record, Status};
@@ -116,7 +117,7 @@ pub fn record<J: Json, S: Sink>(
         "record",
         metric,
         transport,
-        Some(r.to),
+        Target::of_record(r.to, r.from.as_deref()),
         Some(r.source),
         |to| SeriesInfo {
             transport,

@@ -11,7 +11,7 @@
 //!   (`server_output_json`), else only the test's summary (`end.sum_received`), one point.
 //! - `error` (iperf3 could not run the test) is reported as the document's error.
 
-use super::{time_ok, Clock, Keyed, Out, SeriesInfo, Sink};
+use super::{time_ok, Clock, Keyed, Out, SeriesInfo, Sink, Target};
 use crate::json::{num, path, text, Json};
 use crate::record::{Metric, Transport};
 
@@ -34,7 +34,7 @@ impl Test {
             "iperf3",
             metric,
             Some(transport),
-            self.to.clone(),
+            Target::to(self.to.clone()),
             None,
             |to| {
                 let name = match to {

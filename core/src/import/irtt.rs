@@ -8,7 +8,7 @@
 //!
 //! irtt writes a gzipped file when the name ends in `.gz`: that must be unzipped first.
 
-use super::{time_ok, Clock, Keyed, Out, SeriesInfo, Sink};
+use super::{time_ok, Clock, Keyed, Out, SeriesInfo, Sink, Target};
 use crate::json::{num, path, text, Json};
 use crate::record::{Metric, Transport};
 
@@ -23,7 +23,7 @@ pub fn read<J: Json, S: Sink>(doc: &J, out: &mut Out<'_, S>, keyed: &mut Keyed) 
             "irtt",
             metric,
             Some(Transport::Udp),
-            to.clone(),
+            Target::to(to.clone()),
             None,
             |to| {
                 let name = match to {

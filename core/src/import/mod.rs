@@ -14,9 +14,10 @@
 //!   columns of text are left out (and said so); without a header, the first column is the
 //!   time when there are two or more and it reads as one (`time,value`), and the others are
 //!   series named `column N` (N counts from 0, as `--column` does). A header with a `metric`
-//!   column is Nowcast's own export (`time,value,metric,unit,transport,to,series,source`,
-//!   written by [`export_csv`]; `source` since 2026-12-06): one series per metric, target,
-//!   transport and source, as records.
+//!   column is Nowcast's own export (`time,value,metric,unit,transport,to,series,source,from`,
+//!   written by [`export_csv`]; `source` since 2026-12-06, `from` since 2026-12-08): one
+//!   series per metric, target, transport and source, as records (and per service, for a
+//!   client's downloads: [`SeriesInfo::from`]).
 //! - **`time<TAB>value`** and any tab-separated columns: the CSV rules with tabs.
 //! - **One number a line** (a one-word header line allowed).
 //! - **iperf3 `-J`** ([`iperf3`]), **ping** (Linux iputils, [`ping`]), **mtr `--json`**
@@ -143,12 +144,26 @@ pub struct SeriesInfo {
     /// The tool that measured it, when the file says (a record's `source`: `nowcast tcp`,
     /// `pcap`, `pcap timestamps`, …): two sources are two series, as in the archive.
     pub source: Option<String>,
+    /// The service it came from, when the target is a client that received from several
+    /// (`nowcast pcap`'s downloads go `to` the client's address `from` the service's
+    /// `host:port`: [`crate::target::sending_service`]); each service is its own series.
+    pub from: Option<String>,
     /// The CSV column read: its header, or `N` (from 0) without a header.
     pub column: Option<String>,
     pub clock: Clock,
 }
 
 impl SeriesInfo {
+    /// Its target as its name gives it: `10.0.0.5 from 10.0.0.1:80` for a client's series
+    /// from one service ([`SeriesInfo::from`]), else the target alone (empty without one).
+    pub fn target(&self) -> String {
+        match (&self.to, &self.from) {
+            (Some(to), Some(from)) => format!("{to} from {from}"),
+            (Some(to), None) => to.clone(),
+            (None, _) => String::new(),
+        }
+    }
+
     fn measured(name: String, metric: Metric, to: Option<String>, clock: Clock) -> Self {
         Self {
             name,
@@ -157,6 +172,7 @@ impl SeriesInfo {
             to,
             transport: None,
             source: None,
+            from: None,
             column: None,
             clock,
         }
@@ -222,6 +238,8 @@ pub enum Column {
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Select {
     pub metric: Option<Metric>,
+    /// A series's target, or its target with the service it came from as its name gives
+    /// it ([`SeriesInfo::target`]: `10.0.0.5 from 10.0.0.1:80`).
     pub target: Option<String>,
     pub transport: Option<Transport>,
     /// A record's `source`.
@@ -237,7 +255,7 @@ impl Select {
             && self
                 .target
                 .as_ref()
-                .is_none_or(|t| s.to.as_deref() == Some(t.as_str()))
+                .is_none_or(|t| s.to.as_deref() == Some(t.as_str()) || s.target() == *t)
             && self.transport.is_none_or(|t| s.transport == Some(t))
             && self
                 .source
@@ -978,6 +996,7 @@ fn plain<S: Sink>(text: &str, out: &mut Out<'_, S>) {
             to: None,
             transport: None,
             source: None,
+            from: None,
             column: None,
             clock: Clock::Count,
         };
@@ -1047,17 +1066,39 @@ fn detect(t: &str) -> Format {
 }
 
 /// What tells series of measurements apart in a file: the tool (records, iperf3, …), the
-/// metric, the transport, the target and a record's source.
+/// metric, the transport, the target (and the service it received from, when it is a
+/// client: [`SeriesInfo::from`]) and a record's source.
 type Key = (
     &'static str,
     Metric,
     Option<Transport>,
-    Option<String>,
+    Target,
     Option<String>,
 );
 
+/// A series' target, and the service it received from when that, not the target, is the
+/// service ([`crate::target::sending_service`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub(crate) struct Target {
+    pub to: Option<String>,
+    pub from: Option<String>,
+}
+
+impl Target {
+    /// A target that is the service itself (or a tool's target, which always is).
+    pub fn to(to: Option<String>) -> Self {
+        Self { to, from: None }
+    }
+
+    /// A record's target, with its sender when that is the service.
+    pub fn of_record(to: String, from: Option<&str>) -> Self {
+        let from = crate::target::sending_service(&to, from).map(str::to_string);
+        Self { to: Some(to), from }
+    }
+}
+
 /// A [`Key`] but its source.
-type Unsourced = (&'static str, Metric, Option<Transport>, Option<String>);
+type Unsourced = (&'static str, Metric, Option<Transport>, Target);
 
 /// Series keyed by [`Key`], numbered in the registry as they appear.
 #[derive(Debug, Default)]
@@ -1070,10 +1111,12 @@ struct Keyed {
 }
 
 impl Keyed {
-    /// The series of `metric` to `to` over `transport` from `tool` (and a record's
-    /// `source`), added as `info(to)` describes it when new (`None` past [`MAX_SERIES`]). A
-    /// series that only its source tells apart from one seen before is named with its source
-    /// (`rtt/tcp to h:80 (pcap timestamps)`); the first keeps the plain name.
+    /// The series of `metric` to `target` over `transport` from `tool` (and a record's
+    /// `source`), added as `info(to)` describes it when new (`None` past [`MAX_SERIES`]),
+    /// named with the service it came from when it has one (`throughput to 10.0.0.5 from
+    /// 10.0.0.1:80`). A series that only its source tells apart from one seen before is
+    /// named with its source (`rtt/tcp to h:80 (pcap timestamps)`); the first keeps the
+    /// plain name.
     #[allow(clippy::too_many_arguments)]
     fn id(
         &mut self,
@@ -1081,17 +1124,24 @@ impl Keyed {
         tool: &'static str,
         metric: Metric,
         transport: Option<Transport>,
-        to: Option<String>,
+        target: Target,
         source: Option<String>,
         info: impl Fn(&Option<String>) -> SeriesInfo,
     ) -> Option<usize> {
-        let key = (tool, metric, transport, to, source);
+        let key = (tool, metric, transport, target, source);
         if let Some(id) = self.ids.get(&key) {
             return *id;
         }
-        let described = || SeriesInfo {
-            source: key.4.clone(),
-            ..info(&key.3)
+        let described = || {
+            let mut s = SeriesInfo {
+                source: key.4.clone(),
+                from: key.3.from.clone(),
+                ..info(&key.3.to)
+            };
+            if let Some(from) = &s.from {
+                s.name = format!("{} from {from}", s.name);
+            }
+            s
         };
         if self.ids.len() >= MAX_KEYS && !reg.asks(&described()) {
             // Past the limit, series are no longer told apart (nor counted), but for the one
@@ -1144,6 +1194,7 @@ impl Sink for Imported {
                     to: None,
                     transport: None,
                     source: None,
+                    from: None,
                     column: None,
                     clock: Clock::Count,
                 },

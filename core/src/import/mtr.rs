@@ -8,7 +8,7 @@
 //! holds one report, or one a line (`mtr --json` run repeatedly, compacted): each is one
 //! point, placed a second apart since mtr writes no time.
 
-use super::{Clock, Keyed, Out, SeriesInfo, Sink};
+use super::{Clock, Keyed, Out, SeriesInfo, Sink, Target};
 use crate::json::{num, text, Json};
 use crate::record::Metric;
 
@@ -24,13 +24,21 @@ pub fn read<J: Json, S: Sink>(doc: &J, out: &mut Out<'_, S>, keyed: &mut Keyed) 
     let Some(hop) = hubs.at(last) else { return };
     let field = |f: &str| format!("report.hubs[{last}].{f}");
     let mut id = |out: &mut Out<'_, S>, metric: Metric| {
-        keyed.id(out.reg, "mtr", metric, None, to.clone(), None, |to| {
-            let name = match to {
-                Some(to) => format!("mtr {metric} to {to}"),
-                None => format!("mtr {metric}"),
-            };
-            SeriesInfo::measured(name, metric, to.clone(), Clock::Count)
-        })
+        keyed.id(
+            out.reg,
+            "mtr",
+            metric,
+            None,
+            Target::to(to.clone()),
+            None,
+            |to| {
+                let name = match to {
+                    Some(to) => format!("mtr {metric} to {to}"),
+                    None => format!("mtr {metric}"),
+                };
+                SeriesInfo::measured(name, metric, to.clone(), Clock::Count)
+            },
+        )
     };
     let Some(loss) = num(&hop, &["Loss%"]) else {
         return out.error(Some(&field("Loss%")), "is missing");

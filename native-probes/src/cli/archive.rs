@@ -244,7 +244,7 @@ enum Command {
         batch: usize,
     },
     /// Write records as NDJSON (the page imports it) or CSV as the page exports
-    /// (`time,value,metric,unit,transport,to,series,source`).
+    /// (`time,value,metric,unit,transport,to,series,source,from`).
     Export {
         #[command(flatten)]
         source: Source,

@@ -44,7 +44,8 @@ pub struct Args {
     /// The series of this metric (default: the first series), e.g. rtt, bandwidth_down.
     #[arg(long, value_parser = parse_name::<Metric>)]
     metric: Option<Metric>,
-    /// The series measured to this target (a record's `to`, e.g. host:port).
+    /// The series measured to this target (a record's `to`, e.g. host:port; a client's series
+    /// from one service as its name gives it, e.g. '10.0.0.5 from 10.0.0.1:80').
     #[arg(long)]
     target: Option<String>,
     /// The series measured over this transport (websocket, http, tcp, udp, …).

@@ -373,54 +373,12 @@ fn stats(values: &[f64]) -> Option<Stats> {
     })
 }
 
-/// A target's host and port: `h:8060` → (`h`, 8060), `[::1]:5201` → (`::1`, 5201), a URL's
-/// host with its port, or its scheme's (http and ws 80, https and wss 443), `10.0.0.2` →
-/// (`10.0.0.2`, none). One parse for both, so that they never disagree on a target.
-pub fn split_target(to: &str) -> (&str, Option<u16>) {
-    let (scheme, rest) = to.split_once("://").map_or(("", to), |(s, r)| (s, r));
-    let authority = rest.split(['/', '?', '#']).next().unwrap_or(rest);
-    let (host, port) = match authority.strip_prefix('[') {
-        Some(r) => match r.split_once(']') {
-            Some((h, tail)) => (h, tail.strip_prefix(':')),
-            None => (r, None),
-        },
-        None => match authority.rsplit_once(':') {
-            Some((h, p)) if !h.contains(':') && p.bytes().all(|b| b.is_ascii_digit()) => {
-                (h, Some(p))
-            }
-            _ => (authority, None),
-        },
-    };
-    let port = match port {
-        Some(p) => p.parse().ok(),
-        None => match scheme.to_ascii_lowercase().as_str() {
-            "http" | "ws" => Some(80),
-            "https" | "wss" => Some(443),
-            _ => None,
-        },
-    };
-    (host, port)
-}
+use nowcast_core::target::{host_of, port_of};
 
-/// The host part of a target ([`split_target`]).
-pub fn host_of(to: &str) -> &str {
-    split_target(to).0
-}
-
-/// The port a target names, or its URL's scheme implies ([`split_target`]).
-pub fn port_of(to: &str) -> Option<u16> {
-    split_target(to).1
-}
-
-/// The service a passive record's flow ran to, as `nowcast pcap` names its ends: a
-/// direction's receiver when it is named with its port (the service), else its sender (a
-/// service sending to a client, named by address alone).
+/// The service a passive record's flow ran to, as `nowcast pcap` names its ends
+/// ([`nowcast_core::target::service_of`]).
 fn service_of(r: &Record) -> (&str, Option<u16>) {
-    let to = split_target(&r.to);
-    match r.from.as_deref().map(split_target) {
-        Some(from @ (_, Some(_))) if to.1.is_none() => from,
-        _ => to,
-    }
+    nowcast_core::target::service_of(&r.to, r.from.as_deref())
 }
 
 /// One series: its values in time order through the core's estimators.
@@ -1151,19 +1109,5 @@ mod tests {
         );
         let text = super::super::text::render(&r, "no records");
         assert!(text.contains("← fewest streams"), "{text}");
-        assert_eq!(host_of("[::1]:5201"), "::1");
-        assert_eq!(host_of("http://h.example:8080/x"), "h.example");
-        assert_eq!(host_of("10.0.0.2"), "10.0.0.2");
-        assert_eq!(port_of("[::1]:5201"), Some(5201));
-        assert_eq!(port_of("http://h.example:8080/x"), Some(8080));
-        assert_eq!(port_of("http://h.example/x:1"), Some(80));
-        assert_eq!(port_of("https://h.example?a=1:2"), Some(443));
-        assert_eq!(host_of("https://h.example?a=1:2"), "h.example");
-        assert_eq!(port_of("[::1]"), None);
-        assert_eq!(host_of("[::1]"), "::1");
-        assert_eq!(split_target("h:99999"), ("h", None));
-        assert_eq!(port_of("10.0.0.2:80"), Some(80));
-        assert_eq!(port_of("10.0.0.2"), None);
-        assert_eq!(port_of("fe80::1"), None);
     }
 }

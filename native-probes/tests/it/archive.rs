@@ -274,14 +274,15 @@ fn import_names_bad_lines_and_export_gives_the_records_back() {
     );
     let csv = text(&csv.stdout);
     let mut rows = csv.lines();
-    // The page's CSV export: time in ms, value, metric, unit, transport, target, title, source.
+    // The page's CSV export: time in ms, value, metric, unit, transport, target, title, source,
+    // sender.
     assert_eq!(
         rows.next(),
-        Some("time,value,metric,unit,transport,to,series,source")
+        Some("time,value,metric,unit,transport,to,series,source,from")
     );
     for row in rows {
         let cells: Vec<&str> = row.split(',').collect();
-        assert_eq!(cells.len(), 8, "{row}");
+        assert_eq!(cells.len(), 9, "{row}");
         assert!(
             cells[0].parse::<f64>().is_ok() && cells[1].parse::<f64>().is_ok(),
             "{row}"

@@ -459,6 +459,41 @@ mod tests {
     }
 
     #[test]
+    fn a_replica_slow_to_answer_is_not_the_fastest_for_its_fast_path() {
+        // 1 MiB downloads. a: 500 Mbit/s, answers at once; b: 2000 Mbit/s, takes 500 ms to
+        // answer every request. Before the replica's time to answer was counted, b's
+        // forecast was 1 ms + 4 ms and it was "best" (a user's review, 2026-12-08).
+        let mut p = two(Balance::Completion);
+        for i in 0..30 {
+            let t = i as f64 * 600.0;
+            for (r, mbit, think) in [(0, 500.0, 0.3), (1, 2000.0, 500.0)] {
+                let mut d = ok(r, t, mbit, 1.0, 0);
+                (d.bytes_up, d.bytes_down) = (0, 1 << 20);
+                d.wait_ms = Some(1.0 + think);
+                d.base_rtt_ms = Some(1.0);
+                p.finish(&d);
+            }
+        }
+        let d = p.choose(0, Some(1 << 20), None, 18_000.0, [0.9, 0.0]);
+        assert_eq!((d.replica, d.reason), (0, Reason::Best));
+        let views = p.views(0, (1 << 20) as f64, 18_000.0);
+        let (a, b) = (&views[0], &views[1]);
+        assert!((b.think_ms.unwrap() - 500.0).abs() < 5.0, "{b:?}");
+        assert!(a.think_ms.unwrap() < 1.0, "{a:?}");
+        // (a's view counts the request just sent there, in flight: twice 1 MiB at 500 Mbit/s.)
+        assert!(
+            b.time_ms.unwrap() > 500.0 && a.time_ms.unwrap() < 40.0,
+            "{views:?}"
+        );
+        // An upload's wait holds the drain of its queued bytes: not the replica's time.
+        let mut p = two(Balance::Completion);
+        let mut d = ok(0, 0.0, 100.0, 1.0, 1 << 20);
+        d.wait_ms = Some(80.0);
+        p.finish(&d);
+        assert_eq!(p.views(0, 1e6, 1.0)[0].think_ms, None);
+    }
+
+    #[test]
     fn concurrent_units_spread_over_alike_replicas_and_come_back_once_the_path_drains() {
         // a is a little faster: alone, every unit goes there.
         let mut p = alike(82.0);

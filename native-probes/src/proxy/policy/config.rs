@@ -323,6 +323,7 @@ impl Policy {
                     rtt_short: Shortfalls::default(),
                     base_rtt_ms: None,
                     wait: None,
+                    think: None,
                     last_sample_ms: None,
                     last_fed_ms: None,
                     fed: 0,

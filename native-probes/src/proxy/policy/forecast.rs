@@ -50,6 +50,9 @@ pub struct View {
     /// The RTT forecast, ms, and its error.
     #[serde(rename = "rtt_ms")]
     pub rtt: Option<Estimate>,
+    /// The forecast of its time to answer a request, ms ([`THINK_UPLOAD_MAX`]), which the
+    /// completion time adds to the path's.
+    pub think_ms: Option<f64>,
     /// Forecast completion time for the request's size, ms (and its worst case).
     pub time_ms: Option<f64>,
     pub worst_ms: Option<f64>,
@@ -171,6 +174,14 @@ impl Policy {
             }),
             _ => self.rtt(r),
         };
+        // The replica's own time to answer comes before the first byte: a replica that takes
+        // 500 ms over a fast path was "best" for a 1 MiB download against one that answers in
+        // 3 ms (a user's review, 2026-12-08).
+        let think = self.think_ms(r).unwrap_or(0.0);
+        let rtt = rtt.map(|e| Estimate {
+            value: e.value + think,
+            ..e
+        });
         let backlog = if rep.inflight == 0 {
             0.0
         } else {
@@ -186,6 +197,12 @@ impl Policy {
         (site, bw.map(|b| b.1), timed)
     }
 
+    /// The forecast of replica `r`'s time to answer, ms (0 or more), once it has one.
+    pub(super) fn think_ms(&self, r: usize) -> Option<f64> {
+        let f = self.replicas[r].think.as_ref()?.forecast()?;
+        Some(f.mse.value.max(0.0))
+    }
+
     fn view_k(&self, r: usize, size: f64, now_ms: f64, k: f64) -> View {
         let rep = &self.replicas[r];
         let (site, source, timed) = self.site(r, size, now_ms);
@@ -199,6 +216,7 @@ impl Policy {
             bandwidth_source: bw.map(|b| b.1),
             bandwidth_age_ms: bw.and_then(|b| self.bandwidth_age_ms(r, b.1, now_ms)),
             rtt,
+            think_ms: self.think_ms(r),
             time_ms: p.time_ms,
             worst_ms: p.high_ms,
             sample_age_ms: rep.last_sample_ms.map(|t| (now_ms - t).max(0.0)),

@@ -212,6 +212,19 @@ impl Policy {
                 if let Some(b) = d.base_rtt_ms.filter(|x| x.is_finite() && *x > 0.0) {
                     rep.base_rtt_ms = Some(b);
                 }
+                // The replica's time to answer, from a request whose body was sent before it
+                // could (module header): its wait less the path's least RTT.
+                let least = rep.base_rtt_ms.or(d.rtt_ms);
+                if let (Some(w), Some(least)) = (
+                    d.wait_ms
+                        .filter(|w| fed && w.is_finite() && d.bytes_up <= THINK_UPLOAD_MAX),
+                    least.filter(|x| x.is_finite()),
+                ) {
+                    let think = rep
+                        .think
+                        .get_or_insert_with(|| Box::new(Series::without_timeouts(Mode::Improved)));
+                    let _ = think.observe((w - least).max(0.0));
+                }
                 if let Some(rtt) = d.rtt_ms.filter(|x| fed && x.is_finite() && *x >= 0.0) {
                     let mut o = Observation::new(
                         d.now_ms,

@@ -11,10 +11,13 @@
 //! - the RTT, a probed series of its own;
 //! - the time from the end of a request's upload to the response head ("wait"), whose
 //!   forecast sets the replica's request timeout with one of the library's adaptive rules
-//!   (Allen, Wolski & Plank §3; algorithms.md §2).
+//!   (Allen, Wolski & Plank §3; algorithms.md §2);
+//! - the replica's time to answer ("think"): the waits of requests with small bodies, less
+//!   the path's least RTT ([`THINK_UPLOAD_MAX`]).
 //!
-//! Choice (§5): the lowest forecast completion time for the request's size (RTT + size ÷
-//! bandwidth: by default the point forecasts, the least expected time; with `error_k` > 0
+//! Choice (§5): the lowest forecast completion time for the request's size (RTT + think +
+//! size ÷ bandwidth: a replica that takes 500 ms to answer is not the fastest for its fast
+//! path; by default the point forecasts, the least expected time; with `error_k` > 0
 //! `core::rank`'s worst case at `error_k` errors, averse to risk), or by flag
 //! the highest forecast bandwidth (the paper's rule). A share ε of requests goes to an
 //! alternate so that no estimate goes stale (§4: "the proxy will divert a small fraction of
@@ -97,6 +100,12 @@ pub const SOURCE: &str = "nowcast proxy";
 /// the start as they did from every request.
 pub const WARM_SAMPLES: u64 = 100;
 
+/// The largest request body whose wait times the replica's answer ([`Replica::think`]): a
+/// body that fits a path's first flights is sent before the replica can answer, so its wait
+/// is a round trip and the replica's own time; a larger upload's wait also holds the drain
+/// of the bytes still queued on the path, which its bandwidth already counts.
+pub const THINK_UPLOAD_MAX: u64 = 64 * 1024;
+
 /// Most replicas in all. Each keeps its forecasts, made on its first sample: ≈ 100 KB once
 /// it has an RTT and a wait (two forecaster banks), up to ≈ 390 KB with bandwidth from all
 /// three sources, and the edge keeps a connection to it alive (two descriptors). 1,024 of them
@@ -174,6 +183,9 @@ struct Replica {
     base_rtt_ms: Option<f64>,
     /// The wait's series, tracking only the timeout rule in use ([`wait_series`]).
     wait: Option<Box<Series>>,
+    /// Its time to answer: the waits of requests with small bodies less the path's least
+    /// RTT ([`THINK_UPLOAD_MAX`]), which a completion time adds to the path's own.
+    think: Option<Box<Series>>,
     last_sample_ms: Option<f64>,
     /// When a request's RTT and wait were last fed to the series, and how many were.
     last_fed_ms: Option<f64>,
