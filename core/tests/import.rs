@@ -1198,6 +1198,14 @@ fn compressed_and_semicolon_files_are_told_what_they_are() {
             "{m}"
         );
     }
+    // A packet capture is pointed to `nowcast pcap` (a user's review, 2026-12-08).
+    let mut capture = vec![0xd4, 0xc3, 0xb2, 0xa1, 2, 0, 4, 0];
+    capture.extend_from_slice(&[0xff; 40]);
+    let m = stop(&capture);
+    assert!(
+        m.contains("packet capture (pcap)") && m.contains("`nowcast pcap FILE`"),
+        "{m}"
+    );
     // A text file starting with "BZh" is text.
     let r = read("BZh\n1\n2\n");
     assert_eq!(
@@ -1221,4 +1229,17 @@ fn compressed_and_semicolon_files_are_told_what_they_are() {
     assert!(!r.unsupported.unwrap_or_default().contains("separated by"));
     let r = read("\"x;y\",value\n1,2\n");
     clean(&r);
+}
+
+/// A record without its `schema_version` is named for what it lacks, not called "no format
+/// Nowcast reads" (a user's review, 2026-12-08).
+#[test]
+fn a_record_without_its_version_is_named_for_it() {
+    let r = read("{\"metric\":\"rtt\",\"value\":5,\"unit\":\"ms\"}\n");
+    assert_eq!(r.unsupported, None, "{r:?}");
+    assert_eq!(
+        r.errors[0].field.as_deref(),
+        Some("schema_version"),
+        "{r:?}"
+    );
 }

@@ -455,6 +455,8 @@ export class ProbeSession {
 
   private cutOffSlowClient(): void {
     this.deps.metrics.reject("slow_client");
+    // Logged as the HTTP cut-off is (an idle close is housekeeping, not a refusal).
+    this.client.refused("client reads too slowly: connection cut", "slow_client");
     this.close(CLOSE.SLOW_CLIENT.code, CLOSE.SLOW_CLIENT.reason);
   }
 

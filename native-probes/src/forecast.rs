@@ -258,8 +258,12 @@ pub fn run(cfg: &Config, out: &mut dyn Write) -> Result<()> {
         // The likely range stays within what the unit allows (no negative RTT).
         let (lo, hi) = u.unit.range();
         for n in &mut report.next {
-            n.low = n.low.map(|v| v.clamp(lo, hi));
-            n.high = n.high.map(|v| v.clamp(lo, hi));
+            // Never so as to leave out the forecast itself.
+            let v = n.value;
+            let lo = if v < lo { f64::NEG_INFINITY } else { lo };
+            let hi = if v > hi { f64::INFINITY } else { hi };
+            n.low = n.low.map(|x| x.clamp(lo, hi));
+            n.high = n.high.map(|x| x.clamp(lo, hi));
         }
     }
     if args.json {
@@ -332,14 +336,29 @@ impl Shown {
         };
         let (value, band) = (round(n.value * k), round(band * k));
         let (lo, hi) = self.range();
-        [
+        // Within the unit's range, but never so as to leave out the forecast itself (a
+        // series of values beyond the range a record allows, read from a CSV).
+        let (lo, hi) = (
+            if value < lo { f64::NEG_INFINITY } else { lo },
+            if value > hi { f64::INFINITY } else { hi },
+        );
+        let figures = [
             value,
             band,
             (value - band).clamp(lo, hi),
             (value + band).clamp(lo, hi),
-        ]
+        ];
+        // Beyond a billion, or below a ten-thousandth, in exponent notation: 4.75e48, not 49
+        // digits (and a band of 23 digits after a value of one).
+        let huge = |v: f64| v != 0.0 && !(1e-4..1e9).contains(&v.abs());
+        if huge(value) || huge(band) {
+            return figures.map(|v| match v {
+                0.0 => "0".to_string(),
+                v => format!("{v:.3e}"),
+            });
+        }
         // + 0.0: no "-0.00".
-        .map(|v| format!("{:.d$}", v + 0.0))
+        figures.map(|v| format!("{:.d$}", v + 0.0))
     }
 }
 
@@ -595,6 +614,21 @@ fn print_human(
             r.points
         )?;
     }
+    // A timeout is a time to wait: of a rate or a loss there is none to set (`--json` keeps
+    // the rules' figures for any series).
+    if let Some(u) = unit.filter(|u| u.unit != Unit::Ms) {
+        let what = if u.unit == Unit::Fraction {
+            "a fraction"
+        } else {
+            "a rate"
+        };
+        writeln!(
+            out,
+            "\nTimeout rules: not shown, as they time a wait and this series is {what} \
+             (--json has them)"
+        )?;
+        return Ok(());
+    }
     let k = shown.factor();
     let d = decimals(r.timeouts.iter().map(|t| t.mean_timeout * k));
     writeln!(
@@ -744,6 +778,20 @@ mod tests {
         assert_eq!(
             plain.next(&next(-0.001, 0.0001)),
             ["-0.00100", "0.00020", "-0.00120", "-0.00080"]
+        );
+        // Huge figures in exponent notation, and a range that holds the forecast even past
+        // the unit's (a user's review: 49 digits, "likely 0 to 1000000000 ms").
+        assert_eq!(
+            ms.next(&next(4.75e48, 1e48)),
+            ["4.750e48", "2.000e48", "2.750e48", "6.750e48"]
+        );
+        assert_eq!(
+            ms.next(&next(4.75e48, 1e50)),
+            ["4.750e48", "2.000e50", "0", "2.048e50"]
+        );
+        assert_eq!(
+            plain.next(&next(3.0, 8.7e21)),
+            ["3.000e0", "1.740e22", "-1.740e22", "1.740e22"]
         );
     }
 

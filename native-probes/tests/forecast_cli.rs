@@ -529,6 +529,11 @@ fn a_fast_link_is_shown_in_gbit_per_s_and_a_range_never_goes_below_zero() {
     let improved = text.lines().find(|l| l.contains("improved mode")).unwrap();
     assert!(improved.contains("Gbit/s  likely 2"), "{improved}");
     assert!(!text.contains("Mbit/s  likely"), "{text}");
+    // No timeouts of a rate (they were printed in Gbit/s).
+    assert!(
+        text.contains("Timeout rules: not shown, as they time a wait and this series is a rate"),
+        "{text}"
+    );
 
     // A series of small, scattered RTTs: the likely range starts at 0 ms, not below.
     let f = dir.file(

@@ -54,7 +54,9 @@ pub fn described(format: Format) -> &'static str {
 
 pub fn kind<J: Json>(v: &J) -> Kind {
     let has = |k: &str| v.get(k).is_some();
-    if has("schema_version") {
+    // A record without its version (written by hand, or by another tool) is still read as
+    // one, so that the reader names what it lacks rather than calling it no format at all.
+    if has("schema_version") || (has("metric") && has("unit") && has("value")) {
         Kind::Record
     } else if has("intervals")
         || (has("start") && has("end"))

@@ -353,9 +353,21 @@ pub fn compression(start: &[u8]) -> Option<(&'static str, &'static str)> {
     }
 }
 
-/// What a compressed input is told in place of "not UTF-8 text": what it is and how to
-/// read it.
+/// What a compressed input, or a packet capture, is told in place of "not UTF-8 text":
+/// what it is and how to read it.
 fn compressed_message(start: &[u8]) -> Option<String> {
+    // A classic pcap file's magic, either byte order, micro- or nanosecond times.
+    if let [0xd4, 0xc3, 0xb2, 0xa1, ..]
+    | [0xa1, 0xb2, 0xc3, 0xd4, ..]
+    | [0x4d, 0x3c, 0xb2, 0xa1, ..]
+    | [0xa1, 0xb2, 0x3c, 0x4d, ..] = start
+    {
+        return Some(
+            "the input is a packet capture (pcap), not text: analyse it with `nowcast pcap \
+             FILE`, whose `--json` records this reads"
+                .into(),
+        );
+    }
     let (name, tool) = compression(start)?;
     let bytes: Vec<String> = start.iter().take(4).map(|b| format!("{b:02x}")).collect();
     Some(format!(

@@ -115,6 +115,18 @@ pub fn run(args: Args) -> Result<()> {
     if args.rows == 0 {
         usage!("--rows must be at least 1 (--json alone prints no table)");
     }
+    // clap's `requires` let these through with files, and they were ignored without a word.
+    if args.live.is_none() {
+        if let Some(f) = &args.filter {
+            usage!(
+                "--filter applies to --live captures; to analyse part of a file, filter it \
+                 first: tcpdump -r IN.pcap -w OUT.pcap '{f}'"
+            );
+        }
+        if args.duration.is_some() {
+            usage!("--duration applies to --live captures; a file is read to its end");
+        }
+    }
     if let Some(out) = &args.out {
         super::common::refuse_an_input(
             out,

@@ -476,7 +476,11 @@ pub(super) fn live_table(
                 crate::output::number(rate),
                 r.ack_rtt_median_s.map(ms).unwrap_or_else(|| "-".into()),
                 r.retransmissions.to_string(),
-                format!("{} →{}", opt(r.last_bound_mbps), opt(r.forecast_mbps)),
+                // The last bound and its forecast; a dash alone while there is neither.
+                match (r.last_bound_mbps, r.forecast_mbps) {
+                    (None, None) => "-".into(),
+                    (b, f) => format!("{} → {}", opt(b), opt(f)),
+                },
             ];
             (cells, Vec::new())
         })

@@ -16,7 +16,9 @@ use super::headers::{
     normalized_path, strip_hop_by_hop, X_FORWARDED_FOR,
 };
 use super::metrics::{self, Edge};
-use super::policy::{Decision, Done, Failure, Health, Policy, ReplicaSpec, ServiceSpec, Source};
+use super::policy::{
+    Decision, Done, Failure, Health, Policy, ReplicaSpec, ServiceSpec, Source, View,
+};
 use super::upstream::{ConnectError, Pool, Target};
 use crate::rng::Rng;
 use bytes::Bytes;
@@ -714,8 +716,18 @@ async fn attempt(
 }
 
 /// One `--explain` line: where a request to service `s` went and why, with every replica's
-/// view as the policy saw it (`p` is the policy, still locked by the caller).
-fn explain(sh: &Shared, p: &Policy, head: &Head, s: usize, retry: bool, d: &Decision) {
+/// view as the policy saw it when it chose (`views`, taken before the choice: after it, the
+/// chosen replica's time counted the request itself, in flight, and read as if a slower
+/// replica had been "best"); `p` is the policy, still locked by the caller.
+fn explain(
+    sh: &Shared,
+    p: &Policy,
+    head: &Head,
+    s: usize,
+    retry: bool,
+    d: &Decision,
+    views: Vec<View>,
+) {
     let now = sh.now_ms();
     let line = serde_json::json!({
         "timestamp_ms": now,
@@ -731,7 +743,7 @@ fn explain(sh: &Shared, p: &Policy, head: &Head, s: usize, retry: bool, d: &Deci
         "chose": p.spec(d.replica).name,
         "reason": d.reason.name(),
         "timeout_ms": d.timeout_ms,
-        "replicas": p.views(s, d.size.bytes, now),
+        "replicas": views,
     });
     crate::warn_line!("{line}");
 }
@@ -852,9 +864,10 @@ async fn handle(
         let mut p = sh.policy.lock().expect("policy");
         let route = p.route_key(service, head.method.as_str(), head.path_and_query.path());
         let size = p.size_of(service, length, Some(&route));
+        let views = sh.explain.then(|| p.views(service, size.bytes, now));
         let d = p.choose_sized(service, size, unit.as_deref(), now, draws);
-        if sh.explain {
-            explain(&sh, &p, &head, service, false, &d);
+        if let Some(views) = views {
+            explain(&sh, &p, &head, service, false, &d, views);
         }
         (d, route)
     };
@@ -913,9 +926,10 @@ async fn handle(
                     let draws = sh.draws();
                     let now = sh.now_ms();
                     let mut p = sh.policy.lock().expect("policy");
+                    let views = sh.explain.then(|| p.views(service, d.size.bytes, now));
                     let n = p.retry_sized(service, d.size, d.replica, now, draws);
-                    if let (Some(n), true) = (&n, sh.explain) {
-                        explain(&sh, &p, &head, service, true, n);
+                    if let (Some(n), Some(views)) = (&n, views) {
+                        explain(&sh, &p, &head, service, true, n, views);
                     }
                     n
                 } else {

@@ -414,6 +414,22 @@ fn unfinished_transfers_are_named_at_the_start_and_deleted_once_older_than_kept(
     for f in [".new.bin.fobs-part", ".new.bin.fobs-state"] {
         assert!(rx_dir.join(f).exists(), "{f} was deleted");
     }
+    // A sender with the token that says hello for a large file and leaves holds nothing:
+    // its part file, which reserved the whole size, is not kept.
+    let mut c = TcpStream::connect(("127.0.0.1", rx.port)).unwrap();
+    c.write_all(&hello(token(), "empty.bin", 256 << 20))
+        .unwrap();
+    let mut welcome = [0u8; 24];
+    c.read_exact(&mut welcome).unwrap();
+    drop(c);
+    let line = rx.wait_for("\"empty.bin\": ", LIMIT);
+    assert!(
+        line.contains("after ") && !line.contains("kept for --resume"),
+        "{line}"
+    );
+    for f in [".empty.bin.fobs-part", ".empty.bin.fobs-state"] {
+        assert!(!rx_dir.join(f).exists(), "{f} was kept");
+    }
     // What is kept resumes.
     let target = format!("127.0.0.1:{}", rx.port);
     let out = wait_child(

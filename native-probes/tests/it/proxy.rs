@@ -137,6 +137,21 @@ fn streams_both_ways_with_keep_alive_and_writes_valid_records() {
             .any(|v| v[key]["value"].as_f64().is_some_and(|x| x > 0.0))
     };
     assert!(measured("bandwidth_mbit") && measured("rtt_ms"), "{err}");
+    // The views are those the choice was made on: a replica chosen as the best has the least
+    // forecast time (taken after the choice, its time counted the request itself).
+    for l in lines.iter().filter(|l| l["reason"] == "best") {
+        let time = |v: &serde_json::Value| v["time_ms"].as_f64();
+        let reps = l["replicas"].as_array().unwrap();
+        let chosen = reps.iter().find(|v| v["replica"] == l["chose"]).unwrap();
+        if let Some(t) = time(chosen) {
+            assert!(
+                reps.iter()
+                    .filter(|v| v["health"]["state"] == "up")
+                    .all(|v| time(v).is_none_or(|o| t <= o)),
+                "{l}"
+            );
+        }
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }
 

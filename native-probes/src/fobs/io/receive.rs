@@ -742,14 +742,19 @@ fn transfer(
     }
     let result = result.expect("set");
     let stored = rx.stored_bytes();
+    // An unfinished transfer that holds nothing is not kept: there is nothing to resume, and
+    // its part file reserves the whole size (a sender with the token that said hello for
+    // three 1 GiB names and left reserved 3 GiB, for as long as `--keep-unfinished`).
+    let empty = stored == 0;
     let kept = paths.is_some()
         && !opts.discard
         && state_saved
+        && !empty
         && !matches!(result, Ok(Done::Stored) | Ok(Done::HashMismatch));
-    if (opts.discard || !state_saved) && !matches!(result, Ok(Done::Stored)) {
+    if (opts.discard || !state_saved || empty) && !matches!(result, Ok(Done::Stored)) {
         // A measuring receiver keeps nothing: what an unfinished transfer held goes too, so
         // that its disk holds at most one transfer's file at a time. Nor is a part file kept
-        // that no state describes: nothing could continue it.
+        // that no state describes: nothing could continue it; nor one that holds nothing.
         if let Some((p, s, _)) = &paths {
             let _ = std::fs::remove_file(p);
             let _ = std::fs::remove_file(s);
