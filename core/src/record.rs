@@ -288,17 +288,22 @@ named!(CongestionAction, "congestion action", {
 });
 
 /// How FOBS's rate controller counts loss into its long-term loss rate (since 1.2, optional):
-/// one interval per window with loss, TFRC's loss-event rate (RFC 5348 §5.2, the default), or
-/// one per lost packet (`--loss-rate packets`, Dickens §4.1's evaluation).
+/// one interval per window with loss, TFRC's loss-event rate (RFC 5348 §5.2, the default),
+/// one per lost packet over TFRC's last eight intervals (`--loss-rate packets`), or the
+/// packets lost over those sent since the transfer began (`--loss-rate transfer`, since
+/// 2026-12-08: the "long-term loss rate … maintained by the physical system" of Dickens
+/// §4.1's evaluation).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum LossCount {
     Events,
     Packets,
+    Transfer,
 }
 
 named!(LossCount, "loss count", {
     Events => "events",
     Packets => "packets",
+    Transfer => "transfer",
 });
 
 /// One congestion event of a FOBS transfer (since 1.2): a window with loss, the classifier's
@@ -962,7 +967,7 @@ mod tests {
             ("\"no_corrective_action\"", "\"slow_down\"", "congestion.action", "is not a congestion action"),
             ("\"long_term_loss_rate\":2e-5", "\"long_term_loss_rate\":2", "congestion.long_term_loss_rate", "fraction between 0 and 1"),
             ("\"rate_mbit_s\":940.5", "\"rate_mbit_s\":-1", "congestion.rate_mbit_s", "outside"),
-            ("\"events\"", "\"bytes\"", "congestion.loss_count", "'bytes' is not a loss count (one of events, packets)"),
+            ("\"events\"", "\"bytes\"", "congestion.loss_count", "'bytes' is not a loss count (one of events, packets, transfer)"),
             ("{\"signature_loss_rate\"", "[{\"signature_loss_rate\"", "congestion", "must be an object"),
         ];
         for (from, to, field, message) in cases {

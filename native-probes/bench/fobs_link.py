@@ -633,6 +633,13 @@ def bench(quick, only=None, check=None):
             out[("cpu", "fobs, packets")] = cpu_row("fobs --loss-rate packets", [p[0] for p in pairs])
             out[("cpu", "fobs --no-classifier, packets")] = cpu_row("fobs --loss-rate packets --no-classifier", [p[1] for p in pairs])
             print(f"  {'':<24} {'pairs: fobs / --no-classifier':<26} {', '.join(f'{w[0] / n[0]:.1f}' for w, n in pairs)}", flush=True)
+            # And the whole transfer's packet loss rate (--loss-rate transfer): the long-term
+            # loss rate of the paper's own evaluation (Dickens §4.1), which never forgets.
+            tr = ["--loss-rate", "transfer"]
+            pairs = [b.pair(i, lambda: fobs(tr), lambda: fobs(tr + ["--no-classifier"])) for i in range(1 if quick else 5)]
+            out[("cpu", "fobs, transfer")] = cpu_row("fobs --loss-rate transfer", [p[0] for p in pairs])
+            out[("cpu", "fobs --no-classifier, transfer")] = cpu_row("fobs --loss-rate transfer --no-classifier", [p[1] for p in pairs])
+            print(f"  {'':<24} {'pairs: fobs / --no-classifier':<26} {', '.join(f'{w[0] / n[0]:.1f}' for w, n in pairs)}", flush=True)
         if want("loss"):
             # 3. 0.5 % random loss (UDP and TCP from A dropped at B's input).
             link.random_drop(500)
@@ -704,7 +711,8 @@ def summary(g, rate):
           f"fobs / iperf3 cubic {g(('cpu', 'fobs')) / g(('cpu', 'cubic')):.2f}, / bbr {g(('cpu', 'fobs')) / g(('cpu', 'bbr')):.2f}, "
           f"/ QUIC cubic {g(('cpu', 'fobs')) / g(('cpu', 'quic cubic')):.2f}, / QUIC bbr {g(('cpu', 'fobs')) / g(('cpu', 'quic bbr')):.2f}")
     print(f"  CPU contention, --loss-rate packets: fobs / fobs --no-classifier "
-          f"{g(('cpu', 'fobs, packets')) / g(('cpu', 'fobs --no-classifier, packets')):.1f}")
+          f"{g(('cpu', 'fobs, packets')) / g(('cpu', 'fobs --no-classifier, packets')):.1f}; --loss-rate transfer "
+          f"{g(('cpu', 'fobs, transfer')) / g(('cpu', 'fobs --no-classifier, transfer')):.1f}")
     print(f"  classifier overhead: fobs / fobs --no-classifier, clean {g(('clean', 'fobs')) / g(('clean', 'fobs --no-classifier')):.3f}, "
           f"0.5 % loss alone {g(('loss', 'fobs')) / g(('loss', 'fobs --no-classifier')):.3f}")
     print(f"  0.5 % loss shared with iperf3 cubic: Jain's index {g('jain'):.3f}")

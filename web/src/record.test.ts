@@ -204,7 +204,7 @@ describe("a FOBS congestion event (schema 1.2)", () => {
     [
       { ...congestion, loss_count: "bytes" },
       "congestion.loss_count",
-      /'bytes' is not a loss count \(one of events, packets\)/,
+      /'bytes' is not a loss count \(one of events, packets, transfer\)/,
     ],
     [
       { ...congestion, classifier_metric: "entropy" },

@@ -26,7 +26,7 @@ const CONGESTION_ACTIONS = [
   "rate_from_response",
   "already_answered",
 ] as const;
-const LOSS_COUNTS = ["events", "packets"] as const;
+const LOSS_COUNTS = ["events", "packets", "transfer"] as const;
 
 /** What was measured; the names are the same in Rust, the schema and the UI. */
 export type Metric = (typeof METRICS)[number];

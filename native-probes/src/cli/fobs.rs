@@ -76,9 +76,10 @@ pub struct SendArgs {
     #[arg(long)]
     no_classifier: bool,
     /// How loss enters the long-term loss rate: events (a window's losses once, TFRC's
-    /// loss-event rate, as TCP answers them) or packets (every lost packet, the packet loss
-    /// rate of the FOBS paper's evaluation; loses its share to a TCP flow on a shared
-    /// drop-tail link).
+    /// loss-event rate, as TCP answers them), packets (every lost packet, over TFRC's last
+    /// eight loss intervals; loses its share to a TCP flow on a shared drop-tail link), or
+    /// transfer (the packets lost over those sent since the transfer began: the long-term
+    /// loss rate of the FOBS paper's evaluation, §4.1; it never forgets a congested spell).
     #[arg(long, default_value = "events", value_parser = PossibleValuesParser::new(LossCount::ALL.iter().map(|c| c.name()))
         .map(|s| s.parse::<LossCount>().expect("one of the possible values")))]
     loss_rate: LossCount,

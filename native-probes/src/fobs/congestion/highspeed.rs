@@ -15,8 +15,15 @@
 //!   once, cuts its window, and the rate RFC 3649's response function is derived for (one
 //!   drop per congestion event). FOBS is TFRC with HighSpeed's response (Dickens §2.1), so
 //!   this makes it as aggressive as a HighSpeed TCP flow and no more.
-//!   [`LossCount::Packets`] (`--loss-rate packets`) is the long-term *packet* loss rate of
-//!   Dickens's evaluation (§4.1): every lost packet closes an interval (L lost of P packets
+//!   [`LossCount::Transfer`] (`--loss-rate transfer`) is the packets lost over those sent
+//!   since the transfer began, every lost packet counted but those the classifier took for
+//!   CPU loss and those of windows sent before the last answer took effect (held, as in the
+//!   other counts; slow start's overshoot is its RFC 5348 §6.3.1 share): the "long-term loss rate … maintained by the physical system" with which
+//!   Dickens §4.1 evaluated the classifier (its 120–271× came from it). It never forgets:
+//!   after one congested spell the rate stays low until many packets have gone without
+//!   loss, which is why it is no default.
+//!   [`LossCount::Packets`] (`--loss-rate packets`) is a *packet* loss rate over TFRC's
+//!   last eight intervals: every lost packet closes an interval (L lost of P packets
 //!   since the last counted loss add min(L, 8) intervals of P / L). It answers a burst of L
 //!   drops as L congestion events: one queue overflow of a few dozen packets cuts the rate
 //!   tenfold, and against one TCP flow on a drop-tail bottleneck FOBS got 13–19 Mbit/s of
@@ -106,6 +113,11 @@ pub struct HighSpeed {
     intervals: VecDeque<f64>,
     /// Packets since the last counted loss.
     open: f64,
+    /// [`LossCount::Transfer`]: packets sent since the transfer began, and of them those
+    /// whose loss counts (from the first counted loss on; slow start's are replaced by its
+    /// RFC 5348 §6.3.1 share, as the first interval is in the other counts).
+    sent: f64,
+    lost: f64,
     /// The least round-trip sample seen, seconds.
     min_rtt: f64,
     count: LossCount,
@@ -129,6 +141,8 @@ impl HighSpeed {
             slow_start: true,
             intervals: VecDeque::new(),
             open: 0.0,
+            sent: 0.0,
+            lost: 0.0,
             min_rtt: f64::INFINITY,
             count: LossCount::Events,
             full_rate: 0.0,
@@ -188,6 +202,18 @@ impl HighSpeed {
         rate.max(self.packet / self.rtt).min(self.max_rate)
     }
 
+    /// The long-term loss rate p the response is given: 1 / the mean loss interval, or under
+    /// [`LossCount::Transfer`] the packets lost over those sent; 0 before any counted loss.
+    fn long_term_loss(&self) -> f64 {
+        if self.intervals.is_empty() {
+            return 0.0;
+        }
+        match self.count {
+            LossCount::Transfer => (self.lost / self.sent.max(1.0)).min(1.0),
+            _ => self.mean_interval().map_or(0.0, |i| 1.0 / i),
+        }
+    }
+
     fn mean_interval(&self) -> Option<f64> {
         if self.intervals.is_empty() {
             return None;
@@ -215,6 +241,7 @@ impl Controller for HighSpeed {
             self.min_rtt = self.min_rtt.min(r.rtt_sample);
         }
         self.open += r.packets as f64;
+        self.sent += r.packets as f64;
         if r.hold {
             if let Some(recv) = r.receive_rate {
                 self.rate = self.bounded(self.rate.min(2.0 * recv));
@@ -235,12 +262,19 @@ impl Controller for HighSpeed {
             self.intervals.clear();
             self.intervals.push_front(1.0 / loss_for_window(w));
             self.open = 0.0;
+            // The whole transfer's count starts at the same rate, over what was sent.
+            self.lost = loss_for_window(w) * self.sent;
             self.rate = self.bounded(DRAIN * seen);
             return;
         } else if counted {
+            // The whole transfer's count: every lost packet of a window that is answered
+            // (not those the classifier took for CPU loss, nor those of the windows sent
+            // before the last answer took effect, as the other counts leave them out: slow
+            // start's overshoot alone would otherwise set p for the rest of the transfer).
+            self.lost += r.lost as f64;
             let lost = match self.count {
                 LossCount::Events => 1,
-                LossCount::Packets => r.lost,
+                LossCount::Packets | LossCount::Transfer => r.lost,
             };
             let each = (self.open / lost as f64).max(1.0);
             for _ in 0..lost.min(8) {
@@ -261,8 +295,7 @@ impl Controller for HighSpeed {
         let mut rate = if self.slow_start {
             self.rate * 2.0
         } else {
-            let p = 1.0 / self.mean_interval().unwrap_or(f64::INFINITY);
-            response(p) * self.packet / self.rtt
+            response(self.long_term_loss()) * self.packet / self.rtt
         };
         if let Some(recv) = r.receive_rate {
             // In slow start, twice what arrived (RFC 5348 §4.3). After it, the response
@@ -278,7 +311,7 @@ impl Controller for HighSpeed {
                 rate = rate.min(FULL_GROWTH * recv);
             } else if self.slow_start {
                 rate = rate.min(2.0 * recv);
-            } else if self.count == LossCount::Packets && self.queue_building(r) {
+            } else if self.count != LossCount::Events && self.queue_building(r) {
                 // Neither above what arrived nor above the rate now (an arrival rate read
                 // high, from a burst the bottleneck's bucket let through, would raise it).
                 rate = rate.min(recv).min(self.rate);
@@ -314,7 +347,7 @@ impl Controller for HighSpeed {
         if self.slow_start {
             0.0
         } else {
-            self.mean_interval().map_or(0.0, |i| 1.0 / i)
+            self.long_term_loss()
         }
     }
 }
@@ -572,6 +605,48 @@ mod tests {
         let mut c = HighSpeed::new(2.5e6, 1e12, s);
         c.on_window(&short(100, 3, true, 1e3));
         assert_eq!(c.rate(), floor);
+    }
+
+    /// `--loss-rate transfer`: p is the packets lost over those sent since the transfer
+    /// began (Dickens §4.1), not counting the losses of a held window or of one the classifier
+    /// took for CPU loss (only their packets), and never forgetting: ten times as many packets
+    /// without loss give a tenth of p, where the eight intervals of `packets` forget it.
+    #[test]
+    fn the_transfer_count_is_the_whole_transfer_s_packet_loss_rate() {
+        let s = 1400.0;
+        let mut c = HighSpeed::new(1e7, 1e12, s).with_loss_count(LossCount::Transfer);
+        c.on_window(&report(1000, 0, true, 1e7));
+        // Slow start ends at the first counted loss: p is the share the response gives
+        // what arrived, over the 2,000 packets sent.
+        c.on_window(&report(1000, 5, true, 1e7));
+        let w = 1e7 * c.rtt / s;
+        let p0 = loss_for_window(w);
+        assert!((c.loss_rate() - p0).abs() < 1e-12, "{} {p0}", c.loss_rate());
+        let lost0 = p0 * 2000.0;
+        // A held window's 40 losses and a CPU window's 30 do not count (their packets do).
+        c.on_window(&WindowReport {
+            hold: true,
+            ..report(1000, 40, true, 1e7)
+        });
+        c.on_window(&report(1000, 30, false, 1e7));
+        c.on_window(&report(1000, 2, true, 1e7));
+        let want = (lost0 + 2.0) / 5000.0;
+        assert!(
+            (c.loss_rate() - want).abs() < 1e-12,
+            "{} {want}",
+            c.loss_rate()
+        );
+        // 45,000 packets without loss: a tenth of it.
+        for _ in 0..45 {
+            c.on_window(&report(1000, 0, false, 1e9));
+        }
+        assert!(
+            (c.loss_rate() - want / 10.0).abs() < 1e-12,
+            "{}",
+            c.loss_rate()
+        );
+        let rate = response(want / 10.0) * s / c.rtt;
+        assert!(c.rate() <= rate * 1.0001, "{} {rate}", c.rate());
     }
 
     /// After slow start, a window whose round trip says the queue is building holds the rate
