@@ -116,6 +116,8 @@ pub struct Args {
     /// duration here is in seconds, or takes a unit (250ms, 1.5s, 1min).
     #[arg(long, value_parser = parse_seconds, default_value_t = 1.0)]
     timeout_floor: f64,
+    /// The ceiling is also how long a request waits for its head where its adaptive timeout
+    /// passed and no retry could go (one replica up, a POST, the retry budget spent).
     #[arg(long, value_parser = parse_seconds, default_value_t = 60.0)]
     timeout_ceiling: f64,
     #[arg(long, value_parser = parse_seconds, default_value_t = 30.0)]

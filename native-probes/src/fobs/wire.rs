@@ -374,7 +374,10 @@ impl Control {
                 if b.len() != at + n {
                     return Err(Malformed::Length);
                 }
-                let name = std::str::from_utf8(&b[at..]).map_err(|_| Malformed::Value)?;
+                // Bytes that are not UTF-8 stand as U+FFFD, which no stored name may hold: the
+                // receiver refuses the name as such (and says so to the sender) rather than
+                // dropping the connection on a "malformed" hello.
+                let name = String::from_utf8_lossy(&b[at..]);
                 Ok(Control::Hello(Hello {
                     token,
                     size,
@@ -496,7 +499,8 @@ impl Framer {
 /// Whether `name` may be stored: one plain file name (no directory part, not `.` or `..`,
 /// no leading dot, which the receiver's own temporary files use), UTF-8 without control
 /// or format characters, nor line or paragraph separators (U+2028, U+2029: a log viewer
-/// breaks the line there, and what follows reads as a line of its own), at most
+/// breaks the line there, and what follows reads as a line of its own), nor U+FFFD (bytes
+/// that were not UTF-8: the name stored would not be the one sent), at most
 /// [`MAX_STORED_NAME`] bytes.
 pub fn valid_name(name: &str) -> bool {
     name_problem(name).is_none()
@@ -522,6 +526,8 @@ pub fn name_problem(name: &str) -> Option<String> {
         .any(|c| c.is_control() || is_format(c) || matches!(c, '\u{2028}' | '\u{2029}'))
     {
         Some("it holds a control or invisible character".into())
+    } else if name.contains('\u{fffd}') {
+        Some("it holds bytes that are not UTF-8 (shown as U+FFFD)".into())
     } else {
         None
     }
@@ -709,6 +715,7 @@ mod tests {
             "a\u{200b}b",
             "\u{feff}x",
             "tag\u{e0041}",
+            "\u{fffd}\u{fffd}",
             &long,
         ] {
             assert!(!valid_name(bad), "{bad:?}");
@@ -774,5 +781,31 @@ mod tests {
             assert!(said.contains(why), "{name:?}: {said:?}");
         }
         assert_eq!(name_problem("data.bin"), None);
+    }
+
+    /// A hello whose name is not UTF-8 reads, with U+FFFD standing for those bytes, so that
+    /// the receiver refuses the name and says why (it used to drop a "malformed" hello).
+    #[test]
+    fn a_name_that_is_not_utf8_reads_and_is_refused_as_a_name() {
+        let mut bytes = Vec::new();
+        Control::Hello(Hello {
+            token: [1; TOKEN_LEN],
+            size: 10,
+            packet: 1400,
+            window: 64,
+            resume: false,
+            hash: [0; HASH_LEN],
+            name: "ab".into(),
+        })
+        .encode(&mut bytes);
+        let end = bytes.len();
+        bytes[end - 2..].copy_from_slice(&[0xff, 0xfe]);
+        let mut f = Framer::default();
+        f.push(&bytes);
+        let Ok(Some(Control::Hello(h))) = f.next_message() else {
+            panic!("not a hello");
+        };
+        assert_eq!(h.name, "\u{fffd}\u{fffd}");
+        assert!(name_problem(&h.name).unwrap().contains("not UTF-8"));
     }
 }

@@ -479,7 +479,7 @@ pub(super) fn live_table(
                 // The last bound and its forecast; a dash alone while there is neither.
                 match (r.last_bound_mbps, r.forecast_mbps) {
                     (None, None) => "-".into(),
-                    (b, f) => format!("{} → {}", opt(b), opt(f)),
+                    (b, f) => format!("{} →{}", opt(b), opt(f)),
                 },
             ];
             (cells, Vec::new())

@@ -93,6 +93,12 @@ impl RetryBudget {
     pub fn tokens(&self) -> f64 {
         self.tokens
     }
+
+    /// Whether a retry could go now, without spending a token.
+    pub fn could_retry(&self, now_ms: f64) -> bool {
+        let dt = self.last_ms.map_or(0.0, |l| ((now_ms - l) / 1e3).max(0.0));
+        (self.tokens + dt * self.per_sec).min(self.burst) >= 1.0
+    }
 }
 
 /// Unit of work → replica, at most `capacity` entries, each forgotten `idle_ms` after its

@@ -363,6 +363,7 @@ fn unconnected(e: &ConnectError, out: Outgoing) -> (Failure, Attempt) {
                 failure: Failure::Connect,
                 unsent: Some(out),
                 bodiless: true,
+                waited_for_ms: None,
             },
         ),
     }
@@ -435,6 +436,9 @@ enum Attempt {
         /// Sent, but nothing of its body was taken (it had none): an idempotent method may
         /// go again (RFC 9110 §9.2.2).
         bodiless: bool,
+        /// How long the head was waited for, ms, when it timed out (the adaptive timeout, or
+        /// the ceiling where no retry could go: [`Patience`]).
+        waited_for_ms: Option<f64>,
     },
     /// The client's request failed: its body broke off, or `stalled` waiting on the client.
     ClientFailed {
@@ -489,15 +493,28 @@ fn metrics_page(sh: &Shared) -> Bytes {
     page
 }
 
+/// A client's request's way out when its adaptive timeout passes: its service, and whether
+/// a retry may send it again (its method is idempotent and it has retries left; its body is
+/// known only to the attempt). Where no retry could go, the attempt waits on up to the
+/// replica's ceiling ([`Policy::last_resort_ms`]).
+#[derive(Clone, Copy)]
+struct Patience {
+    service: usize,
+    may_retry: bool,
+}
+
 /// One attempt at `replica`, begun at `start`: connect, send, wait for the head within the
-/// adaptive timeout. `route`: a client's request's, whose sizes it teaches if it completes
-/// (None: a probe).
+/// adaptive timeout (and, for a client's request that could be retried nowhere, `patience`,
+/// on to the replica's ceiling). `route`: a client's request's, whose sizes it teaches if it
+/// completes (None: a probe).
+#[allow(clippy::too_many_arguments)]
 async fn attempt(
     sh: &Arc<Shared>,
     replica: usize,
     head: &Head,
     out: Outgoing,
     timeout_ms: f64,
+    patience: Option<Patience>,
     route: &mut Option<RouteKey>,
     start: Instant,
 ) -> Attempt {
@@ -556,7 +573,8 @@ async fn attempt(
     let mut fd = conn.raw_fd();
     let fut = conn.send.try_send_request(req);
     tokio::pin!(fut);
-    let timeout_ns = (timeout_ms * 1e6) as u64;
+    let mut timeout_ns = (timeout_ms * 1e6) as u64;
+    let mut extended = false;
     // The peer's acknowledgements when a deadline was last reached, and when they last grew.
     let mut acked: Option<u64> = None;
     let mut acked_at = 0u64;
@@ -584,6 +602,22 @@ async fn attempt(
                         acked_at = now;
                         continue;
                     }
+                }
+            }
+            // The adaptive timeout is when to try another replica. Where no retry could go,
+            // the request waits on, up to the replica's ceiling, and its wait, when the head
+            // comes, is what the replica's timeout learns.
+            if let Some(pt) = patience.filter(|_| !extended) {
+                let last = sh.policy.lock().expect("policy").last_resort_ms(
+                    pt.service,
+                    replica,
+                    sh.now_ms(),
+                    pt.may_retry && bodiless,
+                );
+                if let Some(ceiling) = last.filter(|&c| c > timeout_ms) {
+                    timeout_ns = (ceiling * 1e6) as u64;
+                    extended = true;
+                    continue;
                 }
             }
             break None;
@@ -654,6 +688,7 @@ async fn attempt(
                 failure: Failure::Timeout,
                 unsent: None,
                 bodiless,
+                waited_for_ms: Some(timeout_ns as f64 / 1e6),
             }
         }
         Some(Err(_)) => {
@@ -662,6 +697,7 @@ async fn attempt(
                 failure: Failure::Reset,
                 unsent: None,
                 bodiless,
+                waited_for_ms: None,
             }
         }
         // 101 to a request that asked for no upgrade (the proxy drops `Upgrade`): the
@@ -674,6 +710,7 @@ async fn attempt(
                 failure: Failure::Status,
                 unsent: None,
                 bodiless,
+                waited_for_ms: None,
             }
         }
         Some(Ok(mut resp)) => {
@@ -884,7 +921,23 @@ async fn handle(
             headers: first.take().unwrap_or_else(|| head.headers.clone()),
             body: body.take().unwrap_or(Up::Empty),
         };
-        match attempt(&sh, d.replica, &head, out, d.timeout_ms, &mut route, at).await {
+        let patience = Patience {
+            service,
+            may_retry: idempotent(&head.method) && tried.len() < sh.max_retries as usize,
+        };
+        let timeout_ms = d.timeout_ms;
+        match attempt(
+            &sh,
+            d.replica,
+            &head,
+            out,
+            timeout_ms,
+            Some(patience),
+            &mut route,
+            at,
+        )
+        .await
+        {
             Attempt::Ok(r) => break r,
             Attempt::Local => {
                 sh.edge.failed.fetch_add(1, Relaxed);
@@ -915,8 +968,9 @@ async fn handle(
                 failure,
                 unsent,
                 bodiless,
+                waited_for_ms,
             } => {
-                tried.push((d.replica, failure, d.timeout_ms));
+                tried.push((d.replica, failure, waited_for_ms.unwrap_or(d.timeout_ms)));
                 // Sent again only if it never reached the replica, or if sending it twice
                 // does no harm (an idempotent method whose body, if any, was not taken): a
                 // POST that timed out may have been carried out. At most `max_retries`

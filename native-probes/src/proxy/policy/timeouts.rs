@@ -63,6 +63,24 @@ pub(super) fn wait_series(cfg: &Config) -> Series {
 }
 
 impl Policy {
+    /// How long a request of service `s` at replica `r` may still wait once its adaptive
+    /// timeout has passed, ms: the replica's ceiling (`--timeout-ceiling`) when a retry could
+    /// go nowhere (`retryable` false: its method or its body forbids sending it again; or no
+    /// other replica of the service is up; or the retry budget is spent), else `None` (the
+    /// request is given up there and retried elsewhere). The adaptive timeout is when to try
+    /// another replica; with none to try, cutting the request off helps no one: a replica's
+    /// first slow request (a listing it generates, a cold disk) was a 504 after the 1 s its
+    /// fast requests had taught (a user's review, 2026-12-08).
+    pub fn last_resort_ms(&self, s: usize, r: usize, now_ms: f64, retryable: bool) -> Option<f64> {
+        let other_up = self.services[s]
+            .spec
+            .replicas
+            .iter()
+            .any(|&o| o != r && self.replicas[o].health == Health::Up);
+        let nowhere = !retryable || !other_up || !self.budget.could_retry(now_ms);
+        nowhere.then_some(self.replicas[r].cfg.timeout.ceiling_ms)
+    }
+
     /// The request timeout for `r`, ms: the rule's timeout for the wait within the bounds,
     /// with the rules' own cold start while the wait's spread is unknown
     /// ([`nowcast_core::timeout::MIN_ERRORS`]: [`nowcast_core::timeout::COLD_FACTOR`] × the

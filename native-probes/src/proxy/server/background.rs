@@ -61,8 +61,17 @@ async fn probe(sh: Arc<Shared>, replica: usize) {
         headers: head.headers.clone(),
         body,
     };
-    if let Attempt::Ok(r) =
-        attempt(&sh, replica, &head, out, timeout, &mut None, Instant::now()).await
+    if let Attempt::Ok(r) = attempt(
+        &sh,
+        replica,
+        &head,
+        out,
+        timeout,
+        None,
+        &mut None,
+        Instant::now(),
+    )
+    .await
     {
         let mut b = r.into_body();
         while let Some(f) = b.frame().await {
