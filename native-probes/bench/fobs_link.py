@@ -502,6 +502,11 @@ class Bench:
         return (r1, r2) if i % 2 == 0 else (r2, r1)
 
     def fobs(self, extra=(), rng=None, rcvbuf=None, busy=None):
+        # FOBS_BENCH_LOSS_RATE: the --loss-rate of every FOBS run that names none (the whole
+        # bench in one count; the default is the tool's, events).
+        count = os.environ.get("FOBS_BENCH_LOSS_RATE")
+        if count and "--loss-rate" not in extra:
+            extra = list(extra) + ["--loss-rate", count]
         link = self.link
         rx = receiver(link, self.rx_dir, ["--rcvbuf", f"{rcvbuf}B"] if rcvbuf else [], cpu=Busy.CPU if busy else None)
         st = busy.start(rng) if busy else None
@@ -759,7 +764,7 @@ def rates(tmp, runs, quick, row):
 # median of 3 runs, or in the quick version the better of 2 (one run in 8 read 0.86, the
 # packet count's best 0.75).
 SHARED = [(100, 30, 30), (100, 5, 30)]
-LOSS_COUNTS = ["events", "packets"]
+LOSS_COUNTS = ["events", "packets", "transfer"]
 JAIN_CHECK = 0.8
 
 
@@ -811,6 +816,9 @@ def share(b, extra=()):
     t0 = time.time()
     time.sleep(2)
     ts = time.time() - t0
+    count = os.environ.get("FOBS_BENCH_LOSS_RATE")
+    if count and "--loss-rate" not in extra:
+        extra = list(extra) + ["--loss-rate", count]
     try:
         r = send(b.link, b.src, ["--json"] + list(extra), name="share.bin", timeout=secs, memory=b.memory)
     except subprocess.TimeoutExpired:
