@@ -28,6 +28,15 @@ fn read(text: &str) -> Imported {
     read_text(text, SerdeJson)
 }
 
+/// Records as NDJSON lines.
+fn ndjson(records: &[Record]) -> String {
+    records
+        .iter()
+        .map(Record::to_line)
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 fn json(text: &str) -> serde_json::Value {
     serde_json::from_str(text).unwrap()
 }
@@ -682,13 +691,7 @@ fn a_client_s_downloads_from_two_services_are_two_series() {
         rec(4000.0, 1.0, "10.0.0.1:80", "10.0.0.5:40001"),
         rec(5000.0, 2.0, "10.0.0.1:80", "10.0.0.5:40002"),
     ];
-    let nd = read(
-        &records
-            .iter()
-            .map(Record::to_line)
-            .collect::<Vec<_>>()
-            .join("\n"),
-    );
+    let nd = read(&ndjson(&records));
     clean(&nd);
     let want = [
         "throughput to 10.0.0.5 from 10.0.0.1:80",
@@ -741,13 +744,7 @@ fn the_export_keeps_sources_apart_and_congestion_events_out() {
     assert_eq!(text.lines().count(), 3, "{text}");
     let csv = read(&text);
     clean(&csv);
-    let nd = read(
-        &records
-            .iter()
-            .map(Record::to_line)
-            .collect::<Vec<_>>()
-            .join("\n"),
-    );
+    let nd = read(&ndjson(&records));
     assert_eq!(
         names(&csv),
         ["rtt/tcp to h:80", "rtt/tcp to h:80 (pcap timestamps)"]

@@ -50,18 +50,29 @@ pub(super) fn write_state(
     written
 }
 
-/// The packets a state file says are held, if it describes the same transfer.
-pub(super) fn read_state(path: &Path, h: &crate::fobs::wire::Hello) -> Option<Vec<u8>> {
-    // Not blocking on a FIFO planted under the name, and only this user's regular file.
-    let mut f = OpenOptions::new()
+/// A state file's bytes: not blocking on a FIFO planted under the name, only this user's
+/// regular file, and at most what the largest file's state holds (one bit per packet).
+fn state_bytes(path: &Path) -> Option<Vec<u8>> {
+    let f = OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
         .open(path)
         .ok()?;
     own_regular_file(&f).ok()?;
     let mut b = Vec::new();
-    f.read_to_end(&mut b).ok()?;
-    let head = 8 + 8 + 2 + HASH_LEN;
+    f.take((STATE_HEAD as u64) + (1 << 32))
+        .read_to_end(&mut b)
+        .ok()?;
+    Some(b)
+}
+
+/// A state file's header: magic, file size, packet size, hash.
+const STATE_HEAD: usize = 8 + 8 + 2 + HASH_LEN;
+
+/// The packets a state file says are held, if it describes the same transfer.
+pub(super) fn read_state(path: &Path, h: &crate::fobs::wire::Hello) -> Option<Vec<u8>> {
+    let b = state_bytes(path)?;
+    let head = STATE_HEAD;
     let bits = h.size.div_ceil(u64::from(h.packet)).div_ceil(8) as usize;
     (b.len() == head + bits
         && &b[..8] == STATE_MAGIC
@@ -229,19 +240,8 @@ fn own_file_metadata(path: &Path) -> Option<std::fs::Metadata> {
 
 /// A state file's file size and the bytes its bitmap says are held.
 fn state_summary(path: &Path) -> Option<(u64, u64)> {
-    let mut f = OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-        .open(path)
-        .ok()?;
-    own_regular_file(&f).ok()?;
-    let head = 8 + 8 + 2 + HASH_LEN;
-    let mut b = Vec::new();
-    // A state holds one bit per packet: at most what the largest file needs.
-    Read::by_ref(&mut f)
-        .take((head as u64) + (1 << 32))
-        .read_to_end(&mut b)
-        .ok()?;
+    let b = state_bytes(path)?;
+    let head = STATE_HEAD;
     if b.len() < head || &b[..8] != STATE_MAGIC {
         return None;
     }
