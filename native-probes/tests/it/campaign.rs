@@ -695,7 +695,14 @@ token = "ffeeddccbbaa99887766554433221100"
         count(rows, "good/fobs", Outcome::Ok) + count(rows, "good/fobs", Outcome::Failed) >= 2
             && count(rows, "dead/fobs", Outcome::Skipped) >= 1
     };
-    while Instant::now() < until && !(db.exists() && done(&runs(&db))) {
+    // The file exists a moment before its tables do (a fresh clone's run once read it
+    // between the two): not yet an archive is not yet done.
+    let ready = |db: &Path| {
+        Sqlite::open_read(db)
+            .ok()
+            .and_then(|mut a| a.runs("loop", 0).ok())
+    };
+    while Instant::now() < until && !ready(&db).is_some_and(|r| done(&r)) {
         std::thread::sleep(Duration::from_millis(250));
     }
     assert!(
