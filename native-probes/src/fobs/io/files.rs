@@ -148,16 +148,20 @@ pub(super) fn open_part(path: &Path, resume: bool, size: u64) -> io::Result<File
 
 /// Whether `f` is a regular file owned by this process's user.
 fn own_regular_file(f: &File) -> io::Result<()> {
-    use std::os::unix::fs::MetadataExt;
-    let m = f.metadata()?;
-    // SAFETY: geteuid has no preconditions.
-    let me = unsafe { libc::geteuid() };
-    if !m.file_type().is_file() || m.uid() != me || m.nlink() != 1 {
+    if !own_regular(&f.metadata()?) {
         return Err(io::Error::other(
             "a file of that name is there that is not a regular file of this user alone",
         ));
     }
     Ok(())
+}
+
+/// Whether `m` is a regular file of this process's user with no other name.
+fn own_regular(m: &std::fs::Metadata) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    // SAFETY: geteuid has no preconditions.
+    let me = unsafe { libc::geteuid() };
+    m.file_type().is_file() && m.uid() == me && m.nlink() == 1
 }
 
 /// An unfinished transfer found in the receiver's directory: its part file and resume state.
@@ -231,11 +235,7 @@ pub fn remove_unfinished(dir: &Path, name: &str) -> io::Result<()> {
 /// The metadata of `path` if it is a regular file (not followed through a link) of this
 /// user alone.
 fn own_file_metadata(path: &Path) -> Option<std::fs::Metadata> {
-    use std::os::unix::fs::MetadataExt;
-    let m = std::fs::symlink_metadata(path).ok()?;
-    // SAFETY: geteuid has no preconditions.
-    let me = unsafe { libc::geteuid() };
-    (m.file_type().is_file() && m.uid() == me && m.nlink() == 1).then_some(m)
+    std::fs::symlink_metadata(path).ok().filter(own_regular)
 }
 
 /// A state file's file size and the bytes its bitmap says are held.
